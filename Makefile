@@ -1,0 +1,29 @@
+# The two commands a new user needs are `make test` and `make demo`; each builds
+# its own virtual environment (.venv) from pyproject.toml first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint typecheck pytest clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## test: lint, type-check and run the whole test suite (real Redis/Valkey, SQLite, PostgreSQL)
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check celery_dgs tests example_project benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

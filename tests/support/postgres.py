@@ -1,0 +1,86 @@
+"""A throw-away PostgreSQL server for tests: initdb + pg_ctl on a temp dir and a free port.
+
+PostgreSQL refuses to run as root; when the tests run as root the server
+commands run as the ``postgres`` system user (or ``nobody``), which must own
+the data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from celery_dgs.embedded import free_port
+
+PG_BINARIES = ("initdb", "pg_ctl", "postgres")
+
+
+def postgres_available() -> bool:
+    return all(shutil.which(b) for b in PG_BINARIES)
+
+
+def _run_as() -> pwd.struct_passwd | None:
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise RuntimeError("running as root and no 'postgres' or 'nobody' user to run PostgreSQL as")
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="dgs-pg-"))
+        self.data_dir = self.root / "data"
+        self.log = self.root / "server.log"
+        self.user = _run_as()
+
+    def _run(self, *args: str) -> None:
+        kwargs: dict[str, Any] = {}
+        if self.user is not None:
+            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "cwd": str(self.root)}
+        result = subprocess.run(
+            args, capture_output=True, text=True, timeout=120, check=False, **kwargs
+        )
+        if result.returncode != 0:
+            log = self.log.read_text() if self.log.exists() else ""
+            raise RuntimeError(f"{args[0]} failed: {result.stdout}{result.stderr}{log}")
+
+    def start(self) -> PostgresServer:
+        os.chmod(self.root, 0o755)
+        if self.user is not None:
+            os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
+        self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--no-sync")  # fmt: skip
+        opts = f"-p {self.port} -k {self.root} -h 127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run("pg_ctl", "-D", str(self.data_dir), "-o", opts, "-l", str(self.log),
+                  "-w", "-t", "60", "start")  # fmt: skip
+        return self
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        engine.dispose()
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self.data_dir.exists():
+            try:
+                self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+            except RuntimeError:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)

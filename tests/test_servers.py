@@ -1,0 +1,68 @@
+"""The real-server fixtures start, answer, restart and stop real processes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from celery_dgs.embedded import RedisServerProcess
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_redis_server_process_restart_loses_data_and_stop_ends_pid() -> None:
+    server = RedisServerProcess().start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.set("k", "v")
+        first_pid = server.pid
+        run_id_before = client.info("server")["run_id"]
+        server.restart(kill=True)
+        assert server.pid != first_pid
+        assert first_pid is not None
+        assert not _alive(first_pid)
+        client = redis.Redis.from_url(server.url)
+        assert client.get("k") is None  # no persistence: a crash loses the data
+        assert client.info("server")["run_id"] != run_id_before
+        pid = server.pid
+        server.stop()
+        assert pid is not None
+        assert not _alive(pid)
+    finally:
+        server.cleanup()
+
+
+def test_redis_server_with_password() -> None:
+    with RedisServerProcess(password="s3cret") as server:
+        assert ":s3cret@" in server.url
+        assert redis.Redis.from_url(server.url).ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(host=server.host, port=server.port).ping()
+
+
+def test_redis_url_fixture_gives_a_clean_database(redis_client: redis.Redis) -> None:
+    assert redis_client.dbsize() == 0
+    redis_client.set("left-over", 1)
+
+
+def test_redis_url_fixture_flushes_between_tests(redis_client: redis.Redis) -> None:
+    assert redis_client.dbsize() == 0
+    redis_client.set("left-over", 1)
+
+
+@pytest.mark.postgres
+def test_postgres_fixture_runs_a_real_server(pg_url: str) -> None:
+    engine = sa.create_engine(pg_url)
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("select version()")).scalar_one()
+    engine.dispose()
+    assert "PostgreSQL" in version
