@@ -162,7 +162,7 @@ class ScheduleSpec:
             raise ScheduleConfigError(
                 name, "max_expected_duration", "must not exceed max_allowed_duration"
             )
-        nodes = self.dont_run_on_nodes
+        nodes: Any = self.dont_run_on_nodes
         if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
             raise ScheduleConfigError(name, "dont_run_on_nodes", "must be a list of node names")
         object.__setattr__(self, "dont_run_on_nodes", frozenset(nodes))

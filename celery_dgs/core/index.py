@@ -1,0 +1,148 @@
+"""The in-memory index behind the greedy choice (seed 000, "Scheduling algorithm").
+
+Two heaps with lazy deletion:
+
+- *waiting*: schedules whose ``can_start_by`` is still ahead, ordered by it;
+- *ready*: schedules whose ``can_start_by`` has passed, ordered by
+  ``should_start_by`` (then ``can_start_by``, then name, so ties are stable).
+
+``promote(now)`` moves what became eligible from waiting to ready; the greedy
+choice is the top of *ready*. Upserting or removing a schedule is O(log N); a
+decision is O(log N) amortised. Times are float seconds since the epoch (UTC):
+at a million schedules, datetimes would cost several times the memory and
+comparison time.
+
+The index holds only schedules that may be dispatched: the caller removes a
+schedule while it is running, dispatched-but-not-started or paused, and
+upserts it again with fresh start times when that ends.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class IndexedTimes:
+    can_start_by: float
+    should_start_by: float
+
+
+class DeadlineIndex:
+    def __init__(self) -> None:
+        self._times: dict[str, IndexedTimes] = {}
+        self._version: dict[str, int] = {}
+        self._waiting: list[tuple[float, int, str]] = []
+        self._ready: list[tuple[float, float, str, int]] = []
+        self._counter = 0
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._times
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._times)
+
+    def times(self, name: str) -> IndexedTimes | None:
+        return self._times.get(name)
+
+    def upsert(self, name: str, can_start_by: float, should_start_by: float) -> None:
+        """Insert ``name`` or replace its start times."""
+        self._counter += 1
+        version = self._counter
+        self._version[name] = version
+        self._times[name] = IndexedTimes(can_start_by, should_start_by)
+        heapq.heappush(self._waiting, (can_start_by, version, name))
+        self._compact_if_bloated()
+
+    def remove(self, name: str) -> bool:
+        """Drop ``name`` (its heap items become stale and are skipped later)."""
+        if name not in self._times:
+            return False
+        del self._times[name]
+        del self._version[name]
+        return True
+
+    def promote(self, now: float) -> int:
+        """Move every schedule whose ``can_start_by <= now`` to *ready*; returns how many."""
+        moved = 0
+        waiting, ready = self._waiting, self._ready
+        while waiting and waiting[0][0] <= now:
+            _, version, name = heapq.heappop(waiting)
+            if self._version.get(name) != version:
+                continue
+            times = self._times[name]
+            heapq.heappush(ready, (times.should_start_by, times.can_start_by, name, version))
+            moved += 1
+        return moved
+
+    def _clean_ready_top(self) -> None:
+        ready = self._ready
+        while ready and self._version.get(ready[0][2]) != ready[0][3]:
+            heapq.heappop(ready)
+
+    def peek(self, now: float) -> str | None:
+        """The eligible schedule with the lowest ``should_start_by``, left in place."""
+        self.promote(now)
+        self._clean_ready_top()
+        return self._ready[0][2] if self._ready else None
+
+    def pop(self, now: float) -> str | None:
+        """Remove and return the eligible schedule with the lowest ``should_start_by``."""
+        name = self.peek(now)
+        if name is not None:
+            heapq.heappop(self._ready)
+            self.remove(name)
+        return name
+
+    def pop_placeable(
+        self, now: float, can_place: Callable[[str], bool], *, max_skips: int = 1000
+    ) -> str | None:
+        """Like :meth:`pop`, skipping (but keeping) schedules that ``can_place`` refuses.
+
+        Used when the free slots are on workers a schedule may not run on
+        (``dont_run_on_nodes``, another pool). At most ``max_skips`` refused
+        schedules are looked at, so one decision stays bounded.
+        """
+        skipped: list[tuple[float, float, str, int]] = []
+        try:
+            while len(skipped) <= max_skips:
+                name = self.peek(now)
+                if name is None:
+                    return None
+                item = heapq.heappop(self._ready)
+                if can_place(name):
+                    self.remove(name)
+                    return name
+                skipped.append(item)
+            return None
+        finally:
+            for item in skipped:
+                heapq.heappush(self._ready, item)
+
+    def ready_count(self, now: float) -> int:
+        """Eligible schedules (O(size of ready), for metrics and tests)."""
+        self.promote(now)
+        return sum(1 for item in self._ready if self._version.get(item[2]) == item[3])
+
+    def next_wakeup(self) -> float | None:
+        """The earliest ``can_start_by`` among schedules not yet eligible."""
+        waiting = self._waiting
+        while waiting and self._version.get(waiting[0][2]) != waiting[0][1]:
+            heapq.heappop(waiting)
+        return waiting[0][0] if waiting else None
+
+    def _compact_if_bloated(self) -> None:
+        # Lazy deletion leaves stale items behind; rebuild when they dominate.
+        live = len(self._times)
+        if len(self._waiting) + len(self._ready) <= 4 * live + 1024:
+            return
+        version = self._version
+        self._waiting = [w for w in self._waiting if version.get(w[2]) == w[1]]
+        self._ready = [r for r in self._ready if version.get(r[2]) == r[3]]
+        heapq.heapify(self._waiting)
+        heapq.heapify(self._ready)

@@ -1,0 +1,97 @@
+"""Which worker gets a dispatch, and how many dispatches fit (pure).
+
+Beat and the simulator both decide with :func:`plan_dispatches`: take the
+eligible schedule with the lowest ``should_start_by`` that can be placed on a
+worker with a free slot, place it, and repeat while slots and schedules last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .index import DeadlineIndex
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Where a schedule may run: its pool (queue; ``None`` = the default queue)
+    and the nodes it must not run on."""
+
+    pool: str | None = None
+    excluded_nodes: frozenset[str] = frozenset()
+
+
+@dataclass
+class WorkerSlots:
+    """A live worker: Celery node name (``celery@host``), host node, the queues it
+    consumes and how many of its slots are free right now."""
+
+    name: str
+    node: str
+    queues: frozenset[str]
+    free: int
+
+
+class Placement:
+    """Free slots across workers; places a schedule on the allowed worker with
+    the most free slots (ties by name, so decisions are reproducible)."""
+
+    def __init__(self, workers: Iterable[WorkerSlots], default_queue: str) -> None:
+        self.workers = sorted((w for w in workers if w.free > 0), key=lambda w: w.name)
+        self.default_queue = default_queue
+
+    @property
+    def free(self) -> int:
+        return sum(w.free for w in self.workers)
+
+    def _best(self, constraints: Constraints) -> WorkerSlots | None:
+        queue = constraints.pool or self.default_queue
+        best: WorkerSlots | None = None
+        for worker in self.workers:
+            if (
+                worker.free > 0
+                and queue in worker.queues
+                and worker.node not in constraints.excluded_nodes
+                and worker.name not in constraints.excluded_nodes
+                and (best is None or worker.free > best.free)
+            ):
+                best = worker
+        return best
+
+    def can_place(self, constraints: Constraints) -> bool:
+        return self._best(constraints) is not None
+
+    def place(self, constraints: Constraints) -> str | None:
+        worker = self._best(constraints)
+        if worker is None:
+            return None
+        worker.free -= 1
+        return worker.name
+
+
+def plan_dispatches(
+    index: DeadlineIndex,
+    now: float,
+    placement: Placement,
+    constraints_of: Callable[[str], Constraints],
+    *,
+    limit: int,
+    max_skips: int = 1000,
+) -> list[tuple[str, str]]:
+    """Pop eligible schedules in ``should_start_by`` order while slots remain.
+
+    Returns ``(schedule, worker)`` pairs; the chosen schedules are removed from
+    the index (the caller re-inserts any it fails to dispatch).
+    """
+    plan: list[tuple[str, str]] = []
+    while len(plan) < limit and placement.free > 0:
+        name = index.pop_placeable(
+            now, lambda n: placement.can_place(constraints_of(n)), max_skips=max_skips
+        )
+        if name is None:
+            break
+        worker = placement.place(constraints_of(name))
+        assert worker is not None  # can_place said yes a moment ago
+        plan.append((name, worker))
+    return plan

@@ -1,0 +1,136 @@
+"""The ``dgs_*`` settings, read from ``app.conf``.
+
+Every setting has a default named here with its unit. Unknown ``dgs_*`` keys
+are rejected with the list of valid ones (a typo must not silently fall back to
+a default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .errors import SettingsError
+
+DEFAULT_DATABASE_URL = "sqlite:///dgs.sqlite3"
+DEFAULT_KEY_PREFIX = "dgs"
+DEFAULT_PING_INTERVAL_S = 30.0  # seed 000: every 30 seconds
+DEFAULT_PING_TIMEOUT_S = 90.0  # three missed pings before a steal may start
+DEFAULT_STEAL_DELAY_S = 60.0  # grace after steal_start_at for the owner to ping again
+DEFAULT_DISPATCH_TIMEOUT_S = 300.0  # a dispatch not started by then is taken back
+DEFAULT_WORKER_TTL_S = 60.0  # a worker registration expires unless refreshed
+DEFAULT_EWMA_ALPHA = 0.37
+DEFAULT_RETRY_BACKOFF_S = (300.0, 3600.0, 14400.0)  # 5 min, 1 h, 4 h
+DEFAULT_RUN_RETENTION_S = 30 * 24 * 3600.0  # 30 days of run history
+DEFAULT_PRUNE_BATCH_SIZE = 1000
+DEFAULT_TERMINATION_GRACE_S = 10.0  # after interrupting a run, before killing its process
+DEFAULT_STORE_POLL_INTERVAL_S = 2.0  # beat reads store changes at most this often
+DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
+
+
+def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingsError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise SettingsError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DgsSettings:
+    """Validated settings. Build with :meth:`from_conf` (``app.conf``) or directly."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    #: Redis for leases, registry and dispatch records; ``None``: the broker URL
+    #: when it is a Redis URL.
+    redis_url: str | None = None
+    key_prefix: str = DEFAULT_KEY_PREFIX
+    ping_interval: float = DEFAULT_PING_INTERVAL_S
+    ping_timeout: float = DEFAULT_PING_TIMEOUT_S
+    steal_delay: float = DEFAULT_STEAL_DELAY_S
+    dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_S
+    worker_ttl: float = DEFAULT_WORKER_TTL_S
+    ewma_alpha: float = DEFAULT_EWMA_ALPHA
+    retry_backoff: tuple[float, ...] = DEFAULT_RETRY_BACKOFF_S
+    #: Fixed worker-slot capacity used when no worker has registered.
+    capacity: int | None = None
+    run_retention: float = DEFAULT_RUN_RETENTION_S
+    prune_batch_size: int = DEFAULT_PRUNE_BATCH_SIZE
+    termination_grace: float = DEFAULT_TERMINATION_GRACE_S
+    store_poll_interval: float = DEFAULT_STORE_POLL_INTERVAL_S
+    max_dispatches_per_tick: int = DEFAULT_MAX_DISPATCHES_PER_TICK
+    #: Port for the Prometheus endpoint served by beat; ``None``: disabled.
+    metrics_port: int | None = None
+    #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
+    schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
+            "run_retention", "termination_grace", "store_poll_interval",
+        ):  # fmt: skip
+            object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
+        if self.ping_timeout <= self.ping_interval:
+            raise SettingsError(
+                f"dgs_ping_timeout ({self.ping_timeout}s) must be longer than "
+                f"dgs_ping_interval ({self.ping_interval}s)"
+            )
+        if not 0.0 < self.ewma_alpha <= 1.0:
+            raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
+        backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
+        if not backoff:
+            raise SettingsError("dgs_retry_backoff must list at least one delay")
+        object.__setattr__(self, "retry_backoff", backoff)
+        if self.capacity is not None and (
+            isinstance(self.capacity, bool) or not isinstance(self.capacity, int)
+            or self.capacity < 1
+        ):
+            raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
+        for name in ("prune_batch_size", "max_dispatches_per_tick"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.key_prefix, str) or not self.key_prefix:
+            raise SettingsError("dgs_key_prefix must be a non-empty string")
+        if not isinstance(self.schedules, Mapping):
+            raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
+
+    @property
+    def retry_ladder(self) -> tuple[timedelta, ...]:
+        return tuple(timedelta(seconds=s) for s in self.retry_backoff)
+
+    @classmethod
+    def valid_keys(cls) -> list[str]:
+        return sorted(f"dgs_{f.name}" for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> DgsSettings:
+        """Read every ``dgs_*`` key of a Celery ``app.conf`` (or a plain mapping)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key in list(conf.keys()):
+            if not isinstance(key, str) or not key.lower().startswith("dgs_"):
+                continue
+            short = key[4:].lower()
+            if short not in known:
+                raise SettingsError(
+                    f"unknown setting {key!r}; valid settings are: {', '.join(cls.valid_keys())}"
+                )
+            value = conf[key]
+            if value is not None or short in ("redis_url", "capacity", "metrics_port"):
+                values[short] = value
+        return cls(**values)
+
+    def resolved_redis_url(self, broker_url: str | None) -> str | None:
+        """``dgs_redis_url``, else the broker URL when it is a Redis URL."""
+        if self.redis_url:
+            return self.redis_url
+        if broker_url and broker_url.split("://", 1)[0] in ("redis", "rediss"):
+            return broker_url
+        return None
