@@ -1,0 +1,178 @@
+"""Dispatch records: which dispatch of a schedule is current, until it starts.
+
+Beat writes a record per dispatch *before* publishing the message; the lease
+acquire script consumes it when the run starts (see ``leases/scripts/acquire.lua``):
+
+- the message's ``dispatch_id`` matches the record: the run may start and the
+  record is deleted in the same atomic step;
+- the record is for another dispatch, or there is none (taken back, or already
+  started by an earlier delivery of the same message): the message is stale
+  and the worker drops it.
+
+A dispatch that has not started by ``expires_at`` is taken back by beat
+(:meth:`DispatchRecords.take_back`), which makes the schedule eligible again.
+Layout: one hash per schedule at ``KeySpace.dispatch(name)`` and a sorted set
+``KeySpace.dispatch_index()`` of schedule -> expires_at (ms).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+
+from .connection import call_script
+from .errors import LeaseError, MalformedDataError
+from .keys import KeySpace
+from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.lua import SCRIPTS
+from .leases.types import DISPATCH_FORMAT_VERSION
+
+log = logging.getLogger(__name__)
+
+#: Dispatches written per script call; a batch of more is several calls in one round trip.
+ADD_CHUNK = 1000
+_FMT = str(DISPATCH_FORMAT_VERSION)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DispatchRecord:
+    """One dispatch. ``dispatched_at``/``expires_at`` are Redis time, set when it is stored."""
+
+    schedule: str
+    dispatch_id: str
+    worker: str
+    dispatched_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> DispatchRecord:
+        r = HashReader(key, data, format_version=DISPATCH_FORMAT_VERSION)
+        if r.get_str("schedule") != schedule:
+            raise r.error(f"field 'schedule' is {r.get_str('schedule')!r}, expected {schedule!r}")
+        return cls(
+            schedule=schedule,
+            dispatch_id=r.get_str("dispatch_id"),
+            worker=r.get_str("worker"),
+            dispatched_at=r.get_time("dispatched_at"),
+            expires_at=r.get_time("expires_at"),
+        )
+
+
+class DispatchRecords:
+    """Dispatch records in Redis; one round trip per call."""
+
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, *, clock_ms: Callable[[], int] | None = None
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self._clock_ms = clock_ms
+
+    def _now_arg(self) -> str:
+        return "" if self._clock_ms is None else str(int(self._clock_ms()))
+
+    def _chunk_call(self, chunk: list[DispatchRecord], ttl_ms: int) -> tuple[list[str], list[str]]:
+        keys = [self.keys.dispatch_index()] + [self.keys.dispatch(r.schedule) for r in chunk]
+        args = [self._now_arg(), _FMT]
+        for r in chunk:
+            if not r.dispatch_id or not r.worker:
+                raise ValueError(f"dispatch of {r.schedule!r} needs a dispatch_id and a worker")
+            args += [r.schedule, r.dispatch_id, r.worker, str(ttl_ms)]
+        return keys, args
+
+    def add_many(
+        self, records: Iterable[DispatchRecord], *, ttl: float, pipeline: Pipeline | None = None
+    ) -> datetime | None:
+        """Store ``records`` (each replaces its schedule's previous record), expiring in ``ttl`` s.
+
+        Write them *before* publishing the messages. Without ``pipeline``: one
+        round trip, returns the Redis time stored as ``dispatched_at``. With
+        ``pipeline``: the writes are queued on it (plain EVAL, so the pipeline
+        needs no extra round trip to load scripts), the caller executes it, and
+        ``None`` is returned; each queued reply is ``[dispatched_at_ms]``.
+        """
+        ttl_ms = seconds_to_ms("ttl", ttl)
+        batch = list(records)
+        if len({r.schedule for r in batch}) != len(batch):
+            raise ValueError("add_many got two dispatches of the same schedule")
+        chunks = [batch[i : i + ADD_CHUNK] for i in range(0, len(batch), ADD_CHUNK)]
+        if not chunks:
+            return None
+        if pipeline is None and len(chunks) == 1:
+            keys, args = self._chunk_call(chunks[0], ttl_ms)
+            reply = call_script(SCRIPTS, self.client, "dispatch_add.lua", keys, args)
+            return ms_to_datetime(int(reply[0]))
+        pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=False)
+        source = SCRIPTS.source("dispatch_add.lua")
+        for chunk in chunks:
+            keys, args = self._chunk_call(chunk, ttl_ms)
+            pipe.eval(source, len(keys), *keys, *args)
+        if pipeline is not None:
+            return None
+        try:
+            replies = pipe.execute()
+        except redis.RedisError as exc:
+            raise LeaseError(f"storing {len(batch)} dispatch records failed: {exc}") from exc
+        for reply in replies:
+            if reply and reply[0] == b"MALFORMED":
+                raise MalformedDataError(f"Redis key {text(reply[1])!r}: {text(reply[2])}")
+        return ms_to_datetime(int(replies[0][0]))
+
+    def current(self, schedule: str) -> DispatchRecord | None:
+        """The schedule's pending dispatch, if any."""
+        key = self.keys.dispatch(schedule)
+        data = self._read(lambda: self.client.hgetall(key), key)
+        return DispatchRecord.from_hash(key, schedule, data) if data else None
+
+    def pending_count(self) -> int:
+        key = self.keys.dispatch_index()
+        return int(self._read(lambda: self.client.zcard(key), key))
+
+    def pending_names(self) -> set[str]:
+        key = self.keys.dispatch_index()
+        return {text(n) for n in self._read(lambda: self.client.zrange(key, 0, -1), key)}
+
+    def expired(self, now: datetime | None = None, *, limit: int = 10_000) -> list[DispatchRecord]:
+        """Records whose ``expires_at`` <= ``now`` (default: Redis time), oldest first.
+
+        Foreign data under a record key is logged at error level and skipped.
+        """
+        moment = str(datetime_to_ms(now)) if now is not None else self._now_arg()
+        reply = call_script(
+            SCRIPTS, self.client, "dispatch_expired.lua",
+            [self.keys.dispatch_index()], [moment, self.keys.dispatch_prefix(), str(limit)],
+        )  # fmt: skip
+        found, out = reply[1], []
+        for i in range(0, len(found) - 1, 2):
+            schedule, key = text(found[i]), self.keys.dispatch(text(found[i]))
+            try:
+                if not isinstance(found[i + 1], list):
+                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
+                out.append(DispatchRecord.from_hash(key, schedule, pairs(found[i + 1])))
+            except MalformedDataError as exc:
+                log.error("skipping a dispatch record: %s", exc)
+        return out
+
+    def take_back(self, schedule: str, dispatch_id: str) -> bool:
+        """Remove the record if it is still ``dispatch_id``; True if removed."""
+        reply = call_script(
+            SCRIPTS, self.client, "dispatch_take_back.lua",
+            [self.keys.dispatch(schedule), self.keys.dispatch_index()],
+            [_FMT, schedule, dispatch_id],
+        )  # fmt: skip
+        return bool(int(reply[0]))
+
+    @staticmethod
+    def _read(call: Callable[[], Any], key: str) -> Any:
+        try:
+            return call()
+        except redis.ResponseError as exc:
+            raise MalformedDataError(f"Redis key {key!r}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading {key!r} failed: {exc}") from exc

@@ -1,0 +1,107 @@
+"""Every Redis key name celery-dgs uses, built in one place under one prefix.
+
+Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)::
+
+    P:lease:<schedule>     hash   the schedule's lease (owner, pings, token, ...)
+    P:token:<schedule>     string fencing-token counter (INCR), never deleted
+    P:leases               zset   schedule -> last_ping_at (ms): the lease index
+    P:dispatch:<schedule>  hash   the schedule's current dispatch record
+    P:dispatches           zset   schedule -> expires_at (ms): the dispatch index
+    P:worker:<name>        hash   a registered worker (expires with its TTL)
+    P:workers              zset   worker name -> expires_at (ms): the worker index
+    P:leader:<role>        any    reserved for leader leases (e.g. two beats)
+
+Schedule and worker names are used verbatim after the fixed part, so a name
+may contain ``:`` without clashing with another key.
+
+Redis Cluster: the lease scripts touch a schedule's keys *and* the shared
+indexes in one atomic call, and the sweep builds lease keys from
+:meth:`KeySpace.lease_prefix` inside the script. Both only work when every key
+lives in the same slot, so on a cluster pass ``hash_tag=True``: the prefix is
+then wrapped in ``{...}`` and every key hashes to one slot (one shard holds all
+celery-dgs keys; at thousands of schedules that is far below one shard's
+capacity). On a single server or Sentinel the tag changes nothing but the name.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PREFIX = "dgs"
+
+_GLOB_SPECIALS = "*?[]\\"
+
+
+class KeySpace:
+    """Builds key names under ``prefix``; see the module docstring for the layout."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX, *, hash_tag: bool = False) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError("key prefix must be a non-empty string")
+        if hash_tag and ("{" in prefix or "}" in prefix):
+            raise ValueError(f"key prefix {prefix!r} must not contain braces with hash_tag=True")
+        self.prefix = prefix
+        self.hash_tag = hash_tag
+        self._base = f"{{{prefix}}}" if hash_tag else prefix
+
+    def __repr__(self) -> str:
+        return f"KeySpace({self.prefix!r}, hash_tag={self.hash_tag})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeySpace) and (self.prefix, self.hash_tag) == (
+            other.prefix,
+            other.hash_tag,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.prefix, self.hash_tag))
+
+    @staticmethod
+    def _name(kind: str, name: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+        return name
+
+    # -- leases ---------------------------------------------------------------
+    def lease_prefix(self) -> str:
+        """``lease(name) == lease_prefix() + name`` (the sweep script relies on it)."""
+        return f"{self._base}:lease:"
+
+    def lease(self, schedule: str) -> str:
+        return self.lease_prefix() + self._name("schedule", schedule)
+
+    def token(self, schedule: str) -> str:
+        return f"{self._base}:token:{self._name('schedule', schedule)}"
+
+    def lease_index(self) -> str:
+        return f"{self._base}:leases"
+
+    # -- dispatch records -----------------------------------------------------
+    def dispatch_prefix(self) -> str:
+        """``dispatch(name) == dispatch_prefix() + name``."""
+        return f"{self._base}:dispatch:"
+
+    def dispatch(self, schedule: str) -> str:
+        return self.dispatch_prefix() + self._name("schedule", schedule)
+
+    def dispatch_index(self) -> str:
+        return f"{self._base}:dispatches"
+
+    # -- worker registry ------------------------------------------------------
+    def worker_prefix(self) -> str:
+        """``worker(name) == worker_prefix() + name``."""
+        return f"{self._base}:worker:"
+
+    def worker(self, name: str) -> str:
+        return self.worker_prefix() + self._name("worker", name)
+
+    def worker_index(self) -> str:
+        return f"{self._base}:workers"
+
+    # -- other ----------------------------------------------------------------
+    def leader(self, role: str = "beat") -> str:
+        """A leader lease (e.g. the active beat when two run)."""
+        return f"{self._base}:leader:{self._name('role', role)}"
+
+    def pattern(self) -> str:
+        """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""
+        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIALS else c for c in self._base)
+        return f"{escaped}:*"

@@ -1,0 +1,31 @@
+"""Single-instance leases: one per schedule, held by the run that executes it.
+
+:class:`RedisLeases` is the Redis implementation; the value types are in
+:mod:`celery_dgs.leases.types`.
+"""
+
+from __future__ import annotations
+
+from .redis import RedisLeases
+from .types import (
+    LEASE_FORMAT_VERSION,
+    AcquireResult,
+    AcquireStatus,
+    LeaseInfo,
+    LeaseScan,
+    PingResult,
+    PingStatus,
+    SweepResult,
+)
+
+__all__ = [
+    "LEASE_FORMAT_VERSION",
+    "AcquireResult",
+    "AcquireStatus",
+    "LeaseInfo",
+    "LeaseScan",
+    "PingResult",
+    "PingStatus",
+    "RedisLeases",
+    "SweepResult",
+]

@@ -1,0 +1,251 @@
+"""Leases in Redis: one hash per schedule, every transition one Lua script.
+
+See ``scripts/*.lua`` for each transition's exact rules. Time always comes from
+the server's ``TIME`` (inside the scripts), never from this process's clock;
+``clock_ms`` exists only so that tests and the simulator can pin the time.
+
+Boundaries: a lease is *stale* when ``now - last_ping_at > ping_timeout`` and
+*takeable* when ``now - steal_start_at > steal_delay``; at exactly the
+boundary it is still the owner's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, cast
+
+import redis
+
+from ..connection import call_script
+from ..errors import LeaseError, MalformedDataError
+from ..keys import KeySpace
+from .codec import ms_to_datetime, pairs, seconds_to_ms, text
+from .lua import SCRIPTS
+from .types import (
+    DISPATCH_FORMAT_VERSION,
+    LEASE_FORMAT_VERSION,
+    AcquireResult,
+    AcquireStatus,
+    LeaseInfo,
+    LeaseScan,
+    PingResult,
+    PingStatus,
+    SweepResult,
+)
+
+log = logging.getLogger(__name__)
+
+_FMT = str(LEASE_FORMAT_VERSION)
+
+
+class RedisLeases:
+    """The lease backend on Redis. Every method is one round trip unless it says otherwise.
+
+    ``ping_timeout``: seconds without a ping after which a steal may be marked.
+    ``steal_delay``: seconds after ``steal_start_at`` during which the owner may
+    still ping and keep its lease.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        *,
+        ping_timeout: float,
+        steal_delay: float,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.ping_timeout_ms = seconds_to_ms("ping_timeout", ping_timeout)
+        self.steal_delay_ms = seconds_to_ms("steal_delay", steal_delay)
+        if self.ping_timeout_ms <= 0:
+            raise ValueError(f"ping_timeout must be > 0, got {ping_timeout!r}")
+        self._clock_ms = clock_ms
+
+    # -- helpers --------------------------------------------------------------
+    def _now_arg(self) -> str:
+        return "" if self._clock_ms is None else str(int(self._clock_ms()))
+
+    def _call(self, name: str, keys: list[str], args: list[str | int | bytes]) -> list[Any]:
+        return call_script(SCRIPTS, self.client, name, keys, args)
+
+    def _info(self, schedule: str, flat: list[Any]) -> LeaseInfo:
+        return LeaseInfo.from_hash(self.keys.lease(schedule), schedule, pairs(flat))
+
+    # -- transitions ----------------------------------------------------------
+    def acquire(
+        self,
+        schedule: str,
+        *,
+        owner_node: str,
+        owner_name: str,
+        owner_tag: str,
+        dispatch_id: str | None = None,
+        min_token: int = 0,
+    ) -> AcquireResult:
+        """Take the lease of ``schedule`` if it is free or abandoned (see :class:`AcquireStatus`).
+
+        ``dispatch_id``: the dispatch the message carries (``None`` for an ad-hoc
+        ``task.delay()``, which skips the dispatch check). It is checked first:
+        no record, or a record of another dispatch, is STALE_DISPATCH. A granted
+        lease deletes the matching record in the same step; on HELD or
+        STEAL_PENDING the record stays until beat takes it back.
+        Calling again with the owner_tag that holds the lease is GRANTED with
+        ``renewed=True`` and the same token (a safe retry).
+        ``min_token``: a durable floor; the new token is larger than it.
+        """
+        if not owner_tag:
+            raise ValueError("owner_tag must be a non-empty string")
+        if isinstance(min_token, bool) or not isinstance(min_token, int) or min_token < 0:
+            raise ValueError(f"min_token must be an int >= 0, got {min_token!r}")
+        k = self.keys
+        reply = self._call(
+            "acquire.lua",
+            [k.lease(schedule), k.token(schedule), k.lease_index(), k.dispatch(schedule),
+             k.dispatch_index()],
+            [self._now_arg(), _FMT, schedule, owner_node, owner_name, owner_tag,
+             dispatch_id or "", min_token, self.ping_timeout_ms, self.steal_delay_ms,
+             str(DISPATCH_FORMAT_VERSION)],
+        )  # fmt: skip
+        status = AcquireStatus(text(reply[0]))
+        now = ms_to_datetime(int(reply[1]))
+        if status is AcquireStatus.GRANTED:
+            if int(reply[5]):
+                mine = self._info(schedule, reply[4])
+                return AcquireResult(
+                    status=status, now=now, token=mine.token, started_at=mine.started_at,
+                    renewed=True,
+                )  # fmt: skip
+            previous = self._info(schedule, reply[4]) if reply[4] else None
+            return AcquireResult(
+                status=status, now=now, token=int(reply[2]),
+                started_at=ms_to_datetime(int(reply[3])), took_over_from=previous,
+            )  # fmt: skip
+        if status is AcquireStatus.STALE_DISPATCH:
+            return AcquireResult(status=status, now=now, current_dispatch_id=text(reply[2]) or None)
+        return AcquireResult(status=status, now=now, holder=self._info(schedule, reply[2]))
+
+    def ping(self, schedule: str, owner_tag: str, progress: float | None = None) -> PingResult:
+        """Heartbeat of the owner ``owner_tag``; ``progress`` in [0, 1] is stored if given."""
+        if progress is not None and not (0.0 <= progress <= 1.0):
+            raise ValueError(f"progress must be within [0, 1], got {progress!r}")
+        progress_arg = "" if progress is None else repr(float(progress))
+        reply = self._call(
+            "ping.lua",
+            [self.keys.lease(schedule), self.keys.lease_index()],
+            [self._now_arg(), _FMT, schedule, owner_tag, progress_arg],
+        )
+        status = PingStatus(text(reply[0]))
+        token = None if status is PingStatus.NOT_OWNER else int(reply[2])
+        return PingResult(status=status, now=ms_to_datetime(int(reply[1])), token=token)
+
+    def release(self, schedule: str, owner_tag: str) -> bool:
+        """The run ended: delete the lease if ``owner_tag`` holds it. False if not the owner."""
+        return self._free("release.lua", schedule, owner_tag)
+
+    def yield_lease(self, schedule: str, owner_tag: str) -> bool:
+        """Warm shutdown: free the lease at once for another worker. False if not the owner."""
+        return self._free("yield.lua", schedule, owner_tag)
+
+    def _free(self, script: str, schedule: str, owner_tag: str) -> bool:
+        keys = [self.keys.lease(schedule), self.keys.lease_index()]
+        return bool(int(self._call(script, keys, [_FMT, schedule, owner_tag])[0]))
+
+    def request_cancel(self, schedule: str) -> bool:
+        """Ask the owner to stop (it sees CANCELLED at its next ping). False if no lease."""
+        return bool(int(self._call("cancel.lua", [self.keys.lease(schedule)], [_FMT])[0]))
+
+    def sweep(self) -> SweepResult:
+        """Mark a steal on every stale lease; report those whose steal delay has passed."""
+        reply = self._call(
+            "sweep.lua",
+            [self.keys.lease_index()],
+            [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
+             self.steal_delay_ms],
+        )  # fmt: skip
+        bad = reply[3]
+        malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}
+        for schedule, reason in malformed.items():
+            log.error("lease of %r: Redis key %r: %s", schedule, self.keys.lease(schedule), reason)
+        return SweepResult(
+            now=ms_to_datetime(int(reply[0])),
+            takeable=[text(n) for n in reply[1]],
+            marked=[text(n) for n in reply[2]],
+            malformed=malformed,
+        )
+
+    def sweep_stale(self) -> list[str]:
+        """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""
+        return self.sweep().takeable
+
+    # -- reads ----------------------------------------------------------------
+    def now(self) -> datetime:
+        """The Redis server's time (``TIME``), as an aware UTC datetime."""
+        if self._clock_ms is not None:
+            return ms_to_datetime(int(self._clock_ms()))
+        try:
+            seconds, micros = self.client.time()
+        except redis.RedisError as exc:
+            raise LeaseError(f"TIME failed: {exc}") from exc
+        return ms_to_datetime(int(seconds) * 1000 + int(micros) // 1000)
+
+    def get(self, schedule: str) -> LeaseInfo | None:
+        key = self.keys.lease(schedule)
+        try:
+            data = cast("dict[bytes, bytes]", self.client.hgetall(key))
+        except redis.ResponseError as exc:
+            raise MalformedDataError(f"Redis key {key!r}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading {key!r} failed: {exc}") from exc
+        return LeaseInfo.from_hash(key, schedule, data) if data else None
+
+    def scan(self) -> LeaseScan:
+        """Every lease in the index, and the keys that hold foreign data. Two round trips."""
+        try:
+            names = [text(n) for n in self.client.zrange(self.keys.lease_index(), 0, -1)]
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(self.keys.lease(name))
+            replies = pipe.execute(raise_on_error=False) if names else []
+        except redis.ResponseError as exc:
+            raise MalformedDataError(f"Redis key {self.keys.lease_index()!r}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading leases failed: {exc}") from exc
+        leases: list[LeaseInfo] = []
+        malformed: list[MalformedDataError] = []
+        for name, data in zip(names, replies, strict=True):
+            key = self.keys.lease(name)
+            try:
+                if isinstance(data, Exception):
+                    raise MalformedDataError(f"Redis key {key!r}: {data}")
+                if data:  # an empty reply: released since the ZRANGE
+                    leases.append(LeaseInfo.from_hash(key, name, data))
+            except MalformedDataError as exc:
+                malformed.append(exc)
+        return LeaseScan(leases=leases, malformed=malformed)
+
+    def all(self) -> list[LeaseInfo]:
+        """Every readable lease; foreign data is logged at error level and skipped."""
+        result = self.scan()
+        for exc in result.malformed:
+            log.error("skipping a lease: %s", exc)
+        return result.leases
+
+    def _running(self, names: bool) -> list[Any]:
+        return self._call(
+            "running.lua",
+            [self.keys.lease_index()],
+            [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
+             self.steal_delay_ms, "1" if names else "0"],
+        )  # fmt: skip
+
+    def running_count(self) -> int:
+        """How many schedules hold a lease that is not takeable (steal pending counts)."""
+        return int(self._running(False)[0])
+
+    def running_names(self) -> set[str]:
+        """The schedules counted by :meth:`running_count`."""
+        return {text(n) for n in self._running(True)[1]}

@@ -1,0 +1,19 @@
+-- yield.lua: warm shutdown; free the lease at once so that another worker may
+-- take the schedule without waiting for ping_timeout + steal_delay. The run is
+-- interrupted, not finished: the caller records it as yielded.
+--
+-- KEYS[1] lease hash    KEYS[2] lease index (zset)
+-- ARGV[1] lease format version   ARGV[2] schedule   ARGV[3] owner_tag
+--
+-- Returns {1} yielded, {0} not the owner (or no lease), {"MALFORMED", key, reason}.
+
+local lease, _, err = dgs_read(KEYS[1], ARGV[1])
+if err then
+  return {"MALFORMED", KEYS[1], err}
+end
+if not lease or lease["owner_tag"] ~= ARGV[3] then
+  return {0}
+end
+redis.call("DEL", KEYS[1])
+redis.call("ZREM", KEYS[2], ARGV[2])
+return {1}

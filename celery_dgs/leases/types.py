@@ -1,0 +1,139 @@
+"""Value types of the lease backend: what a lease is and what each call returns."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..errors import MalformedDataError
+from .codec import HashReader
+
+#: Written as ``format`` in every lease hash; bump it when the layout changes.
+LEASE_FORMAT_VERSION = 1
+#: Written as ``format`` in dispatch records (:mod:`celery_dgs.dispatches`); the
+#: acquire script reads them.
+DISPATCH_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseInfo:
+    """One schedule's lease, as stored. Times are aware UTC datetimes from Redis ``TIME``."""
+
+    schedule: str
+    owner_node: str
+    owner_name: str
+    owner_tag: str
+    started_at: datetime
+    last_ping_at: datetime
+    steal_start_at: datetime | None
+    token: int
+    progress: float | None
+    cancel_requested: bool
+    dispatch_id: str | None
+
+    @classmethod
+    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> LeaseInfo:
+        """Parse a lease hash; raises :class:`MalformedDataError` naming ``key``."""
+        if not data:
+            raise MalformedDataError(f"Redis key {key!r}: no lease fields")
+        r = HashReader(key, data, format_version=LEASE_FORMAT_VERSION)
+        stored = r.opt_str("schedule")
+        if stored is not None and stored != schedule:
+            raise r.error(f"field 'schedule' is {stored!r}, expected {schedule!r}")
+        return cls(
+            schedule=schedule,
+            owner_node=r.get_str("owner_node"),
+            owner_name=r.get_str("owner_name"),
+            owner_tag=r.get_str("owner_tag"),
+            started_at=r.get_time("started_at"),
+            last_ping_at=r.get_time("last_ping_at"),
+            steal_start_at=r.opt_time("steal_start_at"),
+            token=r.get_int("token"),
+            progress=r.opt_float("progress"),
+            cancel_requested=r.flag("cancel_requested"),
+            dispatch_id=r.opt_str("dispatch_id"),
+        )
+
+
+class AcquireStatus(str, enum.Enum):
+    """Outcome of :meth:`RedisLeases.acquire`."""
+
+    #: The caller holds the lease now (fresh, taken over, or a retry of its own acquire).
+    GRANTED = "GRANTED"
+    #: A live owner holds it (pinged within ping_timeout, no steal pending): skip the run.
+    HELD = "HELD"
+    #: The owner's pings are older than ping_timeout; a steal is marked but the
+    #: steal delay has not passed, so the owner may still ping: skip the run.
+    STEAL_PENDING = "STEAL_PENDING"
+    #: The message's dispatch is no longer the schedule's current one (replaced,
+    #: taken back, or already started): drop the message.
+    STALE_DISPATCH = "STALE_DISPATCH"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcquireResult:
+    status: AcquireStatus
+    #: Redis time of the call.
+    now: datetime
+    #: GRANTED: the fencing token and start of the caller's lease.
+    token: int | None = None
+    started_at: datetime | None = None
+    #: GRANTED by take-over: the abandoned lease it replaced.
+    took_over_from: LeaseInfo | None = None
+    #: GRANTED for an owner_tag that already held the lease (a retried call).
+    renewed: bool = False
+    #: HELD / STEAL_PENDING: the current holder.
+    holder: LeaseInfo | None = None
+    #: STALE_DISPATCH: the schedule's current dispatch id (None: no dispatch pending).
+    current_dispatch_id: str | None = None
+
+    @property
+    def granted(self) -> bool:
+        return self.status is AcquireStatus.GRANTED
+
+
+class PingStatus(str, enum.Enum):
+    """Outcome of :meth:`RedisLeases.ping`."""
+
+    #: Still the owner; a pending steal was cleared.
+    OK = "OK"
+    #: Still the owner (the ping counted), but an operator asked to cancel: stop the run.
+    CANCELLED = "CANCELLED"
+    #: The lease is gone or held by another owner_tag (stolen): stop the run.
+    NOT_OWNER = "NOT_OWNER"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PingResult:
+    status: PingStatus
+    #: Redis time of the ping.
+    now: datetime
+    #: The lease's token (None when NOT_OWNER).
+    token: int | None = None
+
+    @property
+    def owner(self) -> bool:
+        return self.status is not PingStatus.NOT_OWNER
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult:
+    """Outcome of :meth:`RedisLeases.sweep`."""
+
+    now: datetime
+    #: Leases whose steal delay has passed: treat these schedules as not running.
+    takeable: list[str]
+    #: Leases on which this sweep set steal_start_at.
+    marked: list[str]
+    #: Schedules whose lease key holds foreign data, with what is wrong.
+    malformed: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseScan:
+    """Outcome of :meth:`RedisLeases.scan`: every lease, and the keys that could not be read."""
+
+    leases: list[LeaseInfo]
+    malformed: list[MalformedDataError]

@@ -1,0 +1,151 @@
+"""The worker registry: which workers are alive, their queues, pool and slots.
+
+Each worker keeps a hash at ``KeySpace.worker(name)`` (with a Redis TTL) and an
+entry in the sorted set ``KeySpace.worker_index()`` scored by its expiry (ms).
+A worker that stops refreshing (``register`` or ``heartbeat``) within ``ttl``
+seconds is no longer live. Every call is one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from .connection import call_script
+from .errors import LeaseError, MalformedDataError
+from .keys import KeySpace
+from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.lua import SCRIPTS
+
+log = logging.getLogger(__name__)
+
+#: Written as ``format`` in every worker hash.
+WORKER_FORMAT_VERSION = 1
+_FMT = str(WORKER_FORMAT_VERSION)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerInfo:
+    """A worker as registered. ``name`` is Celery's hostname (``celery@host``)."""
+
+    name: str
+    node: str
+    queues: tuple[str, ...]
+    slots: int
+    pool: str
+    pid: int
+    #: None when registering: Redis time of the first registration of this pid.
+    started_at: datetime | None = None
+    #: Set by the registry (Redis time + ttl).
+    expires_at: datetime | None = None
+
+    @classmethod
+    def from_hash(cls, key: str, name: str, data: Mapping[bytes, bytes]) -> WorkerInfo:
+        r = HashReader(key, data, format_version=WORKER_FORMAT_VERSION)
+        try:
+            queues = json.loads(r.get_str("queues"))
+        except ValueError as exc:
+            raise r.error("field 'queues' is not JSON") from exc
+        if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
+            raise r.error("field 'queues' is not a JSON list of strings")
+        return cls(
+            name=name,
+            node=r.get_str("node"),
+            queues=tuple(queues),
+            slots=r.get_int("slots"),
+            pool=r.get_str("pool"),
+            pid=r.get_int("pid"),
+            started_at=r.get_time("started_at"),
+            expires_at=r.get_time("expires_at"),
+        )
+
+
+class WorkerRegistry:
+    """Live workers in Redis; a registration lives ``ttl`` seconds unless refreshed."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        *,
+        ttl: float,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl_ms = seconds_to_ms("ttl", ttl)
+        if self.ttl_ms <= 0:
+            raise ValueError(f"ttl must be > 0, got {ttl!r}")
+        self._clock_ms = clock_ms
+
+    def _now_arg(self) -> str:
+        return "" if self._clock_ms is None else str(int(self._clock_ms()))
+
+    def _call(self, name: str, keys: list[str], args: list[str | int | bytes]) -> list[Any]:
+        return call_script(SCRIPTS, self.client, name, keys, args)
+
+    def register(self, info: WorkerInfo) -> WorkerInfo:
+        """Register (or re-register) ``info``; returns it with ``started_at``/``expires_at`` set."""
+        if info.slots < 0:
+            raise ValueError(f"worker {info.name!r}: slots must be >= 0, got {info.slots}")
+        started = "" if info.started_at is None else str(datetime_to_ms(info.started_at))
+        reply = self._call(
+            "worker_register.lua",
+            [self.keys.worker(info.name), self.keys.worker_index()],
+            [self._now_arg(), _FMT, self.ttl_ms, info.name, info.node,
+             json.dumps(list(info.queues)), info.slots, info.pool, info.pid, started],
+        )  # fmt: skip
+        return WorkerInfo(
+            name=info.name, node=info.node, queues=tuple(info.queues), slots=info.slots,
+            pool=info.pool, pid=info.pid, started_at=ms_to_datetime(int(reply[0])),
+            expires_at=ms_to_datetime(int(reply[1])),
+        )  # fmt: skip
+
+    def heartbeat(self, name: str) -> bool:
+        """Extend the registration by ``ttl``. False when it has expired: register again."""
+        reply = self._call(
+            "worker_heartbeat.lua",
+            [self.keys.worker(name), self.keys.worker_index()],
+            [self._now_arg(), _FMT, self.ttl_ms, name],
+        )
+        return bool(int(reply[0]))
+
+    def deregister(self, name: str) -> bool:
+        """Remove the registration (worker shutdown). True if it was there."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.keys.worker(name))
+        pipe.zrem(self.keys.worker_index(), name)
+        try:
+            deleted, _ = pipe.execute()
+        except redis.RedisError as exc:
+            raise LeaseError(f"deregistering worker {name!r} failed: {exc}") from exc
+        return bool(deleted)
+
+    def live_workers(self) -> list[WorkerInfo]:
+        """Registrations not yet expired (expired ones are removed); foreign data is logged."""
+        reply = self._call(
+            "worker_live.lua",
+            [self.keys.worker_index()],
+            [self._now_arg(), self.keys.worker_prefix()],
+        )
+        found, workers = reply[1], []
+        for i in range(0, len(found) - 1, 2):
+            name = text(found[i])
+            key = self.keys.worker(name)
+            try:
+                if not isinstance(found[i + 1], list):
+                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
+                workers.append(WorkerInfo.from_hash(key, name, pairs(found[i + 1])))
+            except MalformedDataError as exc:
+                log.error("skipping a worker registration: %s", exc)
+        return workers
+
+    def total_slots(self) -> int:
+        """Slots of all live workers."""
+        return sum(w.slots for w in self.live_workers())

