@@ -55,3 +55,10 @@ class UnknownScheduleError(DgsError, KeyError):
 
 class EmbeddedServerError(DgsError, RuntimeError):
     """The embedded Redis-compatible server could not be found, started or stopped."""
+
+
+class UnknownRunError(DgsError, KeyError):
+    """No run with that ``run_id`` is recorded in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown run"

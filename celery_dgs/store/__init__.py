@@ -1,0 +1,37 @@
+"""The schedule store: schedules, statistics and run history in SQL.
+
+``SqlScheduleStore.open(url)`` gives a store whose schema is at the newest
+migration; see :class:`ScheduleStore` for the contract every backend keeps.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    ALL_OUTCOMES,
+    END_OUTCOMES,
+    FAILURE_OUTCOMES,
+    INTERRUPTION_OUTCOMES,
+    SUCCESS_OUTCOMES,
+    RunOutcome,
+    RunRecord,
+    ScheduleStore,
+    StoredSchedule,
+    SyncReport,
+)
+from .migrate import upgrade_url
+from .sql import SqlScheduleStore
+
+__all__ = [
+    "ALL_OUTCOMES",
+    "END_OUTCOMES",
+    "FAILURE_OUTCOMES",
+    "INTERRUPTION_OUTCOMES",
+    "SUCCESS_OUTCOMES",
+    "RunOutcome",
+    "RunRecord",
+    "ScheduleStore",
+    "SqlScheduleStore",
+    "StoredSchedule",
+    "SyncReport",
+    "upgrade_url",
+]

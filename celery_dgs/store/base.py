@@ -1,0 +1,233 @@
+"""The schedule store interface and the values it returns.
+
+Beat, the worker hooks and the CLI depend only on :class:`ScheduleStore`;
+:class:`~celery_dgs.store.sql.SqlScheduleStore` is the SQLAlchemy implementation.
+Every datetime in and out is an aware UTC datetime.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from ..core.spec import ScheduleSpec
+from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
+
+RunOutcome = Literal[
+    "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
+    "skipped",
+]  # fmt: skip
+
+#: Outcomes that count as a good run (``record_success``).
+SUCCESS_OUTCOMES = frozenset({"success"})
+#: Outcomes that count as a failed run (``record_failure``): an exception, a run
+#: terminated for ``max_allowed_duration`` or a blackout, a worker that died.
+FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost"})
+#: Outcomes that end a run neither good nor failed (``record_interruption``).
+INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded"})
+#: Every outcome :meth:`ScheduleStore.record_run_end` accepts.
+END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
+#: Every value of the ``outcome`` column.
+ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredSchedule:
+    """A schedule as stored: its spec, operator flags and statistics.
+
+    ``spec`` is ``None`` when the stored JSON no longer validates (written by
+    another version, edited by hand); ``spec_error`` then says why, and readers
+    carry on with the other schedules. ``current_token`` is the fencing token of
+    the latest run granted (``None``: never ran). ``run_requested_at`` is set
+    while an operator's ad-hoc run request waits for beat. ``change_seq`` orders
+    every change to the row (see :meth:`ScheduleStore.changes_since`).
+    """
+
+    name: str
+    task: str
+    configuration: str
+    kind: str
+    spec: ScheduleSpec | None
+    spec_error: str | None
+    stats: ScheduleStats
+    active: bool
+    paused: bool
+    current_token: int | None
+    run_requested_at: datetime | None
+    change_seq: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One row of the run history.
+
+    ``outcome`` is ``running`` until the run ends. ``fenced`` is true when the
+    run's end was recorded but its statistics were refused because a newer run
+    had been granted (its token was stale). A skipped dispatch has
+    ``started_at == ended_at`` and the reason in ``error``.
+    """
+
+    id: int
+    run_id: str
+    schedule: str
+    dispatch_id: str | None
+    owner_node: str | None
+    owner_name: str | None
+    owner_tag: str | None
+    token: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str
+    error: str | None
+    duration_s: float | None
+    progress: float | None
+    fenced: bool
+
+    @property
+    def duration(self) -> timedelta | None:
+        return None if self.duration_s is None else timedelta(seconds=self.duration_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncReport:
+    """What :meth:`ScheduleStore.sync` did, as lists of schedule names.
+
+    Each name appears in at most one list; a schedule declared again after being
+    deactivated is ``reactivated`` even if its spec changed too.
+    """
+
+    inserted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deactivated: list[str] = field(default_factory=list)
+    reactivated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.updated or self.deactivated or self.reactivated)
+
+
+class ScheduleStore(ABC):
+    """Persistent schedules, statistics and run history shared by beat and workers."""
+
+    @abstractmethod
+    def upgrade(self) -> None:
+        """Bring the schema to the newest version (idempotent, safe to race)."""
+
+    @abstractmethod
+    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+        """Make the stored schedules match the declared ``specs``.
+
+        New names are inserted (``registered_at = now``), changed specs updated,
+        stored names not declared deactivated (history kept) and deactivated
+        names declared again reactivated. Statistics are never reset.
+        """
+
+    @abstractmethod
+    def load_active(self) -> tuple[list[StoredSchedule], int]:
+        """All active schedules and the cursor to pass to :meth:`changes_since`."""
+
+    @abstractmethod
+    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+        """Every schedule (active or not) changed after ``cursor``, and the new cursor.
+
+        A change committed concurrently is either returned now or by the next
+        call with the returned cursor; none is ever skipped.
+        """
+
+    @abstractmethod
+    def get(self, name: str) -> StoredSchedule:
+        """The named schedule; :class:`~celery_dgs.errors.UnknownScheduleError` if none."""
+
+    @abstractmethod
+    def list_schedules(self, include_inactive: bool = False) -> list[StoredSchedule]:
+        """Schedules ordered by name; only active ones unless ``include_inactive``."""
+
+    @abstractmethod
+    def set_paused(self, name: str, paused: bool) -> bool:
+        """Pause or resume a schedule; True if the flag changed."""
+
+    @abstractmethod
+    def request_run(self, name: str, now: datetime) -> None:
+        """Ask beat to run the schedule as soon as it can (an operator's ad-hoc run).
+
+        A request already pending keeps its earlier time.
+        """
+
+    @abstractmethod
+    def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
+        """Consume the run request (beat, once it dispatched the run).
+
+        With ``requested_at``, only a request made at that time is cleared, so a
+        request made after beat read the schedule is not lost.
+        """
+
+    @abstractmethod
+    def record_run_start(
+        self,
+        *,
+        schedule: str,
+        run_id: str,
+        dispatch_id: str | None,
+        owner_node: str,
+        owner_name: str,
+        owner_tag: str,
+        token: int,
+        started_at: datetime,
+    ) -> None:
+        """In one transaction: add the run (``running``), set ``last_start_at`` and
+        make ``token`` the schedule's ``current_token``."""
+
+    @abstractmethod
+    def record_run_end(
+        self,
+        *,
+        run_id: str,
+        outcome: str,
+        ended_at: datetime,
+        error: str | None = None,
+        progress: float | None = None,
+        alpha: float = DEFAULT_EWMA_ALPHA,
+    ) -> StoredSchedule:
+        """In one transaction: record the run's outcome and update the statistics.
+
+        Raises :class:`~celery_dgs.errors.StaleTokenError` (after committing the
+        run record) when the run's token is no longer the schedule's current one.
+        """
+
+    @abstractmethod
+    def record_skip(
+        self,
+        *,
+        schedule: str,
+        run_id: str,
+        dispatch_id: str | None,
+        owner_node: str,
+        owner_name: str,
+        reason: str,
+        at: datetime,
+    ) -> None:
+        """Record a dispatch that did not run (outcome ``skipped``); stats untouched."""
+
+    @abstractmethod
+    def update_progress(self, run_id: str, progress: float) -> None:
+        """Store the progress a running run reports (conventionally 0.0-1.0)."""
+
+    @abstractmethod
+    def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
+        """The schedule's latest runs, newest first."""
+
+    @abstractmethod
+    def running_runs(self) -> list[RunRecord]:
+        """Every run still marked ``running``, oldest first."""
+
+    @abstractmethod
+    def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
+        """Delete finished runs that ended before ``older_than``; the number deleted."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

@@ -1,0 +1,86 @@
+"""Engines and transactions for the store, with SQLite made safe for several processes.
+
+SQLite: WAL journal (readers never block the writer), a 30 s busy timeout,
+foreign keys on, and SQLAlchemy (not the ``sqlite3`` module) emits ``BEGIN``.
+Write transactions start with ``BEGIN IMMEDIATE`` so that they take the write
+lock before their first read: a read-modify-write can then never work on data
+another process changes underneath it. PostgreSQL uses row locks instead
+(``SELECT ... FOR UPDATE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+#: How long a SQLite writer waits for the lock before "database is locked".
+SQLITE_BUSY_TIMEOUT_S = 30.0
+_WRITE_OPTION = "dgs_write"
+
+
+def make_engine(url: str, engine_options: Mapping[str, Any] | None = None) -> Engine:
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+    options: dict[str, Any] = dict(engine_options or {})
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        options.setdefault("pool_pre_ping", True)
+        return create_engine(url, **options)
+    memory = parsed.database in (None, "", ":memory:")
+    connect_args = dict(options.pop("connect_args", {}))
+    connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_S)
+    if memory:
+        connect_args.setdefault("check_same_thread", False)
+        options.setdefault("poolclass", StaticPool)
+    engine = create_engine(url, connect_args=connect_args, **options)
+    _install_sqlite_hooks(engine, wal=not memory)
+    return engine
+
+
+def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+@contextmanager
+def connection_transaction(engine: Engine, *, write: bool) -> Iterator[Connection]:
+    """A connection inside one transaction, committed on success, rolled back on error.
+
+    ``write=True`` takes SQLite's write lock at ``BEGIN``.
+    """
+    with engine.connect() as conn:
+        if write:
+            conn.execution_options(**{_WRITE_OPTION: True})
+        with conn.begin():
+            yield conn
+
+
+@contextmanager
+def session_transaction(engine: Engine, *, write: bool) -> Iterator[Session]:
+    """An ORM session inside :func:`connection_transaction`; flushed before commit."""
+    with (
+        connection_transaction(engine, write=write) as conn,
+        Session(bind=conn, autoflush=True, expire_on_commit=False) as session,
+    ):
+        yield session
+        session.flush()

@@ -1,0 +1,83 @@
+"""Upgrade a database to the store's newest schema with the alembic scripts shipped
+in ``celery_dgs/migrations`` (no ``alembic.ini`` needed).
+
+The version is kept in ``dgs_alembic_version`` so that the application's own
+alembic history in the same database is left alone. Two processes upgrading at
+once are serialised: PostgreSQL by a transaction-level advisory lock, SQLite by
+its write lock (``BEGIN IMMEDIATE``); DDL is transactional on both, so the
+second process finds the schema at head and does nothing.
+
+To add a revision (developers)::
+
+    from alembic import command
+    from celery_dgs.store.migrate import alembic_config
+    command.revision(alembic_config(), message="what changes", rev_id="0003")
+
+then write its ``upgrade``/``downgrade`` by hand (the models in :mod:`.models`
+must match the result: ``tests/store/test_migrations.py`` compares them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine, text
+
+from .engine import connection_transaction, make_engine
+
+if TYPE_CHECKING:  # alembic is imported only when migrating: it is slow to import
+    from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+VERSION_TABLE = "dgs_alembic_version"
+#: pg_advisory_xact_lock key held while migrating ("dgsmigr" in ASCII).
+PG_MIGRATION_LOCK_KEY = 0x6467736D696772
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An alembic ``Config`` for the shipped scripts, optionally bound to ``connection``."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision of the shipped scripts."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "no migration scripts found"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's revision (``None``: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+
+
+def upgrade_engine(engine: Engine, revision: str = "head") -> None:
+    """Upgrade (idempotently) the database behind ``engine`` to ``revision``."""
+    from alembic import command
+
+    with connection_transaction(engine, write=True) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
+        command.upgrade(alembic_config(conn), revision)
+
+
+def upgrade_url(url: str, revision: str = "head") -> None:
+    """Upgrade the database at ``url`` to ``revision`` (``head`` by default)."""
+    engine = make_engine(url)
+    try:
+        upgrade_engine(engine, revision)
+    finally:
+        engine.dispose()

@@ -1,0 +1,134 @@
+"""SQLAlchemy 2 typed declarative models of the store's tables.
+
+The schema itself is created and changed only by the alembic migrations in
+``celery_dgs/migrations``; these models describe the head revision and are what
+the store queries with. Every table name starts with ``dgs_`` so the tables can
+share a database with the application's own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+#: The single row of ``dgs_counter`` (see :class:`CounterRow`).
+COUNTER_ID = 1
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend.
+
+    Naive datetimes are refused on the way in. SQLite stores naive UTC text, so
+    values read back are marked UTC; PostgreSQL's ``timestamptz`` values are
+    converted to UTC whatever the session time zone.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC one")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class CounterRow(Base):
+    """One row whose ``value`` is the last ``change_seq`` handed out.
+
+    Writers bump it with ``UPDATE ... RETURNING`` in the same transaction as
+    their schedule change; the row lock makes commits happen in ``change_seq``
+    order, which is what lets :meth:`changes_since` never miss a change.
+    """
+
+    __tablename__ = "dgs_counter"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
+class ScheduleRow(Base):
+    """A declared schedule: its spec (JSON), operator flags and run statistics."""
+
+    __tablename__ = "dgs_schedules"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    task: Mapped[str] = mapped_column(String(255), nullable=False)
+    configuration: Mapped[str] = mapped_column(String(255), nullable=False, default="")
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    spec: Mapped[str] = mapped_column(Text, nullable=False)
+    spec_format: Mapped[int] = mapped_column(Integer, nullable=False)
+    active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    paused: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    registered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_good_start_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_good_end_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_start_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_end_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    failure_count: Mapped[int | None] = mapped_column(Integer)
+    average_good_duration_s: Mapped[float | None] = mapped_column(Float)
+    current_token: Mapped[int | None] = mapped_column(BigInteger)
+    run_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    change_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+
+class RunRow(Base):
+    """One run (or skipped dispatch) of a schedule: the history operators read."""
+
+    __tablename__ = "dgs_runs"
+    __table_args__ = (
+        Index("ix_dgs_runs_schedule_started_at", "schedule", "started_at"),
+        Index("ix_dgs_runs_ended_at", "ended_at"),
+        Index("ix_dgs_runs_outcome", "outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(255), nullable=False, unique=True)
+    schedule: Mapped[str] = mapped_column(
+        String(255), ForeignKey("dgs_schedules.name"), nullable=False, index=True
+    )
+    dispatch_id: Mapped[str | None] = mapped_column(String(255))
+    owner_node: Mapped[str | None] = mapped_column(String(255))
+    owner_name: Mapped[str | None] = mapped_column(String(255))
+    owner_tag: Mapped[str | None] = mapped_column(String(255))
+    token: Mapped[int | None] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    progress: Mapped[float | None] = mapped_column(Float)
+    fenced: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=false()
+    )

@@ -1,0 +1,195 @@
+"""The SQLAlchemy schedule store: SQLite by default, PostgreSQL in production.
+
+Concurrency model
+-----------------
+* Every transaction that changes a schedule row ends by bumping the one-row
+  ``dgs_counter`` (``UPDATE ... SET value = value + 1 RETURNING value``) and
+  writing that value to the row's ``change_seq``. The counter's row lock is held
+  until commit, so writers commit in ``change_seq`` order and a reader that
+  reads the counter before the rows never misses a change.
+* Schedule rows are locked (``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL)
+  before they are read for a read-modify-write; locks are always taken in the
+  order run row, schedule row(s) (by name), counter, so writers cannot deadlock.
+* On SQLite, write transactions start with ``BEGIN IMMEDIATE`` (see
+  :mod:`.engine`): one writer at a time, readers unaffected (WAL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, text
+
+from ..core.clock import Clock
+from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
+from ..errors import ScheduleConfigError, UnknownScheduleError
+from .base import StoredSchedule, SyncReport
+from .convert import spec_json, stored_schedule, utc
+from .models import ScheduleRow
+from .sql_base import READ_COUNTER
+from .sql_runs import RunMethods
+
+#: pg_advisory_xact_lock key held by :meth:`SqlScheduleStore.sync` ("dgssync").
+PG_SYNC_LOCK_KEY = 0x64677373796E63
+
+
+class SqlScheduleStore(RunMethods):
+    """A :class:`~celery_dgs.store.base.ScheduleStore` on any SQLAlchemy URL.
+
+    ``url``: ``sqlite:///path/to/file`` or ``postgresql+psycopg://user@host/db``.
+    ``engine_options`` are passed to :func:`sqlalchemy.create_engine`. ``clock``
+    gives ``updated_at`` for writes that take no time argument. The schema is
+    not created here: call :meth:`upgrade` once (or use :meth:`open`).
+    """
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        engine_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+    ) -> SqlScheduleStore:
+        """A store on ``url`` whose schema has been upgraded to the newest version."""
+        store = cls(url, engine_options=engine_options, clock=clock)
+        store.upgrade()
+        return store
+
+    # -- schedules ----------------------------------------------------------------
+
+    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+        """Make the stored schedules match the declared ``specs`` (one transaction).
+
+        Inserted: new names, ``registered_at = now``. Updated: the spec's JSON
+        differs. Deactivated: stored, active, not declared (runs and stats kept).
+        Reactivated: stored, inactive, declared again (its spec refreshed too).
+        Statistics, ``paused`` and run requests are never touched. Raises
+        :class:`~celery_dgs.errors.ScheduleConfigError` if a name is declared twice.
+        """
+        now = utc(now, "now")
+        declared: dict[str, tuple[ScheduleSpec, str]] = {}
+        for spec in specs:
+            if spec.name in declared:
+                raise ScheduleConfigError(spec.name, "configuration", "declared more than once")
+            declared[spec.name] = (spec, spec_json(spec))
+        report = SyncReport()
+        with self._write() as session:
+            if session.get_bind().dialect.name == "postgresql":
+                session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
+            stmt = select(ScheduleRow).order_by(ScheduleRow.name).with_for_update(key_share=True)
+            rows = {row.name: row for row in session.scalars(stmt)}
+            for name in sorted(declared):
+                row = rows.get(name)
+                if row is None:
+                    report.inserted.append(name)
+                    continue
+                same = row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
+                if not row.active:
+                    report.reactivated.append(name)
+                elif not same:
+                    report.updated.append(name)
+                else:
+                    report.unchanged.append(name)
+            report.deactivated.extend(
+                n for n, r in sorted(rows.items()) if r.active and n not in declared
+            )
+            if not report.changed:
+                return report
+            seq = self._next_seq(session)
+            for name in report.inserted:
+                spec, spec_text = declared[name]
+                session.add(
+                    ScheduleRow(
+                        name=name, task=spec.task, configuration=spec.configuration,
+                        kind=spec.kind, spec=spec_text, spec_format=SPEC_FORMAT_VERSION,
+                        active=True, paused=False, registered_at=now, change_seq=seq,
+                        updated_at=now,
+                    )
+                )  # fmt: skip
+            for name in report.updated + report.reactivated:
+                spec, spec_text = declared[name]
+                row = rows[name]
+                row.task, row.configuration, row.kind = spec.task, spec.configuration, spec.kind
+                row.spec, row.spec_format, row.active = spec_text, SPEC_FORMAT_VERSION, True
+                row.change_seq, row.updated_at = seq, now
+            for name in report.deactivated:
+                rows[name].active = False
+                rows[name].change_seq, rows[name].updated_at = seq, now
+        return report
+
+    def load_active(self) -> tuple[list[StoredSchedule], int]:
+        """All active schedules (by name) and the cursor for :meth:`changes_since`."""
+        with self._read() as session:
+            # The cursor is read before the rows (see the module docstring).
+            cursor = int(session.execute(READ_COUNTER).scalar_one())
+            stmt = select(ScheduleRow).where(ScheduleRow.active).order_by(ScheduleRow.name)
+            return [stored_schedule(r) for r in session.scalars(stmt)], cursor
+
+    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+        """Every schedule row, active or not, with ``change_seq > cursor`` (in
+        ``change_seq`` order), and the cursor to pass next time.
+
+        Because writers commit in ``change_seq`` order, no change is skipped: one
+        committed concurrently is returned now or by the next call. A cursor ahead
+        of the store's counter (the database was replaced) returns every row.
+        """
+        with self._read() as session:
+            counter = int(session.execute(READ_COUNTER).scalar_one())
+            if cursor > counter:
+                cursor = 0
+            stmt = (
+                select(ScheduleRow)
+                .where(ScheduleRow.change_seq > cursor)
+                .order_by(ScheduleRow.change_seq, ScheduleRow.name)
+            )
+            rows = [stored_schedule(r) for r in session.scalars(stmt)]
+        return rows, max([counter, *(r.change_seq for r in rows)])
+
+    def get(self, name: str) -> StoredSchedule:
+        """The named schedule (active or not); ``UnknownScheduleError`` naming it if none."""
+        with self._read() as session:
+            row = session.get(ScheduleRow, name)
+            if row is None:
+                raise UnknownScheduleError(f"no schedule named {name!r} in the store")
+            return stored_schedule(row)
+
+    def list_schedules(self, include_inactive: bool = False) -> list[StoredSchedule]:
+        """Schedules ordered by name; inactive ones only with ``include_inactive``."""
+        stmt = select(ScheduleRow).order_by(ScheduleRow.name)
+        if not include_inactive:
+            stmt = stmt.where(ScheduleRow.active)
+        with self._read() as session:
+            return [stored_schedule(r) for r in session.scalars(stmt)]
+
+    def set_paused(self, name: str, paused: bool) -> bool:
+        """Pause (``True``) or resume a schedule. Returns True if the flag changed."""
+        with self._write() as session:
+            row = self._locked(session, name)
+            if row.paused == paused:
+                return False
+            row.paused = paused
+            self._touch(session, row)
+            return True
+
+    def request_run(self, name: str, now: datetime) -> None:
+        """Ask beat for an ad-hoc run; a request already pending keeps its time."""
+        now = utc(now, "now")
+        with self._write() as session:
+            row = self._locked(session, name)
+            if row.run_requested_at is None:
+                row.run_requested_at = now
+                self._touch(session, row)
+
+    def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
+        """Consume the pending run request. With ``requested_at`` (the value beat
+        saw), a newer request made meanwhile is left in place."""
+        with self._write() as session:
+            row = self._locked(session, name)
+            if row.run_requested_at is None:
+                return
+            if requested_at is not None and row.run_requested_at != utc(requested_at, "at"):
+                return
+            row.run_requested_at = None
+            self._touch(session, row)

@@ -1,0 +1,234 @@
+"""The run-history half of the SQL store: starts, ends, skips, progress, pruning."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from sqlalchemy import delete, exists, select, update
+from sqlalchemy.orm import Session
+
+from ..core.stats import (
+    DEFAULT_EWMA_ALPHA,
+    ScheduleStats,
+    record_failure,
+    record_interruption,
+    record_start,
+    record_success,
+)
+from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
+from .base import END_OUTCOMES, FAILURE_OUTCOMES, SUCCESS_OUTCOMES, RunRecord, StoredSchedule
+from .convert import apply_stats, run_record, stats_of, stored_schedule, utc
+from .models import RunRow, ScheduleRow
+from .sql_base import SqlStoreBase
+
+
+def stats_after(
+    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float
+) -> ScheduleStats:
+    """The statistics after a run that ended with ``outcome``."""
+    if outcome in SUCCESS_OUTCOMES:
+        return record_success(stats, started_at, ended_at, alpha=alpha)
+    if outcome in FAILURE_OUTCOMES:
+        return record_failure(stats, started_at, ended_at)
+    return record_interruption(stats, started_at, ended_at)
+
+
+def _check_progress(progress: float | None) -> None:
+    if progress is not None and (isinstance(progress, bool) or not math.isfinite(progress)):
+        raise ValueError(f"progress must be a finite number, got {progress!r}")
+
+
+def _run_exists(session: Session, run_id: str) -> bool:
+    return bool(session.scalar(select(exists().where(RunRow.run_id == run_id))))
+
+
+class RunMethods(SqlStoreBase):
+    """Run history methods of :class:`~celery_dgs.store.sql.SqlScheduleStore`."""
+
+    def record_run_start(
+        self,
+        *,
+        schedule: str,
+        run_id: str,
+        dispatch_id: str | None,
+        owner_node: str,
+        owner_name: str,
+        owner_tag: str,
+        token: int,
+        started_at: datetime,
+    ) -> None:
+        """One transaction: insert the run (outcome ``running``), set the schedule's
+        ``last_start_at`` and make ``token`` its ``current_token`` (the latest
+        granted run always wins, so a lease backend that restarted its token
+        sequence is not locked out). A ``run_id`` already recorded is a no-op.
+        ``UnknownScheduleError`` if the schedule is not stored.
+        """
+        started_at = utc(started_at, "started_at")
+        with self._write() as session:
+            row = self._locked(session, schedule)
+            if _run_exists(session, run_id):
+                return
+            session.add(
+                RunRow(
+                    run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
+                    owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
+                    token=token, started_at=started_at, outcome="running", fenced=False,
+                )
+            )  # fmt: skip
+            apply_stats(row, record_start(stats_of(row), started_at))
+            row.current_token = token
+            self._touch(session, row)
+
+    def record_run_end(
+        self,
+        *,
+        run_id: str,
+        outcome: str,
+        ended_at: datetime,
+        error: str | None = None,
+        progress: float | None = None,
+        alpha: float = DEFAULT_EWMA_ALPHA,
+    ) -> StoredSchedule:
+        """One transaction: record how the run ended and update the schedule's stats.
+
+        ``outcome``: success (``record_success``, EWMA with ``alpha``); failure,
+        terminated, lost (``record_failure``); stolen, cancelled, yielded
+        (``record_interruption``). Returns the schedule as stored afterwards.
+
+        Fencing: the stats are written only if the run's token is still the
+        schedule's ``current_token``. Otherwise the run row still gets its
+        outcome (marked ``fenced``), that is committed, and then
+        :class:`~celery_dgs.errors.StaleTokenError` is raised.
+
+        Idempotent: a run that already ended is left as it is; the call returns
+        the stored schedule, or raises ``StaleTokenError`` again if that run was
+        fenced. ``UnknownRunError`` if ``run_id`` was never recorded.
+        """
+        if outcome not in END_OUTCOMES:
+            raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
+        ended_at = utc(ended_at, "ended_at")
+        _check_progress(progress)
+        with self._write() as session:
+            stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
+            run = session.scalars(stmt).one_or_none()
+            if run is None:
+                raise UnknownRunError(f"no run {run_id!r} in the store")
+            row = self._locked(session, run.schedule)
+            fenced = run.fenced
+            if run.outcome == "running":
+                run.outcome, run.ended_at, run.error = outcome, ended_at, error
+                run.duration_s = max((ended_at - run.started_at).total_seconds(), 0.0)
+                if progress is not None:
+                    run.progress = progress
+                fenced = run.fenced = run.token is None or run.token != row.current_token
+                if not fenced:
+                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha)
+                    apply_stats(row, new)
+                    self._touch(session, row)
+            session.flush()
+            result = stored_schedule(row)
+            token = run.token
+        if fenced:
+            raise StaleTokenError(
+                f"run {run_id!r} of schedule {result.name!r} holds token {token}, but the "
+                f"schedule's current token is {result.current_token}: its end was recorded, "
+                "its statistics were not"
+            )
+        return result
+
+    def record_skip(
+        self,
+        *,
+        schedule: str,
+        run_id: str,
+        dispatch_id: str | None,
+        owner_node: str,
+        owner_name: str,
+        reason: str,
+        at: datetime,
+    ) -> None:
+        """Record a dispatch that did not run (outcome ``skipped``, ``reason`` in
+        ``error``); the schedule's row is not touched. A ``run_id`` already
+        recorded is a no-op. ``UnknownScheduleError`` if the schedule is not stored.
+        """
+        at = utc(at, "at")
+        with self._write() as session:
+            if session.get(ScheduleRow, schedule) is None:
+                raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
+            if _run_exists(session, run_id):
+                return
+            session.add(
+                RunRow(
+                    run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
+                    owner_node=owner_node, owner_name=owner_name, started_at=at, ended_at=at,
+                    outcome="skipped", error=reason, duration_s=0.0, fenced=False,
+                )
+            )  # fmt: skip
+
+    def update_progress(self, run_id: str, progress: float) -> None:
+        """Store the progress a running run reports (conventionally 0.0-1.0).
+
+        Ignored once the run has ended; ``UnknownRunError`` if it was never recorded.
+        """
+        _check_progress(progress)
+        with self._write() as session:
+            stmt = (
+                update(RunRow)
+                .where(RunRow.run_id == run_id, RunRow.outcome == "running")
+                .values(progress=progress)
+                .execution_options(synchronize_session=False)
+            )
+            if session.execute(stmt).rowcount == 0 and not _run_exists(session, run_id):  # type: ignore[attr-defined]
+                raise UnknownRunError(f"no run {run_id!r} in the store")
+
+    def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
+        """The schedule's latest ``limit`` runs (skips included), newest first.
+
+        ``UnknownScheduleError`` if the schedule is not stored.
+        """
+        stmt = (
+            select(RunRow)
+            .where(RunRow.schedule == name)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(limit)
+        )
+        with self._read() as session:
+            found = [run_record(r) for r in session.scalars(stmt)]
+            if not found and session.get(ScheduleRow, name) is None:
+                raise UnknownScheduleError(f"no schedule named {name!r} in the store")
+            return found
+
+    def running_runs(self) -> list[RunRecord]:
+        """Every run still marked ``running``, oldest first."""
+        stmt = select(RunRow).where(RunRow.outcome == "running")
+        with self._read() as session:
+            rows = session.scalars(stmt.order_by(RunRow.started_at, RunRow.id))
+            return [run_record(r) for r in rows]
+
+    def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
+        """Delete finished runs that ended before ``older_than``, ``batch_size`` rows
+        per transaction (so a large backlog never holds locks for long). Running
+        runs are never deleted. Returns how many were deleted."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        older_than = utc(older_than, "older_than")
+        pick = (
+            select(RunRow.id)
+            .where(RunRow.ended_at < older_than, RunRow.outcome != "running")
+            .order_by(RunRow.ended_at, RunRow.id)
+            .limit(batch_size)
+        )
+        total = 0
+        while True:
+            with self._write() as session:
+                ids = list(session.scalars(pick))
+                if ids:
+                    session.execute(
+                        delete(RunRow)
+                        .where(RunRow.id.in_(ids))
+                        .execution_options(synchronize_session=False)
+                    )
+            total += len(ids)
+            if len(ids) < batch_size:
+                return total

@@ -1,0 +1,112 @@
+"""The schema exists only through the alembic migrations: an upgrade path with data,
+idempotent and race-safe upgrades, and models that match the migrated schema."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from celery_dgs.store import SqlScheduleStore
+from celery_dgs.store.engine import make_engine
+from celery_dgs.store.migrate import VERSION_TABLE, current_revision, head_revision, upgrade_url
+from celery_dgs.store.models import Base
+
+from .conftest import T0, periodic
+
+
+def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> None:
+    upgrade_url(database_url, "0001")
+    engine = make_engine(database_url)
+    assert current_revision(engine) == "0001"
+    assert "progress" not in {c["name"] for c in inspect(engine).get_columns("dgs_runs")}
+    spec = periodic("legacy").to_dict()
+
+    stamp = "2026-03-01 12:00:00" + ("+00:00" if engine.dialect.name == "postgresql" else "")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO dgs_schedules (name, task, configuration, kind, spec, spec_format,"
+                " active, paused, registered_at, last_start_at, failure_count,"
+                " average_good_duration_s, current_token, change_seq, updated_at) VALUES"
+                " ('legacy', 'legacy', '', 'periodic', :spec, 1, :t, :f, :ts, :ts, 2, 12.5,"
+                " 4, 3, :ts)"
+            ),
+            {"spec": json.dumps(spec), "ts": stamp, "t": True, "f": False},
+        )
+        conn.execute(text("UPDATE dgs_counter SET value = 3"))
+        conn.execute(
+            text(
+                "INSERT INTO dgs_runs (run_id, schedule, owner_node, token, started_at, outcome)"
+                " VALUES ('old-run', 'legacy', 'n1', 4, :ts, 'running')"
+            ),
+            {"ts": stamp},
+        )
+    engine.dispose()
+
+    store = SqlScheduleStore.open(database_url)
+    try:
+        assert current_revision(store.engine) == head_revision() == "0002"
+        got = store.get("legacy")
+        assert got.spec == periodic("legacy")
+        assert got.stats.registered_at == T0
+        assert got.stats.failure_count == 2
+        assert got.current_token == 4
+        assert got.stats.average_good_duration == timedelta(seconds=12.5)
+        [run] = store.running_runs()
+        assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
+        store.update_progress("old-run", 0.75)  # the new column works
+        ended = store.record_run_end(
+            run_id="old-run", outcome="success", ended_at=T0 + timedelta(seconds=20)
+        )
+        assert ended.stats.failure_count == 0
+        assert ended.change_seq == 4
+        assert store.runs("legacy")[0].progress == 0.75
+    finally:
+        store.close()
+
+
+def test_upgrade_twice_is_a_no_op_and_the_models_match_the_schema(database_url: str) -> None:
+    store = SqlScheduleStore.open(database_url)
+    try:
+        store.sync([periodic("a")], T0)
+        before = store.get("a")
+        store.upgrade()
+        SqlScheduleStore.open(database_url).close()
+        assert store.get("a") == before
+        assert current_revision(store.engine) == head_revision()
+        with store.engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+            assert [r[0] for r in rows] == [head_revision()]
+            context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+            assert compare_metadata(context, Base.metadata) == []
+    finally:
+        store.close()
+
+
+def test_concurrent_upgrades_of_a_fresh_database(database_url: str) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def upgrade() -> None:
+        try:
+            barrier.wait(timeout=30)
+            upgrade_url(database_url)
+        except BaseException as exc:  # collected and asserted on below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upgrade) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    engine = make_engine(database_url)
+    try:
+        assert current_revision(engine) == head_revision()
+    finally:
+        engine.dispose()

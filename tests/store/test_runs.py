@@ -1,0 +1,169 @@
+"""Runs: outcome → statistics, fencing, idempotency, skips, progress, history, pruning."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event
+
+from celery_dgs.errors import StaleTokenError, UnknownRunError
+from celery_dgs.store import SqlScheduleStore
+
+from .conftest import T0, periodic, start
+
+S = timedelta(seconds=1)
+
+
+@pytest.fixture
+def one(store: SqlScheduleStore) -> SqlScheduleStore:
+    store.sync([periodic("a"), periodic("b")], T0)
+    return store
+
+
+def test_start_records_the_run_and_the_token_in_one_go(one: SqlScheduleStore) -> None:
+    seq = one.get("a").change_seq
+    start(one, "a", "r1", token=5, at=T0 + 3 * S)
+    got = one.get("a")
+    assert got.current_token == 5
+    assert got.stats.last_start_at == T0 + 3 * S
+    assert got.change_seq > seq
+    assert got.stats.failure_count is None
+    [run] = one.running_runs()
+    assert (run.run_id, run.schedule, run.token, run.outcome) == ("r1", "a", 5, "running")
+    assert (run.dispatch_id, run.owner_node, run.owner_tag) == ("d-r1", "node-1", "r1")
+    assert run.ended_at is None
+    assert run.duration is None
+    assert not run.fenced
+    start(one, "a", "r1", token=6)  # the same run_id again: nothing changes
+    assert one.get("a") == got
+    assert len(one.runs("a")) == 1
+
+
+def test_ewma_and_outcome_mapping(one: SqlScheduleStore) -> None:
+    alpha = 0.37
+    averages: list[timedelta] = []
+    for i, seconds in enumerate([10, 20, 30]):
+        at = T0 + timedelta(hours=i)
+        start(one, "a", f"ok{i}", token=i + 1, at=at)
+        got = one.record_run_end(run_id=f"ok{i}", outcome="success", ended_at=at + seconds * S)
+        assert got.stats.average_good_duration is not None
+        averages.append(got.stats.average_good_duration)
+    assert averages[0] == 10 * S
+    assert averages[1].total_seconds() == pytest.approx(alpha * 20 + (1 - alpha) * 10)  # 13.7
+    assert averages[2].total_seconds() == pytest.approx(alpha * 30 + (1 - alpha) * 13.7)  # 19.731
+    good = one.get("a").stats
+    assert good.failure_count == 0
+    assert good.last_good_end_at == T0 + timedelta(hours=2) + 30 * S
+
+    token = 10
+    for outcome, failures in [("failure", 1), ("terminated", 2), ("lost", 3), ("stolen", 3),
+                              ("cancelled", 3), ("yielded", 3)]:  # fmt: skip
+        token += 1
+        at = T0 + timedelta(hours=token)
+        start(one, "a", outcome, token=token, at=at)
+        stats = one.record_run_end(run_id=outcome, outcome=outcome, ended_at=at + 5 * S).stats
+        assert stats.failure_count == failures, outcome
+        assert (stats.last_start_at, stats.last_end_at) == (at, at + 5 * S)
+        assert stats.average_good_duration == averages[2]  # only successes feed the average
+        assert stats.last_good_start_at == good.last_good_start_at
+    start(one, "a", "back", token=99, at=T0 + timedelta(days=2))
+    stats = one.record_run_end(
+        run_id="back", outcome="success", ended_at=T0 + timedelta(days=2, seconds=4), alpha=0.5
+    ).stats
+    assert stats.failure_count == 0
+    assert stats.average_good_duration is not None
+    assert stats.average_good_duration.total_seconds() == pytest.approx(0.5 * 4 + 0.5 * 19.731)
+    outcomes = {r.run_id: r.outcome for r in one.runs("a")}
+    assert outcomes["lost"] == "lost"
+    assert outcomes["ok0"] == "success"
+
+
+def test_fencing_keeps_the_run_record_but_refuses_stale_stats(one: SqlScheduleStore) -> None:
+    start(one, "a", "old", token=1)
+    start(one, "a", "new", token=2, at=T0 + 60 * S)  # the lease was taken over
+    before = one.get("a")
+    with pytest.raises(StaleTokenError, match=r"token 1.*current token is 2"):
+        one.record_run_end(run_id="old", outcome="success", ended_at=T0 + 90 * S, error=None)
+    after = one.get("a")
+    assert after == before  # stats, token and change_seq untouched
+    old = next(r for r in one.runs("a") if r.run_id == "old")
+    assert old.outcome == "success"
+    assert old.ended_at == T0 + 90 * S
+    assert old.fenced
+    assert old.duration_s == 90.0
+    with pytest.raises(StaleTokenError):  # asked again: same answer, nothing changes
+        one.record_run_end(run_id="old", outcome="failure", ended_at=T0 + 99 * S)
+    assert one.get("a") == before
+    assert next(r for r in one.runs("a") if r.run_id == "old") == old
+    good = one.record_run_end(run_id="new", outcome="success", ended_at=T0 + 70 * S)
+    assert good.stats.last_good_start_at == T0 + 60 * S
+    assert good.current_token == 2
+
+
+def test_record_run_end_is_idempotent(one: SqlScheduleStore) -> None:
+    start(one, "a", "r1", token=1)
+    first = one.record_run_end(
+        run_id="r1", outcome="failure", ended_at=T0 + 5 * S, error="boom", progress=0.5
+    )
+    run = one.runs("a")[0]
+    again = one.record_run_end(run_id="r1", outcome="success", ended_at=T0 + 9 * S)
+    assert again == first == one.get("a")
+    assert first.stats.failure_count == 1
+    assert one.runs("a") == [run]
+    assert (run.outcome, run.error, run.progress, run.duration_s) == ("failure", "boom", 0.5, 5.0)
+
+
+def test_bad_calls(one: SqlScheduleStore) -> None:
+    with pytest.raises(UnknownRunError, match="'ghost'"):
+        one.record_run_end(run_id="ghost", outcome="success", ended_at=T0)
+    with pytest.raises(UnknownRunError, match="'ghost'"):
+        one.update_progress("ghost", 0.1)
+    start(one, "a", "r1", token=1)
+    for outcome in ("running", "skipped", "exploded"):
+        with pytest.raises(ValueError, match="outcome must be one of"):
+            one.record_run_end(run_id="r1", outcome=outcome, ended_at=T0)
+    with pytest.raises(ValueError, match="finite"):
+        one.update_progress("r1", float("nan"))
+    assert one.running_runs()[0].outcome == "running"
+
+
+def test_skips_progress_and_history_order(one: SqlScheduleStore) -> None:
+    before = one.get("a")
+    one.record_skip(schedule="a", run_id="s1", dispatch_id="d1", owner_node="n",
+                    owner_name="w@n", reason="lease held by w2@n", at=T0)  # fmt: skip
+    one.record_skip(schedule="a", run_id="s1", dispatch_id="d1", owner_node="n",
+                    owner_name="w@n", reason="again", at=T0)  # fmt: skip
+    assert one.get("a") == before  # skips leave the schedule alone
+    [skip] = one.runs("a")
+    assert (skip.outcome, skip.error, skip.token, skip.ended_at) == (
+        "skipped", "lease held by w2@n", None, T0,
+    )  # fmt: skip
+    start(one, "a", "r1", token=1, at=T0 + S)
+    start(one, "b", "r2", token=1, at=T0 + 2 * S)
+    one.update_progress("r1", 0.25)
+    assert [(r.run_id, r.progress) for r in one.running_runs()] == [("r1", 0.25), ("r2", None)]
+    one.record_run_end(run_id="r1", outcome="success", ended_at=T0 + 3 * S)
+    one.update_progress("r1", 0.9)  # ended: ignored
+    assert one.runs("a")[0].progress == 0.25
+    assert [r.run_id for r in one.runs("a")] == ["r1", "s1"]
+    assert [r.run_id for r in one.runs("a", limit=1)] == ["r1"]
+    assert [r.run_id for r in one.running_runs()] == ["r2"]
+    assert one.runs("b")[0].duration is None
+
+
+def test_prune_deletes_finished_runs_in_batches(one: SqlScheduleStore) -> None:
+    for i in range(25):
+        one.record_skip(schedule="a", run_id=f"s{i}", dispatch_id=None, owner_node="n",
+                        owner_name="w", reason="x", at=T0 + i * S)  # fmt: skip
+    start(one, "b", "still-running", token=1, at=T0 - timedelta(days=30))
+    commits: list[int] = []
+    event.listen(one.engine, "commit", lambda conn: commits.append(1))
+    assert one.prune_runs(T0 + 23 * S, batch_size=10) == 23
+    assert len(commits) == 3  # 10 + 10 + 3, one transaction each
+    assert [r.run_id for r in one.runs("a")] == ["s24", "s23"]
+    assert [r.run_id for r in one.running_runs()] == ["still-running"]
+    assert one.prune_runs(T0 + timedelta(days=1), batch_size=2) == 2
+    assert one.prune_runs(T0 + timedelta(days=1)) == 0
+    with pytest.raises(ValueError, match="batch_size"):
+        one.prune_runs(T0, batch_size=0)
