@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import time, timedelta
+from datetime import datetime, time, timedelta, timezone
 from typing import Any, ClassVar
 
 from croniter import croniter
@@ -21,6 +21,7 @@ from ..errors import ScheduleConfigError
 from .tz import ZoneLike, zone_name
 
 SPEC_FORMAT_VERSION = 1
+_CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def schedule_name(task: str, configuration: str = "") -> str:
@@ -87,7 +88,29 @@ def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
                 name, "blackout_periods", f"item {i} ({window}) is empty: start equals end"
             )
         result.append(window)
+    if _covers_whole_day(result):
+        raise ScheduleConfigError(
+            name, "blackout_periods", "the windows cover the whole day: it could never run"
+        )
     return tuple(result)
+
+
+def _covers_whole_day(windows: list[Blackout]) -> bool:
+    """Whether the union of the daily windows is all 24 hours."""
+
+    def second(t: time) -> float:
+        return t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6
+
+    spans: list[tuple[float, float]] = []
+    for w in windows:
+        start, end = second(w.start), second(w.end)
+        spans.extend([(start, end)] if end > start else [(start, 86400.0), (0.0, end)])
+    reached = 0.0
+    for start, end in sorted(spans):
+        if start > reached:
+            return False
+        reached = max(reached, end)
+    return reached >= 86400.0
 
 
 def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = False) -> timedelta:
@@ -248,6 +271,14 @@ class CronSpec(ScheduleSpec):
                 self.name, "cron_schedule", f"{expr!r} is not a 5-field cron expression"
             )
         object.__setattr__(self, "cron_schedule", " ".join(expr.split()))
+        from .cron import next_cron_time
+
+        try:  # croniter accepts dates that never come, like "0 0 30 2 *"
+            next_cron_time(self.cron_schedule, self.tz, _CRON_PROBE)
+        except ValueError as exc:
+            raise ScheduleConfigError(
+                self.name, "cron_schedule", f"{expr!r} never fires: {exc}"
+            ) from exc
         within = to_timedelta(
             self.name, "cron_max_schedule_duration", self.cron_max_schedule_duration
         )
@@ -286,7 +317,9 @@ def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
     kind = data.pop("kind", None)
     cls = SPEC_KINDS.get(str(kind))
     if cls is None:
-        raise ScheduleConfigError(name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}")
+        raise ScheduleConfigError(
+            name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}"
+        )
     for key in ("dont_run_on_nodes",):
         if key in data and data[key] is not None:
             data[key] = frozenset(data[key])

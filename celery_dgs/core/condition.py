@@ -1,0 +1,142 @@
+"""The condition of a schedule: OK, WARNING or ERROR, with a reason (seed 000,
+"Schedule condition algorithm" and future direction 5).
+
+The deadline is :func:`~celery_dgs.core.timing.error_at`. The seed writes the
+running-periodic rule as ``owner_start_at + average > last_good_start_at -
+scheduling_period``; that is a sign slip (the deadline is ``last_good_start_at
++ scheduling_period``, as in the two other periodic rules), and the intended
+form is used here. "Average" is :func:`~celery_dgs.core.timing.expected_duration`
+(the ``duration_override`` when set).
+
+Boundary: the constraint is violated when ``now > error_at``; at exactly
+``now == error_at`` the schedule is not yet ERROR, a moment later it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum, IntEnum
+
+from .spec import ScheduleSpec
+from .stats import ScheduleStats
+from .timing import error_at, expected_duration
+from .tz import ensure_utc
+
+
+class Level(IntEnum):
+    OK = 0
+    WARNING = 1
+    ERROR = 2
+
+
+class Reason(str, Enum):
+    """Why a schedule has its level (stable codes, for metrics and the CLI)."""
+
+    OK = "ok"
+    DEADLINE_PASSED = "deadline_passed"
+    NEVER_SUCCEEDED = "never_succeeded"
+    LIKELY_LATE_RUNNING = "likely_late_running"
+    LIKELY_LATE = "likely_late"
+    OVER_EXPECTED_DURATION = "over_expected_duration"
+    LAST_RUN_FAILED = "last_run_failed"
+    # Reserved for later layers (projection, load shedding, operator pause).
+    PROJECTED_LATE = "projected_late"
+    SHED = "shed"
+    PAUSED = "paused"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Condition:
+    level: Level
+    reason: Reason
+    message: str
+    error_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunningState:
+    """A run in progress (``owner_started_at``)."""
+
+    started_at: datetime
+
+
+def _fmt(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
+
+
+def condition(
+    spec: ScheduleSpec, stats: ScheduleStats, running: RunningState | None, now: datetime
+) -> Condition:
+    """The first rule that applies, in this order:
+
+    1. ERROR ``deadline_passed`` (``never_succeeded`` if it never had a good
+       run) when ``now > error_at``;
+    2. WARNING ``likely_late_running`` when running and ``started_at +
+       expected > error_at``;
+    3. WARNING ``likely_late`` when not running and ``now + expected >
+       error_at``;
+    4. WARNING ``over_expected_duration`` while a run has been going for
+       longer than ``max_expected_duration``;
+    5. WARNING ``last_run_failed`` when ``failure_count > 0``;
+    6. OK.
+    """
+    now = ensure_utc(now, what="now")
+    deadline = error_at(spec, stats, now)
+    expected = expected_duration(spec, stats)
+    name = spec.name
+    if now > deadline:
+        if not stats.has_succeeded:
+            return Condition(
+                Level.ERROR,
+                Reason.NEVER_SUCCEEDED,
+                f"{name} has never succeeded and its first deadline {_fmt(deadline)} has passed",
+                deadline,
+            )
+        return Condition(
+            Level.ERROR,
+            Reason.DEADLINE_PASSED,
+            f"{name} missed its deadline {_fmt(deadline)}",
+            deadline,
+        )
+    if running is not None:
+        started = ensure_utc(running.started_at, what="started_at")
+        if started + expected > deadline:
+            return Condition(
+                Level.WARNING,
+                Reason.LIKELY_LATE_RUNNING,
+                f"{name}: the run started at {_fmt(started)} is expected to end at "
+                f"{_fmt(started + expected)}, after its deadline {_fmt(deadline)}",
+                deadline,
+            )
+    elif now + expected > deadline:
+        return Condition(
+            Level.WARNING,
+            Reason.LIKELY_LATE,
+            f"{name}: even started now it is expected to end at {_fmt(now + expected)}, "
+            f"after its deadline {_fmt(deadline)}",
+            deadline,
+        )
+    limit = spec.max_expected_duration
+    if running is not None and limit is not None:
+        started = ensure_utc(running.started_at, what="started_at")
+        if now - started > limit:
+            return Condition(
+                Level.WARNING,
+                Reason.OVER_EXPECTED_DURATION,
+                f"{name}: the run started at {_fmt(started)} has run longer than "
+                f"max_expected_duration ({limit})",
+                deadline,
+            )
+    if stats.last_run_failed:
+        return Condition(
+            Level.WARNING,
+            Reason.LAST_RUN_FAILED,
+            f"{name}: the last run failed ({stats.failure_count} consecutive failures); "
+            f"deadline {_fmt(deadline)}",
+            deadline,
+        )
+    return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)

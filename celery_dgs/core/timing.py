@@ -1,0 +1,164 @@
+"""When a schedule may start, should start, and enters ERROR (seed 000,
+"get_schedule_start_times()", "Retrying", "Blackout Periods").
+
+Never-succeeded schedules (``last_good_start_at`` is ``None``) count from
+``stats.registered_at`` (from ``now`` when that is unknown too):
+
+* periodic: runnable at once (``can_start_by = registered_at``, the cooldown
+  does not apply: there is no good run to cool down from); ERROR at
+  ``registered_at + scheduling_period``;
+* cron: **not** runnable at once. The first obligation is the first fire time
+  after registration, ``next_cron_time(registered_at)``, exactly as if the
+  schedule had last succeeded at its registration: cron users expect the job
+  at its cron time (a nightly job must not start at noon because it was
+  deployed at noon), and deploying many cron schedules does not flood the
+  workers. ERROR at that fire time ``+ cron_max_schedule_duration``.
+
+The retry backoff applies to never-succeeded schedules as to the others: it
+only looks at ``failure_count`` and ``last_end_at``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+
+from .blackout import blackout_containing, first_fit, move_out_of_blackout
+from .cron import next_cron_time
+from .spec import CronSpec, PeriodicSpec, ScheduleSpec
+from .stats import ScheduleStats
+from .tz import ensure_utc
+
+#: Backoff after 1, 2 and 3 or more consecutive failures (seed "Retrying").
+DEFAULT_RETRY_LADDER: tuple[timedelta, ...] = (
+    timedelta(minutes=5),
+    timedelta(hours=1),
+    timedelta(hours=4),
+)
+
+
+def validate_retry_ladder(ladder: Sequence[timedelta]) -> tuple[timedelta, ...]:
+    """A non-empty, non-decreasing sequence of non-negative delays, as a tuple.
+
+    Raises ``ValueError`` otherwise (a decreasing ladder would retry a schedule
+    that keeps failing *more* eagerly)."""
+    steps = tuple(ladder)
+    if not steps:
+        raise ValueError("retry ladder must have at least one step")
+    if any(not isinstance(s, timedelta) or s < timedelta(0) for s in steps):
+        raise ValueError(f"retry ladder steps must be non-negative timedeltas, got {steps!r}")
+    if any(b < a for a, b in pairwise(steps)):
+        raise ValueError(f"retry ladder must be non-decreasing, got {steps!r}")
+    return steps
+
+
+@dataclass(frozen=True)
+class StartTimes:
+    """``can_start_by``: earliest eligible start; ``should_start_by``: latest start
+    expected to finish before ERROR (the scheduler's priority key)."""
+
+    can_start_by: datetime
+    should_start_by: datetime
+
+
+def expected_duration(spec: ScheduleSpec, stats: ScheduleStats) -> timedelta:
+    """``duration_override``, else ``average_good_duration``, else zero."""
+    if spec.duration_override is not None:
+        return spec.duration_override
+    if stats.average_good_duration is not None:
+        return stats.average_good_duration
+    return timedelta(0)
+
+
+def _anchor(stats: ScheduleStats, now: datetime | None) -> datetime:
+    """The moment the deadline counts from: the last good start, else the
+    registration, else ``now``."""
+    base = stats.last_good_start_at or stats.registered_at or now
+    if base is None:
+        raise ValueError("a never-succeeded schedule without registered_at needs `now`")
+    return ensure_utc(base, what="deadline anchor")
+
+
+def _first_start(spec: ScheduleSpec, stats: ScheduleStats, anchor: datetime) -> datetime:
+    """Periodic: when the cooldown ends; cron: the next fire time."""
+    if isinstance(spec, CronSpec):
+        return next_cron_time(spec.cron_schedule, spec.tz, anchor)
+    if isinstance(spec, PeriodicSpec):
+        if not stats.has_succeeded:
+            return anchor
+        end = stats.last_good_end_at or anchor
+        return ensure_utc(end, what="last_good_end_at") + spec.cooldown_duration
+    raise TypeError(f"unknown schedule kind {type(spec).__name__}")
+
+
+def error_at(spec: ScheduleSpec, stats: ScheduleStats, now: datetime | None = None) -> datetime:
+    """The moment the schedule enters ERROR unless a good run completes first.
+
+    Periodic: ``last_good_start_at + scheduling_period``; cron:
+    ``next_cron_time(last_good_start_at) + cron_max_schedule_duration``; a
+    never-succeeded schedule counts from ``registered_at`` (or ``now``).
+    """
+    anchor = _anchor(stats, now)
+    if isinstance(spec, PeriodicSpec):
+        return anchor + spec.scheduling_period
+    if isinstance(spec, CronSpec):
+        return _first_start(spec, stats, anchor) + spec.cron_max_schedule_duration
+    raise TypeError(f"unknown schedule kind {type(spec).__name__}")
+
+
+def retry_at(
+    stats: ScheduleStats, ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER
+) -> datetime | None:
+    """``last_end_at`` plus the ladder step for ``failure_count`` (1, 2, ...;
+    the last step repeats); ``None`` without failures or an end time."""
+    if not stats.failure_count or stats.last_end_at is None or not ladder:
+        return None
+    step = ladder[min(stats.failure_count, len(ladder)) - 1]
+    return ensure_utc(stats.last_end_at, what="last_end_at") + step
+
+
+def start_times(
+    spec: ScheduleSpec,
+    stats: ScheduleStats,
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+) -> StartTimes:
+    """``get_schedule_start_times()`` of seed 000, plus backoff and blackouts.
+
+    1. Periodic: ``can = last_good_end_at + cooldown``, ``should =
+       last_good_start_at + period - expected``. Cron: ``can =
+       next_cron_time(last_good_start_at)``, ``should = can + max_duration -
+       expected``. (Never-succeeded: see the module docstring.)
+    2. ``can = max(can, retry_at)`` after failures.
+    3. Blackouts move ``can`` only: a ``can`` inside a window moves to its end
+       (through touching windows); and if ``can <= now`` while ``now`` is in a
+       window, ``can`` becomes that window's end, so a due schedule is not
+       eligible during its blackout.
+    4. With ``spec.avoid_blackout_overlap``, a start at ``max(can, now)``
+       expected to run into the next window moves to the first moment the
+       expected duration fits. If it fits in no gap between windows it is
+       left alone (it would otherwise never run); the worker then terminates
+       it at the window as usual.
+    """
+    now = ensure_utc(now, what="now")
+    anchor = _anchor(stats, now)
+    expected = expected_duration(spec, stats)
+    can = _first_start(spec, stats, anchor)
+    should = error_at(spec, stats, now) - expected
+    retry = retry_at(stats, retry_ladder)
+    if retry is not None:
+        can = max(can, retry)
+    blackouts, tz = spec.blackout_periods, spec.tz
+    if blackouts:
+        can = move_out_of_blackout(blackouts, tz, can)
+        if can <= now and blackout_containing(blackouts, tz, now) is not None:
+            can = move_out_of_blackout(blackouts, tz, now)
+        if spec.avoid_blackout_overlap and expected > timedelta(0):
+            start = max(can, now)
+            fitted = first_fit(blackouts, tz, start, expected)
+            if fitted is not None and fitted > start:
+                can = fitted
+    return StartTimes(can_start_by=can, should_start_by=should)
