@@ -1,5 +1,36 @@
-"""celery-dgs: a deadline greedy scheduler for Celery."""
+"""celery-dgs: a deadline greedy scheduler for Celery.
+
+``DGS(app)`` declares schedules and installs the worker hooks;
+``DeadlineScheduler`` is the beat scheduler class (``-S celery_dgs:DeadlineScheduler``);
+``progress()`` and ``current_token()`` are for task code.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0.dev0"
+
+__all__ = ["DGS", "DeadlineScheduler", "__version__", "current_token", "progress"]
+
+if TYPE_CHECKING:
+    from .beat.scheduler import DeadlineScheduler
+    from .dgs import DGS
+    from .worker.api import current_token, progress
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing the pure core does not import Celery or SQLAlchemy.
+    if name == "DGS":
+        from .dgs import DGS
+
+        return DGS
+    if name == "DeadlineScheduler":
+        from .beat.scheduler import DeadlineScheduler
+
+        return DeadlineScheduler
+    if name in ("progress", "current_token"):
+        from .worker import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'celery_dgs' has no attribute {name!r}")

@@ -1,0 +1,344 @@
+"""The beat's decision loop, free of Celery: refresh, admit, place, dispatch.
+
+Each :meth:`BeatEngine.tick`:
+
+1. applies the schedule rows that changed in the store since the last look
+   (``changes_since(cursor)``), at most every ``store_poll_interval``;
+2. if anything is eligible (or busy schedules wait to be released), reads the
+   live state from Redis: running leases, pending dispatches, live workers;
+   takes back dispatches older than ``dispatch_timeout``;
+3. computes the free slots per worker (slots − running leases − pending
+   dispatches) and pops, in ``should_start_by`` order, as many placeable
+   schedules as there are free slots (:func:`~celery_dgs.core.placement.plan_dispatches`);
+4. writes the dispatch records (one pipeline), then publishes the messages;
+5. returns how long to sleep: until the earliest ``can_start_by``, capped.
+
+A schedule is in exactly one of: the index (may be dispatched), ``parked``
+(running or dispatched: re-inserted once the lease or dispatch is gone),
+``self.held`` (paused/inactive/invalid: not schedulable).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from ..core.clock import Clock
+from ..core.index import DeadlineIndex
+from ..core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
+from ..core.spec import ScheduleSpec
+from ..core.stats import ScheduleStats
+from ..core.timing import start_times
+from ..settings import DgsSettings
+
+logger = logging.getLogger("celery_dgs.beat")
+
+#: Operator-requested runs (``celery dgs run``) go ahead of all scheduled work.
+RUN_REQUEST_PRIORITY_S = 1e12
+#: Pseudo-worker used when no worker has registered and dgs_capacity is set.
+ANY_WORKER = "*"
+
+
+@dataclass(frozen=True)
+class DispatchOrder:
+    schedule: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    dispatch_id: str
+    worker: str  # Celery node name, or ANY_WORKER (publish to the pool queue)
+    queue: str | None  # the schedule's pool (None: the default queue)
+    expires_s: float
+    should_start_by: float
+
+
+class Publisher(Protocol):
+    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+        """Send the messages; return the orders that could NOT be published."""
+        ...
+
+
+@dataclass
+class Tracked:
+    spec: ScheduleSpec
+    stats: ScheduleStats
+    run_requested_at: datetime | None = None
+
+
+@dataclass
+class Pending:
+    dispatch_id: str
+    worker: str
+    since: float  # monotonic seconds
+
+
+class BeatEngine:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        leases: Any,
+        registry: Any,
+        dispatches: Any,
+        publish: Publisher,
+        settings: DgsSettings,
+        clock: Clock,
+        default_queue: str = "celery",
+        max_interval: float = 60.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.leases = leases
+        self.registry = registry
+        self.dispatches = dispatches
+        self.publish = publish
+        self.settings = settings
+        self.clock = clock
+        self.default_queue = default_queue
+        self.max_interval = max_interval
+        self.monotonic = monotonic
+        self.index = DeadlineIndex()
+        self.tracked: dict[str, Tracked] = {}
+        self.parked: set[str] = set()
+        self.held: set[str] = set()
+        self.pending: dict[str, Pending] = {}
+        self.cursor = 0
+        self._last_poll = float("-inf")
+        self._last_prune = float("-inf")
+        self.dispatched_total = 0
+
+    # -- loading -----------------------------------------------------------------
+    def load(self) -> None:
+        """Load every active schedule and the dispatches a previous beat left pending."""
+        rows, self.cursor = self.store.load_active()
+        for row in rows:
+            self._apply_row(row)
+        self._last_poll = self.monotonic()
+        for name in self.dispatches.pending_names():
+            record = self.dispatches.current(name)
+            if record is not None and name in self.tracked:
+                self.index.remove(name)
+                self.parked.add(name)
+                self.pending[name] = Pending(record.dispatch_id, record.worker, self.monotonic())
+        logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", len(rows), self.cursor)
+
+    def _apply_row(self, row: Any) -> None:
+        name = row.name
+        if not row.active or row.spec is None:
+            if row.active:
+                logger.error("celery-dgs: schedule %r is not schedulable: %s", name, row.spec_error)
+            self.index.remove(name)
+            self.parked.discard(name)
+            self.held.discard(name)
+            self.tracked.pop(name, None)
+            return
+        self.tracked[name] = Tracked(row.spec, row.stats, row.run_requested_at)
+        if row.paused:
+            self.index.remove(name)
+            self.held.add(name)
+            return
+        self.held.discard(name)
+        if name not in self.parked:
+            self._reindex(name)
+
+    def _reindex(self, name: str) -> None:
+        tracked = self.tracked[name]
+        now = self.clock.now()
+        if tracked.run_requested_at is not None:
+            at = tracked.run_requested_at.timestamp()
+            self.index.upsert(name, at, at - RUN_REQUEST_PRIORITY_S)
+            return
+        times = start_times(
+            tracked.spec, tracked.stats, now, retry_ladder=self.settings.retry_ladder
+        )
+        self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
+
+    def refresh(self) -> int:
+        """Apply store changes since the cursor; returns how many rows changed."""
+        rows, self.cursor = self.store.changes_since(self.cursor)
+        for row in rows:
+            self._apply_row(row)
+        self._last_poll = self.monotonic()
+        return len(rows)
+
+    # -- the tick ------------------------------------------------------------------
+    def tick(self) -> float:
+        mono = self.monotonic()
+        if mono - self._last_poll >= self.settings.store_poll_interval:
+            self.refresh()
+        now = self.clock.now().timestamp()
+        if self.index.peek(now) is not None or self.parked:
+            self._dispatch_round(now)
+        self._maybe_prune(mono)
+        wake = self.index.next_wakeup()
+        sleep = self.max_interval if wake is None else max(0.0, wake - now)
+        if self.parked:
+            sleep = min(sleep, self.settings.store_poll_interval)
+        return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
+
+    def _dispatch_round(self, now: float) -> None:
+        mono = self.monotonic()
+        takeable = set(self.leases.sweep_stale())
+        leases = self.leases.all()
+        running_by_worker: dict[str, int] = {}
+        running: set[str] = set()
+        for lease in leases:
+            if lease.schedule in takeable:
+                continue
+            running.add(lease.schedule)
+            running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
+        still_pending = self.dispatches.pending_names()
+        for name, pend in list(self.pending.items()):
+            if name not in still_pending:  # started (the worker consumed the record) or gone
+                del self.pending[name]
+            elif mono - pend.since > self.settings.dispatch_timeout:
+                if self.dispatches.take_back(name, pend.dispatch_id):
+                    logger.warning(
+                        "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
+                        pend.dispatch_id, name, pend.worker, self.settings.dispatch_timeout,
+                    )
+                del self.pending[name]
+        busy = running | set(self.pending)
+        freed = [name for name in self.parked if name not in busy]
+        if freed:
+            # Workers write the outcome to the store before releasing the lease:
+            # read it now, or the schedule would be re-indexed with stale stats.
+            self.parked.difference_update(freed)
+            self.refresh()
+            for name in freed:
+                if name in self.tracked and name not in self.held and name not in self.parked:
+                    self._reindex(name)
+        placement = self._placement(running_by_worker)
+        if placement.free <= 0:
+            return
+
+        def constraints_of(name: str) -> Constraints:
+            spec = self.tracked[name].spec
+            return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
+
+        orders: list[DispatchOrder] = []
+        while len(orders) < self.settings.max_dispatches_per_tick:
+            plan = plan_dispatches(
+                self.index, now, placement, constraints_of,
+                limit=self.settings.max_dispatches_per_tick - len(orders),
+            )  # fmt: skip
+            if not plan:
+                break
+            for name, worker in plan:
+                if name not in busy and self._reindex_if_not_due(name, now):
+                    self._give_back(placement, worker)  # e.g. its blackout began
+                    continue
+                if name in busy:
+                    # Running or already dispatched: park it and give the slot back.
+                    self.parked.add(name)
+                    self._give_back(placement, worker)
+                    continue
+                orders.append(self._order(name, worker, now))
+        if orders:
+            self._send(orders, now)
+
+    def _reindex_if_not_due(self, name: str, now: float) -> bool:
+        """Re-check a chosen schedule's start times at ``now``: the index holds times
+        computed earlier, and whether ``now`` is inside a blackout window changes
+        with time. Re-inserts it and returns True if it may not start yet."""
+        tracked = self.tracked[name]
+        if tracked.run_requested_at is not None:
+            return False
+        times = start_times(tracked.spec, tracked.stats, self.clock.now(),
+                            retry_ladder=self.settings.retry_ladder)  # fmt: skip
+        if times.can_start_by.timestamp() <= now:
+            return False
+        self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
+        return True
+
+    @staticmethod
+    def _give_back(placement: Placement, worker: str) -> None:
+        for w in placement.workers:
+            if w.name == worker:
+                w.free += 1
+                return
+
+    def _placement(self, running_by_worker: dict[str, int]) -> Placement:
+        workers = self.registry.live_workers()
+        pending_by_worker: dict[str, int] = {}
+        for pend in self.pending.values():
+            pending_by_worker[pend.worker] = pending_by_worker.get(pend.worker, 0) + 1
+        if not workers and self.settings.capacity:
+            used = sum(running_by_worker.values()) + len(self.pending)
+            return Placement(
+                [WorkerSlots(ANY_WORKER, "", _AllQueues(), self.settings.capacity - used)],
+                self.default_queue,
+            )
+        slots = [
+            WorkerSlots(
+                w.name, w.node, frozenset(w.queues),
+                w.slots - running_by_worker.get(w.name, 0) - pending_by_worker.get(w.name, 0),
+            )
+            for w in workers
+        ]  # fmt: skip
+        return Placement(slots, self.default_queue)
+
+    def _order(self, name: str, worker: str, now: float) -> DispatchOrder:
+        spec = self.tracked[name].spec
+        times = self.index.times(name)
+        should = times.should_start_by if times else now
+        return DispatchOrder(
+            schedule=name, task=spec.task, args=tuple(spec.args), kwargs=dict(spec.kwargs),
+            dispatch_id=uuid.uuid4().hex, worker=worker, queue=spec.pool,
+            expires_s=self.settings.dispatch_timeout, should_start_by=should,
+        )  # fmt: skip
+
+    def _send(self, orders: list[DispatchOrder], now: float) -> None:
+        from ..dispatches import DispatchRecord
+
+        mono = self.monotonic()
+        self.dispatches.add_many([
+            DispatchRecord(schedule=o.schedule, dispatch_id=o.dispatch_id, worker=o.worker,
+                           dispatched_at=None, expires_at=None)
+            for o in orders
+        ], ttl=self.settings.dispatch_timeout)  # fmt: skip
+        failed = {o.dispatch_id for o in self.publish(orders)}
+        for order in orders:
+            if order.dispatch_id in failed:
+                self.dispatches.take_back(order.schedule, order.dispatch_id)
+                self._reindex(order.schedule)
+                continue
+            self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)
+            self.parked.add(order.schedule)
+            self.dispatched_total += 1
+            tracked = self.tracked[order.schedule]
+            if tracked.run_requested_at is not None:
+                self.store.clear_run_request(
+                    order.schedule, requested_at=tracked.run_requested_at
+                )
+                tracked.run_requested_at = None
+            logger.info(
+                "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
+                order.schedule, order.worker, order.dispatch_id,
+                now - order.should_start_by if order.should_start_by > 0 else 0.0,
+            )  # fmt: skip
+
+    def _maybe_prune(self, mono: float) -> None:
+        if mono - self._last_prune < 3600:
+            return
+        self._last_prune = mono
+        cutoff = self.clock.now() - timedelta(seconds=self.settings.run_retention)
+        try:
+            removed = self.store.prune_runs(cutoff, batch_size=self.settings.prune_batch_size)
+        except Exception:
+            logger.exception("celery-dgs: pruning run history failed")
+            return
+        if removed:
+            logger.info("celery-dgs: pruned %d runs that ended before %s", removed, cutoff)
+
+
+class _AllQueues(frozenset[str]):
+    """A queue set that contains every queue (fixed-capacity mode)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True

@@ -1,0 +1,101 @@
+"""``DeadlineScheduler``: the Celery beat scheduler class.
+
+Use it as ``celery -A proj beat -S celery_dgs:DeadlineScheduler`` or with
+``beat_scheduler = "celery_dgs:DeadlineScheduler"``. On start it syncs the
+declared schedules into the store, loads them into the index, and from then
+on each tick is one :meth:`BeatEngine.tick`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from celery.beat import Scheduler
+from celery.utils.nodenames import worker_direct
+
+from ..core.clock import SystemClock
+from ..dgs import get_dgs
+from ..runtime import runtime_for
+from .engine import ANY_WORKER, BeatEngine, DispatchOrder
+
+logger = logging.getLogger("celery_dgs.beat")
+
+#: Seconds to wait after an unexpected error in a tick before trying again.
+TICK_ERROR_BACKOFF_S = 5.0
+
+
+class DeadlineScheduler(Scheduler):  # type: ignore[misc]
+    """Dispatches the eligible schedule closest to its deadline whenever a worker
+    slot is free (see docs/architecture.md)."""
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        self.dgs = get_dgs(app)
+        self.engine: BeatEngine | None = None
+        super().__init__(app, *args, **kwargs)
+
+    def setup_schedule(self) -> None:
+        settings = self.dgs.settings
+        decl = self.dgs.all_declarations()
+        for name, err in decl.errors.items():
+            logger.error("celery-dgs: schedule %s skipped: %s", name, err)
+        rt = runtime_for(self.app, settings)
+        report = rt.store.sync(list(decl.specs.values()), SystemClock().now())
+        logger.info("celery-dgs: synced declarations: %s", report)
+        self.engine = BeatEngine(
+            store=rt.store, leases=rt.leases, registry=rt.registry, dispatches=rt.dispatches,
+            publish=self.publish, settings=settings, clock=SystemClock(),
+            default_queue=self.app.conf.task_default_queue or "celery",
+            max_interval=float(self.max_interval),
+        )  # fmt: skip
+        self.engine.load()
+
+    def publish(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+        failed: list[DispatchOrder] = []
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for order in orders:
+                    queue = (
+                        order.queue if order.worker == ANY_WORKER else worker_direct(order.worker)
+                    )
+                    try:
+                        self.app.send_task(
+                            order.task, args=order.args, kwargs=order.kwargs,
+                            task_id=order.dispatch_id, queue=queue, expires=order.expires_s,
+                            headers={"dgs_schedule": order.schedule,
+                                     "dgs_dispatch_id": order.dispatch_id},
+                            producer=producer,
+                        )  # fmt: skip
+                    except Exception:
+                        logger.exception("celery-dgs: publishing %s failed", order.schedule)
+                        failed.append(order)
+        except Exception:
+            logger.exception("celery-dgs: no connection to the broker; will retry")
+            done = {o.dispatch_id for o in failed}
+            failed.extend(o for o in orders if o.dispatch_id not in done)
+        return failed
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self.engine is None:
+            return float(self.max_interval)
+        try:
+            return self.engine.tick()
+        except Exception:
+            logger.exception("celery-dgs: beat tick failed; retrying in %.0fs", TICK_ERROR_BACKOFF_S)
+            return min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
+
+    @property
+    def schedule(self) -> dict[str, Any]:
+        return {}
+
+    def sync(self) -> None:
+        """Nothing to persist: the store is written as things happen."""
+
+    def close(self) -> None:
+        runtime_for(self.app, self.dgs.settings).close()
+
+    @property
+    def info(self) -> str:
+        count = len(self.engine.tracked) if self.engine else 0
+        return f"celery-dgs deadline scheduler: {count} schedules"

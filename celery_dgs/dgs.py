@@ -1,0 +1,158 @@
+"""``DGS(app)``: the one object a project creates.
+
+It reads ``app.conf.dgs_*``, collects schedule declarations (decorators and
+``dgs_schedules``), turns on Celery's per-worker direct queues (beat routes
+each dispatch to one chosen worker) and installs the worker signal hooks.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .declarations import Declarations
+from .settings import DgsSettings
+
+T = TypeVar("T")
+
+_INSTANCES: weakref.WeakKeyDictionary[Any, DGS] = weakref.WeakKeyDictionary()
+
+Duration = timedelta | float | int
+TimeWindow = tuple[str, str]
+
+
+class DGS:
+    """Deadline greedy scheduling for one Celery app.
+
+    ``DGS(app)`` is cheap and idempotent per app (a second call returns the
+    same declarations). Settings are read lazily, so ``app.conf`` may be
+    completed after this object is created.
+    """
+
+    def __init__(self, app: Any, *, install_worker_hooks: bool = True) -> None:
+        self.app = app
+        existing = _INSTANCES.get(app)
+        self.declarations: Declarations = (
+            existing.declarations if existing is not None else Declarations()
+        )
+        self._settings: DgsSettings | None = None
+        self._conf_loaded = False
+        _INSTANCES[app] = self
+        # Beat routes every dispatch to one worker's own queue.
+        app.conf.worker_direct = True
+        if install_worker_hooks:
+            from .worker.hooks import install_worker_hooks as install
+
+            install(app, self)
+
+    # -- settings and declarations ------------------------------------------------
+    @property
+    def settings(self) -> DgsSettings:
+        if self._settings is None:
+            self._settings = DgsSettings.from_conf(self.app.conf)
+        return self._settings
+
+    def load_conf_schedules(self) -> Declarations:
+        """Add ``app.conf.dgs_schedules`` to the declarations (once)."""
+        if not self._conf_loaded:
+            self.declarations.declare_from_conf(self.settings.schedules)
+            self._conf_loaded = True
+        return self.declarations
+
+    def all_declarations(self, *, import_modules: bool = True) -> Declarations:
+        """Decorated tasks (importing the app's task modules) plus config entries,
+        with a check that every schedule's task exists."""
+        if import_modules:
+            self.app.loader.import_default_modules()
+            self.app.finalize(auto=True)
+        decl = self.load_conf_schedules()
+        decl.check_tasks(self.app.tasks)
+        return decl
+
+    def _task_name(self, task: Any) -> str:
+        name = getattr(task, "name", None)
+        if isinstance(name, str):
+            return name
+        from celery.utils.imports import gen_task_name
+
+        return str(gen_task_name(self.app, task.__name__, task.__module__))
+
+    def _decorator(self, kind: str, fields: dict[str, Any]) -> Callable[[T], T]:
+        def decorate(task: T) -> T:
+            self.declarations.declare(
+                kind, self._task_name(task), fields, source=f"@dgs.{kind}"
+            )
+            return task
+
+        return decorate
+
+    def periodic(
+        self,
+        period: Duration,
+        *,
+        cooldown: Duration = 0,
+        configuration: str = "",
+        tz: Any = "UTC",
+        blackouts: Iterable[TimeWindow] = (),
+        max_expected_duration: Duration | None = None,
+        max_allowed_duration: Duration | None = None,
+        dont_run_on_nodes: Iterable[str] = (),
+        duration_override: Duration | None = None,
+        avoid_blackout_overlap: bool = False,
+        pool: str | None = None,
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Callable[[T], T]:
+        """Declare that the task's data must never be older than ``period``.
+
+        Place it above ``@app.task``. ``cooldown`` is the minimum time after the
+        last good run ends before it may start again.
+        """
+        return self._decorator("periodic", {
+            "scheduling_period": period, "cooldown_duration": cooldown,
+            "configuration": configuration, "tz": tz, "blackout_periods": tuple(blackouts),
+            "max_expected_duration": max_expected_duration,
+            "max_allowed_duration": max_allowed_duration,
+            "dont_run_on_nodes": frozenset(dont_run_on_nodes),
+            "duration_override": duration_override,
+            "avoid_blackout_overlap": avoid_blackout_overlap, "pool": pool,
+            "args": tuple(args), "kwargs": dict(kwargs or {}),
+        })  # fmt: skip
+
+    def cron(
+        self,
+        schedule: str,
+        *,
+        within: Duration,
+        configuration: str = "",
+        tz: Any = "UTC",
+        blackouts: Iterable[TimeWindow] = (),
+        max_expected_duration: Duration | None = None,
+        max_allowed_duration: Duration | None = None,
+        dont_run_on_nodes: Iterable[str] = (),
+        duration_override: Duration | None = None,
+        avoid_blackout_overlap: bool = False,
+        pool: str | None = None,
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Callable[[T], T]:
+        """Declare a run at each ``schedule`` time (5-field cron, in ``tz``) that
+        must finish ``within`` that long after it."""
+        return self._decorator("cron", {
+            "cron_schedule": schedule, "cron_max_schedule_duration": within,
+            "configuration": configuration, "tz": tz, "blackout_periods": tuple(blackouts),
+            "max_expected_duration": max_expected_duration,
+            "max_allowed_duration": max_allowed_duration,
+            "dont_run_on_nodes": frozenset(dont_run_on_nodes),
+            "duration_override": duration_override,
+            "avoid_blackout_overlap": avoid_blackout_overlap, "pool": pool,
+            "args": tuple(args), "kwargs": dict(kwargs or {}),
+        })  # fmt: skip
+
+
+def get_dgs(app: Any) -> DGS:
+    """The app's :class:`DGS`, created (config-only declarations) if there is none."""
+    existing = _INSTANCES.get(app)
+    return existing if existing is not None else DGS(app)

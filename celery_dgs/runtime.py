@@ -1,0 +1,79 @@
+"""The clients one process needs (Redis leases, registry, dispatch records, the
+store), built lazily from the settings and rebuilt after a fork.
+
+Beat, worker processes and the CLI each get their own; a prefork child must
+not reuse its parent's sockets, so the bundle remembers the PID it was built in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import cached_property
+from typing import Any
+
+from .connection import redis_from_url
+from .dispatches import DispatchRecords
+from .errors import SettingsError
+from .keys import KeySpace
+from .leases.redis import RedisLeases
+from .registry import WorkerRegistry
+from .settings import DgsSettings
+from .store.sql import SqlScheduleStore
+
+
+class Runtime:
+    def __init__(self, settings: DgsSettings, *, broker_url: str | None = None) -> None:
+        self.settings = settings
+        self.redis_url = settings.resolved_redis_url(broker_url)
+        if self.redis_url is None:
+            raise SettingsError(
+                "celery-dgs needs Redis: set dgs_redis_url, or use a redis:// broker_url"
+            )
+        self.keys = KeySpace(settings.key_prefix)
+
+    @cached_property
+    def redis(self) -> Any:
+        return redis_from_url(self.redis_url or "")
+
+    @cached_property
+    def leases(self) -> RedisLeases:
+        return RedisLeases(
+            self.redis, self.keys,
+            ping_timeout=self.settings.ping_timeout, steal_delay=self.settings.steal_delay,
+        )  # fmt: skip
+
+    @cached_property
+    def registry(self) -> WorkerRegistry:
+        return WorkerRegistry(self.redis, self.keys, ttl=self.settings.worker_ttl)
+
+    @cached_property
+    def dispatches(self) -> DispatchRecords:
+        return DispatchRecords(self.redis, self.keys)
+
+    @cached_property
+    def store(self) -> SqlScheduleStore:
+        return SqlScheduleStore.open(self.settings.database_url)
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+        if "redis" in self.__dict__:
+            self.redis.close()
+        for name in ("redis", "leases", "registry", "dispatches", "store"):
+            self.__dict__.pop(name, None)
+
+
+_by_pid: dict[tuple[int, int], Runtime] = {}
+_lock = threading.Lock()
+
+
+def runtime_for(app: Any, settings: DgsSettings) -> Runtime:
+    """This process's Runtime for ``app`` (a new one after a fork)."""
+    key = (os.getpid(), id(app))
+    with _lock:
+        rt = _by_pid.get(key)
+        if rt is None:
+            rt = Runtime(settings, broker_url=app.conf.broker_url)
+            _by_pid[key] = rt
+        return rt

@@ -1,0 +1,1 @@
+"""Worker side: the run wrapper, its heartbeat, and the Celery signal hooks."""

@@ -1,0 +1,161 @@
+"""Celery signal hooks, installed by ``DGS(app)``.
+
+- ``worker_init`` (main process, task modules imported): wrap the ``run`` of
+  every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`.
+  Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
+  skipped (lease held, stale dispatch) and its exception recorded.
+- ``worker_process_init`` (each prefork child): install the interrupt handler.
+- ``worker_ready``: register the worker (node, queues, slots) in Redis and keep
+  the registration fresh; ``worker_shutdown``: deregister.
+- ``worker_shutting_down`` (warm or cold): every live run yields at once, so
+  another worker can take its schedule over without waiting for a steal.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from celery import signals
+
+from ..runtime import runtime_for
+from .runs import node_of, supervised_run
+from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
+
+if TYPE_CHECKING:
+    from ..dgs import DGS
+
+logger = logging.getLogger("celery_dgs.worker")
+
+
+def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
+    """Wrap each declared schedule's task once; returns the wrapped task names."""
+    decl = dgs.all_declarations()
+    by_task: dict[str, list[str]] = {}
+    for name, spec in decl.specs.items():
+        by_task.setdefault(spec.task, []).append(name)
+    wrapped = []
+    for task_name in by_task:
+        task = app.tasks[task_name]
+        if getattr(task.run, "_dgs_wrapped", False):
+            continue
+        original = task.run
+
+        @functools.wraps(original)
+        def run(*args: Any, __task: Any = task, __original: Any = original, **kwargs: Any) -> Any:
+            request = __task.request
+            if request.called_directly:
+                return __original(*args, **kwargs)
+            schedule = getattr(request, "dgs_schedule", None) or __task.name
+            spec = dgs.declarations.specs.get(schedule)
+            if spec is None:
+                logger.warning("celery-dgs: %s has no schedule %r; running it unsupervised",
+                               __task.name, schedule)  # fmt: skip
+                return __original(*args, **kwargs)
+            rt = runtime_for(app, dgs.settings)
+            return supervised_run(rt, spec, request, __original, args, kwargs)
+
+        run._dgs_wrapped = True  # type: ignore[attr-defined]
+        task.run = run
+        wrapped.append(task_name)
+    return wrapped
+
+
+class _WorkerPresence:
+    """Keeps this worker's registration fresh until shutdown."""
+
+    def __init__(self, app: Any, dgs: DGS) -> None:
+        self.app, self.dgs = app, dgs
+        self.info: Any = None
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def register(self, consumer: Any) -> None:
+        from ..registry import WorkerInfo
+
+        pool = consumer.pool
+        pool_name = type(pool).__module__.rsplit(".", 1)[-1]
+        slots = 1 if pool_name == "solo" else int(consumer.controller.concurrency or 1)
+        rt = runtime_for(self.app, self.dgs.settings)
+        self.info = WorkerInfo(
+            name=consumer.hostname, node=node_of(consumer.hostname),
+            queues=tuple(sorted(q.name for q in consumer.task_consumer.queues)),
+            slots=slots, pool=pool_name, pid=os.getpid(), started_at=datetime.now(timezone.utc),
+        )  # fmt: skip
+        rt.registry.register(self.info)
+        logger.info("celery-dgs: registered %s (%d slots, queues %s)",
+                    self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
+        self.thread = threading.Thread(target=self._refresh, name="dgs-registry", daemon=True)
+        self.thread.start()
+
+    def _refresh(self) -> None:
+        interval = self.dgs.settings.worker_ttl / 3
+        while not self.stop.wait(interval):
+            try:
+                runtime_for(self.app, self.dgs.settings).registry.register(self.info)
+            except Exception:
+                logger.exception("celery-dgs: refreshing the worker registration failed")
+
+    def deregister(self) -> None:
+        self.stop.set()
+        if self.info is not None:
+            try:
+                runtime_for(self.app, self.dgs.settings).registry.deregister(self.info.name)
+            except Exception:
+                logger.exception("celery-dgs: deregistering %s failed", self.info.name)
+
+
+def install_worker_hooks(app: Any, dgs: DGS) -> None:
+    presence = _WorkerPresence(app, dgs)
+
+    def ours(sender_app: Any) -> bool:
+        return sender_app is None or sender_app is app
+
+    def on_worker_init(sender: Any = None, **_: Any) -> None:
+        if not ours(getattr(sender, "app", None)):
+            return
+        names = wrap_scheduled_tasks(app, dgs)
+        install_interrupt_handler()
+        for name, err in dgs.declarations.errors.items():
+            logger.error("celery-dgs: schedule %s is not run: %s", name, err)
+        logger.info("celery-dgs: supervising %d task(s): %s", len(names), ", ".join(names))
+
+    def on_process_init(**_: Any) -> None:
+        install_interrupt_handler()
+
+    def on_ready(sender: Any = None, **_: Any) -> None:
+        if not ours(getattr(sender, "app", None)):
+            return
+        try:
+            presence.register(sender)
+        except Exception:
+            logger.exception("celery-dgs: registering the worker failed; beat will not see it")
+
+    def on_shutting_down(**_: Any) -> None:
+        # Runs in the worker's main process: yield the runs in this process
+        # (solo/threads pools) and signal prefork children to yield theirs.
+        for sup in live_supervisors():
+            sup.interrupt("yielded", "the worker is shutting down")
+        try:
+            import billiard.process
+
+            for child in billiard.process.active_children():
+                if child.pid:
+                    os.kill(child.pid, INTERRUPT_SIGNAL)
+        except Exception:
+            logger.exception("celery-dgs: signalling pool processes to yield failed")
+        presence.deregister()
+
+    def on_shutdown(sender: Any = None, **_: Any) -> None:
+        presence.deregister()
+
+    signals.worker_init.connect(on_worker_init, weak=False)
+    signals.worker_process_init.connect(on_process_init, weak=False)
+    signals.worker_ready.connect(on_ready, weak=False)
+    signals.worker_shutting_down.connect(on_shutting_down, weak=False)
+    signals.worker_shutdown.connect(on_shutdown, weak=False)
+

@@ -1,0 +1,181 @@
+"""Running one scheduled task under its lease, and recording what happened.
+
+``supervised_run`` wraps the task's own ``run``: acquire the lease (or record a
+skip), record the start, run under a :class:`RunSupervisor`, record the outcome
+(one store transaction with the stats), release the lease. Bookkeeping errors
+are logged and never change the task's own result, except where the design
+says to stop the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..core.spec import ScheduleSpec
+from ..errors import DgsError
+from ..runtime import Runtime
+from .supervisor import RunSupervisor, RunTerminated
+
+logger = logging.getLogger("celery_dgs.worker")
+
+STORE_WRITE_ATTEMPTS = 5
+
+
+class RunInterrupted(DgsError, RuntimeError):
+    """What Celery sees when celery-dgs stopped a run (stolen, cancelled,
+    terminated or yielded); the message says which and why."""
+
+
+def node_of(hostname: str) -> str:
+    """``celery@scraper-3`` → ``scraper-3`` (the node of ``dont_run_on_nodes``)."""
+    return hostname.split("@", 1)[1] if "@" in hostname else hostname
+
+
+def _retry(what: str, fn: Callable[[], Any]) -> Any:
+    delay = 0.2
+    for attempt in range(1, STORE_WRITE_ATTEMPTS + 1):
+        try:
+            return fn()
+        except DgsError:
+            raise  # a definite answer (unknown schedule, stale token): retrying cannot help
+        except Exception:
+            if attempt == STORE_WRITE_ATTEMPTS:
+                logger.exception("celery-dgs: %s failed after %d attempts", what, attempt)
+                raise
+            logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
+            time.sleep(delay)
+            delay *= 2
+    return None
+
+
+def supervised_run(
+    rt: Runtime,
+    spec: ScheduleSpec,
+    request: Any,
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    schedule = spec.name
+    dispatch_id = getattr(request, "dgs_dispatch_id", None)
+    owner_name = str(getattr(request, "hostname", None) or socket.gethostname())
+    node = node_of(owner_name)
+    run_id = uuid.uuid4().hex
+    leases, store = rt.leases, rt.store
+
+    if node in spec.dont_run_on_nodes or owner_name in spec.dont_run_on_nodes:
+        if dispatch_id:
+            rt.dispatches.take_back(schedule, dispatch_id)
+        _skip(rt, schedule, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
+        return None
+    result = leases.acquire(
+        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id, dispatch_id=dispatch_id
+    )
+    status = result.status.name
+    if not result.granted or result.token is None or result.started_at is None:
+        holder = getattr(result, "holder", None)
+        reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
+        _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
+        return None
+    token, started_at = result.token, result.started_at
+    if result.took_over_from is not None:
+        old = result.took_over_from
+        logger.warning(
+            "celery-dgs: %s took over %s from %s (run %s, no ping since %s)",
+            owner_name, schedule, old.owner_name, old.owner_tag, old.last_ping_at,
+        )  # fmt: skip
+        try:
+            store.record_run_end(run_id=old.owner_tag, outcome="lost", ended_at=started_at,
+                                 error=f"owner {old.owner_name} stopped pinging; lease taken over")
+        except Exception:
+            logger.exception("celery-dgs: could not record run %s of %s as lost",
+                             old.owner_tag, schedule)  # fmt: skip
+    try:
+        _retry(f"recording the start of {schedule}", lambda: store.record_run_start(
+            schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
+            owner_name=owner_name, owner_tag=run_id, token=token, started_at=started_at,
+        ))  # fmt: skip
+    except Exception:
+        leases.release(schedule, run_id)
+        raise
+
+    def on_unresponsive(stop: RunTerminated) -> None:
+        _finish(rt, spec, run_id, stop.outcome, stop.reason)
+        os._exit(70)  # the run ignored its interruption: end its process (seed 000)
+
+    supervisor = RunSupervisor(
+        schedule=schedule, run_id=run_id, spec=spec, token=token,
+        ping=lambda progress: leases.ping(schedule, run_id, progress=progress).status.name,
+        now=leases.now, ping_interval=rt.settings.ping_interval,
+        termination_grace=rt.settings.termination_grace, on_unresponsive=on_unresponsive,
+    )  # fmt: skip
+    logger.info("celery-dgs: run %s of %s started on %s (token %s)",
+                run_id, schedule, owner_name, token)  # fmt: skip
+    supervisor.start()
+    outcome, error = "success", None
+    try:
+        return fun(*args, **kwargs)
+    except RunTerminated as stop:
+        outcome, error = stop.outcome, stop.reason
+        raise RunInterrupted(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
+    except BaseException as exc:
+        if supervisor.interruption is not None:  # interrupted, then the task raised its own error
+            outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+        else:
+            outcome = "failure"
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        raise
+    finally:
+        supervisor.finish()
+        if supervisor.interruption is not None and outcome == "success":
+            outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+        _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress)
+
+
+def _finish(
+    rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
+    progress: float | None = None,
+) -> None:
+    schedule = spec.name
+    try:
+        ended_at = rt.leases.now()
+    except Exception:
+        from datetime import datetime, timezone
+
+        ended_at = datetime.now(timezone.utc)
+    try:
+        _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
+            run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
+            alpha=rt.settings.ewma_alpha,
+        ))  # fmt: skip
+    except Exception:
+        logger.exception("celery-dgs: the outcome %s of run %s of %s could not be stored",
+                         outcome, run_id, schedule)  # fmt: skip
+    try:
+        if outcome != "stolen":
+            rt.leases.release(schedule, run_id)
+    except Exception:
+        logger.exception("celery-dgs: releasing the lease of %s failed", schedule)
+    logger.info("celery-dgs: run %s of %s ended: %s%s", run_id, schedule, outcome,
+                f" ({error})" if error else "")  # fmt: skip
+
+
+def _skip(
+    rt: Runtime, schedule: str, run_id: str, dispatch_id: str | None, node: str, owner: str,
+    reason: str,
+) -> None:
+    logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
+    try:
+        rt.store.record_skip(
+            schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
+            owner_name=owner, reason=reason, at=rt.leases.now(),
+        )  # fmt: skip
+    except Exception:
+        logger.exception("celery-dgs: could not record the skip of %s", schedule)

@@ -1,0 +1,151 @@
+"""Real Celery worker and beat subprocesses for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal as signals
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Cluster:
+    def __init__(self, tmp: Path, redis_url: str, schedules: list[str], **env: str) -> None:
+        self.tmp = tmp
+        self.redis_url = redis_url
+        self.database_url = f"sqlite:///{tmp / 'dgs.sqlite3'}"
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "E2E_REDIS_URL": redis_url,
+            "E2E_DATABASE_URL": self.database_url,
+            "E2E_SCHEDULES": ",".join(schedules),
+            **env,
+        }
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.redis = redis.Redis.from_url(redis_url)
+
+    def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
+        with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "tests.e2e.proj", *args],
+                cwd=ROOT, env={**self.env, "E2E_NODE": node}, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.procs[key] = proc
+        return proc
+
+    def start_worker(
+        self, name: str, node: str, *, pool: str = "solo", concurrency: int = 1
+    ) -> subprocess.Popen[bytes]:
+        proc = self._start(name, [
+            "worker", "-n", f"{name}@{node}", "-P", pool, "-c", str(concurrency), "-l", "INFO",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ], node=node)  # fmt: skip
+        wait_for(lambda: self.worker_registered(f"{name}@{node}"), 30, f"worker {name}@{node}")
+        return proc
+
+    def worker_registered(self, hostname: str) -> bool:
+        from celery_dgs.keys import KeySpace
+        from celery_dgs.registry import WorkerRegistry
+
+        registry = WorkerRegistry(self.redis, KeySpace("e2e"), ttl=3)
+        return any(w.name == hostname for w in registry.live_workers())
+
+    def start_beat(self) -> subprocess.Popen[bytes]:
+        return self._start("beat", [
+            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
+            "--pidfile", str(self.tmp / "beat.pid"), "-s", str(self.tmp / "beat-schedule"),
+        ])  # fmt: skip
+
+    def send(self, task: str, *args: Any, queue: str = "celery") -> None:
+        """Call a task ad hoc (outside beat), as ``task.delay()`` would."""
+        from celery import Celery
+
+        client = Celery("e2e-client", broker=self.redis_url)
+        client.conf.task_serializer = "json"
+        client.send_task(task, args=args, queue=queue)
+        client.close()
+
+    def sync_declarations(self) -> None:
+        """Store the project's declarations as beat does at start (in a subprocess,
+        with the project's environment)."""
+        subprocess.run(
+            [sys.executable, "-c",
+             "from tests.e2e.proj import app, dgs\n"
+             "from datetime import datetime, timezone\n"
+             "from celery_dgs.runtime import runtime_for\n"
+             "decl = dgs.all_declarations()\n"
+             "runtime_for(app, dgs.settings).store.sync(list(decl.specs.values()),"
+             " datetime.now(timezone.utc))"],
+            cwd=ROOT, env=self.env, check=True, timeout=60,
+        )  # fmt: skip
+
+    def store(self) -> Any:
+        from celery_dgs.store.sql import SqlScheduleStore
+
+        return SqlScheduleStore.open(self.database_url)
+
+    def outcomes(self, schedule: str) -> list[str]:
+        """Outcomes of the schedule's runs, newest first ([] before beat stored it)."""
+        from celery_dgs.errors import UnknownScheduleError
+
+        store = self.store()
+        try:
+            return [r.outcome for r in store.runs(schedule)]
+        except UnknownScheduleError:
+            return []
+        finally:
+            store.close()
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(e) for e in self.redis.lrange("e2e:events", 0, -1)]
+
+    def starts(self) -> list[dict[str, Any]]:
+        return [e for e in self.events() if e["kind"] == "start"]
+
+    def signal(self, key: str, sig: int) -> None:
+        os.kill(self.procs[key].pid, sig)
+
+    def stop(self, key: str, sig: int = signals.SIGTERM, timeout: float = 20) -> None:
+        proc = self.procs.pop(key)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signals.SIGKILL)
+                proc.wait(timeout)
+
+    def stop_all(self) -> None:
+        for key in list(self.procs):
+            self.stop(key, signals.SIGKILL if key != "beat" else signals.SIGTERM, timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"==== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.tmp.glob("*.log")
+        )

@@ -1,0 +1,115 @@
+"""The Celery project the end-to-end tests run in real worker and beat processes.
+
+Configured from the environment by the fixtures (broker/Redis URL, SQLite file,
+short timings). Every task appends its start and end to a Redis list
+(``e2e:events``) so the test can see the order and overlap of runs from
+outside the system under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+import redis
+from celery import Celery
+
+import celery_dgs
+
+app = Celery("e2e", broker=os.environ["E2E_REDIS_URL"])
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_backend=None,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+    worker_prefetch_multiplier=1,
+    dgs_database_url=os.environ["E2E_DATABASE_URL"],
+    dgs_key_prefix=os.environ.get("E2E_PREFIX", "e2e"),
+    dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
+    dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
+    dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),
+    dgs_dispatch_timeout=float(os.environ.get("E2E_DISPATCH_TIMEOUT", "4")),
+    dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "3")),
+    dgs_store_poll_interval=0.2,
+    dgs_termination_grace=2.0,
+    beat_max_loop_interval=1,
+)
+dgs = celery_dgs.DGS(app)
+_events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
+SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
+
+
+def log_event(kind: str, name: str, **extra: Any) -> None:
+    event = {"kind": kind, "name": name, "t": time.time(), "pid": os.getpid(),
+             "host": os.environ.get("E2E_NODE", "?"), **extra}
+    _events.rpush("e2e:events", json.dumps(event))
+
+
+def work(name: str, seconds: float, fail: bool = False) -> str:
+    log_event("start", name, token=celery_dgs.current_token())
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            celery_dgs.progress(min(1.0, 1 - (deadline - time.monotonic()) / seconds))
+        if fail:
+            raise RuntimeError(f"{name} failed on purpose")
+        return name
+    finally:
+        log_event("end", name)
+
+
+def declare(kind: str, **fields: Any) -> Any:
+    def deco(task: Any) -> Any:
+        if task.name.rsplit(".", 1)[-1] in SCHEDULES or not SCHEDULES:
+            return getattr(dgs, kind)(**fields)(task)
+        return task
+    return deco
+
+
+# Deadline order: never run, periods 100 s .. 400 s -> should_start_by in that order;
+# the cooldown keeps a finished one from being chosen again at once.
+@declare("periodic", period=timedelta(seconds=400), cooldown=timedelta(seconds=60))
+@app.task(name="e2e.p40")
+def p40() -> str:
+    return work("p40", 0.8)
+
+
+@declare("periodic", period=timedelta(seconds=100), cooldown=timedelta(seconds=60))
+@app.task(name="e2e.p10")
+def p10() -> str:
+    return work("p10", 0.8)
+
+
+@declare("periodic", period=timedelta(seconds=300), cooldown=timedelta(seconds=60))
+@app.task(name="e2e.p30")
+def p30() -> str:
+    return work("p30", 0.8)
+
+
+@declare("periodic", period=timedelta(seconds=200), cooldown=timedelta(seconds=60))
+@app.task(name="e2e.p20")
+def p20() -> str:
+    return work("p20", 0.8)
+
+
+@declare("periodic", period=timedelta(seconds=60), dont_run_on_nodes=["node1"])
+@app.task(name="e2e.not_on_node1")
+def not_on_node1() -> str:
+    return work("not_on_node1", 0.2)
+
+
+@declare("periodic", period=timedelta(hours=1), max_allowed_duration=timedelta(seconds=1.5))
+@app.task(name="e2e.too_long")
+def too_long() -> str:
+    return work("too_long", 30)
+
+
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.long_run")
+def long_run(seconds: float = 30) -> str:
+    return work("long_run", seconds)
