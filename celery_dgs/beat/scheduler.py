@@ -82,7 +82,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         try:
             return self.engine.tick()
         except Exception:
-            logger.exception("celery-dgs: beat tick failed; retrying in %.0fs", TICK_ERROR_BACKOFF_S)
+            logger.exception(
+                "celery-dgs: beat tick failed; retrying in %.0fs", TICK_ERROR_BACKOFF_S
+            )
             return min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
 
     @property

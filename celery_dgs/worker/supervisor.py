@@ -37,7 +37,7 @@ logger = logging.getLogger("celery_dgs.worker")
 INTERRUPT_SIGNAL = signal.SIGUSR2
 
 
-class RunTerminated(BaseException):  # noqa: N818 - like KeyboardInterrupt, not caught by `except Exception`
+class RunTerminated(BaseException):
     """Raised inside task code to stop a run; a BaseException so that a task's
     ``except Exception`` does not swallow it."""
 
@@ -115,7 +115,9 @@ class RunSupervisor:
         self._wake = threading.Event()
         self._started_mono = time.monotonic()
         self._warned_expected = False
-        self._beat = threading.Thread(target=self._loop, name=f"dgs-heartbeat-{schedule}", daemon=True)
+        self._beat = threading.Thread(
+            target=self._loop, name=f"dgs-heartbeat-{schedule}", daemon=True
+        )
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -144,7 +146,8 @@ class RunSupervisor:
             return
         self.interruption = RunTerminated(outcome, reason)
         logger.warning(
-            "celery-dgs: stopping run %s of %s (%s: %s)", self.run_id, self.schedule, outcome, reason
+            "celery-dgs: stopping run %s of %s (%s: %s)",
+            self.run_id, self.schedule, outcome, reason,
         )
         if self._on_main and signal.getsignal(INTERRUPT_SIGNAL) is _interrupt_handler:
             signal.pthread_kill(self._thread_id, INTERRUPT_SIGNAL)
@@ -210,7 +213,8 @@ class RunSupervisor:
                 if self.interruption is not None:
                     if not self._done.wait(self.termination_grace):
                         logger.error(
-                            "celery-dgs: run %s of %s did not stop within %.1fs; ending its process",
+                            "celery-dgs: run %s of %s did not stop within %.1fs; "
+                            "ending its process",
                             self.run_id, self.schedule, self.termination_grace,
                         )  # fmt: skip
                         self.on_unresponsive(self.interruption)

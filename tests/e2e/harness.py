@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal as signals
@@ -131,10 +132,8 @@ class Cluster:
     def stop(self, key: str, sig: int = signals.SIGTERM, timeout: float = 20) -> None:
         proc = self.procs.pop(key)
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -147,5 +146,6 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(
-            f"==== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.tmp.glob("*.log")
+            f"==== {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in self.tmp.glob("*.log")
         )

@@ -7,6 +7,7 @@ the data directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -79,8 +80,6 @@ class PostgresServer:
 
     def stop(self) -> None:
         if self.data_dir.exists():
-            try:
+            with contextlib.suppress(RuntimeError):
                 self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
-            except RuntimeError:
-                pass
         shutil.rmtree(self.root, ignore_errors=True)

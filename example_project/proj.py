@@ -1,0 +1,73 @@
+"""A small fleet of "scrapers" scheduled by freshness constraints.
+
+Run it against any Redis and SQL database:
+
+    DGS_EXAMPLE_REDIS_URL=redis://localhost:6379/0 celery -A example_project.proj worker -n w1@node1
+    DGS_EXAMPLE_REDIS_URL=redis://localhost:6379/0 \
+        celery -A example_project.proj beat -S celery_dgs:DeadlineScheduler
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from datetime import timedelta
+
+from celery import Celery
+
+import celery_dgs
+
+app = Celery("example", broker=os.environ.get("DGS_EXAMPLE_REDIS_URL", "redis://localhost:6379/0"))
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_backend=None,
+    worker_prefetch_multiplier=1,
+    dgs_database_url=os.environ.get("DGS_EXAMPLE_DATABASE_URL", "sqlite:///example-dgs.sqlite3"),
+    dgs_ping_interval=5,
+    dgs_ping_timeout=15,
+    dgs_steal_delay=10,
+    dgs_dispatch_timeout=60,
+)
+dgs = celery_dgs.DGS(app)
+
+
+def scrape(seconds: float, failure_rate: float = 0.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        celery_dgs.progress(1 - (deadline - time.monotonic()) / seconds)
+    if random.random() < failure_rate:
+        raise RuntimeError("the site answered 503")
+
+
+@dgs.periodic(period=timedelta(minutes=2), cooldown=timedelta(seconds=30))
+@app.task(name="example.scrape_bills")
+def scrape_bills() -> None:
+    scrape(8)
+
+
+@dgs.periodic(period=timedelta(minutes=3), cooldown=timedelta(seconds=45))
+@app.task(name="example.scrape_votes")
+def scrape_votes() -> None:
+    scrape(12)
+
+
+@dgs.periodic(period=timedelta(minutes=2), cooldown=timedelta(seconds=20))
+@app.task(name="example.flaky_committee_pages")
+def flaky_committee_pages() -> None:
+    scrape(5, failure_rate=0.4)
+
+
+@dgs.periodic(period=timedelta(minutes=5), dont_run_on_nodes=["node1"])
+@app.task(name="example.heavy_archive_sync")
+def heavy_archive_sync() -> None:
+    scrape(20)
+
+
+@dgs.cron("*/5 * * * *", within=timedelta(minutes=4), tz="America/New_York",
+          blackouts=[("12:00", "13:00")])
+@app.task(name="example.nightly_report")
+def nightly_report() -> None:
+    scrape(10)

@@ -1,0 +1,45 @@
+"""The example project imports and declares valid schedules; docker-compose.yml
+stays in step with it (Docker itself is not available to run it here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_project_declares_valid_schedules() -> None:
+    from example_project.proj import app, dgs
+
+    decl = dgs.all_declarations()
+    assert not decl.errors
+    assert set(decl.specs) == {
+        "example.scrape_bills", "example.scrape_votes", "example.flaky_committee_pages",
+        "example.heavy_archive_sync", "example.nightly_report",
+    }  # fmt: skip
+    assert app.conf.worker_direct is True
+
+
+def test_docker_compose_runs_the_example_project() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"redis", "postgres", "worker1", "worker2", "beat"} <= set(services)
+    assert "-S celery_dgs:DeadlineScheduler" in services["beat"]["command"]
+    for name in ("worker1", "worker2", "beat"):
+        assert "example_project.proj" in services[name]["command"]
+        env = services[name]["environment"]
+        assert env["DGS_EXAMPLE_DATABASE_URL"].startswith("postgresql+psycopg://")
+    nodes = {services[n]["command"].split(" -n ")[1].split()[0] for n in ("worker1", "worker2")}
+    assert nodes == {"w1@node1", "w2@node2"}
+
+
+def test_unknown_dgs_setting_is_rejected_with_the_valid_list() -> None:
+    import pytest
+
+    from celery_dgs.errors import SettingsError
+    from celery_dgs.settings import DgsSettings
+
+    with pytest.raises(SettingsError, match="dgs_ping_timout.*dgs_ping_timeout"):
+        DgsSettings.from_conf({"dgs_ping_timout": 5})
