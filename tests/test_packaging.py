@@ -41,5 +41,5 @@ def test_unknown_dgs_setting_is_rejected_with_the_valid_list() -> None:
     from celery_dgs.errors import SettingsError
     from celery_dgs.settings import DgsSettings
 
-    with pytest.raises(SettingsError, match="dgs_ping_timout.*dgs_ping_timeout"):
+    with pytest.raises(SettingsError, match=r"dgs_ping_timout.*dgs_ping_timeout"):
         DgsSettings.from_conf({"dgs_ping_timout": 5})
