@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check celery_dgs tests example_project benchmarks
+	$(BIN)/ruff check celery_dgs tests example_project
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
