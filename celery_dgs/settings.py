@@ -65,8 +65,10 @@ class DgsSettings:
     termination_grace: float = DEFAULT_TERMINATION_GRACE_S
     store_poll_interval: float = DEFAULT_STORE_POLL_INTERVAL_S
     max_dispatches_per_tick: int = DEFAULT_MAX_DISPATCHES_PER_TICK
-    #: Port for the Prometheus endpoint served by beat; ``None``: disabled.
+    #: Port for the Prometheus endpoint served by beat (``/metrics``); ``None``: disabled.
     metrics_port: int | None = None
+    #: Address the metrics endpoint binds to.
+    metrics_addr: str = "0.0.0.0"
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -96,6 +98,11 @@ class DgsSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
+        if self.metrics_port is not None and (
+            isinstance(self.metrics_port, bool) or not isinstance(self.metrics_port, int)
+            or not 0 < self.metrics_port < 65536
+        ):
+            raise SettingsError(f"dgs_metrics_port must be a TCP port, got {self.metrics_port!r}")
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.schedules, Mapping):

@@ -111,6 +111,13 @@ class BeatEngine:
         self._last_poll = float("-inf")
         self._last_prune = float("-inf")
         self.dispatched_total = 0
+        #: Last Redis snapshot, for metrics and status: live leases by schedule,
+        #: and worker slots (total, free) before this tick's dispatches.
+        self.last_leases: dict[str, Any] = {}
+        self.slots_total = 0
+        self.slots_free = 0
+        #: Called with each dispatch's lateness (seconds past should_start_by).
+        self.on_dispatch: Callable[[float], None] | None = None
 
     # -- loading -----------------------------------------------------------------
     def load(self) -> None:
@@ -185,6 +192,7 @@ class BeatEngine:
         mono = self.monotonic()
         takeable = set(self.leases.sweep_stale())
         leases = self.leases.all()
+        self.last_leases = {lease.schedule: lease for lease in leases}
         running_by_worker: dict[str, int] = {}
         running: set[str] = set()
         for lease in leases:
@@ -214,6 +222,8 @@ class BeatEngine:
                 if name in self.tracked and name not in self.held and name not in self.parked:
                     self._reindex(name)
         placement = self._placement(running_by_worker)
+        self.slots_free = placement.free
+        self.slots_total = placement.free + sum(running_by_worker.values()) + len(self.pending)
         if placement.free <= 0:
             return
 
@@ -317,10 +327,12 @@ class BeatEngine:
                     order.schedule, requested_at=tracked.run_requested_at
                 )
                 tracked.run_requested_at = None
+            lateness = now - order.should_start_by if order.should_start_by > 0 else 0.0
+            if self.on_dispatch is not None:
+                self.on_dispatch(lateness)
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
-                order.schedule, order.worker, order.dispatch_id,
-                now - order.should_start_by if order.should_start_by > 0 else 0.0,
+                order.schedule, order.worker, order.dispatch_id, lateness,
             )  # fmt: skip
 
     def _maybe_prune(self, mono: float) -> None:

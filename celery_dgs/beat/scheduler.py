@@ -50,6 +50,17 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             max_interval=float(self.max_interval),
         )  # fmt: skip
         self.engine.load()
+        if settings.metrics_port is not None:
+            from ..metrics import serve_metrics
+
+            try:
+                serve_metrics(
+                    self.engine, rt.store, SystemClock(), settings.metrics_port,
+                    settings.metrics_addr,
+                )
+            except OSError:
+                logger.exception("celery-dgs: cannot serve metrics on port %s",
+                                 settings.metrics_port)  # fmt: skip
 
     def publish(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
         failed: list[DispatchOrder] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from ..core.stats import (
@@ -205,6 +205,12 @@ class RunMethods(SqlStoreBase):
         with self._read() as session:
             rows = session.scalars(stmt.order_by(RunRow.started_at, RunRow.id))
             return [run_record(r) for r in rows]
+
+    def outcome_counts(self) -> dict[str, int]:
+        """How many stored runs ended (or are) in each outcome."""
+        stmt = select(RunRow.outcome, func.count()).group_by(RunRow.outcome)
+        with self._read() as session:
+            return {str(outcome): int(count) for outcome, count in session.execute(stmt)}
 
     def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
         """Delete finished runs that ended before ``older_than``, ``batch_size`` rows

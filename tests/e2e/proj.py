@@ -37,6 +37,7 @@ app.conf.update(
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
     beat_max_loop_interval=1,
+    dgs_metrics_port=int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None,
 )
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])

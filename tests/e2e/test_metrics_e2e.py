@@ -1,0 +1,42 @@
+"""Beat serves Prometheus metrics: scraped from a live beat + worker set-up."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+import pytest
+
+from celery_dgs.embedded import free_port
+from tests.e2e.harness import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+def scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return ""
+
+
+def test_metrics_endpoint_shows_each_schedules_condition(cluster_factory) -> None:
+    port = free_port()
+    cluster = cluster_factory(["p10", "p20"], E2E_METRICS_PORT=str(port))
+    cluster.start_worker("w1", "node1")
+    cluster.start_beat()
+    wait_for(lambda: "success" in cluster.outcomes("e2e.p10"), 60, "a successful run")
+
+    def p10_ok() -> str:
+        text = scrape(port)
+        ok = r'dgs_schedule_condition\{reason="ok",schedule="e2e.p10"\} 0'
+        return text if re.search(ok, text) else ""
+
+    text = wait_for(p10_ok, 30, "e2e.p10 to be reported OK")
+    assert re.search(r'dgs_schedule_condition\{reason="[a-z_]+",schedule="e2e.p20"\}', text)
+    assert re.search(r'dgs_schedule_seconds_until_error\{schedule="e2e.p10"\} [0-9.e+]+', text)
+    assert re.search(r'dgs_runs_total\{outcome="success"\} [1-9]', text)
+    assert re.search(r'dgs_worker_slots\{state="free"\}', text)
+    assert "dgs_dispatch_lateness_seconds_count" in text
+    assert "dgs_most_urgent_drift_seconds" in text
