@@ -114,3 +114,18 @@ def too_long() -> str:
 @app.task(name="e2e.long_run")
 def long_run(seconds: float = 30) -> str:
     return work("long_run", seconds)
+
+
+# -- celery dgs CLI (tests/e2e/test_cli_e2e.py) ----------------------------------
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.cli_long")
+def cli_long(seconds: float = 120) -> str:
+    """Holds its worker's slot until cancelled."""
+    return work("cli_long", seconds)
+
+
+@declare("periodic", period=timedelta(seconds=1))
+@app.task(name="e2e.cli_fail")
+def cli_fail() -> str:
+    """Always fails: ERROR one second after it is stored (the health check's case)."""
+    return work("cli_fail", 0.1, fail=True)

@@ -1,0 +1,88 @@
+"""Declaration commands: ``check`` (validate) and ``sync`` (declarations → store)."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..declarations import Declarations
+from .context import Env, get_env, utcnow, wrap_errors
+from .output import styled
+
+
+def _declarations(env: Env) -> Declarations:
+    """Every declaration of the app (its task modules imported), as beat sees them."""
+    return env.dgs.all_declarations()
+
+
+def _report_problems(decl: Declarations, *, color: bool) -> None:
+    """Each error (naming schedule and field) and warning, on stderr."""
+    for name in sorted(decl.errors):
+        err = decl.errors[name]
+        label = styled("ERROR", "ERROR", color=color)
+        click.echo(
+            f"{label} schedule {err.schedule!r}, field {err.field!r}: {err.message}",
+            err=True, color=color,
+        )  # fmt: skip
+    for warning in decl.warnings:
+        click.echo(f"{styled('WARNING', 'WARNING', color=color)} {warning}", err=True, color=color)
+
+
+def _safe_url(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<the configured database>"
+
+
+@click.command()
+@click.pass_context
+@wrap_errors
+def check(ctx: click.Context) -> None:
+    """Validate every schedule declaration (decorators and dgs_schedules).
+
+    Prints each error naming the schedule and field, and each warning. Exit
+    status 1 if any declaration is invalid. Neither Redis nor the store is used.
+    """
+    env = get_env(ctx)
+    decl = _declarations(env)
+    color = env.color()
+    _report_problems(decl, color=color)
+    for name in sorted(decl.specs):
+        spec = decl.specs[name]
+        click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)
+    click.echo(
+        f"{len(decl.specs)} valid, {len(decl.errors)} invalid, {len(decl.warnings)} warnings"
+    )
+    ctx.exit(1 if decl.errors else 0)
+
+
+@click.command()
+@click.pass_context
+@wrap_errors
+def sync(ctx: click.Context) -> None:
+    """Store the declared schedules, as beat does when it starts.
+
+    New schedules are inserted, changed ones updated, stored ones no longer
+    declared deactivated (history kept). Invalid declarations are reported and
+    left out, as beat does (a stored schedule whose declaration became invalid
+    is deactivated); exit status 1 if there are any.
+    """
+    env = get_env(ctx)
+    decl = _declarations(env)
+    _report_problems(decl, color=env.color())
+    report = env.runtime.store.sync(list(decl.specs.values()), utcnow())
+    where = _safe_url(env.settings.database_url)
+    click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
+    for label, names in (
+        ("inserted", report.inserted), ("updated", report.updated),
+        ("reactivated", report.reactivated), ("deactivated", report.deactivated),
+    ):  # fmt: skip
+        if names:
+            click.echo(f"  {label + ':':<13}{', '.join(names)}")
+    if report.changed:
+        click.echo(f"  {'unchanged:':<13}{len(report.unchanged)}")
+    else:
+        click.echo(f"  nothing changed ({len(report.unchanged)} unchanged)")
+    ctx.exit(1 if decl.errors else 0)

@@ -1,0 +1,209 @@
+"""Status rows, leases and runs as tables and as JSON documents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..leases.types import LeaseInfo
+from ..registry import WorkerInfo
+from ..status import StatusRow, count_levels, ping_age, steal_state
+from ..store.base import RunRecord
+from .output import (
+    NONE,
+    Cell,
+    duration,
+    first_line,
+    iso,
+    percent,
+    relative,
+    seconds,
+    short_time,
+    styled,
+    table,
+)
+
+# -- status ---------------------------------------------------------------------
+
+
+def status_json(
+    rows: Sequence[StatusRow], now: datetime, workers: Sequence[WorkerInfo]
+) -> dict[str, Any]:
+    return {
+        "now": iso(now),
+        "counts": count_levels(rows),
+        "workers": [
+            {"name": w.name, "node": w.node, "slots": w.slots, "queues": list(w.queues)}
+            for w in workers
+        ],
+        "schedules": [status_row_json(r, now) for r in rows],
+    }
+
+
+def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
+    lease = row.running
+    return {
+        "name": row.name,
+        "task": row.task,
+        "configuration": row.configuration,
+        "kind": row.kind,
+        "pool": row.pool,
+        "condition": row.condition,
+        "reason": row.reason,
+        "message": row.message,
+        "can_start_by": iso(row.can_start_by),
+        "should_start_by": iso(row.should_start_by),
+        "error_at": iso(row.error_at),
+        "seconds_until_error": (
+            None if row.error_at is None else round((row.error_at - now).total_seconds(), 3)
+        ),
+        "last_good_start_at": iso(row.last_good_start_at),
+        "last_good_end_at": iso(row.last_good_end_at),
+        "last_start_at": iso(row.last_start_at),
+        "last_end_at": iso(row.last_end_at),
+        "average_duration_s": seconds(row.average_duration),
+        "failure_count": row.failure_count,
+        "paused": row.paused,
+        "active": row.active,
+        "run_requested_at": iso(row.run_requested_at),
+        "current_token": row.current_token,
+        "running": None if lease is None else {
+            "owner_name": lease.owner_name,
+            "owner_node": lease.owner_node,
+            "started_at": iso(lease.started_at),
+            "token": lease.token,
+            "progress": lease.progress,
+            "cancel_requested": lease.cancel_requested,
+        },
+    }  # fmt: skip
+
+
+def _flags(row: StatusRow) -> str:
+    flags = []
+    if row.paused:
+        flags.append("paused")
+    if row.run_requested_at is not None:
+        flags.append("run-requested")
+    if not row.active:
+        flags.append("inactive")
+    return ",".join(flags) or NONE
+
+
+def _running(lease: LeaseInfo | None, now: datetime) -> str:
+    if lease is None:
+        return NONE
+    extra = [duration(now - lease.started_at)]
+    if lease.progress is not None:
+        extra.append(percent(lease.progress))
+    if lease.cancel_requested:
+        extra.append("cancelling")
+    return f"{lease.owner_name} ({', '.join(extra)})"
+
+
+def status_text(
+    rows: Sequence[StatusRow], now: datetime, workers: Sequence[WorkerInfo], *, color: bool
+) -> str:
+    counts = count_levels(rows)
+    running = sum(1 for r in rows if r.running is not None)
+    slots = sum(w.slots for w in workers)
+    summary = ", ".join(
+        styled(f"{n} {level}", level, color=color and n > 0) for level, n in counts.items()
+    )
+    head = (
+        f"celery-dgs status at {short_time(now)}: {len(rows)} schedules ({summary}); "
+        f"{running} running; {len(workers)} live workers, {slots} slots"
+    )
+    if not rows:
+        return head + "\nno schedules match"
+    body = table(
+        ["CONDITION", "SCHEDULE", "REASON", "CAN START", "SHOULD START", "ERROR AT",
+         "LAST GOOD START", "AVG", "FAILS", "FLAGS", "RUNNING"],
+        [[Cell(r.condition, r.condition), r.name, r.reason, relative(r.can_start_by, now),
+          relative(r.should_start_by, now), relative(r.error_at, now),
+          relative(r.last_good_start_at, now), duration(r.average_duration),
+          NONE if r.failure_count is None else str(r.failure_count), _flags(r),
+          _running(r.running, now)] for r in rows],
+        color=color,
+    )  # fmt: skip
+    notes = [f"  {styled(r.condition, r.condition, color=color)} {r.message}"
+             for r in rows if r.condition != "OK"]  # fmt: skip
+    return "\n".join([head, body, *(["", *notes] if notes else [])])
+
+
+# -- leases ---------------------------------------------------------------------
+
+
+def lease_json(
+    lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float
+) -> dict[str, Any]:
+    return {
+        "schedule": lease.schedule,
+        "owner_name": lease.owner_name,
+        "owner_node": lease.owner_node,
+        "owner_tag": lease.owner_tag,
+        "started_at": iso(lease.started_at),
+        "running_s": round(max(0.0, (now - lease.started_at).total_seconds()), 3),
+        "last_ping_at": iso(lease.last_ping_at),
+        "ping_age_s": round(ping_age(lease, now), 3),
+        "steal_state": steal_state(lease, now, ping_timeout=ping_timeout, steal_delay=steal_delay),
+        "steal_start_at": iso(lease.steal_start_at),
+        "token": lease.token,
+        "progress": lease.progress,
+        "cancel_requested": lease.cancel_requested,
+        "dispatch_id": lease.dispatch_id,
+    }
+
+
+def leases_text(docs: Sequence[dict[str, Any]], now: datetime, *, color: bool) -> str:
+    head = f"celery-dgs leases at {short_time(now)}: {len(docs)} live runs"
+    if not docs:
+        return head
+    body = table(
+        ["SCHEDULE", "OWNER", "NODE", "STARTED", "PING AGE", "STEAL", "TOKEN", "PROGRESS",
+         "CANCEL"],
+        [[d["schedule"], d["owner_name"], d["owner_node"], f"{duration(d['running_s'])} ago",
+          f"{d['ping_age_s']:.1f}s", Cell(d["steal_state"], d["steal_state"]), str(d["token"]),
+          percent(d["progress"]), "requested" if d["cancel_requested"] else NONE]
+         for d in docs],
+        color=color,
+    )  # fmt: skip
+    return f"{head}\n{body}"
+
+
+# -- runs -----------------------------------------------------------------------
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "outcome": run.outcome,
+        "owner_node": run.owner_node,
+        "owner_name": run.owner_name,
+        "token": run.token,
+        "started_at": iso(run.started_at),
+        "ended_at": iso(run.ended_at),
+        "duration_s": None if run.duration_s is None else round(run.duration_s, 3),
+        "error": run.error,
+        "progress": run.progress,
+        "fenced": run.fenced,
+        "dispatch_id": run.dispatch_id,
+    }
+
+
+def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: bool) -> str:
+    head = f"runs of {name}, newest first ({len(runs)} shown)"
+    if not runs:
+        return f"{head}\nno runs recorded"
+    body = table(
+        ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ERROR"],
+        [[short_time(r.started_at), Cell(r.outcome + (" (fenced)" if r.fenced else ""),
+                                         r.outcome),
+          r.owner_name or NONE, r.owner_node or NONE,
+          duration(r.duration if r.outcome != "running" else now - r.started_at)
+          + ("…" if r.outcome == "running" else ""),
+          NONE if r.token is None else str(r.token), first_line(r.error)]
+         for r in runs],
+        color=color,
+    )  # fmt: skip
+    return f"{head}\n{body}"

@@ -1,0 +1,156 @@
+"""Read-only commands: ``status``, ``leases``, ``runs``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import click
+
+from ..core.condition import Level
+from ..registry import WorkerInfo
+from ..status import StatusRow, any_error, build_rows, matches
+from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
+from .output import dump_json, iso
+from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
+
+LEVELS = [level.name for level in sorted(Level, reverse=True)]
+
+#: A frame of ``status``: its text, and whether a listed schedule is in ERROR.
+Frame = Callable[[], tuple[str, bool]]
+
+
+def read_status(
+    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
+) -> tuple[list[StatusRow], list[WorkerInfo]]:
+    """The filtered rows, most urgent first, and the live workers."""
+    rt = env.runtime
+    schedules = rt.store.list_schedules()
+    leases = {lease.schedule: lease for lease in rt.leases.all()}
+    workers = rt.registry.live_workers()
+    rows = build_rows(
+        schedules, leases, utcnow(),
+        retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool,
+    )  # fmt: skip
+    kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
+    return kept, workers
+
+
+@click.command()
+@click.argument("patterns", nargs=-1, metavar="[PATTERN]...")
+@click.option(
+    "--condition", "conditions", multiple=True,
+    type=click.Choice(LEVELS, case_sensitive=False),
+    help="Only schedules in this condition (repeatable).",
+)  # fmt: skip
+@click.option("--pool", "pools", multiple=True, help="Only schedules of this pool (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@click.option(
+    "--watch", type=click.FloatRange(min=0.1), metavar="SECONDS",
+    help="Redraw every SECONDS until Ctrl-C.",
+)  # fmt: skip
+@click.pass_context
+@wrap_errors
+def status(
+    ctx: click.Context,
+    patterns: tuple[str, ...],
+    conditions: tuple[str, ...],
+    pools: tuple[str, ...],
+    as_json: bool,
+    watch: float | None,
+) -> None:
+    """Every schedule's condition (OK / WARNING / ERROR) and why, most urgent first.
+
+    PATTERN is a shell glob on the schedule name ('proj.scrape_*'); several
+    patterns match any of them. Times in the table are relative to now; --json
+    gives ISO-8601 UTC times and durations in seconds.
+
+    Exit status: 1 if any listed schedule is in ERROR (a health check), 0
+    otherwise; 3 if Redis or the store cannot be read. A paused schedule keeps
+    its real condition.
+    """
+    env = get_env(ctx)
+    color = env.color() and not as_json
+
+    @wrap_errors
+    def frame() -> tuple[str, bool]:
+        rows, workers = read_status(env, conditions, pools, patterns)
+        now = utcnow()
+        if as_json:
+            return dump_json(status_json(rows, now, workers)), any_error(rows)
+        return status_text(rows, now, workers, color=color), any_error(rows)
+
+    if watch is None:
+        text, error = frame()
+        click.echo(text, color=color)
+        ctx.exit(1 if error else 0)
+    ctx.exit(watch_loop(frame, watch, color=color))
+
+
+def watch_loop(frame: Frame, interval: float, *, color: bool) -> int:
+    """Redraw ``frame()`` every ``interval`` seconds until Ctrl-C. The exit status
+    is the last successful frame's (1: a schedule in ERROR). A failed read is
+    shown in place of the table and retried at the next frame."""
+    error = False
+    try:
+        while True:
+            try:
+                text, error = frame()
+            except StateUnavailable as exc:
+                text = f"cannot read the state: {exc.message} (retrying every {interval:g}s)"
+            if color:
+                click.clear()
+            click.echo(text, color=color)
+            if not color:
+                click.echo("")  # frames one after another: keep them apart
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 1 if error else 0
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@click.pass_context
+@wrap_errors
+def leases(ctx: click.Context, as_json: bool) -> None:
+    """Live runs: owner, start, last ping age, steal state, fencing token, progress.
+
+    Steal states: none (pinging), stale (no ping for dgs_ping_timeout), pending
+    (steal marked; the owner may still ping within dgs_steal_delay), takeable
+    (beat treats the schedule as not running). Times come from Redis.
+    """
+    env = get_env(ctx)
+    rt, settings = env.runtime, env.settings
+    scan = rt.leases.scan()
+    now = rt.leases.now()
+    docs = [
+        lease_json(lease, now, ping_timeout=settings.ping_timeout,
+                   steal_delay=settings.steal_delay)
+        for lease in sorted(scan.leases, key=lambda lease: (lease.started_at, lease.schedule))
+    ]  # fmt: skip
+    problems = [str(exc) for exc in scan.malformed]
+    if as_json:
+        click.echo(dump_json({"now": iso(now), "leases": docs, "malformed": problems}))
+    else:
+        click.echo(leases_text(docs, now, color=env.color()), color=env.color())
+    for problem in problems:
+        click.echo(f"warning: unreadable lease: {problem}", err=True)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many runs, newest first.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@click.pass_context
+@wrap_errors
+def runs(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
+    """Run history of schedule NAME: outcome, owner, start, duration, error."""
+    env = get_env(ctx)
+    schedule = resolve_schedule(env, name)
+    history = env.runtime.store.runs(schedule.name, limit=limit)
+    if as_json:
+        click.echo(dump_json({"schedule": schedule.name, "runs": [run_json(r) for r in history]}))
+    else:
+        color = env.color()
+        click.echo(runs_text(schedule.name, history, utcnow(), color=color), color=color)

@@ -1,0 +1,186 @@
+"""Status rows for ``celery dgs status`` and ``celery dgs leases``.
+
+Pure functions of what the store and Redis hold (:class:`StoredSchedule`,
+:class:`LeaseInfo`) and ``now``: each schedule's condition (core
+:func:`~celery_dgs.core.condition.condition`), its start times (core
+:func:`~celery_dgs.core.timing.start_times`), its statistics and who runs it.
+No Celery, no I/O: the CLI reads the state and formats the rows.
+
+Decisions:
+
+* A paused schedule's condition is computed as for any other one: pausing
+  stops dispatch, it does not make stale data fresh. The row says it is paused.
+* A stored spec that no longer validates is ERROR with reason
+  ``invalid_spec`` (beat cannot schedule it) and no times.
+* A schedule with a lease is running (whatever its steal state), as for beat's
+  metrics: the condition then uses the lease's ``started_at``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .core.condition import Level, RunningState, condition
+from .core.timing import DEFAULT_RETRY_LADDER, start_times
+from .leases.types import LeaseInfo
+from .store.base import StoredSchedule
+
+#: Reason code of a schedule whose stored spec no longer validates.
+INVALID_SPEC = "invalid_spec"
+
+#: Steal states of a lease (``celery dgs leases``).
+STEAL_NONE = "none"  # pinged within ping_timeout
+STEAL_STALE = "stale"  # no ping for ping_timeout; no sweep has marked a steal yet
+STEAL_PENDING = "pending"  # steal marked; the owner may still ping within steal_delay
+STEAL_TAKEABLE = "takeable"  # steal delay over: beat treats it as not running
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusRow:
+    """One schedule as ``celery dgs status`` shows it."""
+
+    name: str
+    task: str
+    configuration: str
+    kind: str
+    #: The queue whose workers may run it (the default queue when the spec has none).
+    pool: str
+    active: bool
+    paused: bool
+    level: Level
+    #: A :class:`~celery_dgs.core.condition.Reason` value, or :data:`INVALID_SPEC`.
+    reason: str
+    message: str
+    can_start_by: datetime | None
+    should_start_by: datetime | None
+    error_at: datetime | None
+    last_good_start_at: datetime | None
+    last_good_end_at: datetime | None
+    last_start_at: datetime | None
+    last_end_at: datetime | None
+    average_duration: timedelta | None
+    failure_count: int | None
+    run_requested_at: datetime | None
+    current_token: int | None
+    #: The live run's lease, if one is held.
+    running: LeaseInfo | None
+
+    @property
+    def condition(self) -> str:
+        """``OK``, ``WARNING`` or ``ERROR``."""
+        return self.level.name
+
+
+def build_row(
+    schedule: StoredSchedule,
+    lease: LeaseInfo | None,
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+) -> StatusRow:
+    """The status of one stored schedule at ``now``."""
+    spec, stats = schedule.spec, schedule.stats
+    if spec is None:
+        pool, level, reason = default_pool, Level.ERROR, INVALID_SPEC
+        message = (
+            f"{schedule.name}: the stored spec is invalid, beat cannot schedule it: "
+            f"{schedule.spec_error}"
+        )
+        can = should = deadline = None
+    else:
+        running = RunningState(started_at=lease.started_at) if lease is not None else None
+        cond = condition(spec, stats, running, now)
+        times = start_times(spec, stats, now, retry_ladder=retry_ladder)
+        pool, level = spec.pool or default_pool, cond.level
+        reason, message = cond.reason.value, cond.message
+        can, should, deadline = times.can_start_by, times.should_start_by, cond.error_at
+    return StatusRow(
+        name=schedule.name, task=schedule.task, configuration=schedule.configuration,
+        kind=schedule.kind, pool=pool, active=schedule.active, paused=schedule.paused,
+        level=level, reason=reason, message=message,
+        can_start_by=can, should_start_by=should, error_at=deadline,
+        last_good_start_at=stats.last_good_start_at, last_good_end_at=stats.last_good_end_at,
+        last_start_at=stats.last_start_at, last_end_at=stats.last_end_at,
+        average_duration=stats.average_good_duration, failure_count=stats.failure_count,
+        run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
+        running=lease,
+    )  # fmt: skip
+
+
+def build_rows(
+    schedules: Iterable[StoredSchedule],
+    leases: Mapping[str, LeaseInfo],
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+) -> list[StatusRow]:
+    """Every schedule's row, most urgent first (see :func:`urgency_key`)."""
+    rows = [
+        build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder, default_pool=default_pool)
+        for s in schedules
+    ]
+    return sorted(rows, key=urgency_key)
+
+
+_FAR = datetime.max.replace(tzinfo=None)
+
+
+def urgency_key(row: StatusRow) -> tuple[int, bool, datetime, str]:
+    """ERROR first, then WARNING, then OK; within ERROR the oldest ``error_at``
+    first (the longest overdue), otherwise the earliest ``should_start_by`` (the
+    order beat dispatches in); then by name. Rows without times come first in
+    their level (an invalid spec is the most urgent to fix)."""
+    moment = row.error_at if row.level is Level.ERROR else row.should_start_by
+    naive = _FAR if moment is None else moment.replace(tzinfo=None)
+    return (-int(row.level), moment is not None, naive, row.name)
+
+
+def matches(
+    row: StatusRow,
+    *,
+    conditions: Collection[str] = (),
+    pools: Collection[str] = (),
+    patterns: Sequence[str] = (),
+) -> bool:
+    """Whether a row passes the filters: any of ``conditions`` (level names,
+    case-insensitive), any of ``pools``, a name matching any glob in ``patterns``
+    (case-sensitive). An empty filter accepts everything."""
+    if conditions and row.condition not in {c.upper() for c in conditions}:
+        return False
+    if pools and row.pool not in pools:
+        return False
+    return not patterns or any(fnmatch.fnmatchcase(row.name, p) for p in patterns)
+
+
+def any_error(rows: Iterable[StatusRow]) -> bool:
+    """Whether any row is in ERROR (the health check's exit status)."""
+    return any(r.level is Level.ERROR for r in rows)
+
+
+def count_levels(rows: Iterable[StatusRow]) -> dict[str, int]:
+    """``{"ERROR": n, "WARNING": n, "OK": n}``."""
+    counts = {level.name: 0 for level in sorted(Level, reverse=True)}
+    for row in rows:
+        counts[row.condition] += 1
+    return counts
+
+
+def ping_age(lease: LeaseInfo, now: datetime) -> float:
+    """Seconds since the owner's last ping (never negative)."""
+    return max(0.0, (now - lease.last_ping_at).total_seconds())
+
+
+def steal_state(lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float) -> str:
+    """One of :data:`STEAL_NONE`, :data:`STEAL_STALE`, :data:`STEAL_PENDING`,
+    :data:`STEAL_TAKEABLE`, with the lease backend's boundaries (at exactly the
+    limit the lease is still the owner's)."""
+    if lease.steal_start_at is not None:
+        if (now - lease.steal_start_at).total_seconds() > steal_delay:
+            return STEAL_TAKEABLE
+        return STEAL_PENDING
+    return STEAL_STALE if ping_age(lease, now) > ping_timeout else STEAL_NONE

@@ -1,0 +1,100 @@
+"""``run``, ``pause``, ``resume``, ``cancel``: each says what it changed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.cli.conftest import World, now, spec
+
+
+@pytest.fixture
+def synced(world: World) -> World:
+    world.sync(spec("t.a"), spec("t.b"), at=now() - timedelta(minutes=5))
+    return world
+
+
+def test_run_requests_an_ad_hoc_run_once(synced: World) -> None:
+    first = synced.invoke("run", "t.a")
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("requested a run of t.a at ")
+    assert "ahead of scheduled work" in first.stdout
+    assert "note:" not in first.stdout
+    requested = synced.store.get("t.a").run_requested_at
+    assert requested is not None
+    assert abs(requested - now()) < timedelta(seconds=5)
+    again = synced.invoke("run", "t.a")
+    assert again.exit_code == 0
+    assert "was already requested" in again.stdout
+    assert "nothing changed" in again.stdout
+    assert synced.store.get("t.a").run_requested_at == requested
+
+
+def test_run_of_a_running_or_paused_schedule_says_when_it_starts(synced: World) -> None:
+    synced.hold_lease("t.a")
+    synced.store.set_paused("t.a", True)
+    result = synced.invoke("run", "t.a")
+    assert result.exit_code == 0
+    assert "note: t.a is running on w1@node1; the requested run starts after that run ends" in (
+        result.stdout
+    )
+    assert "note: t.a is paused; the requested run starts once it is resumed" in result.stdout
+
+
+def test_run_of_an_inactive_schedule_is_refused(synced: World) -> None:
+    synced.store.sync([spec("t.b")], now())  # t.a no longer declared
+    result = synced.invoke("run", "t.a")
+    assert result.exit_code == 1
+    assert "t.a is inactive" in result.output
+    assert "nothing changed" in result.output
+    assert synced.store.get("t.a").run_requested_at is None
+
+
+def test_pause_and_resume(synced: World) -> None:
+    paused = synced.invoke("pause", "t.a")
+    assert paused.exit_code == 0
+    assert paused.stdout.startswith("paused t.a (was not running)")
+    assert synced.store.get("t.a").paused
+    assert synced.invoke("pause", "t.a").stdout == "t.a was already paused; nothing changed\n"
+    resumed = synced.invoke("resume", "t.a")
+    assert resumed.stdout.startswith("resumed t.a")
+    assert not synced.store.get("t.a").paused
+    assert synced.invoke("resume", "t.a").stdout == "t.a was already not paused; nothing changed\n"
+
+
+def test_pause_while_running_keeps_the_run(synced: World) -> None:
+    synced.hold_lease("t.b")
+    result = synced.invoke("pause", "t.b")
+    assert "paused t.b (was running: w1@node1 keeps its current run)" in result.stdout
+    lease = synced.leases.get("t.b")
+    assert lease is not None
+    assert not lease.cancel_requested
+
+
+def test_cancel(synced: World) -> None:
+    none = synced.invoke("cancel", "t.a")
+    assert none.exit_code == 0
+    assert none.stdout == "t.a has no live run; nothing to cancel\n"
+    token = synced.hold_lease("t.a")
+    done = synced.invoke("cancel", "t.a")
+    assert done.exit_code == 0
+    assert done.stdout.startswith(f"requested cancel of t.a's run on w1@node1 (token {token})")
+    lease = synced.leases.get("t.a")
+    assert lease is not None
+    assert lease.cancel_requested
+    again = synced.invoke("cancel", "t.a")
+    assert "was already requested; nothing changed" in again.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "pause", "resume", "cancel", "runs"])
+def test_unknown_schedule_is_exit_status_2(synced: World, command: str) -> None:
+    result = synced.invoke(command, "t.c")
+    assert result.exit_code == 2
+    assert "Invalid value for 'NAME': no schedule named 't.c'" in result.output
+
+
+def test_unknown_schedule_in_an_empty_store_says_how_to_fill_it(world: World) -> None:
+    result = world.invoke("pause", "t.a")
+    assert result.exit_code == 2
+    assert "the store has no schedules: run `celery dgs sync` or start beat" in result.output

@@ -1,0 +1,80 @@
+"""``celery dgs check`` and ``celery dgs sync``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery import Celery
+
+from tests.cli.conftest import World, make_app
+
+
+def declare(app: Celery, schedules: dict[str, dict[str, object]]) -> None:
+    for name in ("t.a", "t.b", "t.c"):
+
+        def noop() -> None:
+            pass
+
+        app.task(name=name, shared=False)(noop)  # shared: every later app would get it
+    app.conf.dgs_schedules = schedules
+
+
+GOOD = {
+    "t.a": {"kind": "periodic", "period": 3600},
+    "t.b@fast": {"kind": "periodic", "period": timedelta(minutes=5), "cooldown": 60},
+    "t.c": {"kind": "cron", "cron": "*/5 * * * *", "within": 600},  # warning: overlaps
+}
+
+
+def test_check_valid_declarations_with_a_warning(world: World) -> None:
+    declare(world.app, GOOD)
+    result = world.invoke("check")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "OK t.a (periodic)", "OK t.b@fast (periodic)", "OK t.c (cron)",
+        "3 valid, 0 invalid, 1 warnings",
+    ]  # fmt: skip
+    assert "WARNING schedule 't.c', field 'cron_max_schedule_duration'" in result.stderr
+
+
+def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
+    declare(world.app, {
+        **GOOD,
+        "t.a": {"kind": "periodic", "period": -5},
+        "t.b@slow": {"kind": "periodic", "period": 60, "cooldown": 120},
+        "t.missing": {"kind": "periodic", "period": 60},
+    })  # fmt: skip
+    result = world.invoke("check")
+    assert result.exit_code == 1
+    err = result.stderr
+    assert "ERROR schedule 't.a', field 'scheduling_period': must be more than zero" in err
+    assert "ERROR schedule 't.b@slow', field 'cooldown_duration'" in err
+    assert "ERROR schedule 't.missing', field 'task': unknown task 't.missing'" in err
+    assert result.stdout.splitlines()[-1] == "2 valid, 3 invalid, 1 warnings"
+
+
+def test_sync_prints_the_report(world: World) -> None:
+    declare(world.app, GOOD)
+    first = world.invoke("sync")
+    assert first.exit_code == 0, first.output
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("synced 3 declared schedules to sqlite:///")
+    assert lines[1:] == ["  inserted:    t.a, t.b@fast, t.c", "  unchanged:   0"]
+    assert [s.name for s in world.store.list_schedules()] == ["t.a", "t.b@fast", "t.c"]
+    second = world.invoke("sync")
+    assert second.stdout.splitlines()[1:] == ["  nothing changed (3 unchanged)"]
+
+
+def test_sync_leaves_invalid_declarations_out_and_fails(
+    world: World, sqlite_url: str, redis_url: str
+) -> None:
+    declare(world.app, GOOD)
+    world.invoke("sync")
+    # The next deploy (a new process) declares t.a with an invalid zone.
+    world.app = make_app(sqlite_url, redis_url)
+    declare(world.app, {**GOOD, "t.a": {"kind": "periodic", "period": 3600, "tz": "Mars/Olympus"}})
+    result = world.invoke("sync")
+    assert result.exit_code == 1
+    assert "ERROR schedule 't.a', field 'tz'" in result.stderr
+    assert "  deactivated: t.a" in result.stdout.splitlines()
+    assert not world.store.get("t.a").active
