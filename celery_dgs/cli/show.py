@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import click
 
@@ -22,18 +23,20 @@ Frame = Callable[[], tuple[str, bool]]
 
 def read_status(
     env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
-) -> tuple[list[StatusRow], list[WorkerInfo]]:
-    """The filtered rows, most urgent first, and the live workers."""
+) -> tuple[list[StatusRow], list[WorkerInfo], datetime]:
+    """The filtered rows, most urgent first, the live workers, and the ``now``
+    the conditions were computed at."""
     rt = env.runtime
     schedules = rt.store.list_schedules()
     leases = {lease.schedule: lease for lease in rt.leases.all()}
     workers = rt.registry.live_workers()
+    now = utcnow()
     rows = build_rows(
-        schedules, leases, utcnow(),
+        schedules, leases, now,
         retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool,
     )  # fmt: skip
     kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
-    return kept, workers
+    return kept, workers, now
 
 
 @click.command()
@@ -66,16 +69,15 @@ def status(
     gives ISO-8601 UTC times and durations in seconds.
 
     Exit status: 1 if any listed schedule is in ERROR (a health check), 0
-    otherwise; 3 if Redis or the store cannot be read. A paused schedule keeps
-    its real condition.
+    otherwise; 3 if Redis or the store cannot be read. Only active (declared)
+    schedules are listed; a paused one keeps its real condition.
     """
     env = get_env(ctx)
     color = env.color() and not as_json
 
     @wrap_errors
     def frame() -> tuple[str, bool]:
-        rows, workers = read_status(env, conditions, pools, patterns)
-        now = utcnow()
+        rows, workers, now = read_status(env, conditions, pools, patterns)
         if as_json:
             return dump_json(status_json(rows, now, workers)), any_error(rows)
         return status_text(rows, now, workers, color=color), any_error(rows)
