@@ -37,7 +37,7 @@ def scrape(seconds: float, failure_rate: float = 0.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        celery_dgs.progress(1 - (deadline - time.monotonic()) / seconds)
+        celery_dgs.progress(min(1.0, 1 - (deadline - time.monotonic()) / seconds))
     if random.random() < failure_rate:
         raise RuntimeError("the site answered 503")
 

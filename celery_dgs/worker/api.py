@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import logging
+import math
+
 from .supervisor import current_supervisor
+
+logger = logging.getLogger("celery_dgs.worker")
 
 
 def progress(fraction: float) -> bool:
     """Report progress 0..1 of the current run; sent with the next ping and shown
-    by ``celery dgs leases``. Returns False when not inside a supervised run."""
+    by ``celery dgs leases``. Returns False when not inside a supervised run.
+
+    Bookkeeping never fails the task: a value outside 0..1 is clamped (with a
+    warning) and one that is not a number is ignored (with a warning)."""
     sup = current_supervisor()
     if sup is None:
         return False
-    sup.set_progress(float(fraction))
+    try:
+        value = float(fraction)
+    except (TypeError, ValueError):
+        logger.warning(
+            "celery-dgs: progress(%r) of %s ignored: not a number", fraction, sup.schedule
+        )
+        return False
+    if math.isnan(value):
+        logger.warning("celery-dgs: progress(nan) of %s ignored", sup.schedule)
+        return False
+    if not 0.0 <= value <= 1.0:
+        clamped = min(max(value, 0.0), 1.0)
+        logger.warning("celery-dgs: progress(%s) of %s clamped to %s", value, sup.schedule, clamped)
+        value = clamped
+    sup.set_progress(value)
     return True
 
 

@@ -1,0 +1,40 @@
+"""Task-facing API: bookkeeping never fails the task."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import celery_dgs
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.worker.supervisor import RunSupervisor
+
+
+def _supervisor() -> RunSupervisor:
+    return RunSupervisor(
+        schedule="s", run_id="r", spec=PeriodicSpec(task="s", scheduling_period=timedelta(hours=1)),
+        ping=lambda progress: "OK", now=lambda: datetime.now(timezone.utc), ping_interval=60,
+        termination_grace=1, on_unresponsive=lambda stop: None, token=7,
+    )  # fmt: skip
+
+
+def test_outside_a_run_progress_and_token_are_inert() -> None:
+    assert celery_dgs.progress(0.5) is False
+    assert celery_dgs.current_token() is None
+
+
+def test_progress_is_clamped_and_bad_values_ignored() -> None:
+    sup = _supervisor()
+    sup.start()
+    try:
+        assert celery_dgs.current_token() == 7
+        assert celery_dgs.progress(0.25) is True
+        assert sup.progress == 0.25
+        assert celery_dgs.progress(1.0000001) is True
+        assert sup.progress == 1.0
+        assert celery_dgs.progress(-3) is True
+        assert sup.progress == 0.0
+        assert celery_dgs.progress(float("nan")) is False
+        assert celery_dgs.progress("lots") is False  # type: ignore[arg-type]
+        assert sup.progress == 0.0
+    finally:
+        sup.finish()
