@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from functools import cached_property
 from typing import Any
 
@@ -64,16 +65,17 @@ class Runtime:
             self.__dict__.pop(name, None)
 
 
-_by_pid: dict[tuple[int, int], Runtime] = {}
+_by_app: weakref.WeakKeyDictionary[Any, tuple[int, Runtime]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def runtime_for(app: Any, settings: DgsSettings) -> Runtime:
-    """This process's Runtime for ``app`` (a new one after a fork)."""
-    key = (os.getpid(), id(app))
+    """This process's Runtime for ``app`` (a new one after a fork). Keyed by the
+    app object itself (weakly), so a new app never inherits a dead app's clients."""
+    pid = os.getpid()
     with _lock:
-        rt = _by_pid.get(key)
-        if rt is None:
-            rt = Runtime(settings, broker_url=app.conf.broker_url)
-            _by_pid[key] = rt
-        return rt
+        entry = _by_app.get(app)
+        if entry is None or entry[0] != pid:
+            entry = (pid, Runtime(settings, broker_url=app.conf.broker_url))
+            _by_app[app] = entry
+        return entry[1]

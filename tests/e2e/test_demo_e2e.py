@@ -1,0 +1,39 @@
+"""`make demo` as a new user runs it: the example project comes up on an embedded
+server, schedules turn OK in the live status table, and everything it started
+is stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.harness import ROOT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+
+def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "example_project.demo", "--seconds", "45"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=140, check=False,
+    )  # fmt: skip
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    frames = out.split("celery-dgs status at ")
+    assert len(frames) > 5, out
+    first, last = frames[1], frames[-1]
+    assert "never_succeeded" in first or "likely_late" in first or "ERROR" in first
+    ok_rows = re.findall(r"^OK\s+example\.\w+", last, flags=re.M)
+    assert len(ok_rows) >= 3, last
+    assert "stopped the workers, beat and the embedded server" in out
+    beat_log = (ROOT / ".demo" / "beat.log").read_text()
+    assert beat_log.count("dispatched example.") >= 4
+    leftovers = subprocess.run(
+        ["pgrep", "-f", "example_project.proj"], capture_output=True, text=True, check=False
+    )
+    assert leftovers.stdout.strip() == "", "demo left processes running"
