@@ -5,13 +5,17 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+## demo: the example project's workers and beat on an embedded server; live status until Ctrl-C
+demo: $(STAMP)
+	$(BIN)/python -m example_project.demo
 
 ## test: lint, type-check and run the whole test suite (real Redis/Valkey, SQLite, PostgreSQL)
 test: lint typecheck pytest
@@ -24,6 +28,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## bench: performance benchmarks, one table (BENCH_ARGS=--quick for a short run, --full for 1M start-up)
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
