@@ -122,7 +122,8 @@ def supervised_run(
     outcome, error = "success", None
     try:
         return fun(*args, **kwargs)
-    except RunTerminated as stop:
+    except RunTerminated as raised:
+        stop = supervisor.interruption or raised  # an async exception carries no reason
         outcome, error = stop.outcome, stop.reason
         raise RunInterrupted(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
     except BaseException as exc:

@@ -39,9 +39,14 @@ INTERRUPT_SIGNAL = signal.SIGUSR2
 
 class RunTerminated(BaseException):
     """Raised inside task code to stop a run; a BaseException so that a task's
-    ``except Exception`` does not swallow it."""
+    ``except Exception`` does not swallow it.
 
-    def __init__(self, outcome: str, reason: str) -> None:
+    ``PyThreadState_SetAsyncExc`` raises the class, built with no arguments:
+    the defaults keep that a RunTerminated (not a TypeError, which task code's
+    ``except Exception`` would swallow); the real outcome is the supervisor's
+    ``interruption``."""
+
+    def __init__(self, outcome: str = "terminated", reason: str = "interrupted") -> None:
         super().__init__(f"{outcome}: {reason}")
         self.outcome = outcome
         self.reason = reason

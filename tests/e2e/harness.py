@@ -129,6 +129,44 @@ class Cluster:
     def signal(self, key: str, sig: int) -> None:
         os.kill(self.procs[key].pid, sig)
 
+    def signal_group(self, key: str, sig: int) -> None:
+        """Signal the process group of ``key`` (its main process and pool children)."""
+        os.killpg(self.procs[key].pid, sig)
+
+    def leases(self) -> Any:
+        """A RedisLeases on the test Redis with the cluster's timings."""
+        from celery_dgs.keys import KeySpace
+        from celery_dgs.leases.redis import RedisLeases
+
+        return RedisLeases(
+            self.redis, KeySpace("e2e"),
+            ping_timeout=float(self.env.get("E2E_PING_TIMEOUT", "1.5")),
+            steal_delay=float(self.env.get("E2E_STEAL_DELAY", "1.0")),
+        )  # fmt: skip
+
+    def runs(self, schedule: str) -> list[Any]:
+        """The schedule's run records, newest first ([] before it is stored)."""
+        from celery_dgs.errors import UnknownScheduleError
+
+        store = self.store()
+        try:
+            return list(store.runs(schedule))
+        except UnknownScheduleError:
+            return []
+        finally:
+            store.close()
+
+    def schedule(self, schedule: str) -> Any:
+        store = self.store()
+        try:
+            return store.get(schedule)
+        finally:
+            store.close()
+
+    def ends(self, name: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.events()
+                if e["kind"] == "end" and (name is None or e["name"] == name)]  # fmt: skip
+
     def stop(self, key: str, sig: int = signals.SIGTERM, timeout: float = 20) -> None:
         proc = self.procs.pop(key)
         if proc.poll() is None:

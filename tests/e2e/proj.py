@@ -8,6 +8,7 @@ outside the system under test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -37,7 +38,9 @@ app.conf.update(
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
     beat_max_loop_interval=1,
-    dgs_metrics_port=int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None,
+    dgs_metrics_port=(
+        int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None
+    ),
 )
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
@@ -114,6 +117,48 @@ def too_long() -> str:
 @app.task(name="e2e.long_run")
 def long_run(seconds: float = 30) -> str:
     return work("long_run", seconds)
+
+
+def _blackouts() -> list[tuple[str, str]]:
+    """One daily window (UTC, ``HH:MM:SS``) the test places a few seconds ahead."""
+    start, end = os.environ.get("E2E_BLACKOUT_START"), os.environ.get("E2E_BLACKOUT_END")
+    return [(start, end)] if start and end else []
+
+
+@declare("periodic", period=timedelta(hours=1), tz="UTC", blackouts=_blackouts())
+@app.task(name="e2e.blackout_run")
+def blackout_run(seconds: float = 30) -> str:
+    return work("blackout_run", seconds)
+
+
+@declare("periodic", period=timedelta(hours=1),
+         max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))))
+@app.task(name="e2e.stuck")
+def stuck(seconds: float = 30) -> str:
+    """Blocked in one C-level call (no bytecode runs until it returns)."""
+    log_event("start", "stuck", token=celery_dgs.current_token())
+    try:
+        time.sleep(seconds)
+        return "stuck"
+    finally:
+        log_event("end", "stuck")
+
+
+@declare("periodic", period=timedelta(hours=1),
+         max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))))
+@app.task(name="e2e.swallows")
+def swallows(seconds: float = 30) -> str:
+    """Loops with ``except Exception: pass``, as careless task code does; an
+    interruption (a BaseException) must still get through."""
+    log_event("start", "swallows", token=celery_dgs.current_token())
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # careless on purpose
+                time.sleep(0.05)
+        return "swallows"
+    finally:
+        log_event("end", "swallows")
 
 
 # -- celery dgs CLI (tests/e2e/test_cli_e2e.py) ----------------------------------

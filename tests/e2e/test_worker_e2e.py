@@ -1,0 +1,246 @@
+"""End to end, worker side: how a live run is stopped (issue 4).
+
+Real Redis server, SQLite store, real ``celery worker`` / ``celery beat``
+processes. Timings are the project's second-scale defaults (ping every 0.5 s,
+ping_timeout 1.5 s, steal_delay 1 s, termination grace 2 s) unless a test says
+otherwise. Each task appends its start and end to ``e2e:events`` (wall clock
+of the worker process), so overlaps are measured from outside the system.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import Cluster, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+PING_INTERVAL = 0.5
+MAX_ALLOWED = 1.5
+GRACE = 2.0
+SLACK = 0.5  # process scheduling, SQLite write, Redis round trips
+
+
+def run_of(cluster: Cluster, schedule: str, outcome: str) -> Any:
+    return next((r for r in cluster.runs(schedule) if r.outcome == outcome), None)
+
+
+def first_start(cluster: Cluster, name: str) -> dict[str, Any]:
+    return wait_for(
+        lambda: next((e for e in cluster.starts() if e["name"] == name), None),
+        30, f"a run of {name} to start",
+    )  # fmt: skip
+
+
+def end_of(cluster: Cluster, start: dict[str, Any]) -> dict[str, Any] | None:
+    """The end event of the run that logged ``start`` (same process, same name)."""
+    ends = cluster.ends(start["name"])
+    return next((e for e in ends if e["pid"] == start["pid"] and e["t"] >= start["t"]), None)
+
+
+# -- 1. a paused owner is stolen from ------------------------------------------------------
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(
+    cluster_factory, pool: str
+) -> None:
+    """SIGSTOP the owner for longer than ping_timeout + steal_delay: the whole
+    process group of a solo worker (another worker takes over), or only the
+    prefork child that runs the task (a sibling child takes over). After SIGCONT
+    the paused run pings, finds another owner and stops: the two runs overlap
+    for at most about one ping interval after the resume."""
+    cluster = cluster_factory(["long_run"])
+    if pool == "solo":
+        cluster.start_worker("w1", "node1")
+        cluster.start_worker("w2", "node2")
+    else:
+        cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = first_start(cluster, "long_run")
+    if pool == "solo":
+        owner = "w1" if first["host"] == "node1" else "w2"
+        pause = lambda sig: cluster.signal_group(owner, sig)  # noqa: E731
+    else:
+        assert first["pid"] != cluster.procs["w1"].pid, "the run is in a pool child"
+        pause = lambda sig: os.kill(first["pid"], sig)  # noqa: E731
+    pause(signal.SIGSTOP)
+    paused_at = time.time()
+    try:
+        second = wait_for(
+            lambda: next((e for e in cluster.starts() if e["pid"] != first["pid"]), None),
+            30, "another process to take the schedule over",
+        )  # fmt: skip
+        assert second["token"] > first["token"]
+        assert second["t"] - paused_at > 1.5 + 1.0, "taken over before ping_timeout + steal_delay"
+        time.sleep(0.5)  # both runs "live": the paused one just does not know yet
+    finally:
+        pause(signal.SIGCONT)
+    resumed_at = time.time()
+    end = wait_for(lambda: end_of(cluster, first), 10, "the paused run to stop")
+    overlap_after_resume = end["t"] - resumed_at
+    print(f"[{pool}] overlap after SIGCONT: {overlap_after_resume * 1000:.0f} ms; "
+          f"take-over {second['t'] - paused_at:.2f} s after SIGSTOP")  # fmt: skip
+    assert overlap_after_resume <= PING_INTERVAL + SLACK
+    assert end_of(cluster, second) is None, "the new run goes on"
+
+    # The new run keeps the lease: the stopped run did not release it.
+    lease = cluster.leases().get("e2e.long_run")
+    assert lease is not None
+    assert lease.token == second["token"]
+    # The resumed owner logs "ended: stolen", but the taker had already written the
+    # paused run off as lost when it took the lease (it cannot tell a paused owner
+    # from a dead one), and the store keeps the first end it is given.
+    old = wait_for(
+        lambda: next((r for r in cluster.runs("e2e.long_run") if r.token == first["token"]
+                      and r.outcome != "running"), None),
+        10, "the paused run's record",
+    )  # fmt: skip
+    time.sleep(PING_INTERVAL)  # let the resumed owner write whatever it writes
+    stored = cluster.schedule("e2e.long_run")
+    print(f"[{pool}] paused run recorded {old.outcome!r} ({old.error}); "
+          f"failure_count {stored.stats.failure_count}")  # fmt: skip
+    assert old.outcome in {"lost", "stolen"}, old
+    assert stored.current_token == second["token"]
+    assert stored.stats.failure_count <= 1, "counted at most once"
+
+
+# -- 2. a blackout window begins during a run -------------------------------------------------
+def test_blackout_window_starting_mid_run_terminates_it(cluster_factory) -> None:
+    cluster = cluster_factory(["blackout_run"])
+    # The window is read when the worker imports the project: place it a few
+    # seconds after the run will have started (worker start-up included).
+    window_start = (datetime.now(timezone.utc) + timedelta(seconds=9)).replace(microsecond=0)
+    window_end = window_start + timedelta(minutes=2)
+    cluster.env["E2E_BLACKOUT_START"] = window_start.strftime("%H:%M:%S")
+    cluster.env["E2E_BLACKOUT_END"] = window_end.strftime("%H:%M:%S")
+    cluster.start_worker("w1", "node1")
+    cluster.sync_declarations()
+    cluster.send("e2e.blackout_run", 60.0, queue="w1@node1.dq2")
+    start = first_start(cluster, "blackout_run")
+    assert start["t"] < window_start.timestamp(), "the run must start before the window"
+    run = wait_for(lambda: run_of(cluster, "e2e.blackout_run", "terminated"), 30,
+                   "the run to be terminated by the blackout")  # fmt: skip
+    assert "blackout" in (run.error or ""), run.error
+    latency = (run.ended_at - window_start).total_seconds()
+    print(f"blackout termination latency: {latency * 1000:.0f} ms after the window began")
+    assert -0.05 <= latency <= SLACK, latency
+    end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")
+    assert end["t"] - window_start.timestamp() <= SLACK
+    assert cluster.schedule("e2e.blackout_run").stats.failure_count == 1
+    assert cluster.leases().get("e2e.blackout_run") is None
+
+
+# -- 3. warm shutdown yields ----------------------------------------------------------------
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_warm_shutdown_yields_and_frees_the_lease_at_once(cluster_factory, pool: str) -> None:
+    """SIGTERM to the worker's main process mid-run: the run is recorded yielded
+    and its lease is freed at once, so beat has another worker run the schedule
+    long before a steal would be allowed (here ping_timeout 10 s + steal_delay 5 s)."""
+    cluster = cluster_factory(["long_run"], E2E_PING_TIMEOUT="10", E2E_STEAL_DELAY="5")
+    concurrency = 2 if pool == "prefork" else 1
+    cluster.start_worker("w1", "node1", pool=pool, concurrency=concurrency)
+    cluster.start_beat()
+    first = first_start(cluster, "long_run")
+    assert first["host"] == "node1"
+    if pool == "prefork":
+        assert first["pid"] != cluster.procs["w1"].pid, "the run is in a pool child"
+    cluster.start_worker("w2", "node2")
+    time.sleep(PING_INTERVAL)  # the run has pinged at least once
+    cluster.signal("w1", signal.SIGTERM)
+    term_at = time.time()
+    leases = cluster.leases()
+    wait_for(lambda: (lease := leases.get("e2e.long_run")) is None
+             or lease.token != first["token"], 5, "the lease to be freed")  # fmt: skip
+    freed_after = time.time() - term_at
+    second = wait_for(
+        lambda: next((e for e in cluster.starts() if e["host"] == "node2"), None),
+        10 + 5, "another worker to run the schedule",
+    )  # fmt: skip
+    handover = second["t"] - term_at
+    print(f"[{pool}] lease freed {freed_after * 1000:.0f} ms after SIGTERM; "
+          f"next run started {handover:.2f} s after SIGTERM")  # fmt: skip
+    assert freed_after < 1.0
+    assert handover < 5.0, "much sooner than a steal (15 s)"
+    end = end_of(cluster, first)
+    assert end is not None
+    assert end["t"] - term_at < SLACK
+    run = wait_for(lambda: run_of(cluster, "e2e.long_run", "yielded"), 5, "a yielded run")
+    assert run.token == first["token"]
+    assert "shutting down" in (run.error or "")
+    assert cluster.procs["w1"].wait(20) == 0, "the warm shutdown completes"
+    assert cluster.schedule("e2e.long_run").stats.failure_count == 0
+
+
+# -- 4. operator cancel -----------------------------------------------------------------------
+def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None:
+    cluster = cluster_factory(["long_run"])
+    cluster.start_worker("w1", "node1")
+    cluster.sync_declarations()
+    cluster.send("e2e.long_run", 60.0, queue="w1@node1.dq2")
+    start = first_start(cluster, "long_run")
+    assert cluster.leases().request_cancel("e2e.long_run") is True
+    cancelled_at = time.time()
+    run = wait_for(lambda: run_of(cluster, "e2e.long_run", "cancelled"), 10, "a cancelled run")
+    end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")
+    latency = end["t"] - cancelled_at
+    print(f"cancel latency: {latency * 1000:.0f} ms")
+    assert latency <= PING_INTERVAL + SLACK
+    assert "cancel" in (run.error or "")
+    assert cluster.schedule("e2e.long_run").stats.failure_count == 0
+    assert cluster.leases().get("e2e.long_run") is None
+
+
+# -- 5. max_allowed_duration in the prefork and threads pools ------------------------------------
+@pytest.mark.parametrize(
+    ("pool", "task"),
+    [("prefork", "stuck"), ("prefork", "swallows"), ("threads", "too_long"),
+     ("threads", "swallows")],
+)  # fmt: skip
+def test_run_past_max_allowed_is_terminated_in_the_pool(
+    cluster_factory, pool: str, task: str
+) -> None:
+    """Prefork (main thread of the child: a signal, which interrupts sleep too)
+    and threads (an async exception, raised at the task's next bytecode); a task
+    that catches ``Exception`` must not swallow it."""
+    cluster = cluster_factory([task])
+    cluster.start_worker("w1", "node1", pool=pool, concurrency=2)
+    cluster.sync_declarations()
+    cluster.send(f"e2e.{task}", queue="w1@node1.dq2")
+    start = first_start(cluster, task)
+    run = wait_for(lambda: run_of(cluster, f"e2e.{task}", "terminated"), 20, "termination")
+    assert "max_allowed_duration" in (run.error or "")
+    print(f"[{pool}/{task}] terminated after {run.duration_s:.2f} s "
+          f"(max_allowed {MAX_ALLOWED} s)")  # fmt: skip
+    assert MAX_ALLOWED <= run.duration_s <= MAX_ALLOWED + SLACK
+    end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")
+    assert end["t"] - start["t"] <= MAX_ALLOWED + SLACK
+    assert cluster.procs["w1"].poll() is None, "the worker goes on"
+    assert cluster.schedule(f"e2e.{task}").stats.failure_count == 1
+    assert cluster.leases().get(f"e2e.{task}") is None
+
+
+def test_threads_pool_run_stuck_in_a_blocking_call_ends_its_process(cluster_factory) -> None:
+    """An async exception cannot interrupt ``time.sleep(30)``: after
+    dgs_termination_grace the run is recorded terminated, its lease released,
+    and the worker process ends (exit code 70), as docs/architecture.md says."""
+    cluster = cluster_factory(["stuck"])
+    cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+    cluster.sync_declarations()
+    cluster.send("e2e.stuck", queue="w1@node1.dq2")
+    start = first_start(cluster, "stuck")
+    code = cluster.procs["w1"].wait(MAX_ALLOWED + GRACE + 10)
+    ended_after = time.time() - start["t"]
+    print(f"[threads/stuck] process ended {ended_after:.2f} s after the start, exit code {code}")
+    assert code == 70
+    run = run_of(cluster, "e2e.stuck", "terminated")
+    assert run is not None, cluster.runs("e2e.stuck")
+    assert "max_allowed_duration" in (run.error or "")
+    assert MAX_ALLOWED + GRACE <= run.duration_s <= MAX_ALLOWED + GRACE + SLACK
+    assert end_of(cluster, start) is None, "the body never got past its sleep"
+    assert cluster.leases().get("e2e.stuck") is None, "released before the process ended"
+    assert cluster.schedule("e2e.stuck").stats.failure_count == 1
