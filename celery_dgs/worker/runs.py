@@ -92,10 +92,12 @@ def supervised_run(
             owner_name, schedule, old.owner_name, old.owner_tag, old.last_ping_at,
         )  # fmt: skip
         try:
-            store.record_run_end(run_id=old.owner_tag, outcome="lost", ended_at=started_at,
+            # "stolen", not "lost": a paused or partitioned owner looks exactly like
+            # a dead one from here, and neither may count as the task failing.
+            store.record_run_end(run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
                                  error=f"owner {old.owner_name} stopped pinging; lease taken over")
         except Exception:
-            logger.exception("celery-dgs: could not record run %s of %s as lost",
+            logger.exception("celery-dgs: could not record run %s of %s as stolen",
                              old.owner_tag, schedule)  # fmt: skip
     try:
         _retry(f"recording the start of {schedule}", lambda: store.record_run_start(

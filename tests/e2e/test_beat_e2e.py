@@ -101,8 +101,8 @@ def test_sigkilled_owner_is_taken_over_without_a_human(cluster_factory) -> None:
     assert second["t"] - killed_at < 1.5 + 1.0 + 15
     assert second["token"] > cluster.starts()[0]["token"]
     store = cluster.store()
-    wait_for(lambda: any(r.outcome == "lost" for r in store.runs("e2e.long_run")), 20,
-             "the killed run recorded as lost")  # fmt: skip
+    wait_for(lambda: any(r.outcome == "stolen" for r in store.runs("e2e.long_run")), 20,
+             "the killed run recorded as stolen")  # fmt: skip
 
 
 def test_run_past_max_allowed_duration_is_terminated(cluster_factory) -> None:
