@@ -1,0 +1,469 @@
+"""Benchmarks 2 and 3: the idle tick and the dispatch rate of a :class:`BeatEngine`.
+
+One engine with N schedules (1,000,000 by default) serves both.
+
+What is real: ``BeatEngine`` (``load``, ``tick``, ``_dispatch_round``, ``_send``),
+``DeadlineIndex``, ``start_times``, the specs and stats, ``RedisLeases``,
+``WorkerRegistry`` and ``DispatchRecords`` on a real valkey/redis server
+(:class:`~celery_dgs.embedded.RedisServerProcess`), and the publisher: the real
+:meth:`DeadlineScheduler.publish` of a ``DeadlineScheduler`` on a Celery app
+whose broker is that server (kombu producer, ``send_task`` to the worker's
+``<name>.dq2`` queue; the messages land in Redis and are counted). One worker
+is registered with as many slots as there are due schedules.
+
+What is not: the schedule store. :class:`InMemoryStore` hands ``load_active``
+the rows built here, ``changes_since`` returns no change and ``prune_runs``
+deletes nothing (the store's own costs are measured by the start-up
+benchmark). The specs are copies of one validated ``PeriodicSpec`` with a
+different ``configuration`` each (building 1M validated specs would take ~20 s
+and measure nothing of interest here). Logging stays at WARNING, as for the
+Celery baseline.
+
+Idle tick: the clock (an injected ``FakeClock``) is before every schedule's
+``can_start_by``. Dispatch: the clock moves so that ``due`` of them are
+eligible at once; a round is the ticks it takes to dispatch all of them
+(``max_dispatches_per_tick`` = 5000, the default, so 2 ticks for 10,000).
+Between repeats the dispatch records and the queue are deleted and a tick
+with no worker registered re-indexes the schedules (the normal "dispatch gone"
+path), then the worker registers again.
+
+Busy ticks: after the last round the ``due`` schedules are parked
+(dispatched, not started); then every one of them is started (its lease
+acquired as a worker does). Nothing else is eligible, but every tick while
+anything is parked reads the lease and dispatch state from Redis.
+
+Built objects are moved to the GC's permanent generation (``gc.freeze``), so
+the collections between repeats do not walk a million schedules each.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import gc
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.connection import redis_from_url
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.core.stats import ScheduleStats
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.embedded import RedisServerProcess
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.base import StoredSchedule
+
+from .common import Profile, Result, current_rss_mib, gc_paused, log, median, repeat
+
+WORKER = "bench@node-1"
+TASK = "bench.task"
+IDLE_TICKS = 2_000
+
+
+# -- counting Redis round trips ------------------------------------------------------
+class DgsConnection(redis.Connection):
+    """The connection class of celery-dgs's own client, so its round trips are told
+    apart from the broker's (kombu's connections are plain ``redis.Connection``)."""
+
+    bench_tag = "dgs"
+
+
+class RoundTrips:
+    """Counts ``send_packed_command`` calls, one per round trip (a pipeline is one
+    call), by client: ``dgs`` or ``broker``. Patched only while counting."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    @contextmanager
+    def counting(self) -> Iterator[RoundTrips]:
+        cls = redis.connection.AbstractConnection
+        original = cls.send_packed_command
+        counts = self.counts
+
+        def send_packed_command(conn: Any, command: Any, check_health: bool = True) -> None:
+            counts[getattr(conn, "bench_tag", "broker")] += 1
+            original(conn, command, check_health)
+
+        cls.send_packed_command = send_packed_command  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            cls.send_packed_command = original  # type: ignore[method-assign]
+
+    def snapshot(self) -> Counter[str]:
+        return Counter(self.counts)
+
+
+def command_stats(client: redis.Redis) -> Counter[str]:
+    """Calls per command from ``INFO commandstats`` (the INFO calls themselves left out)."""
+    info = client.info("commandstats")
+    return Counter({
+        k.removeprefix("cmdstat_"): int(v["calls"])
+        for k, v in info.items() if k != "cmdstat_info"
+    })  # fmt: skip
+
+
+# -- the population ----------------------------------------------------------------------
+class InMemoryStore:
+    """The only fake: rows are given, nothing ever changes, nothing is pruned."""
+
+    def __init__(self, rows: list[StoredSchedule]) -> None:
+        self._rows: list[StoredSchedule] | None = rows
+        self.changes_calls = 0
+
+    def load_active(self) -> tuple[list[StoredSchedule], int]:
+        rows, self._rows = self._rows or [], None  # let the rows go after loading
+        return rows, 1
+
+    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+        self.changes_calls += 1
+        return [], cursor
+
+    def prune_runs(self, cutoff: datetime, *, batch_size: int) -> int:
+        return 0
+
+    def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
+        raise AssertionError("no run requests in this benchmark")
+
+
+def build_rows(n: int, due: int, t0: datetime, seed: int = 3) -> list[StoredSchedule]:
+    """``n`` never-run periodic schedules: ``due`` of them eligible 1-10 s after
+    ``t0``, the rest 1-30 days after (a never-succeeded periodic schedule may
+    start at ``registered_at``)."""
+    rng = random.Random(seed)
+    template = PeriodicSpec(task=TASK, scheduling_period=timedelta(hours=6), args=(1,))
+    rows = []
+    for i in range(n):
+        spec = copy.copy(template)
+        object.__setattr__(spec, "configuration", f"c{i:07d}")
+        offset = 1 + rng.random() * 9 if i < due else 86_400 * (1 + rng.random() * 29)
+        registered = t0 + timedelta(seconds=offset)
+        rows.append(StoredSchedule(
+            name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
+            spec=spec, spec_error=None, stats=ScheduleStats(registered_at=registered),
+            active=True, paused=False, current_token=None, run_requested_at=None,
+            change_seq=1, updated_at=t0,
+        ))  # fmt: skip
+    rng.shuffle(rows)
+    return rows
+
+
+class Bench:
+    def __init__(self, server: RedisServerProcess, n: int, due: int) -> None:
+        from celery import Celery
+
+        from celery_dgs.beat.scheduler import DeadlineScheduler
+        from celery_dgs.dgs import DGS
+
+        self.n, self.due = n, due
+        self.keys = KeySpace("bench")
+        self.client = redis_from_url(server.url, connection_class=DgsConnection)
+        self.probe = redis.Redis.from_url(server.url)  # INFO and clean-up; not counted as dgs
+        self.probe.flushall()
+        self.settings = DgsSettings(redis_url=server.url, key_prefix="bench")
+        self.leases = RedisLeases(self.client, self.keys, ping_timeout=90, steal_delay=60)
+        self.registry = WorkerRegistry(self.client, self.keys, ttl=3_600)
+        self.dispatches = DispatchRecords(self.client, self.keys)
+        self.app = Celery("bench-dgs", broker=server.url, set_as_current=False)
+        self.app.conf.dgs_redis_url = server.url
+        self.app.conf.dgs_key_prefix = "bench"
+        DGS(self.app, install_worker_hooks=False)
+        self.scheduler = DeadlineScheduler(self.app, lazy=True)  # no setup_schedule: no store
+        self.t0 = datetime.now(timezone.utc).replace(microsecond=0)
+        self.clock = FakeClock(self.t0)
+        rows = build_rows(n, due, self.t0)
+        self.names = [r.name for r in rows]
+        self.store = InMemoryStore(rows)
+        del rows
+        self.engine = BeatEngine(
+            store=self.store, leases=self.leases, registry=self.registry,
+            dispatches=self.dispatches, publish=self.scheduler.publish, settings=self.settings,
+            clock=self.clock, default_queue="celery",
+        )  # fmt: skip
+        start = time.perf_counter()
+        self.engine.load()
+        self.load_s = time.perf_counter() - start
+        self.queue = f"{WORKER}.dq2"
+        self.trips = RoundTrips()
+
+    def close(self) -> None:
+        self.app.close()
+        self.client.close()
+        self.probe.close()
+
+    # -- benchmark 2 -------------------------------------------------------------
+    def idle_tick_us(self, repeats: int, *, poll_every_tick: bool) -> tuple[list[float], float]:
+        """µs per tick with nothing due; returns the samples and Redis round trips per tick."""
+        self.clock.set(self.t0)
+        engine = self.engine
+        engine.settings = dataclasses.replace(
+            self.settings, store_poll_interval=1e-6 if poll_every_tick else 2.0
+        )
+        engine.tick()  # the first tick also runs the (hourly) prune
+        assert engine.index.peek(self.t0.timestamp()) is None, "something is due"
+        calls = self.store.changes_calls
+
+        def one() -> float:
+            tick = engine.tick
+            start = time.perf_counter()
+            for _ in range(IDLE_TICKS):
+                tick()
+            return (time.perf_counter() - start) / IDLE_TICKS * 1e6
+
+        before = self.trips.snapshot()
+        with self.trips.counting():
+            samples = repeat(one, repeats)
+        trips = sum((self.trips.snapshot() - before).values()) / (IDLE_TICKS * repeats)
+        polled = self.store.changes_calls - calls
+        assert (polled >= IDLE_TICKS * repeats) == poll_every_tick, polled
+        assert engine.dispatched_total == 0
+        engine.settings = self.settings
+        return samples, trips
+
+    # -- benchmark 3 -------------------------------------------------------------
+    def _register(self) -> None:
+        self.registry.register(WorkerInfo(
+            name=WORKER, node="node-1", queues=("celery",), slots=self.due, pool="prefork",
+            pid=os.getpid(),
+        ))  # fmt: skip
+
+    def _reset(self) -> None:
+        """Forget the previous round: no records, no messages, schedules back in the index."""
+        pipe = self.probe.pipeline(transaction=False)
+        pipe.delete(self.queue, self.keys.dispatch_index())
+        for name in self.engine.pending:
+            pipe.delete(self.keys.dispatch(name))
+        pipe.execute()
+        self.registry.deregister(WORKER)
+        self.engine.tick()  # sees the dispatches gone, re-indexes them; no worker: no dispatch
+        assert not self.engine.parked
+        assert not self.engine.pending
+        self._register()
+
+    def dispatch(self, repeats: int) -> dict[str, Any]:
+        """Interleaved repeats of: raw ``send_task`` of ``due`` messages in one producer
+        and a BeatEngine round dispatching ``due`` schedules (in alternating order),
+        then raw ``send_task`` with a producer per call (a smaller batch).
+        Interleaving keeps the drift of a shared machine out of the ratios, which
+        are taken per repeat."""
+        self.clock.set(self.t0 + timedelta(seconds=60))
+        now = self.clock.now().timestamp()
+        assert self.engine.index.ready_count(now) == self.due, self.engine.index.ready_count(now)
+        self._register()
+        self._round()  # warm-up (script loading, producer pool, queue declaration)
+        self._raw(one_producer=True, count=min(self.due, 1_000))
+        out: dict[str, list[Any]] = {k: [] for k in (
+            "rates", "raw_rates", "raw_each_rates", "ratios", "trips_dgs", "trips_broker",
+            "raw_trips", "raw_each_trips", "ticks", "commands")}  # fmt: skip
+        for i in range(repeats):
+            if i % 2 == 0:  # ABBA: the order of the pair alternates
+                raw_rate, raw_trips = self._raw(one_producer=True, count=self.due)
+            self._reset()
+            gc.collect()
+            with gc_paused():
+                stats_before = command_stats(self.probe)
+                before = self.trips.snapshot()
+                with self.trips.counting():
+                    elapsed, n_ticks = self._round()
+                delta = self.trips.snapshot() - before
+                cmd_delta = command_stats(self.probe) - stats_before
+            if i % 2 == 1:
+                raw_rate, raw_trips = self._raw(one_producer=True, count=self.due)
+            each_rate, each_trips = self._raw(one_producer=False, count=min(self.due, 2_000))
+            rate = self.due / elapsed
+            out["rates"].append(rate)
+            out["raw_rates"].append(raw_rate)
+            out["raw_each_rates"].append(each_rate)
+            out["ratios"].append(rate / raw_rate)
+            out["trips_dgs"].append(delta["dgs"] / self.due)
+            out["trips_broker"].append(delta["broker"] / self.due)
+            out["raw_trips"].append(raw_trips)
+            out["raw_each_trips"].append(each_trips)
+            out["ticks"].append(n_ticks)
+            out["commands"].append(cmd_delta)
+        return out
+
+    def busy_tick_us(self, repeats: int, *, running: bool) -> tuple[list[float], float]:
+        """µs per tick with nothing eligible while ``due`` schedules are busy: after the
+        last dispatch round they are dispatched-not-started; with ``running`` every
+        one of them is first started (the lease acquired, as the worker does, which
+        consumes its dispatch record). Returns the samples and round trips per tick."""
+        engine = self.engine
+        assert len(engine.pending) == self.due
+        if running:
+            for name, pend in list(engine.pending.items()):
+                result = self.leases.acquire(
+                    name, owner_node="node-1", owner_name=WORKER, owner_tag=f"run-{name}",
+                    dispatch_id=pend.dispatch_id,
+                )  # fmt: skip
+                assert result.token, result
+            engine.tick()  # sees the records consumed: pending -> running
+            assert not engine.pending
+        now = self.clock.now().timestamp()
+        assert engine.index.peek(now) is None
+        start = time.perf_counter()
+        engine.tick()
+        ticks = max(1, min(50, int(1.0 / (time.perf_counter() - start))))  # ~1 s per repeat
+
+        def one() -> float:
+            start = time.perf_counter()
+            for _ in range(ticks):
+                engine.tick()
+            return (time.perf_counter() - start) / ticks * 1e6
+
+        before = self.trips.snapshot()
+        with self.trips.counting():
+            samples = repeat(one, repeats)
+        trips = sum((self.trips.snapshot() - before).values()) / (ticks * repeats)
+        assert len(engine.parked) == self.due
+        return samples, trips
+
+    def _round(self) -> tuple[float, int]:
+        engine = self.engine
+        base = engine.dispatched_total
+        ticks = 0
+        start = time.perf_counter()
+        while engine.dispatched_total - base < self.due:
+            engine.tick()
+            ticks += 1
+            if ticks > 100:
+                raise RuntimeError(f"only {engine.dispatched_total - base} of {self.due} sent")
+        elapsed = time.perf_counter() - start
+        queued = self.probe.llen(self.queue)
+        assert queued == self.due, f"{queued} messages in {self.queue}, expected {self.due}"
+        return elapsed, ticks
+
+    def _raw(self, *, one_producer: bool, count: int) -> tuple[float, float]:
+        """The same messages as beat's (task, args, id, queue, expires, headers) by plain
+        ``app.send_task``; returns messages/s and broker round trips per message."""
+        from celery.utils.nodenames import worker_direct
+
+        app = self.app
+        queue = worker_direct(WORKER)
+        batch = [(name, uuid.uuid4().hex) for name in self.names[:count]]
+
+        def send_all(producer: Any) -> None:
+            for name, task_id in batch:
+                app.send_task(
+                    TASK, args=(1,), kwargs={}, task_id=task_id, queue=queue, expires=300.0,
+                    headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
+                    producer=producer,
+                )  # fmt: skip
+
+        saved = self.probe.llen(self.queue)
+        gc.collect()
+        with gc_paused():
+            before = self.trips.snapshot()
+            with self.trips.counting():
+                start = time.perf_counter()
+                if one_producer:
+                    with app.producer_or_acquire() as producer:
+                        send_all(producer)
+                else:
+                    send_all(None)
+                elapsed = time.perf_counter() - start
+            trips = (self.trips.snapshot() - before)["broker"] / count
+        queued = self.probe.llen(self.queue) - saved
+        assert queued == count, f"{queued} of {count} raw messages queued"
+        self.probe.ltrim(self.queue, count, -1)  # drop them again (LPUSH puts them at the head)
+        return count / elapsed, trips
+
+
+def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], dict[str, Any]]:
+    n, due = profile.engine_size, profile.due
+    results: list[Result] = []
+    with RedisServerProcess() as server:
+        log(f"engine: building a BeatEngine with {n:,} schedules ({due:,} to fall due) "
+            f"on {server.binary.name} at {server.url}")  # fmt: skip
+        with gc_paused():
+            bench = Bench(server, n, due)
+        gc.freeze()
+        log(f"  BeatEngine.load() of {n:,} in-memory rows: {bench.load_s:.1f}s, "
+            f"RSS now {current_rss_mib():.0f} MiB")  # fmt: skip
+        try:
+            base_n = max(celery_idle) if celery_idle else None
+            base = celery_idle.get(base_n) if base_n else None
+            for poll in (True, False):
+                label = "store poll every tick" if poll else "store poll every 2 s (default)"
+                log(f"idle tick: {label}")
+                samples, trips = bench.idle_tick_us(profile.repeats, poll_every_tick=poll)
+                value = median(samples)
+                results.append(Result(
+                    name=f"idle tick: BeatEngine.tick(), nothing due, {label}", n=n,
+                    median=value, unit="us", baseline=base,
+                    baseline_name=f"celery idle tick, N={base_n:,}" if base_n else "",
+                    ratio=None if base is None else base / value,
+                    ratio_note="" if base is None else "(celery/dgs)",
+                    goal="< 2000 us", met=value < 2_000, samples=samples,
+                    notes=f"{trips:.3g} Redis round trips per tick; changes_since is the fake",
+                ))  # fmt: skip
+            log(f"dispatch: BeatEngine rounds, {due:,} due among {n:,}, interleaved with "
+                "raw app.send_task of the same messages")
+            d = bench.dispatch(profile.repeats)
+            busy = []
+            for running in (False, True):
+                what = "running (leases held)" if running else "dispatched, not started"
+                log(f"busy tick: {due:,} schedules {what}, nothing else due")
+                samples, trips = bench.busy_tick_us(profile.repeats, running=running)
+                busy.append(Result(
+                    name=f"busy tick: BeatEngine.tick(), {due:,} {what}, none due", n=n,
+                    median=median(samples), unit="us", samples=samples,
+                    notes=f"{trips:.3g} Redis round trips per tick; every tick while anything "
+                          "is parked reads the whole lease and dispatch state",
+                ))  # fmt: skip
+        finally:
+            bench.close()
+            gc.unfreeze()
+    raw, raw_each, rate = median(d["raw_rates"]), median(d["raw_each_rates"]), median(d["rates"])
+    raw_trips, ratio = median(d["raw_trips"]), median(d["ratios"])
+    results.append(Result(
+        name="dispatch: raw app.send_task, one producer (baseline)", n=due, median=raw,
+        unit="msg/s", samples=d["raw_rates"],
+        notes=f"{raw_trips:.3g} broker round trips per message",
+    ))  # fmt: skip
+    results.append(Result(
+        name="dispatch: raw app.send_task, producer per call", n=min(due, 2_000),
+        median=raw_each, unit="msg/s", samples=d["raw_each_rates"],
+        notes=f"{median(d['raw_each_trips']):.3g} broker round trips per message",
+    ))  # fmt: skip
+    results.append(Result(
+        name=f"dispatch: BeatEngine rounds, {due:,} due, index of {n:,}", n=due, median=rate,
+        unit="disp/s", baseline=raw, baseline_name="raw send_task, one producer",
+        ratio=ratio, ratio_note="(dgs/raw, median of per-repeat ratios)",
+        goal=">= 0.8x raw", met=ratio >= 0.8, samples=d["rates"],
+        notes=f"ticks per round {d['ticks']}; per-repeat ratios "
+              f"{[round(r, 3) for r in d['ratios']]}",
+    ))  # fmt: skip
+    trips = [a + b for a, b in zip(d["trips_dgs"], d["trips_broker"], strict=True)]
+    trips_total = median(trips)
+    results.append(Result(
+        name="dispatch: Redis round trips per dispatch (dgs + broker)", n=due,
+        median=trips_total, unit="", baseline=raw_trips,
+        baseline_name="raw send_task per message",
+        ratio=trips_total / raw_trips if raw_trips else None, ratio_note="(dgs/raw)",
+        goal="<= 2", met=trips_total <= 2, samples=trips,
+        notes=f"celery-dgs client {median(d['trips_dgs']):.4f}, "
+              f"broker {median(d['trips_broker']):.4f}",
+    ))  # fmt: skip
+    results += busy
+    extra = {
+        "dispatch_redis_commands_per_dispatch": {
+            k: round(v / due, 4) for k, v in d["commands"][-1].most_common()
+        },
+        "engine_load_s": bench.load_s,
+    }
+    return results, extra

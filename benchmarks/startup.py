@@ -1,0 +1,285 @@
+"""Benchmark 4: beat start-up, loading N schedules from SQLite and from PostgreSQL.
+
+The database is filled once per backend by a direct ``executemany`` (SQLAlchemy
+Core ``insert`` of the ``dgs_schedules`` table in chunks of 10,000 rows, one
+transaction, counter row bumped), not through ``store.sync``: ``sync`` takes the
+whole declared set at once, in one ORM transaction. Every row holds a real
+spec's canonical JSON and run statistics, as a schedule that has run has.
+
+Each measurement is a fresh child process, so its peak RSS is that of the
+start-up alone. The peak is /proc's ``VmHWM``: ``ru_maxrss`` carries the
+parent's high-water mark over ``execve`` on Linux (it is kept in the JSON).
+All of it is real: ``SqlScheduleStore`` on the migrated
+database, ``BeatEngine.load()`` (``load_active()``, ``_apply_row`` →
+``start_times`` → ``DeadlineIndex.upsert`` per row, then the pending dispatch
+records from a real Redis server). The time of ``load_active()`` alone is
+taken by a pass-through wrapper of the store. The baseline, in another child,
+is the floor: the driver's fetch of the same rows (``exec_driver_sql``, no
+type conversion, no ORM, no parsing). The child also times ``changes_since()``
+with nothing changed: the store poll an idle beat makes every
+``dgs_store_poll_interval``. On PostgreSQL the table is ``ANALYZE``d after the
+bulk load first, as autovacuum would within a minute (before that the planner
+has no statistics and scans the whole table: that figure is in the notes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from .common import Profile, Result, current_rss_mib, log, median, peak_rss_mib, ru_maxrss_mib
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK = 10_000
+GOAL_1M_S = 30.0
+GOAL_1M_MIB = 2048.0
+
+
+# -- populating ------------------------------------------------------------------------
+def populate(url: str, n: int) -> float:
+    """Migrate and fill the database with ``n`` active periodic schedules; returns seconds."""
+    from sqlalchemy import insert, update
+
+    from celery_dgs.core.spec import SPEC_FORMAT_VERSION, PeriodicSpec
+    from celery_dgs.store.convert import spec_json
+    from celery_dgs.store.models import CounterRow, ScheduleRow
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    store = SqlScheduleStore.open(url)
+    start = time.perf_counter()
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    template = json.loads(spec_json(PeriodicSpec(
+        task="bench.task", configuration="x", scheduling_period=timedelta(hours=6),
+        max_expected_duration=timedelta(minutes=5), args=(1,),
+    )))  # fmt: skip
+    table = ScheduleRow.__table__
+    with store.engine.begin() as conn:
+        for lo in range(0, n, CHUNK):
+            rows = []
+            for i in range(lo, min(n, lo + CHUNK)):
+                configuration = f"c{i:07d}"
+                template["configuration"] = configuration
+                good_start = now - timedelta(seconds=60 + i % 21_600)
+                rows.append({
+                    "name": f"bench.task@{configuration}", "task": "bench.task",
+                    "configuration": configuration, "kind": "periodic",
+                    "spec": json.dumps(template, sort_keys=True, separators=(",", ":")),
+                    "spec_format": SPEC_FORMAT_VERSION, "active": True, "paused": False,
+                    "registered_at": now - timedelta(days=30), "last_good_start_at": good_start,
+                    "last_good_end_at": good_start + timedelta(seconds=30),
+                    "last_start_at": good_start, "last_end_at": good_start + timedelta(seconds=30),
+                    "failure_count": 0, "average_good_duration_s": 30.0,
+                    "current_token": i + 1, "change_seq": 1, "updated_at": now,
+                })  # fmt: skip
+            conn.execute(insert(table), rows)
+        conn.execute(update(CounterRow.__table__).values(value=1))
+    elapsed = time.perf_counter() - start
+    store.close()
+    return elapsed
+
+
+def changes_since_s(url: str) -> float:
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    store = SqlScheduleStore(url)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        store.changes_since(1)
+        times.append(time.perf_counter() - start)
+    store.close()
+    return median(times)
+
+
+def analyze(url: str) -> None:
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    store = SqlScheduleStore(url)
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+    store.close()
+
+
+# -- the child processes -----------------------------------------------------------------
+class TimedStore:
+    """Pass-through to the real store that times ``load_active``."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.load_active_s = 0.0
+
+    def load_active(self) -> Any:
+        start = time.perf_counter()
+        try:
+            return self._store.load_active()
+        finally:
+            self.load_active_s += time.perf_counter() - start
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def child_real(url: str, redis_url: str) -> dict[str, Any]:
+    from celery_dgs.beat.engine import BeatEngine
+    from celery_dgs.connection import redis_from_url
+    from celery_dgs.core.clock import SystemClock
+    from celery_dgs.dispatches import DispatchRecords
+    from celery_dgs.keys import KeySpace
+    from celery_dgs.leases.redis import RedisLeases
+    from celery_dgs.registry import WorkerRegistry
+    from celery_dgs.settings import DgsSettings
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    client = redis_from_url(redis_url)
+    keys = KeySpace("bench")
+    store = TimedStore(SqlScheduleStore(url))
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(client, keys, ttl=60), dispatches=DispatchRecords(client, keys),
+        publish=lambda orders: [], settings=DgsSettings(), clock=SystemClock(),
+    )  # fmt: skip
+    rss_before = current_rss_mib()
+    start = time.perf_counter()
+    engine.load()
+    total = time.perf_counter() - start
+    peak = peak_rss_mib()
+    gc.collect()
+    rss_after = current_rss_mib()
+    polls = []
+    for _ in range(20):
+        t = time.perf_counter()
+        rows, _cursor = store.changes_since(engine.cursor)
+        polls.append(time.perf_counter() - t)
+        assert not rows
+    return {
+        "rows": len(engine.tracked), "indexed": len(engine.index), "total_s": total,
+        "load_active_s": store.load_active_s, "rss_before_mib": rss_before,
+        "peak_rss_mib": peak, "ru_maxrss_mib": ru_maxrss_mib(), "rss_after_mib": rss_after,
+        "changes_since_s": median(polls),
+    }  # fmt: skip
+
+
+def child_raw(url: str) -> dict[str, Any]:
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    store = SqlScheduleStore(url)
+    rss_before = current_rss_mib()
+    start = time.perf_counter()
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT * FROM dgs_schedules WHERE active").fetchall()
+    total = time.perf_counter() - start
+    return {"rows": len(rows), "total_s": total, "rss_before_mib": rss_before,
+            "peak_rss_mib": peak_rss_mib()}  # fmt: skip
+
+
+def run_child(kind: str, url: str, redis_url: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.startup", "--child", kind, "--url", url,
+         "--redis-url", redis_url],
+        capture_output=True, text=True, check=False, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"start-up child {kind} failed:\n{out.stdout}\n{out.stderr}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the benchmark -----------------------------------------------------------------------
+def _backend(name: str, url: str, redis_url: str, n: int, repeats: int) -> list[Result]:
+    log(f"start-up {name}: populating {n:,} rows (Core executemany)")
+    fill_s = populate(url, n)
+    log(f"  populated in {fill_s:.1f}s")
+    poll_note = ""
+    if url.startswith("postgresql"):
+        before_s = changes_since_s(url)
+        analyze(url)
+        poll_note = f"; {before_s * 1e6:.0f} us before ANALYZE (seq scan)"
+    real, raw = [], []
+    for i in range(repeats):
+        raw.append(run_child("raw", url, redis_url))
+        real.append(run_child("real", url, redis_url))
+        assert real[-1]["rows"] == n, real[-1]
+        assert raw[-1]["rows"] == n, raw[-1]
+        log(f"  repeat {i + 1}: load {real[-1]['total_s']:.2f}s "
+            f"(load_active {real[-1]['load_active_s']:.2f}s), "
+            f"peak RSS {real[-1]['peak_rss_mib']:.0f} MiB; raw SELECT {raw[-1]['total_s']:.2f}s")
+    total = median([r["total_s"] for r in real])
+    load_active = median([r["load_active_s"] for r in real])
+    raw_s = median([r["total_s"] for r in raw])
+    peak = median([r["peak_rss_mib"] for r in real])
+    before = median([r["rss_before_mib"] for r in real])
+    scale = 1_000_000 / n
+    if n >= 1_000_000:
+        time_goal, time_met = f"< {GOAL_1M_S:.0f} s", total < GOAL_1M_S
+        rss_goal, rss_met = f"< {GOAL_1M_MIB:.0f} MiB", peak < GOAL_1M_MIB
+    else:
+        proj_t = total * scale
+        proj_rss = before + (peak - before) * scale
+        time_goal = f"1M < {GOAL_1M_S:.0f} s (projected x{scale:.0f}: {proj_t:.0f} s)"
+        time_met = proj_t < GOAL_1M_S
+        rss_goal = f"1M < {GOAL_1M_MIB:.0f} MiB (projected: {proj_rss:.0f} MiB)"
+        rss_met = proj_rss < GOAL_1M_MIB
+    return [
+        Result(
+            name=f"start-up {name}: load_active() + BeatEngine.load()", n=n, median=total,
+            unit="s", baseline=raw_s, baseline_name="driver fetch of the rows",
+            ratio=total / raw_s, ratio_note="(dgs/fetch)", goal=time_goal, met=time_met,
+            samples=[r["total_s"] for r in real],
+            notes=f"load_active() alone {load_active:.2f}s; populated in {fill_s:.1f}s",
+        ),
+        Result(
+            name=f"start-up {name}: peak RSS of the beat process", n=n, median=peak,
+            unit="MiB", baseline=before, baseline_name="RSS before load()",
+            goal=rss_goal, met=rss_met, samples=[r["peak_rss_mib"] for r in real],
+            notes=f"{median([r['rss_after_mib'] for r in real]):.0f} MiB after load() and a GC",
+        ),
+        Result(
+            name=f"store poll {name}: changes_since(), nothing changed", n=n,
+            median=median([r["changes_since_s"] for r in real]) * 1e6, unit="us",
+            samples=[r["changes_since_s"] * 1e6 for r in real],
+            notes="once per dgs_store_poll_interval (2 s); faked in the idle-tick benchmark"
+            + poll_note,
+        ),
+    ]
+
+
+def run(profile: Profile) -> list[Result]:
+    from celery_dgs.embedded import RedisServerProcess
+    from tests.support.postgres import PostgresServer, postgres_available
+
+    n, repeats = profile.startup_size, profile.startup_repeats
+    results: list[Result] = []
+    with RedisServerProcess() as server, tempfile.TemporaryDirectory(prefix="dgs-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
+        results += _backend("SQLite", url, server.url, n, repeats)
+        if not postgres_available():
+            log("start-up PostgreSQL: skipped (initdb/pg_ctl/postgres not on PATH)")
+            return results
+        pg = PostgresServer().start()
+        try:
+            results += _backend("PostgreSQL", pg.create_database("bench"), server.url, n, repeats)
+        finally:
+            pg.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--child", choices=["real", "raw"], required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--redis-url", required=True)
+    args = parser.parse_args()
+    out = child_real(args.url, args.redis_url) if args.child == "real" else child_raw(args.url)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
