@@ -21,7 +21,7 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check celery_dgs tests example_project
+	$(BIN)/ruff check celery_dgs tests example_project benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
