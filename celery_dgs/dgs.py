@@ -110,16 +110,7 @@ class DGS:
         Place it above ``@app.task``. ``cooldown`` is the minimum time after the
         last good run ends before it may start again.
         """
-        return self._decorator("periodic", {
-            "scheduling_period": period, "cooldown_duration": cooldown,
-            "configuration": configuration, "tz": tz, "blackout_periods": tuple(blackouts),
-            "max_expected_duration": max_expected_duration,
-            "max_allowed_duration": max_allowed_duration,
-            "dont_run_on_nodes": frozenset(dont_run_on_nodes),
-            "duration_override": duration_override,
-            "avoid_blackout_overlap": avoid_blackout_overlap, "pool": pool,
-            "args": tuple(args), "kwargs": dict(kwargs or {}),
-        })  # fmt: skip
+        return self._decorator("periodic", _fields(locals()))
 
     def cron(
         self,
@@ -140,16 +131,16 @@ class DGS:
     ) -> Callable[[T], T]:
         """Declare a run at each ``schedule`` time (5-field cron, in ``tz``) that
         must finish ``within`` that long after it."""
-        return self._decorator("cron", {
-            "cron_schedule": schedule, "cron_max_schedule_duration": within,
-            "configuration": configuration, "tz": tz, "blackout_periods": tuple(blackouts),
-            "max_expected_duration": max_expected_duration,
-            "max_allowed_duration": max_allowed_duration,
-            "dont_run_on_nodes": frozenset(dont_run_on_nodes),
-            "duration_override": duration_override,
-            "avoid_blackout_overlap": avoid_blackout_overlap, "pool": pool,
-            "args": tuple(args), "kwargs": dict(kwargs or {}),
-        })  # fmt: skip
+        return self._decorator("cron", _fields(locals()))
+
+
+def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A decorator's keyword arguments as declaration fields. The friendly names
+    (``period``, ``within``, ``blackouts``, ...) are mapped to spec fields by
+    :data:`~celery_dgs.declarations.FIELD_ALIASES`, and the spec validates them."""
+    fields = {key: value for key, value in arguments.items() if key != "self"}
+    fields["kwargs"] = dict(fields.get("kwargs") or {})
+    return fields
 
 
 def get_dgs(app: Any) -> DGS:

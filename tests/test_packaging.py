@@ -43,3 +43,33 @@ def test_unknown_dgs_setting_is_rejected_with_the_valid_list() -> None:
 
     with pytest.raises(SettingsError, match=r"dgs_ping_timout.*dgs_ping_timeout"):
         DgsSettings.from_conf({"dgs_ping_timout": 5})
+
+
+def test_decorators_pass_every_field_to_the_spec() -> None:
+    from datetime import timedelta
+
+    from celery import Celery
+
+    from celery_dgs.core.spec import CronSpec, PeriodicSpec
+    from celery_dgs.dgs import DGS
+
+    app = Celery("decl-test")
+    dgs = DGS(app, install_worker_hooks=False)
+
+    @dgs.periodic(period=60, cooldown=10, configuration="fast", blackouts=[("01:00", "02:00")],
+                  dont_run_on_nodes=["n1"], pool="chrome", args=[1], kwargs={"k": "v"})
+    @dgs.cron("0 0 * * *", within=timedelta(hours=6), tz="America/New_York")
+    @app.task(name="t.job")
+    def job(*args: object, **kwargs: object) -> None: ...
+
+    periodic, cron = dgs.declarations.specs["t.job@fast"], dgs.declarations.specs["t.job"]
+    assert isinstance(periodic, PeriodicSpec)
+    assert periodic.scheduling_period == timedelta(seconds=60)
+    assert periodic.cooldown_duration == timedelta(seconds=10)
+    assert [str(b) for b in periodic.blackout_periods] == ["01:00:00-02:00:00"]
+    assert periodic.dont_run_on_nodes == frozenset({"n1"})
+    assert (periodic.pool, periodic.args, dict(periodic.kwargs)) == ("chrome", (1,), {"k": "v"})
+    assert isinstance(cron, CronSpec)
+    assert cron.cron_max_schedule_duration == timedelta(hours=6)
+    assert cron.tz == "America/New_York"
+    assert not dgs.declarations.errors
