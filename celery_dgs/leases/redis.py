@@ -144,15 +144,15 @@ class RedisLeases:
 
     def release(self, schedule: str, owner_tag: str) -> bool:
         """The run ended: delete the lease if ``owner_tag`` holds it. False if not the owner."""
-        return self._free("release.lua", schedule, owner_tag)
+        keys = [self.keys.lease(schedule), self.keys.lease_index()]
+        return bool(int(self._call("release.lua", keys, [_FMT, schedule, owner_tag])[0]))
 
     def yield_lease(self, schedule: str, owner_tag: str) -> bool:
-        """Warm shutdown: free the lease at once for another worker. False if not the owner."""
-        return self._free("yield.lua", schedule, owner_tag)
+        """Warm shutdown: free the lease at once for another worker. False if not the owner.
 
-    def _free(self, script: str, schedule: str, owner_tag: str) -> bool:
-        keys = [self.keys.lease(schedule), self.keys.lease_index()]
-        return bool(int(self._call(script, keys, [_FMT, schedule, owner_tag])[0]))
+        In Redis this is a release; the difference (the run was interrupted, not
+        finished) is what the caller records in the run history (``yielded``)."""
+        return self.release(schedule, owner_tag)
 
     def request_cancel(self, schedule: str) -> bool:
         """Ask the owner to stop (it sees CANCELLED at its next ping). False if no lease."""
