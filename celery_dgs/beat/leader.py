@@ -74,6 +74,7 @@ class BeatLeadership:
         self.holder: LeaderInfo | None = None
         self._renewed_at = float("-inf")
         self._max_token = 0
+        self._standby_logged = False
 
     @property
     def fence(self) -> LeaderFence | None:
@@ -99,12 +100,16 @@ class BeatLeadership:
                     "celery-dgs beat: lost leadership (token %d) to %s; standing by",
                     self.token, describe(result.holder),
                 )  # fmt: skip
+            elif not self._standby_logged:
+                logger.info("celery-dgs beat: standing by; %s leads", describe(result.holder))
+            self._standby_logged = True
             self.leading = False
             return Role.STANDBY
         self._renewed_at = mono  # measured before the call: errs on the early side
         self._max_token = max(self._max_token, result.token)
         new_term = not self.leading or result.token != self.token
         self.leading, self.token, self.since, self.holder = True, result.token, result.since, None
+        self._standby_logged = False
         if not new_term:
             return Role.LEADER
         replaced = f"; replaced {describe(result.previous)}, silent for over " \
