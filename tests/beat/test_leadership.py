@@ -193,3 +193,21 @@ def test_resign_lets_a_standby_take_over_at_its_next_check(
     assert b.check() is Role.ELECTED
     assert b.fence is not None
     assert b.fence.token == 2
+
+
+def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None:
+    from celery_dgs.metrics import EngineCollector
+
+    clock = MsClock()
+    register(client, slots=1)
+    a, b = Beat("a", client, store, clock), Beat("b", client, store, clock)
+    a.engine.tick()
+    b.engine.tick()
+
+    def gauges(beat: Beat) -> dict[str, float]:
+        collector = EngineCollector(beat.engine, store, SystemClock())
+        return {m.name: m.samples[0].value for m in collector.collect()
+                if m.name.startswith("dgs_beat_leader")}  # fmt: skip
+
+    assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
+    assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}
