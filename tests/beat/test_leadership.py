@@ -211,3 +211,15 @@ def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None
 
     assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
     assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}
+
+
+def test_beat_leader_timeout_setting_is_validated() -> None:
+    from celery_dgs.errors import SettingsError
+    from celery_dgs.settings import DEFAULT_BEAT_LEADER_TIMEOUT_S
+
+    assert DgsSettings().beat_leader_timeout == DEFAULT_BEAT_LEADER_TIMEOUT_S == 30.0
+    assert DgsSettings.from_conf({"dgs_beat_leader_timeout": timedelta(seconds=5)}) \
+        .beat_leader_timeout == 5.0  # fmt: skip
+    for bad in (0, -1, 0.1, "30", float("nan"), True):
+        with pytest.raises(SettingsError, match="dgs_beat_leader_timeout"):
+            DgsSettings(beat_leader_timeout=bad)  # type: ignore[arg-type]
