@@ -195,12 +195,12 @@ class BeatEngine:
     # -- the tick ------------------------------------------------------------------
     def tick(self) -> float:
         mono = self.monotonic()
-        role = self.leadership.check() if self.leadership is not None else Role.LEADER
+        leadership = self.leadership
+        role = leadership.check() if leadership is not None else Role.LEADER
         if mono - self._last_poll >= self.settings.store_poll_interval:
             self.refresh()
-        if role is Role.STANDBY:
-            assert self.leadership is not None
-            return self.leadership.standby_interval
+        if leadership is not None and role is Role.STANDBY:
+            return leadership.standby_interval
         if role is Role.ELECTED:
             self.adopt_pending()
         now = self.clock.now().timestamp()

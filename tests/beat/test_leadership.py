@@ -173,7 +173,7 @@ def test_leader_renews_every_third_of_the_timeout(client: redis.Redis) -> None:
     assert first is not None
     assert (renewed.last_ping_at - first.last_ping_at).total_seconds() == 0.9
     ship.lost("test")
-    assert ship.fence is None
+    assert not ship.leading
     assert ship.check() is Role.ELECTED  # asks Redis at once: still its lease, a new view
     assert ship.token == renewed.token
 
@@ -187,11 +187,17 @@ def test_resign_lets_a_standby_take_over_at_its_next_check(
     b = BeatLeadership(leader, node="b", pid=2, store_poll_interval=1, monotonic=Mono())
     assert a.check() is Role.ELECTED
     assert b.check() is Role.STANDBY
+    from celery_dgs.dispatches import DispatchRecord
+    from celery_dgs.errors import NotLeaderError
+
+    with pytest.raises(NotLeaderError):  # a standby's fence (token 0) is never accepted
+        DispatchRecords(client, KEYS).add_many(
+            [DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER)], ttl=5, fence=b.fence
+        )
     caplog.set_level(logging.INFO, logger="celery_dgs.beat")
     a.resign()
     assert "resigned leadership (token 1)" in caplog.text
     assert b.check() is Role.ELECTED
-    assert b.fence is not None
     assert b.fence.token == 2
 
 
