@@ -133,6 +133,16 @@ def _optional_timedelta(name: str, field_name: str, value: Any) -> timedelta | N
     return None if value is None else to_timedelta(name, field_name, value)
 
 
+def _check_name(task: Any, configuration: Any) -> str:
+    """The schedule name of ``task``/``configuration``; ScheduleConfigError if invalid."""
+    name = schedule_name(task, configuration) if isinstance(task, str) else repr(task)
+    if not isinstance(task, str) or not task.strip() or "@" in task:
+        raise ScheduleConfigError(name, "task", "must be a non-empty task name without '@'")
+    if not isinstance(configuration, str) or "@" in configuration:
+        raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
+    return name
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScheduleSpec:
     """Fields common to both kinds of schedule (seed 000, "Parameters and stats").
@@ -165,11 +175,7 @@ class ScheduleSpec:
         return schedule_name(self.task, self.configuration)
 
     def __post_init__(self) -> None:
-        name = self.name if isinstance(self.task, str) else repr(self.task)
-        if not isinstance(self.task, str) or not self.task.strip() or "@" in self.task:
-            raise ScheduleConfigError(name, "task", "must be a non-empty task name without '@'")
-        if not isinstance(self.configuration, str) or "@" in self.configuration:
-            raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
+        name = _check_name(self.task, self.configuration)
         try:
             object.__setattr__(self, "tz", zone_name(self.tz))
         except ValueError as exc:
@@ -327,6 +333,21 @@ def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
         return cls(**data)
     except TypeError as exc:
         raise ScheduleConfigError(name, "?", f"unexpected or missing fields: {exc}") from exc
+
+
+def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec:
+    """``spec`` under another name: a copy with ``task`` and ``configuration``
+    replaced, the other fields shared. Only the name fields are validated
+    (ScheduleConfigError naming the new schedule): the other fields were
+    validated when ``spec`` was built and no check of them depends on the name.
+    Loading a million stored schedules that share a few shapes relies on this
+    (see ``celery_dgs.store.loader``)."""
+    _check_name(task, configuration)
+    clone = object.__new__(type(spec))
+    clone.__dict__.update(spec.__dict__)
+    object.__setattr__(clone, "task", task)
+    object.__setattr__(clone, "configuration", configuration)
+    return clone
 
 
 def make_spec(kind: str, **fields: Any) -> ScheduleSpec:

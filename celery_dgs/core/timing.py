@@ -147,7 +147,10 @@ def start_times(
     anchor = _anchor(stats, now)
     expected = expected_duration(spec, stats)
     can = _first_start(spec, stats, anchor)
-    should = error_at(spec, stats, now) - expected
+    if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()
+        should = can + spec.cron_max_schedule_duration - expected
+    else:
+        should = error_at(spec, stats, now) - expected
     retry = retry_at(stats, retry_ladder)
     if retry is not None:
         can = max(can, retry)

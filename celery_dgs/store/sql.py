@@ -16,23 +16,36 @@ Concurrency model
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import Result, select, text
 
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from ..errors import ScheduleConfigError, UnknownScheduleError
 from .base import StoredSchedule, SyncReport
 from .convert import spec_json, stored_schedule, utc
+from .engine import connection_transaction
+from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow
 from .sql_base import READ_COUNTER
 from .sql_runs import RunMethods
 
 #: pg_advisory_xact_lock key held by :meth:`SqlScheduleStore.sync` ("dgssync").
 PG_SYNC_LOCK_KEY = 0x64677373796E63
+#: Rows fetched from the driver at a time by :meth:`SqlScheduleStore.iter_active`
+#: (PostgreSQL: a server-side cursor), so start-up memory does not hold every row.
+LOAD_BATCH_ROWS = 10_000
+
+_COLUMNS = ", ".join(SCHEDULE_COLUMNS)
+# Plain text, no column types: the loader converts the raw driver values itself.
+_SELECT_ACTIVE = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE active ORDER BY name")
+_SELECT_CHANGED = text(
+    f"SELECT {_COLUMNS} FROM dgs_schedules WHERE change_seq > :cursor ORDER BY change_seq, name"
+)
 
 
 class SqlScheduleStore(RunMethods):
@@ -121,11 +134,32 @@ class SqlScheduleStore(RunMethods):
 
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules (by name) and the cursor for :meth:`changes_since`."""
-        with self._read() as session:
+        cursor, rows = self.iter_active()
+        return list(rows), cursor
+
+    def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
+        """The cursor, then the active schedules by name, read in batches of
+        ``LOAD_BATCH_ROWS`` as the iterator is consumed (one read transaction,
+        held until the iterator ends or is closed). Rows go from the driver to
+        :func:`~.loader.stored_schedule_from_values`, without the ORM; specs
+        come from the store's :class:`~.loader.SpecCache`."""
+        stack = ExitStack()
+        try:
+            conn = stack.enter_context(connection_transaction(self.engine, write=False))
             # The cursor is read before the rows (see the module docstring).
-            cursor = int(session.execute(READ_COUNTER).scalar_one())
-            stmt = select(ScheduleRow).where(ScheduleRow.active).order_by(ScheduleRow.name)
-            return [stored_schedule(r) for r in session.scalars(stmt)], cursor
+            cursor = int(conn.execute(READ_COUNTER).scalar_one())
+            result = conn.execution_options(yield_per=LOAD_BATCH_ROWS).execute(_SELECT_ACTIVE)
+        except BaseException:
+            stack.close()
+            raise
+        return cursor, self._stream(stack, result)
+
+    def _stream(self, stack: ExitStack, result: Result[Any]) -> Iterator[StoredSchedule]:
+        specs, memo = self._spec_cache, ValueMemo()
+        with stack:
+            for batch in result.partitions():
+                for values in batch:
+                    yield stored_schedule_from_values(values, specs, memo)
 
     def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
         """Every schedule row, active or not, with ``change_seq > cursor`` (in
@@ -135,16 +169,15 @@ class SqlScheduleStore(RunMethods):
         committed concurrently is returned now or by the next call. A cursor ahead
         of the store's counter (the database was replaced) returns every row.
         """
-        with self._read() as session:
-            counter = int(session.execute(READ_COUNTER).scalar_one())
+        with connection_transaction(self.engine, write=False) as conn:
+            counter = int(conn.execute(READ_COUNTER).scalar_one())
             if cursor > counter:
                 cursor = 0
-            stmt = (
-                select(ScheduleRow)
-                .where(ScheduleRow.change_seq > cursor)
-                .order_by(ScheduleRow.change_seq, ScheduleRow.name)
-            )
-            rows = [stored_schedule(r) for r in session.scalars(stmt)]
+            memo = ValueMemo()
+            rows = [
+                stored_schedule_from_values(values, self._spec_cache, memo)
+                for values in conn.execute(_SELECT_CHANGED, {"cursor": cursor})
+            ]
         return rows, max([counter, *(r.change_seq for r in rows)])
 
     def get(self, name: str) -> StoredSchedule:
