@@ -337,7 +337,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
 
 def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec:
     """``spec`` under another name: a copy with ``task`` and ``configuration``
-    replaced, the other fields shared. Only the name fields are validated
+    replaced, its own ``kwargs`` dict (the one mutable field) and the other,
+    immutable, fields shared. Only the name fields are validated
     (ScheduleConfigError naming the new schedule): the other fields were
     validated when ``spec`` was built and no check of them depends on the name.
     Loading a million stored schedules that share a few shapes relies on this
@@ -347,6 +348,7 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     clone.__dict__.update(spec.__dict__)
     object.__setattr__(clone, "task", task)
     object.__setattr__(clone, "configuration", configuration)
+    object.__setattr__(clone, "kwargs", dict(spec.kwargs))
     return clone
 
 

@@ -104,7 +104,8 @@ class SpecCache:
         ):
             if len(self._shapes) >= self.max_shapes:
                 self._shapes.clear()
-            self._shapes[shape] = spec
+            # A copy: the caller may change its spec's kwargs, never the template's.
+            self._shapes[shape] = with_name(spec, task, configuration)
         return spec, error
 
 

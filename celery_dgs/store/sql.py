@@ -16,12 +16,14 @@ Concurrency model
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Result, select, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
@@ -34,8 +36,12 @@ from .models import ScheduleRow
 from .sql_base import READ_COUNTER
 from .sql_runs import RunMethods
 
+logger = logging.getLogger("celery_dgs.store")
+
 #: pg_advisory_xact_lock key held by :meth:`SqlScheduleStore.sync` ("dgssync").
 PG_SYNC_LOCK_KEY = 0x64677373796E63
+#: A sync that changes at least this many rows ANALYZEs dgs_schedules (PostgreSQL).
+ANALYZE_AFTER_SYNC_ROWS = 1_000
 #: Rows fetched from the driver at a time by :meth:`SqlScheduleStore.iter_active`
 #: (PostgreSQL: a server-side cursor), so start-up memory does not hold every row.
 LOAD_BATCH_ROWS = 10_000
@@ -56,6 +62,9 @@ class SqlScheduleStore(RunMethods):
     gives ``updated_at`` for writes that take no time argument. The schema is
     not created here: call :meth:`upgrade` once (or use :meth:`open`).
     """
+
+    #: See :data:`ANALYZE_AFTER_SYNC_ROWS`.
+    analyze_after_sync_rows = ANALYZE_AFTER_SYNC_ROWS
 
     @classmethod
     def open(
@@ -80,7 +89,32 @@ class SqlScheduleStore(RunMethods):
         Reactivated: stored, inactive, declared again (its spec refreshed too).
         Statistics, ``paused`` and run requests are never touched. Raises
         :class:`~celery_dgs.errors.ScheduleConfigError` if a name is declared twice.
+        On PostgreSQL a sync that changed ``ANALYZE_AFTER_SYNC_ROWS`` rows or
+        more then ``ANALYZE``s the table (see :meth:`_analyze`).
         """
+        report = self._sync(specs, now)
+        changed = len(report.inserted) + len(report.updated) + len(report.reactivated)
+        if changed + len(report.deactivated) >= self.analyze_after_sync_rows:
+            self._analyze()
+        return report
+
+    def _analyze(self) -> None:
+        """Refresh the planner's statistics of ``dgs_schedules`` (PostgreSQL).
+
+        Without them, after a bulk insert, the planner guesses and the poll of
+        :meth:`changes_since` (``change_seq > cursor``, one row in a million)
+        scans the whole table (46 ms at 100k rows instead of ~0.2 ms) until
+        autovacuum gets to it. Best effort: a failure is logged, never raised.
+        """
+        if self.engine.dialect.name != "postgresql":
+            return
+        try:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("ANALYZE dgs_schedules")
+        except SQLAlchemyError as exc:
+            logger.warning("celery-dgs: ANALYZE dgs_schedules after a large sync failed: %s", exc)
+
+    def _sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
         now = utc(now, "now")
         declared: dict[str, tuple[ScheduleSpec, str]] = {}
         for spec in specs:
