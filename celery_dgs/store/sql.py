@@ -180,9 +180,14 @@ class SqlScheduleStore(RunMethods):
         stack = ExitStack()
         try:
             conn = stack.enter_context(connection_transaction(self.engine, write=False))
+            if conn.dialect.name == "postgresql":
+                # psycopg then hands out datetimes in timezone.utc, which the
+                # loader keeps as they are (any other zone costs a conversion).
+                conn.exec_driver_sql("SET LOCAL TIME ZONE 'UTC'")
             # The cursor is read before the rows (see the module docstring).
             cursor = int(conn.execute(READ_COUNTER).scalar_one())
             result = conn.execution_options(yield_per=LOAD_BATCH_ROWS).execute(_SELECT_ACTIVE)
+            result = result.yield_per(LOAD_BATCH_ROWS)  # fetch (and buffer) this many at a time
         except BaseException:
             stack.close()
             raise
@@ -191,7 +196,7 @@ class SqlScheduleStore(RunMethods):
     def _stream(self, stack: ExitStack, result: Result[Any]) -> Iterator[StoredSchedule]:
         specs, memo = self._spec_cache, ValueMemo()
         with stack:
-            for batch in result.partitions():
+            for batch in result.partitions(LOAD_BATCH_ROWS):
                 for values in batch:
                     yield stored_schedule_from_values(values, specs, memo)
 
