@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from ..core.clock import Clock
 from ..core.index import DeadlineIndex
+from ..core.overload import RUN_REQUEST_PRIORITY_S, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
@@ -38,8 +39,6 @@ from ..settings import DgsSettings
 
 logger = logging.getLogger("celery_dgs.beat")
 
-#: Operator-requested runs (``celery dgs run``) go ahead of all scheduled work.
-RUN_REQUEST_PRIORITY_S = 1e12
 #: Pseudo-worker used when no worker has registered and dgs_capacity is set.
 ANY_WORKER = "*"
 
@@ -102,7 +101,7 @@ class BeatEngine:
         self.default_queue = default_queue
         self.max_interval = max_interval
         self.monotonic = monotonic
-        self.index = DeadlineIndex()
+        self.index: DeadlineIndex = make_index(settings.overload_policy, settings.shed_horizon)
         self.tracked: dict[str, Tracked] = {}
         self.parked: set[str] = set()
         self.held: set[str] = set()
