@@ -20,6 +20,7 @@ import heapq
 import math
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,8 +60,14 @@ class Simulator:
     END, DOWN, UP, FIRE, DEADLINE = 0, 1, 2, 3, 4
 
     def __init__(self, workload: Workload, policy: str, *,
-                 retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER) -> None:  # fmt: skip
+                 retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
+                 initial_stats: Mapping[str, ScheduleStats] | None = None,
+                 trace: list[tuple[float, str, str]] | None = None) -> None:  # fmt: skip
+        """``initial_stats`` replaces the generated starting stats (e.g. a store's);
+        ``trace`` receives ``(time, schedule, worker)`` for every run started."""
         self.workload = workload
+        self.trace = trace
+        self._initial_stats = initial_stats or {}
         self.retry_ladder = retry_ladder
         self.start = workload.start
         self._start_ts = workload.start.timestamp()
@@ -106,7 +113,9 @@ class Simulator:
         states: dict[str, SchedState] = {}
         for s in self.workload.schedules:
             period = nominal_period(s.spec)
-            if self.workload.warm_start:
+            if s.name in self._initial_stats:
+                stats = self._initial_stats[s.name]
+            elif self.workload.warm_start:
                 last = -phase_rng.random() * period
                 stats = ScheduleStats(
                     registered_at=self.at(-period), last_good_start_at=self.at(last),
@@ -135,6 +144,8 @@ class Simulator:
         """Start ``name`` on ``worker`` (whose slot the policy already took)."""
         st = self.states[name]
         tally = self.tally
+        if self.trace is not None:
+            self.trace.append((now, name, worker))
         self._account(st, now)
         if now >= tally.window_start:
             tally.runs += 1
