@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator, simulate
 from celery_dgs.sim.workload import Outage, SimSchedule, Workload, make_workers
@@ -95,3 +96,26 @@ def test_same_seed_same_result_and_different_seed_differs() -> None:
     other = simulate(generate(GeneratorOptions(**{**opts.__dict__, "seed": 8})), "dgs").to_dict()
     other.pop("wall_s")
     assert other != first
+
+
+def test_dispatch_rechecks_blackouts_like_beat() -> None:
+    # Start Monday 00:00 UTC; a (never ran, period 3000, should 3000) has a blackout
+    # 00:10-00:20 (600-1200 s). b last succeeded at -9500 (period 10000, 700 s
+    # runs): should -200, so b takes the only slot 0-700 while a stays indexed as
+    # eligible (can 0). At 700 a is the most urgent (b's should is now 9300), but
+    # the re-check at dispatch time finds it inside its window: b goes again
+    # (700-1400) and a runs at 1400.
+    a = SimSchedule(PeriodicSpec(task="a", scheduling_period=timedelta(seconds=3000),
+                                 blackout_periods=[("00:10", "00:20")]), 10.0, 0.0)  # fmt: skip
+    b = SimSchedule(PeriodicSpec(task="b", scheduling_period=timedelta(seconds=10000)), 700.0, 0.0)
+    workload = Workload([a, b], make_workers(1), horizon_s=3000.0, warmup_s=0.0,
+                        warm_start=False)  # fmt: skip
+    t0 = workload.start
+    b_stats = ScheduleStats(
+        registered_at=t0 - timedelta(days=1), last_good_start_at=t0 - timedelta(seconds=9500),
+        last_good_end_at=t0 - timedelta(seconds=8800), failure_count=0,
+        average_good_duration=timedelta(seconds=700),
+    )  # fmt: skip
+    trace: list[tuple[float, str, str]] = []
+    Simulator(workload, "dgs", initial_stats={"b": b_stats}, trace=trace).run()
+    assert [(t, name) for t, name, _ in trace][:3] == [(0, "b"), (700, "b"), (1400, "a")]
