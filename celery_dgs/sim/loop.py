@@ -79,6 +79,7 @@ class Simulator:
         self.worker_slots = [WorkerSlots(w.name, w.node, w.queues, w.slots)
                              for w in workload.workers]  # fmt: skip
         self._workers = {w.name: w for w in self.worker_slots}
+        self.free_slots = sum(w.free for w in self.worker_slots)
         self._spec_workers = {w.name: w for w in workload.workers}
         self._down: dict[str, int] = {}
         self._down_since: dict[str, float] = {}
@@ -149,7 +150,9 @@ class Simulator:
         self._account(st, now)
         if now >= tally.window_start:
             tally.runs += 1
-            tally.lateness.append(now - (st.deadline - st.expected))
+            late = now - (st.deadline - st.expected)
+            tally.lateness.append(late)
+            tally.late_starts += late > 0
             good = st.stats.last_good_start_at
             if good is not None and now < self.rel(good) + WASTED_FRACTION * st.period:
                 tally.wasted += 1
@@ -164,6 +167,7 @@ class Simulator:
         limit = sched.spec.max_allowed_duration
         if limit is not None and duration > limit.total_seconds():
             duration, failed = limit.total_seconds(), True
+        self.free_slots -= 1
         st.stats = record_start(st.stats, self.at(now))
         st.running_since, st.worker = now, worker
         self.schedule_event(now + duration, self.END, name, (st.run, failed))
@@ -202,6 +206,7 @@ class Simulator:
         st.run += 1
         if failed is not None and not self._down.get(worker_name):
             self._workers[worker_name].free += 1
+            self.free_slots += 1
         self.policy.idle(name, now)
 
     # -- outages ----------------------------------------------------------------------
@@ -217,11 +222,13 @@ class Simulator:
                     if st.worker == worker.name:
                         self._end_run(name, now, None)
                 self._down_since[worker.name] = now
+                self.free_slots -= worker.free
                 worker.free = 0
             elif not down and count == 0:
                 since = self._down_since.pop(worker.name)
                 self.tally.down_slot_s += spec_worker.slots * self.tally.overlap(since, now)
                 worker.free = spec_worker.slots
+                self.free_slots += spec_worker.slots
         if not down and outage.end_s == self._recovery_from and not self._recovering:
             self._start_recovery(now)
 
@@ -247,7 +254,7 @@ class Simulator:
         now = 0.0
         while True:
             t = events[0][0] if events else math.inf
-            if any_free(self.worker_slots):
+            if self.free_slots > 0:
                 wake = policy.next_wakeup()
                 if wake is not None and wake < t:
                     t = max(wake, now)
@@ -290,10 +297,6 @@ class Simulator:
                 tally.error_episodes += 1
         for name, since in self._down_since.items():
             tally.down_slot_s += self._spec_workers[name].slots * tally.overlap(since, horizon)
-
-
-def any_free(workers: list[WorkerSlots]) -> bool:
-    return any(w.free > 0 for w in workers)
 
 
 def simulate(workload: Workload, policy: str = "dgs", **options: Any) -> SimResult:

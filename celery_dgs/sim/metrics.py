@@ -43,6 +43,7 @@ class Tally:
     interrupted: int = 0
     wasted: int = 0
     skipped: int = 0
+    late_starts: int = 0  # runs started after their should_start_by
     in_error: set[str] = field(default_factory=set)  # schedules with any ERROR in the window
 
     def overlap(self, a: float, b: float) -> float:
@@ -87,6 +88,7 @@ class SimResult:
     schedules_in_error: int  # schedules with any ERROR after warm-up
     max_staleness: float  # (now - last_good_start_at) / period, peak over cycles
     p99_staleness: float
+    late_starts: int  # runs started after should_start_by
     mean_lateness_s: float  # dispatch start - should_start_by, late dispatches count
     p99_lateness_s: float
     max_lateness_s: float
@@ -118,6 +120,7 @@ def summarise(tally: Tally, *, policy: str, schedules: int, slots: int, load: fl
         error_s=tally.error_s, error_episodes=tally.error_episodes,
         schedules_in_error=len(tally.in_error),
         max_staleness=stale[-1] if stale else 0.0, p99_staleness=percentile(stale, 99),
+        late_starts=tally.late_starts,
         mean_lateness_s=sum(late) / len(late) if late else 0.0,
         p99_lateness_s=percentile(late, 99), max_lateness_s=late[-1] if late else 0.0,
         utilization=tally.busy_slot_s / available if available > 0 else 0.0,

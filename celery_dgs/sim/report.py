@@ -22,6 +22,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("in ERROR", "schedules_in_error", "{}"),
     ("max stale", "max_staleness", "{:.2f}"),
     ("p99 stale", "p99_staleness", "{:.2f}"),
+    ("late starts", "late_starts", "{}"),
     ("p99 late s", "p99_lateness_s", "{:.0f}"),
     ("util", "utilization", "{:.1%}"),
     ("runs", "runs", "{}"),
