@@ -71,6 +71,7 @@ class Simulator:
         self.retry_ladder = retry_ladder
         self.start = workload.start
         self._start_ts = workload.start.timestamp()
+        self._at_t, self._at_dt = 0.0, workload.start
         self.horizon = workload.horizon_s
         self.tally = Tally(workload.effective_warmup(), workload.horizon_s)
         self.rng = random.Random(workload.seed + 1)
@@ -99,7 +100,11 @@ class Simulator:
 
     # -- time -------------------------------------------------------------------------
     def at(self, t: float) -> datetime:
-        return self.start + timedelta(seconds=t)
+        if t == self._at_t:  # the loop asks for the same moment several times per step
+            return self._at_dt
+        moment = self.start + timedelta(seconds=t)
+        self._at_t, self._at_dt = t, moment
+        return moment
 
     def rel(self, moment: datetime) -> float:
         return moment.timestamp() - self._start_ts

@@ -60,6 +60,7 @@ class DeadlinePolicy(Policy):
         self.index = make_index(overload)
         self.fifo = fifo
         self.ladder = sim.retry_ladder
+        self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
         self.constraints: dict[str, Constraints] = {
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
@@ -80,7 +81,7 @@ class DeadlinePolicy(Policy):
         # Without blackouts start_times does not depend on ``now`` (the anchor is
         # set, the stats have not changed since indexing): the re-check would
         # return the indexed times, so it is skipped for speed.
-        if not self.sim.states[name].sched.spec.blackout_periods:
+        if name not in self.blackout_names:
             return False
         can, should = self._times(name, now)
         if can <= now:
