@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.core.spec import CronSpec, PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator, simulate
@@ -119,3 +119,18 @@ def test_dispatch_rechecks_blackouts_like_beat() -> None:
     trace: list[tuple[float, str, str]] = []
     Simulator(workload, "dgs", initial_stats={"b": b_stats}, trace=trace).run()
     assert [(t, name) for t, name, _ in trace][:3] == [(0, "b"), (700, "b"), (1400, "a")]
+
+
+def test_cron_schedule_runs_at_each_fire_time_under_dgs_and_beat() -> None:
+    # Every 10 minutes, within 5 minutes, 60 s runs, one slot, one day from
+    # midnight: both policies start at each fire time (144 a day), no ERROR.
+    cron = SimSchedule(CronSpec(task="c", cron_schedule="*/10 * * * *",
+                                cron_max_schedule_duration=timedelta(minutes=5)), 60.0, 0.0)  # fmt: skip
+    workload = Workload([cron], make_workers(1), horizon_s=86400.0, warmup_s=0.0,
+                        warm_start=False)  # fmt: skip
+    for policy in ("dgs", "beat"):
+        got = starts(workload, policy)
+        assert [t for t, _ in got[:3]] == [600, 1200, 1800], policy
+        result = simulate(workload, policy)
+        assert result.error_s == 0, policy
+        assert result.runs == 144  # 00:10 ... 24:00 (the horizon itself is included)
