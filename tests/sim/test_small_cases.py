@@ -124,8 +124,9 @@ def test_dispatch_rechecks_blackouts_like_beat() -> None:
 def test_cron_schedule_runs_at_each_fire_time_under_dgs_and_beat() -> None:
     # Every 10 minutes, within 5 minutes, 60 s runs, one slot, one day from
     # midnight: both policies start at each fire time (144 a day), no ERROR.
-    cron = SimSchedule(CronSpec(task="c", cron_schedule="*/10 * * * *",
-                                cron_max_schedule_duration=timedelta(minutes=5)), 60.0, 0.0)  # fmt: skip
+    spec = CronSpec(task="c", cron_schedule="*/10 * * * *",
+                    cron_max_schedule_duration=timedelta(minutes=5))
+    cron = SimSchedule(spec, 60.0, 0.0)
     workload = Workload([cron], make_workers(1), horizon_s=86400.0, warmup_s=0.0,
                         warm_start=False)  # fmt: skip
     for policy in ("dgs", "beat"):
