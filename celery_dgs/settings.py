@@ -35,6 +35,8 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
+DEFAULT_OVERLOAD_POLICY = "greedy"  # "greedy" (plain deadline order) or "shed"
+DEFAULT_SHED_HORIZON_S = 600.0  # shed: on-time schedules due within this go before late ones
 
 
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -76,6 +78,12 @@ class DgsSettings:
     metrics_port: int | None = None
     #: Address the metrics endpoint binds to.
     metrics_addr: str = "0.0.0.0"
+    #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
+    #: should_start_by first) or ``"shed"`` (see celery_dgs/core/overload.py).
+    overload_policy: str = DEFAULT_OVERLOAD_POLICY
+    #: ``shed``: on-time schedules whose should_start_by is within this many
+    #: seconds go before late ones.
+    shed_horizon: float = DEFAULT_SHED_HORIZON_S
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -83,6 +91,7 @@ class DgsSettings:
         for name in (
             "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
             "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
+            "shed_horizon",
         ):  # fmt: skip
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
@@ -115,6 +124,10 @@ class DgsSettings:
             or not 0 < self.metrics_port < 65536
         ):
             raise SettingsError(f"dgs_metrics_port must be a TCP port, got {self.metrics_port!r}")
+        if self.overload_policy not in ("greedy", "shed"):
+            raise SettingsError(
+                f"dgs_overload_policy must be 'greedy' or 'shed', got {self.overload_policy!r}"
+            )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.schedules, Mapping):

@@ -39,7 +39,8 @@ from typing import Any, Protocol
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
-from ..core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
+from ..core.overload import RUN_REQUEST_PRIORITY_S, make_index
+from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import start_times
@@ -49,8 +50,6 @@ from .leader import BeatLeadership, Role
 
 logger = logging.getLogger("celery_dgs.beat")
 
-#: Operator-requested runs (``celery dgs run``) go ahead of all scheduled work.
-RUN_REQUEST_PRIORITY_S = 1e12
 #: Pseudo-worker used when no worker has registered and dgs_capacity is set.
 ANY_WORKER = "*"
 
@@ -126,7 +125,7 @@ class BeatEngine:
         self.monotonic = monotonic
         #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
         self.leadership = leadership
-        self.index = DeadlineIndex()
+        self.index: DeadlineIndex = make_index(settings.overload_policy, settings.shed_horizon)
         self.tracked: dict[str, Tracked] = {}
         self.parked: set[str] = set()
         self.held: set[str] = set()
@@ -299,24 +298,17 @@ class BeatEngine:
             spec = self.tracked[name].spec
             return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
 
-        orders: list[DispatchOrder] = []
-        while len(orders) < self.settings.max_dispatches_per_tick:
-            plan = plan_dispatches(
-                self.index, now, placement, constraints_of,
-                limit=self.settings.max_dispatches_per_tick - len(orders),
-            )  # fmt: skip
-            if not plan:
-                break
-            for name, worker in plan:
-                if name not in busy and self._reindex_if_not_due(name, now):
-                    self._give_back(placement, worker)  # e.g. its blackout began
-                    continue
-                if name in busy:
-                    # Running or already dispatched: park it and give the slot back.
-                    self.parked.add(name)
-                    self._give_back(placement, worker)
-                    continue
-                orders.append(self._order(name, worker, now))
+        def defer(name: str) -> bool:
+            if name in busy:  # running or already dispatched: park it
+                self.parked.add(name)
+                return True
+            return self._reindex_if_not_due(name, now)  # e.g. its blackout began
+
+        chosen = choose_dispatches(
+            self.index, now, placement, constraints_of, defer,
+            limit=self.settings.max_dispatches_per_tick,
+        )  # fmt: skip
+        orders = [self._order(name, worker, now) for name, worker in chosen]
         if orders:
             self._send(orders, now)
 
@@ -333,13 +325,6 @@ class BeatEngine:
             return False
         self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
         return True
-
-    @staticmethod
-    def _give_back(placement: Placement, worker: str) -> None:
-        for w in placement.workers:
-            if w.name == worker:
-                w.free += 1
-                return
 
     def _placement(self, running_by_worker: dict[str, int]) -> Placement:
         workers = self.registry.live_workers()
