@@ -47,6 +47,7 @@ from ..core.timing import start_times
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
+from .stalled import StalledWorkers
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -88,6 +89,17 @@ class _IndexBatch:
     retry_ladder: tuple[timedelta, ...]
     entries: list[tuple[str, float, float]] = field(default_factory=list)
     cron_times: CronFireCache = field(default_factory=CronFireCache)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundState:
+    """What a dispatch round reads from Redis (:meth:`BeatEngine._read_state`)."""
+
+    running: frozenset[str] | set[str]
+    running_by_worker: dict[str, int]
+    stale_workers: frozenset[str]
+    #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
+    dispatch_names: frozenset[str] | set[str] | None
 
 
 @dataclass
@@ -134,9 +146,12 @@ class BeatEngine:
         self._last_poll = float("-inf")
         self._last_prune = float("-inf")
         self.dispatched_total = 0
-        #: Last Redis snapshot, for metrics and status: live leases by schedule,
-        #: and worker slots (total, free) before this tick's dispatches.
-        self.last_leases: dict[str, Any] = {}
+        #: Whether the dispatch index is known to hold exactly ``pending``'s
+        #: schedules (then a round reads only its size, see :meth:`_read_state`).
+        self._dispatch_index_exact = False
+        #: Workers that stopped pinging a lease: no new dispatches to them.
+        self.stalled = StalledWorkers()
+        #: Worker slots (total, free) before this tick's dispatches, for metrics.
         self.slots_total = 0
         self.slots_free = 0
         #: Called with each dispatch's lateness (seconds past should_start_by).
@@ -179,12 +194,14 @@ class BeatEngine:
         previous leader) until it starts or is taken back after dispatch_timeout."""
         self.pending.clear()
         mono = self.monotonic()
-        for name in self.dispatches.pending_names():
+        names = self.dispatches.pending_names()
+        for name in names:
             record = self.dispatches.current(name)
             if record is not None and name in self.tracked:
                 self.index.remove(name)
                 self.parked.add(name)
                 self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
+        self._dispatch_index_exact = names == self.pending.keys()
 
     def _apply_row(self, row: Any, batch: _IndexBatch | None = None) -> None:
         name = row.name
@@ -255,29 +272,38 @@ class BeatEngine:
             sleep = min(sleep, self.leadership.renew_interval)
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
+    def _read_state(self) -> RoundState:
+        """The round's Redis reads: one ``beat_view`` call (sweep, running leases per
+        worker, stale owners; the dispatch index's names only if its size is not
+        ``len(self.pending)`` while the index is known to hold exactly ``pending``)."""
+        expected = len(self.pending) if self._dispatch_index_exact else None
+        view = self.leases.beat_view(expected_dispatches=expected)
+        return RoundState(
+            running=view.running, running_by_worker=view.running_by_worker,
+            stale_workers=view.stale_workers, dispatch_names=view.dispatch_names,
+        )  # fmt: skip
+
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()
-        takeable = set(self.leases.sweep_stale())
-        leases = self.leases.all()
-        self.last_leases = {lease.schedule: lease for lease in leases}
-        running_by_worker: dict[str, int] = {}
-        running: set[str] = set()
-        for lease in leases:
-            if lease.schedule in takeable:
-                continue
-            running.add(lease.schedule)
-            running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
-        still_pending = self.dispatches.pending_names()
+        state = self._read_state()
+        running, running_by_worker = state.running, state.running_by_worker
+        still_pending = state.dispatch_names  # None: the index still holds exactly `pending`
+        taken_back: set[str] = set()
         for name, pend in list(self.pending.items()):
-            if name not in still_pending:  # started (the worker consumed the record) or gone
-                del self.pending[name]
+            if still_pending is not None and name not in still_pending:
+                del self.pending[name]  # started (the worker consumed the record) or gone
             elif mono - pend.since > self.settings.dispatch_timeout:
                 if self.dispatches.take_back(name, pend.dispatch_id):
+                    taken_back.add(name)
                     logger.warning(
                         "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
                         pend.dispatch_id, name, pend.worker, self.settings.dispatch_timeout,
                     )
+                else:  # started unseen, or replaced: the index is not known any more
+                    self._dispatch_index_exact = False
                 del self.pending[name]
+        if still_pending is not None:
+            self._dispatch_index_exact = still_pending - taken_back == self.pending.keys()
         busy = running | set(self.pending)
         freed = [name for name in self.parked if name not in busy]
         if freed:
@@ -288,7 +314,7 @@ class BeatEngine:
             for name in freed:
                 if name in self.tracked and name not in self.held and name not in self.parked:
                     self._reindex(name)
-        placement = self._placement(running_by_worker)
+        placement = self._placement(running_by_worker, state.stale_workers)
         self.slots_free = placement.free
         self.slots_total = placement.free + sum(running_by_worker.values()) + len(self.pending)
         if placement.free <= 0:
@@ -326,12 +352,14 @@ class BeatEngine:
         self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
         return True
 
-    def _placement(self, running_by_worker: dict[str, int]) -> Placement:
-        workers = self.registry.live_workers()
+    def _placement(
+        self, running_by_worker: dict[str, int], stale_workers: frozenset[str]
+    ) -> Placement:
+        workers = self.stalled.placeable(self.registry.live_workers(), stale_workers)
         pending_by_worker: dict[str, int] = {}
         for pend in self.pending.values():
             pending_by_worker[pend.worker] = pending_by_worker.get(pend.worker, 0) + 1
-        if not workers and self.settings.capacity:
+        if not workers and not self.stalled and self.settings.capacity:
             used = sum(running_by_worker.values()) + len(self.pending)
             return Placement(
                 [WorkerSlots(ANY_WORKER, "", _AllQueues(), self.settings.capacity - used)],
@@ -368,6 +396,7 @@ class BeatEngine:
                 for o in orders
             ], ttl=self.settings.dispatch_timeout, fence=fence)  # fmt: skip
         except NotLeaderError as exc:
+            self._dispatch_index_exact = False  # earlier chunks may have been written
             for order in orders:  # nothing was published; the new leader decides
                 self._reindex(order.schedule)
             if self.leadership is not None:
@@ -376,7 +405,8 @@ class BeatEngine:
         failed = {o.dispatch_id for o in self.publish(orders)}
         for order in orders:
             if order.dispatch_id in failed:
-                self.dispatches.take_back(order.schedule, order.dispatch_id)
+                if not self.dispatches.take_back(order.schedule, order.dispatch_id):
+                    self._dispatch_index_exact = False
                 self._reindex(order.schedule)
                 continue
             self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)

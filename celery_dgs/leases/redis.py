@@ -34,6 +34,7 @@ from .types import (
     PingStatus,
     SweepResult,
 )
+from .view import BeatView, read_beat_view
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,15 @@ class RedisLeases:
             marked=[text(n) for n in reply[2]],
             malformed=malformed,
         )
+
+    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
+        """:meth:`sweep` and beat's compact view of leases and dispatch records, one
+        round trip (see :mod:`celery_dgs.leases.view`)."""
+        return read_beat_view(
+            self.client, self.keys, now_arg=self._now_arg(),
+            ping_timeout_ms=self.ping_timeout_ms, steal_delay_ms=self.steal_delay_ms,
+            expected_dispatches=expected_dispatches,
+        )  # fmt: skip
 
     def sweep_stale(self) -> list[str]:
         """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""

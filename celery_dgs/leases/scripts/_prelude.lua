@@ -49,3 +49,46 @@ local function dgs_read(key, format)
   end
   return map, flat, nil
 end
+
+-- The steal sweep (sweep.lua, beat_view.lua). On every lease of the index whose
+-- score (last ping, ms) is older than ping_timeout: mark steal_start_at if not
+-- marked; a lease whose mark is older than steal_delay is takeable. Index
+-- entries whose lease is gone are removed.
+-- Returns takeable, marked (lists of schedules), malformed (flat {schedule,
+-- reason, ...}) and visited (flat {schedule, owner_name, state, ...}, state
+-- "live" | "stale" | "takeable") for the leases read without error.
+local function dgs_sweep(index, prefix, format, now, ping_timeout, steal_delay)
+  local stale = redis.call("ZRANGEBYSCORE", index, "-inf", "(" .. dgs_int(now - ping_timeout))
+  local takeable, marked, malformed, visited = {}, {}, {}, {}
+  for _, schedule in ipairs(stale) do
+    local key = prefix .. schedule
+    local lease, _, err = dgs_read(key, format)
+    local last_ping = lease and tonumber(lease["last_ping_at"])
+    if err then
+      table.insert(malformed, schedule)
+      table.insert(malformed, err)
+    elseif not lease then
+      redis.call("ZREM", index, schedule)
+    elseif not last_ping then
+      table.insert(malformed, schedule)
+      table.insert(malformed, "last_ping_at is not a number")
+    else
+      local state = "live"
+      if now - last_ping > ping_timeout then
+        state = "stale"
+        local steal = tonumber(lease["steal_start_at"] or "")
+        if not steal then
+          redis.call("HSET", key, "steal_start_at", dgs_int(now))
+          table.insert(marked, schedule)
+        elseif now - steal > steal_delay then
+          state = "takeable"
+          table.insert(takeable, schedule)
+        end
+      end
+      table.insert(visited, schedule)
+      table.insert(visited, lease["owner_name"] or "")
+      table.insert(visited, state)
+    end
+  end
+  return takeable, marked, malformed, visited
+end
