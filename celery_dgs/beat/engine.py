@@ -32,6 +32,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -95,11 +96,11 @@ class _IndexBatch:
 class RoundState:
     """What a dispatch round reads from Redis (:meth:`BeatEngine._read_state`)."""
 
-    running: frozenset[str] | set[str]
+    running: AbstractSet[str]
     running_by_worker: dict[str, int]
     stale_workers: frozenset[str]
     #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
-    dispatch_names: frozenset[str] | set[str] | None
+    dispatch_names: AbstractSet[str] | None
 
 
 @dataclass
@@ -151,6 +152,8 @@ class BeatEngine:
         self._dispatch_index_exact = False
         #: Workers that stopped pinging a lease: no new dispatches to them.
         self.stalled = StalledWorkers()
+        #: Reads each round's lease/dispatch state; keeps the owners between changes.
+        self.lease_view = leases.beat_view_reader()
         #: Worker slots (total, free) before this tick's dispatches, for metrics.
         self.slots_total = 0
         self.slots_free = 0
@@ -273,11 +276,12 @@ class BeatEngine:
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
     def _read_state(self) -> RoundState:
-        """The round's Redis reads: one ``beat_view`` call (sweep, running leases per
-        worker, stale owners; the dispatch index's names only if its size is not
+        """The round's Redis reads: one ``beat_view.lua`` call (sweep, running leases
+        per worker, stale owners; every owner only when the lease generation
+        changed; the dispatch index's names only if its size is not
         ``len(self.pending)`` while the index is known to hold exactly ``pending``)."""
         expected = len(self.pending) if self._dispatch_index_exact else None
-        view = self.leases.beat_view(expected_dispatches=expected)
+        view = self.lease_view.read(expected_dispatches=expected)
         return RoundState(
             running=view.running, running_by_worker=view.running_by_worker,
             stale_workers=view.stale_workers, dispatch_names=view.dispatch_names,

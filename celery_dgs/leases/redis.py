@@ -34,7 +34,7 @@ from .types import (
     PingStatus,
     SweepResult,
 )
-from .view import BeatView, read_beat_view
+from .view import BeatView, BeatViewReader
 
 log = logging.getLogger(__name__)
 
@@ -178,14 +178,17 @@ class RedisLeases:
             malformed=malformed,
         )
 
-    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
-        """:meth:`sweep` and beat's compact view of leases and dispatch records, one
-        round trip (see :mod:`celery_dgs.leases.view`)."""
-        return read_beat_view(
-            self.client, self.keys, now_arg=self._now_arg(),
-            ping_timeout_ms=self.ping_timeout_ms, steal_delay_ms=self.steal_delay_ms,
-            expected_dispatches=expected_dispatches,
+    def beat_view_reader(self) -> BeatViewReader:
+        """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
+        the sweep, running leases per worker, stale owners; one round trip a round."""
+        return BeatViewReader(
+            self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
+            steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
         )  # fmt: skip
+
+    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
+        """One :class:`BeatView` read with every owner (a fresh reader each call)."""
+        return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
 
     def sweep_stale(self) -> list[str]:
         """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""

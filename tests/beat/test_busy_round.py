@@ -44,19 +44,19 @@ class World:
         self.registry = WorkerRegistry(client, KEYS, ttl=TTL_S, clock_ms=self.clock)
         self.dispatches = DispatchRecords(client, KEYS, clock_ms=self.clock)
         self.publish = Recorder()
-        self.expected: list[int | None] = []  # what each round asked beat_view for
-        real = self.leases.beat_view
-
-        def spy(**kw: Any) -> Any:
-            self.expected.append(kw.get("expected_dispatches"))
-            return real(**kw)
-
-        self.leases.beat_view = spy  # type: ignore[method-assign]
+        self.expected: list[int | None] = []  # what each round asked beat_view.lua for
         self.engine = BeatEngine(
             store=store, leases=self.leases, registry=self.registry, dispatches=self.dispatches,
             publish=self.publish, settings=DgsSettings(store_poll_interval=0.001),
             clock=SystemClock(),
         )  # fmt: skip
+        real = self.engine.lease_view.read
+
+        def spy(**kw: Any) -> Any:
+            self.expected.append(kw.get("expected_dispatches"))
+            return real(**kw)
+
+        self.engine.lease_view.read = spy  # type: ignore[method-assign]
 
     def register(self, name: str, slots: int) -> None:
         self.registry.register(WorkerInfo(name=name, node=name.split("@")[1],

@@ -78,6 +78,8 @@ def test_agrees_with_reading_every_lease(
                          clock_ms=clock)  # fmt: skip
     workers = [f"celery@w{i}" for i in range(5)]
     owner: dict[str, str] = {}
+    reader = leases.beat_view_reader()  # one reader: owners kept between generations
+    cached_rounds = 0
     for step in range(40):
         for i in range(rng.randint(0, 6)):
             name, worker = f"s{step}-{i}", rng.choice(workers)
@@ -89,8 +91,19 @@ def test_agrees_with_reading_every_lease(
             else:
                 leases.release(name, f"{owner[name]}/{name}")
                 owner.pop(name)
+        if rng.random() < 0.3:  # a take-over: same lease set, another owner
+            stale = [n for n in owner if (lease := leases.get(n)) and lease.steal_start_at
+                     and clock.ms - lease.steal_start_at.timestamp() * 1000 > SD]
+            if stale:
+                name, worker = stale[0], rng.choice(workers)
+                grab(leases, name, worker)
+                owner[name] = worker
         clock.advance(rng.randint(0, PT // 2))
-        view = leases.beat_view()
+        view = reader.read()
+        cached_rounds += not view.owners_read
+        if rng.random() < 0.3:
+            view = reader.read()  # nothing changed in between: from the kept owners
+            assert not view.owners_read
         takeable = set(leases.sweep_stale())  # what the old round computed, after the view
         assert view.takeable == takeable
         old = [lease for lease in leases.all() if lease.schedule not in takeable]
@@ -105,6 +118,67 @@ def test_agrees_with_reading_every_lease(
             if lease.last_ping_at.timestamp() * 1000 < stale_ms
         }
     assert len(owner) > 10
+    assert cached_rounds > 0
+
+
+def test_owners_are_re_read_only_after_a_change(
+    leases: RedisLeases, client: redis.Redis, keys: KeySpace, clock: MsClock
+) -> None:
+    now = [0.0]
+    reader = leases.beat_view_reader()
+    reader._monotonic = lambda: now[0]
+    grab(leases, "a", "celery@a")
+    grab(leases, "b", "celery@b")
+    assert reader.read().owners_read
+    again = reader.read()
+    assert not again.owners_read
+    assert again.running == {"a", "b"}
+    assert again.running_by_worker == {"celery@a": 1, "celery@b": 1}
+
+    assert leases.release("b", "celery@b/b")
+    view = reader.read()
+    assert view.owners_read and view.running == {"a"}
+
+    clock.advance(PT + SD + 2)  # a is takeable (marked, then past the steal delay)
+    reader.read()
+    clock.advance(SD + 1)
+    view = reader.read()
+    assert not view.owners_read
+    assert view.takeable == {"a"} and view.running == frozenset()
+    assert view.running_by_worker == {}  # the kept counts, minus the takeable lease
+    assert view.stale_workers == {"celery@a"}
+    grab(leases, "a", "celery@b")  # take-over: the same lease set, a new owner
+    view = reader.read()
+    assert view.owners_read
+    assert view.running_by_worker == {"celery@b": 1}
+    assert view.stale_workers == frozenset()
+
+    client.zadd(keys.lease_index(), {"ghost": clock.ms - PT - 1})  # no hash: dropped
+    assert reader.read().owners_read
+    assert client.zscore(keys.lease_index(), "ghost") is None
+    assert not reader.read().owners_read
+
+    client.delete(keys.lease_generation())  # lost: the next change starts from the time
+    assert reader.read().owners_read
+    assert leases.release("a", "celery@b/a")
+    gen = int(client.get(keys.lease_generation()) or 0)
+    assert gen > 1_000_000_000_000_000  # microseconds since the epoch
+    assert reader.read().owners_read
+    assert not reader.read().owners_read
+    now[0] += 61  # the safety net: every owner at least every FULL_READ_EVERY_S
+    assert reader.read().owners_read
+
+
+def test_a_foreign_generation_key_means_reading_every_owner(
+    leases: RedisLeases, client: redis.Redis, keys: KeySpace
+) -> None:
+    client.hset(keys.lease_generation(), "x", "1")
+    grab(leases, "a", "celery@a")  # acquire leaves the foreign key alone and still grants
+    reader = leases.beat_view_reader()
+    for _ in range(2):
+        view = reader.read()
+        assert view.owners_read and view.running_by_worker == {"celery@a": 1}
+    assert client.type(keys.lease_generation()) == b"hash"
 
 
 def test_the_key_prefix_separates_beats(client: redis.Redis, clock: MsClock) -> None:
