@@ -31,7 +31,7 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -98,7 +98,8 @@ class RoundState:
 
     running: AbstractSet[str]
     running_by_worker: dict[str, int]
-    stale_workers: frozenset[str]
+    #: Owner -> latest last_ping_at of its leases not pinged within ping_timeout.
+    stale_workers: Mapping[str, datetime]
     #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
     dispatch_names: AbstractSet[str] | None
 
@@ -357,9 +358,13 @@ class BeatEngine:
         return True
 
     def _placement(
-        self, running_by_worker: dict[str, int], stale_workers: frozenset[str]
+        self, running_by_worker: dict[str, int], stale_workers: Mapping[str, datetime]
     ) -> Placement:
-        workers = self.stalled.placeable(self.registry.live_workers(), stale_workers)
+        workers = self.stalled.placeable(
+            self.registry.live_workers(), stale_workers,
+            ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
+            worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
+        )  # fmt: skip
         pending_by_worker: dict[str, int] = {}
         for pend in self.pending.values():
             pending_by_worker[pend.worker] = pending_by_worker.get(pend.worker, 0) + 1

@@ -1,22 +1,23 @@
 """Workers beat does not place new dispatches on: those that stopped pinging.
 
-A worker that owns a lease whose last ping is older than ``ping_timeout``
-(steal pending or takeable) is paused (SIGSTOP), partitioned or dead: its
-registration stays live for up to ``worker_ttl``, and a dispatch placed on it
-would wait ``dispatch_timeout`` before being taken back. Beat leaves such a
-worker out of placement from the round it sees the stale lease until the
-worker proves it is running again by refreshing its registration (a later
-``expires_at`` than the one seen when it was set aside). So a worker stays
-set aside after another worker has taken its lease over, and a worker whose
-pool child is stuck but whose main process still heartbeats is back as soon
-as it has no stale lease.
+A worker owning a lease whose last ping is older than ``ping_timeout`` (steal
+pending or takeable) is paused (SIGSTOP), partitioned, dead, or only one of
+its pool processes is stuck. Its registration may stay live for up to
+``worker_ttl``, and a dispatch placed on a stopped worker waits
+``dispatch_timeout`` before beat takes it back. So beat sets such a worker
+aside while it has not refreshed its registration since the lease went stale
+(``last_ping_at + ping_timeout``): a stopped or cut-off worker refreshes
+nothing and stays aside, also after another worker took its lease over; a
+worker whose main process still heartbeats (one pool child stuck) is back
+within one registration heartbeat (``worker_ttl / 3``), so its other pool
+processes can take the stuck run over.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from ..registry import WorkerInfo
 
@@ -27,8 +28,8 @@ class StalledWorkers:
     """Remembers set-aside workers across rounds; :meth:`placeable` filters a round's workers."""
 
     def __init__(self) -> None:
-        #: worker name -> its registration's expires_at when last seen stale.
-        self._set_aside: dict[str, datetime | None] = {}
+        #: worker name -> the moment it must have refreshed its registration after.
+        self._set_aside: dict[str, datetime] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._set_aside
@@ -37,28 +38,35 @@ class StalledWorkers:
         return len(self._set_aside)
 
     def placeable(
-        self, workers: Sequence[WorkerInfo], stale_owners: Collection[str]
+        self,
+        workers: Sequence[WorkerInfo],
+        stale_owners: Mapping[str, datetime],
+        *,
+        ping_timeout: timedelta,
+        worker_ttl: timedelta,
     ) -> list[WorkerInfo]:
         """The live ``workers`` that may take new dispatches this round.
 
-        ``stale_owners``: owner names of the leases not pinged within ping_timeout.
+        ``stale_owners``: owner name -> latest ``last_ping_at`` of its leases not
+        pinged within ping_timeout. A registration was last refreshed at
+        ``expires_at - worker_ttl``.
         """
         out: list[WorkerInfo] = []
         live: set[str] = set()
         for w in workers:
             live.add(w.name)
-            if w.name in stale_owners:
-                if w.name not in self._set_aside:
+            since = self._set_aside.get(w.name)
+            last_ping = stale_owners.get(w.name)
+            if last_ping is not None and (since is None or last_ping + ping_timeout > since):
+                if since is None:
                     logger.warning(
                         "celery-dgs: worker %s owns a lease it stopped pinging (paused, "
-                        "partitioned or dead); no new dispatches to it until it is heard from",
-                        w.name,
-                    )
-                self._set_aside[w.name] = w.expires_at
-                continue
-            if w.name in self._set_aside:
-                seen = self._set_aside[w.name]
-                if seen is None or w.expires_at is None or w.expires_at <= seen:
+                        "partitioned or dead); no new dispatches to it until it refreshes "
+                        "its registration", w.name,
+                    )  # fmt: skip
+                since = self._set_aside[w.name] = last_ping + ping_timeout
+            if since is not None:
+                if w.expires_at is None or w.expires_at - worker_ttl <= since:
                     continue
                 del self._set_aside[w.name]
                 logger.info("celery-dgs: worker %s is heard from again; dispatching to it", w.name)

@@ -46,8 +46,9 @@ class BeatView:
     running: Set[str]
     #: Running leases per worker (``owner_name``).
     running_by_worker: dict[str, int]
-    #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``.
-    stale_workers: frozenset[str]
+    #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``,
+    #: and the latest ``last_ping_at`` among those leases.
+    stale_workers: dict[str, datetime]
     #: Schedule -> what is wrong with the data under its lease key (those read now).
     malformed: dict[str, str]
     dispatch_count: int
@@ -120,7 +121,11 @@ class BeatViewReader:
             self._read_at = mono
         takeable = frozenset(text(n) for n in reply[1])
         stale = reply[4]
-        stale_workers = frozenset(text(stale[i + 1]) for i in range(0, len(stale) - 2, 3))
+        last_ping: dict[str, int] = {}
+        for i in range(0, len(stale) - 3, 4):
+            worker, ping = text(stale[i + 1]), int(stale[i + 3])
+            last_ping[worker] = max(ping, last_ping.get(worker, ping))
+        stale_workers = {worker: ms_to_datetime(ms) for worker, ms in last_ping.items()}
         counts = self._counts
         for name in takeable:
             owner = self._owners.get(name)

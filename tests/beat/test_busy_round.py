@@ -173,3 +173,32 @@ def test_the_dispatch_index_is_read_only_when_it_changed(
     w.engine.tick()  # 2 records again (t.p3, t.foreign): beat must not trust the size
     assert w.expected[-1] is None
     assert set(w.engine.pending) == {"t.p3"}
+
+
+def test_a_worker_whose_main_process_heartbeats_is_back_after_one_refresh(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """One prefork child stuck: its lease goes stale but the worker's main process
+    still refreshes the registration, so the worker is only set aside until that
+    refresh (its other children must be able to take the run over)."""
+    sync(store, 1)
+    w = World(client, store)
+    w.register("celery@a", 2)
+    w.engine.load()
+    w.engine.tick()
+    assert w.sent_to() == ["celery@a"]
+    assert w.leases.acquire("t.p1", owner_node="a", owner_name="celery@a", owner_tag="run-1",
+                            dispatch_id=w.engine.pending["t.p1"].dispatch_id).granted
+    sync(store, 1, 2)
+    w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)  # the child stops pinging
+    w.engine.tick()
+    assert "celery@a" in w.engine.stalled
+    assert w.sent_to() == []
+    w.clock.advance(10)
+    assert w.registry.heartbeat("celery@a")  # the main process is alive
+    w.engine.tick()
+    assert "celery@a" not in w.engine.stalled
+    assert w.sent_to() == ["celery@a"]
+    w.clock.advance(int(STEAL_DELAY_S * 1000))
+    w.engine.tick()  # still owns the stale lease, but has been heard from since
+    assert "celery@a" not in w.engine.stalled

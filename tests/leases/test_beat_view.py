@@ -5,6 +5,7 @@ key prefix, and report foreign data without failing the round."""
 from __future__ import annotations
 
 import random
+from datetime import datetime
 
 import pytest
 import redis
@@ -13,6 +14,7 @@ from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.errors import MalformedDataError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import RedisLeases
+from celery_dgs.leases.codec import ms_to_datetime
 from tests.leases.helpers import PING_TIMEOUT_S, STEAL_DELAY_S, MsClock
 
 PT = int(PING_TIMEOUT_S * 1000)
@@ -36,7 +38,7 @@ def test_running_per_worker_stale_owners_and_takeable(leases: RedisLeases, clock
     view = leases.beat_view()
     assert view.running == {"a1", "a2", "b1", "c1"}  # b1's steal is pending: still running
     assert view.running_by_worker == {"celery@a": 2, "celery@b": 1, "celery@c": 1}
-    assert view.stale_workers == {"celery@b"}
+    assert view.stale_workers == {"celery@b": ms_to_datetime(clock.ms - PT - 1)}
     assert view.takeable == frozenset()
     assert leases.get("b1").steal_start_at is not None  # type: ignore[union-attr]  # swept
 
@@ -48,11 +50,11 @@ def test_running_per_worker_stale_owners_and_takeable(leases: RedisLeases, clock
     assert view.takeable == {"b1"}
     assert view.running == {"a1", "a2", "c1"}
     assert view.running_by_worker == {"celery@a": 2, "celery@c": 1}
-    assert view.stale_workers == {"celery@b"}  # its owner is still the stalled worker
+    assert set(view.stale_workers) == {"celery@b"}  # its owner is still the stalled worker
 
     grab(leases, "b1", "celery@c")  # c takes the lease over: b owns nothing stale
     view = leases.beat_view()
-    assert view.stale_workers == frozenset()
+    assert view.stale_workers == {}
     assert view.running_by_worker == {"celery@a": 2, "celery@c": 2}
 
 
@@ -113,10 +115,13 @@ def test_agrees_with_reading_every_lease(
             counts[lease.owner_name] = counts.get(lease.owner_name, 0) + 1
         assert view.running_by_worker == counts
         stale_ms = clock.ms - PT
-        assert view.stale_workers == {
-            lease.owner_name for lease in leases.all()
-            if lease.last_ping_at.timestamp() * 1000 < stale_ms
-        }
+        expected: dict[str, datetime] = {}
+        for lease in leases.all():
+            if lease.last_ping_at.timestamp() * 1000 < stale_ms:
+                expected[lease.owner_name] = max(
+                    lease.last_ping_at, expected.get(lease.owner_name, lease.last_ping_at)
+                )
+        assert view.stale_workers == expected
     assert len(owner) > 10
     assert cached_rounds > 0
 
@@ -137,21 +142,23 @@ def test_owners_are_re_read_only_after_a_change(
 
     assert leases.release("b", "celery@b/b")
     view = reader.read()
-    assert view.owners_read and view.running == {"a"}
+    assert view.owners_read
+    assert view.running == {"a"}
 
     clock.advance(PT + SD + 2)  # a is takeable (marked, then past the steal delay)
     reader.read()
     clock.advance(SD + 1)
     view = reader.read()
     assert not view.owners_read
-    assert view.takeable == {"a"} and view.running == frozenset()
+    assert view.takeable == {"a"}
+    assert view.running == frozenset()
     assert view.running_by_worker == {}  # the kept counts, minus the takeable lease
-    assert view.stale_workers == {"celery@a"}
+    assert set(view.stale_workers) == {"celery@a"}
     grab(leases, "a", "celery@b")  # take-over: the same lease set, a new owner
     view = reader.read()
     assert view.owners_read
     assert view.running_by_worker == {"celery@b": 1}
-    assert view.stale_workers == frozenset()
+    assert view.stale_workers == {}
 
     client.zadd(keys.lease_index(), {"ghost": clock.ms - PT - 1})  # no hash: dropped
     assert reader.read().owners_read
@@ -177,7 +184,8 @@ def test_a_foreign_generation_key_means_reading_every_owner(
     reader = leases.beat_view_reader()
     for _ in range(2):
         view = reader.read()
-        assert view.owners_read and view.running_by_worker == {"celery@a": 1}
+        assert view.owners_read
+        assert view.running_by_worker == {"celery@a": 1}
     assert client.type(keys.lease_generation()) == b"hash"
 
 

@@ -71,8 +71,8 @@ end
 -- marked; a lease whose mark is older than steal_delay is takeable. Index
 -- entries whose lease is gone are removed.
 -- Returns takeable, marked (lists of schedules), malformed (flat {schedule,
--- reason, ...}) and visited (flat {schedule, owner_name, state, ...}, state
--- "live" | "stale" | "takeable") for the leases read without error.
+-- reason, ...}) and visited (flat {schedule, owner_name, state, last_ping_at,
+-- ...}, state "live" | "stale" | "takeable") for the leases read without error.
 local function dgs_sweep(index, prefix, format, now, ping_timeout, steal_delay)
   local stale = redis.call("ZRANGEBYSCORE", index, "-inf", "(" .. dgs_int(now - ping_timeout))
   local takeable, marked, malformed, visited = {}, {}, {}, {}
@@ -105,6 +105,7 @@ local function dgs_sweep(index, prefix, format, now, ping_timeout, steal_delay)
       table.insert(visited, schedule)
       table.insert(visited, lease["owner_name"] or "")
       table.insert(visited, state)
+      table.insert(visited, last_ping)
     end
   end
   return takeable, marked, malformed, visited

@@ -23,9 +23,9 @@
 --          dispatch_count, dispatch_names}:
 --   takeable, marked, malformed  as sweep.lua (malformed: only leases read
 --                 this call)
---   stale         flat {schedule, owner_name, state, ...} of the leases not
---                 pinged within ping_timeout, state "stale" (steal pending) or
---                 "takeable" (the lease is no longer running)
+--   stale         flat {schedule, owner_name, state, last_ping_at, ...} of the
+--                 leases not pinged within ping_timeout, state "stale" (steal
+--                 pending) or "takeable" (the lease is no longer running)
 --   generation    the lease generation ("" if absent or foreign data)
 --   owners        when sent: flat {schedule, owner_name, ...} of every lease
 --                 in the index; owner_name "" for foreign data under the lease
@@ -49,11 +49,11 @@ local takeable, marked, malformed, visited = dgs_sweep(KEYS[1], prefix, format, 
   ping_timeout, steal_delay)
 
 local stale = {}
-for i = 1, #visited, 3 do
+for i = 1, #visited, 4 do
   if visited[i + 2] ~= "live" then
-    table.insert(stale, visited[i])
-    table.insert(stale, visited[i + 1])
-    table.insert(stale, visited[i + 2])
+    for j = 0, 3 do
+      table.insert(stale, visited[i + j])
+    end
   end
 end
 
