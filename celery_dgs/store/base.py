@@ -180,7 +180,9 @@ class ScheduleStore(ABC):
         started_at: datetime,
     ) -> None:
         """In one transaction: add the run (``running``), set ``last_start_at`` and
-        make ``token`` the schedule's ``current_token``."""
+        make ``token`` the schedule's ``current_token``. A token not above the
+        current one is refused: the run is stored as a fenced skip, then
+        :class:`~celery_dgs.errors.StaleTokenError` is raised."""
 
     @abstractmethod
     def record_run_end(
@@ -212,6 +214,11 @@ class ScheduleStore(ABC):
         at: datetime,
     ) -> None:
         """Record a dispatch that did not run (outcome ``skipped``); stats untouched."""
+
+    def token_floor(self, schedule: str) -> int:
+        """The highest fencing token recorded for ``schedule`` (0: none yet); a
+        new lease must get a larger one (the durable floor)."""
+        return self.get(schedule).current_token or 0
 
     @abstractmethod
     def update_progress(self, run_id: str, progress: float) -> None:

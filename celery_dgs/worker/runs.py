@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.spec import ScheduleSpec
-from ..errors import DgsError
+from ..errors import DgsError, StaleTokenError, UnknownRunError
 from ..runtime import Runtime
 from .supervisor import RunSupervisor, RunTerminated
 
@@ -75,13 +75,20 @@ def supervised_run(
             rt.dispatches.take_back(schedule, dispatch_id)
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
+    # The durable floor: a token above every token the store recorded, even if
+    # Redis lost its counter (restart without persistence, failover).
+    floor = _retry(f"reading the token floor of {schedule}", lambda: store.token_floor(schedule))
     result = leases.acquire(
-        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id, dispatch_id=dispatch_id
-    )
+        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
+        dispatch_id=dispatch_id, min_token=floor,
+    )  # fmt: skip
     status = result.status.name
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
         reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
+        if result.grace_ends_at is not None:
+            reason += (f" (Redis restarted or lost data: no new lease for a schedule that ran "
+                       f"before until {result.grace_ends_at.isoformat()})")  # fmt: skip
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
@@ -96,6 +103,9 @@ def supervised_run(
             # a dead one from here, and neither may count as the task failing.
             store.record_run_end(run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
                                  error=f"owner {old.owner_name} stopped pinging; lease taken over")
+        except (StaleTokenError, UnknownRunError) as exc:  # already ended, or never recorded
+            logger.info("celery-dgs: run %s of %s not recorded as stolen: %s",
+                        old.owner_tag, schedule, exc)  # fmt: skip
         except Exception:
             logger.exception("celery-dgs: could not record run %s of %s as stolen",
                              old.owner_tag, schedule)  # fmt: skip
@@ -104,6 +114,12 @@ def supervised_run(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
             owner_name=owner_name, owner_tag=run_id, token=token, started_at=started_at,
         ))  # fmt: skip
+    except StaleTokenError as exc:
+        # Another grant with a token at least as high is already recorded: this
+        # lease came from a Redis that lost data. Never run the body with it.
+        logger.warning("celery-dgs: run %s of %s refused: %s", run_id, schedule, exc)
+        leases.release(schedule, run_id)
+        return None
     except Exception:
         leases.release(schedule, run_id)
         raise
@@ -158,6 +174,11 @@ def _finish(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
             alpha=rt.settings.ewma_alpha,
         ))  # fmt: skip
+    except StaleTokenError as exc:
+        # A newer run holds the schedule: this late write is kept in the run
+        # history (flagged fenced) but refused for the statistics.
+        logger.warning("celery-dgs: late outcome %s of run %s refused for the statistics: %s",
+                       outcome, run_id, exc)  # fmt: skip
     except Exception:
         logger.exception("celery-dgs: the outcome %s of run %s of %s could not be stored",
                          outcome, run_id, schedule)  # fmt: skip
