@@ -18,7 +18,7 @@ from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
 
 RunOutcome = Literal[
     "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
-    "skipped",
+    "self_fenced", "skipped",
 ]  # fmt: skip
 
 #: Outcomes that count as a good run (``record_success``).
@@ -27,7 +27,9 @@ SUCCESS_OUTCOMES = frozenset({"success"})
 #: terminated for ``max_allowed_duration`` or a blackout, a worker that died.
 FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost"})
 #: Outcomes that end a run neither good nor failed (``record_interruption``).
-INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded"})
+#: ``self_fenced``: the owner lost contact with Redis and stopped the run itself
+#: before its lease could be taken over.
+INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded", "self_fenced"})
 #: Every outcome :meth:`ScheduleStore.record_run_end` accepts.
 END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 #: Every value of the ``outcome`` column.
