@@ -108,8 +108,8 @@ class RedisLeases:
         Calling again with the owner_tag that holds the lease is GRANTED with
         ``renewed=True`` and the same token (a safe retry).
         ``min_token``: a durable floor; the new token is larger than it. A
-        schedule with ``min_token > 0`` (granted before) gets RECOVERING during
-        the restart grace (see ``scripts/acquire.lua``).
+        schedule whose Redis counter is below it (Redis lost a recorded grant)
+        gets RECOVERING during the restart grace (see ``scripts/acquire.lua``).
         """
         if not owner_tag:
             raise ValueError("owner_tag must be a non-empty string")

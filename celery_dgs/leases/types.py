@@ -71,8 +71,9 @@ class AcquireStatus(str, enum.Enum):
     #: taken back, or already started): drop the message.
     STALE_DISPATCH = "STALE_DISPATCH"
     #: Redis restarted or failed over (its run_id changed, or the data was lost)
-    #: less than ping_timeout + steal_delay ago, and the schedule has been granted
-    #: before: a lease lost with the data may still have a live owner. Skip the run.
+    #: less than ping_timeout + steal_delay ago, and its token counter for the
+    #: schedule is below the store's floor (it lost a recorded grant): a lease
+    #: lost with the data may still have a live owner. Skip the run.
     RECOVERING = "RECOVERING"
 
 

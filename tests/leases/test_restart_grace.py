@@ -1,9 +1,10 @@
 """Redis restart / failover grace (acquire.lua step 4), on a pinned clock against a real server.
 
 After the server is seen with another ``run_id``, or without the epoch hash (the
-data was lost), no schedule that was granted before (``min_token > 0``) gets a
-new lease for ``ping_timeout + steal_delay``: a lease lost with the data may
-still have a live owner, who stops at its next ping or fences itself.
+data was lost), no schedule whose token counter is below the store's floor (the
+server lost a recorded grant) gets a new lease for ``ping_timeout +
+steal_delay``: a lease lost with the data may still have a live owner, who stops
+at its next ping or fences itself.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def grab(leases: RedisLeases, tag: str, floor: int, schedule: str = "s") -> Acqu
                           min_token=floor).status  # fmt: skip
 
 
-def test_first_sighting_starts_the_grace_only_for_schedules_granted_before(
+def test_first_sighting_starts_the_grace_for_schedules_whose_grants_it_lost(
     leases: RedisLeases, clock: MsClock, client: redis.Redis, keys: KeySpace
 ) -> None:
     assert grab(leases, "A", 0, "never-ran") is AcquireStatus.GRANTED  # nothing to lose
@@ -58,16 +59,30 @@ def test_data_loss_restarts_the_grace_and_the_floor_keeps_tokens_rising(
     assert (result.status, result.token) == (AcquireStatus.GRANTED, 2)  # not 1 again
 
 
-def test_a_new_run_id_with_the_data_kept_is_a_failover(
+def test_a_new_run_id_is_a_failover_and_waits_only_if_the_replica_missed_a_grant(
     leases: RedisLeases, clock: MsClock
 ) -> None:
     """A replica promoted with the data it had: its copy may miss the last grants."""
-    assert grab(leases, "A", 0) is AcquireStatus.GRANTED
+    assert grab(leases, "A", 0) is AcquireStatus.GRANTED  # token 1
     assert leases.release("s", "A")
     clock.advance(GRACE)
     leases.run_id_override = "f" * 40
-    assert grab(leases, "B", 1) is AcquireStatus.RECOVERING
+    # The replica has the counter at 1 and the store recorded 1: nothing lost.
+    assert grab(leases, "B", 1) is AcquireStatus.GRANTED
+    assert leases.release("s", "B")
+    leases.run_id_override = "a" * 40
+    # The store recorded token 5, which this replica never saw.
+    assert grab(leases, "C", 5) is AcquireStatus.RECOVERING
     clock.advance(GRACE)
+    result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="C", min_token=5)
+    assert (result.status, result.token) == (AcquireStatus.GRANTED, 6)
+
+
+def test_grants_of_the_current_epoch_do_not_wait(leases: RedisLeases, clock: MsClock) -> None:
+    """Right after the first sighting, a schedule granted on this server (its
+    counter has reached the floor) is granted again at once."""
+    assert grab(leases, "A", 0) is AcquireStatus.GRANTED  # epoch starts now; token 1
+    assert leases.release("s", "A")
     assert grab(leases, "B", 1) is AcquireStatus.GRANTED
 
 

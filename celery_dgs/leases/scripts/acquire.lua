@@ -23,9 +23,11 @@
 --   4. restart grace: when the server's run_id is not the one in the epoch
 --      hash (a restart, a failover, or the data was lost with the hash itself),
 --      the epoch is reset to {run_id, now}. While now - since < grace, a
---      schedule that was ever granted (min_token > 0) gets RECOVERING: a lease
---      lost with the data may still have a live owner, who stops at its next
---      ping (NOT_OWNER) or fences itself before ping_timeout.
+--      schedule whose token counter is below min_token (this server lost a
+--      grant the store recorded) gets RECOVERING: a lease lost with the data
+--      may still have a live owner, who stops at its next ping (NOT_OWNER) or
+--      fences itself before ping_timeout. A grant lost before the store
+--      recorded it needs no wait: the store refuses the second start of a token.
 --   5. grant: token = max(INCR, min_token + 1); a fresh hash; index updated;
 --      the matching dispatch record is deleted (the dispatch has started).
 --
@@ -104,7 +106,8 @@ if epoch[1] ~= run_id or not since then
   redis.call("HSET", KEYS[6], "run_id", run_id, "since", dgs_int(now))
 end
 local grace = tonumber(ARGV[12])
-if tonumber(ARGV[8]) > 0 and now - since < grace then
+local counter = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
+if counter < tonumber(ARGV[8]) and now - since < grace then
   return {"RECOVERING", now, dgs_int(since + grace)}
 end
 
