@@ -81,26 +81,29 @@ def test_failing_pings_fence_too_and_healthy_pings_never_do() -> None:
         raise ConnectionError("blackholed")
 
     sup, stop, ran, _ = run_under(broken, seconds=5, fence_after=0.3)
-    assert sup.interruption is not None and sup.interruption.outcome == "self_fenced"
+    assert sup.interruption is not None
+    assert sup.interruption.outcome == "self_fenced"
     assert ran < 0.6
     sup, stop, ran, _ = run_under(lambda p: "OK", seconds=1.0, fence_after=0.3)
-    assert stop is None and sup.interruption is None  # 3 x fence_after, never fenced
+    assert stop is None  # 3 x fence_after, never fenced
+    assert sup.interruption is None
 
 
 def test_without_fence_after_a_silent_owner_runs_on() -> None:
     """The mechanism switched off: what the tests above would see without it."""
     never = threading.Event()
-    sup, stop, ran, _ = run_under(lambda p: "OK" if never.wait(60) else "", seconds=0.8,
-                                  fence_after=None)  # fmt: skip
+    sup, stop, _, _ = run_under(lambda p: "OK" if never.wait(60) else "", seconds=0.8,
+                                fence_after=None)  # fmt: skip
     never.set()
-    assert stop is None and sup.interruption is None
+    assert stop is None
+    assert sup.interruption is None
 
 
 def test_a_fenced_run_that_ignores_it_is_ended_by_kill_after() -> None:
     """termination_grace is 5 s, but a self-fenced process must be gone by
     kill_after (ping_timeout) after its last good ping: before any steal."""
     never = threading.Event()
-    sup, stop, ran, unresponsive = run_under(
+    sup, _, _, unresponsive = run_under(
         lambda p: "OK" if never.wait(60) else "", seconds=2.0, fence_after=0.3, kill_after=0.6,
         ignore=True,
     )  # fmt: skip
@@ -118,7 +121,7 @@ def test_settings_default_margin_and_relation() -> None:
     tight = DgsSettings(ping_interval=1, ping_timeout=1.5)
     assert tight.self_fence_margin == 0.25  # capped at (ping_timeout - ping_interval) / 2
     assert DgsSettings(self_fence_margin=30).fence_after == 60
-    with pytest.raises(SettingsError, match="dgs_self_fence_margin.*shorter than"):
+    with pytest.raises(SettingsError, match=r"dgs_self_fence_margin.*shorter than"):
         DgsSettings(self_fence_margin=60)
     with pytest.raises(SettingsError, match="dgs_self_fence_margin"):
         DgsSettings(self_fence_margin=-1)
