@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from celery import signals
 
 from ..runtime import runtime_for
+from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
@@ -61,6 +62,7 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
         task.run = run
+        keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped
 

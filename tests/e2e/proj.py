@@ -177,3 +177,26 @@ def cli_long(seconds: float = 120) -> str:
 def cli_fail() -> str:
     """Always fails: ERROR one second after it is stored (the health check's case)."""
     return work("cli_fail", 0.1, fail=True)
+
+
+# -- fencing (tests/e2e/test_fencing_e2e.py) --------------------------------------
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.retries", bind=True)
+def retries(self: Any) -> str:
+    """Asks Celery for a broker retry with a countdown, as task code often does."""
+    log_event("start", "retries", token=celery_dgs.current_token())
+    try:
+        raise self.retry(exc=ValueError("flaky upstream"), countdown=1)
+    finally:
+        log_event("end", "retries")
+
+
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.autoretries", autoretry_for=(ValueError,), retry_kwargs={"countdown": 1})
+def autoretries() -> str:
+    """Fails with an exception Celery is told to retry automatically."""
+    log_event("start", "autoretries", token=celery_dgs.current_token())
+    try:
+        raise ValueError("flaky upstream")
+    finally:
+        log_event("end", "autoretries")

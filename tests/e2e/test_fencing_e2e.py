@@ -84,3 +84,26 @@ def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
     proxy.restore()
     stored = cluster.schedule("e2e.long_run")
     assert not stored.stats.failure_count, "self-fencing is an interruption, not a failure"
+
+
+@pytest.mark.parametrize("task", ["retries", "autoretries"])
+def test_a_retry_of_a_scheduled_task_sends_no_broker_message(
+    cluster_factory: Any, task: str
+) -> None:
+    """``self.retry(countdown=1)`` / ``autoretry_for``: no countdown message is
+    published (it would run outside the scheduler); the run is a failure, left
+    to the scheduler's retry ladder."""
+    cluster = cluster_factory([task])
+    cluster.start_worker("w1", "node1")
+    cluster.sync_declarations()
+    cluster.send(f"e2e.{task}", queue="w1@node1.dq2")
+    run = wait_for(lambda: next((r for r in cluster.runs(f"e2e.{task}")
+                                 if r.outcome != "running"), None),
+                   30, "the run to end")  # fmt: skip
+    assert run.outcome == "failure", run
+    assert "RetryRefused" in (run.error or "")
+    assert "flaky upstream" in (run.error or "")
+    time.sleep(3)  # the refused countdown was 1 s: a retry message would have run by now
+    assert len(starts_of(cluster, task)) == 1
+    assert len(cluster.runs(f"e2e.{task}")) == 1
+    assert cluster.schedule(f"e2e.{task}").stats.failure_count == 1
