@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError
+from ..leases.types import AcquireStatus
 from ..runtime import Runtime
 from .supervisor import RunSupervisor, RunTerminated
 
@@ -89,6 +90,9 @@ def supervised_run(
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
         reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
+        if result.status is AcquireStatus.STALE_DISPATCH:
+            reason += (f" (dispatch {dispatch_id} already started, taken back or replaced: "
+                       "a redelivered or superseded message)")  # fmt: skip
         if result.grace_ends_at is not None:
             reason += (f" (Redis restarted or lost data: no new lease for a schedule that ran "
                        f"before until {result.grace_ends_at.isoformat()})")  # fmt: skip

@@ -45,6 +45,14 @@ app.conf.update(
         int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None
     ),
 )
+if os.environ.get("E2E_ACKS_LATE") == "1":  # the broker-redelivery test
+    app.conf.task_acks_late = True
+    app.conf.broker_transport_options = {
+        "visibility_timeout": float(os.environ.get("E2E_VISIBILITY_TIMEOUT", "3600")),
+        # kombu sweeps for expired unacked messages every 10 x 10 s by default
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}

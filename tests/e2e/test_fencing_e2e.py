@@ -107,3 +107,34 @@ def test_a_retry_of_a_scheduled_task_sends_no_broker_message(
     assert len(starts_of(cluster, task)) == 1
     assert len(cluster.runs(f"e2e.{task}")) == 1
     assert cluster.schedule(f"e2e.{task}").stats.failure_count == 1
+
+
+def test_a_message_redelivered_by_the_broker_never_starts_a_second_run(
+    cluster_factory: Any,
+) -> None:
+    """task_acks_late with a visibility timeout (2 s) far shorter than the run
+    (30 s): the Redis broker hands the message out again while the run is live.
+    The redelivery carries the same dispatch id, whose record the first run
+    consumed: it is skipped and recorded, never started. The worker also warns
+    at start-up that these settings are unsafe."""
+    cluster = cluster_factory(["long_run"], E2E_ACKS_LATE="1", E2E_VISIBILITY_TIMEOUT="2")
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
+                     "the first run")  # fmt: skip
+    [running] = wait_for(lambda: [r for r in cluster.runs("e2e.long_run")
+                                  if r.outcome == "running"], 10, "the run record")  # fmt: skip
+    skip = wait_for(
+        lambda: next((r for r in cluster.runs("e2e.long_run")
+                      if r.outcome == "skipped" and r.dispatch_id == running.dispatch_id), None),
+        25, "the redelivered message to be recorded as a skip",
+    )  # fmt: skip
+    print(f"redelivery recorded {(skip.started_at - running.started_at).total_seconds():.1f} s "
+          f"after the start: {skip.error}")  # fmt: skip
+    assert "stale_dispatch" in (skip.error or "")
+    assert [s["pid"] for s in starts_of(cluster, "long_run")] == [first["pid"]]
+    assert [r.run_id for r in cluster.runs("e2e.long_run") if r.outcome == "running"] == [
+        running.run_id
+    ]
+    log = (cluster.tmp / "w1.log").read_text(errors="replace")
+    assert "broker_transport_options['visibility_timeout'] = 2.0 is unsafe" in log
