@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from celery_dgs.embedded import RedisServerProcess
 from tests.e2e.blackhole import BlackholeProxy
@@ -138,3 +140,42 @@ def test_a_message_redelivered_by_the_broker_never_starts_a_second_run(
     ]
     log = (cluster.tmp / "w1.log").read_text(errors="replace")
     assert "broker_transport_options['visibility_timeout'] = 2.0 is unsafe" in log
+
+
+def test_after_redis_loses_its_data_tokens_keep_rising_and_grants_wait_out_the_grace(
+    tmp_path: Path, fresh_redis_server: RedisServerProcess
+) -> None:
+    """Redis is killed (-9) and restarted empty mid-run. The live run finds its
+    lease gone at its next ping and stops; the next grant waits ping_timeout +
+    steal_delay (skips recorded as ``recovering``) and then gets token 2 from
+    the store's floor, although Redis's counter started again from nothing."""
+    cluster = Cluster(tmp_path, fresh_redis_server.url, ["long_run"])
+    try:
+        cluster.start_worker("w1", "node1")
+        cluster.start_beat()
+        first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
+                         "the first run")  # fmt: skip
+        assert first["token"] == 1
+        fresh_redis_server.restart(kill=True)
+        restarted_at = time.time()
+        cluster.redis = redis.Redis.from_url(fresh_redis_server.url)
+        old = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
+                                     if r.token == 1 and r.outcome != "running"), None),
+                       10, "the run whose lease was lost to stop")  # fmt: skip
+        assert old.outcome == "stolen", old
+        second = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
+                                        if r.token and r.token > 1), None),
+                          40, "a new grant")  # fmt: skip
+        skips = [r for r in cluster.runs("e2e.long_run") if r.outcome == "skipped"]
+        print(f"new grant {second.started_at.timestamp() - restarted_at:.1f} s after the "
+              f"restart with token {second.token}; {len(skips)} skip(s): "
+              f"{skips[0].error if skips else '-'}")  # fmt: skip
+        assert second.token == 2
+        assert skips, "a dispatch during the grace is skipped"
+        assert all("recovering" in (s.error or "") for s in skips)
+        first_refusal = min(s.started_at for s in skips)
+        grace = (second.started_at - first_refusal).total_seconds()
+        assert grace >= PING_TIMEOUT + STEAL_DELAY - 0.1
+        assert cluster.schedule("e2e.long_run").current_token == 2
+    finally:
+        cluster.stop_all()
