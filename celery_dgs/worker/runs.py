@@ -94,8 +94,9 @@ def supervised_run(
             reason += (f" (dispatch {dispatch_id} already started, taken back or replaced: "
                        "a redelivered or superseded message)")  # fmt: skip
         if result.grace_ends_at is not None:
-            reason += (f" (Redis restarted or lost data, including this schedule's last "
-                       f"grant: no new lease until {result.grace_ends_at.isoformat()})")  # fmt: skip
+            until = result.grace_ends_at.isoformat()
+            reason += (" (Redis restarted or lost data, including this schedule's last "
+                       f"grant: no new lease until {until})")  # fmt: skip
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
