@@ -289,8 +289,15 @@ class RunSupervisor:
         return self.last_ok_mono + self.kill_after - time.monotonic()
 
     def _grace(self) -> float:
+        """How long an interrupted run may take to stop before its process ends.
+
+        Self-fenced: until ``kill_after`` after the last good ping, so the
+        process is gone before a steal. When that has already passed (the whole
+        process was paused and has just resumed), half a ping interval, so a
+        run that stops promptly is not killed with its worker."""
         if self.interruption is not None and self.interruption.outcome == "self_fenced":
-            return max(min(self.termination_grace, self.kill_deadline_left()), 0.0)
+            left = max(self.kill_deadline_left(), self.ping_interval / 2)
+            return min(self.termination_grace, left)
         return self.termination_grace
 
     def _loop(self) -> None:
