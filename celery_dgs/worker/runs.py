@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError
-from ..leases.types import AcquireStatus
+from ..leases.types import AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
 from .supervisor import RunSupervisor, RunTerminated
 
@@ -149,7 +149,7 @@ def supervised_run(
     settings = rt.settings
     supervisor = RunSupervisor(
         schedule=schedule, run_id=run_id, spec=spec, token=token,
-        ping=lambda progress: leases.ping(schedule, run_id, progress=progress).status.name,
+        ping=lambda progress: _ping_status(leases.ping(schedule, run_id, progress=progress)),
         now=leases.now, ping_interval=settings.ping_interval,
         termination_grace=settings.termination_grace, on_unresponsive=on_unresponsive,
         fence_after=settings.fence_after, kill_after=settings.ping_timeout,
@@ -177,6 +177,13 @@ def supervised_run(
         if supervisor.interruption is not None and outcome == "success":
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
         _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress)
+
+
+def _ping_status(result: PingResult) -> str:
+    """The supervisor's view of a ping: GONE when the lease no longer exists."""
+    if result.status is PingStatus.NOT_OWNER and result.holder_tag is None:
+        return "GONE"
+    return result.status.name
 
 
 def _finish(

@@ -4,6 +4,7 @@ The heartbeat pings the lease every ``ping_interval`` (sending progress), and
 ends the run when:
 
 - the ping finds another owner (the lease was stolen)  → outcome ``stolen``;
+- the ping finds no lease (lost with Redis's data)     → ``stolen``;
 - an operator set the cancel flag                      → ``cancelled``;
 - the run passed ``max_allowed_duration``              → ``terminated``;
 - one of its blackout windows began                    → ``terminated``;
@@ -268,6 +269,9 @@ class RunSupervisor:
             self.last_ok_mono = max(self.last_ok_mono, sent)
         if status == "NOT_OWNER":
             self.interrupt("stolen", "the lease now belongs to another run")
+        elif status == "GONE":
+            self.interrupt("stolen", "the lease is gone: taken over and released since, "
+                           "or lost with Redis's data (restart, failover)")  # fmt: skip
         elif status == "CANCELLED":
             self.interrupt("cancelled", "an operator cancelled the run")
 

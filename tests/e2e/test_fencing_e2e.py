@@ -163,6 +163,7 @@ def test_after_redis_loses_its_data_tokens_keep_rising_and_grants_wait_out_the_g
                                      if r.token == 1 and r.outcome != "running"), None),
                        10, "the run whose lease was lost to stop")  # fmt: skip
         assert old.outcome == "stolen", old
+        assert "lost with Redis's data" in (old.error or "")
         second = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
                                         if r.token and r.token > 1), None),
                           40, "a new grant")  # fmt: skip
