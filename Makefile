@@ -34,5 +34,10 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads (issue 6)
+.PHONY: bench-quality
+bench-quality: $(STAMP)
+	$(BIN)/python -m benchmarks.quality $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
