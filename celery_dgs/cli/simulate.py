@@ -26,7 +26,6 @@ from ..sim.workload import (
     Workload,
     WorkloadError,
     load_workload,
-    make_workers,
     workload_from_specs,
 )
 
@@ -141,7 +140,7 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
     else:
         workload = _declared(ctx, slots, parse_duration(duration, "--duration"))
     if slots is not None and workload_path is not None:
-        workload = replace(workload, workers=make_workers(slots, per_worker))
+        workload = workload.with_slots(slots, per_worker)
     updates: dict[str, object] = {}
     if horizon_s is not None:
         updates["horizon_s"] = horizon_s
