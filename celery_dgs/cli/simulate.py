@@ -176,7 +176,7 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
 def _summary(w: Workload) -> str:
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
     return (f"{len(w.schedules)} schedules, {w.slots} slots, load {w.load():.2f}, "
-            f"horizon {w.horizon_s / 86400:g}d, warm-up {w.effective_warmup() / 3600:g}h, "
+            f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
             f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
 
 
