@@ -13,6 +13,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:workers              zset   worker name -> expires_at (ms): the worker index
     P:leader:<role>        hash   a leader lease (role ``beat``: the dispatching beat)
     P:leader_token:<role>  string the leader's fencing-token counter (INCR), never deleted
+    P:epoch                hash   run_id of the Redis server last seen by a lease
+                                  grant, and since when (ms); see acquire.lua
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -102,6 +104,10 @@ class KeySpace:
 
     def worker_index(self) -> str:
         return f"{self._base}:workers"
+
+    def epoch(self) -> str:
+        """The Redis ``run_id`` last seen by a grant: it vanishes with the data."""
+        return f"{self._base}:epoch"
 
     # -- other ----------------------------------------------------------------
     def leader(self, role: str = "beat") -> str:

@@ -26,7 +26,6 @@ from ..sim.workload import (
     Workload,
     WorkloadError,
     load_workload,
-    make_workers,
     workload_from_specs,
 )
 
@@ -70,7 +69,8 @@ def _outage(value: str) -> Outage:
 @click.option("--duration", default="60s", show_default=True,
               help="declared schedules: mean run time (unless duration_override)")
 @click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
-@click.option("--warmup", help="not measured at the start (default: 2 longest periods)")
+@click.option("--warmup",
+              help="not measured at the start (default: 4 longest periods, <= horizon/2)")
 @click.option("--outage", "outages", multiple=True,
               help="all workers down START:END (from the start), e.g. 3d:3d6h; repeatable")
 @click.option("--seed", type=int, help="random seed (default: the workload's, else 0)")
@@ -140,7 +140,7 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
     else:
         workload = _declared(ctx, slots, parse_duration(duration, "--duration"))
     if slots is not None and workload_path is not None:
-        workload = replace(workload, workers=make_workers(slots, per_worker))
+        workload = workload.with_slots(slots, per_worker)
     updates: dict[str, object] = {}
     if horizon_s is not None:
         updates["horizon_s"] = horizon_s
@@ -176,7 +176,7 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
 def _summary(w: Workload) -> str:
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
     return (f"{len(w.schedules)} schedules, {w.slots} slots, load {w.load():.2f}, "
-            f"horizon {w.horizon_s / 86400:g}d, warm-up {w.effective_warmup() / 3600:g}h, "
+            f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
             f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
 
 

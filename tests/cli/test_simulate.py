@@ -86,3 +86,18 @@ def test_python_m_entry_point(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0].startswith("2 schedules, 1 slots, load 0.60")
+
+
+def test_slots_override_keeps_the_schedules_pools(tmp_path: Path) -> None:
+    # --slots replaces the workers; they must still consume the pool "slow",
+    # or the schedule of that pool would never run (ERROR from its deadline on).
+    doc = {**TWO, "schedules": [
+        {**TWO["schedules"][0], "pool": "slow"}, TWO["schedules"][1],  # type: ignore[index]
+    ]}  # fmt: skip
+    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, doc), "--slots", "2",
+                                           "--policy", "dgs", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["slots"] == 2
+    assert row["error_s"] == 0
+    assert row["runs"] > 20
