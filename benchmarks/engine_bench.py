@@ -30,7 +30,10 @@ path), then the worker registers again.
 Busy ticks: after the last round the ``due`` schedules are parked
 (dispatched, not started); then every one of them is started (its lease
 acquired as a worker does). Nothing else is eligible, but every tick while
-anything is parked reads the lease and dispatch state from Redis.
+anything is parked reads the lease and dispatch state from Redis: as built,
+one ``beat_view.lua`` call; the baseline, measured on the same engine and
+state in alternating order, is the old reads (:func:`legacy_read_state`:
+sweep, every lease hash, every dispatch name).
 
 Built objects are moved to the GC's permanent generation (``gc.freeze``), so
 the collections between repeats do not walk a million schedules each.
@@ -178,7 +181,7 @@ def legacy_read_state(engine: BeatEngine) -> RoundState:
         running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
     del last_leases
     return RoundState(running=running, running_by_worker=running_by_worker,
-                      stale_workers=frozenset(),
+                      stale_workers={},
                       dispatch_names=engine.dispatches.pending_names())  # fmt: skip
 
 
@@ -231,7 +234,7 @@ class Bench:
         self.clock.set(self.t0)
         engine = self.engine
         engine.settings = dataclasses.replace(
-            self.settings, store_poll_interval=1e-6 if poll_every_tick else 2.0
+            self.settings, store_poll_interval=1e-9 if poll_every_tick else 2.0
         )
         engine.tick()  # the first tick also runs the (hourly) prune
         assert engine.index.peek(self.t0.timestamp()) is None, "something is due"

@@ -31,55 +31,28 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
 from ..core.overload import RUN_REQUEST_PRIORITY_S, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from ..core.spec import ScheduleSpec
-from ..core.stats import ScheduleStats
 from ..core.timing import start_times
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
 from .stalled import StalledWorkers
+from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
+
+__all__ = [
+    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "RoundState", "Tracked",
+]
 
 logger = logging.getLogger("celery_dgs.beat")
-
-#: Pseudo-worker used when no worker has registered and dgs_capacity is set.
-ANY_WORKER = "*"
-
-
-@dataclass(frozen=True)
-class DispatchOrder:
-    schedule: str
-    task: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    dispatch_id: str
-    worker: str  # Celery node name, or ANY_WORKER (publish to the pool queue)
-    queue: str | None  # the schedule's pool (None: the default queue)
-    expires_s: float
-    should_start_by: float
-
-
-class Publisher(Protocol):
-    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        """Send the messages; return the orders that could NOT be published."""
-        ...
-
-
-@dataclass(slots=True)
-class Tracked:
-    spec: ScheduleSpec
-    stats: ScheduleStats
-    run_requested_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -90,25 +63,6 @@ class _IndexBatch:
     retry_ladder: tuple[timedelta, ...]
     entries: list[tuple[str, float, float]] = field(default_factory=list)
     cron_times: CronFireCache = field(default_factory=CronFireCache)
-
-
-@dataclass(frozen=True, slots=True)
-class RoundState:
-    """What a dispatch round reads from Redis (:meth:`BeatEngine._read_state`)."""
-
-    running: AbstractSet[str]
-    running_by_worker: dict[str, int]
-    #: Owner -> latest last_ping_at of its leases not pinged within ping_timeout.
-    stale_workers: Mapping[str, datetime]
-    #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
-    dispatch_names: AbstractSet[str] | None
-
-
-@dataclass
-class Pending:
-    dispatch_id: str
-    worker: str
-    since: float  # monotonic seconds
 
 
 class BeatEngine:
