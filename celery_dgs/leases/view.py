@@ -83,10 +83,6 @@ class BeatViewReader:
         self._owners: dict[str, str] = {}  # schedule -> owner_name ("" for foreign data)
         self._counts: Counter[str] = Counter()
 
-    def forget(self) -> None:
-        """Ask for every owner at the next read."""
-        self._generation = ""
-
     def read(self, *, expected_dispatches: int | None = None) -> BeatView:
         """Sweep and read the round's state in one round trip.
 
