@@ -31,6 +31,7 @@ import gc
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -247,24 +248,14 @@ class BeatEngine:
         state = self._read_state()
         running, running_by_worker = state.running, state.running_by_worker
         still_pending = state.dispatch_names  # None: the index still holds exactly `pending`
-        taken_back: set[str] = set()
-        for name, pend in list(self.pending.items()):
-            if still_pending is not None and name not in still_pending:
-                del self.pending[name]  # started (the worker consumed the record) or gone
-            elif mono - pend.since > self.settings.dispatch_timeout:
-                if self.dispatches.take_back(name, pend.dispatch_id):
-                    taken_back.add(name)
-                    logger.warning(
-                        "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
-                        pend.dispatch_id, name, pend.worker, self.settings.dispatch_timeout,
-                    )
-                else:  # started unseen, or replaced: the index is not known any more
-                    self._dispatch_index_exact = False
-                del self.pending[name]
+        pending = self.pending
         if still_pending is not None:
-            self._dispatch_index_exact = still_pending - taken_back == self.pending.keys()
-        busy = running | set(self.pending)
-        freed = [name for name in self.parked if name not in busy]
+            for name in [n for n in pending if n not in still_pending]:
+                del pending[name]  # started (the worker consumed the record) or gone
+        taken_back = self._take_back_expired(mono)
+        if still_pending is not None:
+            self._dispatch_index_exact = still_pending - taken_back == pending.keys()
+        freed = [name for name in self.parked if name not in running and name not in pending]
         if freed:
             # Workers write the outcome to the store before releasing the lease:
             # read it now, or the schedule would be re-indexed with stale stats.
@@ -284,7 +275,7 @@ class BeatEngine:
             return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
 
         def defer(name: str) -> bool:
-            if name in busy:  # running or already dispatched: park it
+            if name in running or name in pending:  # running or already dispatched: park it
                 self.parked.add(name)
                 return True
             return self._reindex_if_not_due(name, now)  # e.g. its blackout began
@@ -296,6 +287,29 @@ class BeatEngine:
         orders = [self._order(name, worker, now) for name, worker in chosen]
         if orders:
             self._send(orders, now)
+
+    def _take_back_expired(self, mono: float) -> set[str]:
+        """Take back the dispatches not started within dispatch_timeout; returns the
+        schedules whose record was removed. ``pending`` is in dispatch order (``since``
+        never decreases), so the scan stops at the first one still in time."""
+        timeout = self.settings.dispatch_timeout
+        expired = []
+        for name, pend in self.pending.items():
+            if mono - pend.since <= timeout:
+                break
+            expired.append((name, pend))
+        taken_back: set[str] = set()
+        for name, pend in expired:
+            del self.pending[name]
+            if self.dispatches.take_back(name, pend.dispatch_id):
+                taken_back.add(name)
+                logger.warning(
+                    "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
+                    pend.dispatch_id, name, pend.worker, timeout,
+                )  # fmt: skip
+            else:  # started unseen, or replaced: the index is not known any more
+                self._dispatch_index_exact = False
+        return taken_back
 
     def _reindex_if_not_due(self, name: str, now: float) -> bool:
         """Re-check a chosen schedule's start times at ``now``: the index holds times
@@ -319,9 +333,7 @@ class BeatEngine:
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
         )  # fmt: skip
-        pending_by_worker: dict[str, int] = {}
-        for pend in self.pending.values():
-            pending_by_worker[pend.worker] = pending_by_worker.get(pend.worker, 0) + 1
+        pending_by_worker = Counter(pend.worker for pend in self.pending.values())
         if not workers and not self.stalled and self.settings.capacity:
             used = sum(running_by_worker.values()) + len(self.pending)
             return Placement(
