@@ -10,7 +10,9 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# editable_mode=compat: a plain .pth to the checkout. The default mode (a meta
+	# path finder) prints a BuildBackendWarning ("Editable installation") on every install.
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 ## demo: the example project's workers and beat on an embedded server; live status until Ctrl-C
