@@ -10,9 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# editable_mode=compat: a plain .pth to the checkout. The default mode (a meta
-	# path finder) prints a BuildBackendWarning ("Editable installation") on every install.
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 ## demo: the example project's workers and beat on an embedded server; live status until Ctrl-C
