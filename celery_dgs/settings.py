@@ -27,6 +27,9 @@ DEFAULT_PING_TIMEOUT_S = 90.0  # three missed pings before a steal may start
 DEFAULT_STEAL_DELAY_S = 60.0  # grace after steal_start_at for the owner to ping again
 DEFAULT_DISPATCH_TIMEOUT_S = 300.0  # a dispatch not started by then is taken back
 DEFAULT_WORKER_TTL_S = 60.0  # a worker registration expires unless refreshed
+#: Workers register (node, queues, slots) so beat places each run on one of
+#: them; False: an anonymous pool, admitted up to dgs_capacity runs at a time.
+DEFAULT_WORKER_REGISTER = True
 DEFAULT_EWMA_ALPHA = 0.37
 DEFAULT_RETRY_BACKOFF_S = (300.0, 3600.0, 14400.0)  # 5 min, 1 h, 4 h
 DEFAULT_RUN_RETENTION_S = 30 * 24 * 3600.0  # 30 days of run history
@@ -78,8 +81,12 @@ class DgsSettings:
     worker_ttl: float = DEFAULT_WORKER_TTL_S
     ewma_alpha: float = DEFAULT_EWMA_ALPHA
     retry_backoff: tuple[float, ...] = DEFAULT_RETRY_BACKOFF_S
-    #: Fixed worker-slot capacity used when no worker has registered.
+    #: Fixed worker-slot capacity used when no worker has registered: beat then
+    #: runs at most this many at a time and publishes to each schedule's pool queue.
     capacity: int | None = None
+    #: Workers: register in Redis at start (beat places runs on registered
+    #: workers). False: this worker stays anonymous (fixed-capacity mode).
+    worker_register: bool = DEFAULT_WORKER_REGISTER
     run_retention: float = DEFAULT_RUN_RETENTION_S
     prune_batch_size: int = DEFAULT_PRUNE_BATCH_SIZE
     termination_grace: float = DEFAULT_TERMINATION_GRACE_S
@@ -149,6 +156,10 @@ class DgsSettings:
             )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
+        if not isinstance(self.worker_register, bool):
+            raise SettingsError(
+                f"dgs_worker_register must be True or False, got {self.worker_register!r}"
+            )
         if not isinstance(self.redis_cluster_hash_tag, bool):
             raise SettingsError(
                 f"dgs_redis_cluster_hash_tag must be True or False, "
