@@ -184,7 +184,8 @@ def _store_declared(rt: Runtime, spec: ScheduleSpec) -> None:
     since it was added (or ``task.delay()`` came first). Store it as the next
     sync would (``insert_if_missing``: never touches a stored row), so the run
     and its record happen as usual."""
-    if rt.store.insert_if_missing(spec, rt.leases.now()):
+    now = rt.leases.now()
+    if _retry(f"storing {spec.name}", lambda: rt.store.insert_if_missing(spec, now)):
         logger.warning(
             "celery-dgs: schedule %s was not in the store (beat has not synced the "
             "declarations since it was added; `celery dgs sync` does it): stored it from "

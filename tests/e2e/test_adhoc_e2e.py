@@ -47,3 +47,14 @@ def test_delay_before_any_sync_stores_the_schedule_and_records_the_run(cluster_f
              "a second run")  # fmt: skip
     assert cluster.schedule("e2e.p20").current_token == 2
     assert cluster.logs().count(WARNING) == 1, "stored once"
+
+
+def test_a_skip_of_a_schedule_not_stored_yet_is_recorded(cluster_factory) -> None:
+    cluster = cluster_factory(["not_on_node1"])
+    cluster.start_worker("w1", "node1")
+    cluster.send("e2e.not_on_node1")  # excluded on node1: a skip, which is recorded too
+    skip = wait_for(lambda: next(iter(cluster.runs("e2e.not_on_node1")), None), 30,
+                    "the skip's record")  # fmt: skip
+    assert (skip.outcome, skip.error) == ("skipped", "node node1 is excluded")
+    assert cluster.schedule("e2e.not_on_node1").current_token is None
+    assert cluster.starts() == []
