@@ -1,0 +1,137 @@
+"""``FaultCluster``: the e2e harness's real worker/beat subprocesses, running
+``tests.faults.proj``, with a history file, per-worker environments (a proxy's
+Redis URL, a faked clock) and fault helpers that log what they inject."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.harness import ROOT, Cluster, wait_for
+from tests.faults.checker import Bounds, Report, check
+from tests.faults.history import History
+
+PING_INTERVAL, PING_TIMEOUT, STEAL_DELAY = 0.5, 1.5, 1.0
+BOUNDS = Bounds(ping_interval=PING_INTERVAL, ping_timeout=PING_TIMEOUT, steal_delay=STEAL_DELAY,
+                tick=1.0, slack=1.0)  # fmt: skip
+
+
+class FaultCluster(Cluster):
+    def __init__(self, tmp: Path, redis_url: str, schedules: list[str], **env: str) -> None:
+        self.history = History(tmp / "history.jsonl")
+        super().__init__(tmp, redis_url, schedules, FAULTS_HISTORY=str(self.history.path), **env)
+        self.proc_env: dict[str, dict[str, str]] = {}
+        self.bounds = BOUNDS
+
+    def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
+        env = {**self.env, "E2E_NODE": node, **self.proc_env.get(key, {})}
+        with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "tests.faults.proj", *args],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        self.procs[key] = proc
+        return proc
+
+    def start_worker(
+        self, name: str, node: str, *, pool: str = "solo", concurrency: int = 1,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:  # fmt: skip
+        self.proc_env[name] = env or {}
+        return super().start_worker(name, node, pool=pool, concurrency=concurrency)
+
+    def start_beat(self, key: str = "beat") -> subprocess.Popen[bytes]:
+        return self._start(key, [
+            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
+            "--pidfile", str(self.tmp / f"{key}.pid"), "-s", str(self.tmp / f"{key}-schedule"),
+        ])  # fmt: skip
+
+    # -- the history ------------------------------------------------------------------
+    def starts(self, schedule: str | None = None) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [e for e in self.history.events() if e["kind"] == "start"
+                and (schedule is None or e["schedule"] == schedule)]  # fmt: skip
+
+    def wait_start(self, schedule: str, *, after_token: int = 0,
+                   timeout: float = 30) -> dict[str, Any]:  # fmt: skip
+        return wait_for(
+            lambda: next((e for e in self.starts(schedule) if (e["token"] or 0) > after_token),
+                         None),
+            timeout, f"a run of {schedule} with a token above {after_token}",
+        )  # fmt: skip
+
+    def wait_end(self, run_id: str, timeout: float = 10) -> dict[str, Any]:
+        return wait_for(
+            lambda: next((e for e in self.history.events()
+                          if e["kind"] == "end" and e["run_id"] == run_id), None),
+            timeout, f"run {run_id} to end",
+        )  # fmt: skip
+
+    def worker_of(self, start: dict[str, Any]) -> str:
+        """The worker key whose node ran this start."""
+        return next(k for k, p in self.proc_env.items() if k in self.procs
+                    and self._node(k) == start["host"])  # fmt: skip
+
+    def _node(self, key: str) -> str:
+        args = self.procs[key].args
+        assert isinstance(args, list)
+        return str(args[args.index("-n") + 1]).split("@", 1)[1]
+
+    # -- faults -----------------------------------------------------------------------
+    def sigkill(self, pids: list[int]) -> None:
+        self.history.fault("sigkill", pids=pids)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        self.history.exited(pids)
+
+    def sigstop(self, key: str) -> int:
+        pid = self.procs[key].pid
+        self.history.fault("sigstop", pids=[pid])
+        os.killpg(pid, signal.SIGSTOP)
+        return pid
+
+    def sigcont(self, key: str) -> None:
+        pid = self.procs[key].pid
+        os.killpg(pid, signal.SIGCONT)
+        self.history.resumed(pids=[pid])
+
+    def shutdown(self, key: str, *, cold: bool, timeout: float = 20) -> int:
+        """Celery's warm (SIGTERM) or cold (SIGQUIT) shutdown of a worker's main process."""
+        proc = self.procs[key]
+        self.history.fault("cold_shutdown" if cold else "warm_shutdown", pids=[proc.pid])
+        proc.send_signal(signal.SIGQUIT if cold else signal.SIGTERM)
+        code = proc.wait(timeout)
+        self.history.exited([proc.pid])
+        self.procs.pop(key)
+        return code
+
+    # -- the checker ------------------------------------------------------------------
+    def report(self) -> Report:
+        events = self.history.events()
+        names = {e["schedule"] for e in events if e["kind"] == "start"}
+        store = self.store()
+        try:
+            rows = [r for n in names for r in store.runs(f"faults.{n}", limit=100_000)]
+            tokens = {n: store.get(f"faults.{n}").current_token for n in names}
+        finally:
+            store.close()
+        for row in rows:  # the history names schedules without the task prefix
+            object.__setattr__(row, "schedule", row.schedule.removeprefix("faults."))
+        return check(events, self.bounds, now=time.monotonic(), stored=rows,
+                     current_tokens=tokens)  # fmt: skip
+
+    def assert_history_ok(self, settle: float = 3.0) -> Report:
+        """Check the history; transient states (a store write in flight) get
+        ``settle`` seconds to pass, violations that persist fail the test."""
+        deadline = time.monotonic() + settle
+        report = self.report()
+        while not report.ok and time.monotonic() < deadline:
+            time.sleep(0.2)
+            report = self.report()
+        print(report)
+        assert report.ok, f"{report}\n{self.logs()}"
+        return report
