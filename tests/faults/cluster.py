@@ -56,12 +56,14 @@ class FaultCluster(Cluster):
         return [e for e in self.history.events() if e["kind"] == "start"
                 and (schedule is None or e["schedule"] == schedule)]  # fmt: skip
 
-    def wait_start(self, schedule: str, *, after_token: int = 0,
+    def wait_start(self, schedule: str, *, after: dict[str, Any] | None = None,
                    timeout: float = 30) -> dict[str, Any]:  # fmt: skip
+        """The first start of ``schedule`` (after the start ``after``); the
+        checker, not this wait, judges its token."""
+        since = after["t"] if after is not None else -1.0
         return wait_for(
-            lambda: next((e for e in self.starts(schedule) if (e["token"] or 0) > after_token),
-                         None),
-            timeout, f"a run of {schedule} with a token above {after_token}",
+            lambda: next((e for e in self.starts(schedule) if e["t"] > since), None),
+            timeout, f"a run of {schedule}" + (f" after run {after['run_id']}" if after else ""),
         )  # fmt: skip
 
     def wait_end(self, run_id: str, timeout: float = 10) -> dict[str, Any]:
