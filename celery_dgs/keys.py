@@ -10,6 +10,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:worker:<name>        hash   a registered worker (expires with its TTL)
     P:workers              zset   worker name -> expires_at (ms): the worker index
     P:leader:<role>        any    reserved for leader leases (e.g. two beats)
+    P:epoch                hash   run_id of the Redis server last seen by a lease
+                                  grant, and since when (ms); see acquire.lua
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -95,6 +97,10 @@ class KeySpace:
 
     def worker_index(self) -> str:
         return f"{self._base}:workers"
+
+    def epoch(self) -> str:
+        """The Redis ``run_id`` last seen by a grant: it vanishes with the data."""
+        return f"{self._base}:epoch"
 
     # -- other ----------------------------------------------------------------
     def leader(self, role: str = "beat") -> str:

@@ -35,7 +35,10 @@ class Runtime:
 
     @cached_property
     def redis(self) -> Any:
-        return redis_from_url(self.redis_url or "")
+        timeout = self.settings.redis_socket_timeout
+        return redis_from_url(
+            self.redis_url or "", socket_timeout=timeout, socket_connect_timeout=timeout
+        )
 
     @cached_property
     def leases(self) -> RedisLeases:

@@ -30,6 +30,12 @@ DEFAULT_PRUNE_BATCH_SIZE = 1000
 DEFAULT_TERMINATION_GRACE_S = 10.0  # after interrupting a run, before killing its process
 DEFAULT_STORE_POLL_INTERVAL_S = 2.0  # beat reads store changes at most this often
 DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
+# -- fencing (issue 7) --
+#: Default self-fencing margin as a fraction of ping_timeout: an owner with no
+#: successful ping for ping_timeout - margin stops its run (defaults: 90 s - 22.5 s
+#: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval
+#: so that a slow but healthy ping cycle never fences.
+DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
 
 
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -69,6 +75,11 @@ class DgsSettings:
     metrics_port: int | None = None
     #: Address the metrics endpoint binds to.
     metrics_addr: str = "0.0.0.0"
+    #: Self-fencing, seconds: a run whose owner has had no successful ping for
+    #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
+    #: and its process is gone by ``ping_timeout``, before anyone may steal
+    #: (``ping_timeout + steal_delay``). ``None``: see DEFAULT_SELF_FENCE_MARGIN_FRACTION.
+    self_fence_margin: float | None = None
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -83,6 +94,7 @@ class DgsSettings:
                 f"dgs_ping_timeout ({self.ping_timeout}s) must be longer than "
                 f"dgs_ping_interval ({self.ping_interval}s)"
             )
+        self._check_self_fence_margin()
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
         backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
@@ -107,6 +119,31 @@ class DgsSettings:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
+
+    def _check_self_fence_margin(self) -> None:
+        slack = self.ping_timeout - self.ping_interval
+        if self.self_fence_margin is None:
+            margin = min(self.ping_timeout * DEFAULT_SELF_FENCE_MARGIN_FRACTION, slack / 2)
+        else:
+            margin = _seconds("dgs_self_fence_margin", self.self_fence_margin)
+            if margin >= slack:
+                raise SettingsError(
+                    f"dgs_self_fence_margin ({margin}s) must be shorter than dgs_ping_timeout "
+                    f"- dgs_ping_interval ({slack}s), or a healthy owner would fence itself "
+                    "between two pings"
+                )
+        object.__setattr__(self, "self_fence_margin", margin)
+
+    @property
+    def fence_after(self) -> float:
+        """Seconds without a successful ping after which an owner stops its run."""
+        return self.ping_timeout - (self.self_fence_margin or 0.0)
+
+    @property
+    def redis_socket_timeout(self) -> float:
+        """Seconds a Redis call may take (``fence_after``): a call that hangs on a
+        dead connection must fail, not block the worker beyond self-fencing."""
+        return self.fence_after
 
     @property
     def retry_ladder(self) -> tuple[timedelta, ...]:

@@ -29,6 +29,7 @@ STYLES: dict[str, dict[str, Any]] = {
     "cancelled": {"fg": "yellow"},
     "stolen": {"fg": "yellow"},
     "yielded": {"fg": "yellow"},
+    "self_fenced": {"fg": "yellow"},
     "skipped": {"dim": True},
     "pending": {"fg": "yellow"},
     "stale": {"fg": "yellow"},

@@ -46,6 +46,9 @@ class RedisLeases:
     ``ping_timeout``: seconds without a ping after which a steal may be marked.
     ``steal_delay``: seconds after ``steal_start_at`` during which the owner may
     still ping and keep its lease.
+    ``restart_grace``: seconds after Redis is seen with a new ``run_id`` (or
+    without its data) during which no schedule that was granted before gets a
+    new lease; ``None``: ``ping_timeout + steal_delay``.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class RedisLeases:
         ping_timeout: float,
         steal_delay: float,
         clock_ms: Callable[[], int] | None = None,
+        restart_grace: float | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -63,7 +67,15 @@ class RedisLeases:
         self.steal_delay_ms = seconds_to_ms("steal_delay", steal_delay)
         if self.ping_timeout_ms <= 0:
             raise ValueError(f"ping_timeout must be > 0, got {ping_timeout!r}")
+        self.restart_grace_ms = (
+            self.ping_timeout_ms + self.steal_delay_ms
+            if restart_grace is None
+            else seconds_to_ms("restart_grace", restart_grace)
+        )
         self._clock_ms = clock_ms
+        #: Tests only: the server run_id the acquire script believes it sees
+        #: (a failover to a replica that kept the data cannot be staged otherwise).
+        self.run_id_override = ""
 
     # -- helpers --------------------------------------------------------------
     def _now_arg(self) -> str:
@@ -95,7 +107,9 @@ class RedisLeases:
         STEAL_PENDING the record stays until beat takes it back.
         Calling again with the owner_tag that holds the lease is GRANTED with
         ``renewed=True`` and the same token (a safe retry).
-        ``min_token``: a durable floor; the new token is larger than it.
+        ``min_token``: a durable floor; the new token is larger than it. A
+        schedule whose Redis counter is below it (Redis lost a recorded grant)
+        gets RECOVERING during the restart grace (see ``scripts/acquire.lua``).
         """
         if not owner_tag:
             raise ValueError("owner_tag must be a non-empty string")
@@ -105,10 +119,10 @@ class RedisLeases:
         reply = self._call(
             "acquire.lua",
             [k.lease(schedule), k.token(schedule), k.lease_index(), k.dispatch(schedule),
-             k.dispatch_index()],
+             k.dispatch_index(), k.epoch()],
             [self._now_arg(), _FMT, schedule, owner_node, owner_name, owner_tag,
              dispatch_id or "", min_token, self.ping_timeout_ms, self.steal_delay_ms,
-             str(DISPATCH_FORMAT_VERSION)],
+             str(DISPATCH_FORMAT_VERSION), self.restart_grace_ms, self.run_id_override],
         )  # fmt: skip
         status = AcquireStatus(text(reply[0]))
         now = ms_to_datetime(int(reply[1]))
@@ -124,6 +138,10 @@ class RedisLeases:
                 status=status, now=now, token=int(reply[2]),
                 started_at=ms_to_datetime(int(reply[3])), took_over_from=previous,
             )  # fmt: skip
+        if status is AcquireStatus.RECOVERING:
+            return AcquireResult(
+                status=status, now=now, grace_ends_at=ms_to_datetime(int(reply[2]))
+            )
         if status is AcquireStatus.STALE_DISPATCH:
             return AcquireResult(status=status, now=now, current_dispatch_id=text(reply[2]) or None)
         return AcquireResult(status=status, now=now, holder=self._info(schedule, reply[2]))

@@ -70,6 +70,11 @@ class AcquireStatus(str, enum.Enum):
     #: The message's dispatch is no longer the schedule's current one (replaced,
     #: taken back, or already started): drop the message.
     STALE_DISPATCH = "STALE_DISPATCH"
+    #: Redis restarted or failed over (its run_id changed, or the data was lost)
+    #: less than ping_timeout + steal_delay ago, and its token counter for the
+    #: schedule is below the store's floor (it lost a recorded grant): a lease
+    #: lost with the data may still have a live owner. Skip the run.
+    RECOVERING = "RECOVERING"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +93,8 @@ class AcquireResult:
     holder: LeaseInfo | None = None
     #: STALE_DISPATCH: the schedule's current dispatch id (None: no dispatch pending).
     current_dispatch_id: str | None = None
+    #: RECOVERING: when the restart grace ends (Redis time).
+    grace_ends_at: datetime | None = None
 
     @property
     def granted(self) -> bool:

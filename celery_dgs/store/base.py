@@ -18,7 +18,7 @@ from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
 
 RunOutcome = Literal[
     "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
-    "skipped",
+    "self_fenced", "skipped",
 ]  # fmt: skip
 
 #: Outcomes that count as a good run (``record_success``).
@@ -27,7 +27,9 @@ SUCCESS_OUTCOMES = frozenset({"success"})
 #: terminated for ``max_allowed_duration`` or a blackout, a worker that died.
 FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost"})
 #: Outcomes that end a run neither good nor failed (``record_interruption``).
-INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded"})
+#: ``self_fenced``: the owner lost contact with Redis and stopped the run itself
+#: before its lease could be taken over.
+INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded", "self_fenced"})
 #: Every outcome :meth:`ScheduleStore.record_run_end` accepts.
 END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 #: Every value of the ``outcome`` column.
@@ -180,7 +182,9 @@ class ScheduleStore(ABC):
         started_at: datetime,
     ) -> None:
         """In one transaction: add the run (``running``), set ``last_start_at`` and
-        make ``token`` the schedule's ``current_token``."""
+        make ``token`` the schedule's ``current_token``. A token not above the
+        current one is refused: the run is stored as a fenced skip, then
+        :class:`~celery_dgs.errors.StaleTokenError` is raised."""
 
     @abstractmethod
     def record_run_end(
@@ -212,6 +216,11 @@ class ScheduleStore(ABC):
         at: datetime,
     ) -> None:
         """Record a dispatch that did not run (outcome ``skipped``); stats untouched."""
+
+    def token_floor(self, schedule: str) -> int:
+        """The highest fencing token recorded for ``schedule`` (0: none yet); a
+        new lease must get a larger one (the durable floor)."""
+        return self.get(schedule).current_token or 0
 
     @abstractmethod
     def update_progress(self, run_id: str, progress: float) -> None:

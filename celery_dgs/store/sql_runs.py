@@ -59,26 +59,44 @@ class RunMethods(SqlStoreBase):
         started_at: datetime,
     ) -> None:
         """One transaction: insert the run (outcome ``running``), set the schedule's
-        ``last_start_at`` and make ``token`` its ``current_token`` (the latest
-        granted run always wins, so a lease backend that restarted its token
-        sequence is not locked out). A ``run_id`` already recorded is a no-op.
-        ``UnknownScheduleError`` if the schedule is not stored.
+        ``last_start_at`` and make ``token`` its ``current_token``. A ``run_id``
+        already recorded is a no-op. ``UnknownScheduleError`` if the schedule is
+        not stored.
+
+        Durable token floor: ``current_token`` only ever goes up. A token not
+        above it (a lease granted by a Redis that lost its counter, racing a
+        grant already recorded here) is refused: the run is stored as
+        ``skipped`` with ``fenced`` set and the reason in ``error``, that is
+        committed, and :class:`~celery_dgs.errors.StaleTokenError` is raised, so
+        the caller never starts the task body with a repeated or lower token.
         """
         started_at = utc(started_at, "started_at")
+        stale: str | None = None
         with self._write() as session:
             row = self._locked(session, schedule)
             if _run_exists(session, run_id):
                 return
-            session.add(
-                RunRow(
-                    run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
-                    owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
-                    token=token, started_at=started_at, outcome="running", fenced=False,
-                )
+            run = RunRow(
+                run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
+                owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
+                token=token, started_at=started_at, outcome="running", fenced=False,
             )  # fmt: skip
-            apply_stats(row, record_start(stats_of(row), started_at))
-            row.current_token = token
-            self._touch(session, row)
+            floor = row.current_token
+            if floor is not None and token <= floor:
+                stale = (
+                    f"stale token {token}: schedule {schedule!r} already recorded token "
+                    f"{floor}; the run was not started"
+                )
+                run.outcome, run.error, run.fenced = "skipped", stale, True
+                run.ended_at, run.duration_s = started_at, 0.0
+                session.add(run)
+            else:
+                session.add(run)
+                apply_stats(row, record_start(stats_of(row), started_at))
+                row.current_token = token
+                self._touch(session, row)
+        if stale is not None:
+            raise StaleTokenError(stale)
 
     def record_run_end(
         self,
@@ -165,6 +183,19 @@ class RunMethods(SqlStoreBase):
                     outcome="skipped", error=reason, duration_s=0.0, fenced=False,
                 )
             )  # fmt: skip
+
+    def token_floor(self, schedule: str) -> int:
+        """The highest fencing token recorded for ``schedule`` (0: none yet).
+
+        The lease backend is asked for a token above it, so a token never
+        repeats or goes down even after Redis lost its counter.
+        ``UnknownScheduleError`` if the schedule is not stored."""
+        stmt = select(ScheduleRow.current_token).where(ScheduleRow.name == schedule)
+        with self._read() as session:
+            found = session.execute(stmt).one_or_none()
+        if found is None:
+            raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
+        return int(found[0] or 0)
 
     def update_progress(self, run_id: str, progress: float) -> None:
         """Store the progress a running run reports (conventionally 0.0-1.0).

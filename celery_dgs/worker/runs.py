@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from ..core.spec import ScheduleSpec
-from ..errors import DgsError
+from ..errors import DgsError, StaleTokenError, UnknownRunError
 from ..runtime import Runtime
 from .supervisor import RunSupervisor, RunTerminated
 
@@ -38,15 +40,15 @@ def node_of(hostname: str) -> str:
     return hostname.split("@", 1)[1] if "@" in hostname else hostname
 
 
-def _retry(what: str, fn: Callable[[], Any]) -> Any:
+def _retry(what: str, fn: Callable[[], Any], attempts: int = STORE_WRITE_ATTEMPTS) -> Any:
     delay = 0.2
-    for attempt in range(1, STORE_WRITE_ATTEMPTS + 1):
+    for attempt in range(1, attempts + 1):
         try:
             return fn()
         except DgsError:
             raise  # a definite answer (unknown schedule, stale token): retrying cannot help
         except Exception:
-            if attempt == STORE_WRITE_ATTEMPTS:
+            if attempt == attempts:
                 logger.exception("celery-dgs: %s failed after %d attempts", what, attempt)
                 raise
             logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
@@ -75,13 +77,21 @@ def supervised_run(
             rt.dispatches.take_back(schedule, dispatch_id)
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
+    # The durable floor: a token above every token the store recorded, even if
+    # Redis lost its counter (restart without persistence, failover).
+    floor = _retry(f"reading the token floor of {schedule}", lambda: store.token_floor(schedule))
+    asked_mono = time.monotonic()  # the grant (and its first "ping") is no earlier
     result = leases.acquire(
-        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id, dispatch_id=dispatch_id
-    )
+        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
+        dispatch_id=dispatch_id, min_token=floor,
+    )  # fmt: skip
     status = result.status.name
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
         reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
+        if result.grace_ends_at is not None:
+            reason += (f" (Redis restarted or lost data: no new lease for a schedule that ran "
+                       f"before until {result.grace_ends_at.isoformat()})")  # fmt: skip
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
@@ -96,6 +106,9 @@ def supervised_run(
             # a dead one from here, and neither may count as the task failing.
             store.record_run_end(run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
                                  error=f"owner {old.owner_name} stopped pinging; lease taken over")
+        except (StaleTokenError, UnknownRunError) as exc:  # already ended, or never recorded
+            logger.info("celery-dgs: run %s of %s not recorded as stolen: %s",
+                        old.owner_tag, schedule, exc)  # fmt: skip
         except Exception:
             logger.exception("celery-dgs: could not record run %s of %s as stolen",
                              old.owner_tag, schedule)  # fmt: skip
@@ -104,19 +117,38 @@ def supervised_run(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
             owner_name=owner_name, owner_tag=run_id, token=token, started_at=started_at,
         ))  # fmt: skip
+    except StaleTokenError as exc:
+        # Another grant with a token at least as high is already recorded: this
+        # lease came from a Redis that lost data. Never run the body with it.
+        logger.warning("celery-dgs: run %s of %s refused: %s", run_id, schedule, exc)
+        leases.release(schedule, run_id)
+        return None
     except Exception:
         leases.release(schedule, run_id)
         raise
 
     def on_unresponsive(stop: RunTerminated) -> None:
-        _finish(rt, spec, run_id, stop.outcome, stop.reason)
+        if stop.outcome == "self_fenced":
+            # The process must be gone before a steal is possible: record the
+            # outcome if the store answers in time, then exit regardless.
+            writer = threading.Thread(
+                target=_finish, args=(rt, spec, run_id, stop.outcome, stop.reason),
+                kwargs={"attempts": 1}, daemon=True,
+            )  # fmt: skip
+            writer.start()
+            writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
+        else:
+            _finish(rt, spec, run_id, stop.outcome, stop.reason)
         os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
+    settings = rt.settings
     supervisor = RunSupervisor(
         schedule=schedule, run_id=run_id, spec=spec, token=token,
         ping=lambda progress: leases.ping(schedule, run_id, progress=progress).status.name,
-        now=leases.now, ping_interval=rt.settings.ping_interval,
-        termination_grace=rt.settings.termination_grace, on_unresponsive=on_unresponsive,
+        now=leases.now, ping_interval=settings.ping_interval,
+        termination_grace=settings.termination_grace, on_unresponsive=on_unresponsive,
+        fence_after=settings.fence_after, kill_after=settings.ping_timeout,
+        granted_mono=asked_mono, started_at=started_at,
     )  # fmt: skip
     logger.info("celery-dgs: run %s of %s started on %s (token %s)",
                 run_id, schedule, owner_name, token)  # fmt: skip
@@ -144,25 +176,32 @@ def supervised_run(
 
 def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
-    progress: float | None = None,
-) -> None:
+    progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
+) -> None:  # fmt: skip
     schedule = spec.name
+    # A self-fenced owner presumes Redis unreachable: its own clock dates the
+    # end, and the lease is left to expire (a release could hang until the
+    # socket timeout and would only free the lease a little earlier).
+    fenced_self = outcome == "self_fenced"
     try:
-        ended_at = rt.leases.now()
+        ended_at = datetime.now(timezone.utc) if fenced_self else rt.leases.now()
     except Exception:
-        from datetime import datetime, timezone
-
         ended_at = datetime.now(timezone.utc)
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
             alpha=rt.settings.ewma_alpha,
-        ))  # fmt: skip
+        ), attempts=attempts)  # fmt: skip
+    except StaleTokenError as exc:
+        # A newer run holds the schedule: this late write is kept in the run
+        # history (flagged fenced) but refused for the statistics.
+        logger.warning("celery-dgs: late outcome %s of run %s refused for the statistics: %s",
+                       outcome, run_id, exc)  # fmt: skip
     except Exception:
         logger.exception("celery-dgs: the outcome %s of run %s of %s could not be stored",
                          outcome, run_id, schedule)  # fmt: skip
     try:
-        if outcome != "stolen":
+        if outcome not in ("stolen", "self_fenced"):
             rt.leases.release(schedule, run_id)
     except Exception:
         logger.exception("celery-dgs: releasing the lease of %s failed", schedule)

@@ -7,7 +7,16 @@ ends the run when:
 - an operator set the cancel flag                      → ``cancelled``;
 - the run passed ``max_allowed_duration``              → ``terminated``;
 - one of its blackout windows began                    → ``terminated``;
-- the worker is shutting down warm                     → ``yielded``.
+- the worker is shutting down warm                     → ``yielded``;
+- no ping has succeeded for ``fence_after`` seconds    → ``self_fenced``.
+
+Self-fencing: pings run on their own thread, so a ping that hangs (Redis
+unreachable, a partition) cannot stop the heartbeat from noticing, on its
+monotonic clock, that the last successful ping was sent ``fence_after``
+(``ping_timeout - self_fence_margin``) ago. The run is then interrupted, and a
+run that ignores the interruption has its process ended ``ping_timeout`` after
+that ping at the latest: before any other owner can take the lease over
+(``ping_timeout + steal_delay`` after Redis saw the ping).
 
 Passing ``max_expected_duration`` is only logged. Interruption raises
 :class:`RunTerminated` in the task's thread (via ``PyThreadState_SetAsyncExc``,
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import signal
 import threading
 import time
@@ -101,6 +111,10 @@ class RunSupervisor:
         termination_grace: float,
         on_unresponsive: Callable[[RunTerminated], None],
         token: int,
+        fence_after: float | None = None,
+        kill_after: float | None = None,
+        granted_mono: float | None = None,
+        started_at: datetime | None = None,
     ) -> None:
         self.schedule = schedule
         self.run_id = run_id
@@ -123,9 +137,23 @@ class RunSupervisor:
         self._beat = threading.Thread(
             target=self._loop, name=f"dgs-heartbeat-{schedule}", daemon=True
         )
+        #: Self-fencing: seconds after the last successful ping (as sent) at which
+        #: the run is stopped, and by which its process must be gone.
+        self.fence_after = fence_after
+        self.kill_after = kill_after if kill_after is not None else fence_after
+        #: Monotonic time the last successful ping was sent (the grant at first).
+        self.last_ok_mono = granted_mono if granted_mono is not None else self._started_mono
+        # Redis time at the grant, advanced by the monotonic clock (no Redis call
+        # on the heartbeat's own thread, so it never blocks on a dead connection).
+        self._time_base = (started_at, self.last_ok_mono)
+        self._pinging = False
+        self._ping_result: tuple[str, float] | None = None
+        self._ping_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
+        if self._time_base[0] is None:
+            self._time_base = (self._now(), time.monotonic())
         with _live_lock:
             _live[self._thread_id] = self
         self._beat.start()
@@ -201,30 +229,97 @@ class RunSupervisor:
                 self.run_id, self.schedule, elapsed, spec.max_expected_duration,
             )  # fmt: skip
 
+    # -- pings, on their own thread ---------------------------------------------------
+    def _estimated_now(self) -> datetime:
+        base, base_mono = self._time_base
+        assert base is not None
+        return base + timedelta(seconds=time.monotonic() - base_mono)
+
+    def _send_ping(self) -> None:
+        """Start one ping on a short-lived thread unless one is still in flight."""
+        with self._ping_lock:
+            if self._pinging:
+                return
+            self._pinging = True
+        threading.Thread(
+            target=self._ping_once, args=(time.monotonic(),), daemon=True,
+            name=f"dgs-ping-{self.schedule}",
+        ).start()  # fmt: skip
+
+    def _ping_once(self, sent: float) -> None:
+        try:
+            status = self._ping(self.progress)
+        except Exception as exc:
+            logger.warning("celery-dgs: ping of %s failed (%s); retrying at the next ping",
+                           self.schedule, exc)  # fmt: skip
+            status = "FAILED"
+        with self._ping_lock:
+            self._pinging = False
+            self._ping_result = (status, sent)
+        self._wake.set()
+
+    def _take_ping_result(self) -> None:
+        with self._ping_lock:
+            result, self._ping_result = self._ping_result, None
+        if result is None:
+            return
+        status, sent = result
+        if status in ("OK", "CANCELLED"):
+            self.last_ok_mono = max(self.last_ok_mono, sent)
+        if status == "NOT_OWNER":
+            self.interrupt("stolen", "the lease now belongs to another run")
+        elif status == "CANCELLED":
+            self.interrupt("cancelled", "an operator cancelled the run")
+
+    def _check_fence(self) -> None:
+        if self.fence_after is None:
+            return
+        silent = time.monotonic() - self.last_ok_mono
+        if silent >= self.fence_after:
+            reason = (
+                f"no successful ping for {silent:.1f}s (limit {self.fence_after:g}s): "
+                "the lease may be taken over"
+            )
+            self.interrupt("self_fenced", reason)
+
+    def kill_deadline_left(self) -> float:
+        """Seconds until this run's process must be gone (self-fencing), or inf."""
+        if self.kill_after is None:
+            return math.inf
+        return self.last_ok_mono + self.kill_after - time.monotonic()
+
+    def _grace(self) -> float:
+        if self.interruption is not None and self.interruption.outcome == "self_fenced":
+            return max(min(self.termination_grace, self.kill_deadline_left()), 0.0)
+        return self.termination_grace
+
     def _loop(self) -> None:
         next_ping = time.monotonic() + self.ping_interval
         while not self._done.is_set():
             try:
-                now = self._now()
+                now = self._estimated_now()
+                self._take_ping_result()
                 if self.interruption is None:
                     self._check_limits(now)
+                if self.interruption is None:
+                    self._check_fence()
                 if self.interruption is None and time.monotonic() >= next_ping:
                     next_ping = time.monotonic() + self.ping_interval
-                    status = self._ping(self.progress)
-                    if status == "NOT_OWNER":
-                        self.interrupt("stolen", "the lease now belongs to another run")
-                    elif status == "CANCELLED":
-                        self.interrupt("cancelled", "an operator cancelled the run")
+                    self._send_ping()
                 if self.interruption is not None:
-                    if not self._done.wait(self.termination_grace):
+                    grace = self._grace()
+                    if not self._done.wait(grace):
                         logger.error(
                             "celery-dgs: run %s of %s did not stop within %.1fs; "
                             "ending its process",
-                            self.run_id, self.schedule, self.termination_grace,
+                            self.run_id, self.schedule, grace,
                         )  # fmt: skip
                         self.on_unresponsive(self.interruption)
                     return
                 wait = min(self._next_deadline(now), max(next_ping - time.monotonic(), 0.05))
+                if self.fence_after is not None:
+                    fence_in = self.last_ok_mono + self.fence_after - time.monotonic()
+                    wait = min(wait, max(fence_in, 0.01))
             except Exception:
                 logger.exception("celery-dgs: heartbeat of %s failed; retrying", self.schedule)
                 wait = min(self.ping_interval, 1.0)

@@ -30,6 +30,9 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     dgs_database_url=os.environ["E2E_DATABASE_URL"],
     dgs_key_prefix=os.environ.get("E2E_PREFIX", "e2e"),
+    # celery-dgs's own Redis traffic, when a test routes it through a proxy
+    # (the broker and the test's event list stay direct).
+    dgs_redis_url=os.environ.get("E2E_DGS_REDIS_URL") or None,
     dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
     dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
     dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),

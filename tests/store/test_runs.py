@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event
 
-from celery_dgs.errors import StaleTokenError, UnknownRunError
+from celery_dgs.errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from celery_dgs.store import SqlScheduleStore
 
 from .conftest import T0, periodic, start
@@ -167,3 +167,28 @@ def test_prune_deletes_finished_runs_in_batches(one: SqlScheduleStore) -> None:
     assert one.prune_runs(T0 + timedelta(days=1)) == 0
     with pytest.raises(ValueError, match="batch_size"):
         one.prune_runs(T0, batch_size=0)
+
+
+def test_durable_floor_refuses_a_start_whose_token_is_not_above_the_recorded_one(
+    one: SqlScheduleStore,
+) -> None:
+    """A Redis that lost its counter may grant a token again: the store refuses
+    to start it, but keeps the attempt in the history (a fenced skip)."""
+    assert one.token_floor("a") == 0
+    start(one, "a", "r5", token=5)
+    assert one.token_floor("a") == 5
+    before = one.get("a")
+    for run_id, token in (("again", 5), ("lower", 3)):
+        with pytest.raises(StaleTokenError, match=rf"stale token {token}.*token 5"):
+            start(one, "a", run_id, token=token, at=T0 + 9 * S)
+        assert one.get("a") == before  # floor, stats and change_seq untouched
+        row = next(r for r in one.runs("a") if r.run_id == run_id)
+        assert (row.outcome, row.fenced, row.token, row.ended_at) == (
+            "skipped", True, token, T0 + 9 * S,
+        )  # fmt: skip
+        assert "not started" in (row.error or "")
+    assert [r.run_id for r in one.running_runs()] == ["r5"]
+    start(one, "a", "r6", token=6, at=T0 + 10 * S)
+    assert one.token_floor("a") == 6
+    with pytest.raises(UnknownScheduleError):
+        one.token_floor("ghost")

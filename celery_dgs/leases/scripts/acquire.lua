@@ -2,11 +2,14 @@
 --
 -- KEYS[1] lease hash          KEYS[2] token counter     KEYS[3] lease index (zset)
 -- KEYS[4] dispatch record     KEYS[5] dispatch index (zset)
+-- KEYS[6] epoch hash: {run_id, since} of the Redis server last seen here
 -- ARGV[1] now override ms or ""     ARGV[2] lease format version
 -- ARGV[3] schedule                  ARGV[4] owner_node   ARGV[5] owner_name
 -- ARGV[6] owner_tag                 ARGV[7] dispatch_id, "" for an ad-hoc run
 -- ARGV[8] min_token (durable floor) ARGV[9] ping_timeout ms  ARGV[10] steal_delay ms
 -- ARGV[11] dispatch record format version
+-- ARGV[12] restart grace ms (ping_timeout + steal_delay in production)
+-- ARGV[13] run_id override or "" (tests; production reads INFO server)
 --
 -- Order of checks:
 --   1. the lease is already this owner_tag's  -> GRANTED again (idempotent retry)
@@ -17,7 +20,15 @@
 --      ping older than ping_timeout, no steal -> mark steal_start_at = now
 --      now - steal_start_at <= steal_delay    -> STEAL_PENDING
 --      otherwise                              -> take over
---   4. grant: token = max(INCR, min_token + 1); a fresh hash; index updated;
+--   4. restart grace: when the server's run_id is not the one in the epoch
+--      hash (a restart, a failover, or the data was lost with the hash itself),
+--      the epoch is reset to {run_id, now}. While now - since < grace, a
+--      schedule whose token counter is below min_token (this server lost a
+--      grant the store recorded) gets RECOVERING: a lease lost with the data
+--      may still have a live owner, who stops at its next ping (NOT_OWNER) or
+--      fences itself before ping_timeout. A grant lost before the store
+--      recorded it needs no wait: the store refuses the second start of a token.
+--   5. grant: token = max(INCR, min_token + 1); a fresh hash; index updated;
 --      the matching dispatch record is deleted (the dispatch has started).
 --
 -- Returns:
@@ -28,12 +39,14 @@
 --   {"HELD", now, holder_flat}
 --   {"STEAL_PENDING", now, holder_flat}
 --   {"STALE_DISPATCH", now, current_dispatch_id or ""}
+--   {"RECOVERING", now, grace_ends_at}
 --   {"MALFORMED", key, reason}
 
 local now = dgs_now(ARGV[1])
 local schedule, tag, dispatch_id = ARGV[3], ARGV[6], ARGV[7]
 
-for _, pair in ipairs({{KEYS[2], "string"}, {KEYS[3], "zset"}, {KEYS[5], "zset"}}) do
+for _, pair in ipairs({{KEYS[2], "string"}, {KEYS[3], "zset"}, {KEYS[5], "zset"},
+                       {KEYS[6], "hash"}}) do
   local wrong = dgs_wrong_type(pair[1], pair[2])
   if wrong then
     return {"MALFORMED", pair[1], wrong}
@@ -80,6 +93,22 @@ if lease then
     return {"STEAL_PENDING", now, redis.call("HGETALL", KEYS[1])}
   end
   previous = lease_flat
+end
+
+local run_id = ARGV[13]
+if run_id == "" then
+  run_id = string.match(redis.call("INFO", "server"), "run_id:(%x+)") or "unknown"
+end
+local epoch = redis.call("HMGET", KEYS[6], "run_id", "since")
+local since = tonumber(epoch[2] or "")
+if epoch[1] ~= run_id or not since then
+  since = now
+  redis.call("HSET", KEYS[6], "run_id", run_id, "since", dgs_int(now))
+end
+local grace = tonumber(ARGV[12])
+local counter = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
+if counter < tonumber(ARGV[8]) and now - since < grace then
+  return {"RECOVERING", now, dgs_int(since + grace)}
 end
 
 local incr = redis.pcall("INCR", KEYS[2])
