@@ -27,9 +27,10 @@ import redis
 from redis.client import Pipeline
 
 from .connection import call_script
-from .errors import LeaseError, MalformedDataError
+from .errors import LeaseError, MalformedDataError, NotLeaderError
 from .keys import KeySpace
 from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.leader import BEAT_ROLE, LEADER_FORMAT_VERSION, LeaderFence
 from .leases.lua import SCRIPTS
 from .leases.types import DISPATCH_FORMAT_VERSION
 
@@ -64,6 +65,16 @@ class DispatchRecord:
         )
 
 
+def _check_leader(reply: list[Any], fence: LeaderFence | None) -> None:
+    if reply and reply[0] == b"NOT_LEADER":
+        holder = text(reply[3]) or "nobody"
+        token = text(reply[2]) or "-"
+        raise NotLeaderError(
+            f"dispatch refused: this beat's leadership (token {fence.token if fence else '-'}) "
+            f"is over; the beat leader is now {holder} (token {token})"
+        )
+
+
 class DispatchRecords:
     """Dispatch records in Redis; one round trip per call."""
 
@@ -77,9 +88,13 @@ class DispatchRecords:
     def _now_arg(self) -> str:
         return "" if self._clock_ms is None else str(int(self._clock_ms()))
 
-    def _chunk_call(self, chunk: list[DispatchRecord], ttl_ms: int) -> tuple[list[str], list[str]]:
-        keys = [self.keys.dispatch_index()] + [self.keys.dispatch(r.schedule) for r in chunk]
-        args = [self._now_arg(), _FMT]
+    def _chunk_call(
+        self, chunk: list[DispatchRecord], ttl_ms: int, fence: LeaderFence | None
+    ) -> tuple[list[str], list[str]]:
+        keys = [self.keys.dispatch_index(), self.keys.leader(BEAT_ROLE)]
+        keys += [self.keys.dispatch(r.schedule) for r in chunk]
+        args = [self._now_arg(), _FMT, str(LEADER_FORMAT_VERSION)]
+        args += [fence.owner_tag, str(fence.token)] if fence is not None else ["", ""]
         for r in chunk:
             if not r.dispatch_id or not r.worker:
                 raise ValueError(f"dispatch of {r.schedule!r} needs a dispatch_id and a worker")
@@ -87,7 +102,12 @@ class DispatchRecords:
         return keys, args
 
     def add_many(
-        self, records: Iterable[DispatchRecord], *, ttl: float, pipeline: Pipeline | None = None
+        self,
+        records: Iterable[DispatchRecord],
+        *,
+        ttl: float,
+        pipeline: Pipeline | None = None,
+        fence: LeaderFence | None = None,
     ) -> datetime | None:
         """Store ``records`` (each replaces its schedule's previous record), expiring in ``ttl`` s.
 
@@ -95,7 +115,13 @@ class DispatchRecords:
         round trip, returns the Redis time stored as ``dispatched_at``. With
         ``pipeline``: the writes are queued on it (plain EVAL, so the pipeline
         needs no extra round trip to load scripts), the caller executes it, and
-        ``None`` is returned; each queued reply is ``[dispatched_at_ms]``.
+        ``None`` is returned; each queued reply is ``[dispatched_at_ms]`` or
+        ``["NOT_LEADER", ...]``.
+
+        ``fence``: the beat leadership the dispatches were decided under. If the
+        beat leader lease no longer has that owner tag and token, nothing is
+        written and :class:`~celery_dgs.errors.NotLeaderError` is raised (checked
+        per chunk of :data:`ADD_CHUNK`, atomically with the writes).
         """
         ttl_ms = seconds_to_ms("ttl", ttl)
         batch = list(records)
@@ -105,13 +131,14 @@ class DispatchRecords:
         if not chunks:
             return None
         if pipeline is None and len(chunks) == 1:
-            keys, args = self._chunk_call(chunks[0], ttl_ms)
+            keys, args = self._chunk_call(chunks[0], ttl_ms, fence)
             reply = call_script(SCRIPTS, self.client, "dispatch_add.lua", keys, args)
+            _check_leader(reply, fence)
             return ms_to_datetime(int(reply[0]))
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=False)
         source = SCRIPTS.source("dispatch_add.lua")
         for chunk in chunks:
-            keys, args = self._chunk_call(chunk, ttl_ms)
+            keys, args = self._chunk_call(chunk, ttl_ms, fence)
             pipe.eval(source, len(keys), *keys, *args)
         if pipeline is not None:
             return None
@@ -122,6 +149,8 @@ class DispatchRecords:
         for reply in replies:
             if reply and reply[0] == b"MALFORMED":
                 raise MalformedDataError(f"Redis key {text(reply[1])!r}: {text(reply[2])}")
+        for reply in replies:  # earlier chunks may be written: the next leader adopts them
+            _check_leader(reply, fence)
         return ms_to_datetime(int(replies[0][0]))
 
     def current(self, schedule: str) -> DispatchRecord | None:

@@ -42,6 +42,11 @@ class LeaseError(DgsError, RuntimeError):
     """A lease operation could not be carried out (for example, Redis is unreachable)."""
 
 
+class NotLeaderError(LeaseError):
+    """A fenced write was refused: the caller no longer holds the leader lease it
+    names (another beat took over). Nothing was written."""
+
+
 class StaleTokenError(DgsError, RuntimeError):
     """A write carried a fencing token that is no longer the schedule's current one."""
 

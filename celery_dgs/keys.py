@@ -9,7 +9,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:dispatches           zset   schedule -> expires_at (ms): the dispatch index
     P:worker:<name>        hash   a registered worker (expires with its TTL)
     P:workers              zset   worker name -> expires_at (ms): the worker index
-    P:leader:<role>        any    reserved for leader leases (e.g. two beats)
+    P:leader:<role>        hash   a leader lease (role ``beat``: the dispatching beat)
+    P:leader_token:<role>  string the leader's fencing-token counter (INCR), never deleted
     P:epoch                hash   run_id of the Redis server last seen by a lease
                                   grant, and since when (ms); see acquire.lua
 
@@ -106,6 +107,10 @@ class KeySpace:
     def leader(self, role: str = "beat") -> str:
         """A leader lease (e.g. the active beat when two run)."""
         return f"{self._base}:leader:{self._name('role', role)}"
+
+    def leader_token(self, role: str = "beat") -> str:
+        """The leader lease's token counter (strictly increasing, never deleted)."""
+        return f"{self._base}:leader_token:{self._name('role', role)}"
 
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""

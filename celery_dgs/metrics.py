@@ -11,7 +11,11 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 - ``dgs_most_urgent_drift_seconds``: now - should_start_by of the most urgent
   eligible schedule (positive: beat is behind);
 - ``dgs_dispatch_lateness_seconds``: histogram of now - should_start_by at
-  each dispatch.
+  each dispatch;
+- ``dgs_beat_leader``: 1 while this beat holds the leader lease and dispatches,
+  0 while it stands by (docs/beat-ha.md); ``dgs_beat_leader_token``: the
+  leader token this beat last saw (its own while leading). A standby's slot
+  and pending gauges are not refreshed: alert on the leader's.
 
 A scrape computes every schedule's condition: O(N) per scrape, not per tick.
 """
@@ -85,6 +89,17 @@ class EngineCollector:
         times = engine.index.times(top) if top is not None else None
         drift.add_metric([], now.timestamp() - times.should_start_by if times else 0.0)
         yield drift
+        leadership = getattr(engine, "leadership", None)
+        if leadership is not None:
+            yield GaugeMetricFamily(
+                "dgs_beat_leader", "1 while this beat leads (dispatches), 0 while it stands by",
+                value=1 if leadership.leading else 0,
+            )  # fmt: skip
+            holder = leadership.holder
+            token = leadership.token if leadership.leading or holder is None else holder.token
+            yield GaugeMetricFamily(
+                "dgs_beat_leader_token", "The beat leader token this beat last saw", value=token
+            )
 
 
 def serve_metrics(

@@ -36,6 +36,11 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 #: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval
 #: so that a slow but healthy ping cycle never fences.
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
+# Beat high availability (docs/beat-ha.md): a beat leader that has not renewed
+# its lease for this long is replaced by a standby beat. The leader renews every
+# third of it; standbys check every min(third, store_poll_interval).
+DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
+MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
 
 
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -71,6 +76,8 @@ class DgsSettings:
     termination_grace: float = DEFAULT_TERMINATION_GRACE_S
     store_poll_interval: float = DEFAULT_STORE_POLL_INTERVAL_S
     max_dispatches_per_tick: int = DEFAULT_MAX_DISPATCHES_PER_TICK
+    #: Seconds without a renewal after which a standby beat takes the leader lease.
+    beat_leader_timeout: float = DEFAULT_BEAT_LEADER_TIMEOUT_S
     #: Port for the Prometheus endpoint served by beat (``/metrics``); ``None``: disabled.
     metrics_port: int | None = None
     #: Address the metrics endpoint binds to.
@@ -86,7 +93,7 @@ class DgsSettings:
     def __post_init__(self) -> None:
         for name in (
             "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
-            "run_retention", "termination_grace", "store_poll_interval",
+            "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
         ):  # fmt: skip
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
@@ -95,6 +102,11 @@ class DgsSettings:
                 f"dgs_ping_interval ({self.ping_interval}s)"
             )
         self._check_self_fence_margin()
+        if self.beat_leader_timeout < MIN_BEAT_LEADER_TIMEOUT_S:
+            raise SettingsError(
+                f"dgs_beat_leader_timeout must be at least {MIN_BEAT_LEADER_TIMEOUT_S}s "
+                f"(the leader renews every third of it), got {self.beat_leader_timeout!r}"
+            )
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
         backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)

@@ -13,6 +13,13 @@ Each :meth:`BeatEngine.tick`:
 4. writes the dispatch records (one pipeline), then publishes the messages;
 5. returns how long to sleep: until the earliest ``can_start_by``, capped.
 
+With a :class:`~celery_dgs.beat.leader.BeatLeadership` (every real beat has
+one), step 0 is the leader check: a standby only keeps its index warm (step 1)
+and sleeps ``standby_interval``; a beat that just became leader first adopts
+the dispatch records in Redis (the previous leader's pending dispatches are
+waited for, never re-dispatched); the dispatch records of step 4 are fenced by
+the leader token, and a refused write publishes nothing.
+
 A schedule is in exactly one of: the index (may be dispatched), ``parked``
 (running or dispatched: re-inserted once the lease or dispatch is gone),
 ``self.held`` (paused/inactive/invalid: not schedulable).
@@ -34,7 +41,9 @@ from ..core.placement import Constraints, Placement, WorkerSlots, plan_dispatche
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import start_times
+from ..errors import NotLeaderError
 from ..settings import DgsSettings
+from .leader import BeatLeadership, Role
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -91,6 +100,7 @@ class BeatEngine:
         default_queue: str = "celery",
         max_interval: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
+        leadership: BeatLeadership | None = None,
     ) -> None:
         self.store = store
         self.leases = leases
@@ -102,6 +112,8 @@ class BeatEngine:
         self.default_queue = default_queue
         self.max_interval = max_interval
         self.monotonic = monotonic
+        #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
+        self.leadership = leadership
         self.index = DeadlineIndex()
         self.tracked: dict[str, Tracked] = {}
         self.parked: set[str] = set()
@@ -126,13 +138,20 @@ class BeatEngine:
         for row in rows:
             self._apply_row(row)
         self._last_poll = self.monotonic()
+        self.adopt_pending()
+        logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", len(rows), self.cursor)
+
+    def adopt_pending(self) -> None:
+        """Park every schedule with a dispatch record in Redis (written by this or a
+        previous leader) until it starts or is taken back after dispatch_timeout."""
+        self.pending.clear()
+        mono = self.monotonic()
         for name in self.dispatches.pending_names():
             record = self.dispatches.current(name)
             if record is not None and name in self.tracked:
                 self.index.remove(name)
                 self.parked.add(name)
-                self.pending[name] = Pending(record.dispatch_id, record.worker, self.monotonic())
-        logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", len(rows), self.cursor)
+                self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
 
     def _apply_row(self, row: Any) -> None:
         name = row.name
@@ -176,8 +195,14 @@ class BeatEngine:
     # -- the tick ------------------------------------------------------------------
     def tick(self) -> float:
         mono = self.monotonic()
+        role = self.leadership.check() if self.leadership is not None else Role.LEADER
         if mono - self._last_poll >= self.settings.store_poll_interval:
             self.refresh()
+        if role is Role.STANDBY:
+            assert self.leadership is not None
+            return self.leadership.standby_interval
+        if role is Role.ELECTED:
+            self.adopt_pending()
         now = self.clock.now().timestamp()
         if self.index.peek(now) is not None or self.parked:
             self._dispatch_round(now)
@@ -186,6 +211,8 @@ class BeatEngine:
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if self.parked:
             sleep = min(sleep, self.settings.store_poll_interval)
+        if self.leadership is not None:
+            sleep = min(sleep, self.leadership.renew_interval)
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
     def _dispatch_round(self, now: float) -> None:
@@ -307,11 +334,19 @@ class BeatEngine:
         from ..dispatches import DispatchRecord
 
         mono = self.monotonic()
-        self.dispatches.add_many([
-            DispatchRecord(schedule=o.schedule, dispatch_id=o.dispatch_id, worker=o.worker,
-                           dispatched_at=None, expires_at=None)
-            for o in orders
-        ], ttl=self.settings.dispatch_timeout)  # fmt: skip
+        fence = self.leadership.fence if self.leadership is not None else None
+        try:
+            self.dispatches.add_many([
+                DispatchRecord(schedule=o.schedule, dispatch_id=o.dispatch_id, worker=o.worker,
+                               dispatched_at=None, expires_at=None)
+                for o in orders
+            ], ttl=self.settings.dispatch_timeout, fence=fence)  # fmt: skip
+        except NotLeaderError as exc:
+            for order in orders:  # nothing was published; the new leader decides
+                self._reindex(order.schedule)
+            if self.leadership is not None:
+                self.leadership.lost(f"{exc}; {len(orders)} dispatches not sent")
+            return
         failed = {o.dispatch_id for o in self.publish(orders)}
         for order in orders:
             if order.dispatch_id in failed:

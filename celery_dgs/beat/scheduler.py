@@ -4,11 +4,16 @@ Use it as ``celery -A proj beat -S celery_dgs:DeadlineScheduler`` or with
 ``beat_scheduler = "celery_dgs:DeadlineScheduler"``. On start it syncs the
 declared schedules into the store, loads them into the index, and from then
 on each tick is one :meth:`BeatEngine.tick`.
+
+Two or more beats may run: one holds the leader lease in Redis and dispatches,
+the others stand by and take over when it stops renewing (docs/beat-ha.md).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,8 +22,10 @@ from celery.utils.nodenames import worker_direct
 
 from ..core.clock import SystemClock
 from ..dgs import get_dgs
+from ..leases.leader import RedisLeader
 from ..runtime import runtime_for
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
+from .leader import BeatLeadership
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -33,6 +40,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         self.dgs = get_dgs(app)
         self.engine: BeatEngine | None = None
+        self.leadership: BeatLeadership | None = None
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -43,11 +51,16 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         rt = runtime_for(self.app, settings)
         report = rt.store.sync(list(decl.specs.values()), SystemClock().now())
         logger.info("celery-dgs: synced declarations: %s", report)
+        self.leadership = BeatLeadership(
+            RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),
+            node=socket.gethostname(), pid=os.getpid(),
+            store_poll_interval=settings.store_poll_interval,
+        )  # fmt: skip
         self.engine = BeatEngine(
             store=rt.store, leases=rt.leases, registry=rt.registry, dispatches=rt.dispatches,
             publish=self.publish, settings=settings, clock=SystemClock(),
             default_queue=self.app.conf.task_default_queue or "celery",
-            max_interval=float(self.max_interval),
+            max_interval=float(self.max_interval), leadership=self.leadership,
         )  # fmt: skip
         self.engine.load()
         if settings.metrics_port is not None:
@@ -106,6 +119,11 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         """Nothing to persist: the store is written as things happen."""
 
     def close(self) -> None:
+        if self.leadership is not None:
+            try:
+                self.leadership.resign()
+            except Exception:
+                logger.exception("celery-dgs: resigning the beat leadership failed")
         runtime_for(self.app, self.dgs.settings).close()
 
     @property

@@ -12,6 +12,7 @@ from ..core.condition import Level
 from ..registry import WorkerInfo
 from ..status import StatusRow, any_error, build_rows, matches
 from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
+from .leader_view import leader_json, leader_text, read_leader
 from .output import dump_json, iso
 from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
 
@@ -78,9 +79,13 @@ def status(
     @wrap_errors
     def frame() -> tuple[str, bool]:
         rows, workers, now = read_status(env, conditions, pools, patterns)
+        leader, timeout = read_leader(env)
         if as_json:
-            return dump_json(status_json(rows, now, workers)), any_error(rows)
-        return status_text(rows, now, workers, color=color), any_error(rows)
+            doc = status_json(rows, now, workers)
+            doc["beat_leader"] = leader_json(leader, now, timeout)
+            return dump_json(doc), any_error(rows)
+        text = status_text(rows, now, workers, color=color)
+        return f"{text}\n{leader_text(leader, now, timeout)}", any_error(rows)
 
     if watch is None:
         text, error = frame()

@@ -74,11 +74,35 @@ class Cluster:
         registry = WorkerRegistry(self.redis, KeySpace("e2e"), ttl=3)
         return any(w.name == hostname for w in registry.live_workers())
 
-    def start_beat(self) -> subprocess.Popen[bytes]:
-        return self._start("beat", [
-            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-            "--pidfile", str(self.tmp / "beat.pid"), "-s", str(self.tmp / "beat-schedule"),
+    def start_beat(
+        self, key: str = "beat", scheduler: str = "celery_dgs:DeadlineScheduler"
+    ) -> subprocess.Popen[bytes]:
+        """A beat process; give each of several beats its own ``key`` (log, pidfile)."""
+        return self._start(key, [
+            "beat", "-S", scheduler, "-l", "INFO",
+            "--pidfile", str(self.tmp / f"{key}.pid"), "-s", str(self.tmp / f"{key}-schedule"),
         ])  # fmt: skip
+
+    def beat_leader(self) -> Any:
+        """The stored beat leader lease (``LeaderInfo``), or None."""
+        from celery_dgs.keys import KeySpace
+        from celery_dgs.leases.leader import RedisLeader
+
+        timeout = float(self.env.get("E2E_BEAT_LEADER_TIMEOUT", "2.0"))
+        return RedisLeader(self.redis, KeySpace("e2e"), timeout=timeout).current()
+
+    def leader_pid(self) -> int | None:
+        info = self.beat_leader()
+        return None if info is None else int(info.owner_pid)
+
+    def log_size(self, key: str) -> int:
+        path = self.tmp / f"{key}.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def log_since(self, key: str, offset: int) -> str:
+        with open(self.tmp / f"{key}.log", "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
 
     def send(self, task: str, *args: Any, queue: str = "celery") -> None:
         """Call a task ad hoc (outside beat), as ``task.delay()`` would."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import time
 from datetime import timedelta
 from typing import Any
@@ -40,6 +41,7 @@ app.conf.update(
     dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "3")),
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
+    dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
     beat_max_loop_interval=1,
     dgs_metrics_port=(
         int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None
@@ -177,3 +179,47 @@ def cli_long(seconds: float = 120) -> str:
 def cli_fail() -> str:
     """Always fails: ERROR one second after it is stored (the health check's case)."""
     return work("cli_fail", 0.1, fail=True)
+
+
+# -- beat high availability (tests/e2e/test_beat_ha_e2e.py) -------------------------
+@declare("periodic", period=timedelta(seconds=1))
+@app.task(name="e2e.ha_a")
+def ha_a() -> str:
+    return work("ha_a", 0.2)
+
+
+@declare("periodic", period=timedelta(seconds=1))
+@app.task(name="e2e.ha_b")
+def ha_b() -> str:
+    return work("ha_b", 0.2)
+
+
+@declare("periodic", period=timedelta(seconds=1.5))
+@app.task(name="e2e.ha_c")
+def ha_c() -> str:
+    return work("ha_c", 0.2)
+
+
+from celery_dgs.beat.scheduler import DeadlineScheduler  # noqa: E402  (HA tests only)
+
+
+class PausingScheduler(DeadlineScheduler):
+    """A real beat that, once the file ``E2E_PAUSE_FILE`` exists, stops itself
+    (SIGSTOP) just before its next dispatch write: the worst moment, after it
+    decided what to dispatch as leader and before the fenced write."""
+
+    def setup_schedule(self) -> None:
+        super().setup_schedule()
+        assert self.engine is not None
+        records = self.engine.dispatches
+        add_many = records.add_many
+
+        def stop_then_add(*args: Any, **kwargs: Any) -> Any:
+            flag = os.environ.get("E2E_PAUSE_FILE", "")
+            if flag and os.path.exists(flag):
+                os.remove(flag)
+                log_event("beat_stopped", "beat")
+                os.kill(os.getpid(), signal.SIGSTOP)
+            return add_many(*args, **kwargs)
+
+        records.add_many = stop_then_add

@@ -1,0 +1,137 @@
+"""Beat leadership: which of several running beats dispatches (docs/beat-ha.md).
+
+Every beat is a candidate. :meth:`BeatLeadership.check`, called at the start of
+each tick, renews or takes the leader lease in Redis
+(:class:`~celery_dgs.leases.leader.RedisLeader`):
+
+- the leader renews every ``timeout / 3`` (monotonic clock) and otherwise
+  trusts its lease; that is safe because every dispatch it writes is fenced by
+  its :attr:`~BeatLeadership.fence` in the same Lua call
+  (``dispatch_add.lua``): a beat that lost the lease while stopped between the
+  check and the write is refused and publishes nothing;
+- a standby asks at every check (every :attr:`~BeatLeadership.standby_interval`)
+  and takes over once the leader has not renewed for ``timeout``.
+
+Gaining and losing leadership are logged (INFO / WARNING) with the token.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from ..leases.leader import LeaderFence, LeaderInfo, RedisLeader
+
+logger = logging.getLogger("celery_dgs.beat")
+
+#: The leader renews its lease this many times per timeout.
+RENEWALS_PER_TIMEOUT = 3
+
+
+class Role(enum.Enum):
+    LEADER = "leader"  # leading, as at the previous check
+    ELECTED = "elected"  # leading since this check (a new term: adopt the pending dispatches)
+    STANDBY = "standby"  # another beat leads; do not dispatch
+
+
+def describe(info: LeaderInfo | None) -> str:
+    if info is None:
+        return "nobody"
+    return f"{info.owner_node}/{info.owner_pid} (token {info.token})"
+
+
+class BeatLeadership:
+    """This beat's view of the leader lease; one per beat process."""
+
+    def __init__(
+        self,
+        leader: RedisLeader,
+        *,
+        node: str,
+        pid: int,
+        store_poll_interval: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.leader = leader
+        self.node = node
+        self.pid = pid
+        self.monotonic = monotonic
+        self.owner_tag = f"{node}:{pid}:{uuid.uuid4().hex[:12]}"
+        timeout = leader.timeout_ms / 1000.0
+        #: The leader renews at least this often (seconds).
+        self.renew_interval = timeout / RENEWALS_PER_TIMEOUT
+        #: A standby checks this often: a take-over happens within
+        #: timeout + standby_interval of the leader's last renewal.
+        self.standby_interval = min(self.renew_interval, store_poll_interval)
+        self.leading = False
+        self.token = 0
+        self.since: datetime | None = None
+        #: The other beat that leads, as seen at the last check (standby only).
+        self.holder: LeaderInfo | None = None
+        self._renewed_at = float("-inf")
+        self._max_token = 0
+        self._standby_logged = False
+
+    @property
+    def fence(self) -> LeaderFence | None:
+        """What this beat's dispatches carry; ``None`` while it does not lead."""
+        return LeaderFence(owner_tag=self.owner_tag, token=self.token) if self.leading else None
+
+    def check(self) -> Role:
+        """Renew (when due) or try to take the lease; raises ``LeaseError`` when
+        Redis cannot answer (the caller then does not dispatch)."""
+        mono = self.monotonic()
+        if self.leading and mono - self._renewed_at < self.renew_interval:
+            return Role.LEADER
+        result = self.leader.elect(
+            owner_tag=self.owner_tag, owner_node=self.node, owner_pid=self.pid,
+            min_token=self._max_token,
+        )  # fmt: skip
+        if not result.leading:
+            self.holder = result.holder
+            if result.holder is not None:
+                self._max_token = max(self._max_token, result.holder.token)
+            if self.leading:
+                logger.warning(
+                    "celery-dgs beat: lost leadership (token %d) to %s; standing by",
+                    self.token, describe(result.holder),
+                )  # fmt: skip
+            elif not self._standby_logged:
+                logger.info("celery-dgs beat: standing by; %s leads", describe(result.holder))
+            self._standby_logged = True
+            self.leading = False
+            return Role.STANDBY
+        self._renewed_at = mono  # measured before the call: errs on the early side
+        self._max_token = max(self._max_token, result.token)
+        new_term = not self.leading or result.token != self.token
+        self.leading, self.token, self.since, self.holder = True, result.token, result.since, None
+        self._standby_logged = False
+        if not new_term:
+            return Role.LEADER
+        replaced = f"; replaced {describe(result.previous)}, silent for over " \
+            f"{self.leader.timeout_ms / 1000:g}s" if result.previous else ""
+        logger.info(
+            "celery-dgs beat: leading as %s/%d (token %d)%s",
+            self.node, self.pid, self.token, replaced,
+        )  # fmt: skip
+        return Role.ELECTED
+
+    def lost(self, why: str) -> None:
+        """A fenced write was refused: stop leading at once (the next check asks Redis)."""
+        if self.leading:
+            logger.warning(
+                "celery-dgs beat: lost leadership (token %d): %s; standing by", self.token, why
+            )
+        self.leading = False
+
+    def resign(self) -> None:
+        """Step down on a clean shutdown so a standby takes over at its next check."""
+        if not self.leading:
+            return
+        self.leading = False
+        if self.leader.resign(self.owner_tag):
+            logger.info("celery-dgs beat: resigned leadership (token %d)", self.token)

@@ -1,0 +1,71 @@
+-- leader_elect.lua: take or renew a leader lease (one per role, e.g. the
+-- active beat when two or more run). Called by every candidate on each check.
+--
+-- KEYS[1] leader hash        KEYS[2] leader token counter (INCR, never deleted)
+-- ARGV[1] now override ms or ""     ARGV[2] leader format version
+-- ARGV[3] owner_tag (unique per candidate process)
+-- ARGV[4] owner_node (host name)    ARGV[5] owner_pid
+-- ARGV[6] timeout ms: a leader whose last ping is older may be replaced
+-- ARGV[7] min_token: the new token is larger (the highest token the caller saw)
+--
+-- Rules:
+--   1. the hash is this owner_tag's       -> renewed: last_ping_at = now
+--      (even after the timeout: nobody replaced it, so it still leads)
+--   2. another owner pinged at most timeout ago (now - last_ping_at <= timeout)
+--                                         -> FOLLOWER, nothing written
+--   3. absent, or another owner's ping is older than timeout
+--                                         -> granted: token = max(INCR, min_token + 1),
+--                                            a fresh hash, since = now
+--
+-- Returns:
+--   {"LEADER", now, token, since, renewed (0|1), previous_flat}
+--        previous_flat: the expired leader replaced ({} if none or renewed)
+--   {"FOLLOWER", now, holder_flat}
+--   {"MALFORMED", key, reason}
+
+local now = dgs_now(ARGV[1])
+local tag = ARGV[3]
+
+local wrong = dgs_wrong_type(KEYS[2], "string")
+if wrong then
+  return {"MALFORMED", KEYS[2], wrong}
+end
+local leader, leader_flat, err = dgs_read(KEYS[1], ARGV[2])
+if err then
+  return {"MALFORMED", KEYS[1], err}
+end
+
+local previous = {}
+if leader then
+  local last_ping = tonumber(leader["last_ping_at"])
+  local token = tonumber(leader["token"])
+  local since = tonumber(leader["since"])
+  if not last_ping or not token or not since then
+    return {"MALFORMED", KEYS[1], "last_ping_at, token or since is not a number"}
+  end
+  if leader["owner_tag"] == tag then
+    redis.call("HSET", KEYS[1], "last_ping_at", dgs_int(now))
+    return {"LEADER", now, token, since, 1, {}}
+  end
+  if now - last_ping <= tonumber(ARGV[6]) then
+    return {"FOLLOWER", now, leader_flat}
+  end
+  previous = leader_flat
+end
+
+local incr = redis.pcall("INCR", KEYS[2])
+if type(incr) == "table" and incr["err"] then
+  return {"MALFORMED", KEYS[2], incr["err"]}
+end
+local token = incr
+local floor = tonumber(ARGV[7])
+if token <= floor then
+  token = floor + 1
+  redis.call("SET", KEYS[2], dgs_int(token))
+end
+
+redis.call("DEL", KEYS[1])
+redis.call("HSET", KEYS[1],
+  "format", ARGV[2], "owner_tag", tag, "owner_node", ARGV[4], "owner_pid", ARGV[5],
+  "since", dgs_int(now), "last_ping_at", dgs_int(now), "token", dgs_int(token))
+return {"LEADER", now, token, now, 0, previous}

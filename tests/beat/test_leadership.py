@@ -1,0 +1,213 @@
+"""Two BeatEngines on one real Redis server and one real SQLite store: only the
+leader dispatches; a standby takes over the leader's pending dispatches instead
+of re-dispatching them; a stopped leader that resumes is refused by the fence.
+
+The publisher records the orders it is given (the broker is not what is under
+test here; tests/e2e/test_beat_ha_e2e.py runs real beats, broker and worker).
+The leader lease runs on a pinned Redis clock and each engine on its own
+injected monotonic clock, so take-over and renewal happen at exact moments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.beat.leader import BeatLeadership, Role
+from celery_dgs.core.clock import SystemClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.leader import RedisLeader
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.leases.helpers import MsClock
+
+TIMEOUT_S = 3.0
+WORKER = "celery@w1"
+KEYS = KeySpace("ha")
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[DispatchOrder] = []
+
+    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+        self.sent.extend(orders)
+        return []
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
+    s.sync([
+        PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h)) for h in (1, 2, 3)
+    ], datetime.now(timezone.utc))  # fmt: skip
+    yield s
+    s.close()
+
+
+def register(client: redis.Redis, slots: int) -> None:
+    WorkerRegistry(client, KEYS, ttl=300).register(WorkerInfo(
+        name=WORKER, node="w1", queues=("celery", f"{WORKER}.dq2"), slots=slots,
+        pool="prefork", pid=1,
+    ))  # fmt: skip
+
+
+class Beat:
+    """One beat's engine and leadership, on shared Redis and store."""
+
+    def __init__(self, name: str, client: redis.Redis, store: SqlScheduleStore,
+                 leader_clock: MsClock) -> None:  # fmt: skip
+        settings = DgsSettings(beat_leader_timeout=TIMEOUT_S, store_poll_interval=0.5)
+        self.mono = Mono()
+        self.publish = Recorder()
+        self.leadership = BeatLeadership(
+            RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=leader_clock),
+            node=name, pid=1, store_poll_interval=settings.store_poll_interval,
+            monotonic=self.mono,
+        )  # fmt: skip
+        self.engine = BeatEngine(
+            store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+            registry=WorkerRegistry(client, KEYS, ttl=300),
+            dispatches=DispatchRecords(client, KEYS),
+            publish=self.publish, settings=settings, clock=SystemClock(), monotonic=self.mono,
+            leadership=self.leadership,
+        )  # fmt: skip
+        self.engine.load()
+
+    def sent(self) -> list[str]:
+        return [o.schedule for o in self.publish.sent]
+
+
+def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
+    client: redis.Redis, store: SqlScheduleStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = MsClock()
+    register(client, slots=1)
+    a, b = Beat("a", client, store, clock), Beat("b", client, store, clock)
+    caplog.set_level(logging.INFO, logger="celery_dgs.beat")
+    a.engine.tick()
+    assert a.leadership.leading
+    assert a.sent() == ["t.p1"]  # one slot: the most urgent one
+    sleep = b.engine.tick()
+    assert not b.leadership.leading
+    assert b.sent() == []  # a standby never dispatches
+    assert sleep == b.leadership.standby_interval == 0.5
+    assert b.leadership.holder is not None
+    assert b.leadership.holder.owner_node == "a"
+
+    # a stops (SIGSTOP) right after its check; b takes over after the timeout.
+    register(client, slots=3)
+    clock.advance(int(TIMEOUT_S * 1000))
+    b.mono.t += 1
+    b.engine.tick()
+    assert not b.leadership.leading  # exactly the timeout: a still leads
+    clock.advance(1)
+    b.mono.t += 1
+    b.engine.tick()
+    assert b.leadership.leading
+    assert b.leadership.token == a.leadership.token + 1
+    # a's pending dispatch of t.p1 is adopted, not sent again
+    assert sorted(b.sent()) == ["t.p2", "t.p3"]
+    assert set(b.engine.pending) == {"t.p1", "t.p2", "t.p3"}
+    record = b.engine.dispatches.current("t.p1")
+    assert record is not None
+    assert record.dispatch_id == a.publish.sent[0].dispatch_id
+    assert "leading as b/1 (token 2); replaced a/1 (token 1)" in caplog.text
+
+    # a resumes: its monotonic clock says no renewal is due, so it goes on to
+    # dispatch what its stale view holds due -- the fence refuses it.
+    register(client, slots=6)
+    a.engine.tick()
+    assert a.sent() == ["t.p1"]  # nothing more published
+    assert not a.leadership.leading
+    assert "lost leadership (token 1): dispatch refused" in caplog.text
+    assert a.engine.tick() == a.leadership.standby_interval  # next check: standby
+    assert a.leadership.holder is not None
+    assert a.leadership.holder.owner_node == "b"
+    assert "t.p2" in a.engine.index  # re-indexed, not lost
+    assert "t.p3" in a.engine.index
+    assert sorted(b.engine.dispatches.pending_names()) == ["t.p1", "t.p2", "t.p3"]
+
+
+def test_leader_renews_every_third_of_the_timeout(client: redis.Redis) -> None:
+    clock = MsClock()
+    mono = Mono()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+    ship = BeatLeadership(leader, node="a", pid=1, store_poll_interval=5, monotonic=mono)
+    assert ship.renew_interval == ship.standby_interval == 1.0
+    assert ship.check() is Role.ELECTED
+    first = leader.current()
+    clock.advance(900)
+    mono.t += 0.9
+    assert ship.check() is Role.LEADER
+    assert leader.current() == first  # not due: no round trip
+    mono.t += 0.1
+    assert ship.check() is Role.LEADER
+    renewed = leader.current()
+    assert renewed is not None
+    assert first is not None
+    assert (renewed.last_ping_at - first.last_ping_at).total_seconds() == 0.9
+    ship.lost("test")
+    assert ship.fence is None
+    assert ship.check() is Role.ELECTED  # asks Redis at once: still its lease, a new view
+    assert ship.token == renewed.token
+
+
+def test_resign_lets_a_standby_take_over_at_its_next_check(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = MsClock()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+    a = BeatLeadership(leader, node="a", pid=1, store_poll_interval=1, monotonic=Mono())
+    b = BeatLeadership(leader, node="b", pid=2, store_poll_interval=1, monotonic=Mono())
+    assert a.check() is Role.ELECTED
+    assert b.check() is Role.STANDBY
+    caplog.set_level(logging.INFO, logger="celery_dgs.beat")
+    a.resign()
+    assert "resigned leadership (token 1)" in caplog.text
+    assert b.check() is Role.ELECTED
+    assert b.fence is not None
+    assert b.fence.token == 2
+
+
+def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None:
+    from celery_dgs.metrics import EngineCollector
+
+    clock = MsClock()
+    register(client, slots=1)
+    a, b = Beat("a", client, store, clock), Beat("b", client, store, clock)
+    a.engine.tick()
+    b.engine.tick()
+
+    def gauges(beat: Beat) -> dict[str, float]:
+        collector = EngineCollector(beat.engine, store, SystemClock())
+        return {m.name: m.samples[0].value for m in collector.collect()
+                if m.name.startswith("dgs_beat_leader")}  # fmt: skip
+
+    assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
+    assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}

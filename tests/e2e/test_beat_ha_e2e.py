@@ -1,0 +1,133 @@
+"""Beat high availability end to end: two real beats, real workers, one real
+Redis server (broker and leases) and a SQLite store.
+
+The leader timeout is 2 s (``E2E_BEAT_LEADER_TIMEOUT``) and the store poll
+0.2 s, so a standby checks every 0.2 s and takes over within 2.2 s of the
+leader's last renewal (plus a tick).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import Cluster, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+SCHEDULES = ["ha_a", "ha_b", "ha_c"]
+LEADER_TIMEOUT_S = 2.0
+STANDBY_INTERVAL_S = 0.2
+#: Start-up, tick and machine-load slack on top of the documented bound.
+SLACK_S = 3.0
+
+
+def two_beats(cluster: Cluster, scheduler: str = "celery_dgs:DeadlineScheduler") -> None:
+    """beat1 leads, beat2 stands by; both workers run the schedules."""
+    cluster.start_worker("w1", "node1")
+    cluster.start_worker("w2", "node2")
+    beat1 = cluster.start_beat("beat1", scheduler)
+    wait_for(lambda: cluster.leader_pid() == beat1.pid, 40, "beat1 to lead")
+    cluster.start_beat("beat2", scheduler)
+    wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40,
+             "beat2 to stand by")  # fmt: skip
+    wait_for(lambda: len(cluster.starts()) >= 4, 40, "runs under beat1")
+    assert cluster.leader_pid() == beat1.pid
+    assert "leading as" not in cluster.log_since("beat2", 0)
+    assert "celery-dgs: dispatched" not in cluster.log_since("beat2", 0)
+
+
+def assert_no_dispatch_ran_twice(cluster: Cluster) -> None:
+    """Each dispatch id started at most one run, and no schedule ever had two
+    live runs (events are appended by the task code, outside the system)."""
+    for name in SCHEDULES:
+        runs = cluster.runs(f"e2e.{name}")
+        started = Counter(r.dispatch_id for r in runs if r.outcome != "skipped")
+        assert all(n == 1 for n in started.values()), (name, started)
+    live: dict[str, int] = Counter()
+    for event in cluster.events():
+        if event["kind"] in ("start", "end"):
+            live[event["name"]] += 1 if event["kind"] == "start" else -1
+            assert live[event["name"]] <= 1, event
+
+
+def starts_after(cluster: Cluster, t: float) -> list[dict[str, Any]]:
+    return [e for e in cluster.starts() if e["t"] > t]
+
+
+def test_sigkilled_leader_is_replaced_by_the_standby(cluster_factory) -> None:
+    cluster = cluster_factory(SCHEDULES)
+    two_beats(cluster)
+    old = cluster.beat_leader()
+    cluster.stop("beat1", signal.SIGKILL)
+    killed_at = time.time()
+    beat2 = cluster.procs["beat2"]
+    wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
+    took = time.time() - killed_at
+    assert took < LEADER_TIMEOUT_S + STANDBY_INTERVAL_S + SLACK_S, took
+    new = cluster.beat_leader()
+    assert new.token > old.token
+    assert "replaced" in cluster.log_since("beat2", 0)
+    # the schedules keep running under the new leader
+    wait_for(lambda: {e["name"] for e in starts_after(cluster, killed_at + took)}
+             >= set(SCHEDULES), 30, "every schedule to run again")  # fmt: skip
+    assert_no_dispatch_ran_twice(cluster)
+
+
+def test_sigstopped_leader_resumes_as_standby_without_dispatching(cluster_factory) -> None:
+    cluster = cluster_factory(SCHEDULES)
+    two_beats(cluster)
+    beat1, beat2 = cluster.procs["beat1"], cluster.procs["beat2"]
+    cluster.signal("beat1", signal.SIGSTOP)
+    stopped_at = time.time()
+    wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
+    assert time.time() - stopped_at < LEADER_TIMEOUT_S + STANDBY_INTERVAL_S + SLACK_S
+    wait_for(lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
+             30, "every schedule to run under beat2")  # fmt: skip
+    offset = cluster.log_size("beat1")
+    cluster.signal("beat1", signal.SIGCONT)
+    resumed = cluster.log_since  # read beat1's log from the moment it resumed
+    wait_for(lambda: "lost leadership" in resumed("beat1", offset), 20,
+             "beat1 to notice it lost the leadership")  # fmt: skip
+    time.sleep(3 * LEADER_TIMEOUT_S)  # a resumed beat1 would dispatch in this window
+    tail = resumed("beat1", offset)
+    assert "celery-dgs: dispatched" not in tail, tail
+    assert beat1.poll() is None
+    assert cluster.leader_pid() == beat2.pid
+    assert_no_dispatch_ran_twice(cluster)
+
+
+def test_leader_stopped_between_check_and_dispatch_is_fenced(
+    cluster_factory, tmp_path: Path
+) -> None:
+    """beat1 stops itself after it decided what to dispatch, just before the
+    write; beat2 takes over and dispatches; beat1 resumes straight into the
+    write with its stale decision: the fenced write is refused, it publishes
+    nothing, and no dispatch runs twice."""
+    flag = tmp_path / "pause-beat"
+    cluster = cluster_factory(SCHEDULES, E2E_PAUSE_FILE=str(flag))
+    two_beats(cluster, "tests.e2e.proj:PausingScheduler")
+    beat1, beat2 = cluster.procs["beat1"], cluster.procs["beat2"]
+    flag.touch()
+    wait_for(lambda: any(e["kind"] == "beat_stopped" for e in cluster.events()), 20,
+             "beat1 to stop itself before dispatching")  # fmt: skip
+    stopped_at = time.time()
+    offset = cluster.log_size("beat1")
+    wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
+    wait_for(lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
+             30, "every schedule to run under beat2")  # fmt: skip
+    cluster.signal("beat1", signal.SIGCONT)
+    wait_for(lambda: "lost leadership" in cluster.log_since("beat1", offset), 20,
+             "beat1's dispatch to be refused")  # fmt: skip
+    time.sleep(2 * LEADER_TIMEOUT_S)
+    tail = cluster.log_since("beat1", offset)
+    assert "dispatch refused" in tail, tail
+    assert "celery-dgs: dispatched" not in tail, tail
+    assert beat1.poll() is None
+    assert cluster.leader_pid() == beat2.pid
+    assert_no_dispatch_ran_twice(cluster)
