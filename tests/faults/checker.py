@@ -16,10 +16,13 @@ Rules (issue 7):
    either the taker's ``stolen`` or marked ``fenced``;
 4. recovery: a run hit by a failing fault (its process killed, paused, cut off
    or shut down) is followed by a newer run of its schedule within
-   ping_timeout + steal_delay + one beat tick (+ slack);
+   ping_timeout + steal_delay + one beat tick (+ slack), or the bound the fault
+   event names (``recovery_bound``: a Redis restart has its own);
 5. records: every run in the history has a store record with the same run id
    and token, and a run that ended or was superseded is not still ``running``
-   there; the store's current token is never below the history's newest.
+   there; the store's current token is never below the history's newest;
+6. dispatches: one dispatch (beat's dispatch id, carried by the message) starts
+   at most one run, however often the broker delivers its message.
 
 A run that never logged its end is closed at the first ``exited`` event of its
 process after its start (the test logs one when it kills a process or sees it
@@ -68,6 +71,7 @@ class Run:
     end: float | None = None  # monotonic; None while live
     outcome: str | None = None  # the run's own outcome; "exited" when closed by an exit
     own_end: float | None = None  # when the run itself logged its end
+    dispatch_id: str | None = None
 
     def end_or(self, now: float) -> float:
         return self.end if self.end is not None else now
@@ -110,7 +114,7 @@ def build_runs(events: Sequence[Mapping[str, Any]]) -> list[Run]:
         if e["kind"] == "start":
             rid = str(e.get("run_id") or f"?pid{e['pid']}@{e['t']}")
             runs[rid] = Run(e["schedule"], rid, e.get("token"), e["pid"], e.get("host", "?"),
-                            e["t"])  # fmt: skip
+                            e["t"], dispatch_id=e.get("dispatch_id"))  # fmt: skip
         elif e["kind"] == "end":
             run = runs.get(str(e.get("run_id")))
             if run is not None and run.end is None:
@@ -211,6 +215,7 @@ def check(
         if fault["fault"] not in FAILING_FAULTS or not fault.get("expect_recovery", True):
             continue
         t, pids, hosts = fault["t"], set(fault["pids"]), set(fault["hosts"])
+        bound = float(fault.get("recovery_bound") or bounds.recovery)
         for a in runs:
             if not (a.start <= t <= a.end_or(math.inf)):
                 continue
@@ -222,10 +227,10 @@ def check(
             if nxt is None:
                 v.append(f"{a.schedule}: not recovered: {a} was hit by {fault['fault']} and "
                          f"no newer run started")  # fmt: skip
-            elif nxt.start - t > bounds.recovery:
+            elif nxt.start - t > bound:
                 v.append(f"{a.schedule}: late recovery: {a} was hit by {fault['fault']}; the "
                          f"next run started {nxt.start - t:.2f}s later "
-                         f"(bound {bounds.recovery:.2f}s)")  # fmt: skip
+                         f"(bound {bound:.2f}s)")  # fmt: skip
 
     # 5. no run record lost
     if rows is not None:
@@ -241,6 +246,14 @@ def check(
                 if row.outcome == "running" and (a.own_end is not None or superseded):
                     v.append(f"{schedule}: {a} ended ({a.outcome or 'superseded'}) but the "
                              "store still says running")  # fmt: skip
+    # 6. one dispatch, one run
+    seen: dict[str, Run] = {}
+    for run in runs:
+        if run.dispatch_id:
+            if run.dispatch_id in seen:
+                v.append(f"{run.schedule}: dispatch {run.dispatch_id} started twice: "
+                         f"{seen[run.dispatch_id]} and {run}")  # fmt: skip
+            seen.setdefault(run.dispatch_id, run)
     if current_tokens is not None:
         for schedule, rs in by_schedule.items():
             top = max((r.token for r in rs if isinstance(r.token, int)), default=None)

@@ -22,7 +22,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from celery import Celery
+from celery import Celery, current_task
 
 import celery_dgs
 from celery_dgs.worker.supervisor import current_supervisor
@@ -49,6 +49,15 @@ app.conf.update(
     dgs_termination_grace=2.0,
     dgs_retry_backoff=[0.5],  # a failed run (e.g. cold shutdown of a solo worker) retries soon
     beat_max_loop_interval=1,
+    dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
+    task_acks_late=os.environ.get("FAULTS_ACKS_LATE") == "1",
+    broker_transport_options=(
+        # kombu looks for unacked messages past the visibility timeout every
+        # unacked_restore_interval seconds (10 s by default)
+        {"visibility_timeout": float(os.environ["FAULTS_VISIBILITY_TIMEOUT"]),
+         "unacked_restore_interval": 0.5}
+        if "FAULTS_VISIBILITY_TIMEOUT" in os.environ else {}
+    ),
 )
 dgs = celery_dgs.DGS(app)
 history = History(os.environ["FAULTS_HISTORY"])
@@ -59,7 +68,9 @@ HOST = os.environ.get("E2E_NODE", "?")
 def work(name: str, seconds: float) -> str:
     sup = current_supervisor()
     run_id = sup.run_id if sup is not None else None
-    history.run_start(name, token=celery_dgs.current_token(), run_id=run_id, host=HOST)
+    dispatch_id = getattr(current_task.request, "dgs_dispatch_id", None) if current_task else None
+    history.run_start(name, token=celery_dgs.current_token(), run_id=run_id, host=HOST,
+                      dispatch_id=dispatch_id)  # fmt: skip
     outcome = "error"
     try:
         deadline = time.monotonic() + seconds

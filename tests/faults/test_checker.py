@@ -17,9 +17,9 @@ B = Bounds(ping_interval=0.5, ping_timeout=1.5, steal_delay=1.0, tick=1.0, slack
 
 
 def start(t: float, token: Any, run_id: str, pid: int = 1, host: str = "n1",
-          schedule: str = "s") -> dict[str, Any]:  # fmt: skip
+          schedule: str = "s", dispatch_id: str | None = None) -> dict[str, Any]:  # fmt: skip
     return {"kind": "start", "t": t, "schedule": schedule, "token": token, "run_id": run_id,
-            "pid": pid, "host": host}  # fmt: skip
+            "pid": pid, "host": host, "dispatch_id": dispatch_id}  # fmt: skip
 
 
 def end(t: float, run_id: str, outcome: str = "success", pid: int = 1) -> dict[str, Any]:
@@ -133,3 +133,18 @@ def test_lost_and_unfinished_records_are_reported() -> None:
 def test_store_current_token_below_the_history_is_reported() -> None:
     ev = [start(0, 5, "a"), end(1, "a")]
     one(check(ev, B, now=10, current_tokens={"s": 4}).violations, "below the newest")
+
+
+def test_a_dispatch_that_started_two_runs_is_reported() -> None:
+    ev = [start(0, 1, "a", dispatch_id="d1"), end(1, "a"),
+          start(2, 2, "b", dispatch_id="d1"), end(3, "b")]  # fmt: skip
+    one(check(ev, B, now=10).violations, "dispatch d1 started twice")
+
+
+def test_a_fault_may_name_its_own_recovery_bound() -> None:
+    ev = [start(0, 1, "a"), {**fault(1, "redis_restart", [], hosts=("n1",)),
+                             "recovery_bound": 9.0}, end(1.5, "a", "RunTerminated"),
+          start(9.5, 2, "b")]  # fmt: skip
+    assert check(ev, B, now=10).ok
+    ev[1]["recovery_bound"] = 8.0
+    one(check(ev, B, now=10).violations, "bound 8.00s")
