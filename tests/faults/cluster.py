@@ -45,12 +45,6 @@ class FaultCluster(Cluster):
         self.proc_env[name] = env or {}
         return super().start_worker(name, node, pool=pool, concurrency=concurrency)
 
-    def start_beat(self, key: str = "beat") -> subprocess.Popen[bytes]:
-        return self._start(key, [
-            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-            "--pidfile", str(self.tmp / f"{key}.pid"), "-s", str(self.tmp / f"{key}-schedule"),
-        ])  # fmt: skip
-
     # -- the history ------------------------------------------------------------------
     def starts(self, schedule: str | None = None) -> list[dict[str, Any]]:  # type: ignore[override]
         return [e for e in self.history.events() if e["kind"] == "start"
