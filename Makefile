@@ -34,5 +34,11 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+## soak: the fault suite's soak mode: random faults for SOAK_SECONDS (120), then the history checker
+.PHONY: soak
+SOAK_SECONDS ?= 120
+soak: $(STAMP)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
