@@ -9,6 +9,7 @@ Timings as in ``test_worker_faults.py``; the checker judges every history.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 
@@ -59,6 +60,44 @@ def test_redis_restarted_without_persistence_just_after_a_grant(
     print(f"next run {second['t'] - first['t']:.2f}s after the restart, "
           f"token {first['token']} -> {second['token']}")  # fmt: skip
     cluster.assert_history_ok()
+
+
+def test_redis_restarted_while_the_owner_is_cut_off(
+    fault_cluster, fresh_redis_server: RedisServerProcess
+) -> None:
+    """The owner cannot reach Redis (proxy blackhole) when Redis is killed and
+    restarted empty: nothing tells the owner its lease is gone, so it must
+    fence itself before the restart grace lets another worker have a new
+    lease (with a token above the stored floor).
+
+    ping_timeout is 4 s here (the owner fences itself 3 s after its last good
+    ping), so that a new grant without the grace (about a second after the
+    restart) would come while the owner still runs."""
+    host, port = fresh_redis_server.host, fresh_redis_server.port
+    proxy = TcpProxy(host, port)
+    bounds = dataclasses.replace(BOUNDS, ping_timeout=4.0)
+    bound = (bounds.tick + bounds.ping_timeout + bounds.steal_delay + 4.0 + bounds.tick
+             + bounds.slack)  # fmt: skip
+    try:
+        cluster = fault_cluster(["victim"], redis_url=fresh_redis_server.url,
+                                E2E_PING_TIMEOUT=str(bounds.ping_timeout))  # fmt: skip
+        cluster.bounds = bounds
+        cluster.start_worker("w1", "node1", env={"E2E_REDIS_URL": proxy.url()})
+        cluster.start_beat()
+        first = cluster.wait_start("victim")
+        cluster.start_worker("w2", "node2")
+        cluster.history.fault("partition", hosts=["node1"], recovery_bound=bound)
+        proxy.blackhole()
+        cluster.history.fault("redis_restart", hosts=["node2"], recovery_bound=bound)
+        fresh_redis_server.restart(kill=True)
+        second = cluster.wait_start("victim", after=first, timeout=30)
+        proxy.heal()
+        cluster.history.resumed(hosts=["node1"])
+        print(f"next run {second['t'] - first['t']:.2f}s after the first start, token "
+              f"{first['token']} -> {second['token']}")  # fmt: skip
+        cluster.assert_history_ok()
+    finally:
+        proxy.close()
 
 
 def test_redis_unreachable_from_the_owner_only(fault_cluster, proxy: TcpProxy) -> None:
