@@ -26,6 +26,7 @@ class FaultCluster(Cluster):
         self.history = History(tmp / "history.jsonl")
         super().__init__(tmp, redis_url, schedules, FAULTS_HISTORY=str(self.history.path), **env)
         self.proc_env: dict[str, dict[str, str]] = {}
+        self._paused: dict[str, list[int]] = {}
         self.bounds = BOUNDS
 
     def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
@@ -78,30 +79,68 @@ class FaultCluster(Cluster):
         return str(args[args.index("-n") + 1]).split("@", 1)[1]
 
     # -- faults -----------------------------------------------------------------------
+    def group_pids(self, key: str) -> list[int]:
+        """The worker's main process and its pool children (its process group)."""
+        pgid = self.procs[key].pid
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid:  # state, ppid, pgrp
+                pids.append(int(stat.parent.name))
+        return sorted(pids) or [pgid]
+
     def sigkill(self, pids: list[int]) -> None:
         self.history.fault("sigkill", pids=pids)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         self.history.exited(pids)
 
-    def sigstop(self, key: str) -> int:
-        pid = self.procs[key].pid
-        self.history.fault("sigstop", pids=[pid])
-        os.killpg(pid, signal.SIGSTOP)
-        return pid
+    def sigkill_worker(self, key: str) -> list[int]:
+        """SIGKILL the worker's whole process group (its node crashed)."""
+        pids = self.group_pids(key)
+        self.history.fault("sigkill", pids=pids)
+        os.killpg(self.procs[key].pid, signal.SIGKILL)
+        self.history.exited(pids)
+        self.procs.pop(key).wait(10)
+        return pids
+
+    def sigkill_main(self, key: str, timeout: float = 10) -> list[int]:
+        """SIGKILL only the worker's main process; its pool children are logged
+        as exited when they are seen gone (polled every 50 ms)."""
+        main, pids = self.procs[key].pid, self.group_pids(key)
+        self.sigkill([main])
+        self.procs.pop(key).wait(timeout)
+        children = [p for p in pids if p != main]
+        deadline = time.monotonic() + timeout
+        while children and time.monotonic() < deadline:
+            gone = [p for p in children if not Path(f"/proc/{p}").exists()]
+            if gone:
+                self.history.exited(gone)
+                children = [p for p in children if p not in gone]
+            time.sleep(0.05)
+        return pids
+
+    def sigstop(self, key: str) -> list[int]:
+        pids = self.group_pids(key)
+        self.history.fault("sigstop", pids=pids)
+        os.killpg(self.procs[key].pid, signal.SIGSTOP)
+        self._paused[key] = pids
+        return pids
 
     def sigcont(self, key: str) -> None:
-        pid = self.procs[key].pid
-        os.killpg(pid, signal.SIGCONT)
-        self.history.resumed(pids=[pid])
+        os.killpg(self.procs[key].pid, signal.SIGCONT)
+        self.history.resumed(pids=self._paused.pop(key, [self.procs[key].pid]))
 
     def shutdown(self, key: str, *, cold: bool, timeout: float = 20) -> int:
         """Celery's warm (SIGTERM) or cold (SIGQUIT) shutdown of a worker's main process."""
-        proc = self.procs[key]
-        self.history.fault("cold_shutdown" if cold else "warm_shutdown", pids=[proc.pid])
+        proc, pids = self.procs[key], self.group_pids(key)
+        self.history.fault("cold_shutdown" if cold else "warm_shutdown", pids=pids)
         proc.send_signal(signal.SIGQUIT if cold else signal.SIGTERM)
         code = proc.wait(timeout)
-        self.history.exited([proc.pid])
+        self.history.exited(pids)
         self.procs.pop(key)
         return code
 

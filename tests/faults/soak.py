@@ -89,8 +89,7 @@ class Soak:
                            "beat_sigstop", "redis_restart"])  # fmt: skip
         worker = rng.choice(sorted(WORKERS))
         if kind == "worker_sigkill":
-            c.sigkill([c.procs[worker].pid])
-            c.procs.pop(worker).wait(10)
+            c.sigkill_worker(worker)
             self.start_worker(worker)
         elif kind == "child_sigkill":
             pid = self.live_run_pid("node2")

@@ -36,15 +36,19 @@ def test_sigkill_of_the_worker_child_mid_run(fault_cluster) -> None:
     cluster.assert_history_ok()
 
 
-def test_sigkill_of_the_worker_main_process(fault_cluster) -> None:
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
+    """Solo: the main process is the run's. Prefork: only the main process is
+    killed; the orphaned child running the task ends too (billiard), unlogged,
+    and the test logs it exited when it is gone."""
     cluster = fault_cluster(["victim"])
-    cluster.start_worker("w1", "node1")
-    cluster.start_worker("w2", "node2")
+    cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
+    cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
     cluster.start_beat()
     first = cluster.wait_start("victim")
     owner = cluster.worker_of(first)
     time.sleep(BOUNDS.ping_interval)
-    cluster.sigkill([cluster.procs[owner].pid])  # solo pool: the run's own process
+    cluster.sigkill_main(owner)
     second = cluster.wait_start("victim", after=first, timeout=15)
     assert second["host"] != first["host"]
     cluster.assert_history_ok()
