@@ -82,7 +82,6 @@ class Run:
 
 class StoredRun(Protocol):
     run_id: str
-    schedule: str
     token: int | None
     outcome: str
     fenced: bool

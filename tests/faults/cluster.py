@@ -154,8 +154,6 @@ class FaultCluster(Cluster):
             tokens = {n: store.get(f"faults.{n}").current_token for n in names}
         finally:
             store.close()
-        for row in rows:  # the history names schedules without the task prefix
-            object.__setattr__(row, "schedule", row.schedule.removeprefix("faults."))
         return check(events, self.bounds, now=time.monotonic(), stored=rows,
                      current_tokens=tokens)  # fmt: skip
 
