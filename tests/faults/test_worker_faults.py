@@ -82,9 +82,10 @@ def test_sigstop_of_the_owner_past_the_steal_bound_then_sigcont(fault_cluster) -
 @pytest.mark.parametrize(("pool", "cold"), [("solo", False), ("prefork", False),
                                              ("prefork", True)])
 def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
-    """Warm (SIGTERM): the run yields and frees its lease at once. Cold
-    (SIGQUIT): the pool is terminated with the run in it; the next run follows
-    within the recovery bound."""
+    """Warm (SIGTERM): the run yields and frees its lease at once; the next
+    run follows within the recovery bound. Cold (SIGQUIT): Celery terminates
+    the run; it is recorded (as a failure, today), and the checker's other
+    rules hold; its recovery is the retry backoff's business, not a steal's."""
     cluster = fault_cluster(["victim"])
     cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
     cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
