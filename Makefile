@@ -34,6 +34,11 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads (issue 6)
+.PHONY: bench-quality
+bench-quality: $(STAMP)
+	$(BIN)/python -m benchmarks.quality $(BENCH_ARGS)
+
 ## soak: the fault suite's soak mode: random faults for SOAK_SECONDS (120), then the history checker
 .PHONY: soak
 SOAK_SECONDS ?= 120

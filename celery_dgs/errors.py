@@ -51,6 +51,15 @@ class StaleTokenError(DgsError, RuntimeError):
     """A write carried a fencing token that is no longer the schedule's current one."""
 
 
+class RetryRefused(DgsError, RuntimeError):
+    """A scheduled run asked Celery to retry it (``self.retry()``, ``autoretry_for``).
+
+    celery-dgs retries scheduled tasks itself (``dgs_retry_backoff`` through
+    ``can_start_by``); a broker countdown/ETA message would run outside the
+    scheduler and may be delivered more than once, so none is sent and the run
+    is recorded as a failure."""
+
+
 class UnknownScheduleError(DgsError, KeyError):
     """No schedule with that name is declared or stored."""
 

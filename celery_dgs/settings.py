@@ -30,17 +30,19 @@ DEFAULT_PRUNE_BATCH_SIZE = 1000
 DEFAULT_TERMINATION_GRACE_S = 10.0  # after interrupting a run, before killing its process
 DEFAULT_STORE_POLL_INTERVAL_S = 2.0  # beat reads store changes at most this often
 DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
+# Beat high availability (docs/beat-ha.md): a beat leader that has not renewed
+# its lease for this long is replaced by a standby beat. The leader renews every
+# third of it; standbys check every min(third, store_poll_interval).
+DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
+MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
+DEFAULT_OVERLOAD_POLICY = "greedy"  # "greedy" (plain deadline order) or "shed"
+DEFAULT_SHED_HORIZON_S = 600.0  # shed: on-time schedules due within this go before late ones
 # -- fencing (issue 7) --
 #: Default self-fencing margin as a fraction of ping_timeout: an owner with no
 #: successful ping for ping_timeout - margin stops its run (defaults: 90 s - 22.5 s
 #: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval
 #: so that a slow but healthy ping cycle never fences.
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
-# Beat high availability (docs/beat-ha.md): a beat leader that has not renewed
-# its lease for this long is replaced by a standby beat. The leader renews every
-# third of it; standbys check every min(third, store_poll_interval).
-DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
-MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
 
 
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -82,6 +84,12 @@ class DgsSettings:
     metrics_port: int | None = None
     #: Address the metrics endpoint binds to.
     metrics_addr: str = "0.0.0.0"
+    #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
+    #: should_start_by first) or ``"shed"`` (see celery_dgs/core/overload.py).
+    overload_policy: str = DEFAULT_OVERLOAD_POLICY
+    #: ``shed``: on-time schedules whose should_start_by is within this many
+    #: seconds go before late ones.
+    shed_horizon: float = DEFAULT_SHED_HORIZON_S
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -94,6 +102,7 @@ class DgsSettings:
         for name in (
             "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
             "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
+            "shed_horizon",
         ):  # fmt: skip
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
@@ -101,12 +110,12 @@ class DgsSettings:
                 f"dgs_ping_timeout ({self.ping_timeout}s) must be longer than "
                 f"dgs_ping_interval ({self.ping_interval}s)"
             )
-        self._check_self_fence_margin()
         if self.beat_leader_timeout < MIN_BEAT_LEADER_TIMEOUT_S:
             raise SettingsError(
                 f"dgs_beat_leader_timeout must be at least {MIN_BEAT_LEADER_TIMEOUT_S}s "
                 f"(the leader renews every third of it), got {self.beat_leader_timeout!r}"
             )
+        self._check_self_fence_margin()
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
         backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
@@ -127,6 +136,10 @@ class DgsSettings:
             or not 0 < self.metrics_port < 65536
         ):
             raise SettingsError(f"dgs_metrics_port must be a TCP port, got {self.metrics_port!r}")
+        if self.overload_policy not in ("greedy", "shed"):
+            raise SettingsError(
+                f"dgs_overload_policy must be 'greedy' or 'shed', got {self.overload_policy!r}"
+            )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.schedules, Mapping):

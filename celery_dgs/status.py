@@ -14,17 +14,22 @@ Decisions:
   ``invalid_spec`` (beat cannot schedule it) and no times.
 * A schedule with a lease is running (whatever its steal state), as for beat's
   metrics: the condition then uses the lease's ``started_at``.
+* Given the worker slots, an OK schedule that the projection of beat's greedy
+  order over the live state (:mod:`~celery_dgs.core.projection`) starts after
+  its ``should_start_by`` is WARNING ``projected_late``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
-from .core.condition import Level, RunningState, condition
-from .core.timing import DEFAULT_RETRY_LADDER, start_times
+from .core.condition import Level, Reason, RunningState, condition
+from .core.projection import Waiting, project_starts
+from .core.timing import DEFAULT_RETRY_LADDER, expected_duration, start_times
 from .leases.types import LeaseInfo
 from .store.base import StoredSchedule
 
@@ -118,13 +123,65 @@ def build_rows(
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
+    slots: int | None = None,
 ) -> list[StatusRow]:
-    """Every schedule's row, most urgent first (see :func:`urgency_key`)."""
+    """Every schedule's row, most urgent first (see :func:`urgency_key`).
+
+    With ``slots`` (the live workers' slots), OK schedules projected to start
+    late become WARNING ``projected_late`` (:func:`apply_projection`)."""
+    schedules = list(schedules)
     rows = [
         build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder, default_pool=default_pool)
         for s in schedules
     ]
+    if slots is not None:
+        rows = apply_projection(rows, schedules, leases, now, slots=slots)
     return sorted(rows, key=urgency_key)
+
+
+def apply_projection(
+    rows: Sequence[StatusRow],
+    schedules: Iterable[StoredSchedule],
+    leases: Mapping[str, LeaseInfo],
+    now: datetime,
+    *,
+    slots: int,
+) -> list[StatusRow]:
+    """Replay beat's order over the live state (:func:`~celery_dgs.core.projection.project_starts`)
+    and turn OK rows projected to start after ``should_start_by`` into WARNING
+    ``projected_late``. Paused, inactive, invalid and running schedules take no
+    new slot; each running one holds its slot until its expected end."""
+    by_name = {s.name: s for s in schedules}
+    waiting: list[Waiting] = []
+    busy_until: list[float] = []
+    for row in rows:
+        stored = by_name.get(row.name)
+        if stored is None or stored.spec is None or not row.active or row.paused:
+            continue
+        expected = expected_duration(stored.spec, stored.stats).total_seconds()
+        if row.running is not None:
+            busy_until.append(row.running.started_at.timestamp() + expected)
+        elif row.can_start_by is not None and row.should_start_by is not None:
+            waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
+                                   row.should_start_by.timestamp(), expected))  # fmt: skip
+    free = max(slots - len(busy_until), 0)
+    projected = project_starts(waiting, busy_until, free, now.timestamp())
+    out = []
+    for row in rows:
+        start = projected.get(row.name)
+        if (
+            row.level is Level.OK and start is not None and row.should_start_by is not None
+            and start > row.should_start_by.timestamp()
+        ):  # fmt: skip
+            at = datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="seconds")
+            row = dataclasses.replace(
+                row, level=Level.WARNING, reason=Reason.PROJECTED_LATE.value,
+                message=f"{row.name}: the queue ahead of it on {slots} slots is projected "
+                        f"to start it at {at}, after its should_start_by "
+                        f"{row.should_start_by.isoformat(timespec='seconds')}",
+            )  # fmt: skip
+        out.append(row)
+    return out
 
 
 _FAR = datetime.max.replace(tzinfo=None)

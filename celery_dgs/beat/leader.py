@@ -77,9 +77,11 @@ class BeatLeadership:
         self._standby_logged = False
 
     @property
-    def fence(self) -> LeaderFence | None:
-        """What this beat's dispatches carry; ``None`` while it does not lead."""
-        return LeaderFence(owner_tag=self.owner_tag, token=self.token) if self.leading else None
+    def fence(self) -> LeaderFence:
+        """What this beat's dispatch writes carry. Always a fence, never "unfenced":
+        Redis accepts it only while this beat's tag and token hold the lease
+        (token 0, before any term, never does)."""
+        return LeaderFence(owner_tag=self.owner_tag, token=self.token)
 
     def check(self) -> Role:
         """Renew (when due) or try to take the lease; raises ``LeaseError`` when

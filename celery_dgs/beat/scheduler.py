@@ -109,7 +109,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             logger.exception(
                 "celery-dgs: beat tick failed; retrying in %.0fs", TICK_ERROR_BACKOFF_S
             )
-            return min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
+            backoff = min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
+            if self.leadership is not None:  # a leader must not miss its renewals
+                backoff = min(backoff, self.leadership.renew_interval)
+            return backoff
 
     @property
     def schedule(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
 from .show import leases, runs, status
+from .simulate import simulate
 
 __all__ = ["dgs"]
 
@@ -33,5 +34,5 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     make_env(ctx)
 
 
-for command in (status, leases, runs, run, pause, resume, cancel, sync, check):
+for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate):
     dgs.add_command(command)

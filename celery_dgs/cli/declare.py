@@ -6,6 +6,7 @@ import click
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from ..celery_settings import check_celery_settings
 from ..declarations import Declarations
 from .context import Env, get_env, utcnow, wrap_errors
 from .output import styled
@@ -42,13 +43,20 @@ def _safe_url(url: str) -> str:
 def check(ctx: click.Context) -> None:
     """Validate every schedule declaration (decorators and dgs_schedules).
 
-    Prints each error naming the schedule and field, and each warning. Exit
-    status 1 if any declaration is invalid. Neither Redis nor the store is used.
+    Prints each error naming the schedule and field, and each warning, then a
+    warning for each Celery setting that is unsafe with celery-dgs (as workers
+    log at start-up). Exit status 1 if any declaration is invalid. Neither
+    Redis nor the store is used.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     color = env.color()
     _report_problems(decl, color=color)
+    specs = decl.specs
+    tasks = {s.task: env.app.tasks[s.task] for s in specs.values() if s.task in env.app.tasks}
+    for advice in check_celery_settings(env.app.conf, specs, tasks):
+        label = styled("WARNING", "WARNING", color=color)
+        click.echo(f"{label} Celery setting {advice}", err=True, color=color)
     for name in sorted(decl.specs):
         spec = decl.specs[name]
         click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)

@@ -32,9 +32,10 @@ def read_status(
     leases = {lease.schedule: lease for lease in rt.leases.all()}
     workers = rt.registry.live_workers()
     now = utcnow()
+    slots = sum(w.slots for w in workers) if workers else env.settings.capacity
     rows = build_rows(
         schedules, leases, now,
-        retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool,
+        retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool, slots=slots,
     )  # fmt: skip
     kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
     return kept, workers, now

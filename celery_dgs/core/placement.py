@@ -69,6 +69,13 @@ class Placement:
         worker.free -= 1
         return worker.name
 
+    def give_back(self, worker: str) -> None:
+        """Return a slot taken by :meth:`place` (the choice was not dispatched)."""
+        for w in self.workers:
+            if w.name == worker:
+                w.free += 1
+                return
+
 
 def plan_dispatches(
     index: DeadlineIndex,
@@ -95,3 +102,35 @@ def plan_dispatches(
         assert worker is not None  # can_place said yes a moment ago
         plan.append((name, worker))
     return plan
+
+
+def choose_dispatches(
+    index: DeadlineIndex,
+    now: float,
+    placement: Placement,
+    constraints_of: Callable[[str], Constraints],
+    defer: Callable[[str], bool],
+    *,
+    limit: int,
+) -> list[tuple[str, str]]:
+    """The whole dispatch decision of one beat round, shared by beat and the simulator.
+
+    Repeats :func:`plan_dispatches` while slots, schedules and ``limit`` last;
+    each chosen schedule is offered to ``defer``, which returns True when it
+    must not go now (it is running, or its start times re-computed at ``now``
+    say it is not due: ``defer`` has re-inserted or parked it); its slot is
+    then given back. Returns the ``(schedule, worker)`` pairs to dispatch.
+    """
+    chosen: list[tuple[str, str]] = []
+    while len(chosen) < limit:
+        plan = plan_dispatches(
+            index, now, placement, constraints_of, limit=limit - len(chosen)
+        )
+        if not plan:
+            break
+        for name, worker in plan:
+            if defer(name):
+                placement.give_back(worker)
+                continue
+            chosen.append((name, worker))
+    return chosen

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 DEFAULT_EWMA_ALPHA = 0.37
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduleStats:
     """What the store remembers of a schedule's past runs.
 

@@ -27,6 +27,7 @@ from itertools import pairwise
 
 from .blackout import blackout_containing, first_fit, move_out_of_blackout
 from .cron import next_cron_time
+from .cron_cache import CronFireCache
 from .spec import CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 from .tz import ensure_utc
@@ -81,9 +82,16 @@ def _anchor(stats: ScheduleStats, now: datetime | None) -> datetime:
     return ensure_utc(base, what="deadline anchor")
 
 
-def _first_start(spec: ScheduleSpec, stats: ScheduleStats, anchor: datetime) -> datetime:
+def _first_start(
+    spec: ScheduleSpec,
+    stats: ScheduleStats,
+    anchor: datetime,
+    cron_times: CronFireCache | None = None,
+) -> datetime:
     """Periodic: when the cooldown ends; cron: the next fire time."""
     if isinstance(spec, CronSpec):
+        if cron_times is not None:
+            return cron_times.next_cron_time(spec.cron_schedule, spec.tz, anchor)
         return next_cron_time(spec.cron_schedule, spec.tz, anchor)
     if isinstance(spec, PeriodicSpec):
         if not stats.has_succeeded:
@@ -125,8 +133,12 @@ def start_times(
     now: datetime,
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    cron_times: CronFireCache | None = None,
 ) -> StartTimes:
     """``get_schedule_start_times()`` of seed 000, plus backoff and blackouts.
+
+    ``cron_times`` (optional) remembers cron fire times across calls: the
+    result is the same, computed once for many schedules (beat's start-up).
 
     1. Periodic: ``can = last_good_end_at + cooldown``, ``should =
        last_good_start_at + period - expected``. Cron: ``can =
@@ -146,8 +158,11 @@ def start_times(
     now = ensure_utc(now, what="now")
     anchor = _anchor(stats, now)
     expected = expected_duration(spec, stats)
-    can = _first_start(spec, stats, anchor)
-    should = error_at(spec, stats, now) - expected
+    can = _first_start(spec, stats, anchor, cron_times)
+    if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()
+        should = can + spec.cron_max_schedule_duration - expected
+    else:
+        should = error_at(spec, stats, now) - expected
     retry = retry_at(stats, retry_ladder)
     if retry is not None:
         can = max(can, retry)

@@ -44,6 +44,8 @@ def get_zone(name: str) -> ZoneInfo:
 
 def ensure_utc(moment: datetime, *, what: str = "datetime") -> datetime:
     """An aware datetime converted to UTC; naive datetimes are refused."""
+    if moment.tzinfo is timezone.utc:  # the common case, on every start-time computation
+        return moment
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{what} must be timezone-aware, got naive {moment!r}")
     return moment.astimezone(timezone.utc)

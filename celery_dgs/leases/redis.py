@@ -157,8 +157,10 @@ class RedisLeases:
             [self._now_arg(), _FMT, schedule, owner_tag, progress_arg],
         )
         status = PingStatus(text(reply[0]))
-        token = None if status is PingStatus.NOT_OWNER else int(reply[2])
-        return PingResult(status=status, now=ms_to_datetime(int(reply[1])), token=token)
+        now = ms_to_datetime(int(reply[1]))
+        if status is PingStatus.NOT_OWNER:
+            return PingResult(status=status, now=now, holder_tag=text(reply[2]) or None)
+        return PingResult(status=status, now=now, token=int(reply[2]))
 
     def release(self, schedule: str, owner_tag: str) -> bool:
         """The run ended: delete the lease if ``owner_tag`` holds it. False if not the owner."""

@@ -119,6 +119,9 @@ class PingResult:
     now: datetime
     #: The lease's token (None when NOT_OWNER).
     token: int | None = None
+    #: NOT_OWNER: the owner_tag now holding the lease; None when there is no
+    #: lease at all (taken over and released since, or lost with Redis's data).
+    holder_tag: str | None = None
 
     @property
     def owner(self) -> bool:

@@ -8,7 +8,7 @@ Every datetime in and out is an aware UTC datetime.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -132,6 +132,12 @@ class ScheduleStore(ABC):
     @abstractmethod
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules and the cursor to pass to :meth:`changes_since`."""
+
+    def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
+        """:meth:`load_active` as the cursor and an iterator, so a reader of a
+        million schedules need not hold them all (the SQL store streams them)."""
+        rows, cursor = self.load_active()
+        return cursor, iter(rows)
 
     @abstractmethod
     def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:

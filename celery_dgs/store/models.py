@@ -51,12 +51,18 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-        if moment.tzinfo is None:
-            return moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc)
+        return utc_from_db(value)
+
+
+def utc_from_db(value: Any) -> datetime | None:
+    """A ``UTCDateTime`` column's raw driver value (SQLite: naive UTC text;
+    PostgreSQL: an aware datetime) as an aware UTC datetime."""
+    if value is None:
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
 
 
 class Base(DeclarativeBase):

@@ -14,6 +14,7 @@ from ..core.clock import Clock, SystemClock
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
 from .engine import make_engine, session_transaction
+from .loader import SpecCache
 from .migrate import upgrade_engine
 from .models import COUNTER_ID, ScheduleRow
 
@@ -36,6 +37,8 @@ class SqlStoreBase(ScheduleStore):
         self.url = url
         self._engine = make_engine(url, engine_options)
         self._clock: Clock = clock or SystemClock()
+        #: Parsed specs by shape, shared by every bulk read (see :mod:`.loader`).
+        self._spec_cache = SpecCache()
 
     @property
     def engine(self) -> Engine:

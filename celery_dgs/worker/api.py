@@ -38,7 +38,9 @@ def progress(fraction: float) -> bool:
 
 
 def current_token() -> int | None:
-    """The fencing token of the current run (strictly increasing per schedule),
-    for fencing the task's own writes; None outside a supervised run."""
+    """The fencing token of the current run (strictly increasing per schedule,
+    also across Redis data loss), for fencing the task's own writes: have the
+    target accept a write only if its token is at least the highest it has
+    seen (example in ``docs/guarantees.md``, G5). None outside a supervised run."""
     sup = current_supervisor()
     return sup.token if sup is not None else None

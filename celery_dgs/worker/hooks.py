@@ -1,7 +1,9 @@
 """Celery signal hooks, installed by ``DGS(app)``.
 
 - ``worker_init`` (main process, task modules imported): wrap the ``run`` of
-  every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`.
+  every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
+  keep its retries with the scheduler (:mod:`~celery_dgs.worker.retries`) and
+  warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`).
   Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
   skipped (lease held, stale dispatch) and its exception recorded.
 - ``worker_process_init`` (each prefork child): install the interrupt handler.
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery import signals
 
+from ..celery_settings import check_celery_settings
 from ..runtime import runtime_for
+from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
@@ -61,6 +65,7 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
         task.run = run
+        keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped
 
@@ -122,6 +127,13 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
             logger.error("celery-dgs: schedule %s is not run: %s", name, err)
+        try:
+            specs = dgs.declarations.specs
+            tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
+            for advice in check_celery_settings(app.conf, specs, tasks):
+                logger.warning("celery-dgs: %s", advice)
+        except Exception:
+            logger.exception("celery-dgs: checking the Celery settings failed")
         logger.info("celery-dgs: supervising %d task(s): %s", len(names), ", ".join(names))
 
     def on_process_init(**_: Any) -> None:

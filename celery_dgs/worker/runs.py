@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError
+from ..leases.types import AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
 from .supervisor import RunSupervisor, RunTerminated
 
@@ -89,9 +90,13 @@ def supervised_run(
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
         reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
+        if result.status is AcquireStatus.STALE_DISPATCH:
+            reason += (f" (dispatch {dispatch_id} already started, taken back or replaced: "
+                       "a redelivered or superseded message)")  # fmt: skip
         if result.grace_ends_at is not None:
-            reason += (f" (Redis restarted or lost data: no new lease for a schedule that ran "
-                       f"before until {result.grace_ends_at.isoformat()})")  # fmt: skip
+            until = result.grace_ends_at.isoformat()
+            reason += (" (Redis restarted or lost data, including this schedule's last "
+                       f"grant: no new lease until {until})")  # fmt: skip
         _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
@@ -144,7 +149,7 @@ def supervised_run(
     settings = rt.settings
     supervisor = RunSupervisor(
         schedule=schedule, run_id=run_id, spec=spec, token=token,
-        ping=lambda progress: leases.ping(schedule, run_id, progress=progress).status.name,
+        ping=lambda progress: _ping_status(leases.ping(schedule, run_id, progress=progress)),
         now=leases.now, ping_interval=settings.ping_interval,
         termination_grace=settings.termination_grace, on_unresponsive=on_unresponsive,
         fence_after=settings.fence_after, kill_after=settings.ping_timeout,
@@ -172,6 +177,13 @@ def supervised_run(
         if supervisor.interruption is not None and outcome == "success":
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
         _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress)
+
+
+def _ping_status(result: PingResult) -> str:
+    """The supervisor's view of a ping: GONE when the lease no longer exists."""
+    if result.status is PingStatus.NOT_OWNER and result.holder_tag is None:
+        return "GONE"
+    return result.status.name
 
 
 def _finish(

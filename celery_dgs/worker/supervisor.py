@@ -4,6 +4,7 @@ The heartbeat pings the lease every ``ping_interval`` (sending progress), and
 ends the run when:
 
 - the ping finds another owner (the lease was stolen)  → outcome ``stolen``;
+- the ping finds no lease (lost with Redis's data)     → ``stolen``;
 - an operator set the cancel flag                      → ``cancelled``;
 - the run passed ``max_allowed_duration``              → ``terminated``;
 - one of its blackout windows began                    → ``terminated``;
@@ -268,6 +269,9 @@ class RunSupervisor:
             self.last_ok_mono = max(self.last_ok_mono, sent)
         if status == "NOT_OWNER":
             self.interrupt("stolen", "the lease now belongs to another run")
+        elif status == "GONE":
+            self.interrupt("stolen", "the lease is gone: taken over and released since, "
+                           "or lost with Redis's data (restart, failover)")  # fmt: skip
         elif status == "CANCELLED":
             self.interrupt("cancelled", "an operator cancelled the run")
 
@@ -289,8 +293,15 @@ class RunSupervisor:
         return self.last_ok_mono + self.kill_after - time.monotonic()
 
     def _grace(self) -> float:
+        """How long an interrupted run may take to stop before its process ends.
+
+        Self-fenced: until ``kill_after`` after the last good ping, so the
+        process is gone before a steal. When that has already passed (the whole
+        process was paused and has just resumed), half a ping interval, so a
+        run that stops promptly is not killed with its worker."""
         if self.interruption is not None and self.interruption.outcome == "self_fenced":
-            return max(min(self.termination_grace, self.kill_deadline_left()), 0.0)
+            left = max(self.kill_deadline_left(), self.ping_interval / 2)
+            return min(self.termination_grace, left)
         return self.termination_grace
 
     def _loop(self) -> None:

@@ -22,12 +22,14 @@ from celery_dgs.beat.engine import BeatEngine, DispatchOrder
 from celery_dgs.beat.leader import BeatLeadership, Role
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.core.spec import PeriodicSpec
-from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.dispatches import DispatchRecord, DispatchRecords
+from celery_dgs.errors import NotLeaderError, SettingsError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.leader import RedisLeader
 from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.metrics import EngineCollector
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
-from celery_dgs.settings import DgsSettings
+from celery_dgs.settings import DEFAULT_BEAT_LEADER_TIMEOUT_S, DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
 from tests.leases.helpers import MsClock
 
@@ -173,7 +175,7 @@ def test_leader_renews_every_third_of_the_timeout(client: redis.Redis) -> None:
     assert first is not None
     assert (renewed.last_ping_at - first.last_ping_at).total_seconds() == 0.9
     ship.lost("test")
-    assert ship.fence is None
+    assert not ship.leading
     assert ship.check() is Role.ELECTED  # asks Redis at once: still its lease, a new view
     assert ship.token == renewed.token
 
@@ -187,17 +189,18 @@ def test_resign_lets_a_standby_take_over_at_its_next_check(
     b = BeatLeadership(leader, node="b", pid=2, store_poll_interval=1, monotonic=Mono())
     assert a.check() is Role.ELECTED
     assert b.check() is Role.STANDBY
+    with pytest.raises(NotLeaderError):  # a standby's fence (token 0) is never accepted
+        DispatchRecords(client, KEYS).add_many(
+            [DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER)], ttl=5, fence=b.fence
+        )
     caplog.set_level(logging.INFO, logger="celery_dgs.beat")
     a.resign()
     assert "resigned leadership (token 1)" in caplog.text
     assert b.check() is Role.ELECTED
-    assert b.fence is not None
     assert b.fence.token == 2
 
 
 def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None:
-    from celery_dgs.metrics import EngineCollector
-
     clock = MsClock()
     register(client, slots=1)
     a, b = Beat("a", client, store, clock), Beat("b", client, store, clock)
@@ -211,3 +214,12 @@ def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None
 
     assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
     assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}
+
+
+def test_beat_leader_timeout_setting_is_validated() -> None:
+    assert DgsSettings().beat_leader_timeout == DEFAULT_BEAT_LEADER_TIMEOUT_S == 30.0
+    assert DgsSettings.from_conf({"dgs_beat_leader_timeout": timedelta(seconds=5)}) \
+        .beat_leader_timeout == 5.0  # fmt: skip
+    for bad in (0, -1, 0.1, "30", float("nan"), True):
+        with pytest.raises(SettingsError, match="dgs_beat_leader_timeout"):
+            DgsSettings(beat_leader_timeout=bad)  # type: ignore[arg-type]

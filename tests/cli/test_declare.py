@@ -37,6 +37,17 @@ def test_check_valid_declarations_with_a_warning(world: World) -> None:
     assert "WARNING schedule 't.c', field 'cron_max_schedule_duration'" in result.stderr
 
 
+def test_check_warns_about_unsafe_celery_settings(world: World) -> None:
+    declare(world.app, GOOD)
+    world.app.conf.worker_prefetch_multiplier = 4
+    result = world.invoke("check")
+    assert result.exit_code == 0, result.output
+    assert "WARNING Celery setting worker_prefetch_multiplier = 4 is unsafe" in result.stderr
+    assert "use 1" in result.stderr
+    world.app.conf.worker_prefetch_multiplier = 1
+    assert "Celery setting" not in world.invoke("check").stderr
+
+
 def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
     declare(world.app, {
         **GOOD,

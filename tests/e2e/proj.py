@@ -47,6 +47,14 @@ app.conf.update(
         int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None
     ),
 )
+if os.environ.get("E2E_ACKS_LATE") == "1":  # the broker-redelivery test
+    app.conf.task_acks_late = True
+    app.conf.broker_transport_options = {
+        "visibility_timeout": float(os.environ.get("E2E_VISIBILITY_TIMEOUT", "3600")),
+        # kombu sweeps for expired unacked messages every 10 x 10 s by default
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
@@ -223,3 +231,26 @@ class PausingScheduler(DeadlineScheduler):
             return add_many(*args, **kwargs)
 
         records.add_many = stop_then_add
+
+
+# -- fencing (tests/e2e/test_fencing_e2e.py) --------------------------------------
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.retries", bind=True)
+def retries(self: Any) -> str:
+    """Asks Celery for a broker retry with a countdown, as task code often does."""
+    log_event("start", "retries", token=celery_dgs.current_token())
+    try:
+        raise self.retry(exc=ValueError("flaky upstream"), countdown=1)
+    finally:
+        log_event("end", "retries")
+
+
+@declare("periodic", period=timedelta(hours=1))
+@app.task(name="e2e.autoretries", autoretry_for=(ValueError,), retry_kwargs={"countdown": 1})
+def autoretries() -> str:
+    """Fails with an exception Celery is told to retry automatically."""
+    log_event("start", "autoretries", token=celery_dgs.current_token())
+    try:
+        raise ValueError("flaky upstream")
+    finally:
+        log_event("end", "autoretries")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from celery_dgs.embedded import RedisServerProcess
 from tests.e2e.blackhole import BlackholeProxy
@@ -84,3 +86,97 @@ def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
     proxy.restore()
     stored = cluster.schedule("e2e.long_run")
     assert not stored.stats.failure_count, "self-fencing is an interruption, not a failure"
+
+
+@pytest.mark.parametrize("task", ["retries", "autoretries"])
+def test_a_retry_of_a_scheduled_task_sends_no_broker_message(
+    cluster_factory: Any, task: str
+) -> None:
+    """``self.retry(countdown=1)`` / ``autoretry_for``: no countdown message is
+    published (it would run outside the scheduler); the run is a failure, left
+    to the scheduler's retry ladder."""
+    cluster = cluster_factory([task])
+    cluster.start_worker("w1", "node1")
+    cluster.sync_declarations()
+    cluster.send(f"e2e.{task}", queue="w1@node1.dq2")
+    run = wait_for(lambda: next((r for r in cluster.runs(f"e2e.{task}")
+                                 if r.outcome != "running"), None),
+                   30, "the run to end")  # fmt: skip
+    assert run.outcome == "failure", run
+    assert "RetryRefused" in (run.error or "")
+    assert "flaky upstream" in (run.error or "")
+    time.sleep(3)  # the refused countdown was 1 s: a retry message would have run by now
+    assert len(starts_of(cluster, task)) == 1
+    assert len(cluster.runs(f"e2e.{task}")) == 1
+    assert cluster.schedule(f"e2e.{task}").stats.failure_count == 1
+
+
+def test_a_message_redelivered_by_the_broker_never_starts_a_second_run(
+    cluster_factory: Any,
+) -> None:
+    """task_acks_late with a visibility timeout (2 s) far shorter than the run
+    (30 s): the Redis broker hands the message out again while the run is live.
+    The redelivery carries the same dispatch id, whose record the first run
+    consumed: it is skipped and recorded, never started. The worker also warns
+    at start-up that these settings are unsafe."""
+    cluster = cluster_factory(["long_run"], E2E_ACKS_LATE="1", E2E_VISIBILITY_TIMEOUT="2")
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
+                     "the first run")  # fmt: skip
+    [running] = wait_for(lambda: [r for r in cluster.runs("e2e.long_run")
+                                  if r.outcome == "running"], 10, "the run record")  # fmt: skip
+    skip = wait_for(
+        lambda: next((r for r in cluster.runs("e2e.long_run")
+                      if r.outcome == "skipped" and r.dispatch_id == running.dispatch_id), None),
+        25, "the redelivered message to be recorded as a skip",
+    )  # fmt: skip
+    print(f"redelivery recorded {(skip.started_at - running.started_at).total_seconds():.1f} s "
+          f"after the start: {skip.error}")  # fmt: skip
+    assert "stale_dispatch" in (skip.error or "")
+    assert [s["pid"] for s in starts_of(cluster, "long_run")] == [first["pid"]]
+    assert [r.run_id for r in cluster.runs("e2e.long_run") if r.outcome == "running"] == [
+        running.run_id
+    ]
+    log = (cluster.tmp / "w1.log").read_text(errors="replace")
+    assert "broker_transport_options['visibility_timeout'] = 2.0 is unsafe" in log
+
+
+def test_after_redis_loses_its_data_tokens_keep_rising_and_grants_wait_out_the_grace(
+    tmp_path: Path, fresh_redis_server: RedisServerProcess
+) -> None:
+    """Redis is killed (-9) and restarted empty mid-run. The live run finds its
+    lease gone at its next ping and stops; the next grant waits ping_timeout +
+    steal_delay (skips recorded as ``recovering``) and then gets token 2 from
+    the store's floor, although Redis's counter started again from nothing."""
+    cluster = Cluster(tmp_path, fresh_redis_server.url, ["long_run"])
+    try:
+        cluster.start_worker("w1", "node1")
+        cluster.start_beat()
+        first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
+                         "the first run")  # fmt: skip
+        assert first["token"] == 1
+        fresh_redis_server.restart(kill=True)
+        restarted_at = time.time()
+        cluster.redis = redis.Redis.from_url(fresh_redis_server.url)
+        old = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
+                                     if r.token == 1 and r.outcome != "running"), None),
+                       10, "the run whose lease was lost to stop")  # fmt: skip
+        assert old.outcome == "stolen", old
+        assert "lost with Redis's data" in (old.error or "")
+        second = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
+                                        if r.token and r.token > 1), None),
+                          40, "a new grant")  # fmt: skip
+        skips = [r for r in cluster.runs("e2e.long_run") if r.outcome == "skipped"]
+        print(f"new grant {second.started_at.timestamp() - restarted_at:.1f} s after the "
+              f"restart with token {second.token}; {len(skips)} skip(s): "
+              f"{skips[0].error if skips else '-'}")  # fmt: skip
+        assert second.token == 2
+        assert skips, "a dispatch during the grace is skipped"
+        assert all("recovering" in (s.error or "") for s in skips)
+        first_refusal = min(s.started_at for s in skips)
+        grace = (second.started_at - first_refusal).total_seconds()
+        assert grace >= PING_TIMEOUT + STEAL_DELAY - 0.1
+        assert cluster.schedule("e2e.long_run").current_token == 2
+    finally:
+        cluster.stop_all()

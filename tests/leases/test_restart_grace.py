@@ -52,7 +52,9 @@ def test_data_loss_restarts_the_grace_and_the_floor_keeps_tokens_rising(
     assert grab(leases, "A2", 0, "t") is AcquireStatus.GRANTED  # same server: no grace
     client.flushall()  # a restart without persistence, as far as the data goes
     # The owner's lease vanished with the data: its next ping says so and it stops.
-    assert leases.ping("s", "A").status is PingStatus.NOT_OWNER
+    ping = leases.ping("s", "A")
+    assert ping.status is PingStatus.NOT_OWNER
+    assert ping.holder_tag is None  # gone, not held by another
     assert grab(leases, "B", 1) is AcquireStatus.RECOVERING
     clock.advance(GRACE)
     result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="B", min_token=1)

@@ -113,6 +113,7 @@ def test_stolen_owner_ping_is_not_owner_and_its_release_and_yield_fail(
     assert ping.status is PingStatus.NOT_OWNER
     assert not ping.owner
     assert ping.token is None
+    assert ping.holder_tag == "B"
     assert leases.release("s", "A") is False
     assert leases.yield_lease("s", "A") is False
     info = leases.get("s")

@@ -7,7 +7,9 @@
 -- Returns:
 --   {"OK", now, token}          pinged; steal_start_at cleared
 --   {"CANCELLED", now, token}   pinged (still the owner), but a cancel was requested
---   {"NOT_OWNER", now, ""}      no lease, or another owner_tag holds it (stolen)
+--   {"NOT_OWNER", now, holder}  another owner_tag (holder) holds it (stolen), or
+--                               no lease at all (holder ""): taken over and since
+--                               released, or lost with Redis's data
 --   {"MALFORMED", key, reason}
 
 local now = dgs_now(ARGV[1])
@@ -20,7 +22,7 @@ if err then
   return {"MALFORMED", KEYS[1], err}
 end
 if not lease or lease["owner_tag"] ~= ARGV[4] then
-  return {"NOT_OWNER", now, ""}
+  return {"NOT_OWNER", now, lease and lease["owner_tag"] or ""}
 end
 redis.call("HSET", KEYS[1], "last_ping_at", dgs_int(now))
 redis.call("HDEL", KEYS[1], "steal_start_at")

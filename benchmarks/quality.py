@@ -1,0 +1,124 @@
+"""Scheduling-quality benchmark (issue 6): ``python -m benchmarks.quality [--quick] [--scale]``.
+
+Runs the policies (``dgs``, ``dgs-shed``, ``fifo``, ``beat``) on generated
+workloads at load 0.7, 0.9, 1.1, 1.5 and 2.0, and at load 0.9 with a 6-hour
+outage of every worker, and prints one table. Checks the issue's goals: at
+load <= 0.9 ``dgs`` starts every run by its ``should_start_by`` and has no
+ERROR after warm-up; at every load its ERROR-seconds are below ``beat``'s.
+
+``--scale`` adds the size goal: 100,000 schedules, 500 slots, 7 simulated
+days under ``dgs`` within 2 minutes (periods 6-24 h). Results are also
+written to ``benchmarks/quality-latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from celery_dgs.sim.generate import GeneratorOptions, generate
+from celery_dgs.sim.loop import simulate
+from celery_dgs.sim.metrics import SimResult
+from celery_dgs.sim.report import format_table
+
+RESULTS = Path(__file__).resolve().parent / "quality-latest.json"
+POLICIES = ("dgs", "dgs-shed", "fifo", "beat")
+LOADS = (0.7, 0.9, 1.1, 1.5, 2.0)
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    label: str
+    options: GeneratorOptions
+
+
+def scenarios(quick: bool) -> list[Scenario]:
+    n, slots = (300, 6) if quick else (1000, 20)
+    base = GeneratorOptions(schedules=n, slots=slots, horizon_s=4 * DAY, warmup_s=2 * DAY,
+                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1)  # fmt: skip
+    out = [Scenario(f"load {load}", _with(base, load=load)) for load in LOADS]
+    out.append(Scenario("0.9 + 6h outage", _with(base, load=0.9, outage_s=6 * 3600.0,
+                                                outage_at_s=2.5 * DAY)))  # fmt: skip
+    return out
+
+
+def _with(opts: GeneratorOptions, **changes: object) -> GeneratorOptions:
+    return GeneratorOptions(**{**opts.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def check_goals(rows: list[tuple[Scenario, SimResult]]) -> list[str]:
+    """The issue's done-when, as lines saying met / NOT met."""
+    by = {(s.label, r.policy): r for s, r in rows}
+    lines = []
+    for scenario, result in rows:
+        if result.policy != "dgs":
+            continue
+        beat = by[(scenario.label, "beat")]
+        below = result.error_s < beat.error_s
+        lines.append(f"{scenario.label}: dgs ERROR-s {result.error_s:.0f} < beat "
+                     f"{beat.error_s:.0f}: {'met' if below else 'NOT met'}")  # fmt: skip
+        if scenario.options.load <= 0.9 and scenario.options.outage_s == 0:
+            lines.append(
+                f"{scenario.label}: dgs late starts {result.late_starts} (goal 0): "
+                f"{'met' if result.late_starts == 0 else 'NOT met'}; ERROR after warm-up "
+                f"{result.error_s:.0f} s in {result.error_episodes} episodes (goal 0): "
+                f"{'met' if result.error_s == 0 else 'NOT met'}"
+            )
+    return lines
+
+
+def run_scale() -> SimResult:
+    opts = GeneratorOptions(schedules=100_000, slots=500, load=0.9, horizon_s=7 * DAY,
+                            period_min_s=6 * 3600.0, period_max_s=DAY, seed=1)  # fmt: skip
+    started, cpu = time.perf_counter(), time.process_time()
+    workload = generate(opts)
+    result = simulate(workload, "dgs")
+    total, cpu = time.perf_counter() - started, time.process_time() - cpu
+    load = os.getloadavg()[0]
+    print(f"scale: 100,000 schedules, 500 slots, 7 days, dgs: {result.runs:,} runs measured, "
+          f"{total:.1f} s wall, {cpu:.1f} s CPU including generation (goal < 120 s: wall "
+          f"{'met' if total < 120 else 'NOT met'}, CPU {'met' if cpu < 120 else 'NOT met'}); "
+          f"{os.cpu_count()} CPUs, load average {load:.1f}", flush=True)  # fmt: skip
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="300 schedules on 6 slots")
+    parser.add_argument("--scale", action="store_true", help="also the 100,000-schedule run")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows: list[tuple[Scenario, SimResult]] = []
+    for scenario in scenarios(args.quick):
+        workload = generate(scenario.options)
+        for policy in POLICIES:
+            rows.append((scenario, simulate(workload, policy)))
+        print(f"  {scenario.label}: done", file=sys.stderr, flush=True)
+    first = rows[0][0].options
+    print(f"\ncelery-dgs scheduling quality: {first.schedules} schedules, {first.slots} slots, "
+          f"periods {first.period_min_s / 3600:g}-{first.period_max_s / 3600:g} h (log-uniform), "
+          f"cooldown {first.cooldown_fraction:g} period, lognormal durations sigma "
+          f"{first.duration_sigma:g}, {first.horizon_s / DAY:g} simulated days of which the "
+          f"first {(first.warmup_s or 0) / DAY:g} are warm-up, seed {first.seed}")  # fmt: skip
+    print(format_table([r for _, r in rows], label=[s.label for s, _ in rows]))
+    goals = check_goals(rows)
+    print("\n" + "\n".join(goals))
+    scale = run_scale() if args.scale else None
+    print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+    RESULTS.write_text(json.dumps({
+        "rows": [{"scenario": s.label, **r.to_dict()} for s, r in rows],
+        "goals": goals, "scale": scale.to_dict() if scale else None,
+    }, indent=2))  # fmt: skip
+    print(f"written: {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""``celery -A proj dgs simulate``: will the schedules stay fresh on these workers?
+
+Three sources of schedules: the app's own declarations (default), a workload
+file (``--workload``) or a generated workload (``--schedules N``). Also
+``python -m celery_dgs.sim`` for a workload file or a generated one, without
+an app. Format and metrics: ``docs/simulator.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ..sim.generate import GeneratorOptions, generate
+from ..sim.metrics import SimResult
+from ..sim.policies import POLICIES
+from ..sim.report import find_slots, format_table, run_policies
+from ..sim.workload import (
+    DEFAULT_SLOTS_PER_WORKER,
+    Outage,
+    Workload,
+    WorkloadError,
+    load_workload,
+    make_workers,
+    workload_from_specs,
+)
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: str, what: str) -> float:
+    """``90``, ``90s``, ``30m``, ``6h``, ``7d`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+    if not match:
+        raise click.BadParameter(f"{value!r} is not a duration like 90s, 30m, 6h, 7d",
+                                 param_hint=what)  # fmt: skip
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def _outage(value: str) -> Outage:
+    start, sep, end = value.partition(":")
+    if not sep:
+        raise click.BadParameter(f"{value!r}: expected START:END, e.g. 3d:3d6h",
+                                 param_hint="--outage")  # fmt: skip
+    t1, t2 = parse_duration(start, "--outage"), parse_duration(end, "--outage")
+    if t2 <= t1:
+        raise click.BadParameter(f"{value!r}: END must be after START", param_hint="--outage")
+    return Outage(t1, t2)
+
+
+@click.command()
+@click.option("--workload", "workload_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="a workload JSON file (docs/simulator.md)")
+@click.option("--schedules", type=int, help="generate N periodic schedules")
+@click.option("--slots", type=int, help="worker slots (overrides the workload's workers)")
+@click.option("--slots-per-worker", type=int, default=DEFAULT_SLOTS_PER_WORKER, show_default=True)
+@click.option("--load", type=float, default=0.9, show_default=True,
+              help="generated: demand / capacity")
+@click.option("--period-min", default="1h", show_default=True, help="generated: shortest period")
+@click.option("--period-max", default="6h", show_default=True, help="generated: longest period")
+@click.option("--cooldown-fraction", type=float, default=0.5, show_default=True,
+              help="generated: cooldown as a fraction of the period")
+@click.option("--failure-rate", type=float, default=0.0, show_default=True,
+              help="generated: probability that a run fails")
+@click.option("--duration", default="60s", show_default=True,
+              help="declared schedules: mean run time (unless duration_override)")
+@click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
+@click.option("--warmup", help="not measured at the start (default: 2 longest periods)")
+@click.option("--outage", "outages", multiple=True,
+              help="all workers down START:END (from the start), e.g. 3d:3d6h; repeatable")
+@click.option("--seed", type=int, help="random seed (default: the workload's, else 0)")
+@click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
+              help="repeatable; default: all of " + ", ".join(POLICIES))
+@click.option("--find-slots", is_flag=True,
+              help="search the smallest slot count with no ERROR after warm-up (first policy)")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table")
+@click.pass_context
+def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | None,
+             slots: int | None, slots_per_worker: int, load: float, period_min: str,
+             period_max: str, cooldown_fraction: float, failure_rate: float, duration: str,
+             horizon: str | None, warmup: str | None, outages: tuple[str, ...],
+             seed: int | None, policies: tuple[str, ...], find_slots: bool,
+             as_json: bool) -> None:  # fmt: skip
+    """Simulate the scheduler on a virtual clock and compare policies.
+
+    \b
+    Examples:
+      celery -A proj dgs simulate --slots 8 --duration 2m
+      celery -A proj dgs simulate --workload fleet.json --json
+      celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1
+      celery -A proj dgs simulate --duration 5m --find-slots
+    Exit status: 0 done; 1 ERROR after warm-up under the first policy (or no
+    slot count found); 2 bad options or workload.
+    """
+    try:
+        workload = _build(ctx, workload_path, schedules, slots, slots_per_worker, load,
+                          period_min, period_max, cooldown_fraction, failure_rate, duration,
+                          horizon, warmup, outages, seed)  # fmt: skip
+    except WorkloadError as exc:
+        raise click.UsageError(str(exc)) from exc
+    chosen = list(policies) or list(POLICIES)
+    if find_slots:
+        _find(workload, chosen[0], slots_per_worker, as_json)
+        return
+    results = run_policies(workload, chosen)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+    else:
+        click.echo(_summary(workload))
+        click.echo(format_table(results))
+    ctx.exit(1 if results[0].error_s > 0 else 0)
+
+
+def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None,
+           slots: int | None, per_worker: int, load: float, period_min: str, period_max: str,
+           cooldown_fraction: float, failure_rate: float, duration: str, horizon: str | None,
+           warmup: str | None, outages: tuple[str, ...], seed: int | None) -> Workload:  # fmt: skip
+    horizon_s = parse_duration(horizon, "--horizon") if horizon else None
+    warmup_s = parse_duration(warmup, "--warmup") if warmup else None
+    outage_list = [_outage(o) for o in outages]
+    if workload_path is not None and schedules is not None:
+        raise click.UsageError("give --workload or --schedules, not both")
+    if workload_path is not None:
+        workload = load_workload(workload_path)
+    elif schedules is not None:
+        if slots is None:
+            raise click.UsageError("--schedules needs --slots")
+        workload = generate(GeneratorOptions(
+            schedules=schedules, slots=slots, load=load,
+            period_min_s=parse_duration(period_min, "--period-min"),
+            period_max_s=parse_duration(period_max, "--period-max"),
+            cooldown_fraction=cooldown_fraction, failure_rate=failure_rate,
+            slots_per_worker=per_worker, seed=seed or 0,
+        ))  # fmt: skip
+    else:
+        workload = _declared(ctx, slots, parse_duration(duration, "--duration"))
+    if slots is not None and workload_path is not None:
+        workload = replace(workload, workers=make_workers(slots, per_worker))
+    updates: dict[str, object] = {}
+    if horizon_s is not None:
+        updates["horizon_s"] = horizon_s
+    if warmup_s is not None:
+        updates["warmup_s"] = warmup_s
+    if outage_list:
+        updates["outages"] = [*workload.outages, *outage_list]
+    if seed is not None:
+        updates["seed"] = seed
+    return replace(workload, **updates) if updates else workload  # type: ignore[arg-type]
+
+
+def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workload:
+    from .context import get_env
+
+    if slots is None:
+        raise click.UsageError("simulating the app's schedules needs --slots (or --find-slots "
+                               "with --slots as a first guess)")  # fmt: skip
+    try:
+        env = get_env(ctx)
+    except click.UsageError:
+        raise click.UsageError("give --workload or --schedules, or run as "
+                               "`celery -A proj dgs simulate`") from None  # fmt: skip
+    decl = env.dgs.all_declarations()
+    for err in decl.errors.values():
+        click.echo(f"ERROR schedule {err.schedule!r}, field {err.field!r}: {err.message} "
+                   "(left out)", err=True)  # fmt: skip
+    if not decl.specs:
+        raise click.UsageError("the app declares no valid schedules")
+    return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
+
+
+def _summary(w: Workload) -> str:
+    outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
+    return (f"{len(w.schedules)} schedules, {w.slots} slots, load {w.load():.2f}, "
+            f"horizon {w.horizon_s / 86400:g}d, warm-up {w.effective_warmup() / 3600:g}h, "
+            f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
+
+
+def _find(workload: Workload, policy: str, per_worker: int, as_json: bool) -> None:
+    def progress(slots: int, result: SimResult) -> None:
+        if not as_json:
+            click.echo(f"  {slots:>6} slots: ERROR {result.error_s:.0f} s "
+                       f"({result.schedules_in_error} schedules)", err=True)  # fmt: skip
+
+    if not as_json:
+        click.echo(_summary(workload))
+    search = find_slots(workload, policy, per_worker=per_worker, progress=progress)
+    if as_json:
+        click.echo(json.dumps({"policy": policy, "slots": search.slots,
+                               "tried": {str(k): v for k, v in sorted(search.tried.items())},
+                               "result": search.result.to_dict() if search.result else None},
+                              indent=2))  # fmt: skip
+    elif search.slots is None:
+        click.echo(f"no slot count up to {max(search.tried)} keeps every schedule out of ERROR")
+    else:
+        click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after "
+                   "warm-up")  # fmt: skip
+        assert search.result is not None
+        click.echo(format_table([search.result]))
+    sys.exit(0 if search.slots is not None else 1)

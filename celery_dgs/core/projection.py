@@ -1,0 +1,71 @@
+"""Projected start times from the live state (pure): who will start late?
+
+Replays beat's greedy order on a virtual clock from ``now``: slots become free
+when the runs holding them are expected to end (their start plus the
+schedule's expected duration) or now if free; each time a slot frees, the
+eligible schedule with the lowest ``should_start_by`` takes it, through the
+same :class:`~celery_dgs.core.index.DeadlineIndex` beat decides with. Every
+projected run lasts its expected duration. A schedule projected to start
+after its ``should_start_by`` gets the WARNING reason ``projected_late``
+before the per-schedule rule (``now + expected > error_at``) fires: the
+queue ahead of it, not its own deadline, makes it late.
+
+Pools are not separated: the projection is for one shared set of slots
+(the caller passes the slots of the workers that serve a pool, or all).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .index import DeadlineIndex
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A schedule that is not running: its start times and expected duration (seconds)."""
+
+    name: str
+    can_start_by: float
+    should_start_by: float
+    expected_s: float
+
+
+def project_starts(
+    waiting: Iterable[Waiting],
+    busy_until: Sequence[float],
+    free_slots: int,
+    now: float,
+    *,
+    horizon_s: float = 86400.0,
+) -> dict[str, float]:
+    """Projected start time of each waiting schedule that starts before ``now + horizon_s``.
+
+    ``busy_until``: expected end of each run in progress (one slot each);
+    ``free_slots``: slots free now. Times are float seconds (epoch).
+    """
+    index = DeadlineIndex()
+    expected: dict[str, float] = {}
+    for w in waiting:
+        index.upsert(w.name, w.can_start_by, w.should_start_by)
+        expected[w.name] = max(w.expected_s, 0.0)
+    slots = [max(t, now) for t in busy_until] + [now] * max(free_slots, 0)
+    heapq.heapify(slots)
+    projected: dict[str, float] = {}
+    end = now + horizon_s
+    while slots and len(index):
+        t = heapq.heappop(slots)
+        if t > end:
+            break
+        name = index.pop(t)
+        if name is None:
+            wake = index.next_wakeup()
+            if wake is None:
+                break
+            heapq.heappush(slots, max(wake, t))
+            continue
+        projected[name] = t
+        heapq.heappush(slots, t + expected[name])
+    return projected

@@ -1,0 +1,76 @@
+"""Generated workloads: ``--schedules N --slots K --load L`` (seeded, reproducible).
+
+Periods are log-uniform in ``[period_min, period_max]``; every schedule gets the
+same share of capacity, so its mean duration is ``load * slots / N * period``
+and the total demand (sum of duration / period) is ``load * slots``. The
+cooldown is ``cooldown_fraction`` of the period (a schedule is not re-run
+sooner), ``failure_rate`` applies to every schedule.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ..core.spec import PeriodicSpec
+from .workload import (
+    DEFAULT_DURATION_SIGMA,
+    DEFAULT_HORIZON_S,
+    DEFAULT_SLOTS_PER_WORKER,
+    Outage,
+    SimSchedule,
+    Workload,
+    WorkloadError,
+    make_workers,
+)
+
+
+@dataclass(frozen=True)
+class GeneratorOptions:
+    schedules: int = 1000
+    slots: int = 20
+    load: float = 0.9
+    period_min_s: float = 3600.0
+    period_max_s: float = 6 * 3600.0
+    cooldown_fraction: float = 0.5
+    duration_sigma: float = DEFAULT_DURATION_SIGMA
+    failure_rate: float = 0.0
+    slots_per_worker: int = DEFAULT_SLOTS_PER_WORKER
+    horizon_s: float = DEFAULT_HORIZON_S
+    warmup_s: float | None = None
+    outage_s: float = 0.0  # all workers down for this long ...
+    outage_at_s: float | None = None  # ... starting here (default: mid-horizon)
+    seed: int = 0
+
+
+def generate(opts: GeneratorOptions) -> Workload:
+    if opts.schedules < 1:
+        raise WorkloadError(f"--schedules must be >= 1, got {opts.schedules}")
+    if not opts.load > 0:
+        raise WorkloadError(f"--load must be > 0, got {opts.load}")
+    if not 0 < opts.period_min_s <= opts.period_max_s:
+        raise WorkloadError("periods: need 0 < period_min <= period_max")
+    if not 0 <= opts.cooldown_fraction < 1:
+        raise WorkloadError(f"cooldown fraction must be in [0, 1), got {opts.cooldown_fraction}")
+    rng = random.Random(opts.seed)
+    share = opts.load * opts.slots / opts.schedules
+    lo, hi = math.log(opts.period_min_s), math.log(opts.period_max_s)
+    schedules = []
+    for i in range(opts.schedules):
+        period = round(math.exp(rng.uniform(lo, hi)))
+        spec = PeriodicSpec(
+            task="sim.job", configuration=f"s{i}",
+            scheduling_period=timedelta(seconds=period),
+            cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
+        )  # fmt: skip
+        schedules.append(SimSchedule(spec, share * period, opts.duration_sigma, opts.failure_rate))
+    outages: list[Outage] = []
+    if opts.outage_s > 0:
+        at = opts.outage_at_s if opts.outage_at_s is not None else opts.horizon_s / 2
+        outages.append(Outage(at, at + opts.outage_s))
+    return Workload(
+        schedules, make_workers(opts.slots, opts.slots_per_worker),
+        horizon_s=opts.horizon_s, warmup_s=opts.warmup_s, outages=outages, seed=opts.seed,
+    )  # fmt: skip

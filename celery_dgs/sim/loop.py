@@ -1,0 +1,309 @@
+"""Discrete-event simulation on a virtual clock.
+
+Events live in one heap (run ends, outages, Celery beat's enqueue times, and
+deadline crossings while measuring recovery). Between events the loop asks
+the policy for the next eligibility time (the index's ``next_wakeup``), so
+nothing scans all schedules per step. Run statistics are updated with the
+core recorders (``record_start``/``record_success``/``record_failure``/
+``record_interruption``), deadlines with :func:`~celery_dgs.core.timing.error_at`,
+exactly as the worker and the store do.
+
+Simplifications (documented in ``docs/simulator.md``): a dispatch starts at
+once (no broker or dispatch latency); a node that goes down ends its runs at
+that moment (interrupted; the real steal delay is not modelled); a run in
+progress when a blackout begins is not terminated.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..core.placement import WorkerSlots
+from ..core.stats import (
+    ScheduleStats,
+    record_failure,
+    record_interruption,
+    record_start,
+    record_success,
+)
+from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration
+from .metrics import SimResult, Tally, summarise
+from .policies import BeatPolicy, make_policy
+from .workload import SimSchedule, Workload, nominal_period
+
+#: Runs started sooner than this fraction of the period after the previous
+#: good start count as wasted.
+WASTED_FRACTION = 0.5
+
+
+@dataclass(eq=False)
+class SchedState:
+    sched: SimSchedule
+    stats: ScheduleStats
+    period: float
+    deadline: float = 0.0
+    expected: float = 0.0
+    seg_t: float = 0.0
+    running_since: float | None = None
+    worker: str | None = None
+    run: int = 0  # bumped when a run ends or is interrupted: stale end events are ignored
+
+
+class Simulator:
+    END, DOWN, UP, FIRE, DEADLINE = 0, 1, 2, 3, 4
+
+    def __init__(self, workload: Workload, policy: str, *,
+                 retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
+                 initial_stats: Mapping[str, ScheduleStats] | None = None,
+                 trace: list[tuple[float, str, str]] | None = None) -> None:  # fmt: skip
+        """``initial_stats`` replaces the generated starting stats (e.g. a store's);
+        ``trace`` receives ``(time, schedule, worker)`` for every run started."""
+        self.workload = workload
+        self.trace = trace
+        self._initial_stats = initial_stats or {}
+        self.retry_ladder = retry_ladder
+        self.start = workload.start
+        self._start_ts = workload.start.timestamp()
+        self._at_t, self._at_dt = 0.0, workload.start
+        self.horizon = workload.horizon_s
+        self.tally = Tally(workload.effective_warmup(), workload.horizon_s)
+        self.rng = random.Random(workload.seed + 1)
+        self._events: list[tuple[float, int, int, Any, Any]] = []
+        self._seq = 0
+        self.worker_slots = [WorkerSlots(w.name, w.node, w.queues, w.slots)
+                             for w in workload.workers]  # fmt: skip
+        self._workers = {w.name: w for w in self.worker_slots}
+        self.free_slots = sum(w.free for w in self.worker_slots)
+        self._spec_workers = {w.name: w for w in workload.workers}
+        self._down: dict[str, int] = {}
+        self._down_since: dict[str, float] = {}
+        self._recovery_t0 = 0.0
+        self.states = self._initial_states()
+        self._recovering = False
+        self._in_error = 0
+        self.recovery_s: float | None = None
+        self._recovery_from = max((o.end_s for o in workload.outages
+                                   if o.end_s <= self.horizon), default=None)  # fmt: skip
+        for outage in workload.outages:
+            self.schedule_event(outage.start_s, self.DOWN, outage)
+            self.schedule_event(outage.end_s, self.UP, outage)
+        self.policy = make_policy(policy, self)
+        for name in self.states:
+            self.policy.idle(name, 0.0)
+
+    # -- time -------------------------------------------------------------------------
+    def at(self, t: float) -> datetime:
+        if t == self._at_t:  # the loop asks for the same moment several times per step
+            return self._at_dt
+        moment = self.start + timedelta(seconds=t)
+        self._at_t, self._at_dt = t, moment
+        return moment
+
+    def rel(self, moment: datetime) -> float:
+        return moment.timestamp() - self._start_ts
+
+    def schedule_event(self, t: float, kind: int, payload: Any, extra: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, kind, self._seq, payload, extra))
+
+    # -- set-up -----------------------------------------------------------------------
+    def _initial_states(self) -> dict[str, SchedState]:
+        phase_rng = random.Random(self.workload.seed)
+        states: dict[str, SchedState] = {}
+        for s in self.workload.schedules:
+            period = nominal_period(s.spec)
+            if s.name in self._initial_stats:
+                stats = self._initial_stats[s.name]
+            elif self.workload.warm_start:
+                last = -phase_rng.random() * period
+                stats = ScheduleStats(
+                    registered_at=self.at(-period), last_good_start_at=self.at(last),
+                    last_good_end_at=self.at(min(last + s.duration_s, 0.0)),
+                    last_start_at=self.at(last), last_end_at=self.at(min(last + s.duration_s, 0.0)),
+                    failure_count=0, average_good_duration=timedelta(seconds=s.duration_s),
+                )  # fmt: skip
+            else:
+                stats = ScheduleStats(registered_at=self.at(0.0))
+            st = SchedState(s, stats, period)
+            self._refresh_deadline(st)
+            states[s.name] = st
+        return states
+
+    def _refresh_deadline(self, st: SchedState) -> None:
+        st.deadline = self.rel(error_at(st.sched.spec, st.stats))
+        st.expected = expected_duration(st.sched.spec, st.stats).total_seconds()
+
+    # -- runs -------------------------------------------------------------------------
+    def _account(self, st: SchedState, t: float) -> None:
+        self.tally.account(st.sched.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
+                           bool(st.stats.failure_count))  # fmt: skip
+        st.seg_t = t
+
+    def start_run(self, name: str, worker: str, now: float, *, slot_taken: bool) -> None:
+        """Start ``name`` on ``worker`` (whose slot the policy already took)."""
+        st = self.states[name]
+        tally = self.tally
+        if self.trace is not None:
+            self.trace.append((now, name, worker))
+        self._account(st, now)
+        if now >= tally.window_start:
+            tally.runs += 1
+            late = now - (st.deadline - st.expected)
+            tally.lateness.append(late)
+            tally.late_starts += late > 0
+            good = st.stats.last_good_start_at
+            if good is not None and now < self.rel(good) + WASTED_FRACTION * st.period:
+                tally.wasted += 1
+        sched = st.sched
+        mean = sched.duration_s
+        if sched.duration_sigma > 0 and mean > 0:
+            sigma = sched.duration_sigma
+            duration = self.rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
+        else:
+            duration = mean
+        failed = sched.failure_rate > 0 and self.rng.random() < sched.failure_rate
+        limit = sched.spec.max_allowed_duration
+        if limit is not None and duration > limit.total_seconds():
+            duration, failed = limit.total_seconds(), True
+        self.free_slots -= 1
+        st.stats = record_start(st.stats, self.at(now))
+        st.running_since, st.worker = now, worker
+        self.schedule_event(now + duration, self.END, name, (st.run, failed))
+
+    def _end_run(self, name: str, now: float, failed: bool | None) -> None:
+        """A run ends: ``failed`` True/False, or None when its node went down."""
+        st = self.states[name]
+        started, worker_name = st.running_since, st.worker
+        assert started is not None
+        assert worker_name is not None
+        self._account(st, now)
+        tally = self.tally
+        tally.busy_slot_s += tally.overlap(started, now)
+        begin, end = self.at(started), self.at(now)
+        if failed is None:
+            st.stats = record_interruption(st.stats, begin, end)
+            tally.interrupted += now >= tally.window_start
+        elif failed:
+            st.stats = record_failure(st.stats, begin, end)
+            tally.failures += now >= tally.window_start
+        else:
+            previous = st.deadline
+            good = st.stats.last_good_start_at
+            st.stats = record_success(st.stats, begin, end)
+            if now > tally.window_start:
+                if good is not None:
+                    tally.staleness.append((now - self.rel(good)) / st.period)
+                if previous < min(now, tally.window_end):
+                    tally.error_episodes += 1
+            if self._recovering and previous < now:
+                self._in_error -= 1
+        self._refresh_deadline(st)
+        if self._recovering and failed is False:
+            self.schedule_event(st.deadline, self.DEADLINE, name, st.deadline)
+        st.running_since, st.worker = None, None
+        st.run += 1
+        if failed is not None and not self._down.get(worker_name):
+            self._workers[worker_name].free += 1
+            self.free_slots += 1
+        self.policy.idle(name, now)
+
+    # -- outages ----------------------------------------------------------------------
+    def _down_up(self, outage: Any, now: float, down: bool) -> None:
+        for spec_worker in self.workload.workers:
+            if not outage.hits(spec_worker):
+                continue
+            worker = self._workers[spec_worker.name]
+            count = self._down.get(worker.name, 0) + (1 if down else -1)
+            self._down[worker.name] = count
+            if down and count == 1:
+                for name, st in self.states.items():
+                    if st.worker == worker.name:
+                        self._end_run(name, now, None)
+                self._down_since[worker.name] = now
+                self.free_slots -= worker.free
+                worker.free = 0
+            elif not down and count == 0:
+                since = self._down_since.pop(worker.name)
+                self.tally.down_slot_s += spec_worker.slots * self.tally.overlap(since, now)
+                worker.free = spec_worker.slots
+                self.free_slots += spec_worker.slots
+        if not down and outage.end_s == self._recovery_from and not self._recovering:
+            self._start_recovery(now)
+
+    def _start_recovery(self, now: float) -> None:
+        self._recovering = True
+        self._in_error = 0
+        for name, st in self.states.items():
+            if st.deadline < now:
+                self._in_error += 1
+            else:
+                self.schedule_event(st.deadline, self.DEADLINE, name, st.deadline)
+        self._recovery_t0 = now
+
+    def _check_recovery(self, now: float) -> None:
+        if self._recovering and self._in_error == 0:
+            self._recovering = False
+            self.recovery_s = now - self._recovery_t0
+
+    # -- the loop ---------------------------------------------------------------------
+    def run(self) -> SimResult:
+        wall = time.perf_counter()
+        events, policy, states = self._events, self.policy, self.states
+        now = 0.0
+        while True:
+            t = events[0][0] if events else math.inf
+            if self.free_slots > 0:
+                wake = policy.next_wakeup()
+                if wake is not None and wake < t:
+                    t = max(wake, now)
+            if t > self.horizon or t == math.inf:
+                break
+            now = t
+            while events and events[0][0] <= now:
+                _, kind, _, payload, extra = heapq.heappop(events)
+                if kind == self.END:
+                    run, failed = extra
+                    if states[payload].run == run:
+                        self._end_run(payload, now, failed)
+                elif kind == self.FIRE:
+                    assert isinstance(policy, BeatPolicy)
+                    policy.fire(payload, now)
+                elif kind == self.DEADLINE:
+                    if self._recovering and states[payload].deadline == extra:
+                        self._in_error += 1
+                else:
+                    self._down_up(payload, now, kind == self.DOWN)
+            self._check_recovery(now)
+            policy.dispatch(now)
+        self._finish()
+        return summarise(
+            self.tally, policy=policy.name, schedules=len(states), slots=self.workload.slots,
+            load=self.workload.load(), horizon_s=self.horizon, recovery_s=self.recovery_s,
+            wall_s=time.perf_counter() - wall,
+        )  # fmt: skip
+
+    def _finish(self) -> None:
+        horizon, tally = self.horizon, self.tally
+        for st in self.states.values():
+            self._account(st, horizon)
+            if st.running_since is not None:
+                tally.busy_slot_s += tally.overlap(st.running_since, horizon)
+            good = st.stats.last_good_start_at
+            if good is not None:
+                tally.staleness.append((horizon - self.rel(good)) / st.period)
+            if st.deadline < horizon:
+                tally.error_episodes += 1
+        for name, since in self._down_since.items():
+            tally.down_slot_s += self._spec_workers[name].slots * tally.overlap(since, horizon)
+
+
+def simulate(workload: Workload, policy: str = "dgs", **options: Any) -> SimResult:
+    """Run ``workload`` under ``policy`` (see :data:`~celery_dgs.sim.policies.POLICIES`)."""
+    return Simulator(workload, policy, **options).run()

@@ -1,0 +1,178 @@
+"""Scheduling policies the simulator compares.
+
+``dgs`` and ``dgs-shed`` are the real beat's decision: the same
+:class:`~celery_dgs.core.index.DeadlineIndex` (or
+:class:`~celery_dgs.core.overload.SheddingIndex`, the ``dgs_overload_policy =
+"shed"`` of beat), keyed by :func:`~celery_dgs.core.timing.start_times`, and
+the same :func:`~celery_dgs.core.placement.choose_dispatches`, with the same
+re-check of start times before a dispatch. ``fifo`` is the same machinery
+keyed by ``can_start_by`` (the oldest due first). ``beat`` is what Celery
+beat does: enqueue every schedule at fixed times (every period from its
+phase, or at each cron time) into a FIFO queue served by free worker slots;
+a message whose schedule is running when a slot takes it is skipped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..core.cron import next_cron_time
+from ..core.overload import make_index
+from ..core.placement import Constraints, Placement, choose_dispatches
+from ..core.spec import CronSpec
+from ..core.timing import start_times
+
+if TYPE_CHECKING:
+    from .loop import Simulator
+
+POLICIES = ("dgs", "dgs-shed", "fifo", "beat")
+_NO_LIMIT = 1 << 62
+
+
+class Policy:
+    """What the event loop asks of a policy."""
+
+    name = ""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def idle(self, name: str, now: float) -> None:
+        """``name`` is not running any more (or never ran): it may be scheduled."""
+
+    def dispatch(self, now: float) -> None:
+        """Start runs on free slots (``sim.start_run``)."""
+
+    def next_wakeup(self) -> float | None:
+        """When a schedule that cannot start yet becomes eligible (None: never)."""
+        return None
+
+
+class DeadlinePolicy(Policy):
+    """The beat's own decision code on the simulator's state."""
+
+    def __init__(self, sim: Simulator, *, overload: str = "greedy", fifo: bool = False) -> None:
+        super().__init__(sim)
+        self.name = "fifo" if fifo else "dgs" if overload == "greedy" else f"dgs-{overload}"
+        self.index = make_index(overload)
+        self.fifo = fifo
+        self.ladder = sim.retry_ladder
+        self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
+        self.constraints: dict[str, Constraints] = {
+            s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
+            for s in sim.workload.schedules
+        }
+
+    def _times(self, name: str, now: float) -> tuple[float, float]:
+        st = self.sim.states[name]
+        times = start_times(st.sched.spec, st.stats, self.sim.at(now), retry_ladder=self.ladder)
+        can = self.sim.rel(times.can_start_by)
+        return (can, can) if self.fifo else (can, self.sim.rel(times.should_start_by))
+
+    def idle(self, name: str, now: float) -> None:
+        can, should = self._times(name, now)
+        self.index.upsert(name, can, should)
+
+    def _defer(self, name: str, now: float) -> bool:
+        # As beat's _reindex_if_not_due: the index holds times computed earlier.
+        # Without blackouts start_times does not depend on ``now`` (the anchor is
+        # set, the stats have not changed since indexing): the re-check would
+        # return the indexed times, so it is skipped for speed.
+        if name not in self.blackout_names:
+            return False
+        can, should = self._times(name, now)
+        if can <= now:
+            return False
+        self.index.upsert(name, can, should)
+        return True
+
+    def dispatch(self, now: float) -> None:
+        if self.index.peek(now) is None:
+            return
+        sim = self.sim
+        placement = Placement(sim.worker_slots, sim.workload.default_queue)
+        chosen = choose_dispatches(
+            self.index, now, placement, self.constraints.__getitem__,
+            lambda name: self._defer(name, now), limit=_NO_LIMIT,
+        )  # fmt: skip
+        for name, worker in chosen:
+            sim.start_run(name, worker, now, slot_taken=True)
+
+    def next_wakeup(self) -> float | None:
+        return self.index.next_wakeup()
+
+
+class BeatPolicy(Policy):
+    """Celery beat: fixed enqueue times, FIFO queues, skip if running."""
+
+    name = "beat"
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__(sim)
+        self.queues: dict[str, deque[tuple[float, str]]] = {}
+        self.queued = 0
+        for s in sim.workload.schedules:
+            self.queues.setdefault(s.spec.pool or sim.workload.default_queue, deque())
+            sim.schedule_event(self._first_fire(s.name), sim.FIRE, s.name)
+
+    def _first_fire(self, name: str) -> float:
+        st = self.sim.states[name]
+        spec = st.sched.spec
+        anchor = st.stats.last_good_start_at or self.sim.at(0.0)
+        if isinstance(spec, CronSpec):
+            return self.sim.rel(next_cron_time(spec.cron_schedule, spec.tz, self.sim.at(0.0)))
+        return self.sim.rel(anchor) + st.period  # Celery: last_run_at + run_every
+
+    def fire(self, name: str, now: float) -> None:
+        st = self.sim.states[name]
+        spec = st.sched.spec
+        self.queues[spec.pool or self.sim.workload.default_queue].append((now, name))
+        self.queued += 1
+        if isinstance(spec, CronSpec):
+            nxt = self.sim.rel(next_cron_time(spec.cron_schedule, spec.tz,
+                                              self.sim.at(now) + timedelta(seconds=1)))  # fmt: skip
+        else:
+            nxt = now + st.period
+        self.sim.schedule_event(nxt, self.sim.FIRE, name)
+
+    def dispatch(self, now: float) -> None:
+        if not self.queued:
+            return
+        sim = self.sim
+        for worker in sim.worker_slots:
+            while worker.free > 0 and self.queued:
+                queue = self._oldest(worker.queues)
+                if queue is None:
+                    break
+                _, name = queue.popleft()
+                self.queued -= 1
+                if sim.states[name].running_since is not None:
+                    sim.tally.skipped += 1  # Celery's "skip if running" (a lock in the task)
+                    continue
+                worker.free -= 1
+                sim.start_run(name, worker.name, now, slot_taken=True)
+            if not self.queued:
+                return
+
+    def _oldest(self, queues: frozenset[str]) -> deque[tuple[float, str]] | None:
+        best: deque[tuple[float, str]] | None = None
+        for q in queues:
+            dq = self.queues.get(q)
+            if dq and (best is None or dq[0][0] < best[0][0]):
+                best = dq
+        return best
+
+
+def make_policy(name: str, sim: Simulator) -> Policy:
+    factories: dict[str, Callable[[], Policy]] = {
+        "dgs": lambda: DeadlinePolicy(sim),
+        "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
+        "fifo": lambda: DeadlinePolicy(sim, fifo=True),
+        "beat": lambda: BeatPolicy(sim),
+    }
+    if name not in factories:
+        raise ValueError(f"policy must be one of {list(POLICIES)}, got {name!r}")
+    return factories[name]()

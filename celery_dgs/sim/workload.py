@@ -1,0 +1,288 @@
+"""The simulator's input: schedules with run-time behaviour, workers, outages, horizon.
+
+A workload is built from a JSON file (:func:`load_workload`, format in
+``docs/simulator.md``), from the app's declared schedules
+(:func:`workload_from_specs`) or by :func:`celery_dgs.sim.generate.generate`.
+Times inside the simulation are float seconds from the workload's ``start``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ..core.cron import shortest_cron_gap
+from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec, spec_from_dict
+from ..errors import DgsError, ScheduleConfigError
+
+#: Where simulations start when the workload does not say (a Monday, UTC).
+DEFAULT_START = datetime(2026, 1, 5, tzinfo=timezone.utc)
+DEFAULT_HORIZON_S = 7 * 86400.0
+DEFAULT_DURATION_SIGMA = 0.3  # lognormal shape of run durations
+DEFAULT_SLOTS_PER_WORKER = 10
+#: Default warm-up: this many times the longest period (at most half the horizon);
+#: the random initial phases need about two periods to settle.
+WARMUP_PERIODS = 2.0
+
+
+class WorkloadError(DgsError, ValueError):
+    """An invalid workload file or option, naming the field."""
+
+
+@dataclass(frozen=True)
+class SimSchedule:
+    """A schedule and how its runs behave: durations are lognormal with mean
+    ``duration_s`` and shape ``duration_sigma`` (0: always exactly the mean);
+    each run fails with probability ``failure_rate`` (at its end)."""
+
+    spec: ScheduleSpec
+    duration_s: float
+    duration_sigma: float = DEFAULT_DURATION_SIGMA
+    failure_rate: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    """A Celery worker: node name (``celery@host``), host node, queues, slots."""
+
+    name: str
+    node: str
+    slots: int
+    queues: frozenset[str] = frozenset({"celery"})
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Workers down from ``start_s`` to ``end_s``; ``nodes`` empty: all of them.
+    Runs in progress on a node that goes down end as interrupted."""
+
+    start_s: float
+    end_s: float
+    nodes: frozenset[str] = frozenset()
+
+    def hits(self, worker: SimWorker) -> bool:
+        return not self.nodes or worker.node in self.nodes or worker.name in self.nodes
+
+
+@dataclass(frozen=True)
+class Workload:
+    schedules: Sequence[SimSchedule]
+    workers: Sequence[SimWorker]
+    horizon_s: float = DEFAULT_HORIZON_S
+    warmup_s: float | None = None  # None: see effective_warmup
+    outages: Sequence[Outage] = ()
+    seed: int = 0
+    start: datetime = DEFAULT_START
+    #: Randomise the initial phase (last good start within the last period) of
+    #: every schedule, as if the fleet had been running; False: all never ran.
+    warm_start: bool = True
+    default_queue: str = "celery"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def slots(self) -> int:
+        return sum(w.slots for w in self.workers)
+
+    def effective_warmup(self) -> float:
+        if self.warmup_s is not None:
+            return self.warmup_s
+        longest = max((nominal_period(s.spec) for s in self.schedules), default=0.0)
+        return min(WARMUP_PERIODS * longest, self.horizon_s / 2)
+
+    def load(self) -> float:
+        """Demand / capacity: sum of mean duration / period over the slots."""
+        demand = sum(s.duration_s / nominal_period(s.spec) for s in self.schedules)
+        return demand / self.slots if self.slots else math.inf
+
+    def with_slots(self, slots: int, per_worker: int = DEFAULT_SLOTS_PER_WORKER) -> Workload:
+        """The same workload on ``slots`` slots in workers of ``per_worker``."""
+        from dataclasses import replace
+
+        return replace(self, workers=make_workers(slots, per_worker, self.default_queue))
+
+
+def nominal_period(spec: ScheduleSpec) -> float:
+    """Seconds between obligations: the period, or the shortest cron gap."""
+    if isinstance(spec, PeriodicSpec):
+        return spec.scheduling_period.total_seconds()
+    if isinstance(spec, CronSpec):
+        return _cron_period(spec.cron_schedule, spec.tz)
+    raise TypeError(type(spec).__name__)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cron_period(expr: str, tz: str) -> float:
+    gap = shortest_cron_gap(expr, tz)
+    return gap.total_seconds() if gap is not None else 86400.0
+
+
+def make_workers(slots: int, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
+                 queue: str = "celery") -> list[SimWorker]:  # fmt: skip
+    """``slots`` slots in workers of ``per_worker`` (the last one may be smaller)."""
+    if slots < 1 or per_worker < 1:
+        raise WorkloadError(f"slots ({slots}) and slots per worker ({per_worker}) must be >= 1")
+    workers, i = [], 0
+    while slots > 0:
+        n = min(per_worker, slots)
+        workers.append(SimWorker(f"celery@w{i}", f"w{i}", n, frozenset({queue})))
+        slots -= n
+        i += 1
+    return workers
+
+
+def workload_from_specs(specs: Iterable[ScheduleSpec], *, slots: int, duration_s: float,
+                        **options: Any) -> Workload:  # fmt: skip
+    """Declared schedules (``celery -A proj dgs simulate``): each run lasts
+    ``duration_s`` on average unless the spec has a ``duration_override``."""
+    scheds = [
+        SimSchedule(s, s.duration_override.total_seconds() if s.duration_override else duration_s)
+        for s in specs
+    ]
+    return Workload(scheds, make_workers(slots), **options)
+
+
+# -- JSON -------------------------------------------------------------------------------
+_SCHEDULE_SIM_KEYS = ("duration", "duration_sigma", "failure_rate")
+
+
+def _number(where: str, field_name: str, value: Any, *, minimum: float = 0.0,
+            maximum: float = math.inf) -> float:  # fmt: skip
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise WorkloadError(f"{where}, field {field_name!r}: must be a number, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise WorkloadError(
+            f"{where}, field {field_name!r}: must be in [{minimum}, {maximum}], got {value!r}"
+        )
+    return float(value)
+
+
+def parse_schedule(index: int, data: Any) -> SimSchedule:
+    """One entry of ``schedules``: the spec fields of ``ScheduleSpec.to_dict`` (durations
+    in seconds; ``period``/``within`` accepted for ``scheduling_period`` and
+    ``cron_max_schedule_duration``) plus ``duration``, ``duration_sigma``, ``failure_rate``."""
+    if not isinstance(data, Mapping):
+        raise WorkloadError(f"schedules[{index}]: must be an object, got {data!r}")
+    fields = dict(data)
+    where = f"schedule {fields.get('task', '?')!s}@{fields.get('configuration', '')!s}"
+    where = where.rstrip("@") + f" (schedules[{index}])"
+    if "period" in fields:
+        fields["scheduling_period"] = fields.pop("period")
+    if "within" in fields:
+        fields["cron_max_schedule_duration"] = fields.pop("within")
+    if "cron" in fields:
+        fields["cron_schedule"] = fields.pop("cron")
+    fields.setdefault("kind", "cron" if "cron_schedule" in fields else "periodic")
+    if "duration" not in fields:
+        raise WorkloadError(f"{where}, field 'duration': required (mean run seconds)")
+    duration = _number(where, "duration", fields.pop("duration"))
+    sigma = _number(where, "duration_sigma", fields.pop("duration_sigma", DEFAULT_DURATION_SIGMA),
+                    maximum=5.0)  # fmt: skip
+    failure = _number(where, "failure_rate", fields.pop("failure_rate", 0.0), maximum=1.0)
+    for key in ("scheduling_period", "cooldown_duration", "cron_max_schedule_duration",
+                "max_expected_duration", "max_allowed_duration", "duration_override"):  # fmt: skip
+        if isinstance(fields.get(key), (int, float)) and not isinstance(fields[key], bool):
+            fields[key] = timedelta(seconds=fields[key])
+    try:
+        spec = spec_from_dict(fields)
+    except ScheduleConfigError as exc:
+        raise WorkloadError(f"{where}: {exc}") from exc
+    return SimSchedule(spec, duration, sigma, failure)
+
+
+def _parse_worker(index: int, data: Any) -> SimWorker:
+    where = f"workers[{index}]"
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise WorkloadError(f"{where}: must be an object with a string 'name', got {data!r}")
+    slots = data.get("slots", 1)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise WorkloadError(f"{where}, field 'slots': must be an integer >= 1, got {slots!r}")
+    queues = data.get("queues", ["celery"])
+    if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
+        raise WorkloadError(f"{where}, field 'queues': must be a list of queue names")
+    name = data["name"]
+    node = data.get("node", name.split("@", 1)[-1])
+    return SimWorker(name, str(node), slots, frozenset(queues))
+
+
+def _parse_outage(index: int, data: Any) -> Outage:
+    where = f"outages[{index}]"
+    if not isinstance(data, Mapping):
+        raise WorkloadError(f"{where}: must be an object, got {data!r}")
+    start = _number(where, "start", data.get("start"))
+    end = _number(where, "end", data.get("end"), minimum=start)
+    nodes = data.get("nodes", [])
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise WorkloadError(f"{where}, field 'nodes': must be a list of node names")
+    return Outage(start, end, frozenset(nodes))
+
+
+_WORKLOAD_KEYS = {"schedules", "workers", "slots", "slots_per_worker", "horizon", "warmup",
+                  "outages", "seed", "start", "warm_start", "comment"}  # fmt: skip
+
+
+def workload_from_dict(data: Any) -> Workload:
+    """Validate and build a workload from its JSON form (see ``docs/simulator.md``)."""
+    if not isinstance(data, Mapping):
+        raise WorkloadError("a workload must be a JSON object")
+    unknown = set(data) - _WORKLOAD_KEYS
+    if unknown:
+        raise WorkloadError(f"unknown workload fields: {sorted(unknown)}")
+    raw = data.get("schedules")
+    if not isinstance(raw, list) or not raw:
+        raise WorkloadError("field 'schedules': must be a non-empty list")
+    schedules = [parse_schedule(i, s) for i, s in enumerate(raw)]
+    names = [s.name for s in schedules]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise WorkloadError(f"field 'schedules': duplicate schedule names {dup}")
+    if "workers" in data:
+        if not isinstance(data["workers"], list) or not data["workers"]:
+            raise WorkloadError("field 'workers': must be a non-empty list")
+        workers = [_parse_worker(i, w) for i, w in enumerate(data["workers"])]
+    else:
+        slots = data.get("slots")
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise WorkloadError(f"field 'slots': give 'workers' or an integer 'slots' >= 1, got "
+                                f"{slots!r}")  # fmt: skip
+        workers = make_workers(slots, int(data.get("slots_per_worker", DEFAULT_SLOTS_PER_WORKER)))
+    horizon = _number("workload", "horizon", data.get("horizon", DEFAULT_HORIZON_S), minimum=1.0)
+    warmup = data.get("warmup")
+    if warmup is not None:
+        warmup = _number("workload", "warmup", warmup, maximum=horizon)
+    outages = data.get("outages", [])
+    if not isinstance(outages, list):
+        raise WorkloadError("field 'outages': must be a list")
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise WorkloadError(f"field 'seed': must be an integer, got {seed!r}")
+    start = DEFAULT_START
+    if "start" in data:
+        try:
+            start = datetime.fromisoformat(str(data["start"]))
+        except ValueError as exc:
+            raise WorkloadError(f"field 'start': {exc}") from exc
+        if start.tzinfo is None:
+            raise WorkloadError("field 'start': must have a UTC offset")
+    return Workload(
+        schedules, workers, horizon_s=horizon, warmup_s=warmup,
+        outages=[_parse_outage(i, o) for i, o in enumerate(outages)], seed=seed,
+        start=start.astimezone(timezone.utc), warm_start=bool(data.get("warm_start", True)),
+    )  # fmt: skip
+
+
+def load_workload(path: str | Path) -> Workload:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadError(f"cannot read workload {path}: {exc}") from exc
+    return workload_from_dict(data)

@@ -1,0 +1,174 @@
+"""Fast reading of many schedule rows: the spec cache and the row converter.
+
+Start-up reads every active schedule (a million, at the scale the store is built
+for). Rebuilding each spec from its JSON, with the full validation of
+:mod:`celery_dgs.core.spec` (zones, croniter, blackouts, JSON-ability), and
+each row through the ORM, made start-up cost ~120 µs per schedule. Here:
+
+* **Specs by shape.** Schedules usually differ only in their name: thousands
+  of configurations of a few tasks, with the same period, zone and arguments.
+  :class:`SpecCache` keys a parsed spec by its *shape*: the stored JSON text
+  with the ``task`` and ``configuration`` values blanked out. The first row of
+  a shape is parsed and validated in full; the next ones get
+  :func:`~celery_dgs.core.spec.with_name` of it (a copy with their own
+  name, whose two fields are checked). A shape is only remembered when its
+  text is exactly the canonical JSON the store writes (``spec_json``) and the
+  name fields occur in it once: then two texts with the same shape differ
+  only in those two top-level values, so the copy equals what the full parse
+  would give. Anything else (hand-edited, other versions) takes the full path
+  and a malformed row is reported exactly as before (``spec_error``).
+* **Rows without the ORM.** :func:`stored_schedule_from_values` builds the
+  :class:`~celery_dgs.store.base.StoredSchedule` from the driver's raw values,
+  and equal datetimes / durations are shared (:class:`ValueMemo`): most
+  schedules share ``registered_at`` (one sync) and their last start/end pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ..core.spec import ScheduleSpec, with_name
+from ..core.stats import ScheduleStats
+from ..errors import ScheduleConfigError
+from .base import StoredSchedule
+from .convert import parse_spec, spec_json
+from .models import utc_from_db
+
+#: Distinct spec shapes remembered by one store; the cache is emptied past it
+#: (a store with more distinct shapes than this gains little from caching).
+SPEC_CACHE_MAX_SHAPES = 100_000
+#: Distinct datetimes / durations shared by one :class:`ValueMemo` before it
+#: is emptied (each entry costs ~150 bytes while it lives).
+VALUE_MEMO_MAX_ENTRIES = 1_000_000
+
+_encode: Any = json.encoder.encode_basestring_ascii  # the C encoder json.dumps uses
+_TASK_BLANK = '"task":?'
+_CONFIGURATION_BLANK = '"configuration":?'
+
+#: The columns :func:`stored_schedule_from_values` reads, in this order.
+SCHEDULE_COLUMNS: tuple[str, ...] = (
+    "name", "task", "configuration", "kind", "spec", "active", "paused",
+    "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
+    "last_end_at", "failure_count", "average_good_duration_s", "current_token",
+    "run_requested_at", "change_seq", "updated_at",
+)  # fmt: skip
+
+
+class SpecCache:
+    """Parsed specs by shape (the spec JSON without its name fields)."""
+
+    def __init__(self, max_shapes: int = SPEC_CACHE_MAX_SHAPES) -> None:
+        self.max_shapes = max_shapes
+        self._shapes: dict[str, ScheduleSpec] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def parse(
+        self, text: Any, task: Any, configuration: Any
+    ) -> tuple[ScheduleSpec | None, str | None]:
+        """``(spec, None)`` or ``(None, why)``, as :func:`~.convert.parse_spec` of ``text``.
+
+        ``task`` and ``configuration`` are the row's columns; a text whose name
+        fields disagree with them is parsed in full (and not cached).
+        """
+        if not (isinstance(text, str) and isinstance(task, str) and isinstance(configuration, str)):
+            return parse_spec(text)
+        task_field = '"task":' + _encode(task)
+        configuration_field = '"configuration":' + _encode(configuration)
+        if text.count(task_field) != 1 or text.count(configuration_field) != 1:
+            self.misses += 1
+            return parse_spec(text)
+        shape = text.replace(task_field, _TASK_BLANK).replace(
+            configuration_field, _CONFIGURATION_BLANK
+        )
+        template = self._shapes.get(shape)
+        if template is not None:
+            self.hits += 1
+            try:
+                return with_name(template, task, configuration), None
+            except ScheduleConfigError as exc:
+                return None, f"{type(exc).__name__}: {exc}"
+        self.misses += 1
+        spec, error = parse_spec(text)
+        if (
+            spec is not None
+            and spec.task == task
+            and spec.configuration == configuration
+            and spec_json(spec) == text
+        ):
+            if len(self._shapes) >= self.max_shapes:
+                self._shapes.clear()
+            # A copy: the caller may change its spec's kwargs, never the template's.
+            self._shapes[shape] = with_name(spec, task, configuration)
+        return spec, error
+
+
+class ValueMemo:
+    """Equal datetimes and durations read from the database, shared as one object.
+
+    ``moments[raw]`` converts like :class:`~celery_dgs.store.models.UTCDateTime`
+    (aware UTC out, ``None`` stays ``None``); ``durations[seconds]`` gives a
+    ``timedelta``. Both are dicts filled on a miss (a C-level lookup on a hit).
+    """
+
+    def __init__(self, max_entries: int = VALUE_MEMO_MAX_ENTRIES) -> None:
+        self.moments = _Memo(utc_from_db, max_entries)
+        self.durations = _Memo(_timedelta_or_none, max_entries)
+
+
+def _timedelta_or_none(seconds: Any) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+class _Memo(dict[Any, Any]):
+    def __init__(self, convert: Callable[[Any], Any], max_entries: int) -> None:
+        super().__init__({None: None})
+        self._convert = convert
+        self._max_entries = max_entries
+
+    def __missing__(self, raw: Any) -> Any:
+        if len(self) >= self._max_entries:
+            self.clear()
+            self[None] = None
+        value = self[raw] = self._convert(raw)
+        return value
+
+
+def stored_schedule_from_values(
+    values: Sequence[Any], specs: SpecCache, memo: ValueMemo
+) -> StoredSchedule:
+    """A :class:`StoredSchedule` from one row's raw values, in :data:`SCHEDULE_COLUMNS` order."""
+    (name, task, configuration, kind, spec_text, active, paused, registered_at,
+     last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
+     average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
+    spec, error = specs.parse(spec_text, task, configuration)
+    moment = memo.moments.__getitem__
+    return StoredSchedule(
+        name=name,
+        task=task,
+        configuration=configuration,
+        kind=kind,
+        spec=spec,
+        spec_error=error,
+        stats=ScheduleStats(
+            registered_at=moment(registered_at),
+            last_good_start_at=moment(last_good_start_at),
+            last_good_end_at=moment(last_good_end_at),
+            last_start_at=moment(last_start_at),
+            last_end_at=moment(last_end_at),
+            failure_count=failure_count,
+            average_good_duration=memo.durations[average_s],
+        ),
+        active=bool(active),
+        paused=bool(paused),
+        current_token=current_token,
+        run_requested_at=moment(run_requested_at),
+        change_seq=change_seq,
+        updated_at=moment(updated_at),  # NOT NULL column
+    )

@@ -1,0 +1,88 @@
+"""``celery dgs simulate`` and ``python -m celery_dgs.sim``: declared schedules,
+workload files, generated workloads, --find-slots, --json, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from celery_dgs.cli.simulate import simulate
+from tests.cli.conftest import World
+from tests.cli.test_declare import declare
+
+TWO = {
+    "seed": 3, "horizon": 1000, "warmup": 0, "warm_start": False, "slots": 1,
+    "schedules": [
+        {"task": "a", "period": 100, "cooldown_duration": 20, "duration": 30,
+         "duration_sigma": 0},
+        {"task": "b", "period": 100, "cooldown_duration": 20, "duration": 30,
+         "duration_sigma": 0},
+    ],
+}  # fmt: skip
+
+
+def write(tmp_path: Path, doc: object) -> str:
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_workload_file_json_matches_the_hand_computed_case(tmp_path: Path) -> None:
+    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, TWO), "--json"])
+    assert result.exit_code == 0, result.output
+    by_policy = {r["policy"]: r for r in json.loads(result.stdout)}
+    assert set(by_policy) == {"dgs", "dgs-shed", "fifo", "beat"}
+    assert by_policy["dgs"]["error_s"] == 0
+    assert by_policy["beat"]["error_s"] == 570.0  # tests/sim/test_small_cases.py
+
+
+def test_find_slots_on_a_generated_workload(tmp_path: Path) -> None:
+    # 40 schedules, demand 0.9 * 4 = 3.6 slots, lognormal run times: the answer is
+    # at or above the demand, and its run has no ERROR.
+    result = CliRunner().invoke(simulate, [
+        "--schedules", "40", "--slots", "4", "--load", "0.9", "--horizon", "2d",
+        "--period-min", "1h", "--period-max", "2h", "--find-slots", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["slots"] >= 4
+    assert doc["result"]["error_s"] == 0
+    assert doc["tried"][str(doc["slots"])] == 0
+    assert all(err > 0 for s, err in doc["tried"].items() if int(s) < doc["slots"])
+
+
+def test_bad_workload_names_the_schedule_and_field(tmp_path: Path) -> None:
+    bad = {**TWO, "schedules": [{"task": "a", "period": 100, "duration": -1}]}
+    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, bad)])
+    assert result.exit_code == 2
+    assert "schedule a (schedules[0]), field 'duration'" in result.output
+    bad = {**TWO, "schedules": [{"task": "a", "period": 100, "cooldown_duration": 200,
+                                 "duration": 1}]}  # fmt: skip
+    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, bad)])
+    assert result.exit_code == 2
+    assert "cooldown_duration" in result.output
+
+
+def test_declared_schedules_through_celery_dgs(world: World) -> None:
+    declare(world.app, {"t.a": {"kind": "periodic", "period": 3600},
+                        "t.b": {"kind": "periodic", "period": 600}})  # fmt: skip
+    result = world.invoke("simulate", "--slots", "1", "--duration", "2m", "--horizon", "1d",
+                          "--policy", "dgs", "--policy", "beat")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("2 schedules, 1 slots, load 0.23")
+    assert [line.split()[0] for line in lines[2:]] == ["dgs", "beat"]
+
+
+def test_python_m_entry_point(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "celery_dgs.sim", "--workload", write(tmp_path, TWO),
+         "--policy", "dgs"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("2 schedules, 1 slots, load 0.60")

@@ -1,0 +1,127 @@
+"""``dgs`` in the simulator makes the same decisions as the real beat on the same state.
+
+The real side is a :class:`~celery_dgs.beat.engine.BeatEngine` on a real SQLite
+store (run history written through the store's own ``record_run_*``), the
+session's real Redis-compatible server (worker registry, leases, dispatch
+records) and a fake clock; its published orders are captured. The simulator
+starts from the stats the store computed and the same workers; its first
+dispatch round must choose the same schedules, in the same order, on the same
+workers.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.spec import PeriodicSpec, ScheduleSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.sim.loop import Simulator
+from celery_dgs.sim.workload import SimSchedule, SimWorker, Workload
+from celery_dgs.store.sql import SqlScheduleStore
+
+NOW = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
+WORKERS = (SimWorker("celery@w0", "w0", 6), SimWorker("celery@w1", "w1", 4))
+
+
+def build_specs(rng: random.Random, n: int) -> list[tuple[ScheduleSpec, float]]:
+    specs: list[tuple[ScheduleSpec, float]] = []
+    for i in range(n):
+        period = rng.randrange(600, 7200)
+        fields: dict[str, object] = {}
+        if i % 7 == 3:
+            fields["dont_run_on_nodes"] = frozenset({"w0"})
+        if i % 11 == 5:  # a blackout around NOW: beat and simulator must both hold it back
+            fields["blackout_periods"] = [("09:30", "10:30")]
+        spec = PeriodicSpec(
+            task="eq.job", configuration=f"s{i:02d}", scheduling_period=timedelta(seconds=period),
+            cooldown_duration=timedelta(seconds=period * rng.choice((0.0, 0.3, 0.6))),
+            **fields,  # type: ignore[arg-type]
+        )  # fmt: skip
+        specs.append((spec, rng.uniform(10, 300)))
+    return specs
+
+
+def write_history(store: SqlScheduleStore, rng: random.Random,
+                  specs: Sequence[tuple[ScheduleSpec, float]]) -> None:  # fmt: skip
+    """Most schedules ran before NOW (some late, some failed); a few never ran."""
+    for spec, duration in specs:
+        if rng.random() < 0.15:
+            continue
+        assert isinstance(spec, PeriodicSpec)
+        started = NOW - spec.scheduling_period * rng.uniform(0.2, 1.4)
+        for outcome in ("success", rng.choice(("success", "success", "failure"))):
+            run_id = uuid.uuid4().hex
+            token = (store.get(spec.name).current_token or 0) + 1
+            store.record_run_start(
+                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
+                owner_name="celery@w0", owner_tag=run_id, token=token, started_at=started,
+            )  # fmt: skip
+            ended = started + timedelta(seconds=duration)
+            store.record_run_end(run_id=run_id, outcome=outcome, ended_at=ended)
+            started = ended + timedelta(seconds=rng.uniform(0, 60))
+            if started >= NOW:
+                break
+
+
+def real_beat_round(store: SqlScheduleStore, client: redis.Redis,
+                    settings: DgsSettings) -> list[DispatchOrder]:  # fmt: skip
+    keys = KeySpace(settings.key_prefix)
+    registry = WorkerRegistry(client, keys, ttl=600)
+    for w in WORKERS:
+        registry.register(WorkerInfo(name=w.name, node=w.node, queues=tuple(w.queues),
+                                     slots=w.slots, pool="prefork", pid=1))  # fmt: skip
+    published: list[DispatchOrder] = []
+
+    def publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+        published.extend(orders)
+        return []
+
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        settings=settings, clock=FakeClock(NOW),
+    )  # fmt: skip
+    engine.load()
+    engine.tick()
+    return published
+
+
+@pytest.mark.parametrize(("overload", "policy"), [("greedy", "dgs"), ("shed", "dgs-shed")])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_simulator_chooses_what_beat_chooses(
+    sqlite_url: str, redis_client: redis.Redis, overload: str, policy: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    specs = build_specs(rng, 40)
+    store = SqlScheduleStore.open(sqlite_url)
+    try:
+        store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
+        write_history(store, rng, specs)
+        rows, _ = store.load_active()
+        prefix = f"simeq{uuid.uuid4().hex[:8]}"
+        settings = DgsSettings(key_prefix=prefix, overload_policy=overload, shed_horizon=600)
+        beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
+    finally:
+        store.close()
+
+    trace: list[tuple[float, str, str]] = []
+    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
+                        start=NOW, warm_start=False)  # fmt: skip
+    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
+              trace=trace).run()  # fmt: skip
+    sim = [(name, worker) for t, name, worker in trace if t == 0.0]
+
+    assert len(beat) == sum(w.slots for w in WORKERS), "the state must fill every slot"
+    assert sim == beat
