@@ -149,26 +149,32 @@ def stored_schedule_from_values(
      average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
-    return StoredSchedule(
+    stats = ScheduleStats(
+        registered_at=moment(registered_at),
+        last_good_start_at=moment(last_good_start_at),
+        last_good_end_at=moment(last_good_end_at),
+        last_start_at=moment(last_start_at),
+        last_end_at=moment(last_end_at),
+        failure_count=failure_count,
+        average_good_duration=memo.durations[average_s],
+    )
+    # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
+    # field, nothing checked) costs ~3x filling its __dict__ at once; these
+    # are exactly its fields (tests/store/test_load_path.py compares the two).
+    row = object.__new__(StoredSchedule)
+    row.__dict__.update(
         name=name,
         task=task,
         configuration=configuration,
         kind=kind,
         spec=spec,
         spec_error=error,
-        stats=ScheduleStats(
-            registered_at=moment(registered_at),
-            last_good_start_at=moment(last_good_start_at),
-            last_good_end_at=moment(last_good_end_at),
-            last_start_at=moment(last_start_at),
-            last_end_at=moment(last_end_at),
-            failure_count=failure_count,
-            average_good_duration=memo.durations[average_s],
-        ),
+        stats=stats,
         active=bool(active),
         paused=bool(paused),
         current_token=current_token,
         run_requested_at=moment(run_requested_at),
         change_seq=change_seq,
-        updated_at=moment(updated_at),  # NOT NULL column
+        updated_at=moment(updated_at),
     )
+    return row
