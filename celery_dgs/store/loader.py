@@ -63,6 +63,7 @@ class SpecCache:
     def __init__(self, max_shapes: int = SPEC_CACHE_MAX_SHAPES) -> None:
         self.max_shapes = max_shapes
         self._shapes: dict[str, ScheduleSpec] = {}
+        self._task_fields: dict[str, str] = {}  # task -> its JSON member, '"task":"..."'
         self.hits = 0
         self.misses = 0
 
@@ -79,7 +80,11 @@ class SpecCache:
         """
         if not (isinstance(text, str) and isinstance(task, str) and isinstance(configuration, str)):
             return parse_spec(text)
-        task_field = '"task":' + _encode(task)
+        task_field = self._task_fields.get(task)
+        if task_field is None:
+            if len(self._task_fields) >= self.max_shapes:
+                self._task_fields.clear()
+            task_field = self._task_fields[task] = '"task":' + _encode(task)
         configuration_field = '"configuration":' + _encode(configuration)
         if text.count(task_field) != 1 or text.count(configuration_field) != 1:
             self.misses += 1
