@@ -30,37 +30,32 @@ class IndexedTimes:
     should_start_by: float
 
 
-def _version_of(entry: tuple[float, float, int] | None) -> int | None:
-    return None if entry is None else entry[2]
-
-
 class DeadlineIndex:
     def __init__(self) -> None:
-        # name -> (can_start_by, should_start_by, version): one dict and one
-        # tuple per schedule (a million of them at start-up).
-        self._entries: dict[str, tuple[float, float, int]] = {}
+        self._times: dict[str, IndexedTimes] = {}
+        self._version: dict[str, int] = {}
         self._waiting: list[tuple[float, int, str]] = []
         self._ready: list[tuple[float, float, str, int]] = []
         self._counter = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._times)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._times
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self._times)
 
     def times(self, name: str) -> IndexedTimes | None:
-        entry = self._entries.get(name)
-        return None if entry is None else IndexedTimes(entry[0], entry[1])
+        return self._times.get(name)
 
     def upsert(self, name: str, can_start_by: float, should_start_by: float) -> None:
         """Insert ``name`` or replace its start times."""
         self._counter += 1
         version = self._counter
-        self._entries[name] = (can_start_by, should_start_by, version)
+        self._version[name] = version
+        self._times[name] = IndexedTimes(can_start_by, should_start_by)
         heapq.heappush(self._waiting, (can_start_by, version, name))
         self._compact_if_bloated()
 
@@ -68,11 +63,12 @@ class DeadlineIndex:
         """:meth:`upsert` of each ``(name, can_start_by, should_start_by)``, in
         order, with one heapify at the end instead of a push per entry (the
         start-up load of a million schedules)."""
-        known, waiting = self._entries, self._waiting
+        times, version, waiting = self._times, self._version, self._waiting
         counter = self._counter
         for name, can_start_by, should_start_by in entries:
             counter += 1
-            known[name] = (can_start_by, should_start_by, counter)
+            version[name] = counter
+            times[name] = IndexedTimes(can_start_by, should_start_by)
             waiting.append((can_start_by, counter, name))
         self._counter = counter
         heapq.heapify(waiting)
@@ -80,7 +76,11 @@ class DeadlineIndex:
 
     def remove(self, name: str) -> bool:
         """Drop ``name`` (its heap items become stale and are skipped later)."""
-        return self._entries.pop(name, None) is not None
+        if name not in self._times:
+            return False
+        del self._times[name]
+        del self._version[name]
+        return True
 
     def promote(self, now: float) -> int:
         """Move every schedule whose ``can_start_by <= now`` to *ready*; returns how many."""
@@ -88,16 +88,16 @@ class DeadlineIndex:
         waiting, ready = self._waiting, self._ready
         while waiting and waiting[0][0] <= now:
             _, version, name = heapq.heappop(waiting)
-            entry = self._entries.get(name)
-            if entry is None or entry[2] != version:
+            if self._version.get(name) != version:
                 continue
-            heapq.heappush(ready, (entry[1], entry[0], name, version))
+            times = self._times[name]
+            heapq.heappush(ready, (times.should_start_by, times.can_start_by, name, version))
             moved += 1
         return moved
 
     def _clean_ready_top(self) -> None:
         ready = self._ready
-        while ready and _version_of(self._entries.get(ready[0][2])) != ready[0][3]:
+        while ready and self._version.get(ready[0][2]) != ready[0][3]:
             heapq.heappop(ready)
 
     def peek(self, now: float) -> str | None:
@@ -142,22 +142,22 @@ class DeadlineIndex:
     def ready_count(self, now: float) -> int:
         """Eligible schedules (O(size of ready), for metrics and tests)."""
         self.promote(now)
-        entries = self._entries
-        return sum(1 for item in self._ready if _version_of(entries.get(item[2])) == item[3])
+        return sum(1 for item in self._ready if self._version.get(item[2]) == item[3])
 
     def next_wakeup(self) -> float | None:
         """The earliest ``can_start_by`` among schedules not yet eligible."""
         waiting = self._waiting
-        while waiting and _version_of(self._entries.get(waiting[0][2])) != waiting[0][1]:
+        while waiting and self._version.get(waiting[0][2]) != waiting[0][1]:
             heapq.heappop(waiting)
         return waiting[0][0] if waiting else None
 
     def _compact_if_bloated(self) -> None:
         # Lazy deletion leaves stale items behind; rebuild when they dominate.
-        entries = self._entries
-        if len(self._waiting) + len(self._ready) <= 4 * len(entries) + 1024:
+        live = len(self._times)
+        if len(self._waiting) + len(self._ready) <= 4 * live + 1024:
             return
-        self._waiting = [w for w in self._waiting if _version_of(entries.get(w[2])) == w[1]]
-        self._ready = [r for r in self._ready if _version_of(entries.get(r[2])) == r[3]]
+        version = self._version
+        self._waiting = [w for w in self._waiting if version.get(w[2]) == w[1]]
+        self._ready = [r for r in self._ready if version.get(r[2]) == r[3]]
         heapq.heapify(self._waiting)
         heapq.heapify(self._ready)
