@@ -26,6 +26,8 @@ lives in the same slot, so on a cluster pass ``hash_tag=True``: the prefix is
 then wrapped in ``{...}`` and every key hashes to one slot (one shard holds all
 celery-dgs keys; at thousands of schedules that is far below one shard's
 capacity). On a single server or Sentinel the tag changes nothing but the name.
+The setting is ``dgs_redis_cluster_hash_tag``; every client gets its key space
+from :meth:`celery_dgs.settings.DgsSettings.keyspace`.
 """
 
 from __future__ import annotations
