@@ -36,6 +36,7 @@ from .types import (
     PingStatus,
     SweepResult,
 )
+from .view import BeatView, BeatViewReader
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,18 @@ class RedisLeases:
             marked=[text(n) for n in reply[2]],
             malformed=malformed,
         )
+
+    def beat_view_reader(self) -> BeatViewReader:
+        """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
+        the sweep, running leases per worker, stale owners; one round trip a round."""
+        return BeatViewReader(
+            self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
+            steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
+        )  # fmt: skip
+
+    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
+        """One :class:`BeatView` read with every owner (a fresh reader each call)."""
+        return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
 
     def sweep_stale(self) -> list[str]:
         """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""
