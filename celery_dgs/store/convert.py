@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,6 +13,32 @@ from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
 from .base import RunRecord, StoredSchedule
 from .models import RunRow, ScheduleRow
+
+log = logging.getLogger(__name__)
+
+#: The stored column of ``ScheduleStats.average_good_duration`` (seconds).
+AVERAGE_FIELD = "average_good_duration_s"
+
+
+def average_duration(seconds: Any) -> timedelta | None:
+    """The stored average duration as a ``timedelta``; ``ValueError`` for a value
+    that is not a finite, non-negative number of seconds (a hand-edited row)."""
+    if seconds is None:
+        return None
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(
+            f"{AVERAGE_FIELD}: expected a finite number of seconds >= 0, got {seconds!r}"
+        )
+    return timedelta(seconds=seconds)
+
+
+def stats_error(row: ScheduleRow) -> str | None:
+    """What is wrong with the row's stored statistics (``None``: nothing)."""
+    try:
+        average_duration(row.average_good_duration_s)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def spec_json(spec: ScheduleSpec) -> str:
@@ -31,7 +59,14 @@ def parse_spec(text: str) -> tuple[ScheduleSpec | None, str | None]:
 
 
 def stats_of(row: ScheduleRow) -> ScheduleStats:
-    avg = row.average_good_duration_s
+    """The row's statistics. An invalid stored average is logged (schedule and
+    field) and read as unknown, so recording a run over it repairs the row
+    instead of failing the worker."""
+    try:
+        average = average_duration(row.average_good_duration_s)
+    except ValueError as exc:
+        log.error("celery-dgs: schedule %r: %s; read as unknown", row.name, exc)
+        average = None
     return ScheduleStats(
         registered_at=row.registered_at,
         last_good_start_at=row.last_good_start_at,
@@ -39,7 +74,7 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         last_start_at=row.last_start_at,
         last_end_at=row.last_end_at,
         failure_count=row.failure_count,
-        average_good_duration=None if avg is None else timedelta(seconds=avg),
+        average_good_duration=average,
     )
 
 
@@ -55,7 +90,12 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:
+    """The row as the store returns it; invalid statistics make it unschedulable
+    (``spec`` None, ``spec_error`` naming the field), like an invalid spec."""
     spec, error = parse_spec(row.spec)
+    bad_stats = stats_error(row)
+    if bad_stats is not None:
+        spec, error = None, bad_stats
     return StoredSchedule(
         name=row.name,
         task=row.task,

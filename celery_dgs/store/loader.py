@@ -34,7 +34,7 @@ from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
-from .convert import parse_spec, spec_json
+from .convert import average_duration, parse_spec, spec_json
 from .models import utc_from_db
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
@@ -128,7 +128,7 @@ class ValueMemo:
 
 
 def _timedelta_or_none(seconds: Any) -> timedelta | None:
-    return None if seconds is None else timedelta(seconds=seconds)
+    return average_duration(seconds)
 
 
 class _Memo(dict[Any, Any]):
@@ -154,6 +154,10 @@ def stored_schedule_from_values(
      average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
+    try:
+        average = memo.durations[average_s]
+    except ValueError as exc:  # a hand-edited row: unschedulable, reported by beat
+        spec, error, average = None, str(exc), None
     stats = ScheduleStats(
         registered_at=moment(registered_at),
         last_good_start_at=moment(last_good_start_at),
@@ -161,7 +165,7 @@ def stored_schedule_from_values(
         last_start_at=moment(last_start_at),
         last_end_at=moment(last_end_at),
         failure_count=failure_count,
-        average_good_duration=memo.durations[average_s],
+        average_good_duration=average,
     )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
