@@ -48,6 +48,7 @@ from ..core.timing import start_times
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
+from .reaper import RunReaper
 from .stalled import StalledWorkers
 from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
 
@@ -121,6 +122,12 @@ class BeatEngine:
         #: :meth:`load` and on election): runs that ended before the snapshot are
         #: then seen with their outcome, not as due schedules with stale stats.
         self._refresh_after_read = True
+        #: Ends as ``lost`` the running rows nobody is left to end (leader only).
+        self.reaper = RunReaper(
+            store, leases, clock, grace_s=settings.ping_timeout + settings.steal_delay,
+            interval_s=settings.reap_interval, batch_size=settings.reap_batch_size,
+            monotonic=monotonic,
+        )  # fmt: skip
 
     # -- loading -----------------------------------------------------------------
     def load(self) -> None:
@@ -231,6 +238,7 @@ class BeatEngine:
         if self.index.peek(now) is not None or self.parked:
             self._dispatch_round(now)
         self._maybe_prune(mono)
+        self.reaper.maybe_reap()
         wake = self.index.next_wakeup()
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if self.parked:
