@@ -151,7 +151,7 @@ class BeatEngine:
             batch = _IndexBatch(self.clock.now(), self.settings.retry_ladder)
             count = 0
             for row in rows:
-                self._apply_row(row, batch)
+                self._apply_row_safely(row, batch)
                 count += 1
             self.index.upsert_many(batch.entries)
         finally:
@@ -175,6 +175,18 @@ class BeatEngine:
                 self.parked.add(name)
                 self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
         self._dispatch_index_exact = names == self.pending.keys()
+
+    def _apply_row_safely(self, row: Any, batch: _IndexBatch | None = None) -> None:
+        """:meth:`_apply_row`; a row it cannot apply is logged and held (the cursor
+        has moved past it: raising would skip the rest of the batch for good)."""
+        try:
+            self._apply_row(row, batch)
+        except Exception:
+            logger.exception("celery-dgs: schedule %r: cannot apply its stored row; held "
+                             "until the row changes", row.name)  # fmt: skip
+            self.index.remove(row.name)
+            self.parked.discard(row.name)
+            self.held.add(row.name)
 
     def _apply_row(self, row: Any, batch: _IndexBatch | None = None) -> None:
         name = row.name
@@ -218,7 +230,7 @@ class BeatEngine:
         """Apply store changes since the cursor; returns how many rows changed."""
         rows, self.cursor = self.store.changes_since(self.cursor)
         for row in rows:
-            self._apply_row(row)
+            self._apply_row_safely(row)
         self._last_poll = self.monotonic()
         return len(rows)
 
@@ -323,8 +335,13 @@ class BeatEngine:
             expired.append((name, pend))
         taken_back: set[str] = set()
         for name, pend in expired:
+            try:
+                took = self.dispatches.take_back(name, pend.dispatch_id)
+            except BaseException:  # Redis down: still pending, taken back next round
+                self._dispatch_index_exact = False
+                raise
             del self.pending[name]
-            if self.dispatches.take_back(name, pend.dispatch_id):
+            if took:
                 taken_back.add(name)
                 logger.warning(
                     "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",

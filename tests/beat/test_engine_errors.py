@@ -96,14 +96,15 @@ def real_store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
 
 
 def make_engine(client: redis.Redis, store: Any, dispatches: Any, publish: Recorder,
-                slots: int) -> BeatEngine:  # fmt: skip
+                slots: int, **settings: Any) -> BeatEngine:  # fmt: skip
     registry = WorkerRegistry(client, KEYS, ttl=300)
     registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=slots,
                                  pool="prefork", pid=1))  # fmt: skip
     engine = BeatEngine(
         store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
         registry=registry, dispatches=dispatches, publish=publish,
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=Mono(),
+        settings=DgsSettings(**{"store_poll_interval": 1000, **settings}), clock=SystemClock(),
+        monotonic=Mono(),
     )  # fmt: skip
     engine.load()
     return engine
@@ -278,3 +279,50 @@ def test_a_new_leader_reads_the_store_before_dispatching(
     assert b.leadership.leading
     assert b_pub.names() == ["t.p2"], "t.p1 ran a second ago and must not run again"
     assert b.tracked["t.p1"].stats.last_good_start_at is not None
+
+
+def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
+    client: redis.Redis, real_store: SqlScheduleStore
+) -> None:
+    dispatches = Failing(DispatchRecords(client, KEYS), "take_back",
+                         redis.ConnectionError("Redis is restarting"))  # fmt: skip
+    publish = Recorder()
+    engine = make_engine(client, real_store, dispatches, publish, slots=1, dispatch_timeout=10)
+    engine.tick()
+    assert publish.names() == ["t.p1"]
+    first = engine.pending["t.p1"].dispatch_id
+    mono = engine.monotonic
+    assert isinstance(mono, Mono)
+    mono.t += 11  # not started within dispatch_timeout
+    dispatches.fail = True
+    with pytest.raises(redis.ConnectionError):
+        engine.tick()
+    assert places(engine, "t.p1") == ["pending"], "dropped from pending, record still there"
+    dispatches.fail = False
+    engine.tick()  # taken back now, and dispatched again (the slot is free)
+    assert publish.names() == ["t.p1"]
+    assert engine.pending["t.p1"].dispatch_id != first
+
+
+def test_a_row_that_cannot_be_applied_is_held_and_the_rest_of_the_batch_applied(
+    client: redis.Redis, real_store: SqlScheduleStore, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = make_engine(client, real_store, DispatchRecords(client, KEYS), Recorder(), slots=0)
+    real_reindex = engine._reindex
+
+    def reindex(name: str, batch: Any = None) -> None:
+        if name == "t.p2":
+            raise OverflowError("date value out of range")
+        real_reindex(name, batch)
+
+    monkeypatch.setattr(engine, "_reindex", reindex)
+    now = datetime.now(timezone.utc)
+    for name in ("t.p1", "t.p2", "t.p3"):
+        real_store.request_run(name, now)
+    assert engine.refresh() == 3
+    assert places(engine, "t.p2") == ["held"]
+    assert "'t.p2': cannot apply its stored row" in caplog.text
+    for name in ("t.p1", "t.p3"):  # applied after the failing row
+        assert engine.tracked[name].run_requested_at is not None, name
+        assert places(engine, name) == ["index"]
