@@ -326,3 +326,66 @@ def test_a_row_that_cannot_be_applied_is_held_and_the_rest_of_the_batch_applied(
     for name in ("t.p1", "t.p3"):  # applied after the failing row
         assert engine.tracked[name].run_requested_at is not None, name
         assert places(engine, name) == ["index"]
+
+
+def test_a_beat_elected_again_reads_the_store_before_dispatching(
+    client: redis.Redis, real_store: SqlScheduleStore
+) -> None:
+    """The same on a beat's second term: it ran rounds before (its load-time
+    refresh is spent) and its stats of a run made under the other leader are old."""
+    from celery_dgs.beat.leader import BeatLeadership
+    from celery_dgs.leases.leader import RedisLeader
+    from tests.leases.helpers import MsClock
+
+    leader_clock = MsClock()
+    registry = WorkerRegistry(client, KEYS, ttl=300)
+
+    def slots(n: int) -> None:
+        registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=n,
+                                     pool="prefork", pid=1))  # fmt: skip
+
+    def beat(name: str) -> tuple[BeatEngine, Recorder, Mono]:
+        publish, mono = Recorder(), Mono()
+        settings = DgsSettings(beat_leader_timeout=3.0, store_poll_interval=30)
+        leadership = BeatLeadership(
+            RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock), node=name, pid=1,
+            store_poll_interval=settings.store_poll_interval, monotonic=mono,
+        )  # fmt: skip
+        engine = BeatEngine(
+            store=real_store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+            registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
+            settings=settings, clock=SystemClock(), monotonic=mono, leadership=leadership,
+        )  # fmt: skip
+        engine.load()
+        return engine, publish, mono
+
+    slots(1)
+    a, a_pub, a_mono = beat("a")
+    b, b_pub, b_mono = beat("b")
+    a.tick()
+    assert a_pub.names() == ["t.p1"]
+    run_once(real_store, a.leases, "t.p1", a.pending["t.p1"].dispatch_id)
+    slots(0)
+    a_mono.t += 0.1
+    a.tick()  # a round: t.p1 freed (store read), nothing parked, no slot
+    assert not a.parked
+    b.tick()  # standby
+    leader_clock.advance(3001)  # a stops; b takes over
+    slots(1)
+    b_mono.t += 1
+    b.tick()
+    assert b_pub.names() == ["t.p2"]
+    a_mono.t += 1.5  # a resumes; its renewal is due: b leads, a stands by
+    a.tick()
+    assert a.leadership is not None
+    assert not a.leadership.leading
+    run_once(real_store, b.leases, "t.p2", b.pending["t.p2"].dispatch_id)
+    slots(0)
+    b_mono.t += 0.1
+    b.tick()  # t.p2 freed under b
+    leader_clock.advance(3001)  # b stops; a is elected again, within its poll interval
+    slots(1)
+    a_mono.t += 1
+    a.tick()
+    assert a.leadership.leading
+    assert a_pub.names() == ["t.p3"], "t.p2 ran just before the take-over"
