@@ -1,9 +1,10 @@
 """Scheduling policies the simulator compares.
 
-``dgs`` and ``dgs-shed`` are the real beat's decision: the same
-:class:`~celery_dgs.core.index.DeadlineIndex` (or
-:class:`~celery_dgs.core.overload.SheddingIndex`, the ``dgs_overload_policy =
-"shed"`` of beat), keyed by :func:`~celery_dgs.core.timing.start_times`, and
+``dgs``, ``dgs-shed`` and ``dgs-restore`` are the real beat's decision: the
+same :class:`~celery_dgs.core.index.DeadlineIndex` (or
+:class:`~celery_dgs.core.overload.SheddingIndex` /
+:class:`~celery_dgs.core.overload.RestoringIndex`, the ``dgs_overload_policy =
+"shed"`` / ``"restore"`` of beat), keyed by :func:`~celery_dgs.core.timing.start_times`, and
 the same :func:`~celery_dgs.core.placement.choose_dispatches`, with the same
 re-check of start times before a dispatch. ``fifo`` is the same machinery
 keyed by ``can_start_by`` (the oldest due first). ``beat`` is what Celery
@@ -20,15 +21,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..core.cron import next_cron_time
-from ..core.overload import make_index
+from ..core.overload import DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
-from ..core.timing import start_times
+from ..core.timing import expected_duration, start_times
 
 if TYPE_CHECKING:
     from .loop import Simulator
 
-POLICIES = ("dgs", "dgs-shed", "fifo", "beat")
+POLICIES = ("dgs", "dgs-shed", "dgs-restore", "fifo", "beat")
 _NO_LIMIT = 1 << 62
 
 
@@ -54,10 +55,17 @@ class Policy:
 class DeadlinePolicy(Policy):
     """The beat's own decision code on the simulator's state."""
 
-    def __init__(self, sim: Simulator, *, overload: str = "greedy", fifo: bool = False) -> None:
+    def __init__(
+        self,
+        sim: Simulator,
+        *,
+        overload: str = "greedy",
+        fifo: bool = False,
+        aging: float = DEFAULT_RESTORE_AGING,
+    ) -> None:
         super().__init__(sim)
         self.name = "fifo" if fifo else "dgs" if overload == "greedy" else f"dgs-{overload}"
-        self.index = make_index(overload)
+        self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging)
         self.fifo = fifo
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
@@ -65,6 +73,10 @@ class DeadlinePolicy(Policy):
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
         }
+
+    def _expected_s(self, name: str) -> float:
+        st = self.sim.states[name]
+        return expected_duration(st.sched.spec, st.stats).total_seconds()
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
@@ -170,6 +182,7 @@ def make_policy(name: str, sim: Simulator) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
+        "dgs-restore": lambda: DeadlinePolicy(sim, overload="restore"),
         "fifo": lambda: DeadlinePolicy(sim, fifo=True),
         "beat": lambda: BeatPolicy(sim),
     }
