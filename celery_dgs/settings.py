@@ -35,7 +35,9 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
-DEFAULT_OVERLOAD_POLICY = "greedy"  # "greedy" (plain deadline order), "shed" or "restore"
+# "restore" (late ones shortest run first; greedy while at most one is late),
+# "greedy" (plain deadline order) or "shed" (docs/simulator.md, "Overload").
+DEFAULT_OVERLOAD_POLICY = "restore"
 OVERLOAD_POLICIES = ("greedy", "shed", "restore")
 # restore: among late schedules, seconds of lateness one second of expected run
 # time is worth (dimensionless; 0: plain deadline order). A late schedule goes

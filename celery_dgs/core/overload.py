@@ -46,6 +46,8 @@ from .timing import expected_duration
 RUN_REQUEST_PRIORITY_S = 1e12
 
 OVERLOAD_POLICIES = ("greedy", "shed", "restore")
+#: Beat's default: ``restore`` is ``greedy`` while at most one schedule is late.
+DEFAULT_OVERLOAD_POLICY = "restore"
 
 
 class _Tracked(Protocol):

@@ -1,11 +1,13 @@
 """Scheduling policies the simulator compares.
 
-``dgs``, ``dgs-shed`` and ``dgs-restore`` are the real beat's decision: the
-same :class:`~celery_dgs.core.index.DeadlineIndex` (or
-:class:`~celery_dgs.core.overload.SheddingIndex` /
-:class:`~celery_dgs.core.overload.RestoringIndex`, the ``dgs_overload_policy =
-"shed"`` / ``"restore"`` of beat), keyed by :func:`~celery_dgs.core.timing.start_times`, and
-the same :func:`~celery_dgs.core.placement.choose_dispatches`, with the same
+``dgs`` (beat's default ``dgs_overload_policy = "restore"``), ``dgs-greedy``
+and ``dgs-shed`` are the real beat's decision: the same index beat builds
+(:func:`~celery_dgs.core.overload.make_index`: a
+:class:`~celery_dgs.core.overload.RestoringIndex`, a plain
+:class:`~celery_dgs.core.index.DeadlineIndex` or a
+:class:`~celery_dgs.core.overload.SheddingIndex`), keyed by
+:func:`~celery_dgs.core.timing.start_times`, and the same
+:func:`~celery_dgs.core.placement.choose_dispatches`, with the same
 re-check of start times before a dispatch. ``fifo`` is the same machinery
 keyed by ``can_start_by`` (the oldest due first). ``beat`` is what Celery
 beat does: enqueue every schedule at fixed times (every period from its
@@ -21,7 +23,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..core.cron import next_cron_time
-from ..core.overload import DEFAULT_RESTORE_AGING, make_index
+from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
 from ..core.timing import expected_duration, start_times
@@ -29,7 +31,7 @@ from ..core.timing import expected_duration, start_times
 if TYPE_CHECKING:
     from .loop import Simulator
 
-POLICIES = ("dgs", "dgs-shed", "dgs-restore", "fifo", "beat")
+POLICIES = ("dgs", "dgs-greedy", "dgs-shed", "fifo", "beat")
 _NO_LIMIT = 1 << 62
 
 
@@ -59,12 +61,13 @@ class DeadlinePolicy(Policy):
         self,
         sim: Simulator,
         *,
-        overload: str = "greedy",
+        overload: str = DEFAULT_OVERLOAD_POLICY,
         fifo: bool = False,
         aging: float = DEFAULT_RESTORE_AGING,
     ) -> None:
         super().__init__(sim)
-        self.name = "fifo" if fifo else "dgs" if overload == "greedy" else f"dgs-{overload}"
+        default = overload == DEFAULT_OVERLOAD_POLICY
+        self.name = "fifo" if fifo else "dgs" if default else f"dgs-{overload}"
         self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging)
         self.fifo = fifo
         self.ladder = sim.retry_ladder
@@ -181,9 +184,9 @@ class BeatPolicy(Policy):
 def make_policy(name: str, sim: Simulator) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
+        "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
-        "dgs-restore": lambda: DeadlinePolicy(sim, overload="restore"),
-        "fifo": lambda: DeadlinePolicy(sim, fifo=True),
+        "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
         "beat": lambda: BeatPolicy(sim),
     }
     if name not in factories:

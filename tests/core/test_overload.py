@@ -63,6 +63,7 @@ def test_a_late_entry_upserted_again_is_judged_by_its_new_times() -> None:
 
 
 def test_setting_validation() -> None:
+    assert DgsSettings().overload_policy == "restore"  # the default (greedy while <= 1 is late)
     assert DgsSettings(overload_policy="shed").overload_policy == "shed"
     with pytest.raises(SettingsError, match="dgs_overload_policy"):
         DgsSettings(overload_policy="drop")

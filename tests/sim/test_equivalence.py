@@ -99,7 +99,7 @@ def real_beat_round(store: SqlScheduleStore, client: redis.Redis,
 
 
 @pytest.mark.parametrize(
-    ("overload", "policy"), [("greedy", "dgs"), ("shed", "dgs-shed"), ("restore", "dgs-restore")]
+    ("overload", "policy"), [("restore", "dgs"), ("greedy", "dgs-greedy"), ("shed", "dgs-shed")]
 )
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulator_chooses_what_beat_chooses(
