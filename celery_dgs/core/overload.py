@@ -162,15 +162,19 @@ class SheddingIndex(DeadlineIndex):
 
 
 class RestoringIndex(SheddingIndex):
-    """A :class:`DeadlineIndex` that serves late schedules shortest-first, with aging.
+    """A :class:`DeadlineIndex` that serves late schedules shortest run first, with aging.
 
     On-time schedules keep plain deadline order, after every late one (as in
-    ``greedy``, where late ones have the lowest ``should_start_by``). A late
-    schedule moves to the *late* heap keyed by ``should_start_by + aging *
-    expected_duration`` (``expected_s(name)``, seconds): among late schedules
-    the one restored soonest per slot-second goes first, and a long one waits
-    at most ``aging * its expected duration`` longer than in deadline order
-    (every schedule that becomes late after that time sorts behind it).
+    ``greedy``, where late ones have the lowest ``should_start_by``). A
+    schedule found late moves to the *late* heap keyed by ``should_start_by +
+    aging * expected_s(name)`` (its expected run time in seconds, read once
+    then: its stats do not change while it is indexed). Every schedule whose
+    ``should_start_by`` is after that key sorts behind it, so once ``now``
+    passes the key it waits only for the late schedules with a lower key: the
+    ones already waiting, and those that become eligible with a
+    ``should_start_by`` already that old (held back by a retry backoff or a
+    blackout), each of which then runs and moves its deadline a period on.
+    Nothing starves.
     """
 
     def __init__(
