@@ -39,5 +39,11 @@ bench: $(STAMP)
 bench-quality: $(STAMP)
 	$(BIN)/python -m benchmarks.quality $(BENCH_ARGS)
 
+## soak: the fault suite's soak mode: random faults for SOAK_SECONDS (120), then the history checker
+.PHONY: soak
+SOAK_SECONDS ?= 120
+soak: $(STAMP)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.cluster import FaultCluster
+
+
+@pytest.fixture
+def fault_cluster(
+    tmp_path: Path, redis_url: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., FaultCluster]]:
+    made: list[FaultCluster] = []
+
+    def make(schedules: list[str], redis_url: str = redis_url, **env: str) -> FaultCluster:
+        cluster = FaultCluster(tmp_path, redis_url, schedules, **env)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        for key in list(cluster.procs):  # resume anything a failed test left paused
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(cluster.procs[key].pid, signal.SIGCONT)
+        cluster.stop_all()
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            print(cluster.logs())
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep

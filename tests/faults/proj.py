@@ -1,0 +1,112 @@
+"""The Celery project the fault scenarios run in real worker and beat processes.
+
+Configured from the environment (the ``E2E_*`` variables of
+``tests/e2e/harness.py``, so its ``Cluster`` drives it, plus ``FAULTS_*``).
+Every run appends its start (with its fencing token and run id) and its end
+(with its outcome) to the history file ``FAULTS_HISTORY``, which the test owns.
+
+Schedules:
+
+- ``victim``: one long run (``FAULTS_RUN_SECONDS``, 30 s by default): the run a
+  scenario hits with its fault;
+- ``soak_0`` .. ``soak_<N-1>`` (``FAULTS_SOAK_N`` > 0): period
+  ``FAULTS_SOAK_PERIOD`` seconds, runs of a random 0.2 .. ``FAULTS_SOAK_RUN``
+  seconds, for the soak mode.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery, current_task
+
+import celery_dgs
+from celery_dgs.worker.supervisor import current_supervisor
+from tests.faults.history import History
+
+app = Celery("faults", broker=os.environ["E2E_REDIS_URL"])
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_backend=None,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+    worker_prefetch_multiplier=1,
+    dgs_database_url=os.environ["E2E_DATABASE_URL"],
+    dgs_key_prefix=os.environ.get("E2E_PREFIX", "e2e"),
+    dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
+    dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
+    dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),
+    dgs_dispatch_timeout=float(os.environ.get("E2E_DISPATCH_TIMEOUT", "4")),
+    # Below ping_timeout + steal_delay: a dead worker has left the registry by
+    # the time its lease is takeable, so beat does not dispatch the take-over to it.
+    dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "2")),
+    dgs_store_poll_interval=0.2,
+    dgs_termination_grace=2.0,
+    dgs_retry_backoff=[0.5],  # a failed run (e.g. cold shutdown of a solo worker) retries soon
+    beat_max_loop_interval=1,
+    dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
+    task_acks_late=os.environ.get("FAULTS_ACKS_LATE") == "1",
+    broker_transport_options=(
+        # kombu looks for unacked messages past the visibility timeout every
+        # unacked_restore_interval seconds (10 s by default)
+        {"visibility_timeout": float(os.environ["FAULTS_VISIBILITY_TIMEOUT"]),
+         "unacked_restore_interval": 0.5}
+        if "FAULTS_VISIBILITY_TIMEOUT" in os.environ else {}
+    ),
+)
+dgs = celery_dgs.DGS(app)
+history = History(os.environ["FAULTS_HISTORY"])
+SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
+HOST = os.environ.get("E2E_NODE", "?")
+
+
+def work(name: str, seconds: float) -> str:
+    sup = current_supervisor()
+    run_id = sup.run_id if sup is not None else None
+    dispatch_id = getattr(current_task.request, "dgs_dispatch_id", None) if current_task else None
+    history.run_start(name, token=celery_dgs.current_token(), run_id=run_id, host=HOST,
+                      dispatch_id=dispatch_id)  # fmt: skip
+    outcome = "error"
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        outcome = "success"
+        return name
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        raise
+    finally:
+        history.run_end(name, run_id=run_id, outcome=outcome)
+
+
+def _declared(name: str) -> bool:
+    return name in SCHEDULES or not SCHEDULES
+
+
+if _declared("victim"):
+
+    @dgs.periodic(period=timedelta(hours=1))
+    @app.task(name="faults.victim")
+    def victim() -> str:
+        return work("victim", float(os.environ.get("FAULTS_RUN_SECONDS", "30")))
+
+
+def _soak_task(i: int) -> Any:
+    period = float(os.environ.get("FAULTS_SOAK_PERIOD", "4"))
+    longest = float(os.environ.get("FAULTS_SOAK_RUN", "2"))
+
+    @dgs.periodic(period=timedelta(seconds=period))
+    @app.task(name=f"faults.soak_{i}")
+    def soak() -> str:
+        return work(f"soak_{i}", random.uniform(0.2, longest))
+
+    return soak
+
+
+soak_tasks = [_soak_task(i) for i in range(int(os.environ.get("FAULTS_SOAK_N", "0")))]

@@ -1,0 +1,189 @@
+"""Soak mode of the fault suite: random faults for a set time, then the checker.
+
+    make soak                      # SOAK_SECONDS=120 by default
+    .venv/bin/python -m tests.faults.soak --seconds 600 --schedules 3 --seed 7
+
+A real Redis-compatible server, a SQLite store, four workers (solo, prefork
+with two children, solo behind a fault proxy, solo), two beats (one leads),
+``--schedules`` schedules that run back to back (0.2 .. 2 s runs). One fault
+at a time, picked at random: SIGKILL of a worker or of a prefork child,
+SIGSTOP of a worker past the steal bound then SIGCONT, warm or cold worker
+shutdown, the proxied worker cut off from Redis or slowed down, SIGKILL or
+SIGSTOP of the leader beat, Redis killed and restarted without persistence.
+A killed or shut-down process is started again. After the time is up the
+faults stop, the cluster settles, and the checker reads the whole history.
+
+Prints runs checked, faults injected and violations found; exits 1 on any
+violation (the logs and the history stay in the printed directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from celery_dgs.embedded import RedisServerProcess
+from tests.e2e.harness import wait_for
+from tests.faults.cluster import BOUNDS, FaultCluster
+from tests.faults.proxy import TcpProxy
+
+WORKERS = {  # key: (node, pool, concurrency, behind the proxy)
+    "w1": ("node1", "solo", 1, False),
+    "w2": ("node2", "prefork", 2, False),
+    "w3": ("node3", "solo", 1, True),
+    "w4": ("node4", "solo", 1, False),
+}
+RESTART_BOUND = BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + 4.0 + BOUNDS.tick + 2.0
+
+
+class Soak:
+    def __init__(self, tmp: Path, server: RedisServerProcess, schedules: int, seed: int) -> None:
+        self.server = server
+        self.rng = random.Random(seed)
+        client = redis.Redis.from_url(server.url)
+        kwargs = client.connection_pool.connection_kwargs
+        self.proxy = TcpProxy(kwargs["host"], kwargs["port"])
+        names = [f"soak_{i}" for i in range(schedules)]
+        self.cluster = FaultCluster(tmp, server.url, names, FAULTS_SOAK_N=str(schedules),
+                                    FAULTS_SOAK_RUN="2", E2E_BEAT_LEADER_TIMEOUT="2")  # fmt: skip
+        # six processes and pool children on a small machine: 2 s of slack, not 1
+        self.cluster.bounds = dataclasses.replace(BOUNDS, slack=2.0)
+        self.injected: Counter[str] = Counter()
+
+    # -- processes ------------------------------------------------------------------
+    def start_worker(self, key: str) -> None:
+        node, pool, concurrency, proxied = WORKERS[key]
+        env = {"E2E_REDIS_URL": self.proxy.url()} if proxied else {}
+        self.cluster.start_worker(key, node, pool=pool, concurrency=concurrency, env=env)
+
+    def start(self) -> None:
+        for key in WORKERS:
+            self.start_worker(key)
+        self.cluster.start_beat("beat1")
+        wait_for(lambda: self.cluster.leader_pid() is not None, 40, "a beat leader")
+        self.cluster.start_beat("beat2")
+
+    def leader_key(self) -> str | None:
+        pid = self.cluster.leader_pid()
+        return next((k for k, p in self.cluster.procs.items() if p.pid == pid), None)
+
+    def live_run_pid(self, host: str) -> int | None:
+        ended = {e["run_id"] for e in self.cluster.history.events() if e["kind"] == "end"}
+        live = [e for e in self.cluster.starts() if e["host"] == host and e["run_id"] not in ended]
+        return live[-1]["pid"] if live else None
+
+    # -- faults ---------------------------------------------------------------------
+    def inject(self) -> str:
+        c, rng = self.cluster, self.rng
+        kind = rng.choice(["worker_sigkill", "child_sigkill", "worker_sigstop", "warm_shutdown",
+                           "cold_shutdown", "partition", "latency", "beat_sigkill",
+                           "beat_sigstop", "redis_restart"])  # fmt: skip
+        worker = rng.choice(sorted(WORKERS))
+        if kind == "worker_sigkill":
+            c.sigkill_worker(worker)
+            self.start_worker(worker)
+        elif kind == "child_sigkill":
+            pid = self.live_run_pid("node2")
+            if pid is None or pid == c.procs["w2"].pid:
+                return "none"
+            c.sigkill([pid])
+        elif kind == "worker_sigstop":
+            c.sigstop(worker)
+            time.sleep(BOUNDS.ping_timeout + BOUNDS.steal_delay + rng.uniform(0.5, 1.5))
+            c.sigcont(worker)
+        elif kind in ("warm_shutdown", "cold_shutdown"):
+            with contextlib.suppress(Exception):
+                c.shutdown(worker, cold=kind == "cold_shutdown")
+            c.procs.pop(worker, None)
+            self.start_worker(worker)
+        elif kind in ("partition", "latency"):
+            c.history.fault(kind, hosts=[WORKERS["w3"][0]])
+            if kind == "partition":
+                self.proxy.blackhole()
+            else:
+                self.proxy.set_delay(rng.uniform(0.2, 0.7))
+            time.sleep(rng.uniform(2.0, 4.0))
+            self.proxy.heal()
+            c.history.resumed(hosts=[WORKERS["w3"][0]])
+        elif kind in ("beat_sigkill", "beat_sigstop"):
+            key = self.leader_key()
+            if key is None:
+                return "none"
+            pid = c.procs[key].pid
+            c.history.fault(kind, pids=[pid])
+            if kind == "beat_sigkill":
+                os.kill(pid, signal.SIGKILL)
+                c.procs.pop(key).wait(10)
+                c.start_beat(key)
+            else:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(rng.uniform(2.5, 4.0))
+                os.kill(pid, signal.SIGCONT)
+                c.history.resumed(pids=[pid])
+        elif kind == "redis_restart":
+            c.history.fault(kind, hosts=[n for n, *_ in WORKERS.values()],
+                            recovery_bound=RESTART_BOUND)  # fmt: skip
+            self.server.restart(kill=True)
+        return kind
+
+    def run(self, seconds: float) -> int:
+        self.start()
+        wait_for(lambda: len(self.cluster.starts()) >= 3, 60, "the first runs")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            kind = self.inject()
+            self.injected[kind] += 1
+            print(f"[{seconds - (deadline - time.monotonic()):6.1f}s] fault: {kind}", flush=True)
+            # let the cluster recover before the next fault (one fault at a time)
+            time.sleep(RESTART_BOUND if kind == "redis_restart" else BOUNDS.recovery
+                       + self.rng.uniform(0.5, 2.0))  # fmt: skip
+        time.sleep(BOUNDS.recovery)
+        final = self.cluster.report()
+        settle = time.monotonic() + 5
+        while not final.ok and time.monotonic() < settle:
+            time.sleep(0.5)
+            final = self.cluster.report()
+        self.injected.pop("none", None)
+        print("faults by kind:", dict(self.injected))
+        print(final)
+        return 0 if final.ok else 1
+
+    def close(self) -> None:
+        for key in list(self.cluster.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.cluster.procs[key].pid, signal.SIGCONT)
+        self.cluster.stop_all()
+        self.proxy.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 120)))
+    parser.add_argument("--schedules", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="dgs-soak-"))
+    print(f"soak: {args.seconds:.0f}s, {args.schedules} schedules, seed {args.seed}, "
+          f"logs and history in {tmp}", flush=True)  # fmt: skip
+    server = RedisServerProcess().start()
+    soak = Soak(tmp, server, args.schedules, args.seed)
+    try:
+        return soak.run(args.seconds)
+    finally:
+        soak.close()
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

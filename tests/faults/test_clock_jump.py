@@ -1,0 +1,61 @@
+"""A worker process whose wall clock jumps mid-run (issue 7): an hour forward,
+then two hours back. Leases, pings and run times come from the Redis server's
+``TIME`` and timeouts from the monotonic clock, so the run must go on and end
+as if nothing happened: no steal, no termination, a duration the store
+measures right.
+
+The jump is real for the whole worker process: libfaketime (LD_PRELOAD, from
+the ``libfaketime`` wheel) fakes ``time()``/``gettimeofday``/
+``clock_gettime(CLOCK_REALTIME)``, reading the offset from a file on every
+call; the monotonic clock is left alone (``DONT_FAKE_MONOTONIC=1``).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import libfaketime
+import pytest
+
+from tests.faults.cluster import BOUNDS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
+
+RUN_SECONDS = 4.0
+
+
+def faketime_env(offset_file: Path) -> dict[str, str]:
+    _, env = libfaketime.get_reload_information()
+    return {**env, "FAKETIME_TIMESTAMP_FILE": str(offset_file), "FAKETIME_NO_CACHE": "1",
+            "DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
+
+
+def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
+    offset = tmp_path / "faketime.rc"
+    offset.write_text("+0\n")
+    cluster = fault_cluster(["victim"], FAULTS_RUN_SECONDS=str(RUN_SECONDS))
+    cluster.start_worker("w1", "node1", env=faketime_env(offset))
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    cluster.start_worker("w2", "node2")  # would take the schedule over if w1 lost it
+    assert first["host"] == "node1"
+    cluster.history.fault("clock_jump", pids=[cluster.procs["w1"].pid], seconds=3600)
+    offset.write_text("+3600\n")
+    time.sleep(1.0)
+    cluster.history.fault("clock_jump", pids=[cluster.procs["w1"].pid], seconds=-7200)
+    offset.write_text("-3600\n")
+    end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
+    assert end["outcome"] == "success"
+    assert abs(end["t"] - first["t"] - RUN_SECONDS) < BOUNDS.slack
+    row = next(r for r in cluster.runs("faults.victim") if r.run_id == first["run_id"])
+    assert row.outcome == "success"
+    assert row.duration_s is not None
+    assert abs(row.duration_s - RUN_SECONDS) < BOUNDS.slack, row
+    assert abs((row.started_at - datetime.now(timezone.utc)).total_seconds()) < 60, (
+        "started_at is the server's time, not the worker's faked clock"
+    )
+    # No cooldown: beat starts the next run at once; the checker sees that no
+    # run overlapped the one whose owner's clock jumped (nothing was stolen).
+    cluster.assert_history_ok()

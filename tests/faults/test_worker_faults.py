@@ -1,0 +1,104 @@
+"""Fault injection, worker side (issue 7): real Redis server, real ``celery
+worker``/``celery beat`` processes, second-scale timings (ping every 0.5 s,
+ping_timeout 1.5 s, steal_delay 1 s, beat tick 1 s).
+
+Each scenario injects its fault into the run of ``victim`` and then hands the
+whole history to the checker (``checker.py``): tokens increase, no two live
+runs except the bounded window after a steal from a paused owner, no stale
+write accepted, recovery within ping_timeout + steal_delay + one tick (+ 1 s
+slack), no run record lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+from tests.faults.cluster import BOUNDS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
+
+
+def test_sigkill_of_the_worker_child_mid_run(fault_cluster) -> None:
+    """The prefork child running the task dies; its lease is taken over (by a
+    sibling child or the other worker) within the recovery bound."""
+    cluster = fault_cluster(["victim"])
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    assert first["pid"] != cluster.procs["w1"].pid, "the run is in a pool child"
+    time.sleep(BOUNDS.ping_interval)  # mid-run: it has pinged
+    cluster.sigkill([first["pid"]])
+    second = cluster.wait_start("victim", after=first, timeout=15)
+    print(f"taken over {second['t'] - first['t']:.2f}s after the start")
+    cluster.assert_history_ok()
+
+
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
+    """Solo: the main process is the run's. Prefork: only the main process is
+    killed; the orphaned child running the task ends too (billiard), unlogged,
+    and the test logs it exited when it is gone."""
+    cluster = fault_cluster(["victim"])
+    cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
+    cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    owner = cluster.worker_of(first)
+    time.sleep(BOUNDS.ping_interval)
+    cluster.sigkill_main(owner)
+    second = cluster.wait_start("victim", after=first, timeout=15)
+    assert second["host"] != first["host"]
+    cluster.assert_history_ok()
+
+
+def test_sigstop_of_the_owner_past_the_steal_bound_then_sigcont(fault_cluster) -> None:
+    """Paused longer than ping_timeout + steal_delay: the other worker takes the
+    schedule over; after SIGCONT the old run finds it lost the lease at its next
+    ping and stops (the checker allows exactly that window)."""
+    cluster = fault_cluster(["victim"])
+    cluster.start_worker("w1", "node1")
+    cluster.start_worker("w2", "node2")
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    owner = cluster.worker_of(first)
+    time.sleep(BOUNDS.ping_interval)
+    cluster.sigstop(owner)
+    try:
+        second = cluster.wait_start("victim", after=first, timeout=15)
+        time.sleep(BOUNDS.ping_interval)  # both "live": the paused one does not know yet
+    finally:
+        cluster.sigcont(owner)
+    with contextlib.suppress(AssertionError):  # if it runs on, the checker says so
+        cluster.wait_end(first["run_id"], timeout=BOUNDS.after_resume + 2)
+    cluster.assert_history_ok()
+    assert second["host"] != first["host"]
+    stored = {r.run_id: r for r in cluster.runs("faults.victim")}
+    assert stored[first["run_id"]].outcome == "stolen"
+
+
+@pytest.mark.parametrize(("pool", "cold"), [("solo", False), ("prefork", False),
+                                             ("prefork", True)])
+def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
+    """Warm (SIGTERM): the run yields and frees its lease at once; the next
+    run follows within the recovery bound. Cold (SIGQUIT): Celery terminates
+    the run; it is recorded (as a failure, today), and the checker's other
+    rules hold; its recovery is the retry backoff's business, not a steal's."""
+    cluster = fault_cluster(["victim"])
+    cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
+    cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    owner = cluster.worker_of(first)
+    time.sleep(BOUNDS.ping_interval)
+    code = cluster.shutdown(owner, cold=cold)
+    second = cluster.wait_start("victim", after=first, timeout=15)
+    took = second["t"] - first["t"]
+    stored = {r.run_id: r for r in cluster.runs("faults.victim")}
+    print(f"{'cold' if cold else 'warm'}: exit code {code}; old run "
+          f"{stored[first['run_id']].outcome}; next run {took:.2f}s after the first start")
+    if not cold:
+        assert stored[first["run_id"]].outcome == "yielded"
+    cluster.assert_history_ok()
