@@ -24,6 +24,7 @@ from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError
 from ..leases.types import AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
+from .shutdown import SHUTDOWN_REASON, pool_process_terminating
 from .supervisor import RunSupervisor, RunTerminated
 
 logger = logging.getLogger("celery_dgs.worker")
@@ -168,6 +169,9 @@ def supervised_run(
     except BaseException as exc:
         if supervisor.interruption is not None:  # interrupted, then the task raised its own error
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+        elif pool_process_terminating(exc):  # a cold shutdown cancelled the run (prefork)
+            outcome = "yielded"
+            error = f"{SHUTDOWN_REASON} (cold shutdown: Celery ended the pool process)"
         else:
             outcome = "failure"
             error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
