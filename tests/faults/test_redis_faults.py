@@ -24,11 +24,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(120)]
 
 
 #: After a restart: beat's next tick dispatches, the acquire sees the new
-#: server (the grace starts there), ping_timeout + steal_delay of grace, then a
-#: dispatch skipped as "recovering" during the grace is only re-sent after
-#: dispatch_timeout (4 s; the worker does not take it back), one more tick.
-RESTART_RECOVERY = (BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + 4.0 + BOUNDS.tick
-                    + BOUNDS.slack)  # fmt: skip
+#: server (the grace starts there), and the worker holds that dispatch through
+#: ping_timeout + steal_delay of grace and starts it: the grace + one tick.
+RESTART_RECOVERY = BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + BOUNDS.slack
 
 
 @pytest.fixture
