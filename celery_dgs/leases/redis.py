@@ -179,12 +179,15 @@ class RedisLeases:
         return bool(int(self._call("cancel.lua", [self.keys.lease(schedule)], [_FMT])[0]))
 
     def sweep(self) -> SweepResult:
-        """Mark a steal on every stale lease; report those whose steal delay has passed."""
+        """Mark a steal on every stale lease; report those whose steal delay has passed.
+
+        Also notes the restart epoch: after a Redis restart the restart grace
+        starts at beat's first sweep, not at the first acquire."""
         reply = self._call(
             "sweep.lua",
-            [self.keys.lease_index()],
+            [self.keys.lease_index(), self.keys.epoch()],
             [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
-             self.steal_delay_ms],
+             self.steal_delay_ms, self.run_id_override],
         )  # fmt: skip
         bad = reply[3]
         malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}

@@ -94,3 +94,24 @@ def test_a_live_lease_and_a_retry_are_unaffected(leases: RedisLeases, clock: MsC
     leases.run_id_override = "e" * 40
     assert grab(leases, "B", 1) is AcquireStatus.HELD  # the surviving lease still rules
     assert grab(leases, "A", 1) is AcquireStatus.GRANTED  # its owner's retry
+
+
+def test_beats_sweep_starts_the_grace_before_any_acquire(
+    leases: RedisLeases, clock: MsClock, client: redis.Redis, keys: KeySpace
+) -> None:
+    """After a restart, beat's first round (the sweep) notes the new server, so
+    the grace runs from there and a dispatch that reaches a worker later (its
+    broker connection was still coming back) waits only for what is left."""
+    assert grab(leases, "A", 0) is AcquireStatus.GRANTED  # token 1, recorded by the store
+    client.flushall()  # the restart without persistence
+    swept_at = clock.ms
+    leases.sweep()
+    assert client.hget(keys.epoch(), "since") == str(swept_at).encode()
+    clock.advance(GRACE // 2)
+    result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="B", min_token=1)
+    assert result.status is AcquireStatus.RECOVERING
+    assert result.grace_ends_at == ms_to_datetime(swept_at + GRACE)  # not the acquire's + GRACE
+    clock.advance(GRACE - GRACE // 2)
+    assert grab(leases, "B", 1) is AcquireStatus.GRANTED
+    leases.sweep()  # the same server again: the epoch stays
+    assert client.hget(keys.epoch(), "since") == str(swept_at).encode()

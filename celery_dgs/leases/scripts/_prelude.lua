@@ -49,3 +49,21 @@ local function dgs_read(key, format)
   end
   return map, flat, nil
 end
+
+-- The restart epoch: when this Redis server was first seen by a celery-dgs
+-- script (acquire, or beat's sweep). `epoch_key` holds {run_id, since}; a
+-- server with another run_id (a restart, a failover), or no epoch at all (the
+-- data was lost with it), starts a new epoch at `now`. `run_id` overrides the
+-- server's (tests); "" reads INFO server. Returns `since` (ms).
+local function dgs_epoch_since(epoch_key, run_id, now)
+  if run_id == "" then
+    run_id = string.match(redis.call("INFO", "server"), "run_id:(%x+)") or "unknown"
+  end
+  local epoch = redis.call("HMGET", epoch_key, "run_id", "since")
+  local since = tonumber(epoch[2] or "")
+  if epoch[1] ~= run_id or not since then
+    since = now
+    redis.call("HSET", epoch_key, "run_id", run_id, "since", dgs_int(now))
+  end
+  return since
+end
