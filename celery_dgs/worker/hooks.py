@@ -31,7 +31,7 @@ from ..celery_settings import check_celery_settings
 from ..runtime import runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
-from .shutdown import SHUTDOWN_REASON, hook_cold_shutdown, mark_leaving
+from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
 if TYPE_CHECKING:
@@ -115,7 +115,8 @@ class _WorkerPresence:
                 logger.exception("celery-dgs: refreshing the worker registration failed")
 
     def deregister(self) -> None:
-        """Leave the registry (once), so beat dispatches nothing more here."""
+        """Leave the registry (once), so beat dispatches nothing more here, and
+        give back the dispatches still waiting in this worker's queue."""
         self.stop.set()
         if self.info is None or not self._lock.acquire(timeout=5):
             return
@@ -123,8 +124,10 @@ class _WorkerPresence:
             if self._left:
                 return
             self._left = True
-            runtime_for(self.app, self.dgs.settings).registry.deregister(self.info.name)
+            rt = runtime_for(self.app, self.dgs.settings)
+            rt.registry.deregister(self.info.name)
             logger.info("celery-dgs: %s left the worker registry", self.info.name)
+            give_back_dispatches(rt.dispatches, self.info.name)
         except Exception:
             logger.exception("celery-dgs: deregistering %s failed", self.info.name)
         finally:

@@ -27,7 +27,10 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..dispatches import DispatchRecords
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -117,3 +120,34 @@ def hook_cold_shutdown(
         logger.warning("celery-dgs: this Celery has no consumer.cancel_active_requests; a cold "
                        "shutdown's cancelled runs may be recorded as failures")  # fmt: skip
     return hooked
+
+
+def give_back_dispatches(dispatches: DispatchRecords, worker: str) -> list[str]:
+    """Take back the pending dispatches addressed to ``worker``, which is
+    leaving: their messages would wait in its own queue, and beat would only
+    take them back after ``dgs_dispatch_timeout``. Beat sees the records gone
+    at its next round and dispatches those schedules to a live worker.
+    Returns the schedules given back (one read round trip, one per take-back)."""
+    from ..dispatches import DispatchRecord
+    from ..errors import MalformedDataError
+
+    names = sorted(dispatches.pending_names())
+    if not names:
+        return []
+    pipe = dispatches.client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(dispatches.keys.dispatch(name))
+    given = []
+    for name, data in zip(names, pipe.execute(raise_on_error=False), strict=True):
+        if not isinstance(data, dict) or not data:
+            continue  # started or taken back meanwhile, or not a hash (beat logs that)
+        try:
+            record = DispatchRecord.from_hash(dispatches.keys.dispatch(name), name, data)
+        except MalformedDataError:
+            continue
+        if record.worker == worker and dispatches.take_back(name, record.dispatch_id):
+            given.append(name)
+    if given:
+        logger.info("celery-dgs: %s is leaving; gave back %d dispatch(es): %s",
+                    worker, len(given), ", ".join(given))  # fmt: skip
+    return given
