@@ -103,3 +103,28 @@ def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
     assert second["host"] != first["host"]
     assert not cluster.schedule("faults.victim").stats.failure_count
     cluster.assert_history_ok()
+
+
+def test_cold_shutdown_with_a_soft_shutdown_timeout(fault_cluster) -> None:
+    """worker_soft_shutdown_timeout = 1 s: Celery lets the run go on for 1 s,
+    then cancels it. The worker leaves the registry when the soft shutdown
+    starts (beat sends nothing more there), the run yields when it is
+    cancelled, and the next run follows on the other worker within the bound."""
+    cluster = fault_cluster(["victim"], FAULTS_SOFT_SHUTDOWN="1")
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=1)
+    cluster.start_worker("w2", "node2", pool="prefork", concurrency=1)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    owner = cluster.worker_of(first)
+    time.sleep(BOUNDS.ping_interval)
+    cluster.shutdown(owner, cold=True)
+    second = cluster.wait_start("victim", after=first, timeout=15)
+    stored = {r.run_id: r for r in cluster.runs("faults.victim")}
+    print(f"soft then cold: old run {stored[first['run_id']].outcome}; next run "
+          f"{second['t'] - first['t']:.2f}s after the first start")  # fmt: skip
+    assert stored[first["run_id"]].outcome == "yielded", stored[first["run_id"]].error
+    assert second["host"] != first["host"]
+    log = (cluster.tmp / f"{owner}.log").read_text(errors="replace")
+    left, soft = log.find("left the worker registry"), log.find("Initiating Soft Shutdown")
+    assert 0 <= left < soft, "the worker left the registry before the soft shutdown's wait"
+    cluster.assert_history_ok()
