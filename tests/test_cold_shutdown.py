@@ -78,3 +78,32 @@ def test_a_failing_deregistration_does_not_stop_the_shutdown(
     assert consumer.cancel_active_requests() == "cancelled"
     assert calls == ["stop", "cancel"]
     assert "leaving the worker registry at cold shutdown failed" in caplog.text
+
+
+GRACE_WAIT = """
+import threading, time
+from datetime import datetime, timedelta, timezone
+from celery_dgs.leases.types import AcquireResult, AcquireStatus
+from celery_dgs.worker.runs import _wait_out_grace
+from celery_dgs.worker.shutdown import mark_leaving
+
+now = datetime.now(timezone.utc)
+def recovering(seconds):
+    return AcquireResult(status=AcquireStatus.RECOVERING, now=now,
+                         grace_ends_at=now + timedelta(seconds=seconds))
+t = time.monotonic()
+print("short", _wait_out_grace(recovering(0.3)), round(time.monotonic() - t, 1))
+threading.Timer(0.3, mark_leaving).start()
+t = time.monotonic()
+print("leaving", _wait_out_grace(recovering(30)), round(time.monotonic() - t, 1))
+"""
+
+
+def test_a_recovering_dispatch_waits_out_the_grace_unless_the_worker_leaves() -> None:
+    """The grace is waited out from the reply's Redis time (+ a margin), and a
+    worker that starts shutting down stops waiting at once (the flag is
+    process-wide, hence a subprocess)."""
+    out = subprocess.run([sys.executable, "-c", GRACE_WAIT], capture_output=True, text=True,
+                         timeout=30, check=True).stdout.split("\n")  # fmt: skip
+    assert out[0] in ("short True 0.3", "short True 0.4")
+    assert out[1] in ("leaving False 0.3", "leaving False 0.4")
