@@ -5,6 +5,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:lease:<schedule>     hash   the schedule's lease (owner, pings, token, ...)
     P:token:<schedule>     string fencing-token counter (INCR), never deleted
     P:leases               zset   schedule -> last_ping_at (ms): the lease index
+    P:leases:gen           string lease generation: bumped when a lease is granted,
+                                  taken over, released or dropped (beat re-reads owners)
     P:dispatch:<schedule>  hash   the schedule's current dispatch record
     P:dispatches           zset   schedule -> expires_at (ms): the dispatch index
     P:worker:<name>        hash   a registered worker (expires with its TTL)
@@ -24,6 +26,8 @@ lives in the same slot, so on a cluster pass ``hash_tag=True``: the prefix is
 then wrapped in ``{...}`` and every key hashes to one slot (one shard holds all
 celery-dgs keys; at thousands of schedules that is far below one shard's
 capacity). On a single server or Sentinel the tag changes nothing but the name.
+The setting is ``dgs_redis_cluster_hash_tag``; every client gets its key space
+from :meth:`celery_dgs.settings.DgsSettings.keyspace`.
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ class KeySpace:
 
     def lease_index(self) -> str:
         return f"{self._base}:leases"
+
+    def lease_generation(self) -> str:
+        """``lease_index() + ":gen"`` (the lease scripts derive it from the index key)."""
+        return f"{self.lease_index()}:gen"
 
     # -- dispatch records -----------------------------------------------------
     def dispatch_prefix(self) -> str:

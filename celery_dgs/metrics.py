@@ -52,8 +52,13 @@ class EngineCollector:
             "dgs_schedule_seconds_until_error", "Seconds until the schedule is in ERROR",
             labels=["schedule"],
         )  # fmt: skip
+        try:  # read at scrape time: a tick never pays for metrics
+            leases = {lease.schedule: lease for lease in engine.leases.all()}
+        except Exception:
+            logger.exception("celery-dgs: reading leases for metrics failed")
+            leases = {}
         for name, tracked in list(engine.tracked.items()):
-            lease = engine.last_leases.get(name)
+            lease = leases.get(name)
             running = RunningState(started_at=lease.started_at) if lease is not None else None
             cond = condition(tracked.spec, tracked.stats, running, now)
             level.add_metric([name, cond.reason.value], int(cond.level))

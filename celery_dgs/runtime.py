@@ -16,7 +16,6 @@ from typing import Any
 from .connection import redis_from_url
 from .dispatches import DispatchRecords
 from .errors import SettingsError
-from .keys import KeySpace
 from .leases.redis import RedisLeases
 from .registry import WorkerRegistry
 from .settings import DgsSettings
@@ -31,7 +30,7 @@ class Runtime:
             raise SettingsError(
                 "celery-dgs needs Redis: set dgs_redis_url, or use a redis:// broker_url"
             )
-        self.keys = KeySpace(settings.key_prefix)
+        self.keys = settings.keyspace()
 
     @cached_property
     def redis(self) -> Any:

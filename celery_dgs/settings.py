@@ -15,14 +15,21 @@ from datetime import timedelta
 from typing import Any
 
 from .errors import SettingsError
+from .keys import KeySpace
 
 DEFAULT_DATABASE_URL = "sqlite:///dgs.sqlite3"
 DEFAULT_KEY_PREFIX = "dgs"
+#: Redis Cluster: wrap the key prefix in a hash tag (``{dgs}:...``) so every key
+#: hashes to one slot, which the multi-key Lua scripts need (celery_dgs/keys.py).
+DEFAULT_REDIS_CLUSTER_HASH_TAG = False
 DEFAULT_PING_INTERVAL_S = 30.0  # seed 000: every 30 seconds
 DEFAULT_PING_TIMEOUT_S = 90.0  # three missed pings before a steal may start
 DEFAULT_STEAL_DELAY_S = 60.0  # grace after steal_start_at for the owner to ping again
 DEFAULT_DISPATCH_TIMEOUT_S = 300.0  # a dispatch not started by then is taken back
 DEFAULT_WORKER_TTL_S = 60.0  # a worker registration expires unless refreshed
+#: Workers register (node, queues, slots) so beat places each run on one of
+#: them; False: an anonymous pool, admitted up to dgs_capacity runs at a time.
+DEFAULT_WORKER_REGISTER = True
 DEFAULT_EWMA_ALPHA = 0.37
 DEFAULT_RETRY_BACKOFF_S = (300.0, 3600.0, 14400.0)  # 5 min, 1 h, 4 h
 DEFAULT_RUN_RETENTION_S = 30 * 24 * 3600.0  # 30 days of run history
@@ -64,6 +71,9 @@ class DgsSettings:
     #: when it is a Redis URL.
     redis_url: str | None = None
     key_prefix: str = DEFAULT_KEY_PREFIX
+    #: Wrap the prefix in ``{...}`` (a Redis Cluster hash tag): every key of
+    #: celery-dgs then lives in one slot. Required on Redis Cluster.
+    redis_cluster_hash_tag: bool = DEFAULT_REDIS_CLUSTER_HASH_TAG
     ping_interval: float = DEFAULT_PING_INTERVAL_S
     ping_timeout: float = DEFAULT_PING_TIMEOUT_S
     steal_delay: float = DEFAULT_STEAL_DELAY_S
@@ -71,8 +81,12 @@ class DgsSettings:
     worker_ttl: float = DEFAULT_WORKER_TTL_S
     ewma_alpha: float = DEFAULT_EWMA_ALPHA
     retry_backoff: tuple[float, ...] = DEFAULT_RETRY_BACKOFF_S
-    #: Fixed worker-slot capacity used when no worker has registered.
+    #: Fixed worker-slot capacity used when no worker has registered: beat then
+    #: runs at most this many at a time and publishes to each schedule's pool queue.
     capacity: int | None = None
+    #: Workers: register in Redis at start (beat places runs on registered
+    #: workers). False: this worker stays anonymous (fixed-capacity mode).
+    worker_register: bool = DEFAULT_WORKER_REGISTER
     run_retention: float = DEFAULT_RUN_RETENTION_S
     prune_batch_size: int = DEFAULT_PRUNE_BATCH_SIZE
     termination_grace: float = DEFAULT_TERMINATION_GRACE_S
@@ -142,6 +156,20 @@ class DgsSettings:
             )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
+        if not isinstance(self.worker_register, bool):
+            raise SettingsError(
+                f"dgs_worker_register must be True or False, got {self.worker_register!r}"
+            )
+        if not isinstance(self.redis_cluster_hash_tag, bool):
+            raise SettingsError(
+                f"dgs_redis_cluster_hash_tag must be True or False, "
+                f"got {self.redis_cluster_hash_tag!r}"
+            )
+        if self.redis_cluster_hash_tag and ("{" in self.key_prefix or "}" in self.key_prefix):
+            raise SettingsError(
+                f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
+                "dgs_redis_cluster_hash_tag is on (the prefix becomes the hash tag)"
+            )
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
 
@@ -169,6 +197,10 @@ class DgsSettings:
         """Seconds a Redis call may take (``fence_after``): a call that hangs on a
         dead connection must fail, not block the worker beyond self-fencing."""
         return self.fence_after
+
+    def keyspace(self) -> KeySpace:
+        """The Redis key names of this deployment (prefix and cluster hash tag)."""
+        return KeySpace(self.key_prefix, hash_tag=self.redis_cluster_hash_tag)
 
     @property
     def retry_ladder(self) -> tuple[timedelta, ...]:

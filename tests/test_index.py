@@ -127,3 +127,41 @@ def test_index_stays_compact_under_many_updates() -> None:
         index.upsert(f"s{rng.randrange(100)}", rng.random(), rng.random())
     assert len(index) == 100
     assert len(index._waiting) + len(index._ready) <= 4 * 100 + 1024 + 1
+
+
+entries_strategy = st.lists(
+    st.tuples(
+        st.sampled_from([f"s{i}" for i in range(30)]),  # repeated names: later entries win
+        st.integers(min_value=0, max_value=100).map(float),
+        st.integers(min_value=0, max_value=100).map(float),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries_strategy, entries_strategy, st.lists(st.sampled_from([f"s{i}" for i in range(30)])))
+def test_upsert_many_is_upsert_of_each(
+    first: list[tuple[str, float, float]],
+    bulk: list[tuple[str, float, float]],
+    removed: list[str],
+) -> None:
+    """The start-up path (one heapify) leaves the index exactly as N upserts would,
+    also on top of existing entries and with removals after."""
+    one_by_one, at_once = DeadlineIndex(), DeadlineIndex()
+    for index in (one_by_one, at_once):
+        for name, can, should in first:
+            index.upsert(name, can, should)
+    for name, can, should in bulk:
+        one_by_one.upsert(name, can, should)
+    at_once.upsert_many(bulk)
+    for index in (one_by_one, at_once):
+        for name in removed:
+            index.remove(name)
+    assert sorted(one_by_one) == sorted(at_once)
+    assert all(one_by_one.times(n) == at_once.times(n) for n in one_by_one)
+    assert one_by_one.next_wakeup() == at_once.next_wakeup()
+    popped = [[index.pop(now) for now in (10.0, 50.0, 100.0, 100.0, 100.0)] for index in
+              (one_by_one, at_once)]  # fmt: skip
+    assert popped[0] == popped[1]
+    assert one_by_one.ready_count(100.0) == at_once.ready_count(100.0)

@@ -31,53 +31,29 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
 from ..core.overload import RUN_REQUEST_PRIORITY_S, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from ..core.spec import ScheduleSpec
-from ..core.stats import ScheduleStats
 from ..core.timing import start_times
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
+from .stalled import StalledWorkers
+from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
+
+__all__ = [
+    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "RoundState", "Tracked",
+]
 
 logger = logging.getLogger("celery_dgs.beat")
-
-#: Pseudo-worker used when no worker has registered and dgs_capacity is set.
-ANY_WORKER = "*"
-
-
-@dataclass(frozen=True)
-class DispatchOrder:
-    schedule: str
-    task: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    dispatch_id: str
-    worker: str  # Celery node name, or ANY_WORKER (publish to the pool queue)
-    queue: str | None  # the schedule's pool (None: the default queue)
-    expires_s: float
-    should_start_by: float
-
-
-class Publisher(Protocol):
-    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        """Send the messages; return the orders that could NOT be published."""
-        ...
-
-
-@dataclass(slots=True)
-class Tracked:
-    spec: ScheduleSpec
-    stats: ScheduleStats
-    run_requested_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -88,13 +64,6 @@ class _IndexBatch:
     retry_ladder: tuple[timedelta, ...]
     entries: list[tuple[str, float, float]] = field(default_factory=list)
     cron_times: CronFireCache = field(default_factory=CronFireCache)
-
-
-@dataclass
-class Pending:
-    dispatch_id: str
-    worker: str
-    since: float  # monotonic seconds
 
 
 class BeatEngine:
@@ -134,9 +103,14 @@ class BeatEngine:
         self._last_poll = float("-inf")
         self._last_prune = float("-inf")
         self.dispatched_total = 0
-        #: Last Redis snapshot, for metrics and status: live leases by schedule,
-        #: and worker slots (total, free) before this tick's dispatches.
-        self.last_leases: dict[str, Any] = {}
+        #: Whether the dispatch index is known to hold exactly ``pending``'s
+        #: schedules (then a round reads only its size, see :meth:`_read_state`).
+        self._dispatch_index_exact = False
+        #: Workers that stopped pinging a lease: no new dispatches to them.
+        self.stalled = StalledWorkers()
+        #: Reads each round's lease/dispatch state; keeps the owners between changes.
+        self.lease_view = leases.beat_view_reader()
+        #: Worker slots (total, free) before this tick's dispatches, for metrics.
         self.slots_total = 0
         self.slots_free = 0
         #: Called with each dispatch's lateness (seconds past should_start_by).
@@ -179,12 +153,14 @@ class BeatEngine:
         previous leader) until it starts or is taken back after dispatch_timeout."""
         self.pending.clear()
         mono = self.monotonic()
-        for name in self.dispatches.pending_names():
+        names = self.dispatches.pending_names()
+        for name in names:
             record = self.dispatches.current(name)
             if record is not None and name in self.tracked:
                 self.index.remove(name)
                 self.parked.add(name)
                 self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
+        self._dispatch_index_exact = names == self.pending.keys()
 
     def _apply_row(self, row: Any, batch: _IndexBatch | None = None) -> None:
         name = row.name
@@ -255,31 +231,31 @@ class BeatEngine:
             sleep = min(sleep, self.leadership.renew_interval)
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
+    def _read_state(self) -> RoundState:
+        """The round's Redis reads: one ``beat_view.lua`` call (sweep, running leases
+        per worker, stale owners; every owner only when the lease generation
+        changed; the dispatch index's names only if its size is not
+        ``len(self.pending)`` while the index is known to hold exactly ``pending``)."""
+        expected = len(self.pending) if self._dispatch_index_exact else None
+        view = self.lease_view.read(expected_dispatches=expected)
+        return RoundState(
+            running=view.running, running_by_worker=view.running_by_worker,
+            stale_workers=view.stale_workers, dispatch_names=view.dispatch_names,
+        )  # fmt: skip
+
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()
-        takeable = set(self.leases.sweep_stale())
-        leases = self.leases.all()
-        self.last_leases = {lease.schedule: lease for lease in leases}
-        running_by_worker: dict[str, int] = {}
-        running: set[str] = set()
-        for lease in leases:
-            if lease.schedule in takeable:
-                continue
-            running.add(lease.schedule)
-            running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
-        still_pending = self.dispatches.pending_names()
-        for name, pend in list(self.pending.items()):
-            if name not in still_pending:  # started (the worker consumed the record) or gone
-                del self.pending[name]
-            elif mono - pend.since > self.settings.dispatch_timeout:
-                if self.dispatches.take_back(name, pend.dispatch_id):
-                    logger.warning(
-                        "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
-                        pend.dispatch_id, name, pend.worker, self.settings.dispatch_timeout,
-                    )
-                del self.pending[name]
-        busy = running | set(self.pending)
-        freed = [name for name in self.parked if name not in busy]
+        state = self._read_state()
+        running, running_by_worker = state.running, state.running_by_worker
+        still_pending = state.dispatch_names  # None: the index still holds exactly `pending`
+        pending = self.pending
+        if still_pending is not None:
+            for name in [n for n in pending if n not in still_pending]:
+                del pending[name]  # started (the worker consumed the record) or gone
+        taken_back = self._take_back_expired(mono)
+        if still_pending is not None:
+            self._dispatch_index_exact = still_pending - taken_back == pending.keys()
+        freed = [name for name in self.parked if name not in running and name not in pending]
         if freed:
             # Workers write the outcome to the store before releasing the lease:
             # read it now, or the schedule would be re-indexed with stale stats.
@@ -288,7 +264,7 @@ class BeatEngine:
             for name in freed:
                 if name in self.tracked and name not in self.held and name not in self.parked:
                     self._reindex(name)
-        placement = self._placement(running_by_worker)
+        placement = self._placement(running_by_worker, state.stale_workers)
         self.slots_free = placement.free
         self.slots_total = placement.free + sum(running_by_worker.values()) + len(self.pending)
         if placement.free <= 0:
@@ -299,7 +275,7 @@ class BeatEngine:
             return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
 
         def defer(name: str) -> bool:
-            if name in busy:  # running or already dispatched: park it
+            if name in running or name in pending:  # running or already dispatched: park it
                 self.parked.add(name)
                 return True
             return self._reindex_if_not_due(name, now)  # e.g. its blackout began
@@ -311,6 +287,29 @@ class BeatEngine:
         orders = [self._order(name, worker, now) for name, worker in chosen]
         if orders:
             self._send(orders, now)
+
+    def _take_back_expired(self, mono: float) -> set[str]:
+        """Take back the dispatches not started within dispatch_timeout; returns the
+        schedules whose record was removed. ``pending`` is in dispatch order (``since``
+        never decreases), so the scan stops at the first one still in time."""
+        timeout = self.settings.dispatch_timeout
+        expired = []
+        for name, pend in self.pending.items():
+            if mono - pend.since <= timeout:
+                break
+            expired.append((name, pend))
+        taken_back: set[str] = set()
+        for name, pend in expired:
+            del self.pending[name]
+            if self.dispatches.take_back(name, pend.dispatch_id):
+                taken_back.add(name)
+                logger.warning(
+                    "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
+                    pend.dispatch_id, name, pend.worker, timeout,
+                )  # fmt: skip
+            else:  # started unseen, or replaced: the index is not known any more
+                self._dispatch_index_exact = False
+        return taken_back
 
     def _reindex_if_not_due(self, name: str, now: float) -> bool:
         """Re-check a chosen schedule's start times at ``now``: the index holds times
@@ -326,12 +325,16 @@ class BeatEngine:
         self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
         return True
 
-    def _placement(self, running_by_worker: dict[str, int]) -> Placement:
-        workers = self.registry.live_workers()
-        pending_by_worker: dict[str, int] = {}
-        for pend in self.pending.values():
-            pending_by_worker[pend.worker] = pending_by_worker.get(pend.worker, 0) + 1
-        if not workers and self.settings.capacity:
+    def _placement(
+        self, running_by_worker: dict[str, int], stale_workers: Mapping[str, datetime]
+    ) -> Placement:
+        workers = self.stalled.placeable(
+            self.registry.live_workers(), stale_workers,
+            ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
+            worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
+        )  # fmt: skip
+        pending_by_worker = Counter(pend.worker for pend in self.pending.values())
+        if not workers and not self.stalled and self.settings.capacity:
             used = sum(running_by_worker.values()) + len(self.pending)
             return Placement(
                 [WorkerSlots(ANY_WORKER, "", _AllQueues(), self.settings.capacity - used)],
@@ -368,6 +371,7 @@ class BeatEngine:
                 for o in orders
             ], ttl=self.settings.dispatch_timeout, fence=fence)  # fmt: skip
         except NotLeaderError as exc:
+            self._dispatch_index_exact = False  # earlier chunks may have been written
             for order in orders:  # nothing was published; the new leader decides
                 self._reindex(order.schedule)
             if self.leadership is not None:
@@ -376,7 +380,8 @@ class BeatEngine:
         failed = {o.dispatch_id for o in self.publish(orders)}
         for order in orders:
             if order.dispatch_id in failed:
-                self.dispatches.take_back(order.schedule, order.dispatch_id)
+                if not self.dispatches.take_back(order.schedule, order.dispatch_id):
+                    self._dispatch_index_exact = False
                 self._reindex(order.schedule)
                 continue
             self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from ..leases.types import CancelStatus
 from .context import get_env, resolve_schedule, utcnow, wrap_errors
 from .output import duration, short_time
 
@@ -96,15 +97,22 @@ def resume(ctx: click.Context, name: str) -> None:
 
 @click.command()
 @NAME
+@click.option("--token", type=int, default=None,
+              help="Cancel only the run with this fencing token (as shown by `leases`).")
+@click.option("--run-id", default=None,
+              help="Cancel only the run with this run id (as shown by `leases` and `runs`).")
 @click.pass_context
 @wrap_errors
-def cancel(ctx: click.Context, name: str) -> None:
+def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None) -> None:
     """Stop the live run of schedule NAME.
 
-    Its worker sees the request at its next ping (every dgs_ping_interval), stops
+    The cancel is aimed at one run: the one holding the lease when the command
+    reads it (or the one named by --token / --run-id). If that run ends and a
+    new one starts before the request lands, the new run is left alone. Its
+    worker sees the request at its next ping (every dgs_ping_interval), stops
     the run and records it as cancelled (not a failure). The schedule is not
     paused: beat runs it again when it is due.
-    """
+    """  # fmt: skip
     env = get_env(ctx)
     rt = env.runtime
     schedule = resolve_schedule(env, name)
@@ -112,12 +120,31 @@ def cancel(ctx: click.Context, name: str) -> None:
     if lease is None:
         click.echo(f"{schedule.name} has no live run; nothing to cancel")
         return
-    who = f"{schedule.name}'s run on {lease.owner_name} (token {lease.token})"
+    if (token is not None and lease.token != token) or (
+        run_id is not None and lease.owner_tag != run_id
+    ):
+        asked = " ".join(f"{k} {v}" for k, v in (("run", run_id), ("token", token)) if v)
+        click.echo(
+            f"{schedule.name}'s {asked} is not running (the live run is {lease.owner_tag} "
+            f"on {lease.owner_name}, token {lease.token}); nothing cancelled"
+        )
+        return
+    who = f"{schedule.name}'s run {lease.owner_tag} on {lease.owner_name} (token {lease.token})"
     if lease.cancel_requested:
         click.echo(f"cancel of {who} was already requested; nothing changed")
         return
-    if not rt.leases.request_cancel(schedule.name):
-        click.echo(f"{schedule.name}'s run ended meanwhile; nothing to cancel")
+    result = rt.leases.request_cancel(schedule.name, owner_tag=lease.owner_tag, token=lease.token)
+    if result.status is CancelStatus.NO_LEASE:
+        click.echo(f"{who} ended meanwhile; nothing to cancel")
+        return
+    if result.status is CancelStatus.OTHER_RUN:
+        click.echo(
+            f"{who} ended meanwhile and run {result.owner_tag} (token {result.token}) started; "
+            "nothing cancelled (run the command again to cancel the new run)"
+        )
+        return
+    if result.status is CancelStatus.ALREADY:
+        click.echo(f"cancel of {who} was already requested; nothing changed")
         return
     age = duration(rt.leases.now() - lease.started_at)
     click.echo(

@@ -359,7 +359,10 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     validated when ``spec`` was built and no check of them depends on the name.
     Loading a million stored schedules that share a few shapes relies on this
     (see ``celery_dgs.store.loader``)."""
-    _check_name(task, configuration)
+    if task == spec.task and isinstance(configuration, str) and "@" not in configuration:
+        task = spec.task  # already checked; and one string object for all its schedules
+    else:
+        _check_name(task, configuration)
     clone = object.__new__(type(spec))
     clone.__dict__.update(spec.__dict__)
     object.__setattr__(clone, "task", task)

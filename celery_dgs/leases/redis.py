@@ -28,12 +28,15 @@ from .types import (
     LEASE_FORMAT_VERSION,
     AcquireResult,
     AcquireStatus,
+    CancelResult,
+    CancelStatus,
     LeaseInfo,
     LeaseScan,
     PingResult,
     PingStatus,
     SweepResult,
 )
+from .view import BeatView, BeatViewReader
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +177,29 @@ class RedisLeases:
         finished) is what the caller records in the run history (``yielded``)."""
         return self.release(schedule, owner_tag)
 
-    def request_cancel(self, schedule: str) -> bool:
-        """Ask the owner to stop (it sees CANCELLED at its next ping). False if no lease."""
-        return bool(int(self._call("cancel.lua", [self.keys.lease(schedule)], [_FMT])[0]))
+    def request_cancel(
+        self, schedule: str, *, owner_tag: str | None = None, token: int | None = None
+    ) -> CancelResult:
+        """Ask one run of ``schedule`` to stop; it sees CANCELLED at its next ping.
+
+        The run is named by ``owner_tag`` (its run id) and/or ``token`` (at least
+        one): a cancel aimed at a run that has ended never reaches the run that
+        holds the lease now (OTHER_RUN, nothing changed). See ``scripts/cancel.lua``.
+        """
+        if owner_tag is None and token is None:
+            raise ValueError("request_cancel needs the run's owner_tag or token")
+        if owner_tag is not None and not owner_tag:
+            raise ValueError("owner_tag must be a non-empty string")
+        if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
+            raise ValueError(f"token must be an int, got {token!r}")
+        reply = self._call(
+            "cancel.lua", [self.keys.lease(schedule)],
+            [_FMT, owner_tag or "", "" if token is None else str(token)],
+        )  # fmt: skip
+        status = CancelStatus(text(reply[0]))
+        if status is CancelStatus.NO_LEASE:
+            return CancelResult(status=status)
+        return CancelResult(status=status, owner_tag=text(reply[1]), token=int(reply[2]))
 
     def sweep(self) -> SweepResult:
         """Mark a steal on every stale lease; report those whose steal delay has passed.
@@ -199,6 +222,20 @@ class RedisLeases:
             marked=[text(n) for n in reply[2]],
             malformed=malformed,
         )
+
+    def beat_view_reader(self) -> BeatViewReader:
+        """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
+        the sweep, running leases per worker, stale owners; one round trip a round."""
+        reader = BeatViewReader(
+            self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
+            steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
+        )  # fmt: skip
+        reader.run_id_override = self.run_id_override
+        return reader
+
+    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
+        """One :class:`BeatView` read with every owner (a fresh reader each call)."""
+        return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
 
     def sweep_stale(self) -> list[str]:
         """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""

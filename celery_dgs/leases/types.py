@@ -128,6 +128,34 @@ class PingResult:
         return self.status is not PingStatus.NOT_OWNER
 
 
+class CancelStatus(str, enum.Enum):
+    """Outcome of :meth:`RedisLeases.request_cancel`."""
+
+    #: The targeted run holds the lease; its next ping returns CANCELLED.
+    REQUESTED = "REQUESTED"
+    #: The targeted run holds the lease and was already asked to stop.
+    ALREADY = "ALREADY"
+    #: No lease: the run ended (nothing is running).
+    NO_LEASE = "NO_LEASE"
+    #: Another run holds the lease (the targeted run ended, a new one started):
+    #: nothing changed.
+    OTHER_RUN = "OTHER_RUN"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelResult:
+    status: CancelStatus
+    #: The run holding the lease (None when NO_LEASE): the targeted one, or,
+    #: when OTHER_RUN, the run that was left alone.
+    owner_tag: str | None = None
+    token: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        """The targeted run is (now or already) asked to stop."""
+        return self.status in (CancelStatus.REQUESTED, CancelStatus.ALREADY)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SweepResult:
     """Outcome of :meth:`RedisLeases.sweep`."""

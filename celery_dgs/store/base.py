@@ -130,6 +130,13 @@ class ScheduleStore(ABC):
         """
 
     @abstractmethod
+    def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:
+        """Store ``spec`` if no schedule of that name is stored (active or not),
+        as :meth:`sync` would insert it. Never updates, deactivates or
+        reactivates: that stays with ``sync``. True if it inserted the row.
+        For a worker that runs a declared schedule before beat synced it."""
+
+    @abstractmethod
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules and the cursor to pass to :meth:`changes_since`."""
 

@@ -63,6 +63,7 @@ class SpecCache:
     def __init__(self, max_shapes: int = SPEC_CACHE_MAX_SHAPES) -> None:
         self.max_shapes = max_shapes
         self._shapes: dict[str, ScheduleSpec] = {}
+        self._task_fields: dict[str, str] = {}  # task -> its JSON member, '"task":"..."'
         self.hits = 0
         self.misses = 0
 
@@ -79,7 +80,11 @@ class SpecCache:
         """
         if not (isinstance(text, str) and isinstance(task, str) and isinstance(configuration, str)):
             return parse_spec(text)
-        task_field = '"task":' + _encode(task)
+        task_field = self._task_fields.get(task)
+        if task_field is None:
+            if len(self._task_fields) >= self.max_shapes:
+                self._task_fields.clear()
+            task_field = self._task_fields[task] = '"task":' + _encode(task)
         configuration_field = '"configuration":' + _encode(configuration)
         if text.count(task_field) != 1 or text.count(configuration_field) != 1:
             self.misses += 1
@@ -149,26 +154,32 @@ def stored_schedule_from_values(
      average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
-    return StoredSchedule(
+    stats = ScheduleStats(
+        registered_at=moment(registered_at),
+        last_good_start_at=moment(last_good_start_at),
+        last_good_end_at=moment(last_good_end_at),
+        last_start_at=moment(last_start_at),
+        last_end_at=moment(last_end_at),
+        failure_count=failure_count,
+        average_good_duration=memo.durations[average_s],
+    )
+    # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
+    # field, nothing checked) costs ~3x filling its __dict__ at once; these
+    # are exactly its fields (tests/store/test_load_path.py compares the two).
+    row = object.__new__(StoredSchedule)
+    row.__dict__.update(
         name=name,
         task=task,
         configuration=configuration,
         kind=kind,
         spec=spec,
         spec_error=error,
-        stats=ScheduleStats(
-            registered_at=moment(registered_at),
-            last_good_start_at=moment(last_good_start_at),
-            last_good_end_at=moment(last_good_end_at),
-            last_start_at=moment(last_start_at),
-            last_end_at=moment(last_end_at),
-            failure_count=failure_count,
-            average_good_duration=memo.durations[average_s],
-        ),
+        stats=stats,
         active=bool(active),
         paused=bool(paused),
         current_token=current_token,
         run_requested_at=moment(run_requested_at),
         change_seq=change_seq,
-        updated_at=moment(updated_at),  # NOT NULL column
+        updated_at=moment(updated_at),
     )
+    return row

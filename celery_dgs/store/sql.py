@@ -146,15 +146,7 @@ class SqlScheduleStore(RunMethods):
                 return report
             seq = self._next_seq(session)
             for name in report.inserted:
-                spec, spec_text = declared[name]
-                session.add(
-                    ScheduleRow(
-                        name=name, task=spec.task, configuration=spec.configuration,
-                        kind=spec.kind, spec=spec_text, spec_format=SPEC_FORMAT_VERSION,
-                        active=True, paused=False, registered_at=now, change_seq=seq,
-                        updated_at=now,
-                    )
-                )  # fmt: skip
+                session.add(self._new_row(*declared[name], now, seq))
             for name in report.updated + report.reactivated:
                 spec, spec_text = declared[name]
                 row = rows[name]
@@ -165,6 +157,32 @@ class SqlScheduleStore(RunMethods):
                 rows[name].active = False
                 rows[name].change_seq, rows[name].updated_at = seq, now
         return report
+
+    def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:
+        """Store ``spec`` as :meth:`sync` inserts a new name, unless the name is
+        stored (active or not: that row is left exactly as it is). True if inserted.
+
+        Serialised with :meth:`sync` (PostgreSQL: the same advisory lock; SQLite:
+        one writer), so a sync running at the same time never meets a row it did
+        not read, and sees this one as stored and unchanged when the specs agree.
+        """
+        now = utc(now, "now")
+        spec_text = spec_json(spec)
+        with self._write() as session:
+            if session.get_bind().dialect.name == "postgresql":
+                session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
+            if session.get(ScheduleRow, spec.name) is not None:
+                return False
+            session.add(self._new_row(spec, spec_text, now, self._next_seq(session)))
+        return True
+
+    @staticmethod
+    def _new_row(spec: ScheduleSpec, spec_text: str, now: datetime, seq: int) -> ScheduleRow:
+        return ScheduleRow(
+            name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
+            spec=spec_text, spec_format=SPEC_FORMAT_VERSION, active=True, paused=False,
+            registered_at=now, change_seq=seq, updated_at=now,
+        )  # fmt: skip
 
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules (by name) and the cursor for :meth:`changes_since`."""

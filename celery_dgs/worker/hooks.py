@@ -8,7 +8,8 @@
   skipped (lease held, stale dispatch) and its exception recorded.
 - ``worker_process_init`` (each prefork child): install the interrupt handler.
 - ``worker_ready``: register the worker (node, queues, slots) in Redis and keep
-  the registration fresh; ``worker_shutdown``: deregister.
+  the registration fresh (not with ``dgs_worker_register = False``: beat's
+  fixed-capacity mode); ``worker_shutdown``: deregister.
 - ``worker_shutting_down`` (warm or cold): every live run yields at once, so
   another worker can take its schedule over without waiting for a steal.
 - cold shutdown: Celery cancels the tasks *before* ``worker_shutting_down``;
@@ -134,6 +135,22 @@ class _WorkerPresence:
             self._lock.release()
 
 
+def _log_unregistered(dgs: DGS, hostname: str) -> None:
+    capacity = dgs.settings.capacity
+    if capacity is None:
+        logger.warning(
+            "celery-dgs: %s does not register (dgs_worker_register = False) and "
+            "dgs_capacity is not set: beat dispatches nothing unless some worker registers "
+            "or dgs_capacity is set", hostname,
+        )  # fmt: skip
+        return
+    logger.info(
+        "celery-dgs: %s does not register (dgs_worker_register = False): with no worker "
+        "registered, beat runs at most dgs_capacity = %d at a time, published to the "
+        "pool queues", hostname, capacity,
+    )  # fmt: skip
+
+
 def install_worker_hooks(app: Any, dgs: DGS) -> None:
     presence = _WorkerPresence(app, dgs)
 
@@ -162,11 +179,15 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
     def on_ready(sender: Any = None, **_: Any) -> None:
         if not ours(getattr(sender, "app", None)):
             return
+        # Also unregistered: a cold shutdown's runs yield (leaving is then a no-op).
+        hook_cold_shutdown(sender, leave=presence.deregister, stop_runs=stop_runs)
+        if not dgs.settings.worker_register:
+            _log_unregistered(dgs, getattr(sender, "hostname", "this worker"))
+            return
         try:
             presence.register(sender)
         except Exception:
             logger.exception("celery-dgs: registering the worker failed; beat will not see it")
-        hook_cold_shutdown(sender, leave=presence.deregister, stop_runs=stop_runs)
 
     def stop_runs() -> None:
         for sup in live_supervisors():

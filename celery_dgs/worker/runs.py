@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.spec import ScheduleSpec
-from ..errors import DgsError, StaleTokenError, UnknownRunError
+from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
 from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
 from .shutdown import SHUTDOWN_REASON, pool_process_terminating, wait_unless_leaving
@@ -82,11 +82,11 @@ def supervised_run(
     if node in spec.dont_run_on_nodes or owner_name in spec.dont_run_on_nodes:
         if dispatch_id:
             rt.dispatches.take_back(schedule, dispatch_id)
-        _skip(rt, schedule, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
+        _skip(rt, spec, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
     # The durable floor: a token above every token the store recorded, even if
     # Redis lost its counter (restart without persistence, failover).
-    floor = _retry(f"reading the token floor of {schedule}", lambda: store.token_floor(schedule))
+    floor = _token_floor(rt, spec)
     asked_mono = time.monotonic()  # the grant (and its first "ping") is no earlier
     result = leases.acquire(
         schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
@@ -115,7 +115,7 @@ def supervised_run(
             until = result.grace_ends_at.isoformat()
             reason += (" (Redis restarted or lost data, including this schedule's last "
                        f"grant: no new lease until {until})")  # fmt: skip
-        _skip(rt, schedule, run_id, dispatch_id, node, owner_name, reason)
+        _skip(rt, spec, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
     if result.took_over_from is not None:
@@ -211,6 +211,31 @@ def _wait_out_grace(result: AcquireResult) -> bool:
     return not wait_unless_leaving(left)
 
 
+def _store_declared(rt: Runtime, spec: ScheduleSpec) -> None:
+    """The schedule is declared in this app but not stored: beat has not synced
+    since it was added (or ``task.delay()`` came first). Store it as the next
+    sync would (``insert_if_missing``: never touches a stored row), so the run
+    and its record happen as usual."""
+    now = rt.leases.now()
+    if _retry(f"storing {spec.name}", lambda: rt.store.insert_if_missing(spec, now)):
+        logger.warning(
+            "celery-dgs: schedule %s was not in the store (beat has not synced the "
+            "declarations since it was added; `celery dgs sync` does it): stored it from "
+            "this worker's declarations", spec.name,
+        )  # fmt: skip
+
+
+def _token_floor(rt: Runtime, spec: ScheduleSpec) -> int:
+    schedule = spec.name
+    try:
+        return int(_retry(f"reading the token floor of {schedule}",
+                          lambda: rt.store.token_floor(schedule)))  # fmt: skip
+    except UnknownScheduleError:
+        _store_declared(rt, spec)
+    return int(_retry(f"reading the token floor of {schedule}",
+                      lambda: rt.store.token_floor(schedule)))  # fmt: skip
+
+
 def _ping_status(result: PingResult) -> str:
     """The supervisor's view of a ping: GONE when the lease no longer exists."""
     if result.status is PingStatus.NOT_OWNER and result.holder_tag is None:
@@ -254,14 +279,23 @@ def _finish(
 
 
 def _skip(
-    rt: Runtime, schedule: str, run_id: str, dispatch_id: str | None, node: str, owner: str,
-    reason: str,
+    rt: Runtime, spec: ScheduleSpec, run_id: str, dispatch_id: str | None, node: str,
+    owner: str, reason: str,
 ) -> None:
+    schedule = spec.name
     logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
-    try:
+
+    def record() -> None:
         rt.store.record_skip(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
             owner_name=owner, reason=reason, at=rt.leases.now(),
         )  # fmt: skip
+
+    try:
+        try:
+            record()
+        except UnknownScheduleError:
+            _store_declared(rt, spec)
+            record()
     except Exception:
         logger.exception("celery-dgs: could not record the skip of %s", schedule)

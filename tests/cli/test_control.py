@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from celery_dgs.leases import LeaseInfo, PingStatus, RedisLeases
 from tests.cli.conftest import World, now, spec
 
 
@@ -79,12 +80,82 @@ def test_cancel(synced: World) -> None:
     token = synced.hold_lease("t.a")
     done = synced.invoke("cancel", "t.a")
     assert done.exit_code == 0
-    assert done.stdout.startswith(f"requested cancel of t.a's run on w1@node1 (token {token})")
+    assert done.stdout.startswith(
+        f"requested cancel of t.a's run tag-t.a on w1@node1 (token {token})"
+    )
     lease = synced.leases.get("t.a")
     assert lease is not None
     assert lease.cancel_requested
     again = synced.invoke("cancel", "t.a")
     assert "was already requested; nothing changed" in again.stdout
+
+
+def test_cancel_by_token_or_run_id_of_a_run_that_is_not_live(synced: World) -> None:
+    token = synced.hold_lease("t.a")
+    for option in (["--token", str(token + 1)], ["--run-id", "run-1"]):
+        missed = synced.invoke("cancel", "t.a", *option)
+        assert missed.exit_code == 0
+        assert missed.stdout.endswith(
+            f"is not running (the live run is tag-t.a on w1@node1, token {token}); "
+            "nothing cancelled\n"
+        ), missed.stdout
+    lease = synced.leases.get("t.a")
+    assert lease is not None
+    assert not lease.cancel_requested
+    hit = synced.invoke("cancel", "t.a", "--token", str(token), "--run-id", "tag-t.a")
+    assert hit.stdout.startswith(
+        f"requested cancel of t.a's run tag-t.a on w1@node1 (token {token})"
+    )
+
+
+def _run_swapped_after_read(
+    synced: World, monkeypatch: pytest.MonkeyPatch, *, start_next: bool
+) -> None:
+    """The CLI reads the lease; before its cancel lands, that run ends (and
+    with ``start_next`` another starts), on the real Redis."""
+    real_get = RedisLeases.get
+
+    def get_then_swap(self: RedisLeases, schedule: str) -> LeaseInfo | None:
+        lease = real_get(self, schedule)
+        if lease is not None:
+            assert synced.leases.release(schedule, lease.owner_tag)
+            if start_next:
+                assert synced.leases.acquire(schedule, owner_node="node2",
+                                             owner_name="w2@node2", owner_tag="run-2").granted
+        return lease
+
+    monkeypatch.setattr(RedisLeases, "get", get_then_swap)
+
+
+def test_cancel_read_run_1_but_run_2_started_cancels_nothing(
+    synced: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = synced.hold_lease("t.a")
+    _run_swapped_after_read(synced, monkeypatch, start_next=True)
+    result = synced.invoke("cancel", "t.a")
+    monkeypatch.undo()
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"t.a's run tag-t.a on w1@node1 (token {token}) ended meanwhile and run run-2 "
+        f"(token {token + 1}) started; nothing cancelled (run the command again to cancel "
+        "the new run)\n"
+    )
+    lease = synced.leases.get("t.a")
+    assert lease is not None
+    assert (lease.owner_tag, lease.cancel_requested) == ("run-2", False)
+    assert synced.leases.ping("t.a", "run-2").status is PingStatus.OK
+
+
+def test_cancel_read_a_run_that_ended_meanwhile(
+    synced: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = synced.hold_lease("t.a")
+    _run_swapped_after_read(synced, monkeypatch, start_next=False)
+    result = synced.invoke("cancel", "t.a")
+    monkeypatch.undo()
+    assert result.stdout == (
+        f"t.a's run tag-t.a on w1@node1 (token {token}) ended meanwhile; nothing to cancel\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "pause", "resume", "cancel", "runs"])

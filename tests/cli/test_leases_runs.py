@@ -13,7 +13,7 @@ from tests.cli.conftest import World, now, spec
 def test_leases_table_and_json(world: World) -> None:
     world.sync(spec("t.a"), spec("t.b"), at=now())
     token = world.hold_lease("t.a", progress=0.25)
-    world.leases.request_cancel("t.a")
+    world.leases.request_cancel("t.a", owner_tag="tag-t.a")
     # t.b's owner last pinged 10 s ago (ping_timeout 5 s): stale, then a steal is marked.
     past = int((now() - timedelta(seconds=10)).timestamp() * 1000)
     world.leases._clock_ms = lambda: past

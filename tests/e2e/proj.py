@@ -43,6 +43,9 @@ app.conf.update(
     dgs_termination_grace=2.0,
     dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
     beat_max_loop_interval=1,
+    # Fixed-capacity mode (tests/e2e/test_capacity_e2e.py).
+    dgs_worker_register=os.environ.get("E2E_WORKER_REGISTER", "1") == "1",
+    dgs_capacity=int(os.environ["E2E_CAPACITY"]) if "E2E_CAPACITY" in os.environ else None,
     dgs_metrics_port=(
         int(os.environ["E2E_METRICS_PORT"]) if "E2E_METRICS_PORT" in os.environ else None
     ),

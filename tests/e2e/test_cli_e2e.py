@@ -113,7 +113,8 @@ def test_cli_against_a_live_beat_and_worker(cluster_factory: Any) -> None:
     starts_before = len(cluster.starts())
     cancelled = dgs(cluster, "cancel", "e2e.cli_long")
     assert cancelled.stdout.startswith(
-        f"requested cancel of e2e.cli_long's run on w1@node1 (token {lease['token']})"
+        f"requested cancel of e2e.cli_long's run {lease['owner_tag']} on w1@node1 "
+        f"(token {lease['token']})"
     ), cancelled.stderr
 
     wait_for(lambda: len(cluster.starts()) >= starts_before + 2, 30, "two runs after cancel")

@@ -183,7 +183,9 @@ def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None
     cluster.sync_declarations()
     cluster.send("e2e.long_run", 60.0, queue="w1@node1.dq2")
     start = first_start(cluster, "long_run")
-    assert cluster.leases().request_cancel("e2e.long_run") is True
+    lease = cluster.leases().get("e2e.long_run")
+    assert lease is not None
+    assert cluster.leases().request_cancel("e2e.long_run", token=lease.token).requested
     cancelled_at = time.time()
     run = wait_for(lambda: run_of(cluster, "e2e.long_run", "cancelled"), 10, "a cancelled run")
     end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")

@@ -36,7 +36,7 @@ def exercise(client: redis.Redis, keys: KeySpace) -> None:
                           dispatch_id="d").granted  # fmt: skip
     assert leases.ping("s", "A", progress=0.5).owner
     assert leases.acquire("u", owner_node="h", owner_name="celery@h", owner_tag="B").granted
-    leases.request_cancel("u")
+    leases.request_cancel("u", owner_tag="B")
     leases.sweep()
     registry.register(WORKER)
     registry.heartbeat(WORKER.name)
@@ -203,7 +203,7 @@ def test_one_round_trip_per_operation(
     one_trip: dict[str, Callable[[], object]] = {
         "acquire": acquire,
         "ping": lambda: leases.ping("s", "A"),
-        "request_cancel": lambda: leases.request_cancel("s"),
+        "request_cancel": lambda: leases.request_cancel("s", owner_tag="A"),
         "release": lambda: leases.release("s", "A"),
         "yield_lease": lambda: leases.yield_lease("s", "A"),
         "sweep": leases.sweep,

@@ -22,7 +22,7 @@ OPERATIONS: dict[str, Callable[[RedisLeases], object]] = {
     "ping": lambda lz: lz.ping("s", "A"),
     "release": lambda lz: lz.release("s", "A"),
     "yield": lambda lz: lz.yield_lease("s", "A"),
-    "cancel": lambda lz: lz.request_cancel("s"),
+    "cancel": lambda lz: lz.request_cancel("s", owner_tag="A"),
     "get": lambda lz: lz.get("s"),
 }
 

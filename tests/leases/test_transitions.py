@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 
 from celery_dgs.keys import KeySpace
-from celery_dgs.leases import AcquireStatus, PingStatus, RedisLeases
+from celery_dgs.leases import AcquireStatus, CancelStatus, PingStatus, RedisLeases
 from celery_dgs.leases.codec import ms_to_datetime
 from tests.leases.helpers import T0_MS, MsClock
 
@@ -175,10 +177,13 @@ def test_yield_frees_the_lease_at_once(leases: RedisLeases) -> None:
 
 
 def test_cancel_flag_is_seen_by_the_owners_ping(leases: RedisLeases) -> None:
-    assert leases.request_cancel("s") is False  # no lease
+    assert leases.request_cancel("s", owner_tag="A").status is CancelStatus.NO_LEASE
     grab(leases, "A")
     assert leases.ping("s", "A").status is PingStatus.OK
-    assert leases.request_cancel("s") is True
+    done = leases.request_cancel("s", owner_tag="A")
+    assert (done.status, done.owner_tag, done.token, done.requested) == (
+        CancelStatus.REQUESTED, "A", 1, True)  # fmt: skip
+    assert leases.request_cancel("s", token=1).status is CancelStatus.ALREADY
     info = leases.get("s")
     assert info is not None
     assert info.cancel_requested
@@ -190,6 +195,35 @@ def test_cancel_flag_is_seen_by_the_owners_ping(leases: RedisLeases) -> None:
     assert leases.release("s", "A") is True
     grab(leases, "C")
     assert leases.ping("s", "C").status is PingStatus.OK  # a new run starts uncancelled
+
+
+@pytest.mark.parametrize("target", [{"owner_tag": "A"}, {"token": 1},
+                                    {"owner_tag": "A", "token": 1}])  # fmt: skip
+def test_cancel_aimed_at_an_ended_run_leaves_the_next_run_alone(
+    leases: RedisLeases, target: dict[str, Any]
+) -> None:
+    # The race `celery dgs cancel` can lose: it read run 1's lease, run 1 ended
+    # and run 2 started before the request reached Redis.
+    assert grab(leases, "A") is AcquireStatus.GRANTED
+    assert leases.release("s", "A") is True
+    assert grab(leases, "B") is AcquireStatus.GRANTED
+    missed = leases.request_cancel("s", **target)
+    assert (missed.status, missed.owner_tag, missed.token, missed.requested) == (
+        CancelStatus.OTHER_RUN, "B", 2, False)  # fmt: skip
+    info = leases.get("s")
+    assert info is not None
+    assert not info.cancel_requested
+    assert leases.ping("s", "B").status is PingStatus.OK
+    # A token that names run 2 but a tag that names run 1 is not run 2 either.
+    both = leases.request_cancel("s", owner_tag="A", token=2)
+    assert both.status is CancelStatus.OTHER_RUN
+
+
+def test_cancel_needs_a_target(leases: RedisLeases) -> None:
+    with pytest.raises(ValueError, match="owner_tag or token"):
+        leases.request_cancel("s")
+    with pytest.raises(ValueError, match="owner_tag"):
+        leases.request_cancel("s", owner_tag="")
 
 
 def test_token_strictly_increases_and_respects_the_min_token_floor(

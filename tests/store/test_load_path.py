@@ -6,6 +6,7 @@ Every test runs on a real SQLite file and a real PostgreSQL database
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store import SqlScheduleStore
+from celery_dgs.store.base import StoredSchedule
 
 from .conftest import T0, start
 
@@ -95,6 +97,8 @@ def test_loaded_rows_equal_the_validated_path(store: SqlScheduleStore) -> None:
     validated = store.list_schedules()  # ORM rows, every spec parsed and validated in full
     rows, _cursor = store.load_active()
     assert rows == validated
+    fields = {f.name for f in dataclasses.fields(StoredSchedule)}
+    assert all(set(vars(r)) == fields for r in rows)  # the loader fills __dict__ itself
     assert [r.name for r in rows] == sorted(s.name for s in SPECS)
     assert all(r.spec is not None and r.spec.name == r.name for r in rows)
     changed, _ = store.changes_since(0)

@@ -31,7 +31,8 @@
 --      fences itself before ping_timeout. A grant lost before the store
 --      recorded it needs no wait: the store refuses the second start of a token.
 --   5. grant: token = max(INCR, min_token + 1); a fresh hash; index updated;
---      the matching dispatch record is deleted (the dispatch has started).
+--      the matching dispatch record is deleted (the dispatch has started);
+--      the lease generation is bumped (_prelude.lua: dgs_leases_changed).
 --
 -- Returns:
 --   {"GRANTED", now, token, started_at, previous_flat, renewed}
@@ -123,6 +124,7 @@ redis.call("HSET", KEYS[1],
   "token", dgs_int(token), "progress", "", "cancel_requested", "0",
   "dispatch_id", dispatch_id)
 redis.call("ZADD", KEYS[3], dgs_int(now), schedule)
+dgs_leases_changed(KEYS[3])
 if dispatch_id ~= "" then
   redis.call("DEL", KEYS[4])
   redis.call("ZREM", KEYS[5], schedule)

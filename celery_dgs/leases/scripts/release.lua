@@ -4,7 +4,8 @@
 -- ARGV[1] lease format version   ARGV[2] schedule   ARGV[3] owner_tag
 --
 -- Returns {1} released, {0} not the owner (or no lease), {"MALFORMED", key, reason}.
--- The token counter is kept, so the next token is still larger.
+-- The token counter is kept, so the next token is still larger. The lease
+-- generation is bumped (_prelude.lua: dgs_leases_changed).
 
 local lease, _, err = dgs_read(KEYS[1], ARGV[1])
 if err then
@@ -15,4 +16,5 @@ if not lease or lease["owner_tag"] ~= ARGV[3] then
 end
 redis.call("DEL", KEYS[1])
 redis.call("ZREM", KEYS[2], ARGV[2])
+dgs_leases_changed(KEYS[2])
 return {1}

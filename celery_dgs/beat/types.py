@@ -1,0 +1,61 @@
+"""The values the beat engine passes around: orders, tracked schedules, the
+round's Redis state, pending dispatches (split from ``engine.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from ..core.spec import ScheduleSpec
+from ..core.stats import ScheduleStats
+
+#: Pseudo-worker used when no worker has registered and dgs_capacity is set.
+ANY_WORKER = "*"
+
+
+@dataclass(frozen=True)
+class DispatchOrder:
+    schedule: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    dispatch_id: str
+    worker: str  # Celery node name, or ANY_WORKER (publish to the pool queue)
+    queue: str | None  # the schedule's pool (None: the default queue)
+    expires_s: float
+    should_start_by: float
+
+
+class Publisher(Protocol):
+    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+        """Send the messages; return the orders that could NOT be published."""
+        ...
+
+
+@dataclass(slots=True)
+class Tracked:
+    spec: ScheduleSpec
+    stats: ScheduleStats
+    run_requested_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundState:
+    """What a dispatch round reads from Redis (:meth:`BeatEngine._read_state`)."""
+
+    running: AbstractSet[str]
+    running_by_worker: dict[str, int]
+    #: Owner -> latest last_ping_at of its leases not pinged within ping_timeout.
+    stale_workers: Mapping[str, datetime]
+    #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
+    dispatch_names: AbstractSet[str] | None
+
+
+@dataclass
+class Pending:
+    dispatch_id: str
+    worker: str
+    since: float  # monotonic seconds

@@ -1,0 +1,61 @@
+"""DeadlineScheduler.publish on a real broker: messages reach each worker's own
+queue, and the worker's kombu Queue is built once (bounded cache)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_dgs.beat import scheduler as scheduler_module
+from celery_dgs.beat.engine import DispatchOrder
+from celery_dgs.beat.scheduler import DeadlineScheduler
+from celery_dgs.dgs import DGS
+
+
+@pytest.fixture
+def sched(redis_url: str) -> Iterator[DeadlineScheduler]:
+    app = Celery("publish-test", broker=redis_url, set_as_current=False)
+    app.conf.dgs_redis_url = redis_url
+    app.conf.dgs_key_prefix = f"pub{uuid.uuid4().hex[:6]}"
+    DGS(app, install_worker_hooks=False)
+    yield DeadlineScheduler(app, lazy=True)
+    app.close()
+
+
+def order(worker: str) -> DispatchOrder:
+    dispatch_id = uuid.uuid4().hex
+    return DispatchOrder(schedule=f"s-{dispatch_id}", task="t.x", args=(), kwargs={},
+                         dispatch_id=dispatch_id, worker=worker, queue=None, expires_s=60,
+                         should_start_by=0.0)  # fmt: skip
+
+
+def test_messages_reach_each_worker_queue_and_queues_are_built_once(
+    sched: DeadlineScheduler, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    workers = [f"celery@{tag}-{i}" for i in range(3)]
+    built: list[str] = []
+    real = scheduler_module.worker_direct
+
+    def counting(name: str) -> object:
+        built.append(name)
+        return real(name)
+
+    monkeypatch.setattr(scheduler_module, "worker_direct", counting)
+    monkeypatch.setattr(scheduler_module, "DIRECT_QUEUE_CACHE_SIZE", 2)
+    assert sched.publish([order(workers[0]), order(workers[1]), order(workers[0])]) == []
+    assert built == workers[:2]
+    assert sched.publish([order(workers[1]), order(workers[2])]) == []  # w0 is dropped
+    assert built == workers
+    assert sched.publish([order(workers[0])]) == []
+    assert built == [*workers, workers[0]]
+    probe = redis.Redis.from_url(redis_url)
+    try:
+        assert [probe.llen(f"{w}.dq2") for w in workers] == [3, 2, 1]
+    finally:
+        probe.delete(*(f"{w}.dq2" for w in workers))
+        probe.close()
