@@ -31,7 +31,7 @@ def parse_spec(text: str) -> tuple[ScheduleSpec | None, str | None]:
 
 
 def stats_of(row: ScheduleRow) -> ScheduleStats:
-    avg = row.average_good_duration_s
+    avg, dev = row.average_good_duration_s, row.duration_deviation_s
     return ScheduleStats(
         registered_at=row.registered_at,
         last_good_start_at=row.last_good_start_at,
@@ -40,11 +40,12 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         last_end_at=row.last_end_at,
         failure_count=row.failure_count,
         average_good_duration=None if avg is None else timedelta(seconds=avg),
+        duration_deviation=None if dev is None else timedelta(seconds=dev),
     )
 
 
 def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
-    avg = stats.average_good_duration
+    avg, dev = stats.average_good_duration, stats.duration_deviation
     row.registered_at = stats.registered_at
     row.last_good_start_at = stats.last_good_start_at
     row.last_good_end_at = stats.last_good_end_at
@@ -52,6 +53,7 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.last_end_at = stats.last_end_at
     row.failure_count = stats.failure_count
     row.average_good_duration_s = None if avg is None else avg.total_seconds()
+    row.duration_deviation_s = None if dev is None else dev.total_seconds()
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:

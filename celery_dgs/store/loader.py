@@ -53,7 +53,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "name", "task", "configuration", "kind", "spec", "active", "paused",
     "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
-    "run_requested_at", "change_seq", "updated_at",
+    "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
 )  # fmt: skip
 
 
@@ -151,7 +151,8 @@ def stored_schedule_from_values(
     """A :class:`StoredSchedule` from one row's raw values, in :data:`SCHEDULE_COLUMNS` order."""
     (name, task, configuration, kind, spec_text, active, paused, registered_at,
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
-     average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
+     average_s, current_token, run_requested_at, change_seq, updated_at,
+     deviation_s) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     stats = ScheduleStats(
@@ -162,6 +163,7 @@ def stored_schedule_from_values(
         last_end_at=moment(last_end_at),
         failure_count=failure_count,
         average_good_duration=memo.durations[average_s],
+        duration_deviation=memo.durations[deviation_s],
     )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
