@@ -1,10 +1,16 @@
 """Scheduling-quality benchmark (issue 6): ``python -m benchmarks.quality [--quick] [--scale]``.
 
-Runs the policies (``dgs``, ``dgs-shed``, ``fifo``, ``beat``) on generated
-workloads at load 0.7, 0.9, 1.1, 1.5 and 2.0, and at load 0.9 with a 6-hour
-outage of every worker, and prints one table. Checks the issue's goals: at
-load <= 0.9 ``dgs`` starts every run by its ``should_start_by`` and has no
+Runs the policies (``dgs``: beat's default ``restore``, ``dgs-greedy``,
+``dgs-shed``, ``fifo``, ``beat``)
+on generated workloads at load 0.7, 0.9, 1.1, 1.5 and 2.0, at load 0.9 with a
+6-hour outage of every worker, and with mixed capacity shares (``share
+spread`` 4: a schedule's duration / period varies 16-fold) at 0.9, 1.1, 1.5
+and 2.0, for each seed (``--seeds``, default 1,2,3). Prints the table of the
+first seed, then the median ERROR-seconds over the seeds with the median
+ratios to ``beat`` and to ``dgs-greedy``. Checks the issue's goals per seed:
+at load <= 0.9 ``dgs`` starts every run by its ``should_start_by`` and has no
 ERROR after warm-up; at every load its ERROR-seconds are below ``beat``'s.
+ERROR-seconds are deterministic per seed.
 
 ``--scale`` adds the size goal: 100,000 schedules, 500 slots, 7 simulated
 days under ``dgs`` within 2 minutes (periods 6-24 h). Results are also
@@ -27,8 +33,11 @@ from celery_dgs.sim.metrics import SimResult
 from celery_dgs.sim.report import format_table
 
 RESULTS = Path(__file__).resolve().parent / "quality-latest.json"
-POLICIES = ("dgs", "dgs-shed", "fifo", "beat")
+POLICIES = ("dgs", "dgs-greedy", "dgs-shed", "fifo", "beat")
 LOADS = (0.7, 0.9, 1.1, 1.5, 2.0)
+MIXED_LOADS = (0.9, 1.1, 1.5, 2.0)
+MIXED_SPREAD = 4.0
+SEEDS = (1, 2, 3)
 DAY = 86400.0
 
 
@@ -38,14 +47,41 @@ class Scenario:
     options: GeneratorOptions
 
 
-def scenarios(quick: bool) -> list[Scenario]:
+def scenarios(quick: bool, seed: int = 1) -> list[Scenario]:
     n, slots = (300, 6) if quick else (1000, 20)
     base = GeneratorOptions(schedules=n, slots=slots, horizon_s=4 * DAY, warmup_s=2 * DAY,
-                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1)  # fmt: skip
+                            duration_sigma=0.3, cooldown_fraction=0.5, seed=seed)  # fmt: skip
     out = [Scenario(f"load {load}", _with(base, load=load)) for load in LOADS]
     out.append(Scenario("0.9 + 6h outage", _with(base, load=0.9, outage_s=6 * 3600.0,
                                                 outage_at_s=2.5 * DAY)))  # fmt: skip
+    out += [Scenario(f"mixed {load}", _with(base, load=load, share_spread=MIXED_SPREAD))
+            for load in MIXED_LOADS]  # fmt: skip
     return out
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def summary(runs: dict[int, list[tuple[Scenario, SimResult]]]) -> str:
+    """Median ERROR-seconds over the seeds, and the medians of the per-seed
+    ratios to ``beat`` and to ``dgs-greedy`` (plain deadline order)."""
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for seed, rows in runs.items():
+        for scenario, result in rows:
+            by.setdefault((scenario.label, result.policy), {})[seed] = result.error_s
+    lines = [f"{'scenario':>16}  {'policy':>11}  {'median ERROR s':>14}  {'/ beat':>6}  "
+             f"{'/ greedy':>8}  per seed"]  # fmt: skip
+    for (label, policy), errors in by.items():
+        beat, dgs = by[(label, "beat")], by[(label, "dgs-greedy")]
+        to_beat = [errors[s] / beat[s] if beat[s] else float("nan") for s in errors]
+        to_dgs = [errors[s] / dgs[s] if dgs[s] else float("nan") for s in errors]
+        per_seed = " ".join(f"{errors[s]:.0f}" for s in sorted(errors))
+        lines.append(f"{label:>16}  {policy:>11}  {median(list(errors.values())):>14,.0f}  "
+                     f"{median(to_beat):>6.3f}  {median(to_dgs):>8.3f}  {per_seed}")  # fmt: skip
+    return "\n".join(lines)
 
 
 def _with(opts: GeneratorOptions, **changes: object) -> GeneratorOptions:
@@ -61,11 +97,13 @@ def check_goals(rows: list[tuple[Scenario, SimResult]]) -> list[str]:
             continue
         beat = by[(scenario.label, "beat")]
         below = result.error_s < beat.error_s
-        lines.append(f"{scenario.label}: dgs ERROR-s {result.error_s:.0f} < beat "
-                     f"{beat.error_s:.0f}: {'met' if below else 'NOT met'}")  # fmt: skip
+        lines.append(f"seed {scenario.options.seed} {scenario.label}: {result.policy} ERROR-s "
+                     f"{result.error_s:.0f} < beat {beat.error_s:.0f}: "
+                     f"{'met' if below else 'NOT met'}")  # fmt: skip
         if scenario.options.load <= 0.9 and scenario.options.outage_s == 0:
             lines.append(
-                f"{scenario.label}: dgs late starts {result.late_starts} (goal 0): "
+                f"seed {scenario.options.seed} {scenario.label}: dgs late starts "
+                f"{result.late_starts} (goal 0): "
                 f"{'met' if result.late_starts == 0 else 'NOT met'}; ERROR after warm-up "
                 f"{result.error_s:.0f} s in {result.error_episodes} episodes (goal 0): "
                 f"{'met' if result.error_s == 0 else 'NOT met'}"
@@ -89,18 +127,26 @@ def run_scale() -> SimResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="300 schedules on 6 slots")
     parser.add_argument("--scale", action="store_true", help="also the 100,000-schedule run")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                        help="comma-separated seeds (default 1,2,3)")  # fmt: skip
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     started = time.perf_counter()
-    rows: list[tuple[Scenario, SimResult]] = []
-    for scenario in scenarios(args.quick):
-        workload = generate(scenario.options)
-        for policy in POLICIES:
-            rows.append((scenario, simulate(workload, policy)))
-        print(f"  {scenario.label}: done", file=sys.stderr, flush=True)
+    runs: dict[int, list[tuple[Scenario, SimResult]]] = {}
+    for seed in seeds:
+        for scenario in scenarios(args.quick, seed):
+            workload = generate(scenario.options)
+            for policy in POLICIES:
+                runs.setdefault(seed, []).append((scenario, simulate(workload, policy)))
+            print(f"  seed {seed} {scenario.label}: done", file=sys.stderr, flush=True)
+    rows = runs[seeds[0]]
     first = rows[0][0].options
     print(f"\ncelery-dgs scheduling quality: {first.schedules} schedules, {first.slots} slots, "
           f"periods {first.period_min_s / 3600:g}-{first.period_max_s / 3600:g} h (log-uniform), "
@@ -108,12 +154,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{first.duration_sigma:g}, {first.horizon_s / DAY:g} simulated days of which the "
           f"first {(first.warmup_s or 0) / DAY:g} are warm-up, seed {first.seed}")  # fmt: skip
     print(format_table([r for _, r in rows], label=[s.label for s, _ in rows]))
-    goals = check_goals(rows)
+    print(f"\nover seeds {', '.join(map(str, seeds))} (mixed: share spread {MIXED_SPREAD:g}):")
+    print(summary(runs))
+    goals = [line for seed in seeds for line in check_goals(runs[seed])]
     print("\n" + "\n".join(goals))
     scale = run_scale() if args.scale else None
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     RESULTS.write_text(json.dumps({
-        "rows": [{"scenario": s.label, **r.to_dict()} for s, r in rows],
+        "rows": [{"scenario": s.label, "seed": seed, **r.to_dict()}
+                 for seed in seeds for s, r in runs[seed]],
         "goals": goals, "scale": scale.to_dict() if scale else None,
     }, indent=2))  # fmt: skip
     print(f"written: {RESULTS}")

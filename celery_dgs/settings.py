@@ -46,7 +46,14 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
-DEFAULT_OVERLOAD_POLICY = "greedy"  # "greedy" (plain deadline order) or "shed"
+# "restore" (late ones shortest run first; greedy while at most one is late),
+# "greedy" (plain deadline order) or "shed" (docs/simulator.md, "Overload").
+DEFAULT_OVERLOAD_POLICY = "restore"
+OVERLOAD_POLICIES = ("greedy", "shed", "restore")
+# restore: among late schedules, seconds of lateness one second of expected run
+# time is worth (dimensionless; 0: plain deadline order). A late schedule goes
+# after no schedule that became late more than this x its run time after it.
+DEFAULT_RESTORE_AGING = 10.0
 DEFAULT_SHED_HORIZON_S = 600.0  # shed: on-time schedules due within this go before late ones
 # -- fencing (issue 7) --
 #: Default self-fencing margin as a fraction of ping_timeout: an owner with no
@@ -107,11 +114,15 @@ class DgsSettings:
     #: Address the metrics endpoint binds to.
     metrics_addr: str = "0.0.0.0"
     #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
-    #: should_start_by first) or ``"shed"`` (see celery_dgs/core/overload.py).
+    #: should_start_by first), ``"shed"`` or ``"restore"`` (late schedules
+    #: shortest run first, with aging; see celery_dgs/core/overload.py).
     overload_policy: str = DEFAULT_OVERLOAD_POLICY
     #: ``shed``: on-time schedules whose should_start_by is within this many
     #: seconds go before late ones.
     shed_horizon: float = DEFAULT_SHED_HORIZON_S
+    #: ``restore``: a late schedule's key is ``should_start_by + restore_aging *
+    #: expected run time``: seconds of lateness per second of run time (>= 0).
+    restore_aging: float = DEFAULT_RESTORE_AGING
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -145,7 +156,8 @@ class DgsSettings:
             raise SettingsError("dgs_retry_backoff must list at least one delay")
         object.__setattr__(self, "retry_backoff", backoff)
         if self.capacity is not None and (
-            isinstance(self.capacity, bool) or not isinstance(self.capacity, int)
+            isinstance(self.capacity, bool)
+            or not isinstance(self.capacity, int)
             or self.capacity < 1
         ):
             raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
@@ -154,14 +166,23 @@ class DgsSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
         if self.metrics_port is not None and (
-            isinstance(self.metrics_port, bool) or not isinstance(self.metrics_port, int)
+            isinstance(self.metrics_port, bool)
+            or not isinstance(self.metrics_port, int)
             or not 0 < self.metrics_port < 65536
         ):
             raise SettingsError(f"dgs_metrics_port must be a TCP port, got {self.metrics_port!r}")
-        if self.overload_policy not in ("greedy", "shed"):
+        if self.overload_policy not in OVERLOAD_POLICIES:
             raise SettingsError(
-                f"dgs_overload_policy must be 'greedy' or 'shed', got {self.overload_policy!r}"
+                f"dgs_overload_policy must be one of {', '.join(OVERLOAD_POLICIES)}, "
+                f"got {self.overload_policy!r}"
             )
+        aging = self.restore_aging
+        if (
+            isinstance(aging, bool)
+            or not isinstance(aging, (int, float))
+            or not (0.0 <= aging < float("inf"))
+        ):
+            raise SettingsError(f"dgs_restore_aging must be a finite number >= 0, got {aging!r}")
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.worker_register, bool):

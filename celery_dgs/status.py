@@ -31,6 +31,7 @@ from .core.condition import Level, Reason, RunningState, condition
 from .core.projection import Waiting, project_starts
 from .core.timing import DEFAULT_RETRY_LADDER, expected_duration, start_times
 from .leases.types import LeaseInfo
+from .settings import DgsSettings
 from .store.base import StoredSchedule
 
 #: Reason code of a schedule whose stored spec no longer validates.
@@ -124,6 +125,7 @@ def build_rows(
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
     slots: int | None = None,
+    settings: DgsSettings | None = None,
 ) -> list[StatusRow]:
     """Every schedule's row, most urgent first (see :func:`urgency_key`).
 
@@ -135,7 +137,7 @@ def build_rows(
         for s in schedules
     ]
     if slots is not None:
-        rows = apply_projection(rows, schedules, leases, now, slots=slots)
+        rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings)
     return sorted(rows, key=urgency_key)
 
 
@@ -146,6 +148,7 @@ def apply_projection(
     now: datetime,
     *,
     slots: int,
+    settings: DgsSettings | None = None,
 ) -> list[StatusRow]:
     """Replay beat's order over the live state (:func:`~celery_dgs.core.projection.project_starts`)
     and turn OK rows projected to start after ``should_start_by`` into WARNING
@@ -165,7 +168,11 @@ def apply_projection(
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
                                    row.should_start_by.timestamp(), expected))  # fmt: skip
     free = max(slots - len(busy_until), 0)
-    projected = project_starts(waiting, busy_until, free, now.timestamp())
+    conf = settings or DgsSettings()
+    projected = project_starts(
+        waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
+        shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
+    )  # fmt: skip
     out = []
     for row in rows:
         start = projected.get(row.name)

@@ -36,6 +36,7 @@ def read_status(
     rows = build_rows(
         schedules, leases, now,
         retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool, slots=slots,
+        settings=env.settings,
     )  # fmt: skip
     kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
     return kept, workers, now

@@ -47,6 +47,7 @@ from .timing import (
     error_at,
     expected_duration,
     retry_at,
+    start_margin,
     start_times,
     validate_retry_ladder,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "shortest_cron_gap",
     "spec_from_dict",
     "split_schedule_name",
+    "start_margin",
     "start_times",
     "validate_retry_ladder",
     "wall_instants",

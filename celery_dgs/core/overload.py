@@ -15,6 +15,17 @@ is late, the order is plain deadline order. The horizon matters: without it
 (infinite), early runs of on-time schedules take every slot and late ones
 starve even at load 0.9 (measured, ``docs/simulator.md``).
 
+``restore`` keeps plain deadline order for on-time schedules but serves the
+late ones (``should_start_by`` passed) first, shortest expected run first
+with aging: key ``should_start_by + aging * expected run time``. Under
+overload each schedule in ERROR accrues one ERROR-second per second, and a
+run of a schedule whose runs are a small share of its period restores the
+most freshness per slot-second; shortest-first is the classic remedy (SPT
+minimises the total completion time of a backlog, e.g. after an outage). The
+aging term bounds the wait: a late schedule goes after no schedule that
+became late more than ``aging * its expected run time`` after it, so nothing
+starves. With nothing late (or one), it is exactly ``greedy``.
+
 Operator run requests (``should_start_by`` pushed :data:`RUN_REQUEST_PRIORITY_S`
 below ``can_start_by``) are never demoted.
 """
@@ -23,17 +34,43 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import Protocol
 
 from .index import DeadlineIndex
+from .spec import ScheduleSpec
+from .stats import ScheduleStats
+from .timing import expected_duration
 
 #: Operator-requested runs (``celery dgs run``) go ahead of all scheduled work:
 #: beat indexes them with ``should_start_by = requested_at - RUN_REQUEST_PRIORITY_S``.
 RUN_REQUEST_PRIORITY_S = 1e12
 
-OVERLOAD_POLICIES = ("greedy", "shed")
+OVERLOAD_POLICIES = ("greedy", "shed", "restore")
+#: Beat's default: ``restore`` is ``greedy`` while at most one schedule is late.
+DEFAULT_OVERLOAD_POLICY = "restore"
+
+
+class _Tracked(Protocol):
+    @property
+    def spec(self) -> ScheduleSpec: ...
+    @property
+    def stats(self) -> ScheduleStats: ...
+
+
+def expected_seconds(tracked: _Tracked | None) -> float:
+    """A schedule's expected run time in seconds (0 when unknown): ``restore``'s
+    measure of a run's cost."""
+    if tracked is None:
+        return 0.0
+    return expected_duration(tracked.spec, tracked.stats).total_seconds()
+
+
 #: ``shed``: an on-time schedule whose ``should_start_by`` is within this many
 #: seconds goes before late ones; later ones (early runs) only after them.
 DEFAULT_SHED_HORIZON_S = 600.0
+#: ``restore``: seconds of lateness one second of expected run time is worth
+#: among late schedules (0: plain deadline order).
+DEFAULT_RESTORE_AGING = 10.0
 
 
 class SheddingIndex(DeadlineIndex):
@@ -124,10 +161,61 @@ class SheddingIndex(DeadlineIndex):
             heapq.heapify(self._late)
 
 
-def make_index(policy: str, shed_horizon_s: float = DEFAULT_SHED_HORIZON_S) -> DeadlineIndex:
-    """The index for an overload policy: ``greedy`` (plain deadline order) or ``shed``."""
+class RestoringIndex(SheddingIndex):
+    """A :class:`DeadlineIndex` that serves late schedules shortest run first, with aging.
+
+    On-time schedules keep plain deadline order, after every late one (as in
+    ``greedy``, where late ones have the lowest ``should_start_by``). A
+    schedule found late moves to the *late* heap keyed by ``should_start_by +
+    aging * expected_s(name)`` (its expected run time in seconds, read once
+    then: its stats do not change while it is indexed). Every schedule whose
+    ``should_start_by`` is after that key sorts behind it, so once ``now``
+    passes the key it waits only for the late schedules with a lower key: the
+    ones already waiting, and those that become eligible with a
+    ``should_start_by`` already that old (held back by a retry backoff or a
+    blackout), each of which then runs and moves its deadline a period on.
+    Nothing starves.
+    """
+
+    def __init__(
+        self, expected_s: Callable[[str], float], aging: float = DEFAULT_RESTORE_AGING
+    ) -> None:
+        super().__init__(0.0)
+        self.expected_s = expected_s
+        self.aging = aging
+
+    def _top(self, now: float) -> list[tuple[float, float, str, int]] | None:
+        self.promote(now)
+        ready, late, version = self._ready, self._late, self._version
+        while ready:
+            item = ready[0]
+            if version.get(item[2]) != item[3]:
+                heapq.heappop(ready)
+            elif item[0] < now:
+                heapq.heappop(ready)
+                key = item[0] + self.aging * max(self.expected_s(item[2]), 0.0)
+                heapq.heappush(late, (key, item[1], item[2], item[3]))
+            else:
+                break
+        while late and version.get(late[0][2]) != late[0][3]:
+            heapq.heappop(late)
+        return late or ready or None
+
+
+def make_index(
+    policy: str,
+    shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
+    expected_s: Callable[[str], float] | None = None,
+    restore_aging: float = DEFAULT_RESTORE_AGING,
+) -> DeadlineIndex:
+    """The index for an overload policy: ``greedy`` (plain deadline order), ``shed``
+    or ``restore`` (which needs ``expected_s``: a schedule's expected run time)."""
     if policy == "greedy":
         return DeadlineIndex()
     if policy == "shed":
         return SheddingIndex(shed_horizon_s)
+    if policy == "restore":
+        if expected_s is None:
+            raise ValueError("overload policy 'restore' needs the expected run times")
+        return RestoringIndex(expected_s, restore_aging)
     raise ValueError(f"overload policy must be one of {OVERLOAD_POLICIES}, got {policy!r}")

@@ -1,10 +1,12 @@
 """Projected start times from the live state (pure): who will start late?
 
-Replays beat's greedy order on a virtual clock from ``now``: slots become free
+Replays beat's order on a virtual clock from ``now``: slots become free
 when the runs holding them are expected to end (their start plus the
 schedule's expected duration) or now if free; each time a slot frees, the
-eligible schedule with the lowest ``should_start_by`` takes it, through the
-same :class:`~celery_dgs.core.index.DeadlineIndex` beat decides with. Every
+index of beat's overload policy (the same
+:func:`~celery_dgs.core.overload.make_index` beat decides with: lowest
+``should_start_by`` first, late ones shortest first under ``restore``)
+chooses who takes it. Every
 projected run lasts its expected duration. A schedule projected to start
 after its ``should_start_by`` gets the WARNING reason ``projected_late``
 before the per-schedule rule (``now + expected > error_at``) fires: the
@@ -20,7 +22,12 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .index import DeadlineIndex
+from .overload import (
+    DEFAULT_OVERLOAD_POLICY,
+    DEFAULT_RESTORE_AGING,
+    DEFAULT_SHED_HORIZON_S,
+    make_index,
+)
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,18 @@ def project_starts(
     now: float,
     *,
     horizon_s: float = 86400.0,
+    overload_policy: str = DEFAULT_OVERLOAD_POLICY,
+    shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
+    restore_aging: float = DEFAULT_RESTORE_AGING,
 ) -> dict[str, float]:
     """Projected start time of each waiting schedule that starts before ``now + horizon_s``.
 
     ``busy_until``: expected end of each run in progress (one slot each);
-    ``free_slots``: slots free now. Times are float seconds (epoch).
+    ``free_slots``: slots free now. Times are float seconds (epoch). The order
+    is beat's ``overload_policy`` (:func:`~celery_dgs.core.overload.make_index`).
     """
-    index = DeadlineIndex()
     expected: dict[str, float] = {}
+    index = make_index(overload_policy, shed_horizon_s, expected.__getitem__, restore_aging)
     for w in waiting:
         index.upsert(w.name, w.can_start_by, w.should_start_by)
         expected[w.name] = max(w.expected_s, 0.0)

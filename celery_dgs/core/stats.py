@@ -21,7 +21,10 @@ class ScheduleStats:
     ``registered_at`` is when the schedule was first stored; a schedule that has
     never succeeded counts its deadline from it. ``failure_count`` is the number
     of consecutive failures (``None``: never ran); ``average_good_duration`` is
-    the EWMA of successful run durations (``None``: never succeeded).
+    the EWMA of successful run durations (``None``: never succeeded);
+    ``duration_deviation`` the EWMA of ``|duration - previous average|`` over
+    the same runs (TCP's RTTVAR next to SRTT; ``None``: fewer than one
+    success recorded with it, read as zero).
     """
 
     registered_at: datetime | None = None
@@ -31,6 +34,7 @@ class ScheduleStats:
     last_end_at: datetime | None = None
     failure_count: int | None = None
     average_good_duration: timedelta | None = None
+    duration_deviation: timedelta | None = None
 
     @property
     def has_succeeded(self) -> bool:
@@ -64,6 +68,9 @@ def record_success(
 ) -> ScheduleStats:
     """A run that started at ``started_at`` succeeded at ``ended_at``."""
     duration = max(ended_at - started_at, timedelta(0))
+    average = stats.average_good_duration
+    # The first success says nothing about the spread: its deviation is zero.
+    spread = timedelta(0) if average is None else abs(duration - average)
     return dataclasses.replace(
         stats,
         last_start_at=_latest(stats.last_start_at, started_at),
@@ -71,7 +78,8 @@ def record_success(
         last_good_start_at=started_at,
         last_good_end_at=ended_at,
         failure_count=0,
-        average_good_duration=ewma(stats.average_good_duration, duration, alpha),
+        average_good_duration=ewma(average, duration, alpha),
+        duration_deviation=ewma(stats.duration_deviation, spread, alpha),
     )
 
 

@@ -73,6 +73,25 @@ def expected_duration(spec: ScheduleSpec, stats: ScheduleStats) -> timedelta:
     return timedelta(0)
 
 
+#: ``should_start_by`` leaves room for the average run time plus this many
+#: times its deviation (TCP's retransmission timeout: SRTT + 4 RTTVAR), so a
+#: run started at the target and longer than average still ends on time.
+DURATION_DEVIATION_FACTOR = 4.0
+
+
+def start_margin(spec: ScheduleSpec, stats: ScheduleStats) -> timedelta:
+    """How long before ERROR a run should start: ``duration_override`` (taken as
+    exact), else ``average_good_duration + DURATION_DEVIATION_FACTOR *
+    duration_deviation``, else zero."""
+    if spec.duration_override is not None:
+        return spec.duration_override
+    expected = expected_duration(spec, stats)
+    deviation = stats.duration_deviation
+    if deviation is None or stats.average_good_duration is None:
+        return expected
+    return expected + deviation * DURATION_DEVIATION_FACTOR
+
+
 def _anchor(stats: ScheduleStats, now: datetime | None) -> datetime:
     """The moment the deadline counts from: the last good start, else the
     registration, else ``now``."""
@@ -141,9 +160,12 @@ def start_times(
     result is the same, computed once for many schedules (beat's start-up).
 
     1. Periodic: ``can = last_good_end_at + cooldown``, ``should =
-       last_good_start_at + period - expected``. Cron: ``can =
+       last_good_start_at + period - margin``. Cron: ``can =
        next_cron_time(last_good_start_at)``, ``should = can + max_duration -
-       expected``. (Never-succeeded: see the module docstring.)
+       margin``. (Never-succeeded: see the module docstring.) ``margin`` is
+       :func:`start_margin`: seed 000's ``average_good_duration`` plus
+       :data:`DURATION_DEVIATION_FACTOR` deviations, so that run-time variance
+       does not turn on-time starts into ERROR. ``error_at`` is unchanged.
     2. ``can = max(can, retry_at)`` after failures.
     3. Blackouts move ``can`` only: a ``can`` inside a window moves to its end
        (through touching windows); and if ``can <= now`` while ``now`` is in a
@@ -158,11 +180,12 @@ def start_times(
     now = ensure_utc(now, what="now")
     anchor = _anchor(stats, now)
     expected = expected_duration(spec, stats)
+    margin = start_margin(spec, stats)
     can = _first_start(spec, stats, anchor, cron_times)
     if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()
-        should = can + spec.cron_max_schedule_duration - expected
+        should = can + spec.cron_max_schedule_duration - margin
     else:
-        should = error_at(spec, stats, now) - expected
+        should = error_at(spec, stats, now) - margin
     retry = retry_at(stats, retry_ladder)
     if retry is not None:
         can = max(can, retry)

@@ -202,12 +202,15 @@ class RedisLeases:
         return CancelResult(status=status, owner_tag=text(reply[1]), token=int(reply[2]))
 
     def sweep(self) -> SweepResult:
-        """Mark a steal on every stale lease; report those whose steal delay has passed."""
+        """Mark a steal on every stale lease; report those whose steal delay has passed.
+
+        Also notes the restart epoch: after a Redis restart the restart grace
+        starts at beat's first sweep, not at the first acquire."""
         reply = self._call(
             "sweep.lua",
-            [self.keys.lease_index()],
+            [self.keys.lease_index(), self.keys.epoch()],
             [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
-             self.steal_delay_ms],
+             self.steal_delay_ms, self.run_id_override],
         )  # fmt: skip
         bad = reply[3]
         malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}
@@ -223,10 +226,12 @@ class RedisLeases:
     def beat_view_reader(self) -> BeatViewReader:
         """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
         the sweep, running leases per worker, stale owners; one round trip a round."""
-        return BeatViewReader(
+        reader = BeatViewReader(
             self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
             steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
         )  # fmt: skip
+        reader.run_id_override = self.run_id_override
+        return reader
 
     def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
         """One :class:`BeatView` read with every owner (a fresh reader each call)."""

@@ -82,6 +82,8 @@ class BeatViewReader:
         self._read_at = float("-inf")
         self._owners: dict[str, str] = {}  # schedule -> owner_name ("" for foreign data)
         self._counts: Counter[str] = Counter()
+        #: Tests only: the server run_id the restart epoch believes it sees.
+        self.run_id_override = ""
 
     def read(self, *, expected_dispatches: int | None = None) -> BeatView:
         """Sweep and read the round's state in one round trip.
@@ -97,10 +99,11 @@ class BeatViewReader:
         k = self.keys
         reply: list[Any] = call_script(
             SCRIPTS, self.client, "beat_view.lua",
-            [k.lease_index(), k.dispatch_index(), k.lease_generation()],
+            [k.lease_index(), k.dispatch_index(), k.lease_generation(), k.epoch()],
             [self._now_arg(), str(LEASE_FORMAT_VERSION), k.lease_prefix(),
              self.ping_timeout_ms, self.steal_delay_ms,
-             "" if expected_dispatches is None else str(expected_dispatches), known],
+             "" if expected_dispatches is None else str(expected_dispatches), known,
+             self.run_id_override],
         )  # fmt: skip
         bad = reply[3]
         malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}

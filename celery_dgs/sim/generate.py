@@ -2,7 +2,11 @@
 
 Periods are log-uniform in ``[period_min, period_max]``; every schedule gets the
 same share of capacity, so its mean duration is ``load * slots / N * period``
-and the total demand (sum of duration / period) is ``load * slots``. The
+and the total demand (sum of duration / period) is ``load * slots``. With
+``share_spread`` S > 1 the shares are instead log-uniform over a factor S
+either way (duration / period from share / S to share * S), scaled so that
+the total demand is still ``load * slots``: fleets mix quick checks and
+heavy jobs of the same period. The
 cooldown is ``cooldown_fraction`` of the period (a schedule is not re-run
 sooner), ``failure_rate`` applies to every schedule.
 """
@@ -43,6 +47,7 @@ class GeneratorOptions:
     outage_s: float = 0.0  # all workers down for this long ...
     outage_at_s: float | None = None  # ... starting here (default: mid-horizon)
     seed: int = 0
+    share_spread: float = 1.0  # shares log-uniform within this factor either way (1: equal)
 
 
 def generate(opts: GeneratorOptions) -> Workload:
@@ -54,18 +59,28 @@ def generate(opts: GeneratorOptions) -> Workload:
         raise WorkloadError("periods: need 0 < period_min <= period_max")
     if not 0 <= opts.cooldown_fraction < 1:
         raise WorkloadError(f"cooldown fraction must be in [0, 1), got {opts.cooldown_fraction}")
+    if not opts.share_spread >= 1:
+        raise WorkloadError(f"share spread must be >= 1, got {opts.share_spread}")
     rng = random.Random(opts.seed)
     share = opts.load * opts.slots / opts.schedules
     lo, hi = math.log(opts.period_min_s), math.log(opts.period_max_s)
+    periods = [round(math.exp(rng.uniform(lo, hi))) for _ in range(opts.schedules)]
+    factors = [1.0] * opts.schedules
+    if opts.share_spread > 1:
+        spread = math.log(opts.share_spread)
+        factors = [math.exp(rng.uniform(-spread, spread)) for _ in periods]
+        norm = opts.schedules / sum(factors)
+        factors = [f * norm for f in factors]
     schedules = []
-    for i in range(opts.schedules):
-        period = round(math.exp(rng.uniform(lo, hi)))
+    for i, (period, factor) in enumerate(zip(periods, factors, strict=True)):
         spec = PeriodicSpec(
             task="sim.job", configuration=f"s{i}",
             scheduling_period=timedelta(seconds=period),
             cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
         )  # fmt: skip
-        schedules.append(SimSchedule(spec, share * period, opts.duration_sigma, opts.failure_rate))
+        schedules.append(
+            SimSchedule(spec, share * factor * period, opts.duration_sigma, opts.failure_rate)
+        )
     outages: list[Outage] = []
     if opts.outage_s > 0:
         at = opts.outage_at_s if opts.outage_at_s is not None else opts.horizon_s / 2

@@ -1,10 +1,13 @@
 """Scheduling policies the simulator compares.
 
-``dgs`` and ``dgs-shed`` are the real beat's decision: the same
-:class:`~celery_dgs.core.index.DeadlineIndex` (or
-:class:`~celery_dgs.core.overload.SheddingIndex`, the ``dgs_overload_policy =
-"shed"`` of beat), keyed by :func:`~celery_dgs.core.timing.start_times`, and
-the same :func:`~celery_dgs.core.placement.choose_dispatches`, with the same
+``dgs`` (beat's default ``dgs_overload_policy = "restore"``), ``dgs-greedy``
+and ``dgs-shed`` are the real beat's decision: the same index beat builds
+(:func:`~celery_dgs.core.overload.make_index`: a
+:class:`~celery_dgs.core.overload.RestoringIndex`, a plain
+:class:`~celery_dgs.core.index.DeadlineIndex` or a
+:class:`~celery_dgs.core.overload.SheddingIndex`), keyed by
+:func:`~celery_dgs.core.timing.start_times`, and the same
+:func:`~celery_dgs.core.placement.choose_dispatches`, with the same
 re-check of start times before a dispatch. ``fifo`` is the same machinery
 keyed by ``can_start_by`` (the oldest due first). ``beat`` is what Celery
 beat does: enqueue every schedule at fixed times (every period from its
@@ -20,15 +23,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..core.cron import next_cron_time
-from ..core.overload import make_index
+from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
-from ..core.timing import start_times
+from ..core.timing import expected_duration, start_times
 
 if TYPE_CHECKING:
     from .loop import Simulator
 
-POLICIES = ("dgs", "dgs-shed", "fifo", "beat")
+POLICIES = ("dgs", "dgs-greedy", "dgs-shed", "fifo", "beat")
 _NO_LIMIT = 1 << 62
 
 
@@ -54,10 +57,18 @@ class Policy:
 class DeadlinePolicy(Policy):
     """The beat's own decision code on the simulator's state."""
 
-    def __init__(self, sim: Simulator, *, overload: str = "greedy", fifo: bool = False) -> None:
+    def __init__(
+        self,
+        sim: Simulator,
+        *,
+        overload: str = DEFAULT_OVERLOAD_POLICY,
+        fifo: bool = False,
+        aging: float = DEFAULT_RESTORE_AGING,
+    ) -> None:
         super().__init__(sim)
-        self.name = "fifo" if fifo else "dgs" if overload == "greedy" else f"dgs-{overload}"
-        self.index = make_index(overload)
+        default = overload == DEFAULT_OVERLOAD_POLICY
+        self.name = "fifo" if fifo else "dgs" if default else f"dgs-{overload}"
+        self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging)
         self.fifo = fifo
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
@@ -65,6 +76,10 @@ class DeadlinePolicy(Policy):
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
         }
+
+    def _expected_s(self, name: str) -> float:
+        st = self.sim.states[name]
+        return expected_duration(st.sched.spec, st.stats).total_seconds()
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
@@ -169,8 +184,9 @@ class BeatPolicy(Policy):
 def make_policy(name: str, sim: Simulator) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
+        "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
-        "fifo": lambda: DeadlinePolicy(sim, fifo=True),
+        "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
         "beat": lambda: BeatPolicy(sim),
     }
     if name not in factories:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,29 +17,38 @@ from .models import RunRow, ScheduleRow
 
 log = logging.getLogger(__name__)
 
-#: The stored column of ``ScheduleStats.average_good_duration`` (seconds).
-AVERAGE_FIELD = "average_good_duration_s"
+#: The stored duration columns of ``ScheduleStats`` (seconds).
+DURATION_FIELDS = ("average_good_duration_s", "duration_deviation_s")
 
 
-def average_duration(seconds: Any) -> timedelta | None:
-    """The stored average duration as a ``timedelta``; ``ValueError`` for a value
-    that is not a finite, non-negative number of seconds (a hand-edited row)."""
+def stored_duration(seconds: Any) -> timedelta | None:
+    """A stored duration as a ``timedelta``; ``ValueError`` for a value that is not
+    a finite, non-negative number of seconds (a hand-edited row)."""
     if seconds is None:
         return None
     if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(
-            f"{AVERAGE_FIELD}: expected a finite number of seconds >= 0, got {seconds!r}"
-        )
+        raise ValueError(f"expected a finite number of seconds >= 0, got {seconds!r}")
     return timedelta(seconds=seconds)
 
 
-def stats_error(row: ScheduleRow) -> str | None:
-    """What is wrong with the row's stored statistics (``None``: nothing)."""
-    try:
-        average_duration(row.average_good_duration_s)
-    except ValueError as exc:
-        return str(exc)
-    return None
+def checked_durations(
+    values: tuple[Any, ...], convert: Callable[[Any], timedelta | None] = stored_duration
+) -> tuple[list[timedelta | None], str | None]:
+    """``values`` (in :data:`DURATION_FIELDS` order) converted; an invalid one
+    becomes ``None`` and the error names its field (the last one wins)."""
+    out: list[timedelta | None] = []
+    error = None
+    for field, raw in zip(DURATION_FIELDS, values, strict=True):
+        try:
+            out.append(convert(raw))
+        except ValueError as exc:
+            out.append(None)
+            error = f"{field}: {exc}"
+    return out, error
+
+
+def _row_durations(row: ScheduleRow) -> tuple[list[timedelta | None], str | None]:
+    return checked_durations((row.average_good_duration_s, row.duration_deviation_s))
 
 
 def spec_json(spec: ScheduleSpec) -> str:
@@ -59,14 +69,12 @@ def parse_spec(text: str) -> tuple[ScheduleSpec | None, str | None]:
 
 
 def stats_of(row: ScheduleRow) -> ScheduleStats:
-    """The row's statistics. An invalid stored average is logged (schedule and
+    """The row's statistics. An invalid stored duration is logged (schedule and
     field) and read as unknown, so recording a run over it repairs the row
     instead of failing the worker."""
-    try:
-        average = average_duration(row.average_good_duration_s)
-    except ValueError as exc:
-        log.error("celery-dgs: schedule %r: %s; read as unknown", row.name, exc)
-        average = None
+    (average, deviation), error = _row_durations(row)
+    if error is not None:
+        log.error("celery-dgs: schedule %r: %s; read as unknown", row.name, error)
     return ScheduleStats(
         registered_at=row.registered_at,
         last_good_start_at=row.last_good_start_at,
@@ -75,11 +83,12 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         last_end_at=row.last_end_at,
         failure_count=row.failure_count,
         average_good_duration=average,
+        duration_deviation=deviation,
     )
 
 
 def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
-    avg = stats.average_good_duration
+    avg, dev = stats.average_good_duration, stats.duration_deviation
     row.registered_at = stats.registered_at
     row.last_good_start_at = stats.last_good_start_at
     row.last_good_end_at = stats.last_good_end_at
@@ -87,13 +96,14 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.last_end_at = stats.last_end_at
     row.failure_count = stats.failure_count
     row.average_good_duration_s = None if avg is None else avg.total_seconds()
+    row.duration_deviation_s = None if dev is None else dev.total_seconds()
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:
     """The row as the store returns it; invalid statistics make it unschedulable
     (``spec`` None, ``spec_error`` naming the field), like an invalid spec."""
     spec, error = parse_spec(row.spec)
-    bad_stats = stats_error(row)
+    bad_stats = _row_durations(row)[1]
     if bad_stats is not None:
         spec, error = None, bad_stats
     return StoredSchedule(

@@ -10,6 +10,8 @@ another process changes underneath it. PostgreSQL uses row locks instead
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -50,7 +52,7 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
             if wal:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cursor)
                 cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
@@ -60,6 +62,25 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(_WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch to WAL. Changing a database's journal mode needs an exclusive lock
+    and SQLite does not call the busy handler for it: several processes opening
+    a new database at once get "database is locked" at once. Retried, with a
+    growing pause, until the busy timeout (a database already in WAL answers
+    at once)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 @contextmanager

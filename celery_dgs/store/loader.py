@@ -34,7 +34,7 @@ from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
-from .convert import average_duration, parse_spec, spec_json
+from .convert import checked_durations, parse_spec, spec_json, stored_duration
 from .models import utc_from_db
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
@@ -53,7 +53,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "name", "task", "configuration", "kind", "spec", "active", "paused",
     "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
-    "run_requested_at", "change_seq", "updated_at",
+    "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
 )  # fmt: skip
 
 
@@ -128,7 +128,7 @@ class ValueMemo:
 
 
 def _timedelta_or_none(seconds: Any) -> timedelta | None:
-    return average_duration(seconds)
+    return stored_duration(seconds)
 
 
 class _Memo(dict[Any, Any]):
@@ -151,13 +151,15 @@ def stored_schedule_from_values(
     """A :class:`StoredSchedule` from one row's raw values, in :data:`SCHEDULE_COLUMNS` order."""
     (name, task, configuration, kind, spec_text, active, paused, registered_at,
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
-     average_s, current_token, run_requested_at, change_seq, updated_at) = values  # fmt: skip
+     average_s, current_token, run_requested_at, change_seq, updated_at,
+     deviation_s) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
-    try:
-        average = memo.durations[average_s]
-    except ValueError as exc:  # a hand-edited row: unschedulable, reported by beat
-        spec, error, average = None, str(exc), None
+    (average, deviation), bad = checked_durations(
+        (average_s, deviation_s), memo.durations.__getitem__
+    )
+    if bad is not None:  # a hand-edited row: unschedulable, reported by beat
+        spec, error = None, bad
     stats = ScheduleStats(
         registered_at=moment(registered_at),
         last_good_start_at=moment(last_good_start_at),
@@ -166,6 +168,7 @@ def stored_schedule_from_values(
         last_end_at=moment(last_end_at),
         failure_count=failure_count,
         average_good_duration=average,
+        duration_deviation=deviation,
     )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these

@@ -103,6 +103,7 @@ class ScheduleRow(Base):
     last_end_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     failure_count: Mapped[int | None] = mapped_column(Integer)
     average_good_duration_s: Mapped[float | None] = mapped_column(Float)
+    duration_deviation_s: Mapped[float | None] = mapped_column(Float)
     current_token: Mapped[int | None] = mapped_column(BigInteger)
     run_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     change_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)

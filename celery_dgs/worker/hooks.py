@@ -12,6 +12,9 @@
   fixed-capacity mode); ``worker_shutdown``: deregister.
 - ``worker_shutting_down`` (warm or cold): every live run yields at once, so
   another worker can take its schedule over without waiting for a steal.
+- cold shutdown: Celery cancels the tasks *before* ``worker_shutting_down``;
+  :func:`~celery_dgs.worker.shutdown.hook_cold_shutdown` (installed at
+  ``worker_ready``) deregisters the worker and makes the runs yield first.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..celery_settings import check_celery_settings
 from ..runtime import runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
+from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
 if TYPE_CHECKING:
@@ -79,6 +83,9 @@ class _WorkerPresence:
         self.info: Any = None
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        # A refresh in flight must not re-register a worker that has just left.
+        self._lock = threading.Lock()
+        self._left = False
 
     def register(self, consumer: Any) -> None:
         from ..registry import WorkerInfo
@@ -102,17 +109,30 @@ class _WorkerPresence:
         interval = self.dgs.settings.worker_ttl / 3
         while not self.stop.wait(interval):
             try:
-                runtime_for(self.app, self.dgs.settings).registry.register(self.info)
+                with self._lock:
+                    if not self._left:
+                        runtime_for(self.app, self.dgs.settings).registry.register(self.info)
             except Exception:
                 logger.exception("celery-dgs: refreshing the worker registration failed")
 
     def deregister(self) -> None:
+        """Leave the registry (once), so beat dispatches nothing more here, and
+        give back the dispatches still waiting in this worker's queue."""
         self.stop.set()
-        if self.info is not None:
-            try:
-                runtime_for(self.app, self.dgs.settings).registry.deregister(self.info.name)
-            except Exception:
-                logger.exception("celery-dgs: deregistering %s failed", self.info.name)
+        if self.info is None or not self._lock.acquire(timeout=5):
+            return
+        try:
+            if self._left:
+                return
+            self._left = True
+            rt = runtime_for(self.app, self.dgs.settings)
+            rt.registry.deregister(self.info.name)
+            logger.info("celery-dgs: %s left the worker registry", self.info.name)
+            give_back_dispatches(rt.dispatches, self.info.name)
+        except Exception:
+            logger.exception("celery-dgs: deregistering %s failed", self.info.name)
+        finally:
+            self._lock.release()
 
 
 def _log_unregistered(dgs: DGS, hostname: str) -> None:
@@ -159,6 +179,8 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
     def on_ready(sender: Any = None, **_: Any) -> None:
         if not ours(getattr(sender, "app", None)):
             return
+        # Also unregistered: a cold shutdown's runs yield (leaving is then a no-op).
+        hook_cold_shutdown(sender, leave=presence.deregister, stop_runs=stop_runs)
         if not dgs.settings.worker_register:
             _log_unregistered(dgs, getattr(sender, "hostname", "this worker"))
             return
@@ -167,11 +189,17 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
         except Exception:
             logger.exception("celery-dgs: registering the worker failed; beat will not see it")
 
-    def on_shutting_down(**_: Any) -> None:
-        # Runs in the worker's main process: yield the runs in this process
-        # (solo/threads pools) and signal prefork children to yield theirs.
+    def stop_runs() -> None:
         for sup in live_supervisors():
-            sup.interrupt("yielded", "the worker is shutting down")
+            sup.interrupt("yielded", SHUTDOWN_REASON)
+
+    def on_shutting_down(**_: Any) -> None:
+        # Runs in the worker's main process: leave the registry first (beat
+        # must not send the freed schedule back here), then signal prefork
+        # children to yield their runs and yield the runs in this process
+        # (solo/threads pools; on solo this raises in the task, so it is last).
+        mark_leaving()
+        presence.deregister()
         try:
             import billiard.process
 
@@ -180,7 +208,7 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
                     os.kill(child.pid, INTERRUPT_SIGNAL)
         except Exception:
             logger.exception("celery-dgs: signalling pool processes to yield failed")
-        presence.deregister()
+        stop_runs()
 
     def on_shutdown(sender: Any = None, **_: Any) -> None:
         presence.deregister()

@@ -22,13 +22,19 @@ from typing import Any
 
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
-from ..leases.types import AcquireStatus, PingResult, PingStatus
+from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
+from .shutdown import SHUTDOWN_REASON, pool_process_terminating, wait_unless_leaving
 from .supervisor import RunSupervisor, RunTerminated
 
 logger = logging.getLogger("celery_dgs.worker")
 
 STORE_WRITE_ATTEMPTS = 5
+#: Acquires retried after waiting out a Redis restart grace (another restart
+#: during the wait starts a new grace).
+GRACE_WAITS = 3
+#: Seconds past the grace's end before asking again (Redis times are in ms).
+GRACE_MARGIN = 0.05
 
 
 class RunInterrupted(DgsError, RuntimeError):
@@ -86,6 +92,18 @@ def supervised_run(
         schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
         dispatch_id=dispatch_id, min_token=floor,
     )  # fmt: skip
+    if result.status is AcquireStatus.RECOVERING:
+        # Wait out the Redis restart grace with the dispatch (its record is
+        # kept, beat counts it pending) rather than skip it: a skipped dispatch
+        # would only be re-sent after dispatch_timeout.
+        for _ in range(GRACE_WAITS):
+            if result.status is not AcquireStatus.RECOVERING or not _wait_out_grace(result):
+                break
+            asked_mono = time.monotonic()
+            result = leases.acquire(
+                schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
+                dispatch_id=dispatch_id, min_token=floor,
+            )  # fmt: skip
     status = result.status.name
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
@@ -168,6 +186,9 @@ def supervised_run(
     except BaseException as exc:
         if supervisor.interruption is not None:  # interrupted, then the task raised its own error
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+        elif pool_process_terminating(exc):  # a cold shutdown cancelled the run (prefork)
+            outcome = "yielded"
+            error = f"{SHUTDOWN_REASON} (cold shutdown: Celery ended the pool process)"
         else:
             outcome = "failure"
             error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -177,6 +198,17 @@ def supervised_run(
         if supervisor.interruption is not None and outcome == "success":
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
         _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress)
+
+
+def _wait_out_grace(result: AcquireResult) -> bool:
+    """Sleep until the restart grace of a RECOVERING acquire ends; False (at
+    once) when the worker starts shutting down or the reply names no end."""
+    if result.grace_ends_at is None:
+        return False
+    left = (result.grace_ends_at - result.now).total_seconds() + GRACE_MARGIN
+    logger.info("celery-dgs: Redis restarted; waiting %.1fs for its grace to end (%s)",
+                left, result.grace_ends_at.isoformat())  # fmt: skip
+    return not wait_unless_leaving(left)
 
 
 def _store_declared(rt: Runtime, spec: ScheduleSpec) -> None:

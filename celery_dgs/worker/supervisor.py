@@ -41,6 +41,7 @@ from typing import Any
 
 from ..core.blackout import blackout_containing, next_blackout_start
 from ..core.spec import ScheduleSpec
+from .shutdown import SHUTDOWN_REASON, mark_leaving
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -82,10 +83,14 @@ def _interrupt_handler(signum: int, frame: Any) -> None:
     pending, the signal came from the worker's main process at warm shutdown:
     the run yields."""
     sup = _live.get(threading.main_thread().ident or -1)
-    if sup is None or sup.delivered or sup._done.is_set():
+    if sup is None:
+        mark_leaving()  # warm shutdown of an idle pool process (or one waiting to start a run)
+        return
+    if sup.delivered or sup._done.is_set():
         return
     if sup.interruption is None:
-        sup.interruption = RunTerminated("yielded", "the worker is shutting down")
+        mark_leaving()
+        sup.interruption = RunTerminated("yielded", SHUTDOWN_REASON)
         sup._wake.set()
     sup.delivered = True
     raise sup.interruption

@@ -20,3 +20,12 @@ def test_two_slots_and_the_horizon() -> None:
     waiting = [Waiting(f"s{i}", 0, 100 + i, 60) for i in range(5)]
     got = project_starts(waiting, busy_until=[], free_slots=2, now=0.0, horizon_s=100)
     assert got == {"s0": 0.0, "s1": 0.0, "s2": 60.0, "s3": 60.0}  # s4 would start at 120
+
+
+def test_the_projection_follows_beats_overload_policy() -> None:
+    # Both late at now = 100; one slot: restore starts the short one first.
+    waiting = [Waiting("long", 0.0, 10.0, 500.0), Waiting("short", 0.0, 50.0, 20.0)]
+    restore = project_starts(waiting, busy_until=[], free_slots=1, now=100.0)
+    assert restore == {"short": 100.0, "long": 120.0}  # the default, as beat's
+    greedy = project_starts(waiting, [], 1, 100.0, overload_policy="greedy")
+    assert greedy == {"long": 100.0, "short": 600.0}

@@ -48,6 +48,20 @@ def test_ewma_rejects_bad_alpha() -> None:
             ewma(M, M, alpha)
 
 
+def test_duration_deviation_is_an_ewma_of_the_distance_to_the_average() -> None:
+    t = utc(2026, 6, 1)
+    stats = record_success(ScheduleStats(registered_at=t), t, t + 10 * M)
+    assert stats.duration_deviation == timedelta(0)  # one run: no spread known
+    stats = record_success(stats, t + H, t + H + 20 * M)  # |20 - 10| = 10 min
+    assert stats.duration_deviation == timedelta(minutes=3.7)
+    stats = record_success(stats, t + 2 * H, t + 2 * H + 13.7 * M)  # on the average
+    assert stats.duration_deviation == timedelta(minutes=3.7 * 0.63)
+    failed = record_interruption(record_failure(stats, t + 3 * H, t + 4 * H), t + 5 * H, t + 6 * H)
+    assert failed.duration_deviation == stats.duration_deviation  # only successes feed it
+    legacy = ScheduleStats(registered_at=t, average_good_duration=10 * M)  # stored before 0003
+    assert record_success(legacy, t, t + 12 * M).duration_deviation == 2 * M
+
+
 def test_record_success_failure_interruption() -> None:
     t = utc(2026, 6, 1)
     stats = record_start(ScheduleStats(registered_at=t), t)

@@ -14,6 +14,7 @@ from celery_dgs.core import (
     error_at,
     expected_duration,
     retry_at,
+    start_margin,
     start_times,
     validate_retry_ladder,
 )
@@ -55,6 +56,24 @@ def test_periodic_should_start_uses_duration_override() -> None:
 def test_periodic_without_average_should_start_is_the_deadline() -> None:
     stats = dataclasses.replace(good(T10, T11), average_good_duration=None)
     assert start_times(periodic(), stats, T11).should_start_by == utc(2026, 6, 2, 10)
+
+
+def test_should_start_leaves_room_for_the_deviation_error_at_does_not_move() -> None:
+    # avg 1 h, deviation 5 min: should = deadline - (1 h + 4 * 5 min) = deadline - 80 min.
+    stats = good(T10, T11, duration_deviation=5 * M)
+    spec = periodic()
+    assert start_margin(spec, stats) == H + 20 * M
+    assert start_times(spec, stats, T11).should_start_by == utc(2026, 6, 2, 8, 40)
+    assert error_at(spec, stats) == utc(2026, 6, 2, 10)  # ERROR stays seed 000's
+    cron_times = start_times(cron(), good(T10, T11, duration_deviation=5 * M), T11)
+    assert cron_times.should_start_by == utc(2026, 6, 2, 6) - H - 20 * M
+
+
+def test_deviation_is_ignored_with_an_override_or_without_an_average() -> None:
+    stats = good(T10, T11, duration_deviation=5 * M)
+    assert start_margin(periodic(duration_override=3 * H), stats) == 3 * H
+    no_avg = dataclasses.replace(stats, average_good_duration=None)
+    assert start_times(periodic(), no_avg, T11).should_start_by == utc(2026, 6, 2, 10)
 
 
 # --- cron (seed: can = next_cron(last_good_start); should = can + max_duration - avg) ---

@@ -47,7 +47,9 @@ app.conf.update(
     dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "2")),
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
-    dgs_retry_backoff=[0.5],  # a failed run (e.g. cold shutdown of a solo worker) retries soon
+    dgs_retry_backoff=[0.5],  # a failed run retries soon
+    # Celery >= 5.5: a cold shutdown first waits this long for the tasks (0: off).
+    worker_soft_shutdown_timeout=float(os.environ.get("FAULTS_SOFT_SHUTDOWN", "0")),
     beat_max_loop_interval=1,
     dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
     task_acks_late=os.environ.get("FAULTS_ACKS_LATE") == "1",

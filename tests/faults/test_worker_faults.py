@@ -80,12 +80,12 @@ def test_sigstop_of_the_owner_past_the_steal_bound_then_sigcont(fault_cluster) -
 
 
 @pytest.mark.parametrize(("pool", "cold"), [("solo", False), ("prefork", False),
-                                             ("prefork", True)])
+                                             ("solo", True), ("prefork", True)])
 def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
-    """Warm (SIGTERM): the run yields and frees its lease at once; the next
-    run follows within the recovery bound. Cold (SIGQUIT): Celery terminates
-    the run; it is recorded (as a failure, today), and the checker's other
-    rules hold; its recovery is the retry backoff's business, not a steal's."""
+    """Warm (SIGTERM) or cold (SIGQUIT, Celery cancels the task before it sends
+    worker_shutting_down): the run yields (no failure), the worker leaves the
+    registry before the lease is freed, and the next run follows on the other
+    worker within the standard recovery bound."""
     cluster = fault_cluster(["victim"])
     cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
     cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
@@ -99,6 +99,32 @@ def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
     stored = {r.run_id: r for r in cluster.runs("faults.victim")}
     print(f"{'cold' if cold else 'warm'}: exit code {code}; old run "
           f"{stored[first['run_id']].outcome}; next run {took:.2f}s after the first start")
-    if not cold:
-        assert stored[first["run_id"]].outcome == "yielded"
+    assert stored[first["run_id"]].outcome == "yielded", stored[first["run_id"]].error
+    assert second["host"] != first["host"]
+    assert not cluster.schedule("faults.victim").stats.failure_count
+    cluster.assert_history_ok()
+
+
+def test_cold_shutdown_with_a_soft_shutdown_timeout(fault_cluster) -> None:
+    """worker_soft_shutdown_timeout = 1 s: Celery lets the run go on for 1 s,
+    then cancels it. The worker leaves the registry when the soft shutdown
+    starts (beat sends nothing more there), the run yields when it is
+    cancelled, and the next run follows on the other worker within the bound."""
+    cluster = fault_cluster(["victim"], FAULTS_SOFT_SHUTDOWN="1")
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=1)
+    cluster.start_worker("w2", "node2", pool="prefork", concurrency=1)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    owner = cluster.worker_of(first)
+    time.sleep(BOUNDS.ping_interval)
+    cluster.shutdown(owner, cold=True)
+    second = cluster.wait_start("victim", after=first, timeout=15)
+    stored = {r.run_id: r for r in cluster.runs("faults.victim")}
+    print(f"soft then cold: old run {stored[first['run_id']].outcome}; next run "
+          f"{second['t'] - first['t']:.2f}s after the first start")  # fmt: skip
+    assert stored[first["run_id"]].outcome == "yielded", stored[first["run_id"]].error
+    assert second["host"] != first["host"]
+    log = (cluster.tmp / f"{owner}.log").read_text(errors="replace")
+    left, soft = log.find("left the worker registry"), log.find("Initiating Soft Shutdown")
+    assert 0 <= left < soft, "the worker left the registry before the soft shutdown's wait"
     cluster.assert_history_ok()

@@ -106,3 +106,17 @@ def test_recording_a_run_over_a_bad_average_repairs_it(
     assert ended.stats.average_good_duration is not None
     assert ended.stats.average_good_duration.total_seconds() == 300
     assert "'t.bad': average_good_duration_s" in caplog.text
+
+
+def test_a_bad_duration_deviation_is_reported_with_its_field(store: SqlScheduleStore) -> None:
+    store.sync([periodic("t.good"), periodic("t.bad")], T0)
+    with store.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(text("UPDATE dgs_schedules SET duration_deviation_s = -2.5 "
+                          "WHERE name = 't.bad'"))  # fmt: skip
+    by_name = {r.name: r for r in store.iter_active()[1]}
+    assert by_name["t.good"].spec is not None
+    assert by_name["t.bad"].spec is None
+    assert by_name["t.bad"].spec_error == (
+        "duration_deviation_s: expected a finite number of seconds >= 0, got -2.5"
+    )
+    assert store.get("t.bad").spec_error == by_name["t.bad"].spec_error

@@ -50,13 +50,14 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0002"
+        assert current_revision(store.engine) == head_revision() == "0003"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
         assert got.stats.failure_count == 2
         assert got.current_token == 4
         assert got.stats.average_good_duration == timedelta(seconds=12.5)
+        assert got.stats.duration_deviation is None  # 0003: not known yet
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         store.update_progress("old-run", 0.75)  # the new column works
@@ -64,6 +65,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
             run_id="old-run", outcome="success", ended_at=T0 + timedelta(seconds=20)
         )
         assert ended.stats.failure_count == 0
+        assert ended.stats.duration_deviation == timedelta(seconds=7.5)  # |20 - 12.5|
         assert ended.change_seq == 4
         assert store.runs("legacy")[0].progress == 0.75
     finally:

@@ -53,6 +53,12 @@ def test_ewma_and_outcome_mapping(one: SqlScheduleStore) -> None:
     assert averages[1].total_seconds() == pytest.approx(alpha * 20 + (1 - alpha) * 10)  # 13.7
     assert averages[2].total_seconds() == pytest.approx(alpha * 30 + (1 - alpha) * 13.7)  # 19.731
     good = one.get("a").stats
+    assert good.duration_deviation is not None  # |20-10|, then |30-13.7|: stored, reloaded
+    assert good.duration_deviation.total_seconds() == pytest.approx(
+        alpha * 16.3 + (1 - alpha) * 3.7
+    )
+    [loaded] = [s for s in one.changes_since(0)[0] if s.name == "a"]  # the loader's path
+    assert loaded.stats == good
     assert good.failure_count == 0
     assert good.last_good_end_at == T0 + timedelta(hours=2) + 30 * S
 

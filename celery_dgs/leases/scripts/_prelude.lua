@@ -110,3 +110,21 @@ local function dgs_sweep(index, prefix, format, now, ping_timeout, steal_delay)
   end
   return takeable, marked, malformed, visited
 end
+
+-- The restart epoch: when this Redis server was first seen by a celery-dgs
+-- script (acquire, or beat's round). `epoch_key` holds {run_id, since}; a
+-- server with another run_id (a restart, a failover), or no epoch at all (the
+-- data was lost with it), starts a new epoch at `now`. `run_id` overrides the
+-- server's (tests); "" reads INFO server. Returns `since` (ms).
+local function dgs_epoch_since(epoch_key, run_id, now)
+  if run_id == "" then
+    run_id = string.match(redis.call("INFO", "server"), "run_id:(%x+)") or "unknown"
+  end
+  local epoch = redis.call("HMGET", epoch_key, "run_id", "since")
+  local since = tonumber(epoch[2] or "")
+  if epoch[1] ~= run_id or not since then
+    since = now
+    redis.call("HSET", epoch_key, "run_id", run_id, "since", dgs_int(now))
+  end
+  return since
+end

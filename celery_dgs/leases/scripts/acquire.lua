@@ -22,7 +22,9 @@
 --      otherwise                              -> take over
 --   4. restart grace: when the server's run_id is not the one in the epoch
 --      hash (a restart, a failover, or the data was lost with the hash itself),
---      the epoch is reset to {run_id, now}. While now - since < grace, a
+--      the epoch is reset to {run_id, now} (beat's sweep.lua does the same
+--      each round, so the grace starts at beat's first round after a restart
+--      at the latest). While now - since < grace, a
 --      schedule whose token counter is below min_token (this server lost a
 --      grant the store recorded) gets RECOVERING: a lease lost with the data
 --      may still have a live owner, who stops at its next ping (NOT_OWNER) or
@@ -96,16 +98,7 @@ if lease then
   previous = lease_flat
 end
 
-local run_id = ARGV[13]
-if run_id == "" then
-  run_id = string.match(redis.call("INFO", "server"), "run_id:(%x+)") or "unknown"
-end
-local epoch = redis.call("HMGET", KEYS[6], "run_id", "since")
-local since = tonumber(epoch[2] or "")
-if epoch[1] ~= run_id or not since then
-  since = now
-  redis.call("HSET", KEYS[6], "run_id", run_id, "since", dgs_int(now))
-end
+local since = dgs_epoch_since(KEYS[6], ARGV[13], now)
 local grace = tonumber(ARGV[12])
 local counter = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
 if counter < tonumber(ARGV[8]) and now - since < grace then

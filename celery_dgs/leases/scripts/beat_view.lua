@@ -9,6 +9,10 @@
 -- KEYS[1] lease index (zset: schedule -> last_ping_at ms)
 -- KEYS[2] dispatch index (zset: schedule -> expires_at ms)
 -- KEYS[3] lease generation (string; KeySpace.lease_generation(), = KEYS[1] .. ":gen")
+-- KEYS[4] restart epoch hash {run_id, since} (see dgs_epoch_since, acquire.lua):
+--   noted each round, so after a Redis restart the grace starts at beat's
+--   first round, not at the first acquire (which waits for a worker's broker
+--   connection to come back); left alone if it is foreign data
 -- ARGV[1] now override ms or ""   ARGV[2] lease format version
 -- ARGV[3] lease key prefix (KeySpace.lease_prefix(); lease key = prefix .. schedule)
 -- ARGV[4] ping_timeout ms         ARGV[5] steal_delay ms
@@ -18,6 +22,7 @@
 -- ARGV[7] the lease generation the caller holds the owners of, or "": the
 --   owners are returned only when the generation differs (or ARGV[7] is "", or
 --   the generation key is absent or foreign data)
+-- ARGV[8] run_id override or "" (tests; production reads INFO server)
 --
 -- Returns {now, takeable, marked, malformed, stale, generation, owners,
 --          dispatch_count, dispatch_names}:
@@ -42,6 +47,9 @@ for _, key in ipairs({KEYS[1], KEYS[2]}) do
   if wrong then
     return {"MALFORMED", key, wrong}
   end
+end
+if not dgs_wrong_type(KEYS[4], "hash") then
+  dgs_epoch_since(KEYS[4], ARGV[8] or "", now)
 end
 local prefix, format = ARGV[3], ARGV[2]
 local ping_timeout, steal_delay = tonumber(ARGV[4]), tonumber(ARGV[5])
