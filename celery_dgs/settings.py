@@ -34,6 +34,10 @@ DEFAULT_EWMA_ALPHA = 0.37
 DEFAULT_RETRY_BACKOFF_S = (300.0, 3600.0, 14400.0)  # 5 min, 1 h, 4 h
 DEFAULT_RUN_RETENTION_S = 30 * 24 * 3600.0  # 30 days of run history
 DEFAULT_PRUNE_BATCH_SIZE = 1000
+#: Beat's run reaper (celery_dgs/beat/reaper.py): how often the leader looks at
+#: the runs still marked running (seconds), and how many it reads per look.
+DEFAULT_REAP_INTERVAL_S = 60.0
+DEFAULT_REAP_BATCH_SIZE = 500
 DEFAULT_TERMINATION_GRACE_S = 10.0  # after interrupting a run, before killing its process
 DEFAULT_STORE_POLL_INTERVAL_S = 2.0  # beat reads store changes at most this often
 DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
@@ -96,6 +100,10 @@ class DgsSettings:
     worker_register: bool = DEFAULT_WORKER_REGISTER
     run_retention: float = DEFAULT_RUN_RETENTION_S
     prune_batch_size: int = DEFAULT_PRUNE_BATCH_SIZE
+    #: Seconds between two looks of beat's reaper at the runs still marked running.
+    reap_interval: float = DEFAULT_REAP_INTERVAL_S
+    #: Runs the reaper reads per look (it pages through them across looks).
+    reap_batch_size: int = DEFAULT_REAP_BATCH_SIZE
     termination_grace: float = DEFAULT_TERMINATION_GRACE_S
     store_poll_interval: float = DEFAULT_STORE_POLL_INTERVAL_S
     max_dispatches_per_tick: int = DEFAULT_MAX_DISPATCHES_PER_TICK
@@ -127,7 +135,7 @@ class DgsSettings:
         for name in (
             "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
             "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
-            "shed_horizon",
+            "shed_horizon", "reap_interval",
         ):  # fmt: skip
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
@@ -153,7 +161,7 @@ class DgsSettings:
             or self.capacity < 1
         ):
             raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
-        for name in ("prune_batch_size", "max_dispatches_per_tick"):
+        for name in ("prune_batch_size", "max_dispatches_per_tick", "reap_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")

@@ -22,7 +22,9 @@ the leader token, and a refused write publishes nothing.
 
 A schedule is in exactly one of: the index (may be dispatched), ``parked``
 (running or dispatched: re-inserted once the lease or dispatch is gone),
-``self.held`` (paused/inactive/invalid: not schedulable).
+``self.held`` (paused/inactive/invalid: not schedulable). Error paths keep this
+rule: a round that fails part-way (Redis or the store down) re-indexes what it
+took out before re-raising, so nothing is lost until its store row changes.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..core.timing import start_times
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
+from .reaper import RunReaper
 from .stalled import StalledWorkers
 from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
 
@@ -115,6 +118,16 @@ class BeatEngine:
         self.slots_free = 0
         #: Called with each dispatch's lateness (seconds past should_start_by).
         self.on_dispatch: Callable[[float], None] | None = None
+        #: Read the store again right after the next round's lease snapshot (set by
+        #: :meth:`load` and on election): runs that ended before the snapshot are
+        #: then seen with their outcome, not as due schedules with stale stats.
+        self._refresh_after_read = True
+        #: Ends as ``lost`` the running rows nobody is left to end (leader only).
+        self.reaper = RunReaper(
+            store, leases, clock, grace_s=settings.ping_timeout + settings.steal_delay,
+            interval_s=settings.reap_interval, batch_size=settings.reap_batch_size,
+            monotonic=monotonic,
+        )  # fmt: skip
 
     # -- loading -----------------------------------------------------------------
     def load(self) -> None:
@@ -138,13 +151,14 @@ class BeatEngine:
             batch = _IndexBatch(self.clock.now(), self.settings.retry_ladder)
             count = 0
             for row in rows:
-                self._apply_row(row, batch)
+                self._apply_row_safely(row, batch)
                 count += 1
             self.index.upsert_many(batch.entries)
         finally:
             if gc_was_enabled:
                 gc.enable()
         self._last_poll = self.monotonic()
+        self._refresh_after_read = True
         self.adopt_pending()
         logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", count, self.cursor)
 
@@ -161,6 +175,18 @@ class BeatEngine:
                 self.parked.add(name)
                 self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
         self._dispatch_index_exact = names == self.pending.keys()
+
+    def _apply_row_safely(self, row: Any, batch: _IndexBatch | None = None) -> None:
+        """:meth:`_apply_row`; a row it cannot apply is logged and held (the cursor
+        has moved past it: raising would skip the rest of the batch for good)."""
+        try:
+            self._apply_row(row, batch)
+        except Exception:
+            logger.exception("celery-dgs: schedule %r: cannot apply its stored row; held "
+                             "until the row changes", row.name)  # fmt: skip
+            self.index.remove(row.name)
+            self.parked.discard(row.name)
+            self.held.add(row.name)
 
     def _apply_row(self, row: Any, batch: _IndexBatch | None = None) -> None:
         name = row.name
@@ -204,7 +230,7 @@ class BeatEngine:
         """Apply store changes since the cursor; returns how many rows changed."""
         rows, self.cursor = self.store.changes_since(self.cursor)
         for row in rows:
-            self._apply_row(row)
+            self._apply_row_safely(row)
         self._last_poll = self.monotonic()
         return len(rows)
 
@@ -219,10 +245,12 @@ class BeatEngine:
             return leadership.standby_interval
         if role is Role.ELECTED:
             self.adopt_pending()
+            self._refresh_after_read = True  # a standby's stats may be a poll old
         now = self.clock.now().timestamp()
         if self.index.peek(now) is not None or self.parked:
             self._dispatch_round(now)
         self._maybe_prune(mono)
+        self.reaper.maybe_reap()
         wake = self.index.next_wakeup()
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if self.parked:
@@ -246,6 +274,11 @@ class BeatEngine:
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()
         state = self._read_state()
+        if self._refresh_after_read:
+            # A worker writes its outcome before releasing its lease: any run whose
+            # lease this snapshot no longer shows has its outcome in the store now.
+            self.refresh()
+            self._refresh_after_read = False
         running, running_by_worker = state.running, state.running_by_worker
         still_pending = state.dispatch_names  # None: the index still holds exactly `pending`
         pending = self.pending
@@ -259,10 +292,12 @@ class BeatEngine:
         if freed:
             # Workers write the outcome to the store before releasing the lease:
             # read it now, or the schedule would be re-indexed with stale stats.
-            self.parked.difference_update(freed)
+            # Refresh first: if it raises, the freed schedules are still parked and
+            # are freed again next round (un-parking first would lose them).
             self.refresh()
+            self.parked.difference_update(freed)
             for name in freed:
-                if name in self.tracked and name not in self.held and name not in self.parked:
+                if name in self.tracked and name not in self.held:
                     self._reindex(name)
         placement = self._placement(running_by_worker, state.stale_workers)
         self.slots_free = placement.free
@@ -300,8 +335,13 @@ class BeatEngine:
             expired.append((name, pend))
         taken_back: set[str] = set()
         for name, pend in expired:
+            try:
+                took = self.dispatches.take_back(name, pend.dispatch_id)
+            except BaseException:  # Redis down: still pending, taken back next round
+                self._dispatch_index_exact = False
+                raise
             del self.pending[name]
-            if self.dispatches.take_back(name, pend.dispatch_id):
+            if took:
                 taken_back.add(name)
                 logger.warning(
                     "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
@@ -360,6 +400,13 @@ class BeatEngine:
         )  # fmt: skip
 
     def _send(self, orders: list[DispatchOrder], now: float) -> None:
+        """Write the dispatch records, publish, then book the published orders.
+
+        The orders' schedules have left the index (``choose_dispatches``): every
+        path puts each one back in the index or in ``pending``/``parked``. An error
+        writing the records (Redis down, a malformed record) re-indexes them all
+        and re-raises (beat's scheduler logs it and ticks again).
+        """
         from ..dispatches import DispatchRecord
 
         mono = self.monotonic()
@@ -377,22 +424,30 @@ class BeatEngine:
             if self.leadership is not None:
                 self.leadership.lost(f"{exc}; {len(orders)} dispatches not sent")
             return
-        failed = {o.dispatch_id for o in self.publish(orders)}
-        for order in orders:
-            if order.dispatch_id in failed:
-                if not self.dispatches.take_back(order.schedule, order.dispatch_id):
-                    self._dispatch_index_exact = False
+        except BaseException:
+            self._dispatch_index_exact = False  # earlier chunks may have been written
+            for order in orders:  # nothing was published: schedulable again
                 self._reindex(order.schedule)
-                continue
+            raise
+        try:
+            failed = {o.dispatch_id for o in self.publish(orders)}
+        except Exception:
+            logger.exception("celery-dgs: publishing %d dispatches failed", len(orders))
+            failed = {o.dispatch_id for o in orders}
+        # Book every order first (nothing here calls Redis or the store), then the
+        # fallible calls, each contained: an error there cannot lose a schedule.
+        published = [o for o in orders if o.dispatch_id not in failed]
+        unsent = [o for o in orders if o.dispatch_id in failed]
+        for order in unsent:
+            self._reindex(order.schedule)
+        for order in published:
             self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)
             self.parked.add(order.schedule)
             self.dispatched_total += 1
-            tracked = self.tracked[order.schedule]
-            if tracked.run_requested_at is not None:
-                self.store.clear_run_request(
-                    order.schedule, requested_at=tracked.run_requested_at
-                )
-                tracked.run_requested_at = None
+        for order in unsent:
+            self._take_back_unsent(order)
+        for order in published:
+            self._clear_run_request(order.schedule)
             lateness = now - order.should_start_by if order.should_start_by > 0 else 0.0
             if self.on_dispatch is not None:
                 self.on_dispatch(lateness)
@@ -400,6 +455,30 @@ class BeatEngine:
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
                 order.schedule, order.worker, order.dispatch_id, lateness,
             )  # fmt: skip
+
+    def _take_back_unsent(self, order: DispatchOrder) -> None:
+        """Remove the record of an order that was not published (it would expire)."""
+        try:
+            if self.dispatches.take_back(order.schedule, order.dispatch_id):
+                return
+        except Exception:
+            logger.exception(
+                "celery-dgs: taking back unpublished dispatch %s of %r failed; it expires "
+                "after dispatch_timeout", order.dispatch_id, order.schedule,
+            )  # fmt: skip
+        self._dispatch_index_exact = False
+
+    def _clear_run_request(self, name: str) -> None:
+        """Clear a served ``celery dgs run`` request in the store (logged on error:
+        the request then stays stored and is served again after a beat restart)."""
+        tracked = self.tracked.get(name)
+        if tracked is None or tracked.run_requested_at is None:
+            return
+        requested_at, tracked.run_requested_at = tracked.run_requested_at, None
+        try:
+            self.store.clear_run_request(name, requested_at=requested_at)
+        except Exception:
+            logger.exception("celery-dgs: clearing the run request of %r failed", name)
 
     def _maybe_prune(self, mono: float) -> None:
         if mono - self._last_prune < 3600:

@@ -248,6 +248,11 @@ class ScheduleStore(ABC):
         """Every run still marked ``running``, oldest first."""
 
     @abstractmethod
+    def running_runs_page(self, *, after_id: int, limit: int) -> list[RunRecord]:
+        """At most ``limit`` runs still marked ``running`` whose row ``id`` is above
+        ``after_id``, in ``id`` order (beat's reaper pages through them)."""
+
+    @abstractmethod
     def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
         """Delete finished runs that ended before ``older_than``; the number deleted."""
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,6 +14,41 @@ from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
 from .base import RunRecord, StoredSchedule
 from .models import RunRow, ScheduleRow
+
+log = logging.getLogger(__name__)
+
+#: The stored duration columns of ``ScheduleStats`` (seconds).
+DURATION_FIELDS = ("average_good_duration_s", "duration_deviation_s")
+
+
+def stored_duration(seconds: Any) -> timedelta | None:
+    """A stored duration as a ``timedelta``; ``ValueError`` for a value that is not
+    a finite, non-negative number of seconds (a hand-edited row)."""
+    if seconds is None:
+        return None
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"expected a finite number of seconds >= 0, got {seconds!r}")
+    return timedelta(seconds=seconds)
+
+
+def checked_durations(
+    values: tuple[Any, ...], convert: Callable[[Any], timedelta | None] = stored_duration
+) -> tuple[list[timedelta | None], str | None]:
+    """``values`` (in :data:`DURATION_FIELDS` order) converted; an invalid one
+    becomes ``None`` and the error names its field (the last one wins)."""
+    out: list[timedelta | None] = []
+    error = None
+    for field, raw in zip(DURATION_FIELDS, values, strict=True):
+        try:
+            out.append(convert(raw))
+        except ValueError as exc:
+            out.append(None)
+            error = f"{field}: {exc}"
+    return out, error
+
+
+def _row_durations(row: ScheduleRow) -> tuple[list[timedelta | None], str | None]:
+    return checked_durations((row.average_good_duration_s, row.duration_deviation_s))
 
 
 def spec_json(spec: ScheduleSpec) -> str:
@@ -31,7 +69,12 @@ def parse_spec(text: str) -> tuple[ScheduleSpec | None, str | None]:
 
 
 def stats_of(row: ScheduleRow) -> ScheduleStats:
-    avg, dev = row.average_good_duration_s, row.duration_deviation_s
+    """The row's statistics. An invalid stored duration is logged (schedule and
+    field) and read as unknown, so recording a run over it repairs the row
+    instead of failing the worker."""
+    (average, deviation), error = _row_durations(row)
+    if error is not None:
+        log.error("celery-dgs: schedule %r: %s; read as unknown", row.name, error)
     return ScheduleStats(
         registered_at=row.registered_at,
         last_good_start_at=row.last_good_start_at,
@@ -39,8 +82,8 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         last_start_at=row.last_start_at,
         last_end_at=row.last_end_at,
         failure_count=row.failure_count,
-        average_good_duration=None if avg is None else timedelta(seconds=avg),
-        duration_deviation=None if dev is None else timedelta(seconds=dev),
+        average_good_duration=average,
+        duration_deviation=deviation,
     )
 
 
@@ -57,7 +100,12 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:
+    """The row as the store returns it; invalid statistics make it unschedulable
+    (``spec`` None, ``spec_error`` naming the field), like an invalid spec."""
     spec, error = parse_spec(row.spec)
+    bad_stats = _row_durations(row)[1]
+    if bad_stats is not None:
+        spec, error = None, bad_stats
     return StoredSchedule(
         name=row.name,
         task=row.task,

@@ -34,7 +34,7 @@ from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
-from .convert import parse_spec, spec_json
+from .convert import checked_durations, parse_spec, spec_json, stored_duration
 from .models import utc_from_db
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
@@ -128,7 +128,7 @@ class ValueMemo:
 
 
 def _timedelta_or_none(seconds: Any) -> timedelta | None:
-    return None if seconds is None else timedelta(seconds=seconds)
+    return stored_duration(seconds)
 
 
 class _Memo(dict[Any, Any]):
@@ -155,6 +155,11 @@ def stored_schedule_from_values(
      deviation_s) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
+    (average, deviation), bad = checked_durations(
+        (average_s, deviation_s), memo.durations.__getitem__
+    )
+    if bad is not None:  # a hand-edited row: unschedulable, reported by beat
+        spec, error = None, bad
     stats = ScheduleStats(
         registered_at=moment(registered_at),
         last_good_start_at=moment(last_good_start_at),
@@ -162,8 +167,8 @@ def stored_schedule_from_values(
         last_start_at=moment(last_start_at),
         last_end_at=moment(last_end_at),
         failure_count=failure_count,
-        average_good_duration=memo.durations[average_s],
-        duration_deviation=memo.durations[deviation_s],
+        average_good_duration=average,
+        duration_deviation=deviation,
     )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these

@@ -237,6 +237,18 @@ class RunMethods(SqlStoreBase):
             rows = session.scalars(stmt.order_by(RunRow.started_at, RunRow.id))
             return [run_record(r) for r in rows]
 
+    def running_runs_page(self, *, after_id: int, limit: int) -> list[RunRecord]:
+        """At most ``limit`` ``running`` runs with ``id > after_id``, by ``id``
+        (``ix_dgs_runs_outcome`` finds them; only live or leaked runs are running)."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        stmt = (
+            select(RunRow).where(RunRow.outcome == "running", RunRow.id > after_id)
+            .order_by(RunRow.id).limit(limit)
+        )  # fmt: skip
+        with self._read() as session:
+            return [run_record(r) for r in session.scalars(stmt)]
+
     def outcome_counts(self) -> dict[str, int]:
         """How many stored runs ended (or are) in each outcome."""
         stmt = select(RunRow.outcome, func.count()).group_by(RunRow.outcome)

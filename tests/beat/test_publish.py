@@ -3,8 +3,10 @@ queue, and the worker's kombu Queue is built once (bounded cache)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -59,3 +61,30 @@ def test_messages_reach_each_worker_queue_and_queues_are_built_once(
     finally:
         probe.delete(*(f"{w}.dq2" for w in workers))
         probe.close()
+
+
+def test_broker_down_fails_every_order_without_raising_and_recovers(
+    fresh_redis_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine takes back and re-indexes the failed orders (test_engine_errors.py)."""
+    url = fresh_redis_server.url
+    app = Celery("publish-down", broker=url, set_as_current=False)
+    app.conf.dgs_redis_url = url
+    app.conf.dgs_key_prefix = f"pub{uuid.uuid4().hex[:6]}"
+    app.conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0,
+                                          "interval_step": 0.1, "interval_max": 0.1}  # fmt: skip
+    app.conf.broker_connection_timeout = 1
+    DGS(app, install_worker_hooks=False)
+    sched = DeadlineScheduler(app, lazy=True)
+    try:
+        fresh_redis_server.stop(kill=True)
+        orders = [order("celery@down-0"), order("celery@down-1")]
+        started = time.monotonic()
+        failed = sched.publish(orders)
+        assert [o.dispatch_id for o in failed] == [o.dispatch_id for o in orders]
+        assert time.monotonic() - started < 30
+        assert "celery-dgs: " in caplog.text
+        fresh_redis_server.start()
+        assert sched.publish([order("celery@down-0")]) == []
+    finally:
+        app.close()

@@ -1,0 +1,128 @@
+"""Beat's run reaper: ends, as ``lost``, the runs nobody is left to end.
+
+A run row stays ``running`` until its owner (or the worker that took its lease
+over, as ``stolen``) records its end. When Redis loses its data while the owner
+is dead, the next grant has no ``took_over_from`` and nobody ends the old row;
+the taker's ``stolen`` write can fail too. The leader beat therefore looks, at
+most every ``dgs_reap_interval`` seconds, at up to ``dgs_reap_batch_size``
+running rows (paging through them by row id across looks), and ends as
+``lost`` a row whose schedule has had no lease with that row's owner tag for
+longer than ``ping_timeout + steal_delay``, measured on beat's monotonic clock
+from the first look that found none. A run that is alive holds its lease
+throughout (the worker records its start after the grant and its end before the
+release), so the grace only gives an owner or a taker time to write first.
+
+Fenced like every run end: ``record_run_end`` stores a run whose token is no
+longer the schedule's current one without touching the statistics of the newer
+run (``StaleTokenError``, logged here). A late write by the owner is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..core.clock import Clock
+from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
+from ..store.base import RunRecord
+
+logger = logging.getLogger("celery_dgs.beat")
+
+
+class RunReaper:
+    """Marks ``lost`` the running rows without their lease (see the module doc)."""
+
+    def __init__(
+        self,
+        store: Any,
+        leases: Any,
+        clock: Clock,
+        *,
+        grace_s: float,
+        interval_s: float,
+        batch_size: int,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.store, self.leases, self.clock = store, leases, clock
+        self.grace_s, self.interval_s, self.batch_size = grace_s, interval_s, batch_size
+        self.monotonic = monotonic
+        self._last_look = monotonic()  # the first look waits an interval
+        self._after_id = 0  # paging cursor (row id)
+        #: run_id -> monotonic time of the first look that found no lease of its owner
+        self._suspects: dict[str, float] = {}
+        self._seen: set[str] = set()  # suspects seen during the current pass over all rows
+        self.reaped_total = 0
+
+    def maybe_reap(self) -> int:
+        """One look if ``interval_s`` has passed since the last; returns how many
+        runs were marked lost. Errors are logged, never raised (beat goes on)."""
+        mono = self.monotonic()
+        if mono - self._last_look < self.interval_s:
+            return 0
+        self._last_look = mono
+        try:
+            return self._look(mono)
+        except Exception:
+            logger.exception("celery-dgs: reaping runs without a lease failed")
+            return 0
+
+    def _look(self, mono: float) -> int:
+        page: list[RunRecord] = self.store.running_runs_page(
+            after_id=self._after_id, limit=self.batch_size
+        )
+        reaped = 0
+        for run in page:
+            if self._has_lease(run):
+                self._suspects.pop(run.run_id, None)
+                continue
+            self._seen.add(run.run_id)
+            first = self._suspects.setdefault(run.run_id, mono)
+            if mono - first > self.grace_s and self._mark_lost(run, mono - first):
+                reaped += 1
+        if len(page) < self.batch_size:  # a pass over every running row is complete
+            self._after_id = 0
+            self._suspects = {r: t for r, t in self._suspects.items() if r in self._seen}
+            self._seen = set()
+        else:
+            self._after_id = page[-1].id
+        self.reaped_total += reaped
+        return reaped
+
+    def _has_lease(self, run: RunRecord) -> bool:
+        try:
+            lease = self.leases.get(run.schedule)
+        except MalformedDataError as exc:  # an operator must look: leave the run alone
+            logger.error("celery-dgs: run %s of %r left running: %s", run.run_id,
+                         run.schedule, exc)  # fmt: skip
+            return True
+        if lease is None:
+            return False
+        if run.owner_tag is None:  # a row written without an owner tag: match the token
+            return bool(lease.token == run.token)
+        return bool(lease.owner_tag == run.owner_tag)
+
+    def _mark_lost(self, run: RunRecord, missing_s: float) -> bool:
+        why = (
+            f"lost: no lease held by owner tag {run.owner_tag!r} (token {run.token}) for "
+            f"{missing_s:.0f}s; the owner and any taker left the run unrecorded"
+        )
+        self._suspects.pop(run.run_id, None)
+        try:
+            self.store.record_run_end(
+                run_id=run.run_id, outcome="lost", ended_at=self.clock.now(), error=why
+            )
+        except StaleTokenError:
+            logger.warning(
+                "celery-dgs: run %s of %r (owner %s, token %s) marked lost; a newer run "
+                "holds the schedule, its statistics are untouched",
+                run.run_id, run.schedule, run.owner_name, run.token,
+            )  # fmt: skip
+            return True
+        except UnknownRunError:  # pruned meanwhile
+            return False
+        logger.warning(
+            "celery-dgs: run %s of %r (owner %s, token %s) marked lost: no lease of its "
+            "owner for %.0fs", run.run_id, run.schedule, run.owner_name, run.token, missing_s,
+        )  # fmt: skip
+        return True

@@ -1,0 +1,228 @@
+"""Beat's run reaper on a real Redis server and each store backend (SQLite file,
+PostgreSQL): a ``running`` row whose owner's lease is gone for longer than
+``ping_timeout + steal_delay`` is ended as ``lost``; a live run never is; a run
+fenced by a newer token leaves the newer run's statistics alone."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.core.clock import SystemClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.leases.types import AcquireStatus
+from celery_dgs.registry import WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.leases.helpers import MsClock
+
+KEYS = KeySpace("reap")
+#: Redis time for every lease script of a test (pinned: pings keep leases fresh).
+REDIS_CLOCK = MsClock()
+PING_TIMEOUT_S, STEAL_DELAY_S = 2.0, 1.0
+GRACE_S = PING_TIMEOUT_S + STEAL_DELAY_S
+INTERVAL_S = 1.0
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def no_publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
+    return []
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(database_url)
+    s.sync([PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h))
+            for h in (1, 2, 3)], datetime.now(timezone.utc))  # fmt: skip
+    yield s
+    s.close()
+
+
+def engine_on(client: redis.Redis, store: SqlScheduleStore, batch: int = 500) -> BeatEngine:
+    settings = DgsSettings(ping_interval=1, ping_timeout=PING_TIMEOUT_S,
+                           steal_delay=STEAL_DELAY_S, reap_interval=INTERVAL_S,
+                           reap_batch_size=batch, store_poll_interval=1000)  # fmt: skip
+    engine = BeatEngine(
+        store=store, leases=leases_on(client), registry=WorkerRegistry(client, KEYS, ttl=300),
+        dispatches=DispatchRecords(client, KEYS), publish=no_publish, settings=settings,
+        clock=SystemClock(), monotonic=Mono(),
+    )  # fmt: skip
+    engine.load()
+    return engine
+
+
+def leases_on(client: redis.Redis) -> RedisLeases:
+    return RedisLeases(client, KEYS, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S,
+                       clock_ms=REDIS_CLOCK)  # fmt: skip
+
+
+def start_run(store: SqlScheduleStore, leases: RedisLeases, name: str) -> tuple[str, str]:
+    """A worker's run start: lease first, then the running row. Returns (run_id, tag)."""
+    tag, run_id = uuid.uuid4().hex, uuid.uuid4().hex
+    for _ in range(2):
+        got = leases.acquire(name, owner_node="w1", owner_name="celery@w1", owner_tag=tag,
+                             min_token=store.token_floor(name))  # fmt: skip
+        if got.status is not AcquireStatus.RECOVERING:
+            break
+        REDIS_CLOCK.advance(int(GRACE_S * 1000) + 1)  # after Redis lost data: wait the grace
+    assert got.granted
+    assert got.token is not None
+    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
+                           owner_name="celery@w1", owner_tag=tag, token=got.token,
+                           started_at=datetime.now(timezone.utc))  # fmt: skip
+    return run_id, tag
+
+
+def outcome(store: SqlScheduleStore, name: str, run_id: str) -> str:
+    [run] = [r for r in store.runs(name) if r.run_id == run_id]
+    return run.outcome
+
+
+def advance(engine: BeatEngine, seconds: float) -> None:
+    mono = engine.monotonic
+    assert isinstance(mono, Mono)
+    mono.t += seconds
+    engine.tick()
+
+
+def test_a_run_whose_lease_redis_lost_is_ended_as_lost(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    engine = engine_on(client, store)
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    client.flushall()  # Redis loses its data while the owner is dead
+    advance(engine, INTERVAL_S)  # first look: no lease -> suspect
+    assert outcome(store, "t.p1", run_id) == "running"
+    advance(engine, GRACE_S)  # exactly the grace: still waiting
+    assert outcome(store, "t.p1", run_id) == "running"
+    advance(engine, INTERVAL_S)
+    assert outcome(store, "t.p1", run_id) == "lost"
+    [run] = store.runs("t.p1")
+    assert not run.fenced
+    assert run.error is not None
+    assert "no lease held by owner tag" in run.error
+    assert store.get("t.p1").stats.failure_count == 1  # lost counts as a failure
+    assert engine.reaper.reaped_total == 1
+
+
+def test_a_live_run_is_never_reaped(client: redis.Redis, store: SqlScheduleStore) -> None:
+    engine = engine_on(client, store)
+    run_id, tag = start_run(store, engine.leases, "t.p1")
+    for _ in range(6):
+        assert engine.leases.ping("t.p1", tag).owner
+        advance(engine, GRACE_S)
+    assert outcome(store, "t.p1", run_id) == "running"
+    assert engine.reaper.reaped_total == 0
+
+
+def test_a_lease_back_before_the_grace_ends_clears_the_suspicion(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    engine = engine_on(client, store)
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    lease_key = KEYS.lease("t.p1")
+    saved = client.hgetall(lease_key)
+    client.delete(lease_key)
+    advance(engine, INTERVAL_S)  # suspect
+    client.hset(lease_key, mapping=saved)  # e.g. a replica caught up
+    advance(engine, GRACE_S)  # seen with its lease: no longer suspect
+    client.delete(lease_key)
+    advance(engine, INTERVAL_S)  # suspect again, from now
+    assert outcome(store, "t.p1", run_id) == "running"
+    advance(engine, GRACE_S + INTERVAL_S)
+    assert outcome(store, "t.p1", run_id) == "lost"
+
+
+def test_a_run_taken_over_unrecorded_is_lost_and_fenced(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """The taker's ``stolen`` write failed: the old row is ended by the reaper,
+    and the newer run's statistics and row are left alone."""
+    engine = engine_on(client, store)
+    old_run, _ = start_run(store, engine.leases, "t.p1")
+    client.flushall()  # data lost; a new run starts on a fresh lease (token above floor)
+    new_run, new_tag = start_run(store, engine.leases, "t.p1")
+    before = store.get("t.p1")
+    for _ in range(3):
+        assert engine.leases.ping("t.p1", new_tag).owner
+        advance(engine, GRACE_S)
+    assert outcome(store, "t.p1", old_run) == "lost"
+    assert outcome(store, "t.p1", new_run) == "running"
+    [old] = [r for r in store.runs("t.p1") if r.run_id == old_run]
+    assert old.fenced
+    after = store.get("t.p1")
+    assert after.stats == before.stats
+    assert after.current_token == before.current_token
+
+
+def test_each_look_reads_a_bounded_page_and_all_rows_are_reached(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    engine = engine_on(client, store, batch=1)
+    runs = [start_run(store, engine.leases, f"t.p{h}")[0] for h in (1, 2, 3)]
+    client.flushall()
+    seen: list[int] = []
+    real = store.running_runs_page
+
+    def spy(*, after_id: int, limit: int) -> list:  # type: ignore[type-arg]
+        page = real(after_id=after_id, limit=limit)
+        seen.append(len(page))
+        return page
+
+    store.running_runs_page = spy  # type: ignore[method-assign]
+    for _ in range(12):
+        advance(engine, INTERVAL_S)
+    assert max(seen) == 1
+    ended = [outcome(store, f"t.p{h}", r) for h, r in zip((1, 2, 3), runs, strict=True)]
+    assert ended == ["lost"] * 3
+
+
+def test_settings_are_validated() -> None:
+    from celery_dgs.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="dgs_reap_batch_size"):
+        DgsSettings(reap_batch_size=0)
+    with pytest.raises(SettingsError, match="dgs_reap_interval"):
+        DgsSettings(reap_interval=-1)
+
+
+def test_a_standby_beat_does_not_reap(client: redis.Redis, store: SqlScheduleStore) -> None:
+    from celery_dgs.beat.leader import BeatLeadership
+    from celery_dgs.leases.leader import RedisLeader
+
+    def leadership(node: str, mono: Mono) -> BeatLeadership:
+        return BeatLeadership(RedisLeader(client, KEYS, timeout=60, clock_ms=REDIS_CLOCK),
+                              node=node, pid=1, store_poll_interval=1000,
+                              monotonic=mono)  # fmt: skip
+
+    assert leadership("other", Mono()).check().value in ("elected", "leader")
+    engine = engine_on(client, store)
+    engine.leadership = leadership("me", engine.monotonic)  # type: ignore[arg-type]
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    engine.leases.client.delete(KEYS.lease("t.p1"))
+    for _ in range(6):
+        advance(engine, GRACE_S)
+    assert not engine.leadership.leading
+    assert outcome(store, "t.p1", run_id) == "running"
