@@ -32,7 +32,6 @@ from __future__ import annotations
 import gc
 import logging
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,10 +44,10 @@ from ..core.index import DeadlineIndex
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.timing import start_times
-from ..errors import NotLeaderError
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
 from .reaper import RunReaper
+from .sending import DispatchSending
 from .stalled import StalledWorkers
 from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
 
@@ -69,7 +68,7 @@ class _IndexBatch:
     cron_times: CronFireCache = field(default_factory=CronFireCache)
 
 
-class BeatEngine:
+class BeatEngine(DispatchSending):
     def __init__(
         self,
         *,
@@ -388,97 +387,6 @@ class BeatEngine:
             for w in workers
         ]  # fmt: skip
         return Placement(slots, self.default_queue)
-
-    def _order(self, name: str, worker: str, now: float) -> DispatchOrder:
-        spec = self.tracked[name].spec
-        times = self.index.times(name)
-        should = times.should_start_by if times else now
-        return DispatchOrder(
-            schedule=name, task=spec.task, args=tuple(spec.args), kwargs=dict(spec.kwargs),
-            dispatch_id=uuid.uuid4().hex, worker=worker, queue=spec.pool,
-            expires_s=self.settings.dispatch_timeout, should_start_by=should,
-        )  # fmt: skip
-
-    def _send(self, orders: list[DispatchOrder], now: float) -> None:
-        """Write the dispatch records, publish, then book the published orders.
-
-        The orders' schedules have left the index (``choose_dispatches``): every
-        path puts each one back in the index or in ``pending``/``parked``. An error
-        writing the records (Redis down, a malformed record) re-indexes them all
-        and re-raises (beat's scheduler logs it and ticks again).
-        """
-        from ..dispatches import DispatchRecord
-
-        mono = self.monotonic()
-        fence = self.leadership.fence if self.leadership is not None else None
-        try:
-            self.dispatches.add_many([
-                DispatchRecord(schedule=o.schedule, dispatch_id=o.dispatch_id, worker=o.worker,
-                               dispatched_at=None, expires_at=None)
-                for o in orders
-            ], ttl=self.settings.dispatch_timeout, fence=fence)  # fmt: skip
-        except NotLeaderError as exc:
-            self._dispatch_index_exact = False  # earlier chunks may have been written
-            for order in orders:  # nothing was published; the new leader decides
-                self._reindex(order.schedule)
-            if self.leadership is not None:
-                self.leadership.lost(f"{exc}; {len(orders)} dispatches not sent")
-            return
-        except BaseException:
-            self._dispatch_index_exact = False  # earlier chunks may have been written
-            for order in orders:  # nothing was published: schedulable again
-                self._reindex(order.schedule)
-            raise
-        try:
-            failed = {o.dispatch_id for o in self.publish(orders)}
-        except Exception:
-            logger.exception("celery-dgs: publishing %d dispatches failed", len(orders))
-            failed = {o.dispatch_id for o in orders}
-        # Book every order first (nothing here calls Redis or the store), then the
-        # fallible calls, each contained: an error there cannot lose a schedule.
-        published = [o for o in orders if o.dispatch_id not in failed]
-        unsent = [o for o in orders if o.dispatch_id in failed]
-        for order in unsent:
-            self._reindex(order.schedule)
-        for order in published:
-            self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)
-            self.parked.add(order.schedule)
-            self.dispatched_total += 1
-        for order in unsent:
-            self._take_back_unsent(order)
-        for order in published:
-            self._clear_run_request(order.schedule)
-            lateness = now - order.should_start_by if order.should_start_by > 0 else 0.0
-            if self.on_dispatch is not None:
-                self.on_dispatch(lateness)
-            logger.info(
-                "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
-                order.schedule, order.worker, order.dispatch_id, lateness,
-            )  # fmt: skip
-
-    def _take_back_unsent(self, order: DispatchOrder) -> None:
-        """Remove the record of an order that was not published (it would expire)."""
-        try:
-            if self.dispatches.take_back(order.schedule, order.dispatch_id):
-                return
-        except Exception:
-            logger.exception(
-                "celery-dgs: taking back unpublished dispatch %s of %r failed; it expires "
-                "after dispatch_timeout", order.dispatch_id, order.schedule,
-            )  # fmt: skip
-        self._dispatch_index_exact = False
-
-    def _clear_run_request(self, name: str) -> None:
-        """Clear a served ``celery dgs run`` request in the store (logged on error:
-        the request then stays stored and is served again after a beat restart)."""
-        tracked = self.tracked.get(name)
-        if tracked is None or tracked.run_requested_at is None:
-            return
-        requested_at, tracked.run_requested_at = tracked.run_requested_at, None
-        try:
-            self.store.clear_run_request(name, requested_at=requested_at)
-        except Exception:
-            logger.exception("celery-dgs: clearing the run request of %r failed", name)
 
     def _maybe_prune(self, mono: float) -> None:
         if mono - self._last_prune < 3600:
