@@ -128,3 +128,20 @@ local function dgs_epoch_since(epoch_key, run_id, now)
   end
   return since
 end
+
+-- The next fencing token of `counter_key`: INCR, raised to floor + 1 when the
+-- counter is not above `floor` (a durable floor kept outside Redis, so a
+-- token never repeats or goes down after Redis lost its data). Returns
+-- token, nil or nil, err (the counter holds something INCR refuses).
+local function dgs_next_token(counter_key, floor)
+  local incr = redis.pcall("INCR", counter_key)
+  if type(incr) == "table" and incr["err"] then
+    return nil, incr["err"]
+  end
+  local token = incr
+  if token <= floor then
+    token = floor + 1
+    redis.call("SET", counter_key, dgs_int(token))
+  end
+  return token, nil
+end

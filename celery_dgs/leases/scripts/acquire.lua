@@ -105,15 +105,9 @@ if counter < tonumber(ARGV[8]) and now - since < grace then
   return {"RECOVERING", now, dgs_int(since + grace)}
 end
 
-local incr = redis.pcall("INCR", KEYS[2])
-if type(incr) == "table" and incr["err"] then
-  return {"MALFORMED", KEYS[2], incr["err"]}
-end
-local token = incr
-local floor = tonumber(ARGV[8])
-if token <= floor then
-  token = floor + 1
-  redis.call("SET", KEYS[2], dgs_int(token))
+local token, token_err = dgs_next_token(KEYS[2], tonumber(ARGV[8]))
+if token_err then
+  return {"MALFORMED", KEYS[2], token_err}
 end
 
 redis.call("DEL", KEYS[1])
