@@ -86,3 +86,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """Keep each phase's report on the item (``item.rep_call``): the cluster
+    fixtures print the processes' logs after a failed test."""
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep

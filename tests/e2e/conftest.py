@@ -25,10 +25,3 @@ def cluster_factory(
         rep = getattr(request.node, "rep_call", None)
         if rep is not None and rep.failed:
             print(cluster.logs())
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
-    rep = yield
-    setattr(item, "rep_" + rep.when, rep)
-    return rep
