@@ -276,3 +276,43 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
     assert sup.interruption.outcome == "stolen"
     assert ended, "the unresponsive stolen run was not ended"
     assert ended[0] - box["interrupted"] < 0.4 / 2 + 0.15
+
+
+def test_the_takers_stolen_record_is_retried(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The taker records the previous run as ``stolen``; a transient store
+    error on the first attempt must not leave that run ``running``. (The one
+    failing attempt is injected: the unit under test is the retry.)"""
+    old = rt.leases.acquire(SPEC.name, owner_node="node-b", owner_name="celery@node-b",
+                            owner_tag="old-run")  # fmt: skip
+    assert old.granted
+    assert old.token is not None
+    assert old.started_at is not None
+    rt.store.record_run_start(
+        schedule=SPEC.name, run_id="old-run", dispatch_id=None, owner_node="node-b",
+        owner_name="celery@node-b", owner_tag="old-run", token=old.token,
+        started_at=old.started_at,
+    )  # fmt: skip
+    real_end = rt.store.record_run_end
+    failures: list[str] = []
+
+    def flaky_end(**kwargs: Any) -> Any:
+        if kwargs.get("outcome") == "stolen" and not failures:
+            failures.append(kwargs["run_id"])
+            raise OSError("the store connection dropped")
+        return real_end(**kwargs)
+
+    monkeypatch.setattr(rt.store, "record_run_end", flaky_end)
+    # The old owner stopped pinging: takeable after ping_timeout + steal_delay (2 s).
+    deadline = time.monotonic() + 10
+    box: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        box = in_thread(lambda: supervised_run(rt, SPEC, Request(), lambda: "new", (), {}))
+        if box.get("value") == "new":
+            break
+        time.sleep(0.2)
+    assert box.get("value") == "new"
+    assert failures == ["old-run"]
+    by_id = {r.run_id: r for r in rt.store.runs(SPEC.name)}
+    assert by_id["old-run"].outcome == "stolen"
