@@ -316,3 +316,34 @@ def test_the_takers_stolen_record_is_retried(
     assert failures == ["old-run"]
     by_id = {r.run_id: r for r in rt.store.runs(SPEC.name)}
     assert by_id["old-run"].outcome == "stolen"
+
+
+def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
+    fresh_redis_server: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Redis goes away mid-run: the run fences itself after fence_after (0.75 s)
+    and its end is dated from the grant's Redis time plus the monotonic time
+    since, not by the local wall clock (which here has jumped a day ahead)."""
+    runtime = make_runtime(fresh_redis_server.url, db_path)
+
+    class JumpedClock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) + timedelta(days=1)
+
+    def body() -> None:
+        fresh_redis_server.stop()
+        monkeypatch.setattr(runs_module, "datetime", JumpedClock)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    try:
+        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), body, (), {}))
+        assert "self_fenced" in str(box.get("raised"))
+        run = only_run(runtime)
+        assert run.outcome == "self_fenced"
+        assert run.ended_at is not None
+        assert timedelta(seconds=0.75) <= run.ended_at - run.started_at < timedelta(seconds=3)
+    finally:
+        runtime.close()
