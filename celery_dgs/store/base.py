@@ -236,10 +236,6 @@ class ScheduleStore(ABC):
         return self.get(schedule).current_token or 0
 
     @abstractmethod
-    def update_progress(self, run_id: str, progress: float) -> None:
-        """Store the progress a running run reports (conventionally 0.0-1.0)."""
-
-    @abstractmethod
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
         """The schedule's latest runs, newest first."""
 

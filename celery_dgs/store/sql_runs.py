@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from ..core.stats import (
@@ -196,22 +196,6 @@ class RunMethods(SqlStoreBase):
         if found is None:
             raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
         return int(found[0] or 0)
-
-    def update_progress(self, run_id: str, progress: float) -> None:
-        """Store the progress a running run reports (conventionally 0.0-1.0).
-
-        Ignored once the run has ended; ``UnknownRunError`` if it was never recorded.
-        """
-        _check_progress(progress)
-        with self._write() as session:
-            stmt = (
-                update(RunRow)
-                .where(RunRow.run_id == run_id, RunRow.outcome == "running")
-                .values(progress=progress)
-                .execution_options(synchronize_session=False)
-            )
-            if session.execute(stmt).rowcount == 0 and not _run_exists(session, run_id):  # type: ignore[attr-defined]
-                raise UnknownRunError(f"no run {run_id!r} in the store")
 
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
         """The schedule's latest ``limit`` runs (skips included), newest first.

@@ -17,7 +17,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..core.spec import ScheduleSpec
@@ -47,7 +47,12 @@ def node_of(hostname: str) -> str:
     return hostname.split("@", 1)[1] if "@" in hostname else hostname
 
 
-def _retry(what: str, fn: Callable[[], Any], attempts: int = STORE_WRITE_ATTEMPTS) -> Any:
+def _retry(
+    what: str, fn: Callable[[], Any], attempts: int = STORE_WRITE_ATTEMPTS,
+    give_up_at: float | None = None,
+) -> Any:  # fmt: skip
+    """``fn()``, retried with a doubling back-off; no retry would start after
+    the monotonic time ``give_up_at`` (the last error is raised instead)."""
     delay = 0.2
     for attempt in range(1, attempts + 1):
         try:
@@ -55,7 +60,8 @@ def _retry(what: str, fn: Callable[[], Any], attempts: int = STORE_WRITE_ATTEMPT
         except DgsError:
             raise  # a definite answer (unknown schedule, stale token): retrying cannot help
         except Exception:
-            if attempt == attempts:
+            late = give_up_at is not None and time.monotonic() + delay >= give_up_at
+            if attempt == attempts or late:
                 logger.exception("celery-dgs: %s failed after %d attempts", what, attempt)
                 raise
             logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
@@ -81,29 +87,41 @@ def supervised_run(
 
     if node in spec.dont_run_on_nodes or owner_name in spec.dont_run_on_nodes:
         if dispatch_id:
-            rt.dispatches.take_back(schedule, dispatch_id)
+            try:
+                rt.dispatches.take_back(schedule, dispatch_id)
+            except Exception:  # beat re-sends it after dispatch_timeout anyway
+                logger.exception("celery-dgs: could not take back dispatch %s of %s",
+                                 dispatch_id, schedule)  # fmt: skip
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
     # The durable floor: a token above every token the store recorded, even if
     # Redis lost its counter (restart without persistence, failover).
     floor = _token_floor(rt, spec)
     asked_mono = time.monotonic()  # the grant (and its first "ping") is no earlier
-    result = leases.acquire(
-        schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
-        dispatch_id=dispatch_id, min_token=floor,
-    )  # fmt: skip
-    if result.status is AcquireStatus.RECOVERING:
-        # Wait out the Redis restart grace with the dispatch (its record is
-        # kept, beat counts it pending) rather than skip it: a skipped dispatch
-        # would only be re-sent after dispatch_timeout.
-        for _ in range(GRACE_WAITS):
-            if result.status is not AcquireStatus.RECOVERING or not _wait_out_grace(result):
-                break
-            asked_mono = time.monotonic()
-            result = leases.acquire(
-                schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
-                dispatch_id=dispatch_id, min_token=floor,
-            )  # fmt: skip
+    try:
+        result = leases.acquire(
+            schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
+            dispatch_id=dispatch_id, min_token=floor,
+        )  # fmt: skip
+        if result.status is AcquireStatus.RECOVERING:
+            # Wait out the Redis restart grace with the dispatch (its record is
+            # kept, beat counts it pending) rather than skip it: a skipped dispatch
+            # would only be re-sent after dispatch_timeout.
+            for _ in range(GRACE_WAITS):
+                if result.status is not AcquireStatus.RECOVERING or not _wait_out_grace(result):
+                    break
+                asked_mono = time.monotonic()
+                result = leases.acquire(
+                    schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
+                    dispatch_id=dispatch_id, min_token=floor,
+                )  # fmt: skip
+    except Exception as exc:
+        # Redis failed (or its reply was lost): a grant may exist that nobody
+        # pings; it expires after ping_timeout + steal_delay. Never run unleased.
+        logger.exception("celery-dgs: acquiring the lease of %s failed", schedule)
+        _skip(rt, spec, run_id, dispatch_id, node, owner_name,
+              f"acquiring the lease failed: {_describe(exc)}")  # fmt: skip
+        return None
     status = result.status.name
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
@@ -118,6 +136,10 @@ def supervised_run(
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
+    settings = rt.settings
+    # Past this (monotonic, from the grant) the lease may already be taken
+    # over: the body must not start (it would overlap the next owner).
+    fence_at = asked_mono + settings.fence_after
     if result.took_over_from is not None:
         old = result.took_over_from
         logger.warning(
@@ -127,8 +149,11 @@ def supervised_run(
         try:
             # "stolen", not "lost": a paused or partitioned owner looks exactly like
             # a dead one from here, and neither may count as the task failing.
-            store.record_run_end(run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
-                                 error=f"owner {old.owner_name} stopped pinging; lease taken over")
+            _retry(f"recording run {old.owner_tag} of {schedule} as stolen",
+                   lambda: store.record_run_end(
+                       run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
+                       error=f"owner {old.owner_name} stopped pinging; lease taken over"),
+                   give_up_at=asked_mono + settings.fence_after / 2)  # fmt: skip
         except (StaleTokenError, UnknownRunError) as exc:  # already ended, or never recorded
             logger.info("celery-dgs: run %s of %s not recorded as stolen: %s",
                         old.owner_tag, schedule, exc)  # fmt: skip
@@ -139,16 +164,28 @@ def supervised_run(
         _retry(f"recording the start of {schedule}", lambda: store.record_run_start(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
             owner_name=owner_name, owner_tag=run_id, token=token, started_at=started_at,
-        ))  # fmt: skip
+        ), give_up_at=fence_at)  # fmt: skip
     except StaleTokenError as exc:
         # Another grant with a token at least as high is already recorded: this
         # lease came from a Redis that lost data. Never run the body with it.
         logger.warning("celery-dgs: run %s of %s refused: %s", run_id, schedule, exc)
-        leases.release(schedule, run_id)
+        _release_quietly(rt, schedule, run_id)
         return None
     except Exception:
-        leases.release(schedule, run_id)
+        _release_quietly(rt, schedule, run_id)
         raise
+    elapsed = time.monotonic() - asked_mono
+    if elapsed >= settings.fence_after:
+        # Recording the start took so long that the lease may be someone
+        # else's by now (no ping was sent meanwhile): fence before the body.
+        reason = (f"recording the start took {elapsed:.1f}s since the grant (limit "
+                  f"{settings.fence_after:g}s): the lease may be taken over; the body "
+                  "did not run")  # fmt: skip
+        logger.warning("celery-dgs: run %s of %s self-fenced before its body: %s",
+                       run_id, schedule, reason)  # fmt: skip
+        _finish(rt, spec, run_id, "self_fenced", reason,
+                ended_at=started_at + timedelta(seconds=elapsed))  # fmt: skip
+        return None
 
     def on_unresponsive(stop: RunTerminated) -> None:
         if stop.outcome == "self_fenced":
@@ -156,7 +193,7 @@ def supervised_run(
             # outcome if the store answers in time, then exit regardless.
             writer = threading.Thread(
                 target=_finish, args=(rt, spec, run_id, stop.outcome, stop.reason),
-                kwargs={"attempts": 1}, daemon=True,
+                kwargs={"attempts": 1, "ended_at": supervisor.estimated_now()}, daemon=True,
             )  # fmt: skip
             writer.start()
             writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
@@ -164,7 +201,6 @@ def supervised_run(
             _finish(rt, spec, run_id, stop.outcome, stop.reason)
         os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
-    settings = rt.settings
     supervisor = RunSupervisor(
         schedule=schedule, run_id=run_id, spec=spec, token=token,
         ping=lambda progress: _ping_status(leases.ping(schedule, run_id, progress=progress)),
@@ -194,10 +230,40 @@ def supervised_run(
             error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         raise
     finally:
-        supervisor.finish()
-        if supervisor.interruption is not None and outcome == "success":
-            outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
-        _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress)
+        try:
+            _stop_heartbeat(supervisor)
+        finally:  # recorded even if an interruption surfaced in the heartbeat's stop
+            if supervisor.interruption is not None and outcome == "success":
+                outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress,
+                    ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None)
+
+
+def _stop_heartbeat(supervisor: RunSupervisor) -> None:
+    """``supervisor.finish()``, even when an interruption delivered just as the
+    body returned surfaces in it (it is recorded as the outcome, not raised:
+    the body has already ended)."""
+    for _ in range(3):
+        try:
+            supervisor.finish()
+            return
+        except RunTerminated:
+            logger.info("celery-dgs: run %s of %s ended as it was interrupted",
+                        supervisor.run_id, supervisor.schedule)  # fmt: skip
+    supervisor.finish()
+
+
+def _describe(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
+    """Release the lease; a Redis error is logged (the lease then expires)."""
+    try:
+        rt.leases.release(schedule, run_id)
+    except Exception:
+        logger.exception("celery-dgs: releasing the lease of %s failed; it expires "
+                         "after ping_timeout", schedule)  # fmt: skip
 
 
 def _wait_out_grace(result: AcquireResult) -> bool:
@@ -246,16 +312,21 @@ def _ping_status(result: PingResult) -> str:
 def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
     progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
+    ended_at: datetime | None = None,
 ) -> None:  # fmt: skip
+    """Record the run's end and release its lease. ``ended_at``: the end as
+    estimated by the caller (a self-fenced run passes the grant's Redis time
+    plus the monotonic time since: Redis is presumed unreachable and the local
+    wall clock may have jumped); otherwise Redis's clock, or the local one."""
     schedule = spec.name
-    # A self-fenced owner presumes Redis unreachable: its own clock dates the
-    # end, and the lease is left to expire (a release could hang until the
-    # socket timeout and would only free the lease a little earlier).
-    fenced_self = outcome == "self_fenced"
-    try:
-        ended_at = datetime.now(timezone.utc) if fenced_self else rt.leases.now()
-    except Exception:
-        ended_at = datetime.now(timezone.utc)
+    # A self-fenced owner presumes Redis unreachable: the lease is left to
+    # expire (a release could hang until the socket timeout and would only
+    # free the lease a little earlier).
+    if ended_at is None:
+        try:
+            ended_at = rt.leases.now()
+        except Exception:
+            ended_at = datetime.now(timezone.utc)
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
@@ -286,9 +357,13 @@ def _skip(
     logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
 
     def record() -> None:
+        try:
+            at = rt.leases.now()
+        except Exception:  # Redis unreachable: the local clock dates the skip
+            at = datetime.now(timezone.utc)
         rt.store.record_skip(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
-            owner_name=owner, reason=reason, at=rt.leases.now(),
+            owner_name=owner, reason=reason, at=at,
         )  # fmt: skip
 
     try:

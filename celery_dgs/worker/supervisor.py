@@ -96,6 +96,11 @@ def _interrupt_handler(signum: int, frame: Any) -> None:
     raise sup.interruption
 
 
+def _clear_async_exc(thread_id: int) -> None:
+    """Drop an asynchronous exception still pending in ``thread_id``."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+
+
 def install_interrupt_handler() -> bool:
     """Install the interrupt signal handler (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
@@ -155,6 +160,10 @@ class RunSupervisor:
         self._pinging = False
         self._ping_result: tuple[str, float] | None = None
         self._ping_lock = threading.Lock()
+        #: Held by ``interrupt()`` from its check of ``_done`` to the delivery, and
+        #: by ``finish()`` while it sets ``_done``: an interruption is delivered
+        #: before the run finished or not at all.
+        self._deliver_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -165,8 +174,17 @@ class RunSupervisor:
         self._beat.start()
 
     def finish(self) -> None:
-        """The run's code returned or raised: stop the heartbeat."""
-        self._done.set()
+        """The run's code returned or raised: stop the heartbeat.
+
+        Idempotent. Once ``_done`` is set (under the delivery lock) no
+        interruption is delivered any more; one delivered just before and still
+        pending in this thread is cleared, so it cannot surface in the code that
+        records the run's end. (It may still have been raised on the way in:
+        the caller retries ``finish()`` on ``RunTerminated``.)"""
+        with self._deliver_lock:
+            self._done.set()
+            if self.delivered and not self._on_main:
+                _clear_async_exc(self._thread_id)
         self._wake.set()
         with _live_lock:
             if _live.get(self._thread_id) is self:
@@ -181,20 +199,21 @@ class RunSupervisor:
 
     # -- interruption -----------------------------------------------------------------
     def interrupt(self, outcome: str, reason: str) -> None:
-        if self.interruption is not None or self._done.is_set():
-            return
-        self.interruption = RunTerminated(outcome, reason)
-        logger.warning(
-            "celery-dgs: stopping run %s of %s (%s: %s)",
-            self.run_id, self.schedule, outcome, reason,
-        )
-        if self._on_main and signal.getsignal(INTERRUPT_SIGNAL) is _interrupt_handler:
-            signal.pthread_kill(self._thread_id, INTERRUPT_SIGNAL)
-        else:
-            self.delivered = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self._thread_id), ctypes.py_object(RunTerminated)
+        with self._deliver_lock:
+            if self.interruption is not None or self._done.is_set():
+                return
+            self.interruption = RunTerminated(outcome, reason)
+            logger.warning(
+                "celery-dgs: stopping run %s of %s (%s: %s)",
+                self.run_id, self.schedule, outcome, reason,
             )
+            if self._on_main and signal.getsignal(INTERRUPT_SIGNAL) is _interrupt_handler:
+                signal.pthread_kill(self._thread_id, INTERRUPT_SIGNAL)
+            else:
+                self.delivered = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._thread_id), ctypes.py_object(RunTerminated)
+                )
         self._wake.set()
 
     # -- the heartbeat -----------------------------------------------------------------
@@ -236,6 +255,11 @@ class RunSupervisor:
             )  # fmt: skip
 
     # -- pings, on their own thread ---------------------------------------------------
+    def estimated_now(self) -> datetime:
+        """Redis time now, from the grant's Redis time and the monotonic clock
+        (immune to jumps of the local wall clock)."""
+        return self._estimated_now()
+
     def _estimated_now(self) -> datetime:
         base, base_mono = self._time_base
         assert base is not None
@@ -303,10 +327,19 @@ class RunSupervisor:
         Self-fenced: until ``kill_after`` after the last good ping, so the
         process is gone before a steal. When that has already passed (the whole
         process was paused and has just resumed), half a ping interval, so a
-        run that stops promptly is not killed with its worker."""
+        run that stops promptly is not killed with its worker.
+
+        Stolen (another owner holds the lease, or it is gone): half a ping
+        interval, so the overlap of a resumed owner with the new one stays
+        within ``ping_interval / 2`` of the interruption (docs/guarantees.md G3).
+        Other interruptions (cancelled, terminated, yielded) leave no second
+        owner running: the full ``termination_grace``."""
+        stolen_grace = min(self.termination_grace, self.ping_interval / 2)
         if self.interruption is not None and self.interruption.outcome == "self_fenced":
             left = max(self.kill_deadline_left(), self.ping_interval / 2)
             return min(self.termination_grace, left)
+        if self.interruption is not None and self.interruption.outcome == "stolen":
+            return stolen_grace
         return self.termination_grace
 
     def _loop(self) -> None:

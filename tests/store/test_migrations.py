@@ -60,9 +60,8 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.stats.duration_deviation is None  # 0003: not known yet
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
-        store.update_progress("old-run", 0.75)  # the new column works
-        ended = store.record_run_end(
-            run_id="old-run", outcome="success", ended_at=T0 + timedelta(seconds=20)
+        ended = store.record_run_end(  # progress: the new column works
+            run_id="old-run", outcome="success", ended_at=T0 + timedelta(seconds=20), progress=0.75
         )
         assert ended.stats.failure_count == 0
         assert ended.stats.duration_deviation == timedelta(seconds=7.5)  # |20 - 12.5|

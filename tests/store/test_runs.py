@@ -123,14 +123,12 @@ def test_record_run_end_is_idempotent(one: SqlScheduleStore) -> None:
 def test_bad_calls(one: SqlScheduleStore) -> None:
     with pytest.raises(UnknownRunError, match="'ghost'"):
         one.record_run_end(run_id="ghost", outcome="success", ended_at=T0)
-    with pytest.raises(UnknownRunError, match="'ghost'"):
-        one.update_progress("ghost", 0.1)
     start(one, "a", "r1", token=1)
     for outcome in ("running", "skipped", "exploded"):
         with pytest.raises(ValueError, match="outcome must be one of"):
             one.record_run_end(run_id="r1", outcome=outcome, ended_at=T0)
     with pytest.raises(ValueError, match="finite"):
-        one.update_progress("r1", float("nan"))
+        one.record_run_end(run_id="r1", outcome="success", ended_at=T0, progress=float("nan"))
     assert one.running_runs()[0].outcome == "running"
 
 
@@ -147,10 +145,8 @@ def test_skips_progress_and_history_order(one: SqlScheduleStore) -> None:
     )  # fmt: skip
     start(one, "a", "r1", token=1, at=T0 + S)
     start(one, "b", "r2", token=1, at=T0 + 2 * S)
-    one.update_progress("r1", 0.25)
-    assert [(r.run_id, r.progress) for r in one.running_runs()] == [("r1", 0.25), ("r2", None)]
-    one.record_run_end(run_id="r1", outcome="success", ended_at=T0 + 3 * S)
-    one.update_progress("r1", 0.9)  # ended: ignored
+    assert [(r.run_id, r.progress) for r in one.running_runs()] == [("r1", None), ("r2", None)]
+    one.record_run_end(run_id="r1", outcome="success", ended_at=T0 + 3 * S, progress=0.25)
     assert one.runs("a")[0].progress == 0.25
     assert [r.run_id for r in one.runs("a")] == ["r1", "s1"]
     assert [r.run_id for r in one.runs("a", limit=1)] == ["r1"]

@@ -1,0 +1,349 @@
+"""Defects of ``supervised_run`` found by review, each reproduced with a real
+Redis-compatible server and a real SQLite store (issue 7 invariants).
+
+The task body runs on a thread of the test, as in a threads pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.runtime import Runtime
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.base import RunRecord
+from celery_dgs.worker import runs as runs_module
+from celery_dgs.worker.runs import supervised_run
+from celery_dgs.worker.supervisor import RunSupervisor, RunTerminated, current_supervisor
+
+SPEC = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1))
+
+
+class Request:
+    hostname = "celery@node-a"
+    dgs_dispatch_id = None
+
+
+def make_runtime(redis_url: str, db_path: Path) -> Runtime:
+    settings = DgsSettings.from_conf({
+        "dgs_redis_url": redis_url, "dgs_database_url": f"sqlite:///{db_path}",
+        "dgs_ping_interval": 0.2, "dgs_ping_timeout": 1.0, "dgs_steal_delay": 1.0,
+    })  # fmt: skip
+    assert settings.fence_after == pytest.approx(0.75)
+    rt = Runtime(settings)
+    rt.store.insert_if_missing(SPEC, rt.leases.now())
+    return rt
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "dgs.sqlite3"
+
+
+@pytest.fixture
+def rt(redis_url: str, db_path: Path) -> Iterator[Runtime]:
+    runtime = make_runtime(redis_url, db_path)
+    yield runtime
+    runtime.close()
+
+
+def only_run(rt: Runtime) -> RunRecord:
+    (run,) = rt.store.runs(SPEC.name)
+    return run
+
+
+def in_thread(fn: Any) -> dict[str, Any]:
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["raised"] = exc
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    return box
+
+
+def test_a_start_recorded_after_the_fence_time_never_runs_the_body(
+    rt: Runtime, db_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Another writer holds SQLite's write lock for longer than fence_after (0.75 s):
+    # record_run_start waits on the busy timeout, the lease could be taken meanwhile.
+    blocker = sqlite3.connect(db_path, timeout=5, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    threading.Timer(1.3, blocker.rollback).start()
+
+    # The local wall clock jumps a day ahead: the recorded end must not follow it.
+    class JumpedClock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) + timedelta(days=1)
+
+    monkeypatch.setattr(runs_module, "datetime", JumpedClock)
+    ran: list[bool] = []
+    box = in_thread(lambda: supervised_run(rt, SPEC, Request(), lambda: ran.append(True), (), {}))
+    blocker.close()
+    assert "raised" not in box
+    assert ran == []  # the body never started
+    run = only_run(rt)
+    assert run.outcome == "self_fenced"
+    assert run.error is not None
+    assert "did not run" in run.error
+    assert run.ended_at is not None
+    assert timedelta(seconds=0.75) <= run.ended_at - run.started_at < timedelta(seconds=5)
+
+
+def test_a_prompt_start_runs_the_body(rt: Runtime) -> None:
+    box = in_thread(lambda: supervised_run(rt, SPEC, Request(), lambda: 42, (), {}))
+    assert box.get("value") == 42
+    assert only_run(rt).outcome == "success"
+
+
+def test_an_interruption_racing_the_return_is_recorded_and_releases_the_lease(
+    rt: Runtime,
+) -> None:
+    """interrupt() passed its check of ``_done``, then the body returned and
+    finish() ran before the asynchronous exception was set: it must not surface
+    in the recording of the end (row left running, lease kept, exception escaping)."""
+    may_return = threading.Event()
+    recorded = threading.Event()
+
+    class Stall(logging.Handler):
+        # interrupt() logs between its check and the delivery: stall it there
+        # until the body has returned and its end has been recorded (or 1 s).
+        def emit(self, record: logging.LogRecord) -> None:
+            if "stopping run" in record.getMessage():
+                may_return.set()
+                recorded.wait(1.0)
+
+    def body() -> str:
+        sup = current_supervisor()
+        assert sup is not None
+        rt.leases.request_cancel(SPEC.name, owner_tag=sup.run_id)  # next ping: interrupt
+        while not may_return.is_set():
+            time.sleep(0.001)
+        return "done"
+
+    def run() -> Any:
+        try:
+            value = supervised_run(rt, SPEC, Request(), body, (), {})
+        finally:
+            recorded.set()
+        for _ in range(300):  # a stray interruption would surface here, after the run
+            time.sleep(0.001)
+        return value
+
+    handler = Stall()
+    logging.getLogger("celery_dgs.worker").addHandler(handler)
+    try:
+        box = in_thread(run)
+    finally:
+        logging.getLogger("celery_dgs.worker").removeHandler(handler)
+    assert "raised" not in box, box.get("raised")
+    assert box["value"] == "done"
+    run_row = only_run(rt)
+    assert run_row.outcome != "running"
+    assert rt.leases.running_names() == set()
+
+
+def test_a_redis_failure_at_acquire_records_a_skip(
+    fresh_redis_server: Any, db_path: Path,
+) -> None:  # fmt: skip
+    runtime = make_runtime(fresh_redis_server.url, db_path)
+    fresh_redis_server.stop()
+    try:
+        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), lambda: 1, (), {}))
+        assert "raised" not in box, box.get("raised")
+        assert box["value"] is None
+        run = only_run(runtime)
+        assert run.outcome == "skipped"
+        assert run.error is not None
+        assert "acquiring the lease failed" in run.error
+        assert abs(run.started_at - datetime.now(timezone.utc)) < timedelta(seconds=30)
+    finally:
+        runtime.close()
+
+
+def test_a_redis_failure_taking_back_an_excluded_dispatch_records_the_skip(
+    fresh_redis_server: Any, db_path: Path,
+) -> None:  # fmt: skip
+    spec = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1),
+                        dont_run_on_nodes=("node-a",))  # fmt: skip
+    runtime = make_runtime(fresh_redis_server.url, db_path)
+    fresh_redis_server.stop()
+
+    class Dispatched(Request):
+        dgs_dispatch_id = "d1"
+
+    try:
+        box = in_thread(lambda: supervised_run(runtime, spec, Dispatched(), lambda: 1, (), {}))
+        assert "raised" not in box, box.get("raised")
+        run = only_run(runtime)
+        assert run.outcome == "skipped"
+        assert run.error is not None
+        assert "excluded" in run.error
+    finally:
+        runtime.close()
+
+
+def test_an_interruption_from_another_thread_never_lands_after_finish() -> None:
+    """As at warm shutdown (hooks.py interrupts from the worker's thread, not
+    the heartbeat's): interrupt() checked ``_done``, then the run finished,
+    then the exception was set. It must be delivered before finish() or not at
+    all; one pending when finish() takes over is cleared."""
+    checked = threading.Event()
+
+    class Stall(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "stopping run" in record.getMessage():
+                checked.set()
+                time.sleep(0.5)  # the run finishes meanwhile (old code)
+
+    box: dict[str, Any] = {}
+
+    def task_thread() -> None:
+        sup = RunSupervisor(
+            schedule="s", run_id="r", spec=SPEC, token=1, ping=lambda p: "OK",
+            now=lambda: datetime.now(timezone.utc), ping_interval=10, termination_grace=10,
+            on_unresponsive=lambda stop: None,
+        )  # fmt: skip
+        box["sup"] = sup
+        sup.start()
+        try:
+            box["ready"].set()
+            checked.wait(5)  # the body returns as the interruption is on its way
+            runs_module._stop_heartbeat(sup)
+            for _ in range(1000):  # a late interruption would surface here
+                time.sleep(0.001)
+            box["clean"] = True
+        except RunTerminated as exc:
+            box["late"] = exc
+
+    box["ready"] = threading.Event()
+    handler = Stall()
+    logging.getLogger("celery_dgs.worker").addHandler(handler)
+    try:
+        t = threading.Thread(target=task_thread)
+        t.start()
+        box["ready"].wait(5)
+        box["sup"].interrupt("yielded", "the worker is shutting down")
+        t.join(timeout=10)
+    finally:
+        logging.getLogger("celery_dgs.worker").removeHandler(handler)
+    assert box.get("clean") is True, box.get("late")
+
+
+def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping() -> None:
+    """docs/guarantees.md G3: a resumed, taken-over owner is stopped within
+    ``ping_interval / 2`` of its interruption, not after ``termination_grace``."""
+    ended: list[float] = []
+    box: dict[str, Any] = {}
+
+    def task_thread() -> None:
+        sup = RunSupervisor(
+            schedule="s", run_id="r", spec=SPEC, token=1, ping=lambda p: "NOT_OWNER",
+            now=lambda: datetime.now(timezone.utc), ping_interval=0.4, termination_grace=10,
+            on_unresponsive=lambda stop: ended.append(time.monotonic()),
+        )  # fmt: skip
+        box["sup"] = sup
+        sup.start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not ended:
+            try:
+                time.sleep(0.01)
+            except RunTerminated:
+                box.setdefault("interrupted", time.monotonic())  # ignored
+        sup.finish()
+
+    t = threading.Thread(target=task_thread)
+    t.start()
+    t.join(timeout=10)
+    sup = box["sup"]
+    assert sup.interruption is not None
+    assert sup.interruption.outcome == "stolen"
+    assert ended, "the unresponsive stolen run was not ended"
+    assert ended[0] - box["interrupted"] < 0.4 / 2 + 0.15
+
+
+def test_the_takers_stolen_record_is_retried(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The taker records the previous run as ``stolen``; a transient store
+    error on the first attempt must not leave that run ``running``. (The one
+    failing attempt is injected: the unit under test is the retry.)"""
+    old = rt.leases.acquire(SPEC.name, owner_node="node-b", owner_name="celery@node-b",
+                            owner_tag="old-run")  # fmt: skip
+    assert old.granted
+    assert old.token is not None
+    assert old.started_at is not None
+    rt.store.record_run_start(
+        schedule=SPEC.name, run_id="old-run", dispatch_id=None, owner_node="node-b",
+        owner_name="celery@node-b", owner_tag="old-run", token=old.token,
+        started_at=old.started_at,
+    )  # fmt: skip
+    real_end = rt.store.record_run_end
+    failures: list[str] = []
+
+    def flaky_end(**kwargs: Any) -> Any:
+        if kwargs.get("outcome") == "stolen" and not failures:
+            failures.append(kwargs["run_id"])
+            raise OSError("the store connection dropped")
+        return real_end(**kwargs)
+
+    monkeypatch.setattr(rt.store, "record_run_end", flaky_end)
+    # The old owner stopped pinging: takeable after ping_timeout + steal_delay (2 s).
+    deadline = time.monotonic() + 10
+    box: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        box = in_thread(lambda: supervised_run(rt, SPEC, Request(), lambda: "new", (), {}))
+        if box.get("value") == "new":
+            break
+        time.sleep(0.2)
+    assert box.get("value") == "new"
+    assert failures == ["old-run"]
+    by_id = {r.run_id: r for r in rt.store.runs(SPEC.name)}
+    assert by_id["old-run"].outcome == "stolen"
+
+
+def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
+    fresh_redis_server: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Redis goes away mid-run: the run fences itself after fence_after (0.75 s)
+    and its end is dated from the grant's Redis time plus the monotonic time
+    since, not by the local wall clock (which here has jumped a day ahead)."""
+    runtime = make_runtime(fresh_redis_server.url, db_path)
+
+    class JumpedClock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) + timedelta(days=1)
+
+    def body() -> None:
+        fresh_redis_server.stop()
+        monkeypatch.setattr(runs_module, "datetime", JumpedClock)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    try:
+        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), body, (), {}))
+        assert "self_fenced" in str(box.get("raised"))
+        run = only_run(runtime)
+        assert run.outcome == "self_fenced"
+        assert run.ended_at is not None
+        assert timedelta(seconds=0.75) <= run.ended_at - run.started_at < timedelta(seconds=3)
+    finally:
+        runtime.close()
