@@ -25,7 +25,7 @@ from typing import Any
 from celery import Celery, current_task
 
 import celery_dgs
-from celery_dgs.worker.supervisor import current_supervisor
+from celery_dgs.worker.supervisor import RunTerminated, current_supervisor
 from tests.faults.history import History
 
 app = Celery("faults", broker=os.environ["E2E_REDIS_URL"])
@@ -84,7 +84,22 @@ def work(name: str, seconds: float) -> str:
         outcome = type(exc).__name__
         raise
     finally:
-        history.run_end(name, run_id=run_id, outcome=outcome)
+        _record_end(name, run_id, outcome)
+
+
+def _record_end(name: str, run_id: str | None, outcome: str) -> None:
+    """Write the run's end to the history even when an interruption lands while
+    it is written (the body had returned, or it is a second one); the
+    interruption is raised again afterwards, so the run still ends as it must."""
+    interrupted: RunTerminated | None = None
+    for _ in range(5):
+        try:
+            history.run_end(name, run_id=run_id, outcome=outcome)
+            break
+        except RunTerminated as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _declared(name: str) -> bool:

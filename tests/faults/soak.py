@@ -97,8 +97,8 @@ class Soak:
             self.start_worker(worker)
         elif kind == "child_sigkill":
             pid = self.live_run_pid("node2")
-            if pid is None or pid == c.procs["w2"].pid:
-                return "none"
+            if pid is None or pid == c.procs["w2"].pid or not _alive(pid):
+                return "none"  # (a run whose end is not written yet may have exited)
             c.sigkill([pid])
         elif kind == "worker_sigstop":
             c.sigstop(worker)
@@ -167,6 +167,14 @@ class Soak:
                 os.killpg(self.cluster.procs[key].pid, signal.SIGCONT)
         self.cluster.stop_all()
         self.proxy.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
