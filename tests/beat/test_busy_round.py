@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,13 @@ import redis
 
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
 from celery_dgs.core.clock import SystemClock
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import open_store, sync_periodic
 from tests.leases.helpers import MsClock
 
 KEYS = KeySpace("busy")
@@ -69,22 +68,13 @@ class World:
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
-    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
+    s = open_store(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
     yield s
     s.close()
 
 
-def sync(store: SqlScheduleStore, *hours: int) -> None:
-    store.sync([PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h))
-                for h in hours], datetime.now(timezone.utc))  # fmt: skip
+sync = sync_periodic
 
 
 def test_a_worker_owning_a_stale_lease_gets_no_new_dispatch_until_heard_from(

@@ -19,13 +19,13 @@ import redis
 
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
 from celery_dgs.core.clock import SystemClock
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import open_store
 
 KEYS = KeySpace("errs")
 WORKER = "celery@w1"
@@ -80,17 +80,8 @@ class Mono:
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def real_store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
-    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
-    s.sync([PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h))
-            for h in (1, 2, 3)], datetime.now(timezone.utc))  # fmt: skip
+    s = open_store(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", 1, 2, 3)
     yield s
     s.close()
 

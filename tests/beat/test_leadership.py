@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,6 @@ import redis
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
 from celery_dgs.beat.leader import BeatLeadership, Role
 from celery_dgs.core.clock import SystemClock
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.errors import NotLeaderError, SettingsError
 from celery_dgs.keys import KeySpace
@@ -31,6 +30,7 @@ from celery_dgs.metrics import EngineCollector
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DEFAULT_BEAT_LEADER_TIMEOUT_S, DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import open_store
 from tests.leases.helpers import MsClock
 
 TIMEOUT_S = 3.0
@@ -56,18 +56,8 @@ class Recorder:
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
-    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
-    s.sync([
-        PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h)) for h in (1, 2, 3)
-    ], datetime.now(timezone.utc))  # fmt: skip
+    s = open_store(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", 1, 2, 3)
     yield s
     s.close()
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 import redis
 
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
 from celery_dgs.core.clock import SystemClock
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
@@ -22,6 +21,7 @@ from celery_dgs.leases.types import AcquireStatus
 from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import open_store
 from tests.leases.helpers import MsClock
 
 KEYS = KeySpace("reap")
@@ -45,17 +45,8 @@ def no_publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def store(database_url: str) -> Iterator[SqlScheduleStore]:
-    s = SqlScheduleStore.open(database_url)
-    s.sync([PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h))
-            for h in (1, 2, 3)], datetime.now(timezone.utc))  # fmt: skip
+    s = open_store(database_url, 1, 2, 3)
     yield s
     s.close()
 
