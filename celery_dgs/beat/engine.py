@@ -273,7 +273,8 @@ class BeatEngine(DispatchSending):
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()
         state = self._read_state()
-        if self._refresh_after_read:
+        refreshed = self._refresh_after_read
+        if refreshed:
             # A worker writes its outcome before releasing its lease: any run whose
             # lease this snapshot no longer shows has its outcome in the store now.
             self.refresh()
@@ -292,8 +293,10 @@ class BeatEngine(DispatchSending):
             # Workers write the outcome to the store before releasing the lease:
             # read it now, or the schedule would be re-indexed with stale stats.
             # Refresh first: if it raises, the freed schedules are still parked and
-            # are freed again next round (un-parking first would lose them).
-            self.refresh()
+            # are freed again next round (un-parking first would lose them). A
+            # refresh made after this round's snapshot already covers them.
+            if not refreshed:
+                self.refresh()
             self.parked.difference_update(freed)
             for name in freed:
                 if name in self.tracked and name not in self.held:
