@@ -98,11 +98,15 @@ def supervised_run(
     # Redis lost its counter (restart without persistence, failover).
     floor = _token_floor(rt, spec)
     asked_mono = time.monotonic()  # the grant (and its first "ping") is no earlier
-    try:
-        result = leases.acquire(
+
+    def ask() -> AcquireResult:
+        return leases.acquire(
             schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
             dispatch_id=dispatch_id, min_token=floor,
         )  # fmt: skip
+
+    try:
+        result = ask()
         if result.status is AcquireStatus.RECOVERING:
             # Wait out the Redis restart grace with the dispatch (its record is
             # kept, beat counts it pending) rather than skip it: a skipped dispatch
@@ -111,10 +115,7 @@ def supervised_run(
                 if result.status is not AcquireStatus.RECOVERING or not _wait_out_grace(result):
                     break
                 asked_mono = time.monotonic()
-                result = leases.acquire(
-                    schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
-                    dispatch_id=dispatch_id, min_token=floor,
-                )  # fmt: skip
+                result = ask()
     except Exception as exc:
         # Redis failed (or its reply was lost): a grant may exist that nobody
         # pings; it expires after ping_timeout + steal_delay. Never run unleased.
