@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .errors import SettingsError
 from .keys import KeySpace
 
@@ -123,6 +124,10 @@ class DgsSettings:
     #: ``restore``: a late schedule's key is ``should_start_by + restore_aging *
     #: expected run time``: seconds of lateness per second of run time (>= 0).
     restore_aging: float = DEFAULT_RESTORE_AGING
+    #: ``restore``: on-time schedules go in relative-laxity order, least
+    #: ``(error_at - now) / (margin + laxity_floor)`` first (seconds, >= 0;
+    #: celery_dgs/core/laxity.py); ``None``: lowest should_start_by first.
+    laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -183,6 +188,11 @@ class DgsSettings:
             or not (0.0 <= aging < float("inf"))
         ):
             raise SettingsError(f"dgs_restore_aging must be a finite number >= 0, got {aging!r}")
+        if self.laxity_floor is not None:
+            floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
+            if not math.isfinite(floor):
+                raise SettingsError(f"dgs_laxity_floor must be finite, got {self.laxity_floor!r}")
+            object.__setattr__(self, "laxity_floor", floor)
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.worker_register, bool):

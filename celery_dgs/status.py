@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 
 from .core.condition import Level, Reason, RunningState, condition
 from .core.projection import Waiting, project_starts
-from .core.timing import DEFAULT_RETRY_LADDER, expected_duration, start_times
+from .core.timing import DEFAULT_RETRY_LADDER, expected_duration, start_margin, start_times
 from .leases.types import LeaseInfo
 from .settings import DgsSettings
 from .store.base import StoredSchedule
@@ -165,13 +165,15 @@ def apply_projection(
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
         elif row.can_start_by is not None and row.should_start_by is not None:
+            margin = start_margin(stored.spec, stored.stats).total_seconds()
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
-                                   row.should_start_by.timestamp(), expected))  # fmt: skip
+                                   row.should_start_by.timestamp(), expected, margin))  # fmt: skip
     free = max(slots - len(busy_until), 0)
     conf = settings or DgsSettings()
     projected = project_starts(
         waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
         shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
+        laxity_floor_s=conf.laxity_floor,
     )  # fmt: skip
     out = []
     for row in rows:

@@ -41,6 +41,7 @@ from typing import Any
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
+from ..core.laxity import margin_seconds
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.timing import start_times
@@ -96,7 +97,12 @@ class BeatEngine(DispatchSending):
         self.monotonic = monotonic
         #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
         self.leadership = leadership
-        self.index: DeadlineIndex = make_index(settings.overload_policy, settings.shed_horizon, lambda n: expected_seconds(self.tracked.get(n)), settings.restore_aging)  # noqa: E501  # fmt: skip
+        self.index: DeadlineIndex = make_index(
+            settings.overload_policy, settings.shed_horizon,
+            lambda n: expected_seconds(self.tracked.get(n)), settings.restore_aging,
+            margin_s=lambda n: margin_seconds(self.tracked.get(n)),
+            laxity_floor_s=settings.laxity_floor,
+        )  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
         self.parked: set[str] = set()
         self.held: set[str] = set()

@@ -207,9 +207,17 @@ def make_index(
     shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
     expected_s: Callable[[str], float] | None = None,
     restore_aging: float = DEFAULT_RESTORE_AGING,
+    *,
+    margin_s: Callable[[str], float] | None = None,
+    laxity_floor_s: float | None = None,
 ) -> DeadlineIndex:
     """The index for an overload policy: ``greedy`` (plain deadline order), ``shed``
-    or ``restore`` (which needs ``expected_s``: a schedule's expected run time)."""
+    or ``restore`` (which needs ``expected_s``: a schedule's expected run time).
+
+    ``restore`` puts on-time schedules in relative-laxity order
+    (:class:`~celery_dgs.core.laxity.LaxityIndex`) when given ``margin_s`` (a
+    schedule's ``error_at - should_start_by``) and a ``laxity_floor_s``
+    (``None``: plain deadline order)."""
     if policy == "greedy":
         return DeadlineIndex()
     if policy == "shed":
@@ -217,5 +225,11 @@ def make_index(
     if policy == "restore":
         if expected_s is None:
             raise ValueError("overload policy 'restore' needs the expected run times")
+        if laxity_floor_s is not None:
+            if margin_s is None:
+                raise ValueError("relative-laxity order needs the schedules' margins")
+            from .laxity import LaxityIndex  # laxity.py builds on this module
+
+            return LaxityIndex(expected_s, margin_s, restore_aging, laxity_floor_s)
         return RestoringIndex(expected_s, restore_aging)
     raise ValueError(f"overload policy must be one of {OVERLOAD_POLICIES}, got {policy!r}")

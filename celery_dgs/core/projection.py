@@ -22,6 +22,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .laxity import DEFAULT_LAXITY_FLOOR_S
 from .overload import (
     DEFAULT_OVERLOAD_POLICY,
     DEFAULT_RESTORE_AGING,
@@ -38,6 +39,8 @@ class Waiting:
     can_start_by: float
     should_start_by: float
     expected_s: float
+    #: ``error_at - should_start_by`` (the laxity denominator); None: ``expected_s``.
+    margin_s: float | None = None
 
 
 def project_starts(
@@ -50,6 +53,7 @@ def project_starts(
     overload_policy: str = DEFAULT_OVERLOAD_POLICY,
     shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
     restore_aging: float = DEFAULT_RESTORE_AGING,
+    laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S,
 ) -> dict[str, float]:
     """Projected start time of each waiting schedule that starts before ``now + horizon_s``.
 
@@ -58,10 +62,13 @@ def project_starts(
     is beat's ``overload_policy`` (:func:`~celery_dgs.core.overload.make_index`).
     """
     expected: dict[str, float] = {}
-    index = make_index(overload_policy, shed_horizon_s, expected.__getitem__, restore_aging)
+    margins: dict[str, float] = {}
+    index = make_index(overload_policy, shed_horizon_s, expected.__getitem__, restore_aging,
+                       margin_s=margins.__getitem__, laxity_floor_s=laxity_floor_s)  # fmt: skip
     for w in waiting:
         index.upsert(w.name, w.can_start_by, w.should_start_by)
         expected[w.name] = max(w.expected_s, 0.0)
+        margins[w.name] = expected[w.name] if w.margin_s is None else max(w.margin_s, 0.0)
     slots = [max(t, now) for t in busy_until] + [now] * max(free_slots, 0)
     heapq.heapify(slots)
     projected: dict[str, float] = {}

@@ -23,15 +23,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..core.cron import next_cron_time
+from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
-from ..core.timing import expected_duration, start_times
+from ..core.timing import expected_duration, start_margin, start_times
 
 if TYPE_CHECKING:
     from .loop import Simulator
 
-POLICIES = ("dgs", "dgs-greedy", "dgs-shed", "fifo", "beat")
+POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
 _NO_LIMIT = 1 << 62
 
 
@@ -64,11 +65,15 @@ class DeadlinePolicy(Policy):
         overload: str = DEFAULT_OVERLOAD_POLICY,
         fifo: bool = False,
         aging: float = DEFAULT_RESTORE_AGING,
+        laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S,
     ) -> None:
         super().__init__(sim)
         default = overload == DEFAULT_OVERLOAD_POLICY
         self.name = "fifo" if fifo else "dgs" if default else f"dgs-{overload}"
-        self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging)
+        if default and not fifo and laxity_floor is None:
+            self.name = "dgs-deadline"
+        self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging,
+                                margin_s=self._margin_s, laxity_floor_s=laxity_floor)  # fmt: skip
         self.fifo = fifo
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
@@ -80,6 +85,10 @@ class DeadlinePolicy(Policy):
     def _expected_s(self, name: str) -> float:
         st = self.sim.states[name]
         return expected_duration(st.sched.spec, st.stats).total_seconds()
+
+    def _margin_s(self, name: str) -> float:
+        st = self.sim.states[name]
+        return start_margin(st.sched.spec, st.stats).total_seconds()
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
@@ -184,6 +193,7 @@ class BeatPolicy(Policy):
 def make_policy(name: str, sim: Simulator) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
+        "dgs-deadline": lambda: DeadlinePolicy(sim, laxity_floor=None),
         "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
         "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),

@@ -54,13 +54,15 @@ def build_specs(rng: random.Random, n: int) -> list[tuple[ScheduleSpec, float]]:
 
 
 def write_history(store: SqlScheduleStore, rng: random.Random,
-                  specs: Sequence[tuple[ScheduleSpec, float]]) -> None:  # fmt: skip
-    """Most schedules ran before NOW (some late, some failed); a few never ran."""
+                  specs: Sequence[tuple[ScheduleSpec, float]], *,
+                  ago: tuple[float, float] = (0.2, 1.4)) -> None:  # fmt: skip
+    """Most schedules ran before NOW (some late, some failed); a few never ran.
+    The last good start was ``ago`` (a range, in periods) before NOW."""
     for spec, duration in specs:
         if rng.random() < 0.15:
             continue
         assert isinstance(spec, PeriodicSpec)
-        started = NOW - spec.scheduling_period * rng.uniform(0.2, 1.4)
+        started = NOW - spec.scheduling_period * rng.uniform(*ago)
         for outcome in ("success", rng.choice(("success", "success", "failure"))):
             run_id = uuid.uuid4().hex
             token = (store.get(spec.name).current_token or 0) + 1
@@ -98,22 +100,32 @@ def real_beat_round(store: SqlScheduleStore, client: redis.Redis,
     return published
 
 
+#: Last good starts 0.2-1.4 periods ago (many late), or 0.3-0.7 (most on time:
+#: the relative-laxity order decides).
+LATE, ON_TIME = (0.2, 1.4), (0.3, 0.7)
+
+
 @pytest.mark.parametrize(
-    ("overload", "policy"), [("restore", "dgs"), ("greedy", "dgs-greedy"), ("shed", "dgs-shed")]
-)
+    ("overload", "laxity", "policy"),
+    [("restore", 60.0, "dgs"), ("restore", None, "dgs-deadline"), ("greedy", 60.0, "dgs-greedy"),
+     ("shed", 60.0, "dgs-shed")],
+)  # fmt: skip
+@pytest.mark.parametrize("ago", [LATE, ON_TIME], ids=["late", "on_time"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulator_chooses_what_beat_chooses(
-    sqlite_url: str, redis_client: redis.Redis, overload: str, policy: str, seed: int
-) -> None:
+    sqlite_url: str, redis_client: redis.Redis, overload: str, laxity: float | None,
+    policy: str, ago: tuple[float, float], seed: int,
+) -> None:  # fmt: skip
     rng = random.Random(seed)
     specs = build_specs(rng, 40)
     store = SqlScheduleStore.open(sqlite_url)
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
-        write_history(store, rng, specs)
+        write_history(store, rng, specs, ago=ago)
         rows, _ = store.load_active()
         prefix = f"simeq{uuid.uuid4().hex[:8]}"
-        settings = DgsSettings(key_prefix=prefix, overload_policy=overload, shed_horizon=600)
+        settings = DgsSettings(key_prefix=prefix, overload_policy=overload, shed_horizon=600,
+                               laxity_floor=laxity)  # fmt: skip
         beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
     finally:
         store.close()
@@ -149,3 +161,49 @@ def test_restore_reorders_the_late_schedules_in_the_real_beat(
         store.close()
     assert chosen["restore"] != chosen["greedy"]
     assert sorted(chosen["restore"]) == sorted(chosen["greedy"])  # every late one fits: order
+
+
+
+def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
+    sqlite_url: str, redis_client: redis.Redis
+) -> None:
+    """Nothing late, 20 eligible, 10 slots. Ten 20 s jobs are due first
+    (should_start_by ~ NOW + 280 s, laxity (300 + 10k) / (20 + 60) >= 3.75); ten
+    600 s jobs later (should ~ NOW + 900 s, laxity (1500 + 10k) / 660 <= 2.5).
+    Plain deadline order takes the short ones; relative laxity the long ones,
+    whose run time leaves them less room. Beat and the simulator agree on both."""
+    specs: list[tuple[ScheduleSpec, float]] = []
+    for i in range(20):
+        spec = PeriodicSpec(task="eq.job", configuration=f"l{i:02d}",
+                            scheduling_period=timedelta(hours=1))  # fmt: skip
+        specs.append((spec, 20.0 if i < 10 else 600.0))
+    store = SqlScheduleStore.open(sqlite_url)
+    try:
+        store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
+        for i, (spec, duration) in enumerate(specs):
+            ahead = (300 if i < 10 else 1500) + 10 * (i % 10)  # deadline - NOW
+            started = NOW - timedelta(hours=1) + timedelta(seconds=ahead)
+            run_id = uuid.uuid4().hex
+            store.record_run_start(
+                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
+                owner_name="celery@w0", owner_tag=run_id, token=1, started_at=started,
+            )  # fmt: skip
+            store.record_run_end(run_id=run_id, outcome="success",
+                                 ended_at=started + timedelta(seconds=duration))  # fmt: skip
+        rows, _ = store.load_active()
+        chosen: dict[str, list[tuple[str, str]]] = {}
+        for laxity, policy in ((None, "dgs-deadline"), (60.0, "dgs")):
+            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}",
+                                   laxity_floor=laxity)  # fmt: skip
+            beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
+            trace: list[tuple[float, str, str]] = []
+            workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS,
+                                horizon_s=1.0, start=NOW, warm_start=False)  # fmt: skip
+            Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
+                      trace=trace).run()  # fmt: skip
+            assert [(n, w) for t, n, w in trace if t == 0.0] == beat, policy
+            chosen[policy] = [n for n, _ in beat]
+    finally:
+        store.close()
+    assert chosen["dgs-deadline"] == [f"eq.job@l{i:02d}" for i in range(10)]
+    assert sorted(chosen["dgs"]) == [f"eq.job@l{i:02d}" for i in range(10, 20)]

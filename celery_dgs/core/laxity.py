@@ -1,0 +1,163 @@
+"""Relative-laxity order for on-time schedules (pure; the default of ``restore``).
+
+Plain deadline order serves the eligible schedule with the lowest
+``should_start_by``. When the workers are busy all the time (any load near
+capacity: runs start as early as the cooldown allows, so the slots never
+idle), that order leaves every schedule the same *absolute* lead ``X`` over
+its ``should_start_by``: the lead capacity allows. A five-second check and a
+twenty-minute sync both start ``X`` seconds before their targets, so the sync,
+whose run time varies by minutes, has the least room for a run longer than
+its average, and the run-time tail of long jobs becomes the ERROR left at
+loads below capacity.
+
+Relative laxity serves the schedule with the least time left to its deadline
+*per second of margin*:
+
+    laxity(now) = (error_at - now) / (margin + floor)
+
+where ``margin = error_at - should_start_by`` (the expected run time plus
+four deviations, :func:`~celery_dgs.core.timing.start_margin`) and
+``floor`` (``dgs_laxity_floor``, seconds) keeps schedules with a margin of a
+few seconds from being left to the last moment (a slot frees every few
+seconds to minutes, not continuously). Under load every schedule then starts
+with the same lead *in units of its margin*: the spare capacity is shared in
+proportion to the run-time uncertainty it has to absorb. Laxity is below one
+exactly when ``should_start_by`` has passed (with ``floor = 0``), so late
+schedules still come first; ``restore`` orders those as before.
+
+Laxity changes with ``now``, so it cannot be a fixed heap key. Eligible
+schedules sit in buckets by ``margin + floor`` (powers of two): inside a
+bucket denominators differ by less than 2x and the bucket is ordered by
+``should_start_by``; a choice compares the laxity of each bucket's top, so a
+decision is O(buckets + log N) with a few dozen buckets at most (one second to
+a day of margin is 17).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+
+from .overload import RestoringIndex, _Tracked
+from .timing import start_margin
+
+_Item = tuple[float, float, str, int]
+#: An eligible on-time schedule: should_start_by, can_start_by, name, version, margin.
+_Bucketed = tuple[float, float, str, int, float]
+
+#: Default ``dgs_laxity_floor``: seconds added to every margin in the laxity.
+DEFAULT_LAXITY_FLOOR_S = 60.0
+
+
+def margin_seconds(tracked: _Tracked | None) -> float:
+    """A schedule's ``error_at - should_start_by`` in seconds (0 when unknown):
+    the denominator of its laxity."""
+    if tracked is None:
+        return 0.0
+    return start_margin(tracked.spec, tracked.stats).total_seconds()
+
+
+class LaxityIndex(RestoringIndex):
+    """:class:`~celery_dgs.core.overload.RestoringIndex` (late schedules shortest
+    run first, with aging) whose on-time schedules go in relative-laxity order.
+
+    ``margin_s(name)`` is the schedule's ``error_at - should_start_by`` in
+    seconds, read once when it becomes eligible (its stats do not change while
+    it is indexed)."""
+
+    def __init__(
+        self,
+        expected_s: Callable[[str], float],
+        margin_s: Callable[[str], float],
+        aging: float,
+        floor_s: float = DEFAULT_LAXITY_FLOOR_S,
+    ) -> None:
+        super().__init__(expected_s, aging)
+        if not (math.isfinite(floor_s) and floor_s >= 0):
+            raise ValueError(f"laxity floor must be a finite number >= 0, got {floor_s!r}")
+        self.margin_s = margin_s
+        self.floor_s = floor_s
+        #: bucket exponent of (margin + floor) -> heap of on-time eligible
+        #: schedules ordered by should_start_by
+        self._buckets: dict[int, list[_Bucketed]] = {}
+
+    def promote(self, now: float) -> int:
+        moved = 0
+        waiting, version, times = self._waiting, self._version, self._times
+        buckets, floor, margin_s = self._buckets, self.floor_s, self.margin_s
+        isfinite = math.isfinite
+        while waiting and waiting[0][0] <= now:
+            _, item_version, name = heapq.heappop(waiting)
+            if version.get(name) != item_version:
+                continue
+            indexed = times[name]
+            margin = margin_s(name)
+            if not (isfinite(margin) and margin > 0):
+                margin = 0.0
+            scale = margin + floor
+            exponent = math.frexp(scale)[1] if scale > 0 else -1075
+            item = (indexed.should_start_by, indexed.can_start_by, name, item_version, margin)
+            bucket = buckets.get(exponent)
+            if bucket is None:
+                buckets[exponent] = [item]
+            else:
+                heapq.heappush(bucket, item)
+            moved += 1
+        return moved
+
+    def _top(self, now: float) -> list[_Item] | None:
+        self.promote(now)
+        version, late, aging, floor = self._version, self._late, self.aging, self.floor_s
+        best: list[_Bucketed] | None = None
+        best_laxity = math.inf
+        for bucket in self._buckets.values():
+            while bucket:
+                item = bucket[0]
+                if version.get(item[2]) != item[3]:
+                    heapq.heappop(bucket)
+                elif item[0] < now:
+                    heapq.heappop(bucket)
+                    key = item[0] + aging * max(self.expected_s(item[2]), 0.0)
+                    heapq.heappush(late, (key, item[1], item[2], item[3]))
+                else:
+                    break
+            if not bucket:  # kept: pop_placeable pushes skipped items back into it
+                continue
+            item = bucket[0]
+            margin = item[4]
+            scale = margin + floor
+            # No margin and no floor: not urgent before its deadline (then it is late).
+            laxity = (item[0] + margin - now) / scale if scale > 0 else math.inf
+            if best is None or laxity < best_laxity or (laxity == best_laxity
+                                                        and item < best[0]):  # fmt: skip
+                best, best_laxity = bucket, laxity
+        while late and version.get(late[0][2]) != late[0][3]:
+            heapq.heappop(late)
+        # A bucket item is a longer tuple with the same first four fields: the
+        # callers (peek, pop, pop_placeable) read only those.
+        return late or best  # type: ignore[return-value]
+
+    def ready_count(self, now: float) -> int:
+        self._top(now)
+        version = self._version
+        late = sum(1 for i in self._late if version.get(i[2]) == i[3])
+        return late + sum(
+            1 for b in self._buckets.values() for i in b if version.get(i[2]) == i[3]
+        )
+
+    def _compact_if_bloated(self) -> None:
+        super()._compact_if_bloated()
+        buckets = getattr(self, "_buckets", None)
+        if not buckets:
+            return
+        if sum(len(b) for b in buckets.values()) <= 4 * len(self._times) + 1024:
+            return
+        version = self._version
+        for exponent, bucket in list(buckets.items()):
+            live = [i for i in bucket if version.get(i[2]) == i[3]]
+            if live:
+                heapq.heapify(live)
+                buckets[exponent] = live
+            else:
+                del buckets[exponent]
