@@ -74,6 +74,10 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return float(value)
 
 
+#: Settings where ``None`` in app.conf is a value (off), not "use the default".
+_NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DgsSettings:
     """Validated settings. Build with :meth:`from_conf` (``app.conf``) or directly."""
@@ -263,7 +267,7 @@ class DgsSettings:
                     f"unknown setting {key!r}; valid settings are: {', '.join(cls.valid_keys())}"
                 )
             value = conf[key]
-            if value is not None or short in ("redis_url", "capacity", "metrics_port"):
+            if value is not None or short in _NONE_MEANS_OFF:
                 values[short] = value
         return cls(**values)
 
