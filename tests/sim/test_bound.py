@@ -28,6 +28,12 @@ def workload(*schedules: SimSchedule, slots: int = 1, outages: tuple[Outage, ...
 
 def test_under_capacity_the_bound_is_zero() -> None:
     assert error_bound_s(workload(periodic("a", 1000, 100), periodic("b", 1000, 100))) == 0
+    # Exactly 0, not a rounding residue (ratios to it are printed by the benchmark).
+    for load, spread in ((0.7, 1.0), (0.9, 4.0)):
+        generated = generate(GeneratorOptions(schedules=1000, slots=20, load=load, seed=1,
+                                              share_spread=spread, horizon_s=4 * 86400.0,
+                                              warmup_s=2 * 86400.0))  # fmt: skip
+        assert error_bound_s(generated) == 0
 
 
 def test_equal_shares_every_slot_second_buys_the_same() -> None:
