@@ -180,3 +180,31 @@ def test_spec_round_trip() -> None:
         duration_override=H,
     )
     assert spec_from_dict(spec.to_dict()) == spec
+
+
+def test_recorders_keep_every_field_they_do_not_set() -> None:
+    # record_start / record_success build ScheduleStats field by field (for
+    # speed): a field added to ScheduleStats must be carried over by them too.
+    import dataclasses
+    from datetime import datetime, timedelta, timezone
+
+    from celery_dgs.core.stats import ScheduleStats, record_start, record_success
+
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    values = {}
+    for i, f in enumerate(dataclasses.fields(ScheduleStats)):
+        if f.name == "failure_count":
+            values[f.name] = 3
+        elif f.name in ("average_good_duration", "duration_deviation"):
+            values[f.name] = timedelta(seconds=10 + i)
+        else:
+            values[f.name] = t + timedelta(hours=i)
+    stats = ScheduleStats(**values)
+    started = record_start(stats, t + timedelta(days=1))
+    changed = {f.name for f in dataclasses.fields(ScheduleStats)
+               if getattr(started, f.name) != getattr(stats, f.name)}  # fmt: skip
+    assert changed == {"last_start_at"}
+    done = record_success(stats, t + timedelta(days=1), t + timedelta(days=1, seconds=5))
+    kept = {f.name for f in dataclasses.fields(ScheduleStats)
+            if getattr(done, f.name) == getattr(stats, f.name)}  # fmt: skip
+    assert kept == {"registered_at"}
