@@ -5,7 +5,8 @@ laxity(now) = (error_at - now) / (margin + floor), error_at = should_start_by + 
 RestoringIndex's late order (key should_start_by + aging * expected run); a schedule
 past its should_start_by but not yet in ERROR ("at risk") stays in laxity order.
 Hand-computed numbers use margins with ``margin + floor`` a power of two, so every
-laxity below is an exact binary fraction.
+laxity below is an exact binary fraction, and distinct powers of two never share a
+bucket (buckets are a factor ``BUCKET_WIDTH``, 1.25, wide).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from celery_dgs.core.index import DeadlineIndex
-from celery_dgs.core.laxity import DEFAULT_LAXITY_FLOOR_S, LaxityIndex
+from celery_dgs.core.laxity import BUCKET_WIDTH, DEFAULT_LAXITY_FLOOR_S, LaxityIndex
 from celery_dgs.core.overload import RUN_REQUEST_PRIORITY_S, RestoringIndex
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -223,15 +224,17 @@ def test_late_prefix_is_restoring_order_with_any_margins() -> None:
 
 
 def test_a_schedule_in_error_goes_first_even_behind_an_at_risk_one_in_its_bucket() -> None:
-    # floor 0, now 100; a and b share the bucket 2**6..2**7 (margin 127 and 64).
-    # a: should 0,  margin 127, error_at 127 >= 100: not in ERROR, laxity 27/127
-    # b: should 10, margin 64,  error_at 74  <  100: in ERROR -> must go first.
-    # Regression: a bucket ordered by should_start_by had a (0) on top of b (10),
+    # floor 0, now 100; a and b share the bucket 1.25**20..1.25**21 (86.7..108.4).
+    # a: should 0, margin 105, error_at 105 >= 100: not in ERROR, laxity 5/105
+    # b: should 5, margin 90,  error_at 95  <  100: in ERROR -> must go first.
+    # Regression: a bucket ordered by should_start_by had a (0) on top of b (5),
     # only the top was checked for ERROR, so b stayed hidden: late_count 0, a first.
-    margins = {"a": 127.0, "b": 64.0}
+    assert math.floor(math.log(105) / math.log(BUCKET_WIDTH)) == 20
+    assert math.floor(math.log(90) / math.log(BUCKET_WIDTH)) == 20
+    margins = {"a": 105.0, "b": 90.0}
     index = make(margins, floor=0.0)
     index.upsert("a", 0, 0)
-    index.upsert("b", 0, 10)
+    index.upsert("b", 0, 5)
     assert index.late_count(100) == 1
     assert drain(index, 100) == ["b", "a"]
 
