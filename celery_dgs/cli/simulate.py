@@ -66,6 +66,9 @@ def _outage(value: str) -> Outage:
               help="generated: cooldown as a fraction of the period")
 @click.option("--failure-rate", type=float, default=0.0, show_default=True,
               help="generated: probability that a run fails")
+@click.option("--share-spread", type=float, default=1.0, show_default=True,
+              help="generated: capacity shares (run time / period) log-uniform within this "
+                   "factor either way; 1: every schedule the same share")
 @click.option("--duration", default="60s", show_default=True,
               help="declared schedules: mean run time (unless duration_override)")
 @click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
@@ -82,25 +85,25 @@ def _outage(value: str) -> Outage:
 @click.pass_context
 def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | None,
              slots: int | None, slots_per_worker: int, load: float, period_min: str,
-             period_max: str, cooldown_fraction: float, failure_rate: float, duration: str,
-             horizon: str | None, warmup: str | None, outages: tuple[str, ...],
-             seed: int | None, policies: tuple[str, ...], find_slots: bool,
-             as_json: bool) -> None:  # fmt: skip
+             period_max: str, cooldown_fraction: float, failure_rate: float,
+             share_spread: float, duration: str, horizon: str | None, warmup: str | None,
+             outages: tuple[str, ...], seed: int | None, policies: tuple[str, ...],
+             find_slots: bool, as_json: bool) -> None:  # fmt: skip
     """Simulate the scheduler on a virtual clock and compare policies.
 
     \b
     Examples:
       celery -A proj dgs simulate --slots 8 --duration 2m
       celery -A proj dgs simulate --workload fleet.json --json
-      celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1
+      celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1 --share-spread 4
       celery -A proj dgs simulate --duration 5m --find-slots
     Exit status: 0 done; 1 ERROR after warm-up under the first policy (or no
     slot count found); 2 bad options or workload.
     """
     try:
         workload = _build(ctx, workload_path, schedules, slots, slots_per_worker, load,
-                          period_min, period_max, cooldown_fraction, failure_rate, duration,
-                          horizon, warmup, outages, seed)  # fmt: skip
+                          period_min, period_max, cooldown_fraction, failure_rate, share_spread,
+                          duration, horizon, warmup, outages, seed)  # fmt: skip
     except WorkloadError as exc:
         raise click.UsageError(str(exc)) from exc
     chosen = list(policies) or list(POLICIES)
@@ -118,8 +121,9 @@ def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | No
 
 def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None,
            slots: int | None, per_worker: int, load: float, period_min: str, period_max: str,
-           cooldown_fraction: float, failure_rate: float, duration: str, horizon: str | None,
-           warmup: str | None, outages: tuple[str, ...], seed: int | None) -> Workload:  # fmt: skip
+           cooldown_fraction: float, failure_rate: float, share_spread: float, duration: str,
+           horizon: str | None, warmup: str | None, outages: tuple[str, ...],
+           seed: int | None) -> Workload:  # fmt: skip
     horizon_s = parse_duration(horizon, "--horizon") if horizon else None
     warmup_s = parse_duration(warmup, "--warmup") if warmup else None
     outage_list = [_outage(o) for o in outages]
@@ -135,7 +139,7 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
             period_min_s=parse_duration(period_min, "--period-min"),
             period_max_s=parse_duration(period_max, "--period-max"),
             cooldown_fraction=cooldown_fraction, failure_rate=failure_rate,
-            slots_per_worker=per_worker, seed=seed or 0,
+            share_spread=share_spread, slots_per_worker=per_worker, seed=seed or 0,
         ))  # fmt: skip
     else:
         workload = _declared(ctx, slots, parse_duration(duration, "--duration"))

@@ -101,3 +101,21 @@ def test_slots_override_keeps_the_schedules_pools(tmp_path: Path) -> None:
     assert row["slots"] == 2
     assert row["error_s"] == 0
     assert row["runs"] > 20
+
+
+def test_share_spread_generates_mixed_shares_and_rejects_a_spread_below_one() -> None:
+    # The same 60 schedules and total demand; with --share-spread 4 the run time /
+    # period ratios differ (16-fold range), so the policies see another workload.
+    common = ["--schedules", "60", "--slots", "3", "--load", "1.2", "--horizon", "2d",
+              "--policy", "dgs", "--policy", "beat", "--json", "--seed", "3"]  # fmt: skip
+    equal = CliRunner().invoke(simulate, common)
+    mixed = CliRunner().invoke(simulate, [*common, "--share-spread", "4"])
+    assert equal.exit_code == mixed.exit_code == 1, (equal.output, mixed.output)  # ERROR: load 1.2
+    by_equal = {r["policy"]: r for r in json.loads(equal.stdout)}
+    by_mixed = {r["policy"]: r for r in json.loads(mixed.stdout)}
+    assert by_equal["dgs"]["load"] == by_mixed["dgs"]["load"] == 1.2
+    assert by_mixed["dgs"]["error_s"] < by_mixed["beat"]["error_s"]
+    assert by_mixed["beat"]["error_s"] != by_equal["beat"]["error_s"]
+    bad = CliRunner().invoke(simulate, [*common, "--share-spread", "0.5"])
+    assert bad.exit_code == 2
+    assert "share spread must be >= 1" in bad.output
