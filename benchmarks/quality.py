@@ -3,10 +3,10 @@
 Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity;
 ``dgs-deadline``: ``restore`` with plain deadline order for on-time schedules;
 ``dgs-greedy``, ``dgs-shed``, ``fifo``, ``beat``)
-on generated workloads at load 0.7, 0.9, 1.1, 1.5 and 2.0, at load 0.9 with a
-6-hour outage of every worker, and with mixed capacity shares (``share
-spread`` 4: a schedule's duration / period varies 16-fold) at 0.9, 1.1, 1.5
-and 2.0, for each seed (``--seeds``, default 1,2,3). Prints the table of the
+on generated workloads at load 0.7, 0.9, 1.0, 1.1, 1.5 and 2.0, at load 0.9
+with a 6-hour outage of every worker, and with mixed capacity shares (``share
+spread`` 4: a schedule's duration / period varies 16-fold) at 0.9, 1.0, 1.1,
+1.5 and 2.0, for each seed (``--seeds``, default 1,2,3). Prints the table of the
 first seed, then the median ERROR-seconds over the seeds with the median
 ratios to ``beat``, to ``dgs-greedy`` and to the long-run bound (the least
 ERROR any scheduler can reach: ``celery_dgs/sim/bound.py``). Checks the
@@ -39,8 +39,8 @@ from celery_dgs.sim.report import format_table
 
 RESULTS = Path(__file__).resolve().parent / "quality-latest.json"
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
-LOADS = (0.7, 0.9, 1.1, 1.5, 2.0)
-MIXED_LOADS = (0.9, 1.1, 1.5, 2.0)
+LOADS = (0.7, 0.9, 1.0, 1.1, 1.5, 2.0)
+MIXED_LOADS = (0.9, 1.0, 1.1, 1.5, 2.0)
 MIXED_SPREAD = 4.0
 SEEDS = (1, 2, 3)
 DAY = 86400.0

@@ -24,7 +24,9 @@ most freshness per slot-second; shortest-first is the classic remedy (SPT
 minimises the total completion time of a backlog, e.g. after an outage). The
 aging term bounds the wait: a late schedule goes after no schedule that
 became late more than ``aging * its expected run time`` after it, so nothing
-starves. With nothing late (or one), it is exactly ``greedy``.
+starves. With nothing late (or one), it is exactly ``greedy``. Beat's
+default is ``restore`` with relative laxity (:mod:`~celery_dgs.core.laxity`):
+there "late" means in ERROR, and the others go in relative-laxity order.
 
 Operator run requests (``should_start_by`` pushed :data:`RUN_REQUEST_PRIORITY_S`
 below ``can_start_by``) are never demoted.
