@@ -132,6 +132,10 @@ class InMemoryStore:
         rows, self._rows = self._rows or [], None  # let the rows go after loading
         return rows, 1
 
+    def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
+        rows, cursor = self.load_active()
+        return cursor, iter(rows)
+
     def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
         self.changes_calls += 1
         return [], cursor

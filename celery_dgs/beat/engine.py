@@ -148,11 +148,7 @@ class BeatEngine(DispatchSending):
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            if hasattr(self.store, "iter_active"):
-                self.cursor, rows = self.store.iter_active()
-            else:
-                loaded, self.cursor = self.store.load_active()
-                rows = iter(loaded)
+            self.cursor, rows = self.store.iter_active()
             batch = _IndexBatch(self.clock.now(), self.settings.retry_ladder)
             count = 0
             for row in rows:
