@@ -58,6 +58,11 @@ if os.environ.get("E2E_ACKS_LATE") == "1":  # the broker-redelivery test
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
     }
+# Relative-laxity floor (tests/e2e/test_laxity_e2e.py); "none": plain deadline
+# order. Unset: the product's default.
+if "E2E_LAXITY_FLOOR" in os.environ:
+    _floor = os.environ["E2E_LAXITY_FLOOR"]
+    app.conf.dgs_laxity_floor = None if _floor.lower() == "none" else float(_floor)
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
@@ -257,3 +262,24 @@ def autoretries() -> str:
         raise ValueError("flaky upstream")
     finally:
         log_event("end", "autoretries")
+
+
+# -- relative laxity vs deadline order (tests/e2e/test_laxity_e2e.py) -------------
+# Never run, so both are eligible at registration (reg) with error_at = reg + period;
+# duration_override is the exact margin (error_at - should_start_by):
+#   lax_a: should = reg + 30, laxity at reg = 40 / (10 + floor)
+#   lax_b: should = reg + 19, laxity at reg = 20 / (1 + floor)
+# Deadline order runs lax_b first; with a 1 s floor laxity runs lax_a first
+# (3.6 < 10). The cooldowns keep a finished one from running again during the test.
+@declare("periodic", period=timedelta(seconds=40), cooldown=timedelta(seconds=30),
+         duration_override=timedelta(seconds=10))
+@app.task(name="e2e.lax_a")
+def lax_a() -> str:
+    return work("lax_a", 0.5)
+
+
+@declare("periodic", period=timedelta(seconds=20), cooldown=timedelta(seconds=15),
+         duration_override=timedelta(seconds=1))
+@app.task(name="e2e.lax_b")
+def lax_b() -> str:
+    return work("lax_b", 0.5)
