@@ -88,11 +88,12 @@ class EngineCollector:
         )
         drift = GaugeMetricFamily(
             "dgs_most_urgent_drift_seconds",
-            "now - should_start_by of the most urgent eligible schedule (0 when none)",
+            "now - should_start_by of the eligible schedule beat would dispatch next, "
+            "as of its last tick (0 when none, or standing by)",
         )
-        top = engine.index.peek(now.timestamp())
-        times = engine.index.times(top) if top is not None else None
-        drift.add_metric([], now.timestamp() - times.should_start_by if times else 0.0)
+        # Read what beat's thread recorded: the index is not thread-safe.
+        should = getattr(engine, "most_urgent_should_start_by", None)
+        drift.add_metric([], now.timestamp() - should if should is not None else 0.0)
         yield drift
         leadership = getattr(engine, "leadership", None)
         if leadership is not None:

@@ -105,6 +105,11 @@ class BeatEngine(DispatchSending):
         )  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
         self.parked: set[str] = set()
+        #: ``should_start_by`` of the most urgent eligible schedule after the last
+        #: tick (``None``: none, or standing by). Set on beat's thread: the
+        #: metrics endpoint reads it instead of the index, which it must not touch
+        #: from its own thread (a peek moves items between heaps).
+        self.most_urgent_should_start_by: float | None = None
         self.held: set[str] = set()
         self.pending: dict[str, Pending] = {}
         self.cursor = 0
@@ -243,6 +248,7 @@ class BeatEngine(DispatchSending):
         if mono - self._last_poll >= self.settings.store_poll_interval:
             self.refresh()
         if leadership is not None and role is Role.STANDBY:
+            self.most_urgent_should_start_by = None
             return leadership.standby_interval
         if role is Role.ELECTED:
             self.adopt_pending()
@@ -252,6 +258,9 @@ class BeatEngine(DispatchSending):
             self._dispatch_round(now)
         self._maybe_prune(mono)
         self.reaper.maybe_reap()
+        top = self.index.peek(now)
+        times = self.index.times(top) if top is not None else None
+        self.most_urgent_should_start_by = times.should_start_by if times is not None else None
         wake = self.index.next_wakeup()
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if self.parked:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -204,6 +205,43 @@ def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None
 
     assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
     assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}
+
+
+def test_drift_gauge_reads_what_beat_recorded_and_never_the_index(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """Three never-run schedules, one slot: the leader dispatches one and records
+    the most urgent of the two left; the scrape (the metrics HTTP thread) reads
+    that, not the index, which a peek from another thread could corrupt."""
+    clock = MsClock()
+    register(client, slots=1)
+    a, b = Beat("a", client, store, clock), Beat("b", client, store, clock)
+    a.engine.tick()
+    b.engine.tick()
+    assert len(a.sent()) == 1
+    assert b.sent() == []
+    now = SystemClock().now().timestamp()
+    top = a.engine.index.peek(now)
+    times = a.engine.index.times(top) if top is not None else None
+    assert times is not None
+    assert a.engine.most_urgent_should_start_by == times.should_start_by
+    assert b.engine.most_urgent_should_start_by is None  # standing by
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the scrape touched the index ({name})")
+
+    def drift(beat: Beat) -> float:
+        beat.engine.index = Untouchable()
+        collector = EngineCollector(beat.engine, store, SystemClock())
+        return next(m.samples[0].value for m in collector.collect()
+                    if m.name == "dgs_most_urgent_drift_seconds")  # fmt: skip
+
+    before = SystemClock().now().timestamp()
+    value = drift(a)
+    after = SystemClock().now().timestamp()
+    assert before - times.should_start_by <= value <= after - times.should_start_by
+    assert drift(b) == 0.0
 
 
 def test_beat_leader_timeout_setting_is_validated() -> None:
