@@ -194,8 +194,6 @@ class DgsSettings:
             raise SettingsError(f"dgs_restore_aging must be a finite number >= 0, got {aging!r}")
         if self.laxity_floor is not None:
             floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
-            if not math.isfinite(floor):
-                raise SettingsError(f"dgs_laxity_floor must be finite, got {self.laxity_floor!r}")
             object.__setattr__(self, "laxity_floor", floor)
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")

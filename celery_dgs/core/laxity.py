@@ -27,8 +27,9 @@ Schedules already in ERROR (``error_at`` passed) come first, in ``restore``'s
 order (shortest expected run first, with aging): each accrues an ERROR-second
 per second whatever its share, which is where shortest-first pays. A schedule
 past its ``should_start_by`` but not yet in ERROR stays in laxity order
-(its laxity is below ``margin / (margin + floor)``, so it goes before the
-schedules still on time): started now, it may still end before its deadline,
+(its laxity is below ``margin / (margin + floor)``, so it goes before
+on-time schedules of a similar margin): started now, it may still end
+before its deadline,
 and sending it behind short jobs would make it ERROR for sure. (Plain
 ``restore`` reorders from ``should_start_by`` on; at exactly full load with
 equal shares that cost 20 % more ERROR than Celery beat, measured in
@@ -167,7 +168,8 @@ class LaxityIndex(RestoringIndex):
                     heapq.heappop(bucket)
                 elif item[0] < now:  # error_at passed: in ERROR
                     heapq.heappop(bucket)
-                    should = item[0] - item[4]
+                    # exact, not error_at - margin (a run request's is ~ -1e12)
+                    should = self._times[item[2]].should_start_by
                     key = should + aging * max(self.expected_s(item[2]), 0.0)
                     heapq.heappush(late, (key, item[1], item[2], item[3]))
                 else:
