@@ -157,8 +157,7 @@ class LaxityIndex(RestoringIndex):
 
     def _choose(self, now: float) -> list[_Item] | None:
         self.promote(now)
-        version_of, late, aging, floor = self._version.get, self._late, self.aging, self.floor_s
-        version = self._version
+        version_of, late, times, floor = self._version.get, self._late, self._times, self.floor_s
         best: list[_Bucketed] | None = None
         best_laxity = math.inf
         for bucket in self._buckets.values():
@@ -169,9 +168,8 @@ class LaxityIndex(RestoringIndex):
                 elif item[0] < now:  # error_at passed: in ERROR
                     heapq.heappop(bucket)
                     # exact, not error_at - margin (a run request's is ~ -1e12)
-                    should = self._times[item[2]].should_start_by
-                    key = should + aging * max(self.expected_s(item[2]), 0.0)
-                    heapq.heappush(late, (key, item[1], item[2], item[3]))
+                    should = times[item[2]].should_start_by
+                    heapq.heappush(late, self._late_entry(item[2], should, item[1], item[3]))
                 else:
                     break
             if not bucket:  # kept: pop_placeable pushes skipped items back into it
@@ -184,8 +182,7 @@ class LaxityIndex(RestoringIndex):
             if best is None or laxity < best_laxity or (laxity == best_laxity
                                                         and item < best[0]):  # fmt: skip
                 best, best_laxity = bucket, laxity
-        while late and version.get(late[0][2]) != late[0][3]:
-            heapq.heappop(late)
+        self._clean_late_top()
         # A bucket item is a longer tuple with the same first four fields: the
         # callers (peek, pop, pop_placeable) read only those.
         return late or best  # type: ignore[return-value]

@@ -93,23 +93,39 @@ class SheddingIndex(DeadlineIndex):
         should, can = item[0], item[1]
         return should < now and can - should < RUN_REQUEST_PRIORITY_S / 2
 
-    def _top(self, now: float) -> list[tuple[float, float, str, int]] | None:
-        """The heap whose top is the next choice (ready, else late), cleaned."""
-        self.promote(now)
+    def _late_entry(
+        self, name: str, should: float, can: float, version: int
+    ) -> tuple[float, float, str, int]:
+        """The *late* heap's entry for a schedule found late (key: should_start_by)."""
+        return (should, can, name, version)
+
+    def _move_late_from_ready(self, now: float) -> None:
+        """Drop stale items from the top of *ready*, and move the late ones to *late*."""
         ready, late, version = self._ready, self._late, self._version
         while ready:
             item = ready[0]
             if version.get(item[2]) != item[3]:
                 heapq.heappop(ready)
             elif self._is_late(item, now):
-                heapq.heappush(late, heapq.heappop(ready))
+                heapq.heappop(ready)
+                heapq.heappush(late, self._late_entry(item[2], item[0], item[1], item[3]))
             else:
                 break
-        if ready and ready[0][0] <= now + self.horizon_s:
-            return ready
+
+    def _clean_late_top(self) -> None:
+        late, version = self._late, self._version
         while late and version.get(late[0][2]) != late[0][3]:
             heapq.heappop(late)
-        return late or ready or None
+
+    def _top(self, now: float) -> list[tuple[float, float, str, int]] | None:
+        """The heap whose top is the next choice (ready, else late), cleaned."""
+        self.promote(now)
+        self._move_late_from_ready(now)
+        ready = self._ready
+        if ready and ready[0][0] <= now + self.horizon_s:
+            return ready
+        self._clean_late_top()
+        return self._late or ready or None
 
     def peek(self, now: float) -> str | None:
         heap = self._top(now)
@@ -186,22 +202,21 @@ class RestoringIndex(SheddingIndex):
         self.expected_s = expected_s
         self.aging = aging
 
+    @staticmethod
+    def _is_late(item: tuple[float, float, str, int], now: float) -> bool:
+        return item[0] < now  # run requests too: their key stays ~ -1e12, first
+
+    def _late_entry(
+        self, name: str, should: float, can: float, version: int
+    ) -> tuple[float, float, str, int]:
+        """Key ``should_start_by + aging * expected run time``."""
+        return (should + self.aging * max(self.expected_s(name), 0.0), can, name, version)
+
     def _top(self, now: float) -> list[tuple[float, float, str, int]] | None:
         self.promote(now)
-        ready, late, version = self._ready, self._late, self._version
-        while ready:
-            item = ready[0]
-            if version.get(item[2]) != item[3]:
-                heapq.heappop(ready)
-            elif item[0] < now:
-                heapq.heappop(ready)
-                key = item[0] + self.aging * max(self.expected_s(item[2]), 0.0)
-                heapq.heappush(late, (key, item[1], item[2], item[3]))
-            else:
-                break
-        while late and version.get(late[0][2]) != late[0][3]:
-            heapq.heappop(late)
-        return late or ready or None
+        self._move_late_from_ready(now)
+        self._clean_late_top()
+        return self._late or self._ready or None
 
 
 def make_index(
