@@ -4,14 +4,14 @@ dispatches, and the dispatch index is re-read only when it changed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.keys import KeySpace
@@ -19,20 +19,11 @@ from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.beat.conftest import open_store, sync_periodic
+from tests.beat.conftest import Recorder, open_store, sync_periodic
 from tests.leases.helpers import MsClock
 
 KEYS = KeySpace("busy")
 PING_TIMEOUT_S, STEAL_DELAY_S, TTL_S = 2.0, 1.0, 30.0
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[DispatchOrder] = []
-
-    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        self.sent.extend(orders)
-        return []
 
 
 class World:

@@ -9,7 +9,7 @@ named method while ``fail`` is set and otherwise calls the real backend.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -17,15 +17,18 @@ from typing import Any
 import pytest
 import redis
 
-from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.beat.leader import BeatLeadership
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
+from celery_dgs.leases.leader import RedisLeader
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.beat.conftest import open_store
+from tests.beat.conftest import Mono, Recorder, open_store
+from tests.leases.helpers import MsClock
 
 KEYS = KeySpace("errs")
 WORKER = "celery@w1"
@@ -51,32 +54,6 @@ class Failing:
             return attr(*args, **kwargs)
 
         return call
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[DispatchOrder] = []
-        self.refuse: set[str] = set()  # schedules whose message "cannot be published"
-        self.raise_error: Exception | None = None
-
-    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        if self.raise_error is not None:
-            raise self.raise_error
-        self.sent.extend(o for o in orders if o.schedule not in self.refuse)
-        return [o for o in orders if o.schedule in self.refuse]
-
-    def names(self) -> list[str]:
-        out = [o.schedule for o in self.sent]
-        self.sent.clear()
-        return out
-
-
-class Mono:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
@@ -228,36 +205,36 @@ def run_once(store: SqlScheduleStore, leases: RedisLeases, name: str, dispatch_i
     assert leases.release(name, tag)
 
 
+def leader_beat(
+    name: str, client: redis.Redis, store: SqlScheduleStore, registry: WorkerRegistry,
+    leader_clock: MsClock,
+) -> tuple[BeatEngine, Recorder, Mono]:  # fmt: skip
+    """A loaded beat competing for the leader lease (3 s) on the shared Redis and store."""
+    publish, mono = Recorder(), Mono()
+    settings = DgsSettings(beat_leader_timeout=3.0, store_poll_interval=30)
+    leadership = BeatLeadership(
+        RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock), node=name, pid=1,
+        store_poll_interval=settings.store_poll_interval, monotonic=mono,
+    )  # fmt: skip
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
+        settings=settings, clock=SystemClock(), monotonic=mono, leadership=leadership,
+    )  # fmt: skip
+    engine.load()
+    return engine, publish, mono
+
+
 def test_a_new_leader_reads_the_store_before_dispatching(
     client: redis.Redis, real_store: SqlScheduleStore
 ) -> None:
     """A run that ended just before a take-over is not dispatched again at once."""
-    from celery_dgs.beat.leader import BeatLeadership
-    from celery_dgs.leases.leader import RedisLeader
-    from tests.leases.helpers import MsClock
-
     leader_clock = MsClock()
-
-    def beat(name: str) -> tuple[BeatEngine, Recorder, Mono]:
-        publish, mono = Recorder(), Mono()
-        settings = DgsSettings(beat_leader_timeout=3.0, store_poll_interval=30)
-        leadership = BeatLeadership(
-            RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock), node=name, pid=1,
-            store_poll_interval=settings.store_poll_interval, monotonic=mono,
-        )  # fmt: skip
-        registry = WorkerRegistry(client, KEYS, ttl=300)
-        registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=1,
-                                     pool="prefork", pid=1))  # fmt: skip
-        engine = BeatEngine(
-            store=real_store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
-            registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
-            settings=settings, clock=SystemClock(), monotonic=mono, leadership=leadership,
-        )  # fmt: skip
-        engine.load()
-        return engine, publish, mono
-
-    a, a_pub, _ = beat("a")
-    b, b_pub, b_mono = beat("b")
+    registry = WorkerRegistry(client, KEYS, ttl=300)
+    registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=1,
+                                 pool="prefork", pid=1))  # fmt: skip
+    a, a_pub, _ = leader_beat("a", client, real_store, registry, leader_clock)
+    b, b_pub, b_mono = leader_beat("b", client, real_store, registry, leader_clock)
     a.tick()
     assert a_pub.names() == ["t.p1"]
     b.tick()  # standby: index warm, stats as loaded (t.p1 never ran)
@@ -324,10 +301,6 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
 ) -> None:
     """The same on a beat's second term: it ran rounds before (its load-time
     refresh is spent) and its stats of a run made under the other leader are old."""
-    from celery_dgs.beat.leader import BeatLeadership
-    from celery_dgs.leases.leader import RedisLeader
-    from tests.leases.helpers import MsClock
-
     leader_clock = MsClock()
     registry = WorkerRegistry(client, KEYS, ttl=300)
 
@@ -335,24 +308,9 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
         registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=n,
                                      pool="prefork", pid=1))  # fmt: skip
 
-    def beat(name: str) -> tuple[BeatEngine, Recorder, Mono]:
-        publish, mono = Recorder(), Mono()
-        settings = DgsSettings(beat_leader_timeout=3.0, store_poll_interval=30)
-        leadership = BeatLeadership(
-            RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock), node=name, pid=1,
-            store_poll_interval=settings.store_poll_interval, monotonic=mono,
-        )  # fmt: skip
-        engine = BeatEngine(
-            store=real_store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
-            registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
-            settings=settings, clock=SystemClock(), monotonic=mono, leadership=leadership,
-        )  # fmt: skip
-        engine.load()
-        return engine, publish, mono
-
     slots(1)
-    a, a_pub, a_mono = beat("a")
-    b, b_pub, b_mono = beat("b")
+    a, a_pub, a_mono = leader_beat("a", client, real_store, registry, leader_clock)
+    b, b_pub, b_mono = leader_beat("b", client, real_store, registry, leader_clock)
     a.tick()
     assert a_pub.names() == ["t.p1"]
     run_once(real_store, a.leases, "t.p1", a.pending["t.p1"].dispatch_id)

@@ -11,7 +11,7 @@ injected monotonic clock, so take-over and renewal happen at exact moments.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.beat.leader import BeatLeadership, Role
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
@@ -31,29 +31,12 @@ from celery_dgs.metrics import EngineCollector
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DEFAULT_BEAT_LEADER_TIMEOUT_S, DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.beat.conftest import open_store
+from tests.beat.conftest import Mono, Recorder, open_store
 from tests.leases.helpers import MsClock
 
 TIMEOUT_S = 3.0
 WORKER = "celery@w1"
 KEYS = KeySpace("ha")
-
-
-class Mono:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[DispatchOrder] = []
-
-    def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        self.sent.extend(orders)
-        return []
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from celery_dgs.leases.types import AcquireStatus
 from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.beat.conftest import open_store
+from tests.beat.conftest import Mono, open_store
 from tests.leases.helpers import MsClock
 
 KEYS = KeySpace("reap")
@@ -30,14 +30,6 @@ REDIS_CLOCK = MsClock()
 PING_TIMEOUT_S, STEAL_DELAY_S = 2.0, 1.0
 GRACE_S = PING_TIMEOUT_S + STEAL_DELAY_S
 INTERVAL_S = 1.0
-
-
-class Mono:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def no_publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
