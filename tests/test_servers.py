@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import redis
 import sqlalchemy as sa
 
 from celery_dgs.embedded import RedisServerProcess
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.support.processes import alive
 
 
 def test_redis_server_process_restart_loses_data_and_stop_ends_pid() -> None:
@@ -29,14 +20,14 @@ def test_redis_server_process_restart_loses_data_and_stop_ends_pid() -> None:
         server.restart(kill=True)
         assert server.pid != first_pid
         assert first_pid is not None
-        assert not _alive(first_pid)
+        assert not alive(first_pid)
         client = redis.Redis.from_url(server.url)
         assert client.get("k") is None  # no persistence: a crash loses the data
         assert client.info("server")["run_id"] != run_id_before
         pid = server.pid
         server.stop()
         assert pid is not None
-        assert not _alive(pid)
+        assert not alive(pid)
     finally:
         server.cleanup()
 

@@ -37,6 +37,7 @@ from celery_dgs.embedded import RedisServerProcess
 from tests.e2e.harness import wait_for
 from tests.faults.cluster import BOUNDS, FaultCluster
 from tests.faults.proxy import TcpProxy
+from tests.support.processes import alive
 
 WORKERS = {  # key: (node, pool, concurrency, behind the proxy)
     "w1": ("node1", "solo", 1, False),
@@ -97,7 +98,7 @@ class Soak:
             self.start_worker(worker)
         elif kind == "child_sigkill":
             pid = self.live_run_pid("node2")
-            if pid is None or pid == c.procs["w2"].pid or not _alive(pid):
+            if pid is None or pid == c.procs["w2"].pid or not alive(pid):
                 return "none"  # (a run whose end is not written yet may have exited)
             c.sigkill([pid])
         elif kind == "worker_sigstop":
@@ -167,14 +168,6 @@ class Soak:
                 os.killpg(self.cluster.procs[key].pid, signal.SIGCONT)
         self.cluster.stop_all()
         self.proxy.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
