@@ -15,6 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
+from .core.overload import (
+    DEFAULT_OVERLOAD_POLICY,
+    DEFAULT_RESTORE_AGING,
+    DEFAULT_SHED_HORIZON_S,
+    OVERLOAD_POLICIES,
+)
 from .errors import SettingsError
 from .keys import KeySpace
 
@@ -47,15 +53,6 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
-# "restore" (late ones shortest run first; greedy while at most one is late),
-# "greedy" (plain deadline order) or "shed" (docs/simulator.md, "Overload").
-DEFAULT_OVERLOAD_POLICY = "restore"
-OVERLOAD_POLICIES = ("greedy", "shed", "restore")
-# restore: among late schedules, seconds of lateness one second of expected run
-# time is worth (dimensionless; 0: plain deadline order). A late schedule goes
-# after no schedule that became late more than this x its run time after it.
-DEFAULT_RESTORE_AGING = 10.0
-DEFAULT_SHED_HORIZON_S = 600.0  # shed: on-time schedules due within this go before late ones
 # -- fencing (issue 7) --
 #: Default self-fencing margin as a fraction of ping_timeout: an owner with no
 #: successful ping for ping_timeout - margin stops its run (defaults: 90 s - 22.5 s
