@@ -99,6 +99,8 @@ class LaxityIndex(RestoringIndex):
         #: bucket number of (margin + floor) -> heap of eligible schedules not
         #: in ERROR, ordered by error_at
         self._buckets: dict[int, list[_Bucketed]] = {}
+        #: items pushed into buckets since the last compaction (>= their total size)
+        self._bucketed = 0
         #: removals so far; with DeadlineIndex's upsert counter, the state under
         #: which the last choice may be reused (:meth:`_top`)
         self._removals = 0
@@ -140,6 +142,7 @@ class LaxityIndex(RestoringIndex):
             else:
                 heapq.heappush(bucket, item)
             moved += 1
+        self._bucketed += moved
         return moved
 
     def _top(self, now: float) -> list[_Item] | None:
@@ -200,7 +203,7 @@ class LaxityIndex(RestoringIndex):
         buckets = getattr(self, "_buckets", None)
         if not buckets:
             return
-        if sum(len(b) for b in buckets.values()) <= 4 * len(self._times) + 1024:
+        if self._bucketed <= 4 * len(self._times) + 1024:  # O(1): runs on every upsert
             return
         version = self._version
         for bucket_no, bucket in list(buckets.items()):
@@ -210,3 +213,4 @@ class LaxityIndex(RestoringIndex):
                 buckets[bucket_no] = live
             else:
                 del buckets[bucket_no]
+        self._bucketed = sum(len(b) for b in buckets.values())
