@@ -33,7 +33,7 @@ from ..core.stats import (
     record_start,
     record_success,
 )
-from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration
+from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
 from .metrics import SimResult, Tally, summarise
 from .policies import BeatPolicy, make_policy
 from .workload import SimSchedule, Workload, nominal_period
@@ -48,12 +48,14 @@ class SchedState:
     sched: SimSchedule
     stats: ScheduleStats
     period: float
-    deadline: float = 0.0
-    expected: float = 0.0
+    deadline: float = 0.0  # error_at
+    expected: float = 0.0  # expected run time
+    margin: float = 0.0  # error_at - should_start_by
     seg_t: float = 0.0
     running_since: float | None = None
     worker: str | None = None
     run: int = 0  # bumped when a run ends or is interrupted: stale end events are ignored
+    name: str = ""  # sched.name, built once (a property that formats a string)
 
 
 class Simulator:
@@ -131,7 +133,7 @@ class Simulator:
                 )  # fmt: skip
             else:
                 stats = ScheduleStats(registered_at=self.at(0.0))
-            st = SchedState(s, stats, period)
+            st = SchedState(s, stats, period, name=s.name)
             self._refresh_deadline(st)
             states[s.name] = st
         return states
@@ -139,10 +141,11 @@ class Simulator:
     def _refresh_deadline(self, st: SchedState) -> None:
         st.deadline = self.rel(error_at(st.sched.spec, st.stats))
         st.expected = expected_duration(st.sched.spec, st.stats).total_seconds()
+        st.margin = start_margin(st.sched.spec, st.stats).total_seconds()
 
     # -- runs -------------------------------------------------------------------------
     def _account(self, st: SchedState, t: float) -> None:
-        self.tally.account(st.sched.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
+        self.tally.account(st.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
                            bool(st.stats.failure_count))  # fmt: skip
         st.seg_t = t
 
@@ -155,7 +158,7 @@ class Simulator:
         self._account(st, now)
         if now >= tally.window_start:
             tally.runs += 1
-            late = now - (st.deadline - st.expected)
+            late = now - (st.deadline - st.margin)  # after should_start_by
             tally.lateness.append(late)
             tally.late_starts += late > 0
             good = st.stats.last_good_start_at

@@ -27,7 +27,7 @@ from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
-from ..core.timing import expected_duration, start_margin, start_times
+from ..core.timing import start_times
 
 if TYPE_CHECKING:
     from .loop import Simulator
@@ -82,13 +82,12 @@ class DeadlinePolicy(Policy):
             for s in sim.workload.schedules
         }
 
+    # Kept by the loop with the stats (unchanged while a schedule is indexed).
     def _expected_s(self, name: str) -> float:
-        st = self.sim.states[name]
-        return expected_duration(st.sched.spec, st.stats).total_seconds()
+        return self.sim.states[name].expected
 
     def _margin_s(self, name: str) -> float:
-        st = self.sim.states[name]
-        return start_margin(st.sched.spec, st.stats).total_seconds()
+        return self.sim.states[name].margin
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
