@@ -128,9 +128,13 @@ def choose_dispatches(
         )
         if not plan:
             break
+        deferred = False
         for name, worker in plan:
             if defer(name):
                 placement.give_back(worker)
+                deferred = True
                 continue
             chosen.append((name, worker))
+        if not deferred:  # the plan stopped for want of slots, schedules or limit
+            break
     return chosen

@@ -65,10 +65,11 @@ def project_starts(
     margins: dict[str, float] = {}
     index = make_index(overload_policy, shed_horizon_s, expected.__getitem__, restore_aging,
                        margin_s=margins.__getitem__, laxity_floor_s=laxity_floor_s)  # fmt: skip
+    waiting = list(waiting)
     for w in waiting:
-        index.upsert(w.name, w.can_start_by, w.should_start_by)
         expected[w.name] = max(w.expected_s, 0.0)
         margins[w.name] = expected[w.name] if w.margin_s is None else max(w.margin_s, 0.0)
+    index.upsert_many((w.name, w.can_start_by, w.should_start_by) for w in waiting)
     slots = [max(t, now) for t in busy_until] + [now] * max(free_slots, 0)
     heapq.heapify(slots)
     projected: dict[str, float] = {}
