@@ -228,7 +228,7 @@ def supervised_run(
             error = f"{SHUTDOWN_REASON} (cold shutdown: Celery ended the pool process)"
         else:
             outcome = "failure"
-            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            error = _describe(exc)
         raise
     finally:
         try:
@@ -256,6 +256,14 @@ def _stop_heartbeat(supervisor: RunSupervisor) -> None:
 
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _redis_now_or_local(rt: Runtime) -> datetime:
+    """Redis time, the clock of every lease; the local clock when Redis is unreachable."""
+    try:
+        return rt.leases.now()
+    except Exception:
+        return datetime.now(timezone.utc)
 
 
 def _release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
@@ -324,10 +332,7 @@ def _finish(
     # expire (a release could hang until the socket timeout and would only
     # free the lease a little earlier).
     if ended_at is None:
-        try:
-            ended_at = rt.leases.now()
-        except Exception:
-            ended_at = datetime.now(timezone.utc)
+        ended_at = _redis_now_or_local(rt)
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
@@ -358,10 +363,7 @@ def _skip(
     logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
 
     def record() -> None:
-        try:
-            at = rt.leases.now()
-        except Exception:  # Redis unreachable: the local clock dates the skip
-            at = datetime.now(timezone.utc)
+        at = _redis_now_or_local(rt)
         rt.store.record_skip(
             schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
             owner_name=owner, reason=reason, at=at,
