@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
+from ..leases.types import LeaseInfo
 from ..store.base import RunRecord
 
 logger = logging.getLogger("celery_dgs.beat")
@@ -72,8 +73,9 @@ class RunReaper:
             after_id=self._after_id, limit=self.batch_size
         )
         reaped = 0
+        leases = self.leases.get_many([run.schedule for run in page])  # one round trip
         for run in page:
-            if self._has_lease(run):
+            if self._has_lease(run, leases.get(run.schedule)):
                 self._suspects.pop(run.run_id, None)
                 continue
             self._seen.add(run.run_id)
@@ -89,12 +91,10 @@ class RunReaper:
         self.reaped_total += reaped
         return reaped
 
-    def _has_lease(self, run: RunRecord) -> bool:
-        try:
-            lease = self.leases.get(run.schedule)
-        except MalformedDataError as exc:  # an operator must look: leave the run alone
+    def _has_lease(self, run: RunRecord, lease: LeaseInfo | MalformedDataError | None) -> bool:
+        if isinstance(lease, MalformedDataError):  # an operator must look: leave the run alone
             logger.error("celery-dgs: run %s of %r left running: %s", run.run_id,
-                         run.schedule, exc)  # fmt: skip
+                         run.schedule, lease)  # fmt: skip
             return True
         if lease is None:
             return False

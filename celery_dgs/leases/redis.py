@@ -12,7 +12,7 @@ boundary it is still the owner's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -262,30 +262,44 @@ class RedisLeases:
             raise LeaseError(f"reading {key!r} failed: {exc}") from exc
         return LeaseInfo.from_hash(key, schedule, data) if data else None
 
-    def scan(self) -> LeaseScan:
-        """Every lease in the index, and the keys that hold foreign data. Two round trips."""
+    def get_many(
+        self, schedules: Sequence[str]
+    ) -> dict[str, LeaseInfo | MalformedDataError | None]:
+        """:meth:`get` of each schedule in one round trip: ``None`` where there is
+        no lease, the error (not raised) where the key holds foreign data."""
+        if not schedules:
+            return {}
         try:
-            names = [text(n) for n in self.client.zrange(self.keys.lease_index(), 0, -1)]
             pipe = self.client.pipeline(transaction=False)
-            for name in names:
+            for name in schedules:
                 pipe.hgetall(self.keys.lease(name))
-            replies = pipe.execute(raise_on_error=False) if names else []
-        except redis.ResponseError as exc:
-            raise MalformedDataError(f"Redis key {self.keys.lease_index()!r}: {exc}") from exc
+            replies = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise LeaseError(f"reading leases failed: {exc}") from exc
-        leases: list[LeaseInfo] = []
-        malformed: list[MalformedDataError] = []
-        for name, data in zip(names, replies, strict=True):
+        out: dict[str, LeaseInfo | MalformedDataError | None] = {}
+        for name, data in zip(schedules, replies, strict=True):
             key = self.keys.lease(name)
             try:
                 if isinstance(data, Exception):
                     raise MalformedDataError(f"Redis key {key!r}: {data}")
-                if data:  # an empty reply: released since the ZRANGE
-                    leases.append(LeaseInfo.from_hash(key, name, data))
+                out[name] = LeaseInfo.from_hash(key, name, data) if data else None
             except MalformedDataError as exc:
-                malformed.append(exc)
-        return LeaseScan(leases=leases, malformed=malformed)
+                out[name] = exc
+        return out
+
+    def scan(self) -> LeaseScan:
+        """Every lease in the index, and the keys that hold foreign data. Two round trips."""
+        try:
+            names = [text(n) for n in self.client.zrange(self.keys.lease_index(), 0, -1)]
+        except redis.ResponseError as exc:
+            raise MalformedDataError(f"Redis key {self.keys.lease_index()!r}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading leases failed: {exc}") from exc
+        found = self.get_many(names).values()  # None: released since the ZRANGE
+        return LeaseScan(
+            leases=[v for v in found if isinstance(v, LeaseInfo)],
+            malformed=[v for v in found if isinstance(v, MalformedDataError)],
+        )
 
     def all(self) -> list[LeaseInfo]:
         """Every readable lease; foreign data is logged at error level and skipped."""

@@ -208,6 +208,7 @@ def test_one_round_trip_per_operation(
         "yield_lease": lambda: leases.yield_lease("s", "A"),
         "sweep": leases.sweep,
         "get": lambda: leases.get("s"),
+        "get_many(500)": lambda: leases.get_many([f"s{i}" for i in range(500)]),
         "now": leases.now,
         "running_count": leases.running_count,
         "running_names": leases.running_names,

@@ -103,3 +103,23 @@ def test_all_and_sweep_skip_and_report_malformed_entries(
     assert any(keys.lease("bad-type") in r.getMessage() for r in caplog.records)
     # unknown state counts as running: nothing is dispatched over foreign data
     assert leases.running_names() == {"good", "bad-type", "bad-format"}
+
+
+def test_get_many_returns_each_lease_none_or_the_error(
+    leases: RedisLeases, client: redis.Redis, keys: KeySpace
+) -> None:
+    _grab(leases, "good")
+    client.set(keys.lease("string"), "not a lease")
+    client.hset(keys.lease("old"), mapping={"format": "0"})
+    got = leases.get_many(["good", "none", "string", "old"])
+    assert list(got) == ["good", "none", "string", "old"]
+    good = got["good"]
+    assert good is not None
+    assert not isinstance(good, MalformedDataError)
+    assert good.owner_tag == "A"
+    assert got["none"] is None
+    assert isinstance(got["string"], MalformedDataError)
+    assert keys.lease("string") in str(got["string"])
+    assert isinstance(got["old"], MalformedDataError)
+    assert "format version is '0'" in str(got["old"])
+    assert leases.get_many([]) == {}
