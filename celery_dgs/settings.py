@@ -8,6 +8,7 @@ a default).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -240,8 +241,9 @@ class DgsSettings:
         """The Redis key names of this deployment (prefix and cluster hash tag)."""
         return KeySpace(self.key_prefix, hash_tag=self.redis_cluster_hash_tag)
 
-    @property
+    @functools.cached_property
     def retry_ladder(self) -> tuple[timedelta, ...]:
+        """``dgs_retry_backoff`` as timedeltas (built once: beat reads it per re-index)."""
         return tuple(timedelta(seconds=s) for s in self.retry_backoff)
 
     @classmethod
