@@ -34,7 +34,7 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
-## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads (issue 6)
+## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality
 bench-quality: $(STAMP)
 	$(BIN)/python -m benchmarks.quality $(BENCH_ARGS)
