@@ -159,7 +159,7 @@ def test_the_readme_links_the_reference_and_stays_short() -> None:
     assert len(text.encode()) <= 10_750, "the README is for a new user: move detail to docs/"
     linked = {target.partition("#")[0] for _, target, _ in links(README)}
     for page in ("architecture", "configuration", "guarantees", "beat-ha", "simulator",
-                 "operations", "benchmarks"):  # fmt: skip
+                 "operations", "benchmarks", "deploy"):  # fmt: skip
         assert f"docs/{page}.md" in linked, page
 
 
