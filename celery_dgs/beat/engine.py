@@ -45,15 +45,16 @@ from ..core.laxity import margin_seconds
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.timing import start_times
+from ..leases.types import BeatView
 from ..settings import DgsSettings
 from .leader import BeatLeadership, Role
 from .reaper import RunReaper
 from .sending import DispatchSending
 from .stalled import StalledWorkers
-from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
+from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, Tracked
 
 __all__ = [
-    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "RoundState", "Tracked",
+    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "Tracked",
 ]
 
 logger = logging.getLogger("celery_dgs.beat")
@@ -269,17 +270,14 @@ class BeatEngine(DispatchSending):
             sleep = min(sleep, self.leadership.renew_interval)
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
-    def _read_state(self) -> RoundState:
+    def _read_state(self) -> BeatView:
         """The round's Redis reads: one ``beat_view.lua`` call (sweep, running leases
         per worker, stale owners; every owner only when the lease generation
         changed; the dispatch index's names only if its size is not
         ``len(self.pending)`` while the index is known to hold exactly ``pending``)."""
         expected = len(self.pending) if self._dispatch_index_exact else None
-        view = self.lease_view.read(expected_dispatches=expected)
-        return RoundState(
-            running=view.running, running_by_worker=view.running_by_worker,
-            stale_workers=view.stale_workers, dispatch_names=view.dispatch_names,
-        )  # fmt: skip
+        view: BeatView = self.lease_view.read(expected_dispatches=expected)
+        return view
 
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()

@@ -11,19 +11,20 @@ from .types import (
     LEASE_FORMAT_VERSION,
     AcquireResult,
     AcquireStatus,
+    BeatView,
     CancelResult,
     CancelStatus,
     LeaseInfo,
     LeaseScan,
     PingResult,
     PingStatus,
-    SweepResult,
 )
 
 __all__ = [
     "LEASE_FORMAT_VERSION",
     "AcquireResult",
     "AcquireStatus",
+    "BeatView",
     "CancelResult",
     "CancelStatus",
     "LeaseInfo",
@@ -31,5 +32,4 @@ __all__ = [
     "PingResult",
     "PingStatus",
     "RedisLeases",
-    "SweepResult",
 ]

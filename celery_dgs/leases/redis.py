@@ -34,7 +34,6 @@ from .types import (
     LeaseScan,
     PingResult,
     PingStatus,
-    SweepResult,
 )
 from .view import BeatView, BeatViewReader
 
@@ -201,31 +200,11 @@ class RedisLeases:
             return CancelResult(status=status)
         return CancelResult(status=status, owner_tag=text(reply[1]), token=int(reply[2]))
 
-    def sweep(self) -> SweepResult:
-        """Mark a steal on every stale lease; report those whose steal delay has passed.
-
-        Also notes the restart epoch: after a Redis restart the restart grace
-        starts at beat's first sweep, not at the first acquire."""
-        reply = self._call(
-            "sweep.lua",
-            [self.keys.lease_index(), self.keys.epoch()],
-            [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
-             self.steal_delay_ms, self.run_id_override],
-        )  # fmt: skip
-        bad = reply[3]
-        malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}
-        for schedule, reason in malformed.items():
-            log.error("lease of %r: Redis key %r: %s", schedule, self.keys.lease(schedule), reason)
-        return SweepResult(
-            now=ms_to_datetime(int(reply[0])),
-            takeable=[text(n) for n in reply[1]],
-            marked=[text(n) for n in reply[2]],
-            malformed=malformed,
-        )
-
     def beat_view_reader(self) -> BeatViewReader:
         """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
-        the sweep, running leases per worker, stale owners; one round trip a round."""
+        the sweep, running leases per worker, stale owners; one round trip a round.
+        Its sweep also notes the restart epoch: after a Redis restart the restart
+        grace starts at beat's first round, not at the first acquire."""
         reader = BeatViewReader(
             self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
             steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
@@ -236,10 +215,6 @@ class RedisLeases:
     def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
         """One :class:`BeatView` read with every owner (a fresh reader each call)."""
         return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
-
-    def sweep_stale(self) -> list[str]:
-        """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""
-        return self.sweep().takeable
 
     # -- reads ----------------------------------------------------------------
     def now(self) -> datetime:

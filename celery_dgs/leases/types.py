@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -157,21 +157,38 @@ class CancelResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepResult:
-    """Outcome of :meth:`RedisLeases.sweep`."""
-
-    now: datetime
-    #: Leases whose steal delay has passed: treat these schedules as not running.
-    takeable: list[str]
-    #: Leases on which this sweep set steal_start_at.
-    marked: list[str]
-    #: Schedules whose lease key holds foreign data, with what is wrong.
-    malformed: dict[str, str]
-
-
-@dataclass(frozen=True, kw_only=True)
 class LeaseScan:
     """Outcome of :meth:`RedisLeases.scan`: every lease, and the keys that could not be read."""
 
     leases: list[LeaseInfo]
     malformed: list[MalformedDataError]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BeatView:
+    """One dispatch round's snapshot of the leases and dispatch records
+    (:meth:`~celery_dgs.leases.base.BeatViewSource.read`), at the backend's
+    time ``now``. A read also sweeps: a lease not pinged within
+    ``ping_timeout`` gets a steal marked, and is takeable (not running any
+    more) once ``steal_delay`` has passed since the mark."""
+
+    now: datetime
+    #: Leases whose steal delay has passed: the schedule is not running any more.
+    takeable: frozenset[str]
+    #: Leases on which this read marked a steal (``steal_start_at`` set).
+    marked: frozenset[str]
+    #: Schedules holding a lease that is not takeable (foreign data included).
+    running: Set[str]
+    #: Running leases per worker (``owner_name``).
+    running_by_worker: dict[str, int]
+    #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``,
+    #: and the latest ``last_ping_at`` among those leases.
+    stale_workers: dict[str, datetime]
+    #: Schedule -> what is wrong with the data under its lease key (those read now).
+    malformed: dict[str, str]
+    dispatch_count: int
+    #: The dispatch index's members; ``None`` when not read because
+    #: ``dispatch_count`` was the expected one.
+    dispatch_names: frozenset[str] | None
+    #: Whether every owner was read this round (the lease generation changed).
+    owners_read: bool
