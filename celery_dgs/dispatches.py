@@ -18,10 +18,10 @@ Layout: one hash per schedule at ``KeySpace.dispatch(name)`` and a sorted set
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 from redis.client import Pipeline
@@ -29,7 +29,15 @@ from redis.client import Pipeline
 from .connection import call_script
 from .errors import LeaseError, MalformedDataError, NotLeaderError
 from .keys import KeySpace
-from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.codec import (
+    HashReader,
+    HashRecord,
+    datetime_to_ms,
+    ms_to_datetime,
+    records_from_reply,
+    seconds_to_ms,
+    text,
+)  # fmt: skip
 from .leases.leader import BEAT_ROLE, LEADER_FORMAT_VERSION, LeaderFence
 from .leases.lua import SCRIPTS
 from .leases.types import DISPATCH_FORMAT_VERSION
@@ -42,7 +50,7 @@ _FMT = str(DISPATCH_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)
-class DispatchRecord:
+class DispatchRecord(HashRecord):
     """One dispatch. ``dispatched_at``/``expires_at`` are Redis time, set when it is stored."""
 
     schedule: str
@@ -51,13 +59,14 @@ class DispatchRecord:
     dispatched_at: datetime | None = None
     expires_at: datetime | None = None
 
+    FORMAT_VERSION: ClassVar[int] = DISPATCH_FORMAT_VERSION
+    KIND: ClassVar[str] = "dispatch record"
+    NAME_FIELD: ClassVar[str | None] = "schedule"
+
     @classmethod
-    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> DispatchRecord:
-        r = HashReader(key, data, format_version=DISPATCH_FORMAT_VERSION)
-        if r.get_str("schedule") != schedule:
-            raise r.error(f"field 'schedule' is {r.get_str('schedule')!r}, expected {schedule!r}")
+    def from_fields(cls, r: HashReader, name: str) -> DispatchRecord:
         return cls(
-            schedule=schedule,
+            schedule=name,
             dispatch_id=r.get_str("dispatch_id"),
             worker=r.get_str("worker"),
             dispatched_at=r.get_time("dispatched_at"),
@@ -177,16 +186,7 @@ class DispatchRecords:
             SCRIPTS, self.client, "dispatch_expired.lua",
             [self.keys.dispatch_index()], [moment, self.keys.dispatch_prefix(), str(limit)],
         )  # fmt: skip
-        found, out = reply[1], []
-        for i in range(0, len(found) - 1, 2):
-            schedule, key = text(found[i]), self.keys.dispatch(text(found[i]))
-            try:
-                if not isinstance(found[i + 1], list):
-                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
-                out.append(DispatchRecord.from_hash(key, schedule, pairs(found[i + 1])))
-            except MalformedDataError as exc:
-                log.error("skipping a dispatch record: %s", exc)
-        return out
+        return records_from_reply(DispatchRecord, reply[1], self.keys.dispatch, log)
 
     def take_back(self, schedule: str, dispatch_id: str) -> bool:
         """Remove the record if it is still ``dispatch_id``; True if removed."""

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 
 from .connection import call_script
-from .errors import LeaseError, MalformedDataError
+from .errors import LeaseError
 from .keys import KeySpace
-from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.codec import (
+    HashReader,
+    HashRecord,
+    datetime_to_ms,
+    ms_to_datetime,
+    records_from_reply,
+    seconds_to_ms,
+)  # fmt: skip
 from .leases.lua import SCRIPTS
 
 log = logging.getLogger(__name__)
@@ -31,7 +38,7 @@ _FMT = str(WORKER_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerInfo:
+class WorkerInfo(HashRecord):
     """A worker as registered. ``name`` is Celery's hostname (``celery@host``)."""
 
     name: str
@@ -45,9 +52,11 @@ class WorkerInfo:
     #: Set by the registry (Redis time + ttl).
     expires_at: datetime | None = None
 
+    FORMAT_VERSION: ClassVar[int] = WORKER_FORMAT_VERSION
+    KIND: ClassVar[str] = "worker registration"
+
     @classmethod
-    def from_hash(cls, key: str, name: str, data: Mapping[bytes, bytes]) -> WorkerInfo:
-        r = HashReader(key, data, format_version=WORKER_FORMAT_VERSION)
+    def from_fields(cls, r: HashReader, name: str) -> WorkerInfo:
         try:
             queues = json.loads(r.get_str("queues"))
         except ValueError as exc:
@@ -134,17 +143,7 @@ class WorkerRegistry:
             [self.keys.worker_index()],
             [self._now_arg(), self.keys.worker_prefix()],
         )
-        found, workers = reply[1], []
-        for i in range(0, len(found) - 1, 2):
-            name = text(found[i])
-            key = self.keys.worker(name)
-            try:
-                if not isinstance(found[i + 1], list):
-                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
-                workers.append(WorkerInfo.from_hash(key, name, pairs(found[i + 1])))
-            except MalformedDataError as exc:
-                log.error("skipping a worker registration: %s", exc)
-        return workers
+        return records_from_reply(WorkerInfo, reply[1], self.keys.worker, log)
 
     def total_slots(self) -> int:
         """Slots of all live workers."""

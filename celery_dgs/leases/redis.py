@@ -21,7 +21,7 @@ import redis
 from ..connection import call_script
 from ..errors import LeaseError, MalformedDataError
 from ..keys import KeySpace
-from .codec import ms_to_datetime, pairs, seconds_to_ms, text
+from .codec import hash_reply, ms_to_datetime, pairs, seconds_to_ms, text
 from .lua import SCRIPTS
 from .types import (
     DISPATCH_FORMAT_VERSION,
@@ -255,9 +255,7 @@ class RedisLeases:
         for name, data in zip(schedules, replies, strict=True):
             key = self.keys.lease(name)
             try:
-                if isinstance(data, Exception):
-                    raise MalformedDataError(f"Redis key {key!r}: {data}")
-                out[name] = LeaseInfo.from_hash(key, name, data) if data else None
+                out[name] = LeaseInfo.from_hash(key, name, hash_reply(key, data)) if data else None
             except MalformedDataError as exc:
                 out[name] = exc
         return out

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Set
+from collections.abc import Set
 from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from ..errors import MalformedDataError
-from .codec import HashReader
+from .codec import HashReader, HashRecord
 
 #: Written as ``format`` in every lease hash; bump it when the layout changes.
 LEASE_FORMAT_VERSION = 1
@@ -18,8 +19,10 @@ DISPATCH_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class LeaseInfo:
-    """One schedule's lease, as stored. Times are aware UTC datetimes from Redis ``TIME``."""
+class LeaseInfo(HashRecord):
+    """One schedule's lease, as stored. Times are aware UTC datetimes from Redis ``TIME``.
+
+    Read with :meth:`~celery_dgs.leases.codec.HashRecord.from_hash`."""
 
     schedule: str
     owner_node: str
@@ -33,17 +36,15 @@ class LeaseInfo:
     cancel_requested: bool
     dispatch_id: str | None
 
+    FORMAT_VERSION: ClassVar[int] = LEASE_FORMAT_VERSION
+    KIND: ClassVar[str] = "lease"
+    NAME_FIELD: ClassVar[str | None] = "schedule"
+    NAME_REQUIRED: ClassVar[bool] = False
+
     @classmethod
-    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> LeaseInfo:
-        """Parse a lease hash; raises :class:`MalformedDataError` naming ``key``."""
-        if not data:
-            raise MalformedDataError(f"Redis key {key!r}: no lease fields")
-        r = HashReader(key, data, format_version=LEASE_FORMAT_VERSION)
-        stored = r.opt_str("schedule")
-        if stored is not None and stored != schedule:
-            raise r.error(f"field 'schedule' is {stored!r}, expected {schedule!r}")
+    def from_fields(cls, r: HashReader, name: str) -> LeaseInfo:
         return cls(
-            schedule=schedule,
+            schedule=name,
             owner_node=r.get_str("owner_node"),
             owner_name=r.get_str("owner_name"),
             owner_tag=r.get_str("owner_tag"),
