@@ -13,11 +13,15 @@ A dispatch that has not started by ``expires_at`` is taken back by beat
 (:meth:`DispatchRecords.take_back`), which makes the schedule eligible again.
 Layout: one hash per schedule at ``KeySpace.dispatch(name)`` and a sorted set
 ``KeySpace.dispatch_index()`` of schedule -> expires_at (ms).
+
+:class:`DispatchBackend` is the interface beat and the workers use;
+:class:`DispatchRecords` is the Redis implementation.
 """
 
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -74,6 +78,43 @@ class DispatchRecord(HashRecord):
         )
 
 
+class DispatchBackend(ABC):
+    """The dispatch records interface: which dispatch of each schedule is
+    current, from beat's decision until the run starts (the lease acquire
+    consumes the record) or beat takes it back."""
+
+    @abstractmethod
+    def add_many(
+        self, records: Iterable[DispatchRecord], *, ttl: float, fence: LeaderFence | None = None
+    ) -> datetime | None:
+        """Store ``records`` (each replaces its schedule's previous record),
+        expiring in ``ttl`` seconds, before their messages are published; returns
+        the backend time stored as ``dispatched_at`` (``None``: nothing stored).
+        ``fence``: the beat leadership they were decided under; if it is over,
+        :class:`~celery_dgs.errors.NotLeaderError` is raised."""
+
+    @abstractmethod
+    def current(self, schedule: str) -> DispatchRecord | None:
+        """The schedule's pending dispatch, if any."""
+
+    @abstractmethod
+    def pending_names(self) -> set[str]:
+        """The schedules with a pending dispatch."""
+
+    def pending_count(self) -> int:
+        """How many dispatches are pending."""
+        return len(self.pending_names())
+
+    @abstractmethod
+    def expired(self, now: datetime | None = None, *, limit: int = 10_000) -> list[DispatchRecord]:
+        """Records whose ``expires_at`` <= ``now`` (default: the backend's time),
+        oldest first; foreign data is logged and skipped."""
+
+    @abstractmethod
+    def take_back(self, schedule: str, dispatch_id: str) -> bool:
+        """Remove the record if it is still ``dispatch_id``; True if removed."""
+
+
 def _check_leader(reply: list[Any], fence: LeaderFence | None) -> None:
     if reply and reply[0] == b"NOT_LEADER":
         holder = text(reply[3]) or "nobody"
@@ -84,7 +125,7 @@ def _check_leader(reply: list[Any], fence: LeaderFence | None) -> None:
         )
 
 
-class DispatchRecords:
+class DispatchRecords(DispatchBackend):
     """Dispatch records in Redis; one round trip per call."""
 
     def __init__(

@@ -4,12 +4,16 @@ Each worker keeps a hash at ``KeySpace.worker(name)`` (with a Redis TTL) and an
 entry in the sorted set ``KeySpace.worker_index()`` scored by its expiry (ms).
 A worker that stops refreshing (``register`` or ``heartbeat``) within ``ttl``
 seconds is no longer live. Every call is one round trip.
+
+:class:`RegistryBackend` is the interface beat and the worker hooks use;
+:class:`WorkerRegistry` is the Redis implementation.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -75,7 +79,36 @@ class WorkerInfo(HashRecord):
         )
 
 
-class WorkerRegistry:
+class RegistryBackend(ABC):
+    """The worker registry interface: which workers are alive, their queues,
+    pool and slots. A registration lives ``ttl`` seconds unless refreshed
+    (:meth:`register` again, or :meth:`heartbeat`)."""
+
+    #: The registration's time to live in milliseconds.
+    ttl_ms: int
+
+    @abstractmethod
+    def register(self, info: WorkerInfo) -> WorkerInfo:
+        """Register (or re-register) ``info``; returns it with ``started_at``/``expires_at`` set."""
+
+    @abstractmethod
+    def heartbeat(self, name: str) -> bool:
+        """Extend the registration by ``ttl``. False when it has expired: register again."""
+
+    @abstractmethod
+    def deregister(self, name: str) -> bool:
+        """Remove the registration (worker shutdown). True if it was there."""
+
+    @abstractmethod
+    def live_workers(self) -> list[WorkerInfo]:
+        """Registrations not yet expired; foreign data is logged and skipped."""
+
+    def total_slots(self) -> int:
+        """Slots of all live workers."""
+        return sum(w.slots for w in self.live_workers())
+
+
+class WorkerRegistry(RegistryBackend):
     """Live workers in Redis; a registration lives ``ttl`` seconds unless refreshed."""
 
     def __init__(
@@ -144,7 +177,3 @@ class WorkerRegistry:
             [self._now_arg(), self.keys.worker_prefix()],
         )
         return records_from_reply(WorkerInfo, reply[1], self.keys.worker, log)
-
-    def total_slots(self) -> int:
-        """Slots of all live workers."""
-        return sum(w.slots for w in self.live_workers())

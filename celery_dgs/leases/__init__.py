@@ -1,11 +1,13 @@
 """Single-instance leases: one per schedule, held by the run that executes it.
 
+:class:`LeaseBackend` (:mod:`celery_dgs.leases.base`) is the interface;
 :class:`RedisLeases` is the Redis implementation; the value types are in
 :mod:`celery_dgs.leases.types`.
 """
 
 from __future__ import annotations
 
+from .base import BeatViewSource, LeaseBackend
 from .redis import RedisLeases
 from .types import (
     LEASE_FORMAT_VERSION,
@@ -25,8 +27,10 @@ __all__ = [
     "AcquireResult",
     "AcquireStatus",
     "BeatView",
+    "BeatViewSource",
     "CancelResult",
     "CancelStatus",
+    "LeaseBackend",
     "LeaseInfo",
     "LeaseScan",
     "PingResult",

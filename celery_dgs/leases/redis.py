@@ -11,7 +11,6 @@ boundary it is still the owner's.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -21,6 +20,7 @@ import redis
 from ..connection import call_script
 from ..errors import LeaseError, MalformedDataError
 from ..keys import KeySpace
+from .base import LeaseBackend
 from .codec import hash_reply, ms_to_datetime, pairs, seconds_to_ms, text
 from .lua import SCRIPTS
 from .types import (
@@ -35,14 +35,12 @@ from .types import (
     PingResult,
     PingStatus,
 )
-from .view import BeatView, BeatViewReader
-
-log = logging.getLogger(__name__)
+from .view import BeatViewReader
 
 _FMT = str(LEASE_FORMAT_VERSION)
 
 
-class RedisLeases:
+class RedisLeases(LeaseBackend):
     """The lease backend on Redis. Every method is one round trip unless it says otherwise.
 
     ``ping_timeout``: seconds without a ping after which a steal may be marked.
@@ -169,13 +167,6 @@ class RedisLeases:
         keys = [self.keys.lease(schedule), self.keys.lease_index()]
         return bool(int(self._call("release.lua", keys, [_FMT, schedule, owner_tag])[0]))
 
-    def yield_lease(self, schedule: str, owner_tag: str) -> bool:
-        """Warm shutdown: free the lease at once for another worker. False if not the owner.
-
-        In Redis this is a release; the difference (the run was interrupted, not
-        finished) is what the caller records in the run history (``yielded``)."""
-        return self.release(schedule, owner_tag)
-
     def request_cancel(
         self, schedule: str, *, owner_tag: str | None = None, token: int | None = None
     ) -> CancelResult:
@@ -211,10 +202,6 @@ class RedisLeases:
         )  # fmt: skip
         reader.run_id_override = self.run_id_override
         return reader
-
-    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
-        """One :class:`BeatView` read with every owner (a fresh reader each call)."""
-        return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
 
     # -- reads ----------------------------------------------------------------
     def now(self) -> datetime:
@@ -273,13 +260,6 @@ class RedisLeases:
             leases=[v for v in found if isinstance(v, LeaseInfo)],
             malformed=[v for v in found if isinstance(v, MalformedDataError)],
         )
-
-    def all(self) -> list[LeaseInfo]:
-        """Every readable lease; foreign data is logged at error level and skipped."""
-        result = self.scan()
-        for exc in result.malformed:
-            log.error("skipping a lease: %s", exc)
-        return result.leases
 
     def _running(self, names: bool) -> list[Any]:
         return self._call(

@@ -21,6 +21,7 @@ import redis
 
 from ..connection import call_script
 from ..keys import KeySpace
+from .base import BeatViewSource
 from .codec import ms_to_datetime, text
 from .lua import SCRIPTS
 from .types import LEASE_FORMAT_VERSION, BeatView
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 FULL_READ_EVERY_S = 60.0
 
 
-class BeatViewReader:
+class BeatViewReader(BeatViewSource):
     """Reads :class:`BeatView` s; keeps the owners of the last lease generation it read."""
 
     def __init__(
