@@ -32,7 +32,7 @@ Busy ticks: after the last round the ``due`` schedules are parked
 acquired as a worker does). Nothing else is eligible, but every tick while
 anything is parked reads the lease and dispatch state from Redis: as built,
 one ``beat_view.lua`` call; the baseline, measured on the same engine and
-state in alternating order, is the old reads (:func:`legacy_read_state`:
+state in alternating order, is the old reads (:class:`LegacyReads`:
 sweep, every lease hash, every dispatch name).
 
 Built objects are moved to the GC's permanent generation (``gc.freeze``), so
@@ -56,7 +56,7 @@ from typing import Any
 
 import redis
 
-from celery_dgs.beat.engine import BeatEngine, RoundState
+from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.connection import redis_from_url
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import PeriodicSpec
@@ -65,6 +65,7 @@ from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.leases.types import BeatView
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.base import StoredSchedule
@@ -169,24 +170,37 @@ def build_rows(n: int, due: int, t0: datetime, seed: int = 3) -> list[StoredSche
     return rows
 
 
-def legacy_read_state(engine: BeatEngine) -> RoundState:
+class LegacyReads:
     """The round's Redis reads as they were before ``beat_view.lua`` (the baseline):
     the sweep, every lease hash (``leases.all()``: ZRANGE + a pipeline of HGETALL,
-    each parsed), and every pending dispatch name."""
-    takeable = set(engine.leases.sweep_stale())
-    leases = engine.leases.all()
-    last_leases = {lease.schedule: lease for lease in leases}  # kept for metrics then
-    running_by_worker: dict[str, int] = {}
-    running: set[str] = set()
-    for lease in leases:
-        if lease.schedule in takeable:
-            continue
-        running.add(lease.schedule)
-        running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
-    del last_leases
-    return RoundState(running=running, running_by_worker=running_by_worker,
-                      stale_workers={},
-                      dispatch_names=engine.dispatches.pending_names())  # fmt: skip
+    each parsed), and every pending dispatch name. The sweep is a ``beat_view``
+    read by a reader of its own that holds the owners and the dispatch count
+    already, so it sends neither back (the sweep's work plus a GET and a ZCARD)."""
+
+    def __init__(self, engine: BeatEngine) -> None:
+        self.engine = engine
+        self.sweeper = engine.leases.beat_view_reader()
+        self.dispatch_count: int | None = None
+
+    def __call__(self) -> BeatView:
+        engine = self.engine
+        swept = self.sweeper.read(expected_dispatches=self.dispatch_count)
+        self.dispatch_count = swept.dispatch_count
+        takeable = swept.takeable
+        leases = engine.leases.all()
+        last_leases = {lease.schedule: lease for lease in leases}  # kept for metrics then
+        running_by_worker: dict[str, int] = {}
+        running: set[str] = set()
+        for lease in leases:
+            if lease.schedule in takeable:
+                continue
+            running.add(lease.schedule)
+            running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
+        del last_leases
+        return dataclasses.replace(
+            swept, running=running, running_by_worker=running_by_worker, stale_workers={},
+            dispatch_names=frozenset(engine.dispatches.pending_names()),
+        )  # fmt: skip
 
 
 class Bench:
@@ -333,7 +347,7 @@ class Bench:
         consumes its dispatch record).
 
         The same engine, state and ticks, once with the round's Redis reads as built
-        (one ``beat_view`` call) and once as before (:func:`legacy_read_state`),
+        (one ``beat_view`` call) and once as before (:class:`LegacyReads`),
         interleaved (ABBA) so the drift of a shared machine stays out of the ratio.
         Returns (samples, round trips per tick) for the current way, then the old."""
         engine = self.engine
@@ -351,8 +365,7 @@ class Bench:
         assert engine.index.peek(now) is None
         current = engine._read_state
 
-        def legacy() -> RoundState:
-            return legacy_read_state(engine)
+        legacy = LegacyReads(engine)
 
         def measure(read: Any) -> tuple[float, float]:
             engine._read_state = read  # type: ignore[method-assign]

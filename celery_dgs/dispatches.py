@@ -13,15 +13,19 @@ A dispatch that has not started by ``expires_at`` is taken back by beat
 (:meth:`DispatchRecords.take_back`), which makes the schedule eligible again.
 Layout: one hash per schedule at ``KeySpace.dispatch(name)`` and a sorted set
 ``KeySpace.dispatch_index()`` of schedule -> expires_at (ms).
+
+:class:`DispatchBackend` is the interface beat and the workers use;
+:class:`DispatchRecords` is the Redis implementation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 from redis.client import Pipeline
@@ -29,7 +33,15 @@ from redis.client import Pipeline
 from .connection import call_script
 from .errors import LeaseError, MalformedDataError, NotLeaderError
 from .keys import KeySpace
-from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.codec import (
+    HashReader,
+    HashRecord,
+    datetime_to_ms,
+    ms_to_datetime,
+    records_from_reply,
+    seconds_to_ms,
+    text,
+)  # fmt: skip
 from .leases.leader import BEAT_ROLE, LEADER_FORMAT_VERSION, LeaderFence
 from .leases.lua import SCRIPTS
 from .leases.types import DISPATCH_FORMAT_VERSION
@@ -42,7 +54,7 @@ _FMT = str(DISPATCH_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)
-class DispatchRecord:
+class DispatchRecord(HashRecord):
     """One dispatch. ``dispatched_at``/``expires_at`` are Redis time, set when it is stored."""
 
     schedule: str
@@ -51,18 +63,56 @@ class DispatchRecord:
     dispatched_at: datetime | None = None
     expires_at: datetime | None = None
 
+    FORMAT_VERSION: ClassVar[int] = DISPATCH_FORMAT_VERSION
+    KIND: ClassVar[str] = "dispatch record"
+    NAME_FIELD: ClassVar[str | None] = "schedule"
+
     @classmethod
-    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> DispatchRecord:
-        r = HashReader(key, data, format_version=DISPATCH_FORMAT_VERSION)
-        if r.get_str("schedule") != schedule:
-            raise r.error(f"field 'schedule' is {r.get_str('schedule')!r}, expected {schedule!r}")
+    def from_fields(cls, r: HashReader, name: str) -> DispatchRecord:
         return cls(
-            schedule=schedule,
+            schedule=name,
             dispatch_id=r.get_str("dispatch_id"),
             worker=r.get_str("worker"),
             dispatched_at=r.get_time("dispatched_at"),
             expires_at=r.get_time("expires_at"),
         )
+
+
+class DispatchBackend(ABC):
+    """The dispatch records interface: which dispatch of each schedule is
+    current, from beat's decision until the run starts (the lease acquire
+    consumes the record) or beat takes it back."""
+
+    @abstractmethod
+    def add_many(
+        self, records: Iterable[DispatchRecord], *, ttl: float, fence: LeaderFence | None = None
+    ) -> datetime | None:
+        """Store ``records`` (each replaces its schedule's previous record),
+        expiring in ``ttl`` seconds, before their messages are published; returns
+        the backend time stored as ``dispatched_at`` (``None``: nothing stored).
+        ``fence``: the beat leadership they were decided under; if it is over,
+        :class:`~celery_dgs.errors.NotLeaderError` is raised."""
+
+    @abstractmethod
+    def current(self, schedule: str) -> DispatchRecord | None:
+        """The schedule's pending dispatch, if any."""
+
+    @abstractmethod
+    def pending_names(self) -> set[str]:
+        """The schedules with a pending dispatch."""
+
+    def pending_count(self) -> int:
+        """How many dispatches are pending."""
+        return len(self.pending_names())
+
+    @abstractmethod
+    def expired(self, now: datetime | None = None, *, limit: int = 10_000) -> list[DispatchRecord]:
+        """Records whose ``expires_at`` <= ``now`` (default: the backend's time),
+        oldest first; foreign data is logged and skipped."""
+
+    @abstractmethod
+    def take_back(self, schedule: str, dispatch_id: str) -> bool:
+        """Remove the record if it is still ``dispatch_id``; True if removed."""
 
 
 def _check_leader(reply: list[Any], fence: LeaderFence | None) -> None:
@@ -75,7 +125,7 @@ def _check_leader(reply: list[Any], fence: LeaderFence | None) -> None:
         )
 
 
-class DispatchRecords:
+class DispatchRecords(DispatchBackend):
     """Dispatch records in Redis; one round trip per call."""
 
     def __init__(
@@ -177,16 +227,7 @@ class DispatchRecords:
             SCRIPTS, self.client, "dispatch_expired.lua",
             [self.keys.dispatch_index()], [moment, self.keys.dispatch_prefix(), str(limit)],
         )  # fmt: skip
-        found, out = reply[1], []
-        for i in range(0, len(found) - 1, 2):
-            schedule, key = text(found[i]), self.keys.dispatch(text(found[i]))
-            try:
-                if not isinstance(found[i + 1], list):
-                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
-                out.append(DispatchRecord.from_hash(key, schedule, pairs(found[i + 1])))
-            except MalformedDataError as exc:
-                log.error("skipping a dispatch record: %s", exc)
-        return out
+        return records_from_reply(DispatchRecord, reply[1], self.keys.dispatch, log)
 
     def take_back(self, schedule: str, dispatch_id: str) -> bool:
         """Remove the record if it is still ``dispatch_id``; True if removed."""

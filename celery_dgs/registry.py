@@ -4,23 +4,34 @@ Each worker keeps a hash at ``KeySpace.worker(name)`` (with a Redis TTL) and an
 entry in the sorted set ``KeySpace.worker_index()`` scored by its expiry (ms).
 A worker that stops refreshing (``register`` or ``heartbeat``) within ``ttl``
 seconds is no longer live. Every call is one round trip.
+
+:class:`RegistryBackend` is the interface beat and the worker hooks use;
+:class:`WorkerRegistry` is the Redis implementation.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 
 from .connection import call_script
-from .errors import LeaseError, MalformedDataError
+from .errors import LeaseError
 from .keys import KeySpace
-from .leases.codec import HashReader, datetime_to_ms, ms_to_datetime, pairs, seconds_to_ms, text
+from .leases.codec import (
+    HashReader,
+    HashRecord,
+    datetime_to_ms,
+    ms_to_datetime,
+    records_from_reply,
+    seconds_to_ms,
+)  # fmt: skip
 from .leases.lua import SCRIPTS
 
 log = logging.getLogger(__name__)
@@ -31,7 +42,7 @@ _FMT = str(WORKER_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerInfo:
+class WorkerInfo(HashRecord):
     """A worker as registered. ``name`` is Celery's hostname (``celery@host``)."""
 
     name: str
@@ -45,9 +56,11 @@ class WorkerInfo:
     #: Set by the registry (Redis time + ttl).
     expires_at: datetime | None = None
 
+    FORMAT_VERSION: ClassVar[int] = WORKER_FORMAT_VERSION
+    KIND: ClassVar[str] = "worker registration"
+
     @classmethod
-    def from_hash(cls, key: str, name: str, data: Mapping[bytes, bytes]) -> WorkerInfo:
-        r = HashReader(key, data, format_version=WORKER_FORMAT_VERSION)
+    def from_fields(cls, r: HashReader, name: str) -> WorkerInfo:
         try:
             queues = json.loads(r.get_str("queues"))
         except ValueError as exc:
@@ -66,7 +79,36 @@ class WorkerInfo:
         )
 
 
-class WorkerRegistry:
+class RegistryBackend(ABC):
+    """The worker registry interface: which workers are alive, their queues,
+    pool and slots. A registration lives ``ttl`` seconds unless refreshed
+    (:meth:`register` again, or :meth:`heartbeat`)."""
+
+    #: The registration's time to live in milliseconds.
+    ttl_ms: int
+
+    @abstractmethod
+    def register(self, info: WorkerInfo) -> WorkerInfo:
+        """Register (or re-register) ``info``; returns it with ``started_at``/``expires_at`` set."""
+
+    @abstractmethod
+    def heartbeat(self, name: str) -> bool:
+        """Extend the registration by ``ttl``. False when it has expired: register again."""
+
+    @abstractmethod
+    def deregister(self, name: str) -> bool:
+        """Remove the registration (worker shutdown). True if it was there."""
+
+    @abstractmethod
+    def live_workers(self) -> list[WorkerInfo]:
+        """Registrations not yet expired; foreign data is logged and skipped."""
+
+    def total_slots(self) -> int:
+        """Slots of all live workers."""
+        return sum(w.slots for w in self.live_workers())
+
+
+class WorkerRegistry(RegistryBackend):
     """Live workers in Redis; a registration lives ``ttl`` seconds unless refreshed."""
 
     def __init__(
@@ -134,18 +176,4 @@ class WorkerRegistry:
             [self.keys.worker_index()],
             [self._now_arg(), self.keys.worker_prefix()],
         )
-        found, workers = reply[1], []
-        for i in range(0, len(found) - 1, 2):
-            name = text(found[i])
-            key = self.keys.worker(name)
-            try:
-                if not isinstance(found[i + 1], list):
-                    raise MalformedDataError(f"Redis key {key!r}: {text(found[i + 1])}")
-                workers.append(WorkerInfo.from_hash(key, name, pairs(found[i + 1])))
-            except MalformedDataError as exc:
-                log.error("skipping a worker registration: %s", exc)
-        return workers
-
-    def total_slots(self) -> int:
-        """Slots of all live workers."""
-        return sum(w.slots for w in self.live_workers())
+        return records_from_reply(WorkerInfo, reply[1], self.keys.worker, log)

@@ -1,5 +1,9 @@
 """The clients one process needs (Redis leases, registry, dispatch records, the
-store), built lazily from the settings and rebuilt after a fork.
+store), built lazily from the settings and rebuilt after a fork. Each is
+typed by its interface (:class:`~celery_dgs.leases.base.LeaseBackend`,
+:class:`~celery_dgs.registry.RegistryBackend`,
+:class:`~celery_dgs.store.base.ScheduleStore`); this is the one place that
+picks the implementations.
 
 Beat, worker processes and the CLI each get their own; a prefork child must
 not reuse its parent's sockets, so the bundle remembers the PID it was built in.
@@ -13,12 +17,16 @@ import weakref
 from functools import cached_property
 from typing import Any
 
+import redis
+
 from .connection import redis_from_url
 from .dispatches import DispatchRecords
 from .errors import SettingsError
+from .leases.base import LeaseBackend
 from .leases.redis import RedisLeases
-from .registry import WorkerRegistry
+from .registry import RegistryBackend, WorkerRegistry
 from .settings import DgsSettings
+from .store.base import ScheduleStore
 from .store.sql import SqlScheduleStore
 
 
@@ -33,29 +41,31 @@ class Runtime:
         self.keys = settings.keyspace()
 
     @cached_property
-    def redis(self) -> Any:
+    def redis(self) -> redis.Redis:
         timeout = self.settings.redis_socket_timeout
         return redis_from_url(
             self.redis_url or "", socket_timeout=timeout, socket_connect_timeout=timeout
         )
 
     @cached_property
-    def leases(self) -> RedisLeases:
+    def leases(self) -> LeaseBackend:
         return RedisLeases(
             self.redis, self.keys,
             ping_timeout=self.settings.ping_timeout, steal_delay=self.settings.steal_delay,
         )  # fmt: skip
 
     @cached_property
-    def registry(self) -> WorkerRegistry:
+    def registry(self) -> RegistryBackend:
         return WorkerRegistry(self.redis, self.keys, ttl=self.settings.worker_ttl)
 
     @cached_property
     def dispatches(self) -> DispatchRecords:
+        # The Redis class, not DispatchBackend: a leaving worker's give-back
+        # (worker.shutdown) pipelines its reads of the records on its client.
         return DispatchRecords(self.redis, self.keys)
 
     @cached_property
-    def store(self) -> SqlScheduleStore:
+    def store(self) -> ScheduleStore:
         return SqlScheduleStore.open(self.settings.database_url)
 
     def close(self) -> None:

@@ -36,7 +36,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
@@ -45,15 +44,20 @@ from ..core.laxity import margin_seconds
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.timing import start_times
+from ..dispatches import DispatchBackend
+from ..leases.base import BeatViewSource, LeaseBackend
+from ..leases.types import BeatView
+from ..registry import RegistryBackend
 from ..settings import DgsSettings
+from ..store.base import ScheduleStore, StoredSchedule
 from .leader import BeatLeadership, Role
 from .reaper import RunReaper
 from .sending import DispatchSending
 from .stalled import StalledWorkers
-from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, RoundState, Tracked
+from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, Tracked
 
 __all__ = [
-    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "RoundState", "Tracked",
+    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "Tracked",
 ]
 
 logger = logging.getLogger("celery_dgs.beat")
@@ -73,10 +77,10 @@ class BeatEngine(DispatchSending):
     def __init__(
         self,
         *,
-        store: Any,
-        leases: Any,
-        registry: Any,
-        dispatches: Any,
+        store: ScheduleStore,
+        leases: LeaseBackend,
+        registry: RegistryBackend,
+        dispatches: DispatchBackend,
         publish: Publisher,
         settings: DgsSettings,
         clock: Clock,
@@ -122,7 +126,7 @@ class BeatEngine(DispatchSending):
         #: Workers that stopped pinging a lease: no new dispatches to them.
         self.stalled = StalledWorkers()
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
-        self.lease_view = leases.beat_view_reader()
+        self.lease_view: BeatViewSource = leases.beat_view_reader()
         #: Worker slots (total, free) before this tick's dispatches, for metrics.
         self.slots_total = 0
         self.slots_free = 0
@@ -182,7 +186,7 @@ class BeatEngine(DispatchSending):
                 self.pending[name] = Pending(record.dispatch_id, record.worker, mono)
         self._dispatch_index_exact = names == self.pending.keys()
 
-    def _apply_row_safely(self, row: Any, batch: _IndexBatch | None = None) -> None:
+    def _apply_row_safely(self, row: StoredSchedule, batch: _IndexBatch | None = None) -> None:
         """:meth:`_apply_row`; a row it cannot apply is logged and held (the cursor
         has moved past it: raising would skip the rest of the batch for good)."""
         try:
@@ -194,7 +198,7 @@ class BeatEngine(DispatchSending):
             self.parked.discard(row.name)
             self.held.add(row.name)
 
-    def _apply_row(self, row: Any, batch: _IndexBatch | None = None) -> None:
+    def _apply_row(self, row: StoredSchedule, batch: _IndexBatch | None = None) -> None:
         name = row.name
         if not row.active or row.spec is None:
             if row.active:
@@ -269,17 +273,14 @@ class BeatEngine(DispatchSending):
             sleep = min(sleep, self.leadership.renew_interval)
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
-    def _read_state(self) -> RoundState:
-        """The round's Redis reads: one ``beat_view.lua`` call (sweep, running leases
-        per worker, stale owners; every owner only when the lease generation
-        changed; the dispatch index's names only if its size is not
-        ``len(self.pending)`` while the index is known to hold exactly ``pending``)."""
+    def _read_state(self) -> BeatView:
+        """The round's lease and dispatch reads, one :meth:`BeatViewSource.read`
+        (with Redis, one ``beat_view.lua`` call: sweep, running leases per worker,
+        stale owners; every owner only when the lease generation changed). The
+        dispatch index's names are read only if its size is not
+        ``len(self.pending)`` while the index is known to hold exactly ``pending``."""
         expected = len(self.pending) if self._dispatch_index_exact else None
-        view = self.lease_view.read(expected_dispatches=expected)
-        return RoundState(
-            running=view.running, running_by_worker=view.running_by_worker,
-            stale_workers=view.stale_workers, dispatch_names=view.dispatch_names,
-        )  # fmt: skip
+        return self.lease_view.read(expected_dispatches=expected)
 
     def _dispatch_round(self, now: float) -> None:
         mono = self.monotonic()

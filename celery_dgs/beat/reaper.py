@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
+from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo
-from ..store.base import RunRecord
+from ..store.base import RunRecord, ScheduleStore
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -36,8 +36,8 @@ class RunReaper:
 
     def __init__(
         self,
-        store: Any,
-        leases: Any,
+        store: ScheduleStore,
+        leases: LeaseBackend,
         clock: Clock,
         *,
         grace_s: float,

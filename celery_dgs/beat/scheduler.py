@@ -11,11 +11,11 @@ the others stand by and take over when it stops renewing (docs/beat-ha.md).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery.beat import Scheduler
@@ -46,7 +46,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         self.dgs = get_dgs(app)
         self.engine: BeatEngine | None = None
         self.leadership: BeatLeadership | None = None
-        self._direct_queues: OrderedDict[str, Queue] = OrderedDict()
+        #: The worker's own queue (``worker_direct``), built once per worker.
+        self._direct: Callable[[str], Queue] = functools.lru_cache(
+            maxsize=DIRECT_QUEUE_CACHE_SIZE
+        )(worker_direct)
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -105,18 +108,6 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             done = {o.dispatch_id for o in failed}
             failed.extend(o for o in orders if o.dispatch_id not in done)
         return failed
-
-    def _direct(self, worker: str) -> Queue:
-        """The worker's own queue (``worker_direct``), built once per worker (LRU-bounded)."""
-        cache = self._direct_queues
-        queue = cache.get(worker)
-        if queue is None:
-            queue = cache[worker] = worker_direct(worker)
-            if len(cache) > DIRECT_QUEUE_CACHE_SIZE:
-                cache.popitem(last=False)
-        else:
-            cache.move_to_end(worker)
-        return queue
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self.engine is None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from ..core.index import DeadlineIndex
+from ..dispatches import DispatchBackend, DispatchRecord
 from ..errors import NotLeaderError
 from ..settings import DgsSettings
+from ..store.base import ScheduleStore
 from .leader import BeatLeadership
 from .types import DispatchOrder, Pending, Publisher, Tracked
 
@@ -26,8 +27,8 @@ class DispatchSending:
     """The sending half of :class:`~celery_dgs.beat.engine.BeatEngine`."""
 
     # Set by BeatEngine.__init__.
-    store: Any
-    dispatches: Any
+    store: ScheduleStore
+    dispatches: DispatchBackend
     publish: Publisher
     settings: DgsSettings
     monotonic: Callable[[], float]
@@ -62,8 +63,6 @@ class DispatchSending:
         writing the records (Redis down, a malformed record) re-indexes them all
         and re-raises (beat's scheduler logs it and ticks again).
         """
-        from ..dispatches import DispatchRecord
-
         mono = self.monotonic()
         fence = self.leadership.fence if self.leadership is not None else None
         try:

@@ -1,10 +1,10 @@
-"""The values the beat engine passes around: orders, tracked schedules, the
-round's Redis state, pending dispatches (split from ``engine.py``)."""
+"""The values the beat engine passes around: orders, tracked schedules,
+pending dispatches (split from ``engine.py``). A round's lease and dispatch
+state is a :class:`~celery_dgs.leases.types.BeatView`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -40,18 +40,6 @@ class Tracked:
     spec: ScheduleSpec
     stats: ScheduleStats
     run_requested_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RoundState:
-    """What a dispatch round reads from Redis (:meth:`BeatEngine._read_state`)."""
-
-    running: AbstractSet[str]
-    running_by_worker: dict[str, int]
-    #: Owner -> latest last_ping_at of its leases not pinged within ping_timeout.
-    stale_workers: Mapping[str, datetime]
-    #: The dispatch index's schedules; ``None``: unchanged (exactly ``pending``).
-    dispatch_names: AbstractSet[str] | None
 
 
 @dataclass

@@ -7,12 +7,15 @@ the field, never a bare ``KeyError``/``ValueError`` deep in a worker.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import MalformedDataError
+
+_R = TypeVar("_R", bound="HashRecord")
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -105,3 +108,70 @@ class HashReader:
         if raw not in (b"0", b"1"):
             raise self.error(f"field {field!r} is not 0 or 1: {text(raw)!r}")
         return raw == b"1"
+
+
+class HashRecord:
+    """Base of the values stored as one Redis hash each (a lease, a dispatch
+    record, a worker registration).
+
+    :meth:`from_hash` is the one way to read one: it checks that there are
+    fields, the ``format`` version and that the hash is ``name``'s, then
+    :meth:`from_fields` reads the rest. Every failure is a
+    :class:`MalformedDataError` naming the key (and the field).
+    """
+
+    #: The ``format`` field the hash must have.
+    FORMAT_VERSION: ClassVar[int]
+    #: What one hash holds, for errors ("no lease fields", "skipping a lease").
+    KIND: ClassVar[str]
+    #: The field holding the name the hash belongs to (it must equal ``name``);
+    #: ``None``: no such field.
+    NAME_FIELD: ClassVar[str | None] = None
+    #: Whether :attr:`NAME_FIELD` must be there (``False``: checked when present).
+    NAME_REQUIRED: ClassVar[bool] = True
+
+    @classmethod
+    def from_hash(cls: type[_R], key: str, name: str, data: Mapping[bytes, bytes]) -> _R:
+        """Parse the hash stored at ``key`` for ``name``."""
+        if not data:
+            raise MalformedDataError(f"Redis key {key!r}: no {cls.KIND} fields")
+        r = HashReader(key, data, format_version=cls.FORMAT_VERSION)
+        field = cls.NAME_FIELD
+        if field is not None:
+            stored = r.get_str(field) if cls.NAME_REQUIRED else r.opt_str(field)
+            if stored is not None and stored != name:
+                raise r.error(f"field {field!r} is {stored!r}, expected {name!r}")
+        return cls.from_fields(r, name)
+
+    @classmethod
+    def from_fields(cls: type[_R], r: HashReader, name: str) -> _R:
+        """The value from its checked hash (every subclass defines it)."""
+        raise NotImplementedError(f"{cls.__name__} does not define from_fields")
+
+
+def hash_reply(key: str, reply: object) -> Mapping[bytes, bytes]:
+    """A hash as Redis returned it: a flat ``[f1, v1, ...]`` list (from a script)
+    or a dict (``HGETALL`` in a pipeline). A reply that is an error instead (a
+    pipeline's exception, a script's reason string) raises
+    :class:`MalformedDataError` naming ``key``."""
+    if isinstance(reply, Mapping):
+        return reply
+    if isinstance(reply, list):
+        return pairs(reply)
+    raise MalformedDataError(f"Redis key {key!r}: {text(reply)}")
+
+
+def records_from_reply(
+    record: type[_R], flat: Sequence[Any], key_of: Callable[[str], str], log: logging.Logger
+) -> list[_R]:
+    """A script's flat ``[name, hash-or-error, ...]`` reply as ``record`` values, in
+    order; an entry holding foreign data is logged at error level and skipped."""
+    out: list[_R] = []
+    for i in range(0, len(flat) - 1, 2):
+        name = text(flat[i])
+        key = key_of(name)
+        try:
+            out.append(record.from_hash(key, name, hash_reply(key, flat[i + 1])))
+        except MalformedDataError as exc:
+            log.error("skipping a %s: %s", record.KIND, exc)
+    return out

@@ -11,7 +11,6 @@ boundary it is still the owner's.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -21,7 +20,8 @@ import redis
 from ..connection import call_script
 from ..errors import LeaseError, MalformedDataError
 from ..keys import KeySpace
-from .codec import ms_to_datetime, pairs, seconds_to_ms, text
+from .base import LeaseBackend
+from .codec import hash_reply, ms_to_datetime, pairs, seconds_to_ms, text
 from .lua import SCRIPTS
 from .types import (
     DISPATCH_FORMAT_VERSION,
@@ -34,16 +34,13 @@ from .types import (
     LeaseScan,
     PingResult,
     PingStatus,
-    SweepResult,
 )
-from .view import BeatView, BeatViewReader
-
-log = logging.getLogger(__name__)
+from .view import BeatViewReader
 
 _FMT = str(LEASE_FORMAT_VERSION)
 
 
-class RedisLeases:
+class RedisLeases(LeaseBackend):
     """The lease backend on Redis. Every method is one round trip unless it says otherwise.
 
     ``ping_timeout``: seconds without a ping after which a steal may be marked.
@@ -170,13 +167,6 @@ class RedisLeases:
         keys = [self.keys.lease(schedule), self.keys.lease_index()]
         return bool(int(self._call("release.lua", keys, [_FMT, schedule, owner_tag])[0]))
 
-    def yield_lease(self, schedule: str, owner_tag: str) -> bool:
-        """Warm shutdown: free the lease at once for another worker. False if not the owner.
-
-        In Redis this is a release; the difference (the run was interrupted, not
-        finished) is what the caller records in the run history (``yielded``)."""
-        return self.release(schedule, owner_tag)
-
     def request_cancel(
         self, schedule: str, *, owner_tag: str | None = None, token: int | None = None
     ) -> CancelResult:
@@ -201,45 +191,17 @@ class RedisLeases:
             return CancelResult(status=status)
         return CancelResult(status=status, owner_tag=text(reply[1]), token=int(reply[2]))
 
-    def sweep(self) -> SweepResult:
-        """Mark a steal on every stale lease; report those whose steal delay has passed.
-
-        Also notes the restart epoch: after a Redis restart the restart grace
-        starts at beat's first sweep, not at the first acquire."""
-        reply = self._call(
-            "sweep.lua",
-            [self.keys.lease_index(), self.keys.epoch()],
-            [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
-             self.steal_delay_ms, self.run_id_override],
-        )  # fmt: skip
-        bad = reply[3]
-        malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}
-        for schedule, reason in malformed.items():
-            log.error("lease of %r: Redis key %r: %s", schedule, self.keys.lease(schedule), reason)
-        return SweepResult(
-            now=ms_to_datetime(int(reply[0])),
-            takeable=[text(n) for n in reply[1]],
-            marked=[text(n) for n in reply[2]],
-            malformed=malformed,
-        )
-
     def beat_view_reader(self) -> BeatViewReader:
         """A reader of beat's compact per-round view (:mod:`celery_dgs.leases.view`):
-        the sweep, running leases per worker, stale owners; one round trip a round."""
+        the sweep, running leases per worker, stale owners; one round trip a round.
+        Its sweep also notes the restart epoch: after a Redis restart the restart
+        grace starts at beat's first round, not at the first acquire."""
         reader = BeatViewReader(
             self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
             steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
         )  # fmt: skip
         reader.run_id_override = self.run_id_override
         return reader
-
-    def beat_view(self, *, expected_dispatches: int | None = None) -> BeatView:
-        """One :class:`BeatView` read with every owner (a fresh reader each call)."""
-        return self.beat_view_reader().read(expected_dispatches=expected_dispatches)
-
-    def sweep_stale(self) -> list[str]:
-        """:meth:`sweep`, returning the takeable schedules (beat treats them as not running)."""
-        return self.sweep().takeable
 
     # -- reads ----------------------------------------------------------------
     def now(self) -> datetime:
@@ -280,9 +242,7 @@ class RedisLeases:
         for name, data in zip(schedules, replies, strict=True):
             key = self.keys.lease(name)
             try:
-                if isinstance(data, Exception):
-                    raise MalformedDataError(f"Redis key {key!r}: {data}")
-                out[name] = LeaseInfo.from_hash(key, name, data) if data else None
+                out[name] = LeaseInfo.from_hash(key, name, hash_reply(key, data)) if data else None
             except MalformedDataError as exc:
                 out[name] = exc
         return out
@@ -300,13 +260,6 @@ class RedisLeases:
             leases=[v for v in found if isinstance(v, LeaseInfo)],
             malformed=[v for v in found if isinstance(v, MalformedDataError)],
         )
-
-    def all(self) -> list[LeaseInfo]:
-        """Every readable lease; foreign data is logged at error level and skipped."""
-        result = self.scan()
-        for exc in result.malformed:
-            log.error("skipping a lease: %s", exc)
-        return result.leases
 
     def _running(self, names: bool) -> list[Any]:
         return self._call(

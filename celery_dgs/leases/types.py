@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Set
 from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from ..errors import MalformedDataError
-from .codec import HashReader
+from .codec import HashReader, HashRecord
 
 #: Written as ``format`` in every lease hash; bump it when the layout changes.
 LEASE_FORMAT_VERSION = 1
@@ -18,8 +19,10 @@ DISPATCH_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class LeaseInfo:
-    """One schedule's lease, as stored. Times are aware UTC datetimes from Redis ``TIME``."""
+class LeaseInfo(HashRecord):
+    """One schedule's lease, as stored. Times are aware UTC datetimes from Redis ``TIME``.
+
+    Read with :meth:`~celery_dgs.leases.codec.HashRecord.from_hash`."""
 
     schedule: str
     owner_node: str
@@ -33,17 +36,15 @@ class LeaseInfo:
     cancel_requested: bool
     dispatch_id: str | None
 
+    FORMAT_VERSION: ClassVar[int] = LEASE_FORMAT_VERSION
+    KIND: ClassVar[str] = "lease"
+    NAME_FIELD: ClassVar[str | None] = "schedule"
+    NAME_REQUIRED: ClassVar[bool] = False
+
     @classmethod
-    def from_hash(cls, key: str, schedule: str, data: Mapping[bytes, bytes]) -> LeaseInfo:
-        """Parse a lease hash; raises :class:`MalformedDataError` naming ``key``."""
-        if not data:
-            raise MalformedDataError(f"Redis key {key!r}: no lease fields")
-        r = HashReader(key, data, format_version=LEASE_FORMAT_VERSION)
-        stored = r.opt_str("schedule")
-        if stored is not None and stored != schedule:
-            raise r.error(f"field 'schedule' is {stored!r}, expected {schedule!r}")
+    def from_fields(cls, r: HashReader, name: str) -> LeaseInfo:
         return cls(
-            schedule=schedule,
+            schedule=name,
             owner_node=r.get_str("owner_node"),
             owner_name=r.get_str("owner_name"),
             owner_tag=r.get_str("owner_tag"),
@@ -157,21 +158,38 @@ class CancelResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepResult:
-    """Outcome of :meth:`RedisLeases.sweep`."""
-
-    now: datetime
-    #: Leases whose steal delay has passed: treat these schedules as not running.
-    takeable: list[str]
-    #: Leases on which this sweep set steal_start_at.
-    marked: list[str]
-    #: Schedules whose lease key holds foreign data, with what is wrong.
-    malformed: dict[str, str]
-
-
-@dataclass(frozen=True, kw_only=True)
 class LeaseScan:
     """Outcome of :meth:`RedisLeases.scan`: every lease, and the keys that could not be read."""
 
     leases: list[LeaseInfo]
     malformed: list[MalformedDataError]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BeatView:
+    """One dispatch round's snapshot of the leases and dispatch records
+    (:meth:`~celery_dgs.leases.base.BeatViewSource.read`), at the backend's
+    time ``now``. A read also sweeps: a lease not pinged within
+    ``ping_timeout`` gets a steal marked, and is takeable (not running any
+    more) once ``steal_delay`` has passed since the mark."""
+
+    now: datetime
+    #: Leases whose steal delay has passed: the schedule is not running any more.
+    takeable: frozenset[str]
+    #: Leases on which this read marked a steal (``steal_start_at`` set).
+    marked: frozenset[str]
+    #: Schedules holding a lease that is not takeable (foreign data included).
+    running: Set[str]
+    #: Running leases per worker (``owner_name``).
+    running_by_worker: dict[str, int]
+    #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``,
+    #: and the latest ``last_ping_at`` among those leases.
+    stale_workers: dict[str, datetime]
+    #: Schedule -> what is wrong with the data under its lease key (those read now).
+    malformed: dict[str, str]
+    dispatch_count: int
+    #: The dispatch index's members; ``None`` when not read because
+    #: ``dispatch_count`` was the expected one.
+    dispatch_names: frozenset[str] | None
+    #: Whether every owner was read this round (the lease generation changed).
+    owners_read: bool

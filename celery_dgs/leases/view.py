@@ -14,18 +14,19 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Set
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from ..connection import call_script
 from ..keys import KeySpace
+from .base import BeatViewSource
 from .codec import ms_to_datetime, text
 from .lua import SCRIPTS
-from .types import LEASE_FORMAT_VERSION
+from .types import LEASE_FORMAT_VERSION, BeatView
+
+__all__ = ["FULL_READ_EVERY_S", "BeatView", "BeatViewReader"]
 
 log = logging.getLogger(__name__)
 
@@ -35,31 +36,7 @@ log = logging.getLogger(__name__)
 FULL_READ_EVERY_S = 60.0
 
 
-@dataclass(frozen=True, kw_only=True)
-class BeatView:
-    """One round's snapshot (Redis ``TIME`` ``now``); ``beat_view.lua`` has the rules."""
-
-    now: datetime
-    #: Leases whose steal delay has passed: the schedule is not running any more.
-    takeable: frozenset[str]
-    #: Schedules holding a lease that is not takeable (foreign data included).
-    running: Set[str]
-    #: Running leases per worker (``owner_name``).
-    running_by_worker: dict[str, int]
-    #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``,
-    #: and the latest ``last_ping_at`` among those leases.
-    stale_workers: dict[str, datetime]
-    #: Schedule -> what is wrong with the data under its lease key (those read now).
-    malformed: dict[str, str]
-    dispatch_count: int
-    #: The dispatch index's members; ``None`` when not read because
-    #: ``dispatch_count`` was the expected one.
-    dispatch_names: frozenset[str] | None
-    #: Whether every owner was read this round (the lease generation changed).
-    owners_read: bool
-
-
-class BeatViewReader:
+class BeatViewReader(BeatViewSource):
     """Reads :class:`BeatView` s; keeps the owners of the last lease generation it read."""
 
     def __init__(
@@ -140,6 +117,7 @@ class BeatViewReader:
         return BeatView(
             now=ms_to_datetime(int(reply[0])),
             takeable=takeable,
+            marked=frozenset(text(n) for n in reply[2]),
             running=running,
             running_by_worker={w: c for w, c in counts.items() if c > 0},
             stale_workers=stale_workers,

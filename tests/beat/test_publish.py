@@ -19,12 +19,12 @@ from celery_dgs.dgs import DGS
 
 
 @pytest.fixture
-def sched(redis_url: str) -> Iterator[DeadlineScheduler]:
+def app(redis_url: str) -> Iterator[Celery]:
     app = Celery("publish-test", broker=redis_url, set_as_current=False)
     app.conf.dgs_redis_url = redis_url
     app.conf.dgs_key_prefix = f"pub{uuid.uuid4().hex[:6]}"
     DGS(app, install_worker_hooks=False)
-    yield DeadlineScheduler(app, lazy=True)
+    yield app
     app.close()
 
 
@@ -36,7 +36,7 @@ def order(worker: str) -> DispatchOrder:
 
 
 def test_messages_reach_each_worker_queue_and_queues_are_built_once(
-    sched: DeadlineScheduler, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    app: Celery, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tag = uuid.uuid4().hex[:6]
     workers = [f"celery@{tag}-{i}" for i in range(3)]
@@ -49,6 +49,7 @@ def test_messages_reach_each_worker_queue_and_queues_are_built_once(
 
     monkeypatch.setattr(scheduler_module, "worker_direct", counting)
     monkeypatch.setattr(scheduler_module, "DIRECT_QUEUE_CACHE_SIZE", 2)
+    sched = DeadlineScheduler(app, lazy=True)  # its cache is sized when it is built
     assert sched.publish([order(workers[0]), order(workers[1]), order(workers[0])]) == []
     assert built == workers[:2]
     assert sched.publish([order(workers[1]), order(workers[2])]) == []  # w0 is dropped
@@ -88,3 +89,8 @@ def test_broker_down_fails_every_order_without_raising_and_recovers(
         assert sched.publish([order("celery@down-0")]) == []
     finally:
         app.close()
+
+
+def test_the_direct_queue_cache_keeps_1024_workers(app: Celery) -> None:
+    sched = DeadlineScheduler(app, lazy=True)
+    assert sched._direct.cache_info().maxsize == 1024  # type: ignore[attr-defined]

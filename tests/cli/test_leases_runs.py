@@ -46,7 +46,7 @@ def test_leases_table_and_json(world: World) -> None:
     stale = doc["leases"][0]
     assert stale["steal_state"] == "stale"
     assert 9 < stale["ping_age_s"] < 30
-    world.leases.sweep()  # beat's sweep marks the steal
+    world.leases.beat_view()  # beat's round marks the steal
     after = json.loads(world.invoke("leases", "--json").stdout)["leases"][0]
     assert after["steal_state"] == "pending"
     assert after["steal_start_at"] is not None

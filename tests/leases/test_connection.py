@@ -37,7 +37,7 @@ def exercise(client: redis.Redis, keys: KeySpace) -> None:
     assert leases.ping("s", "A", progress=0.5).owner
     assert leases.acquire("u", owner_node="h", owner_name="celery@h", owner_tag="B").granted
     leases.request_cancel("u", owner_tag="B")
-    leases.sweep()
+    leases.beat_view()
     registry.register(WORKER)
     registry.heartbeat(WORKER.name)
     assert [w.name for w in registry.live_workers()] == [WORKER.name]
@@ -206,7 +206,7 @@ def test_one_round_trip_per_operation(
         "request_cancel": lambda: leases.request_cancel("s", owner_tag="A"),
         "release": lambda: leases.release("s", "A"),
         "yield_lease": lambda: leases.yield_lease("s", "A"),
-        "sweep": leases.sweep,
+        "beat_view": leases.beat_view,
         "get": lambda: leases.get("s"),
         "get_many(500)": lambda: leases.get_many([f"s{i}" for i in range(500)]),
         "now": leases.now,

@@ -70,12 +70,12 @@ def test_a_foreign_index(leases: RedisLeases, client: redis.Redis, keys: KeySpac
     with pytest.raises(MalformedDataError, match=keys.lease_index()):
         _grab(leases, "s")
     with pytest.raises(MalformedDataError, match=keys.lease_index()):
-        leases.sweep()
+        leases.beat_view()
     with pytest.raises(MalformedDataError, match=keys.lease_index()):
         leases.all()
 
 
-def test_all_and_sweep_skip_and_report_malformed_entries(
+def test_all_and_beat_view_skip_and_report_malformed_entries(
     leases: RedisLeases, client: redis.Redis, keys: KeySpace, caplog: pytest.LogCaptureFixture
 ) -> None:
     _grab(leases, "good")
@@ -97,9 +97,9 @@ def test_all_and_sweep_skip_and_report_malformed_entries(
 
     caplog.clear()
     with caplog.at_level(logging.ERROR):
-        swept = leases.sweep()
+        swept = leases.beat_view()
     assert sorted(swept.malformed) == ["bad-format", "bad-type"]
-    assert swept.takeable == []
+    assert swept.takeable == set()
     assert any(keys.lease("bad-type") in r.getMessage() for r in caplog.records)
     # unknown state counts as running: nothing is dispatched over foreign data
     assert leases.running_names() == {"good", "bad-type", "bad-format"}

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 
 import pytest
+from redis.exceptions import ResponseError
 
 from celery_dgs.connection import ScriptSet, redis_from_url
 from celery_dgs.dispatches import DispatchRecord
 from celery_dgs.errors import MalformedDataError, SettingsError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import LeaseInfo
-from celery_dgs.leases.codec import datetime_to_ms, ms_to_datetime, seconds_to_ms
+from celery_dgs.leases.codec import (
+    HashRecord,
+    datetime_to_ms,
+    hash_reply,
+    ms_to_datetime,
+    records_from_reply,
+    seconds_to_ms,
+)
 from celery_dgs.registry import WorkerInfo
 
 GOOD = {
@@ -141,3 +150,52 @@ def test_time_and_duration_conversions() -> None:
     for bad in (-1.0, float("inf"), True):
         with pytest.raises(ValueError, match="x must"):
             seconds_to_ms("x", bad)
+
+
+WORKER_HASH = {
+    b"format": b"1", b"node": b"h", b"queues": b'["a"]', b"slots": b"3", b"pool": b"prefork",
+    b"pid": b"9", b"started_at": b"0", b"expires_at": b"1000",
+}  # fmt: skip
+DISPATCH_HASH = {b"format": b"1", b"schedule": b"s", b"dispatch_id": b"d", b"worker": b"w",
+                 b"dispatched_at": b"0", b"expires_at": b"5"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("record", "good", "kind"),
+    [(LeaseInfo, GOOD, "lease"), (DispatchRecord, DISPATCH_HASH, "dispatch record"),
+     (WorkerInfo, WORKER_HASH, "worker registration")],
+    ids=["lease", "dispatch", "worker"],
+)  # fmt: skip
+def test_every_stored_hash_is_checked_the_same_way(
+    record: type[HashRecord], good: dict[bytes, bytes], kind: str
+) -> None:
+    """Empty, another format version, another name: each named with the key."""
+    assert record.from_hash("k", "s", good)
+    with pytest.raises(MalformedDataError, match=f"Redis key 'k': no {kind} fields"):
+        record.from_hash("k", "s", {})
+    with pytest.raises(MalformedDataError, match="Redis key 'k': format version is '7'"):
+        record.from_hash("k", "s", {**good, b"format": b"7"})
+    if b"schedule" in good:
+        with pytest.raises(MalformedDataError, match="field 'schedule' is 's', expected 'x'"):
+            record.from_hash("k", "x", good)
+
+
+def test_a_hash_reply_is_a_script_list_a_pipeline_dict_or_an_error() -> None:
+    assert hash_reply("k", [b"f", b"v", b"g", b"w"]) == {b"f": b"v", b"g": b"w"}
+    assert hash_reply("k", {b"f": b"v"}) == {b"f": b"v"}
+    with pytest.raises(MalformedDataError, match="Redis key 'k': WRONGTYPE"):
+        hash_reply("k", ResponseError("WRONGTYPE Operation against a key"))
+    with pytest.raises(MalformedDataError, match="Redis key 'k': not a hash"):
+        hash_reply("k", b"not a hash")
+
+
+def test_records_from_a_script_reply_skip_and_log_foreign_data(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a_hash = [x for k, v in {**DISPATCH_HASH, b"schedule": b"a"}.items() for x in (k, v)]
+    flat = [b"a", a_hash, b"b", b"WRONGTYPE"]
+    log = logging.getLogger("test.records")
+    with caplog.at_level(logging.ERROR, logger="test.records"):
+        got = records_from_reply(DispatchRecord, flat, lambda n: f"dgs:dispatch:{n}", log)
+    assert [r.schedule for r in got] == ["a"]
+    assert "skipping a dispatch record: Redis key 'dgs:dispatch:b': WRONGTYPE" in caplog.text

@@ -64,18 +64,18 @@ def test_a_pinging_owner_keeps_its_lease(real_leases: RedisLeases) -> None:
         start = real_leases.now()
         while real_leases.now() - start < PING_TIMEOUT + STEAL_DELAY + timedelta(seconds=0.2):
             seen.add(attempt(real_leases, "B").status)
-            assert real_leases.sweep_stale() == []
+            assert real_leases.beat_view().takeable == set()
         assert seen == {AcquireStatus.HELD}
     finally:
         stop.set()
         pinger.join(5)
 
 
-def test_sweep_on_redis_time_reports_the_abandoned_lease(real_leases: RedisLeases) -> None:
+def test_beat_view_on_redis_time_reports_the_abandoned_lease(real_leases: RedisLeases) -> None:
     assert attempt(real_leases, "A").granted
-    wait_for(lambda: real_leases.sweep().marked == ["s"], timeout=3)
+    wait_for(lambda: real_leases.beat_view().marked == {"s"}, timeout=3)
     assert real_leases.running_names() == {"s"}
-    wait_for(lambda: real_leases.sweep_stale() == ["s"], timeout=3)
+    wait_for(lambda: real_leases.beat_view().takeable == {"s"}, timeout=3)
     assert real_leases.running_names() == set()
     assert real_leases.running_count() == 0
 
@@ -125,7 +125,7 @@ def test_twenty_racers_on_an_abandoned_lease_one_takes_it_over(
 ) -> None:
     assert leases.acquire("s", owner_node="n", owner_name="w", owner_tag="dead").token == 1
     clock.advance(301)
-    assert leases.sweep().marked == ["s"]
+    assert leases.beat_view().marked == {"s"}
     clock.advance(301)
     results = _race(redis_url, keys, clock, 20)
     winners = [r for r in results if r.granted]

@@ -9,7 +9,6 @@ at its next ping or fences itself.
 
 from __future__ import annotations
 
-import pytest
 import redis
 
 from celery_dgs.keys import KeySpace
@@ -97,18 +96,17 @@ def test_a_live_lease_and_a_retry_are_unaffected(leases: RedisLeases, clock: MsC
     assert grab(leases, "A", 1) is AcquireStatus.GRANTED  # its owner's retry
 
 
-@pytest.mark.parametrize("round_read", ["beat_view", "sweep"])
 def test_beats_round_starts_the_grace_before_any_acquire(
-    leases: RedisLeases, clock: MsClock, client: redis.Redis, keys: KeySpace, round_read: str
+    leases: RedisLeases, clock: MsClock, client: redis.Redis, keys: KeySpace
 ) -> None:
-    """After a restart, beat's first round (beat_view.lua; sweep.lua for other
-    callers) notes the new server, so the grace runs from there and a dispatch
-    that reaches a worker later (its broker connection was still coming back)
-    waits only for what is left."""
+    """After a restart, beat's first round (beat_view.lua) notes the new
+    server, so the grace runs from there and a dispatch that reaches a worker
+    later (its broker connection was still coming back) waits only for what is
+    left."""
     assert grab(leases, "A", 0) is AcquireStatus.GRANTED  # token 1, recorded by the store
     client.flushall()  # the restart without persistence
     swept_at = clock.ms
-    getattr(leases, round_read)()
+    leases.beat_view()
     assert client.hget(keys.epoch(), "since") == str(swept_at).encode()
     clock.advance(GRACE // 2)
     result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="B", min_token=1)
@@ -116,5 +114,5 @@ def test_beats_round_starts_the_grace_before_any_acquire(
     assert result.grace_ends_at == ms_to_datetime(swept_at + GRACE)  # not the acquire's + GRACE
     clock.advance(GRACE - GRACE // 2)
     assert grab(leases, "B", 1) is AcquireStatus.GRANTED
-    getattr(leases, round_read)()  # the same server again: the epoch stays
+    leases.beat_view()  # the same server again: the epoch stays
     assert client.hget(keys.epoch(), "since") == str(swept_at).encode()

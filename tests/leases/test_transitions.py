@@ -251,27 +251,27 @@ def test_min_token_must_be_a_non_negative_int(leases: RedisLeases) -> None:
         leases.acquire("s", owner_node="n", owner_name="w", owner_tag="")
 
 
-def test_sweep_marks_stale_leases_and_reports_takeable_ones(
+def test_beat_view_sweep_marks_stale_leases_and_reports_takeable_ones(
     leases: RedisLeases, clock: MsClock
 ) -> None:
     for name in ("a", "b", "c"):
         grab(leases, "owner-" + name, schedule=name)
     clock.advance(PT)
-    first = leases.sweep()
-    assert (first.marked, first.takeable) == ([], [])  # exactly ping_timeout: still live
+    first = leases.beat_view()
+    assert (first.marked, first.takeable) == (set(), set())  # exactly ping_timeout: still live
     clock.advance(1)
     leases.ping("c", "owner-c")
-    second = leases.sweep()
-    assert sorted(second.marked) == ["a", "b"]
-    assert second.takeable == []
+    second = leases.beat_view()
+    assert second.marked == {"a", "b"}
+    assert second.takeable == set()
     assert leases.running_names() == {"a", "b", "c"}  # a steal pending still counts as running
     clock.advance(100)
     leases.ping("b", "owner-b")  # b answers within the steal delay
     clock.advance(SD - 100)
-    assert leases.sweep_stale() == []  # exactly steal_delay after the mark
+    assert leases.beat_view().takeable == set()  # exactly steal_delay after the mark
     clock.advance(1)
-    third = leases.sweep()
-    assert third.takeable == ["a"]
+    third = leases.beat_view()
+    assert third.takeable == {"a"}
     assert "c" in third.marked  # c last pinged more than ping_timeout ago by now
     assert leases.running_names() == {"b", "c"}
     assert leases.running_count() == 2

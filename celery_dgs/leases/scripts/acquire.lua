@@ -22,7 +22,7 @@
 --      otherwise                              -> take over
 --   4. restart grace: when the server's run_id is not the one in the epoch
 --      hash (a restart, a failover, or the data was lost with the hash itself),
---      the epoch is reset to {run_id, now} (beat's sweep.lua does the same
+--      the epoch is reset to {run_id, now} (beat's beat_view.lua does the same
 --      each round, so the grace starts at beat's first round after a restart
 --      at the latest). While now - since < grace, a
 --      schedule whose token counter is below min_token (this server lost a

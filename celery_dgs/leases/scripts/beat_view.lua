@@ -1,7 +1,7 @@
 -- beat_view.lua: everything beat's dispatch round reads from Redis about leases
--- and dispatch records, in one call and in a compact form. It sweeps like
--- sweep.lua (same rules: dgs_sweep in _prelude.lua) and, instead of every
--- lease hash, returns what placement needs. The owner of every lease is sent
+-- and dispatch records, in one call and in a compact form. It sweeps (dgs_sweep
+-- below: marks steals, finds takeable leases) and, instead of every lease
+-- hash, returns what placement needs. The owner of every lease is sent
 -- only when the lease generation (bumped by acquire/release/sweep, see
 -- dgs_leases_changed) is not the one the caller already has; otherwise a round
 -- costs O(stale leases), not O(leases).
@@ -26,8 +26,9 @@
 --
 -- Returns {now, takeable, marked, malformed, stale, generation, owners,
 --          dispatch_count, dispatch_names}:
---   takeable, marked, malformed  as sweep.lua (malformed: only leases read
---                 this call)
+--   takeable, marked  lists of schedules (see dgs_sweep)
+--   malformed     flat {schedule, reason, ...} of the leases read this call
+--                 whose data is foreign
 --   stale         flat {schedule, owner_name, state, last_ping_at, ...} of the
 --                 leases not pinged within ping_timeout, state "stale" (steal
 --                 pending) or "takeable" (the lease is no longer running)
@@ -40,6 +41,51 @@
 --   dispatch_count  ZCARD of the dispatch index
 --   dispatch_names  its members when read (see ARGV[6]), else {}
 -- or {"MALFORMED", key, reason} when an index itself is foreign data.
+
+-- The steal sweep. On every lease of the index whose
+-- score (last ping, ms) is older than ping_timeout: mark steal_start_at if not
+-- marked; a lease whose mark is older than steal_delay is takeable. Index
+-- entries whose lease is gone are removed.
+-- Returns takeable, marked (lists of schedules), malformed (flat {schedule,
+-- reason, ...}) and visited (flat {schedule, owner_name, state, last_ping_at,
+-- ...}, state "live" | "stale" | "takeable") for the leases read without error.
+local function dgs_sweep(index, prefix, format, now, ping_timeout, steal_delay)
+  local stale = redis.call("ZRANGEBYSCORE", index, "-inf", "(" .. dgs_int(now - ping_timeout))
+  local takeable, marked, malformed, visited = {}, {}, {}, {}
+  for _, schedule in ipairs(stale) do
+    local key = prefix .. schedule
+    local lease, _, err = dgs_read(key, format)
+    local last_ping = lease and tonumber(lease["last_ping_at"])
+    if err then
+      table.insert(malformed, schedule)
+      table.insert(malformed, err)
+    elseif not lease then
+      redis.call("ZREM", index, schedule)
+      dgs_leases_changed(index)
+    elseif not last_ping then
+      table.insert(malformed, schedule)
+      table.insert(malformed, "last_ping_at is not a number")
+    else
+      local state = "live"
+      if now - last_ping > ping_timeout then
+        state = "stale"
+        local steal = tonumber(lease["steal_start_at"] or "")
+        if not steal then
+          redis.call("HSET", key, "steal_start_at", dgs_int(now))
+          table.insert(marked, schedule)
+        elseif now - steal > steal_delay then
+          state = "takeable"
+          table.insert(takeable, schedule)
+        end
+      end
+      table.insert(visited, schedule)
+      table.insert(visited, lease["owner_name"] or "")
+      table.insert(visited, state)
+      table.insert(visited, last_ping)
+    end
+  end
+  return takeable, marked, malformed, visited
+end
 
 local now = dgs_now(ARGV[1])
 for _, key in ipairs({KEYS[1], KEYS[2]}) do
