@@ -188,3 +188,18 @@ def test_a_spec_reads_back_as_stored_json(store: ScheduleStore) -> None:
     declared.kwargs["k"] = "changed"  # type: ignore[index]
     assert store.get("t").spec == got
     assert store.sync([got], T0).unchanged == ["t"]
+
+
+def test_changes_since_lists_rows_in_change_order(store: ScheduleStore) -> None:
+    store.sync([periodic("a"), periodic("b"), periodic("c")], T0)
+    _, cursor = store.load_active()
+    store.set_paused("c", True)
+    store.request_run("a", T0)
+    store.set_paused("b", True)
+    store.set_paused("c", False)  # c again: now after b
+    changed, _ = store.changes_since(cursor)
+    assert [r.name for r in changed] == ["a", "b", "c"]
+    assert [r.change_seq for r in changed] == sorted(r.change_seq for r in changed)
+    store.set_paused("b", False)
+    store.set_paused("a", True)
+    assert [r.name for r in store.changes_since(cursor)[0]] == ["c", "b", "a"]
