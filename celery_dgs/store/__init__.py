@@ -3,7 +3,7 @@
 ``SqlScheduleStore.open(url)`` gives a store whose schema is at the newest
 migration; see :class:`ScheduleStore` for the contract every backend keeps.
 ``MemoryScheduleStore()`` keeps the same contract in memory (not durable: a
-reference backend for tests, benchmarks and the simulator).
+reference backend for tests and benchmarks).
 """
 
 from __future__ import annotations

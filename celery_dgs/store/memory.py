@@ -1,6 +1,7 @@
 """An in-memory :class:`~celery_dgs.store.base.ScheduleStore`.
 
-A reference backend for tests, benchmarks and the simulator: it keeps the
+A reference backend for tests and benchmarks (the simulator keeps its own
+per-schedule statistics and needs no store): it keeps the
 contract of :class:`~celery_dgs.store.sql.SqlScheduleStore` (the same reports,
 change cursor, fencing, errors and orderings; ``tests/store`` runs one suite
 against both), but nothing is durable and it lives in one process.
