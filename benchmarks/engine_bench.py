@@ -11,13 +11,16 @@ whose broker is that server (kombu producer, ``send_task`` to the worker's
 ``<name>.dq2`` queue; the messages land in Redis and are counted). One worker
 is registered with as many slots as there are due schedules.
 
-What is not: the schedule store. :class:`InMemoryStore` hands ``load_active``
-the rows built here, ``changes_since`` returns no change and ``prune_runs``
-deletes nothing (the store's own costs are measured by the start-up
-benchmark). The specs are copies of one validated ``PeriodicSpec`` with a
-different ``configuration`` each (building 1M validated specs would take ~20 s
-and measure nothing of interest here). Logging stays at WARNING, as for the
-Celery baseline.
+The schedule store is the package's in-memory one
+(:class:`~celery_dgs.store.memory.MemoryScheduleStore`: the same contract as
+the SQL store, checked by one test suite on both), so the engine's store
+calls (the change poll, the reaper's paging, pruning) run the code a user
+runs, minus the database (whose costs the start-up benchmark measures).
+:class:`CountingStore` only counts the change polls. The specs are copies of one
+validated ``PeriodicSpec`` with a different ``configuration`` each
+(:func:`~celery_dgs.core.spec.with_name`; building 1M validated specs would
+take ~20 s and measure nothing of interest here), each stored with its own
+``registered_at``. Logging stays at WARNING, as for the Celery baseline.
 
 Idle tick: the clock (an injected ``FakeClock``) is before every schedule's
 ``can_start_by``. Dispatch: the clock moves so that ``due`` of them are
@@ -41,7 +44,6 @@ the collections between repeats do not walk a million schedules each.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import gc
 import os
@@ -59,8 +61,7 @@ import redis
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.connection import redis_from_url
 from celery_dgs.core.clock import FakeClock
-from celery_dgs.core.spec import PeriodicSpec
-from celery_dgs.core.stats import ScheduleStats
+from celery_dgs.core.spec import PeriodicSpec, with_name
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.keys import KeySpace
@@ -69,6 +70,7 @@ from celery_dgs.leases.types import BeatView
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.base import StoredSchedule
+from celery_dgs.store.memory import MemoryScheduleStore
 
 from .common import Profile, Result, current_rss_mib, gc_paused, log, median, repeat
 
@@ -122,52 +124,35 @@ def command_stats(client: redis.Redis) -> Counter[str]:
 
 
 # -- the population ----------------------------------------------------------------------
-class InMemoryStore:
-    """The only fake: rows are given, nothing ever changes, nothing is pruned."""
+class CountingStore(MemoryScheduleStore):
+    """The in-memory store, counting :meth:`changes_since` calls (beat's store poll)."""
 
-    def __init__(self, rows: list[StoredSchedule]) -> None:
-        self._rows: list[StoredSchedule] | None = rows
+    def __init__(self) -> None:
+        super().__init__()
         self.changes_calls = 0
-
-    def load_active(self) -> tuple[list[StoredSchedule], int]:
-        rows, self._rows = self._rows or [], None  # let the rows go after loading
-        return rows, 1
-
-    def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
-        rows, cursor = self.load_active()
-        return cursor, iter(rows)
 
     def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
         self.changes_calls += 1
-        return [], cursor
-
-    def prune_runs(self, cutoff: datetime, *, batch_size: int) -> int:
-        return 0
-
-    def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
-        raise AssertionError("no run requests in this benchmark")
+        return super().changes_since(cursor)
 
 
-def build_rows(n: int, due: int, t0: datetime, seed: int = 3) -> list[StoredSchedule]:
-    """``n`` never-run periodic schedules: ``due`` of them eligible 1-10 s after
-    ``t0``, the rest 1-30 days after (a never-succeeded periodic schedule may
-    start at ``registered_at``)."""
+def build_store(n: int, due: int, t0: datetime, seed: int = 3) -> tuple[CountingStore, list[str]]:
+    """A store of ``n`` never-run periodic schedules: ``due`` of them eligible
+    1-10 s after ``t0``, the rest 1-30 days after (a never-succeeded periodic
+    schedule may start at ``registered_at``, here the time it is stored at).
+    Returns the store and the names in random order."""
     rng = random.Random(seed)
     template = PeriodicSpec(task=TASK, scheduling_period=timedelta(hours=6), args=(1,))
-    rows = []
-    for i in range(n):
-        spec = copy.copy(template)
-        object.__setattr__(spec, "configuration", f"c{i:07d}")
+    store = CountingStore()
+    order = list(range(n))
+    rng.shuffle(order)
+    names = []
+    for i in order:
+        spec = with_name(template, TASK, f"c{i:07d}")
         offset = 1 + rng.random() * 9 if i < due else 86_400 * (1 + rng.random() * 29)
-        registered = t0 + timedelta(seconds=offset)
-        rows.append(StoredSchedule(
-            name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
-            spec=spec, spec_error=None, stats=ScheduleStats(registered_at=registered),
-            active=True, paused=False, current_token=None, run_requested_at=None,
-            change_seq=1, updated_at=t0,
-        ))  # fmt: skip
-    rng.shuffle(rows)
-    return rows
+        store.insert_if_missing(spec, t0 + timedelta(seconds=offset))
+        names.append(spec.name)
+    return store, names
 
 
 class LegacyReads:
@@ -226,10 +211,7 @@ class Bench:
         self.scheduler = DeadlineScheduler(self.app, lazy=True)  # no setup_schedule: no store
         self.t0 = datetime.now(timezone.utc).replace(microsecond=0)
         self.clock = FakeClock(self.t0)
-        rows = build_rows(n, due, self.t0)
-        self.names = [r.name for r in rows]
-        self.store = InMemoryStore(rows)
-        del rows
+        self.store, self.names = build_store(n, due, self.t0)
         self.engine = BeatEngine(
             store=self.store, leases=self.leases, registry=self.registry,
             dispatches=self.dispatches, publish=self.scheduler.publish, settings=self.settings,
@@ -460,7 +442,8 @@ def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], 
         with gc_paused():
             bench = Bench(server, n, due)
         gc.freeze()
-        log(f"  BeatEngine.load() of {n:,} in-memory rows: {bench.load_s:.1f}s, "
+        log(f"  BeatEngine.load() of {n:,} schedules from the in-memory store: "
+            f"{bench.load_s:.1f}s, "
             f"RSS now {current_rss_mib():.0f} MiB")  # fmt: skip
         try:
             base_n = max(celery_idle) if celery_idle else None
@@ -477,7 +460,7 @@ def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], 
                     ratio=None if base is None else base / value,
                     ratio_note="" if base is None else "(celery/dgs)",
                     goal="< 2000 us", met=value < 2_000, samples=samples,
-                    notes=f"{trips:.3g} Redis round trips per tick; changes_since is the fake",
+                    notes=f"{trips:.3g} Redis round trips per tick; the store is the in-memory one",
                 ))  # fmt: skip
             log(f"dispatch: BeatEngine rounds, {due:,} due among {n:,}, interleaved with "
                 "raw app.send_task of the same messages")

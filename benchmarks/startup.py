@@ -289,7 +289,8 @@ def _backend(name: str, url: str, redis_url: str, n: int, repeats: int) -> list[
             name=f"store poll {name}: changes_since(), nothing changed", n=n,
             median=median([r["changes_since_s"] for r in real]) * 1e6, unit="us",
             samples=[r["changes_since_s"] * 1e6 for r in real],
-            notes="once per dgs_store_poll_interval (2 s); faked in the idle-tick benchmark"
+            notes="once per dgs_store_poll_interval (2 s); the idle-tick benchmark polls the "
+                  "in-memory store"
             + poll_note,
         ),
     ]

@@ -53,7 +53,7 @@ import heapq
 import math
 from collections.abc import Callable
 
-from .overload import RestoringIndex, _Tracked
+from .late_order import RestoringIndex, _Tracked
 from .timing import start_margin
 
 _Item = tuple[float, float, str, int]
@@ -76,7 +76,7 @@ def margin_seconds(tracked: _Tracked | None) -> float:
 
 
 class LaxityIndex(RestoringIndex):
-    """:class:`~celery_dgs.core.overload.RestoringIndex` whose schedules go in
+    """:class:`~celery_dgs.core.late_order.RestoringIndex` whose schedules go in
     relative-laxity order until their ``error_at`` passes; those in ERROR go
     first, shortest expected run first with aging (``restore``'s late order).
 

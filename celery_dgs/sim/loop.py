@@ -21,7 +21,6 @@ import math
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,30 +35,18 @@ from ..core.stats import (
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
 from .metrics import SimResult, Tally, summarise
 from .policies import BeatPolicy, make_policy
-from .workload import SimSchedule, Workload, nominal_period
+from .state import DEADLINE, DOWN, END, FIRE, UP, SchedState
+from .workload import Workload, nominal_period
 
 #: Runs started sooner than this fraction of the period after the previous
 #: good start count as wasted.
 WASTED_FRACTION = 0.5
 
 
-@dataclass(eq=False)
-class SchedState:
-    sched: SimSchedule
-    stats: ScheduleStats
-    period: float
-    deadline: float = 0.0  # error_at
-    expected: float = 0.0  # expected run time
-    margin: float = 0.0  # error_at - should_start_by
-    seg_t: float = 0.0
-    running_since: float | None = None
-    worker: str | None = None
-    run: int = 0  # bumped when a run ends or is interrupted: stale end events are ignored
-    name: str = ""  # sched.name, built once (a property that formats a string)
-
-
 class Simulator:
-    END, DOWN, UP, FIRE, DEADLINE = 0, 1, 2, 3, 4
+    """The event loop; its policy sees it as a :class:`~.state.PolicyHost`."""
+
+    END, DOWN, UP, FIRE, DEADLINE = END, DOWN, UP, FIRE, DEADLINE
 
     def __init__(self, workload: Workload, policy: str, *,
                  retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,

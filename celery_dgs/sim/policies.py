@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
@@ -28,9 +27,7 @@ from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.spec import CronSpec
 from ..core.timing import start_times
-
-if TYPE_CHECKING:
-    from .loop import Simulator
+from .state import FIRE, PolicyHost
 
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
 _NO_LIMIT = 1 << 62
@@ -41,7 +38,7 @@ class Policy:
 
     name = ""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: PolicyHost) -> None:
         self.sim = sim
 
     def idle(self, name: str, now: float) -> None:
@@ -60,7 +57,7 @@ class DeadlinePolicy(Policy):
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: PolicyHost,
         *,
         overload: str = DEFAULT_OVERLOAD_POLICY,
         fifo: bool = False,
@@ -133,13 +130,13 @@ class BeatPolicy(Policy):
 
     name = "beat"
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: PolicyHost) -> None:
         super().__init__(sim)
         self.queues: dict[str, deque[tuple[float, str]]] = {}
         self.queued = 0
         for s in sim.workload.schedules:
             self.queues.setdefault(s.spec.pool or sim.workload.default_queue, deque())
-            sim.schedule_event(self._first_fire(s.name), sim.FIRE, s.name)
+            sim.schedule_event(self._first_fire(s.name), FIRE, s.name)
 
     def _first_fire(self, name: str) -> float:
         st = self.sim.states[name]
@@ -159,7 +156,7 @@ class BeatPolicy(Policy):
                                               self.sim.at(now) + timedelta(seconds=1)))  # fmt: skip
         else:
             nxt = now + st.period
-        self.sim.schedule_event(nxt, self.sim.FIRE, name)
+        self.sim.schedule_event(nxt, FIRE, name)
 
     def dispatch(self, now: float) -> None:
         if not self.queued:
@@ -189,7 +186,7 @@ class BeatPolicy(Policy):
         return best
 
 
-def make_policy(name: str, sim: Simulator) -> Policy:
+def make_policy(name: str, sim: PolicyHost) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
         "dgs-deadline": lambda: DeadlinePolicy(sim, laxity_floor=None),

@@ -2,6 +2,8 @@
 
 ``SqlScheduleStore.open(url)`` gives a store whose schema is at the newest
 migration; see :class:`ScheduleStore` for the contract every backend keeps.
+``MemoryScheduleStore()`` keeps the same contract in memory (not durable: a
+reference backend for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .base import (
     StoredSchedule,
     SyncReport,
 )
+from .memory import MemoryScheduleStore
 from .migrate import upgrade_url
 from .sql import SqlScheduleStore
 
@@ -27,6 +30,7 @@ __all__ = [
     "FAILURE_OUTCOMES",
     "INTERRUPTION_OUTCOMES",
     "SUCCESS_OUTCOMES",
+    "MemoryScheduleStore",
     "RunOutcome",
     "RunRecord",
     "ScheduleStore",

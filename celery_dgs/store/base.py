@@ -1,7 +1,9 @@
 """The schedule store interface and the values it returns.
 
 Beat, the worker hooks and the CLI depend only on :class:`ScheduleStore`;
-:class:`~celery_dgs.store.sql.SqlScheduleStore` is the SQLAlchemy implementation.
+:class:`~celery_dgs.store.sql.SqlScheduleStore` is the SQLAlchemy implementation,
+:class:`~celery_dgs.store.memory.MemoryScheduleStore` the in-memory reference
+backend (tests, benchmarks). ``tests/store`` runs one contract suite on both.
 Every datetime in and out is an aware UTC datetime.
 """
 
@@ -14,7 +16,13 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ..core.spec import ScheduleSpec
-from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
+from ..core.stats import (
+    DEFAULT_EWMA_ALPHA,
+    ScheduleStats,
+    record_failure,
+    record_interruption,
+    record_success,
+)
 
 RunOutcome = Literal[
     "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
@@ -34,6 +42,18 @@ INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded", "self_fence
 END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 #: Every value of the ``outcome`` column.
 ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
+
+
+def stats_after(
+    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float
+) -> ScheduleStats:
+    """The statistics after a run that ended with ``outcome`` (every backend's
+    :meth:`ScheduleStore.record_run_end` applies this)."""
+    if outcome in SUCCESS_OUTCOMES:
+        return record_success(stats, started_at, ended_at, alpha=alpha)
+    if outcome in FAILURE_OUTCOMES:
+        return record_failure(stats, started_at, ended_at)
+    return record_interruption(stats, started_at, ended_at)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,6 +267,10 @@ class ScheduleStore(ABC):
     def running_runs_page(self, *, after_id: int, limit: int) -> list[RunRecord]:
         """At most ``limit`` runs still marked ``running`` whose row ``id`` is above
         ``after_id``, in ``id`` order (beat's reaper pages through them)."""
+
+    @abstractmethod
+    def outcome_counts(self) -> dict[str, int]:
+        """How many stored runs ended (or are) in each outcome (beat's metrics)."""
 
     @abstractmethod
     def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:

@@ -8,30 +8,12 @@ from datetime import datetime
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
-from ..core.stats import (
-    DEFAULT_EWMA_ALPHA,
-    ScheduleStats,
-    record_failure,
-    record_interruption,
-    record_start,
-    record_success,
-)
+from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import END_OUTCOMES, FAILURE_OUTCOMES, SUCCESS_OUTCOMES, RunRecord, StoredSchedule
+from .base import END_OUTCOMES, RunRecord, StoredSchedule, stats_after
 from .convert import apply_stats, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
-
-
-def stats_after(
-    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float
-) -> ScheduleStats:
-    """The statistics after a run that ended with ``outcome``."""
-    if outcome in SUCCESS_OUTCOMES:
-        return record_success(stats, started_at, ended_at, alpha=alpha)
-    if outcome in FAILURE_OUTCOMES:
-        return record_failure(stats, started_at, ended_at)
-    return record_interruption(stats, started_at, ended_at)
 
 
 def _check_progress(progress: float | None) -> None:

@@ -16,6 +16,12 @@ from celery_dgs.store import SqlScheduleStore
 from .conftest import T0, periodic, start
 
 
+@pytest.fixture
+def store(sql_store: SqlScheduleStore) -> SqlScheduleStore:
+    """These tests edit stored rows by hand: the SQL store only (SQLite and PostgreSQL)."""
+    return sql_store
+
+
 def set_average(store: SqlScheduleStore, name: str, value: float) -> None:
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(text("UPDATE dgs_schedules SET average_good_duration_s = :v "

@@ -1,5 +1,5 @@
 """Concurrent writers (threads and processes) lose no update, and the change cursor
-misses no change."""
+misses no change. Threads: every backend; processes and transactions: SQL."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from celery_dgs.errors import StaleTokenError
-from celery_dgs.store import SqlScheduleStore, StoredSchedule
+from celery_dgs.store import ScheduleStore, SqlScheduleStore, StoredSchedule
 from celery_dgs.store.engine import connection_transaction
 from celery_dgs.store.sql_base import BUMP_COUNTER
 
@@ -37,7 +37,7 @@ def _run_all(jobs: list[Callable[[], object]]) -> None:
 
 
 def test_threads_ending_runs_of_different_schedules_lose_nothing_and_the_cursor_misses_nothing(
-    store: SqlScheduleStore,
+    store: ScheduleStore,
 ) -> None:
     names = [f"s{i}" for i in range(6)]
     rounds = 12
@@ -81,7 +81,7 @@ def test_threads_ending_runs_of_different_schedules_lose_nothing_and_the_cursor_
         assert view[name] == final  # the cursor-driven view caught every last change
 
 
-def test_concurrent_ends_of_the_same_schedule_are_serialised(store: SqlScheduleStore) -> None:
+def test_concurrent_ends_of_the_same_schedule_are_serialised(store: ScheduleStore) -> None:
     """16 runs (tokens 1..16) end at once: the current one updates the stats, the
     15 stale ones are refused for the stats, and no run record is lost."""
     store.sync([periodic("hot")], T0)
@@ -110,7 +110,8 @@ def test_concurrent_ends_of_the_same_schedule_are_serialised(store: SqlScheduleS
     assert sorted(r.run_id for r in history if r.fenced) == sorted(f"r{i}" for i in refused)
 
 
-def test_separate_processes_lose_no_update(database_url: str, store: SqlScheduleStore) -> None:
+def test_separate_processes_lose_no_update(database_url: str, sql_store: SqlScheduleStore) -> None:
+    store = sql_store
     writers = [f"p{i}" for i in range(4)]
     rounds = 8
     store.sync([periodic(n) for n in [*writers, "shared"]], T0)
@@ -144,10 +145,11 @@ def test_separate_processes_lose_no_update(database_url: str, store: SqlSchedule
 
 
 def test_a_later_writer_commits_after_an_earlier_uncommitted_change(
-    store: SqlScheduleStore,
+    sql_store: SqlScheduleStore,
 ) -> None:
     """Commit order equals change_seq order: while a change holds seq N uncommitted, a
     second writer cannot take N+1 and commit first (the cursor would skip N)."""
+    store = sql_store
     store.sync([periodic("a"), periodic("b")], T0)
     _, cursor = store.load_active()
     finished = threading.Event()

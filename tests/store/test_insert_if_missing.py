@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from celery_dgs.core.spec import ScheduleSpec
-from celery_dgs.store import SqlScheduleStore, SyncReport
+from celery_dgs.store import ScheduleStore, SyncReport
 
 from .conftest import T0, periodic, start
 
 LATER = T0 + timedelta(hours=1)
 
 
-def test_inserts_a_missing_schedule_as_sync_would(store: SqlScheduleStore) -> None:
+def test_inserts_a_missing_schedule_as_sync_would(store: ScheduleStore) -> None:
     _, cursor = store.load_active()
     spec = periodic("t.a")
     assert store.insert_if_missing(spec, T0) is True
@@ -31,7 +31,7 @@ def test_inserts_a_missing_schedule_as_sync_would(store: SqlScheduleStore) -> No
     assert store.get("t.a").change_seq == row.change_seq
 
 
-def test_never_touches_a_stored_row(store: SqlScheduleStore) -> None:
+def test_never_touches_a_stored_row(store: ScheduleStore) -> None:
     store.sync([periodic("t.a"), periodic("t.b")], T0)
     start(store, "t.a", "r1", token=1)
     store.sync([periodic("t.b")], T0)  # t.a deactivated
@@ -43,7 +43,7 @@ def test_never_touches_a_stored_row(store: SqlScheduleStore) -> None:
 
 
 def _race(
-    store: SqlScheduleStore, specs: list[ScheduleSpec], declared: list[ScheduleSpec]
+    store: ScheduleStore, specs: list[ScheduleSpec], declared: list[ScheduleSpec]
 ) -> tuple[set[str], set[str]]:
     """One worker per spec calls insert_if_missing while beat syncs ``declared``,
     all released at once; returns the names each side inserted."""
@@ -64,7 +64,7 @@ def _race(
     return by_worker, set(report.inserted)
 
 
-def test_races_with_sync_without_conflict(store: SqlScheduleStore) -> None:
+def test_races_with_sync_without_conflict(store: ScheduleStore) -> None:
     """Workers storing schedules while beat syncs the same names: every call
     succeeds (no unique violation), each name is stored once, by one side, and
     runs recorded in between survive the later syncs."""

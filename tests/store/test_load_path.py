@@ -33,6 +33,12 @@ from .conftest import T0, start
 H = timedelta(hours=1)
 
 
+@pytest.fixture
+def store(sql_store: SqlScheduleStore) -> SqlScheduleStore:
+    """The raw load path of the SQL store: the SQL store only (SQLite and PostgreSQL)."""
+    return sql_store
+
+
 def _periodic(task: str, configuration: str, **kw: object) -> PeriodicSpec:
     fields: dict[str, object] = {"scheduling_period": 6 * H, "max_expected_duration": 5 * 60}
     fields.update(kw)

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import event
 
 from celery_dgs.errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from celery_dgs.store import SqlScheduleStore
+from celery_dgs.store import ScheduleStore, SqlScheduleStore
 
 from .conftest import T0, periodic, start
 
@@ -16,12 +16,12 @@ S = timedelta(seconds=1)
 
 
 @pytest.fixture
-def one(store: SqlScheduleStore) -> SqlScheduleStore:
+def one(store: ScheduleStore) -> ScheduleStore:
     store.sync([periodic("a"), periodic("b")], T0)
     return store
 
 
-def test_start_records_the_run_and_the_token_in_one_go(one: SqlScheduleStore) -> None:
+def test_start_records_the_run_and_the_token_in_one_go(one: ScheduleStore) -> None:
     seq = one.get("a").change_seq
     start(one, "a", "r1", token=5, at=T0 + 3 * S)
     got = one.get("a")
@@ -40,7 +40,7 @@ def test_start_records_the_run_and_the_token_in_one_go(one: SqlScheduleStore) ->
     assert len(one.runs("a")) == 1
 
 
-def test_ewma_and_outcome_mapping(one: SqlScheduleStore) -> None:
+def test_ewma_and_outcome_mapping(one: ScheduleStore) -> None:
     alpha = 0.37
     averages: list[timedelta] = []
     for i, seconds in enumerate([10, 20, 30]):
@@ -85,7 +85,7 @@ def test_ewma_and_outcome_mapping(one: SqlScheduleStore) -> None:
     assert outcomes["ok0"] == "success"
 
 
-def test_fencing_keeps_the_run_record_but_refuses_stale_stats(one: SqlScheduleStore) -> None:
+def test_fencing_keeps_the_run_record_but_refuses_stale_stats(one: ScheduleStore) -> None:
     start(one, "a", "old", token=1)
     start(one, "a", "new", token=2, at=T0 + 60 * S)  # the lease was taken over
     before = one.get("a")
@@ -107,7 +107,7 @@ def test_fencing_keeps_the_run_record_but_refuses_stale_stats(one: SqlScheduleSt
     assert good.current_token == 2
 
 
-def test_record_run_end_is_idempotent(one: SqlScheduleStore) -> None:
+def test_record_run_end_is_idempotent(one: ScheduleStore) -> None:
     start(one, "a", "r1", token=1)
     first = one.record_run_end(
         run_id="r1", outcome="failure", ended_at=T0 + 5 * S, error="boom", progress=0.5
@@ -120,7 +120,7 @@ def test_record_run_end_is_idempotent(one: SqlScheduleStore) -> None:
     assert (run.outcome, run.error, run.progress, run.duration_s) == ("failure", "boom", 0.5, 5.0)
 
 
-def test_bad_calls(one: SqlScheduleStore) -> None:
+def test_bad_calls(one: ScheduleStore) -> None:
     with pytest.raises(UnknownRunError, match="'ghost'"):
         one.record_run_end(run_id="ghost", outcome="success", ended_at=T0)
     start(one, "a", "r1", token=1)
@@ -132,7 +132,7 @@ def test_bad_calls(one: SqlScheduleStore) -> None:
     assert one.running_runs()[0].outcome == "running"
 
 
-def test_skips_progress_and_history_order(one: SqlScheduleStore) -> None:
+def test_skips_progress_and_history_order(one: ScheduleStore) -> None:
     before = one.get("a")
     one.record_skip(schedule="a", run_id="s1", dispatch_id="d1", owner_node="n",
                     owner_name="w@n", reason="lease held by w2@n", at=T0)  # fmt: skip
@@ -154,15 +154,28 @@ def test_skips_progress_and_history_order(one: SqlScheduleStore) -> None:
     assert one.runs("b")[0].duration is None
 
 
-def test_prune_deletes_finished_runs_in_batches(one: SqlScheduleStore) -> None:
+def _runs_to_prune(one: ScheduleStore) -> None:
     for i in range(25):
         one.record_skip(schedule="a", run_id=f"s{i}", dispatch_id=None, owner_node="n",
                         owner_name="w", reason="x", at=T0 + i * S)  # fmt: skip
     start(one, "b", "still-running", token=1, at=T0 - timedelta(days=30))
+
+
+def test_prune_deletes_finished_runs_in_batches_one_transaction_each(
+    sql_store: SqlScheduleStore,
+) -> None:
+    sql_store.sync([periodic("a"), periodic("b")], T0)
+    _runs_to_prune(sql_store)
     commits: list[int] = []
-    event.listen(one.engine, "commit", lambda conn: commits.append(1))
-    assert one.prune_runs(T0 + 23 * S, batch_size=10) == 23
+    event.listen(sql_store.engine, "commit", lambda conn: commits.append(1))
+    assert sql_store.prune_runs(T0 + 23 * S, batch_size=10) == 23
     assert len(commits) == 3  # 10 + 10 + 3, one transaction each
+    assert [r.run_id for r in sql_store.runs("a")] == ["s24", "s23"]
+
+
+def test_prune_deletes_finished_runs(one: ScheduleStore) -> None:
+    _runs_to_prune(one)
+    assert one.prune_runs(T0 + 23 * S, batch_size=10) == 23
     assert [r.run_id for r in one.runs("a")] == ["s24", "s23"]
     assert [r.run_id for r in one.running_runs()] == ["still-running"]
     assert one.prune_runs(T0 + timedelta(days=1), batch_size=2) == 2
@@ -172,7 +185,7 @@ def test_prune_deletes_finished_runs_in_batches(one: SqlScheduleStore) -> None:
 
 
 def test_durable_floor_refuses_a_start_whose_token_is_not_above_the_recorded_one(
-    one: SqlScheduleStore,
+    one: ScheduleStore,
 ) -> None:
     """A Redis that lost its counter may grant a token again: the store refuses
     to start it, but keeps the attempt in the history (a fenced skip)."""
@@ -194,3 +207,32 @@ def test_durable_floor_refuses_a_start_whose_token_is_not_above_the_recorded_one
     assert one.token_floor("a") == 6
     with pytest.raises(UnknownScheduleError):
         one.token_floor("ghost")
+
+
+def test_running_runs_page_pages_by_row_id(one: ScheduleStore) -> None:
+    """Beat's reaper pages through the running runs: ``id`` above the last one
+    seen, in ``id`` order, ended and skipped runs left out."""
+    for i in range(5):
+        start(one, "a" if i % 2 else "b", f"r{i}", token=i + 1, at=T0 - i * S)
+    one.record_skip(schedule="a", run_id="skip", dispatch_id=None, owner_node="n",
+                    owner_name="w", reason="x", at=T0)  # fmt: skip
+    one.record_run_end(run_id="r4", outcome="success", ended_at=T0 + S)
+    first = one.running_runs_page(after_id=0, limit=2)
+    assert [r.run_id for r in first] == ["r0", "r1"]
+    assert first[0].id < first[1].id
+    rest = one.running_runs_page(after_id=first[-1].id, limit=10)
+    assert [r.run_id for r in rest] == ["r2", "r3"]
+    assert one.running_runs_page(after_id=rest[-1].id, limit=10) == []
+    assert [r.run_id for r in one.running_runs()] == ["r3", "r2", "r1", "r0"]  # oldest first
+    with pytest.raises(ValueError, match="limit"):
+        one.running_runs_page(after_id=0, limit=0)
+
+
+def test_outcome_counts(one: ScheduleStore) -> None:
+    assert one.outcome_counts() == {}
+    start(one, "a", "r1", token=1)
+    start(one, "b", "r2", token=1)
+    one.record_run_end(run_id="r1", outcome="failure", ended_at=T0 + S)
+    with pytest.raises(StaleTokenError):
+        start(one, "a", "r3", token=1)
+    assert one.outcome_counts() == {"failure": 1, "running": 1, "skipped": 1}

@@ -7,14 +7,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import text
 
+from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.errors import ScheduleConfigError, UnknownScheduleError
-from celery_dgs.store import SqlScheduleStore
+from celery_dgs.store import ScheduleStore, SqlScheduleStore
 
 from .conftest import T0, cron, periodic, start
 
 
 def test_sync_inserts_updates_deactivates_and_reactivates_keeping_stats(
-    store: SqlScheduleStore,
+    store: ScheduleStore,
 ) -> None:
     report = store.sync([periodic("a"), periodic("b"), cron("c")], T0)
     assert (report.inserted, report.updated, report.unchanged) == (["a", "b", "c"], [], [])
@@ -52,7 +53,7 @@ def test_sync_inserts_updates_deactivates_and_reactivates_keeping_stats(
     assert [r.run_id for r in store.runs("a")] == ["r1"]  # history kept through it all
 
 
-def test_sync_without_changes_bumps_nothing(store: SqlScheduleStore) -> None:
+def test_sync_without_changes_bumps_nothing(store: ScheduleStore) -> None:
     store.sync([periodic("a")], T0)
     _, cursor = store.load_active()
     report = store.sync([periodic("a")], T0 + timedelta(hours=1))
@@ -61,13 +62,13 @@ def test_sync_without_changes_bumps_nothing(store: SqlScheduleStore) -> None:
     assert store.changes_since(cursor) == ([], cursor)
 
 
-def test_sync_refuses_a_name_declared_twice(store: SqlScheduleStore) -> None:
+def test_sync_refuses_a_name_declared_twice(store: ScheduleStore) -> None:
     with pytest.raises(ScheduleConfigError, match="'a@x'"):
         store.sync([periodic("a", configuration="x"), periodic("a", "x", hours=12)], T0)
     assert store.list_schedules(include_inactive=True) == []
 
 
-def test_changes_since_returns_exactly_the_changed_rows(store: SqlScheduleStore) -> None:
+def test_changes_since_returns_exactly_the_changed_rows(store: ScheduleStore) -> None:
     store.sync([periodic("a"), periodic("b"), periodic("c")], T0)
     rows, cursor = store.load_active()
     assert [r.name for r in rows] == ["a", "b", "c"]
@@ -93,7 +94,7 @@ def test_changes_since_returns_exactly_the_changed_rows(store: SqlScheduleStore)
     assert store.changes_since(0)[1] == cursor3
 
 
-def test_get_and_unknown_names(store: SqlScheduleStore) -> None:
+def test_get_and_unknown_names(store: ScheduleStore) -> None:
     store.sync([periodic("a", configuration="eu")], T0)
     got = store.get("a@eu")
     assert (got.task, got.configuration, got.kind) == ("a", "eu", "periodic")
@@ -109,7 +110,7 @@ def test_get_and_unknown_names(store: SqlScheduleStore) -> None:
             call()
 
 
-def test_run_requests(store: SqlScheduleStore) -> None:
+def test_run_requests(store: ScheduleStore) -> None:
     store.sync([periodic("a")], T0)
     store.request_run("a", T0)
     store.request_run("a", T0 + timedelta(minutes=1))  # the pending request keeps its time
@@ -127,7 +128,7 @@ def test_run_requests(store: SqlScheduleStore) -> None:
 
 
 def test_datetimes_come_back_aware_utc_and_naive_ones_are_refused(
-    store: SqlScheduleStore,
+    store: ScheduleStore,
 ) -> None:
     plus2 = timezone(timedelta(hours=2))
     store.sync([periodic("a")], T0.astimezone(plus2))
@@ -150,8 +151,9 @@ def test_datetimes_come_back_aware_utc_and_naive_ones_are_refused(
     ],
 )
 def test_a_malformed_stored_spec_does_not_crash_readers(
-    store: SqlScheduleStore, stored: str, error: str
+    sql_store: SqlScheduleStore, stored: str, error: str
 ) -> None:
+    store = sql_store
     store.sync([periodic("a"), periodic("b")], T0)
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE dgs_schedules SET spec = :s WHERE name = 'a'"), {"s": stored})
@@ -163,3 +165,41 @@ def test_a_malformed_stored_spec_does_not_crash_readers(
     assert [(r.name, r.spec is None) for r in rows] == [("a", True), ("b", False)]
     assert store.sync([periodic("a"), periodic("b")], T0).updated == ["a"]  # redeclared: fixed
     assert store.get("a").spec == periodic("a")
+
+
+def test_iter_active_is_load_active(store: ScheduleStore) -> None:
+    store.sync([periodic("b"), periodic("a"), periodic("c")], T0)
+    store.sync([periodic("b"), periodic("a")], T0)
+    cursor, rows = store.iter_active()
+    assert (list(rows), cursor) == store.load_active()
+    assert [r.name for r in store.load_active()[0]] == ["a", "b"]
+
+
+def test_a_spec_reads_back_as_stored_json(store: ScheduleStore) -> None:
+    """Specs come back as the store's JSON gives them (tuples inside args and
+    kwargs become lists), and changing the declared spec afterwards changes
+    nothing stored."""
+    declared = PeriodicSpec(task="t", scheduling_period=timedelta(hours=1),
+                            args=((1, 2),), kwargs={"k": (3,)})  # fmt: skip
+    store.sync([declared], T0)
+    got = store.get("t").spec
+    assert got is not None
+    assert (got.args, dict(got.kwargs)) == (([1, 2],), {"k": [3]})
+    declared.kwargs["k"] = "changed"  # type: ignore[index]
+    assert store.get("t").spec == got
+    assert store.sync([got], T0).unchanged == ["t"]
+
+
+def test_changes_since_lists_rows_in_change_order(store: ScheduleStore) -> None:
+    store.sync([periodic("a"), periodic("b"), periodic("c")], T0)
+    _, cursor = store.load_active()
+    store.set_paused("c", True)
+    store.request_run("a", T0)
+    store.set_paused("b", True)
+    store.set_paused("c", False)  # c again: now after b
+    changed, _ = store.changes_since(cursor)
+    assert [r.name for r in changed] == ["a", "b", "c"]
+    assert [r.change_seq for r in changed] == sorted(r.change_seq for r in changed)
+    store.set_paused("b", False)
+    store.set_paused("a", True)
+    assert [r.name for r in store.changes_since(cursor)[0]] == ["c", "b", "a"]
