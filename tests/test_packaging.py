@@ -1,15 +1,19 @@
-"""The project builds into a wheel; the example project imports and declares
-valid schedules; docker-compose.yml stays in step with it."""
+"""The built wheel carries the metadata, license and data files an install
+needs; the example project imports and declares valid schedules."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import zipfile
+from email.message import Message
+from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "celery_dgs"
@@ -41,6 +45,47 @@ def build_wheel(base: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.getbasetemp() / "wheel")
+
+
+def _metadata(wheel: Path) -> Message:
+    with zipfile.ZipFile(wheel) as whl:
+        (name,) = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        return HeaderParser().parsestr(whl.read(name).decode())
+
+
+def test_wheel_metadata_has_license_author_classifiers_and_redis_extra(wheel: Path) -> None:
+    meta = _metadata(wheel)
+    assert meta["License-Expression"] == "MIT"
+    assert meta.get_all("License-File") == ["LICENSE"]
+    assert meta["Author"] == "celery-dgs maintainers"
+    classifiers = set(meta.get_all("Classifier") or [])
+    assert {
+        "Framework :: Celery",
+        "Operating System :: OS Independent",
+        "Topic :: System :: Distributed Computing",
+        "Typing :: Typed",
+        *(f"Programming Language :: Python :: 3.{minor}" for minor in (10, 11, 12, 13)),
+    } <= classifiers
+    assert any(c.startswith("Development Status :: ") for c in classifiers)
+    requires = {r.name.lower(): r for r in map(Requirement, meta.get_all("Requires-Dist") or [])}
+    # kombu's Redis transport imports `packaging`, declared only by the redis extras.
+    assert "redis" in requires["celery"].extras
+    assert requires["celery"].marker is None
+    assert "redis" in requires["kombu"].extras
+
+
+def test_wheel_contains_license_typing_marker_lua_scripts_and_migrations(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "celery_dgs/py.typed" in names
+    data = [p for p in PACKAGE.rglob("*")
+            if p.is_file() and (p.suffix == ".lua" or "migrations" in p.parts)
+            and "__pycache__" not in p.parts]  # fmt: skip
+    assert any(p.suffix == ".lua" for p in data)
+    assert any(p.name == "env.py" for p in data)
+    missing = {p.relative_to(ROOT).as_posix() for p in data} - names
+    assert not missing, f"not in the wheel: {sorted(missing)}"
 
 
 def test_example_project_declares_valid_schedules() -> None:
