@@ -1,6 +1,6 @@
 """The wheel, installed alone into a new virtual environment (no dev extras,
 no checkout on the path), runs a real worker and a real deadline-scheduler
-beat: a scheduled run is recorded as a success.
+beat: a scheduled run is recorded as a success, and beat serves metrics.
 
 This is what a user gets from ``pip install celery-dgs``: a dependency that
 only the dev environment happens to provide fails here, not on their machine.
@@ -12,9 +12,11 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,6 +91,12 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without anything that would put the checkout or
     the test environment on the new interpreter's path."""
@@ -132,9 +140,11 @@ def test_installed_wheel_runs_worker_and_beat(
 
     start("worker", "worker", "-n", "w1@node1", "-P", "solo", "-c", "1", "-l", "INFO",
           "--without-gossip", "--without-mingle", "--without-heartbeat")  # fmt: skip
+    # The metrics port as docker-compose.yml's beat sets it: a setting after "--".
+    metrics_port = _free_port()
     start("beat", "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-          "-s", str(tmp_path / "beat-schedule"),
-          "--pidfile", str(tmp_path / "beat.pid"))  # fmt: skip
+          "-s", str(tmp_path / "beat-schedule"), "--pidfile", str(tmp_path / "beat.pid"),
+          "--", f"dgs.metrics_port=(int){metrics_port}")  # fmt: skip
 
     def succeeded() -> bool:
         exited = {key: p.returncode for key, p in processes.items() if p.poll() is not None}
@@ -159,6 +169,15 @@ def test_installed_wheel_runs_worker_and_beat(
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "success" in [run["outcome"] for run in json.loads(shown.stdout)["runs"]]
+
+    def metrics() -> str:
+        with contextlib.suppress(OSError):
+            url = f"http://127.0.0.1:{metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode())
+        return ""
+
+    assert "dgs_beat_leader 1.0" in wait_for(metrics, 30, "beat's metrics endpoint").splitlines()
 
     # The worker imported the installed package, not the checkout.
     imported = json.loads((tmp_path / "imported.json").read_text())
