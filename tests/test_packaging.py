@@ -1,5 +1,6 @@
 """The built wheel carries the metadata, license and data files an install
-needs; the example project imports and declares valid schedules."""
+needs; docker-compose.yml runs the example project from the image the
+Dockerfile builds; the example project imports and declares valid schedules."""
 
 from __future__ import annotations
 
