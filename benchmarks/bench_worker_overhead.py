@@ -9,7 +9,7 @@ run, so pings are excluded. Redis round trips are counted at the socket (every
 statements with SQLAlchemy's ``before_cursor_execute`` and transactions with its
 ``commit`` event, each split by the store call that issued it.
 
-Goal (issue 4): at most 4 Redis round trips per run and one SQL transaction per
+Goal: at most 4 Redis round trips per run and one SQL transaction per
 run end.
 
     python benchmarks/bench_worker_overhead.py [--runs 500]

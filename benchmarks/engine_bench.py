@@ -475,7 +475,7 @@ def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], 
                 )
                 value, base_value = median(new), median(old)
                 ratio = base_value / value
-                goal = running  # the goal is set for live runs (issue: busy tick 1.3 s)
+                goal = running  # the goal is set for live runs (a busy tick once took 1.3 s)
                 busy.append(Result(
                     name=f"busy tick: BeatEngine.tick(), {due:,} {what}, none due", n=n,
                     median=value, unit="us", samples=new, baseline=base_value,

@@ -1,4 +1,4 @@
-"""Scheduling-quality benchmark (issue 6): ``python -m benchmarks.quality [--quick] [--scale]``.
+"""Scheduling-quality benchmark: ``python -m benchmarks.quality [--quick] [--scale]``.
 
 Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity;
 ``dgs-deadline``: ``restore`` with plain deadline order for on-time schedules;

@@ -1,4 +1,4 @@
-"""The simulator (issue 6): the real scheduling code on a virtual clock.
+"""The simulator: the real scheduling code on a virtual clock.
 
 :func:`~celery_dgs.sim.loop.simulate` runs a :class:`~celery_dgs.sim.workload.Workload`
 under a policy (:data:`~celery_dgs.sim.policies.POLICIES`) and returns a

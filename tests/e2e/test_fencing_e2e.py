@@ -1,4 +1,4 @@
-"""End to end, issue 7 (worker side): self-fencing, the durable token floor and
+"""End to end, worker side: self-fencing, the durable token floor and
 broker redelivery, with real ``celery worker`` / ``celery beat`` processes, a real
 Redis server and a SQLite store.
 

@@ -1,4 +1,4 @@
-"""End to end, worker side: how a live run is stopped (issue 4).
+"""End to end, worker side: how a live run is stopped.
 
 Real Redis server, SQLite store, real ``celery worker`` / ``celery beat``
 processes. Timings are the project's second-scale defaults (ping every 0.5 s,

@@ -5,7 +5,7 @@ ends, injected faults, exits, resumes), optionally the store's run records, and
 the timing bounds of the cluster. Output: a :class:`Report` listing every
 violation as a sentence naming the schedule, the runs and the times.
 
-Rules (issue 7):
+Rules:
 
 1. tokens: per schedule, in start order, tokens are integers that strictly increase;
 2. exclusion: no two runs of a schedule are live at once, except after a steal

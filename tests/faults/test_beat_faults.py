@@ -1,4 +1,4 @@
-"""Beat fail-over under the history checker (issue 7): two beats, the leader
+"""Beat fail-over under the history checker: two beats, the leader
 SIGKILLed or SIGSTOPped (then resumed) while three schedules run back to back
 on two workers. The standby takes over within the leader timeout; the runs go
 on; no dispatch starts two runs and no schedule has two live runs.

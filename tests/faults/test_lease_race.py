@@ -1,4 +1,4 @@
-"""Many processes racing to take one expired lease (issue 7): exactly one wins,
+"""Many processes racing to take one expired lease: exactly one wins,
 and the token counter moves by exactly one. Real Redis server, one OS process
 per contender, all released by one barrier just before the lease turns
 takeable, each calling acquire in a tight loop."""

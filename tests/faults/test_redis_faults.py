@@ -1,4 +1,4 @@
-"""Fault injection between the workers and Redis (issue 7): the server killed
+"""Fault injection between the workers and Redis: the server killed
 and restarted without persistence just after a grant; Redis unreachable from
 the owner only (a loopback proxy that blackholes its traffic); latency close to
 ping_timeout; a run longer than the broker's visibility timeout with acks_late.

@@ -1,4 +1,4 @@
-"""Fault injection, worker side (issue 7): real Redis server, real ``celery
+"""Fault injection, worker side: real Redis server, real ``celery
 worker``/``celery beat`` processes, second-scale timings (ping every 0.5 s,
 ping_timeout 1.5 s, steal_delay 1 s, beat tick 1 s).
 
