@@ -11,7 +11,9 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 - ``dgs_most_urgent_drift_seconds``: now - should_start_by of the most urgent
   eligible schedule (positive: beat is behind);
 - ``dgs_dispatch_lateness_seconds``: histogram of now - should_start_by at
-  each dispatch;
+  each dispatch (a run request's too: its own should_start_by). Most
+  dispatches are early (negative); with negative buckets the client exposes
+  no ``_sum``, only ``_bucket`` and ``_count``;
 - ``dgs_beat_leader``: 1 while this beat holds the leader lease and dispatches,
   0 while it stands by (docs/beat-ha.md); ``dgs_beat_leader_token``: the
   leader token this beat last saw (its own while leading). A standby's slot
@@ -108,10 +110,9 @@ class EngineCollector:
             )
 
 
-def serve_metrics(
-    engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
-) -> Any:
-    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
+def metrics_registry(engine: Any, store: Any, clock: Clock) -> CollectorRegistry:
+    """A registry with beat's collector and the dispatch lateness histogram,
+    hooked to the engine's dispatches (``engine.on_dispatch``)."""
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine, store, clock))
     lateness = Histogram(
@@ -119,6 +120,13 @@ def serve_metrics(
         buckets=LATENESS_BUCKETS_S, registry=registry,
     )  # fmt: skip
     engine.on_dispatch = lateness.observe
-    server = start_http_server(port, addr=addr, registry=registry)
+    return registry
+
+
+def serve_metrics(
+    engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
+) -> Any:
+    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
+    server = start_http_server(port, addr=addr, registry=metrics_registry(engine, store, clock))
     logger.info("celery-dgs: metrics on http://%s:%d/metrics", addr, port)
     return server
