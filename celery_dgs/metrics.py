@@ -20,15 +20,25 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
   and pending gauges are not refreshed: alert on the leader's.
 
 A scrape computes every schedule's condition: O(N) per scrape, not per tick.
+
+The endpoint answers ``/metrics`` (the metrics above), ``/healthz`` (200 ``ok``
+while beat's loop ticked within :data:`HEALTHZ_TICK_INTERVALS` times its
+``max_interval``, 503 otherwise; a short text body saying why) and 404 on any
+other path.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
@@ -123,10 +133,99 @@ def metrics_registry(engine: Any, store: Any, clock: Clock) -> CollectorRegistry
     return registry
 
 
+#: ``/healthz`` answers 503 once beat's loop has not ticked for this many
+#: ``max_interval`` (a tick sleeps at most ``max_interval``).
+HEALTHZ_TICK_INTERVALS = 3
+
+
+@dataclass(frozen=True)
+class Health:
+    healthy: bool
+    text: str
+
+
+def beat_health(engine: Any) -> Health:
+    """Whether beat's loop is alive: its last completed tick (``engine.last_tick``,
+    on the engine's monotonic clock) is at most ``HEALTHZ_TICK_INTERVALS *
+    engine.max_interval`` seconds old. A tick that raised does not count."""
+    limit = HEALTHZ_TICK_INTERVALS * float(engine.max_interval)
+    last = getattr(engine, "last_tick", None)
+    if last is None:
+        return Health(False, f"unhealthy: beat has not completed a tick yet (limit {limit:g}s)")
+    age = max(0.0, engine.monotonic() - last)
+    leadership = getattr(engine, "leadership", None)
+    role = "" if leadership is None else (" (leader)" if leadership.leading else " (standby)")
+    if age > limit:
+        return Health(False, f"unhealthy: beat's last tick was {age:.1f}s ago, "
+                             f"over the {limit:g}s limit{role}")  # fmt: skip
+    return Health(True, f"ok: beat's last tick was {age:.1f}s ago{role}")
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def endpoint_app(registry: CollectorRegistry, engine: Any) -> WsgiApp:
+    """The WSGI app: ``/metrics``, ``/healthz``, 404 elsewhere."""
+    metrics = make_wsgi_app(registry)
+
+    def text(start: Callable[..., Any], status: str, body: str) -> list[bytes]:
+        data = (body + "\n").encode()
+        start(status, [("Content-Type", "text/plain; charset=utf-8"),
+                       ("Content-Length", str(len(data)))])  # fmt: skip
+        return [data]
+
+    def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start)  # type: ignore[no-any-return]
+        if path == "/healthz":
+            health = beat_health(engine)
+            status = "200 OK" if health.healthy else "503 Service Unavailable"
+            return text(start, status, health.text)
+        return text(start, "404 Not Found", f"not found: {path} (try /metrics or /healthz)")
+
+    return app
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged (one every few seconds)."""
+
+
+@dataclass
+class MetricsServer:
+    """The running endpoint (a daemon thread); ``port`` is the bound port."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
 def serve_metrics(
     engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
-) -> Any:
+) -> MetricsServer:
     """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
-    server = start_http_server(port, addr=addr, registry=metrics_registry(engine, store, clock))
-    logger.info("celery-dgs: metrics on http://%s:%d/metrics", addr, port)
-    return server
+    app = endpoint_app(metrics_registry(engine, store, clock), engine)
+    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(_Server):
+        address_family = family  # IPv6 too (dgs_metrics_addr "::")
+
+    server = make_server(addr, port, app, Server, _QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="dgs-metrics", daemon=True)
+    thread.start()
+    logger.info("celery-dgs: metrics on http://%s:%d/metrics (health: /healthz)", addr, port)
+    return MetricsServer(server, thread)

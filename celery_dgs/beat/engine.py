@@ -116,6 +116,8 @@ class BeatEngine(DispatchSending):
         self._last_poll = float("-inf")
         self._last_prune = float("-inf")
         self.dispatched_total = 0
+        #: When the last tick completed (``monotonic``); ``None``: none yet.
+        self.last_tick: float | None = None
         #: Whether the dispatch index is known to hold exactly ``pending``'s
         #: schedules (then a round reads only its size, see :meth:`_read_state`).
         self._dispatch_index_exact = False
@@ -242,6 +244,14 @@ class BeatEngine(DispatchSending):
 
     # -- the tick ------------------------------------------------------------------
     def tick(self) -> float:
+        """One round; returns how long to sleep. Records when it completed
+        (``last_tick``, monotonic) for the health endpoint: a tick that raised
+        does not count."""
+        sleep = self._tick()
+        self.last_tick = self.monotonic()
+        return sleep
+
+    def _tick(self) -> float:
         mono = self.monotonic()
         leadership = self.leadership
         role = leadership.check() if leadership is not None else Role.LEADER

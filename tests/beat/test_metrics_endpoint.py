@@ -1,0 +1,126 @@
+"""Beat's metrics endpoint on a real HTTP server (loopback, a free port) over a
+real BeatEngine (real Redis, real SQLite): ``/metrics``, ``/healthz``, 404."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.core.clock import SystemClock
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.metrics import HEALTHZ_TICK_INTERVALS, MetricsServer, serve_metrics
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import Mono, Recorder, open_store
+
+KEYS = KeySpace("mep")
+MAX_INTERVAL_S = 10.0
+
+
+def get(port: int, path: str) -> tuple[int, str, str]:
+    """(status, content type, body) of ``GET path``."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
+    s = open_store(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", 1, 2)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def mono() -> Mono:
+    return Mono()
+
+
+@pytest.fixture
+def engine(redis_client: redis.Redis, store: SqlScheduleStore, mono: Mono) -> BeatEngine:
+    registry = WorkerRegistry(redis_client, KEYS, ttl=300)
+    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
+                                 pool="prefork", pid=1))  # fmt: skip
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
+        max_interval=MAX_INTERVAL_S, monotonic=mono,
+    )  # fmt: skip
+    engine.load()
+    return engine
+
+
+@pytest.fixture
+def server(engine: BeatEngine, store: SqlScheduleStore) -> Iterator[MetricsServer]:
+    srv = serve_metrics(engine, store, SystemClock(), 0, "127.0.0.1")  # 0: a free port
+    yield srv
+    srv.shutdown()
+
+
+def test_metrics_path_serves_the_metrics(engine: BeatEngine, server: MetricsServer) -> None:
+    engine.tick()
+    status, ctype, body = get(server.port, "/metrics")
+    assert status == 200
+    assert ctype.startswith("text/plain")
+    assert 'dgs_schedule_condition{reason="ok",schedule="t.p2"} 0.0' in body
+    assert "dgs_dispatch_lateness_seconds_count 1.0" in body
+    assert 'dgs_worker_slots{state="free"}' in body
+
+
+@pytest.mark.parametrize("path", ["/", "/metricsx", "/metrics/extra", "/favicon.ico", "/health"])
+def test_other_paths_are_404(server: MetricsServer, path: str) -> None:
+    status, ctype, body = get(server.port, path)
+    assert status == 404
+    assert ctype.startswith("text/plain")
+    assert "dgs_" not in body
+    assert "/metrics" in body
+    assert "/healthz" in body
+
+
+def test_healthz_follows_beats_ticks(engine: BeatEngine, server: MetricsServer, mono: Mono) -> None:
+    status, ctype, body = get(server.port, "/healthz")
+    assert (status, ctype) == (503, "text/plain; charset=utf-8")
+    assert body == f"unhealthy: beat has not completed a tick yet (limit {30:g}s)\n"
+    engine.tick()
+    mono.t += 12.5
+    status, _, body = get(server.port, "/healthz")
+    assert (status, body) == (200, "ok: beat's last tick was 12.5s ago\n")
+    limit = HEALTHZ_TICK_INTERVALS * MAX_INTERVAL_S
+    mono.t += limit - 12.5  # exactly at the limit: still healthy
+    assert get(server.port, "/healthz")[0] == 200
+    mono.t += 0.5
+    status, _, body = get(server.port, "/healthz")
+    assert status == 503
+    assert body == "unhealthy: beat's last tick was 30.5s ago, over the 30s limit\n"
+    engine.tick()
+    assert get(server.port, "/healthz")[:2] == (200, "text/plain; charset=utf-8")
+
+
+def test_a_tick_that_raises_does_not_count(
+    engine: BeatEngine, server: MetricsServer, mono: Mono, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.tick()
+    first = engine.last_tick
+
+    def down(*_: object, **__: object) -> object:
+        raise redis.ConnectionError("Redis is down")
+
+    monkeypatch.setattr(engine.lease_view, "read", down)
+    mono.t += 40
+    assert engine.parked  # t.p1 was dispatched: the next tick reads Redis
+    with pytest.raises(redis.ConnectionError):
+        engine.tick()
+    assert engine.last_tick == first
+    assert get(server.port, "/healthz")[0] == 503
