@@ -6,7 +6,11 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
 - ``dgs_runs_total{outcome}``, ``dgs_lease_steals_total`` (runs ended
-  ``lost`` or ``stolen``);
+  ``lost`` or ``stolen``): counters that never decrease. They count the runs in
+  the store's history, plus those this beat saw pruned from it since it
+  started (pruning would otherwise make them drop, which Prometheus reads as
+  a counter reset: ``rate()`` would count every stored run again). Runs still
+  going are not an outcome: ``dgs_runs_running`` (a gauge) counts them;
 - ``dgs_worker_slots{state="free"|"used"}``, ``dgs_dispatches_pending``;
 - ``dgs_most_urgent_drift_seconds``: now - should_start_by of the most urgent
   eligible schedule (positive: beat is behind);
@@ -49,9 +53,34 @@ logger = logging.getLogger("celery_dgs.metrics")
 LATENESS_BUCKETS_S = (-3600, -600, -60, -10, 0, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
 
+class MonotonicCounts:
+    """Stored run counts per outcome, made non-decreasing across pruning: a count
+    that dropped since the last reading adds the drop to that outcome's pruned
+    total. Runs stored and pruned between two readings are missed (pruning
+    runs hourly; scrapes come every few seconds)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+        self._pruned: dict[str, int] = {}
+        self._lock = threading.Lock()  # scrapes may overlap (one thread per request)
+
+    def update(self, stored: dict[str, int] | None) -> dict[str, int]:
+        """The counts after reading ``stored``; ``None`` (the read failed): the
+        last ones again."""
+        with self._lock:
+            if stored is not None:
+                for outcome in self._last.keys() | stored.keys():
+                    count, last = stored.get(outcome, 0), self._last.get(outcome, 0)
+                    if count < last:
+                        self._pruned[outcome] = self._pruned.get(outcome, 0) + last - count
+                    self._last[outcome] = count
+            return {o: n + self._pruned.get(o, 0) for o, n in sorted(self._last.items())}
+
+
 class EngineCollector:
     def __init__(self, engine: Any, store: Any, clock: Clock) -> None:
         self.engine, self.store, self.clock = engine, store, clock
+        self.run_counts = MonotonicCounts()
 
     def collect(self) -> Iterator[Metric]:
         now = self.clock.now()
@@ -79,14 +108,20 @@ class EngineCollector:
         yield level
         yield until
         try:
-            counts = self.store.outcome_counts()
+            stored = dict(self.store.outcome_counts())
         except Exception:
             logger.exception("celery-dgs: reading run counts for metrics failed")
-            counts = {}
-        runs = CounterMetricFamily("dgs_runs", "Runs recorded, by outcome", labels=["outcome"])
-        for outcome, count in sorted(counts.items()):
+            stored = None
+        running = None if stored is None else stored.pop("running", 0)
+        counts = self.run_counts.update(stored)  # None: the last counts (never a drop)
+        runs = CounterMetricFamily("dgs_runs", "Runs ended, by outcome", labels=["outcome"])
+        for outcome, count in counts.items():
             runs.add_metric([outcome], count)
         yield runs
+        if running is not None:
+            yield GaugeMetricFamily(
+                "dgs_runs_running", "Runs started and not ended", value=running
+            )
         yield CounterMetricFamily(
             "dgs_lease_steals", "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,12 @@ from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.metrics import HEALTHZ_TICK_INTERVALS, MetricsServer, serve_metrics
+from celery_dgs.metrics import (
+    HEALTHZ_TICK_INTERVALS,
+    MetricsServer,
+    metrics_registry,
+    serve_metrics,
+)
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
@@ -124,3 +131,39 @@ def test_a_tick_that_raises_does_not_count(
         engine.tick()
     assert engine.last_tick == first
     assert get(server.port, "/healthz")[0] == 503
+
+
+def record(store: SqlScheduleStore, name: str, outcome: str, started: datetime) -> None:
+    run_id = uuid.uuid4().hex
+    token = (store.get(name).current_token or 0) + 1
+    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
+                           owner_name="celery@w1", owner_tag=run_id, token=token,
+                           started_at=started)  # fmt: skip
+    if outcome != "running":
+        store.record_run_end(run_id=run_id, outcome=outcome,
+                             ended_at=started + timedelta(seconds=1))  # fmt: skip
+
+
+def test_run_counters_never_drop_when_history_is_pruned(
+    engine: BeatEngine, store: SqlScheduleStore
+) -> None:
+    """Pruning deletes old runs: a counter that then drops reads as a reset to
+    Prometheus, and rate() would count every stored run again."""
+    metrics = metrics_registry(engine, store, SystemClock())
+    old = datetime.now(timezone.utc) - timedelta(days=30)
+    for day in range(3):
+        record(store, "t.p1", "success", old + timedelta(days=day))
+    record(store, "t.p1", "failure", old + timedelta(days=4))
+    record(store, "t.p2", "running", datetime.now(timezone.utc))
+
+    def runs(outcome: str) -> float | None:
+        return metrics.get_sample_value("dgs_runs_total", {"outcome": outcome})
+
+    assert (runs("success"), runs("failure"), runs("running")) == (3, 1, None)
+    assert metrics.get_sample_value("dgs_runs_running") == 1
+    assert store.prune_runs(old + timedelta(days=10)) == 4  # every ended run
+    assert (runs("success"), runs("failure")) == (3, 1)
+    record(store, "t.p1", "success", datetime.now(timezone.utc) - timedelta(minutes=5))
+    assert (runs("success"), runs("failure")) == (4, 1)
+    assert store.outcome_counts() == {"success": 1, "running": 1}
+    assert metrics.get_sample_value("dgs_lease_steals_total") == 0
