@@ -156,17 +156,27 @@ def _running(lease: LeaseInfo | None, now: datetime) -> str:
 
 
 def status_text(
-    rows: Sequence[StatusRow], now: datetime, workers: Sequence[WorkerInfo], *, color: bool
+    rows: Sequence[StatusRow],
+    now: datetime,
+    workers: Sequence[WorkerInfo],
+    *,
+    color: bool,
+    capacity: int | None = None,
 ) -> str:
+    """The table. ``capacity`` (``dgs_capacity``) is the slot count beat uses
+    while no worker is registered."""
     counts = count_levels(rows)
     running = sum(1 for r in rows if r.running is not None)
-    slots = sum(w.slots for w in workers)
+    if workers or not capacity:
+        slots = f"{len(workers)} live workers, {sum(w.slots for w in workers)} slots"
+    else:
+        slots = f"no live workers registered, dgs_capacity {capacity} slots"
     summary = ", ".join(
         styled(f"{n} {level}", level, color=color and n > 0) for level, n in counts.items()
     )
     head = (
         f"celery-dgs status at {short_time(now)}: {len(rows)} schedules ({summary}); "
-        f"{running} running; {len(workers)} live workers, {slots} slots"
+        f"{running} running; {slots}"
     )
     if not rows:
         return head + "\nno schedules match"

@@ -95,7 +95,7 @@ def status(
             doc = status_json(rows, now, workers)
             doc["beat_leader"] = leader_json(leader, now, timeout)
             return dump_json(doc), any_error(rows)
-        text = status_text(rows, now, workers, color=color)
+        text = status_text(rows, now, workers, color=color, capacity=env.settings.capacity)
         return f"{text}\n{leader_text(leader, now, timeout)}", any_error(rows)
 
     if watch is None:

@@ -347,3 +347,15 @@ def test_a_plain_word_matches_anywhere_and_a_glob_the_whole_name(
     assert listed("r*") == []  # a glob matches the whole name
     assert listed("*r*") == ["t.never", "t.running"]
     assert "flaky" in world.invoke("status", "--help").stdout
+
+
+def test_fixed_capacity_is_shown_and_holds_nothing(world: World, crafted: datetime) -> None:
+    """Without registered workers beat uses dgs_capacity slots: the header says
+    so (not "0 slots") and no schedule is held for want of a worker."""
+    world.app.conf.dgs_capacity = 4
+    out = world.invoke("status").stdout
+    assert out.splitlines()[0].endswith(
+        "1 running; no live workers registered, dgs_capacity 4 slots")
+    assert "no live worker is registered" not in out
+    assert "no worker" not in out
+    assert cell(out, "t.late", "MAY RUN") == "now"
