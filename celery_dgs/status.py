@@ -300,7 +300,8 @@ def apply_projection(
     """Replay beat's order over the live state (:func:`~celery_dgs.core.projection.project_starts`)
     and turn OK rows projected to start after ``should_start_by`` into WARNING
     ``projected_late``. Paused, inactive, invalid and running schedules take no
-    new slot; each running one holds its slot until its expected end."""
+    new slot, nor those no live worker can run (a :data:`HOLD_NO_WORKER` hold);
+    each running one holds its slot until its expected end."""
     by_name = {s.name: s for s in schedules}
     waiting: list[Waiting] = []
     busy_until: list[float] = []
@@ -311,7 +312,10 @@ def apply_projection(
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
-        elif row.can_start_by is not None and row.should_start_by is not None:
+        elif (
+            row.can_start_by is not None and row.should_start_by is not None
+            and not any(h.reason == HOLD_NO_WORKER for h in row.holds)
+        ):  # fmt: skip
             margin = start_margin(stored.spec, stored.stats).total_seconds()
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
                                    row.should_start_by.timestamp(), expected, margin))  # fmt: skip

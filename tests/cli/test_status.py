@@ -359,3 +359,21 @@ def test_fixed_capacity_is_shown_and_holds_nothing(world: World, crafted: dateti
     assert "no live worker is registered" not in out
     assert "no worker" not in out
     assert cell(out, "t.late", "MAY RUN") == "now"
+
+
+def test_a_schedule_no_worker_can_run_takes_no_slot_in_the_projection(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """t.slow (no worker of its pool) is more urgent than t.a: were it projected
+    onto the one slot, t.a would be projected to start 10 min later, after its
+    should_start_by, and shown projected_late."""
+    t = now()
+    ten = timedelta(minutes=10)
+    world.sync(spec("t.slow", pool="slow", duration_override=ten), at=t - 46 * M)
+    world.sync(spec("t.slow", pool="slow", duration_override=ten),
+               spec("t.a", duration_override=ten), at=t - 45 * M)  # fmt: skip
+    WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300).register(WorkerInfo(
+        name="w1@node1", node="node1", queues=("celery",), slots=1, pool="prefork", pid=1))
+    rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
+    assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
+    assert (rows["t.a"]["condition"], rows["t.a"]["reason"]) == ("OK", "ok")
