@@ -23,7 +23,9 @@ Decisions:
   ``dont_run_on_nodes`` excludes every one that does), a retry backoff after
   failures, a blackout window. ``may_run_at`` is ``None`` while it runs or
   while a hold without an end (paused, no worker, ...) applies; otherwise it
-  is ``can_start_by`` (past: it may run now).
+  is ``can_start_by`` (past: it may run now). A pending run request (``celery
+  dgs run``) is dispatched at once, ahead of backoff and blackouts as beat
+  does: ``may_run_at`` is then the request's time.
 """
 
 from __future__ import annotations
@@ -172,17 +174,22 @@ def build_row(
         last_start_at=stats.last_start_at, last_end_at=stats.last_end_at,
         average_duration=stats.average_good_duration, failure_count=stats.failure_count,
         run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
-        running=lease, holds=holds, may_run_at=may_run_at(can, lease, holds),
+        running=lease, holds=holds,
+        may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
     )  # fmt: skip
 
 
 def may_run_at(
-    can_start_by: datetime | None, lease: LeaseInfo | None, holds: Sequence[Hold]
+    can_start_by: datetime | None,
+    lease: LeaseInfo | None,
+    holds: Sequence[Hold],
+    run_requested_at: datetime | None = None,
 ) -> datetime | None:
-    """``can_start_by``, or ``None`` while running or held with no end in sight."""
+    """``can_start_by`` (a pending run request's time instead, as beat indexes
+    it), or ``None`` while running or held with no end in sight."""
     if can_start_by is None or lease is not None or any(h.until is None for h in holds):
         return None
-    return can_start_by
+    return run_requested_at if run_requested_at is not None else can_start_by
 
 
 def holds_of(
@@ -216,6 +223,8 @@ def holds_of(
         reason = _no_worker(spec, spec.pool or default_pool, workers, capacity)
         if reason is not None:
             holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
+    if schedule.run_requested_at is not None:
+        return tuple(holds)  # beat serves a run request regardless of backoff and blackouts
     retry = retry_at(schedule.stats, retry_ladder) if retry_ladder else None
     if retry is not None and retry > now and lease is None:
         failures = schedule.stats.failure_count or 0

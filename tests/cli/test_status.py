@@ -377,3 +377,25 @@ def test_a_schedule_no_worker_can_run_takes_no_slot_in_the_projection(
     rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
     assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
     assert (rows["t.a"]["condition"], rows["t.a"]["reason"]) == ("OK", "ok")
+
+
+def test_a_run_request_may_run_now_despite_its_backoff(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """Beat dispatches a requested run at once (backoff and blackouts do not
+    apply to it): MAY RUN must not say "in 59m"."""
+    t = now()
+    world.sync(spec("t.flaky"), at=t - 3 * H)
+    world.record("t.flaky", "success", t - 30 * M)
+    world.record("t.flaky", "failure", t - 2 * M, 60.0)  # 5 min backoff until t + 4 min
+    register(redis_client, "w1@node1", "celery")
+    assert re.fullmatch(r"in [34]m\d\ds", cell(world.invoke("status").stdout, "t.flaky", "MAY RUN"))
+    world.store.request_run("t.flaky", t)
+    out = world.invoke("status").stdout
+    assert cell(out, "t.flaky", "MAY RUN") == "now"
+    assert cell(out, "t.flaky", "FLAGS") == "run-requested"
+    assert "held t.flaky" not in out
+    (row,) = json.loads(world.invoke("status", "--json").stdout)["schedules"]
+    assert row["holds"] == []
+    assert row["may_run_at"] == row["run_requested_at"]
+    assert row["seconds_until_may_run"] == 0
