@@ -41,6 +41,7 @@ from .core.blackout import blackout_containing
 from .core.condition import Level, Reason, RunningState, condition
 from .core.projection import Waiting, project_starts
 from .core.spec import ScheduleSpec
+from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
     expected_duration,
@@ -142,12 +143,11 @@ def build_row(
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
-    workers: Sequence[WorkerInfo] | None = None,
-    capacity: int | None = None,
+    workers: WorkerCheck | None = None,
 ) -> StatusRow:
-    """The status of one stored schedule at ``now``. With ``workers`` (the live
-    ones) and ``capacity`` (``dgs_capacity``), a schedule no live worker can run
-    gets a :data:`HOLD_NO_WORKER` hold; ``workers=None`` skips that check."""
+    """The status of one stored schedule at ``now``. With ``workers`` (over the
+    live ones), a schedule no live worker can run gets a :data:`HOLD_NO_WORKER`
+    hold; ``workers=None`` skips that check."""
     spec, stats = schedule.spec, schedule.stats
     if spec is None:
         pool, level, reason = default_pool, Level.ERROR, INVALID_SPEC
@@ -163,8 +163,8 @@ def build_row(
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message
         can, should, deadline = times.can_start_by, times.should_start_by, cond.error_at
-    holds = holds_of(schedule, lease, can, now, retry_ladder=retry_ladder,
-                     default_pool=default_pool, workers=workers, capacity=capacity)  # fmt: skip
+    holds = holds_of(schedule, lease, now, retry_ladder=retry_ladder,
+                     default_pool=default_pool, workers=workers)  # fmt: skip
     return StatusRow(
         name=schedule.name, task=schedule.task, configuration=schedule.configuration,
         kind=schedule.kind, pool=pool, active=schedule.active, paused=schedule.paused,
@@ -195,39 +195,62 @@ def may_run_at(
 def holds_of(
     schedule: StoredSchedule,
     lease: LeaseInfo | None,
-    can_start_by: datetime | None,
     now: datetime,
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
-    workers: Sequence[WorkerInfo] | None = None,
-    capacity: int | None = None,
+    workers: WorkerCheck | None = None,
 ) -> tuple[Hold, ...]:
-    """What keeps beat from dispatching ``schedule`` (see :class:`Hold`), most
-    blocking first: invalid spec, inactive, paused, no worker, backoff, blackout."""
-    name, spec = schedule.name, schedule.spec
+    """What keeps beat from dispatching a stored schedule (:func:`holds_for`)."""
+    return holds_for(
+        schedule.name, schedule.spec, schedule.stats, now, active=schedule.active,
+        paused=schedule.paused, running=lease is not None,
+        run_requested=schedule.run_requested_at is not None, retry_ladder=retry_ladder,
+        default_pool=default_pool, workers=workers,
+    )  # fmt: skip
+
+
+def holds_for(
+    name: str,
+    spec: ScheduleSpec | None,
+    stats: ScheduleStats,
+    now: datetime,
+    *,
+    active: bool = True,
+    paused: bool = False,
+    running: bool = False,
+    run_requested: bool = False,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+    workers: WorkerCheck | None = None,
+) -> tuple[Hold, ...]:
+    """What keeps beat from dispatching a schedule (see :class:`Hold`), most
+    blocking first: invalid spec, inactive, paused, no worker, backoff,
+    blackout. ``workers=None`` skips the no-worker check. A run request is
+    served regardless of backoff and blackouts, as beat does. For the CLI's
+    rows and beat's metrics alike."""
     holds: list[Hold] = []
     if spec is None:
         holds.append(Hold(reason=HOLD_INVALID_SPEC, message=(
             f"{name}: beat cannot schedule it until its stored spec is valid again")))  # fmt: skip
-    if not schedule.active:
+    if not active:
         holds.append(Hold(reason=HOLD_INACTIVE, message=(
             f"{name} is no longer declared: beat does not schedule it")))  # fmt: skip
-    if schedule.paused:
+    if paused:
         holds.append(Hold(reason=HOLD_PAUSED, message=(
             f"{name} is paused: beat dispatches it again once resumed "
             f"(celery dgs resume {name})")))  # fmt: skip
     if spec is None:
         return tuple(holds)
     if workers is not None:
-        reason = _no_worker(spec, spec.pool or default_pool, workers, capacity)
+        reason = workers.why_none(spec.pool or default_pool, spec.dont_run_on_nodes)
         if reason is not None:
             holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
-    if schedule.run_requested_at is not None:
-        return tuple(holds)  # beat serves a run request regardless of backoff and blackouts
-    retry = retry_at(schedule.stats, retry_ladder) if retry_ladder else None
-    if retry is not None and retry > now and lease is None:
-        failures = schedule.stats.failure_count or 0
+    if run_requested or running:
+        return tuple(holds)
+    retry = retry_at(stats, retry_ladder) if retry_ladder else None
+    if retry is not None and retry > now:
+        failures = stats.failure_count or 0
         step = min(failures, len(retry_ladder))
         delay = retry_ladder[step - 1]
         holds.append(Hold(
@@ -238,31 +261,46 @@ def holds_of(
                      f"{_iso(retry)}"),
         ))  # fmt: skip
     window = blackout_containing(spec.blackout_periods, spec.tz, now)
-    if window is not None and lease is None:
+    if window is not None:
         holds.append(Hold(reason=HOLD_BLACKOUT, until=window[1], message=(
             f"{name} is inside a blackout window until {_iso(window[1])}")))  # fmt: skip
     return tuple(holds)
 
 
-def _no_worker(
-    spec: ScheduleSpec, queue: str, workers: Sequence[WorkerInfo], capacity: int | None
-) -> str | None:
-    """Why no live worker can run the schedule (as beat places it), or ``None``."""
-    if not workers:
-        if capacity:
-            return None  # fixed-capacity mode: beat publishes to the pool's queue
-        return NO_LIVE_WORKER
-    in_pool = [w for w in workers if queue in w.queues and w.slots > 0]
-    if not in_pool:
-        consumed = sorted({q for w in workers for q in w.queues})
-        return (f"no live worker consumes its pool {queue!r} (live workers consume: "
-                f"{', '.join(consumed) or 'nothing'})")  # fmt: skip
-    excluded = spec.dont_run_on_nodes
-    if all(w.node in excluded or w.name in excluded for w in in_pool):
-        nodes = ", ".join(sorted({w.node for w in in_pool}))
-        return (f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
-                f"(nodes: {nodes})")  # fmt: skip
-    return None
+class WorkerCheck:
+    """Whether any live worker can run a schedule of a pool with given excluded
+    nodes, as beat places it (the pool's queue among the worker's queues, a
+    slot, neither its node nor its name excluded). Each (pool, excluded nodes)
+    pair is checked once: schedules share a few of them."""
+
+    def __init__(self, workers: Sequence[WorkerInfo], capacity: int | None = None) -> None:
+        self.workers = list(workers)
+        self.capacity = capacity
+        self._why: dict[tuple[str, frozenset[str]], str | None] = {}
+
+    def why_none(self, queue: str, excluded: frozenset[str]) -> str | None:
+        """Why no live worker can run it, or ``None`` when one can."""
+        key = (queue, excluded)
+        if key not in self._why:
+            self._why[key] = self._check(queue, excluded)
+        return self._why[key]
+
+    def _check(self, queue: str, excluded: frozenset[str]) -> str | None:
+        workers = self.workers
+        if not workers:
+            if self.capacity:
+                return None  # fixed-capacity mode: beat publishes to the pool's queue
+            return NO_LIVE_WORKER
+        in_pool = [w for w in workers if queue in w.queues and w.slots > 0]
+        if not in_pool:
+            consumed = sorted({q for w in workers for q in w.queues})
+            return (f"no live worker consumes its pool {queue!r} (live workers consume: "
+                    f"{', '.join(consumed) or 'nothing'})")  # fmt: skip
+        if all(w.node in excluded or w.name in excluded for w in in_pool):
+            nodes = ", ".join(sorted({w.node for w in in_pool}))
+            return (f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
+                    f"(nodes: {nodes})")  # fmt: skip
+        return None
 
 
 def _iso(moment: datetime) -> str:
@@ -286,10 +324,12 @@ def build_rows(
     late become WARNING ``projected_late`` (:func:`apply_projection`). With
     ``workers`` (the live ones), rows say when no worker can run them."""
     schedules = list(schedules)
-    capacity = settings.capacity if settings is not None else None
+    check = None
+    if workers is not None:
+        check = WorkerCheck(workers, settings.capacity if settings is not None else None)
     rows = [
         build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder,
-                  default_pool=default_pool, workers=workers, capacity=capacity)
+                  default_pool=default_pool, workers=check)
         for s in schedules
     ]  # fmt: skip
     if slots is not None:
