@@ -5,6 +5,10 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
+- ``dgs_schedule_held{schedule,reason}``: 1 for each reason beat will not
+  dispatch the schedule now (:func:`~celery_dgs.status.holds_for`, as
+  ``celery dgs status`` shows them): ``paused`` (or its stored row could not be
+  applied: beat logged why), ``no_worker``, ``backoff``, ``blackout``;
 - ``dgs_runs_total{outcome}``, ``dgs_lease_steals_total`` (runs ended
   ``lost`` or ``stolen``): counters that never decrease. They count the runs in
   the store's history, plus those this beat saw pruned from it since it
@@ -47,6 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from .core.clock import Clock
 from .core.condition import RunningState, condition
+from .status import WorkerCheck, holds_for
 
 logger = logging.getLogger("celery_dgs.metrics")
 
@@ -93,11 +98,23 @@ class EngineCollector:
             "dgs_schedule_seconds_until_error", "Seconds until the schedule is in ERROR",
             labels=["schedule"],
         )  # fmt: skip
+        held = GaugeMetricFamily(
+            "dgs_schedule_held", "1 for each reason beat will not dispatch the schedule now",
+            labels=["schedule", "reason"],
+        )  # fmt: skip
         try:  # read at scrape time: a tick never pays for metrics
             leases = {lease.schedule: lease for lease in engine.leases.all()}
         except Exception:
             logger.exception("celery-dgs: reading leases for metrics failed")
             leases = {}
+        try:
+            workers: WorkerCheck | None = WorkerCheck(
+                engine.registry.live_workers(), engine.settings.capacity
+            )
+        except Exception:
+            logger.exception("celery-dgs: reading live workers for metrics failed")
+            workers = None
+        settings, paused = engine.settings, engine.held
         for name, tracked in list(engine.tracked.items()):
             lease = leases.get(name)
             running = RunningState(started_at=lease.started_at) if lease is not None else None
@@ -105,8 +122,16 @@ class EngineCollector:
             level.add_metric([name, cond.reason.value], int(cond.level))
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())
+            for hold in holds_for(
+                name, tracked.spec, tracked.stats, now, paused=name in paused,
+                running=lease is not None, run_requested=tracked.run_requested_at is not None,
+                retry_ladder=settings.retry_ladder, default_pool=engine.default_queue,
+                workers=workers,
+            ):  # fmt: skip
+                held.add_metric([name, hold.reason], 1)
         yield level
         yield until
+        yield held
         try:
             stored = dict(self.store.outcome_counts())
         except Exception:

@@ -15,6 +15,7 @@ import redis
 
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import SystemClock
+from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
@@ -167,3 +168,39 @@ def test_run_counters_never_drop_when_history_is_pruned(
     assert (runs("success"), runs("failure")) == (4, 1)
     assert store.outcome_counts() == {"success": 1, "running": 1}
     assert metrics.get_sample_value("dgs_lease_steals_total") == 0
+
+
+def test_held_schedules_say_why_in_the_metrics(
+    redis_client: redis.Redis, store: SqlScheduleStore, mono: Mono
+) -> None:
+    """The same holds as ``celery dgs status``: paused, no worker, backoff."""
+    now = datetime.now(timezone.utc)
+    store.sync([PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), pool=pool)
+                for n, pool in (("ok", None), ("paused", None), ("slow", "slow"),
+                                ("flaky", None))], now - timedelta(hours=2))  # fmt: skip
+    store.set_paused("t.paused", True)
+    record(store, "t.flaky", "failure", now - timedelta(seconds=30))  # 5 min backoff
+    registry = WorkerRegistry(redis_client, KEYS, ttl=300)
+    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
+                                 pool="prefork", pid=1))  # fmt: skip
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=mono,
+    )  # fmt: skip
+    engine.load()
+    metrics = metrics_registry(engine, store, SystemClock())
+
+    def held(name: str) -> list[str]:
+        return sorted(
+            s.labels["reason"] for family in metrics.collect() for s in family.samples
+            if s.name == "dgs_schedule_held" and s.labels["schedule"] == name and s.value == 1
+        )  # fmt: skip
+
+    assert held("t.ok") == []
+    assert held("t.paused") == ["paused"]
+    assert held("t.slow") == ["no_worker"]
+    assert held("t.flaky") == ["backoff"]
+    registry.deregister("celery@w1")  # no worker at all, no dgs_capacity: nothing can run
+    assert held("t.ok") == ["no_worker"]
+    assert held("t.paused") == ["no_worker", "paused"]
