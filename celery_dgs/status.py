@@ -291,15 +291,18 @@ class WorkerCheck:
             if self.capacity:
                 return None  # fixed-capacity mode: beat publishes to the pool's queue
             return NO_LIVE_WORKER
-        in_pool = [w for w in workers if queue in w.queues and w.slots > 0]
+        in_pool = [w for w in workers if queue in w.queues]
         if not in_pool:
             consumed = sorted({q for w in workers for q in w.queues})
             return (f"no live worker consumes its pool {queue!r} (live workers consume: "
                     f"{', '.join(consumed) or 'nothing'})")  # fmt: skip
-        if all(w.node in excluded or w.name in excluded for w in in_pool):
+        allowed = [w for w in in_pool if w.node not in excluded and w.name not in excluded]
+        if not allowed:
             nodes = ", ".join(sorted({w.node for w in in_pool}))
             return (f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
                     f"(nodes: {nodes})")  # fmt: skip
+        if all(w.slots <= 0 for w in allowed):
+            return f"the live workers of its pool {queue!r} it may run on have no slots"
         return None
 
 

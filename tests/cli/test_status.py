@@ -399,3 +399,27 @@ def test_a_run_request_may_run_now_despite_its_backoff(
     assert row["holds"] == []
     assert row["may_run_at"] == row["run_requested_at"]
     assert row["seconds_until_may_run"] == 0
+
+
+def test_the_no_worker_hold_names_its_cause(world: World) -> None:
+    world.sync(spec("t.a"), spec("t.b", dont_run_on_nodes=["n1"]), at=now())
+    schedules = world.store.list_schedules()
+
+    def why(*workers: WorkerInfo) -> dict[str, list[str]]:
+        rows = build_rows(schedules, {}, now(), workers=list(workers))
+        return {r.name: [h.message for h in r.holds] for r in rows}
+
+    def worker(node: str, slots: int, *queues: str) -> WorkerInfo:
+        return WorkerInfo(name=f"celery@{node}", node=node, queues=queues, slots=slots,
+                          pool="prefork", pid=1)  # fmt: skip
+
+    assert why(worker("n1", 2, "celery"), worker("n2", 0, "celery")) == {
+        "t.a": [],
+        "t.b": ["t.b: the live workers of its pool 'celery' it may run on have no slots"],
+    }
+    assert why(worker("n1", 2, "other")) == {
+        "t.a": ["t.a: no live worker consumes its pool 'celery' (live workers consume: other)"],
+        "t.b": ["t.b: no live worker consumes its pool 'celery' (live workers consume: other)"],
+    }
+    assert why() == {"t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
+                     "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"]}
