@@ -30,9 +30,9 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 A scrape computes every schedule's condition: O(N) per scrape, not per tick.
 
 The endpoint answers ``/metrics`` (the metrics above), ``/healthz`` (200 ``ok``
-while beat's loop ticked within :data:`HEALTHZ_TICK_INTERVALS` times its
-``max_interval``, 503 otherwise; a short text body saying why) and 404 on any
-other path.
+while beat's loop completed a tick within :func:`tick_limit` seconds: three
+times the longest sleep a tick asks for, at least 30 s; 503 otherwise, with a
+short text body saying why) and 404 on any other path.
 """
 
 from __future__ import annotations
@@ -193,9 +193,25 @@ def metrics_registry(engine: Any, store: Any, clock: Clock) -> CollectorRegistry
     return registry
 
 
-#: ``/healthz`` answers 503 once beat's loop has not ticked for this many
-#: ``max_interval`` (a tick sleeps at most ``max_interval``).
+#: ``/healthz`` answers 503 once beat's loop has not completed a tick for this
+#: many of its longest sleeps ...
 HEALTHZ_TICK_INTERVALS = 3
+#: ... or for this many seconds, whichever is longer (a tick applying many
+#: store changes takes a while by itself).
+HEALTHZ_MIN_LIMIT_S = 30.0
+
+
+def tick_limit(engine: Any) -> float:
+    """Seconds beat's loop may go without completing a tick and still be
+    healthy: :data:`HEALTHZ_TICK_INTERVALS` times the longest sleep a tick asks
+    for (as :meth:`~celery_dgs.beat.engine.BeatEngine.tick` caps it: its
+    ``max_interval``, 5 x ``store_poll_interval``, the leader's renewal
+    interval), at least :data:`HEALTHZ_MIN_LIMIT_S`."""
+    longest = min(float(engine.max_interval), float(engine.settings.store_poll_interval) * 5)
+    leadership = getattr(engine, "leadership", None)
+    if leadership is not None:
+        longest = min(longest, float(leadership.renew_interval))
+    return max(HEALTHZ_TICK_INTERVALS * longest, HEALTHZ_MIN_LIMIT_S)
 
 
 @dataclass(frozen=True)
@@ -206,9 +222,9 @@ class Health:
 
 def beat_health(engine: Any) -> Health:
     """Whether beat's loop is alive: its last completed tick (``engine.last_tick``,
-    on the engine's monotonic clock) is at most ``HEALTHZ_TICK_INTERVALS *
-    engine.max_interval`` seconds old. A tick that raised does not count."""
-    limit = HEALTHZ_TICK_INTERVALS * float(engine.max_interval)
+    on the engine's monotonic clock) is at most :func:`tick_limit` seconds old.
+    A tick that raised does not count."""
+    limit = tick_limit(engine)
     last = getattr(engine, "last_tick", None)
     if last is None:
         return Health(False, f"unhealthy: beat has not completed a tick yet (limit {limit:g}s)")

@@ -20,10 +20,12 @@ from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.metrics import (
+    HEALTHZ_MIN_LIMIT_S,
     HEALTHZ_TICK_INTERVALS,
     MetricsServer,
     metrics_registry,
     serve_metrics,
+    tick_limit,
 )
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
@@ -31,7 +33,7 @@ from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder, open_store
 
 KEYS = KeySpace("mep")
-MAX_INTERVAL_S = 10.0
+MAX_INTERVAL_S = 20.0  # store_poll_interval 1000 s: the tick's longest sleep is 20 s
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
@@ -100,7 +102,7 @@ def test_other_paths_are_404(server: MetricsServer, path: str) -> None:
 def test_healthz_follows_beats_ticks(engine: BeatEngine, server: MetricsServer, mono: Mono) -> None:
     status, ctype, body = get(server.port, "/healthz")
     assert (status, ctype) == (503, "text/plain; charset=utf-8")
-    assert body == f"unhealthy: beat has not completed a tick yet (limit {30:g}s)\n"
+    assert body == "unhealthy: beat has not completed a tick yet (limit 60s)\n"
     engine.tick()
     mono.t += 12.5
     status, _, body = get(server.port, "/healthz")
@@ -111,9 +113,22 @@ def test_healthz_follows_beats_ticks(engine: BeatEngine, server: MetricsServer, 
     mono.t += 0.5
     status, _, body = get(server.port, "/healthz")
     assert status == 503
-    assert body == "unhealthy: beat's last tick was 30.5s ago, over the 30s limit\n"
+    assert body == "unhealthy: beat's last tick was 60.5s ago, over the 60s limit\n"
     engine.tick()
     assert get(server.port, "/healthz")[:2] == (200, "text/plain; charset=utf-8")
+
+
+def test_the_health_limit_follows_the_longest_sleep_of_a_tick(engine: BeatEngine) -> None:
+    """Three of the longest sleeps a tick asks for (max_interval, 5 x
+    store_poll_interval, the leader renewal), at least 30 s."""
+    assert tick_limit(engine) == 3 * MAX_INTERVAL_S
+    engine.settings = DgsSettings(store_poll_interval=3.0)  # a tick sleeps at most 15 s
+    assert tick_limit(engine) == 45.0
+    engine.settings = DgsSettings(store_poll_interval=1.0)
+    assert tick_limit(engine) == HEALTHZ_MIN_LIMIT_S
+    engine.max_interval = 300.0  # Celery's default beat_max_loop_interval
+    engine.settings = DgsSettings()  # store_poll_interval 2 s: ticks sleep at most 10 s
+    assert tick_limit(engine) == HEALTHZ_MIN_LIMIT_S
 
 
 def test_a_tick_that_raises_does_not_count(
@@ -126,7 +141,7 @@ def test_a_tick_that_raises_does_not_count(
         raise redis.ConnectionError("Redis is down")
 
     monkeypatch.setattr(engine.lease_view, "read", down)
-    mono.t += 40
+    mono.t += 61  # past the 60 s limit
     assert engine.parked  # t.p1 was dispatched: the next tick reads Redis
     with pytest.raises(redis.ConnectionError):
         engine.tick()
