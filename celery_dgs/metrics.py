@@ -5,41 +5,87 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
+- ``dgs_schedule_held{schedule,reason}``: 1 for each reason beat will not
+  dispatch the schedule now (:func:`~celery_dgs.status.holds_for`, as
+  ``celery dgs status`` shows them): ``paused`` (or its stored row could not be
+  applied: beat logged why), ``no_worker``, ``backoff``, ``blackout``;
 - ``dgs_runs_total{outcome}``, ``dgs_lease_steals_total`` (runs ended
-  ``lost`` or ``stolen``);
+  ``lost`` or ``stolen``): counters that never decrease. They count the runs in
+  the store's history, plus those this beat saw pruned from it since it
+  started (pruning would otherwise make them drop, which Prometheus reads as
+  a counter reset: ``rate()`` would count every stored run again). Runs still
+  going are not an outcome: ``dgs_runs_running`` (a gauge) counts them;
 - ``dgs_worker_slots{state="free"|"used"}``, ``dgs_dispatches_pending``;
 - ``dgs_most_urgent_drift_seconds``: now - should_start_by of the most urgent
   eligible schedule (positive: beat is behind);
 - ``dgs_dispatch_lateness_seconds``: histogram of now - should_start_by at
-  each dispatch;
+  each dispatch (a run request's too: its own should_start_by). Most
+  dispatches are early (negative); with negative buckets the client exposes
+  no ``_sum``, only ``_bucket`` and ``_count``;
 - ``dgs_beat_leader``: 1 while this beat holds the leader lease and dispatches,
   0 while it stands by (docs/beat-ha.md); ``dgs_beat_leader_token``: the
   leader token this beat last saw (its own while leading). A standby's slot
   and pending gauges are not refreshed: alert on the leader's.
 
 A scrape computes every schedule's condition: O(N) per scrape, not per tick.
+
+The endpoint answers ``/metrics`` (the metrics above), ``/healthz`` (200 ``ok``
+while beat's loop completed a tick within :func:`tick_limit` seconds: three
+times the longest sleep a tick asks for, at least 30 s; 503 otherwise, with a
+short text body saying why) and 404 on any other path.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
 from .core.condition import RunningState, condition
+from .status import WorkerCheck, holds_for
 
 logger = logging.getLogger("celery_dgs.metrics")
 
 LATENESS_BUCKETS_S = (-3600, -600, -60, -10, 0, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
 
+class MonotonicCounts:
+    """Stored run counts per outcome, made non-decreasing across pruning: a count
+    that dropped since the last reading adds the drop to that outcome's pruned
+    total. Runs stored and pruned between two readings are missed (pruning
+    runs hourly; scrapes come every few seconds)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+        self._pruned: dict[str, int] = {}
+        self._lock = threading.Lock()  # scrapes may overlap (one thread per request)
+
+    def update(self, stored: dict[str, int] | None) -> dict[str, int]:
+        """The counts after reading ``stored``; ``None`` (the read failed): the
+        last ones again."""
+        with self._lock:
+            if stored is not None:
+                for outcome in self._last.keys() | stored.keys():
+                    count, last = stored.get(outcome, 0), self._last.get(outcome, 0)
+                    if count < last:
+                        self._pruned[outcome] = self._pruned.get(outcome, 0) + last - count
+                    self._last[outcome] = count
+            return {o: n + self._pruned.get(o, 0) for o, n in sorted(self._last.items())}
+
+
 class EngineCollector:
     def __init__(self, engine: Any, store: Any, clock: Clock) -> None:
         self.engine, self.store, self.clock = engine, store, clock
+        self.run_counts = MonotonicCounts()
 
     def collect(self) -> Iterator[Metric]:
         now = self.clock.now()
@@ -52,11 +98,23 @@ class EngineCollector:
             "dgs_schedule_seconds_until_error", "Seconds until the schedule is in ERROR",
             labels=["schedule"],
         )  # fmt: skip
+        held = GaugeMetricFamily(
+            "dgs_schedule_held", "1 for each reason beat will not dispatch the schedule now",
+            labels=["schedule", "reason"],
+        )  # fmt: skip
         try:  # read at scrape time: a tick never pays for metrics
             leases = {lease.schedule: lease for lease in engine.leases.all()}
         except Exception:
             logger.exception("celery-dgs: reading leases for metrics failed")
             leases = {}
+        try:
+            workers: WorkerCheck | None = WorkerCheck(
+                engine.registry.live_workers(), engine.settings.capacity
+            )
+        except Exception:
+            logger.exception("celery-dgs: reading live workers for metrics failed")
+            workers = None
+        settings, paused = engine.settings, engine.held
         for name, tracked in list(engine.tracked.items()):
             lease = leases.get(name)
             running = RunningState(started_at=lease.started_at) if lease is not None else None
@@ -64,17 +122,31 @@ class EngineCollector:
             level.add_metric([name, cond.reason.value], int(cond.level))
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())
+            for hold in holds_for(
+                name, tracked.spec, tracked.stats, now, paused=name in paused,
+                running=lease is not None, run_requested=tracked.run_requested_at is not None,
+                retry_ladder=settings.retry_ladder, default_pool=engine.default_queue,
+                workers=workers,
+            ):  # fmt: skip
+                held.add_metric([name, hold.reason], 1)
         yield level
         yield until
+        yield held
         try:
-            counts = self.store.outcome_counts()
+            stored = dict(self.store.outcome_counts())
         except Exception:
             logger.exception("celery-dgs: reading run counts for metrics failed")
-            counts = {}
-        runs = CounterMetricFamily("dgs_runs", "Runs recorded, by outcome", labels=["outcome"])
-        for outcome, count in sorted(counts.items()):
+            stored = None
+        running = None if stored is None else stored.pop("running", 0)
+        counts = self.run_counts.update(stored)  # None: the last counts (never a drop)
+        runs = CounterMetricFamily("dgs_runs", "Runs ended, by outcome", labels=["outcome"])
+        for outcome, count in counts.items():
             runs.add_metric([outcome], count)
         yield runs
+        if running is not None:
+            yield GaugeMetricFamily(
+                "dgs_runs_running", "Runs started and not ended", value=running
+            )
         yield CounterMetricFamily(
             "dgs_lease_steals", "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),
@@ -108,10 +180,9 @@ class EngineCollector:
             )
 
 
-def serve_metrics(
-    engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
-) -> Any:
-    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
+def metrics_registry(engine: Any, store: Any, clock: Clock) -> CollectorRegistry:
+    """A registry with beat's collector and the dispatch lateness histogram,
+    hooked to the engine's dispatches (``engine.on_dispatch``)."""
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine, store, clock))
     lateness = Histogram(
@@ -119,6 +190,118 @@ def serve_metrics(
         buckets=LATENESS_BUCKETS_S, registry=registry,
     )  # fmt: skip
     engine.on_dispatch = lateness.observe
-    server = start_http_server(port, addr=addr, registry=registry)
-    logger.info("celery-dgs: metrics on http://%s:%d/metrics", addr, port)
-    return server
+    return registry
+
+
+#: ``/healthz`` answers 503 once beat's loop has not completed a tick for this
+#: many of its longest sleeps ...
+HEALTHZ_TICK_INTERVALS = 3
+#: ... or for this many seconds, whichever is longer (a tick applying many
+#: store changes takes a while by itself).
+HEALTHZ_MIN_LIMIT_S = 30.0
+
+
+def tick_limit(engine: Any) -> float:
+    """Seconds beat's loop may go without completing a tick and still be
+    healthy: :data:`HEALTHZ_TICK_INTERVALS` times the longest sleep a tick asks
+    for (as :meth:`~celery_dgs.beat.engine.BeatEngine.tick` caps it: its
+    ``max_interval``, 5 x ``store_poll_interval``, the leader's renewal
+    interval), at least :data:`HEALTHZ_MIN_LIMIT_S`."""
+    longest = min(float(engine.max_interval), float(engine.settings.store_poll_interval) * 5)
+    leadership = getattr(engine, "leadership", None)
+    if leadership is not None:
+        longest = min(longest, float(leadership.renew_interval))
+    return max(HEALTHZ_TICK_INTERVALS * longest, HEALTHZ_MIN_LIMIT_S)
+
+
+@dataclass(frozen=True)
+class Health:
+    healthy: bool
+    text: str
+
+
+def beat_health(engine: Any) -> Health:
+    """Whether beat's loop is alive: its last completed tick (``engine.last_tick``,
+    on the engine's monotonic clock) is at most :func:`tick_limit` seconds old.
+    A tick that raised does not count."""
+    limit = tick_limit(engine)
+    last = getattr(engine, "last_tick", None)
+    if last is None:
+        return Health(False, f"unhealthy: beat has not completed a tick yet (limit {limit:g}s)")
+    age = max(0.0, engine.monotonic() - last)
+    leadership = getattr(engine, "leadership", None)
+    role = "" if leadership is None else (" (leader)" if leadership.leading else " (standby)")
+    if age > limit:
+        return Health(False, f"unhealthy: beat's last tick was {age:.1f}s ago, "
+                             f"over the {limit:g}s limit{role}")  # fmt: skip
+    return Health(True, f"ok: beat's last tick was {age:.1f}s ago{role}")
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def endpoint_app(registry: CollectorRegistry, engine: Any) -> WsgiApp:
+    """The WSGI app: ``/metrics``, ``/healthz``, 404 elsewhere."""
+    metrics = make_wsgi_app(registry)
+
+    def text(start: Callable[..., Any], status: str, body: str) -> list[bytes]:
+        data = (body + "\n").encode()
+        start(status, [("Content-Type", "text/plain; charset=utf-8"),
+                       ("Content-Length", str(len(data)))])  # fmt: skip
+        return [data]
+
+    def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start)  # type: ignore[no-any-return]
+        if path == "/healthz":
+            health = beat_health(engine)
+            status = "200 OK" if health.healthy else "503 Service Unavailable"
+            return text(start, status, health.text)
+        return text(start, "404 Not Found", f"not found: {path} (try /metrics or /healthz)")
+
+    return app
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged (one every few seconds)."""
+
+
+@dataclass
+class MetricsServer:
+    """The running endpoint (a daemon thread); ``port`` is the bound port."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve_metrics(
+    engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
+) -> MetricsServer:
+    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
+    app = endpoint_app(metrics_registry(engine, store, clock), engine)
+    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(_Server):
+        address_family = family  # IPv6 too (dgs_metrics_addr "::")
+
+    server = make_server(addr, port, app, Server, _QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="dgs-metrics", daemon=True)
+    thread.start()
+    logger.info("celery-dgs: metrics on http://%s:%d/metrics (health: /healthz)", addr, port)
+    return MetricsServer(server, thread)

@@ -17,6 +17,15 @@ Decisions:
 * Given the worker slots, an OK schedule that the projection of beat's greedy
   order over the live state (:mod:`~celery_dgs.core.projection`) starts after
   its ``should_start_by`` is WARNING ``projected_late``.
+* Each row says when beat may dispatch it (``may_run_at``) and what holds it
+  back (``holds``, most blocking first): an invalid spec, inactive, paused,
+  no live worker able to run it (none consumes its pool, or
+  ``dont_run_on_nodes`` excludes every one that does), a retry backoff after
+  failures, a blackout window. ``may_run_at`` is ``None`` while it runs or
+  while a hold without an end (paused, no worker, ...) applies; otherwise it
+  is ``can_start_by`` (past: it may run now). A pending run request (``celery
+  dgs run``) is dispatched at once, ahead of backoff and blackouts as beat
+  does: ``may_run_at`` is then the request's time.
 """
 
 from __future__ import annotations
@@ -26,13 +35,26 @@ import fnmatch
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
+from .core.blackout import blackout_containing
 from .core.condition import Level, Reason, RunningState, condition
 from .core.projection import Waiting, project_starts
-from .core.timing import DEFAULT_RETRY_LADDER, expected_duration, start_margin, start_times
+from .core.spec import ScheduleSpec
+from .core.stats import ScheduleStats
+from .core.timing import (
+    DEFAULT_RETRY_LADDER,
+    expected_duration,
+    retry_at,
+    start_margin,
+    start_times,
+)
 from .leases.types import LeaseInfo
 from .settings import DgsSettings
 from .store.base import StoredSchedule
+
+if TYPE_CHECKING:
+    from .registry import WorkerInfo
 
 #: Reason code of a schedule whose stored spec no longer validates.
 INVALID_SPEC = "invalid_spec"
@@ -42,6 +64,35 @@ STEAL_NONE = "none"  # pinged within ping_timeout
 STEAL_STALE = "stale"  # no ping for ping_timeout; no sweep has marked a steal yet
 STEAL_PENDING = "pending"  # steal marked; the owner may still ping within steal_delay
 STEAL_TAKEABLE = "takeable"  # steal delay over: beat treats it as not running
+
+
+#: Hold codes: why beat will not dispatch a schedule now (``StatusRow.holds``).
+HOLD_INVALID_SPEC = INVALID_SPEC  # until its stored spec is fixed
+HOLD_INACTIVE = "inactive"  # no longer declared
+HOLD_PAUSED = "paused"  # until resumed
+HOLD_NO_WORKER = "no_worker"  # until a live worker can run it
+HOLD_BACKOFF = "backoff"  # until the retry step after its last failure ends
+HOLD_BLACKOUT = "blackout"  # until the blackout window it is in ends
+
+
+#: The :data:`HOLD_NO_WORKER` reason shared by every schedule when no worker is live.
+NO_LIVE_WORKER = "no live worker is registered (and dgs_capacity is not set)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hold:
+    """Why beat will not dispatch a schedule now, and until when."""
+
+    #: One of the ``HOLD_*`` codes.
+    reason: str
+    #: A sentence with ISO-8601 times.
+    message: str
+    #: When it ends by itself (backoff, blackout); ``None``: until something changes.
+    until: datetime | None = None
+    #: Backoff: the retry ladder step it waits (1-based), of how many, and its delay.
+    retry_step: int | None = None
+    retry_steps: int | None = None
+    retry_delay: timedelta | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +124,11 @@ class StatusRow:
     current_token: int | None
     #: The live run's lease, if one is held.
     running: LeaseInfo | None
+    #: What holds it back, most blocking first (empty: nothing).
+    holds: tuple[Hold, ...] = ()
+    #: When beat may dispatch it: ``can_start_by`` unless it is running or a hold
+    #: without an end applies (then ``None``). In the past: it may run now.
+    may_run_at: datetime | None = None
 
     @property
     def condition(self) -> str:
@@ -87,8 +143,11 @@ def build_row(
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
+    workers: WorkerCheck | None = None,
 ) -> StatusRow:
-    """The status of one stored schedule at ``now``."""
+    """The status of one stored schedule at ``now``. With ``workers`` (over the
+    live ones), a schedule no live worker can run gets a :data:`HOLD_NO_WORKER`
+    hold; ``workers=None`` skips that check."""
     spec, stats = schedule.spec, schedule.stats
     if spec is None:
         pool, level, reason = default_pool, Level.ERROR, INVALID_SPEC
@@ -104,6 +163,8 @@ def build_row(
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message
         can, should, deadline = times.can_start_by, times.should_start_by, cond.error_at
+    holds = holds_of(schedule, lease, now, retry_ladder=retry_ladder,
+                     default_pool=default_pool, workers=workers)  # fmt: skip
     return StatusRow(
         name=schedule.name, task=schedule.task, configuration=schedule.configuration,
         kind=schedule.kind, pool=pool, active=schedule.active, paused=schedule.paused,
@@ -113,8 +174,140 @@ def build_row(
         last_start_at=stats.last_start_at, last_end_at=stats.last_end_at,
         average_duration=stats.average_good_duration, failure_count=stats.failure_count,
         run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
-        running=lease,
+        running=lease, holds=holds,
+        may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
     )  # fmt: skip
+
+
+def may_run_at(
+    can_start_by: datetime | None,
+    lease: LeaseInfo | None,
+    holds: Sequence[Hold],
+    run_requested_at: datetime | None = None,
+) -> datetime | None:
+    """``can_start_by`` (a pending run request's time instead, as beat indexes
+    it), or ``None`` while running or held with no end in sight."""
+    if can_start_by is None or lease is not None or any(h.until is None for h in holds):
+        return None
+    return run_requested_at if run_requested_at is not None else can_start_by
+
+
+def holds_of(
+    schedule: StoredSchedule,
+    lease: LeaseInfo | None,
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+    workers: WorkerCheck | None = None,
+) -> tuple[Hold, ...]:
+    """What keeps beat from dispatching a stored schedule (:func:`holds_for`)."""
+    return holds_for(
+        schedule.name, schedule.spec, schedule.stats, now, active=schedule.active,
+        paused=schedule.paused, running=lease is not None,
+        run_requested=schedule.run_requested_at is not None, retry_ladder=retry_ladder,
+        default_pool=default_pool, workers=workers,
+    )  # fmt: skip
+
+
+def holds_for(
+    name: str,
+    spec: ScheduleSpec | None,
+    stats: ScheduleStats,
+    now: datetime,
+    *,
+    active: bool = True,
+    paused: bool = False,
+    running: bool = False,
+    run_requested: bool = False,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+    workers: WorkerCheck | None = None,
+) -> tuple[Hold, ...]:
+    """What keeps beat from dispatching a schedule (see :class:`Hold`), most
+    blocking first: invalid spec, inactive, paused, no worker, backoff,
+    blackout. ``workers=None`` skips the no-worker check. A run request is
+    served regardless of backoff and blackouts, as beat does. For the CLI's
+    rows and beat's metrics alike."""
+    holds: list[Hold] = []
+    if spec is None:
+        holds.append(Hold(reason=HOLD_INVALID_SPEC, message=(
+            f"{name}: beat cannot schedule it until its stored spec is valid again")))  # fmt: skip
+    if not active:
+        holds.append(Hold(reason=HOLD_INACTIVE, message=(
+            f"{name} is no longer declared: beat does not schedule it")))  # fmt: skip
+    if paused:
+        holds.append(Hold(reason=HOLD_PAUSED, message=(
+            f"{name} is paused: beat dispatches it again once resumed "
+            f"(celery dgs resume {name})")))  # fmt: skip
+    if spec is None:
+        return tuple(holds)
+    if workers is not None:
+        reason = workers.why_none(spec.pool or default_pool, spec.dont_run_on_nodes)
+        if reason is not None:
+            holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
+    if run_requested or running:
+        return tuple(holds)
+    retry = retry_at(stats, retry_ladder) if retry_ladder else None
+    if retry is not None and retry > now:
+        failures = stats.failure_count or 0
+        step = min(failures, len(retry_ladder))
+        delay = retry_ladder[step - 1]
+        holds.append(Hold(
+            reason=HOLD_BACKOFF, until=retry, retry_step=step,
+            retry_steps=len(retry_ladder), retry_delay=delay,
+            message=(f"{name} is backing off after {failures} consecutive failures: retry "
+                     f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
+                     f"{_iso(retry)}"),
+        ))  # fmt: skip
+    window = blackout_containing(spec.blackout_periods, spec.tz, now)
+    if window is not None:
+        holds.append(Hold(reason=HOLD_BLACKOUT, until=window[1], message=(
+            f"{name} is inside a blackout window until {_iso(window[1])}")))  # fmt: skip
+    return tuple(holds)
+
+
+class WorkerCheck:
+    """Whether any live worker can run a schedule of a pool with given excluded
+    nodes, as beat places it (the pool's queue among the worker's queues, a
+    slot, neither its node nor its name excluded). Each (pool, excluded nodes)
+    pair is checked once: schedules share a few of them."""
+
+    def __init__(self, workers: Sequence[WorkerInfo], capacity: int | None = None) -> None:
+        self.workers = list(workers)
+        self.capacity = capacity
+        self._why: dict[tuple[str, frozenset[str]], str | None] = {}
+
+    def why_none(self, queue: str, excluded: frozenset[str]) -> str | None:
+        """Why no live worker can run it, or ``None`` when one can."""
+        key = (queue, excluded)
+        if key not in self._why:
+            self._why[key] = self._check(queue, excluded)
+        return self._why[key]
+
+    def _check(self, queue: str, excluded: frozenset[str]) -> str | None:
+        workers = self.workers
+        if not workers:
+            if self.capacity:
+                return None  # fixed-capacity mode: beat publishes to the pool's queue
+            return NO_LIVE_WORKER
+        in_pool = [w for w in workers if queue in w.queues]
+        if not in_pool:
+            consumed = sorted({q for w in workers for q in w.queues})
+            return (f"no live worker consumes its pool {queue!r} (live workers consume: "
+                    f"{', '.join(consumed) or 'nothing'})")  # fmt: skip
+        allowed = [w for w in in_pool if w.node not in excluded and w.name not in excluded]
+        if not allowed:
+            nodes = ", ".join(sorted({w.node for w in in_pool}))
+            return (f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
+                    f"(nodes: {nodes})")  # fmt: skip
+        if all(w.slots <= 0 for w in allowed):
+            return f"the live workers of its pool {queue!r} it may run on have no slots"
+        return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
 
 
 def build_rows(
@@ -126,16 +319,22 @@ def build_rows(
     default_pool: str = "celery",
     slots: int | None = None,
     settings: DgsSettings | None = None,
+    workers: Sequence[WorkerInfo] | None = None,
 ) -> list[StatusRow]:
     """Every schedule's row, most urgent first (see :func:`urgency_key`).
 
     With ``slots`` (the live workers' slots), OK schedules projected to start
-    late become WARNING ``projected_late`` (:func:`apply_projection`)."""
+    late become WARNING ``projected_late`` (:func:`apply_projection`). With
+    ``workers`` (the live ones), rows say when no worker can run them."""
     schedules = list(schedules)
+    check = None
+    if workers is not None:
+        check = WorkerCheck(workers, settings.capacity if settings is not None else None)
     rows = [
-        build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder, default_pool=default_pool)
+        build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder,
+                  default_pool=default_pool, workers=check)
         for s in schedules
-    ]
+    ]  # fmt: skip
     if slots is not None:
         rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings)
     return sorted(rows, key=urgency_key)
@@ -153,7 +352,8 @@ def apply_projection(
     """Replay beat's order over the live state (:func:`~celery_dgs.core.projection.project_starts`)
     and turn OK rows projected to start after ``should_start_by`` into WARNING
     ``projected_late``. Paused, inactive, invalid and running schedules take no
-    new slot; each running one holds its slot until its expected end."""
+    new slot, nor those no live worker can run (a :data:`HOLD_NO_WORKER` hold);
+    each running one holds its slot until its expected end."""
     by_name = {s.name: s for s in schedules}
     waiting: list[Waiting] = []
     busy_until: list[float] = []
@@ -164,7 +364,10 @@ def apply_projection(
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
-        elif row.can_start_by is not None and row.should_start_by is not None:
+        elif (
+            row.can_start_by is not None and row.should_start_by is not None
+            and not any(h.reason == HOLD_NO_WORKER for h in row.holds)
+        ):  # fmt: skip
             margin = start_margin(stored.spec, stored.stats).total_seconds()
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
                                    row.should_start_by.timestamp(), expected, margin))  # fmt: skip
@@ -214,13 +417,24 @@ def matches(
     patterns: Sequence[str] = (),
 ) -> bool:
     """Whether a row passes the filters: any of ``conditions`` (level names,
-    case-insensitive), any of ``pools``, a name matching any glob in ``patterns``
-    (case-sensitive). An empty filter accepts everything."""
+    case-insensitive), any of ``pools``, a name matching any of ``patterns``
+    (:func:`name_matches`). An empty filter accepts everything."""
     if conditions and row.condition not in {c.upper() for c in conditions}:
         return False
     if pools and row.pool not in pools:
         return False
-    return not patterns or any(fnmatch.fnmatchcase(row.name, p) for p in patterns)
+    return not patterns or any(name_matches(row.name, p) for p in patterns)
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def name_matches(name: str, pattern: str) -> bool:
+    """A pattern with a glob character (``*``, ``?``, ``[``) is a shell glob on
+    the whole name; a plain word matches anywhere in it. Case-sensitive."""
+    if _GLOB_CHARS.intersection(pattern):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
 
 
 def any_error(rows: Iterable[StatusRow]) -> bool:

@@ -120,6 +120,8 @@ class BeatEngine(DispatchSending):
         self._last_poll = float("-inf")
         self._last_prune = float("-inf")
         self.dispatched_total = 0
+        #: When the last tick completed (``monotonic``); ``None``: none yet.
+        self.last_tick: float | None = None
         #: Whether the dispatch index is known to hold exactly ``pending``'s
         #: schedules (then a round reads only its size, see :meth:`_read_state`).
         self._dispatch_index_exact = False
@@ -246,6 +248,14 @@ class BeatEngine(DispatchSending):
 
     # -- the tick ------------------------------------------------------------------
     def tick(self) -> float:
+        """One round; returns how long to sleep. Records when it completed
+        (``last_tick``, monotonic) for the health endpoint: a tick that raised
+        does not count."""
+        sleep = self._tick()
+        self.last_tick = self.monotonic()
+        return sleep
+
+    def _tick(self) -> float:
         mono = self.monotonic()
         leadership = self.leadership
         role = leadership.check() if leadership is not None else Role.LEADER
@@ -263,8 +273,7 @@ class BeatEngine(DispatchSending):
         self._maybe_prune(mono)
         self.reaper.maybe_reap()
         top = self.index.peek(now)
-        times = self.index.times(top) if top is not None else None
-        self.most_urgent_should_start_by = times.should_start_by if times is not None else None
+        self.most_urgent_should_start_by = None if top is None else self._should_start_by(top)
         wake = self.index.next_wakeup()
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if self.parked:
@@ -323,17 +332,25 @@ class BeatEngine(DispatchSending):
             spec = self.tracked[name].spec
             return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
 
+        # The chosen schedules have left the index: their should_start_by (for the
+        # dispatch's lateness) is the one re-computed when they were confirmed due.
+        should_by: dict[str, float] = {}
+
         def defer(name: str) -> bool:
             if name in running or name in pending:  # running or already dispatched: park it
                 self.parked.add(name)
                 return True
-            return self._reindex_if_not_due(name, now)  # e.g. its blackout began
+            should = self._due_should_start_by(name, now)  # e.g. its blackout began
+            if should is None:
+                return True
+            should_by[name] = should
+            return False
 
         chosen = choose_dispatches(
             self.index, now, placement, constraints_of, defer,
             limit=self.settings.max_dispatches_per_tick,
         )  # fmt: skip
-        orders = [self._order(name, worker, now) for name, worker in chosen]
+        orders = [self._order(name, worker, should_by[name]) for name, worker in chosen]
         if orders:
             self._send(orders, now)
 
@@ -365,19 +382,33 @@ class BeatEngine(DispatchSending):
                 self._dispatch_index_exact = False
         return taken_back
 
-    def _reindex_if_not_due(self, name: str, now: float) -> bool:
+    def _due_should_start_by(self, name: str, now: float) -> float | None:
         """Re-check a chosen schedule's start times at ``now``: the index holds times
         computed earlier, and whether ``now`` is inside a blackout window changes
-        with time. Re-inserts it and returns True if it may not start yet."""
+        with time. If it may not start yet, re-inserts it and returns None;
+        otherwise returns its ``should_start_by`` (a run request's too: the
+        index orders those by a priority key, not by their real time)."""
         tracked = self.tracked[name]
-        if tracked.run_requested_at is not None:
-            return False
         times = start_times(tracked.spec, tracked.stats, self.clock.now(),
                             retry_ladder=self.settings.retry_ladder)  # fmt: skip
-        if times.can_start_by.timestamp() <= now:
-            return False
-        self.index.upsert(name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
-        return True
+        should = times.should_start_by.timestamp()
+        if tracked.run_requested_at is not None or times.can_start_by.timestamp() <= now:
+            return should
+        self.index.upsert(name, times.can_start_by.timestamp(), should)
+        return None
+
+    def _should_start_by(self, name: str) -> float | None:
+        """The indexed schedule's ``should_start_by``; a run request's real one
+        (the index holds it at a priority key far in the past)."""
+        times = self.index.times(name)
+        if times is None:
+            return None
+        tracked = self.tracked.get(name)
+        if tracked is None or tracked.run_requested_at is None:
+            return times.should_start_by
+        real = start_times(tracked.spec, tracked.stats, self.clock.now(),
+                           retry_ladder=self.settings.retry_ladder)  # fmt: skip
+        return real.should_start_by.timestamp()
 
     def _placement(
         self, running_by_worker: dict[str, int], stale_workers: Mapping[str, datetime]

@@ -45,14 +45,14 @@ class DispatchSending:
         """Put ``name`` back in the index at its current start times."""
         raise NotImplementedError("BeatEngine implements _reindex")
 
-    def _order(self, name: str, worker: str, now: float) -> DispatchOrder:
+    def _order(self, name: str, worker: str, should_start_by: float) -> DispatchOrder:
+        """The order for a chosen schedule (no longer in the index: the caller
+        passes the ``should_start_by`` it was confirmed due with)."""
         spec = self.tracked[name].spec
-        times = self.index.times(name)
-        should = times.should_start_by if times else now
         return DispatchOrder(
             schedule=name, task=spec.task, args=tuple(spec.args), kwargs=dict(spec.kwargs),
             dispatch_id=uuid.uuid4().hex, worker=worker, queue=spec.pool,
-            expires_s=self.settings.dispatch_timeout, should_start_by=should,
+            expires_s=self.settings.dispatch_timeout, should_start_by=should_start_by,
         )  # fmt: skip
 
     def _send(self, orders: list[DispatchOrder], now: float) -> None:
@@ -102,7 +102,7 @@ class DispatchSending:
             self._take_back_unsent(order)
         for order in published:
             self._clear_run_request(order.schedule)
-            lateness = now - order.should_start_by if order.should_start_by > 0 else 0.0
+            lateness = now - order.should_start_by
             if self.on_dispatch is not None:
                 self.on_dispatch(lateness)
             logger.info(

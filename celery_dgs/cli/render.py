@@ -8,7 +8,17 @@ from typing import Any
 
 from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
-from ..status import StatusRow, count_levels, ping_age, steal_state
+from ..status import (
+    HOLD_BACKOFF,
+    HOLD_BLACKOUT,
+    HOLD_NO_WORKER,
+    NO_LIVE_WORKER,
+    Hold,
+    StatusRow,
+    count_levels,
+    ping_age,
+    steal_state,
+)
 from ..store.base import RunRecord
 from .output import (
     NONE,
@@ -53,6 +63,12 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         "reason": row.reason,
         "message": row.message,
         "can_start_by": iso(row.can_start_by),
+        "may_run_at": iso(row.may_run_at),
+        "seconds_until_may_run": (
+            None if row.may_run_at is None
+            else round(max(0.0, (row.may_run_at - now).total_seconds()), 3)
+        ),
+        "holds": [hold_json(h, now) for h in row.holds],
         "should_start_by": iso(row.should_start_by),
         "error_at": iso(row.error_at),
         "seconds_until_error": (
@@ -79,6 +95,44 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def hold_json(hold: Hold, now: datetime) -> dict[str, Any]:
+    return {
+        "reason": hold.reason,
+        "message": hold.message,
+        "until": iso(hold.until),
+        "seconds_until": (
+            None if hold.until is None else round((hold.until - now).total_seconds(), 3)
+        ),
+        "retry_step": hold.retry_step,
+        "retry_steps": hold.retry_steps,
+        "retry_delay_s": seconds(hold.retry_delay),
+    }
+
+
+def may_run(row: StatusRow, now: datetime) -> str:
+    """The MAY RUN cell: ``now``, ``in 59m``, or why there is no time: ``running``,
+    or the first hold without an end (``paused``, ``no worker``, ...)."""
+    if row.running is not None:
+        return "running"
+    if row.may_run_at is not None:
+        return "now" if row.may_run_at <= now else relative(row.may_run_at, now)
+    held = next((h for h in row.holds if h.until is None), None)
+    return NONE if held is None else held.reason.replace("_", " ")
+
+
+def hold_text(row: StatusRow, hold: Hold, now: datetime) -> str:
+    """One hold as a note line: relative times, most useful figure first."""
+    if hold.reason == HOLD_BACKOFF and hold.until is not None:
+        return (f"{row.name} backing off: retry {relative(hold.until, now)}, failure "
+                f"{row.failure_count} (retry step {hold.retry_step} of {hold.retry_steps}: "
+                f"{duration(hold.retry_delay)})")  # fmt: skip
+    if hold.reason == HOLD_BLACKOUT and hold.until is not None:
+        return f"{row.name} in a blackout window: it ends {relative(hold.until, now)}"
+    if hold.reason == HOLD_NO_WORKER:
+        return f"{hold.message}: it cannot run until one can"
+    return hold.message
+
+
 def _flags(row: StatusRow) -> str:
     flags = []
     if row.paused:
@@ -102,32 +156,50 @@ def _running(lease: LeaseInfo | None, now: datetime) -> str:
 
 
 def status_text(
-    rows: Sequence[StatusRow], now: datetime, workers: Sequence[WorkerInfo], *, color: bool
+    rows: Sequence[StatusRow],
+    now: datetime,
+    workers: Sequence[WorkerInfo],
+    *,
+    color: bool,
+    capacity: int | None = None,
 ) -> str:
+    """The table. ``capacity`` (``dgs_capacity``) is the slot count beat uses
+    while no worker is registered."""
     counts = count_levels(rows)
     running = sum(1 for r in rows if r.running is not None)
-    slots = sum(w.slots for w in workers)
+    if workers or not capacity:
+        slots = f"{len(workers)} live workers, {sum(w.slots for w in workers)} slots"
+    else:
+        slots = f"no live workers registered, dgs_capacity {capacity} slots"
     summary = ", ".join(
         styled(f"{n} {level}", level, color=color and n > 0) for level, n in counts.items()
     )
     head = (
         f"celery-dgs status at {short_time(now)}: {len(rows)} schedules ({summary}); "
-        f"{running} running; {len(workers)} live workers, {slots} slots"
+        f"{running} running; {slots}"
     )
     if not rows:
         return head + "\nno schedules match"
     body = table(
-        ["CONDITION", "SCHEDULE", "REASON", "CAN START", "SHOULD START", "ERROR AT",
+        ["CONDITION", "SCHEDULE", "REASON", "MAY RUN", "SHOULD START", "ERROR AT",
          "LAST GOOD START", "AVG", "FAILS", "FLAGS", "RUNNING"],
-        [[Cell(r.condition, r.condition), r.name, r.reason, relative(r.can_start_by, now),
+        [[Cell(r.condition, r.condition), r.name, r.reason, may_run(r, now),
           relative(r.should_start_by, now), relative(r.error_at, now),
           relative(r.last_good_start_at, now), duration(r.average_duration),
           NONE if r.failure_count is None else str(r.failure_count), _flags(r),
           _running(r.running, now)] for r in rows],
         color=color,
     )  # fmt: skip
-    notes = [f"  {styled(r.condition, r.condition, color=color)} {r.message}"
-             for r in rows if r.condition != "OK"]  # fmt: skip
+    notes = []
+    # With no live worker at all, say it once rather than on every schedule.
+    nobody = not workers and any(h.reason == HOLD_NO_WORKER for r in rows for h in r.holds)
+    if nobody:
+        notes.append(f"  held every schedule: {NO_LIVE_WORKER}: nothing runs until one registers")
+    for r in rows:
+        if r.condition != "OK":
+            notes.append(f"  {styled(r.condition, r.condition, color=color)} {r.message}")
+        notes.extend(f"  held {hold_text(r, h, now)}" for h in r.holds
+                     if not (nobody and h.reason == HOLD_NO_WORKER))  # fmt: skip
     return "\n".join([head, body, *(["", *notes] if notes else [])])
 
 

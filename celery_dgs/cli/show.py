@@ -36,7 +36,7 @@ def read_status(
     rows = build_rows(
         schedules, leases, now,
         retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool, slots=slots,
-        settings=env.settings,
+        settings=env.settings, workers=workers,
     )  # fmt: skip
     kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
     return kept, workers, now
@@ -67,9 +67,18 @@ def status(
 ) -> None:
     """Every schedule's condition (OK / WARNING / ERROR) and why, most urgent first.
 
-    PATTERN is a shell glob on the schedule name ('proj.scrape_*'); several
-    patterns match any of them. Times in the table are relative to now; --json
-    gives ISO-8601 UTC times and durations in seconds.
+    PATTERN selects schedules by name: a plain word matches anywhere in the
+    name ('flaky' lists 'proj.flaky_report'); a pattern with a glob character
+    (* ? [) must match the whole name ('proj.scrape_*'). Matching is
+    case-sensitive; several patterns list the schedules matching any of them.
+
+    MAY RUN says when beat may dispatch a schedule next: 'now', 'in 59m', or
+    'running', 'paused', 'no worker', 'invalid spec'. Below the table, 'held'
+    lines say what holds a schedule back: a retry backoff after failures
+    ('retry in 59m, failure 2 (retry step 2 of 3: 1h00m)'), a pause, no live
+    worker able to run it (none consumes its pool, or dont_run_on_nodes
+    excludes each one that does), a blackout window. Times in the table are
+    relative to now; --json gives ISO-8601 UTC times and durations in seconds.
 
     Exit status: 1 if any listed schedule is in ERROR (a health check), 0
     otherwise; 3 if Redis or the store cannot be read. Only active (declared)
@@ -86,7 +95,7 @@ def status(
             doc = status_json(rows, now, workers)
             doc["beat_leader"] = leader_json(leader, now, timeout)
             return dump_json(doc), any_error(rows)
-        text = status_text(rows, now, workers, color=color)
+        text = status_text(rows, now, workers, color=color, capacity=env.settings.capacity)
         return f"{text}\n{leader_text(leader, now, timeout)}", any_error(rows)
 
     if watch is None:

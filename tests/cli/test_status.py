@@ -11,8 +11,11 @@ import pytest
 import redis
 
 from celery_dgs.cli.render import status_text
+from celery_dgs.keys import KeySpace
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
 from celery_dgs.status import build_rows
-from tests.cli.conftest import World, now, spec
+from tests.cli.conftest import PREFIX, World, now, spec
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 H = timedelta(hours=1)
@@ -203,3 +206,220 @@ def test_empty_store(world: World, redis_client: redis.Redis) -> None:
     assert result.exit_code == 0
     assert "0 schedules" in result.stdout
     assert "no schedules match" in result.stdout
+
+
+def register(client: redis.Redis, name: str, *queues: str) -> None:
+    """A live worker ``name`` (``celery@<node>``) consuming ``queues``."""
+    WorkerRegistry(client, KeySpace(PREFIX), ttl=300).register(WorkerInfo(
+        name=name, node=name.split("@")[1], queues=queues, slots=2, pool="prefork", pid=1))
+
+
+def row_of(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.split()[1:2] == [name])
+
+
+def cell(output: str, name: str, column: str) -> str:
+    """The text of ``column`` in ``name``'s row (cells are aligned under headers)."""
+    header = output.splitlines()[1]
+    start = header.index(column)
+    after = re.search(r"\s{2}\S", header[start:])
+    end = None if after is None else start + after.end() - 1
+    return row_of(output, name)[start:end].strip()
+
+
+def test_a_failing_schedule_says_when_it_retries(world: World, redis_client: redis.Redis) -> None:
+    t = now()
+    world.sync(spec("t.flaky"), spec("t.fine"), at=t - 3 * H)
+    world.record("t.flaky", "success", t - 70 * M)  # ERROR since 10 min
+    world.record("t.flaky", "failure", t - 20 * M)
+    world.record("t.flaky", "failure", t - 2 * M, 60.0)  # ends 1 min ago: 1 h backoff (step 2)
+    world.record("t.fine", "success", t - 90 * M)
+    register(redis_client, "w1@node1", "celery")
+    result = world.invoke("status")
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    assert row_of(out, "t.flaky").split()[:3] == ["ERROR", "t.flaky", "deadline_passed"]
+    assert re.fullmatch(r"in 5[89]m\d\ds", cell(out, "t.flaky", "MAY RUN"))
+    assert cell(out, "t.fine", "MAY RUN") == "now"
+    assert re.search(r"^  held t\.flaky backing off: retry in 5[89]m\d\ds, failure 2 "
+                     r"\(retry step 2 of 3: 1h00m\)$", out, re.MULTILINE), out  # fmt: skip
+    assert "held t.fine" not in out
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    rows = {r["name"]: r for r in doc["schedules"]}
+    flaky, fine = rows["t.flaky"], rows["t.fine"]
+    (hold,) = flaky["holds"]
+    assert (hold["reason"], hold["retry_step"], hold["retry_steps"], hold["retry_delay_s"]) == (
+        "backoff", 2, 3, 3600.0)  # fmt: skip
+    retry = datetime.fromisoformat(hold["until"])
+    assert abs(retry - (t - M + H)) < timedelta(seconds=1)
+    assert flaky["may_run_at"] == hold["until"]
+    assert 58 * 60 < flaky["seconds_until_may_run"] <= 59 * 60
+    assert 58 * 60 < hold["seconds_until"] <= 59 * 60
+    assert "retry step 2 of 3 (3600s) ends at" in hold["message"]
+    assert fine["holds"] == []
+    assert fine["seconds_until_may_run"] == 0
+    assert datetime.fromisoformat(fine["may_run_at"]) <= datetime.fromisoformat(doc["now"])
+
+
+def test_paused_and_running_schedules_have_no_run_time(world: World, crafted: datetime) -> None:
+    out = world.invoke("status").stdout
+    assert cell(out, "t.paused", "MAY RUN") == "paused"
+    assert cell(out, "t.running", "MAY RUN") == "running"
+    assert "  held t.paused is paused: beat dispatches it again once resumed " \
+           "(celery dgs resume t.paused)" in out
+    # No worker is registered: said once, not on each of the six schedules.
+    assert out.count("no live worker is registered") == 1
+    assert "  held every schedule: no live worker is registered (and dgs_capacity is not " \
+           "set): nothing runs until one registers" in out
+    assert cell(out, "t.ok", "MAY RUN") == "no worker"
+    rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
+    assert [h["reason"] for h in rows["t.paused"]["holds"]] == ["paused", "no_worker"]
+    assert rows["t.paused"]["holds"][0]["until"] is None
+    assert rows["t.paused"]["may_run_at"] is None
+    assert rows["t.running"]["may_run_at"] is None
+    assert rows["t.running"]["seconds_until_may_run"] is None
+
+
+def test_schedules_no_live_worker_can_run(world: World, redis_client: redis.Redis) -> None:
+    world.sync(spec("t.slow", pool="slow"), spec("t.pinned", dont_run_on_nodes=["node1", "node2"]),
+               spec("t.half", dont_run_on_nodes=["node1"]), spec("t.fine"), at=now())  # fmt: skip
+    register(redis_client, "w1@node1", "celery")
+    register(redis_client, "w2@node2", "celery", "reports")
+    result = world.invoke("status")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert cell(out, "t.slow", "MAY RUN") == "no worker"
+    assert cell(out, "t.pinned", "MAY RUN") == "no worker"
+    assert cell(out, "t.half", "MAY RUN") == "now"
+    assert cell(out, "t.fine", "MAY RUN") == "now"
+    assert "  held t.slow: no live worker consumes its pool 'slow' (live workers consume: " \
+           "celery, reports): it cannot run until one can" in out
+    assert "  held t.pinned: dont_run_on_nodes excludes every live worker of its pool " \
+           "'celery' (nodes: node1, node2): it cannot run until one can" in out
+    rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
+    assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
+    assert rows["t.slow"]["may_run_at"] is None
+    assert rows["t.half"]["holds"] == []
+    # A worker of the pool registers: t.slow may run.
+    register(redis_client, "w3@node3", "slow")
+    assert cell(world.invoke("status").stdout, "t.slow", "MAY RUN") == "now"
+
+
+def test_fixed_capacity_without_workers_holds_nothing(world: World, crafted: datetime) -> None:
+    """With dgs_capacity beat publishes to the pool's queue without registered workers."""
+    schedules = world.store.list_schedules()
+    rows = build_rows(schedules, {}, crafted, workers=[], settings=DgsSettings(capacity=4))
+    # t.failed's 5-minute backoff after its failure 5 minutes ago ends a second later.
+    assert sorted((r.name, h.reason) for r in rows for h in r.holds) == [
+        ("t.failed", "backoff"), ("t.paused", "paused")]  # fmt: skip
+    rows = build_rows(schedules, {}, crafted, workers=[], settings=DgsSettings())
+    assert all("no_worker" in [h.reason for h in r.holds] for r in rows)
+
+
+def test_a_blackout_window_is_a_hold_until_its_end(
+    world: World, redis_client: redis.Redis
+) -> None:
+    t = now()
+    window = ((t - H).strftime("%H:%M"), (t + H).strftime("%H:%M"))
+    world.sync(spec("t.dark", blackout_periods=[window]), at=t - 2 * H)
+    register(redis_client, "w1@node1", "celery")
+    out = world.invoke("status").stdout
+    assert re.fullmatch(r"in (5\dm\d\ds|1h00m)", cell(out, "t.dark", "MAY RUN"))
+    assert re.search(r"^  held t\.dark in a blackout window: it ends in (5\dm\d\ds|1h00m)$",
+                     out, re.MULTILINE), out  # fmt: skip
+    (row,) = json.loads(world.invoke("status", "--json").stdout)["schedules"]
+    assert [h["reason"] for h in row["holds"]] == ["blackout"]
+    assert row["holds"][0]["until"] == row["may_run_at"]
+
+
+def test_a_plain_word_matches_anywhere_and_a_glob_the_whole_name(
+    world: World, crafted: datetime
+) -> None:
+    def listed(*patterns: str) -> list[str]:
+        doc = json.loads(world.invoke("status", "--json", *patterns).stdout)
+        return sorted(r["name"] for r in doc["schedules"])
+
+    assert listed("unn") == ["t.running"]
+    assert listed("a") == ["t.failed", "t.late", "t.paused"]
+    assert listed("ok", "never") == ["t.never", "t.ok"]
+    assert listed("OK") == []  # case-sensitive
+    assert listed("t.?ate") == ["t.late"]
+    assert listed("r*") == []  # a glob matches the whole name
+    assert listed("*r*") == ["t.never", "t.running"]
+    assert "flaky" in world.invoke("status", "--help").stdout
+
+
+def test_fixed_capacity_is_shown_and_holds_nothing(world: World, crafted: datetime) -> None:
+    """Without registered workers beat uses dgs_capacity slots: the header says
+    so (not "0 slots") and no schedule is held for want of a worker."""
+    world.app.conf.dgs_capacity = 4
+    out = world.invoke("status").stdout
+    assert out.splitlines()[0].endswith(
+        "1 running; no live workers registered, dgs_capacity 4 slots")
+    assert "no live worker is registered" not in out
+    assert "no worker" not in out
+    assert cell(out, "t.late", "MAY RUN") == "now"
+
+
+def test_a_schedule_no_worker_can_run_takes_no_slot_in_the_projection(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """t.slow (no worker of its pool) is more urgent than t.a: were it projected
+    onto the one slot, t.a would be projected to start 10 min later, after its
+    should_start_by, and shown projected_late."""
+    t = now()
+    ten = timedelta(minutes=10)
+    world.sync(spec("t.slow", pool="slow", duration_override=ten), at=t - 46 * M)
+    world.sync(spec("t.slow", pool="slow", duration_override=ten),
+               spec("t.a", duration_override=ten), at=t - 45 * M)  # fmt: skip
+    WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300).register(WorkerInfo(
+        name="w1@node1", node="node1", queues=("celery",), slots=1, pool="prefork", pid=1))
+    rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
+    assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
+    assert (rows["t.a"]["condition"], rows["t.a"]["reason"]) == ("OK", "ok")
+
+
+def test_a_run_request_may_run_now_despite_its_backoff(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """Beat dispatches a requested run at once (backoff and blackouts do not
+    apply to it): MAY RUN must not say "in 59m"."""
+    t = now()
+    world.sync(spec("t.flaky"), at=t - 3 * H)
+    world.record("t.flaky", "success", t - 30 * M)
+    world.record("t.flaky", "failure", t - 2 * M, 60.0)  # 5 min backoff until t + 4 min
+    register(redis_client, "w1@node1", "celery")
+    assert re.fullmatch(r"in [34]m\d\ds", cell(world.invoke("status").stdout, "t.flaky", "MAY RUN"))
+    world.store.request_run("t.flaky", t)
+    out = world.invoke("status").stdout
+    assert cell(out, "t.flaky", "MAY RUN") == "now"
+    assert cell(out, "t.flaky", "FLAGS") == "run-requested"
+    assert "held t.flaky" not in out
+    (row,) = json.loads(world.invoke("status", "--json").stdout)["schedules"]
+    assert row["holds"] == []
+    assert row["may_run_at"] == row["run_requested_at"]
+    assert row["seconds_until_may_run"] == 0
+
+
+def test_the_no_worker_hold_names_its_cause(world: World) -> None:
+    world.sync(spec("t.a"), spec("t.b", dont_run_on_nodes=["n1"]), at=now())
+    schedules = world.store.list_schedules()
+
+    def why(*workers: WorkerInfo) -> dict[str, list[str]]:
+        rows = build_rows(schedules, {}, now(), workers=list(workers))
+        return {r.name: [h.message for h in r.holds] for r in rows}
+
+    def worker(node: str, slots: int, *queues: str) -> WorkerInfo:
+        return WorkerInfo(name=f"celery@{node}", node=node, queues=queues, slots=slots,
+                          pool="prefork", pid=1)  # fmt: skip
+
+    assert why(worker("n1", 2, "celery"), worker("n2", 0, "celery")) == {
+        "t.a": [],
+        "t.b": ["t.b: the live workers of its pool 'celery' it may run on have no slots"],
+    }
+    assert why(worker("n1", 2, "other")) == {
+        "t.a": ["t.a: no live worker consumes its pool 'celery' (live workers consume: other)"],
+        "t.b": ["t.b: no live worker consumes its pool 'celery' (live workers consume: other)"],
+    }
+    assert why() == {"t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
+                     "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.error
 import urllib.request
 
 import pytest
@@ -13,12 +14,20 @@ from tests.e2e.harness import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
-def scrape(port: int) -> str:
+def scrape(port: int, path: str = "/metrics") -> str:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
             return str(resp.read().decode())
     except OSError:
         return ""
+
+
+def status_of(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def test_metrics_endpoint_shows_each_schedules_condition(cluster_factory) -> None:
@@ -40,3 +49,11 @@ def test_metrics_endpoint_shows_each_schedules_condition(cluster_factory) -> Non
     assert re.search(r'dgs_worker_slots\{state="free"\}', text)
     assert "dgs_dispatch_lateness_seconds_count" in text
     assert "dgs_most_urgent_drift_seconds" in text
+    # The same port answers /healthz (beat is ticking) and nothing else.
+    status, body = status_of(port, "/healthz")
+    assert status == 200, body
+    assert body.startswith("ok: beat's last tick was ")
+    assert body.endswith("(leader)\n")
+    status, body = status_of(port, "/")
+    assert status == 404
+    assert "dgs_" not in body
