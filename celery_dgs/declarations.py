@@ -15,6 +15,7 @@ from typing import Any
 from .core.spec import (
     SPEC_KINDS,
     ScheduleSpec,
+    differing_fields,
     make_spec,
     schedule_name,
     spec_class,
@@ -94,12 +95,6 @@ def build_spec(kind: str, task: str, fields: Mapping[str, Any], *, name: str) ->
         raise ScheduleConfigError(name, "?", f"{type(exc).__name__}: {exc}") from exc
 
 
-def differing_fields(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
-    """The spec fields (``kind`` included) whose values differ, in spec order."""
-    a, b = first.to_dict(), second.to_dict()
-    return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
-
-
 class Declarations:
     """The declared schedules of one app, by name, and the declarations that failed.
 
@@ -149,6 +144,11 @@ class Declarations:
         for warning in spec.warnings():
             logger.warning("celery-dgs: %s", warning)
             self.warnings.append(warning)
+
+    def invalid(self) -> dict[str, str]:
+        """The names of the invalid declarations and their errors, as
+        :meth:`~celery_dgs.store.base.ScheduleStore.sync` takes them."""
+        return {name: str(err) for name, err in self.errors.items()}
 
     def declare_from_conf(self, schedules: Mapping[str, Any]) -> None:
         """``{"task" or "task@configuration": {"kind": "periodic"|"cron", **fields}}``."""

@@ -109,7 +109,8 @@ def test_a_period_that_differs_between_two_declarations_is_named() -> None:
     assert "from second" in str(err)
     assert "t.x" not in decl.specs  # which one is first depends on import order: neither
     decl.declare("periodic", "t.x", {"period": 3600}, source="third")
-    assert "t.x" not in decl.specs and decl.errors["t.x"] is err
+    assert "t.x" not in decl.specs
+    assert decl.errors["t.x"] is err
 
 
 def test_two_declarations_that_differ_in_several_fields_name_each() -> None:
@@ -126,4 +127,5 @@ def test_the_same_declaration_twice_is_fine() -> None:
     decl = Declarations()
     for source in ("a", "b"):
         decl.declare("periodic", "t.x", {"period": timedelta(hours=1)}, source=source)
-    assert decl.errors == {} and list(decl.specs) == ["t.x"]
+    assert decl.errors == {}
+    assert list(decl.specs) == ["t.x"]

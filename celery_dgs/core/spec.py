@@ -392,6 +392,12 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     return clone
 
 
+def differing_fields(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
+    """The spec fields (``kind`` included) whose values differ, in spec order."""
+    a, b = first.to_dict(), second.to_dict()
+    return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
 def spec_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
     """The field names a spec class takes, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.init)

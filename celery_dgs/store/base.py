@@ -8,7 +8,7 @@ Every datetime in and out is an aware UTC datetime.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -46,6 +46,8 @@ class StoredSchedule:
     the latest run granted (``None``: never ran). ``run_requested_at`` is set
     while an operator's ad-hoc run request waits for beat. ``change_seq`` orders
     every change to the row (see :meth:`ScheduleStore.changes_since`).
+    ``declaration_error`` is set while the schedule's declaration is invalid:
+    ``spec`` is then the last valid version, which beat keeps serving.
     """
 
     name: str
@@ -61,6 +63,7 @@ class StoredSchedule:
     run_requested_at: datetime | None
     change_seq: int
     updated_at: datetime
+    declaration_error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +102,8 @@ class SyncReport:
     """What :meth:`ScheduleStore.sync` did, as lists of schedule names.
 
     Each name appears in at most one list; a schedule declared again after being
-    deactivated is ``reactivated`` even if its spec changed too.
+    deactivated is ``reactivated`` even if its spec changed too. ``invalid``:
+    stored, active schedules whose declaration is invalid, kept as stored.
     """
 
     inserted: list[str] = field(default_factory=list)
@@ -107,6 +111,7 @@ class SyncReport:
     deactivated: list[str] = field(default_factory=list)
     reactivated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -121,12 +126,25 @@ class ScheduleStore(ABC):
         """Bring the schema to the newest version (idempotent, safe to race)."""
 
     @abstractmethod
-    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+    def sync(
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
+        invalid: Mapping[str, str] | None = None,
+    ) -> SyncReport:
         """Make the stored schedules match the declared ``specs``.
 
         New names are inserted (``registered_at = now``), changed specs updated,
         stored names not declared deactivated (history kept) and deactivated
         names declared again reactivated. Statistics are never reset.
+
+        ``invalid``: the names of invalid declarations and their errors. A
+        stored, active schedule among them is neither updated nor deactivated:
+        it keeps its last valid spec (beat keeps serving it) and its
+        ``declaration_error`` is set to the error (listed in
+        ``SyncReport.invalid``). Being declared validly again, or not at all,
+        clears it (``updated`` / ``deactivated``).
         """
 
     @abstractmethod
