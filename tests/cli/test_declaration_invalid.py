@@ -6,7 +6,12 @@ the declaration is fixed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -19,6 +24,8 @@ from celery_dgs.metrics import EngineCollector
 from celery_dgs.runtime import runtime_for
 from celery_dgs.worker.hooks import served_spec, wrap_scheduled_tasks
 from tests.cli.conftest import World, make_app, now
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = {"t.a": {"period": 3600}, "t.b": {"period": 3600}}
 BROKEN = {"t.a": {"period": 0}, "t.b": {"period": 3600}}
@@ -130,3 +137,45 @@ def test_a_new_schedule_with_an_invalid_declaration_is_named_and_not_stored(
     assert "  skipped:     t.b (declaration invalid: not stored)" in result.stdout.splitlines()
     assert [s.name for s in world.store.list_schedules(include_inactive=True)] == ["t.a"]
     assert world.invoke("status").exit_code == 0
+
+
+def run_dgs(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("celery")
+    celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
+    return subprocess.run(
+        [*celery, "-A", "tests.cli.decl_proj", "dgs", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_status_in_another_process_shows_the_invalid_declaration(
+    sqlite_url: str, redis_url: str
+) -> None:
+    env = {
+        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url, "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }  # fmt: skip
+    good = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
+    assert good.returncode == 0, good.stderr
+    assert "  inserted:    decl.a" in good.stdout.splitlines()
+
+    broken = run_dgs({**env, "DECL_PERIOD": "0"}, "sync")
+    assert broken.returncode == 1, broken.stderr
+    assert "  kept:        decl.a (declaration invalid" in broken.stdout
+
+    status = run_dgs({**env, "DECL_PERIOD": "0"}, "status", "--json")
+    assert status.returncode == 1, status.stderr
+    [row] = json.loads(status.stdout)["schedules"]
+    assert (row["name"], row["condition"], row["reason"]) == (
+        "decl.a", "ERROR", "declaration_invalid",
+    )  # fmt: skip
+    assert "field 'scheduling_period': must be more than zero" in row["message"]
+    text = run_dgs({**env, "DECL_PERIOD": "0"}, "status")
+    assert text.returncode == 1
+    assert "declaration_invalid" in text.stdout
+
+    fixed = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
+    assert fixed.returncode == 0, fixed.stderr
+    after = run_dgs({**env, "DECL_PERIOD": "3600"}, "status", "--json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["schedules"][0]["reason"] == "ok"
