@@ -8,12 +8,14 @@ a default).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import (
@@ -158,6 +160,11 @@ class DgsSettings:
         self._check_self_fence_margin()
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
+        if not isinstance(self.retry_backoff, (list, tuple)):
+            raise SettingsError(
+                f"dgs_retry_backoff must be a list of delays in seconds, e.g. [300, 3600], "
+                f"got {self.retry_backoff!r}"
+            )
         backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
         if not backoff:
             raise SettingsError("dgs_retry_backoff must list at least one delay")
@@ -193,6 +200,11 @@ class DgsSettings:
         if self.laxity_floor is not None:
             floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
             object.__setattr__(self, "laxity_floor", floor)
+        self._check_urls()
+        if not isinstance(self.metrics_addr, str) or not self.metrics_addr:
+            raise SettingsError(
+                f"dgs_metrics_addr must be an address to bind to, got {self.metrics_addr!r}"
+            )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.worker_register, bool):
@@ -211,6 +223,22 @@ class DgsSettings:
             )
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
+
+    def _check_urls(self) -> None:
+        if not isinstance(self.database_url, str) or not self.database_url:
+            raise SettingsError(
+                f"dgs_database_url must be a database URL string, got {self.database_url!r}"
+            )
+        url = self.redis_url
+        if url is None:
+            return
+        if not isinstance(url, str):
+            raise SettingsError(f"dgs_redis_url must be a redis:// URL string, got {url!r}")
+        try:
+            urlsplit(url).port  # noqa: B018 - parsing the port is the check
+        except ValueError as exc:
+            masked = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
+            raise SettingsError(f"dgs_redis_url {masked.geturl()!r}: {exc}") from None
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval
@@ -260,8 +288,11 @@ class DgsSettings:
                 continue
             short = key[4:].lower()
             if short not in known:
+                close = difflib.get_close_matches(key.lower(), cls.valid_keys(), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise SettingsError(
-                    f"unknown setting {key!r}; valid settings are: {', '.join(cls.valid_keys())}"
+                    f"unknown setting {key!r}; {hint}valid settings are: "
+                    f"{', '.join(cls.valid_keys())}"
                 )
             value = conf[key]
             if value is not None or short in _NONE_MEANS_OFF:
