@@ -183,7 +183,8 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
         names = wrap_scheduled_tasks(app, dgs)
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
-            logger.error("celery-dgs: schedule %s is not run: %s", name, err)
+            logger.error("celery-dgs: schedule %s: invalid declaration; its runs, if beat "
+                         "serves a stored version, use that version: %s", name, err)  # fmt: skip
         try:
             specs = dgs.declarations.specs
             tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
