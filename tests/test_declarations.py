@@ -8,8 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from celery import Celery
 
 from celery_dgs.declarations import Declarations
+from celery_dgs.dgs import DGS
 from celery_dgs.errors import ScheduleConfigError
 
 
@@ -129,3 +131,35 @@ def test_the_same_declaration_twice_is_fine() -> None:
         decl.declare("periodic", "t.x", {"period": timedelta(hours=1)}, source=source)
     assert decl.errors == {}
     assert list(decl.specs) == ["t.x"]
+
+
+def test_bad_decorator_arguments_are_recorded_not_raised() -> None:
+    app = Celery("decl-test", set_as_current=False)
+    dgs = DGS(app, install_worker_hooks=False)
+
+    def job() -> None:
+        pass
+
+    for i, kwargs in enumerate(("x", [1])):
+        job.__name__ = f"job{i}"
+        app.task(name=f"t.job{i}", shared=False)(dgs.periodic(60, kwargs=kwargs)(job))  # type: ignore[arg-type]
+    errors = dgs.declarations.errors
+    assert {name: err.field for name, err in errors.items()} == {
+        "tests.test_declarations.job0": "kwargs",
+        "tests.test_declarations.job1": "kwargs",
+    }
+
+
+def test_iterables_given_as_generators_are_read_once_and_kept() -> None:
+    decl = Declarations()
+    fields = {
+        "period": 60,
+        "args": (i for i in range(2)),
+        "dont_run_on_nodes": (n for n in ["node1", "node2"]),
+        "blackouts": (w for w in [("01:00", "02:00")]),
+    }
+    decl.declare("periodic", "t.x", fields, source="test")
+    spec = decl.specs["t.x"]
+    assert spec.args == (0, 1)
+    assert spec.dont_run_on_nodes == frozenset({"node1", "node2"})
+    assert len(spec.blackout_periods) == 1

@@ -208,7 +208,8 @@ class ScheduleSpec:
                 name, "max_expected_duration", "must not exceed max_allowed_duration"
             )
         nodes: Any = self.dont_run_on_nodes
-        if not _is_list(nodes) or not all(isinstance(n, str) for n in nodes):
+        nodes = tuple(nodes) if _is_list(nodes) else nodes  # a generator is read once
+        if not isinstance(nodes, tuple) or not all(isinstance(n, str) for n in nodes):
             raise ScheduleConfigError(
                 name, "dont_run_on_nodes", f"must be a list of node names, got {nodes!r}"
             )
@@ -220,7 +221,7 @@ class ScheduleSpec:
                 name, "avoid_blackout_overlap",
                 f"must be True or False, got {self.avoid_blackout_overlap!r}",
             )  # fmt: skip
-        if not isinstance(self.args, (list, tuple)):
+        if not _is_list(self.args):
             raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {self.args!r}")
         kwargs: Any = self.kwargs
         if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
