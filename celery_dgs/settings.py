@@ -64,6 +64,13 @@ MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
 
 
+#: The longest duration setting, in seconds (100 years): longer ones overflow
+#: sleeps and Redis expiries.
+MAX_SETTING_SECONDS = 100 * 365 * 86400.0
+#: The largest batch a ``*_batch_size`` setting may ask the database for.
+MAX_BATCH_SIZE = 1_000_000
+
+
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
@@ -71,6 +78,10 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
         raise SettingsError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise SettingsError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if value > MAX_SETTING_SECONDS:
+        raise SettingsError(
+            f"{name} must be at most {MAX_SETTING_SECONDS:.0f} seconds (100 years), got {value!r}"
+        )
     return float(value)
 
 
@@ -179,6 +190,8 @@ class DgsSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
+            if name.endswith("batch_size") and value > MAX_BATCH_SIZE:
+                raise SettingsError(f"dgs_{name} must be at most {MAX_BATCH_SIZE}, got {value!r}")
         if self.metrics_port is not None and (
             isinstance(self.metrics_port, bool)
             or not isinstance(self.metrics_port, int)

@@ -71,6 +71,10 @@ def test_unusable_database_urls(world: World, url: object, message: str) -> None
         ({"dgs_retry_backoff": 300}, "dgs_retry_backoff must be a list of delays in seconds"),
         ({"dgs_retry_backoff": "300"}, "dgs_retry_backoff must be a list of delays in seconds"),
         ({"dgs_metrics_addr": 8080}, "dgs_metrics_addr must be an address to bind to"),
+        ({"dgs_run_retention": 1e300}, "dgs_run_retention must be at most 3153600000 seconds"),
+        ({"dgs_ping_timeout": 10**30}, "dgs_ping_timeout must be at most 3153600000 seconds"),
+        ({"dgs_prune_batch_size": 10**20}, "dgs_prune_batch_size must be at most 1000000"),
+        ({"dgs_reap_batch_size": 10**20}, "dgs_reap_batch_size must be at most 1000000"),
     ],
 )
 def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> None:
