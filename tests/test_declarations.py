@@ -90,6 +90,9 @@ def test_an_unknown_kind_suggests_the_right_one() -> None:
         ("period", 1e30, "scheduling_period", "is too long"),
         ("period", 10**30, "scheduling_period", "is too long"),
         ("expected", 1e300, "max_expected_duration", "is too long"),
+        ("period", timedelta.max, "scheduling_period", "is too long: at most 36500 days"),
+        ("period", 1e13, "scheduling_period", "is too long: at most 36500 days"),
+        ("duration_override", timedelta(days=40000), "duration_override", "is too long"),
     ],
 )
 def test_malformed_values_name_their_field(

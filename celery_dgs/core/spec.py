@@ -25,6 +25,8 @@ from .tz import ZoneLike, zone_name
 
 SPEC_FORMAT_VERSION = 1
 _CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+#: The longest duration a spec field may have: deadlines past year 9999 overflow.
+MAX_DURATION = timedelta(days=36500)
 #: Cron expressions (and expression/zone pairs) whose checks are remembered.
 CRON_CHECK_CACHE_SIZE = 4096
 
@@ -129,9 +131,11 @@ def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = F
     try:
         delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
     except OverflowError:
+        delta = timedelta.max
+    if delta > MAX_DURATION:
         raise ScheduleConfigError(
-            name, field_name, f"{value!r} seconds is too long (the most is {timedelta.max})"
-        ) from None
+            name, field_name, f"{value!r} is too long: at most {MAX_DURATION.days} days (100 years)"
+        )
     seconds = delta.total_seconds()
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
