@@ -12,7 +12,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .core.spec import ScheduleSpec, make_spec, schedule_name, split_schedule_name
+from .core.spec import (
+    SPEC_KINDS,
+    ScheduleSpec,
+    differing_fields,
+    make_spec,
+    schedule_name,
+    spec_class,
+    spec_fields,
+    split_schedule_name,
+    suggestion,
+)
 from .errors import ScheduleConfigError
 
 logger = logging.getLogger("celery_dgs.declarations")
@@ -31,49 +41,102 @@ FIELD_ALIASES = {
 }
 
 
-def normalise_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+def accepted_names(kind: str) -> list[str]:
+    """The keys a ``kind`` declaration accepts: its spec fields and their friendly names."""
+    fields = spec_fields(SPEC_KINDS[kind])
+    return [*(a for a, real in FIELD_ALIASES.items() if real in fields), *fields]
+
+
+def normalise_fields(
+    fields: Mapping[str, Any], *, name: str = "?", kind: str | None = None
+) -> dict[str, Any]:
+    """``fields`` with the friendly names mapped to spec field names.
+
+    A key given twice (``period`` and ``scheduling_period``) and, with
+    ``kind``, a key that is no field of that kind raise ScheduleConfigError
+    naming schedule ``name`` and the key (with the closest accepted name, or
+    the kind the key belongs to)."""
+    accepted = accepted_names(spec_class(kind, name).kind) if kind is not None else None
     out: dict[str, Any] = {}
+    given_as: dict[str, Any] = {}
     for key, value in fields.items():
-        real = FIELD_ALIASES.get(key, key)
+        real = FIELD_ALIASES.get(key, key) if isinstance(key, str) else key
+        if accepted is not None and key not in accepted:
+            raise _unknown_key(name, str(kind), key)
         if real in out:
-            raise TypeError(f"{key!r} given twice (also as {real!r})")
-        out[real] = value
+            raise ScheduleConfigError(
+                name, str(real), f"given twice (as {given_as[real]!r} and {key!r})"
+            )
+        out[real], given_as[real] = value, key
     return out
 
 
+def _unknown_key(name: str, kind: str, key: Any) -> ScheduleConfigError:
+    others = [k for k in SPEC_KINDS if k != kind and key in accepted_names(k)]
+    if others:
+        hint = f"; it is a field of a {others[0]} schedule (kind {others[0]!r})"
+    else:
+        hint = suggestion(str(key), accepted_names(kind)) or (
+            f"; accepted: {', '.join(accepted_names(kind))}"
+        )
+    return ScheduleConfigError(name, str(key), f"is not a field of a {kind} schedule{hint}")
+
+
+def build_spec(kind: str, task: str, fields: Mapping[str, Any], *, name: str) -> ScheduleSpec:
+    """The validated spec of one declaration; every problem is a
+    ScheduleConfigError naming schedule ``name`` and the field."""
+    real = normalise_fields(fields, name=name, kind=kind)
+    real["task"] = task
+    try:
+        return make_spec(kind, **real)
+    except ScheduleConfigError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:  # never out of a decorator
+        raise ScheduleConfigError(name, "?", f"{type(exc).__name__}: {exc}") from exc
+
+
 class Declarations:
-    """The declared schedules of one app, by name, and the declarations that failed."""
+    """The declared schedules of one app, by name, and the declarations that failed.
+
+    A name is in :attr:`specs` or in :attr:`errors`, never both. A name declared
+    twice with different fields is an error (field: the first one that
+    differs) for the rest of the process: neither declaration is used, since
+    which one came first depends on import order.
+    """
 
     def __init__(self) -> None:
         self.specs: dict[str, ScheduleSpec] = {}
         self.errors: dict[str, ScheduleConfigError] = {}
         self.warnings: list[str] = []
+        self._conflicting: set[str] = set()
 
     def declare(self, kind: str, task: str, fields: Mapping[str, Any], *, source: str) -> None:
         """Validate and add one declaration; a bad one is recorded, not raised."""
         configuration = str(fields.get("configuration", "") or "")
         name = schedule_name(task, configuration)
+        if name in self._conflicting:
+            logger.error("celery-dgs: %s (again, from %s)", self.errors[name], source)
+            return
         try:
-            try:
-                real = normalise_fields(fields)
-            except TypeError as exc:
-                raise ScheduleConfigError(name, "?", str(exc)) from exc
-            real["task"] = task
-            try:
-                spec = make_spec(kind, **real)
-            except TypeError as exc:
-                raise ScheduleConfigError(
-                    name, "?", f"bad fields for a {kind} schedule: {exc}"
-                ) from exc
+            spec = build_spec(kind, task, fields, name=name)
         except ScheduleConfigError as exc:
             self.errors[name] = exc
             self.specs.pop(name, None)
             logger.error("celery-dgs: invalid schedule from %s: %s", source, exc)
             return
-        if name in self.specs and self.specs[name] != spec:
-            self.errors[name] = ScheduleConfigError(
-                name, "configuration", f"declared twice with different fields ({source})"
+        earlier = self.specs.get(name)
+        if earlier is not None and earlier != spec:
+            differ = differing_fields(earlier, spec)
+            field = differ[0] if differ else "?"
+            values = ", ".join(
+                f"{key}: {earlier.to_dict().get(key)!r} and {spec.to_dict().get(key)!r}"
+                for key in differ
             )
+            self.errors[name] = ScheduleConfigError(
+                name, field, f"declared twice with different values ({values}; from {source})"
+            )
+            del self.specs[name]
+            self._conflicting.add(name)
             logger.error("celery-dgs: %s", self.errors[name])
             return
         self.specs[name] = spec
@@ -81,6 +144,11 @@ class Declarations:
         for warning in spec.warnings():
             logger.warning("celery-dgs: %s", warning)
             self.warnings.append(warning)
+
+    def invalid(self) -> dict[str, str]:
+        """The names of the invalid declarations and their errors, as
+        :meth:`~celery_dgs.store.base.ScheduleStore.sync` takes them."""
+        return {name: str(err) for name, err in self.errors.items()}
 
     def declare_from_conf(self, schedules: Mapping[str, Any]) -> None:
         """``{"task" or "task@configuration": {"kind": "periodic"|"cron", **fields}}``."""
@@ -96,8 +164,14 @@ class Declarations:
                 configuration = split_schedule_name(str(key))[1]
             if configuration:
                 fields.setdefault("configuration", configuration)
-            kind = str(fields.pop("kind", "cron" if "cron" in fields or "schedule" in fields
-                                  or "cron_schedule" in fields else "periodic"))
+            kind = str(
+                fields.pop(
+                    "kind",
+                    "cron"
+                    if "cron" in fields or "schedule" in fields or "cron_schedule" in fields
+                    else "periodic",
+                )
+            )
             self.declare(kind, task, fields, source="app.conf.dgs_schedules")
 
     def check_tasks(self, known_tasks: Mapping[str, Any]) -> list[ScheduleConfigError]:

@@ -139,7 +139,8 @@ def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
     (``period``, ``within``, ``blackouts``, ...) are mapped to spec fields by
     :data:`~celery_dgs.declarations.FIELD_ALIASES`, and the spec validates them."""
     fields = {key: value for key, value in arguments.items() if key != "self"}
-    fields["kwargs"] = dict(fields.get("kwargs") or {})
+    if fields.get("kwargs") is None:  # anything else is validated by the spec
+        fields["kwargs"] = {}
     return fields
 
 

@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
-from .core.condition import RunningState, condition
+from .core.condition import RunningState, condition, declaration_invalid
 from .status import WorkerCheck, holds_for
 
 logger = logging.getLogger("celery_dgs.metrics")
@@ -119,6 +119,8 @@ class EngineCollector:
             lease = leases.get(name)
             running = RunningState(started_at=lease.started_at) if lease is not None else None
             cond = condition(tracked.spec, tracked.stats, running, now)
+            if tracked.declaration_error is not None:
+                cond = declaration_invalid(name, tracked.declaration_error, cond)
             level.add_metric([name, cond.reason.value], int(cond.level))
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())

@@ -8,12 +8,14 @@ a default).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import (
@@ -62,6 +64,13 @@ MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
 
 
+#: The longest duration setting, in seconds (100 years): longer ones overflow
+#: sleeps and Redis expiries.
+MAX_SETTING_SECONDS = 100 * 365 * 86400.0
+#: The largest batch a ``*_batch_size`` setting may ask the database for.
+MAX_BATCH_SIZE = 1_000_000
+
+
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
@@ -69,6 +78,10 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
         raise SettingsError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise SettingsError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if value > MAX_SETTING_SECONDS:
+        raise SettingsError(
+            f"{name} must be at most {MAX_SETTING_SECONDS:.0f} seconds (100 years), got {value!r}"
+        )
     return float(value)
 
 
@@ -158,6 +171,11 @@ class DgsSettings:
         self._check_self_fence_margin()
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
+        if not isinstance(self.retry_backoff, (list, tuple)):
+            raise SettingsError(
+                f"dgs_retry_backoff must be a list of delays in seconds, e.g. [300, 3600], "
+                f"got {self.retry_backoff!r}"
+            )
         backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
         if not backoff:
             raise SettingsError("dgs_retry_backoff must list at least one delay")
@@ -172,6 +190,8 @@ class DgsSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
+            if name.endswith("batch_size") and value > MAX_BATCH_SIZE:
+                raise SettingsError(f"dgs_{name} must be at most {MAX_BATCH_SIZE}, got {value!r}")
         if self.metrics_port is not None and (
             isinstance(self.metrics_port, bool)
             or not isinstance(self.metrics_port, int)
@@ -193,6 +213,11 @@ class DgsSettings:
         if self.laxity_floor is not None:
             floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
             object.__setattr__(self, "laxity_floor", floor)
+        self._check_urls()
+        if not isinstance(self.metrics_addr, str) or not self.metrics_addr:
+            raise SettingsError(
+                f"dgs_metrics_addr must be an address to bind to, got {self.metrics_addr!r}"
+            )
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             raise SettingsError("dgs_key_prefix must be a non-empty string")
         if not isinstance(self.worker_register, bool):
@@ -211,6 +236,22 @@ class DgsSettings:
             )
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
+
+    def _check_urls(self) -> None:
+        if not isinstance(self.database_url, str) or not self.database_url:
+            raise SettingsError(
+                f"dgs_database_url must be a database URL string, got {self.database_url!r}"
+            )
+        url = self.redis_url
+        if url is None:
+            return
+        if not isinstance(url, str):
+            raise SettingsError(f"dgs_redis_url must be a redis:// URL string, got {url!r}")
+        try:
+            urlsplit(url).port  # noqa: B018 - parsing the port is the check
+        except ValueError as exc:
+            masked = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
+            raise SettingsError(f"dgs_redis_url {masked.geturl()!r}: {exc}") from None
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval
@@ -260,8 +301,11 @@ class DgsSettings:
                 continue
             short = key[4:].lower()
             if short not in known:
+                close = difflib.get_close_matches(key.lower(), cls.valid_keys(), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise SettingsError(
-                    f"unknown setting {key!r}; valid settings are: {', '.join(cls.valid_keys())}"
+                    f"unknown setting {key!r}; {hint}valid settings are: "
+                    f"{', '.join(cls.valid_keys())}"
                 )
             value = conf[key]
             if value is not None or short in _NONE_MEANS_OFF:

@@ -12,6 +12,9 @@ Decisions:
   stops dispatch, it does not make stale data fresh. The row says it is paused.
 * A stored spec that no longer validates is ERROR with reason
   ``invalid_spec`` (beat cannot schedule it) and no times.
+* A schedule whose declaration is invalid (``declaration_error``) is ERROR
+  ``declaration_invalid`` naming the field: beat serves the last valid stored
+  version, whose times are shown.
 * A schedule with a lease is running (whatever its steal state), as for beat's
   metrics: the condition then uses the lease's ``started_at``.
 * Given the worker slots, an OK schedule that the projection of beat's greedy
@@ -38,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from .core.blackout import blackout_containing
-from .core.condition import Level, Reason, RunningState, condition
+from .core.condition import Level, Reason, RunningState, condition, declaration_invalid
 from .core.projection import Waiting, project_starts
 from .core.spec import ScheduleSpec
 from .core.stats import ScheduleStats
@@ -159,6 +162,8 @@ def build_row(
     else:
         running = RunningState(started_at=lease.started_at) if lease is not None else None
         cond = condition(spec, stats, running, now)
+        if schedule.declaration_error is not None:
+            cond = declaration_invalid(schedule.name, schedule.declaration_error, cond)
         times = start_times(spec, stats, now, retry_ladder=retry_ladder)
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message

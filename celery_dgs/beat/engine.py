@@ -210,7 +210,9 @@ class BeatEngine(DispatchSending):
             self.held.discard(name)
             self.tracked.pop(name, None)
             return
-        self.tracked[name] = Tracked(row.spec, row.stats, row.run_requested_at)
+        self.tracked[name] = Tracked(
+            row.spec, row.stats, row.run_requested_at, row.declaration_error
+        )
         if row.paused:
             self.index.remove(name)
             self.held.add(name)

@@ -55,10 +55,16 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
     def setup_schedule(self) -> None:
         settings = self.dgs.settings
         decl = self.dgs.all_declarations()
-        for name, err in decl.errors.items():
-            logger.error("celery-dgs: schedule %s skipped: %s", name, err)
         rt = runtime_for(self.app, settings)
-        report = rt.store.sync(list(decl.specs.values()), SystemClock().now())
+        report = rt.store.sync(
+            list(decl.specs.values()), SystemClock().now(), invalid=decl.invalid()
+        )
+        for name, err in decl.errors.items():
+            if name in report.invalid:
+                logger.error("celery-dgs: schedule %s keeps its last valid stored version "
+                             "(status: declaration_invalid): %s", name, err)  # fmt: skip
+            else:
+                logger.error("celery-dgs: schedule %s skipped: %s", name, err)
         logger.info("celery-dgs: synced declarations: %s", report)
         self.leadership = BeatLeadership(
             RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),

@@ -40,6 +40,8 @@ class Tracked:
     spec: ScheduleSpec
     stats: ScheduleStats
     run_requested_at: datetime | None = None
+    #: Set while the declaration is invalid (``spec``: the last valid version).
+    declaration_error: str | None = None
 
 
 @dataclass

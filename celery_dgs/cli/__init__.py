@@ -29,7 +29,7 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     \b
     Exit status: 0 success; 1 a schedule in ERROR (status) or an invalid
     declaration (check, sync); 2 usage error or unknown schedule; 3 Redis or
-    the store unavailable.
+    the store unavailable; 4 configuration error (a dgs_* setting).
     """
     make_env(ctx)
 

@@ -16,7 +16,13 @@ import redis
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..dgs import DGS, get_dgs
-from ..errors import DgsError, LeaseError, UnknownScheduleError
+from ..errors import (
+    DgsError,
+    LeaseError,
+    ScheduleConfigError,
+    SettingsError,
+    UnknownScheduleError,
+)
 from ..runtime import Runtime, runtime_for
 from ..settings import DgsSettings
 from ..store.base import StoredSchedule
@@ -24,18 +30,28 @@ from ..store.base import StoredSchedule
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit status when the state could not be read or written (Redis or the
-#: database unreachable, invalid settings). 1 is the health check's ERROR, 2 a
-#: usage error (click).
+#: database unreachable). 1 is the health check's ERROR, 2 a usage error (click).
 EXIT_UNAVAILABLE = 3
+#: Exit status of a configuration error: an unknown or invalid ``dgs_*``
+#: setting, a database URL that cannot be used (unknown dialect, driver not
+#: installed), no Redis URL. Fixing it takes a change of configuration, not a
+#: retry, so it is told apart from :data:`EXIT_UNAVAILABLE`.
+EXIT_CONFIG = 4
 
 
 _META_KEY = "celery_dgs.cli.env"
 
 
 class StateUnavailable(click.ClickException):
-    """Redis, the store or the settings failed; exit status :data:`EXIT_UNAVAILABLE`."""
+    """Redis or the store failed; exit status :data:`EXIT_UNAVAILABLE`."""
 
     exit_code = EXIT_UNAVAILABLE
+
+
+class ConfigurationError(click.ClickException):
+    """The settings are wrong; exit status :data:`EXIT_CONFIG`."""
+
+    exit_code = EXIT_CONFIG
 
 
 @dataclass
@@ -103,8 +119,9 @@ def utcnow() -> datetime:
 
 
 def wrap_errors(fn: F) -> F:
-    """Turn Redis, database and settings failures into one clear line and exit
-    status :data:`EXIT_UNAVAILABLE` instead of a traceback."""
+    """Turn Redis and database failures into one clear line and exit status
+    :data:`EXIT_UNAVAILABLE`, configuration errors into one clear line and
+    :data:`EXIT_CONFIG`, instead of a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -118,6 +135,8 @@ def wrap_errors(fn: F) -> F:
             raise StateUnavailable(f"schedule store: {type(exc).__name__}: {exc}") from exc
         except UnknownScheduleError as exc:
             raise click.BadParameter(str(exc), param_hint="NAME") from exc
+        except (SettingsError, ScheduleConfigError) as exc:
+            raise ConfigurationError(f"configuration: {exc}") from exc
         except DgsError as exc:
             raise StateUnavailable(str(exc)) from exc
 

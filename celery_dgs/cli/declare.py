@@ -73,14 +73,15 @@ def sync(ctx: click.Context) -> None:
     """Store the declared schedules, as beat does when it starts.
 
     New schedules are inserted, changed ones updated, stored ones no longer
-    declared deactivated (history kept). Invalid declarations are reported and
-    left out, as beat does (a stored schedule whose declaration became invalid
-    is deactivated); exit status 1 if there are any.
+    declared deactivated (history kept). Invalid declarations are reported, as
+    beat does: a stored schedule whose declaration became invalid keeps its
+    last valid version (still served; `status` shows it in ERROR
+    declaration_invalid), a new one is not stored. Exit status 1 if there are any.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     _report_problems(decl, color=env.color())
-    report = env.runtime.store.sync(list(decl.specs.values()), utcnow())
+    report = env.runtime.store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
     where = _safe_url(env.settings.database_url)
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
     for label, names in (
@@ -93,4 +94,11 @@ def sync(ctx: click.Context) -> None:
         click.echo(f"  {'unchanged:':<13}{len(report.unchanged)}")
     else:
         click.echo(f"  nothing changed ({len(report.unchanged)} unchanged)")
+    kept = set(report.invalid)
+    for name in sorted(decl.errors):
+        if name in kept:
+            click.echo(f"  {'kept:':<13}{name} (declaration invalid: its last valid "
+                       "stored version is still served)")  # fmt: skip
+        else:
+            click.echo(f"  {'skipped:':<13}{name} (declaration invalid: not stored)")
     ctx.exit(1 if decl.errors else 0)

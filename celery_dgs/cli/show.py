@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -17,6 +18,19 @@ from .output import dump_json, iso
 from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
 
 LEVELS = [level.name for level in sorted(Level, reverse=True)]
+
+#: The most runs ``runs --limit`` lists (a database LIMIT is a 64-bit integer).
+MAX_RUNS_LIMIT = 1_000_000
+#: The longest ``status --watch`` interval, in seconds (a day).
+MAX_WATCH_INTERVAL_S = 86_400.0
+
+
+def _not_nan(param: click.Parameter, value: float | None) -> float | None:
+    """``value``, unless it is NaN (which passes every range check)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, got nan", param=param)
+    return value
+
 
 #: A frame of ``status``: its text, and whether a listed schedule is in ERROR.
 Frame = Callable[[], tuple[str, bool]]
@@ -52,7 +66,8 @@ def read_status(
 @click.option("--pool", "pools", multiple=True, help="Only schedules of this pool (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @click.option(
-    "--watch", type=click.FloatRange(min=0.1), metavar="SECONDS",
+    "--watch", type=click.FloatRange(min=0.1, max=MAX_WATCH_INTERVAL_S), metavar="SECONDS",
+    callback=lambda _ctx, param, value: _not_nan(param, value),
     help="Redraw every SECONDS until Ctrl-C.",
 )  # fmt: skip
 @click.pass_context
@@ -157,8 +172,8 @@ def leases(ctx: click.Context, as_json: bool) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many runs, newest first.")  # fmt: skip
+@click.option("--limit", "-n", type=click.IntRange(min=1, max=MAX_RUNS_LIMIT), default=20,
+              show_default=True, help="How many runs, newest first.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @click.pass_context
 @wrap_errors

@@ -40,6 +40,8 @@ class Reason(str, Enum):
     LIKELY_LATE = "likely_late"
     OVER_EXPECTED_DURATION = "over_expected_duration"
     LAST_RUN_FAILED = "last_run_failed"
+    #: The schedule's declaration is invalid; beat serves the last valid stored version.
+    DECLARATION_INVALID = "declaration_invalid"
     # Reserved for later layers (projection, load shedding, operator pause).
     PROJECTED_LATE = "projected_late"
     SHED = "shed"
@@ -140,3 +142,19 @@ def condition(
             deadline,
         )
     return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)
+
+
+def declaration_invalid(name: str, error: str, served: Condition) -> Condition:
+    """ERROR ``declaration_invalid``: the declaration of ``name`` no longer
+    validates (``error`` names the field), so beat keeps serving the last valid
+    stored version, whose condition is ``served`` (its deadline is kept).
+
+    ERROR rather than WARNING: the deployed code asks for something that is
+    not in effect, and only a person can fix it, so the health check fails."""
+    return Condition(
+        Level.ERROR,
+        Reason.DECLARATION_INVALID,
+        f"{name}: its declaration is invalid ({error}); the last valid stored version is "
+        f"served, its condition {served.level.name} {served.reason.value}",
+        served.error_at,
+    )

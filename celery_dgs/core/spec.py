@@ -8,6 +8,8 @@ A spec is a frozen, keyword-only value. Invalid values raise
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -23,6 +25,8 @@ from .tz import ZoneLike, zone_name
 
 SPEC_FORMAT_VERSION = 1
 _CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+#: The longest duration a spec field may have: deadlines past year 9999 overflow.
+MAX_DURATION = timedelta(days=36500)
 #: Cron expressions (and expression/zone pairs) whose checks are remembered.
 CRON_CHECK_CACHE_SIZE = 4096
 
@@ -122,14 +126,27 @@ def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = F
         raise ScheduleConfigError(
             name, field_name, f"must be a timedelta or a number of seconds, got {value!r}"
         )
-    delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
-    seconds = delta.total_seconds()
-    if not math.isfinite(seconds):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ScheduleConfigError(name, field_name, f"must be finite, got {value!r}")
+    try:
+        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except OverflowError:
+        delta = timedelta.max
+    if delta > MAX_DURATION:
+        raise ScheduleConfigError(
+            name, field_name, f"{value!r} is too long: at most {MAX_DURATION.days} days (100 years)"
+        )
+    seconds = delta.total_seconds()
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise ScheduleConfigError(name, field_name, f"must be {bound}, got {delta}")
     return delta
+
+
+def _is_list(value: Any) -> bool:
+    """An iterable of items that is not a string, bytes or a mapping (whose
+    iteration would give characters or keys)."""
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
 
 
 def _optional_timedelta(name: str, field_name: str, value: Any) -> timedelta | None:
@@ -195,17 +212,33 @@ class ScheduleSpec:
                 name, "max_expected_duration", "must not exceed max_allowed_duration"
             )
         nodes: Any = self.dont_run_on_nodes
-        if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
-            raise ScheduleConfigError(name, "dont_run_on_nodes", "must be a list of node names")
+        nodes = tuple(nodes) if _is_list(nodes) else nodes  # a generator is read once
+        if not isinstance(nodes, tuple) or not all(isinstance(n, str) for n in nodes):
+            raise ScheduleConfigError(
+                name, "dont_run_on_nodes", f"must be a list of node names, got {nodes!r}"
+            )
         object.__setattr__(self, "dont_run_on_nodes", frozenset(nodes))
         if self.pool is not None and (not isinstance(self.pool, str) or not self.pool):
             raise ScheduleConfigError(name, "pool", "must be a non-empty queue name or None")
+        if not isinstance(self.avoid_blackout_overlap, bool):
+            raise ScheduleConfigError(
+                name, "avoid_blackout_overlap",
+                f"must be True or False, got {self.avoid_blackout_overlap!r}",
+            )  # fmt: skip
+        if not _is_list(self.args):
+            raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {self.args!r}")
+        kwargs: Any = self.kwargs
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ScheduleConfigError(
+                name, "kwargs", f"must be a mapping with string keys, got {kwargs!r}"
+            )
         object.__setattr__(self, "args", tuple(self.args))
-        object.__setattr__(self, "kwargs", dict(self.kwargs))
-        try:
-            json.dumps([self.args, self.kwargs])
-        except (TypeError, ValueError) as exc:
-            raise ScheduleConfigError(name, "args", f"args/kwargs must be JSON: {exc}") from exc
+        object.__setattr__(self, "kwargs", dict(kwargs))
+        for fname in ("args", "kwargs"):
+            try:
+                json.dumps(getattr(self, fname), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ScheduleConfigError(name, fname, f"must be JSON-serializable: {exc}") from exc
 
     def warnings(self) -> list[str]:
         """Suspicious but valid settings, as messages naming the schedule and field."""
@@ -336,19 +369,12 @@ def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
     name = schedule_name(str(data.get("task", "?")), str(data.get("configuration", "")))
     if version != SPEC_FORMAT_VERSION:
         raise ScheduleConfigError(name, "format", f"unsupported spec format {version!r}")
-    kind = data.pop("kind", None)
-    cls = SPEC_KINDS.get(str(kind))
-    if cls is None:
-        raise ScheduleConfigError(
-            name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}"
-        )
+    cls = spec_class(data.pop("kind", None), name)
     for key in ("dont_run_on_nodes",):
-        if key in data and data[key] is not None:
+        if _is_list(data.get(key)):
             data[key] = frozenset(data[key])
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise ScheduleConfigError(name, "?", f"unexpected or missing fields: {exc}") from exc
+    check_field_names(cls, name, data)
+    return cls(**data)
 
 
 def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec:
@@ -371,15 +397,71 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     return clone
 
 
-def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
-    """Build a spec of ``kind`` ('periodic' or 'cron') from keyword fields."""
-    cls = SPEC_KINDS.get(kind)
+def differing_fields(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
+    """The spec fields (``kind`` included) whose values differ, in spec order."""
+    a, b = first.to_dict(), second.to_dict()
+    return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
+def spec_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
+    """The field names a spec class takes, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def required_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
+    """The fields of ``cls`` that have no default."""
+    return tuple(
+        f.name for f in dataclasses.fields(cls)
+        if f.init and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )  # fmt: skip
+
+
+def suggestion(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, Any]) -> None:
+    """ScheduleConfigError naming the first field ``cls`` does not take (with the
+    closest valid name) or the first required field missing from ``fields``."""
+    known = spec_fields(cls)
+    for key in fields:
+        if key not in known:
+            others = (k for k, c in SPEC_KINDS.items() if c is not cls and key in spec_fields(c))
+            where = next(others, None)
+            hint = (
+                f"; it is a field of a {where} schedule" if where is not None
+                else suggestion(str(key), known)
+            )  # fmt: skip
+            raise ScheduleConfigError(
+                name, str(key), f"is not a field of a {cls.kind} schedule{hint}"
+            )
+    for key in required_fields(cls):
+        if key not in fields:
+            raise ScheduleConfigError(name, key, f"is required for a {cls.kind} schedule")
+
+
+def spec_class(kind: Any, name: str) -> type[ScheduleSpec]:
+    """The spec class of ``kind``; ScheduleConfigError naming field ``kind`` otherwise."""
+    cls = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
+        hint = suggestion(str(kind).lower(), SPEC_KINDS)
         raise ScheduleConfigError(
-            schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", ""))),
-            "kind",
-            f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}",
+            name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}{hint}"
         )
+    return cls
+
+
+def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
+    """Build a spec of ``kind`` ('periodic' or 'cron') from keyword fields.
+
+    Every problem, an unknown or missing field included, is a
+    ScheduleConfigError naming the schedule and the field."""
+    name = schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", "")))
+    cls = spec_class(kind, name)
+    check_field_names(cls, name, fields)
     return cls(**fields)
 
 

@@ -10,12 +10,12 @@ Every datetime in and out is an aware UTC datetime.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ..core.spec import ScheduleSpec
+from ..core.spec import ScheduleSpec, differing_fields
 from ..core.stats import (
     DEFAULT_EWMA_ALPHA,
     ScheduleStats,
@@ -23,6 +23,7 @@ from ..core.stats import (
     record_interruption,
     record_success,
 )
+from ..errors import ScheduleConfigError
 
 RunOutcome = Literal[
     "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
@@ -66,6 +67,8 @@ class StoredSchedule:
     the latest run granted (``None``: never ran). ``run_requested_at`` is set
     while an operator's ad-hoc run request waits for beat. ``change_seq`` orders
     every change to the row (see :meth:`ScheduleStore.changes_since`).
+    ``declaration_error`` is set while the schedule's declaration is invalid:
+    ``spec`` is then the last valid version, which beat keeps serving.
     """
 
     name: str
@@ -81,6 +84,7 @@ class StoredSchedule:
     run_requested_at: datetime | None
     change_seq: int
     updated_at: datetime
+    declaration_error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +123,8 @@ class SyncReport:
     """What :meth:`ScheduleStore.sync` did, as lists of schedule names.
 
     Each name appears in at most one list; a schedule declared again after being
-    deactivated is ``reactivated`` even if its spec changed too.
+    deactivated is ``reactivated`` even if its spec changed too. ``invalid``:
+    stored, active schedules whose declaration is invalid, kept as stored.
     """
 
     inserted: list[str] = field(default_factory=list)
@@ -127,10 +132,38 @@ class SyncReport:
     deactivated: list[str] = field(default_factory=list)
     reactivated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.inserted or self.updated or self.deactivated or self.reactivated)
+
+
+def declared_by_name(
+    specs: Sequence[ScheduleSpec], invalid: Mapping[str, str]
+) -> dict[str, ScheduleSpec]:
+    """The declared ``specs`` by name, as every store's ``sync`` reads them.
+
+    A name declared twice with identical fields counts once; with different
+    fields it raises :class:`~celery_dgs.errors.ScheduleConfigError` naming the
+    first field that differs. A name both declared and in ``invalid`` raises
+    ``ValueError`` (the caller's declarations disagree with themselves).
+    """
+    declared: dict[str, ScheduleSpec] = {}
+    for spec in specs:
+        first = declared.get(spec.name)
+        if first is None:
+            declared[spec.name] = spec
+            continue
+        differ = differing_fields(first, spec)
+        if differ:
+            raise ScheduleConfigError(
+                spec.name, differ[0], f"declared twice with different {', '.join(differ)}"
+            )
+    both = sorted(set(declared) & set(invalid))
+    if both:
+        raise ValueError(f"declared both valid and invalid: {', '.join(both)}")
+    return declared
 
 
 class ScheduleStore(ABC):
@@ -141,12 +174,25 @@ class ScheduleStore(ABC):
         """Bring the schema to the newest version (idempotent, safe to race)."""
 
     @abstractmethod
-    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+    def sync(
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
+        invalid: Mapping[str, str] | None = None,
+    ) -> SyncReport:
         """Make the stored schedules match the declared ``specs``.
 
         New names are inserted (``registered_at = now``), changed specs updated,
         stored names not declared deactivated (history kept) and deactivated
         names declared again reactivated. Statistics are never reset.
+
+        ``invalid``: the names of invalid declarations and their errors. A
+        stored, active schedule among them is neither updated nor deactivated:
+        it keeps its last valid spec (beat keeps serving it) and its
+        ``declaration_error`` is set to the error (listed in
+        ``SyncReport.invalid``). Being declared validly again, or not at all,
+        clears it (``updated`` / ``deactivated``).
         """
 
     @abstractmethod

@@ -120,6 +120,7 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         run_requested_at=row.run_requested_at,
         change_seq=row.change_seq,
         updated_at=row.updated_at,
+        declaration_error=row.declaration_error,
     )
 
 

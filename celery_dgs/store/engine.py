@@ -18,16 +18,70 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from ..errors import SettingsError
 
 #: How long a SQLite writer waits for the lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
 _WRITE_OPTION = "dgs_write"
 
 
+#: The pip package that provides a missing database driver module.
+DRIVER_PACKAGES = {
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "psycopg": "psycopg[binary]",
+    "psycopg2": "psycopg2-binary",
+    "asyncpg": "asyncpg",
+    "pg8000": "pg8000",
+    "oracledb": "oracledb",
+    "cx_Oracle": "cx_Oracle",
+    "pyodbc": "pyodbc",
+    "pymssql": "pymssql",
+}
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (``<not a URL>`` if unparseable)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return "<not a URL>"
+
+
 def make_engine(url: str, engine_options: Mapping[str, Any] | None = None) -> Engine:
-    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
+
+    A URL that cannot be parsed, names an unknown dialect or a driver that is
+    not installed raises :class:`~celery_dgs.errors.SettingsError`: one line
+    naming ``dgs_database_url`` (password masked) and, for a missing driver,
+    the package to install."""
+    try:
+        return _make_engine(url, engine_options)
+    except ModuleNotFoundError as exc:
+        module = exc.name or "?"
+        package = DRIVER_PACKAGES.get(module.split(".")[0], module)
+        raise SettingsError(
+            f"dgs_database_url {masked_url(url)!r}: its database driver {module!r} is not "
+            f"installed; install it (pip install '{package}') or name an installed "
+            "driver in the URL (dialect+driver://...)"
+        ) from None
+    except NoSuchModuleError:
+        raise SettingsError(
+            f"dgs_database_url {masked_url(url)!r}: unknown database dialect "
+            f"{url.partition(':')[0]!r} (use sqlite:///path or postgresql+psycopg://...)"
+        ) from None
+    except ArgumentError as exc:
+        raise SettingsError(
+            f"dgs_database_url {masked_url(url)!r}: not a database URL ({exc}); "
+            "use sqlite:///path or postgresql+psycopg://user:password@host/db"
+        ) from None
+
+
+def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
     options: dict[str, Any] = dict(engine_options or {})
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":

@@ -23,20 +23,21 @@ import dataclasses
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from ..core.clock import Clock, SystemClock
 from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
-from ..errors import ScheduleConfigError, StaleTokenError, UnknownRunError, UnknownScheduleError
+from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .base import (
     END_OUTCOMES,
     RunRecord,
     ScheduleStore,
     StoredSchedule,
     SyncReport,
+    declared_by_name,
     stats_after,
 )
 from .convert import spec_json, utc
@@ -65,16 +66,21 @@ class MemoryScheduleStore(ScheduleStore):
     def upgrade(self) -> None:
         """Nothing to migrate."""
 
-    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+    def sync(
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
+        invalid: Mapping[str, str] | None = None,
+    ) -> SyncReport:
         """Make the stored schedules match ``specs``, as
         :meth:`SqlScheduleStore.sync <celery_dgs.store.sql.SqlScheduleStore.sync>`
-        does: one change (one ``change_seq``) for every row it touches."""
+        does: one change (one ``change_seq``) for every row it touches; a stored,
+        active schedule named in ``invalid`` keeps its spec, with the error in
+        its ``declaration_error``."""
         now = utc(now, "now")
-        declared: dict[str, ScheduleSpec] = {}
-        for spec in specs:
-            if spec.name in declared:
-                raise ScheduleConfigError(spec.name, "configuration", "declared more than once")
-            declared[spec.name] = spec
+        invalid = dict(invalid or {})
+        declared = declared_by_name(specs, invalid)
         report = SyncReport()
         with self._lock:
             rows = self._rows
@@ -87,16 +93,28 @@ class MemoryScheduleStore(ScheduleStore):
                 text = texts[name] = spec_json(declared[name])
                 if not row.active:
                     report.reactivated.append(name)
-                elif row.spec is None or spec_json(row.spec) != text:
+                elif (row.spec is None or spec_json(row.spec) != text
+                      or row.declaration_error is not None):  # fmt: skip
                     report.updated.append(name)
                 else:
                     report.unchanged.append(name)
-            report.deactivated.extend(
-                n for n in sorted(rows) if rows[n].active and n not in declared
-            )
-            if not report.changed:
+            marked = []  # active rows whose declaration_error is new or different
+            for name in sorted(rows):
+                row = rows[name]
+                if not row.active or name in declared:
+                    continue
+                if name in invalid:
+                    report.invalid.append(name)
+                    if row.declaration_error != invalid[name]:
+                        marked.append(name)
+                else:
+                    report.deactivated.append(name)
+            if not (report.changed or marked):
                 return report
             seq = self._next_seq()
+            for name in marked:
+                self._put(dataclasses.replace(rows[name], declaration_error=invalid[name],
+                                              change_seq=seq, updated_at=now))  # fmt: skip
             for name in report.inserted:
                 self._put(self._new_row(declared[name], now, seq))
             for name in report.updated + report.reactivated:
@@ -104,11 +122,12 @@ class MemoryScheduleStore(ScheduleStore):
                 self._put(dataclasses.replace(
                     rows[name], task=declared[name].task,
                     configuration=declared[name].configuration, kind=declared[name].kind,
-                    spec=stored, spec_error=error, active=True, change_seq=seq, updated_at=now,
+                    spec=stored, spec_error=error, active=True, declaration_error=None,
+                    change_seq=seq, updated_at=now,
                 ))  # fmt: skip
             for name in report.deactivated:
-                self._put(dataclasses.replace(rows[name], active=False, change_seq=seq,
-                                              updated_at=now))  # fmt: skip
+                self._put(dataclasses.replace(rows[name], active=False, declaration_error=None,
+                                              change_seq=seq, updated_at=now))  # fmt: skip
         return report
 
     def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:

@@ -108,6 +108,9 @@ class ScheduleRow(Base):
     run_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     change_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    #: Why the schedule's declaration is invalid (``spec`` is then the last
+    #: valid one, still served); NULL while it is valid.
+    declaration_error: Mapped[str | None] = mapped_column(Text)
 
 
 class RunRow(Base):

@@ -27,8 +27,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
-from ..errors import ScheduleConfigError, UnknownScheduleError
-from .base import StoredSchedule, SyncReport
+from ..errors import UnknownScheduleError
+from .base import StoredSchedule, SyncReport, declared_by_name
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
@@ -81,18 +81,29 @@ class SqlScheduleStore(RunMethods):
 
     # -- schedules ----------------------------------------------------------------
 
-    def sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+    def sync(
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
+        invalid: Mapping[str, str] | None = None,
+    ) -> SyncReport:
         """Make the stored schedules match the declared ``specs`` (one transaction).
 
         Inserted: new names, ``registered_at = now``. Updated: the spec's JSON
-        differs. Deactivated: stored, active, not declared (runs and stats kept).
+        differs, or the declaration was invalid and is valid again.
+        Deactivated: stored, active, not declared (runs and stats kept).
         Reactivated: stored, inactive, declared again (its spec refreshed too).
-        Statistics, ``paused`` and run requests are never touched. Raises
-        :class:`~celery_dgs.errors.ScheduleConfigError` if a name is declared twice.
-        On PostgreSQL a sync that changed ``ANALYZE_AFTER_SYNC_ROWS`` rows or
-        more then ``ANALYZE``s the table (see :meth:`_analyze`).
+        ``invalid`` maps the names of invalid declarations to their errors: a
+        stored, active one keeps its stored spec and stays active, with the
+        error in its ``declaration_error`` (listed in ``invalid``); any other
+        one is left as it is. Statistics, ``paused`` and run requests are never
+        touched. Raises :class:`~celery_dgs.errors.ScheduleConfigError` if a
+        name is declared twice with different fields (naming the first that
+        differs). On PostgreSQL a sync that changed ``ANALYZE_AFTER_SYNC_ROWS``
+        rows or more then ``ANALYZE``s the table (see :meth:`_analyze`).
         """
-        report = self._sync(specs, now)
+        report = self._sync(specs, now, dict(invalid or {}))
         changed = len(report.inserted) + len(report.updated) + len(report.reactivated)
         if changed + len(report.deactivated) >= self.analyze_after_sync_rows:
             self._analyze()
@@ -114,13 +125,14 @@ class SqlScheduleStore(RunMethods):
         except SQLAlchemyError as exc:
             logger.warning("celery-dgs: ANALYZE dgs_schedules after a large sync failed: %s", exc)
 
-    def _sync(self, specs: Sequence[ScheduleSpec], now: datetime) -> SyncReport:
+    def _sync(
+        self, specs: Sequence[ScheduleSpec], now: datetime, invalid: dict[str, str]
+    ) -> SyncReport:
         now = utc(now, "now")
-        declared: dict[str, tuple[ScheduleSpec, str]] = {}
-        for spec in specs:
-            if spec.name in declared:
-                raise ScheduleConfigError(spec.name, "configuration", "declared more than once")
-            declared[spec.name] = (spec, spec_json(spec))
+        declared = {
+            name: (spec, spec_json(spec))
+            for name, spec in declared_by_name(specs, invalid).items()
+        }
         report = SyncReport()
         with self._write() as session:
             if session.get_bind().dialect.name == "postgresql":
@@ -135,16 +147,26 @@ class SqlScheduleStore(RunMethods):
                 same = row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
                 if not row.active:
                     report.reactivated.append(name)
-                elif not same:
+                elif not same or row.declaration_error is not None:
                     report.updated.append(name)
                 else:
                     report.unchanged.append(name)
-            report.deactivated.extend(
-                n for n, r in sorted(rows.items()) if r.active and n not in declared
-            )
-            if not report.changed:
+            marked = []  # active rows whose declaration_error is new or different
+            for name, row in sorted(rows.items()):
+                if not row.active or name in declared:
+                    continue
+                if name in invalid:
+                    report.invalid.append(name)
+                    if row.declaration_error != invalid[name]:
+                        marked.append(name)
+                else:
+                    report.deactivated.append(name)
+            if not (report.changed or marked):
                 return report
             seq = self._next_seq(session)
+            for name in marked:
+                rows[name].declaration_error = invalid[name]
+                rows[name].change_seq, rows[name].updated_at = seq, now
             for name in report.inserted:
                 session.add(self._new_row(*declared[name], now, seq))
             for name in report.updated + report.reactivated:
@@ -152,9 +174,10 @@ class SqlScheduleStore(RunMethods):
                 row = rows[name]
                 row.task, row.configuration, row.kind = spec.task, spec.configuration, spec.kind
                 row.spec, row.spec_format, row.active = spec_text, SPEC_FORMAT_VERSION, True
+                row.declaration_error = None
                 row.change_seq, row.updated_at = seq, now
             for name in report.deactivated:
-                rows[name].active = False
+                rows[name].active, rows[name].declaration_error = False, None
                 rows[name].change_seq, rows[name].updated_at = seq, now
         return report
 

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 from celery import signals
 
 from ..celery_settings import check_celery_settings
-from ..runtime import runtime_for
+from ..core.spec import ScheduleSpec, split_schedule_name
+from ..errors import UnknownScheduleError
+from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
@@ -47,6 +49,10 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
     by_task: dict[str, list[str]] = {}
     for name, spec in decl.specs.items():
         by_task.setdefault(spec.task, []).append(name)
+    for name in decl.errors:  # beat may serve their last valid stored version
+        task_name = split_schedule_name(name)[0]
+        if task_name in app.tasks:
+            by_task.setdefault(task_name, []).append(name)
     wrapped = []
     for task_name in by_task:
         task = app.tasks[task_name]
@@ -61,11 +67,13 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
                 return __original(*args, **kwargs)
             schedule = getattr(request, "dgs_schedule", None) or __task.name
             spec = dgs.declarations.specs.get(schedule)
+            rt = runtime_for(app, dgs.settings)
+            if spec is None and schedule in dgs.declarations.errors:
+                spec = served_spec(rt, schedule)
             if spec is None:
                 logger.warning("celery-dgs: %s has no schedule %r; running it unsupervised",
                                __task.name, schedule)  # fmt: skip
                 return __original(*args, **kwargs)
-            rt = runtime_for(app, dgs.settings)
             return supervised_run(rt, spec, request, __original, args, kwargs)
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
@@ -73,6 +81,18 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
         keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped
+
+
+def served_spec(rt: Runtime, schedule: str) -> ScheduleSpec | None:
+    """The stored spec beat serves for a schedule whose declaration is invalid
+    here (the last valid version), or None if none is stored or readable."""
+    try:
+        return rt.store.get(schedule).spec
+    except UnknownScheduleError:
+        return None
+    except Exception:
+        logger.exception("celery-dgs: reading the stored spec of %s failed", schedule)
+        return None
 
 
 class _WorkerPresence:
@@ -163,7 +183,8 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
         names = wrap_scheduled_tasks(app, dgs)
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
-            logger.error("celery-dgs: schedule %s is not run: %s", name, err)
+            logger.error("celery-dgs: schedule %s: invalid declaration; its runs, if beat "
+                         "serves a stored version, use that version: %s", name, err)  # fmt: skip
         try:
             specs = dgs.declarations.specs
             tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}

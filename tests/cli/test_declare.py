@@ -76,7 +76,7 @@ def test_sync_prints_the_report(world: World) -> None:
     assert second.stdout.splitlines()[1:] == ["  nothing changed (3 unchanged)"]
 
 
-def test_sync_leaves_invalid_declarations_out_and_fails(
+def test_sync_keeps_the_stored_version_of_an_invalid_declaration_and_fails(
     world: World, sqlite_url: str, redis_url: str
 ) -> None:
     declare(world.app, GOOD)
@@ -87,5 +87,10 @@ def test_sync_leaves_invalid_declarations_out_and_fails(
     result = world.invoke("sync")
     assert result.exit_code == 1
     assert "ERROR schedule 't.a', field 'tz'" in result.stderr
-    assert "  deactivated: t.a" in result.stdout.splitlines()
-    assert not world.store.get("t.a").active
+    assert "deactivated" not in result.stdout
+    stored = world.store.get("t.a")
+    assert stored.active
+    assert stored.spec is not None
+    assert stored.spec.tz == "UTC"
+    assert stored.declaration_error is not None
+    assert "field 'tz'" in stored.declaration_error

@@ -50,7 +50,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0003"
+        assert current_revision(store.engine) == head_revision() == "0004"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -58,6 +58,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.current_token == 4
         assert got.stats.average_good_duration == timedelta(seconds=12.5)
         assert got.stats.duration_deviation is None  # 0003: not known yet
+        assert got.declaration_error is None  # 0004: the declaration is valid
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         ended = store.record_run_end(  # progress: the new column works
@@ -67,6 +68,43 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert ended.stats.duration_deviation == timedelta(seconds=7.5)  # |20 - 12.5|
         assert ended.change_seq == 4
         assert store.runs("legacy")[0].progress == 0.75
+    finally:
+        store.close()
+
+
+def test_0004_adds_the_declaration_error_to_existing_rows(database_url: str) -> None:
+    upgrade_url(database_url, "0003")
+    engine = make_engine(database_url)
+    assert "declaration_error" not in {
+        c["name"] for c in inspect(engine).get_columns("dgs_schedules")
+    }
+    engine.dispose()
+    old = SqlScheduleStore(database_url)  # the 0003 schema, written by this version's sync
+    try:
+        with old.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO dgs_schedules (name, task, configuration, kind, spec,"
+                    " spec_format, active, paused, change_seq, updated_at) VALUES"
+                    " ('kept', 'kept', '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
+                ),
+                {"spec": json.dumps(periodic("kept").to_dict()), "t": True, "f": False,
+                 "ts": "2026-03-01 12:00:00" + ("+00:00" if engine.dialect.name ==
+                                                "postgresql" else "")},
+            )  # fmt: skip
+            conn.execute(text("UPDATE dgs_counter SET value = 1"))
+    finally:
+        old.close()
+    store = SqlScheduleStore.open(database_url)
+    try:
+        assert current_revision(store.engine) == "0004"
+        assert store.get("kept").declaration_error is None
+        report = store.sync([], T0, invalid={"kept": "field 'tz': bad"})
+        assert report.invalid == ["kept"]
+        got = store.get("kept")
+        assert got.active
+        assert got.spec == periodic("kept")
+        assert got.declaration_error == "field 'tz': bad"
     finally:
         store.close()
 

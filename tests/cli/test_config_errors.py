@@ -1,0 +1,114 @@
+"""Configuration mistakes and out-of-range options: one clear line and a
+documented exit status (4: configuration; 2: usage), never a traceback; 3 stays
+"Redis or the store unavailable"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from celery_dgs.cli.context import EXIT_CONFIG, EXIT_UNAVAILABLE
+from tests.cli.conftest import World, now, spec
+
+
+def configure(world: World, **conf: Any) -> None:
+    world.app.conf.update(conf)
+
+
+def assert_config_error(world: World, *args: str) -> str:
+    result = world.invoke(*args)
+    assert result.exit_code == EXIT_CONFIG == 4, result.output
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), repr(result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: configuration: ")
+    return lines[0]
+
+
+def test_an_unknown_setting_is_a_configuration_error_not_unavailable(world: World) -> None:
+    configure(world, dgs_ping_intervall=5)
+    for command in ("status", "check", "sync"):
+        line = assert_config_error(world, command)
+        assert "unknown setting 'dgs_ping_intervall'; did you mean 'dgs_ping_interval'?" in line
+
+
+def test_a_database_url_whose_driver_is_missing_names_the_setting_and_the_package(
+    world: World,
+) -> None:
+    configure(world, dgs_database_url="mysql://scott:tiger-secret@db.example/sched")
+    line = assert_config_error(world, "status")
+    assert "dgs_database_url 'mysql://scott:***@db.example/sched'" in line
+    assert "driver 'MySQLdb' is not installed; install it (pip install 'mysqlclient')" in line
+    assert "tiger-secret" not in line
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysqll://u:pw@h/db", "unknown database dialect 'mysqll'"),
+        ("not a url", "dgs_database_url '<not a URL>': not a database URL"),
+        (5, "dgs_database_url must be a database URL string, got 5"),
+    ],
+)
+def test_unusable_database_urls(world: World, url: object, message: str) -> None:
+    configure(world, dgs_database_url=url)
+    assert message in assert_config_error(world, "status")
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"dgs_redis_url": 6379}, "dgs_redis_url must be a redis:// URL string, got 6379"),
+        (
+            {"dgs_redis_url": "redis://:secret@host:port/0"},
+            "dgs_redis_url 'redis://host:port/0': Port could not be cast",
+        ),
+        ({"dgs_redis_url": "http://host/0"}, "unsupported Redis URL scheme 'http'"),
+        ({"broker_url": "amqp://localhost//"}, "celery-dgs needs Redis: set dgs_redis_url"),
+        ({"dgs_retry_backoff": 300}, "dgs_retry_backoff must be a list of delays in seconds"),
+        ({"dgs_retry_backoff": "300"}, "dgs_retry_backoff must be a list of delays in seconds"),
+        ({"dgs_metrics_addr": 8080}, "dgs_metrics_addr must be an address to bind to"),
+        ({"dgs_run_retention": 1e300}, "dgs_run_retention must be at most 3153600000 seconds"),
+        ({"dgs_ping_timeout": 10**30}, "dgs_ping_timeout must be at most 3153600000 seconds"),
+        ({"dgs_prune_batch_size": 10**20}, "dgs_prune_batch_size must be at most 1000000"),
+        ({"dgs_reap_batch_size": 10**20}, "dgs_reap_batch_size must be at most 1000000"),
+    ],
+)
+def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> None:
+    configure(world, **conf)
+    line = assert_config_error(world, "status")
+    assert message in line
+    assert "secret" not in line
+
+
+def test_unreachable_redis_is_still_unavailable(world: World) -> None:
+    configure(world, broker_url="redis://127.0.0.1:9/0")
+    assert world.invoke("status").exit_code == EXIT_UNAVAILABLE == 3
+
+
+def test_the_exit_statuses_are_documented(world: World) -> None:
+    help_text = " ".join(world.invoke("--help").stdout.split())
+    assert "3 Redis or the store unavailable; 4 configuration error" in help_text
+
+
+def test_runs_limit_out_of_range_is_a_usage_error(world: World) -> None:
+    world.sync(spec("t.a"), at=now())
+    world.record("t.a", "success", now())
+    result = world.invoke("runs", "t.a", "--limit", "99999999999999999999999")
+    assert result.exit_code == 2, result.output
+    assert "'--limit' / '-n': 99999999999999999999999 is not in the range 1<=x<=1000000" in (
+        result.stderr
+    )
+    assert world.invoke("runs", "t.a", "--limit", "1000000").exit_code == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300"])
+def test_status_watch_interval_must_be_a_finite_number_of_seconds(
+    world: World, value: str
+) -> None:
+    result = world.invoke("status", "--watch", value)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--watch'" in result.stderr

@@ -1,0 +1,181 @@
+"""A broken edit of a live schedule's declaration: the last valid stored version
+keeps being served (beat's load, the worker's spec), and ``status``, ``--json``
+and the metrics show it in ERROR ``declaration_invalid`` naming the field until
+the declaration is fixed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from celery_dgs.beat.scheduler import DeadlineScheduler
+from celery_dgs.core.clock import SystemClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dgs import get_dgs
+from celery_dgs.metrics import EngineCollector
+from celery_dgs.runtime import runtime_for
+from celery_dgs.worker.hooks import served_spec, wrap_scheduled_tasks
+from tests.cli.conftest import World, make_app, now
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = {"t.a": {"period": 3600}, "t.b": {"period": 3600}}
+BROKEN = {"t.a": {"period": 0}, "t.b": {"period": 3600}}
+
+
+def declare(app: Celery, schedules: dict[str, dict[str, Any]]) -> None:
+    for name in ("t.a", "t.b"):
+
+        def noop() -> None:
+            pass
+
+        app.task(name=name, shared=False)(noop)
+    app.conf.dgs_schedules = schedules
+
+
+def deploy(world: World, sqlite_url: str, redis_url: str, schedules: dict[str, Any]) -> None:
+    """The next deploy: a new process (app) with these declarations."""
+    world.app.close()
+    world.app = make_app(sqlite_url, redis_url)
+    declare(world.app, schedules)
+
+
+def beat_tracked(app: Celery) -> Any:
+    """Start beat's scheduler as `celery beat` does (sync, then load the index)."""
+    sched = DeadlineScheduler(app)
+    try:
+        assert sched.engine is not None
+        store = runtime_for(app, sched.dgs.settings).store
+        families = EngineCollector(sched.engine, store, SystemClock()).collect()
+        conditions = {
+            sample.labels["schedule"]: (sample.labels["reason"], sample.value)
+            for family in families
+            if family.name == "dgs_schedule_condition"
+            for sample in family.samples
+        }
+        return dict(sched.engine.tracked), conditions
+    finally:
+        sched.close()
+
+
+def test_a_broken_edit_keeps_the_schedule_served_and_status_shows_why(
+    world: World, sqlite_url: str, redis_url: str
+) -> None:
+    declare(world.app, GOOD)
+    assert world.invoke("sync").exit_code == 0
+    world.record("t.a", "success", now() - timedelta(minutes=5))
+    world.record("t.b", "success", now() - timedelta(minutes=5))
+    assert world.invoke("status").exit_code == 0
+
+    deploy(world, sqlite_url, redis_url, BROKEN)
+    synced = world.invoke("sync")
+    assert synced.exit_code == 1
+    assert "ERROR schedule 't.a', field 'scheduling_period': must be more than zero" in (
+        synced.stderr
+    )
+    assert "deactivated" not in synced.stdout
+    assert (
+        "  kept:        t.a (declaration invalid: its last valid stored version is still served)"
+        in synced.stdout.splitlines()
+    )
+    stored = world.store.get("t.a")
+    assert stored.active
+    assert stored.spec == PeriodicSpec(task="t.a", scheduling_period=timedelta(hours=1))
+    assert stored.declaration_error is not None
+    assert "'scheduling_period'" in (stored.declaration_error)
+
+    # Beat, started with the broken declaration, still loads (serves) it.
+    tracked, conditions = beat_tracked(world.app)
+    assert tracked["t.a"].spec == stored.spec
+    assert conditions["t.a"] == ("declaration_invalid", 2.0)
+    assert conditions["t.b"] == ("ok", 0.0)
+
+    # A worker of the broken deploy supervises runs of the served version.
+    dgs = get_dgs(world.app)
+    assert "t.a" in wrap_scheduled_tasks(world.app, dgs)
+    assert served_spec(runtime_for(world.app, dgs.settings), "t.a") == stored.spec
+
+    result = world.invoke("status")
+    assert result.exit_code == 1, result.output
+    assert "2 schedules (1 ERROR, 0 WARNING, 1 OK)" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if " t.a " in line)
+    assert row.split()[:3] == ["ERROR", "t.a", "declaration_invalid"]
+    assert "field 'scheduling_period'" in result.stdout
+    assert "the last valid stored version is served, its condition OK ok" in result.stdout
+
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    by_name = {r["name"]: r for r in doc["schedules"]}
+    assert by_name["t.a"]["condition"] == "ERROR"
+    assert by_name["t.a"]["reason"] == "declaration_invalid"
+    assert "field 'scheduling_period'" in by_name["t.a"]["message"]
+    assert by_name["t.a"]["should_start_by"] is not None  # the served version's times
+
+    deploy(world, sqlite_url, redis_url, GOOD)
+    fixed = world.invoke("sync")
+    assert fixed.exit_code == 0, fixed.output
+    assert "  updated:     t.a" in fixed.stdout.splitlines()
+    assert world.store.get("t.a").declaration_error is None
+    assert world.invoke("status").exit_code == 0
+
+
+def test_a_new_schedule_with_an_invalid_declaration_is_named_and_not_stored(
+    world: World,
+) -> None:
+    declare(world.app, {"t.a": {"period": 3600}, "t.b": {"perod": 60}})
+    result = world.invoke("sync")
+    assert result.exit_code == 1
+    assert "ERROR schedule 't.b', field 'perod': is not a field of a periodic schedule; " \
+        "did you mean 'period'?" in result.stderr  # fmt: skip
+    assert "  skipped:     t.b (declaration invalid: not stored)" in result.stdout.splitlines()
+    assert [s.name for s in world.store.list_schedules(include_inactive=True)] == ["t.a"]
+    assert world.invoke("status").exit_code == 0
+
+
+def run_dgs(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("celery")
+    celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
+    return subprocess.run(
+        [*celery, "-A", "tests.cli.decl_proj", "dgs", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_status_in_another_process_shows_the_invalid_declaration(
+    sqlite_url: str, redis_url: str
+) -> None:
+    env = {
+        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url, "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }  # fmt: skip
+    good = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
+    assert good.returncode == 0, good.stderr
+    assert "  inserted:    decl.a" in good.stdout.splitlines()
+
+    broken = run_dgs({**env, "DECL_PERIOD": "0"}, "sync")
+    assert broken.returncode == 1, broken.stderr
+    assert "  kept:        decl.a (declaration invalid" in broken.stdout
+
+    status = run_dgs({**env, "DECL_PERIOD": "0"}, "status", "--json")
+    assert status.returncode == 1, status.stderr
+    [row] = json.loads(status.stdout)["schedules"]
+    assert (row["name"], row["condition"], row["reason"]) == (
+        "decl.a", "ERROR", "declaration_invalid",
+    )  # fmt: skip
+    assert "field 'scheduling_period': must be more than zero" in row["message"]
+    text = run_dgs({**env, "DECL_PERIOD": "0"}, "status")
+    assert text.returncode == 1
+    assert "declaration_invalid" in text.stdout
+
+    fixed = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
+    assert fixed.returncode == 0, fixed.stderr
+    after = run_dgs({**env, "DECL_PERIOD": "3600"}, "status", "--json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["schedules"][0]["reason"] == "ok"

@@ -1,0 +1,89 @@
+"""End to end: after a deploy breaks the declaration of a stored schedule, a
+real beat of that deploy keeps dispatching the last valid stored version and a
+real worker of that deploy runs it supervised (lease, run record)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.e2e.harness import ROOT, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
+    tmp_path: Path, redis_url: str, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
+    env = {
+        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": database_url, "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }  # fmt: skip
+    celery = [sys.executable, "-m", "celery", "-A", "tests.cli.decl_proj"]
+    good = subprocess.run([*celery, "dgs", "sync"], cwd=ROOT, env={**env, "DECL_PERIOD": "3600"},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert good.returncode == 0, good.stderr
+
+    broken = {**env, "DECL_PERIOD": "0"}  # the next deploy: period 0 is invalid
+    for key, args in (
+        ("worker", ["worker", "-n", "w1@node1", "-P", "solo", "-c", "1", "-l", "INFO",
+                    "--without-gossip", "--without-mingle", "--without-heartbeat"]),
+        ("beat", ["beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
+                  "--pidfile", str(tmp_path / "beat.pid"), "-s", str(tmp_path / "beat-s")]),
+    ):  # fmt: skip
+        with open(tmp_path / f"{key}.log", "ab") as log:
+            processes.append(subprocess.Popen(
+                [*celery, *args], cwd=ROOT, env=broken, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            ))  # fmt: skip
+
+    store = SqlScheduleStore.open(database_url)
+    try:
+
+        def succeeded() -> bool:
+            return any(r.outcome == "success" for r in store.runs("decl.a"))
+
+        try:
+            wait_for(succeeded, 60, "a supervised run of the stored decl.a")
+        except AssertionError:
+            for key in ("beat", "worker"):
+                print(f"--- {key}.log\n" + (tmp_path / f"{key}.log").read_text(errors="replace"))
+            raise
+        stored = store.get("decl.a")
+        assert stored.active
+        assert stored.spec is not None
+        assert stored.spec.scheduling_period.total_seconds() == 3600  # type: ignore[attr-defined]
+        assert stored.declaration_error is not None
+        assert "field 'scheduling_period'" in stored.declaration_error
+        assert stored.stats.last_good_start_at is not None
+        [run] = store.runs("decl.a")
+        assert run.owner_name == "w1@node1"
+        assert run.token is not None
+        beat_log = (tmp_path / "beat.log").read_text(errors="replace")
+        assert "decl.a keeps its last valid stored version" in beat_log
+    finally:
+        store.close()
