@@ -2,7 +2,10 @@
 
 A worker owning a lease whose last ping is older than ``ping_timeout`` (steal
 pending or takeable) is paused (SIGSTOP), partitioned, dead, or only one of
-its pool processes is stuck. Its registration may stay live for up to
+its pool processes is stuck. Lease ages are read by the Redis server's clock,
+so a forward step of that clock makes a worker that pings normally look the
+same until its next ping (the warning says so); its next registration
+refresh, dated by the stepped clock too, brings it back. Its registration may stay live for up to
 ``worker_ttl``, and a dispatch placed on a stopped worker waits
 ``dispatch_timeout`` before beat takes it back. So beat sets such a worker
 aside while it has not refreshed its registration since the lease went stale
@@ -60,9 +63,11 @@ class StalledWorkers:
             if last_ping is not None and (since is None or last_ping + ping_timeout > since):
                 if since is None:
                     logger.warning(
-                        "celery-dgs: worker %s owns a lease it stopped pinging (paused, "
-                        "partitioned or dead); no new dispatches to it until it refreshes "
-                        "its registration", w.name,
+                        "celery-dgs: worker %s owns a lease not pinged for over ping_timeout "
+                        "(%.1fs) by the Redis server's clock (last ping %s): the worker is "
+                        "paused, partitioned or dead, or the Redis host's clock was stepped "
+                        "forward; no new dispatches to it until it refreshes its registration",
+                        w.name, ping_timeout.total_seconds(), last_ping.isoformat(),
                     )  # fmt: skip
                 since = self._set_aside[w.name] = last_ping + ping_timeout
             if since is not None:

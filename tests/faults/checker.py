@@ -10,7 +10,12 @@ Rules:
 1. tokens: per schedule, in start order, tokens are integers that strictly increase;
 2. exclusion: no two runs of a schedule are live at once, except after a steal
    from a paused (SIGSTOPped) owner, and then only until one ping interval
-   (+ slack) after that owner was resumed;
+   (+ slack) after that owner was resumed; or after a forward step of the
+   Redis server's clock (a ``redis_clock_step`` fault, which docs/guarantees.md
+   G3 does not exclude): a run that started within the recovery bound after
+   the step may overlap an older one for at most one ping interval plus the
+   stolen run's grace (``ping_interval / 2``) and the slack (the owner reaches
+   Redis, so its next ping reports NOT_OWNER);
 3. fencing: a run whose own end came after a newer run of the schedule had
    started must not have its outcome accepted by the store: its record is
    either the taker's ``stolen`` or marked ``fenced``;
@@ -58,6 +63,12 @@ class Bounds:
     @property
     def after_resume(self) -> float:
         return self.ping_interval + self.slack
+
+    @property
+    def after_clock_step(self) -> float:
+        """The overlap G3 allows after a forward step of Redis's clock when the
+        owner reaches Redis: its next ping, then at most the stolen grace."""
+        return self.ping_interval * 1.5 + self.slack
 
 
 @dataclass
@@ -174,12 +185,22 @@ def check(
                 v.append(f"{schedule}: token did not increase: {run} started after {last}")
             last = run
 
-    # 2. exclusion, with the bounded window after a steal from a paused owner
+    # 2. exclusion, with the bounded windows after a steal from a paused owner
+    # and after a forward step of the Redis server's clock
     pauses = _pauses(events)
+    steps = [f["t"] for f in faults if f["fault"] == "redis_clock_step"]
     for schedule, rs in by_schedule.items():
         for i, a in enumerate(rs):
             for b in rs[i + 1:]:
                 if a.end_or(now) <= b.start:
+                    continue
+                overlap = a.end_or(now) - b.start
+                if any(0 <= b.start - t <= bounds.recovery for t in steps):
+                    if overlap <= bounds.after_clock_step:
+                        continue
+                    v.append(f"{schedule}: two live runs: {a} and {b} overlapped "
+                             f"{overlap:.2f}s after a step of the Redis clock "
+                             f"(allowed {bounds.after_clock_step:.2f}s)")  # fmt: skip
                     continue
                 window = next(((s, c) for s, c in pauses.get(a.pid, [])
                                if s <= b.start < c), None)  # fmt: skip

@@ -16,20 +16,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import libfaketime
 import pytest
 
 from tests.faults.cluster import BOUNDS
+from tests.faults.faketime import faketime_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
 
 RUN_SECONDS = 4.0
-
-
-def faketime_env(offset_file: Path) -> dict[str, str]:
-    _, env = libfaketime.get_reload_information()
-    return {**env, "FAKETIME_TIMESTAMP_FILE": str(offset_file), "FAKETIME_NO_CACHE": "1",
-            "DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
 
 
 def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:

@@ -1,0 +1,57 @@
+"""A broker redelivery that arrives after its message expired (docs/guarantees.md G6).
+
+Beat publishes every dispatch with ``expires`` = ``dgs_dispatch_timeout``. With
+``acks_late`` and a visibility timeout shorter than the run, the Redis broker
+hands the message out again while the run is live; when that happens after the
+expiry, Celery discards it as revoked before celery-dgs's hooks see it. Then
+nothing runs and no row is written (a redelivery before the expiry leaves a
+``skipped`` row instead: tests/e2e/test_fencing_e2e.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.harness import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
+
+RUN_SECONDS = 6.0
+DISPATCH_TIMEOUT = 1.5
+VISIBILITY_TIMEOUT = 2.0  # kombu looks for overdue messages every 0.5 s here
+
+
+def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
+    fault_cluster,
+) -> None:
+    cluster = fault_cluster(
+        ["victim"], FAULTS_RUN_SECONDS=str(RUN_SECONDS), FAULTS_ACKS_LATE="1",
+        FAULTS_VISIBILITY_TIMEOUT=str(VISIBILITY_TIMEOUT),
+        E2E_DISPATCH_TIMEOUT=str(DISPATCH_TIMEOUT),
+    )  # fmt: skip
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    dispatch = first["dispatch_id"]
+    assert dispatch
+    discarded = f"Discarding revoked task: faults.victim[{dispatch}]"
+    wait_for(lambda: discarded in cluster.logs(), RUN_SECONDS,
+             "the broker to redeliver the message after it expired")  # fmt: skip
+    end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
+    assert end["outcome"] == "success"
+    time.sleep(0.5)  # let a row that should not exist have its chance to be written
+    log = (cluster.tmp / "w1.log").read_text(errors="replace")
+    received = log.count(f"faults.victim[{dispatch}] received")
+    print(f"message delivered {received} times, {log.count(discarded)} discarded as expired")
+    assert received >= 2
+    assert log.count(discarded) == received - 1, "every redelivery came after the expiry"
+    rows = [r for r in cluster.runs("faults.victim") if r.dispatch_id == dispatch]
+    assert [(r.run_id, r.outcome) for r in rows] == [(first["run_id"], "success")], [
+        (r.outcome, r.error) for r in rows
+    ]
+    assert [s["run_id"] for s in cluster.starts("victim") if s["dispatch_id"] == dispatch] == [
+        first["run_id"]
+    ]
+    cluster.assert_history_ok()
