@@ -1,11 +1,15 @@
 """Celery signal hooks, installed by ``DGS(app)``.
 
-- ``worker_init`` (main process, task modules imported): wrap the ``run`` of
-  every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
+- ``worker_init`` (main process, task modules imported): check the settings
+  and wrap the ``run`` of every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
   keep its retries with the scheduler (:mod:`~celery_dgs.worker.retries`) and
   warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`).
   Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
-  skipped (lease held, stale dispatch) and its exception recorded.
+  skipped (lease held, stale dispatch) and its exception recorded. When that
+  cannot be done (an invalid ``dgs_*`` setting, no Redis URL, Redis refusing
+  the password) the worker refuses to start: one line naming the setting, exit
+  status 78 (``EX_CONFIG``). A worker that started anyway would run scheduled
+  tasks with no lease and no run record.
 - ``worker_process_init`` (each prefork child): install the interrupt handler.
 - ``worker_ready``: register the worker (node, queues, slots) in Redis and keep
   the registration fresh (not with ``dgs_worker_register = False``: beat's
@@ -24,24 +28,93 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any, NoReturn, Protocol
 
+import redis
 from celery import signals
 
 from ..celery_settings import check_celery_settings
-from ..runtime import runtime_for
+from ..connection import explain_failure, redis_from_url
+from ..declarations import Declarations
+from ..errors import SettingsError
+from ..runtime import Runtime, runtime_for
+from ..settings import DgsSettings
 from .retries import keep_retries_in_the_scheduler
 from .runs import node_of, supervised_run
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
-if TYPE_CHECKING:
-    from ..dgs import DGS
-
 logger = logging.getLogger("celery_dgs.worker")
 
+#: Exit status of a worker that refuses to start (``EX_CONFIG`` of sysexits.h).
+EX_CONFIG = 78
+#: Seconds the start-up check waits for Redis to answer (it only looks for a
+#: refused password; an unreachable Redis is retried later).
+STARTUP_CHECK_TIMEOUT_S = 2.0
+#: Registration: seconds before the first retry when Redis cannot be reached,
+#: doubled after each failure up to the refresh interval (``dgs_worker_ttl / 3``).
+REGISTER_RETRY_FIRST_S = 1.0
 
-def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
+
+class DgsPlugin(Protocol):
+    """What the hooks use of :class:`celery_dgs.dgs.DGS` (which passes itself
+    in: the worker layer does not import it)."""
+
+    declarations: Declarations
+
+    @property
+    def settings(self) -> DgsSettings: ...
+
+    def all_declarations(self, *, import_modules: bool = True) -> Declarations: ...
+
+
+class StartRefused(SettingsError):
+    """The worker cannot supervise its scheduled tasks; it must not start."""
+
+
+def _redis_setting(settings: DgsSettings) -> str:
+    return "dgs_redis_url" if settings.redis_url else "broker_url"
+
+
+def _explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
+    return explain_failure(
+        exc, redis_url=rt.redis_url, redis_setting=_redis_setting(rt.settings),
+        database_url=rt.settings.database_url,
+    )  # fmt: skip
+
+
+def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
+    """Raise :class:`StartRefused` (one line naming the setting) when the worker
+    could not supervise its scheduled tasks: invalid ``dgs_*`` settings, no Redis
+    URL, or a Redis that refuses the password. Redis merely unreachable is no
+    reason to refuse: runs are skipped (never run unleased) until it answers."""
+    try:
+        rt = runtime_for(app, dgs.settings)
+    except SettingsError as exc:
+        raise StartRefused(f"invalid setting: {exc}") from None
+    client = redis_from_url(
+        rt.redis_url or "", socket_timeout=STARTUP_CHECK_TIMEOUT_S,
+        socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
+    )  # fmt: skip
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        explained = _explain(rt, exc)
+        if explained is not None and explained[1]:
+            raise StartRefused(explained[0]) from None
+        line = explained[0] if explained is not None else f"{type(exc).__name__}: {exc}"
+        logger.warning("celery-dgs: %s; scheduled runs are skipped until it answers", line)
+    finally:
+        client.close()
+    return rt
+
+
+def _refuse_to_start(line: str) -> NoReturn:
+    logger.critical("celery-dgs: the worker refuses to start: %s", line)
+    raise SystemExit(EX_CONFIG)
+
+
+def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
     """Wrap each declared schedule's task once; returns the wrapped task names."""
     decl = dgs.all_declarations()
     by_task: dict[str, list[str]] = {}
@@ -78,7 +151,7 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
 class _WorkerPresence:
     """Keeps this worker's registration fresh until shutdown."""
 
-    def __init__(self, app: Any, dgs: DGS) -> None:
+    def __init__(self, app: Any, dgs: DgsPlugin) -> None:
         self.app, self.dgs = app, dgs
         self.info: Any = None
         self.stop = threading.Event()
@@ -88,32 +161,60 @@ class _WorkerPresence:
         self._left = False
 
     def register(self, consumer: Any) -> None:
+        """Register now, and keep the registration fresh on a thread. Redis
+        unreachable: one line per attempt, retried with a doubling back-off."""
         from ..registry import WorkerInfo
 
         pool = consumer.pool
         pool_name = type(pool).__module__.rsplit(".", 1)[-1]
         slots = 1 if pool_name == "solo" else int(consumer.controller.concurrency or 1)
-        rt = runtime_for(self.app, self.dgs.settings)
         self.info = WorkerInfo(
             name=consumer.hostname, node=node_of(consumer.hostname),
             queues=tuple(sorted(q.name for q in consumer.task_consumer.queues)),
             slots=slots, pool=pool_name, pid=os.getpid(), started_at=datetime.now(timezone.utc),
         )  # fmt: skip
-        rt.registry.register(self.info)
-        logger.info("celery-dgs: registered %s (%d slots, queues %s)",
-                    self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
-        self.thread = threading.Thread(target=self._refresh, name="dgs-registry", daemon=True)
+        why = self._register_once()
+        if why is None:
+            logger.info("celery-dgs: registered %s (%d slots, queues %s)",
+                        self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
+        self.thread = threading.Thread(
+            target=self._keep_registered, args=(why,), name="dgs-registry", daemon=True
+        )
         self.thread.start()
 
-    def _refresh(self) -> None:
+    def _register_once(self) -> str | None:
+        """Register (or refresh) once: ``None``, or one line saying why it failed."""
+        rt = runtime_for(self.app, self.dgs.settings)
+        try:
+            with self._lock:
+                if not self._left:
+                    rt.registry.register(self.info)
+            return None
+        except Exception as exc:
+            explained = _explain(rt, exc)
+            if explained is not None:
+                return explained[0]
+            logger.exception("celery-dgs: registering %s failed", self.info.name)
+            return f"{type(exc).__name__}: {exc}"
+
+    def _keep_registered(self, why: str | None) -> None:
+        """Refresh every ``worker_ttl / 3``; after a failure, retry sooner (one
+        line per attempt, the delay doubling up to that interval)."""
         interval = self.dgs.settings.worker_ttl / 3
-        while not self.stop.wait(interval):
-            try:
-                with self._lock:
-                    if not self._left:
-                        runtime_for(self.app, self.dgs.settings).registry.register(self.info)
-            except Exception:
-                logger.exception("celery-dgs: refreshing the worker registration failed")
+        delay, attempt = min(REGISTER_RETRY_FIRST_S, interval), 1
+        while True:
+            if why is not None:
+                logger.warning("celery-dgs: registering %s failed (attempt %d): %s; retrying "
+                               "in %.1fs", self.info.name, attempt, why, delay)  # fmt: skip
+            if self.stop.wait(interval if why is None else delay):
+                return
+            if why is not None:
+                attempt, delay = attempt + 1, min(delay * 2, interval)
+            was_failing, why = why is not None, self._register_once()
+            if why is None and was_failing:
+                logger.info("celery-dgs: registered %s at attempt %d", self.info.name, attempt)
+            if why is None:
+                delay, attempt = min(REGISTER_RETRY_FIRST_S, interval), 1
 
     def deregister(self) -> None:
         """Leave the registry (once), so beat dispatches nothing more here, and
@@ -135,7 +236,7 @@ class _WorkerPresence:
             self._lock.release()
 
 
-def _log_unregistered(dgs: DGS, hostname: str) -> None:
+def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
     capacity = dgs.settings.capacity
     if capacity is None:
         logger.warning(
@@ -151,7 +252,7 @@ def _log_unregistered(dgs: DGS, hostname: str) -> None:
     )  # fmt: skip
 
 
-def install_worker_hooks(app: Any, dgs: DGS) -> None:
+def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     presence = _WorkerPresence(app, dgs)
 
     def ours(sender_app: Any) -> bool:
@@ -160,7 +261,16 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
     def on_worker_init(sender: Any = None, **_: Any) -> None:
         if not ours(getattr(sender, "app", None)):
             return
-        names = wrap_scheduled_tasks(app, dgs)
+        try:
+            check_before_start(app, dgs)
+            names = wrap_scheduled_tasks(app, dgs)
+        except StartRefused as exc:
+            _refuse_to_start(str(exc))
+        except Exception as exc:
+            # Unexpected (a bug, a task module that fails to import): the
+            # traceback helps, and the tasks still must not run unwrapped.
+            logger.critical("celery-dgs: installing the worker hooks failed", exc_info=True)
+            _refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
             logger.error("celery-dgs: schedule %s is not run: %s", name, err)
@@ -186,7 +296,7 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
             return
         try:
             presence.register(sender)
-        except Exception:
+        except Exception:  # not Redis (retried by the registration thread): a bug
             logger.exception("celery-dgs: registering the worker failed; beat will not see it")
 
     def stop_runs() -> None:
