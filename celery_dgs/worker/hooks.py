@@ -40,7 +40,7 @@ from ..errors import SettingsError
 from ..runtime import Runtime, runtime_for
 from ..settings import DgsSettings
 from .retries import keep_retries_in_the_scheduler
-from .runs import node_of, supervised_run
+from .runs import RunStoppedOnRequest, node_of, supervised_run
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
@@ -143,6 +143,8 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
         task.run = run
+        # A cancel or a shutdown's yield is logged by Celery at INFO, without a traceback.
+        task.throws = (*tuple(task.throws or ()), RunStoppedOnRequest)
         keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped

@@ -42,6 +42,16 @@ class RunInterrupted(DgsError, RuntimeError):
     terminated or yielded); the message says which and why."""
 
 
+class RunStoppedOnRequest(RunInterrupted):
+    """The run was cancelled by an operator or yielded at the worker's shutdown:
+    expected outcomes, not errors. Every scheduled task lists this class in its
+    ``throws``, so Celery logs it at INFO without a traceback."""
+
+
+#: Interruptions somebody asked for (:class:`RunStoppedOnRequest`).
+REQUESTED_STOPS = frozenset({"cancelled", "yielded"})
+
+
 def node_of(hostname: str) -> str:
     """``celery@scraper-3`` → ``scraper-3`` (the node of ``dont_run_on_nodes``)."""
     return hostname.split("@", 1)[1] if "@" in hostname else hostname
@@ -219,7 +229,8 @@ def supervised_run(
     except RunTerminated as raised:
         stop = supervisor.interruption or raised  # an async exception carries no reason
         outcome, error = stop.outcome, stop.reason
-        raise RunInterrupted(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
+        raised_as = RunStoppedOnRequest if stop.outcome in REQUESTED_STOPS else RunInterrupted
+        raise raised_as(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
     except BaseException as exc:
         if supervisor.interruption is not None:  # interrupted, then the task raised its own error
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
