@@ -209,8 +209,12 @@ class ScheduleStore(ABC):
         error: str | None = None,
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
+        duration_s: float | None = None,
     ) -> StoredSchedule:
         """In one transaction: record the run's outcome and update the statistics.
+
+        ``duration_s``: measured by the worker on its monotonic clock (wall-clock
+        steps must not enter the statistics); ``None``: ``ended_at - started_at``.
 
         Raises :class:`~celery_dgs.errors.StaleTokenError` (after committing the
         run record) when the run's token is no longer the schedule's current one.

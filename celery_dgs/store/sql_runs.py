@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
@@ -24,11 +24,13 @@ from .sql_base import SqlStoreBase
 
 
 def stats_after(
-    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float
-) -> ScheduleStats:
-    """The statistics after a run that ended with ``outcome``."""
+    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
+    duration: timedelta | None = None,
+) -> ScheduleStats:  # fmt: skip
+    """The statistics after a run that ended with ``outcome`` (``duration``: see
+    :func:`~celery_dgs.core.stats.record_success`)."""
     if outcome in SUCCESS_OUTCOMES:
-        return record_success(stats, started_at, ended_at, alpha=alpha)
+        return record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
     if outcome in FAILURE_OUTCOMES:
         return record_failure(stats, started_at, ended_at)
     return record_interruption(stats, started_at, ended_at)
@@ -107,8 +109,12 @@ class RunMethods(SqlStoreBase):
         error: str | None = None,
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
+        duration_s: float | None = None,
     ) -> StoredSchedule:
         """One transaction: record how the run ended and update the schedule's stats.
+
+        ``duration_s``: the run's duration as its worker measured it on a
+        monotonic clock; ``None``: ``ended_at - started_at``.
 
         ``outcome``: success (``record_success``, EWMA with ``alpha``); failure,
         terminated, lost (``record_failure``); stolen, cancelled, yielded
@@ -127,6 +133,10 @@ class RunMethods(SqlStoreBase):
             raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
         ended_at = utc(ended_at, "ended_at")
         _check_progress(progress)
+        if duration_s is not None and (
+            isinstance(duration_s, bool) or not math.isfinite(duration_s)
+        ):
+            raise ValueError(f"duration_s must be a finite number, got {duration_s!r}")
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
             run = session.scalars(stmt).one_or_none()
@@ -136,12 +146,15 @@ class RunMethods(SqlStoreBase):
             fenced = run.fenced
             if run.outcome == "running":
                 run.outcome, run.ended_at, run.error = outcome, ended_at, error
-                run.duration_s = max((ended_at - run.started_at).total_seconds(), 0.0)
+                if duration_s is None:
+                    duration_s = (ended_at - run.started_at).total_seconds()
+                run.duration_s = max(duration_s, 0.0)
                 if progress is not None:
                     run.progress = progress
                 fenced = run.fenced = run.token is None or run.token != row.current_token
                 if not fenced:
-                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha)
+                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha,
+                                      timedelta(seconds=run.duration_s))  # fmt: skip
                     apply_stats(row, new)
                     self._touch(session, row)
             session.flush()

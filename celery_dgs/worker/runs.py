@@ -52,6 +52,24 @@ class RunStoppedOnRequest(RunInterrupted):
 REQUESTED_STOPS = frozenset({"cancelled", "yielded"})
 
 
+class RunClock:
+    """A run's start: the grant's Redis time and this worker's monotonic clock
+    then. Durations are read on the monotonic clock, which wall-clock steps
+    (on the worker or on the Redis server) do not move."""
+
+    def __init__(
+        self, started_at: datetime, started_mono: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.started_at = started_at
+        self.started_mono = started_mono
+        self._monotonic = monotonic
+
+    def elapsed(self) -> float:
+        """Seconds since the start (never negative)."""
+        return max(self._monotonic() - self.started_mono, 0.0)
+
+
 def node_of(hostname: str) -> str:
     """``celery@scraper-3`` → ``scraper-3`` (the node of ``dont_run_on_nodes``)."""
     return hostname.split("@", 1)[1] if "@" in hostname else hostname
@@ -185,7 +203,8 @@ def supervised_run(
     except Exception:
         _release_quietly(rt, schedule, run_id)
         raise
-    elapsed = time.monotonic() - asked_mono
+    clock = RunClock(started_at, asked_mono)
+    elapsed = clock.elapsed()
     if elapsed >= settings.fence_after:
         # Recording the start took so long that the lease may be someone
         # else's by now (no ping was sent meanwhile): fence before the body.
@@ -194,7 +213,7 @@ def supervised_run(
                   "did not run")  # fmt: skip
         logger.warning("celery-dgs: run %s of %s self-fenced before its body: %s",
                        run_id, schedule, reason)  # fmt: skip
-        _finish(rt, spec, run_id, "self_fenced", reason,
+        _finish(rt, spec, run_id, "self_fenced", reason, clock=clock,
                 ended_at=started_at + timedelta(seconds=elapsed))  # fmt: skip
         return None
 
@@ -204,12 +223,13 @@ def supervised_run(
             # outcome if the store answers in time, then exit regardless.
             writer = threading.Thread(
                 target=_finish, args=(rt, spec, run_id, stop.outcome, stop.reason),
-                kwargs={"attempts": 1, "ended_at": supervisor.estimated_now()}, daemon=True,
+                kwargs={"attempts": 1, "ended_at": supervisor.estimated_now(), "clock": clock},
+                daemon=True,
             )  # fmt: skip
             writer.start()
             writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
         else:
-            _finish(rt, spec, run_id, stop.outcome, stop.reason)
+            _finish(rt, spec, run_id, stop.outcome, stop.reason, clock=clock)
         os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
     supervisor = RunSupervisor(
@@ -247,7 +267,7 @@ def supervised_run(
         finally:  # recorded even if an interruption surfaced in the heartbeat's stop
             if supervisor.interruption is not None and outcome == "success":
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
-            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress,
+            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress, clock=clock,
                     ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None)
 
 
@@ -332,22 +352,29 @@ def _ping_status(result: PingResult) -> str:
 def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
     progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
-    ended_at: datetime | None = None,
+    ended_at: datetime | None = None, clock: RunClock | None = None,
 ) -> None:  # fmt: skip
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
     plus the monotonic time since: Redis is presumed unreachable and the local
-    wall clock may have jumped); otherwise Redis's clock, or the local one."""
+    wall clock may have jumped); otherwise Redis's clock, or the local one.
+
+    ``clock``: the run's duration is measured on it (monotonic), not as the
+    difference of two wall-clock readings; an end read before the start (the
+    clock stepped back) is replaced by the start plus that duration."""
     schedule = spec.name
     # A self-fenced owner presumes Redis unreachable: the lease is left to
     # expire (a release could hang until the socket timeout and would only
     # free the lease a little earlier).
+    duration = clock.elapsed() if clock is not None else None
     if ended_at is None:
         ended_at = _redis_now_or_local(rt)
+    if clock is not None and duration is not None and ended_at < clock.started_at:
+        ended_at = clock.started_at + timedelta(seconds=duration)
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
-            alpha=rt.settings.ewma_alpha,
+            alpha=rt.settings.ewma_alpha, duration_s=duration,
         ), attempts=attempts)  # fmt: skip
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run
