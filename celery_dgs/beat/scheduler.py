@@ -26,7 +26,7 @@ from celery.beat import Scheduler
 from celery.utils.nodenames import worker_direct
 from kombu.entity import Queue
 
-from ..connection import explain_failure
+from ..connection import connection_failure, explain_failure, failure_summary, redact_url
 from ..core.clock import SystemClock
 from ..core.spec import ScheduleSpec
 from ..dgs import get_dgs
@@ -71,6 +71,13 @@ def _signals_end_the_wait() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _broker_unreachable(exc: BaseException) -> bool:
+    """kombu's connection error (it wraps the transport's), or one of Redis."""
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, OperationalError) or connection_failure(exc) is not None
 
 
 class DeadlineScheduler(Scheduler):  # type: ignore[misc]
@@ -186,13 +193,24 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                                      "dgs_dispatch_id": order.dispatch_id},
                             producer=producer,
                         )  # fmt: skip
-                    except Exception:
-                        logger.exception("celery-dgs: publishing %s failed", order.schedule)
-                        failed.append(order)
-        except Exception:
-            logger.exception("celery-dgs: no connection to the broker; will retry")
+                    except Exception as exc:
+                        if not _broker_unreachable(exc):
+                            logger.exception("celery-dgs: publishing %s failed", order.schedule)
+                            failed.append(order)
+                            continue
+                        raise  # every other order would wait out the same retries
+        except Exception as exc:
             done = {o.dispatch_id for o in failed}
-            failed.extend(o for o in orders if o.dispatch_id not in done)
+            left = [o for o in orders if o.dispatch_id not in done]
+            if _broker_unreachable(exc):  # one line, not a traceback per order and tick
+                logger.warning(
+                    "celery-dgs: the broker at %s is unreachable (%s): %d dispatch(es) not "
+                    "published; beat retries them", redact_url(str(self.app.conf.broker_url)),
+                    failure_summary(exc), len(left),
+                )  # fmt: skip
+            else:
+                logger.exception("celery-dgs: no connection to the broker; will retry")
+            failed.extend(left)
         return failed
 
     def _direct(self, worker: str) -> Queue:

@@ -1,15 +1,19 @@
-"""What ``DeadlineScheduler.tick`` logs when a tick fails: the delay it names is
-the one it returns, and a lost connection is one line with no traceback."""
+"""What ``DeadlineScheduler`` logs when a tick or a publish fails: the delay it
+names is the one it returns, and a lost connection (Redis, the database, the
+broker) is one line with no traceback."""
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections import OrderedDict
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 
+from celery_dgs.beat.engine import DispatchOrder
 from celery_dgs.beat.scheduler import TICK_ERROR_BACKOFF_S, DeadlineScheduler
 from celery_dgs.dgs import DGS
 
@@ -35,6 +39,7 @@ def scheduler(error: Exception, *, leading: bool, max_interval: float = 300) -> 
     sched.engine = Failing(error)  # type: ignore[assignment]
     sched.leadership = Leadership() if leading else None  # type: ignore[assignment]
     sched.max_interval = max_interval
+    sched._direct_queues = OrderedDict()
     return sched
 
 
@@ -74,3 +79,30 @@ def test_redis_gone_is_one_line_naming_it_without_a_traceback(
     assert text.endswith(f"retrying in {TICK_ERROR_BACKOFF_S:.1f}s")
     assert record.exc_info is None
     assert "\n" not in text
+
+
+def order(schedule: str) -> DispatchOrder:
+    return DispatchOrder(schedule=schedule, task="t.x", args=(), kwargs={},
+                         dispatch_id=uuid.uuid4().hex, worker="celery@w1", queue=None,
+                         expires_s=60, should_start_by=0.0)  # fmt: skip
+
+
+def test_an_unreachable_broker_is_one_line_and_every_order_comes_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing listens on the broker's port: the first order fails after kombu's
+    own retries, the others are not tried (each would wait the same), and the
+    log says so once, without a traceback."""
+    sched = scheduler(RuntimeError("unused"), leading=False)
+    orders = [order(f"s{i}") for i in range(5)]
+    caplog.set_level(logging.INFO, logger="celery_dgs")
+    try:
+        assert sched.publish(orders) == orders
+    finally:
+        sched.app.close()
+    records = [r for r in caplog.records if r.name.startswith("celery_dgs")]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    (record,) = records
+    assert record.exc_info is None
+    assert "the broker at redis://127.0.0.1:1/0 is unreachable" in record.getMessage()
+    assert "5 dispatch(es) not published" in record.getMessage()
