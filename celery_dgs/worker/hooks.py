@@ -36,7 +36,7 @@ from celery import signals
 from ..celery_settings import check_celery_settings
 from ..connection import explain_failure, redis_from_url
 from ..declarations import Declarations
-from ..errors import SettingsError
+from ..errors import SettingsError, UnknownScheduleError
 from ..runtime import Runtime, runtime_for
 from ..settings import DgsSettings
 from .retries import keep_retries_in_the_scheduler
@@ -135,6 +135,13 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
             schedule = getattr(request, "dgs_schedule", None) or __task.name
             spec = dgs.declarations.specs.get(schedule)
             if spec is None:
+                dispatch_id = getattr(request, "dgs_dispatch_id", None)
+                if dispatch_id:  # sent by beat: a scheduled run never runs outside its lease
+                    raise UnknownScheduleError(
+                        f"{__task.name}: beat dispatched schedule {schedule!r} (dispatch "
+                        f"{dispatch_id}), which this worker does not declare; not run (give "
+                        "beat and the workers the same declarations)"
+                    )
                 logger.warning("celery-dgs: %s has no schedule %r; running it unsupervised",
                                __task.name, schedule)  # fmt: skip
                 return __original(*args, **kwargs)

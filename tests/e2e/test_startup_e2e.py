@@ -212,3 +212,49 @@ def test_beat_with_an_unknown_dgs_setting_exits_after_one_line(
     assert "'dgs_no_such_setting'" in line
     assert_no_traceback(log)
 
+
+
+def test_beat_with_postgresql_unreachable_retries_one_line_per_attempt(
+    clusters: Callable[..., StartupCluster], redis_url: str
+) -> None:
+    url = f"postgresql+psycopg://dgs:secret@127.0.0.1:{free_port()}/dgs"
+    cluster = clusters(redis_url, E2E_DATABASE_URL=url)
+    beat = cluster.start_beat()
+    wait_for(lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt"))
+             >= 2, 30, "two failed start-up attempts")  # fmt: skip
+    assert beat.poll() is None  # still waiting for its database
+    log = cluster.log_since("beat", 0)
+    attempts = lines_with(log, "cannot start (attempt")
+    where = "the database at postgresql+psycopg://dgs:**@127.0.0.1:"
+    assert all(where in a and "(dgs_database_url) is unreachable" in a for a in attempts), attempts
+    assert "secret" not in log
+    assert_no_traceback(log)
+
+
+# -- a dispatch the worker has no declaration for -------------------------------------
+def test_a_dispatch_of_a_schedule_the_worker_does_not_declare_does_not_run(
+    clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
+) -> None:
+    """Beat and the worker disagree on the declarations (a deploy in progress):
+    a message beat sent for schedule ``e2e.marker@elsewhere``, which this worker
+    does not declare, must not run unsupervised."""
+    from celery import Celery
+
+    cluster = clusters(redis_url)
+    cluster.start_worker("w1", "node1")
+    client = Celery("e2e-client", broker=redis_url)
+    client.conf.task_serializer = "json"
+    try:
+        client.send_task("e2e.marker", queue="celery", headers={
+            "dgs_schedule": "e2e.marker@elsewhere", "dgs_dispatch_id": "d-elsewhere",
+        })  # fmt: skip
+        client.send_task("e2e.marker", queue="celery")  # ad hoc: runs under the lease
+    finally:
+        client.close()
+    wait_for(lambda: "success" in cluster.outcomes("e2e.marker"), 30, "the ad-hoc run")
+    log = cluster.log_since("w1", 0)
+    refused = lines_with(log, "which this worker does not declare")
+    assert refused, log
+    assert "e2e.marker@elsewhere" in refused[0]
+    assert [e["name"] for e in cluster.starts()] == ["marker"]  # the ad-hoc run only
+    assert "running it unsupervised" not in log
