@@ -1,15 +1,13 @@
 """Celery signal hooks, installed by ``DGS(app)``.
 
-- ``worker_init`` (main process, task modules imported): check the settings
-  and wrap the ``run`` of every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
+- ``worker_init`` (main process, task modules imported): check that the worker
+  can supervise (:mod:`~celery_dgs.worker.startup`), wrap the ``run`` of
+  every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
   keep its retries with the scheduler (:mod:`~celery_dgs.worker.retries`) and
   warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`).
   Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
-  skipped (lease held, stale dispatch) and its exception recorded. When that
-  cannot be done (an invalid ``dgs_*`` setting, no Redis URL, Redis refusing
-  the password) the worker refuses to start: one line naming the setting, exit
-  status 78 (``EX_CONFIG``). A worker that started anyway would run scheduled
-  tasks with no lease and no run record.
+  skipped (lease held, stale dispatch) and its exception recorded. A worker
+  that cannot do that refuses to start (exit status 78).
 - ``worker_process_init`` (each prefork child): install the interrupt handler.
 - ``worker_ready``: register the worker (node, queues, slots) in Redis and keep
   the registration fresh (not with ``dgs_worker_register = False``: beat's
@@ -28,90 +26,24 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
-import redis
 from celery import signals
 
 from ..celery_settings import check_celery_settings
-from ..connection import explain_failure, redis_from_url
-from ..declarations import Declarations
-from ..errors import SettingsError, UnknownScheduleError
-from ..runtime import Runtime, runtime_for
-from ..settings import DgsSettings
+from ..errors import UnknownScheduleError
+from ..runtime import runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import RunStoppedOnRequest, node_of, supervised_run
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
+from .startup import DgsPlugin, StartRefused, check_before_start, explain, refuse_to_start
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
 logger = logging.getLogger("celery_dgs.worker")
 
-#: Exit status of a worker that refuses to start (``EX_CONFIG`` of sysexits.h).
-EX_CONFIG = 78
-#: Seconds the start-up check waits for Redis to answer (it only looks for a
-#: refused password; an unreachable Redis is retried later).
-STARTUP_CHECK_TIMEOUT_S = 2.0
 #: Registration: seconds before the first retry when Redis cannot be reached,
 #: doubled after each failure up to the refresh interval (``dgs_worker_ttl / 3``).
 REGISTER_RETRY_FIRST_S = 1.0
-
-
-class DgsPlugin(Protocol):
-    """What the hooks use of :class:`celery_dgs.dgs.DGS` (which passes itself
-    in: the worker layer does not import it)."""
-
-    declarations: Declarations
-
-    @property
-    def settings(self) -> DgsSettings: ...
-
-    def all_declarations(self, *, import_modules: bool = True) -> Declarations: ...
-
-
-class StartRefused(SettingsError):
-    """The worker cannot supervise its scheduled tasks; it must not start."""
-
-
-def _redis_setting(settings: DgsSettings) -> str:
-    return "dgs_redis_url" if settings.redis_url else "broker_url"
-
-
-def _explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
-    return explain_failure(
-        exc, redis_url=rt.redis_url, redis_setting=_redis_setting(rt.settings),
-        database_url=rt.settings.database_url,
-    )  # fmt: skip
-
-
-def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
-    """Raise :class:`StartRefused` (one line naming the setting) when the worker
-    could not supervise its scheduled tasks: invalid ``dgs_*`` settings, no Redis
-    URL, or a Redis that refuses the password. Redis merely unreachable is no
-    reason to refuse: runs are skipped (never run unleased) until it answers."""
-    try:
-        rt = runtime_for(app, dgs.settings)
-    except SettingsError as exc:
-        raise StartRefused(f"invalid setting: {exc}") from None
-    client = redis_from_url(
-        rt.redis_url or "", socket_timeout=STARTUP_CHECK_TIMEOUT_S,
-        socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
-    )  # fmt: skip
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        explained = _explain(rt, exc)
-        if explained is not None and explained[1]:
-            raise StartRefused(explained[0]) from None
-        line = explained[0] if explained is not None else f"{type(exc).__name__}: {exc}"
-        logger.warning("celery-dgs: %s; scheduled runs are skipped until it answers", line)
-    finally:
-        client.close()
-    return rt
-
-
-def _refuse_to_start(line: str) -> NoReturn:
-    logger.critical("celery-dgs: the worker refuses to start: %s", line)
-    raise SystemExit(EX_CONFIG)
 
 
 def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
@@ -200,7 +132,7 @@ class _WorkerPresence:
                     rt.registry.register(self.info)
             return None
         except Exception as exc:
-            explained = _explain(rt, exc)
+            explained = explain(rt, exc)
             if explained is not None:
                 return explained[0]
             logger.exception("celery-dgs: registering %s failed", self.info.name)
@@ -274,12 +206,12 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             check_before_start(app, dgs)
             names = wrap_scheduled_tasks(app, dgs)
         except StartRefused as exc:
-            _refuse_to_start(str(exc))
+            refuse_to_start(str(exc))
         except Exception as exc:
             # Unexpected (a bug, a task module that fails to import): the
             # traceback helps, and the tasks still must not run unwrapped.
             logger.critical("celery-dgs: installing the worker hooks failed", exc_info=True)
-            _refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
+            refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
             logger.error("celery-dgs: schedule %s is not run: %s", name, err)
