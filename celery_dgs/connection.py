@@ -11,6 +11,7 @@ what it expects and reports anything else as :class:`~celery_dgs.errors.Malforme
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Sequence
 from functools import cache
@@ -210,3 +211,13 @@ def explain_failure(
         setting = redis_setting if service == "redis" else "dgs_database_url"
         return f"{where} refused the credentials ({summary}): fix the password in {setting}", True
     return f"{where} is unreachable ({summary})", False
+
+
+def log_failure(log: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:
+    """Log ``message % args`` at ERROR: with the traceback for an unexpected
+    error, as one line naming the cause when Redis or the database could not be
+    reached (it says all there is to say, and may repeat for every run)."""
+    if connection_failure(exc) is None:
+        log.error(message, *args, exc_info=exc)
+    else:
+        log.error(message + " (%s)", *args, failure_summary(exc))

@@ -1,14 +1,17 @@
 """A run's stored duration, and the EWMA it feeds, come from the worker's
 monotonic clock: a step of the wall clock (here the Redis server's, which dates
 every run) between start and end changes neither. Real Redis server, real
-SQLite store; the step is injected into the runtime's Redis clock."""
+SQLite store; the step is injected into the runtime's Redis clock. Also: a
+run while Redis is down is logged in one line."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +87,25 @@ def test_the_store_takes_a_measured_duration(rt: Runtime) -> None:
     with pytest.raises(ValueError, match="duration_s"):
         rt.store.record_run_end(run_id="r1", outcome="success", ended_at=start,
                                 duration_s=float("nan"))
+
+
+def test_a_run_while_redis_is_down_logs_one_line_without_a_traceback(
+    fresh_redis_server: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every dispatch a worker receives while Redis is down is skipped: each
+    says why in one line, not a traceback per run."""
+    runtime = make_runtime(fresh_redis_server.url, tmp_path / "dgs.sqlite3")
+    fresh_redis_server.stop()
+    caplog.set_level(logging.INFO, logger="celery_dgs")
+    try:
+        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), lambda: 1, (), {}))
+    finally:
+        runtime.close()
+    assert box.get("value") is None
+    (failed,) = [r for r in caplog.records if "acquiring the lease" in r.getMessage()
+                 and r.levelno == logging.ERROR]  # fmt: skip
+    assert failed.exc_info is None
+    assert "ConnectionError" in failed.getMessage()
+    assert all(r.exc_info is None for r in caplog.records), [
+        r.getMessage() for r in caplog.records if r.exc_info
+    ]

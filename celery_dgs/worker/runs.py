@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
 from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
@@ -87,10 +88,10 @@ def _retry(
             return fn()
         except DgsError:
             raise  # a definite answer (unknown schedule, stale token): retrying cannot help
-        except Exception:
+        except Exception as exc:
             late = give_up_at is not None and time.monotonic() + delay >= give_up_at
             if attempt == attempts or late:
-                logger.exception("celery-dgs: %s failed after %d attempts", what, attempt)
+                log_failure(logger, exc, "celery-dgs: %s failed after %d attempts", what, attempt)
                 raise
             logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
             time.sleep(delay)
@@ -117,9 +118,9 @@ def supervised_run(
         if dispatch_id:
             try:
                 rt.dispatches.take_back(schedule, dispatch_id)
-            except Exception:  # beat re-sends it after dispatch_timeout anyway
-                logger.exception("celery-dgs: could not take back dispatch %s of %s",
-                                 dispatch_id, schedule)  # fmt: skip
+            except Exception as exc:  # beat re-sends it after dispatch_timeout anyway
+                log_failure(logger, exc, "celery-dgs: could not take back dispatch %s of %s",
+                            dispatch_id, schedule)  # fmt: skip
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
     # The durable floor: a token above every token the store recorded, even if
@@ -147,7 +148,7 @@ def supervised_run(
     except Exception as exc:
         # Redis failed (or its reply was lost): a grant may exist that nobody
         # pings; it expires after ping_timeout + steal_delay. Never run unleased.
-        logger.exception("celery-dgs: acquiring the lease of %s failed", schedule)
+        log_failure(logger, exc, "celery-dgs: acquiring the lease of %s failed", schedule)
         _skip(rt, spec, run_id, dispatch_id, node, owner_name,
               f"acquiring the lease failed: {_describe(exc)}")  # fmt: skip
         return None
@@ -301,9 +302,9 @@ def _release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
     """Release the lease; a Redis error is logged (the lease then expires)."""
     try:
         rt.leases.release(schedule, run_id)
-    except Exception:
-        logger.exception("celery-dgs: releasing the lease of %s failed; it expires "
-                         "after ping_timeout", schedule)  # fmt: skip
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed; it expires "
+                    "after ping_timeout", schedule)  # fmt: skip
 
 
 def _wait_out_grace(result: AcquireResult) -> bool:
@@ -381,14 +382,14 @@ def _finish(
         # history (flagged fenced) but refused for the statistics.
         logger.warning("celery-dgs: late outcome %s of run %s refused for the statistics: %s",
                        outcome, run_id, exc)  # fmt: skip
-    except Exception:
-        logger.exception("celery-dgs: the outcome %s of run %s of %s could not be stored",
-                         outcome, run_id, schedule)  # fmt: skip
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: the outcome %s of run %s of %s could not be "
+                    "stored", outcome, run_id, schedule)  # fmt: skip
     try:
         if outcome not in ("stolen", "self_fenced"):
             rt.leases.release(schedule, run_id)
-    except Exception:
-        logger.exception("celery-dgs: releasing the lease of %s failed", schedule)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
     logger.info("celery-dgs: run %s of %s ended: %s%s", run_id, schedule, outcome,
                 f" ({error})" if error else "")  # fmt: skip
 
@@ -413,5 +414,5 @@ def _skip(
         except UnknownScheduleError:
             _store_declared(rt, spec)
             record()
-    except Exception:
-        logger.exception("celery-dgs: could not record the skip of %s", schedule)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: could not record the skip of %s", schedule)
