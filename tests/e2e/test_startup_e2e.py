@@ -14,6 +14,7 @@ Real Redis servers, SQLite files, ``celery worker`` / ``celery beat`` processes.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -258,3 +259,17 @@ def test_a_dispatch_of_a_schedule_the_worker_does_not_declare_does_not_run(
     assert "e2e.marker@elsewhere" in refused[0]
     assert [e["name"] for e in cluster.starts()] == ["marker"]  # the ad-hoc run only
     assert "running it unsupervised" not in log
+
+
+def test_beat_waiting_to_start_stops_at_once_on_sigterm(
+    clusters: Callable[..., StartupCluster], later_redis: RedisServerProcess
+) -> None:
+    cluster = clusters(later_redis.url)
+    beat = cluster.start_beat()
+    wait_for(lambda: lines_with(cluster.log_since("beat", 0), "cannot start (attempt"),
+             30, "a failed start-up attempt")  # fmt: skip
+    beat.send_signal(signal.SIGTERM)
+    assert exit_status(beat, timeout=5) == 0
+    log = cluster.log_since("beat", 0)
+    assert_no_traceback(log)
+    assert "leading as" not in log
