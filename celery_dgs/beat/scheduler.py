@@ -86,10 +86,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         self.dgs = get_dgs(app)
+        self._synced = False  # the declarations are synced once, not at every attempt
         self.engine: BeatEngine | None = None
         self.leadership: BeatLeadership | None = None
         self._direct_queues: OrderedDict[str, Queue] = OrderedDict()
-        self._synced = False
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:

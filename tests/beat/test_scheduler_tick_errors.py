@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -33,13 +32,10 @@ class Leadership:
 def scheduler(error: Exception, *, leading: bool, max_interval: float = 300) -> Any:
     app = Celery("tick-errors", broker="redis://127.0.0.1:1/0", set_as_current=False)
     app.conf.dgs_database_url = "sqlite:///:memory:"
-    sched = DeadlineScheduler.__new__(DeadlineScheduler)
-    sched.app = app
-    sched.dgs = DGS(app, install_worker_hooks=False)
-    sched.engine = Failing(error)  # type: ignore[assignment]
-    sched.leadership = Leadership() if leading else None  # type: ignore[assignment]
-    sched.max_interval = max_interval
-    sched._direct_queues = OrderedDict()
+    DGS(app, install_worker_hooks=False)
+    sched = DeadlineScheduler(app, lazy=True, max_interval=max_interval)
+    sched.engine = Failing(error)
+    sched.leadership = Leadership() if leading else None
     return sched
 
 
