@@ -31,6 +31,7 @@ from typing import Any
 from celery import signals
 
 from ..celery_settings import check_celery_settings
+from ..connection import log_failure
 from ..errors import UnknownScheduleError
 from ..runtime import runtime_for
 from .retries import keep_retries_in_the_scheduler
@@ -171,8 +172,8 @@ class _WorkerPresence:
             rt.registry.deregister(self.info.name)
             logger.info("celery-dgs: %s left the worker registry", self.info.name)
             give_back_dispatches(rt.dispatches, self.info.name)
-        except Exception:
-            logger.exception("celery-dgs: deregistering %s failed", self.info.name)
+        except Exception as exc:  # the registration expires after dgs_worker_ttl
+            log_failure(logger, exc, "celery-dgs: deregistering %s failed", self.info.name)
         finally:
             self._lock.release()
 

@@ -273,3 +273,19 @@ def test_beat_waiting_to_start_stops_at_once_on_sigterm(
     log = cluster.log_since("beat", 0)
     assert_no_traceback(log)
     assert "leading as" not in log
+
+
+def test_a_worker_stopped_while_redis_is_down_logs_no_traceback(
+    clusters: Callable[..., StartupCluster], redis_url: str, later_redis: RedisServerProcess
+) -> None:
+    """Registration failed at start and leaving fails at the warm shutdown: each
+    is one line (the registration expires by itself)."""
+    cluster = clusters(redis_url, E2E_DGS_REDIS_URL=later_redis.url)
+    proc = start_worker_process(cluster)
+    wait_for(lambda: lines_with(cluster.log_since("w1", 0), "registering w1@node1 failed"),
+             30, "a failed registration")  # fmt: skip
+    proc.send_signal(signal.SIGTERM)
+    assert exit_status(proc) == 0
+    log = cluster.log_since("w1", 0)
+    assert lines_with(log, "deregistering w1@node1 failed"), log
+    assert_no_traceback(log)
