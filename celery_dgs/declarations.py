@@ -12,7 +12,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .core.spec import ScheduleSpec, make_spec, schedule_name, split_schedule_name
+from .core.spec import (
+    PeriodicSpec,
+    ScheduleSpec,
+    make_spec,
+    schedule_name,
+    split_schedule_name,
+)
+from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
 
 logger = logging.getLogger("celery_dgs.declarations")
@@ -48,6 +55,23 @@ class Declarations:
         self.specs: dict[str, ScheduleSpec] = {}
         self.errors: dict[str, ScheduleConfigError] = {}
         self.warnings: list[str] = []
+        #: Periodic schedules declared without a cooldown (``None`` or absent):
+        #: :meth:`with_default_cooldown` gives them the default one.
+        self.default_cooldown: set[str] = set()
+
+    def with_default_cooldown(self, fraction: float = DEFAULT_COOLDOWN_FRACTION) -> Declarations:
+        """A copy whose periodic schedules declared without a cooldown wait
+        ``fraction`` of their period (``dgs_default_cooldown_fraction``); this
+        object keeps the declared specs, so a repeated declaration still
+        compares equal."""
+        out = Declarations()
+        out.errors, out.warnings = dict(self.errors), list(self.warnings)
+        out.default_cooldown = set(self.default_cooldown)
+        for name, spec in self.specs.items():
+            if name in self.default_cooldown and isinstance(spec, PeriodicSpec):
+                spec = with_default_cooldown(spec, fraction)
+            out.specs[name] = spec
+        return out
 
     def declare(self, kind: str, task: str, fields: Mapping[str, Any], *, source: str) -> None:
         """Validate and add one declaration; a bad one is recorded, not raised."""
@@ -59,6 +83,9 @@ class Declarations:
             except TypeError as exc:
                 raise ScheduleConfigError(name, "?", str(exc)) from exc
             real["task"] = task
+            unset_cooldown = kind == "periodic" and real.get("cooldown_duration") is None
+            if unset_cooldown:
+                real.pop("cooldown_duration", None)
             try:
                 spec = make_spec(kind, **real)
             except TypeError as exc:
@@ -78,6 +105,10 @@ class Declarations:
             return
         self.specs[name] = spec
         self.errors.pop(name, None)
+        if unset_cooldown:
+            self.default_cooldown.add(name)
+        else:
+            self.default_cooldown.discard(name)
         for warning in spec.warnings():
             logger.warning("celery-dgs: %s", warning)
             self.warnings.append(warning)
