@@ -20,7 +20,13 @@ import click
 from ..core.servable import Unservable, never_servable
 from ..sim.generate import GeneratorOptions, generate
 from ..sim.policies import POLICIES
-from ..sim.report import find_slots, format_table, run_policies
+from ..sim.report import (
+    AMPLE_DEMAND_FACTOR,
+    ample_slots,
+    find_slots,
+    format_table,
+    run_policies,
+)
 from ..sim.workload import (
     DEFAULT_SLOTS_PER_WORKER,
     Outage,
@@ -186,9 +192,13 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
     return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
 
 
-def _summary(w: Workload) -> str:
+def _summary(w: Workload, *, searching: bool = False) -> str:
+    """The workload in one line; ``searching`` (``--find-slots``): the demand in
+    slots instead of the slot count and load."""
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
-    return (f"{len(w.schedules)} schedules, {w.slots} slots, load {w.load():.2f}, "
+    size = (f"demand {w.load() * w.slots:.2f} slots" if searching
+            else f"{w.slots} slots, load {w.load():.2f}")  # fmt: skip
+    return (f"{len(w.schedules)} schedules, {size}, "
             f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
             f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
 
@@ -206,12 +216,14 @@ def _unservable(workload: Workload) -> dict[str, Unservable]:
 
 def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
           problems: dict[str, Unservable]) -> None:  # fmt: skip
-    unlimited = len(workload.schedules)
+    unlimited = ample_slots(workload)
+    ample = ("a slot for every schedule" if unlimited == len(workload.schedules)
+             else f"{AMPLE_DEMAND_FACTOR} x the demand")  # fmt: skip
 
     def progress(slots: int, error_s: float, complete: bool) -> None:
         if as_json:
             return
-        what = "a slot for every schedule" if slots == unlimited else "slots"
+        what = ample if slots == unlimited else "slots"
         shown = f"{slots:>6} {what}"
         if complete:
             click.echo(f"  {shown}: ERROR {error_s:.0f} s", err=True)
@@ -219,7 +231,7 @@ def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
             click.echo(f"  {shown}: ERROR (stopped at the first)", err=True)
 
     if not as_json:
-        click.echo(_summary(workload))
+        click.echo(_summary(workload, searching=True))
     search = find_slots(workload, policy, per_worker=per_worker, progress=progress)
     if as_json:
         click.echo(json.dumps({
@@ -233,8 +245,8 @@ def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
         }, indent=2))  # fmt: skip
     elif search.slots is None:
         window_h = (workload.horizon_s - workload.effective_warmup()) / 3600
-        click.echo(f"no slot count keeps every schedule out of ERROR: with a slot for every "
-                   f"schedule ({unlimited}), over the {window_h:.3g} h after warm-up:")  # fmt: skip
+        click.echo(f"no slot count keeps every schedule out of ERROR: with {ample} "
+                   f"({unlimited} slots), over the {window_h:.3g} h after warm-up:")  # fmt: skip
         for name, error_s in search.unservable.items():
             why = (f"{problems[name].reason}: {problems[name].detail}" if name in problems
                    else "run-time variance or its constraints")  # fmt: skip

@@ -60,8 +60,8 @@ class SlotSearch:
     none). ``tried``: slots -> ERROR seconds (a count that failed may have been
     stopped at its first ERROR: its figure is then a lower bound). ``result``:
     the full run at ``slots``, else the run with a slot for every schedule.
-    ``unservable``: schedules in ERROR even with a slot for every schedule ->
-    their ERROR seconds there: no slot count helps them."""
+    ``unservable``: schedules in ERROR even with :func:`ample_slots` (a slot
+    for every schedule, or four times the demand) -> their ERROR seconds there."""
 
     slots: int | None
     tried: dict[int, float]
@@ -104,22 +104,39 @@ def _run(
         return None, tally
 
 
+#: The first run of :func:`find_slots` has a slot for every schedule, or this
+#: many times the demand when that is fewer (plus a few): schedules without a
+#: cooldown re-run back to back on idle slots, and a thousand idle slots would
+#: make that run a thousand times longer than needed.
+AMPLE_DEMAND_FACTOR = 4
+AMPLE_MIN_SLOTS = 8
+
+
+def ample_slots(workload: Workload) -> int:
+    """Slots for the first run of :func:`find_slots`: one per schedule, at most
+    ``AMPLE_DEMAND_FACTOR`` times the demand (and at least ``AMPLE_MIN_SLOTS``)."""
+    demand = workload.load() * workload.slots
+    ample = max(AMPLE_MIN_SLOTS, AMPLE_DEMAND_FACTOR * math.ceil(demand))
+    return max(1, min(len(workload.schedules), ample))
+
+
 def find_slots(
     workload: Workload, policy: str = "dgs", *, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
     progress: Callable[[int, float, bool], None] | None = None,
 ) -> SlotSearch:  # fmt: skip
     """The smallest slot count with no ERROR after warm-up.
 
-    First a run with a slot for every schedule (no more can ever be busy): a
-    schedule in ERROR there is in ERROR at any slot count, and the search
-    stops, naming it (:attr:`SlotSearch.unservable`). Otherwise the count
+    First a run with a slot for every schedule (no more can ever be busy; at
+    most :func:`ample_slots`): a schedule in ERROR there is in ERROR at any
+    slot count, and the search stops, naming it (:attr:`SlotSearch.unservable`). Otherwise the count
     doubles from the demand (sum of mean duration / period, rounded up) until
     one has no ERROR, then bisects; a run that fails is stopped at its first
     ERROR. More slots never add ERROR for the greedy policies; the search
     assumes it. ``progress(slots, error_s, complete)`` is told each run."""
     tried: dict[int, float] = {}
     results: dict[int, SimResult] = {}
-    unlimited = max(1, len(workload.schedules))
+    demand = workload.load() * workload.slots
+    unlimited = ample_slots(workload)
 
     def ok(slots: int) -> bool:
         stop = slots != unlimited
@@ -138,7 +155,6 @@ def find_slots(
     if tally.error_s > 0:
         return SlotSearch(None, tried, result, dict(sorted(tally.by_schedule.items())))
     results[unlimited] = result  # type: ignore[assignment]  # complete: not stopped
-    demand = workload.load() * workload.slots
     hi = min(unlimited, max(1, math.ceil(demand)))
     lo = hi - 1  # below the demand: fails (assumed, not run)
     while hi < unlimited and not ok(hi):

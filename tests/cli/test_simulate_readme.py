@@ -10,6 +10,7 @@ import time
 from celery.bin.celery import celery
 from click.testing import CliRunner, Result
 
+from celery_dgs.cli.simulate import simulate
 from tests.cli.conftest import World
 from tests.cli.test_declare import declare
 
@@ -27,8 +28,9 @@ def test_readme_find_slots_example_names_the_schedule_no_slot_count_serves() -> 
     assert result.exit_code == 1, result.output
     assert "needs --slots" not in result.output
     out = result.stdout
-    assert "no slot count keeps every schedule out of ERROR: with a slot for every schedule (5)" \
-        in out  # fmt: skip
+    assert out.startswith("5 schedules, demand 2.87 slots, horizon 7d")
+    assert ("no slot count keeps every schedule out of ERROR: with a slot for every schedule "
+            "(5 slots)") in out  # fmt: skip
     assert "  example.scrape_bills: in ERROR" in out
     assert "(duration_at_least_period: a run takes 0:02:00, its period is 0:02:00)" in out
     assert "WARNING schedule 'example.scrape_bills' can never be served" in result.stderr
@@ -76,3 +78,19 @@ def test_find_slots_stops_at_a_cron_that_its_blackout_keeps_in_error(world: Worl
     assert doc["slots"] is None
     assert doc["unservable"]["t.c"]["reason"] == "cron_times_in_blackout"
     assert 2.5 * 3300 < doc["unservable"]["t.c"]["error_s"] < 3 * 3500
+
+
+def test_find_slots_first_run_is_bounded_by_the_demand() -> None:
+    # 300 schedules without a cooldown at demand 2 slots: a slot for each would
+    # re-run them back to back; the first run uses 4 x the demand (8 slots).
+    started = time.monotonic()
+    result = CliRunner().invoke(simulate, [
+        "--schedules", "300", "--slots", "4", "--load", "0.5", "--cooldown-fraction", "0",
+        "--horizon", "1d", "--period-min", "1h", "--period-max", "2h", "--find-slots", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert "8" in doc["tried"]
+    assert max(int(k) for k in doc["tried"]) == 8
+    assert 2 <= doc["slots"] <= 8
+    assert time.monotonic() - started < 60
