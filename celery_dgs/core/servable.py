@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from .blackout import first_fit, longest_free_gap, move_out_of_blackout, windows_between
 from .cron import next_cron_time
-from .spec import CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import Blackout, CronSpec, PeriodicSpec, ScheduleSpec
 from .tz import ensure_utc, get_zone
 
 #: Days examined from ``start`` (a week: weekday patterns and a DST change).
@@ -138,24 +139,35 @@ def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Un
 def _cron_error_per_day(
     spec: CronSpec, start: datetime, duration: timedelta, days: int
 ) -> tuple[timedelta, float, float]:
+    """See :func:`_cron_error`; computed once per shape of cron fields."""
+    return _cron_error(
+        spec.cron_schedule, spec.tz, spec.cron_max_schedule_duration, spec.blackout_periods,
+        spec.avoid_blackout_overlap, start, duration, days,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def _cron_error(
+    expr: str, tz: str, within: timedelta, blackouts: tuple[Blackout, ...], avoid_overlap: bool,
+    start: datetime, duration: timedelta, days: int,
+) -> tuple[timedelta, float, float]:  # fmt: skip
     """ERROR per day, and cron times per day that miss and in all, over the sample.
 
     A cron time ``F`` whose earliest start ``s`` (out of the blackouts; with
     ``avoid_blackout_overlap``, where the run fits) ends after ``F + within``
     is in ERROR over ``[F + within, s + duration]``; the union of those spans
     is the ERROR no capacity removes."""
-    within, blackouts, tz = spec.cron_max_schedule_duration, spec.blackout_periods, spec.tz
     end = start + days * _DAY
     spans: list[tuple[datetime, datetime]] = []
     fires = missed = 0
     t = start - timedelta(microseconds=1)  # a cron time at ``start`` counts
     while fires < MAX_CRON_TIMES:
-        fire = next_cron_time(spec.cron_schedule, tz, t)
+        fire = next_cron_time(expr, tz, t)
         if fire >= end:
             break
         fires += 1
         begin = move_out_of_blackout(blackouts, tz, fire) if blackouts else fire
-        if blackouts and spec.avoid_blackout_overlap and duration > timedelta(0):
+        if blackouts and avoid_overlap and duration > timedelta(0):
             begin = first_fit(blackouts, tz, begin, duration) or begin
         if begin + duration > fire + within:
             missed += 1
