@@ -1,8 +1,9 @@
 """Beat with free slots does not re-run a periodic schedule declared without a
 cooldown before its default cooldown (``dgs_default_cooldown_fraction`` of the
-time from its last good end to its should_start_by) has passed; one declared with ``cooldown=0`` is re-sent at once
-(seed 000's rule). Real SQLite store, real Redis registry, leases and dispatch
-records, and a fake clock; specs come from ``DGS.all_declarations`` as in beat."""
+time from its last good end to its should_start_by) has passed; one declared
+with ``cooldown=0`` is re-sent at once (seed 000's rule). Real SQLite store,
+real Redis registry, leases and dispatch records, and a fake clock; specs
+come from ``DGS.all_declarations`` as in beat."""
 
 from __future__ import annotations
 
