@@ -60,10 +60,10 @@ class Declarations:
         self.default_cooldown: set[str] = set()
 
     def with_default_cooldown(self, fraction: float = DEFAULT_COOLDOWN_FRACTION) -> Declarations:
-        """A copy whose periodic schedules declared without a cooldown wait
-        ``fraction`` of their period (``dgs_default_cooldown_fraction``); this
-        object keeps the declared specs, so a repeated declaration still
-        compares equal."""
+        """A copy whose periodic schedules declared without a cooldown get the
+        default one (``dgs_default_cooldown_fraction``:
+        :func:`~celery_dgs.core.timing.with_default_cooldown`); this object keeps
+        the declared specs, so a repeated declaration still compares equal."""
         out = Declarations()
         out.errors, out.warnings = dict(self.errors), list(self.warnings)
         out.default_cooldown = set(self.default_cooldown)

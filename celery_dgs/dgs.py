@@ -63,9 +63,10 @@ class DGS:
 
     def all_declarations(self, *, import_modules: bool = True) -> Declarations:
         """Decorated tasks (importing the app's task modules) plus config entries,
-        with a check that every schedule's task exists, periodic schedules
-        declared without a cooldown given ``dgs_default_cooldown_fraction`` of
-        their period (beat, ``sync``, ``simulate`` and workers all read this)."""
+        with a check that every schedule's task exists, and periodic schedules
+        declared without a cooldown given the default one
+        (``dgs_default_cooldown_fraction``); beat, ``sync``, ``simulate`` and
+        workers all read these specs."""
         if import_modules:
             self.app.loader.import_default_modules()
             self.app.finalize(auto=True)
@@ -111,8 +112,9 @@ class DGS:
 
         Place it above ``@app.task``. ``cooldown`` is the minimum time after the
         last good run ends before it may start again; ``None`` (the default):
-        ``dgs_default_cooldown_fraction`` of ``period``; ``0``: eligible again
-        as soon as it ends (seed 000's rule).
+        ``dgs_default_cooldown_fraction`` of the time from that end to its
+        ``should_start_by``, at most that fraction of ``period``; ``0``:
+        eligible again as soon as it ends (seed 000's rule).
         """
         return self._decorator("periodic", _fields(locals()))
 

@@ -136,9 +136,10 @@ class DgsSettings:
     #: and its process is gone by ``ping_timeout``, before anyone may steal
     #: (``ping_timeout + steal_delay``). ``None``: see DEFAULT_SELF_FENCE_MARGIN_FRACTION.
     self_fence_margin: float | None = None
-    #: A periodic schedule declared without a cooldown waits this fraction of its
-    #: period (a number in [0, 1)) after its last good run ends before it may run
-    #: again; 0: at once (seed 000's rule, which re-runs it whenever a slot is free).
+    #: A periodic schedule declared without a cooldown waits this fraction (a
+    #: number in [0, 1)) of the time from its last good end to its should_start_by
+    #: (at most fraction x period) before it may run again; 0: at once (seed 000's
+    #: rule, which re-runs it whenever a slot is free). core/timing.py.
     default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -21,11 +21,12 @@ The default cooldown: seed 000 makes any periodic schedule past
 ``can_start_by`` eligible, so with free worker slots and a cooldown of 0 a
 schedule runs again as soon as its last run ends (a scraper hammers its
 upstream). A periodic schedule declared without a cooldown therefore gets
-:func:`default_cooldown` of its period (``dgs_default_cooldown_fraction``,
-:data:`DEFAULT_COOLDOWN_FRACTION`); an explicit ``cooldown=0`` keeps the
-seed's eager rule. Unlike a declared cooldown, the default one yields to the
-deadline: it is that fraction of the time from the run's end to
-``should_start_by``, so a run long for its period is not held until it is late.
+a default cooldown (``dgs_default_cooldown_fraction``,
+:data:`DEFAULT_COOLDOWN_FRACTION`; at most :func:`default_cooldown` of its
+period); an explicit ``cooldown=0`` keeps the seed's eager rule. Unlike a
+declared cooldown, the default one yields to the deadline: it is that
+fraction of the time from the run's end to ``should_start_by``, so a run long
+for its period is not held until it is late.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def validate_retry_ladder(ladder: Sequence[timedelta]) -> tuple[timedelta, ...]:
 
 
 #: ``dgs_default_cooldown_fraction``: a periodic schedule declared without a
-#: cooldown waits this fraction of its period after its last good run ends.
+#: cooldown waits this fraction of the time from its last good end to its
+#: ``should_start_by`` (at most this fraction of its period).
 #: Chosen from simulator runs (docs/simulator.md, "The default cooldown"): on
 #: a fleet at load 0.1 it cuts the runs per schedule from 18 per period to 2
 #: (the data is then up to about half a period old), with no ERROR added at
@@ -87,8 +89,9 @@ def validate_cooldown_fraction(fraction: float) -> float:
 
 
 def default_cooldown(period: timedelta, fraction: float = DEFAULT_COOLDOWN_FRACTION) -> timedelta:
-    """The cooldown of a periodic schedule that does not set one: ``fraction`` of
-    ``period``, in whole microseconds (always shorter than the period)."""
+    """The ``cooldown_duration`` stored for a periodic schedule that does not set
+    one: ``fraction`` of ``period``, in whole microseconds (always shorter than
+    the period). It is the most it waits; see :func:`start_times`."""
     return timedelta(microseconds=int(period / timedelta(microseconds=1) * fraction))
 
 
