@@ -57,7 +57,7 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
-# -- fencing (issue 7) --
+# -- fencing --
 #: Default self-fencing margin as a fraction of ping_timeout: an owner with no
 #: successful ping for ping_timeout - margin stops its run (defaults: 90 s - 22.5 s
 #: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval

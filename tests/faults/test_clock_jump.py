@@ -1,4 +1,4 @@
-"""A worker process whose wall clock jumps mid-run (issue 7): an hour forward,
+"""A worker process whose wall clock jumps mid-run: an hour forward,
 then two hours back. Leases, pings and run times come from the Redis server's
 ``TIME`` and timeouts from the monotonic clock, so the run must go on and end
 as if nothing happened: no steal, no termination, a duration the store
