@@ -63,7 +63,8 @@ def check(ctx: click.Context) -> None:
     for message in hints:
         click.echo(f"{styled('WARNING', 'WARNING', color=color)} {message}", err=True, color=color)
     tasks = {s.task: env.app.tasks[s.task] for s in specs.values() if s.task in env.app.tasks}
-    for advice in check_celery_settings(env.app.conf, specs, tasks):
+    celery_advice = check_celery_settings(env.app.conf, specs, tasks)
+    for advice in celery_advice:
         label = styled("WARNING", "WARNING", color=color)
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
     for name in sorted(decl.specs):
@@ -71,7 +72,7 @@ def check(ctx: click.Context) -> None:
         click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)
     click.echo(
         f"{len(decl.specs)} valid, {len(decl.errors)} invalid, "
-        f"{len(decl.warnings) + len(hints)} warnings"
+        f"{len(decl.warnings) + len(hints) + len(celery_advice)} warnings"
     )
     ctx.exit(1 if decl.errors else 0)
 
