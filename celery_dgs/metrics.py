@@ -50,8 +50,7 @@ from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
-from .core.condition import RunningState, condition, declaration_invalid
-from .status import WorkerCheck, holds_for
+from .status import WorkerCheck, holds_for, schedule_condition
 from .store.base import ScheduleStore
 
 logger = logging.getLogger("celery_dgs.metrics")
@@ -118,10 +117,8 @@ class EngineCollector:
         settings, paused = engine.settings, engine.held
         for name, tracked in list(engine.tracked.items()):
             lease = leases.get(name)
-            running = RunningState(started_at=lease.started_at) if lease is not None else None
-            cond = condition(tracked.spec, tracked.stats, running, now)
-            if tracked.declaration_error is not None:
-                cond = declaration_invalid(name, tracked.declaration_error, cond)
+            cond = schedule_condition(name, tracked.spec, tracked.stats, lease, now,
+                                      declaration_error=tracked.declaration_error)  # fmt: skip
             level.add_metric([name, cond.reason.value], int(cond.level))
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())

@@ -41,7 +41,14 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from .core.blackout import blackout_containing
-from .core.condition import Level, Reason, RunningState, condition, declaration_invalid
+from .core.condition import (
+    Condition,
+    Level,
+    Reason,
+    RunningState,
+    condition,
+    declaration_invalid,
+)
 from .core.projection import Waiting, project_starts
 from .core.spec import ScheduleSpec
 from .core.stats import ScheduleStats
@@ -139,6 +146,25 @@ class StatusRow:
         return self.level.name
 
 
+def schedule_condition(
+    name: str,
+    spec: ScheduleSpec,
+    stats: ScheduleStats,
+    lease: LeaseInfo | None,
+    now: datetime,
+    *,
+    declaration_error: str | None = None,
+) -> Condition:
+    """A schedule's condition at ``now`` as ``status`` and the metrics show it:
+    the core rule with its live run (``lease``), or ERROR ``declaration_invalid``
+    while the deployed declaration is invalid."""
+    running = RunningState(started_at=lease.started_at) if lease is not None else None
+    cond = condition(spec, stats, running, now)
+    if declaration_error is not None:
+        cond = declaration_invalid(name, declaration_error, cond)
+    return cond
+
+
 def build_row(
     schedule: StoredSchedule,
     lease: LeaseInfo | None,
@@ -160,10 +186,8 @@ def build_row(
         )
         can = should = deadline = None
     else:
-        running = RunningState(started_at=lease.started_at) if lease is not None else None
-        cond = condition(spec, stats, running, now)
-        if schedule.declaration_error is not None:
-            cond = declaration_invalid(schedule.name, schedule.declaration_error, cond)
+        cond = schedule_condition(schedule.name, spec, stats, lease, now,
+                                  declaration_error=schedule.declaration_error)  # fmt: skip
         times = start_times(spec, stats, now, retry_ladder=retry_ladder)
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message
