@@ -156,7 +156,7 @@ def test_an_interruption_racing_the_return_is_recorded_and_releases_the_lease(
     assert box["value"] == "done"
     run_row = only_run(rt)
     assert run_row.outcome != "running"
-    assert rt.leases.running_names() == set()
+    assert rt.leases.all() == []
 
 
 def test_a_redis_failure_at_acquire_records_a_skip(

@@ -260,19 +260,3 @@ class RedisLeases(LeaseBackend):
             leases=[v for v in found if isinstance(v, LeaseInfo)],
             malformed=[v for v in found if isinstance(v, MalformedDataError)],
         )
-
-    def _running(self, names: bool) -> list[Any]:
-        return self._call(
-            "running.lua",
-            [self.keys.lease_index()],
-            [self._now_arg(), _FMT, self.keys.lease_prefix(), self.ping_timeout_ms,
-             self.steal_delay_ms, "1" if names else "0"],
-        )  # fmt: skip
-
-    def running_count(self) -> int:
-        """How many schedules hold a lease that is not takeable (steal pending counts)."""
-        return int(self._running(False)[0])
-
-    def running_names(self) -> set[str]:
-        """The schedules counted by :meth:`running_count`."""
-        return {text(n) for n in self._running(True)[1]}

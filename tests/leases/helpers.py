@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TypeVar
+
+from celery_dgs.errors import MalformedDataError
+from celery_dgs.leases.codec import text
+from celery_dgs.leases.redis import RedisLeases
 
 T = TypeVar("T")
 
@@ -37,3 +42,23 @@ def wait_for(condition: Callable[[], T | None], *, timeout: float = 5.0, step: f
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(step)
+
+
+def running_names(leases: RedisLeases) -> set[str]:
+    """The schedules whose lease is live: held and not takeable (a pending steal
+    still counts: its owner may ping), foreign data included. Read-only: unlike
+    beat's view it marks no steal, so a test can look without changing state."""
+    now = leases.now()
+    ping_timeout = timedelta(milliseconds=int(leases.ping_timeout_ms))
+    steal_delay = timedelta(milliseconds=int(leases.steal_delay_ms))
+    names = [text(n) for n in leases.client.zrange(leases.keys.lease_index(), 0, -1)]
+    live = set()
+    for name, found in leases.get_many(names).items():
+        if isinstance(found, MalformedDataError):
+            live.add(name)
+        elif found is not None:
+            stale = now - found.last_ping_at > ping_timeout
+            steal = found.steal_start_at
+            if not (stale and steal is not None and now - steal > steal_delay):
+                live.add(name)
+    return live

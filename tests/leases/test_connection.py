@@ -19,7 +19,7 @@ from celery_dgs.errors import LeaseError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import AcquireStatus, RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
-from tests.leases.helpers import wait_for
+from tests.leases.helpers import running_names, wait_for
 from tests.leases.tls import TlsProxy, make_certificate, server_has_tls
 
 WORKER = WorkerInfo(name="celery@h", node="h", queues=("q",), slots=2, pool="solo", pid=1)
@@ -41,7 +41,7 @@ def exercise(client: redis.Redis, keys: KeySpace) -> None:
     registry.register(WORKER)
     registry.heartbeat(WORKER.name)
     assert [w.name for w in registry.live_workers()] == [WORKER.name]
-    assert leases.running_names() == {"s", "u"}
+    assert running_names(leases) == {"s", "u"}
     assert {lease.schedule for lease in leases.all()} == {"s", "u"}
 
 
@@ -73,7 +73,7 @@ def _tls_checks(url: str, cert: Path, other_cert: Path) -> None:
     client.close()
     untrusted = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(other_cert))
     with pytest.raises(LeaseError):
-        RedisLeases(untrusted, KeySpace(), ping_timeout=1, steal_delay=1).running_count()
+        RedisLeases(untrusted, KeySpace(), ping_timeout=1, steal_delay=1).now()
     untrusted.close()
 
 
@@ -139,7 +139,7 @@ def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(
         leases.acquire("s", owner_node="n", owner_name="w", owner_tag=f"T{i}")
         leases.release("s", f"T{i}")
     fresh_redis_server.restart(kill=True)  # data and script cache are gone
-    assert leases.running_count() == 0  # reconnects, and loads the script again
+    assert leases.beat_view().running == set()  # reconnects, and loads the script again
     # A schedule granted before waits out the restart grace (ping_timeout +
     # steal_delay): a lease lost with the data may still have a live owner.
     result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X", min_token=3)
@@ -210,8 +210,6 @@ def test_one_round_trip_per_operation(
         "get": lambda: leases.get("s"),
         "get_many(500)": lambda: leases.get_many([f"s{i}" for i in range(500)]),
         "now": leases.now,
-        "running_count": leases.running_count,
-        "running_names": leases.running_names,
         "add_many(2500)": lambda: dispatches.add_many(batch, ttl=5),
         "current": lambda: dispatches.current("s1"),
         "pending_count": dispatches.pending_count,
