@@ -33,8 +33,10 @@ def redis_from_url(url: str, **options: Any) -> redis.Redis:
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in _SCHEMES:
+        # The URL itself is not repeated: without a scheme it may be all password.
+        found = f"scheme {scheme!r}" if scheme else "no scheme"
         raise SettingsError(
-            f"unsupported Redis URL scheme {scheme or url!r}: use one of "
+            f"unsupported Redis URL ({found}): use one of "
             + ", ".join(f"{s}://" for s in _SCHEMES)
         )
     if options.get("decode_responses"):
