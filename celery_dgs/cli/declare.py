@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
+from ..store.engine import masked_url
 from .context import Env, get_env, utcnow, wrap_errors
 from .output import styled
 
@@ -29,13 +28,6 @@ def _report_problems(decl: Declarations, *, color: bool) -> None:
         )  # fmt: skip
     for warning in decl.warnings:
         click.echo(f"{styled('WARNING', 'WARNING', color=color)} {warning}", err=True, color=color)
-
-
-def _safe_url(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<the configured database>"
 
 
 @click.command()
@@ -93,7 +85,7 @@ def sync(ctx: click.Context) -> None:
     decl = _declarations(env)
     _report_problems(decl, color=env.color())
     report = env.runtime.store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
-    where = _safe_url(env.settings.database_url)
+    where = masked_url(env.settings.database_url)
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
     for label, names in (
         ("inserted", report.inserted), ("updated", report.updated),
