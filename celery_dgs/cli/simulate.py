@@ -59,19 +59,28 @@ def _outage(value: str) -> Outage:
     return Outage(t1, t2)
 
 
+#: Upper bounds of the generated fleet's options: a typo such as an extra
+#: digit group is a usage error, not an hour of memory allocation.
+MAX_SCHEDULES = 10_000_000
+MAX_SLOTS = 10_000_000
+
+
 @click.command()
 @click.option("--workload", "workload_path", type=click.Path(dir_okay=False, path_type=Path),
               help="a workload JSON file (docs/simulator.md)")
-@click.option("--schedules", type=int, help="generate N periodic schedules")
-@click.option("--slots", type=int, help="worker slots (overrides the workload's workers)")
-@click.option("--slots-per-worker", type=int, default=DEFAULT_SLOTS_PER_WORKER, show_default=True)
+@click.option("--schedules", type=click.IntRange(1, MAX_SCHEDULES),
+              help="generate N periodic schedules")
+@click.option("--slots", type=click.IntRange(1, MAX_SLOTS),
+              help="worker slots (overrides the workload's workers)")
+@click.option("--slots-per-worker", type=click.IntRange(1, MAX_SLOTS),
+              default=DEFAULT_SLOTS_PER_WORKER, show_default=True)
 @click.option("--load", type=float, default=0.9, show_default=True,
               help="generated: demand / capacity")
 @click.option("--period-min", default="1h", show_default=True, help="generated: shortest period")
 @click.option("--period-max", default="6h", show_default=True, help="generated: longest period")
 @click.option("--cooldown-fraction", type=float, default=0.5, show_default=True,
               help="generated: cooldown as a fraction of the period")
-@click.option("--failure-rate", type=float, default=0.0, show_default=True,
+@click.option("--failure-rate", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="generated: probability that a run fails")
 @click.option("--share-spread", type=float, default=1.0, show_default=True,
               help="generated: capacity shares (run time / period) log-uniform within this "

@@ -121,3 +121,16 @@ def test_share_spread_generates_mixed_shares_and_rejects_a_spread_below_one() ->
     bad = CliRunner().invoke(simulate, [*common, "--share-spread", "0.5"])
     assert bad.exit_code == 2
     assert "share spread must be >= 1" in bad.output
+
+
+def test_out_of_range_generator_options_are_usage_errors() -> None:
+    """A probability above 1, or a fleet size no machine holds, is refused at
+    once (exit 2, naming the option) instead of simulated or allocated."""
+    for args, option in (
+        (["--schedules", "10", "--failure-rate", "2"], "--failure-rate"),
+        (["--schedules", str(10**23), "--slots", "4"], "--schedules"),
+        (["--schedules", "10", "--slots", "0"], "--slots"),
+    ):
+        result = CliRunner().invoke(simulate, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert option in result.output
