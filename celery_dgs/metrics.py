@@ -114,6 +114,9 @@ class EngineCollector:
         except Exception:
             logger.exception("celery-dgs: reading live workers for metrics failed")
             workers = None
+        slot_state = None if workers is None else slot_counts(
+            workers, running=len(leases), pending=len(engine.pending)
+        )
         settings, paused = engine.settings, engine.held
         for name, tracked in list(engine.tracked.items()):
             lease = leases.get(name)
@@ -151,10 +154,14 @@ class EngineCollector:
             "dgs_lease_steals", "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),
         )  # fmt: skip
-        slots = GaugeMetricFamily("dgs_worker_slots", "Worker slots", labels=["state"])
-        slots.add_metric(["free"], engine.slots_free)
-        slots.add_metric(["used"], max(engine.slots_total - engine.slots_free, 0))
-        yield slots
+        if slot_state is not None:
+            slots = GaugeMetricFamily(
+                "dgs_worker_slots", "Slots of the live workers (or dgs_capacity), by state",
+                labels=["state"],
+            )  # fmt: skip
+            slots.add_metric(["free"], slot_state[0])
+            slots.add_metric(["used"], slot_state[1])
+            yield slots
         yield GaugeMetricFamily(
             "dgs_dispatches_pending", "Dispatched runs not started yet", value=len(engine.pending)
         )
@@ -178,6 +185,17 @@ class EngineCollector:
             yield GaugeMetricFamily(
                 "dgs_beat_leader_token", "The beat leader token this beat last saw", value=token
             )
+
+
+def slot_counts(workers: WorkerCheck, *, running: int, pending: int) -> tuple[int, int]:
+    """(free, used) slots, read at scrape time: the live workers' slots (or
+    ``dgs_capacity`` with none registered), used by running leases and pending
+    dispatches."""
+    total = sum(w.slots for w in workers.workers)
+    if not workers.workers and workers.capacity:
+        total = workers.capacity
+    used = running + pending
+    return max(total - used, 0), used
 
 
 def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> CollectorRegistry:

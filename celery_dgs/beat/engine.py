@@ -130,8 +130,6 @@ class BeatEngine(DispatchSending):
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
         self.lease_view: BeatViewSource = leases.beat_view_reader()
         #: Worker slots (total, free) before this tick's dispatches, for metrics.
-        self.slots_total = 0
-        self.slots_free = 0
         #: Called with each dispatch's lateness (seconds past should_start_by).
         self.on_dispatch: Callable[[float], None] | None = None
         #: Read the store again right after the next round's lease snapshot (set by
@@ -325,8 +323,6 @@ class BeatEngine(DispatchSending):
                 if name in self.tracked and name not in self.held:
                     self._reindex(name)
         placement = self._placement(running_by_worker, state.stale_workers)
-        self.slots_free = placement.free
-        self.slots_total = placement.free + sum(running_by_worker.values()) + len(self.pending)
         if placement.free <= 0:
             return
 

@@ -219,3 +219,30 @@ def test_held_schedules_say_why_in_the_metrics(
     registry.deregister("celery@w1")  # no worker at all, no dgs_capacity: nothing can run
     assert held("t.ok") == ["no_worker"]
     assert held("t.paused") == ["no_worker", "paused"]
+
+
+def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """With no schedule due beat runs no dispatch round; the slot gauges still
+    show the live workers' slots, not zeros left from start-up."""
+    store = open_store(f"sqlite:///{tmp_path / 'idle.sqlite3'}")
+    registry = WorkerRegistry(redis_client, KEYS, ttl=300)
+    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=3,
+                                 pool="prefork", pid=1))  # fmt: skip
+    idle = BeatEngine(
+        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
+        max_interval=MAX_INTERVAL_S, monotonic=Mono(),
+    )  # fmt: skip
+    idle.load()
+    idle.tick()
+    srv = serve_metrics(idle, store, SystemClock(), 0, "127.0.0.1")
+    try:
+        _, _, body = get(srv.port, "/metrics")
+    finally:
+        srv.shutdown()
+        store.close()
+    assert 'dgs_worker_slots{state="free"} 3.0' in body
+    assert 'dgs_worker_slots{state="used"} 0.0' in body
