@@ -50,7 +50,14 @@ from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
-from .status import WorkerCheck, holds_for, schedule_condition
+from .core.condition import Level
+from .status import (
+    HOLD_INVALID_SPEC,
+    INVALID_SPEC,
+    WorkerCheck,
+    holds_for,
+    schedule_condition,
+)
 from .store.base import ScheduleStore
 
 logger = logging.getLogger("celery_dgs.metrics")
@@ -132,6 +139,9 @@ class EngineCollector:
                 workers=workers,
             ):  # fmt: skip
                 held.add_metric([name, hold.reason], 1)
+        for name in list(engine.unschedulable):
+            level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
+            held.add_metric([name, HOLD_INVALID_SPEC], 1)
         yield level
         yield until
         yield held

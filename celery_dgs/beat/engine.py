@@ -108,6 +108,10 @@ class BeatEngine(DispatchSending):
             laxity_floor_s=settings.laxity_floor,
         )  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
+        #: Active schedules whose stored row beat cannot schedule (an invalid
+        #: spec or statistics): name -> why. Not in ``tracked``; the metrics
+        #: report them in ERROR, as ``status`` does.
+        self.unschedulable: dict[str, str] = {}
         self.parked: set[str] = set()
         #: ``should_start_by`` of the most urgent eligible schedule after the last
         #: tick (``None``: none, or standing by). Set on beat's thread: the
@@ -203,11 +207,15 @@ class BeatEngine(DispatchSending):
         if not row.active or row.spec is None:
             if row.active:
                 logger.error("celery-dgs: schedule %r is not schedulable: %s", name, row.spec_error)
+                self.unschedulable[name] = row.spec_error or "invalid stored spec"
+            else:
+                self.unschedulable.pop(name, None)
             self.index.remove(name)
             self.parked.discard(name)
             self.held.discard(name)
             self.tracked.pop(name, None)
             return
+        self.unschedulable.pop(name, None)
         self.tracked[name] = Tracked(
             row.spec, row.stats, row.run_requested_at, row.declaration_error
         )

@@ -3,6 +3,7 @@ real BeatEngine (real Redis, real SQLite): ``/metrics``, ``/healthz``, 404."""
 
 from __future__ import annotations
 
+import sqlite3
 import urllib.error
 import urllib.request
 import uuid
@@ -246,3 +247,33 @@ def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
         store.close()
     assert 'dgs_worker_slots{state="free"} 3.0' in body
     assert 'dgs_worker_slots{state="used"} 0.0' in body
+
+
+def test_a_stored_row_beat_cannot_schedule_is_an_error_in_the_metrics(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """An active schedule whose stored spec is invalid is not schedulable; the
+    condition gauge still reports it, in ERROR ``invalid_spec`` (as ``status``),
+    so an alert on the metric sees it."""
+    path = tmp_path / "bad.sqlite3"
+    store = open_store(f"sqlite:///{path}", 1, 2)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE dgs_schedules SET spec = '{\"kind\": \"weekly\"}' WHERE name = 't.p2'")
+    db.close()
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(redis_client, KEYS, ttl=300),
+        dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
+        max_interval=MAX_INTERVAL_S, monotonic=Mono(),
+    )  # fmt: skip
+    engine.load()
+    srv = serve_metrics(engine, store, SystemClock(), 0, "127.0.0.1")
+    try:
+        _, _, body = get(srv.port, "/metrics")
+    finally:
+        srv.shutdown()
+        store.close()
+    assert 'dgs_schedule_condition{reason="invalid_spec",schedule="t.p2"} 2.0' in body
+    assert 'dgs_schedule_held{reason="invalid_spec",schedule="t.p2"} 1.0' in body
+    assert 'dgs_schedule_condition{reason="ok",schedule="t.p1"} 0.0' in body
