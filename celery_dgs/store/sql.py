@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Result, select, text
+from sqlalchemy.orm import Session
 
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
@@ -34,7 +35,7 @@ from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_runs import RunMethods
-from .sql_runtime import RuntimeMethods
+from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 
 logger = logging.getLogger("celery_dgs.store")
 
@@ -115,8 +116,7 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
         with self._write() as session:
             if session.get_bind().dialect.name == "postgresql":
                 session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
-            stmt = select(ScheduleRow).order_by(ScheduleRow.name).with_for_update(key_share=True)
-            rows = {row.name: row for row in session.scalars(stmt)}
+            rows = self._sync_rows(session, sorted(declared))
             for name in sorted(declared):
                 row = rows.get(name)
                 if row is None:
@@ -161,6 +161,32 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
                 rows[name].active, rows[name].declaration_error = False, None
                 rows[name].change_seq, rows[name].updated_at = seq, now
         return report
+
+    @staticmethod
+    def _sync_rows(session: Session, names: list[str]) -> dict[str, ScheduleRow]:
+        """The rows a sync may touch, locked: every active declared row, and
+        the rows of the declared ``names`` whatever their owner. Runtime rows
+        that are not declared are not read, so a sync costs the declared
+        schedules, not every stored one."""
+        size = NAMES_PER_QUERY.get(session.get_bind().dialect.name, 900)
+        stmt = (
+            select(ScheduleRow)
+            .where(ScheduleRow.active, ScheduleRow.owner == OWNER_DECLARED)
+            .order_by(ScheduleRow.name)
+            .with_for_update(key_share=True)
+        )
+        rows = {row.name: row for row in session.scalars(stmt)}
+        missing = [name for name in names if name not in rows]
+        for i in range(0, len(missing), size):
+            chunk = missing[i : i + size]
+            stmt = (
+                select(ScheduleRow)
+                .where(ScheduleRow.name.in_(chunk))
+                .order_by(ScheduleRow.name)
+                .with_for_update(key_share=True)
+            )
+            rows.update((row.name, row) for row in session.scalars(stmt))
+        return rows
 
     def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:
         """Store ``spec`` as :meth:`sync` inserts a new name, unless the name is
