@@ -2,9 +2,10 @@
 
 Written set-based, for lists of thousands of schedules at a time: the stored
 rows of a batch are read (and locked) a chunk of names per query, new rows go
-in one multi-row ``INSERT`` (SQLAlchemy's executemany, ``insertmanyvalues`` on
-PostgreSQL), changed rows in one executemany ``UPDATE``, and removals in one
-``UPDATE ... WHERE name IN`` per chunk, never one ORM object per row. The
+in one executemany ``INSERT`` (psycopg pipelines it on PostgreSQL, without a
+round trip per row), changed rows in one executemany ``UPDATE``, and
+removals in one ``UPDATE ... WHERE name IN`` per chunk, never one ORM object
+per row. The
 whole batch is one transaction with one new ``change_seq``, serialised with
 ``sync`` (PostgreSQL: its advisory lock; SQLite: one writer).
 """
