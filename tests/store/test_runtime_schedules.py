@@ -4,13 +4,15 @@ and keeps the history. One contract for the memory, SQLite and PostgreSQL stores
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.errors import ScheduleConfigError
-from celery_dgs.store import OWNER_DECLARED, OWNER_RUNTIME, ScheduleStore
+from celery_dgs.store import OWNER_DECLARED, OWNER_RUNTIME, ScheduleStore, SqlScheduleStore
 
 from .conftest import T0, cron, periodic, start
 
@@ -173,3 +175,47 @@ def test_bulk_upsert_and_remove_of_thousands(store: ScheduleStore) -> None:
     report = store.remove_runtime([s.name for s in specs[:2000]], LATER)
     assert len(report.removed) == 2000
     assert len(store.load_active()[0]) == 1000
+
+
+def test_concurrent_upserts_removals_and_syncs_never_interleave(
+    sql_store: SqlScheduleStore,
+) -> None:
+    """Listers, a remover and deploys at once (SQLite's one writer, PostgreSQL's
+    advisory lock): every call succeeds, no declared row becomes runtime or
+    the reverse, and every change reaches the change poll."""
+    declared = [periodic("t.code", f"c{i}") for i in range(20)]
+    sql_store.sync(declared, T0)
+    _, cursor = sql_store.load_active()
+    barrier = threading.Barrier(6)
+
+    def lister(offset: int) -> None:
+        barrier.wait(timeout=30)
+        for round_ in range(3):
+            batch = [scraper(f"s{i}", hours=1 + round_) for i in range(offset, offset + 40)]
+            sql_store.upsert_runtime([*batch, periodic("t.code", "c0")], LATER)
+
+    def remover() -> None:
+        barrier.wait(timeout=30)
+        for i in range(0, 80, 7):
+            sql_store.remove_runtime([f"t.scrape@s{i}", "t.code@c1"], LATER)
+
+    def deploy() -> None:
+        barrier.wait(timeout=30)
+        for _ in range(3):
+            report = sql_store.sync(declared, LATER)
+            assert report.deactivated == []
+
+    with ThreadPoolExecutor(6) as pool:
+        futures = [pool.submit(lister, 0), pool.submit(lister, 20), pool.submit(lister, 40),
+                   pool.submit(remover), pool.submit(deploy), pool.submit(deploy)]  # fmt: skip
+        for future in futures:
+            future.result(timeout=120)
+    rows = {s.name: s for s in sql_store.list_schedules(include_inactive=True)}
+    assert {n for n, s in rows.items() if s.owner == OWNER_DECLARED} == {s.name for s in declared}
+    assert all(rows[s.name].active for s in declared)
+    assert {n for n, s in rows.items() if s.owner == OWNER_RUNTIME} == {
+        f"t.scrape@s{i}" for i in range(80)
+    }
+    changed, _ = sql_store.changes_since(cursor)
+    assert {r.name for r in changed} == {f"t.scrape@s{i}" for i in range(80)}
+    assert {r.name: r for r in changed} == {n: rows[n] for n in rows if n.startswith("t.scrape")}
