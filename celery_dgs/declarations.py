@@ -126,6 +126,11 @@ def entry_spec(raw: Mapping[str, Any]) -> ScheduleSpec:
         raise ScheduleConfigError(
             "?", "task", "is required (give 'name': 'task@configuration' or 'task')"
         )
+    given = split_schedule_name(key)[1]
+    if given and "configuration" in fields and fields["configuration"] != given:
+        raise ScheduleConfigError(
+            key, "configuration", f"{fields['configuration']!r} disagrees with {key!r}"
+        )
     kind, task, fields = split_entry(key, fields)
     full = schedule_name(task, str(fields.get("configuration", "") or ""))
     if name is not None and full != name:

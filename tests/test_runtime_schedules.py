@@ -84,6 +84,9 @@ def test_validation_is_the_declarations(app: Celery, store: SqlScheduleStore) ->
     with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", period=60, args=[object()])
     assert err.value.field == "args"
+    with pytest.raises(ScheduleConfigError) as err:
+        api.upsert("t.scrape@a", configuration="b", period=60)
+    assert (err.value.schedule, err.value.field) == ("t.scrape@a", "configuration")
     assert store.list_schedules(include_inactive=True) == []
 
 
