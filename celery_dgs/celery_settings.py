@@ -104,6 +104,7 @@ def check_celery_settings(
                 safe=f"task_acks_late=False, or a visibility_timeout above {longest:g}s "
                      "and a max_allowed_duration on every acks_late schedule",
                 why=f"with task_acks_late the Redis broker redelivers a message still running "
-                    f"after visibility_timeout ({which}); each redelivery is dropped as a skip",
+                    f"after visibility_timeout ({which}); each redelivery is dropped as a skip row "
+                    "(or discarded with no row once the message has expired)",
             ))  # fmt: skip
     return advice

@@ -11,6 +11,7 @@ what it expects and reports anything else as :class:`~celery_dgs.errors.Malforme
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Sequence
 from functools import cache
@@ -116,3 +117,107 @@ def call_script(
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``**`` (safe to log)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    netloc = f"{user}:**@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+#: Words of a database driver's message that mean its credentials were refused.
+_DB_AUTH_WORDS = ("password authentication failed", "authentication failed", "access denied")
+
+
+def connection_failure(exc: BaseException) -> tuple[str, bool] | None:
+    """What ``exc`` says about reaching Redis or the database, or ``None`` when it
+    is not a connection failure (a bug, bad data).
+
+    Returns ``(service, refused)``: ``service`` is ``"redis"`` or ``"database"``;
+    ``refused`` is True when the server answered but refused the credentials (a
+    configuration error: retrying cannot help), False when it could not be
+    reached or timed out (it may come back)."""
+    from sqlalchemy import exc as sa_exc
+
+    for err in _chain(exc):
+        if isinstance(err, redis.AuthenticationError):
+            return "redis", True
+        if isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
+            return "redis", False
+        if isinstance(err, (sa_exc.OperationalError, sa_exc.InterfaceError)) or (
+            isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated
+        ):
+            text = str(err.orig if isinstance(err, sa_exc.DBAPIError) else err).lower()
+            return "database", any(word in text for word in _DB_AUTH_WORDS)
+    return None
+
+
+def failure_summary(exc: BaseException) -> str:
+    """One line saying what failed (no traceback): the Redis client's error, or
+    the database driver's, when ``exc`` wraps one."""
+    from sqlalchemy import exc as sa_exc
+
+    shown: BaseException = exc
+    for err in _chain(exc):
+        if isinstance(err, redis.RedisError):
+            shown = err
+            break
+        if isinstance(err, sa_exc.DBAPIError):
+            # The driver's own message; SQLAlchemy appends the statement and a link.
+            shown = err.orig if isinstance(err.orig, BaseException) else err
+            break
+    text = " ".join(str(shown).split()) or type(shown).__name__
+    return f"{type(shown).__name__}: {text}"
+
+
+def explain_failure(
+    exc: BaseException, *, redis_url: str | None, redis_setting: str, database_url: str
+) -> tuple[str, bool] | None:
+    """``(one line, refused)`` for a failure to reach Redis or the database, naming
+    the server (password redacted) and the setting it comes from; ``None`` when
+    ``exc`` is no connection failure. ``refused``: wrong credentials."""
+    failure = connection_failure(exc)
+    if failure is None:
+        return None
+    service, refused = failure
+    if service == "redis":
+        where = f"Redis at {redact_url(redis_url or '?')} ({redis_setting})"
+    else:
+        where = f"the database at {redact_url(database_url)} (dgs_database_url)"
+    summary = failure_summary(exc)
+    if refused:
+        setting = redis_setting if service == "redis" else "dgs_database_url"
+        return f"{where} refused the credentials ({summary}): fix the password in {setting}", True
+    return f"{where} is unreachable ({summary})", False
+
+
+def log_failure(log: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:
+    """Log ``message % args`` at ERROR: with the traceback for an unexpected
+    error, as one line naming the cause when Redis or the database could not be
+    reached (it says all there is to say, and may repeat for every run)."""
+    if connection_failure(exc) is None:
+        log.error(message, *args, exc_info=exc)
+    else:
+        log.error(message + " (%s)", *args, failure_summary(exc))

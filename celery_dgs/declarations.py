@@ -14,6 +14,7 @@ from typing import Any
 
 from .core.spec import (
     SPEC_KINDS,
+    PeriodicSpec,
     ScheduleSpec,
     differing_fields,
     make_spec,
@@ -23,6 +24,7 @@ from .core.spec import (
     split_schedule_name,
     suggestion,
 )
+from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
 
 logger = logging.getLogger("celery_dgs.declarations")
@@ -87,6 +89,8 @@ def build_spec(kind: str, task: str, fields: Mapping[str, Any], *, name: str) ->
     ScheduleConfigError naming schedule ``name`` and the field."""
     real = normalise_fields(fields, name=name, kind=kind)
     real["task"] = task
+    if kind == "periodic" and real.get("cooldown_duration") is None:
+        real.pop("cooldown_duration", None)  # the default cooldown applies
     try:
         return make_spec(kind, **real)
     except ScheduleConfigError:
@@ -140,6 +144,14 @@ def entry_spec(raw: Mapping[str, Any]) -> ScheduleSpec:
     return build_spec(kind, task, fields, name=full)
 
 
+def cooldown_unset(fields: Mapping[str, Any]) -> bool:
+    """Whether a declaration's ``fields`` give no cooldown (absent or ``None``,
+    under any of its names): a periodic one then gets the default cooldown."""
+    names = {"cooldown_duration"}
+    names |= {k for k, v in FIELD_ALIASES.items() if v == "cooldown_duration"}
+    return all(fields.get(key) is None for key in names)
+
+
 class Declarations:
     """The declared schedules of one app, by name, and the declarations that failed.
 
@@ -154,6 +166,24 @@ class Declarations:
         self.errors: dict[str, ScheduleConfigError] = {}
         self.warnings: list[str] = []
         self._conflicting: set[str] = set()
+        #: Periodic schedules declared without a cooldown (``None`` or absent):
+        #: :meth:`with_default_cooldown` gives them the default one.
+        self.default_cooldown: set[str] = set()
+
+    def with_default_cooldown(self, fraction: float = DEFAULT_COOLDOWN_FRACTION) -> Declarations:
+        """A copy whose periodic schedules declared without a cooldown get the
+        default one (``dgs_default_cooldown_fraction``:
+        :func:`~celery_dgs.core.timing.with_default_cooldown`); this object keeps
+        the declared specs, so a repeated declaration still compares equal."""
+        out = Declarations()
+        out.errors, out.warnings = dict(self.errors), list(self.warnings)
+        out.default_cooldown = set(self.default_cooldown)
+        out._conflicting = set(self._conflicting)
+        for name, spec in self.specs.items():
+            if name in self.default_cooldown and isinstance(spec, PeriodicSpec):
+                spec = with_default_cooldown(spec, fraction)
+            out.specs[name] = spec
+        return out
 
     def declare(self, kind: str, task: str, fields: Mapping[str, Any], *, source: str) -> None:
         """Validate and add one declaration; a bad one is recorded, not raised."""
@@ -164,6 +194,7 @@ class Declarations:
             return
         try:
             spec = build_spec(kind, task, fields, name=name)
+            unset_cooldown = kind == "periodic" and cooldown_unset(fields)
         except ScheduleConfigError as exc:
             self.errors[name] = exc
             self.specs.pop(name, None)
@@ -186,6 +217,10 @@ class Declarations:
             return
         self.specs[name] = spec
         self.errors.pop(name, None)
+        if unset_cooldown:
+            self.default_cooldown.add(name)
+        else:
+            self.default_cooldown.discard(name)
         for warning in spec.warnings():
             logger.warning("celery-dgs: %s", warning)
             self.warnings.append(warning)

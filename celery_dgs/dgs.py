@@ -75,13 +75,16 @@ class DGS:
 
     def all_declarations(self, *, import_modules: bool = True) -> Declarations:
         """Decorated tasks (importing the app's task modules) plus config entries,
-        with a check that every schedule's task exists."""
+        with a check that every schedule's task exists, and periodic schedules
+        declared without a cooldown given the default one
+        (``dgs_default_cooldown_fraction``); beat, ``sync``, ``simulate`` and
+        workers all read these specs."""
         if import_modules:
             self.app.loader.import_default_modules()
             self.app.finalize(auto=True)
         decl = self.load_conf_schedules()
         decl.check_tasks(self.app.tasks)
-        return decl
+        return decl.with_default_cooldown(self.settings.default_cooldown_fraction)
 
     def _task_name(self, task: Any) -> str:
         name = getattr(task, "name", None)
@@ -104,7 +107,7 @@ class DGS:
         self,
         period: Duration,
         *,
-        cooldown: Duration = 0,
+        cooldown: Duration | None = None,
         configuration: str = "",
         tz: Any = "UTC",
         blackouts: Iterable[TimeWindow] = (),
@@ -120,7 +123,10 @@ class DGS:
         """Declare that the task's data must never be older than ``period``.
 
         Place it above ``@app.task``. ``cooldown`` is the minimum time after the
-        last good run ends before it may start again.
+        last good run ends before it may start again; ``None`` (the default):
+        ``dgs_default_cooldown_fraction`` of the time from that end to its
+        ``should_start_by``, at most that fraction of ``period``; ``0``:
+        eligible again as soon as it ends (seed 000's rule).
         """
         return self._decorator("periodic", _fields(locals()))
 

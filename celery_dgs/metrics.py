@@ -52,6 +52,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from .core.clock import Clock
 from .core.condition import RunningState, condition, declaration_invalid
 from .status import WorkerCheck, holds_for
+from .store.base import ScheduleStore
 
 logger = logging.getLogger("celery_dgs.metrics")
 
@@ -83,7 +84,7 @@ class MonotonicCounts:
 
 
 class EngineCollector:
-    def __init__(self, engine: Any, store: Any, clock: Clock) -> None:
+    def __init__(self, engine: Any, store: ScheduleStore, clock: Clock) -> None:
         self.engine, self.store, self.clock = engine, store, clock
         self.run_counts = MonotonicCounts()
 
@@ -139,15 +140,15 @@ class EngineCollector:
         except Exception:
             logger.exception("celery-dgs: reading run counts for metrics failed")
             stored = None
-        running = None if stored is None else stored.pop("running", 0)
+        live_runs = None if stored is None else stored.pop("running", 0)
         counts = self.run_counts.update(stored)  # None: the last counts (never a drop)
         runs = CounterMetricFamily("dgs_runs", "Runs ended, by outcome", labels=["outcome"])
         for outcome, count in counts.items():
             runs.add_metric([outcome], count)
         yield runs
-        if running is not None:
+        if live_runs is not None:
             yield GaugeMetricFamily(
-                "dgs_runs_running", "Runs started and not ended", value=running
+                "dgs_runs_running", "Runs started and not ended", value=live_runs
             )
         yield CounterMetricFamily(
             "dgs_lease_steals", "Runs whose lease was taken over (lost or stolen)",
@@ -182,7 +183,7 @@ class EngineCollector:
             )
 
 
-def metrics_registry(engine: Any, store: Any, clock: Clock) -> CollectorRegistry:
+def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> CollectorRegistry:
     """A registry with beat's collector and the dispatch lateness histogram,
     hooked to the engine's dispatches (``engine.on_dispatch``)."""
     registry = CollectorRegistry()
@@ -293,7 +294,7 @@ class MetricsServer:
 
 
 def serve_metrics(
-    engine: Any, store: Any, clock: Clock, port: int, addr: str = "0.0.0.0"
+    engine: Any, store: ScheduleStore, clock: Clock, port: int, addr: str = "0.0.0.0"
 ) -> MetricsServer:
     """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
     app = endpoint_app(metrics_registry(engine, store, clock), engine)

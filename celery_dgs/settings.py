@@ -24,6 +24,7 @@ from .core.overload import (
     DEFAULT_SHED_HORIZON_S,
     OVERLOAD_POLICIES,
 )
+from .core.timing import DEFAULT_COOLDOWN_FRACTION, validate_cooldown_fraction
 from .errors import SettingsError
 from .keys import KeySpace
 
@@ -56,7 +57,7 @@ DEFAULT_MAX_DISPATCHES_PER_TICK = 5000
 # third of it; standbys check every min(third, store_poll_interval).
 DEFAULT_BEAT_LEADER_TIMEOUT_S = 30.0
 MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and a tick
-# -- fencing (issue 7) --
+# -- fencing --
 #: Default self-fencing margin as a fraction of ping_timeout: an owner with no
 #: successful ping for ping_timeout - margin stops its run (defaults: 90 s - 22.5 s
 #: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval
@@ -148,6 +149,11 @@ class DgsSettings:
     #: and its process is gone by ``ping_timeout``, before anyone may steal
     #: (``ping_timeout + steal_delay``). ``None``: see DEFAULT_SELF_FENCE_MARGIN_FRACTION.
     self_fence_margin: float | None = None
+    #: A periodic schedule declared without a cooldown waits this fraction (a
+    #: number in [0, 1)) of the time from its last good end to its should_start_by
+    #: (at most fraction x period) before it may run again; 0: at once (seed 000's
+    #: rule, which re-runs it whenever a slot is free). core/timing.py.
+    default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -234,6 +240,14 @@ class DgsSettings:
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
                 "dgs_redis_cluster_hash_tag is on (the prefix becomes the hash tag)"
             )
+        try:
+            fraction = validate_cooldown_fraction(self.default_cooldown_fraction)
+        except ValueError:
+            raise SettingsError(
+                "dgs_default_cooldown_fraction must be a fraction of the period in [0, 1), "
+                f"got {self.default_cooldown_fraction!r}"
+            ) from None
+        object.__setattr__(self, "default_cooldown_fraction", fraction)
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
 

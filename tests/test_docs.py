@@ -163,11 +163,20 @@ def test_the_readme_links_the_reference_and_stays_short() -> None:
         assert f"docs/{page}.md" in linked, page
 
 
-def test_no_doc_names_a_tracker_issue() -> None:
-    """Docs say what the code does, not which ticket asked for it."""
+def code_files() -> list[Path]:
+    """The project's code: the package (with its Lua scripts), tests, benchmarks,
+    the example project and the CI script."""
+    found = [ROOT / ".ci" / "run", ROOT / "pyproject.toml"]
+    for folder in ("celery_dgs", "tests", "benchmarks", "example_project"):
+        found += [p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".lua"}]
+    return sorted(found)
+
+
+def test_no_doc_or_code_names_a_tracker_issue() -> None:
+    """Docs and code say what the code does, not which ticket asked for it."""
     hits = [
         f"{doc_id(p)}:{n}: {line.strip()}"
-        for p in [*doc_files(), ROOT / "Makefile"]
+        for p in [*doc_files(), ROOT / "Makefile", *code_files()]
         for n, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"\bissues? #?\d", line, re.IGNORECASE)
     ]

@@ -1,5 +1,5 @@
 """Defects of ``supervised_run`` found by review, each reproduced with a real
-Redis-compatible server and a real SQLite store (issue 7 invariants).
+Redis-compatible server and a real SQLite store (the single-run and fencing invariants).
 
 The task body runs on a thread of the test, as in a threads pool.
 """

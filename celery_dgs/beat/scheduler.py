@@ -11,21 +11,28 @@ the others stand by and take over when it stops renewing (docs/beat-ha.md).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
-from collections.abc import Callable, Sequence
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 from celery.beat import Scheduler
 from celery.utils.nodenames import worker_direct
 from kombu.entity import Queue
 
+from ..connection import connection_failure, explain_failure, failure_summary, redact_url
 from ..core.clock import SystemClock
+from ..declarations import Declarations
 from ..dgs import get_dgs
+from ..errors import SettingsError
 from ..leases.leader import RedisLeader
-from ..runtime import runtime_for
+from ..runtime import Runtime, runtime_for
 from ..store.base import owned_by_api
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
 from .leader import BeatLeadership
@@ -34,9 +41,44 @@ logger = logging.getLogger("celery_dgs.beat")
 
 #: Seconds to wait after an unexpected error in a tick before trying again.
 TICK_ERROR_BACKOFF_S = 5.0
+#: Start-up with Redis or the database unreachable: seconds before the first
+#: retry, doubled after each failed attempt up to the maximum.
+STARTUP_RETRY_FIRST_S = 1.0
+STARTUP_RETRY_MAX_S = 30.0
+#: Exit status of a beat that refuses to start on a configuration error
+#: (``EX_CONFIG`` of sysexits.h).
+EX_CONFIG = 78
 #: Workers whose direct queue (a kombu ``Queue``, ~25 µs to build) ``publish``
 #: keeps; the least recently used is dropped beyond that (workers come and go).
 DIRECT_QUEUE_CACHE_SIZE = 1024
+
+
+@contextlib.contextmanager
+def _signals_end_the_wait() -> Iterator[None]:
+    """While beat waits to start: SIGTERM/SIGINT end the process at once.
+
+    Celery's own handler saves the schedule through ``service.scheduler``, the
+    very scheduler still being built here (it would build a second one)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _broker_unreachable(exc: BaseException) -> bool:
+    """kombu's connection error (it wraps the transport's), or one of Redis."""
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, OperationalError) or connection_failure(exc) is not None
 
 
 class DeadlineScheduler(Scheduler):  # type: ignore[misc]
@@ -45,6 +87,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         self.dgs = get_dgs(app)
+        self._synced = False  # the declarations are synced once, not at every attempt
         self.engine: BeatEngine | None = None
         self.leadership: BeatLeadership | None = None
         #: The worker's own queue (``worker_direct``), built once per worker.
@@ -54,36 +97,42 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
-        settings = self.dgs.settings
+        """Sync the declarations into the store and load the engine.
+
+        Redis or the database unreachable: one line per attempt and a retry
+        with a doubling back-off (:data:`STARTUP_RETRY_FIRST_S` up to
+        :data:`STARTUP_RETRY_MAX_S`) until both answer. An invalid setting or
+        refused credentials cannot fix themselves: one line naming the setting,
+        and beat exits with status :data:`EX_CONFIG`."""
+        try:
+            settings = self.dgs.settings
+            rt = runtime_for(self.app, settings)
+        except SettingsError as exc:
+            self._refuse(f"invalid setting: {exc}")
         decl = self.dgs.all_declarations()
-        rt = runtime_for(self.app, settings)
-        report = rt.store.sync(
-            list(decl.specs.values()), SystemClock().now(), invalid=decl.invalid()
-        )
-        for name, err in decl.errors.items():
-            if name in report.invalid:
-                logger.error("celery-dgs: schedule %s keeps its last valid stored version "
-                             "(status: declaration_invalid): %s", name, err)  # fmt: skip
-            else:
-                logger.error("celery-dgs: schedule %s skipped: %s", name, err)
-        for name in report.refused:
-            logger.error("celery-dgs: declaration ignored: %s", owned_by_api(name))
-        logger.info("celery-dgs: synced declarations: %s", report)
-        self.leadership = BeatLeadership(
-            RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),
-            node=socket.gethostname(), pid=os.getpid(),
-            store_poll_interval=settings.store_poll_interval,
-        )  # fmt: skip
-        self.engine = BeatEngine(
-            store=rt.store, leases=rt.leases, registry=rt.registry, dispatches=rt.dispatches,
-            publish=self.publish, settings=settings, clock=SystemClock(),
-            default_queue=self.app.conf.task_default_queue or "celery",
-            max_interval=float(self.max_interval), leadership=self.leadership,
-        )  # fmt: skip
-        self.engine.load()
+        delay, attempt = STARTUP_RETRY_FIRST_S, 1
+        with _signals_end_the_wait():
+            while True:
+                try:
+                    self._set_up(rt, decl)
+                    break
+                except Exception as exc:
+                    explained = self._explain(exc)
+                    if explained is None:
+                        raise
+                    line, refused = explained
+                    if refused:
+                        self._refuse(line, rt)
+                    logger.warning("celery-dgs beat: cannot start (attempt %d): %s; "
+                                   "retrying in %.0fs", attempt, line, delay)  # fmt: skip
+                    time.sleep(delay)
+                    delay, attempt = min(delay * 2, STARTUP_RETRY_MAX_S), attempt + 1
+        if attempt > 1:
+            logger.info("celery-dgs beat: started at attempt %d", attempt)
         if settings.metrics_port is not None:
             from ..metrics import serve_metrics
 
+            assert self.engine is not None
             try:
                 serve_metrics(
                     self.engine, rt.store, SystemClock(), settings.metrics_port,
@@ -92,6 +141,55 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             except OSError:
                 logger.exception("celery-dgs: cannot serve metrics on port %s",
                                  settings.metrics_port)  # fmt: skip
+
+    def _set_up(self, rt: Runtime, decl: Declarations) -> None:
+        """One start-up attempt: sync the store (once), then load the engine.
+        A stored schedule whose declaration is invalid keeps its stored version
+        (``declaration_invalid``); a new invalid one is skipped."""
+        settings = rt.settings
+        if not self._synced:
+            report = rt.store.sync(
+                list(decl.specs.values()), SystemClock().now(), invalid=decl.invalid()
+            )
+            for name, err in decl.errors.items():
+                if name in report.invalid:
+                    logger.error("celery-dgs: schedule %s keeps its last valid stored version "
+                                 "(status: declaration_invalid): %s", name, err)  # fmt: skip
+                else:
+                    logger.error("celery-dgs: schedule %s skipped: %s", name, err)
+            for name in report.refused:
+                logger.error("celery-dgs: declaration ignored: %s", owned_by_api(name))
+            logger.info("celery-dgs: synced declarations: %s", report)
+            self._synced = True
+        leadership = BeatLeadership(
+            RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),
+            node=socket.gethostname(), pid=os.getpid(),
+            store_poll_interval=settings.store_poll_interval,
+        )  # fmt: skip
+        engine = BeatEngine(
+            store=rt.store, leases=rt.leases, registry=rt.registry, dispatches=rt.dispatches,
+            publish=self.publish, settings=settings, clock=SystemClock(),
+            default_queue=self.app.conf.task_default_queue or "celery",
+            max_interval=float(self.max_interval), leadership=leadership,
+        )  # fmt: skip
+        engine.load()
+        self.leadership, self.engine = leadership, engine
+
+    def _explain(self, exc: BaseException) -> tuple[str, bool] | None:
+        """One line for a failure to reach Redis or the database (see
+        :func:`~celery_dgs.connection.explain_failure`), or ``None``."""
+        settings = self.dgs.settings
+        return explain_failure(
+            exc, redis_url=settings.resolved_redis_url(self.app.conf.broker_url),
+            redis_setting="dgs_redis_url" if settings.redis_url else "broker_url",
+            database_url=settings.database_url,
+        )  # fmt: skip
+
+    def _refuse(self, line: str, rt: Runtime | None = None) -> NoReturn:
+        logger.critical("celery-dgs beat: cannot start: %s", line)
+        if rt is not None:
+            rt.close()
+        raise SystemExit(EX_CONFIG)
 
     def publish(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
         failed: list[DispatchOrder] = []
@@ -109,13 +207,24 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                                      "dgs_dispatch_id": order.dispatch_id},
                             producer=producer,
                         )  # fmt: skip
-                    except Exception:
-                        logger.exception("celery-dgs: publishing %s failed", order.schedule)
-                        failed.append(order)
-        except Exception:
-            logger.exception("celery-dgs: no connection to the broker; will retry")
+                    except Exception as exc:
+                        if not _broker_unreachable(exc):
+                            logger.exception("celery-dgs: publishing %s failed", order.schedule)
+                            failed.append(order)
+                            continue
+                        raise  # every other order would wait out the same retries
+        except Exception as exc:
             done = {o.dispatch_id for o in failed}
-            failed.extend(o for o in orders if o.dispatch_id not in done)
+            left = [o for o in orders if o.dispatch_id not in done]
+            if _broker_unreachable(exc):  # one line, not a traceback per order and tick
+                logger.warning(
+                    "celery-dgs: the broker at %s is unreachable (%s): %d dispatch(es) not "
+                    "published; beat retries them", redact_url(str(self.app.conf.broker_url)),
+                    failure_summary(exc), len(left),
+                )  # fmt: skip
+            else:
+                logger.exception("celery-dgs: no connection to the broker; will retry")
+            failed.extend(left)
         return failed
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
@@ -123,13 +232,19 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             return float(self.max_interval)
         try:
             return self.engine.tick()
-        except Exception:
-            logger.exception(
-                "celery-dgs: beat tick failed; retrying in %.0fs", TICK_ERROR_BACKOFF_S
-            )
+        except Exception as exc:
             backoff = min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
             if self.leadership is not None:  # a leader must not miss its renewals
                 backoff = min(backoff, self.leadership.renew_interval)
+            try:
+                explained = self._explain(exc)
+            except Exception:  # describing the error must not fail the tick's recovery
+                explained = None
+            if explained is not None:  # Redis or the database went away: one line
+                logger.warning("celery-dgs: beat tick failed: %s; retrying in %.1fs",
+                               explained[0], backoff)  # fmt: skip
+            else:
+                logger.exception("celery-dgs: beat tick failed; retrying in %.1fs", backoff)
             return backoff
 
     @property

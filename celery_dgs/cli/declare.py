@@ -7,6 +7,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ..celery_settings import check_celery_settings
+from ..core.advice import schedule_advice
 from ..declarations import Declarations
 from ..store.base import owned_by_api
 from .context import Env, get_env, utcnow, wrap_errors
@@ -46,14 +47,22 @@ def check(ctx: click.Context) -> None:
 
     Prints each error naming the schedule and field, and each warning, then a
     warning for each Celery setting that is unsafe with celery-dgs (as workers
-    log at start-up). Exit status 1 if any declaration is invalid. Neither
-    Redis nor the store is used.
+    log at start-up), and a warning for each schedule that runs again at once
+    when a slot is free (no cooldown), that one failure puts in ERROR (retry
+    backoff not shorter than its period), or that can never be served (named
+    with the reason, e.g. cron times in a blackout). Exit status 1 if any
+    declaration is invalid. Neither Redis nor the store is used.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     color = env.color()
     _report_problems(decl, color=color)
     specs = decl.specs
+    now, hints = utcnow(), []
+    for name in sorted(specs):
+        hints += schedule_advice(specs[name], now, retry_ladder=env.settings.retry_ladder)
+    for message in hints:
+        click.echo(f"{styled('WARNING', 'WARNING', color=color)} {message}", err=True, color=color)
     tasks = {s.task: env.app.tasks[s.task] for s in specs.values() if s.task in env.app.tasks}
     for advice in check_celery_settings(env.app.conf, specs, tasks):
         label = styled("WARNING", "WARNING", color=color)
@@ -62,7 +71,8 @@ def check(ctx: click.Context) -> None:
         spec = decl.specs[name]
         click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)
     click.echo(
-        f"{len(decl.specs)} valid, {len(decl.errors)} invalid, {len(decl.warnings)} warnings"
+        f"{len(decl.specs)} valid, {len(decl.errors)} invalid, "
+        f"{len(decl.warnings) + len(hints)} warnings"
     )
     ctx.exit(1 if decl.errors else 0)
 

@@ -96,8 +96,10 @@ def status(
     relative to now; --json gives ISO-8601 UTC times and durations in seconds.
 
     Exit status: 1 if any listed schedule is in ERROR (a health check), 0
-    otherwise; 3 if Redis or the store cannot be read. Only active (declared)
-    schedules are listed; a paused one keeps its real condition.
+    otherwise; 3 if Redis or the store cannot be read; 4 on a configuration
+    error. Only active schedules are listed (one whose declaration is invalid
+    is listed as stored, in ERROR declaration_invalid); a paused one keeps its
+    real condition.
     """
     env = get_env(ctx)
     color = env.color() and not as_json

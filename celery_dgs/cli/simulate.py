@@ -12,14 +12,21 @@ import json
 import re
 import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
+from ..core.servable import Unservable, never_servable
 from ..sim.generate import GeneratorOptions, generate
-from ..sim.metrics import SimResult
 from ..sim.policies import POLICIES
-from ..sim.report import find_slots, format_table, run_policies
+from ..sim.report import (
+    AMPLE_DEMAND_FACTOR,
+    ample_slots,
+    find_slots,
+    format_table,
+    run_policies,
+)
 from ..sim.workload import (
     DEFAULT_SLOTS_PER_WORKER,
     Outage,
@@ -80,7 +87,8 @@ def _outage(value: str) -> Outage:
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="repeatable; default: all of " + ", ".join(POLICIES))
 @click.option("--find-slots", is_flag=True,
-              help="search the smallest slot count with no ERROR after warm-up (first policy)")
+              help="search the smallest slot count with no ERROR after warm-up (first policy); "
+                   "names the schedules no slot count keeps out of ERROR")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table")
 @click.pass_context
 def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | None,
@@ -97,18 +105,23 @@ def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | No
       celery -A proj dgs simulate --workload fleet.json --json
       celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1 --share-spread 4
       celery -A proj dgs simulate --duration 5m --find-slots
+    Schedules that can never be served (e.g. cron times inside a blackout) are
+    named on stderr with the reason.
     Exit status: 0 done; 1 ERROR after warm-up under the first policy (or no
     slot count found); 2 bad options or workload.
     """
     try:
         workload = _build(ctx, workload_path, schedules, slots, slots_per_worker, load,
                           period_min, period_max, cooldown_fraction, failure_rate, share_spread,
-                          duration, horizon, warmup, outages, seed)  # fmt: skip
+                          duration, horizon, warmup, outages, seed, find_slots)  # fmt: skip
     except WorkloadError as exc:
         raise click.UsageError(str(exc)) from exc
+    problems = _unservable(workload)
+    for problem in problems.values():
+        click.echo(f"WARNING {problem}", err=True)
     chosen = list(policies) or list(POLICIES)
     if find_slots:
-        _find(workload, chosen[0], slots_per_worker, as_json)
+        _find(workload, chosen[0], slots_per_worker, as_json, problems)
         return
     results = run_policies(workload, chosen)
     if as_json:
@@ -123,7 +136,7 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
            slots: int | None, per_worker: int, load: float, period_min: str, period_max: str,
            cooldown_fraction: float, failure_rate: float, share_spread: float, duration: str,
            horizon: str | None, warmup: str | None, outages: tuple[str, ...],
-           seed: int | None) -> Workload:  # fmt: skip
+           seed: int | None, find_slots: bool = False) -> Workload:  # fmt: skip
     horizon_s = parse_duration(horizon, "--horizon") if horizon else None
     warmup_s = parse_duration(warmup, "--warmup") if warmup else None
     outage_list = [_outage(o) for o in outages]
@@ -142,7 +155,9 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
             share_spread=share_spread, slots_per_worker=per_worker, seed=seed or 0,
         ))  # fmt: skip
     else:
-        workload = _declared(ctx, slots, parse_duration(duration, "--duration"))
+        # --find-slots chooses the slot count itself: one slot to start from.
+        first = 1 if slots is None and find_slots else slots
+        workload = _declared(ctx, first, parse_duration(duration, "--duration"))
     if slots is not None and workload_path is not None:
         workload = workload.with_slots(slots, per_worker)
     updates: dict[str, object] = {}
@@ -162,7 +177,7 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
 
     if slots is None:
         raise click.UsageError("simulating the app's schedules needs --slots (or --find-slots "
-                               "with --slots as a first guess)")  # fmt: skip
+                               "to search the slot count)")  # fmt: skip
     try:
         env = get_env(ctx)
     except click.UsageError:
@@ -177,29 +192,65 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
     return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
 
 
-def _summary(w: Workload) -> str:
+def _summary(w: Workload, *, searching: bool = False) -> str:
+    """The workload in one line; ``searching`` (``--find-slots``): the demand in
+    slots instead of the slot count and load."""
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
-    return (f"{len(w.schedules)} schedules, {w.slots} slots, load {w.load():.2f}, "
+    size = (f"demand {w.load() * w.slots:.2f} slots" if searching
+            else f"{w.slots} slots, load {w.load():.2f}")  # fmt: skip
+    return (f"{len(w.schedules)} schedules, {size}, "
             f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
             f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
 
 
-def _find(workload: Workload, policy: str, per_worker: int, as_json: bool) -> None:
-    def progress(slots: int, result: SimResult) -> None:
-        if not as_json:
-            click.echo(f"  {slots:>6} slots: ERROR {result.error_s:.0f} s "
-                       f"({result.schedules_in_error} schedules)", err=True)  # fmt: skip
+def _unservable(workload: Workload) -> dict[str, Unservable]:
+    """Schedules that can never be served with their mean run time, by name."""
+    found = {}
+    for sched in workload.schedules:
+        problem = never_servable(sched.spec, workload.start,
+                                 duration=timedelta(seconds=sched.duration_s))  # fmt: skip
+        if problem is not None:
+            found[sched.name] = problem
+    return found
+
+
+def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
+          problems: dict[str, Unservable]) -> None:  # fmt: skip
+    unlimited = ample_slots(workload)
+    ample = ("a slot for every schedule" if unlimited == len(workload.schedules)
+             else f"{AMPLE_DEMAND_FACTOR} x the demand")  # fmt: skip
+
+    def progress(slots: int, error_s: float, complete: bool) -> None:
+        if as_json:
+            return
+        what = ample if slots == unlimited else "slots"
+        shown = f"{slots:>6} {what}"
+        if complete:
+            click.echo(f"  {shown}: ERROR {error_s:.0f} s", err=True)
+        else:
+            click.echo(f"  {shown}: ERROR (stopped at the first)", err=True)
 
     if not as_json:
-        click.echo(_summary(workload))
+        click.echo(_summary(workload, searching=True))
     search = find_slots(workload, policy, per_worker=per_worker, progress=progress)
     if as_json:
-        click.echo(json.dumps({"policy": policy, "slots": search.slots,
-                               "tried": {str(k): v for k, v in sorted(search.tried.items())},
-                               "result": search.result.to_dict() if search.result else None},
-                              indent=2))  # fmt: skip
+        click.echo(json.dumps({
+            "policy": policy, "slots": search.slots,
+            "tried": {str(k): v for k, v in sorted(search.tried.items())},
+            "unservable": {name: {"error_s": error_s,
+                                  "reason": problems[name].reason if name in problems else None,
+                                  "detail": problems[name].detail if name in problems else None}
+                           for name, error_s in search.unservable.items()},
+            "result": search.result.to_dict() if search.result else None,
+        }, indent=2))  # fmt: skip
     elif search.slots is None:
-        click.echo(f"no slot count up to {max(search.tried)} keeps every schedule out of ERROR")
+        window_h = (workload.horizon_s - workload.effective_warmup()) / 3600
+        click.echo(f"no slot count keeps every schedule out of ERROR: with {ample} "
+                   f"({unlimited} slots), over the {window_h:.3g} h after warm-up:")  # fmt: skip
+        for name, error_s in search.unservable.items():
+            why = (f"{problems[name].reason}: {problems[name].detail}" if name in problems
+                   else "run-time variance or its constraints")  # fmt: skip
+            click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
     else:
         click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after "
                    "warm-up")  # fmt: skip

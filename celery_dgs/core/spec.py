@@ -267,12 +267,18 @@ class ScheduleSpec:
 @dataclass(frozen=True, kw_only=True)
 class PeriodicSpec(ScheduleSpec):
     """Data must never be older than ``scheduling_period``; wait ``cooldown_duration``
-    after the last good run before starting again."""
+    after the last good run before starting again.
+
+    ``default_cooldown``: the cooldown was not declared but given by
+    ``dgs_default_cooldown_fraction`` (``cooldown_duration`` is that fraction of
+    the period); such a cooldown waits the fraction of the time between the
+    run's end and ``should_start_by`` (``celery_dgs.core.timing.start_times``)."""
 
     kind: ClassVar[str] = "periodic"
 
     scheduling_period: timedelta
     cooldown_duration: timedelta = timedelta(0)
+    default_cooldown: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -284,15 +290,24 @@ class PeriodicSpec(ScheduleSpec):
             raise ScheduleConfigError(
                 self.name, "cooldown_duration", f"({cooldown}) must be shorter than the period"
             )
+        if not isinstance(self.default_cooldown, bool):
+            raise ScheduleConfigError(
+                self.name,
+                "default_cooldown",
+                f"must be True or False, got {self.default_cooldown!r}",
+            )
         object.__setattr__(self, "scheduling_period", period)
         object.__setattr__(self, "cooldown_duration", cooldown)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             **super().to_dict(),
             "scheduling_period": self.scheduling_period.total_seconds(),
             "cooldown_duration": self.cooldown_duration.total_seconds(),
         }
+        if self.default_cooldown:  # only then: specs stored before it keep their JSON
+            out["default_cooldown"] = True
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -78,9 +78,16 @@ def record_success(
     ended_at: datetime,
     *,
     alpha: float = DEFAULT_EWMA_ALPHA,
+    duration: timedelta | None = None,
 ) -> ScheduleStats:
-    """A run that started at ``started_at`` succeeded at ``ended_at``."""
-    duration = max(ended_at - started_at, timedelta(0))
+    """A run that started at ``started_at`` succeeded at ``ended_at``.
+
+    ``duration``: how long it ran, as measured on a monotonic clock (a step of
+    the wall clock between start and end would otherwise enter the EWMA);
+    ``None``: ``ended_at - started_at``. Negative values count as zero."""
+    if duration is None:
+        duration = ended_at - started_at
+    duration = max(duration, timedelta(0))
     average = stats.average_good_duration
     # The first success says nothing about the spread: its deviation is zero.
     spread = timedelta(0) if average is None else abs(duration - average)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .loop import simulate
-from .metrics import SimResult
+from .loop import Simulator, simulate
+from .metrics import SimResult, Tally
 from .workload import DEFAULT_SLOTS_PER_WORKER, Workload
 
 #: (header, SimResult field, format) of the table's columns.
@@ -54,39 +54,111 @@ def run_policies(workload: Workload, policies: Sequence[str]) -> list[SimResult]
 
 @dataclass(frozen=True)
 class SlotSearch:
-    slots: int | None  # the smallest slot count without ERROR after warm-up (None: not found)
-    tried: dict[int, float]  # slots -> ERROR seconds
+    """The answer of :func:`find_slots`.
+
+    ``slots``: the smallest slot count without ERROR after warm-up (``None``:
+    none). ``tried``: slots -> ERROR seconds (a count that failed may have been
+    stopped at its first ERROR: its figure is then a lower bound). ``result``:
+    the full run at ``slots``, else the run with a slot for every schedule.
+    ``unservable``: schedules in ERROR even with :func:`ample_slots` (a slot
+    for every schedule, or four times the demand) -> their ERROR seconds there."""
+
+    slots: int | None
+    tried: dict[int, float]
     result: SimResult | None
+    unservable: dict[str, float] = field(default_factory=dict)
+
+
+class _ErrorSeen(Exception):
+    """Raised by :class:`_ErrorTally` to stop a run at its first ERROR."""
+
+
+@dataclass
+class _ErrorTally(Tally):
+    """A :class:`Tally` that also keeps ERROR seconds per schedule, and stops the
+    run at the first ERROR when ``stop_on_error``."""
+
+    stop_on_error: bool = False
+    by_schedule: dict[str, float] = field(default_factory=dict)
+
+    def account(self, name: str, a: float, b: float, deadline: float, expected: float,
+                running_since: float | None, failed: bool) -> None:  # fmt: skip
+        before = self.error_s
+        super().account(name, a, b, deadline, expected, running_since, failed)
+        if self.error_s > before:
+            self.by_schedule[name] = self.by_schedule.get(name, 0.0) + self.error_s - before
+            if self.stop_on_error:
+                raise _ErrorSeen
+
+
+def _run(
+    workload: Workload, policy: str, *, stop_on_error: bool
+) -> tuple[SimResult | None, _ErrorTally]:
+    """Simulate; ``(None, tally)`` when stopped at the first ERROR."""
+    sim = Simulator(workload, policy)
+    tally = _ErrorTally(sim.tally.window_start, sim.tally.window_end, stop_on_error=stop_on_error)
+    sim.tally = tally
+    try:
+        return sim.run(), tally
+    except _ErrorSeen:
+        return None, tally
+
+
+#: The first run of :func:`find_slots` has a slot for every schedule, or this
+#: many times the demand when that is fewer (plus a few): schedules without a
+#: cooldown re-run back to back on idle slots, and a thousand idle slots would
+#: make that run a thousand times longer than needed.
+AMPLE_DEMAND_FACTOR = 4
+AMPLE_MIN_SLOTS = 8
+
+
+def ample_slots(workload: Workload) -> int:
+    """Slots for the first run of :func:`find_slots`: one per schedule, at most
+    ``AMPLE_DEMAND_FACTOR`` times the demand (and at least ``AMPLE_MIN_SLOTS``)."""
+    demand = workload.load() * workload.slots
+    ample = max(AMPLE_MIN_SLOTS, AMPLE_DEMAND_FACTOR * math.ceil(demand))
+    return max(1, min(len(workload.schedules), ample))
 
 
 def find_slots(
     workload: Workload, policy: str = "dgs", *, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
-    max_slots: int | None = None, progress: Callable[[int, SimResult], None] | None = None,
+    progress: Callable[[int, float, bool], None] | None = None,
 ) -> SlotSearch:  # fmt: skip
-    """Binary search of the smallest slot count with no ERROR after warm-up.
+    """The smallest slot count with no ERROR after warm-up.
 
-    Starts at the demand (sum of mean duration / period, rounded up) and doubles
-    until a count has no ERROR, then bisects (more slots never add ERROR for
-    the greedy policies; the search assumes it)."""
-    demand = workload.load() * workload.slots
-    lo = max(1, math.ceil(demand)) - 1  # known (assumed) failing
-    cap = max_slots or max(64, 64 * math.ceil(demand))
+    First a run with a slot for every schedule (no more can ever be busy; at
+    most :func:`ample_slots`): a schedule in ERROR there is in ERROR at any
+    slot count, and the search stops, naming it (:attr:`SlotSearch.unservable`). Otherwise the count
+    doubles from the demand (sum of mean duration / period, rounded up) until
+    one has no ERROR, then bisects; a run that fails is stopped at its first
+    ERROR. More slots never add ERROR for the greedy policies; the search
+    assumes it. ``progress(slots, error_s, complete)`` is told each run."""
     tried: dict[int, float] = {}
     results: dict[int, SimResult] = {}
+    demand = workload.load() * workload.slots
+    unlimited = ample_slots(workload)
 
     def ok(slots: int) -> bool:
-        result = simulate(workload.with_slots(slots, per_worker), policy)
-        tried[slots], results[slots] = result.error_s, result
+        stop = slots != unlimited
+        result, tally = _run(workload.with_slots(slots, per_worker), policy, stop_on_error=stop)
+        tried[slots] = tally.error_s
+        if result is not None:
+            results[slots] = result
         if progress is not None:
-            progress(slots, result)
-        return result.error_s == 0
+            progress(slots, tally.error_s, result is not None)
+        return tally.error_s == 0
 
-    hi = max(lo + 1, 1)
-    while not ok(hi):
-        lo = hi
-        if hi >= cap:
-            return SlotSearch(None, tried, None)
-        hi = min(cap, max(hi + 1, math.ceil(hi * 1.25)))
+    result, tally = _run(workload.with_slots(unlimited, per_worker), policy, stop_on_error=False)
+    tried[unlimited] = tally.error_s
+    if progress is not None:
+        progress(unlimited, tally.error_s, True)
+    if tally.error_s > 0:
+        return SlotSearch(None, tried, result, dict(sorted(tally.by_schedule.items())))
+    results[unlimited] = result  # type: ignore[assignment]  # complete: not stopped
+    hi = min(unlimited, max(1, math.ceil(demand)))
+    lo = hi - 1  # below the demand: fails (assumed, not run)
+    while hi < unlimited and not ok(hi):
+        lo, hi = hi, min(unlimited, hi * 2)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid):

@@ -9,6 +9,7 @@ Every datetime in and out is an aware UTC datetime.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,15 +53,24 @@ OWNERS = (OWNER_DECLARED, OWNER_RUNTIME)
 
 
 def stats_after(
-    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float
-) -> ScheduleStats:
+    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
+    duration: timedelta | None = None,
+) -> ScheduleStats:  # fmt: skip
     """The statistics after a run that ended with ``outcome`` (every backend's
-    :meth:`ScheduleStore.record_run_end` applies this)."""
+    :meth:`ScheduleStore.record_run_end` applies this; ``duration``: see
+    :func:`~celery_dgs.core.stats.record_success`)."""
     if outcome in SUCCESS_OUTCOMES:
-        return record_success(stats, started_at, ended_at, alpha=alpha)
+        return record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
     if outcome in FAILURE_OUTCOMES:
         return record_failure(stats, started_at, ended_at)
     return record_interruption(stats, started_at, ended_at)
+
+
+def check_finite(field_name: str, value: float | None) -> None:
+    """``ValueError`` unless ``value`` is ``None`` or a finite number (not a bool):
+    the run-end arguments ``progress`` and ``duration_s`` of every backend."""
+    if value is not None and (isinstance(value, bool) or not math.isfinite(value)):
+        raise ValueError(f"{field_name} must be a finite number, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,8 +408,12 @@ class ScheduleStore(ABC):
         error: str | None = None,
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
+        duration_s: float | None = None,
     ) -> StoredSchedule:
         """In one transaction: record the run's outcome and update the statistics.
+
+        ``duration_s``: measured by the worker on its monotonic clock (wall-clock
+        steps must not enter the statistics); ``None``: ``ended_at - started_at``.
 
         Raises :class:`~celery_dgs.errors.StaleTokenError` (after committing the
         run record) when the run's token is no longer the schedule's current one.

@@ -20,11 +20,10 @@ against both), but nothing is durable and it lives in one process.
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.clock import Clock, SystemClock
@@ -41,6 +40,7 @@ from .base import (
     StoredSchedule,
     SyncReport,
     UpsertReport,
+    check_finite,
     declared_by_name,
     remove_action,
     stats_after,
@@ -328,6 +328,7 @@ class MemoryScheduleStore(ScheduleStore):
         error: str | None = None,
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
+        duration_s: float | None = None,
     ) -> StoredSchedule:
         """Record how the run ended and update the schedule's statistics, fenced
         and idempotent exactly as the SQL store's (see
@@ -335,8 +336,8 @@ class MemoryScheduleStore(ScheduleStore):
         if outcome not in END_OUTCOMES:
             raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
         ended_at = utc(ended_at, "ended_at")
-        if progress is not None and (isinstance(progress, bool) or not math.isfinite(progress)):
-            raise ValueError(f"progress must be a finite number, got {progress!r}")
+        check_finite("progress", progress)
+        check_finite("duration_s", duration_s)
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
@@ -345,13 +346,16 @@ class MemoryScheduleStore(ScheduleStore):
             fenced = run.fenced
             if run.outcome == "running":
                 fenced = run.token is None or run.token != row.current_token
+                if duration_s is None:
+                    duration_s = (ended_at - run.started_at).total_seconds()
                 run = self._runs[run_id] = dataclasses.replace(
                     run, outcome=outcome, ended_at=ended_at, error=error, fenced=fenced,
-                    duration_s=max((ended_at - run.started_at).total_seconds(), 0.0),
+                    duration_s=max(duration_s, 0.0),
                     progress=run.progress if progress is None else progress,
                 )  # fmt: skip
                 if not fenced:
-                    stats = stats_after(row.stats, outcome, run.started_at, ended_at, alpha)
+                    stats = stats_after(row.stats, outcome, run.started_at, ended_at, alpha,
+                                        timedelta(seconds=run.duration_s or 0.0))  # fmt: skip
                     row = self._touch(row, stats=stats)
         if fenced:
             raise StaleTokenError(

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import END_OUTCOMES, RunRecord, StoredSchedule, stats_after
+from .base import END_OUTCOMES, RunRecord, StoredSchedule, check_finite, stats_after
 from .convert import apply_stats, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
-
-
-def _check_progress(progress: float | None) -> None:
-    if progress is not None and (isinstance(progress, bool) or not math.isfinite(progress)):
-        raise ValueError(f"progress must be a finite number, got {progress!r}")
 
 
 def _run_exists(session: Session, run_id: str) -> bool:
@@ -89,8 +83,12 @@ class RunMethods(SqlStoreBase):
         error: str | None = None,
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
+        duration_s: float | None = None,
     ) -> StoredSchedule:
         """One transaction: record how the run ended and update the schedule's stats.
+
+        ``duration_s``: the run's duration as its worker measured it on a
+        monotonic clock; ``None``: ``ended_at - started_at``.
 
         ``outcome``: success (``record_success``, EWMA with ``alpha``); failure,
         terminated, lost (``record_failure``); stolen, cancelled, yielded
@@ -108,7 +106,8 @@ class RunMethods(SqlStoreBase):
         if outcome not in END_OUTCOMES:
             raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
         ended_at = utc(ended_at, "ended_at")
-        _check_progress(progress)
+        check_finite("progress", progress)
+        check_finite("duration_s", duration_s)
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
             run = session.scalars(stmt).one_or_none()
@@ -118,12 +117,15 @@ class RunMethods(SqlStoreBase):
             fenced = run.fenced
             if run.outcome == "running":
                 run.outcome, run.ended_at, run.error = outcome, ended_at, error
-                run.duration_s = max((ended_at - run.started_at).total_seconds(), 0.0)
+                if duration_s is None:
+                    duration_s = (ended_at - run.started_at).total_seconds()
+                run.duration_s = max(duration_s, 0.0)
                 if progress is not None:
                     run.progress = progress
                 fenced = run.fenced = run.token is None or run.token != row.current_token
                 if not fenced:
-                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha)
+                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha,
+                                      timedelta(seconds=run.duration_s))  # fmt: skip
                     apply_stats(row, new)
                     self._touch(session, row)
             session.flush()

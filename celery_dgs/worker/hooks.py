@@ -1,11 +1,13 @@
 """Celery signal hooks, installed by ``DGS(app)``.
 
-- ``worker_init`` (main process, task modules imported): wrap the ``run`` of
+- ``worker_init`` (main process, task modules imported): check that the worker
+  can supervise (:mod:`~celery_dgs.worker.startup`), wrap the ``run`` of
   every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
   keep its retries with the scheduler (:mod:`~celery_dgs.worker.retries`) and
   warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`).
   Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
-  skipped (lease held, stale dispatch) and its exception recorded.
+  skipped (lease held, stale dispatch) and its exception recorded. A worker
+  that cannot do that refuses to start (exit status 78).
 - ``worker_process_init`` (each prefork child): install the interrupt handler.
 - ``worker_ready``: register the worker (node, queues, slots) in Redis and keep
   the registration fresh (not with ``dgs_worker_register = False``: beat's
@@ -24,27 +26,31 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery import signals
 
 from ..celery_settings import check_celery_settings
+from ..connection import log_failure
 from ..core.spec import ScheduleSpec, split_schedule_name
 from ..errors import UnknownScheduleError
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
-from .runs import node_of, supervised_run
+from .runs import RunStoppedOnRequest, node_of, supervised_run
 from .runtime_specs import runtime_spec, skip_dispatch
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
+from .startup import DgsPlugin, StartRefused, check_before_start, explain, refuse_to_start
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
-
-if TYPE_CHECKING:
-    from ..dgs import DGS
 
 logger = logging.getLogger("celery_dgs.worker")
 
+#: Registration: seconds before the first retry when Redis cannot be reached,
+#: doubled after each failure up to the refresh interval (``dgs_worker_ttl / 3``).
+REGISTER_RETRY_FIRST_S = 1.0
 
-def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
+
+
+def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
     """Wrap the task of each declared schedule, and every other task of the
     app (runtime schedules, read from the store, may use any), once; returns
     the wrapped task names."""
@@ -86,6 +92,13 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
                     skip_dispatch(rt, schedule, request, skip)
                     return None
             if spec is None:
+                dispatch_id = getattr(request, "dgs_dispatch_id", None)
+                if dispatch_id:  # sent by beat: a scheduled run never runs outside its lease
+                    raise UnknownScheduleError(
+                        f"{__task.name}: beat dispatched schedule {schedule!r} (dispatch "
+                        f"{dispatch_id}), which this worker does not declare; not run (give "
+                        "beat and the workers the same declarations)"
+                    )
                 logger.warning("celery-dgs: %s has no schedule %r; running it unsupervised",
                                __task.name, schedule)  # fmt: skip
                 return __original(*args, **kwargs)
@@ -93,6 +106,8 @@ def wrap_scheduled_tasks(app: Any, dgs: DGS) -> list[str]:
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
         task.run = run
+        # A cancel or a shutdown's yield is logged by Celery at INFO, without a traceback.
+        task.throws = (*tuple(task.throws or ()), RunStoppedOnRequest)
         keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped
@@ -113,7 +128,7 @@ def served_spec(rt: Runtime, schedule: str) -> ScheduleSpec | None:
 class _WorkerPresence:
     """Keeps this worker's registration fresh until shutdown."""
 
-    def __init__(self, app: Any, dgs: DGS) -> None:
+    def __init__(self, app: Any, dgs: DgsPlugin) -> None:
         self.app, self.dgs = app, dgs
         self.info: Any = None
         self.stop = threading.Event()
@@ -123,32 +138,60 @@ class _WorkerPresence:
         self._left = False
 
     def register(self, consumer: Any) -> None:
+        """Register now, and keep the registration fresh on a thread. Redis
+        unreachable: one line per attempt, retried with a doubling back-off."""
         from ..registry import WorkerInfo
 
         pool = consumer.pool
         pool_name = type(pool).__module__.rsplit(".", 1)[-1]
         slots = 1 if pool_name == "solo" else int(consumer.controller.concurrency or 1)
-        rt = runtime_for(self.app, self.dgs.settings)
         self.info = WorkerInfo(
             name=consumer.hostname, node=node_of(consumer.hostname),
             queues=tuple(sorted(q.name for q in consumer.task_consumer.queues)),
             slots=slots, pool=pool_name, pid=os.getpid(), started_at=datetime.now(timezone.utc),
         )  # fmt: skip
-        rt.registry.register(self.info)
-        logger.info("celery-dgs: registered %s (%d slots, queues %s)",
-                    self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
-        self.thread = threading.Thread(target=self._refresh, name="dgs-registry", daemon=True)
+        why = self._register_once()
+        if why is None:
+            logger.info("celery-dgs: registered %s (%d slots, queues %s)",
+                        self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
+        self.thread = threading.Thread(
+            target=self._keep_registered, args=(why,), name="dgs-registry", daemon=True
+        )
         self.thread.start()
 
-    def _refresh(self) -> None:
+    def _register_once(self) -> str | None:
+        """Register (or refresh) once: ``None``, or one line saying why it failed."""
+        rt = runtime_for(self.app, self.dgs.settings)
+        try:
+            with self._lock:
+                if not self._left:
+                    rt.registry.register(self.info)
+            return None
+        except Exception as exc:
+            explained = explain(rt, exc)
+            if explained is not None:
+                return explained[0]
+            logger.exception("celery-dgs: registering %s failed", self.info.name)
+            return f"{type(exc).__name__}: {exc}"
+
+    def _keep_registered(self, why: str | None) -> None:
+        """Refresh every ``worker_ttl / 3``; after a failure, retry sooner (one
+        line per attempt, the delay doubling up to that interval)."""
         interval = self.dgs.settings.worker_ttl / 3
-        while not self.stop.wait(interval):
-            try:
-                with self._lock:
-                    if not self._left:
-                        runtime_for(self.app, self.dgs.settings).registry.register(self.info)
-            except Exception:
-                logger.exception("celery-dgs: refreshing the worker registration failed")
+        delay, attempt = min(REGISTER_RETRY_FIRST_S, interval), 1
+        while True:
+            if why is not None:
+                logger.warning("celery-dgs: registering %s failed (attempt %d): %s; retrying "
+                               "in %.1fs", self.info.name, attempt, why, delay)  # fmt: skip
+            if self.stop.wait(interval if why is None else delay):
+                return
+            if why is not None:
+                attempt, delay = attempt + 1, min(delay * 2, interval)
+            was_failing, why = why is not None, self._register_once()
+            if why is None and was_failing:
+                logger.info("celery-dgs: registered %s at attempt %d", self.info.name, attempt)
+            if why is None:
+                delay, attempt = min(REGISTER_RETRY_FIRST_S, interval), 1
 
     def deregister(self) -> None:
         """Leave the registry (once), so beat dispatches nothing more here, and
@@ -164,13 +207,13 @@ class _WorkerPresence:
             rt.registry.deregister(self.info.name)
             logger.info("celery-dgs: %s left the worker registry", self.info.name)
             give_back_dispatches(rt.dispatches, self.info.name)
-        except Exception:
-            logger.exception("celery-dgs: deregistering %s failed", self.info.name)
+        except Exception as exc:  # the registration expires after dgs_worker_ttl
+            log_failure(logger, exc, "celery-dgs: deregistering %s failed", self.info.name)
         finally:
             self._lock.release()
 
 
-def _log_unregistered(dgs: DGS, hostname: str) -> None:
+def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
     capacity = dgs.settings.capacity
     if capacity is None:
         logger.warning(
@@ -186,7 +229,7 @@ def _log_unregistered(dgs: DGS, hostname: str) -> None:
     )  # fmt: skip
 
 
-def install_worker_hooks(app: Any, dgs: DGS) -> None:
+def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     presence = _WorkerPresence(app, dgs)
 
     def ours(sender_app: Any) -> bool:
@@ -195,7 +238,16 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
     def on_worker_init(sender: Any = None, **_: Any) -> None:
         if not ours(getattr(sender, "app", None)):
             return
-        names = wrap_scheduled_tasks(app, dgs)
+        try:
+            check_before_start(app, dgs)
+            names = wrap_scheduled_tasks(app, dgs)
+        except StartRefused as exc:
+            refuse_to_start(str(exc))
+        except Exception as exc:
+            # Unexpected (a bug, a task module that fails to import): the
+            # traceback helps, and the tasks still must not run unwrapped.
+            logger.critical("celery-dgs: installing the worker hooks failed", exc_info=True)
+            refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
             logger.error("celery-dgs: schedule %s: invalid declaration; its runs, if beat "
@@ -222,7 +274,7 @@ def install_worker_hooks(app: Any, dgs: DGS) -> None:
             return
         try:
             presence.register(sender)
-        except Exception:
+        except Exception:  # not Redis (retried by the registration thread): a bug
             logger.exception("celery-dgs: registering the worker failed; beat will not see it")
 
     def stop_runs() -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
 from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
@@ -42,6 +43,34 @@ class RunInterrupted(DgsError, RuntimeError):
     terminated or yielded); the message says which and why."""
 
 
+class RunStoppedOnRequest(RunInterrupted):
+    """The run was cancelled by an operator or yielded at the worker's shutdown:
+    expected outcomes, not errors. Every scheduled task lists this class in its
+    ``throws``, so Celery logs it at INFO without a traceback."""
+
+
+#: Interruptions somebody asked for (:class:`RunStoppedOnRequest`).
+REQUESTED_STOPS = frozenset({"cancelled", "yielded"})
+
+
+class RunClock:
+    """A run's start: the grant's Redis time and this worker's monotonic clock
+    then. Durations are read on the monotonic clock, which wall-clock steps
+    (on the worker or on the Redis server) do not move."""
+
+    def __init__(
+        self, started_at: datetime, started_mono: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.started_at = started_at
+        self.started_mono = started_mono
+        self._monotonic = monotonic
+
+    def elapsed(self) -> float:
+        """Seconds since the start (never negative)."""
+        return max(self._monotonic() - self.started_mono, 0.0)
+
+
 def node_of(hostname: str) -> str:
     """``celery@scraper-3`` → ``scraper-3`` (the node of ``dont_run_on_nodes``)."""
     return hostname.split("@", 1)[1] if "@" in hostname else hostname
@@ -59,10 +88,10 @@ def _retry(
             return fn()
         except DgsError:
             raise  # a definite answer (unknown schedule, stale token): retrying cannot help
-        except Exception:
+        except Exception as exc:
             late = give_up_at is not None and time.monotonic() + delay >= give_up_at
             if attempt == attempts or late:
-                logger.exception("celery-dgs: %s failed after %d attempts", what, attempt)
+                log_failure(logger, exc, "celery-dgs: %s failed after %d attempts", what, attempt)
                 raise
             logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
             time.sleep(delay)
@@ -89,9 +118,9 @@ def supervised_run(
         if dispatch_id:
             try:
                 rt.dispatches.take_back(schedule, dispatch_id)
-            except Exception:  # beat re-sends it after dispatch_timeout anyway
-                logger.exception("celery-dgs: could not take back dispatch %s of %s",
-                                 dispatch_id, schedule)  # fmt: skip
+            except Exception as exc:  # beat re-sends it after dispatch_timeout anyway
+                log_failure(logger, exc, "celery-dgs: could not take back dispatch %s of %s",
+                            dispatch_id, schedule)  # fmt: skip
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
     # The durable floor: a token above every token the store recorded, even if
@@ -119,7 +148,7 @@ def supervised_run(
     except Exception as exc:
         # Redis failed (or its reply was lost): a grant may exist that nobody
         # pings; it expires after ping_timeout + steal_delay. Never run unleased.
-        logger.exception("celery-dgs: acquiring the lease of %s failed", schedule)
+        log_failure(logger, exc, "celery-dgs: acquiring the lease of %s failed", schedule)
         _skip(rt, spec, run_id, dispatch_id, node, owner_name,
               f"acquiring the lease failed: {_describe(exc)}")  # fmt: skip
         return None
@@ -175,7 +204,8 @@ def supervised_run(
     except Exception:
         _release_quietly(rt, schedule, run_id)
         raise
-    elapsed = time.monotonic() - asked_mono
+    clock = RunClock(started_at, asked_mono)
+    elapsed = clock.elapsed()
     if elapsed >= settings.fence_after:
         # Recording the start took so long that the lease may be someone
         # else's by now (no ping was sent meanwhile): fence before the body.
@@ -184,7 +214,7 @@ def supervised_run(
                   "did not run")  # fmt: skip
         logger.warning("celery-dgs: run %s of %s self-fenced before its body: %s",
                        run_id, schedule, reason)  # fmt: skip
-        _finish(rt, spec, run_id, "self_fenced", reason,
+        _finish(rt, spec, run_id, "self_fenced", reason, clock=clock,
                 ended_at=started_at + timedelta(seconds=elapsed))  # fmt: skip
         return None
 
@@ -194,12 +224,13 @@ def supervised_run(
             # outcome if the store answers in time, then exit regardless.
             writer = threading.Thread(
                 target=_finish, args=(rt, spec, run_id, stop.outcome, stop.reason),
-                kwargs={"attempts": 1, "ended_at": supervisor.estimated_now()}, daemon=True,
+                kwargs={"attempts": 1, "ended_at": supervisor.estimated_now(), "clock": clock},
+                daemon=True,
             )  # fmt: skip
             writer.start()
             writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
         else:
-            _finish(rt, spec, run_id, stop.outcome, stop.reason)
+            _finish(rt, spec, run_id, stop.outcome, stop.reason, clock=clock)
         os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
     supervisor = RunSupervisor(
@@ -219,7 +250,8 @@ def supervised_run(
     except RunTerminated as raised:
         stop = supervisor.interruption or raised  # an async exception carries no reason
         outcome, error = stop.outcome, stop.reason
-        raise RunInterrupted(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
+        raised_as = RunStoppedOnRequest if stop.outcome in REQUESTED_STOPS else RunInterrupted
+        raise raised_as(f"run {run_id} of {schedule} {stop.outcome}: {stop.reason}") from None
     except BaseException as exc:
         if supervisor.interruption is not None:  # interrupted, then the task raised its own error
             outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
@@ -236,7 +268,7 @@ def supervised_run(
         finally:  # recorded even if an interruption surfaced in the heartbeat's stop
             if supervisor.interruption is not None and outcome == "success":
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
-            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress,
+            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress, clock=clock,
                     ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None)
 
 
@@ -270,9 +302,9 @@ def _release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
     """Release the lease; a Redis error is logged (the lease then expires)."""
     try:
         rt.leases.release(schedule, run_id)
-    except Exception:
-        logger.exception("celery-dgs: releasing the lease of %s failed; it expires "
-                         "after ping_timeout", schedule)  # fmt: skip
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed; it expires "
+                    "after ping_timeout", schedule)  # fmt: skip
 
 
 def _wait_out_grace(result: AcquireResult) -> bool:
@@ -321,36 +353,43 @@ def _ping_status(result: PingResult) -> str:
 def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
     progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
-    ended_at: datetime | None = None,
+    ended_at: datetime | None = None, clock: RunClock | None = None,
 ) -> None:  # fmt: skip
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
     plus the monotonic time since: Redis is presumed unreachable and the local
-    wall clock may have jumped); otherwise Redis's clock, or the local one."""
+    wall clock may have jumped); otherwise Redis's clock, or the local one.
+
+    ``clock``: the run's duration is measured on it (monotonic), not as the
+    difference of two wall-clock readings; an end read before the start (the
+    clock stepped back) is replaced by the start plus that duration."""
     schedule = spec.name
     # A self-fenced owner presumes Redis unreachable: the lease is left to
     # expire (a release could hang until the socket timeout and would only
     # free the lease a little earlier).
+    duration = clock.elapsed() if clock is not None else None
     if ended_at is None:
         ended_at = _redis_now_or_local(rt)
+    if clock is not None and duration is not None and ended_at < clock.started_at:
+        ended_at = clock.started_at + timedelta(seconds=duration)
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
-            alpha=rt.settings.ewma_alpha,
+            alpha=rt.settings.ewma_alpha, duration_s=duration,
         ), attempts=attempts)  # fmt: skip
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run
         # history (flagged fenced) but refused for the statistics.
         logger.warning("celery-dgs: late outcome %s of run %s refused for the statistics: %s",
                        outcome, run_id, exc)  # fmt: skip
-    except Exception:
-        logger.exception("celery-dgs: the outcome %s of run %s of %s could not be stored",
-                         outcome, run_id, schedule)  # fmt: skip
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: the outcome %s of run %s of %s could not be "
+                    "stored", outcome, run_id, schedule)  # fmt: skip
     try:
         if outcome not in ("stolen", "self_fenced"):
             rt.leases.release(schedule, run_id)
-    except Exception:
-        logger.exception("celery-dgs: releasing the lease of %s failed", schedule)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
     logger.info("celery-dgs: run %s of %s ended: %s%s", run_id, schedule, outcome,
                 f" ({error})" if error else "")  # fmt: skip
 
@@ -375,5 +414,5 @@ def _skip(
         except UnknownScheduleError:
             _store_declared(rt, spec)
             record()
-    except Exception:
-        logger.exception("celery-dgs: could not record the skip of %s", schedule)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: could not record the skip of %s", schedule)

@@ -19,6 +19,7 @@ from celery import Celery
 from celery_dgs.beat.scheduler import DeadlineScheduler
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.core.timing import with_default_cooldown
 from celery_dgs.dgs import get_dgs
 from celery_dgs.metrics import EngineCollector
 from celery_dgs.runtime import runtime_for
@@ -88,7 +89,9 @@ def test_a_broken_edit_keeps_the_schedule_served_and_status_shows_why(
     )
     stored = world.store.get("t.a")
     assert stored.active
-    assert stored.spec == PeriodicSpec(task="t.a", scheduling_period=timedelta(hours=1))
+    # the last valid declaration (no cooldown given: the default cooldown applies)
+    expected = with_default_cooldown(PeriodicSpec(task="t.a", scheduling_period=timedelta(hours=1)))
+    assert stored.spec == expected
     assert stored.declaration_error is not None
     assert "'scheduling_period'" in (stored.declaration_error)
 

@@ -32,9 +32,13 @@ def test_check_valid_declarations_with_a_warning(world: World) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         "OK t.a (periodic)", "OK t.b@fast (periodic)", "OK t.c (cron)",
-        "3 valid, 0 invalid, 1 warnings",
+        "3 valid, 0 invalid, 2 warnings",
     ]  # fmt: skip
     assert "WARNING schedule 't.c', field 'cron_max_schedule_duration'" in result.stderr
+    # A 5-minute period and the default 5-minute first retry: one failure is an ERROR.
+    assert ("WARNING schedule 't.b@fast', field 'scheduling_period': the retry backoff after a "
+            "failure (0:05:00, dgs_retry_backoff) is not shorter than its period (0:05:00)"
+            in result.stderr)  # fmt: skip
 
 
 def test_check_warns_about_unsafe_celery_settings(world: World) -> None:
@@ -61,7 +65,7 @@ def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
     assert "ERROR schedule 't.a', field 'scheduling_period': must be more than zero" in err
     assert "ERROR schedule 't.b@slow', field 'cooldown_duration'" in err
     assert "ERROR schedule 't.missing', field 'task': unknown task 't.missing'" in err
-    assert result.stdout.splitlines()[-1] == "2 valid, 3 invalid, 1 warnings"
+    assert result.stdout.splitlines()[-1] == "2 valid, 3 invalid, 2 warnings"
 
 
 def test_sync_prints_the_report(world: World) -> None:

@@ -70,11 +70,13 @@ def test_bad_workload_names_the_schedule_and_field(tmp_path: Path) -> None:
 def test_declared_schedules_through_celery_dgs(world: World) -> None:
     declare(world.app, {"t.a": {"kind": "periodic", "period": 3600},
                         "t.b": {"kind": "periodic", "period": 600}})  # fmt: skip
-    result = world.invoke("simulate", "--slots", "1", "--duration", "2m", "--horizon", "1d",
+    # 1-minute runs: with 2-minute ones (a fifth of t.b's period, sigma 0.3) a
+    # long run now and then leaves t.b in ERROR for seconds, by seed.
+    result = world.invoke("simulate", "--slots", "1", "--duration", "1m", "--horizon", "1d",
                           "--policy", "dgs", "--policy", "beat")  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("2 schedules, 1 slots, load 0.23")
+    assert lines[0].startswith("2 schedules, 1 slots, load 0.12")
     assert [line.split()[0] for line in lines[2:]] == ["dgs", "beat"]
 
 

@@ -32,6 +32,9 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: fl
 
 
 class Cluster:
+    #: The Celery project the processes run (``celery -A``).
+    app_module = "tests.e2e.proj"
+
     def __init__(self, tmp: Path, redis_url: str, schedules: list[str], **env: str) -> None:
         self.tmp = tmp
         self.redis_url = redis_url
@@ -50,7 +53,7 @@ class Cluster:
     def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
         with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "tests.e2e.proj", *args],
+                [sys.executable, "-m", "celery", "-A", self.app_module, *args],
                 cwd=ROOT, env={**self.env, "E2E_NODE": node}, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )

@@ -42,6 +42,9 @@ app.conf.update(
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
     dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
+    # Schedules declared without a cooldown are eligible again as soon as they
+    # end (seed 000's rule), as these tests were written for.
+    dgs_default_cooldown_fraction=0,
     beat_max_loop_interval=1,
     # Fixed-capacity mode (tests/e2e/test_capacity_e2e.py).
     dgs_worker_register=os.environ.get("E2E_WORKER_REGISTER", "1") == "1",

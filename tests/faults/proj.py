@@ -41,6 +41,9 @@ app.conf.update(
     dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
     dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
     dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),
+    # Schedules declared without a cooldown are eligible again as soon as they
+    # end (seed 000's rule), as these tests were written for.
+    dgs_default_cooldown_fraction=0,
     dgs_dispatch_timeout=float(os.environ.get("E2E_DISPATCH_TIMEOUT", "4")),
     # Below ping_timeout + steal_delay: a dead worker has left the registry by
     # the time its lease is takeable, so beat does not dispatch the take-over to it.

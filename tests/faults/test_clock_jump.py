@@ -1,4 +1,4 @@
-"""A worker process whose wall clock jumps mid-run (issue 7): an hour forward,
+"""A worker process whose wall clock jumps mid-run: an hour forward,
 then two hours back. Leases, pings and run times come from the Redis server's
 ``TIME`` and timeouts from the monotonic clock, so the run must go on and end
 as if nothing happened: no steal, no termination, a duration the store
@@ -18,12 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from celery_dgs.embedded import RedisServerProcess
 from tests.faults.cluster import BOUNDS
 from tests.faults.faketime import faketime_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
 
 RUN_SECONDS = 4.0
+
+
+#: How far the stored duration of a run may be from its real length: the run
+#: is timed between the grant and the recording of its end (store writes).
+DURATION_TOLERANCE_S = 0.5
 
 
 def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
@@ -53,3 +59,38 @@ def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
     # No cooldown: beat starts the next run at once; the checker sees that no
     # run overlapped the one whose owner's clock jumped (nothing was stolen).
     cluster.assert_history_ok()
+
+
+@pytest.mark.parametrize("step", [1.2, -30.0], ids=["forward", "backward"])
+def test_the_redis_servers_clock_steps_mid_run(
+    fault_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: float
+) -> None:
+    """Redis's ``TIME`` dates every run; its clock steps while a run goes on.
+    The stored duration (and the EWMA it feeds) is the worker's monotonic
+    measure, and the run does not end before it started. The forward step
+    stays under ping_timeout, so the lease is never up for taking."""
+    assert 0 < step < BOUNDS.ping_timeout or step < 0
+    offset = tmp_path / "redis-faketime.rc"
+    offset.write_text("+0\n")
+    with monkeypatch.context() as env:  # only the Redis server runs under faketime
+        for key, value in faketime_env(offset).items():
+            env.setenv(key, value)
+        server = RedisServerProcess().start()
+    try:
+        cluster = fault_cluster(["victim"], redis_url=server.url,
+                                FAULTS_RUN_SECONDS=str(RUN_SECONDS))  # fmt: skip
+        cluster.start_worker("w1", "node1")
+        cluster.start_beat()
+        first = cluster.wait_start("victim")
+        offset.write_text(f"{step:+}\n")
+        end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
+        assert end["outcome"] == "success"
+        row = next(r for r in cluster.runs("faults.victim") if r.run_id == first["run_id"])
+        cluster.stop_all()
+    finally:
+        server.cleanup()
+    assert row.outcome == "success"
+    assert row.duration_s is not None
+    assert abs(row.duration_s - RUN_SECONDS) < DURATION_TOLERANCE_S, row
+    assert row.ended_at is not None
+    assert row.ended_at >= row.started_at, row

@@ -1,0 +1,88 @@
+"""The worker's start-up check: can it supervise its scheduled tasks?
+
+A worker that could not (an invalid ``dgs_*`` setting, no Redis URL, Redis
+refusing the password) would run them with no lease and no run record, so it
+refuses to start: one line naming the setting, exit status 78 (``EX_CONFIG``).
+``SystemExit`` passes through Celery's signal dispatch, which swallows other
+exceptions. Redis merely unreachable is no reason to refuse: runs are skipped
+(never run unleased) until it answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NoReturn, Protocol
+
+import redis
+
+from ..connection import explain_failure, redis_from_url
+from ..declarations import Declarations
+from ..errors import SettingsError
+from ..runtime import Runtime, runtime_for
+from ..settings import DgsSettings
+
+logger = logging.getLogger("celery_dgs.worker")
+
+#: Exit status of a worker that refuses to start (``EX_CONFIG`` of sysexits.h).
+EX_CONFIG = 78
+#: Seconds the start-up check waits for Redis to answer (it only looks for a
+#: refused password; an unreachable Redis is retried later).
+STARTUP_CHECK_TIMEOUT_S = 2.0
+
+
+class DgsPlugin(Protocol):
+    """What the hooks use of :class:`celery_dgs.dgs.DGS` (which passes itself
+    in: the worker layer does not import it)."""
+
+    declarations: Declarations
+
+    @property
+    def settings(self) -> DgsSettings: ...
+
+    def all_declarations(self, *, import_modules: bool = True) -> Declarations: ...
+
+
+class StartRefused(SettingsError):
+    """The worker cannot supervise its scheduled tasks; it must not start."""
+
+
+def _redis_setting(settings: DgsSettings) -> str:
+    return "dgs_redis_url" if settings.redis_url else "broker_url"
+
+
+def explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
+    return explain_failure(
+        exc, redis_url=rt.redis_url, redis_setting=_redis_setting(rt.settings),
+        database_url=rt.settings.database_url,
+    )  # fmt: skip
+
+
+def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
+    """Raise :class:`StartRefused` (one line naming the setting) when the worker
+    could not supervise its scheduled tasks: invalid ``dgs_*`` settings, no Redis
+    URL, or a Redis that refuses the password. Redis merely unreachable is no
+    reason to refuse: runs are skipped (never run unleased) until it answers."""
+    try:
+        rt = runtime_for(app, dgs.settings)
+    except SettingsError as exc:
+        raise StartRefused(f"invalid setting: {exc}") from None
+    client = redis_from_url(
+        rt.redis_url or "", socket_timeout=STARTUP_CHECK_TIMEOUT_S,
+        socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
+    )  # fmt: skip
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        explained = explain(rt, exc)
+        if explained is not None and explained[1]:
+            raise StartRefused(explained[0]) from None
+        line = explained[0] if explained is not None else f"{type(exc).__name__}: {exc}"
+        logger.warning("celery-dgs: %s; scheduled runs are skipped until it answers", line)
+    finally:
+        client.close()
+    return rt
+
+
+def refuse_to_start(line: str) -> NoReturn:
+    logger.critical("celery-dgs: the worker refuses to start: %s", line)
+    raise SystemExit(EX_CONFIG)

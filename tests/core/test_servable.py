@@ -1,0 +1,90 @@
+"""Schedules no capacity can serve: named with the reason and the ERROR per day."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from celery_dgs.core.advice import schedule_advice
+from celery_dgs.core.servable import never_servable
+from tests.core.helpers import H, M, cron, periodic, utc
+
+NOW = utc(2026, 11, 24, 4)
+LUNCH = [("12:00", "13:00")]
+
+
+def test_cron_times_inside_a_blackout_are_in_error_about_56_minutes_a_day() -> None:
+    # The demo's former cron: every 5 minutes, 4 minutes to finish, no run over lunch
+    # in New York. The 12:00 deadline passes at 12:04 and the next run can only
+    # start at 13:00.
+    spec = cron("*/5 * * * *", task="example.nightly_report", tz="America/New_York",
+                cron_max_schedule_duration=4 * M, blackout_periods=LUNCH)  # fmt: skip
+    problem = never_servable(spec, NOW, duration=timedelta(seconds=10))
+    assert problem is not None
+    assert problem.reason == "cron_times_in_blackout"
+    assert abs(problem.error_per_day - (56 * M + timedelta(seconds=10))) < timedelta(seconds=1)
+    text = str(problem)
+    assert "'example.nightly_report' can never be served (cron_times_in_blackout)" in text
+    assert "12 of its 288 cron times a day" in text
+    assert "12:00-13:00 America/New_York" in text
+    assert "in ERROR about 56 min a day at any worker count" in text
+
+
+def test_cron_that_skips_its_blackout_is_servable() -> None:
+    spec = cron("*/5 0-11,13-23 * * *", tz="America/New_York",
+                cron_max_schedule_duration=4 * M, blackout_periods=LUNCH)  # fmt: skip
+    assert never_servable(spec, NOW, duration=timedelta(seconds=10)) is None
+    assert never_servable(cron(), NOW) is None
+
+
+def test_cron_within_shorter_than_the_run() -> None:
+    spec = cron("0 * * * *", cron_max_schedule_duration=4 * M)
+    problem = never_servable(spec, NOW, duration=5 * M)
+    assert problem is not None
+    assert problem.reason == "within_shorter_than_duration"
+    assert problem.error_per_day == 24 * M  # one minute late every hour
+    assert never_servable(spec, NOW, duration=4 * M) is None
+
+
+def test_periodic_blackout_longer_than_the_period() -> None:
+    # A run before the window must end at its start, the next starts at its end:
+    # the data gets window + 2 runs old.
+    spec = periodic(scheduling_period=H, blackout_periods=[("12:00", "12:50")])
+    assert never_servable(spec, NOW) is None
+    problem = never_servable(spec, NOW, duration=6 * M)
+    assert problem is not None
+    assert problem.reason == "blackout_longer_than_period"
+    assert problem.error_per_day == 2 * M
+    assert "plus two runs of 0:06:00 is longer than its period (1:00:00)" in problem.detail
+
+
+def test_periodic_run_as_long_as_its_period_and_a_run_that_fits_no_gap() -> None:
+    problem = never_servable(periodic(scheduling_period=2 * M, duration_override=2 * M), NOW)
+    assert problem is not None
+    assert problem.reason == "duration_at_least_period"
+    gaps = periodic(scheduling_period=24 * H, blackout_periods=[("00:00", "12:00"),
+                                                                 ("13:00", "23:59")])  # fmt: skip
+    problem = never_servable(gaps, NOW, duration=2 * H)
+    assert problem is not None
+    assert problem.reason == "no_gap_fits_a_run"
+
+
+@pytest.mark.parametrize("cooldown", [None, timedelta(0)])
+def test_advice_names_a_periodic_schedule_without_cooldown(cooldown: timedelta | None) -> None:
+    spec = periodic(scheduling_period=H, **({} if cooldown is None else
+                                             {"cooldown_duration": cooldown}))  # fmt: skip
+    (message,) = schedule_advice(spec, NOW)
+    assert message.startswith("schedule 'scrape', field 'cooldown_duration': no cooldown")
+    assert schedule_advice(periodic(scheduling_period=H, cooldown_duration=M), NOW) == []
+
+
+def test_advice_names_a_backoff_that_makes_error_certain() -> None:
+    spec = periodic(scheduling_period=2 * M, cooldown_duration=20 * timedelta(seconds=1))
+    (message,) = schedule_advice(spec, NOW, retry_ladder=(5 * M, H))
+    assert message == (
+        "schedule 'scrape', field 'scheduling_period': the retry backoff after a failure "
+        "(0:05:00, dgs_retry_backoff) is not shorter than its period (0:02:00): one failed "
+        "run puts it in ERROR before it is retried"
+    )
+    assert schedule_advice(spec, NOW, retry_ladder=(M,)) == []
