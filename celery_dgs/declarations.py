@@ -114,13 +114,17 @@ def split_entry(key: str, raw: Mapping[str, Any]) -> tuple[str, str, dict[str, A
     return kind, task, fields
 
 
-def entry_spec(raw: Mapping[str, Any]) -> ScheduleSpec:
+def entry_spec(
+    raw: Mapping[str, Any], *, default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
+) -> ScheduleSpec:
     """The validated spec of one schedule given as a mapping (a runtime
     schedule, a line of an import file): ``name`` (``task@configuration``) or
     ``task`` (and ``configuration``), ``kind``, and the fields a declaration
     takes, friendly names included. Validated exactly as a declaration
     (:func:`split_entry`, :func:`build_spec`); every problem is a
-    ScheduleConfigError naming the schedule and the field."""
+    ScheduleConfigError naming the schedule and the field. A periodic one
+    given no cooldown gets the default one, as a declaration does
+    (``dgs_default_cooldown_fraction``: ``default_cooldown_fraction``)."""
     fields = dict(raw)
     name = fields.pop("name", None)
     if name is not None and not isinstance(name, str):
@@ -141,7 +145,10 @@ def entry_spec(raw: Mapping[str, Any]) -> ScheduleSpec:
         raise ScheduleConfigError(
             name, "name", f"disagrees with task/configuration, which name {full!r}"
         )
-    return build_spec(kind, task, fields, name=full)
+    spec = build_spec(kind, task, fields, name=full)
+    if isinstance(spec, PeriodicSpec) and cooldown_unset(fields):
+        spec = with_default_cooldown(spec, default_cooldown_fraction)
+    return spec
 
 
 def cooldown_unset(fields: Mapping[str, Any]) -> bool:

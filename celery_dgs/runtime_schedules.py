@@ -25,6 +25,7 @@ from typing import Any
 
 from .core.clock import Clock, SystemClock
 from .core.spec import ScheduleSpec, differing_fields
+from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .declarations import entry_spec
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from .store.base import (
@@ -76,6 +77,8 @@ class RuntimeSchedules:
     ``known_tasks``: a callable giving the registered task names; a schedule
     of any other task is refused (field ``task``), as a declaration is. None:
     tasks are not checked (the store alone, no app).
+    ``default_cooldown_fraction``: the cooldown of a periodic schedule given
+    none, as ``dgs_default_cooldown_fraction`` gives a declaration's.
     """
 
     def __init__(
@@ -84,10 +87,12 @@ class RuntimeSchedules:
         *,
         known_tasks: Callable[[], Collection[str]] | None = None,
         clock: Clock | None = None,
+        default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
     ) -> None:
         self._store = store
         self._known_tasks = known_tasks
         self._clock: Clock = clock or SystemClock()
+        self._cooldown_fraction = default_cooldown_fraction
 
     @classmethod
     def for_app(
@@ -107,9 +112,11 @@ class RuntimeSchedules:
                 loaded.append(app.tasks)
             return loaded[0]
 
+        fraction = settings.default_cooldown_fraction
         if store is not None:
-            return cls(store, known_tasks=known)
-        return cls(lambda: runtime_for(app, settings).store, known_tasks=known)
+            return cls(store, known_tasks=known, default_cooldown_fraction=fraction)
+        return cls(lambda: runtime_for(app, settings).store, known_tasks=known,
+                   default_cooldown_fraction=fraction)  # fmt: skip
 
     @property
     def store(self) -> ScheduleStore:
@@ -183,13 +190,12 @@ class RuntimeSchedules:
         errors.sort(key=lambda e: e.line)
         return BulkReport(applied, errors)
 
-    @staticmethod
-    def _spec(row: Entry) -> ScheduleSpec:
+    def _spec(self, row: Entry) -> ScheduleSpec:
         if isinstance(row, ScheduleSpec):
             return row
         if not isinstance(row, Mapping):
             raise ScheduleConfigError("?", "row", f"must be a mapping of fields, got {row!r}")
-        return entry_spec(row)
+        return entry_spec(row, default_cooldown_fraction=self._cooldown_fraction)
 
     def remove(self, name: str) -> bool:
         """Remove one runtime schedule: True if it was active, False if there

@@ -13,6 +13,7 @@ import pytest
 from celery import Celery
 
 from celery_dgs.core.spec import CronSpec, PeriodicSpec
+from celery_dgs.declarations import Declarations
 from celery_dgs.dgs import DGS
 from celery_dgs.errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from celery_dgs.runtime_schedules import RowError, RuntimeSchedules
@@ -192,3 +193,22 @@ def test_file_errors_name_their_line() -> None:
     assert rows[1] == (4, {"name": "t.b", "period": 90})
     assert isinstance(rows[2][1], RowError)
     assert (rows[2][0], rows[2][1].field) == (5, "csv")
+
+
+def test_no_cooldown_gets_the_default_a_declaration_gets(
+    app: Celery, store: SqlScheduleStore
+) -> None:
+    dgs = DGS(app)
+    assert dgs.schedules.upsert("t.scrape@a", period=3600) == "inserted"
+    decl = Declarations()
+    decl.declare("periodic", "t.scrape", {"configuration": "a", "period": 3600}, source="test")
+    fraction = dgs.settings.default_cooldown_fraction
+    expected = decl.with_default_cooldown(fraction).specs["t.scrape@a"]
+    assert isinstance(expected, PeriodicSpec)
+    assert expected.default_cooldown
+    assert store.get("t.scrape@a").spec == expected
+    assert dgs.schedules.upsert("t.scrape@a", period=3600) == "unchanged"
+    out = io.StringIO()
+    write_rows(out, "jsonl", [expected])
+    report = dgs.schedules.upsert_lines(read_rows(io.StringIO(out.getvalue()), "jsonl"))
+    assert report.applied.unchanged == ["t.scrape@a"], "an exported row imports unchanged"
