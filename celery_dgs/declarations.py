@@ -99,6 +99,58 @@ def build_spec(kind: str, task: str, fields: Mapping[str, Any], *, name: str) ->
         raise ScheduleConfigError(name, "?", f"{type(exc).__name__}: {exc}") from exc
 
 
+def split_entry(key: str, raw: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """``(kind, task, fields)`` of one ``dgs_schedules``-style entry: ``key`` is
+    ``task`` or ``task@configuration`` unless the entry names its ``task``;
+    ``kind`` defaults to ``cron`` when a cron field is given, else ``periodic``."""
+    fields = dict(raw)
+    task, configuration = split_schedule_name(str(fields.pop("task", key)))
+    if "@" in key and not configuration:
+        configuration = split_schedule_name(key)[1]
+    if configuration:
+        fields.setdefault("configuration", configuration)
+    cron = "cron" in fields or "schedule" in fields or "cron_schedule" in fields
+    kind = str(fields.pop("kind", "cron" if cron else "periodic"))
+    return kind, task, fields
+
+
+def entry_spec(
+    raw: Mapping[str, Any], *, default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
+) -> ScheduleSpec:
+    """The validated spec of one schedule given as a mapping (a runtime
+    schedule, a line of an import file): ``name`` (``task@configuration``) or
+    ``task`` (and ``configuration``), ``kind``, and the fields a declaration
+    takes, friendly names included. Validated exactly as a declaration
+    (:func:`split_entry`, :func:`build_spec`); every problem is a
+    ScheduleConfigError naming the schedule and the field. A periodic one
+    given no cooldown gets the default one, as a declaration does
+    (``dgs_default_cooldown_fraction``: ``default_cooldown_fraction``)."""
+    fields = dict(raw)
+    name = fields.pop("name", None)
+    if name is not None and not isinstance(name, str):
+        raise ScheduleConfigError(repr(name), "name", "must be a string 'task@configuration'")
+    key = name if name is not None else fields.get("task")
+    if not isinstance(key, str) or not key.strip():
+        raise ScheduleConfigError(
+            "?", "task", "is required (give 'name': 'task@configuration' or 'task')"
+        )
+    given = split_schedule_name(key)[1]
+    if given and "configuration" in fields and fields["configuration"] != given:
+        raise ScheduleConfigError(
+            key, "configuration", f"{fields['configuration']!r} disagrees with {key!r}"
+        )
+    kind, task, fields = split_entry(key, fields)
+    full = schedule_name(task, str(fields.get("configuration", "") or ""))
+    if name is not None and full != name:
+        raise ScheduleConfigError(
+            name, "name", f"disagrees with task/configuration, which name {full!r}"
+        )
+    spec = build_spec(kind, task, fields, name=full)
+    if isinstance(spec, PeriodicSpec) and cooldown_unset(fields):
+        spec = with_default_cooldown(spec, default_cooldown_fraction)
+    return spec
+
+
 def cooldown_unset(fields: Mapping[str, Any]) -> bool:
     """Whether a declaration's ``fields`` give no cooldown (absent or ``None``,
     under any of its names): a periodic one then gets the default cooldown."""
@@ -193,20 +245,7 @@ class Declarations:
                     str(key), "dgs_schedules", "each entry must be a mapping of fields"
                 )
                 continue
-            fields = dict(raw)
-            task, configuration = split_schedule_name(str(fields.pop("task", key)))
-            if "@" in str(key) and not configuration:
-                configuration = split_schedule_name(str(key))[1]
-            if configuration:
-                fields.setdefault("configuration", configuration)
-            kind = str(
-                fields.pop(
-                    "kind",
-                    "cron"
-                    if "cron" in fields or "schedule" in fields or "cron_schedule" in fields
-                    else "periodic",
-                )
-            )
+            kind, task, fields = split_entry(str(key), raw)
             self.declare(kind, task, fields, source="app.conf.dgs_schedules")
 
     def check_tasks(self, known_tasks: Mapping[str, Any]) -> list[ScheduleConfigError]:

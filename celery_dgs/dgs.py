@@ -10,10 +10,14 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .declarations import Declarations
 from .settings import DgsSettings
+
+if TYPE_CHECKING:
+    from .runtime_schedules import RuntimeSchedules
 
 T = TypeVar("T")
 
@@ -53,6 +57,14 @@ class DGS:
         if self._settings is None:
             self._settings = DgsSettings.from_conf(self.app.conf)
         return self._settings
+
+    @cached_property
+    def schedules(self) -> RuntimeSchedules:
+        """Runtime schedules, which the API adds and removes while beat runs
+        (:class:`~celery_dgs.runtime_schedules.RuntimeSchedules`)."""
+        from .runtime_schedules import RuntimeSchedules
+
+        return RuntimeSchedules.for_app(self.app, self.settings)
 
     def load_conf_schedules(self) -> Declarations:
         """Add ``app.conf.dgs_schedules`` to the declarations (once)."""

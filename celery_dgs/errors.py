@@ -26,6 +26,15 @@ class ScheduleConfigError(DgsError, ValueError):
         super().__init__(f"schedule {schedule!r}, field {field!r}: {message}")
 
 
+class OwnershipError(ScheduleConfigError):
+    """A change to a schedule that another owner manages: the runtime API asked
+    to change a declared schedule (field ``owner``). The message names the
+    schedule and who owns it."""
+
+    def __init__(self, schedule: str, message: str) -> None:
+        super().__init__(schedule, "owner", message)
+
+
 class SettingsError(DgsError, ValueError):
     """An ``app.conf.dgs_*`` setting is unknown or has an invalid value."""
 

@@ -78,7 +78,7 @@ STEAL_TAKEABLE = "takeable"  # steal delay over: beat treats it as not running
 
 #: Hold codes: why beat will not dispatch a schedule now (``StatusRow.holds``).
 HOLD_INVALID_SPEC = INVALID_SPEC  # until its stored spec is fixed
-HOLD_INACTIVE = "inactive"  # no longer declared
+HOLD_INACTIVE = "inactive"  # removed (runtime) or no longer declared
 HOLD_PAUSED = "paused"  # until resumed
 HOLD_NO_WORKER = "no_worker"  # until a live worker can run it
 HOLD_BACKOFF = "backoff"  # until the retry step after its last failure ends
@@ -264,7 +264,8 @@ def holds_for(
             f"{name}: beat cannot schedule it until its stored spec is valid again")))  # fmt: skip
     if not active:
         holds.append(Hold(reason=HOLD_INACTIVE, message=(
-            f"{name} is no longer declared: beat does not schedule it")))  # fmt: skip
+            f"{name} is inactive (removed, or no longer declared): beat does not "
+            "schedule it")))  # fmt: skip
     if paused:
         holds.append(Hold(reason=HOLD_PAUSED, message=(
             f"{name} is paused: beat dispatches it again once resumed "

@@ -33,6 +33,7 @@ from ..dgs import get_dgs
 from ..errors import SettingsError
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
+from ..store.base import owned_by_api
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
 from .leader import BeatLeadership
 
@@ -156,6 +157,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                                  "(status: declaration_invalid): %s", name, err)  # fmt: skip
                 else:
                     logger.error("celery-dgs: schedule %s skipped: %s", name, err)
+            for name in report.refused:
+                logger.error("celery-dgs: declaration ignored: %s", owned_by_api(name))
             logger.info("celery-dgs: synced declarations: %s", report)
             self._synced = True
         leadership = BeatLeadership(

@@ -15,6 +15,7 @@ import click
 from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
+from .runtime import add, export, import_, remove
 from .show import leases, runs, status
 from .simulate import simulate
 
@@ -34,5 +35,6 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     make_env(ctx)
 
 
-for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate):
+for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate,
+                add, remove, import_, export):  # fmt: skip
     dgs.add_command(command)

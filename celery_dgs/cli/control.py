@@ -30,8 +30,8 @@ def run(ctx: click.Context, name: str) -> None:
     schedule = resolve_schedule(env, name)
     if not schedule.active:
         raise click.ClickException(
-            f"{schedule.name} is inactive (no longer declared): beat does not schedule it; "
-            "nothing changed"
+            f"{schedule.name} is inactive (removed, or no longer declared): beat does not "
+            "schedule it; nothing changed"
         )
     if schedule.run_requested_at is not None:
         click.echo(

@@ -7,6 +7,7 @@ import click
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
+from ..store.base import owned_by_api
 from ..store.engine import masked_url
 from .context import Env, get_env, utcnow, wrap_errors
 from .output import styled
@@ -79,7 +80,9 @@ def sync(ctx: click.Context) -> None:
     declared deactivated (history kept). Invalid declarations are reported, as
     beat does: a stored schedule whose declaration became invalid keeps its
     last valid version (still served; `status` shows it in ERROR
-    declaration_invalid), a new one is not stored. Exit status 1 if there are any.
+    declaration_invalid), a new one is not stored. Runtime schedules (added
+    with `add` / `import` or the API) are left alone; a declared name that
+    is one is refused. Exit status 1 if there are any.
     """
     env = get_env(ctx)
     decl = _declarations(env)
@@ -97,6 +100,8 @@ def sync(ctx: click.Context) -> None:
         click.echo(f"  {'unchanged:':<13}{len(report.unchanged)}")
     else:
         click.echo(f"  nothing changed ({len(report.unchanged)} unchanged)")
+    for name in report.refused:
+        click.echo(f"  {'refused:':<13}{owned_by_api(name)}", err=True)
     kept = set(report.invalid)
     for name in sorted(decl.errors):
         if name in kept:
@@ -104,4 +109,4 @@ def sync(ctx: click.Context) -> None:
                        "stored version is still served)")  # fmt: skip
         else:
             click.echo(f"  {'skipped:':<13}{name} (declaration invalid: not stored)")
-    ctx.exit(1 if decl.errors else 0)
+    ctx.exit(1 if decl.errors or report.refused else 0)

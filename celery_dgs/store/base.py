@@ -45,6 +45,12 @@ END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 #: Every value of the ``outcome`` column.
 ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
 
+#: ``owner`` of a schedule declared in code or ``dgs_schedules``: ``sync`` owns it.
+OWNER_DECLARED = "declared"
+#: ``owner`` of a schedule added through the runtime API: only the API changes it.
+OWNER_RUNTIME = "runtime"
+OWNERS = (OWNER_DECLARED, OWNER_RUNTIME)
+
 
 def stats_after(
     stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
@@ -79,6 +85,8 @@ class StoredSchedule:
     every change to the row (see :meth:`ScheduleStore.changes_since`).
     ``declaration_error`` is set while the schedule's declaration is invalid:
     ``spec`` is then the last valid version, which beat keeps serving.
+    ``owner`` is :data:`OWNER_DECLARED` (``sync`` owns the row) or
+    :data:`OWNER_RUNTIME` (the runtime API owns it).
     """
 
     name: str
@@ -95,6 +103,7 @@ class StoredSchedule:
     change_seq: int
     updated_at: datetime
     declaration_error: str | None = None
+    owner: str = OWNER_DECLARED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +144,8 @@ class SyncReport:
     Each name appears in at most one list; a schedule declared again after being
     deactivated is ``reactivated`` even if its spec changed too. ``invalid``:
     stored, active schedules whose declaration is invalid, kept as stored.
+    ``refused``: declared names stored as active runtime schedules, left as
+    they are (:func:`owned_by_api` gives the message to show).
     """
 
     inserted: list[str] = field(default_factory=list)
@@ -143,10 +154,91 @@ class SyncReport:
     reactivated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.inserted or self.updated or self.deactivated or self.reactivated)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpsertReport:
+    """What :meth:`ScheduleStore.upsert_runtime` did, as lists of schedule names.
+
+    ``reactivated``: a stored, inactive row (removed, or no longer declared)
+    taken by the runtime API. ``unchanged``: an active runtime schedule whose
+    spec is the same: nothing was written. ``refused``: active declared
+    schedules, left as they are (:func:`owned_by_sync`, the message to show).
+    """
+
+    inserted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    reactivated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.updated or self.reactivated)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoveReport:
+    """What :meth:`ScheduleStore.remove_runtime` did, as lists of schedule names.
+
+    ``absent``: no such schedule, or a runtime one already removed.
+    ``refused``: declared schedules (:func:`owned_by_sync`).
+    """
+
+    removed: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+def owned_by_sync(name: str) -> str:
+    """Why the runtime API refuses to change the declared schedule ``name``."""
+    return (
+        f"schedule {name!r} is declared in code or dgs_schedules (owner 'declared'): "
+        "only `sync` changes or removes it; change its declaration instead"
+    )
+
+
+def owned_by_api(name: str) -> str:
+    """Why ``sync`` leaves the runtime schedule ``name`` alone although it is declared."""
+    return (
+        f"schedule {name!r} is a runtime schedule (owner 'runtime'): `sync` does not "
+        f"change it; remove it (`celery dgs remove {name}`) before declaring it in code"
+    )
+
+
+def upsert_action(owner: str | None, active: bool, same_spec: bool) -> str:
+    """What :meth:`ScheduleStore.upsert_runtime` does to a stored row of this
+    ``owner`` (None: not stored) and ``active`` flag, whose spec equals the new
+    one or not: one of the :class:`UpsertReport` list names. Every store
+    applies this rule."""
+    if owner is None:
+        return "inserted"
+    if not active:
+        return "reactivated"
+    if owner != OWNER_RUNTIME:
+        return "refused"
+    return "unchanged" if same_spec else "updated"
+
+
+def remove_action(owner: str | None, active: bool) -> str:
+    """What :meth:`ScheduleStore.remove_runtime` does to a stored row of this
+    ``owner`` (None: not stored): one of the :class:`RemoveReport` list names."""
+    if owner is None:
+        return "absent"
+    if owner != OWNER_RUNTIME:
+        return "refused"
+    return "removed" if active else "absent"
+
+
+def sync_owns(owner: str, active: bool) -> bool:
+    """Whether ``sync`` may change a stored row: any declared row, and an
+    inactive (removed) runtime row, which a declaration takes over."""
+    return owner == OWNER_DECLARED or not active
 
 
 def declared_by_name(
@@ -203,6 +295,11 @@ class ScheduleStore(ABC):
         ``declaration_error`` is set to the error (listed in
         ``SyncReport.invalid``). Being declared validly again, or not at all,
         clears it (``updated`` / ``deactivated``).
+
+        Active runtime schedules (owner runtime) are never changed or
+        deactivated: one that is also declared is listed in ``refused``. An
+        inactive runtime row that is declared is reactivated as a declared
+        one (:func:`sync_owns`).
         """
 
     @abstractmethod
@@ -211,6 +308,29 @@ class ScheduleStore(ABC):
         as :meth:`sync` would insert it. Never updates, deactivates or
         reactivates: that stays with ``sync``. True if it inserted the row.
         For a worker that runs a declared schedule before beat synced it."""
+
+    @abstractmethod
+    def upsert_runtime(self, specs: Sequence[ScheduleSpec], now: datetime) -> UpsertReport:
+        """Store ``specs`` as runtime schedules, all in one transaction.
+
+        Per name (:func:`upsert_action`): a new name is inserted
+        (``registered_at = now``, owner runtime); an active runtime schedule
+        whose spec differs is updated; one whose spec is the same is left
+        untouched (no write, no new ``change_seq``: beat does not re-read it);
+        a stored, inactive row (removed, or no longer declared) becomes an
+        active runtime schedule again, its statistics and history kept; an
+        active declared schedule is refused and left as it is. One new
+        ``change_seq`` for every row written. A name given twice with
+        different fields raises ScheduleConfigError (nothing written).
+        Statistics, ``paused`` and run requests are never touched."""
+
+    @abstractmethod
+    def remove_runtime(self, names: Sequence[str], now: datetime) -> RemoveReport:
+        """Deactivate the named runtime schedules, in one transaction (one new
+        ``change_seq``): beat stops dispatching them at its next store poll;
+        a live run ends as usual; statistics and run history stay. A declared
+        schedule is refused, an unknown or already removed name is ``absent``
+        (:func:`remove_action`)."""
 
     @abstractmethod
     def load_active(self) -> tuple[list[StoredSchedule], int]:
@@ -235,8 +355,11 @@ class ScheduleStore(ABC):
         """The named schedule; :class:`~celery_dgs.errors.UnknownScheduleError` if none."""
 
     @abstractmethod
-    def list_schedules(self, include_inactive: bool = False) -> list[StoredSchedule]:
-        """Schedules ordered by name; only active ones unless ``include_inactive``."""
+    def list_schedules(
+        self, include_inactive: bool = False, *, owner: str | None = None
+    ) -> list[StoredSchedule]:
+        """Schedules ordered by name; only active ones unless ``include_inactive``;
+        only those of ``owner`` (:data:`OWNERS`) when given."""
 
     @abstractmethod
     def set_paused(self, name: str, paused: bool) -> bool:

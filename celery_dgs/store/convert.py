@@ -121,6 +121,7 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         change_seq=row.change_seq,
         updated_at=row.updated_at,
         declaration_error=row.declaration_error,
+        owner=row.owner,
     )
 
 

@@ -32,13 +32,20 @@ from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .base import (
     END_OUTCOMES,
+    OWNER_DECLARED,
+    OWNER_RUNTIME,
+    RemoveReport,
     RunRecord,
     ScheduleStore,
     StoredSchedule,
     SyncReport,
+    UpsertReport,
     check_finite,
     declared_by_name,
+    remove_action,
     stats_after,
+    sync_owns,
+    upsert_action,
 )
 from .convert import spec_json, utc
 from .loader import SpecCache
@@ -90,6 +97,9 @@ class MemoryScheduleStore(ScheduleStore):
                 if row is None:
                     report.inserted.append(name)
                     continue
+                if not sync_owns(row.owner, row.active):
+                    report.refused.append(name)
+                    continue
                 text = texts[name] = spec_json(declared[name])
                 if not row.active:
                     report.reactivated.append(name)
@@ -101,7 +111,7 @@ class MemoryScheduleStore(ScheduleStore):
             marked = []  # active rows whose declaration_error is new or different
             for name in sorted(rows):
                 row = rows[name]
-                if not row.active or name in declared:
+                if not row.active or name in declared or row.owner != OWNER_DECLARED:
                     continue
                 if name in invalid:
                     report.invalid.append(name)
@@ -123,7 +133,7 @@ class MemoryScheduleStore(ScheduleStore):
                     rows[name], task=declared[name].task,
                     configuration=declared[name].configuration, kind=declared[name].kind,
                     spec=stored, spec_error=error, active=True, declaration_error=None,
-                    change_seq=seq, updated_at=now,
+                    owner=OWNER_DECLARED, change_seq=seq, updated_at=now,
                 ))  # fmt: skip
             for name in report.deactivated:
                 self._put(dataclasses.replace(rows[name], active=False, declaration_error=None,
@@ -139,6 +149,58 @@ class MemoryScheduleStore(ScheduleStore):
                 return False
             self._put(self._new_row(spec, now, self._next_seq()))
         return True
+
+    def upsert_runtime(self, specs: Sequence[ScheduleSpec], now: datetime) -> UpsertReport:
+        """Store ``specs`` as runtime schedules, as
+        :meth:`SqlScheduleStore.upsert_runtime
+        <celery_dgs.store.sql.SqlScheduleStore.upsert_runtime>` does (one
+        ``change_seq`` for the batch; an unchanged spec writes nothing)."""
+        now = utc(now, "now")
+        wanted = declared_by_name(specs, {})
+        report = UpsertReport()
+        with self._lock:
+            texts: dict[str, str] = {}
+            for name in sorted(wanted):
+                row = self._rows.get(name)
+                if row is None:
+                    report.inserted.append(name)
+                    continue
+                text = texts[name] = spec_json(wanted[name])
+                same = row.spec is not None and spec_json(row.spec) == text
+                getattr(report, upsert_action(row.owner, row.active, same)).append(name)
+            if not report.changed:
+                return report
+            seq = self._next_seq()
+            for name in report.inserted:
+                self._put(self._new_row(wanted[name], now, seq, owner=OWNER_RUNTIME))
+            for name in report.updated + report.reactivated:
+                spec = wanted[name]
+                stored, error = self._parse(spec, texts[name])
+                self._put(dataclasses.replace(
+                    self._rows[name], task=spec.task, configuration=spec.configuration,
+                    kind=spec.kind, spec=stored, spec_error=error, active=True,
+                    declaration_error=None, owner=OWNER_RUNTIME, change_seq=seq, updated_at=now,
+                ))  # fmt: skip
+        return report
+
+    def remove_runtime(self, names: Sequence[str], now: datetime) -> RemoveReport:
+        """Deactivate the named runtime schedules, as
+        :meth:`SqlScheduleStore.remove_runtime
+        <celery_dgs.store.sql.SqlScheduleStore.remove_runtime>` does."""
+        now = utc(now, "now")
+        report = RemoveReport()
+        with self._lock:
+            for name in sorted(set(names)):
+                row = self._rows.get(name)
+                owner, active = (row.owner, row.active) if row is not None else (None, False)
+                getattr(report, remove_action(owner, active)).append(name)
+            if not report.removed:
+                return report
+            seq = self._next_seq()
+            for name in report.removed:
+                self._put(dataclasses.replace(self._rows[name], active=False, change_seq=seq,
+                                              updated_at=now))  # fmt: skip
+        return report
 
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules by name, and the cursor for :meth:`changes_since`."""
@@ -172,11 +234,17 @@ class MemoryScheduleStore(ScheduleStore):
         with self._lock:
             return self._row(name)
 
-    def list_schedules(self, include_inactive: bool = False) -> list[StoredSchedule]:
-        """Schedules ordered by name; inactive ones only with ``include_inactive``."""
+    def list_schedules(
+        self, include_inactive: bool = False, *, owner: str | None = None
+    ) -> list[StoredSchedule]:
+        """Schedules ordered by name; inactive ones only with ``include_inactive``;
+        only ``owner``'s when given."""
         with self._lock:
             rows = self._rows
-            return [rows[n] for n in sorted(rows) if include_inactive or rows[n].active]
+            return [
+                rows[n] for n in sorted(rows)
+                if (include_inactive or rows[n].active) and owner in (None, rows[n].owner)
+            ]  # fmt: skip
 
     def set_paused(self, name: str, paused: bool) -> bool:
         """Pause (``True``) or resume a schedule. Returns True if the flag changed."""
@@ -403,13 +471,15 @@ class MemoryScheduleStore(ScheduleStore):
         """The spec as a store reads it back from its canonical JSON ``text``."""
         return self._specs.parse(text, spec.task, spec.configuration)
 
-    def _new_row(self, spec: ScheduleSpec, now: datetime, seq: int) -> StoredSchedule:
+    def _new_row(
+        self, spec: ScheduleSpec, now: datetime, seq: int, *, owner: str = OWNER_DECLARED
+    ) -> StoredSchedule:
         stored, error = self._parse(spec, spec_json(spec))
         return StoredSchedule(
             name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
             spec=stored, spec_error=error, stats=ScheduleStats(registered_at=now), active=True,
             paused=False, current_token=None, run_requested_at=None, change_seq=seq,
-            updated_at=now,
+            updated_at=now, owner=owner,
         )  # fmt: skip
 
     def _new_run(self, **fields: Any) -> RunRecord:

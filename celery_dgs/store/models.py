@@ -84,7 +84,7 @@ class CounterRow(Base):
 
 
 class ScheduleRow(Base):
-    """A declared schedule: its spec (JSON), operator flags and run statistics."""
+    """A schedule (declared or runtime): its spec (JSON), operator flags and run statistics."""
 
     __tablename__ = "dgs_schedules"
 
@@ -111,6 +111,10 @@ class ScheduleRow(Base):
     #: Why the schedule's declaration is invalid (``spec`` is then the last
     #: valid one, still served); NULL while it is valid.
     declaration_error: Mapped[str | None] = mapped_column(Text)
+    #: ``'declared'`` (``sync`` owns the row) or ``'runtime'`` (the runtime API does).
+    owner: Mapped[str] = mapped_column(
+        String(16), nullable=False, default="declared", server_default="declared"
+    )
 
 
 class RunRow(Base):

@@ -23,25 +23,22 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Result, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from ..errors import UnknownScheduleError
-from .base import StoredSchedule, SyncReport, declared_by_name
+from .base import OWNER_DECLARED, StoredSchedule, SyncReport, declared_by_name, sync_owns
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow
-from .sql_base import READ_COUNTER
+from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_runs import RunMethods
+from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 
 logger = logging.getLogger("celery_dgs.store")
 
-#: pg_advisory_xact_lock key held by :meth:`SqlScheduleStore.sync` ("dgssync").
-PG_SYNC_LOCK_KEY = 0x64677373796E63
-#: A sync that changes at least this many rows ANALYZEs dgs_schedules (PostgreSQL).
-ANALYZE_AFTER_SYNC_ROWS = 1_000
 #: Rows fetched from the driver at a time by :meth:`SqlScheduleStore.iter_active`
 #: (PostgreSQL: a server-side cursor), so start-up memory does not hold every row.
 LOAD_BATCH_ROWS = 10_000
@@ -54,7 +51,7 @@ _SELECT_CHANGED = text(
 )
 
 
-class SqlScheduleStore(RunMethods):
+class SqlScheduleStore(RuntimeMethods, RunMethods):
     """A :class:`~celery_dgs.store.base.ScheduleStore` on any SQLAlchemy URL.
 
     ``url``: ``sqlite:///path/to/file`` or ``postgresql+psycopg://user@host/db``.
@@ -62,9 +59,6 @@ class SqlScheduleStore(RunMethods):
     gives ``updated_at`` for writes that take no time argument. The schema is
     not created here: call :meth:`upgrade` once (or use :meth:`open`).
     """
-
-    #: See :data:`ANALYZE_AFTER_SYNC_ROWS`.
-    analyze_after_sync_rows = ANALYZE_AFTER_SYNC_ROWS
 
     @classmethod
     def open(
@@ -98,7 +92,8 @@ class SqlScheduleStore(RunMethods):
         stored, active one keeps its stored spec and stays active, with the
         error in its ``declaration_error`` (listed in ``invalid``); any other
         one is left as it is. Statistics, ``paused`` and run requests are never
-        touched. Raises :class:`~celery_dgs.errors.ScheduleConfigError` if a
+        touched. Active runtime schedules are left alone (a declared one is
+        listed in ``refused``). Raises :class:`~celery_dgs.errors.ScheduleConfigError` if a
         name is declared twice with different fields (naming the first that
         differs). On PostgreSQL a sync that changed ``ANALYZE_AFTER_SYNC_ROWS``
         rows or more then ``ANALYZE``s the table (see :meth:`_analyze`).
@@ -108,22 +103,6 @@ class SqlScheduleStore(RunMethods):
         if changed + len(report.deactivated) >= self.analyze_after_sync_rows:
             self._analyze()
         return report
-
-    def _analyze(self) -> None:
-        """Refresh the planner's statistics of ``dgs_schedules`` (PostgreSQL).
-
-        Without them, after a bulk insert, the planner guesses and the poll of
-        :meth:`changes_since` (``change_seq > cursor``, one row in a million)
-        scans the whole table (46 ms at 100k rows instead of ~0.2 ms) until
-        autovacuum gets to it. Best effort: a failure is logged, never raised.
-        """
-        if self.engine.dialect.name != "postgresql":
-            return
-        try:
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                conn.exec_driver_sql("ANALYZE dgs_schedules")
-        except SQLAlchemyError as exc:
-            logger.warning("celery-dgs: ANALYZE dgs_schedules after a large sync failed: %s", exc)
 
     def _sync(
         self, specs: Sequence[ScheduleSpec], now: datetime, invalid: dict[str, str]
@@ -137,12 +116,14 @@ class SqlScheduleStore(RunMethods):
         with self._write() as session:
             if session.get_bind().dialect.name == "postgresql":
                 session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
-            stmt = select(ScheduleRow).order_by(ScheduleRow.name).with_for_update(key_share=True)
-            rows = {row.name: row for row in session.scalars(stmt)}
+            rows = self._sync_rows(session, sorted(declared))
             for name in sorted(declared):
                 row = rows.get(name)
                 if row is None:
                     report.inserted.append(name)
+                    continue
+                if not sync_owns(row.owner, row.active):
+                    report.refused.append(name)
                     continue
                 same = row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
                 if not row.active:
@@ -153,7 +134,7 @@ class SqlScheduleStore(RunMethods):
                     report.unchanged.append(name)
             marked = []  # active rows whose declaration_error is new or different
             for name, row in sorted(rows.items()):
-                if not row.active or name in declared:
+                if not row.active or name in declared or row.owner != OWNER_DECLARED:
                     continue
                 if name in invalid:
                     report.invalid.append(name)
@@ -174,12 +155,38 @@ class SqlScheduleStore(RunMethods):
                 row = rows[name]
                 row.task, row.configuration, row.kind = spec.task, spec.configuration, spec.kind
                 row.spec, row.spec_format, row.active = spec_text, SPEC_FORMAT_VERSION, True
-                row.declaration_error = None
+                row.declaration_error, row.owner = None, OWNER_DECLARED
                 row.change_seq, row.updated_at = seq, now
             for name in report.deactivated:
                 rows[name].active, rows[name].declaration_error = False, None
                 rows[name].change_seq, rows[name].updated_at = seq, now
         return report
+
+    @staticmethod
+    def _sync_rows(session: Session, names: list[str]) -> dict[str, ScheduleRow]:
+        """The rows a sync may touch, locked: every active declared row, and
+        the rows of the declared ``names`` whatever their owner. Runtime rows
+        that are not declared are not read, so a sync costs the declared
+        schedules, not every stored one."""
+        size = NAMES_PER_QUERY.get(session.get_bind().dialect.name, 900)
+        stmt = (
+            select(ScheduleRow)
+            .where(ScheduleRow.active, ScheduleRow.owner == OWNER_DECLARED)
+            .order_by(ScheduleRow.name)
+            .with_for_update(key_share=True)
+        )
+        rows = {row.name: row for row in session.scalars(stmt)}
+        missing = [name for name in names if name not in rows]
+        for i in range(0, len(missing), size):
+            chunk = missing[i : i + size]
+            stmt = (
+                select(ScheduleRow)
+                .where(ScheduleRow.name.in_(chunk))
+                .order_by(ScheduleRow.name)
+                .with_for_update(key_share=True)
+            )
+            rows.update((row.name, row) for row in session.scalars(stmt))
+        return rows
 
     def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:
         """Store ``spec`` as :meth:`sync` inserts a new name, unless the name is
@@ -268,11 +275,16 @@ class SqlScheduleStore(RunMethods):
                 raise UnknownScheduleError(f"no schedule named {name!r} in the store")
             return stored_schedule(row)
 
-    def list_schedules(self, include_inactive: bool = False) -> list[StoredSchedule]:
-        """Schedules ordered by name; inactive ones only with ``include_inactive``."""
+    def list_schedules(
+        self, include_inactive: bool = False, *, owner: str | None = None
+    ) -> list[StoredSchedule]:
+        """Schedules ordered by name; inactive ones only with ``include_inactive``;
+        only ``owner``'s when given."""
         stmt = select(ScheduleRow).order_by(ScheduleRow.name)
         if not include_inactive:
             stmt = stmt.where(ScheduleRow.active)
+        if owner is not None:
+            stmt = stmt.where(ScheduleRow.owner == owner)
         with self._read() as session:
             return [stored_schedule(r) for r in session.scalars(stmt)]
 

@@ -37,6 +37,7 @@ from ..errors import UnknownScheduleError
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import RunStoppedOnRequest, node_of, supervised_run
+from .runtime_specs import runtime_spec, skip_dispatch
 from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
 from .startup import DgsPlugin, StartRefused, check_before_start, explain, refuse_to_start
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
@@ -48,8 +49,11 @@ logger = logging.getLogger("celery_dgs.worker")
 REGISTER_RETRY_FIRST_S = 1.0
 
 
+
 def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
-    """Wrap each declared schedule's task once; returns the wrapped task names."""
+    """Wrap the task of each declared schedule, and every other task of the
+    app (runtime schedules, read from the store, may use any), once; returns
+    the wrapped task names."""
     decl = dgs.all_declarations()
     by_task: dict[str, list[str]] = {}
     for name, spec in decl.specs.items():
@@ -58,6 +62,10 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
         task_name = split_schedule_name(name)[0]
         if task_name in app.tasks:
             by_task.setdefault(task_name, []).append(name)
+    for task_name in app.tasks:  # any task may have runtime schedules (in the store)
+        if not task_name.startswith("celery."):
+            by_task.setdefault(task_name, [])
+    declared_tasks = {task for task, names in by_task.items() if names}
     wrapped = []
     for task_name in by_task:
         task = app.tasks[task_name]
@@ -70,11 +78,19 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
             request = __task.request
             if request.called_directly:
                 return __original(*args, **kwargs)
-            schedule = getattr(request, "dgs_schedule", None) or __task.name
+            dispatched = getattr(request, "dgs_schedule", None)
+            schedule = dispatched or __task.name
             spec = dgs.declarations.specs.get(schedule)
+            if spec is None and not dispatched and __task.name not in declared_tasks:
+                return __original(*args, **kwargs)  # a plain call of an unscheduled task
             rt = runtime_for(app, dgs.settings)
             if spec is None and schedule in dgs.declarations.errors:
                 spec = served_spec(rt, schedule)
+            if spec is None and dispatched:
+                spec, skip = runtime_spec(rt, schedule)
+                if skip is not None:
+                    skip_dispatch(rt, schedule, request, skip)
+                    return None
             if spec is None:
                 dispatch_id = getattr(request, "dgs_dispatch_id", None)
                 if dispatch_id:  # sent by beat: a scheduled run never runs outside its lease

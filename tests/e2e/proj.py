@@ -286,3 +286,21 @@ def lax_a() -> str:
 @app.task(name="e2e.lax_b")
 def lax_b() -> str:
     return work("lax_b", 0.5)
+
+
+# Runtime schedules (tests/e2e/test_runtime_e2e.py): no declaration; a lister
+# task adds one schedule of e2e.scrape per source, with the source as argument
+# (the cooldown keeps a finished one from running again at once).
+@app.task(name="e2e.scrape")
+def scrape(source: str, seconds: float = 0.05) -> str:
+    return work(f"scrape@{source}", seconds)
+
+
+@app.task(name="e2e.lister")
+def lister(count: int) -> int:
+    rows = [{"name": f"e2e.scrape@s{i:02d}", "period": 3600, "cooldown": 3000,
+             "args": [f"s{i:02d}"]} for i in range(count)]  # fmt: skip
+    report = dgs.schedules.upsert_many(rows)
+    log_event("listed", "lister", inserted=len(report.applied.inserted),
+              errors=[str(e) for e in report.errors])  # fmt: skip
+    return len(report.applied.inserted)

@@ -50,7 +50,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0004"
+        assert current_revision(store.engine) == head_revision() == "0005"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -59,6 +59,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.stats.average_good_duration == timedelta(seconds=12.5)
         assert got.stats.duration_deviation is None  # 0003: not known yet
         assert got.declaration_error is None  # 0004: the declaration is valid
+        assert got.owner == "declared"  # 0005: every older row was written by sync
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         ended = store.record_run_end(  # progress: the new column works
@@ -97,7 +98,7 @@ def test_0004_adds_the_declaration_error_to_existing_rows(database_url: str) -> 
         old.close()
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == "0004"
+        assert current_revision(store.engine) == head_revision()
         assert store.get("kept").declaration_error is None
         report = store.sync([], T0, invalid={"kept": "field 'tz': bad"})
         assert report.invalid == ["kept"]
@@ -105,6 +106,44 @@ def test_0004_adds_the_declaration_error_to_existing_rows(database_url: str) -> 
         assert got.active
         assert got.spec == periodic("kept")
         assert got.declaration_error == "field 'tz': bad"
+    finally:
+        store.close()
+
+
+def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
+    database_url: str,
+) -> None:
+    upgrade_url(database_url, "0004")
+    engine = make_engine(database_url)
+    assert "owner" not in {c["name"] for c in inspect(engine).get_columns("dgs_schedules")}
+    engine.dispose()
+    old = SqlScheduleStore(database_url)  # the 0004 schema
+    try:
+        with old.engine.begin() as conn:
+            for name in ("old.a", "old.b"):
+                conn.execute(
+                    text(
+                        "INSERT INTO dgs_schedules (name, task, configuration, kind, spec,"
+                        " spec_format, active, paused, change_seq, updated_at) VALUES"
+                        " (:n, :n, '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
+                    ),
+                    {"n": name, "spec": json.dumps(periodic(name).to_dict()), "t": True,
+                     "f": False, "ts": "2026-03-01 12:00:00" + (
+                         "+00:00" if engine.dialect.name == "postgresql" else "")},
+                )  # fmt: skip
+            conn.execute(text("UPDATE dgs_counter SET value = 1"))
+    finally:
+        old.close()
+    store = SqlScheduleStore.open(database_url)
+    try:
+        assert current_revision(store.engine) == "0005"
+        assert [s.owner for s in store.list_schedules()] == ["declared", "declared"]
+        assert store.upsert_runtime([periodic("old.a")], T0).refused == ["old.a"]
+        assert store.upsert_runtime([periodic("new.r")], T0).inserted == ["new.r"]
+        report = store.sync([periodic("old.a")], T0)
+        assert report.deactivated == ["old.b"]
+        assert store.get("new.r").active
+        assert store.get("new.r").owner == "runtime"
     finally:
         store.close()
 

@@ -1,0 +1,167 @@
+"""Runtime schedule commands: ``add``, ``remove``, ``import``, ``export``.
+
+They write through :class:`~celery_dgs.runtime_schedules.RuntimeSchedules`,
+the same API a program uses (``dgs.schedules``): the same validation as a
+declaration, and never a declared schedule (``sync`` owns those). A running
+beat picks the changes up at its next store poll.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..runtime_schedules import BulkReport, RuntimeSchedules
+from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
+from .context import Env, get_env, wrap_errors
+
+
+def _api(env: Env) -> RuntimeSchedules:
+    return RuntimeSchedules.for_app(env.app, env.settings, store=env.runtime.store)
+
+
+def _json_option(value: str | None, what: str) -> Any:
+    if value is None:
+        return None
+    decoded = cell_value(what, value)
+    if isinstance(decoded, str):
+        raise click.BadParameter(f"must be JSON, got {value!r}", param_hint=f"--{what}")
+    return decoded
+
+
+@click.command()
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["periodic", "cron"]), default=None,
+              help="Default: cron when --cron is given, else periodic.")
+@click.option("--period", default=None, help="Freshness period, in seconds (periodic).")
+@click.option("--cron", "cron_expr", default=None, help="5-field cron expression (cron).")
+@click.option("--within", default=None, help="Seconds a cron run must finish within.")
+@click.option("--args", "args_json", default=None,
+              help='Task arguments, a JSON list: \'["x", 1]\'.')
+@click.option("--kwargs", "kwargs_json", default=None,
+              help='Task keyword arguments, a JSON object: \'{"depth": 2}\'.')
+@click.option("--set", "extra", multiple=True, metavar="FIELD=VALUE",
+              help="Any other declaration field (tz, pool, cooldown, blackouts, ...); "
+                   "VALUE is JSON when it parses, else text. Repeatable.")  # fmt: skip
+@click.pass_context
+@wrap_errors
+def add(
+    ctx: click.Context, name: str, kind: str | None, period: str | None, cron_expr: str | None,
+    within: str | None, args_json: str | None, kwargs_json: str | None, extra: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Add or change the runtime schedule NAME (task or task@configuration).
+
+    Validated as a declaration; a declared schedule is refused (sync owns
+    it). An unchanged schedule writes nothing. A running beat picks the
+    change up at its next store poll. Exit status 1 if it was refused.
+    """
+    env = get_env(ctx)
+    fields: dict[str, Any] = {"name": name}
+    for key, raw in (("kind", kind), ("cron", cron_expr)):
+        if raw is not None:
+            fields[key] = raw
+    for key, raw in (("period", period), ("within", within)):
+        if raw is not None:
+            fields[key] = cell_value(key, raw)
+    for key, raw in (("args", args_json), ("kwargs", kwargs_json)):
+        decoded = _json_option(raw, key)
+        if decoded is not None:
+            fields[key] = decoded
+    for item in extra:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
+        fields[key.strip()] = cell_value(key.strip(), raw)
+    report = _api(env).upsert_many([fields])
+    if report.errors:
+        raise click.ClickException(str(report.errors[0]).removeprefix("line 1: "))
+    applied = report.applied
+    for action in ("inserted", "updated", "reactivated"):
+        if getattr(applied, action):
+            click.echo(f"{action} runtime schedule {getattr(applied, action)[0]}")
+            return
+    click.echo(f"runtime schedule {applied.unchanged[0]} unchanged: nothing written")
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@click.pass_context
+@wrap_errors
+def remove(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Remove the runtime schedules NAMES.
+
+    Beat stops dispatching them at its next store poll; a live run ends as
+    usual; statistics and run history stay. Declared schedules are refused
+    (remove them from the code). Exit status 1 if any was refused.
+    """
+    report = _api(get_env(ctx)).remove_many(names)
+    for name in report.removed:
+        click.echo(f"removed runtime schedule {name}")
+    for name in report.absent:
+        click.echo(f"{name}: no such runtime schedule (or already removed); nothing changed")
+    for name in report.refused:
+        click.echo(f"refused {name}: it is a declared schedule; `sync` owns it", err=True)
+    ctx.exit(1 if report.refused else 0)
+
+
+def _print_bulk(report: BulkReport, source: str) -> None:
+    for err in report.errors:
+        click.echo(f"ERROR {source}: {err}", err=True)
+    a = report.applied
+    click.echo(
+        f"imported {source}: {len(a.inserted)} inserted, {len(a.updated)} updated, "
+        f"{len(a.reactivated)} reactivated, {len(a.unchanged)} unchanged, "
+        f"{len(report.errors)} rows not applied"
+    )
+
+
+@click.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Default: csv for a .csv file, else jsonl (JSON lines).")  # fmt: skip
+@click.pass_context
+@wrap_errors
+def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
+    """Add or change the runtime schedules of FILE (JSON lines or CSV; - for stdin).
+
+    Every row is validated as a declaration. A bad row (invalid field,
+    unknown task, a declared schedule) is reported with its line, schedule
+    and field, and the good rows are applied, in one transaction. Exit
+    status 1 if any row was not applied.
+    """
+    env = get_env(ctx)
+    fmt = format_of(file, fmt)
+    with click.open_file(file, "r", encoding="utf-8") as stream:
+        report = _api(env).upsert_lines(read_rows(stream, fmt))
+    _print_bulk(report, "-" if file == "-" else click.format_filename(file))
+    ctx.exit(0 if report.ok else 1)
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl",
+              show_default=True)  # fmt: skip
+@click.option("--output", "-o", default="-", type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (default: stdout).")  # fmt: skip
+@click.option("--include-removed", is_flag=True, help="Removed runtime schedules too.")
+@click.pass_context
+@wrap_errors
+def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> None:
+    """Write the runtime schedules as JSON lines or CSV, in the form `import` reads.
+
+    Declared schedules are not written: they live in the code.
+    """
+    env = get_env(ctx)
+    rows = _api(env).list(include_removed=include_removed)
+    specs = [r.spec for r in rows if r.spec is not None]
+    for row in rows:
+        if row.spec is None:
+            click.echo(f"skipped {row.name}: its stored spec is invalid ({row.spec_error})",
+                       err=True)  # fmt: skip
+    with click.open_file(output, "w", encoding="utf-8") as stream:
+        count = write_rows(stream, fmt, specs)
+    if output != "-":
+        click.echo(f"exported {count} runtime schedules to {click.format_filename(output)}",
+                   file=sys.stderr)  # fmt: skip
+

@@ -1,0 +1,230 @@
+"""Runtime schedules: the ones a program adds, changes and removes while beat
+runs (a lister discovering sources), as opposed to those declared in code.
+
+``dgs.schedules`` (:class:`RuntimeSchedules`) is the API; ``celery dgs add /
+remove / import / export`` are its commands. A schedule is given as a mapping
+with the fields of a declaration (``name`` or ``task`` + ``configuration``,
+``kind``, ``period`` / ``cron`` + ``within``, ``args``, ``kwargs``, ...) and
+validated by the same code as a declaration
+(:func:`~celery_dgs.declarations.entry_spec`).
+
+Ownership: the store keeps who owns each schedule. The API never changes or
+removes a declared schedule (:class:`~celery_dgs.errors.OwnershipError`, or
+a row error in bulk), and ``sync`` never changes or deactivates a runtime one.
+
+In bulk (:meth:`RuntimeSchedules.upsert_many`) every bad row is reported
+with its line, schedule and field (:class:`RowError`) and the good rows are
+written, all in one store transaction: a failure of the store writes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .core.clock import Clock, SystemClock
+from .core.spec import ScheduleSpec, differing_fields
+from .core.timing import DEFAULT_COOLDOWN_FRACTION
+from .declarations import entry_spec
+from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
+from .store.base import (
+    OWNER_RUNTIME,
+    RemoveReport,
+    ScheduleStore,
+    StoredSchedule,
+    UpsertReport,
+    owned_by_sync,
+)
+
+#: A schedule as the API takes it: a mapping of declaration fields or a spec.
+Entry = Mapping[str, Any] | ScheduleSpec
+
+
+@dataclass(frozen=True)
+class RowError:
+    """A row that was not applied: where it is (``line``, 1-based), which
+    schedule (``"?"`` when the row names none) and field, and why."""
+
+    line: int
+    schedule: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: schedule {self.schedule!r}, field {self.field!r}: {self.message}"
+
+
+@dataclass(frozen=True)
+class BulkReport:
+    """What :meth:`RuntimeSchedules.upsert_many` did: the store's report of the
+    good rows, and the rows that were not applied, by line."""
+
+    applied: UpsertReport
+    errors: list[RowError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class RuntimeSchedules:
+    """Add, change, remove and read runtime schedules in the store.
+
+    ``store``: a :class:`~celery_dgs.store.base.ScheduleStore`, or a callable
+    giving the current one (``dgs.schedules`` asks the process's runtime
+    each time, so a forked worker child uses its own connections).
+    ``known_tasks``: a callable giving the registered task names; a schedule
+    of any other task is refused (field ``task``), as a declaration is. None:
+    tasks are not checked (the store alone, no app).
+    ``default_cooldown_fraction``: the cooldown of a periodic schedule given
+    none, as ``dgs_default_cooldown_fraction`` gives a declaration's.
+    """
+
+    def __init__(
+        self,
+        store: ScheduleStore | Callable[[], ScheduleStore],
+        *,
+        known_tasks: Callable[[], Collection[str]] | None = None,
+        clock: Clock | None = None,
+        default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
+    ) -> None:
+        self._store = store
+        self._known_tasks = known_tasks
+        self._clock: Clock = clock or SystemClock()
+        self._cooldown_fraction = default_cooldown_fraction
+
+    @classmethod
+    def for_app(
+        cls, app: Any, settings: Any, *, store: ScheduleStore | None = None
+    ) -> RuntimeSchedules:
+        """The API on ``store`` (default: the process's store of ``app``,
+        ``dgs_database_url``), checking tasks against the app's registered
+        tasks (its task modules imported once)."""
+        from .runtime import runtime_for
+
+        loaded: list[Collection[str]] = []
+
+        def known() -> Collection[str]:
+            if not loaded:
+                app.loader.import_default_modules()
+                app.finalize(auto=True)
+                loaded.append(app.tasks)
+            return loaded[0]
+
+        fraction = settings.default_cooldown_fraction
+        if store is not None:
+            return cls(store, known_tasks=known, default_cooldown_fraction=fraction)
+        return cls(lambda: runtime_for(app, settings).store, known_tasks=known,
+                   default_cooldown_fraction=fraction)  # fmt: skip
+
+    @property
+    def store(self) -> ScheduleStore:
+        return self._store if isinstance(self._store, ScheduleStore) else self._store()
+
+    # -- writes -----------------------------------------------------------------------
+
+    def upsert(self, task: str, **fields: Any) -> str:
+        """Add or change one runtime schedule; returns ``"inserted"``,
+        ``"updated"``, ``"reactivated"`` (removed before) or ``"unchanged"``
+        (nothing written). ``task`` may be ``task@configuration``; ``fields``
+        are a declaration's (``kind``, ``period``, ``cron``, ``within``,
+        ``configuration``, ``args``, ``kwargs``, ...). Raises
+        :class:`~celery_dgs.errors.ScheduleConfigError` naming the schedule
+        and field, :class:`~celery_dgs.errors.OwnershipError` for a declared
+        schedule."""
+        report = self.upsert_many([{"task": task, **fields}])
+        if report.errors:
+            err = report.errors[0]
+            if err.field == "owner":
+                raise OwnershipError(err.schedule, err.message)
+            raise ScheduleConfigError(err.schedule, err.field, err.message)
+        applied = report.applied
+        for action in ("inserted", "updated", "reactivated"):
+            if getattr(applied, action):
+                return action
+        return "unchanged"
+
+    def upsert_many(self, rows: Iterable[Entry]) -> BulkReport:
+        """Add or change many runtime schedules in one store transaction.
+
+        Each row is validated as a declaration; a bad one (invalid field,
+        unknown task, a declared schedule, a name given again with other
+        fields) is reported in :attr:`BulkReport.errors` with its line (the
+        row's 1-based position) and is not applied; the good rows are. A row
+        equal to the stored schedule writes nothing."""
+        return self.upsert_lines(enumerate(rows, start=1))
+
+    def upsert_lines(self, rows: Iterable[tuple[int, Entry | RowError]]) -> BulkReport:
+        """:meth:`upsert_many` of rows numbered by the caller (a file's line
+        numbers); a :class:`RowError` given in place of a row (a line that
+        did not parse) is reported with the others."""
+        good: dict[str, tuple[int, ScheduleSpec]] = {}
+        errors: list[RowError] = []
+        known = self._known_tasks() if self._known_tasks is not None else None
+        for line, row in rows:
+            if isinstance(row, RowError):
+                errors.append(row)
+                continue
+            try:
+                spec = self._spec(row)
+            except ScheduleConfigError as exc:
+                errors.append(RowError(line, exc.schedule, exc.field, exc.message))
+                continue
+            if known is not None and spec.task not in known:
+                errors.append(RowError(line, spec.name, "task", f"unknown task {spec.task!r}"))
+                continue
+            first = good.get(spec.name)
+            if first is not None:
+                differ = differing_fields(first[1], spec)
+                if differ:
+                    errors.append(RowError(line, spec.name, differ[0], (
+                        f"schedule given again with different {', '.join(differ)} "
+                        f"(first on line {first[0]}, which is applied)"
+                    )))  # fmt: skip
+                continue
+            good[spec.name] = (line, spec)
+        applied = self.store.upsert_runtime([s for _, s in good.values()], self._clock.now())
+        for name in applied.refused:
+            errors.append(RowError(good[name][0], name, "owner", owned_by_sync(name)))
+        errors.sort(key=lambda e: e.line)
+        return BulkReport(applied, errors)
+
+    def _spec(self, row: Entry) -> ScheduleSpec:
+        if isinstance(row, ScheduleSpec):
+            return row
+        if not isinstance(row, Mapping):
+            raise ScheduleConfigError("?", "row", f"must be a mapping of fields, got {row!r}")
+        return entry_spec(row, default_cooldown_fraction=self._cooldown_fraction)
+
+    def remove(self, name: str) -> bool:
+        """Remove one runtime schedule: True if it was active, False if there
+        is no such schedule or it was already removed. Beat stops dispatching
+        it at its next store poll; a live run ends as usual; its history
+        stays. :class:`~celery_dgs.errors.OwnershipError` for a declared one."""
+        report = self.remove_many([name])
+        if report.refused:
+            raise OwnershipError(name, owned_by_sync(name))
+        return bool(report.removed)
+
+    def remove_many(self, names: Sequence[str]) -> RemoveReport:
+        """Remove many runtime schedules in one store transaction; declared
+        ones are listed in ``refused`` and left as they are."""
+        return self.store.remove_runtime(list(names), self._clock.now())
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, name: str) -> StoredSchedule:
+        """The stored runtime schedule ``name`` (removed ones too);
+        :class:`~celery_dgs.errors.UnknownScheduleError` if there is none, or
+        it is a declared schedule."""
+        row = self.store.get(name)
+        if row.owner != OWNER_RUNTIME:
+            raise UnknownScheduleError(
+                f"schedule {name!r} is a declared schedule, not a runtime one"
+            )
+        return row
+
+    def list(self, *, include_removed: bool = False) -> list[StoredSchedule]:
+        """The runtime schedules, by name; removed ones with ``include_removed``."""
+        return self.store.list_schedules(include_removed, owner=OWNER_RUNTIME)

@@ -1,0 +1,118 @@
+"""``celery dgs add / remove / import / export``, and ``sync`` leaving runtime
+schedules alone, on a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from celery import Celery
+
+from celery_dgs.core.spec import PeriodicSpec
+from tests.cli.conftest import World
+
+
+def tasks(app: Celery) -> None:
+    for name in ("t.scrape", "t.code"):
+
+        def noop(*args: object, **kwargs: object) -> None:
+            pass
+
+        app.task(name=name, shared=False)(noop)
+    app.conf.dgs_schedules = {"t.code": {"period": 3600}}
+
+
+def test_add_change_and_remove(world: World) -> None:
+    tasks(world.app)
+    result = world.invoke("add", "t.scrape@a", "--period", "3600", "--args", '["https://a"]',
+                          "--kwargs", '{"depth": 2}', "--set", "tz=Europe/Paris",
+                          "--set", "cooldown=60")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "inserted runtime schedule t.scrape@a\n"
+    spec = world.store.get("t.scrape@a").spec
+    assert isinstance(spec, PeriodicSpec)
+    assert (spec.args, spec.kwargs, spec.tz) == (("https://a",), {"depth": 2}, "Europe/Paris")
+    again = world.invoke("add", "t.scrape@a", "--period", "3600", "--args", '["https://a"]',
+                         "--kwargs", '{"depth": 2}', "--set", "tz=Europe/Paris",
+                         "--set", "cooldown=60")  # fmt: skip
+    assert again.stdout == "runtime schedule t.scrape@a unchanged: nothing written\n"
+    cron = world.invoke("add", "t.scrape@a", "--cron", "0 * * * *", "--within", "600")
+    assert cron.stdout == "updated runtime schedule t.scrape@a\n"
+    removed = world.invoke("remove", "t.scrape@a", "t.scrape@zzz")
+    assert removed.exit_code == 0, removed.output
+    assert removed.stdout.splitlines() == [
+        "removed runtime schedule t.scrape@a",
+        "t.scrape@zzz: no such runtime schedule (or already removed); nothing changed",
+    ]
+    assert not world.store.get("t.scrape@a").active
+
+
+def test_add_reports_the_field_and_refuses_a_declared_schedule(world: World) -> None:
+    tasks(world.app)
+    bad = world.invoke("add", "t.scrape@a", "--period", "60", "--set", "cooldown=120")
+    assert bad.exit_code == 1
+    assert "schedule 't.scrape@a', field 'cooldown_duration'" in bad.stderr
+    assert world.invoke("sync").exit_code == 0
+    refused = world.invoke("add", "t.code", "--period", "60")
+    assert refused.exit_code == 1
+    assert "schedule 't.code', field 'owner'" in refused.stderr
+    assert "declared in code" in refused.stderr
+    gone = world.invoke("remove", "t.code")
+    assert gone.exit_code == 1
+    assert "refused t.code" in gone.stderr
+    assert world.store.get("t.code").active
+
+
+def test_import_reports_rows_and_applies_the_good_ones(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    world.invoke("sync")
+    path = tmp_path / "sources.jsonl"
+    path.write_text(
+        '{"name": "t.scrape@a", "period": 3600, "args": ["https://a"]}\n'
+        '{"name": "t.scrape@b", "period": "soon"}\n'
+        '{"name": "t.code", "period": 60}\n'
+        '{"name": "t.scrape@c", "cron": "0 * * * *", "within": 600}\n'
+    )
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 1
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith(f"ERROR {path}: line 2: schedule 't.scrape@b', field "
+                                "'scheduling_period'")  # fmt: skip
+    assert errors[1].startswith(f"ERROR {path}: line 3: schedule 't.code', field 'owner'")
+    assert result.stdout == (f"imported {path}: 2 inserted, 0 updated, 0 reactivated, "
+                             "0 unchanged, 2 rows not applied\n")  # fmt: skip
+    again = world.invoke("import", str(path))
+    assert "0 inserted, 0 updated, 0 reactivated, 2 unchanged" in again.stdout
+
+
+def test_export_then_import_is_a_no_op(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    world.invoke("sync")
+    world.invoke("add", "t.scrape@a", "--period", "60", "--args", '["x"]')
+    world.invoke("add", "t.scrape@b", "--cron", "*/5 * * * *", "--within", "60")
+    out = world.invoke("export")
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [row["name"] for row in lines] == ["t.scrape@a", "t.scrape@b"], "declared: not"
+    csv_path = tmp_path / "all.csv"
+    written = world.invoke("export", "--format", "csv", "-o", str(csv_path))
+    assert written.exit_code == 0, written.output
+    assert "exported 2 runtime schedules" in written.stderr
+    result = world.invoke("import", str(csv_path))
+    assert result.exit_code == 0, result.output
+    assert "0 inserted, 0 updated, 0 reactivated, 2 unchanged, 0 rows not applied" in (
+        result.stdout
+    )
+
+
+def test_sync_leaves_runtime_schedules_alone(world: World) -> None:
+    tasks(world.app)
+    world.invoke("add", "t.scrape@a", "--period", "60")
+    world.invoke("add", "t.code", "--period", "60")  # before it is declared: runtime
+    before = {n: world.store.get(n) for n in ("t.scrape@a", "t.code")}
+    result = world.invoke("sync")
+    assert result.exit_code == 1
+    assert "refused:" in result.stderr
+    assert "schedule 't.code' is a runtime schedule" in result.stderr
+    assert "deactivated" not in result.stdout
+    assert {n: world.store.get(n) for n in before} == before

@@ -1,0 +1,67 @@
+"""A worker runs a runtime schedule (in no declaration) with its stored spec,
+supervised; a dispatch that arrives after its schedule was removed is skipped
+and recorded, and the task body does not run. On real Redis and SQLite, with
+the task wrapped as at worker start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_dgs.dgs import get_dgs
+from celery_dgs.runtime import runtime_for
+from celery_dgs.worker.hooks import wrap_scheduled_tasks
+from celery_dgs.worker.runtime_specs import runtime_spec
+from tests.cli.conftest import make_app
+
+
+@pytest.fixture
+def app(sqlite_url: str, redis_url: str) -> Iterator[Celery]:
+    app = make_app(sqlite_url, redis_url)
+    yield app
+    runtime_for(app, get_dgs(app).settings).close()
+    app.close()
+
+
+def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Celery) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def scrape(source: str, depth: int = 0) -> str:
+        calls.append((source, depth))
+        return source
+
+    task = app.task(name="t.scrape", shared=False)(scrape)
+    dgs = get_dgs(app)
+    assert "t.scrape" in wrap_scheduled_tasks(app, dgs), "an undeclared task is wrapped too"
+    store = runtime_for(app, dgs.settings).store
+    dgs.schedules.upsert("t.scrape@a", period=3600, args=["a"], kwargs={"depth": 2})
+
+    def dispatch(schedule: str | None) -> Any:
+        task.push_request(dgs_schedule=schedule, hostname="w1@node1", called_directly=False,
+                          dgs_dispatch_id=None)  # fmt: skip
+        try:
+            return task.run("a", depth=2)
+        finally:
+            task.pop_request()
+
+    assert dispatch("t.scrape@a") == "a"
+    [run] = store.runs("t.scrape@a")
+    assert (run.outcome, run.token, run.owner_name) == ("success", 1, "w1@node1")
+    assert runtime_spec(runtime_for(app, dgs.settings), "t.scrape@a")[0] == (
+        store.get("t.scrape@a").spec
+    )
+
+    assert dgs.schedules.remove("t.scrape@a")
+    assert dispatch("t.scrape@a") is None
+    assert calls == [("a", 2)], "the removed schedule's body did not run"
+    skipped, _ = store.runs("t.scrape@a")
+    assert (skipped.outcome, skipped.error) == ("skipped", "schedule removed")
+
+    # A plain call (no dispatch) of a task with no declaration runs as before,
+    # and touches no store row.
+    assert dispatch(None) == "a"
+    assert len(store.runs("t.scrape@a")) == 2
+    assert runtime_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
