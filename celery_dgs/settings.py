@@ -89,6 +89,10 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
 _NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor")
 
 
+#: The shortest ``dgs_web_token`` accepted: a short token is guessable.
+MIN_WEB_TOKEN_LENGTH = 16
+
+
 @dataclass(frozen=True, kw_only=True)
 class DgsSettings:
     """Validated settings. Build with :meth:`from_conf` (``app.conf``) or directly."""
@@ -148,6 +152,9 @@ class DgsSettings:
     #: and its process is gone by ``ping_timeout``, before anyone may steal
     #: (``ping_timeout + steal_delay``). ``None``: see DEFAULT_SELF_FENCE_MARGIN_FRACTION.
     self_fence_margin: float | None = None
+    #: The status page's operator token: actions (pause, resume, run, cancel)
+    #: need it; ``None``: the page is read-only.
+    web_token: str | None = None
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -233,6 +240,13 @@ class DgsSettings:
             raise SettingsError(
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
                 "dgs_redis_cluster_hash_tag is on (the prefix becomes the hash tag)"
+            )
+        if self.web_token is not None and (
+            not isinstance(self.web_token, str) or len(self.web_token) < MIN_WEB_TOKEN_LENGTH
+        ):
+            raise SettingsError(
+                f"dgs_web_token must be a string of at least {MIN_WEB_TOKEN_LENGTH} characters "
+                "(or None: the status page is read-only)"
             )
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")

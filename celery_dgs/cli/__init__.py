@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..web.command import web
 from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
@@ -34,5 +35,5 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     make_env(ctx)
 
 
-for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate):
+for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate, web):
     dgs.add_command(command)
