@@ -8,6 +8,7 @@ No web framework is imported: the pages' templates get these values.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -345,6 +346,10 @@ class Mark:
     label: str
     x: float
     css: str
+    #: Where its label goes: a row of its own, so close lines never overlap.
+    label_y: float = 12.0
+    #: Its label's side: "start" (right of the line) or "end" (left, near the right edge).
+    anchor: str = "start"
 
 
 @dataclass(frozen=True)
@@ -364,10 +369,11 @@ class Timeline:
     lane_y: float
     bars: list[RunBar]
     marks: list[Mark]
-    ticks: list[tuple[float, str]]
+    #: (x, text, text-anchor) of the time axis' labels.
+    ticks: list[tuple[float, str, str]]
 
 
-TL_W, TL_H, TL_LANE = 760.0, 170.0, 140.0
+TL_W, TL_H, TL_LANE, TL_TOP = 1160.0, 200.0, 168.0, 44.0
 
 
 def timeline(runs: Sequence[RunRecord], row: StatusRow, now: datetime) -> Timeline:
@@ -393,7 +399,7 @@ def timeline(runs: Sequence[RunRecord], row: StatusRow, now: datetime) -> Timeli
     longest = max([*lengths, 1e-9])
     bars = []
     for run, length in zip(runs, lengths, strict=True):
-        height = max(3.0, (TL_LANE - 20) * length / longest)
+        height = max(3.0, (TL_LANE - TL_TOP) * length / longest)
         end = run.ended_at or now
         width = max(3.0, x(end) - x(run.started_at))
         title = (f"{short_time(run.started_at)}: {run.outcome}, {duration(length)}"
@@ -402,7 +408,13 @@ def timeline(runs: Sequence[RunRecord], row: StatusRow, now: datetime) -> Timeli
                            OUTCOME_CSS.get(run.outcome, "warning"), title))  # fmt: skip
     marks = [Mark(label, x(m), css) for label, m, css in marks_at if m is not None]
     marks.append(Mark("now", x(now), "now"))
-    ticks = [(40 + (TL_W - 60) * i / 4, short_time(lo + timedelta(seconds=total * i / 4))[5:16])
+    marks = [
+        dataclasses.replace(m, label_y=12.0 + 14 * i,
+                            anchor="end" if m.x > TL_W * 0.7 else "start")
+        for i, m in enumerate(marks)
+    ]  # fmt: skip
+    ticks = [(40 + (TL_W - 60) * i / 4, short_time(lo + timedelta(seconds=total * i / 4))[5:16],
+              "start" if i == 0 else "end" if i == 4 else "middle")
              for i in range(5)]  # fmt: skip
     return Timeline(TL_W, TL_H, TL_LANE, bars, marks, ticks)
 
