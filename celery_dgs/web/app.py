@@ -68,8 +68,11 @@ ACTIONS: dict[str, Callable[[Env, str, dict[str, str]], ActionResult]] = {
 
 
 class SnapshotCache:
-    """The last :class:`~.views.Snapshot`, read again once older than ``max_age``
-    seconds (one reader at a time; the others wait for its result)."""
+    """The last :class:`~.views.Snapshot`, read again once it is stale: older
+    than ``max_age`` seconds, or than four times its own read time (a large
+    fleet's read takes seconds; the page then spends at most a fifth of its
+    time reading). While one request reads a new snapshot the others get the
+    current one at once; only the first read, and :meth:`refresh`, wait."""
 
     def __init__(self, read: Callable[[], views.Snapshot], max_age: float) -> None:
         self._read = read
@@ -77,17 +80,33 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._snap: views.Snapshot | None = None
         self._at = 0.0
+        self._took = 0.0
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._at > max(self.max_age, 4 * self._took)
+
+    def _reread(self) -> views.Snapshot:
+        started = time.monotonic()
+        snap = self._read()
+        self._snap, self._at, self._took = snap, time.monotonic(), time.monotonic() - started
+        return snap
 
     def get(self) -> views.Snapshot:
-        with self._lock:
-            if self._snap is None or time.monotonic() - self._at > self.max_age:
-                self._snap = self._read()
-                self._at = time.monotonic()
-            return self._snap
+        snap = self._snap
+        if snap is None:
+            return self.refresh()
+        if self._stale() and self._lock.acquire(blocking=False):
+            try:
+                if self._stale():
+                    return self._reread()
+            finally:
+                self._lock.release()
+        return self._snap or snap
 
-    def invalidate(self) -> None:
+    def refresh(self) -> views.Snapshot:
+        """Read a new snapshot now (after an action, so its page shows the change)."""
         with self._lock:
-            self._snap = None
+            return self._reread()
 
 
 def secrets_of(env: Env) -> list[str]:
@@ -150,7 +169,7 @@ def create_app(
 
     def overview(request: Request) -> Response:
         snap = cache.get()
-        data = views.overview(snap)
+        data = snap.overview
         bars = views.histogram_bars(data["histogram"])
         page = "overview_live.html" if is_fragment(request) else "overview.html"
         return render(page, request, snap=snap, o=data, bars=bars,
@@ -158,7 +177,7 @@ def create_app(
 
     def overview_json(request: Request) -> Response:
         snap = cache.get()
-        data = views.overview(snap)
+        data = snap.overview
         return JSONResponse({
             "now": iso(snap.now), "counts": data["counts"],
             "reasons": {k: dict(v) for k, v in data["reasons"].items()},
@@ -259,9 +278,9 @@ def create_app(
             return render("refused.html", request, status=403, why=why)
         try:
             result = await run_in_threadpool(ACTIONS[op], env, name, form)
+            await run_in_threadpool(cache.refresh)
         except click.ClickException as exc:
             log.warning("status page: %s of %r from %s failed: %s", op, name, who, exc.message)
-            cache.invalidate()
             request.scope["query_string"] = urlencode({"name": name}).encode()
             status = 404 if isinstance(exc, click.BadParameter) else 409
             if status == 404:
@@ -269,7 +288,6 @@ def create_app(
             return await run_in_threadpool(schedule_page, Request(request.scope), None,
                                            exc.message, status)  # fmt: skip
         log.info("status page: %s of %r from %s: %s", op, name, who, " / ".join(result.lines))
-        cache.invalidate()
         request.scope["query_string"] = urlencode({"name": name}).encode()
         return await run_in_threadpool(schedule_page, Request(request.scope), result)
 

@@ -11,10 +11,10 @@ import bisect
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from ..cli.context import Env
@@ -25,7 +25,7 @@ from ..core.condition import Level
 from ..core.cron import next_cron_time
 from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
-from ..status import StatusRow, count_levels, name_matches, ping_age, steal_state
+from ..status import StatusRow, count_levels, name_matcher, ping_age, steal_state
 from ..store.base import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, RunRecord, StoredSchedule
 
 #: Rows on one page of the schedules table.
@@ -61,6 +61,28 @@ class Snapshot:
     @property
     def now(self) -> datetime:
         return self.state.now
+
+    # Computed once per snapshot, on first use (pages poll the same snapshot).
+
+    @cached_property
+    def by_condition(self) -> dict[str, list[StatusRow]]:
+        """The ordered rows of each condition."""
+        out: dict[str, list[StatusRow]] = {level.name: [] for level in Level}
+        for row in self.ordered:
+            out[row.condition].append(row)
+        return out
+
+    @cached_property
+    def by_pool(self) -> dict[str, list[StatusRow]]:
+        """The ordered rows of each pool."""
+        out: dict[str, list[StatusRow]] = {}
+        for row in self.ordered:
+            out.setdefault(row.pool, []).append(row)
+        return out
+
+    @cached_property
+    def overview(self) -> dict[str, Any]:
+        return overview(self)
 
 
 def error_order(row: StatusRow) -> tuple[int, float, str]:
@@ -246,37 +268,31 @@ class Page:
     query: Query
 
 
-def row_filter(query: Query) -> Callable[[StatusRow], bool]:
-    """The test a row must pass: ``q`` a name pattern (as ``celery dgs status
-    PATTERN``), ``condition`` a level name, ``pool`` exact, ``task`` a
-    substring of the task name."""
-    level = query.condition.upper()
-    tests: list[Callable[[StatusRow], bool]] = []
-    if query.q:
-        tests.append(lambda r: name_matches(r.name, query.q))
-    if level:
-        tests.append(lambda r: r.condition == level)
-    if query.pool:
-        tests.append(lambda r: r.pool == query.pool)
-    if query.task:
-        tests.append(lambda r: query.task in r.task)
-    return lambda r: all(t(r) for t in tests)
-
-
 def page_of(snap: Snapshot, query: Query, size: int = PAGE_SIZE) -> Page:
-    """One page of the rows passing ``query``, by time to ERROR."""
-    if query.q or query.condition or query.pool or query.task:
-        keep = row_filter(query)
-        rows = [r for r in snap.ordered if keep(r)]
-    else:
-        rows = snap.ordered
+    """One page of the rows passing ``query``, by time to ERROR: ``q`` a name
+    pattern (as ``celery dgs status PATTERN``), ``condition`` a level name,
+    ``pool`` exact, ``task`` a substring of the task name. The condition and
+    pool come from the snapshot's indexes; the other filters scan what is left."""
+    rows = snap.ordered
+    level = query.condition.upper()
+    if level:
+        rows = snap.by_condition.get(level, [])
+    if query.pool:
+        pool_rows = snap.by_pool.get(query.pool, [])
+        rows = [r for r in pool_rows if r.condition == level] if level else pool_rows
+    if query.task:
+        task = query.task
+        rows = [r for r in rows if task in r.task]
+    if query.q:
+        match = name_matcher(query.q)
+        rows = [r for r in rows if match(r.name)]
     pages = max(1, -(-len(rows) // size))
     page = min(max(query.page, 1), pages)
     return Page(rows[(page - 1) * size : page * size], len(rows), page, pages, query)
 
 
 def pools_of(snap: Snapshot) -> list[str]:
-    return sorted({r.pool for r in snap.ordered})
+    return sorted(snap.by_pool)
 
 
 # -- one schedule ---------------------------------------------------------------------
