@@ -81,10 +81,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Server(uvicorn.Server):
+    thread: threading.Thread
+
+
+def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tuple[Site, Server]:
+    """The real status page of ``app`` on uvicorn, on a free port of 127.0.0.1,
+    in a thread (stop: ``server.should_exit = True``, then join ``server.thread``)."""
+    asgi = create_app(Env(app=app), refresh=refresh, max_age=max_age)
+    port = free_port()
+    server = Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning",
+                                   lifespan="off"))  # fmt: skip
+    server.thread = threading.Thread(target=server.run, daemon=True)
+    server.thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the status page did not start"
+        time.sleep(0.02)
+    return Site(f"http://127.0.0.1:{port}", asgi), server
+
+
 @dataclass
 class WebWorld(World):
     registry: WorkerRegistry = field(default=None)  # type: ignore[assignment]
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = field(default_factory=list)
+    servers: list[Server] = field(default_factory=list)
 
     def register_worker(self, name: str = "w1@node1", slots: int = 2,
                         queues: tuple[str, ...] = ("celery",)) -> None:  # fmt: skip
@@ -95,24 +115,15 @@ class WebWorld(World):
     def serve(self, *, app: Celery | None = None, max_age: float = 0.0,
               refresh: float = 0.5) -> Site:  # fmt: skip
         """Serve the page of ``app`` (the world's, with the token, by default)."""
-        env = Env(app=app or self.app)
-        asgi = create_app(env, refresh=refresh, max_age=max_age)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port,
-                                               log_level="warning", lifespan="off"))  # fmt: skip
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline, "the status page did not start"
-            time.sleep(0.02)
-        self.servers.append((server, thread))
-        return Site(f"http://127.0.0.1:{port}", asgi)
+        site, server = serve_app(app or self.app, max_age=max_age, refresh=refresh)
+        self.servers.append(server)
+        return site
 
     def stop(self) -> None:
-        for server, thread in self.servers:
+        for server in self.servers:
             server.should_exit = True
-            thread.join(10)
+        for server in self.servers:
+            server.thread.join(10)
 
 
 def make_web_app(sqlite_url: str, redis_url: str, token: str | None = None) -> Celery:
