@@ -60,6 +60,7 @@ def test_nothing_in_a_name_executes_and_screenshots(
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
     no_alert(browser)
+    browser.save_screenshot(str(shots / "schedules.png"))
     assert EVIL in browser.find_element(By.CSS_SELECTOR, "table.schedules").text
     browser.get(f"{site.url}/schedule?name={quote(EVIL)}")
     no_alert(browser)
@@ -71,6 +72,7 @@ def test_nothing_in_a_name_executes_and_screenshots(
     assert browser.execute_script("return document.images.length") == 0
     browser.get(site.url + "/leases")
     no_alert(browser)
+    browser.save_screenshot(str(shots / "leases.png"))
     browser.get(f"{site.url}/schedule?name=proj.report")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.run"), 10, "chart")
     no_alert(browser)
