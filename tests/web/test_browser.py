@@ -14,6 +14,7 @@ from urllib.parse import quote
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
+from celery_dgs.leases.leader import RedisLeader
 from tests.cli.conftest import now, spec
 from tests.e2e.harness import wait_for
 from tests.web.conftest import TOKEN, WebWorld
@@ -47,6 +48,8 @@ def fleet(web: WebWorld) -> None:
     web.record(EVIL, "failure", t - 10 * M, 3.0, error="<img src=x onerror=alert(4)>")
     web.register_worker("w1@node1", slots=4)
     web.register_worker("w2@node2", slots=2)
+    leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
+    leader.elect(owner_tag="beat-1", owner_node="beat-host", owner_pid=4242)
 
 
 def test_nothing_in_a_name_executes_and_screenshots(
@@ -57,6 +60,7 @@ def test_nothing_in_a_name_executes_and_screenshots(
     browser.get(site.url + "/")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "overview")
     no_alert(browser)
+    assert "beat-host/4242" in browser.find_element(By.ID, "live").text
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
     no_alert(browser)
