@@ -89,15 +89,17 @@ def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tup
     """The real status page of ``app`` on uvicorn, on a free port of 127.0.0.1,
     in a thread (stop: ``server.should_exit = True``, then join ``server.thread``)."""
     asgi = create_app(Env(app=app), refresh=refresh, max_age=max_age)
-    port = free_port()
-    server = Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning",
+    # Port 0: the kernel picks a free port as uvicorn binds (no race with other processes).
+    server = Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning",
                                    lifespan="off"))  # fmt: skip
     server.thread = threading.Thread(target=server.run, daemon=True)
     server.thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
+        assert server.thread.is_alive(), "the status page stopped at start"
         assert time.monotonic() < deadline, "the status page did not start"
         time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
     return Site(f"http://127.0.0.1:{port}", asgi), server
 
 
