@@ -51,6 +51,11 @@ browser:
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+## bench-web: the status page's schedules table at 100,000 schedules (p95 of GET /schedules)
+.PHONY: bench-web
+bench-web: $(STAMP)
+	$(BIN)/python -m benchmarks.web_table $(BENCH_ARGS)
+
 ## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality
 bench-quality: $(STAMP)

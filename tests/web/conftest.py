@@ -201,3 +201,38 @@ def shots() -> Path:
     path = Path(os.environ.get("DGS_SCREENSHOTS") or tempfile.gettempdir()) / "dgs-web-shots"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# htmx swaps the live parts in place: an element found by one WebDriver call may be
+# gone by the next. These read what the page shows in one script call instead.
+
+
+def text_of(driver: Any, selector: str) -> str | None:
+    """The text of the first element matching ``selector`` (None: no such element)."""
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : null",
+        selector,
+    )
+
+
+def attribute_of(driver: Any, selector: str, name: str) -> str | None:
+    """An attribute of the first element matching ``selector`` (None: none or unset)."""
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "const e = document.querySelector(arguments[0]);"
+        "return e ? e.getAttribute(arguments[1]) : null",
+        selector, name,
+    )
+
+
+def counts_shown(driver: Any) -> dict[str, int]:
+    """The overview's ``data-count`` figures."""
+    pairs = driver.execute_script(
+        "return [...document.querySelectorAll('[data-count]')]"
+        ".map(e => [e.getAttribute('data-count'), e.textContent])"
+    )
+    return {name: int(text) for name, text in pairs}
+
+
+def click(driver: Any, selector: str) -> None:
+    """Click the first element matching ``selector``, found and clicked in one call."""
+    driver.execute_script("document.querySelector(arguments[0]).click()", selector)

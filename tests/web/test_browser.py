@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from celery_dgs.leases.leader import RedisLeader
 from tests.cli.conftest import now, spec
 from tests.e2e.harness import wait_for
-from tests.web.conftest import TOKEN, WebWorld
+from tests.web.conftest import TOKEN, WebWorld, attribute_of, click, text_of
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
@@ -60,16 +60,16 @@ def test_nothing_in_a_name_executes_and_screenshots(
     browser.get(site.url + "/")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "overview")
     no_alert(browser)
-    assert "beat-host/4242" in browser.find_element(By.ID, "live").text
+    assert "beat-host/4242" in (text_of(browser, "#live") or "")
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
     no_alert(browser)
     browser.save_screenshot(str(shots / "schedules.png"))
-    assert EVIL in browser.find_element(By.CSS_SELECTOR, "table.schedules").text
+    assert EVIL in (text_of(browser, "table.schedules") or "")
     browser.get(f"{site.url}/schedule?name={quote(EVIL)}")
     no_alert(browser)
-    assert browser.find_element(By.CSS_SELECTOR, "[data-name]").text == EVIL
-    assert "<img src=x onerror=alert(4)>" in browser.find_element(By.TAG_NAME, "body").text
+    assert text_of(browser, "[data-name]") == EVIL
+    assert "<img src=x onerror=alert(4)>" in (text_of(browser, "body") or "")
     # The only script on the page is htmx: every name and text stayed text.
     scripts = browser.execute_script("return [...document.scripts].map(s => s.src)")
     assert scripts == [site.url + "/static/htmx.min.js"]
@@ -90,17 +90,15 @@ def test_a_schedule_turning_error_shows_within_one_refresh(web: WebWorld, browse
     refresh = 0.5
     site = web.serve(refresh=refresh)
     browser.get(site.url + "/")
-    count = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10,
-                     "overview")  # fmt: skip
-    assert count[0].text == "0"
+    wait_for(lambda: text_of(browser, "[data-count=ERROR]") is not None, 10, "overview")
+    assert text_of(browser, "[data-count=ERROR]") == "0"
     browser.execute_script("window.__sameDocument = true")
     error_at = web.store.get("t.soon").stats.last_good_start_at + H  # type: ignore[operator]
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, "[data-count=ERROR]").text == "1",
-             15, "ERROR count 1")  # fmt: skip
+    wait_for(lambda: text_of(browser, "[data-count=ERROR]") == "1", 15, "ERROR count 1")
     shown = now()
     assert (shown - error_at).total_seconds() < refresh + 1.5
     assert browser.execute_script("return window.__sameDocument") is True  # no full reload
-    assert "t.soon" in browser.find_element(By.ID, "live").text
+    assert "t.soon" in (text_of(browser, "#live") or "")
 
 
 def test_a_live_runs_progress_bar_moves(web: WebWorld, browser: Any) -> None:
@@ -110,17 +108,16 @@ def test_a_live_runs_progress_bar_moves(web: WebWorld, browser: Any) -> None:
     browser.get(f"{site.url}/schedule?name=t.long")
 
     def value() -> str:
-        bars = browser.find_elements(By.CSS_SELECTOR, "[data-progress] progress")
-        return str(bars[0].get_attribute("value")) if bars else ""
+        return attribute_of(browser, "[data-progress] progress", "value") or ""
 
-    wait_for(lambda: value() == "20.0" or value() == "20", 10, "progress 20%")
+    wait_for(lambda: value() in ("20.0", "20"), 10, "progress 20%")
     browser.execute_script("window.__sameDocument = true")
     web.leases.ping("t.long", "tag-t.long", 0.7)
     wait_for(lambda: value() in ("70.0", "70"), 10, "progress 70%")
     assert browser.execute_script("return window.__sameDocument") is True
 
 
-def test_pause_through_the_page(web: WebWorld, browser: Any) -> None:
+def test_pause_through_the_page(web: WebWorld, browser: Any, shots: Path) -> None:
     web.sync(spec("t.job"), at=now() - 3 * H)
     site = web.serve(refresh=5.0)
     browser.delete_all_cookies()
@@ -129,11 +126,11 @@ def test_pause_through_the_page(web: WebWorld, browser: Any) -> None:
     browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "signed in")
     browser.get(f"{site.url}/schedule?name=t.job")
-    browser.find_element(By.CSS_SELECTOR, "[data-action=pause]").click()
-    notice = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-notice]"), 10,
-                      "the action's notice")  # fmt: skip
-    assert "paused t.job" in notice[0].text
+    click(browser, "[data-action=pause]")
+    notice = wait_for(lambda: text_of(browser, "[data-notice]"), 10, "the action's notice")
+    assert "paused t.job" in notice
     assert web.store.get("t.job").paused
-    browser.find_element(By.CSS_SELECTOR, "[data-action=resume]").click()
+    browser.save_screenshot(str(shots / "paused.png"))
+    click(browser, "[data-action=resume]")
     wait_for(lambda: not web.store.get("t.job").paused, 10, "resumed")
     browser.delete_all_cookies()

@@ -20,7 +20,16 @@ from selenium.webdriver.common.by import By
 from celery_dgs.dgs import DGS
 from tests.e2e.harness import ROOT, Cluster, wait_for
 from tests.e2e.test_cli_e2e import celery_command
-from tests.web.conftest import TOKEN, Server, Site, serve_app
+from tests.web.conftest import (
+    TOKEN,
+    Server,
+    Site,
+    attribute_of,
+    click,
+    counts_shown,
+    serve_app,
+    text_of,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -56,31 +65,26 @@ def status_json(cluster: Cluster) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def shown_counts(browser: Any) -> dict[str, int]:
-    cells = browser.find_elements(By.CSS_SELECTOR, "[data-count]")
-    return {c.get_attribute("data-count"): int(c.text) for c in cells}
-
-
 def test_the_page_follows_a_live_fleet(page_app: tuple[Cluster, Site], browser: Any) -> None:
     cluster, site = page_app
     browser.delete_all_cookies()
     browser.get(site.url + "/")
-    wait_for(lambda: shown_counts(browser).get("ERROR") == 0, 10, "an empty overview")
+    wait_for(lambda: counts_shown(browser).get("ERROR") == 0, 10, "an empty overview")
     browser.execute_script("window.__sameDocument = true")
 
     # Declared: cli_fail has never succeeded within its 1 s period -> ERROR,
     # shown by the next refresh, without a reload.
     cluster.sync_declarations()
-    wait_for(lambda: shown_counts(browser).get("ERROR") == 1, 5, "cli_fail in ERROR")
+    wait_for(lambda: counts_shown(browser).get("ERROR") == 1, 5, "cli_fail in ERROR")
     assert browser.execute_script("return window.__sameDocument") is True
 
     # Pause p10 through the page before any beat runs.
     browser.get(site.url + "/login")
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
     browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
-    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count]"), 10, "signed in")
+    wait_for(lambda: counts_shown(browser), 10, "signed in")
     browser.get(f"{site.url}/schedule?name=e2e.p10")
-    browser.find_element(By.CSS_SELECTOR, "[data-action=pause]").click()
+    click(browser, "[data-action=pause]")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-notice]"), 10, "paused")
 
     cluster.start_worker("w1", "node1")
@@ -94,8 +98,7 @@ def test_the_page_follows_a_live_fleet(page_app: tuple[Cluster, Site], browser: 
     browser.get(f"{site.url}/schedule?name=e2e.cli_long")
 
     def progress() -> float:
-        cells = browser.find_elements(By.CSS_SELECTOR, "[data-progress]")
-        text = cells[0].get_attribute("data-progress") if cells else ""
+        text = attribute_of(browser, "[data-progress]", "data-progress")
         return float(text) if text else -1.0
 
     first = wait_for(lambda: progress() if progress() >= 0 else None, 10, "a progress bar")
@@ -109,15 +112,15 @@ def test_the_page_follows_a_live_fleet(page_app: tuple[Cluster, Site], browser: 
 
     def same() -> bool:
         cli = status_json(cluster)
-        shown = shown_counts(browser)
-        token = browser.find_elements(By.CSS_SELECTOR, "[data-leader-token]")
-        return ({k: shown[k] for k in cli["counts"]} == cli["counts"] and bool(token)
-                and int(token[0].text) == cli["beat_leader"]["token"])  # fmt: skip
+        shown = counts_shown(browser)
+        token = text_of(browser, "[data-leader-token]")
+        return ({k: shown[k] for k in cli["counts"]} == cli["counts"] and token is not None
+                and int(token) == cli["beat_leader"]["token"])  # fmt: skip
 
     wait_for(same, 10, "the overview matching status --json")
     assert cluster.outcomes("e2e.p10") == []
 
     browser.get(f"{site.url}/schedule?name=e2e.p10")
-    browser.find_element(By.CSS_SELECTOR, "[data-action=resume]").click()
+    click(browser, "[data-action=resume]")
     wait_for(lambda: cluster.outcomes("e2e.p10"), 20, "p10 dispatched once resumed")
     browser.delete_all_cookies()
