@@ -26,13 +26,35 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) browser
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## browser: Debian's chromium and chromium-driver for the status page's browser tests (tests/web),
+## installed with apt-get when missing (as root, or through sudo); without apt-get they are skipped
+## locally and fail under CI=true
+.PHONY: browser
+CHROMIUM_PACKAGES := chromium chromium-driver
+CHROMIUM_BIN ?= /usr/bin/chromium
+CHROMEDRIVER_BIN ?= /usr/bin/chromedriver
+browser:
+	@if [ -x $(CHROMIUM_BIN) ] && [ -x $(CHROMEDRIVER_BIN) ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		echo "installing $(CHROMIUM_PACKAGES) for the browser tests"; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			$(CHROMIUM_PACKAGES); \
+	else echo "no apt-get: install Chromium and chromedriver for the browser tests (tests/web)"; fi
 
 ## bench: performance benchmarks, one table (BENCH_ARGS=--quick for a short run, --full for 1M start-up)
 .PHONY: bench
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+## bench-web: the status page's schedules table at 100,000 schedules (p95 of GET /schedules)
+.PHONY: bench-web
+bench-web: $(STAMP)
+	$(BIN)/python -m benchmarks.web_table $(BENCH_ARGS)
 
 ## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality

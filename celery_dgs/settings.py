@@ -90,6 +90,10 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
 _NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor")
 
 
+#: The shortest ``dgs_web_token`` accepted: a short token is guessable.
+MIN_WEB_TOKEN_LENGTH = 16
+
+
 @dataclass(frozen=True, kw_only=True)
 class DgsSettings:
     """Validated settings. Build with :meth:`from_conf` (``app.conf``) or directly."""
@@ -154,6 +158,9 @@ class DgsSettings:
     #: (at most fraction x period) before it may run again; 0: at once (seed 000's
     #: rule, which re-runs it whenever a slot is free). core/timing.py.
     default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
+    #: The status page's operator token: actions (pause, resume, run, cancel)
+    #: need it; ``None``: the page is read-only.
+    web_token: str | None = None
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -248,6 +255,13 @@ class DgsSettings:
                 f"got {self.default_cooldown_fraction!r}"
             ) from None
         object.__setattr__(self, "default_cooldown_fraction", fraction)
+        if self.web_token is not None and (
+            not isinstance(self.web_token, str) or len(self.web_token) < MIN_WEB_TOKEN_LENGTH
+        ):
+            raise SettingsError(
+                f"dgs_web_token must be a string of at least {MIN_WEB_TOKEN_LENGTH} characters "
+                "(or None: the status page is read-only)"
+            )
         if not isinstance(self.schedules, Mapping):
             raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
 

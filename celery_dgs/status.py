@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -462,9 +463,15 @@ _GLOB_CHARS = frozenset("*?[")
 def name_matches(name: str, pattern: str) -> bool:
     """A pattern with a glob character (``*``, ``?``, ``[``) is a shell glob on
     the whole name; a plain word matches anywhere in it. Case-sensitive."""
+    return name_matcher(pattern)(name)
+
+
+def name_matcher(pattern: str) -> Callable[[str], bool]:
+    """:func:`name_matches` for one pattern, compiled once (for many names)."""
     if _GLOB_CHARS.intersection(pattern):
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
+        match = re.compile(fnmatch.translate(pattern)).match
+        return lambda name: match(name) is not None
+    return lambda name: pattern in name
 
 
 def any_error(rows: Iterable[StatusRow]) -> bool:

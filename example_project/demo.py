@@ -3,8 +3,9 @@
 Starts an embedded Redis-compatible server (the same launcher the tests use),
 a SQLite store under ``.demo/``, two workers (``w1@node1``, ``w2@node2``, one
 slot each: fewer slots than schedules, so the deadline order matters) and the
-deadline-scheduler beat, then shows ``celery dgs status --watch`` until Ctrl-C
-(or ``--seconds N``), and stops everything it started.
+deadline-scheduler beat and the status page (``celery dgs web``, on
+127.0.0.1:8377 or a free port), then shows ``celery dgs status --watch`` until
+Ctrl-C (or ``--seconds N``), and stops everything it started.
 """
 
 from __future__ import annotations
@@ -14,15 +15,27 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from celery_dgs.embedded import RedisServerProcess
+from celery_dgs.embedded import RedisServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CELERY = [sys.executable, "-m", "celery", "-A", "example_project.proj"]
+#: The status page's port when it is free.
+WEB_PORT = 8377
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         start("worker2", "worker", "-n", "w2@node2", "-c", "1", "-P", "solo", "-l", "INFO")
         start("beat", "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
               "-s", str(state / "beat-schedule"), "--pidfile", str(state / "beat.pid"))
+        port = WEB_PORT if port_free(WEB_PORT) else free_port()
+        start("web", "dgs", "web", "--bind", f"127.0.0.1:{port}")
+        print(f"celery-dgs demo: status page on http://127.0.0.1:{port}/")
         watch = subprocess.Popen([*CELERY, "dgs", "status", "--watch", "2"], cwd=ROOT, env=env,
                                  start_new_session=True)
         procs.append(watch)

@@ -6,10 +6,12 @@ unknown schedule name is a usage error (exit status 2).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
 from ..leases.types import CancelStatus
-from .context import get_env, resolve_schedule, utcnow, wrap_errors
+from .context import Env, get_env, resolve_schedule, utcnow, wrap_errors
 from .output import duration, short_time
 
 NAME = click.argument("name")
@@ -25,7 +27,27 @@ def run(ctx: click.Context, name: str) -> None:
     Beat dispatches it at the next free worker slot of its pool. A paused
     schedule runs once it is resumed; a running one after its current run.
     """
-    env = get_env(ctx)
+    _echo(request_run(get_env(ctx), name))
+
+
+def _echo(result: ActionResult) -> None:
+    for line in result.lines:
+        click.echo(line)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an operator action did: whether it changed anything, and the lines
+    that say what (or why nothing changed)."""
+
+    changed: bool
+    lines: tuple[str, ...]
+
+
+def request_run(env: Env, name: str) -> ActionResult:
+    """Ask beat to run ``name`` at its next free slot (``celery dgs run``).
+    Raises :class:`click.ClickException` for an inactive schedule and
+    :class:`click.BadParameter` for an unknown one."""
     rt = env.runtime
     schedule = resolve_schedule(env, name)
     if not schedule.active:
@@ -34,47 +56,47 @@ def run(ctx: click.Context, name: str) -> None:
             "schedule it; nothing changed"
         )
     if schedule.run_requested_at is not None:
-        click.echo(
+        return ActionResult(False, (
             f"a run of {schedule.name} was already requested at "
-            f"{short_time(schedule.run_requested_at)} and is not dispatched yet; nothing changed"
-        )
-        return
+            f"{short_time(schedule.run_requested_at)} and is not dispatched yet; nothing changed",
+        ))  # fmt: skip
     now = utcnow()
     rt.store.request_run(schedule.name, now)
-    click.echo(
+    lines = [
         f"requested a run of {schedule.name} at {short_time(now)}: beat dispatches it ahead "
         "of scheduled work at the next free worker slot"
-    )
+    ]
     lease = rt.leases.get(schedule.name)
     if lease is not None:
-        click.echo(
+        lines.append(
             f"note: {schedule.name} is running on {lease.owner_name}; the requested run "
             "starts after that run ends"
         )
     if schedule.paused:
-        click.echo(
+        lines.append(
             f"note: {schedule.name} is paused; the requested run starts once it is resumed "
             f"(celery dgs resume {schedule.name})"
         )
+    return ActionResult(True, tuple(lines))
 
 
-def _set_paused(ctx: click.Context, name: str, paused: bool) -> None:
-    env = get_env(ctx)
+def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
+    """Pause or resume ``name`` (``celery dgs pause`` / ``resume``)."""
     rt = env.runtime
     schedule = resolve_schedule(env, name)
     if not rt.store.set_paused(schedule.name, paused):
         state = "paused" if paused else "not paused"
-        click.echo(f"{schedule.name} was already {state}; nothing changed")
-        return
+        return ActionResult(False, (f"{schedule.name} was already {state}; nothing changed",))
     if not paused:
-        click.echo(f"resumed {schedule.name}: beat schedules it again")
-        return
+        return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again",))
     lease = rt.leases.get(schedule.name)
     running = (
         f"was running: {lease.owner_name} keeps its current run" if lease is not None
         else "was not running"
     )  # fmt: skip
-    click.echo(f"paused {schedule.name} ({running}); beat dispatches no new run until resumed")
+    return ActionResult(True, (
+        f"paused {schedule.name} ({running}); beat dispatches no new run until resumed",
+    ))  # fmt: skip
 
 
 @click.command()
@@ -83,7 +105,7 @@ def _set_paused(ctx: click.Context, name: str, paused: bool) -> None:
 @wrap_errors
 def pause(ctx: click.Context, name: str) -> None:
     """Stop dispatching schedule NAME (a live run is not interrupted)."""
-    _set_paused(ctx, name, True)
+    _echo(set_paused(get_env(ctx), name, True))
 
 
 @click.command()
@@ -92,7 +114,7 @@ def pause(ctx: click.Context, name: str) -> None:
 @wrap_errors
 def resume(ctx: click.Context, name: str) -> None:
     """Dispatch schedule NAME again."""
-    _set_paused(ctx, name, False)
+    _echo(set_paused(get_env(ctx), name, False))
 
 
 @click.command()
@@ -113,41 +135,42 @@ def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None)
     the run and records it as cancelled (not a failure). The schedule is not
     paused: beat runs it again when it is due.
     """  # fmt: skip
-    env = get_env(ctx)
+    _echo(cancel_run(get_env(ctx), name, token=token, run_id=run_id))
+
+
+def cancel_run(
+    env: Env, name: str, *, token: int | None = None, run_id: str | None = None
+) -> ActionResult:
+    """Ask the worker running ``name`` to stop that run (``celery dgs cancel``):
+    the run holding the lease now, or only the one with ``token`` / ``run_id``."""
     rt = env.runtime
     schedule = resolve_schedule(env, name)
     lease = rt.leases.get(schedule.name)
     if lease is None:
-        click.echo(f"{schedule.name} has no live run; nothing to cancel")
-        return
+        return ActionResult(False, (f"{schedule.name} has no live run; nothing to cancel",))
     if (token is not None and lease.token != token) or (
         run_id is not None and lease.owner_tag != run_id
     ):
         asked = " ".join(f"{k} {v}" for k, v in (("run", run_id), ("token", token)) if v)
-        click.echo(
+        return ActionResult(False, (
             f"{schedule.name}'s {asked} is not running (the live run is {lease.owner_tag} "
-            f"on {lease.owner_name}, token {lease.token}); nothing cancelled"
-        )
-        return
+            f"on {lease.owner_name}, token {lease.token}); nothing cancelled",
+        ))  # fmt: skip
     who = f"{schedule.name}'s run {lease.owner_tag} on {lease.owner_name} (token {lease.token})"
     if lease.cancel_requested:
-        click.echo(f"cancel of {who} was already requested; nothing changed")
-        return
+        return ActionResult(False, (f"cancel of {who} was already requested; nothing changed",))
     result = rt.leases.request_cancel(schedule.name, owner_tag=lease.owner_tag, token=lease.token)
     if result.status is CancelStatus.NO_LEASE:
-        click.echo(f"{who} ended meanwhile; nothing to cancel")
-        return
+        return ActionResult(False, (f"{who} ended meanwhile; nothing to cancel",))
     if result.status is CancelStatus.OTHER_RUN:
-        click.echo(
+        return ActionResult(False, (
             f"{who} ended meanwhile and run {result.owner_tag} (token {result.token}) started; "
-            "nothing cancelled (run the command again to cancel the new run)"
-        )
-        return
+            "nothing cancelled (run the command again to cancel the new run)",
+        ))  # fmt: skip
     if result.status is CancelStatus.ALREADY:
-        click.echo(f"cancel of {who} was already requested; nothing changed")
-        return
+        return ActionResult(False, (f"cancel of {who} was already requested; nothing changed",))
     age = duration(rt.leases.now() - lease.started_at)
-    click.echo(
+    return ActionResult(True, (
         f"requested cancel of {who}, started {age} ago: the worker stops it within "
-        f"{duration(env.settings.ping_interval)} and records it cancelled"
-    )
+        f"{duration(env.settings.ping_interval)} and records it cancelled",
+    ))  # fmt: skip

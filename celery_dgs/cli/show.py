@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import click
 
 from ..core.condition import Level
+from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
 from ..status import StatusRow, any_error, build_rows, matches
+from ..store.base import StoredSchedule
 from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
 from .leader_view import leader_json, leader_text, read_leader
 from .output import dump_json, iso
@@ -36,11 +39,21 @@ def _not_nan(param: click.Parameter, value: float | None) -> float | None:
 Frame = Callable[[], tuple[str, bool]]
 
 
-def read_status(
-    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
-) -> tuple[list[StatusRow], list[WorkerInfo], datetime]:
-    """The filtered rows, most urgent first, the live workers, and the ``now``
-    the conditions were computed at."""
+@dataclass(frozen=True)
+class State:
+    """Every stored active schedule, its status row (most urgent first), the
+    live leases and workers, and the ``now`` the rows were computed at."""
+
+    schedules: list[StoredSchedule]
+    rows: list[StatusRow]
+    leases: dict[str, LeaseInfo]
+    workers: list[WorkerInfo]
+    now: datetime
+
+
+def read_state(env: Env) -> State:
+    """The state ``status`` shows (and the status page): rows through
+    :func:`~celery_dgs.status.build_rows` with the live workers' slots."""
     rt = env.runtime
     schedules = rt.store.list_schedules()
     leases = {lease.schedule: lease for lease in rt.leases.all()}
@@ -52,8 +65,20 @@ def read_status(
         retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool, slots=slots,
         settings=env.settings, workers=workers,
     )  # fmt: skip
-    kept = [r for r in rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)]
-    return kept, workers, now
+    return State(schedules, rows, leases, workers, now)
+
+
+def read_status(
+    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
+) -> tuple[list[StatusRow], list[WorkerInfo], datetime]:
+    """The filtered rows, most urgent first, the live workers, and the ``now``
+    the conditions were computed at."""
+    state = read_state(env)
+    kept = [
+        r for r in state.rows
+        if matches(r, conditions=conditions, pools=pools, patterns=patterns)
+    ]  # fmt: skip
+    return kept, state.workers, state.now
 
 
 @click.command()

@@ -24,6 +24,7 @@ def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
     )  # fmt: skip
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
+    assert re.search(r"status page on http://127\.0\.0\.1:\d+/", out), out
     frames = out.split("celery-dgs status at ")
     assert len(frames) > 5, out
     first, last = frames[1], frames[-1]

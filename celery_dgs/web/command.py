@@ -1,0 +1,62 @@
+"""``celery -A proj dgs web``: serve the status page.
+
+Importable without the ``web`` extra: the command then stops with a message
+naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from ..cli.context import ConfigurationError, get_env, wrap_errors
+
+#: What ``pip install`` needs for the page.
+EXTRA = "celery-dgs[web]"
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) or ``PORT`` alone (127.0.0.1)."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"expected HOST:PORT with a TCP port, got {value!r}")
+    return host, int(port)
+
+
+@click.command()
+@click.option("--bind", default="127.0.0.1:8377", show_default=True, metavar="HOST:PORT",
+              help="Address to serve on (127.0.0.1: this machine only).")  # fmt: skip
+@click.option("--refresh", type=click.FloatRange(min=0.5, max=3600), default=2.0,
+              show_default=True, help="Seconds between the live parts' updates.")  # fmt: skip
+@click.pass_context
+@wrap_errors
+def web(ctx: click.Context, bind: str, refresh: float) -> None:
+    """Serve the status page: conditions, schedules, runs and leases, live.
+
+    Read-only unless dgs_web_token is set: then an operator who signs in with
+    the token may pause, resume, run now and cancel (each action is logged).
+    """
+    host, port = parse_bind(bind)
+    try:
+        import uvicorn
+
+        from .app import create_app
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the status page needs the web extra: pip install '{EXTRA}' ({exc})"
+        ) from None
+    env = get_env(ctx)
+    env.runtime  # noqa: B018 - build the clients once, before the server's threads
+    app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
+    logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
+    mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
+    click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,136 @@
+"""The status page in a real browser (Debian's headless Chromium through
+chromedriver): nothing a schedule's name, args or error text holds ever
+executes; the overview follows the state live without a full reload (a
+schedule turning ERROR, a run's progress bar); pause through the page; and
+screenshots of the overview and one schedule page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+
+from celery_dgs.leases.leader import RedisLeader
+from tests.cli.conftest import now, spec
+from tests.e2e.harness import wait_for
+from tests.web.conftest import TOKEN, WebWorld, attribute_of, click, text_of
+
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+EVIL = "<script>alert(1)</script>"
+
+
+def no_alert(driver: Any) -> None:
+    try:
+        alert = driver.switch_to.alert
+    except NoAlertPresentException:
+        return
+    raise AssertionError(f"a script ran: alert({alert.text!r})")
+
+
+def fleet(web: WebWorld) -> None:
+    t = now()
+    web.sync(*(spec(f"proj.scrape_{i:02d}") for i in range(24)), spec("proj.report"),
+             spec(EVIL, args=("<img src=x onerror=alert(2)>",)), at=t - 3 * H)  # fmt: skip
+    for i in range(24):
+        web.record(f"proj.scrape_{i:02d}", "success", t - timedelta(minutes=4 * i + 1),
+                   20.0 + i)  # fmt: skip
+    for k in reversed(range(8)):  # oldest first, as they ran
+        web.record("proj.report", "failure" if k == 5 else "success",
+                   t - timedelta(minutes=60 * k + 15), 90.0 + 30 * (k % 3),
+                   error="<svg onload=alert(3)>" if k == 5 else None)  # fmt: skip
+    web.record("proj.report", "running", t - 2 * M)
+    web.hold_lease("proj.report", progress=0.35)
+    web.record(EVIL, "failure", t - 10 * M, 3.0, error="<img src=x onerror=alert(4)>")
+    web.register_worker("w1@node1", slots=4)
+    web.register_worker("w2@node2", slots=2)
+    leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
+    leader.elect(owner_tag="beat-1", owner_node="beat-host", owner_pid=4242)
+
+
+def test_nothing_in_a_name_executes_and_screenshots(
+    web: WebWorld, browser: Any, shots: Path
+) -> None:
+    fleet(web)
+    site = web.serve(refresh=2.0)
+    browser.get(site.url + "/")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "overview")
+    no_alert(browser)
+    assert "beat-host/4242" in (text_of(browser, "#live") or "")
+    browser.save_screenshot(str(shots / "overview.png"))
+    browser.get(site.url + "/schedules")
+    no_alert(browser)
+    browser.save_screenshot(str(shots / "schedules.png"))
+    assert EVIL in (text_of(browser, "table.schedules") or "")
+    browser.get(f"{site.url}/schedule?name={quote(EVIL)}")
+    no_alert(browser)
+    assert text_of(browser, "[data-name]") == EVIL
+    assert "<img src=x onerror=alert(4)>" in (text_of(browser, "body") or "")
+    # The only script on the page is htmx: every name and text stayed text.
+    scripts = browser.execute_script("return [...document.scripts].map(s => s.src)")
+    assert scripts == [site.url + "/static/htmx.min.js"]
+    assert browser.execute_script("return document.images.length") == 0
+    browser.get(site.url + "/leases")
+    no_alert(browser)
+    browser.save_screenshot(str(shots / "leases.png"))
+    browser.get(f"{site.url}/schedule?name=proj.report")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.run"), 10, "chart")
+    no_alert(browser)
+    browser.save_screenshot(str(shots / "schedule.png"))
+
+
+def test_a_schedule_turning_error_shows_within_one_refresh(web: WebWorld, browser: Any) -> None:
+    t = now()
+    web.sync(spec("t.soon"), at=t - 3 * H)
+    web.record("t.soon", "success", t - H + timedelta(seconds=4), 1.0)
+    refresh = 0.5
+    site = web.serve(refresh=refresh)
+    browser.get(site.url + "/")
+    wait_for(lambda: text_of(browser, "[data-count=ERROR]") is not None, 10, "overview")
+    assert text_of(browser, "[data-count=ERROR]") == "0"
+    browser.execute_script("window.__sameDocument = true")
+    error_at = web.store.get("t.soon").stats.last_good_start_at + H  # type: ignore[operator]
+    wait_for(lambda: text_of(browser, "[data-count=ERROR]") == "1", 15, "ERROR count 1")
+    shown = now()
+    assert (shown - error_at).total_seconds() < refresh + 1.5
+    assert browser.execute_script("return window.__sameDocument") is True  # no full reload
+    assert "t.soon" in (text_of(browser, "#live") or "")
+
+
+def test_a_live_runs_progress_bar_moves(web: WebWorld, browser: Any) -> None:
+    web.sync(spec("t.long"), at=now() - 3 * H)
+    web.hold_lease("t.long", progress=0.2)
+    site = web.serve(refresh=0.5)
+    browser.get(f"{site.url}/schedule?name=t.long")
+
+    def value() -> str:
+        return attribute_of(browser, "[data-progress] progress", "value") or ""
+
+    wait_for(lambda: value() in ("20.0", "20"), 10, "progress 20%")
+    browser.execute_script("window.__sameDocument = true")
+    web.leases.ping("t.long", "tag-t.long", 0.7)
+    wait_for(lambda: value() in ("70.0", "70"), 10, "progress 70%")
+    assert browser.execute_script("return window.__sameDocument") is True
+
+
+def test_pause_through_the_page(web: WebWorld, browser: Any, shots: Path) -> None:
+    web.sync(spec("t.job"), at=now() - 3 * H)
+    site = web.serve(refresh=5.0)
+    browser.delete_all_cookies()
+    browser.get(site.url + "/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "signed in")
+    browser.get(f"{site.url}/schedule?name=t.job")
+    click(browser, "[data-action=pause]")
+    notice = wait_for(lambda: text_of(browser, "[data-notice]"), 10, "the action's notice")
+    assert "paused t.job" in notice
+    assert web.store.get("t.job").paused
+    browser.save_screenshot(str(shots / "paused.png"))
+    click(browser, "[data-action=resume]")
+    wait_for(lambda: not web.store.get("t.job").paused, 10, "resumed")
+    browser.delete_all_cookies()

@@ -1,0 +1,85 @@
+"""``celery -A proj dgs web``: serves the page in its own process (127.0.0.1
+by default), and without the web extra stops with a message naming it."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from celery_dgs.web.command import EXTRA, parse_bind
+from tests.web.conftest import WebWorld, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bind_defaults_to_localhost() -> None:
+    assert parse_bind("8080") == ("127.0.0.1", 8080)
+    assert parse_bind("0.0.0.0:80") == ("0.0.0.0", 80)
+    assert parse_bind("[::1]:9000") == ("::1", 9000)
+    assert parse_bind(":9000") == ("127.0.0.1", 9000)
+    with pytest.raises(click.BadParameter, match="HOST:PORT"):
+        parse_bind("localhost:http")
+    from celery_dgs.web.command import web
+
+    bind = next(p for p in web.params if p.name == "bind")
+    assert str(bind.default).startswith("127.0.0.1:")
+
+
+def test_without_the_extra_the_command_names_it(
+    web: WebWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_import = builtins.__import__
+
+    def no_uvicorn(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "uvicorn":
+            raise ImportError("No module named 'uvicorn'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_uvicorn)
+    result = web.invoke("web", "--bind", "127.0.0.1:1")
+    assert result.exit_code == 4
+    assert f"pip install '{EXTRA}'" in result.output
+
+
+def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
+    env = {
+        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url, "DECL_PREFIX": f"web{uuid.uuid4().hex[:6]}",
+        "DECL_PERIOD": "3600",
+    }  # fmt: skip
+    script = Path(sys.executable).with_name("celery")
+    celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
+    base = [*celery, "-A", "tests.cli.decl_proj", "dgs"]
+    synced = subprocess.run([*base, "sync"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert synced.returncode == 0, synced.stderr
+    port = free_port()
+    proc = subprocess.Popen([*base, "web", "--bind", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        body = None
+        while body is None:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/schedules", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                assert time.monotonic() < deadline, "the page did not come up"
+                time.sleep(0.1)
+        assert "decl.a" in body
+        assert "read-only" in body
+    finally:
+        proc.terminate()
+        out, _err = proc.communicate(timeout=20)
+    assert f"status page on http://127.0.0.1:{port}/ (read-only)" in out

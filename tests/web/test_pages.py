@@ -1,0 +1,194 @@
+"""The status page served for real (uvicorn over HTTP) on a real SQLite store
+and a real Redis-compatible server: the same numbers as ``celery dgs
+status --json``, paging and filters, one schedule's page, the leases page,
+escaping, and no password on an error page."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from datetime import datetime, timedelta
+
+import pytest
+import redis
+
+from tests.cli.conftest import now, spec
+from tests.web.conftest import WebWorld, free_port, make_web_app
+
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+@pytest.fixture
+def fleet(web: WebWorld) -> datetime:
+    """Schedules (period 1 h) in known conditions, a worker with 2 slots, one
+    live run at 40 %."""
+    t = now()
+    web.sync(
+        spec("t.ok"), spec("t.late"), spec("t.never", pool="slow"), spec("t.failed"),
+        spec("t.running"),
+        at=t - 2 * H,
+    )  # fmt: skip
+    web.record("t.ok", "success", t - 10 * M, 2.0)
+    web.record("t.ok", "success", t - 70 * M, 4.0)
+    web.record("t.late", "success", t - 150 * M)
+    web.record("t.failed", "success", t - 30 * M)
+    web.record("t.failed", "failure", t - 5 * M, error="boom <b>bold</b>\nsecond line")
+    web.record("t.running", "success", t - 20 * M)
+    web.record("t.running", "running", t - 10 * M)
+    web.hold_lease("t.running", progress=0.4)
+    web.register_worker("w1@node1", slots=2)
+    return t
+
+
+def test_overview_numbers_match_status_json(web: WebWorld, fleet: datetime) -> None:
+    site = web.serve()
+    cli = json.loads(web.invoke("status", "--json").output)
+    api = json.loads(site.get("/api/overview").body)
+    assert api["counts"] == cli["counts"]
+    assert sum(api["counts"].values()) == 5
+    assert api["counts"]["ERROR"] >= 2  # t.late (deadline passed), t.never (never succeeded)
+    assert api["workers"] == [{"name": "w1@node1", "slots": 2, "busy": 1, "free": 1}]
+    assert api["pending_dispatches"] == 0
+    assert sum(api["histogram"].values()) == 5
+    assert api["histogram"]["overdue"] >= 1
+    page = site.get("/")
+    assert page.status == 200
+    for level, n in cli["counts"].items():
+        assert f'data-count="{level}">{n}<' in page.body
+    assert "deadline_passed" in page.body
+    assert "never_succeeded" in page.body
+    assert "no beat leader" in page.body
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_overview_shows_the_beat_leader_and_its_token(
+    web: WebWorld, fleet: datetime, redis_client: redis.Redis
+) -> None:
+    from celery_dgs.keys import KeySpace
+    from celery_dgs.leases.leader import RedisLeader
+    from tests.cli.conftest import PREFIX
+
+    leader = RedisLeader(redis_client, KeySpace(PREFIX), timeout=30.0)
+    grant = leader.elect(owner_tag="beat-tag", owner_node="beat-node", owner_pid=4242)
+    site = web.serve()
+    cli = json.loads(web.invoke("status", "--json").output)["beat_leader"]
+    api = json.loads(site.get("/api/overview").body)["beat_leader"]
+    assert api["token"] == cli["token"] == grant.token
+    body = site.get("/").body
+    assert "beat-node/4242" in body
+    assert f"data-leader-token>{grant.token}<" in body
+
+
+def test_schedules_table_pages_filters_and_sorts_by_time_to_error(web: WebWorld) -> None:
+    t = now()
+    names = [f"proj.scrape_{i:03d}" for i in range(120)]
+    web.sync(*(spec(n, pool="slow" if i % 3 == 0 else None) for i, n in enumerate(names)),
+             spec("other.report"), at=t - 2 * H)  # fmt: skip
+    for i, name in enumerate(names):  # older good runs reach ERROR sooner
+        web.record(name, "success", t - timedelta(minutes=i % 50))
+    site = web.serve()
+
+    def listed(body: str) -> list[str]:
+        return [html.unescape(n) for n in re.findall(r'class="name" href="[^"]*">([^<]*)<', body)]
+
+    first = site.get("/schedules")
+    rows = listed(first.body)
+    assert len(rows) == 50
+    assert "<b data-total>121</b>" in first.body
+    assert "page 1 of 3" in first.body
+    assert rows[0] == "other.report"  # never succeeded: ERROR, first
+    ages = [int(n[-3:]) % 50 for n in rows[1:]]
+    assert ages == sorted(ages, reverse=True)  # oldest good start = nearest error_at first
+    third = listed(site.get("/schedules?page=3").body)
+    assert len(third) == 21
+    assert set(rows).isdisjoint(third)
+
+    assert listed(site.get("/schedules?q=proj.scrape_01*").body) == [
+        n for n in sorted(names, key=lambda n: (-(int(n[-3:]) % 50), n)) if n.startswith(
+            "proj.scrape_01")]  # fmt: skip
+    slow = listed(site.get("/schedules?pool=slow&page=1").body)
+    assert len(slow) == 40
+    assert all(int(n[-3:]) % 3 == 0 for n in slow)
+    assert listed(site.get("/schedules?task=other.rep").body) == ["other.report"]
+    assert listed(site.get("/schedules?condition=ERROR").body) == ["other.report"]
+    assert "data-total>0<" in site.get("/schedules?condition=WARNING&q=nothing").body
+    fragment = site.get("/schedules?q=proj.scrape_00*", **{"HX-Request": "true"})
+    assert fragment.body.lstrip().startswith('<div id="table"')
+    assert len(listed(fragment.body)) == 10
+
+
+def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
+    site = web.serve()
+    body = site.get("/schedule?name=t.running").body
+    assert "fresh within 1h00m" in body
+    assert 'data-reason="ok"' in body
+    assert "can start by" in body
+    assert "should start by" in body
+    assert "error at" in body
+    assert 'data-progress="0.4"' in body
+    assert 'value="40.0"' in body
+    assert "w1@node1" in body
+    assert "tag-t.running" in body
+    assert body.count('class="run ') == 2  # the success and the live run
+    assert 'class="run running"' in body
+    assert 'class="run ok"' in body
+    assert ">error_at</text>" in body
+    assert ">now</text>" in body
+
+    failed = site.get("/schedule?name=t.failed").body
+    assert "boom &lt;b&gt;bold&lt;/b&gt;" in failed
+    assert "<b>bold</b>" not in failed
+    assert 'class="run error"' in failed
+    assert 'data-reason="last_run_failed"' in failed
+    missing = site.get("/schedule?name=nope")
+    assert missing.status == 404
+
+
+def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
+    from celery_dgs.core.spec import make_spec
+
+    cron = make_spec("cron", task="proj.nightly", cron_schedule="0 0 * * *",
+                     tz="America/New_York", cron_max_schedule_duration=6 * H,
+                     blackout_periods=[("12:00", "14:00")])  # fmt: skip
+    web.sync(cron, at=now() - 2 * H)
+    body = web.serve().get("/schedule?name=proj.nightly").body
+    assert "cron 0 0 * * * America/New_York, done within 6h00m; blackout 12:00-14:00" in body
+
+
+def test_leases_page_lists_live_runs_and_failures(web: WebWorld, fleet: datetime) -> None:
+    body = web.serve().get("/leases").body
+    assert "t.running" in body
+    assert 'value="40.0"' in body
+    assert "t.failed" in body
+    assert "boom &lt;b&gt;bold&lt;/b&gt;" in body
+
+
+def test_names_args_and_errors_are_escaped(web: WebWorld) -> None:
+    evil = "<script>alert(1)</script>"
+    web.sync(spec(evil, args=("<img src=x onerror=alert(2)>",)), at=now() - 2 * H)
+    web.record(evil, "failure", now() - M, error="<svg onload=alert(3)>")
+    site = web.serve()
+    for path in ("/", "/schedules", f"/schedule?name={evil}", "/leases"):
+        body = site.get(path.replace("<", "%3C").replace(">", "%3E")).body
+        assert "<script>alert" not in body
+        assert "<img src=x" not in body
+        assert "<svg onload" not in body
+    page = site.get("/schedule?name=%3Cscript%3Ealert(1)%3C/script%3E").body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_an_unreachable_redis_never_shows_its_password(web: WebWorld, sqlite_url: str) -> None:
+    secret = "s3cret-pa55word"
+    app = make_web_app(sqlite_url, f"redis://:{secret}@127.0.0.1:{free_port()}/0")
+    try:
+        site = web.serve(app=app)
+        reply = site.get("/")
+        assert reply.status == 503
+        assert "Cannot read the state" in reply.body
+        assert secret not in reply.body
+        assert secret not in site.get("/api/overview").body
+    finally:
+        app.close()

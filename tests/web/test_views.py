@@ -1,0 +1,143 @@
+"""The status page's pure parts: the snapshot cache (re-read when stale,
+the previous snapshot served meanwhile), the spec in words, the freshness
+buckets, the run chart's geometry, and the benchmark at a small size."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from celery_dgs.cli.show import State
+from celery_dgs.core.spec import make_spec
+from celery_dgs.status import build_rows
+from celery_dgs.store.memory import MemoryScheduleStore
+from celery_dgs.web import views
+from celery_dgs.web.app import SnapshotCache, scrub
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
+H = timedelta(hours=1)
+
+
+def snapshot(store: MemoryScheduleStore, now: datetime = T0) -> views.Snapshot:
+    schedules = store.list_schedules()
+    state = State(schedules, build_rows(schedules, {}, now), {}, [], now)
+    return views.snapshot_of(state, None, 0)
+
+
+def test_the_cache_rereads_when_stale_and_serves_the_old_one_meanwhile() -> None:
+    store = MemoryScheduleStore()
+    reads: list[float] = []
+    gate = threading.Event()
+
+    def read() -> Any:
+        reads.append(time.monotonic())
+        if len(reads) == 2:
+            gate.wait(5)  # the second read is slow
+        return snapshot(store)
+
+    cache = SnapshotCache(read, max_age=0.05)
+    first = cache.get()
+    assert cache.get() is first
+    assert len(reads) == 1
+    time.sleep(0.06)
+    slow = threading.Thread(target=cache.get)
+    slow.start()
+    while len(reads) < 2:
+        time.sleep(0.005)
+    assert cache.get() is first  # served at once while the other request reads
+    gate.set()
+    slow.join(5)
+    assert cache.get() is not first
+    assert len(reads) == 2
+
+
+def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
+    reads: list[float] = []
+
+    def read() -> Any:
+        reads.append(time.monotonic())
+        time.sleep(0.05)
+        return snapshot(MemoryScheduleStore())
+
+    cache = SnapshotCache(read, max_age=0.0)
+    cache.get()
+    deadline = time.monotonic() + 0.15
+    while time.monotonic() < deadline:
+        cache.get()
+    assert len(reads) == 1  # 0.15 s < 4 x 0.05 s
+    time.sleep(0.1)
+    cache.get()
+    assert len(reads) == 2
+
+
+def test_spec_in_words() -> None:
+    periodic = make_spec("periodic", task="t.a", scheduling_period=24 * H, cooldown_duration=H,
+                         blackout_periods=[("12:00", "14:00")], tz="Europe/Paris", pool="slow",
+                         max_expected_duration=timedelta(minutes=5),
+                         dont_run_on_nodes=["n2", "n1"])  # fmt: skip
+    assert views.spec_words(periodic) == (
+        "fresh within 1d00h; cooldown 1h00m; blackout 12:00-14:00 Europe/Paris; pool slow; "
+        "expected under 5m00s; never on n1, n2"
+    )
+    cron = make_spec("cron", task="t.b", cron_schedule="0 0 * * *", tz="America/New_York",
+                     cron_max_schedule_duration=6 * H)
+    assert views.spec_words(cron) == "cron 0 0 * * * America/New_York, done within 6h00m"
+
+
+def test_freshness_buckets() -> None:
+    store = MemoryScheduleStore()
+    store.sync([make_spec("periodic", task=f"t.{i}", scheduling_period=100 * H)
+                for i in range(4)], T0 - 200 * H)  # fmt: skip
+    for i, hours_ago in enumerate((1, 30, 95, 150)):  # left: 99 %, 70 %, 5 %, overdue
+        start = T0 - hours_ago * H
+        store.record_run_start(schedule=f"t.{i}", run_id=f"r{i}", dispatch_id=None,
+                               owner_node="n", owner_name="w@n", owner_tag=f"r{i}", token=1,
+                               started_at=start)  # fmt: skip
+        store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=start + H / 60)
+    counts = dict(views.histogram(snapshot(store)))
+    assert counts == {"overdue": 1, "< 10%": 1, "10-25%": 0, "25-50%": 0, "50-75%": 1,
+                      "≥ 75%": 1}  # fmt: skip
+
+
+def test_the_run_chart_draws_each_run_and_the_deadlines() -> None:
+    store = MemoryScheduleStore()
+    store.sync([make_spec("periodic", task="t.a", scheduling_period=H)], T0 - 5 * H)
+    for k, (ago, seconds, outcome) in enumerate(((3 * H, 60, "success"),
+                                                 (2 * H, 120, "failure"),
+                                                 (H / 2, 30, "success"))):  # fmt: skip
+        start = T0 - ago
+        store.record_run_start(schedule="t.a", run_id=f"r{k}", dispatch_id=None, owner_node="n",
+                               owner_name="w@n", owner_tag=f"r{k}", token=k + 1,
+                               started_at=start)  # fmt: skip
+        store.record_run_end(run_id=f"r{k}", outcome=outcome,
+                             ended_at=start + timedelta(seconds=seconds),
+                             error="boom" if outcome == "failure" else None)  # fmt: skip
+    snap = snapshot(store)
+    runs = store.runs("t.a")
+    chart = views.timeline(runs, snap.by_name["t.a"], T0)
+    assert [b.css for b in chart.bars] == ["ok", "error", "ok"]  # newest first
+    tallest = max(chart.bars, key=lambda b: b.height)
+    assert tallest.css == "error"  # the longest run
+    xs = [b.x for b in chart.bars]
+    assert xs == sorted(xs, reverse=True)
+    marks = {m.label: m for m in chart.marks}
+    assert set(marks) == {"should_start_by", "error_at", "now"}
+    assert marks["should_start_by"].x < marks["error_at"].x
+    assert len({m.label_y for m in chart.marks}) == 3  # labels never overlap
+    assert all(40 <= b.x <= chart.width for b in chart.bars)
+
+
+def test_passwords_are_scrubbed() -> None:
+    assert scrub("Error connecting to redis://:hunter22@h:6379", ["hunter22"]) == (
+        "Error connecting to redis://:***@h:6379"
+    )
+
+
+def test_the_benchmark_runs_at_a_small_size(capsys: Any) -> None:
+    from benchmarks import web_table
+
+    assert web_table.main(["--schedules", "600", "--requests", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "GET /schedules at 600 schedules, 12 requests: p50" in out
