@@ -80,11 +80,11 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
                 return __original(*args, **kwargs)
             dispatched = getattr(request, "dgs_schedule", None)
             schedule = dispatched or __task.name
-            spec = dgs.declarations.specs.get(schedule)
+            spec = decl.specs.get(schedule)  # with the default cooldown, as beat has it
             if spec is None and not dispatched and __task.name not in declared_tasks:
                 return __original(*args, **kwargs)  # a plain call of an unscheduled task
             rt = runtime_for(app, dgs.settings)
-            if spec is None and schedule in dgs.declarations.errors:
+            if spec is None and schedule in decl.errors:
                 spec = served_spec(rt, schedule)
             if spec is None and dispatched:
                 spec, skip = runtime_spec(rt, schedule)
