@@ -193,6 +193,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     def publish(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
         failed: list[DispatchOrder] = []
+        sent: set[str] = set()  # dispatch ids published (never reported as failed)
         try:
             with self.app.producer_or_acquire() as producer:
                 for order in orders:
@@ -207,6 +208,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                                      "dgs_dispatch_id": order.dispatch_id},
                             producer=producer,
                         )  # fmt: skip
+                        sent.add(order.dispatch_id)
                     except Exception as exc:
                         if not _broker_unreachable(exc):
                             logger.exception("celery-dgs: publishing %s failed", order.schedule)
@@ -214,7 +216,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                             continue
                         raise  # every other order would wait out the same retries
         except Exception as exc:
-            done = {o.dispatch_id for o in failed}
+            done = sent | {o.dispatch_id for o in failed}
             left = [o for o in orders if o.dispatch_id not in done]
             if _broker_unreachable(exc):  # one line, not a traceback per order and tick
                 logger.warning(

@@ -94,3 +94,32 @@ def test_broker_down_fails_every_order_without_raising_and_recovers(
 def test_the_direct_queue_cache_keeps_1024_workers(app: Celery) -> None:
     sched = DeadlineScheduler(app, lazy=True)
     assert sched._direct.cache_info().maxsize == 1024  # type: ignore[attr-defined]
+
+
+def test_orders_sent_before_the_broker_went_away_are_not_reported_failed(
+    app: Celery, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker becomes unreachable after the first message: that message is
+    in its queue, so only the orders after it come back as failed (a failed
+    order's dispatch record is taken back and the schedule re-dispatched)."""
+    from kombu.exceptions import OperationalError
+
+    real_send, calls = app.send_task, []
+
+    def send_then_fail(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["task_id"])
+        if len(calls) > 1:
+            raise OperationalError("Error 111 connecting: Connection refused")
+        return real_send(*args, **kwargs)
+
+    monkeypatch.setattr(app, "send_task", send_then_fail)
+    worker = f"celery@gone-{uuid.uuid4().hex[:6]}"
+    orders = [order(worker), order(worker), order(worker)]
+    failed = DeadlineScheduler(app, lazy=True).publish(orders)
+    assert [o.dispatch_id for o in failed] == [o.dispatch_id for o in orders[1:]]
+    probe = redis.Redis.from_url(redis_url)
+    try:
+        assert probe.llen(f"{worker}.dq2") == 1
+    finally:
+        probe.delete(f"{worker}.dq2")
+        probe.close()
