@@ -48,7 +48,7 @@ class Guard:
         if self._key is None or not cookie or "." not in cookie:
             return None
         nonce, _, mac = cookie.partition(".")
-        return nonce if hmac.compare_digest(mac, self._mac("session", nonce)) else None
+        return nonce if _same(mac, self._mac("session", nonce)) else None
 
     def csrf(self, nonce: str) -> str:
         """The CSRF value the forms of session ``nonce`` carry."""
@@ -58,9 +58,15 @@ class Guard:
         """Whether an action request may proceed: a valid session, its CSRF
         value, and no ``Origin`` of another host."""
         nonce = self.session(cookie)
-        if nonce is None or not csrf or not hmac.compare_digest(csrf, self.csrf(nonce)):
+        if nonce is None or not csrf or not _same(csrf, self.csrf(nonce)):
             return False
         return same_origin(origin, host)
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality of a client's value and ours; any text the client
+    sends (``compare_digest`` refuses non-ASCII ``str``) is just unequal."""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
 
 
 def same_origin(origin: str | None, host: str) -> bool:

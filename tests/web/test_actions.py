@@ -129,3 +129,18 @@ def test_the_token_setting_is_validated() -> None:
     with pytest.raises(SettingsError, match="dgs_web_token"):
         DgsSettings(web_token=1234567890123456789)  # type: ignore[arg-type]
     assert DgsSettings(web_token=TOKEN).web_token == TOKEN
+
+
+def test_a_non_ascii_cookie_or_csrf_value_is_refused_not_an_error(
+    web: WebWorld, site: Site
+) -> None:
+    """Whatever a client sends as its session cookie or CSRF value, the page
+    answers (the cookie is ignored; the action is refused with 403)."""
+    csrf = sign_in(site)
+    reply = site.post("/action", {"op": "pause", "name": "t.job", "csrf": csrf[:-1] + "é"})
+    assert reply.status == 403
+    assert not web.store.get("t.job").paused
+    page = site.get("/", Cookie="dgs_web_session=abc.%C3%A9; other=1")
+    assert page.status == 200
+    raw = site.get("/", Cookie="dgs_web_session=abc.\u00e9")
+    assert raw.status == 200
