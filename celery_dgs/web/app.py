@@ -36,7 +36,7 @@ from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
 from ..errors import DgsError
 from . import views
-from .auth import COOKIE, Guard, same_origin
+from .auth import COOKIE, Guard, host_allowed, same_origin
 
 log = logging.getLogger("celery_dgs.web")
 
@@ -144,10 +144,12 @@ def _templates() -> jinja2.Environment:
 
 def create_app(
     env: Env, *, refresh: float = 2.0, max_age: float = 1.0,
-    read: Callable[[], views.Snapshot] | None = None,
+    read: Callable[[], views.Snapshot] | None = None, loopback_only: bool = True,
 ) -> Starlette:  # fmt: skip
     """The status page of ``env``'s app. ``refresh``: seconds between the live
-    parts' updates in the browser; ``max_age``: how old a snapshot may be."""
+    parts' updates in the browser; ``max_age``: how old a snapshot may be;
+    ``loopback_only`` (bound to a loopback address): requests whose ``Host``
+    names another machine are refused with 421 (DNS rebinding)."""
     templates = _templates()
     guard = Guard(env.settings.web_token)
     cache = SnapshotCache(read or (lambda: views.take_snapshot(env)), max_age)
@@ -312,7 +314,29 @@ def create_app(
     }  # fmt: skip
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.cache = cache
+    if loopback_only:
+        app.add_middleware(LoopbackHostOnly)
     return app
+
+
+class LoopbackHostOnly:
+    """ASGI middleware: a request whose ``Host`` is not this machine's gets 421."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            if not host_allowed(host):
+                log.warning("celery-dgs web: refused a request for host %r (the page is "
+                               "bound to this machine only)", host)  # fmt: skip
+                response = Response("misdirected request: this page answers to localhost "
+                                    "names only\n", status_code=421, media_type="text/plain")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _client(request: Request) -> str:

@@ -74,3 +74,25 @@ def same_origin(origin: str | None, host: str) -> bool:
     if origin is None:
         return True
     return urlsplit(origin).netloc == host
+
+
+#: Host names a page bound to a loopback address answers to.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def loopback_bind(host: str) -> bool:
+    """Whether the page is bound to this machine only (127.0.0.0/8, ::1, localhost)."""
+    return host in LOOPBACK_NAMES or host.startswith("127.")
+
+
+def host_allowed(header: str | None) -> bool:
+    """Whether a request's ``Host`` names this machine (checked when the page
+    is bound to a loopback address): a page on 127.0.0.1 read through another
+    name is a DNS-rebinding attempt by some web site in the operator's browser."""
+    if not header:
+        return False
+    try:
+        name = urlsplit(f"//{header}").hostname
+    except ValueError:
+        return False
+    return name is not None and loopback_bind(name)

@@ -11,6 +11,7 @@ import logging
 import click
 
 from ..cli.context import ConfigurationError, get_env, wrap_errors
+from .auth import loopback_bind
 
 #: What ``pip install`` needs for the page.
 EXTRA = "celery-dgs[web]"
@@ -51,7 +52,8 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
         ) from None
     env = get_env(ctx)
     env.runtime  # noqa: B018 - build the clients once, before the server's threads
-    app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
+    app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0),
+                     loopback_only=loopback_bind(host))  # fmt: skip
     logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
     mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")

@@ -85,7 +85,8 @@ def test_refused_without_token_and_csrf(web: WebWorld, site: Site, case: str) ->
         form["csrf"] = "0" * 64
     elif case != "no session":
         csrf = sign_in(site)
-        form["csrf"] = {"no csrf": "", "wrong csrf": csrf[:-1] + "0", "other origin": csrf}[case]
+        wrong = csrf[:-1] + ("1" if csrf.endswith("0") else "0")  # never the right one
+        form["csrf"] = {"no csrf": "", "wrong csrf": wrong, "other origin": csrf}[case]
         if case == "other origin":
             headers["Origin"] = "http://evil.example"
     reply = site.post("/action", form, **headers)
@@ -137,10 +138,20 @@ def test_a_non_ascii_cookie_or_csrf_value_is_refused_not_an_error(
     """Whatever a client sends as its session cookie or CSRF value, the page
     answers (the cookie is ignored; the action is refused with 403)."""
     csrf = sign_in(site)
-    reply = site.post("/action", {"op": "pause", "name": "t.job", "csrf": csrf[:-1] + "é"})
+    reply = site.post("/action", {"op": "pause", "name": "t.job", "csrf": csrf + "é"})
     assert reply.status == 403
     assert not web.store.get("t.job").paused
     page = site.get("/", Cookie="dgs_web_session=abc.%C3%A9; other=1")
     assert page.status == 200
     raw = site.get("/", Cookie="dgs_web_session=abc.\u00e9")
     assert raw.status == 200
+
+
+def test_a_page_bound_to_this_machine_refuses_other_host_names(site: Site) -> None:
+    """DNS rebinding: a web site that points its own name at 127.0.0.1 must not
+    read the page through the operator's browser."""
+    port = site.url.rsplit(":", 1)[1].rstrip("/")
+    assert site.get("/", Host=f"localhost:{port}").status == 200
+    refused = site.get("/schedules", Host=f"rebind.example:{port}")
+    assert refused.status == 421
+    assert "t.job" not in refused.body
