@@ -122,21 +122,27 @@ def _text(value: Any) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``**`` (safe to log)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``url`` with any password replaced by ``**`` (safe to log): the one in
+    the user part and a ``password=`` query parameter (redis-py takes both)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
+        password, port = parts.password, parts.port
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    netloc = f"{user}:**@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    if password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:  # IPv6
+            host = f"[{host}]"
+        netloc = f"{user}:**@{host}" + (f":{port}" if port is not None else "")
+        parts = parts._replace(netloc=netloc)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key.lower() == "password" for key, _ in query):
+        masked = [(k, "**" if k.lower() == "password" else v) for k, v in query]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    return urlunsplit(parts)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -77,6 +77,8 @@ def test_a_reachable_redis_with_the_right_password_passes(
     ("redis://host:6379/0", "redis://host:6379/0"),
     ("postgresql+psycopg://dgs:s3cret@db:5432/dgs", "postgresql+psycopg://dgs:**@db:5432/dgs"),
     ("sqlite:////var/lib/dgs.sqlite3", "sqlite:////var/lib/dgs.sqlite3"),
+    ("redis://host:6379/0?password=s3cret&db=1", "redis://host:6379/0?password=**&db=1"),
+    ("redis://:a@host/0?PASSWORD=s3cret", "redis://:**@host/0?PASSWORD=**"),
 ])  # fmt: skip
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
