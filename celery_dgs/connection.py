@@ -139,10 +139,11 @@ def redact_url(url: str) -> str:
         netloc = f"{user}:**@{host}" + (f":{port}" if port is not None else "")
         parts = parts._replace(netloc=netloc)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(key.lower() == "password" for key, _ in query):
+    in_query = any(key.lower() == "password" for key, _ in query)
+    if in_query:
         masked = [(k, "**" if k.lower() == "password" else v) for k, v in query]
         parts = parts._replace(query=urlencode(masked, safe="*"))
-    return urlunsplit(parts)
+    return urlunsplit(parts) if password is not None or in_query else url
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
