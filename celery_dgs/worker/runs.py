@@ -398,7 +398,18 @@ def _skip(
     rt: Runtime, spec: ScheduleSpec, run_id: str, dispatch_id: str | None, node: str,
     owner: str, reason: str,
 ) -> None:
-    schedule = spec.name
+    record_skipped(rt, spec.name, run_id=run_id, dispatch_id=dispatch_id, node=node,
+                   owner=owner, reason=reason, declared=spec)  # fmt: skip
+
+
+def record_skipped(
+    rt: Runtime, schedule: str, *, run_id: str, dispatch_id: str | None, node: str,
+    owner: str, reason: str, declared: ScheduleSpec | None = None,
+) -> None:
+    """Record a delivery of ``schedule`` that did not run (a skip row, dated by
+    Redis time, else the local clock). With ``declared``, a schedule not stored
+    yet is stored first from this worker's declaration, as ``sync`` would.
+    Failures are logged in one line, never raised."""
     logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
 
     def record() -> None:
@@ -412,7 +423,9 @@ def _skip(
         try:
             record()
         except UnknownScheduleError:
-            _store_declared(rt, spec)
+            if declared is None:
+                raise
+            _store_declared(rt, declared)
             record()
     except Exception as exc:
         log_failure(logger, exc, "celery-dgs: could not record the skip of %s", schedule)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
+from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..runtime import Runtime
 from ..store.base import OWNER_RUNTIME
-from .runs import node_of
+from .runs import node_of, record_skipped
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -49,14 +49,11 @@ def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None
     dispatch record back; failures are logged, never raised."""
     dispatch_id = getattr(request, "dgs_dispatch_id", None)
     owner = str(getattr(request, "hostname", None) or socket.gethostname())
-    logger.warning("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
-    try:
-        if dispatch_id:
+    if dispatch_id:
+        try:
             rt.dispatches.take_back(schedule, dispatch_id)
-        rt.store.record_skip(
-            schedule=schedule, run_id=uuid.uuid4().hex, dispatch_id=dispatch_id,
-            owner_node=node_of(owner), owner_name=owner, reason=reason,
-            at=datetime.now(timezone.utc),
-        )  # fmt: skip
-    except Exception:
-        logger.exception("celery-dgs: could not record the skip of %s", schedule)
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: could not give back the dispatch of %s",
+                        schedule)  # fmt: skip
+    record_skipped(rt, schedule, run_id=uuid.uuid4().hex, dispatch_id=dispatch_id,
+                   node=node_of(owner), owner=owner, reason=reason)  # fmt: skip
