@@ -241,6 +241,57 @@ def sync_owns(owner: str, active: bool) -> bool:
     return owner == OWNER_DECLARED or not active
 
 
+@dataclass(frozen=True, kw_only=True)
+class SyncRowState:
+    """What :func:`plan_sync` needs of a stored row."""
+
+    owner: str
+    active: bool
+    #: Whether the stored spec is the declared one (``None``: not declared).
+    same_spec: bool | None
+    declaration_error: str | None
+
+
+def plan_sync(
+    declared: Sequence[str], rows: Mapping[str, SyncRowState], invalid: Mapping[str, str]
+) -> tuple[SyncReport, list[str]]:
+    """What every store's ``sync`` does, decided once: the report, and the
+    stored rows whose ``declaration_error`` becomes ``invalid[name]``.
+
+    ``rows``: the stored rows of the ``declared`` names and every active
+    declared row (more rows do no harm). A declared name not stored is
+    inserted; one ``sync`` may not change (:func:`sync_owns`) is refused; an
+    inactive one is reactivated; one whose spec differs, or whose declaration
+    was invalid, is updated. An active declared row not declared now stays as
+    stored (``invalid``) when its declaration is invalid, else is deactivated.
+    """
+    report = SyncReport()
+    for name in sorted(declared):
+        row = rows.get(name)
+        if row is None:
+            report.inserted.append(name)
+        elif not sync_owns(row.owner, row.active):
+            report.refused.append(name)
+        elif not row.active:
+            report.reactivated.append(name)
+        elif not row.same_spec or row.declaration_error is not None:
+            report.updated.append(name)
+        else:
+            report.unchanged.append(name)
+    names, marked = set(declared), []
+    for name in sorted(rows):
+        row = rows[name]
+        if not row.active or name in names or row.owner != OWNER_DECLARED:
+            continue
+        if name in invalid:
+            report.invalid.append(name)
+            if row.declaration_error != invalid[name]:
+                marked.append(name)
+        else:
+            report.deactivated.append(name)
+    return report, marked
+
+
 def declared_by_name(
     specs: Sequence[ScheduleSpec], invalid: Mapping[str, str]
 ) -> dict[str, ScheduleSpec]:

@@ -39,12 +39,13 @@ from .base import (
     ScheduleStore,
     StoredSchedule,
     SyncReport,
+    SyncRowState,
     UpsertReport,
     check_finite,
     declared_by_name,
+    plan_sync,
     remove_action,
     stats_after,
-    sync_owns,
     upsert_action,
 )
 from .convert import spec_json, utc
@@ -88,37 +89,20 @@ class MemoryScheduleStore(ScheduleStore):
         now = utc(now, "now")
         invalid = dict(invalid or {})
         declared = declared_by_name(specs, invalid)
-        report = SyncReport()
         with self._lock:
             rows = self._rows
-            texts: dict[str, str] = {}
-            for name in sorted(declared):
-                row = rows.get(name)
-                if row is None:
-                    report.inserted.append(name)
-                    continue
-                if not sync_owns(row.owner, row.active):
-                    report.refused.append(name)
-                    continue
-                text = texts[name] = spec_json(declared[name])
-                if not row.active:
-                    report.reactivated.append(name)
-                elif (row.spec is None or spec_json(row.spec) != text
-                      or row.declaration_error is not None):  # fmt: skip
-                    report.updated.append(name)
-                else:
-                    report.unchanged.append(name)
-            marked = []  # active rows whose declaration_error is new or different
-            for name in sorted(rows):
-                row = rows[name]
-                if not row.active or name in declared or row.owner != OWNER_DECLARED:
-                    continue
-                if name in invalid:
-                    report.invalid.append(name)
-                    if row.declaration_error != invalid[name]:
-                        marked.append(name)
-                else:
-                    report.deactivated.append(name)
+            texts = {name: spec_json(spec) for name, spec in declared.items()}
+            states = {
+                name: SyncRowState(
+                    owner=row.owner, active=row.active, declaration_error=row.declaration_error,
+                    same_spec=None if name not in declared else (
+                        row.spec is not None and spec_json(row.spec) == texts[name]
+                    ),
+                )
+                for name, row in rows.items()
+                if name in declared or (row.active and row.owner == OWNER_DECLARED)
+            }  # fmt: skip
+            report, marked = plan_sync(list(declared), states, invalid)
             if not (report.changed or marked):
                 return report
             seq = self._next_seq()

@@ -28,7 +28,14 @@ from sqlalchemy.orm import Session
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from ..errors import UnknownScheduleError
-from .base import OWNER_DECLARED, StoredSchedule, SyncReport, declared_by_name, sync_owns
+from .base import (
+    OWNER_DECLARED,
+    StoredSchedule,
+    SyncReport,
+    SyncRowState,
+    declared_by_name,
+    plan_sync,
+)
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
@@ -112,36 +119,20 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             name: (spec, spec_json(spec))
             for name, spec in declared_by_name(specs, invalid).items()
         }
-        report = SyncReport()
         with self._write() as session:
             if session.get_bind().dialect.name == "postgresql":
                 session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
             rows = self._sync_rows(session, sorted(declared))
-            for name in sorted(declared):
-                row = rows.get(name)
-                if row is None:
-                    report.inserted.append(name)
-                    continue
-                if not sync_owns(row.owner, row.active):
-                    report.refused.append(name)
-                    continue
-                same = row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
-                if not row.active:
-                    report.reactivated.append(name)
-                elif not same or row.declaration_error is not None:
-                    report.updated.append(name)
-                else:
-                    report.unchanged.append(name)
-            marked = []  # active rows whose declaration_error is new or different
-            for name, row in sorted(rows.items()):
-                if not row.active or name in declared or row.owner != OWNER_DECLARED:
-                    continue
-                if name in invalid:
-                    report.invalid.append(name)
-                    if row.declaration_error != invalid[name]:
-                        marked.append(name)
-                else:
-                    report.deactivated.append(name)
+            states = {
+                name: SyncRowState(
+                    owner=row.owner, active=row.active, declaration_error=row.declaration_error,
+                    same_spec=None if name not in declared else (
+                        row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
+                    ),
+                )
+                for name, row in rows.items()
+            }  # fmt: skip
+            report, marked = plan_sync(list(declared), states, invalid)
             if not (report.changed or marked):
                 return report
             seq = self._next_seq(session)
