@@ -222,29 +222,35 @@ def test_held_schedules_say_why_in_the_metrics(
     assert held("t.paused") == ["no_worker", "paused"]
 
 
-def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
-    redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    """With no schedule due beat runs no dispatch round; the slot gauges still
-    show the live workers' slots, not zeros left from start-up."""
-    store = open_store(f"sqlite:///{tmp_path / 'idle.sqlite3'}")
+def scrape_once(redis_client: redis.Redis, store: SqlScheduleStore, *, slots: int = 0) -> str:
+    """``/metrics`` of a beat engine loaded from ``store`` (one worker with
+    ``slots`` registered when ``slots``), after one tick; closes the store."""
     registry = WorkerRegistry(redis_client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=3,
-                                 pool="prefork", pid=1))  # fmt: skip
-    idle = BeatEngine(
+    if slots:
+        registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",),
+                                     slots=slots, pool="prefork", pid=1))  # fmt: skip
+    engine = BeatEngine(
         store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
         registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
         settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
         max_interval=MAX_INTERVAL_S, monotonic=Mono(),
     )  # fmt: skip
-    idle.load()
-    idle.tick()
-    srv = serve_metrics(idle, store, SystemClock(), 0, "127.0.0.1")
+    engine.load()
+    engine.tick()
+    srv = serve_metrics(engine, store, SystemClock(), 0, "127.0.0.1")
     try:
-        _, _, body = get(srv.port, "/metrics")
+        return get(srv.port, "/metrics")[2]
     finally:
         srv.shutdown()
         store.close()
+
+
+def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """With no schedule due beat runs no dispatch round; the slot gauges still
+    show the live workers' slots, not zeros left from start-up."""
+    body = scrape_once(redis_client, open_store(f"sqlite:///{tmp_path / 'idle.sqlite3'}"), slots=3)
     assert 'dgs_worker_slots{state="free"} 3.0' in body
     assert 'dgs_worker_slots{state="used"} 0.0' in body
 
@@ -260,20 +266,7 @@ def test_a_stored_row_beat_cannot_schedule_is_an_error_in_the_metrics(
     with sqlite3.connect(path) as db:
         db.execute("UPDATE dgs_schedules SET spec = '{\"kind\": \"weekly\"}' WHERE name = 't.p2'")
     db.close()
-    engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(redis_client, KEYS, ttl=300),
-        dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
-        max_interval=MAX_INTERVAL_S, monotonic=Mono(),
-    )  # fmt: skip
-    engine.load()
-    srv = serve_metrics(engine, store, SystemClock(), 0, "127.0.0.1")
-    try:
-        _, _, body = get(srv.port, "/metrics")
-    finally:
-        srv.shutdown()
-        store.close()
+    body = scrape_once(redis_client, store)
     assert 'dgs_schedule_condition{reason="invalid_spec",schedule="t.p2"} 2.0' in body
     assert 'dgs_schedule_held{reason="invalid_spec",schedule="t.p2"} 1.0' in body
     assert 'dgs_schedule_condition{reason="ok",schedule="t.p1"} 0.0' in body
