@@ -67,7 +67,8 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
     except SettingsError as exc:
         raise StartRefused(f"invalid setting: {exc}") from None
     client = redis_from_url(
-        rt.redis_url or "", socket_timeout=STARTUP_CHECK_TIMEOUT_S,
+        rt.redis_url or "", cluster=rt.settings.redis_cluster,
+        socket_timeout=STARTUP_CHECK_TIMEOUT_S,
         socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
     )  # fmt: skip
     try:
