@@ -15,7 +15,7 @@ from celery_dgs.connection import redis_from_url
 from celery_dgs.dispatches import ADD_CHUNK, DispatchRecord
 from celery_dgs.errors import LeaseError, SettingsError
 from celery_dgs.keys import KeySpace
-from celery_dgs.leases import PingStatus
+from celery_dgs.leases import AcquireStatus, PingStatus
 from celery_dgs.leases.leader import LeaderFence, RedisLeader
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
@@ -144,3 +144,36 @@ def test_the_cluster_client_refuses_keys_of_several_slots_with_the_same_advice(
     with pytest.raises(LeaseError, match=r"CROSSSLOT: .*set dgs_redis_cluster_hash_tag = True"):
         leases.acquire("s", owner_node="h", owner_name="w", owner_tag="A")
     client.close()
+
+
+def test_the_shard_of_the_tag_restarted_empty_holds_new_grants_for_the_restart_grace(
+    redis_cluster: RedisClusterProcesses, cluster_url: str, sqlite_url: str
+) -> None:
+    """The primary serving the slot of ``{app}`` is SIGKILLed and comes back
+    empty: the run_id in the scripts' INFO differs, so the grant that the
+    durable floor says was lost is not given again before the restart grace
+    (ping_timeout + steal_delay) ends."""
+    rt = Runtime(cluster_settings(cluster_url, sqlite_url))
+    first = rt.leases.acquire("s", owner_node="h", owner_name="w", owner_tag="A")
+    assert first.token == 1
+    client = rt.redis
+    assert isinstance(client, RedisCluster)
+    port = client.get_node_from_key("{app}:x").port
+    shard = next(n for n in redis_cluster.nodes if n.port == port)
+    redis_cluster.restart_node(shard)
+    # the cluster client follows (a connection error first, then the same node again)
+    again = wait_for(lambda: _acquire_or_none(rt, "B", min_token=1), timeout=10)
+    assert again.status is AcquireStatus.RECOVERING
+    assert again.grace_ends_at is not None
+    grace = (again.grace_ends_at - again.now).total_seconds()
+    assert 0 < grace <= rt.settings.ping_timeout + rt.settings.steal_delay
+    assert rt.leases.get("s") is None, "the shard lost the lease"
+    rt.close()
+
+
+def _acquire_or_none(rt: Runtime, tag: str, *, min_token: int) -> object:
+    try:
+        return rt.leases.acquire("s", owner_node="h", owner_name="w", owner_tag=tag,
+                                 min_token=min_token)  # fmt: skip
+    except LeaseError:
+        return None

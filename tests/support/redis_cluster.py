@@ -111,6 +111,20 @@ class RedisClusterProcesses:
             time.sleep(0.05)
         raise EmbeddedServerError(f"cluster not ready within {timeout}s: {last}")
 
+    def restart_node(
+        self, node: RedisServerProcess, timeout: float = CLUSTER_READY_TIMEOUT_S
+    ) -> None:
+        """SIGKILL ``node`` and start it again on its ports, empty (no persistence)
+        but with its cluster config file, so it serves its slots again; returns
+        once the cluster is ok again."""
+        node.restart(kill=True)
+        clients = [redis.Redis(host=n.host, port=n.port) for n in self.nodes]
+        try:
+            self._wait_ready(clients, timeout)
+        finally:
+            for client in clients:
+                client.close()
+
     def stop(self, *, kill: bool = False) -> None:
         for node in self.nodes:
             node.stop(kill=kill)
