@@ -37,7 +37,8 @@ _SCHEMES = ("redis", "rediss", "unix")
 
 def redis_from_url(url: str, *, cluster: bool = False, **options: Any) -> redis.Redis:
     """A :class:`redis.Redis` for ``url``; ``options`` go to ``redis.Redis.from_url``
-    (``RedisCluster.from_url`` with ``cluster=True``; ``unix://`` is refused there).
+    (``RedisCluster.from_url`` with ``cluster=True``; ``unix://`` is refused there,
+    and so is a server without cluster mode, with a :class:`SettingsError`).
 
     ``decode_responses`` is always ``False``; passing ``True`` is an error.
     """
@@ -64,6 +65,11 @@ def redis_from_url(url: str, *, cluster: bool = False, **options: Any) -> redis.
             # The cluster client reads the slot map from the node at once.
             client = RedisCluster.from_url(url, **options)
         except RedisClusterException as exc:
+            if "cluster mode is not enabled" in str(exc).lower():
+                raise SettingsError(
+                    f"dgs_redis_cluster is on, but the Redis at {redact_url(url)} runs "
+                    "without cluster mode: set dgs_redis_cluster = False"
+                ) from None
             # Not a RedisError: raised as one, so that an unreachable cluster is
             # handled like an unreachable server (runs skipped until it answers).
             raise redis.ConnectionError(f"Redis Cluster at {redact_url(url)}: {exc}") from exc
