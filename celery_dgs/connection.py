@@ -5,6 +5,13 @@ URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://`` (TLS) and
 ``ssl_keyfile``, ...) are passed through to redis-py; they are rejected on a
 non-TLS URL, where redis-py would only fail at the first command.
 
+With ``cluster=True`` the URL names one node of a Redis Cluster and the client
+is redis-py's :class:`~redis.cluster.RedisCluster`, which finds the other nodes
+and sends each command (a script: by the slot of its KEYS) to the node serving
+its slot. celery-dgs calls only what both clients provide (plain commands,
+registered scripts, pipelines with or without MULTI, all keys in one slot
+thanks to the hash tag), so it is typed as :class:`redis.Redis`.
+
 Replies are bytes (``decode_responses=False``): the code that reads them decodes
 what it expects and reports anything else as :class:`~celery_dgs.errors.MalformedDataError`.
 """
@@ -16,18 +23,22 @@ import weakref
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
+from redis.exceptions import ClusterCrossSlotError, MovedError, RedisClusterException
 
 from .errors import LeaseError, MalformedDataError, SettingsError
 
 _SCHEMES = ("redis", "rediss", "unix")
 
 
-def redis_from_url(url: str, **options: Any) -> redis.Redis:
-    """A :class:`redis.Redis` for ``url``; ``options`` go to ``redis.Redis.from_url``.
+def redis_from_url(url: str, *, cluster: bool = False, **options: Any) -> redis.Redis:
+    """A :class:`redis.Redis` for ``url``; ``options`` go to ``redis.Redis.from_url``
+    (``RedisCluster.from_url`` with ``cluster=True``; ``unix://`` is refused there,
+    and so is a server without cluster mode, with a :class:`SettingsError`).
 
     ``decode_responses`` is always ``False``; passing ``True`` is an error.
     """
@@ -47,7 +58,49 @@ def redis_from_url(url: str, **options: Any) -> redis.Redis:
         raise SettingsError(
             f"TLS options {', '.join(ssl_options)} need a rediss:// URL, not {scheme}://"
         )
+    if cluster:
+        if scheme == "unix":
+            raise SettingsError("dgs_redis_cluster needs a redis:// or rediss:// node URL")
+        try:
+            # The cluster client reads the slot map from the node at once.
+            client = RedisCluster.from_url(url, **options)
+        except RedisClusterException as exc:
+            if "cluster mode is not enabled" in str(exc).lower():
+                raise SettingsError(
+                    f"dgs_redis_cluster is on, but the Redis at {redact_url(url)} runs "
+                    "without cluster mode: set dgs_redis_cluster = False"
+                ) from None
+            # Not a RedisError: raised as one, so that an unreachable cluster is
+            # handled like an unreachable server (runs skipped until it answers).
+            raise redis.ConnectionError(f"Redis Cluster at {redact_url(url)}: {exc}") from exc
+        return cast(redis.Redis, client)
     return redis.Redis.from_url(url, **options)
+
+
+#: What a multi-key call's failure means when the keys span cluster slots.
+CROSSSLOT_ADVICE = (
+    "CROSSSLOT: its keys {keys} hash to different Redis Cluster slots, and a script "
+    "or transaction may only touch one slot; set dgs_redis_cluster_hash_tag = True "
+    "(with dgs_redis_cluster = True) so every celery-dgs key shares the slot of its "
+    "prefix"
+)
+
+
+def cluster_misconfiguration(exc: BaseException, keys: Sequence[str]) -> str | None:
+    """The one-line explanation of ``exc`` when it comes from using a Redis Cluster
+    without the settings it needs, else ``None``: keys in several slots (the
+    server's CROSSSLOT, or the cluster client's refusal to send such a call), or
+    a plain client talking to a cluster node (MOVED)."""
+    if isinstance(exc, ClusterCrossSlotError) or (
+        isinstance(exc, RedisClusterException) and "same key slot" in str(exc)
+    ):
+        return CROSSSLOT_ADVICE.format(keys=list(keys))
+    if isinstance(exc, MovedError):
+        return (
+            f"MOVED ({exc}): this Redis is a node of a Redis Cluster; set "
+            "dgs_redis_cluster = True and dgs_redis_cluster_hash_tag = True"
+        )
+    return None
 
 
 @cache
@@ -98,12 +151,17 @@ def call_script(
     """Run script ``name`` (one round trip) and map failures to celery-dgs errors.
 
     Scripts report foreign data as ``{"MALFORMED", key, reason}``; that, and a
-    ``WRONGTYPE`` reply, become :class:`MalformedDataError`. Any other Redis
-    failure (unreachable, read-only replica, out of memory) is a :class:`LeaseError`.
+    ``WRONGTYPE`` reply, become :class:`MalformedDataError`. Keys spread over
+    cluster slots fail with the settings that fix it (:func:`cluster_misconfiguration`).
+    Any other Redis failure (unreachable, read-only replica, out of memory) is a
+    :class:`LeaseError`.
     """
     try:
         reply = scripts.get(client, name)(keys=keys, args=args)
-    except redis.ResponseError as exc:
+    except (redis.ResponseError, RedisClusterException) as exc:
+        advice = cluster_misconfiguration(exc, keys)
+        if advice is not None:
+            raise LeaseError(f"{name} failed: {advice}") from exc
         if str(exc).startswith("WRONGTYPE"):
             raise MalformedDataError(f"{name}: foreign data under {list(keys)}: {exc}") from exc
         raise LeaseError(f"{name} failed: {exc}") from exc

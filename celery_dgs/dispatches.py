@@ -189,7 +189,11 @@ class DispatchRecords(DispatchBackend):
         source = SCRIPTS.source("dispatch_add.lua")
         for chunk in chunks:
             keys, args = self._chunk_call(chunk, ttl_ms, fence)
-            pipe.eval(source, len(keys), *keys, *args)
+            # EVAL as a raw command: redis-py's cluster pipeline has no eval()
+            # method, but routes the command by the slot of its keys.
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "EVAL", source, len(keys), *keys, *args
+            )
         if pipeline is not None:
             return None
         try:

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import EmbeddedServerError
@@ -99,8 +100,11 @@ class RedisServerProcess:
         data_dir: str | Path | None = None,
         password: str | None = None,
         binary: str | Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.host = host
+        #: More server options, e.g. ``("--cluster-enabled", "yes")``.
+        self.extra_args = tuple(extra_args)
         self.port = port or free_port(host)
         self.password = password
         self.binary = Path(binary) if binary else find_server_binary()
@@ -137,6 +141,7 @@ class RedisServerProcess:
         ]  # fmt: skip
         if self.password:
             args += ["--requirepass", self.password]
+        args += self.extra_args
         self._proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )

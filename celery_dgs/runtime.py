@@ -44,8 +44,9 @@ class Runtime:
     def redis(self) -> redis.Redis:
         timeout = self.settings.redis_socket_timeout
         return redis_from_url(
-            self.redis_url or "", socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+            self.redis_url or "", cluster=self.settings.redis_cluster,
+            socket_timeout=timeout, socket_connect_timeout=timeout,
+        )  # fmt: skip
 
     @cached_property
     def leases(self) -> LeaseBackend:

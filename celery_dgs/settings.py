@@ -33,6 +33,9 @@ DEFAULT_KEY_PREFIX = "dgs"
 #: Redis Cluster: wrap the key prefix in a hash tag (``{dgs}:...``) so every key
 #: hashes to one slot, which the multi-key Lua scripts need (celery_dgs/keys.py).
 DEFAULT_REDIS_CLUSTER_HASH_TAG = False
+#: Redis Cluster: dgs_redis_url names one node of a cluster, reached through
+#: redis-py's cluster client (it finds the other nodes and follows the slots).
+DEFAULT_REDIS_CLUSTER = False
 DEFAULT_PING_INTERVAL_S = 30.0  # seed 000: every 30 seconds
 DEFAULT_PING_TIMEOUT_S = 90.0  # three missed pings before a steal may start
 DEFAULT_STEAL_DELAY_S = 60.0  # grace after steal_start_at for the owner to ping again
@@ -106,6 +109,9 @@ class DgsSettings:
     #: Wrap the prefix in ``{...}`` (a Redis Cluster hash tag): every key of
     #: celery-dgs then lives in one slot. Required on Redis Cluster.
     redis_cluster_hash_tag: bool = DEFAULT_REDIS_CLUSTER_HASH_TAG
+    #: ``dgs_redis_url`` is a node of a Redis Cluster (needs the hash tag, and
+    #: an explicit ``dgs_redis_url``: the Celery broker cannot be a cluster).
+    redis_cluster: bool = DEFAULT_REDIS_CLUSTER
     ping_interval: float = DEFAULT_PING_INTERVAL_S
     ping_timeout: float = DEFAULT_PING_TIMEOUT_S
     steal_delay: float = DEFAULT_STEAL_DELAY_S
@@ -242,6 +248,7 @@ class DgsSettings:
                 f"dgs_redis_cluster_hash_tag must be True or False, "
                 f"got {self.redis_cluster_hash_tag!r}"
             )
+        self._check_cluster()
         if self.redis_cluster_hash_tag and ("{" in self.key_prefix or "}" in self.key_prefix):
             raise SettingsError(
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
@@ -280,6 +287,25 @@ class DgsSettings:
         except ValueError as exc:
             masked = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
             raise SettingsError(f"dgs_redis_url {masked.geturl()!r}: {exc}") from None
+
+    def _check_cluster(self) -> None:
+        if not isinstance(self.redis_cluster, bool):
+            raise SettingsError(
+                f"dgs_redis_cluster must be True or False, got {self.redis_cluster!r}"
+            )
+        if not self.redis_cluster:
+            return
+        if not self.redis_cluster_hash_tag:
+            raise SettingsError(
+                "dgs_redis_cluster needs dgs_redis_cluster_hash_tag = True: the lease "
+                "scripts touch several keys at once, which a cluster only allows in one "
+                "slot (otherwise every call fails with CROSSSLOT)"
+            )
+        if not self.redis_url:
+            raise SettingsError(
+                "dgs_redis_cluster needs dgs_redis_url (a node of the cluster): the Celery "
+                "broker cannot be a Redis Cluster, so its URL is no fallback"
+            )
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval
@@ -341,8 +367,9 @@ class DgsSettings:
         return cls(**values)
 
     def resolved_redis_url(self, broker_url: str | None) -> str | None:
-        """``dgs_redis_url``, else the broker URL when it is a Redis URL."""
-        if self.redis_url:
+        """``dgs_redis_url``, else the broker URL when it is a Redis URL (not with
+        ``dgs_redis_cluster``, which needs ``dgs_redis_url``)."""
+        if self.redis_url or self.redis_cluster:
             return self.redis_url
         if broker_url and broker_url.split("://", 1)[0] in ("redis", "rediss"):
             return broker_url

@@ -116,6 +116,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                 try:
                     self._set_up(rt, decl)
                     break
+                except SettingsError as exc:  # e.g. dgs_redis_cluster on a plain server
+                    self._refuse(f"invalid setting: {exc}", rt)
                 except Exception as exc:
                     explained = self._explain(exc)
                     if explained is None:

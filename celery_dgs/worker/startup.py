@@ -66,21 +66,34 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
         rt = runtime_for(app, dgs.settings)
     except SettingsError as exc:
         raise StartRefused(f"invalid setting: {exc}") from None
-    client = redis_from_url(
-        rt.redis_url or "", socket_timeout=STARTUP_CHECK_TIMEOUT_S,
-        socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
-    )  # fmt: skip
+    try:
+        # A cluster client (dgs_redis_cluster) reads the slot map here already.
+        client = redis_from_url(
+            rt.redis_url or "", cluster=rt.settings.redis_cluster,
+            socket_timeout=STARTUP_CHECK_TIMEOUT_S,
+            socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
+        )  # fmt: skip
+    except SettingsError as exc:
+        raise StartRefused(f"invalid setting: {exc}") from None
+    except redis.RedisError as exc:
+        _unanswered(rt, exc)
+        return rt
     try:
         client.ping()
     except redis.RedisError as exc:
-        explained = explain(rt, exc)
-        if explained is not None and explained[1]:
-            raise StartRefused(explained[0]) from None
-        line = explained[0] if explained is not None else f"{type(exc).__name__}: {exc}"
-        logger.warning("celery-dgs: %s; scheduled runs are skipped until it answers", line)
+        _unanswered(rt, exc)
     finally:
         client.close()
     return rt
+
+
+def _unanswered(rt: Runtime, exc: redis.RedisError) -> None:
+    """Refuse to start on refused credentials; warn when Redis is unreachable."""
+    explained = explain(rt, exc)
+    if explained is not None and explained[1]:
+        raise StartRefused(explained[0]) from None
+    line = explained[0] if explained is not None else f"{type(exc).__name__}: {exc}"
+    logger.warning("celery-dgs: %s; scheduled runs are skipped until it answers", line)
 
 
 def refuse_to_start(line: str) -> NoReturn:

@@ -38,6 +38,10 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     dgs_database_url=os.environ["E2E_DATABASE_URL"],
     dgs_key_prefix=os.environ.get("E2E_PREFIX", "e2e"),
+    # tests/cluster: celery-dgs's Redis is a Redis Cluster, the broker a single server.
+    dgs_redis_url=os.environ.get("E2E_DGS_REDIS_URL"),
+    dgs_redis_cluster=os.environ.get("E2E_REDIS_CLUSTER") == "1",
+    dgs_redis_cluster_hash_tag=os.environ.get("E2E_REDIS_CLUSTER") == "1",
     dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
     dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
     dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),

@@ -1,6 +1,6 @@
 """``dgs_redis_cluster_hash_tag``: the setting reaches every client built from the
 settings, every key lands in one Redis Cluster slot, and a lease round trip
-works with it (on the single server available here; see keys.py)."""
+works with it on a single server (tests/cluster/ runs it on a real cluster)."""
 
 from __future__ import annotations
 
