@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ..connection import log_failure
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
@@ -447,8 +448,8 @@ class BeatEngine(DispatchSending):
         cutoff = self.clock.now() - timedelta(seconds=self.settings.run_retention)
         try:
             removed = self.store.prune_runs(cutoff, batch_size=self.settings.prune_batch_size)
-        except Exception:
-            logger.exception("celery-dgs: pruning run history failed")
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: pruning run history failed")
             return
         if removed:
             logger.info("celery-dgs: pruned %d runs that ended before %s", removed, cutoff)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ..connection import log_failure
 from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..leases.base import LeaseBackend
@@ -64,8 +65,8 @@ class RunReaper:
         self._last_look = mono
         try:
             return self._look(mono)
-        except Exception:
-            logger.exception("celery-dgs: reaping runs without a lease failed")
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: reaping runs without a lease failed")
             return 0
 
     def _look(self, mono: float) -> int:

@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
+from ..connection import log_failure
 from ..core.index import DeadlineIndex
 from ..dispatches import DispatchBackend, DispatchRecord
 from ..errors import NotLeaderError
@@ -115,10 +116,10 @@ class DispatchSending:
         try:
             if self.dispatches.take_back(order.schedule, order.dispatch_id):
                 return
-        except Exception:
-            logger.exception(
-                "celery-dgs: taking back unpublished dispatch %s of %r failed; it expires "
-                "after dispatch_timeout", order.dispatch_id, order.schedule,
+        except Exception as exc:
+            log_failure(
+                logger, exc, "celery-dgs: taking back unpublished dispatch %s of %r failed; it "
+                "expires after dispatch_timeout", order.dispatch_id, order.schedule,
             )  # fmt: skip
         self._dispatch_index_exact = False
 
@@ -131,5 +132,5 @@ class DispatchSending:
         requested_at, tracked.run_requested_at = tracked.run_requested_at, None
         try:
             self.store.clear_run_request(name, requested_at=requested_at)
-        except Exception:
-            logger.exception("celery-dgs: clearing the run request of %r failed", name)
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: clearing the run request of %r failed", name)

@@ -5,14 +5,18 @@ fenced by a newer token leaves the newer run's statistics alone."""
 
 from __future__ import annotations
 
+import logging
+import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import redis
 
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.beat.reaper import RunReaper
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
@@ -209,3 +213,25 @@ def test_a_standby_beat_does_not_reap(client: redis.Redis, store: SqlScheduleSto
         advance(engine, GRACE_S)
     assert not engine.leadership.leading
     assert outcome(store, "t.p1", run_id) == "running"
+
+
+def test_a_database_that_went_away_is_one_line_per_look_not_a_traceback(
+    redis_client: redis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database unreachable while beat runs: the reaper's look (and the
+    hourly prune) log one line naming the cause at each interval, with no
+    traceback, and beat goes on."""
+    folder = tmp_path / "db"
+    folder.mkdir()
+    store = open_store(f"sqlite:///{folder / 'dgs.sqlite3'}", 1)
+    mono = Mono()
+    reaper = RunReaper(store, leases_on(redis_client), SystemClock(), grace_s=GRACE_S,
+                       interval_s=INTERVAL_S, batch_size=10, monotonic=mono)  # fmt: skip
+    store.close()
+    shutil.rmtree(folder)  # the file and its folder are gone: SQLite cannot open it again
+    caplog.set_level(logging.ERROR, logger="celery_dgs")
+    mono.t += INTERVAL_S  # the next look is due
+    assert reaper.maybe_reap() == 0
+    [record] = [r for r in caplog.records if "reaping runs" in r.getMessage()]
+    assert record.exc_info is None
+    assert "database" in record.getMessage()
