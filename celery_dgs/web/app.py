@@ -232,6 +232,17 @@ def create_app(
                              steal_delay=settings.steal_delay)
             for lease in sorted(snap.state.leases.values(), key=lambda x: x.started_at)
         ]  # fmt: skip
+        page = "leases_live.html" if is_fragment(request) else "leases.html"
+        return render(page, request, snap=snap, leases=leases, failures=failures_of(snap))
+
+    #: The recent failures of the snapshot last shown: read once per snapshot,
+    #: not on every viewer's poll.
+    failures_memo: list[Any] = [None, []]
+
+    def failures_of(snap: views.Snapshot) -> list[tuple[Any, Any]]:
+        """The 20 failing schedules most recently ended, with their last run."""
+        if failures_memo[0] is snap:
+            return list(failures_memo[1])
         failing = sorted(
             (r for r in snap.ordered if r.failure_count),
             key=lambda r: (r.last_end_at is None, -(r.last_end_at.timestamp() if r.last_end_at
@@ -241,8 +252,8 @@ def create_app(
         for row in failing:
             last = env.runtime.store.runs(row.name, limit=1)
             failures.append((row, last[0] if last else None))
-        page = "leases_live.html" if is_fragment(request) else "leases.html"
-        return render(page, request, snap=snap, leases=leases, failures=failures)
+        failures_memo[:] = [snap, failures]
+        return failures
 
     async def form_of(request: Request) -> dict[str, str]:
         body = (await request.body()).decode("utf-8", "replace")

@@ -9,6 +9,7 @@ import html
 import json
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -192,3 +193,27 @@ def test_an_unreachable_redis_never_shows_its_password(web: WebWorld, sqlite_url
         assert secret not in site.get("/api/overview").body
     finally:
         app.close()
+
+
+def test_the_leases_page_reads_the_failures_once_per_snapshot(
+    web: WebWorld, fleet: datetime
+) -> None:
+    """Every viewer polls the leases page; its last-run reads of the failing
+    schedules are made once per snapshot, not on every request."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    site = web.serve(max_age=600)  # one snapshot for the whole test
+    assert "t.failed" in site.get("/leases").body
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        for _ in range(3):
+            assert "t.failed" in site.get("/leases").body
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert statements == []
