@@ -336,6 +336,21 @@ class DgsSettings:
         """The Redis key names of this deployment (prefix and cluster hash tag)."""
         return KeySpace(self.key_prefix, hash_tag=self.redis_cluster_hash_tag)
 
+    def warnings(self) -> list[str]:
+        """Valid settings that weaken a guarantee (``celery dgs check`` and the
+        worker's start-up log say them): a steal delay not longer than the ping
+        interval lets one forward step of the Redis host's clock take a lease
+        from a healthy owner (docs/guarantees.md, assumption 5)."""
+        found = []
+        if self.steal_delay <= self.ping_interval:
+            found.append(
+                f"dgs_steal_delay ({self.steal_delay:g}s) is not longer than dgs_ping_interval "
+                f"({self.ping_interval:g}s): one forward step of the Redis host's clock can "
+                "then take a lease from a healthy owner before its next ping; make the steal "
+                "delay longer than the ping interval plus a Redis round trip"
+            )
+        return found
+
     @functools.cached_property
     def retry_ladder(self) -> tuple[timedelta, ...]:
         """``dgs_retry_backoff`` as timedeltas (built once: beat reads it per re-index)."""

@@ -60,12 +60,16 @@ def check(ctx: click.Context) -> None:
     for advice in celery_advice:
         label = styled("WARNING", "WARNING", color=color)
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
+    setting_warnings = env.settings.warnings()
+    for warning in setting_warnings:
+        click.echo(f"{styled('WARNING', 'WARNING', color=color)} {warning}", err=True, color=color)
     for name in sorted(decl.specs):
         spec = decl.specs[name]
         click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)
     click.echo(
         f"{len(decl.specs)} valid, {len(decl.errors)} invalid, "
-        f"{len(decl.warnings) + len(hints) + len(celery_advice)} warnings"
+        f"{len(decl.warnings) + len(hints) + len(celery_advice) + len(setting_warnings)} "
+        "warnings"
     )
     ctx.exit(1 if decl.errors else 0)
 

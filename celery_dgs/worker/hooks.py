@@ -257,6 +257,8 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
             for advice in check_celery_settings(app.conf, specs, tasks):
                 logger.warning("celery-dgs: %s", advice)
+            for warning in dgs.settings.warnings():
+                logger.warning("celery-dgs: %s", warning)
         except Exception:
             logger.exception("celery-dgs: checking the Celery settings failed")
         logger.info("celery-dgs: supervising %d task(s): %s", len(names), ", ".join(names))

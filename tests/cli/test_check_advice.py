@@ -47,3 +47,17 @@ def test_check_of_the_example_project_is_clean() -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == "5 valid, 0 invalid, 0 warnings"
     assert time.monotonic() - started < 30
+
+
+def test_check_warns_about_a_steal_delay_not_longer_than_the_ping_interval(
+    world: World,
+) -> None:
+    declare(world.app, {"t.a": {"kind": "periodic", "period": 3600, "cooldown": 600}})
+    world.app.conf.dgs_retry_backoff = [60]
+    world.app.conf.worker_prefetch_multiplier = 1
+    world.app.conf.dgs_steal_delay = 1.0  # == dgs_ping_interval of the test app
+    result = world.invoke("check")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warnings"
+    assert ("WARNING dgs_steal_delay (1s) is not longer than dgs_ping_interval (1s)"
+            in result.stderr)  # fmt: skip
