@@ -31,7 +31,6 @@ from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .base import (
-    END_OUTCOMES,
     OWNER_DECLARED,
     OWNER_RUNTIME,
     RemoveReport,
@@ -41,10 +40,14 @@ from .base import (
     SyncReport,
     SyncRowState,
     UpsertReport,
-    check_finite,
+    check_run_end,
     declared_by_name,
+    end_fenced,
+    fenced_end_error,
     plan_sync,
     remove_action,
+    run_duration_s,
+    stale_start,
     stats_after,
     upsert_action,
 )
@@ -288,12 +291,8 @@ class MemoryScheduleStore(ScheduleStore):
                 token=token, started_at=started_at, ended_at=None, outcome="running",
                 error=None, duration_s=None,
             )  # fmt: skip
-            floor = row.current_token
-            if floor is not None and token <= floor:
-                stale = (
-                    f"stale token {token}: schedule {schedule!r} already recorded token "
-                    f"{floor}; the run was not started"
-                )
+            stale = stale_start(schedule, token, row.current_token)
+            if stale is not None:
                 run = dataclasses.replace(run, outcome="skipped", error=stale, fenced=True,
                                           ended_at=started_at, duration_s=0.0)  # fmt: skip
                 self._runs[run_id] = run
@@ -317,11 +316,8 @@ class MemoryScheduleStore(ScheduleStore):
         """Record how the run ended and update the schedule's statistics, fenced
         and idempotent exactly as the SQL store's (see
         :meth:`ScheduleStore.record_run_end`)."""
-        if outcome not in END_OUTCOMES:
-            raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
+        check_run_end(outcome, progress, duration_s)
         ended_at = utc(ended_at, "ended_at")
-        check_finite("progress", progress)
-        check_finite("duration_s", duration_s)
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
@@ -329,12 +325,10 @@ class MemoryScheduleStore(ScheduleStore):
             row = self._row(run.schedule)
             fenced = run.fenced
             if run.outcome == "running":
-                fenced = run.token is None or run.token != row.current_token
-                if duration_s is None:
-                    duration_s = (ended_at - run.started_at).total_seconds()
+                fenced = end_fenced(run.token, row.current_token)
                 run = self._runs[run_id] = dataclasses.replace(
                     run, outcome=outcome, ended_at=ended_at, error=error, fenced=fenced,
-                    duration_s=max(duration_s, 0.0),
+                    duration_s=run_duration_s(run.started_at, ended_at, duration_s),
                     progress=run.progress if progress is None else progress,
                 )  # fmt: skip
                 if not fenced:
@@ -342,11 +336,7 @@ class MemoryScheduleStore(ScheduleStore):
                                         timedelta(seconds=run.duration_s or 0.0))  # fmt: skip
                     row = self._touch(row, stats=stats)
         if fenced:
-            raise StaleTokenError(
-                f"run {run_id!r} of schedule {row.name!r} holds token {run.token}, but the "
-                f"schedule's current token is {row.current_token}: its end was recorded, "
-                "its statistics were not"
-            )
+            raise StaleTokenError(fenced_end_error(run_id, row.name, run.token, row.current_token))
         return row
 
     def record_skip(

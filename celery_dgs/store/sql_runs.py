@@ -9,7 +9,16 @@ from sqlalchemy.orm import Session
 
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import END_OUTCOMES, RunRecord, StoredSchedule, check_finite, stats_after
+from .base import (
+    RunRecord,
+    StoredSchedule,
+    check_run_end,
+    end_fenced,
+    fenced_end_error,
+    run_duration_s,
+    stale_start,
+    stats_after,
+)
 from .convert import apply_stats, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
@@ -57,12 +66,8 @@ class RunMethods(SqlStoreBase):
                 owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
                 token=token, started_at=started_at, outcome="running", fenced=False,
             )  # fmt: skip
-            floor = row.current_token
-            if floor is not None and token <= floor:
-                stale = (
-                    f"stale token {token}: schedule {schedule!r} already recorded token "
-                    f"{floor}; the run was not started"
-                )
+            stale = stale_start(schedule, token, row.current_token)
+            if stale is not None:
                 run.outcome, run.error, run.fenced = "skipped", stale, True
                 run.ended_at, run.duration_s = started_at, 0.0
                 session.add(run)
@@ -103,11 +108,8 @@ class RunMethods(SqlStoreBase):
         the stored schedule, or raises ``StaleTokenError`` again if that run was
         fenced. ``UnknownRunError`` if ``run_id`` was never recorded.
         """
-        if outcome not in END_OUTCOMES:
-            raise ValueError(f"outcome must be one of {sorted(END_OUTCOMES)}, got {outcome!r}")
+        check_run_end(outcome, progress, duration_s)
         ended_at = utc(ended_at, "ended_at")
-        check_finite("progress", progress)
-        check_finite("duration_s", duration_s)
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
             run = session.scalars(stmt).one_or_none()
@@ -117,12 +119,10 @@ class RunMethods(SqlStoreBase):
             fenced = run.fenced
             if run.outcome == "running":
                 run.outcome, run.ended_at, run.error = outcome, ended_at, error
-                if duration_s is None:
-                    duration_s = (ended_at - run.started_at).total_seconds()
-                run.duration_s = max(duration_s, 0.0)
+                run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
                 if progress is not None:
                     run.progress = progress
-                fenced = run.fenced = run.token is None or run.token != row.current_token
+                fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
                     new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha,
                                       timedelta(seconds=run.duration_s))  # fmt: skip
@@ -133,9 +133,7 @@ class RunMethods(SqlStoreBase):
             token = run.token
         if fenced:
             raise StaleTokenError(
-                f"run {run_id!r} of schedule {result.name!r} holds token {token}, but the "
-                f"schedule's current token is {result.current_token}: its end was recorded, "
-                "its statistics were not"
+                fenced_end_error(run_id, result.name, token, result.current_token)
             )
         return result
 
