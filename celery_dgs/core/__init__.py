@@ -22,6 +22,7 @@ from .condition import Condition, Level, Reason, RunningState, condition
 from .cron import next_cron_time, shortest_cron_gap, wall_instants
 from .spec import (
     SPEC_FORMAT_VERSION,
+    AdaptiveSpec,
     Blackout,
     CronSpec,
     PeriodicSpec,
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_EWMA_ALPHA",
     "DEFAULT_RETRY_LADDER",
     "SPEC_FORMAT_VERSION",
+    "AdaptiveSpec",
     "Blackout",
     "Clock",
     "Condition",

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 from .blackout import first_fit, longest_free_gap, move_out_of_blackout, windows_between
 from .cron import next_cron_time
-from .spec import Blackout, CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import AdaptiveSpec, Blackout, CronSpec, PeriodicSpec, ScheduleSpec
 from .tz import ensure_utc, get_zone
 
 #: Days examined from ``start`` (a week: weekday patterns and a DST change).
@@ -83,6 +83,8 @@ def never_servable(
         return _periodic(spec, start, duration, days)
     if isinstance(spec, CronSpec):
         return _cron(spec, start, duration, days)
+    if isinstance(spec, AdaptiveSpec):
+        return None  # its interval moves: no fixed period to be too long for
     raise TypeError(f"unknown schedule kind {type(spec).__name__}")
 
 

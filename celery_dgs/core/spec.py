@@ -1,4 +1,5 @@
-"""Schedule specifications: periodic and cron (seed 000), validated at construction.
+"""Schedule specifications: periodic and cron (seed 000), adaptive (seed 001),
+validated at construction.
 
 A spec is a frozen, keyword-only value. Invalid values raise
 :class:`~celery_dgs.errors.ScheduleConfigError` naming the schedule and field.
@@ -356,6 +357,57 @@ class CronSpec(ScheduleSpec):
         }
 
 
+#: The interval ladder's top index (``celery_dgs.core.adaptive``): 4**6 units.
+MAX_INTERVAL_INDEX = 10
+
+
+def _index(name: str, field_name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ScheduleConfigError(
+            name, field_name, f"must be a whole number from {low} to {high}, got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveSpec(ScheduleSpec):
+    """A revisit schedule whose period follows its runs' results (seed 001).
+
+    The period is an interval of a ladder (``celery_dgs.core.adaptive``):
+    index 0-1 is one ``interval_unit``, 2-4 two, ``n >= 5`` ``4**(n-4)``;
+    a new schedule starts at ``initial_interval_index``. ``max_failures``
+    consecutive failures disable it until the runtime API upserts it again."""
+
+    kind: ClassVar[str] = "adaptive"
+
+    interval_unit: timedelta = timedelta(days=1)
+    initial_interval_index: int = 4
+    max_failures: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unit = to_timedelta(self.name, "interval_unit", self.interval_unit)
+        longest = unit * 4 ** (MAX_INTERVAL_INDEX - 4) * 1.1  # the top step, fudged up
+        if longest > MAX_DURATION:
+            raise ScheduleConfigError(
+                self.name, "interval_unit",
+                f"{unit} is too long: the ladder's longest interval (4096 units) must "
+                f"stay within {MAX_DURATION.days} days",
+            )  # fmt: skip
+        object.__setattr__(self, "interval_unit", unit)
+        _index(self.name, "initial_interval_index", self.initial_interval_index,
+               0, MAX_INTERVAL_INDEX)  # fmt: skip
+        _index(self.name, "max_failures", self.max_failures, 1, 1_000_000)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "interval_unit": self.interval_unit.total_seconds(),
+            "initial_interval_index": self.initial_interval_index,
+            "max_failures": self.max_failures,
+        }
+
+
 @lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
 def _cron_is_valid(expr: str) -> bool:
     # croniter.is_valid expands the expression: ~0.3 ms, paid once per expression.
@@ -374,7 +426,9 @@ def _cron_never_fires(expr: str, tz: str) -> str | None:
     return None
 
 
-SPEC_KINDS: dict[str, type[ScheduleSpec]] = {"periodic": PeriodicSpec, "cron": CronSpec}
+SPEC_KINDS: dict[str, type[ScheduleSpec]] = {
+    "periodic": PeriodicSpec, "cron": CronSpec, "adaptive": AdaptiveSpec,
+}  # fmt: skip
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:

@@ -35,6 +35,9 @@ class ScheduleStats:
     failure_count: int | None = None
     average_good_duration: timedelta | None = None
     duration_deviation: timedelta | None = None
+    interval_index: int | None = None
+    next_target_at: datetime | None = None
+    upstream_modified_at: datetime | None = None
 
     @property
     def has_succeeded(self) -> bool:
@@ -69,6 +72,9 @@ def record_start(stats: ScheduleStats, started_at: datetime) -> ScheduleStats:
         failure_count=stats.failure_count,
         average_good_duration=stats.average_good_duration,
         duration_deviation=stats.duration_deviation,
+        interval_index=stats.interval_index,
+        next_target_at=stats.next_target_at,
+        upstream_modified_at=stats.upstream_modified_at,
     )
 
 
@@ -100,6 +106,9 @@ def record_success(
         failure_count=0,
         average_good_duration=ewma(average, duration, alpha),
         duration_deviation=ewma(stats.duration_deviation, spread, alpha),
+        interval_index=stats.interval_index,
+        next_target_at=stats.next_target_at,
+        upstream_modified_at=stats.upstream_modified_at,
     )
 
 

@@ -36,10 +36,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import pairwise
 
+from . import adaptive
 from .blackout import blackout_containing, first_fit, move_out_of_blackout
 from .cron import next_cron_time
 from .cron_cache import CronFireCache
-from .spec import CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 from .tz import ensure_utc
 
@@ -127,8 +128,9 @@ def backoff_exceeding_deadline(
     (``last_end_at + delay``) starts after ``last_good_start_at + period``, the
     deadline, whenever ``delay >= period``. Cron: a failed run of a fire time
     ends after it, so the retry misses ``fire + within`` whenever ``delay >=
-    within``."""
-    if not ladder:
+    within``. Adaptive: ``None`` (a failure is retried after the ladder's
+    shortest interval, not after this ladder)."""
+    if not ladder or isinstance(spec, AdaptiveSpec):
         return None
     first = ladder[0]
     if isinstance(spec, PeriodicSpec):
@@ -211,8 +213,11 @@ def error_at(spec: ScheduleSpec, stats: ScheduleStats, now: datetime | None = No
     Periodic: ``last_good_start_at + scheduling_period``; cron:
     ``next_cron_time(last_good_start_at) + cron_max_schedule_duration``; a
     never-succeeded schedule counts from ``registered_at`` (or ``now``).
+    Adaptive: its freshness target (:func:`celery_dgs.core.adaptive.target`).
     """
     anchor = _anchor(stats, now)
+    if isinstance(spec, AdaptiveSpec):
+        return adaptive.target(spec, stats, anchor)
     if isinstance(spec, PeriodicSpec):
         return anchor + spec.scheduling_period
     if isinstance(spec, CronSpec):
@@ -257,7 +262,10 @@ def start_times(
        so it always leaves ``1 - fraction`` of the time before ``should`` to
        find a slot, however long the run is for its period. A declared
        cooldown is the seed's: it holds.
-    2. ``can = max(can, retry_at)`` after failures.
+       Adaptive (seed 001): :func:`celery_dgs.core.adaptive.start_times`,
+       the same margin before its freshness target.
+    2. ``can = max(can, retry_at)`` after failures (adaptive: its own retry,
+       one minimal interval after the failure, instead of ``retry_ladder``).
     3. Blackouts move ``can`` only: a ``can`` inside a window moves to its end
        (through touching windows); and if ``can <= now`` while ``now`` is in a
        window, ``can`` becomes that window's end, so a due schedule is not
@@ -272,17 +280,21 @@ def start_times(
     anchor = _anchor(stats, now)
     expected = expected_duration(spec, stats)
     margin = start_margin(spec, stats)
-    can = _first_start(spec, stats, anchor, cron_times)
-    if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()
-        should = can + spec.cron_max_schedule_duration - margin
+    if isinstance(spec, AdaptiveSpec):
+        times = adaptive.start_times(spec, stats, anchor, margin)
+        can, should = times.can_start_by, times.should_start_by
     else:
-        should = error_at(spec, stats, now) - margin
-    if isinstance(spec, PeriodicSpec) and spec.default_cooldown and stats.has_succeeded:
-        end = ensure_utc(stats.last_good_end_at or anchor, what="last_good_end_at")
-        can = end + _default_cooldown_wait(spec, should - end)
-    retry = retry_at(stats, retry_ladder)
-    if retry is not None:
-        can = max(can, retry)
+        can = _first_start(spec, stats, anchor, cron_times)
+        if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()
+            should = can + spec.cron_max_schedule_duration - margin
+        else:
+            should = error_at(spec, stats, now) - margin
+        if isinstance(spec, PeriodicSpec) and spec.default_cooldown and stats.has_succeeded:
+            end = ensure_utc(stats.last_good_end_at or anchor, what="last_good_end_at")
+            can = end + _default_cooldown_wait(spec, should - end)
+        retry = retry_at(stats, retry_ladder)
+        if retry is not None:
+            can = max(can, retry)
     blackouts, tz = spec.blackout_periods, spec.tz
     if blackouts:
         can = move_out_of_blackout(blackouts, tz, can)
