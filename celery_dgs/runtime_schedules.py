@@ -15,16 +15,22 @@ a row error in bulk), and ``sync`` never changes or deactivates a runtime one.
 In bulk (:meth:`RuntimeSchedules.upsert_many`) every bad row is reported
 with its line, schedule and field (:class:`RowError`) and the good rows are
 written, all in one store transaction: a failure of the store writes none.
+
+Adaptive schedules (kind ``adaptive``) take one more field, ``last_modified``:
+the source's last change as the lister saw it (not part of the spec). Any
+upsert of a disabled adaptive schedule enables it again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from .core.clock import Clock, SystemClock
-from .core.spec import ScheduleSpec, differing_fields
+from .core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .declarations import entry_spec
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
@@ -66,6 +72,32 @@ class BulkReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+def parse_last_modified(name: str, raw: Any) -> datetime:
+    """A source's last change as a lister gives it: an aware ``datetime``, an
+    ISO 8601 text with its UTC offset (``Z`` too), or seconds since the epoch;
+    ScheduleConfigError naming ``name`` and field ``last_modified`` otherwise."""
+    moment: datetime | None = None
+    if isinstance(raw, datetime):
+        moment = raw
+    elif isinstance(raw, str):
+        try:
+            moment = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw):
+        try:
+            moment = datetime.fromtimestamp(raw, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            moment = None
+    if moment is None or moment.tzinfo is None or moment.utcoffset() is None:
+        raise ScheduleConfigError(
+            name, "last_modified",
+            f"must be an aware datetime, an ISO 8601 time with its UTC offset or seconds "
+            f"since the epoch, got {raw!r}",
+        )  # fmt: skip
+    return moment.astimezone(timezone.utc)
 
 
 class RuntimeSchedules:
@@ -160,6 +192,7 @@ class RuntimeSchedules:
         numbers); a :class:`RowError` given in place of a row (a line that
         did not parse) is reported with the others."""
         good: dict[str, tuple[int, ScheduleSpec]] = {}
+        hints: dict[str, datetime] = {}
         errors: list[RowError] = []
         known = self._known_tasks() if self._known_tasks is not None else None
         for line, row in rows:
@@ -167,7 +200,7 @@ class RuntimeSchedules:
                 errors.append(row)
                 continue
             try:
-                spec = self._spec(row)
+                spec, hint = self._spec_and_hint(row)
             except ScheduleConfigError as exc:
                 errors.append(RowError(line, exc.schedule, exc.field, exc.message))
                 continue
@@ -184,11 +217,33 @@ class RuntimeSchedules:
                     )))  # fmt: skip
                 continue
             good[spec.name] = (line, spec)
-        applied = self.store.upsert_runtime([s for _, s in good.values()], self._clock.now())
+            if hint is not None:
+                hints[spec.name] = hint
+        specs, now = [s for _, s in good.values()], self._clock.now()
+        if hints:
+            applied = self.store.upsert_runtime(specs, now, last_modified=hints)
+        else:
+            applied = self.store.upsert_runtime(specs, now)
         for name in applied.refused:
             errors.append(RowError(good[name][0], name, "owner", owned_by_sync(name)))
         errors.sort(key=lambda e: e.line)
         return BulkReport(applied, errors)
+
+    def _spec_and_hint(self, row: Entry) -> tuple[ScheduleSpec, datetime | None]:
+        """The row's spec and its ``last_modified`` (an adaptive schedule's
+        upstream hint, not part of the spec)."""
+        if not isinstance(row, Mapping) or "last_modified" not in row:
+            return self._spec(row), None
+        fields = dict(row)
+        raw = fields.pop("last_modified")
+        spec = self._spec(fields)
+        if raw is None:
+            return spec, None
+        if not isinstance(spec, AdaptiveSpec):
+            raise ScheduleConfigError(
+                spec.name, "last_modified", f"only an adaptive schedule takes it ({spec.kind})"
+            )
+        return spec, parse_last_modified(spec.name, raw)
 
     def _spec(self, row: Entry) -> ScheduleSpec:
         if isinstance(row, ScheduleSpec):

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ..core.spec import ScheduleSpec, differing_fields
+from ..core import adaptive
+from ..core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
 from ..core.stats import (
     DEFAULT_EWMA_ALPHA,
     ScheduleStats,
@@ -54,16 +55,45 @@ OWNERS = (OWNER_DECLARED, OWNER_RUNTIME)
 
 def stats_after(
     stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
-    duration: timedelta | None = None,
+    duration: timedelta | None = None, *, spec: ScheduleSpec | None = None,
+    eventful: bool | None = None, run_key: int = 0,
 ) -> ScheduleStats:  # fmt: skip
     """The statistics after a run that ended with ``outcome`` (every backend's
     :meth:`ScheduleStore.record_run_end` applies this; ``duration``: see
-    :func:`~celery_dgs.core.stats.record_success`)."""
+    :func:`~celery_dgs.core.stats.record_success`). A good run of an adaptive
+    ``spec`` also moves its interval ladder (``eventful``, ``run_key``: see
+    :func:`~celery_dgs.core.adaptive.after_good_run`)."""
     if outcome in SUCCESS_OUTCOMES:
-        return record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
+        new = record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
+        if isinstance(spec, AdaptiveSpec):
+            new = adaptive.after_good_run(spec, new, started_at, eventful, run_key)
+        return new
     if outcome in FAILURE_OUTCOMES:
         return record_failure(stats, started_at, ended_at)
     return record_interruption(stats, started_at, ended_at)
+
+
+def disabled_after(
+    spec: ScheduleSpec | None, outcome: str, stats: ScheduleStats, current: str | None
+) -> str | None:
+    """A schedule's ``disabled_reason`` after a run that ended with ``outcome``
+    and left ``stats``: an adaptive one is disabled when its consecutive
+    failures reach ``max_failures``, enabled again by a good run; any other
+    end leaves ``current``."""
+    if not isinstance(spec, AdaptiveSpec):
+        return current
+    if outcome in SUCCESS_OUTCOMES:
+        return None
+    if outcome in FAILURE_OUTCOMES:
+        return adaptive.disabled_reason(spec, stats) or current
+    return current
+
+
+def check_eventful(eventful: object) -> bool | None:
+    """``record_run_end``'s ``eventful``: True, False or None (``ValueError`` otherwise)."""
+    if eventful is not None and not isinstance(eventful, bool):
+        raise ValueError(f"eventful must be True, False or None, got {eventful!r}")
+    return eventful
 
 
 def check_finite(field_name: str, value: float | None) -> None:
@@ -134,7 +164,8 @@ class StoredSchedule:
     ``declaration_error`` is set while the schedule's declaration is invalid:
     ``spec`` is then the last valid version, which beat keeps serving.
     ``owner`` is :data:`OWNER_DECLARED` (``sync`` owns the row) or
-    :data:`OWNER_RUNTIME` (the runtime API owns it).
+    :data:`OWNER_RUNTIME` (the runtime API owns it). ``disabled_reason`` is
+    set while an adaptive schedule is disabled after too many failures.
     """
 
     name: str
@@ -152,6 +183,8 @@ class StoredSchedule:
     updated_at: datetime
     declaration_error: str | None = None
     owner: str = OWNER_DECLARED
+    #: Why an adaptive schedule is disabled (beat does not dispatch it); None: enabled.
+    disabled_reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,6 +304,16 @@ def upsert_action(owner: str | None, active: bool, same_spec: bool) -> str:
     if owner != OWNER_RUNTIME:
         return "refused"
     return "unchanged" if same_spec else "updated"
+
+
+def state_unchanged(
+    disabled_reason: str | None, stored_hint: datetime | None, new_hint: datetime | None
+) -> bool:
+    """Whether an upsert leaves a stored row's adaptive state as it is: the row
+    is enabled and no new ``last_modified`` is given (an upsert of a disabled
+    row enables it; a new hint is written). With an equal spec, the row is then
+    ``unchanged``, else ``updated`` (:func:`upsert_action`)."""
+    return disabled_reason is None and (new_hint is None or new_hint == stored_hint)
 
 
 def remove_action(owner: str | None, active: bool) -> str:
@@ -409,8 +452,17 @@ class ScheduleStore(ABC):
         For a worker that runs a declared schedule before beat synced it."""
 
     @abstractmethod
-    def upsert_runtime(self, specs: Sequence[ScheduleSpec], now: datetime) -> UpsertReport:
+    def upsert_runtime(
+        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        last_modified: Mapping[str, datetime] | None = None,
+    ) -> UpsertReport:  # fmt: skip
         """Store ``specs`` as runtime schedules, all in one transaction.
+
+        Adaptive schedules: ``last_modified`` gives, by name, the source's
+        last change as its lister saw it (``upstream_modified_at``; a name
+        not in it keeps its stored value); a new value, or a disabled row,
+        makes the row ``updated``, and every row written is enabled again
+        (``disabled_reason`` cleared).
 
         Per name (:func:`upsert_action`): a new name is inserted
         (``registered_at = now``, owner runtime); an active runtime schedule
@@ -508,8 +560,13 @@ class ScheduleStore(ABC):
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
+        eventful: bool | None = None,
     ) -> StoredSchedule:
         """In one transaction: record the run's outcome and update the statistics.
+
+        An adaptive schedule's ladder moves in the same transaction
+        (:func:`stats_after` with ``eventful``, the run's token as fudge key)
+        and it is disabled or enabled (:func:`disabled_after`).
 
         ``duration_s``: measured by the worker on its monotonic clock (wall-clock
         steps must not enter the statistics); ``None``: ``ended_at - started_at``.

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec, spec_from_dict
+from ..core.spec import MAX_INTERVAL_INDEX, SPEC_FORMAT_VERSION, ScheduleSpec, spec_from_dict
 from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
 from .base import RunRecord, StoredSchedule
@@ -48,7 +48,20 @@ def checked_durations(
 
 
 def _row_durations(row: ScheduleRow) -> tuple[list[timedelta | None], str | None]:
-    return checked_durations((row.average_good_duration_s, row.duration_deviation_s))
+    durations, error = checked_durations((row.average_good_duration_s, row.duration_deviation_s))
+    return durations, error or checked_index(row.interval_index)[1]
+
+
+def checked_index(raw: Any) -> tuple[int | None, str | None]:
+    """The stored ``interval_index``, or ``None`` and an error naming the field
+    when it is not a whole number on the ladder (a hand-edited row)."""
+    if raw is None:
+        return None, None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_INTERVAL_INDEX:
+        return None, (
+            f"interval_index: expected a whole number from 0 to {MAX_INTERVAL_INDEX}, got {raw!r}"
+        )
+    return raw, None
 
 
 def spec_json(spec: ScheduleSpec) -> str:
@@ -84,6 +97,9 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         failure_count=row.failure_count,
         average_good_duration=average,
         duration_deviation=deviation,
+        interval_index=checked_index(row.interval_index)[0],
+        next_target_at=row.next_target_at,
+        upstream_modified_at=row.upstream_modified_at,
     )
 
 
@@ -97,6 +113,9 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.failure_count = stats.failure_count
     row.average_good_duration_s = None if avg is None else avg.total_seconds()
     row.duration_deviation_s = None if dev is None else dev.total_seconds()
+    row.interval_index = stats.interval_index
+    row.next_target_at = stats.next_target_at
+    row.upstream_modified_at = stats.upstream_modified_at
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:
@@ -122,6 +141,7 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         updated_at=row.updated_at,
         declaration_error=row.declaration_error,
         owner=row.owner,
+        disabled_reason=row.disabled_reason,
     )
 
 

@@ -34,7 +34,7 @@ from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
-from .convert import checked_durations, parse_spec, spec_json, stored_duration
+from .convert import checked_durations, checked_index, parse_spec, spec_json, stored_duration
 from .models import utc_from_db
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
@@ -54,7 +54,8 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
     "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
-    "declaration_error", "owner",
+    "declaration_error", "owner", "interval_index", "next_target_at", "upstream_modified_at",
+    "disabled_reason",
 )  # fmt: skip
 
 
@@ -153,12 +154,15 @@ def stored_schedule_from_values(
     (name, task, configuration, kind, spec_text, active, paused, registered_at,
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
      average_s, current_token, run_requested_at, change_seq, updated_at,
-     deviation_s, declaration_error, owner) = values  # fmt: skip
+     deviation_s, declaration_error, owner, interval_index, next_target_at,
+     upstream_modified_at, disabled_reason) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     (average, deviation), bad = checked_durations(
         (average_s, deviation_s), memo.durations.__getitem__
     )
+    index, bad_index = checked_index(interval_index)
+    bad = bad or bad_index
     if bad is not None:  # a hand-edited row: unschedulable, reported by beat
         spec, error = None, bad
     stats = ScheduleStats(
@@ -170,6 +174,9 @@ def stored_schedule_from_values(
         failure_count=failure_count,
         average_good_duration=average,
         duration_deviation=deviation,
+        interval_index=index,
+        next_target_at=moment(next_target_at),
+        upstream_modified_at=moment(upstream_modified_at),
     )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
@@ -191,5 +198,6 @@ def stored_schedule_from_values(
         updated_at=moment(updated_at),
         declaration_error=declaration_error,
         owner=owner,
+        disabled_reason=disabled_reason,
     )
     return row

@@ -40,14 +40,17 @@ from .base import (
     SyncReport,
     SyncRowState,
     UpsertReport,
+    check_eventful,
     check_run_end,
     declared_by_name,
+    disabled_after,
     end_fenced,
     fenced_end_error,
     plan_sync,
     remove_action,
     run_duration_s,
     stale_start,
+    state_unchanged,
     stats_after,
     upsert_action,
 )
@@ -137,12 +140,16 @@ class MemoryScheduleStore(ScheduleStore):
             self._put(self._new_row(spec, now, self._next_seq()))
         return True
 
-    def upsert_runtime(self, specs: Sequence[ScheduleSpec], now: datetime) -> UpsertReport:
+    def upsert_runtime(
+        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        last_modified: Mapping[str, datetime] | None = None,
+    ) -> UpsertReport:  # fmt: skip
         """Store ``specs`` as runtime schedules, as
         :meth:`SqlScheduleStore.upsert_runtime
         <celery_dgs.store.sql.SqlScheduleStore.upsert_runtime>` does (one
         ``change_seq`` for the batch; an unchanged spec writes nothing)."""
         now = utc(now, "now")
+        hints = {n: utc(t, "last_modified") for n, t in (last_modified or {}).items()}
         wanted = declared_by_name(specs, {})
         report = UpsertReport()
         with self._lock:
@@ -153,20 +160,26 @@ class MemoryScheduleStore(ScheduleStore):
                     report.inserted.append(name)
                     continue
                 text = texts[name] = spec_json(wanted[name])
-                same = row.spec is not None and spec_json(row.spec) == text
+                same = row.spec is not None and spec_json(row.spec) == text and state_unchanged(
+                    row.disabled_reason, row.stats.upstream_modified_at, hints.get(name))
                 getattr(report, upsert_action(row.owner, row.active, same)).append(name)
             if not report.changed:
                 return report
             seq = self._next_seq()
             for name in report.inserted:
-                self._put(self._new_row(wanted[name], now, seq, owner=OWNER_RUNTIME))
+                row = self._new_row(wanted[name], now, seq, owner=OWNER_RUNTIME)
+                self._put(dataclasses.replace(row, stats=dataclasses.replace(
+                    row.stats, upstream_modified_at=hints.get(name))))  # fmt: skip
             for name in report.updated + report.reactivated:
-                spec = wanted[name]
+                spec, old = wanted[name], self._rows[name]
                 stored, error = self._parse(spec, texts[name])
+                hint = hints.get(name, old.stats.upstream_modified_at)
                 self._put(dataclasses.replace(
-                    self._rows[name], task=spec.task, configuration=spec.configuration,
+                    old, task=spec.task, configuration=spec.configuration,
                     kind=spec.kind, spec=stored, spec_error=error, active=True,
                     declaration_error=None, owner=OWNER_RUNTIME, change_seq=seq, updated_at=now,
+                    disabled_reason=None,
+                    stats=dataclasses.replace(old.stats, upstream_modified_at=hint),
                 ))  # fmt: skip
         return report
 
@@ -312,11 +325,13 @@ class MemoryScheduleStore(ScheduleStore):
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
+        eventful: bool | None = None,
     ) -> StoredSchedule:
         """Record how the run ended and update the schedule's statistics, fenced
         and idempotent exactly as the SQL store's (see
         :meth:`ScheduleStore.record_run_end`)."""
         check_run_end(outcome, progress, duration_s)
+        check_eventful(eventful)
         ended_at = utc(ended_at, "ended_at")
         with self._lock:
             run = self._runs.get(run_id)
@@ -333,8 +348,10 @@ class MemoryScheduleStore(ScheduleStore):
                 )  # fmt: skip
                 if not fenced:
                     stats = stats_after(row.stats, outcome, run.started_at, ended_at, alpha,
-                                        timedelta(seconds=run.duration_s or 0.0))  # fmt: skip
-                    row = self._touch(row, stats=stats)
+                                        timedelta(seconds=run.duration_s or 0.0), spec=row.spec,
+                                        eventful=eventful, run_key=run.token or 0)  # fmt: skip
+                    disabled = disabled_after(row.spec, outcome, stats, row.disabled_reason)
+                    row = self._touch(row, stats=stats, disabled_reason=disabled)
         if fenced:
             raise StaleTokenError(fenced_end_error(run_id, row.name, run.token, row.current_token))
         return row

@@ -115,6 +115,13 @@ class ScheduleRow(Base):
     owner: Mapped[str] = mapped_column(
         String(16), nullable=False, default="declared", server_default="declared"
     )
+    #: Adaptive schedules: the interval ladder's index, the next freshness
+    #: target, the source's last change as its lister reported it, and why the
+    #: schedule is disabled (NULL: enabled). ``celery_dgs.core.adaptive``.
+    interval_index: Mapped[int | None] = mapped_column(Integer)
+    next_target_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    upstream_modified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class RunRow(Base):

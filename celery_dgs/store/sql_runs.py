@@ -12,14 +12,16 @@ from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .base import (
     RunRecord,
     StoredSchedule,
+    check_eventful,
     check_run_end,
+    disabled_after,
     end_fenced,
     fenced_end_error,
     run_duration_s,
     stale_start,
     stats_after,
 )
-from .convert import apply_stats, run_record, stats_of, stored_schedule, utc
+from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
 
@@ -89,8 +91,10 @@ class RunMethods(SqlStoreBase):
         progress: float | None = None,
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
+        eventful: bool | None = None,
     ) -> StoredSchedule:
-        """One transaction: record how the run ended and update the schedule's stats.
+        """One transaction: record how the run ended and update the schedule's stats
+        (an adaptive schedule's ladder and ``disabled_reason`` too, with ``eventful``).
 
         ``duration_s``: the run's duration as its worker measured it on a
         monotonic clock; ``None``: ``ended_at - started_at``.
@@ -109,6 +113,7 @@ class RunMethods(SqlStoreBase):
         fenced. ``UnknownRunError`` if ``run_id`` was never recorded.
         """
         check_run_end(outcome, progress, duration_s)
+        check_eventful(eventful)
         ended_at = utc(ended_at, "ended_at")
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
@@ -124,9 +129,12 @@ class RunMethods(SqlStoreBase):
                     run.progress = progress
                 fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
+                    spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
                     new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha,
-                                      timedelta(seconds=run.duration_s))  # fmt: skip
+                                      timedelta(seconds=run.duration_s), spec=spec,
+                                      eventful=eventful, run_key=run.token or 0)  # fmt: skip
                     apply_stats(row, new)
+                    row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)
                     self._touch(session, row)
             session.flush()
             result = stored_schedule(row)

@@ -12,11 +12,11 @@ whole batch is one transaction with one new ``change_seq``, serialised with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Table, bindparam, insert, select, text, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, text, update
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from .base import (
@@ -25,11 +25,12 @@ from .base import (
     UpsertReport,
     declared_by_name,
     remove_action,
+    state_unchanged,
     upsert_action,
 )
 from .convert import spec_json, utc
 from .engine import connection_transaction
-from .models import ScheduleRow
+from .models import ScheduleRow, UTCDateTime
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase
 
 _T = cast(Table, ScheduleRow.__table__)
@@ -43,6 +44,9 @@ _SPEC_VALUES: dict[str, Any] = {
     "change_seq": bindparam("b_seq"), "updated_at": bindparam("b_now"),
 }  # fmt: skip
 _UPDATE_SPEC = update(_T).where(_T.c.name == bindparam("b_name")).values(**_SPEC_VALUES)
+#: An upsert enables an adaptive schedule again and keeps its hint unless given.
+_UPDATE_SPEC = _UPDATE_SPEC.values(disabled_reason=None, upstream_modified_at=func.coalesce(
+    bindparam("b_hint", type_=UTCDateTime()), _T.c.upstream_modified_at))  # fmt: skip
 
 
 class _Stored(NamedTuple):
@@ -50,6 +54,8 @@ class _Stored(NamedTuple):
     spec_format: int
     active: bool
     owner: str
+    disabled_reason: str | None = None
+    upstream_modified_at: datetime | None = None
 
 
 def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
@@ -60,13 +66,17 @@ def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
 class RuntimeMethods(SqlStoreBase):
     """``upsert_runtime`` and ``remove_runtime`` of the SQL store."""
 
-    def upsert_runtime(self, specs: Sequence[ScheduleSpec], now: datetime) -> UpsertReport:
+    def upsert_runtime(
+        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        last_modified: Mapping[str, datetime] | None = None,
+    ) -> UpsertReport:  # fmt: skip
         """See :meth:`ScheduleStore.upsert_runtime
         <celery_dgs.store.base.ScheduleStore.upsert_runtime>`. An unchanged spec
         is compared by its canonical JSON text: nothing is written for it. A
         batch that writes ``analyze_after_sync_rows`` rows or more ANALYZEs the
         table afterwards (PostgreSQL)."""
         now = utc(now, "now")
+        hints = {n: utc(t, "last_modified") for n, t in (last_modified or {}).items()}
         wanted = {name: (spec, spec_json(spec)) for name, spec in
                   declared_by_name(specs, {}).items()}  # fmt: skip
         report = UpsertReport()
@@ -80,19 +90,23 @@ class RuntimeMethods(SqlStoreBase):
                     report.inserted.append(name)
                     continue
                 same = row.spec == wanted[name][1] and row.spec_format == SPEC_FORMAT_VERSION
+                same = same and state_unchanged(
+                    row.disabled_reason, row.upstream_modified_at, hints.get(name))
                 getattr(report, upsert_action(row.owner, row.active, same)).append(name)
             if not report.changed:
                 return report
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
-                conn.execute(insert(_T), [self._insert_values(*wanted[n], now, seq)
-                                          for n in report.inserted])  # fmt: skip
+                conn.execute(insert(_T), [
+                    {**self._insert_values(*wanted[n], now, seq),
+                     "upstream_modified_at": hints.get(n)} for n in report.inserted
+                ])  # fmt: skip
             changed = report.updated + report.reactivated
             if changed:
                 conn.execute(_UPDATE_SPEC, [
                     {"b_name": n, "b_task": wanted[n][0].task,
                      "b_configuration": wanted[n][0].configuration, "b_kind": wanted[n][0].kind,
-                     "b_spec": wanted[n][1], "b_seq": seq, "b_now": now}
+                     "b_spec": wanted[n][1], "b_seq": seq, "b_now": now, "b_hint": hints.get(n)}
                     for n in changed
                 ])  # fmt: skip
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
@@ -134,13 +148,14 @@ class RuntimeMethods(SqlStoreBase):
         stored: dict[str, _Stored] = {}
         for chunk in _chunks(names, size):
             stmt = (
-                select(_T.c.name, _T.c.spec, _T.c.spec_format, _T.c.active, _T.c.owner)
+                select(_T.c.name, _T.c.spec, _T.c.spec_format, _T.c.active, _T.c.owner,
+                       _T.c.disabled_reason, _T.c.upstream_modified_at)
                 .where(_T.c.name.in_(chunk))
                 .order_by(_T.c.name)
                 .with_for_update(key_share=True)
             )
-            for name, spec, spec_format, active, owner in conn.execute(stmt):
-                stored[name] = _Stored(spec, spec_format, bool(active), owner)
+            for name, spec, spec_format, active, owner, disabled, hint in conn.execute(stmt):
+                stored[name] = _Stored(spec, spec_format, bool(active), owner, disabled, hint)
         return stored
 
     @staticmethod

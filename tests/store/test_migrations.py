@@ -50,7 +50,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0005"
+        assert current_revision(store.engine) == head_revision() == "0006"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -60,6 +60,8 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.stats.duration_deviation is None  # 0003: not known yet
         assert got.declaration_error is None  # 0004: the declaration is valid
         assert got.owner == "declared"  # 0005: every older row was written by sync
+        assert got.disabled_reason is None  # 0006: enabled, no adaptive state
+        assert got.stats.interval_index is None
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         ended = store.record_run_end(  # progress: the new column works
@@ -136,7 +138,7 @@ def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
         old.close()
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == "0005"
+        assert current_revision(store.engine) == head_revision()
         assert [s.owner for s in store.list_schedules()] == ["declared", "declared"]
         assert store.upsert_runtime([periodic("old.a")], T0).refused == ["old.a"]
         assert store.upsert_runtime([periodic("new.r")], T0).inserted == ["new.r"]
