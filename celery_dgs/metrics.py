@@ -8,7 +8,8 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 - ``dgs_schedule_held{schedule,reason}``: 1 for each reason beat will not
   dispatch the schedule now (:func:`~celery_dgs.status.holds_for`, as
   ``celery dgs status`` shows them): ``paused`` (or its stored row could not be
-  applied: beat logged why), ``no_worker``, ``backoff``, ``blackout``;
+  applied: beat logged why), ``disabled`` (an adaptive schedule after too many
+  failures), ``no_worker``, ``backoff``, ``blackout``;
 - ``dgs_runs_total{outcome}``, ``dgs_lease_steals_total`` (runs ended
   ``lost`` or ``stolen``): counters that never decrease. They count the runs in
   the store's history, plus those this beat saw pruned from it since it
@@ -132,11 +133,12 @@ class EngineCollector:
             level.add_metric([name, cond.reason.value], int(cond.level))
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())
+            disabled = tracked.disabled_reason  # held too, but not paused
             for hold in holds_for(
-                name, tracked.spec, tracked.stats, now, paused=name in paused,
+                name, tracked.spec, tracked.stats, now, paused=name in paused and not disabled,
                 running=lease is not None, run_requested=tracked.run_requested_at is not None,
                 retry_ladder=settings.retry_ladder, default_pool=engine.default_queue,
-                workers=workers,
+                workers=workers, disabled_reason=disabled,
             ):  # fmt: skip
                 held.add_metric([name, hold.reason], 1)
         for name in list(engine.unschedulable):

@@ -39,8 +39,9 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .core import adaptive
 from .core.blackout import blackout_containing
 from .core.condition import (
     Condition,
@@ -51,7 +52,7 @@ from .core.condition import (
     declaration_invalid,
 )
 from .core.projection import Waiting, project_starts
-from .core.spec import ScheduleSpec
+from .core.spec import AdaptiveSpec, ScheduleSpec
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -84,6 +85,7 @@ HOLD_PAUSED = "paused"  # until resumed
 HOLD_NO_WORKER = "no_worker"  # until a live worker can run it
 HOLD_BACKOFF = "backoff"  # until the retry step after its last failure ends
 HOLD_BLACKOUT = "blackout"  # until the blackout window it is in ends
+HOLD_DISABLED = "disabled"  # adaptive, too many failures: until an upsert enables it
 
 
 #: The :data:`HOLD_NO_WORKER` reason shared by every schedule when no worker is live.
@@ -140,6 +142,14 @@ class StatusRow:
     #: When beat may dispatch it: ``can_start_by`` unless it is running or a hold
     #: without an end applies (then ``None``). In the past: it may run now.
     may_run_at: datetime | None = None
+    #: Adaptive schedules (else None): the ladder's index and its interval, the
+    #: freshness target being served (``error_at``), the lister's last change,
+    #: and why it is disabled (None: enabled).
+    interval_index: int | None = None
+    interval: timedelta | None = None
+    next_target_at: datetime | None = None
+    upstream_modified_at: datetime | None = None
+    disabled_reason: str | None = None
 
     @property
     def condition(self) -> str:
@@ -193,6 +203,7 @@ def build_row(
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message
         can, should, deadline = times.can_start_by, times.should_start_by, cond.error_at
+    ladder = adaptive_fields(spec, stats, deadline)
     holds = holds_of(schedule, lease, now, retry_ladder=retry_ladder,
                      default_pool=default_pool, workers=workers)  # fmt: skip
     return StatusRow(
@@ -206,7 +217,19 @@ def build_row(
         run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
         running=lease, holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
+        disabled_reason=schedule.disabled_reason, **ladder,
     )  # fmt: skip
+
+
+def adaptive_fields(
+    spec: ScheduleSpec | None, stats: ScheduleStats, target: datetime | None
+) -> dict[str, Any]:
+    """An adaptive schedule's :class:`StatusRow` ladder fields (none for others)."""
+    if not isinstance(spec, AdaptiveSpec):
+        return {}
+    index = adaptive.current_index(spec, stats)
+    return {"interval_index": index, "interval": adaptive.current_interval(spec, stats),
+            "next_target_at": target, "upstream_modified_at": stats.upstream_modified_at}
 
 
 def may_run_at(
@@ -236,7 +259,7 @@ def holds_of(
         schedule.name, schedule.spec, schedule.stats, now, active=schedule.active,
         paused=schedule.paused, running=lease is not None,
         run_requested=schedule.run_requested_at is not None, retry_ladder=retry_ladder,
-        default_pool=default_pool, workers=workers,
+        default_pool=default_pool, workers=workers, disabled_reason=schedule.disabled_reason,
     )  # fmt: skip
 
 
@@ -253,12 +276,14 @@ def holds_for(
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     default_pool: str = "celery",
     workers: WorkerCheck | None = None,
+    disabled_reason: str | None = None,
 ) -> tuple[Hold, ...]:
     """What keeps beat from dispatching a schedule (see :class:`Hold`), most
-    blocking first: invalid spec, inactive, paused, no worker, backoff,
-    blackout. ``workers=None`` skips the no-worker check. A run request is
-    served regardless of backoff and blackouts, as beat does. For the CLI's
-    rows and beat's metrics alike."""
+    blocking first: invalid spec, inactive, paused, disabled (an adaptive
+    schedule after too many failures), no worker, backoff, blackout.
+    ``workers=None`` skips the no-worker check. A run request is served
+    regardless of backoff and blackouts, as beat does. For the CLI's rows and
+    beat's metrics alike."""
     holds: list[Hold] = []
     if spec is None:
         holds.append(Hold(reason=HOLD_INVALID_SPEC, message=(
@@ -271,6 +296,8 @@ def holds_for(
         holds.append(Hold(reason=HOLD_PAUSED, message=(
             f"{name} is paused: beat dispatches it again once resumed "
             f"(celery dgs resume {name})")))  # fmt: skip
+    if disabled_reason is not None:
+        holds.append(Hold(reason=HOLD_DISABLED, message=disabled_reason))
     if spec is None:
         return tuple(holds)
     if workers is not None:
@@ -279,6 +306,8 @@ def holds_for(
             holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
     if run_requested or running:
         return tuple(holds)
+    if isinstance(spec, AdaptiveSpec):  # its retry: the ladder's shortest interval
+        retry_ladder = (adaptive.ladder_interval(0, spec.interval_unit),)
     retry = retry_at(stats, retry_ladder) if retry_ladder else None
     if retry is not None and retry > now:
         failures = stats.failure_count or 0

@@ -38,3 +38,19 @@ def test_progress_is_clamped_and_bad_values_ignored() -> None:
         assert sup.progress == 0.0
     finally:
         sup.finish()
+
+
+def test_eventful_is_recorded_on_the_run_and_bad_values_ignored() -> None:
+    assert celery_dgs.eventful(True) is False  # outside a run: inert
+    sup = _supervisor()
+    sup.start()
+    try:
+        assert sup.eventful is None  # a run that says nothing
+        assert celery_dgs.eventful() is True
+        assert sup.eventful is True
+        assert celery_dgs.eventful(False) is True
+        assert sup.eventful is False  # the last call counts
+        assert celery_dgs.eventful("yes") is False
+        assert sup.eventful is False
+    finally:
+        sup.finish()

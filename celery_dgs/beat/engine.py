@@ -218,9 +218,9 @@ class BeatEngine(DispatchSending):
             return
         self.unschedulable.pop(name, None)
         self.tracked[name] = Tracked(
-            row.spec, row.stats, row.run_requested_at, row.declaration_error
+            row.spec, row.stats, row.run_requested_at, row.declaration_error, row.disabled_reason
         )
-        if row.paused:
+        if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
             self.index.remove(name)
             self.held.add(name)
             return

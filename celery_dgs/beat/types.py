@@ -42,6 +42,8 @@ class Tracked:
     run_requested_at: datetime | None = None
     #: Set while the declaration is invalid (``spec``: the last valid version).
     declaration_error: str | None = None
+    #: Set while an adaptive schedule is disabled (held, not indexed).
+    disabled_reason: str | None = None
 
 
 @dataclass

@@ -84,6 +84,11 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         "active": row.active,
         "run_requested_at": iso(row.run_requested_at),
         "current_token": row.current_token,
+        "interval_index": row.interval_index,
+        "interval_s": seconds(row.interval),
+        "next_target_at": iso(row.next_target_at),
+        "upstream_modified_at": iso(row.upstream_modified_at),
+        "disabled_reason": row.disabled_reason,
         "running": None if lease is None else {
             "owner_name": lease.owner_name,
             "owner_node": lease.owner_node,
@@ -141,6 +146,10 @@ def _flags(row: StatusRow) -> str:
         flags.append("run-requested")
     if not row.active:
         flags.append("inactive")
+    if row.disabled_reason is not None:
+        flags.append("disabled")
+    if row.interval_index is not None:
+        flags.append(f"interval-{row.interval_index}:{duration(row.interval)}")
     return ",".join(flags) or NONE
 
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from . import adaptive
+from .adaptive import start_times as adaptive_start_times
+from .adaptive import target as adaptive_target
 from .blackout import blackout_containing, first_fit, move_out_of_blackout
 from .cron import next_cron_time
 from .cron_cache import CronFireCache
@@ -217,7 +218,7 @@ def error_at(spec: ScheduleSpec, stats: ScheduleStats, now: datetime | None = No
     """
     anchor = _anchor(stats, now)
     if isinstance(spec, AdaptiveSpec):
-        return adaptive.target(spec, stats, anchor)
+        return adaptive_target(spec, stats, anchor)
     if isinstance(spec, PeriodicSpec):
         return anchor + spec.scheduling_period
     if isinstance(spec, CronSpec):
@@ -281,7 +282,7 @@ def start_times(
     expected = expected_duration(spec, stats)
     margin = start_margin(spec, stats)
     if isinstance(spec, AdaptiveSpec):
-        times = adaptive.start_times(spec, stats, anchor, margin)
+        times = adaptive_start_times(spec, stats, anchor, margin)
         can, should = times.can_start_by, times.should_start_by
     else:
         can = _first_start(spec, stats, anchor, cron_times)

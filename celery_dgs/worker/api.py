@@ -44,3 +44,21 @@ def current_token() -> int | None:
     seen (example in ``docs/guarantees.md``, G5). None outside a supervised run."""
     sup = current_supervisor()
     return sup.token if sup is not None else None
+
+
+def eventful(changed: object = True) -> bool:
+    """Report whether the current run found changes (``True``: eventful, the
+    default) or none (``False``), for an adaptive schedule's interval: an
+    eventful good run shortens it two steps, an uneventful one lengthens it
+    one; a run that reports nothing leaves it as it is. The last call of a run
+    counts. Returns False when not inside a supervised run; a value that is
+    not a bool is ignored with a warning (bookkeeping never fails the task)."""
+    sup = current_supervisor()
+    if sup is None:
+        return False
+    if not isinstance(changed, bool):
+        logger.warning("celery-dgs: eventful(%r) of %s ignored: not True or False",
+                       changed, sup.schedule)  # fmt: skip
+        return False
+    sup.eventful = changed
+    return True

@@ -269,7 +269,8 @@ def supervised_run(
             if supervisor.interruption is not None and outcome == "success":
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
             _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress, clock=clock,
-                    ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None)
+                    ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
+                    eventful=supervisor.eventful)
 
 
 def _stop_heartbeat(supervisor: RunSupervisor) -> None:
@@ -354,6 +355,7 @@ def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
     progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
     ended_at: datetime | None = None, clock: RunClock | None = None,
+    eventful: bool | None = None,
 ) -> None:  # fmt: skip
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
@@ -375,7 +377,7 @@ def _finish(
     try:
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
-            alpha=rt.settings.ewma_alpha, duration_s=duration,
+            alpha=rt.settings.ewma_alpha, duration_s=duration, eventful=eventful,
         ), attempts=attempts)  # fmt: skip
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run

@@ -137,6 +137,8 @@ class RunSupervisor:
         self.termination_grace = termination_grace
         self.on_unresponsive = on_unresponsive
         self.progress: float | None = None
+        #: What the run reported with ``celery_dgs.eventful()`` (None: nothing).
+        self.eventful: bool | None = None
         self.interruption: RunTerminated | None = None
         self.delivered = False
         self._thread_id = threading.get_ident()
