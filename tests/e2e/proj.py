@@ -304,3 +304,21 @@ def lister(count: int) -> int:
     log_event("listed", "lister", inserted=len(report.applied.inserted),
               errors=[str(e) for e in report.errors])  # fmt: skip
     return len(report.applied.inserted)
+
+
+# Adaptive runtime schedules (tests/e2e/test_adaptive_e2e.py): the test sets
+# each source's behaviour in Redis (e2e:visit:<source>): "eventful" or
+# "quiet" (reported with celery_dgs.eventful), "fail", or "silent".
+@app.task(name="e2e.visit")
+def visit(source: str) -> str:
+    mode = (_events.get(f"e2e:visit:{source}") or b"silent").decode()
+    log_event("start", f"visit@{source}", mode=mode, token=celery_dgs.current_token())
+    try:
+        if mode == "fail":
+            raise RuntimeError(f"{source} is unreachable")
+        if mode in ("eventful", "quiet"):
+            celery_dgs.eventful(mode == "eventful")
+        time.sleep(0.05)
+        return mode
+    finally:
+        log_event("end", f"visit@{source}", mode=mode)
