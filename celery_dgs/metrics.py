@@ -17,6 +17,11 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
   a counter reset: ``rate()`` would count every stored run again). Runs still
   going are not an outcome: ``dgs_runs_running`` (a gauge) counts them;
 - ``dgs_worker_slots{state="free"|"used"}``, ``dgs_dispatches_pending``;
+- ``dgs_adaptive_schedules{group}``: adaptive schedules ``never_visited``,
+  ``modified_since_visit`` (upstream changed after the last good run),
+  ``other``, ``disabled``; ``dgs_adaptive_target_drift_seconds``: now - the
+  earliest freshness target among the enabled ones not running
+  (:func:`~celery_dgs.status.adaptive_summary`);
 - ``dgs_most_urgent_drift_seconds``: now - should_start_by of the most urgent
   eligible schedule (positive: beat is behind);
 - ``dgs_dispatch_lateness_seconds``: histogram of now - should_start_by at
@@ -56,6 +61,7 @@ from .status import (
     HOLD_INVALID_SPEC,
     INVALID_SPEC,
     WorkerCheck,
+    adaptive_summary,
     holds_for,
     schedule_condition,
 )
@@ -141,12 +147,29 @@ class EngineCollector:
                 workers=workers, disabled_reason=disabled,
             ):  # fmt: skip
                 held.add_metric([name, hold.reason], 1)
+        summary = adaptive_summary(
+            ((t.spec, t.stats, t.disabled_reason is not None, name in leases)
+             for name, t in list(engine.tracked.items())), now,
+        )  # fmt: skip
         for name in list(engine.unschedulable):
             level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
             held.add_metric([name, HOLD_INVALID_SPEC], 1)
         yield level
         yield until
         yield held
+        groups = GaugeMetricFamily(
+            "dgs_adaptive_schedules", "Adaptive schedules by group", labels=["group"]
+        )
+        for group, count in summary.counts.items():
+            groups.add_metric([group], count)
+        yield groups
+        drift_s = summary.target_drift
+        yield GaugeMetricFamily(
+            "dgs_adaptive_target_drift_seconds",
+            "now - the earliest freshness target of the enabled adaptive schedules not "
+            "running (positive: beat serves targets already past; 0 when none)",
+            value=0.0 if drift_s is None else drift_s.total_seconds(),
+        )  # fmt: skip
         try:
             stored = dict(self.store.outcome_counts())
         except Exception:

@@ -514,7 +514,8 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def set_paused(self, name: str, paused: bool) -> bool:
-        """Pause or resume a schedule; True if the flag changed."""
+        """Pause or resume a schedule; True if the flag changed. Resuming also
+        enables a disabled adaptive schedule (``disabled_reason`` cleared; True)."""
 
     @abstractmethod
     def request_run(self, name: str, now: datetime) -> None:

@@ -247,12 +247,16 @@ class MemoryScheduleStore(ScheduleStore):
             ]  # fmt: skip
 
     def set_paused(self, name: str, paused: bool) -> bool:
-        """Pause (``True``) or resume a schedule. Returns True if the flag changed."""
+        """Pause (``True``) or resume a schedule. Returns True if the flag changed.
+        Resuming also enables a disabled adaptive schedule (True then too)."""
         with self._lock:
             row = self._row(name)
-            if row.paused == paused:
+            if row.paused == paused and (paused or row.disabled_reason is None):
                 return False
-            self._touch(row, paused=paused)
+            if paused:
+                self._touch(row, paused=True)
+            else:
+                self._touch(row, paused=False, disabled_reason=None)
             return True
 
     def request_run(self, name: str, now: datetime) -> None:

@@ -280,12 +280,15 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             return [stored_schedule(r) for r in session.scalars(stmt)]
 
     def set_paused(self, name: str, paused: bool) -> bool:
-        """Pause (``True``) or resume a schedule. Returns True if the flag changed."""
+        """Pause (``True``) or resume a schedule. Returns True if the flag changed.
+        Resuming also enables a disabled adaptive schedule (True then too)."""
         with self._write() as session:
             row = self._locked(session, name)
-            if row.paused == paused:
+            if row.paused == paused and (paused or row.disabled_reason is None):
                 return False
             row.paused = paused
+            if not paused:
+                row.disabled_reason = None
             self._touch(session, row)
             return True
 

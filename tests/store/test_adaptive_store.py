@@ -133,3 +133,17 @@ def test_a_malformed_interval_index_names_the_schedule_and_field(
     row = sql_store.get(NAME)
     assert row.spec_error is None
     assert row.stats.interval_index == 5  # read as unknown (the initial 4), then +1
+
+
+def test_resume_enables_a_disabled_schedule(store: ScheduleStore) -> None:
+    store.upsert_runtime([visit(max_failures=1)], T0)
+    run(store, 1, "failure")
+    assert store.get(NAME).disabled_reason is not None
+    assert store.set_paused(NAME, True) is True
+    assert store.get(NAME).disabled_reason is not None, "pausing leaves it disabled"
+    _, cursor = store.load_active()
+    assert store.set_paused(NAME, False) is True
+    row = store.get(NAME)
+    assert (row.paused, row.disabled_reason) == (False, None)
+    assert [r.name for r in store.changes_since(cursor)[0]] == [NAME]
+    assert store.set_paused(NAME, False) is False, "nothing left to change"
