@@ -33,7 +33,7 @@ def _json_option(value: str | None, what: str) -> Any:
 
 @click.command()
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["periodic", "cron"]), default=None,
+@click.option("--kind", type=click.Choice(["periodic", "cron", "adaptive"]), default=None,
               help="Default: cron when --cron is given, else periodic.")
 @click.option("--period", default=None, help="Freshness period, in seconds (periodic).")
 @click.option("--cron", "cron_expr", default=None, help="5-field cron expression (cron).")
