@@ -147,3 +147,45 @@ def test_resume_enables_a_disabled_schedule(store: ScheduleStore) -> None:
     assert (row.paused, row.disabled_reason) == (False, None)
     assert [r.name for r in store.changes_since(cursor)[0]] == [NAME]
     assert store.set_paused(NAME, False) is False, "nothing left to change"
+
+
+def test_run_ends_and_lister_upserts_racing_lose_no_update(store: ScheduleStore) -> None:
+    """A worker recording runs and a lister upserting hints at the same time:
+    every run's ladder step and the last hint are kept (the run end's write of
+    the row and the upsert's are serialised on the row's lock)."""
+    import threading
+
+    store.upsert_runtime([visit()], T0)
+    rounds = 20
+    hints = [T0 - timedelta(days=30) + timedelta(hours=i) for i in range(rounds)]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        barrier.wait(timeout=30)
+        for token in range(1, rounds + 1):  # uneventful: +1 each, clamped at 10
+            run(store, token, "success", False, timedelta(minutes=token))
+
+    def lister() -> None:
+        barrier.wait(timeout=30)
+        for hint in hints:
+            store.upsert_runtime([visit()], T0, last_modified={NAME: hint})
+
+    def guarded(job: object) -> None:
+        try:
+            job()  # type: ignore[operator]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(job,)) for job in (worker, lister)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    row = store.get(NAME)
+    assert row.stats.interval_index == 10
+    assert row.stats.upstream_modified_at == hints[-1]
+    assert len(store.runs(NAME, limit=100)) == rounds, "no run record lost"
+    assert row.stats.next_target_at == T0 + timedelta(minutes=rounds) + ladder_interval(
+        10, 60 * S) * fudge_factor(NAME, rounds)  # fmt: skip
