@@ -29,3 +29,5 @@ def test_add_an_adaptive_schedule_and_see_its_ladder(world: World) -> None:
     assert (entry["interval_index"], entry["interval_s"]) == (4, 120.0)
     assert entry["next_target_at"] == entry["error_at"]
     assert entry["disabled_reason"] is None
+    text = world.invoke("status").stdout
+    assert "interval-4:" in text
