@@ -6,6 +6,12 @@ slot each: fewer slots than schedules, so the deadline order matters) and the
 deadline-scheduler beat and the status page (``celery dgs web``, on
 127.0.0.1:8377 or a free port), then shows ``celery dgs status --watch`` until
 Ctrl-C (or ``--seconds N``), and stops everything it started.
+
+Besides the declared scrapers, the example's lister (``example.list_sources``)
+adds one adaptive schedule per source of a fake upstream
+(:mod:`example_project.upstream`) while beat runs: they appear in the table
+within seconds, and the ``interval-N`` flag shows each source's interval
+shorten (visits that find changes) or lengthen (visits that find none).
 """
 
 from __future__ import annotations

@@ -14,11 +14,15 @@ import random
 import time
 from datetime import timedelta
 
+import redis
 from celery import Celery
 
 import celery_dgs
 
-app = Celery("example", broker=os.environ.get("DGS_EXAMPLE_REDIS_URL", "redis://localhost:6379/0"))
+from . import upstream
+
+REDIS_URL = os.environ.get("DGS_EXAMPLE_REDIS_URL", "redis://localhost:6379/0")
+app = Celery("example", broker=REDIS_URL)
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -81,3 +85,55 @@ def heavy_archive_sync() -> None:
 @app.task(name="example.nightly_report")
 def nightly_report() -> None:
     scrape(10)
+
+
+# A lister: it discovers the sources of a (fake) upstream and keeps one
+# adaptive runtime schedule per source. Visits that find changes shorten a
+# source's interval, visits that find none lengthen it (15 s steps here, one
+# day by default); a source whose upstream reports a change is visited at once.
+VISIT = "example.visit_source"
+#: The adaptive ladder's unit for the visits: 15 s, so the demo shows it move.
+VISIT_INTERVAL_UNIT = timedelta(seconds=15)
+
+
+@dgs.periodic(period=timedelta(seconds=30), cooldown=timedelta(seconds=15))
+@app.task(name="example.list_sources")
+def list_sources() -> str:
+    now = time.time()
+    rows: list[dict[str, object]] = []
+    for src in upstream.SOURCES:
+        row: dict[str, object] = {
+            "task": VISIT, "configuration": src.name, "kind": "adaptive",
+            "interval_unit": VISIT_INTERVAL_UNIT, "kwargs": {"source": src.name},
+        }  # fmt: skip
+        changed_at = src.last_modified(now)
+        if changed_at is not None:
+            row["last_modified"] = changed_at
+        rows.append(row)
+    report = dgs.schedules.upsert_many(rows)
+    if report.errors:
+        raise RuntimeError("; ".join(str(error) for error in report.errors))
+    listed = {f"{VISIT}@{src.name}" for src in upstream.SOURCES}
+    gone = [stored.name for stored in dgs.schedules.list()
+            if stored.name.startswith(f"{VISIT}@") and stored.name not in listed]  # fmt: skip
+    if gone:
+        dgs.schedules.remove_many(gone)
+    applied = report.applied
+    return (f"{len(applied.inserted)} new, {len(applied.updated)} changed, "
+            f"{len(applied.unchanged)} unchanged, {len(gone)} removed")  # fmt: skip
+
+
+@app.task(name=VISIT)
+def visit_source(source: str) -> bool:
+    """Fetches ``source`` and tells the scheduler whether it changed since the
+    last visit (the versions seen are kept in Redis, like a scraper's own store)."""
+    scrape(1)
+    version = upstream.source(source).version(time.time())
+    seen = _seen_versions().getset(f"example:seen:{source}", version)
+    changed = seen is None or int(seen) != version
+    celery_dgs.eventful(changed)
+    return changed
+
+
+def _seen_versions() -> redis.Redis:
+    return redis.Redis.from_url(REDIS_URL)

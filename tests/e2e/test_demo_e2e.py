@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from example_project import upstream
 from tests.e2e.harness import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -31,6 +32,12 @@ def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
     assert "never_succeeded" in first or "likely_late" in first or "ERROR" in first
     ok_rows = re.findall(r"^OK\s+example\.\w+", last, flags=re.M)
     assert len(ok_rows) >= 3, last
+    # The lister's sources appeared at runtime as adaptive schedules, and the
+    # first visits moved their interval off the starting step (4).
+    steps = dict(re.findall(r"^\w+\s+example\.visit_source@([\w.]+)\s.*?interval-(\d+):",
+                            last, flags=re.M))  # fmt: skip
+    assert set(steps) == {src.name for src in upstream.SOURCES}, last
+    assert any(step != "4" for step in steps.values()), last
     assert "stopped the workers, beat and the embedded server" in out
     beat_log = (ROOT / ".demo" / "beat.log").read_text()
     assert beat_log.count("dispatched example.") >= 4
