@@ -37,7 +37,7 @@ import dataclasses
 import fnmatch
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -50,8 +50,9 @@ from .core.condition import (
     condition,
     declaration_invalid,
 )
+from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority
 from .core.projection import Waiting, project_starts
-from .core.spec import ScheduleSpec
+from .core.spec import AD_HOC_PRIORITY, ScheduleSpec
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -140,6 +141,11 @@ class StatusRow:
     #: When beat may dispatch it: ``can_start_by`` unless it is running or a hold
     #: without an end applies (then ``None``). In the past: it may run now.
     may_run_at: datetime | None = None
+    #: Its spec's priority (0-99, lower first; ``None``: invalid spec), and the
+    #: class beat serves it in now: higher once the elevator has moved it up
+    #: (:func:`apply_priorities`; a run request is served in class 0).
+    priority: int | None = None
+    effective_priority: int | None = None
 
     @property
     def condition(self) -> str:
@@ -206,6 +212,7 @@ def build_row(
         run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
         running=lease, holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
+        priority=None if spec is None else spec.priority,
     )  # fmt: skip
 
 
@@ -368,7 +375,40 @@ def build_rows(
     ]  # fmt: skip
     if slots is not None:
         rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings)
-    return sorted(rows, key=urgency_key)
+    interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
+    return sorted(apply_priorities(rows, now, interval), key=urgency_key)
+
+
+def apply_priorities(
+    rows: Sequence[StatusRow], now: datetime, elevator_interval: float | None
+) -> list[StatusRow]:
+    """Rows with ``effective_priority`` set as beat's index computes it
+    (:func:`celery_dgs.core.priority.effective_priority`): a schedule beat may
+    dispatch that is due (its ``can_start_by`` and ``should_start_by`` passed;
+    a run request since it was asked, in class 0) moves up one class with due
+    work per elevator step; the others are served in their own class."""
+    due: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        if row.priority is None or row.running is not None or row.paused or not row.active:
+            continue
+        if row.run_requested_at is not None:
+            due[row.name] = (AD_HOC_PRIORITY, row.run_requested_at.timestamp())
+        elif row.may_run_at is not None and row.should_start_by is not None:
+            at = max(row.may_run_at, row.should_start_by)
+            if at <= now:
+                due[row.name] = (row.priority, at.timestamp())
+    classes = sorted({cls for cls, _ in due.values()})
+    moment = now.timestamp()
+    out = []
+    for row in rows:
+        if row.name in due:
+            cls, due_at = due[row.name]
+            effective: int | None = effective_priority(cls, due_at, moment, classes,
+                                                       elevator_interval)  # fmt: skip
+        else:
+            effective = row.priority
+        out.append(replace(row, effective_priority=effective))
+    return out
 
 
 def apply_projection(
