@@ -277,7 +277,8 @@ def test_each_priority_class_counts_its_schedules_by_condition(
 ) -> None:
     now = datetime.now(timezone.utc)
     store.sync([PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
-                for n, p in (("a", 10), ("b", 10), ("c", 80))], now - timedelta(hours=2))  # fmt: skip
+                for n, p in (("a", 10), ("b", 10), ("c", 80))],
+               now - timedelta(hours=2))  # fmt: skip
     record(store, "t.b", "success", now - timedelta(minutes=5))  # fresh: OK
     engine = BeatEngine(
         store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
