@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .core.spec import (
-    DEFAULT_PRIORITY,
+    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
     SPEC_KINDS,
     PeriodicSpec,
     ScheduleSpec,
