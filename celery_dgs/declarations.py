@@ -14,6 +14,8 @@ from typing import Any
 
 from .core.spec import (
     DEFAULT_PRIORITY as DEFAULT_PRIORITY,
+)
+from .core.spec import (
     SPEC_KINDS,
     PeriodicSpec,
     ScheduleSpec,
