@@ -146,6 +146,8 @@ class StatusRow:
     #: (:func:`apply_priorities`; a run request is served in class 0).
     priority: int | None = None
     effective_priority: int | None = None
+    #: The class a pending run request is served in (``None``: 0).
+    run_requested_priority: int | None = None
 
     @property
     def condition(self) -> str:
@@ -213,6 +215,7 @@ def build_row(
         running=lease, holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
         priority=None if spec is None else spec.priority,
+        run_requested_priority=schedule.run_requested_priority,
     )  # fmt: skip
 
 
@@ -392,7 +395,9 @@ def apply_priorities(
         if row.priority is None or row.running is not None or row.paused or not row.active:
             continue
         if row.run_requested_at is not None:
-            due[row.name] = (AD_HOC_PRIORITY, row.run_requested_at.timestamp())
+            asked = row.run_requested_priority
+            due[row.name] = (AD_HOC_PRIORITY if asked is None else asked,
+                             row.run_requested_at.timestamp())  # fmt: skip
         elif row.may_run_at is not None and row.should_start_by is not None:
             at = max(row.may_run_at, row.should_start_by)
             if at <= now:

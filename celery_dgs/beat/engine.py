@@ -220,7 +220,8 @@ class BeatEngine(DispatchSending):
             return
         self.unschedulable.pop(name, None)
         self.tracked[name] = Tracked(
-            row.spec, row.stats, row.run_requested_at, row.declaration_error
+            row.spec, row.stats, row.run_requested_at, row.declaration_error,
+            row.run_requested_priority,
         )
         if row.paused:
             self.index.remove(name)
@@ -237,7 +238,8 @@ class BeatEngine(DispatchSending):
         if tracked is None:
             return DEFAULT_PRIORITY
         if tracked.run_requested_at is not None:
-            return AD_HOC_PRIORITY
+            priority = tracked.run_requested_priority
+            return AD_HOC_PRIORITY if priority is None else priority
         return tracked.spec.priority
 
     def _reindex(self, name: str, batch: _IndexBatch | None = None) -> None:

@@ -42,6 +42,8 @@ class Tracked:
     run_requested_at: datetime | None = None
     #: Set while the declaration is invalid (``spec``: the last valid version).
     declaration_error: str | None = None
+    #: The class a pending run request is served in (``None``: 0).
+    run_requested_priority: int | None = None
 
 
 @dataclass

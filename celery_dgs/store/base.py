@@ -152,6 +152,8 @@ class StoredSchedule:
     updated_at: datetime
     declaration_error: str | None = None
     owner: str = OWNER_DECLARED
+    #: The priority class of the pending run request (``None``: the default, 0).
+    run_requested_priority: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -465,10 +467,12 @@ class ScheduleStore(ABC):
         """Pause or resume a schedule; True if the flag changed."""
 
     @abstractmethod
-    def request_run(self, name: str, now: datetime) -> None:
-        """Ask beat to run the schedule as soon as it can (an operator's ad-hoc run).
+    def request_run(self, name: str, now: datetime, *, priority: int | None = None) -> None:
+        """Ask beat to run the schedule as soon as it can (an operator's ad-hoc run),
+        served in class ``priority`` (``None``: 0, ahead of all scheduled work).
 
-        A request already pending keeps its earlier time.
+        A request already pending keeps its earlier time; its class becomes
+        ``priority``.
         """
 
     @abstractmethod

@@ -122,6 +122,7 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         updated_at=row.updated_at,
         declaration_error=row.declaration_error,
         owner=row.owner,
+        run_requested_priority=row.run_requested_priority,
     )
 
 

@@ -54,7 +54,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
     "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
-    "declaration_error", "owner",
+    "declaration_error", "owner", "run_requested_priority",
 )  # fmt: skip
 
 
@@ -153,7 +153,7 @@ def stored_schedule_from_values(
     (name, task, configuration, kind, spec_text, active, paused, registered_at,
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
      average_s, current_token, run_requested_at, change_seq, updated_at,
-     deviation_s, declaration_error, owner) = values  # fmt: skip
+     deviation_s, declaration_error, owner, run_priority) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     (average, deviation), bad = checked_durations(
@@ -191,5 +191,6 @@ def stored_schedule_from_values(
         updated_at=moment(updated_at),
         declaration_error=declaration_error,
         owner=owner,
+        run_requested_priority=run_priority,
     )
     return row

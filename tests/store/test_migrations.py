@@ -50,7 +50,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0005"
+        assert current_revision(store.engine) == head_revision() == "0006"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -60,6 +60,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.stats.duration_deviation is None  # 0003: not known yet
         assert got.declaration_error is None  # 0004: the declaration is valid
         assert got.owner == "declared"  # 0005: every older row was written by sync
+        assert got.run_requested_priority is None  # 0006: no run request
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         ended = store.record_run_end(  # progress: the new column works
@@ -68,6 +69,8 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert ended.stats.failure_count == 0
         assert ended.stats.duration_deviation == timedelta(seconds=7.5)  # |20 - 12.5|
         assert ended.change_seq == 4
+        store.request_run("legacy", T0, priority=30)  # 0006: the new column works
+        assert store.get("legacy").run_requested_priority == 30
         assert store.runs("legacy")[0].progress == 0.75
     finally:
         store.close()
@@ -136,7 +139,7 @@ def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
         old.close()
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == "0005"
+        assert current_revision(store.engine) == head_revision()
         assert [s.owner for s in store.list_schedules()] == ["declared", "declared"]
         assert store.upsert_runtime([periodic("old.a")], T0).refused == ["old.a"]
         assert store.upsert_runtime([periodic("new.r")], T0).inserted == ["new.r"]
