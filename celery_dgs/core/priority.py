@@ -113,6 +113,8 @@ class PriorityIndex(DeadlineIndex):
         self.elevated_first = elevated_first
         self.clock_offset_s = clock_offset_s
         self._class: dict[str, int] = {}
+        #: indexed schedules per class: with one class, every choice is main's
+        self._class_sizes: dict[int, int] = {}
         self._ver: dict[str, int] = {}
         self._due_at: dict[str, float] = {}
         #: not yet due: (due_at, version, name)
@@ -154,7 +156,9 @@ class PriorityIndex(DeadlineIndex):
         self._undue(name)
         self._seq += 1
         self._ver[name] = self._seq
-        self._class[name] = self.priority_of(name)
+        self._unclass(name)
+        cls = self._class[name] = self.priority_of(name)
+        self._class_sizes[cls] = self._class_sizes.get(cls, 0) + 1
         lead = self.lead_s(name) if self.lead_s is not None else 0.0
         due_at = max(can_start_by, should_start_by - lead)
         self._due_at[name] = due_at
@@ -185,8 +189,17 @@ class PriorityIndex(DeadlineIndex):
     def _forget(self, name: str) -> None:
         self._undue(name)
         self._ver.pop(name, None)
-        self._class.pop(name, None)
+        self._unclass(name)
         self._due_at.pop(name, None)
+
+    def _unclass(self, name: str) -> None:
+        cls = self._class.pop(name, None)
+        if cls is not None:
+            left = self._class_sizes[cls] - 1
+            if left:
+                self._class_sizes[cls] = left
+            else:
+                del self._class_sizes[cls]
 
     def _undue(self, name: str) -> None:
         cls = self._due_class.pop(name, None)
@@ -279,10 +292,17 @@ class PriorityIndex(DeadlineIndex):
         return x, None
 
     def peek(self, now: float) -> str | None:
+        if len(self._class_sizes) <= 1:
+            return self.main.peek(now)
         chosen = self._choose(now)
         return None if chosen is None else chosen[0]
 
     def pop(self, now: float) -> str | None:
+        if len(self._class_sizes) <= 1:  # one class: main decides
+            name = self.main.pop(now)
+            if name is not None:
+                self._forget(name)
+            return name
         name = self.peek(now)
         if name is not None:
             self.remove(name)
@@ -291,6 +311,11 @@ class PriorityIndex(DeadlineIndex):
     def pop_placeable(
         self, now: float, can_place: Callable[[str], bool], *, max_skips: int = 1000
     ) -> str | None:
+        if len(self._class_sizes) <= 1:  # one class: main decides
+            name = self.main.pop_placeable(now, can_place, max_skips=max_skips)
+            if name is not None:
+                self._forget(name)
+            return name
         skipped: list[tuple[int, _Due]] = []
         try:
             while len(skipped) <= max_skips:

@@ -63,7 +63,13 @@ def test_one_class_changes_nothing() -> None:
         return make_index("restore", expected_s=expected_s.__getitem__,
                           margin_s=margins.__getitem__, laxity_floor_s=60.0)  # fmt: skip
 
-    plain, classed = build(), PriorityIndex(build(), lambda n: 50, elevator_interval_s=60)
+    # a second class, eligible only after the test: the classed index takes its
+    # general path (not the shortcut for one class) and must still agree
+    entries.append(("later", 1e6, 1e6))
+    expected_s["later"], margins["later"] = 1.0, 1.0
+    plain = build()
+    classed = PriorityIndex(build(), lambda n: 90 if n == "later" else 50,
+                            elevator_interval_s=60)  # fmt: skip
     for ix in (plain, classed):
         ix.upsert_many(entries)
     for now in (100.0, 400.0, 700.0, 2000.0):
@@ -71,6 +77,7 @@ def test_one_class_changes_nothing() -> None:
             a, b = plain.pop(now), classed.pop(now)
             assert a == b
     assert drain(plain, 5000.0) == drain(classed, 5000.0)
+    assert len(classed._class_sizes) == 1  # only "later" is left, in its own class
 
 
 def test_priority_orders_only_due_work() -> None:
