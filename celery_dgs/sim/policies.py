@@ -30,8 +30,10 @@ from ..core.spec import DEFAULT_PRIORITY, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
 
-POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat", "dgs-noprio",
-            "dgs-strict", "dgs-seed004", "dgs-weights")
+POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
+#: The priority orders compared in ``docs/simulator.md`` ("Priorities"); also
+#: ``dgs-lead[-<seconds>]`` and ``dgs-elevator-<seconds>``.
+PRIORITY_POLICIES = ("dgs-noprio", "dgs-strict", "dgs-seed004", "dgs-weights")
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
 ELEVATOR_PREFIX = "dgs-elevator-"
 _NO_LIMIT = 1 << 62
@@ -230,17 +232,17 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         "dgs-weights": lambda: DeadlinePolicy(sim, priorities=False, weights=True,
                                               name="dgs-weights"),
     }
-    if name.startswith("dgs-lead"):
-        rest = name[len("dgs-lead"):]
-        return DeadlinePolicy(sim, lead=True, name=name,
-                              elevator_s=float(rest[1:]) if rest else None)
-    if name.startswith(ELEVATOR_PREFIX):
-        try:
-            interval = float(name[len(ELEVATOR_PREFIX):])
-        except ValueError:
-            interval = 0.0
-        if interval > 0:
-            return DeadlinePolicy(sim, elevator_s=interval, name=name)
+    for prefix, lead in (("dgs-lead-", True), (ELEVATOR_PREFIX, False)):
+        if name.startswith(prefix):
+            try:
+                interval = float(name[len(prefix):])
+            except ValueError:
+                interval = 0.0
+            if interval > 0:
+                return DeadlinePolicy(sim, elevator_s=interval, lead=lead, name=name)
+    if name == "dgs-lead":
+        return DeadlinePolicy(sim, elevator_s=None, lead=True, name=name)
     if name not in factories:
-        raise ValueError(f"policy must be one of {list(POLICIES)}, got {name!r}")
+        raise ValueError(f"policy must be one of {list(POLICIES + PRIORITY_POLICIES)}, "
+                         f"got {name!r}")
     return factories[name]()
