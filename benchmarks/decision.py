@@ -25,6 +25,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery_dgs.core.index import DeadlineIndex
+from celery_dgs.core.overload import make_index
+from celery_dgs.core.priority import PriorityIndex
 
 from .common import Profile, Result, gc_paused, log, median, repeat
 
@@ -63,6 +65,56 @@ def dgs_decision_us(n: int, repeats: int, seed: int = 1) -> list[float]:
         return (time.perf_counter() - start) / k * 1e6
 
     one()  # warm-up
+    try:
+        return repeat(one, repeats)
+    finally:
+        gc.unfreeze()
+
+
+#: beat's index: the default policy's order alone, and with priority classes
+#: (one class: every schedule the default priority; three: 20/50/80).
+BEAT_INDEXES = ("restore + laxity", "with priorities, 1 class", "with priorities, 3 classes")
+
+
+def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> list[float]:
+    """As :func:`dgs_decision_us`, on the index beat builds by default
+    (``restore`` with relative laxity), alone or wrapped by the priority classes
+    with the elevator; a tenth of the schedules is due (past should_start_by)."""
+    rng = random.Random(seed)
+    now = time.time()
+    expected = {f"schedule-{i:07d}": 10 + rng.random() * 600 for i in range(n)}
+    margin = {name: 2 * e for name, e in expected.items()}
+    classes = {name: (20, 50, 80)[i % 3] if kind.endswith("3 classes") else 50
+               for i, name in enumerate(expected)}  # fmt: skip
+    index = make_index("restore", expected_s=expected.__getitem__,
+                       margin_s=margin.__getitem__, laxity_floor_s=60.0)  # fmt: skip
+    if kind != BEAT_INDEXES[0]:
+        index = PriorityIndex(index, classes.__getitem__, elevator_interval_s=7200.0)
+    entries = []
+    for name in expected:
+        if rng.random() < ELIGIBLE_SHARE:
+            can = now - rng.random() * 86_400
+            should = now + (rng.random() - 0.1) * 36_000
+        else:
+            can = now + 1 + rng.random() * 86_400
+            should = can + rng.random() * 3_600
+        entries.append((name, can, max(can, should)))
+    index.upsert_many(entries)
+    index.pop(now)
+    gc.freeze()
+    k = DECISIONS_PER_REPEAT
+    new_times = [(now - 1, now + 3_600 + rng.random() * 86_400) for _ in range(k)]
+
+    def one() -> float:
+        pop, upsert = index.pop, index.upsert
+        start = time.perf_counter()
+        for can, should in new_times:
+            name = pop(now)
+            assert name is not None
+            upsert(name, can, should)
+        return (time.perf_counter() - start) / k * 1e6
+
+    one()
     try:
         return repeat(one, repeats)
     finally:
@@ -153,6 +205,22 @@ def run(profile: Profile) -> tuple[list[Result], dict[int, float]]:
             samples=samples,
             notes="" if base else "celery tick not run at this N (O(N) per tick)",
         ))  # fmt: skip
+    for n in profile.decision_sizes:
+        base_us = None
+        for kind in BEAT_INDEXES:
+            log(f"decision: beat's index ({kind}) pop+upsert, {n:,} schedules")
+            with gc_paused():
+                samples = beat_index_decision_us(n, profile.repeats, kind)
+            value = median(samples)
+            base_us = value if base_us is None else base_us
+            results.append(Result(
+                name=f"decision: beat's index, {kind}", n=n, median=value, unit="us",
+                baseline=base_us if kind != BEAT_INDEXES[0] else None,
+                baseline_name="restore + laxity" if kind != BEAT_INDEXES[0] else "",
+                ratio=None if kind == BEAT_INDEXES[0] else value / base_us,
+                ratio_note="" if kind == BEAT_INDEXES[0] else "(x its cost)",
+                samples=samples,
+            ))  # fmt: skip
     for n in profile.celery_sizes[-1:]:
         log(f"idle tick baseline: celery Scheduler.tick, {n:,} entries none due")
         samples = celery_tick_us(n, profile.repeats, all_due=False)

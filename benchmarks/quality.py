@@ -16,6 +16,12 @@ ERROR-seconds are below ``beat``'s, and where they are not, how far each is
 from the bound (with equal shares every busy order is at it).
 ERROR-seconds are deterministic per seed.
 
+Priorities: three classes (priority 20, 50, 80 on 30 %, 35 %, 35 % of the
+schedules and of the demand) at load 0.9, 1.1 and 1.5 and mixed 0.9, under
+the priority orders compared in ``docs/simulator.md`` (first seed only):
+ERROR-seconds, worst staleness and latest start per class, and the goals
+(top class without ERROR at 1.5; at 0.9 the same ERROR as without classes).
+
 ``--scale`` adds the size goal: 100,000 schedules, 500 slots, 7 simulated
 days under ``dgs`` within 2 minutes (periods 6-24 h). Results are also
 written to ``benchmarks/quality-latest.json``.
@@ -44,6 +50,16 @@ MIXED_LOADS = (0.9, 1.0, 1.1, 1.5, 2.0)
 MIXED_SPREAD = 4.0
 SEEDS = (1, 2, 3)
 DAY = 86400.0
+PRIORITY_CLASSES = ((20, 0.30), (50, 0.35), (80, 0.35))
+PRIORITY_LOADS = (("prio 0.9", 0.9, 1.0), ("prio mixed 0.9", 0.9, MIXED_SPREAD),
+                  ("prio 1.1", 1.1, 1.0), ("prio 1.5", 1.5, 1.0))  # fmt: skip
+#: dgs-noprio: classes ignored; dgs-weights: classes as weights on laxity and
+#: run time; dgs-strict: strict class order of due work, no elevator; dgs:
+#: with the elevator (default interval), then other intervals; dgs-seed004:
+#: elevated work ahead of each level's own, at most up to the top level;
+#: dgs-lead: classes order work one margin before should_start_by (no elevator).
+PRIORITY_POLICIES = ("dgs-noprio", "dgs-weights", "dgs-strict", "dgs", "dgs-elevator-3600",
+                     "dgs-elevator-14400", "dgs-seed004", "dgs-lead")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,52 @@ def check_goals(rows: list[tuple[Scenario, SimResult]],
     return lines
 
 
+def run_priorities(quick: bool, seed: int) -> list[tuple[str, SimResult]]:
+    n, slots = (300, 6) if quick else (1000, 20)
+    out = []
+    for label, load, spread in PRIORITY_LOADS:
+        opts = GeneratorOptions(schedules=n, slots=slots, load=load, horizon_s=4 * DAY,
+                                warmup_s=2 * DAY, duration_sigma=0.3, cooldown_fraction=0.5,
+                                seed=seed, share_spread=spread,
+                                priority_classes=PRIORITY_CLASSES)  # fmt: skip
+        workload = generate(opts)
+        for policy in PRIORITY_POLICIES:
+            out.append((label, simulate(workload, policy)))
+        print(f"  seed {seed} {label}: done", file=sys.stderr, flush=True)
+    return out
+
+
+def priority_table(rows: list[tuple[str, SimResult]]) -> str:
+    """Per scenario and policy: ERROR-seconds in total and per class, each
+    class's worst staleness (periods) and latest start after should_start_by."""
+    classes = [p for p, _ in PRIORITY_CLASSES]
+    head = "  ".join(f"{f'p{c} ERROR s':>12}  {'stale':>6}  {'late h':>6}" for c in classes)
+    lines = [f"{'scenario':>15}  {'policy':>18}  {'ERROR s':>12}  {head}"]
+    for label, r in rows:
+        cells = "  ".join(
+            f"{r.by_class[c]['error_s']:>12,.0f}  {r.by_class[c]['max_staleness']:>6.2f}  "
+            f"{r.by_class[c]['max_lateness_s'] / 3600:>6.2f}" for c in classes)  # fmt: skip
+        lines.append(f"{label:>15}  {r.policy:>18}  {r.error_s:>12,.0f}  {cells}")
+    return "\n".join(lines)
+
+
+def priority_goals(rows: list[tuple[str, SimResult]]) -> list[str]:
+    by = {(label, r.policy): r for label, r in rows}
+    top = PRIORITY_CLASSES[0][0]
+    lines = []
+    for label, _, _ in PRIORITY_LOADS:
+        dgs, plain = by[(label, "dgs")], by[(label, "dgs-noprio")]
+        if label.startswith("prio 0.9"):
+            same = dgs.error_s <= plain.error_s
+            lines.append(f"{label}: dgs ERROR-s {dgs.error_s:.0f}, without classes "
+                         f"{plain.error_s:.0f} (goal: no more): {'met' if same else 'NOT met'}")
+        elif label == "prio 1.5":
+            top_error = dgs.by_class[top]["error_s"]
+            lines.append(f"{label}: dgs top class (p{top}) ERROR-s {top_error:.0f} (goal 0): "
+                         f"{'met' if top_error == 0 else 'NOT met'}")  # fmt: skip
+    return lines
+
+
 def run_scale() -> SimResult:
     opts = GeneratorOptions(schedules=100_000, slots=500, load=0.9, horizon_s=7 * DAY,
                             period_min_s=6 * 3600.0, period_max_s=DAY, seed=1)  # fmt: skip
@@ -172,13 +234,20 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table([r for _, r in rows], label=[s.label for s, _ in rows]))
     print(f"\nover seeds {', '.join(map(str, seeds))} (mixed: share spread {MIXED_SPREAD:g}):")
     print(summary(runs, bounds))
+    prio_rows = run_priorities(args.quick, seeds[0])
+    print(f"\npriority classes {PRIORITY_CLASSES} (priority, share), seed {seeds[0]}; stale: "
+          f"worst staleness in periods; late h: latest start after should_start_by, hours:")
+    print(priority_table(prio_rows))
     goals = [line for seed in seeds for line in check_goals(runs[seed], bounds)]
+    goals += priority_goals(prio_rows)
     print("\n" + "\n".join(goals))
     scale = run_scale() if args.scale else None
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     RESULTS.write_text(json.dumps({
         "rows": [{"scenario": s.label, "seed": seed, "error_bound_s": bounds[(s.label, seed)],
                   **r.to_dict()} for seed in seeds for s, r in runs[seed]],
+        "priorities": [{"scenario": label, "seed": seeds[0], **r.to_dict()}
+                       for label, r in prio_rows],
         "goals": goals, "scale": scale.to_dict() if scale else None,
     }, indent=2))  # fmt: skip
     print(f"written: {RESULTS}")

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .core.spec import (
+    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
+)
+from .core.spec import (
     SPEC_KINDS,
     PeriodicSpec,
     ScheduleSpec,

@@ -13,7 +13,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .declarations import Declarations
+from .declarations import DEFAULT_PRIORITY, Declarations
 from .settings import DgsSettings
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ class DGS:
         duration_override: Duration | None = None,
         avoid_blackout_overlap: bool = False,
         pool: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Callable[[T], T]:
@@ -126,7 +127,9 @@ class DGS:
         last good run ends before it may start again; ``None`` (the default):
         ``dgs_default_cooldown_fraction`` of the time from that end to its
         ``should_start_by``, at most that fraction of ``period``; ``0``:
-        eligible again as soon as it ends (seed 000's rule).
+        eligible again as soon as it ends (seed 000's rule). ``priority``
+        (0-99, lower first) decides who waits when not every due schedule can
+        start (``docs/configuration.md``, "Priorities").
         """
         return self._decorator("periodic", _fields(locals()))
 
@@ -144,6 +147,7 @@ class DGS:
         duration_override: Duration | None = None,
         avoid_blackout_overlap: bool = False,
         pool: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Callable[[T], T]:

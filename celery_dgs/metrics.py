@@ -5,6 +5,9 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
+- ``dgs_priority_class_schedules{priority,condition}``: schedules of each
+  priority class (their spec's) in each condition: alert on ERROR in a high
+  class, watch the low classes go stale under overload;
 - ``dgs_schedule_held{schedule,reason}``: 1 for each reason beat will not
   dispatch the schedule now (:func:`~celery_dgs.status.holds_for`, as
   ``celery dgs status`` shows them): ``paused`` (or its stored row could not be
@@ -46,6 +49,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
@@ -132,11 +136,13 @@ class EngineCollector:
             workers, running=len(leases), pending=len(engine.pending)
         )
         settings, paused = engine.settings, engine.held
+        by_class: Counter[tuple[int, str]] = Counter()
         for name, tracked in list(engine.tracked.items()):
             lease = leases.get(name)
             cond = schedule_condition(name, tracked.spec, tracked.stats, lease, now,
                                       declaration_error=tracked.declaration_error)  # fmt: skip
             level.add_metric([name, cond.reason.value], int(cond.level))
+            by_class[(tracked.spec.priority, cond.level.name)] += 1
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())
             disabled = tracked.disabled_reason  # held too, but not paused
@@ -170,6 +176,14 @@ class EngineCollector:
             "running (positive: beat serves targets already past; 0 when none)",
             value=0.0 if drift_s is None else drift_s.total_seconds(),
         )  # fmt: skip
+        classes = GaugeMetricFamily(
+            "dgs_priority_class_schedules", "Schedules of each priority class, by condition",
+            labels=["priority", "condition"],
+        )  # fmt: skip
+        for cls in sorted({c for c, _ in by_class}):
+            for cond_name in ("OK", "WARNING", "ERROR"):
+                classes.add_metric([str(cls), cond_name], by_class.get((cls, cond_name), 0))
+        yield classes
         try:
             stored = dict(self.store.outcome_counts())
         except Exception:

@@ -24,6 +24,7 @@ from .core.overload import (
     DEFAULT_SHED_HORIZON_S,
     OVERLOAD_POLICIES,
 )
+from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, validate_cooldown_fraction
 from .errors import SettingsError
 from .keys import KeySpace
@@ -90,7 +91,7 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
 
 
 #: Settings where ``None`` in app.conf is a value (off), not "use the default".
-_NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor")
+_NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor", "elevator_interval")
 
 
 #: The shortest ``dgs_web_token`` accepted: a short token is guessable.
@@ -154,6 +155,10 @@ class DgsSettings:
     #: ``(error_at - now) / (margin + laxity_floor)`` first (seconds, >= 0;
     #: celery_dgs/core/laxity.py); ``None``: lowest should_start_by first.
     laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S
+    #: Seconds between two steps of the priority elevator: each due schedule
+    #: moves up to the next class with due work (celery_dgs/core/priority.py);
+    #: ``None``: no elevator (strict priority among due schedules).
+    elevator_interval: float | None = DEFAULT_ELEVATOR_INTERVAL_S
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -232,6 +237,9 @@ class DgsSettings:
         if self.laxity_floor is not None:
             floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
             object.__setattr__(self, "laxity_floor", floor)
+        if self.elevator_interval is not None:
+            interval = _seconds("dgs_elevator_interval", self.elevator_interval)
+            object.__setattr__(self, "elevator_interval", interval)
         self._check_urls()
         if not isinstance(self.metrics_addr, str) or not self.metrics_addr:
             raise SettingsError(

@@ -37,7 +37,7 @@ import dataclasses
 import fnmatch
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +51,9 @@ from .core.condition import (
     condition,
     declaration_invalid,
 )
+from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority
 from .core.projection import Waiting, project_starts
-from .core.spec import AdaptiveSpec, ScheduleSpec
+from .core.spec import AD_HOC_PRIORITY, AdaptiveSpec, ScheduleSpec
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -150,6 +151,13 @@ class StatusRow:
     next_target_at: datetime | None = None
     upstream_modified_at: datetime | None = None
     disabled_reason: str | None = None
+    #: Its spec's priority (0-99, lower first; ``None``: invalid spec), and the
+    #: class beat serves it in now: higher once the elevator has moved it up
+    #: (:func:`apply_priorities`; a run request is served in class 0).
+    priority: int | None = None
+    effective_priority: int | None = None
+    #: The class a pending run request is served in (``None``: 0).
+    run_requested_priority: int | None = None
 
     @property
     def condition(self) -> str:
@@ -218,6 +226,8 @@ def build_row(
         running=lease, holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
         disabled_reason=schedule.disabled_reason, **ladder,
+        priority=None if spec is None else spec.priority,
+        run_requested_priority=schedule.run_requested_priority,
     )  # fmt: skip
 
 
@@ -438,7 +448,42 @@ def build_rows(
     ]  # fmt: skip
     if slots is not None:
         rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings)
-    return sorted(rows, key=urgency_key)
+    interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
+    return sorted(apply_priorities(rows, now, interval), key=urgency_key)
+
+
+def apply_priorities(
+    rows: Sequence[StatusRow], now: datetime, elevator_interval: float | None
+) -> list[StatusRow]:
+    """Rows with ``effective_priority`` set as beat's index computes it
+    (:func:`celery_dgs.core.priority.effective_priority`): a schedule beat may
+    dispatch that is due (its ``can_start_by`` and ``should_start_by`` passed;
+    a run request since it was asked, in class 0) moves up one class with due
+    work per elevator step; the others are served in their own class."""
+    due: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        if row.priority is None or row.running is not None or row.paused or not row.active:
+            continue
+        if row.run_requested_at is not None:
+            asked = row.run_requested_priority
+            due[row.name] = (AD_HOC_PRIORITY if asked is None else asked,
+                             row.run_requested_at.timestamp())  # fmt: skip
+        elif row.may_run_at is not None and row.should_start_by is not None:
+            at = max(row.may_run_at, row.should_start_by)
+            if at <= now:
+                due[row.name] = (row.priority, at.timestamp())
+    classes = sorted({cls for cls, _ in due.values()})
+    moment = now.timestamp()
+    out = []
+    for row in rows:
+        if row.name in due:
+            cls, due_at = due[row.name]
+            effective: int | None = effective_priority(cls, due_at, moment, classes,
+                                                       elevator_interval)  # fmt: skip
+        else:
+            effective = row.priority
+        out.append(replace(row, effective_priority=effective))
+    return out
 
 
 def apply_projection(

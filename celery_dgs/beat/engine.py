@@ -44,6 +44,8 @@ from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
+from ..core.priority import PriorityIndex
+from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
@@ -102,12 +104,12 @@ class BeatEngine(DispatchSending):
         self.monotonic = monotonic
         #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
         self.leadership = leadership
-        self.index: DeadlineIndex = make_index(
+        self.index: DeadlineIndex = PriorityIndex(make_index(
             settings.overload_policy, settings.shed_horizon,
             lambda n: expected_seconds(self.tracked.get(n)), settings.restore_aging,
             margin_s=lambda n: margin_seconds(self.tracked.get(n)),
             laxity_floor_s=settings.laxity_floor,
-        )  # fmt: skip
+        ), self._priority_of, elevator_interval_s=settings.elevator_interval)  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
         #: Active schedules whose stored row beat cannot schedule (an invalid
         #: spec or statistics): name -> why. Not in ``tracked``; the metrics
@@ -218,7 +220,8 @@ class BeatEngine(DispatchSending):
             return
         self.unschedulable.pop(name, None)
         self.tracked[name] = Tracked(
-            row.spec, row.stats, row.run_requested_at, row.declaration_error, row.disabled_reason
+            row.spec, row.stats, row.run_requested_at, row.declaration_error,
+            row.disabled_reason, row.run_requested_priority,
         )
         if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
             self.index.remove(name)
@@ -227,6 +230,17 @@ class BeatEngine(DispatchSending):
         self.held.discard(name)
         if name not in self.parked:
             self._reindex(name, batch)
+
+    def _priority_of(self, name: str) -> int:
+        """The class ``name`` is indexed in: its spec's priority, or its run
+        request's (an operator's ad-hoc run: 0 unless asked otherwise)."""
+        tracked = self.tracked.get(name)
+        if tracked is None:
+            return DEFAULT_PRIORITY
+        if tracked.run_requested_at is not None:
+            priority = tracked.run_requested_priority
+            return AD_HOC_PRIORITY if priority is None else priority
+        return tracked.spec.priority
 
     def _reindex(self, name: str, batch: _IndexBatch | None = None) -> None:
         tracked = self.tracked[name]

@@ -44,6 +44,8 @@ class Tracked:
     declaration_error: str | None = None
     #: Set while an adaptive schedule is disabled (held, not indexed).
     disabled_reason: str | None = None
+    #: The class a pending run request is served in (``None``: 0).
+    run_requested_priority: int | None = None
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import click
 
+from ..core.spec import AD_HOC_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from ..leases.types import CancelStatus
 from .context import Env, get_env, resolve_schedule, utcnow, wrap_errors
 from .output import duration, short_time
@@ -19,15 +20,19 @@ NAME = click.argument("name")
 
 @click.command()
 @NAME
+@click.option("--priority", type=click.IntRange(MIN_PRIORITY, MAX_PRIORITY), default=None,
+              help="the priority class to serve it in (0-99, lower first; default 0: "
+                   "ahead of all scheduled work)")  # fmt: skip
 @click.pass_context
 @wrap_errors
-def run(ctx: click.Context, name: str) -> None:
+def run(ctx: click.Context, name: str, priority: int | None) -> None:
     """Run schedule NAME now, ahead of all scheduled work.
 
     Beat dispatches it at the next free worker slot of its pool. A paused
     schedule runs once it is resumed; a running one after its current run.
+    With --priority P, due scheduled work of a class below P goes first.
     """
-    _echo(request_run(get_env(ctx), name))
+    _echo(request_run(get_env(ctx), name, priority))
 
 
 def _echo(result: ActionResult) -> None:
@@ -44,7 +49,7 @@ class ActionResult:
     lines: tuple[str, ...]
 
 
-def request_run(env: Env, name: str) -> ActionResult:
+def request_run(env: Env, name: str, priority: int | None = None) -> ActionResult:
     """Ask beat to run ``name`` at its next free slot (``celery dgs run``).
     Raises :class:`click.ClickException` for an inactive schedule and
     :class:`click.BadParameter` for an unknown one."""
@@ -55,16 +60,26 @@ def request_run(env: Env, name: str) -> ActionResult:
             f"{schedule.name} is inactive (removed, or no longer declared): beat does not "
             "schedule it; nothing changed"
         )
+    if schedule.run_requested_at is not None and schedule.run_requested_priority != priority:
+        rt.store.request_run(schedule.name, schedule.run_requested_at, priority=priority)
+        return ActionResult(True, (
+            f"the run of {schedule.name} requested at {short_time(schedule.run_requested_at)} "
+            f"is now served in priority class {AD_HOC_PRIORITY if priority is None else priority}",
+        ))  # fmt: skip
     if schedule.run_requested_at is not None:
         return ActionResult(False, (
             f"a run of {schedule.name} was already requested at "
             f"{short_time(schedule.run_requested_at)} and is not dispatched yet; nothing changed",
         ))  # fmt: skip
     now = utcnow()
-    rt.store.request_run(schedule.name, now)
+    rt.store.request_run(schedule.name, now, priority=priority)
+    if priority is None or priority == AD_HOC_PRIORITY:
+        ahead = "ahead of scheduled work"
+    else:
+        ahead = f"in priority class {priority} (due work of classes below {priority} goes first)"
     lines = [
-        f"requested a run of {schedule.name} at {short_time(now)}: beat dispatches it ahead "
-        "of scheduled work at the next free worker slot"
+        f"requested a run of {schedule.name} at {short_time(now)}: beat dispatches it {ahead} "
+        "at the next free worker slot"
     ]
     lease = rt.leases.get(schedule.name)
     if lease is not None:

@@ -97,6 +97,8 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
             "progress": lease.progress,
             "cancel_requested": lease.cancel_requested,
         },
+        "priority": row.priority,
+        "effective_priority": row.effective_priority,
     }  # fmt: skip
 
 
@@ -136,6 +138,16 @@ def hold_text(row: StatusRow, hold: Hold, now: datetime) -> str:
     if hold.reason == HOLD_NO_WORKER:
         return f"{hold.message}: it cannot run until one can"
     return hold.message
+
+
+def priority_cell(row: StatusRow) -> str:
+    """``50``, or ``80→20`` while the elevator (or a run request) serves it in a
+    higher class than its own."""
+    if row.priority is None:
+        return NONE
+    if row.effective_priority is None or row.effective_priority == row.priority:
+        return str(row.priority)
+    return f"{row.priority}→{row.effective_priority}"
 
 
 def _flags(row: StatusRow) -> str:
@@ -190,9 +202,9 @@ def status_text(
     if not rows:
         return head + "\nno schedules match"
     body = table(
-        ["CONDITION", "SCHEDULE", "REASON", "MAY RUN", "SHOULD START", "ERROR AT",
+        ["CONDITION", "SCHEDULE", "REASON", "PRIO", "MAY RUN", "SHOULD START", "ERROR AT",
          "LAST GOOD START", "AVG", "FAILS", "FLAGS", "RUNNING"],
-        [[Cell(r.condition, r.condition), r.name, r.reason, may_run(r, now),
+        [[Cell(r.condition, r.condition), r.name, r.reason, priority_cell(r), may_run(r, now),
           relative(r.should_start_by, now), relative(r.error_at, now),
           relative(r.last_good_start_at, now), duration(r.average_duration),
           NONE if r.failure_count is None else str(r.failure_count), _flags(r),

@@ -30,6 +30,26 @@ _CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_DURATION = timedelta(days=36500)
 #: Cron expressions (and expression/zone pairs) whose checks are remembered.
 CRON_CHECK_CACHE_SIZE = 4096
+#: Priorities run from 0 (first) to 99 (last). Scheduled work defaults to the
+#: middle; an operator's ad-hoc run (``celery dgs run``) defaults to 0.
+MIN_PRIORITY, MAX_PRIORITY = 0, 99
+DEFAULT_PRIORITY = 50
+AD_HOC_PRIORITY = 0
+
+
+def check_priority(name: str, value: Any, field_name: str = "priority") -> int:
+    """``value`` as a priority (an int from 0 to 99); ScheduleConfigError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleConfigError(
+            name, field_name, f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, "
+            f"got {value!r}"
+        )  # fmt: skip
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ScheduleConfigError(
+            name, field_name, f"must be from {MIN_PRIORITY} (first) to {MAX_PRIORITY} (last), "
+            f"got {value}"
+        )  # fmt: skip
+    return int(value)
 
 
 def schedule_name(task: str, configuration: str = "") -> str:
@@ -173,7 +193,9 @@ class ScheduleSpec:
     the task and must be JSON-serializable. ``pool`` is the worker queue the
     schedule runs on (``None``: the default pool). ``avoid_blackout_overlap``
     holds back a start that is expected, by the average duration, to run into a
-    blackout window (seed future direction 6).
+    blackout window (seed future direction 6). ``priority`` (0-99, lower
+    first, default 50) decides who waits when not every due schedule can start
+    (:mod:`celery_dgs.core.priority`).
     """
 
     kind: ClassVar[str] = ""
@@ -188,6 +210,7 @@ class ScheduleSpec:
     duration_override: timedelta | None = None
     avoid_blackout_overlap: bool = False
     pool: str | None = None
+    priority: int = DEFAULT_PRIORITY
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
@@ -221,6 +244,7 @@ class ScheduleSpec:
         object.__setattr__(self, "dont_run_on_nodes", frozenset(nodes))
         if self.pool is not None and (not isinstance(self.pool, str) or not self.pool):
             raise ScheduleConfigError(name, "pool", "must be a non-empty queue name or None")
+        object.__setattr__(self, "priority", check_priority(name, self.priority))
         if not isinstance(self.avoid_blackout_overlap, bool):
             raise ScheduleConfigError(
                 name, "avoid_blackout_overlap",
@@ -260,6 +284,7 @@ class ScheduleSpec:
             "duration_override": _seconds(self.duration_override),
             "avoid_blackout_overlap": self.avoid_blackout_overlap,
             "pool": self.pool,
+            **({"priority": self.priority} if self.priority != DEFAULT_PRIORITY else {}),
             "args": list(self.args),
             "kwargs": dict(self.kwargs),
         }

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..core.spec import PeriodicSpec
+from ..core.spec import DEFAULT_PRIORITY, PeriodicSpec
 from .workload import (
     DEFAULT_DURATION_SIGMA,
     DEFAULT_HORIZON_S,
@@ -48,6 +48,10 @@ class GeneratorOptions:
     outage_at_s: float | None = None  # ... starting here (default: mid-horizon)
     seed: int = 0
     share_spread: float = 1.0  # shares log-uniform within this factor either way (1: equal)
+    #: (priority, fraction of the schedules) per class; empty: every schedule
+    #: has the default priority. Drawn with their own generator, so the rest of
+    #: the workload is the same with or without classes.
+    priority_classes: tuple[tuple[int, float], ...] = ()
 
 
 def generate(opts: GeneratorOptions) -> Workload:
@@ -71,12 +75,14 @@ def generate(opts: GeneratorOptions) -> Workload:
         factors = [math.exp(rng.uniform(-spread, spread)) for _ in periods]
         norm = opts.schedules / sum(factors)
         factors = [f * norm for f in factors]
+    priorities = _priorities(opts)
     schedules = []
     for i, (period, factor) in enumerate(zip(periods, factors, strict=True)):
         spec = PeriodicSpec(
             task="sim.job", configuration=f"s{i}",
             scheduling_period=timedelta(seconds=period),
             cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
+            priority=priorities[i],
         )  # fmt: skip
         schedules.append(
             SimSchedule(spec, share * factor * period, opts.duration_sigma, opts.failure_rate)
@@ -89,3 +95,20 @@ def generate(opts: GeneratorOptions) -> Workload:
         schedules, make_workers(opts.slots, opts.slots_per_worker),
         horizon_s=opts.horizon_s, warmup_s=opts.warmup_s, outages=outages, seed=opts.seed,
     )  # fmt: skip
+
+
+def _priorities(opts: GeneratorOptions) -> list[int]:
+    """Each schedule's priority: the classes' fractions of the schedules, in a
+    seeded random order (every schedule ``DEFAULT_PRIORITY`` without classes)."""
+    if not opts.priority_classes:
+        return [DEFAULT_PRIORITY] * opts.schedules
+    total = sum(fraction for _, fraction in opts.priority_classes)
+    if not total > 0:
+        raise WorkloadError("priority classes: the fractions must add up to more than 0")
+    out: list[int] = []
+    for priority, fraction in opts.priority_classes:
+        out += [priority] * round(opts.schedules * fraction / total)
+    last = opts.priority_classes[-1][0]
+    out = (out + [last] * opts.schedules)[: opts.schedules]
+    random.Random(opts.seed + 4).shuffle(out)
+    return out

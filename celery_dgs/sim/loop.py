@@ -62,7 +62,8 @@ class Simulator:
         self._start_ts = workload.start.timestamp()
         self._at_t, self._at_dt = 0.0, workload.start
         self.horizon = workload.horizon_s
-        self.tally = Tally(workload.effective_warmup(), workload.horizon_s)
+        self.tally = Tally(workload.effective_warmup(), workload.horizon_s,
+                           class_of={s.name: s.spec.priority for s in workload.schedules})
         self.rng = random.Random(workload.seed + 1)
         self._events: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
@@ -146,7 +147,7 @@ class Simulator:
         if now >= tally.window_start:
             tally.runs += 1
             late = now - (st.deadline - st.margin)  # after should_start_by
-            tally.lateness.append(late)
+            tally.add_lateness(name, late)
             tally.late_starts += late > 0
             good = st.stats.last_good_start_at
             if good is not None and now < self.rel(good) + WASTED_FRACTION * st.period:
@@ -189,7 +190,7 @@ class Simulator:
             st.stats = record_success(st.stats, begin, end)
             if now > tally.window_start:
                 if good is not None:
-                    tally.staleness.append((now - self.rel(good)) / st.period)
+                    tally.add_staleness(name, (now - self.rel(good)) / st.period)
                 if previous < min(now, tally.window_end):
                     tally.error_episodes += 1
             if self._recovering and previous < now:
@@ -287,7 +288,7 @@ class Simulator:
                 tally.busy_slot_s += tally.overlap(st.running_since, horizon)
             good = st.stats.last_good_start_at
             if good is not None:
-                tally.staleness.append((horizon - self.rel(good)) / st.period)
+                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period)
             if st.deadline < horizon:
                 tally.error_episodes += 1
         for name, since in self._down_since.items():

@@ -45,6 +45,25 @@ class Tally:
     skipped: int = 0
     late_starts: int = 0  # runs started after their should_start_by
     in_error: set[str] = field(default_factory=set)  # schedules with any ERROR in the window
+    #: schedule -> priority class; the per-class figures are kept for these
+    class_of: dict[str, int] = field(default_factory=dict)
+    error_by_class: dict[int, float] = field(default_factory=dict)
+    stale_by_class: dict[int, float] = field(default_factory=dict)  # peak staleness
+    late_by_class: dict[int, float] = field(default_factory=dict)  # latest start, seconds
+
+    def add_lateness(self, name: str, late: float) -> None:
+        """A run of ``name`` started ``late`` seconds after its should_start_by."""
+        self.lateness.append(late)
+        cls = self.class_of.get(name)
+        if cls is not None and late > self.late_by_class.get(cls, 0.0):
+            self.late_by_class[cls] = late
+
+    def add_staleness(self, name: str, value: float) -> None:
+        """One cycle's peak age / period of ``name``."""
+        self.staleness.append(value)
+        cls = self.class_of.get(name)
+        if cls is not None and value > self.stale_by_class.get(cls, 0.0):
+            self.stale_by_class[cls] = value
 
     def overlap(self, a: float, b: float) -> float:
         return max(0.0, min(b, self.window_end) - max(a, self.window_start))
@@ -59,6 +78,9 @@ class Tally:
         if b > deadline:
             self.error_s += b - max(a, deadline)
             self.in_error.add(name)
+            cls = self.class_of.get(name)
+            if cls is not None:
+                self.error_by_class[cls] = self.error_by_class.get(cls, 0.0) + b - max(a, deadline)
         ok_end = min(b, deadline)
         if ok_end <= a:
             return
@@ -100,6 +122,9 @@ class SimResult:
     skipped: int
     recovery_s: float | None  # after the last outage: until no schedule is in ERROR
     wall_s: float
+    #: priority class -> {"schedules", "error_s", "error_fraction", "max_staleness",
+    #: "max_lateness_s"}
+    by_class: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +133,16 @@ class SimResult:
 def summarise(tally: Tally, *, policy: str, schedules: int, slots: int, load: float,
               horizon_s: float, recovery_s: float | None, wall_s: float) -> SimResult:  # fmt: skip
     window = max(tally.window_end - tally.window_start, 0.0)
+    sizes: dict[int, int] = {}
+    for cls in tally.class_of.values():
+        sizes[cls] = sizes.get(cls, 0) + 1
+    by_class = {
+        cls: {"schedules": float(n), "error_s": tally.error_by_class.get(cls, 0.0),
+              "error_fraction": tally.error_by_class.get(cls, 0.0) / (window * n or 1.0),
+              "max_staleness": tally.stale_by_class.get(cls, 0.0),
+              "max_lateness_s": tally.late_by_class.get(cls, 0.0)}
+        for cls, n in sorted(sizes.items())
+    }  # fmt: skip
     schedule_time = window * schedules or 1.0
     stale = sorted(tally.staleness)
     late = sorted(max(x, 0.0) for x in tally.lateness)
@@ -126,5 +161,5 @@ def summarise(tally: Tally, *, policy: str, schedules: int, slots: int, load: fl
         utilization=tally.busy_slot_s / available if available > 0 else 0.0,
         runs=tally.runs, failures=tally.failures, interrupted=tally.interrupted,
         wasted_runs=tally.wasted, skipped=tally.skipped, recovery_s=recovery_s,
-        wall_s=round(wall_s, 3),
+        wall_s=round(wall_s, 3), by_class=by_class,
     )  # fmt: skip

@@ -25,12 +25,26 @@ from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.spec import CronSpec
+from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex
+from ..core.spec import DEFAULT_PRIORITY, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
 
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
+#: The priority orders compared in ``docs/simulator.md`` ("Priorities"); also
+#: ``dgs-lead[-<seconds>]`` and ``dgs-elevator-<seconds>``.
+PRIORITY_POLICIES = ("dgs-noprio", "dgs-strict", "dgs-seed004", "dgs-weights")
+#: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
+ELEVATOR_PREFIX = "dgs-elevator-"
 _NO_LIMIT = 1 << 62
+#: ``dgs-weights``: a class's weight halves every this many priority steps.
+WEIGHT_HALVING = 15.0
+
+
+def priority_weight(priority: int) -> float:
+    """``dgs-weights``: how much more urgent a schedule of ``priority`` looks
+    than one of the default priority (2 per 15 steps up)."""
+    return float(2.0 ** ((DEFAULT_PRIORITY - priority) / WEIGHT_HALVING))
 
 
 class Policy:
@@ -63,14 +77,29 @@ class DeadlinePolicy(Policy):
         fifo: bool = False,
         aging: float = DEFAULT_RESTORE_AGING,
         laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S,
+        priorities: bool = True,
+        elevator_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S,
+        elevated_first: bool = False,
+        weights: bool = False,
+        lead: bool = False,
+        name: str | None = None,
     ) -> None:
         super().__init__(sim)
         default = overload == DEFAULT_OVERLOAD_POLICY
         self.name = "fifo" if fifo else "dgs" if default else f"dgs-{overload}"
         if default and not fifo and laxity_floor is None:
             self.name = "dgs-deadline"
-        self.index = make_index(overload, expected_s=self._expected_s, restore_aging=aging,
-                                margin_s=self._margin_s, laxity_floor_s=laxity_floor)  # fmt: skip
+        self.name = name or self.name
+        self.priority = {s.name: s.spec.priority for s in sim.workload.schedules}
+        self.weights = weights
+        main = make_index(overload, expected_s=self._expected_s, restore_aging=aging,
+                          margin_s=self._margin_s, laxity_floor_s=laxity_floor)  # fmt: skip
+        # Beat's index: priority classes with the elevator over the policy's order.
+        self.index = PriorityIndex(
+            main, self.priority.__getitem__, elevator_interval_s=elevator_s,
+            elevated_first=elevated_first, clock_offset_s=sim.at(0.0).timestamp(),
+            lead_s=self._margin_s if lead else None,
+        ) if priorities else main  # fmt: skip
         self.fifo = fifo
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
@@ -81,10 +110,12 @@ class DeadlinePolicy(Policy):
 
     # Kept by the loop with the stats (unchanged while a schedule is indexed).
     def _expected_s(self, name: str) -> float:
-        return self.sim.states[name].expected
+        expected = self.sim.states[name].expected
+        return expected / priority_weight(self.priority[name]) if self.weights else expected
 
     def _margin_s(self, name: str) -> float:
-        return self.sim.states[name].margin
+        margin = self.sim.states[name].margin
+        return margin * priority_weight(self.priority[name]) if self.weights else margin
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
@@ -194,7 +225,24 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
         "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
         "beat": lambda: BeatPolicy(sim),
+        # Priority orders compared in docs/simulator.md ("Priorities").
+        "dgs-noprio": lambda: DeadlinePolicy(sim, priorities=False, name="dgs-noprio"),
+        "dgs-strict": lambda: DeadlinePolicy(sim, elevator_s=None, name="dgs-strict"),
+        "dgs-seed004": lambda: DeadlinePolicy(sim, elevated_first=True, name="dgs-seed004"),
+        "dgs-weights": lambda: DeadlinePolicy(sim, priorities=False, weights=True,
+                                              name="dgs-weights"),
     }
+    for prefix, lead in (("dgs-lead-", True), (ELEVATOR_PREFIX, False)):
+        if name.startswith(prefix):
+            try:
+                interval = float(name[len(prefix):])
+            except ValueError:
+                interval = 0.0
+            if interval > 0:
+                return DeadlinePolicy(sim, elevator_s=interval, lead=lead, name=name)
+    if name == "dgs-lead":
+        return DeadlinePolicy(sim, elevator_s=None, lead=True, name=name)
     if name not in factories:
-        raise ValueError(f"policy must be one of {list(POLICIES)}, got {name!r}")
+        raise ValueError(f"policy must be one of {list(POLICIES + PRIORITY_POLICIES)}, "
+                         f"got {name!r}")
     return factories[name]()

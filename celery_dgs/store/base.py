@@ -185,6 +185,8 @@ class StoredSchedule:
     owner: str = OWNER_DECLARED
     #: Why an adaptive schedule is disabled (beat does not dispatch it); None: enabled.
     disabled_reason: str | None = None
+    #: The priority class of the pending run request (``None``: the default, 0).
+    run_requested_priority: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -518,10 +520,12 @@ class ScheduleStore(ABC):
         enables a disabled adaptive schedule (``disabled_reason`` cleared; True)."""
 
     @abstractmethod
-    def request_run(self, name: str, now: datetime) -> None:
-        """Ask beat to run the schedule as soon as it can (an operator's ad-hoc run).
+    def request_run(self, name: str, now: datetime, *, priority: int | None = None) -> None:
+        """Ask beat to run the schedule as soon as it can (an operator's ad-hoc run),
+        served in class ``priority`` (``None``: 0, ahead of all scheduled work).
 
-        A request already pending keeps its earlier time.
+        A request already pending keeps its earlier time; its class becomes
+        ``priority``.
         """
 
     @abstractmethod

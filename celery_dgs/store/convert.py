@@ -142,6 +142,7 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         declaration_error=row.declaration_error,
         owner=row.owner,
         disabled_reason=row.disabled_reason,
+        run_requested_priority=row.run_requested_priority,
     )
 
 

@@ -55,7 +55,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
     "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
     "declaration_error", "owner", "interval_index", "next_target_at", "upstream_modified_at",
-    "disabled_reason",
+    "disabled_reason", "run_requested_priority",
 )  # fmt: skip
 
 
@@ -155,7 +155,7 @@ def stored_schedule_from_values(
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
      average_s, current_token, run_requested_at, change_seq, updated_at,
      deviation_s, declaration_error, owner, interval_index, next_target_at,
-     upstream_modified_at, disabled_reason) = values  # fmt: skip
+     upstream_modified_at, disabled_reason, run_priority) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     (average, deviation), bad = checked_durations(
@@ -199,5 +199,6 @@ def stored_schedule_from_values(
         declaration_error=declaration_error,
         owner=owner,
         disabled_reason=disabled_reason,
+        run_requested_priority=run_priority,
     )
     return row

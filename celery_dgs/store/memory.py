@@ -259,13 +259,14 @@ class MemoryScheduleStore(ScheduleStore):
                 self._touch(row, paused=False, disabled_reason=None)
             return True
 
-    def request_run(self, name: str, now: datetime) -> None:
+    def request_run(self, name: str, now: datetime, *, priority: int | None = None) -> None:
         """Ask beat for an ad-hoc run; a request already pending keeps its time."""
         now = utc(now, "now")
         with self._lock:
             row = self._row(name)
-            if row.run_requested_at is None:
-                self._touch(row, run_requested_at=now)
+            if row.run_requested_at is None or row.run_requested_priority != priority:
+                self._touch(row, run_requested_at=row.run_requested_at or now,
+                            run_requested_priority=priority)  # fmt: skip
 
     def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
         """Consume the pending run request. With ``requested_at`` (the value beat
@@ -276,7 +277,7 @@ class MemoryScheduleStore(ScheduleStore):
                 return
             if requested_at is not None and row.run_requested_at != utc(requested_at, "at"):
                 return
-            self._touch(row, run_requested_at=None)
+            self._touch(row, run_requested_at=None, run_requested_priority=None)
 
     # -- runs -----------------------------------------------------------------------
 

@@ -106,6 +106,8 @@ class ScheduleRow(Base):
     duration_deviation_s: Mapped[float | None] = mapped_column(Float)
     current_token: Mapped[int | None] = mapped_column(BigInteger)
     run_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: The class the pending run request is served in (NULL: 0, the default).
+    run_requested_priority: Mapped[int | None] = mapped_column(Integer)
     change_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     #: Why the schedule's declaration is invalid (``spec`` is then the last

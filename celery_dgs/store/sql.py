@@ -292,13 +292,14 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             self._touch(session, row)
             return True
 
-    def request_run(self, name: str, now: datetime) -> None:
+    def request_run(self, name: str, now: datetime, *, priority: int | None = None) -> None:
         """Ask beat for an ad-hoc run; a request already pending keeps its time."""
         now = utc(now, "now")
         with self._write() as session:
             row = self._locked(session, name)
-            if row.run_requested_at is None:
-                row.run_requested_at = now
+            if row.run_requested_at is None or row.run_requested_priority != priority:
+                row.run_requested_at = row.run_requested_at or now
+                row.run_requested_priority = priority
                 self._touch(session, row)
 
     def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
@@ -311,4 +312,5 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             if requested_at is not None and row.run_requested_at != utc(requested_at, "at"):
                 return
             row.run_requested_at = None
+            row.run_requested_priority = None
             self._touch(session, row)

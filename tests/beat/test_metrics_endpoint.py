@@ -270,3 +270,27 @@ def test_a_stored_row_beat_cannot_schedule_is_an_error_in_the_metrics(
     assert 'dgs_schedule_condition{reason="invalid_spec",schedule="t.p2"} 2.0' in body
     assert 'dgs_schedule_held{reason="invalid_spec",schedule="t.p2"} 1.0' in body
     assert 'dgs_schedule_condition{reason="ok",schedule="t.p1"} 0.0' in body
+
+
+def test_each_priority_class_counts_its_schedules_by_condition(
+    redis_client: redis.Redis, store: SqlScheduleStore, mono: Mono
+) -> None:
+    now = datetime.now(timezone.utc)
+    store.sync([PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+                for n, p in (("a", 10), ("b", 10), ("c", 80))],
+               now - timedelta(hours=2))  # fmt: skip
+    record(store, "t.b", "success", now - timedelta(minutes=5))  # fresh: OK
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(redis_client, KEYS, ttl=300),
+        dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=mono,
+    )  # fmt: skip
+    engine.load()
+    metrics = metrics_registry(engine, store, SystemClock())
+    sample = metrics.get_sample_value
+    assert sample("dgs_priority_class_schedules", {"priority": "10", "condition": "OK"}) == 1
+    assert sample("dgs_priority_class_schedules", {"priority": "10", "condition": "ERROR"}) == 1
+    assert sample("dgs_priority_class_schedules", {"priority": "80", "condition": "ERROR"}) == 1
+    assert sample("dgs_priority_class_schedules", {"priority": "80", "condition": "OK"}) == 0
+    assert sample("dgs_priority_class_schedules", {"priority": "50", "condition": "OK"}) is None

@@ -32,6 +32,23 @@ def test_run_requests_an_ad_hoc_run_once(synced: World) -> None:
     assert synced.store.get("t.a").run_requested_at == requested
 
 
+def test_run_with_a_priority_is_served_in_that_class(synced: World) -> None:
+    result = synced.invoke("run", "t.a", "--priority", "70")
+    assert result.exit_code == 0, result.output
+    assert "in priority class 70" in result.stdout
+    row = synced.store.get("t.a")
+    assert row.run_requested_priority == 70
+    moved = synced.invoke("run", "t.a")  # asked again without: the default class 0
+    assert moved.exit_code == 0, moved.output
+    assert "now served in priority class 0" in moved.stdout
+    assert synced.store.get("t.a").run_requested_priority is None
+    assert synced.store.get("t.a").run_requested_at == row.run_requested_at
+    bad = synced.invoke("run", "t.b", "--priority", "100")
+    assert bad.exit_code == 2
+    assert "--priority" in bad.output
+    assert synced.store.get("t.b").run_requested_at is None
+
+
 def test_run_of_a_running_or_paused_schedule_says_when_it_starts(synced: World) -> None:
     synced.hold_lease("t.a")
     synced.store.set_paused("t.a", True)

@@ -66,6 +66,10 @@ if os.environ.get("E2E_ACKS_LATE") == "1":  # the broker-redelivery test
 if "E2E_LAXITY_FLOOR" in os.environ:
     _floor = os.environ["E2E_LAXITY_FLOOR"]
     app.conf.dgs_laxity_floor = None if _floor.lower() == "none" else float(_floor)
+# Priority elevator (tests/e2e/test_priority_e2e.py); "none": strict classes.
+if "E2E_ELEVATOR_INTERVAL" in os.environ:
+    _interval = os.environ["E2E_ELEVATOR_INTERVAL"]
+    app.conf.dgs_elevator_interval = None if _interval.lower() == "none" else float(_interval)
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
@@ -286,6 +290,30 @@ def lax_a() -> str:
 @app.task(name="e2e.lax_b")
 def lax_b() -> str:
     return work("lax_b", 0.5)
+
+
+# Priorities (tests/e2e/test_priority_e2e.py): two class-10 schedules whose
+# 1 s runs fill one slot (period 2 s: one of them is always due), and a
+# class-90 one due from registration + 3.5 s and in ERROR from + 4 s.
+@declare("periodic", period=timedelta(seconds=2), priority=10,
+         duration_override=timedelta(seconds=1))
+@app.task(name="e2e.prio_hi1")
+def prio_hi1() -> str:
+    return work("prio_hi1", 1.0)
+
+
+@declare("periodic", period=timedelta(seconds=2), priority=10,
+         duration_override=timedelta(seconds=1))
+@app.task(name="e2e.prio_hi2")
+def prio_hi2() -> str:
+    return work("prio_hi2", 1.0)
+
+
+@declare("periodic", period=timedelta(seconds=4), priority=90,
+         duration_override=timedelta(seconds=0.5))
+@app.task(name="e2e.prio_lo")
+def prio_lo() -> str:
+    return work("prio_lo", 0.5)
 
 
 # Runtime schedules (tests/e2e/test_runtime_e2e.py): no declaration; a lister

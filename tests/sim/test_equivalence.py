@@ -207,3 +207,53 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
         store.close()
     assert chosen["dgs-deadline"] == [f"eq.job@l{i:02d}" for i in range(10)]
     assert sorted(chosen["dgs"]) == [f"eq.job@l{i:02d}" for i in range(10, 20)]
+
+
+@pytest.mark.parametrize(("elevator", "policy"),
+                         [(7200.0, "dgs"), (600.0, "dgs-elevator-600"), (None, "dgs-strict")])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_simulator_chooses_what_beat_chooses_with_priorities(
+    sqlite_url: str, redis_client: redis.Redis, elevator: float | None, policy: str, seed: int
+) -> None:
+    """Schedules in three priority classes, many due for up to 1.4 periods (so
+    the elevator has moved some up): the simulator's first round is beat's, and
+    the classes change it."""
+    rng = random.Random(seed)
+    specs = [(with_priority(s, (20, 50, 80)[i % 3]), d)
+             for i, (s, d) in enumerate(build_specs(rng, 40))]  # fmt: skip
+    store = SqlScheduleStore.open(sqlite_url)
+    try:
+        store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
+        write_history(store, rng, specs, ago=LATE)
+        rows, _ = store.load_active()
+        beat: dict[str, list[tuple[str, str]]] = {}
+        for label, interval, classes in (("classes", elevator, True), ("plain", None, False)):
+            if not classes:
+                store.sync([with_priority(s, 50) for s, _ in specs], NOW - timedelta(hours=3))
+            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}",
+                                   elevator_interval=interval)  # fmt: skip
+            beat[label] = [(o.schedule, o.worker)
+                           for o in real_beat_round(store, redis_client, settings)]  # fmt: skip
+    finally:
+        store.close()
+
+    trace: list[tuple[float, str, str]] = []
+    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
+                        start=NOW, warm_start=False)  # fmt: skip
+    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
+              trace=trace).run()  # fmt: skip
+    sim = [(name, worker) for t, name, worker in trace if t == 0.0]
+    assert len(beat["classes"]) == sum(w.slots for w in WORKERS)
+    assert sim == beat["classes"]
+    assert [n for n, _ in beat["classes"]] != [n for n, _ in beat["plain"]]
+    if elevator == 600.0:  # the elevator has moved some up: not the strict order
+        strict: list[tuple[float, str, str]] = []
+        Simulator(workload, "dgs-strict", initial_stats={r.name: r.stats for r in rows},
+                  trace=strict).run()  # fmt: skip
+        assert sim != [(name, worker) for t, name, worker in strict if t == 0.0]
+
+
+def with_priority(spec: ScheduleSpec, priority: int) -> ScheduleSpec:
+    from dataclasses import replace
+
+    return replace(spec, priority=priority)

@@ -50,7 +50,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0006"
+        assert current_revision(store.engine) == head_revision() == "0007"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -62,6 +62,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert got.owner == "declared"  # 0005: every older row was written by sync
         assert got.disabled_reason is None  # 0006: enabled, no adaptive state
         assert got.stats.interval_index is None
+        assert got.run_requested_priority is None  # 0007: no run request
         [run] = store.running_runs()
         assert (run.run_id, run.token, run.progress, run.fenced) == ("old-run", 4, None, False)
         ended = store.record_run_end(  # progress: the new column works
@@ -70,6 +71,8 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
         assert ended.stats.failure_count == 0
         assert ended.stats.duration_deviation == timedelta(seconds=7.5)  # |20 - 12.5|
         assert ended.change_seq == 4
+        store.request_run("legacy", T0, priority=30)  # 0007: the new column works
+        assert store.get("legacy").run_requested_priority == 30
         assert store.runs("legacy")[0].progress == 0.75
     finally:
         store.close()

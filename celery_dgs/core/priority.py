@@ -1,0 +1,353 @@
+"""Priority classes with elevator aging, over an overload policy's index (pure).
+
+Every schedule has a ``priority`` (0-99, lower first). Priority decides *who
+waits* when not every due schedule can start; it must not cost freshness when
+every schedule can be fresh. So it orders only *due* work: a schedule is due
+once both its ``can_start_by`` and its ``should_start_by`` have passed
+(``due_at = max(can_start_by, should_start_by)``). Everything else keeps the
+order of the overload policy's own index (``main``: relative laxity by
+default), which is what keeps every schedule fresh below capacity, where
+nothing is due (``docs/simulator.md``).
+
+The choice: take ``main``'s choice ``x``, unless a due schedule ``y`` sits in
+a strictly better *place* than ``x``; then the best such ``y``. A place is
+``(level, rank)``:
+
+- ``level``: the index of the schedule's class among the classes that have
+  due work right now (empty classes are skipped), minus the elevator steps
+  it has waited, at least 0. A schedule that is not due stands at its own
+  class's place (the level where its class is or would be inserted).
+- ``rank``: at the same level, work native to the level (not elevated)
+  goes first, then elevated work (``elevated_first`` reverses that: seed
+  004's literal elevator, measured in ``docs/simulator.md``).
+
+Among due schedules of one place, the one due longest goes first. With one
+class (no priorities set) every place ties and the choice is ``main``'s:
+priorities change nothing then.
+
+**Elevator.** Every ``elevator_interval_s`` (at the multiples of it since the
+Unix epoch, shifted by ``clock_offset_s``: beat, the simulator and
+``celery dgs status`` elevate at the same instants), each due schedule moves
+up one level, to the next non-empty class, so after ``levels - 1`` steps it
+is at the top level. A schedule of the lowest of ``k`` classes therefore
+waits at most ``(k - 1)`` elevator steps plus one partial interval behind
+the higher classes' due work, then only behind the top class's native work.
+Low-priority work is delayed but never starves.
+
+Cost: one heap of due schedules per non-empty class, ordered by ``due_at``
+(its top is the class's longest-waiting, hence most elevated, schedule), and
+one heap of not-yet-due schedules by ``due_at``: O(log N) per upsert or
+move, O(classes + log N) per decision (at most 100 classes). The elevator
+is arithmetic on ``due_at``: no schedule is touched when it steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+from .index import DeadlineIndex, IndexedTimes
+
+#: Default ``dgs_elevator_interval``: seconds between two elevator steps.
+DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
+
+#: A due schedule in its class heap: due_at, name, version.
+_Due = tuple[float, str, int]
+#: A candidate place and its schedule: level, rank, due_at, name, its class.
+_Candidate = tuple[int, int, float, str, int]
+
+
+def elevator_steps(due_at: float, now: float, interval_s: float | None,
+                   clock_offset_s: float = 0.0) -> int:  # fmt: skip
+    """How many elevator steps a schedule due since ``due_at`` has waited at ``now``
+    (steps happen at the multiples of ``interval_s`` since ``-clock_offset_s``)."""
+    if not interval_s or due_at >= now:
+        return 0
+    if not math.isfinite(due_at):
+        return 1 << 20
+    return max(0, math.floor((now + clock_offset_s) / interval_s)
+               - math.floor((due_at + clock_offset_s) / interval_s))  # fmt: skip
+
+
+def effective_priority(priority: int, due_at: float | None, now: float,
+                       due_classes: list[int], interval_s: float | None,
+                       clock_offset_s: float = 0.0) -> int:  # fmt: skip
+    """The class a schedule of ``priority`` is served in at ``now``: its own when it
+    is not due (``due_at`` None or ahead), else the class ``elevator_steps`` levels
+    up among ``due_classes`` (the sorted classes with due work)."""
+    if due_at is None or due_at > now or not due_classes:
+        return priority
+    level = bisect.bisect_left(due_classes, priority)
+    level = max(0, level - elevator_steps(due_at, now, interval_s, clock_offset_s))
+    return min(priority, due_classes[level])
+
+
+class PriorityIndex(DeadlineIndex):
+    """``main`` (an overload policy's index) with priority classes and the elevator.
+
+    ``priority_of(name)`` is read when a schedule is upserted (its spec does not
+    change while it is indexed). Every other method answers for ``main``."""
+
+    def __init__(
+        self,
+        main: DeadlineIndex,
+        priority_of: Callable[[str], int],
+        *,
+        elevator_interval_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S,
+        elevated_first: bool = False,
+        clock_offset_s: float = 0.0,
+        lead_s: Callable[[str], float] | None = None,
+    ) -> None:
+        super().__init__()
+        self.lead_s = lead_s
+        if elevator_interval_s is not None and not (
+            math.isfinite(elevator_interval_s) and elevator_interval_s > 0
+        ):
+            raise ValueError(f"elevator interval must be > 0 seconds or None, "
+                             f"got {elevator_interval_s!r}")  # fmt: skip
+        self.main = main
+        self.priority_of = priority_of
+        self.elevator_interval_s = elevator_interval_s
+        self.elevated_first = elevated_first
+        self.clock_offset_s = clock_offset_s
+        self._class: dict[str, int] = {}
+        #: indexed schedules per class: with one class, every choice is main's
+        self._class_sizes: dict[int, int] = {}
+        self._ver: dict[str, int] = {}
+        self._due_at: dict[str, float] = {}
+        #: not yet due: (due_at, version, name)
+        self._upcoming: list[tuple[float, int, str]] = []
+        #: class -> heap of its due schedules
+        self._due: dict[int, list[_Due]] = {}
+        #: due schedule -> its class; live due schedules per class
+        self._due_class: dict[str, int] = {}
+        self._due_count: dict[int, int] = {}
+        self._levels: list[int] | None = []
+        self._seq = 0
+        #: entries pushed into the heaps since the last compaction (>= their size)
+        self._pushed = 0
+
+    # -- what main answers --------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.main)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.main
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.main)
+
+    def times(self, name: str) -> IndexedTimes | None:
+        return self.main.times(name)
+
+    def ready_count(self, now: float) -> int:
+        return self.main.ready_count(now)
+
+    def next_wakeup(self) -> float | None:
+        return self.main.next_wakeup()
+
+    def promote(self, now: float) -> int:
+        return self.main.promote(now)
+
+    # -- tracking -----------------------------------------------------------------
+    def _track(self, name: str, can_start_by: float, should_start_by: float) -> tuple[float, int]:
+        self._undue(name)
+        self._seq += 1
+        self._ver[name] = self._seq
+        self._unclass(name)
+        cls = self._class[name] = self.priority_of(name)
+        self._class_sizes[cls] = self._class_sizes.get(cls, 0) + 1
+        lead = self.lead_s(name) if self.lead_s is not None else 0.0
+        due_at = max(can_start_by, should_start_by - lead)
+        self._due_at[name] = due_at
+        return due_at, self._seq
+
+    def upsert(self, name: str, can_start_by: float, should_start_by: float) -> None:
+        self.main.upsert(name, can_start_by, should_start_by)
+        due_at, version = self._track(name, can_start_by, should_start_by)
+        heapq.heappush(self._upcoming, (due_at, version, name))
+        self._pushed += 1
+        self._compact_if_bloated()
+
+    def upsert_many(self, entries: Iterable[tuple[str, float, float]]) -> None:
+        entries = list(entries)
+        self.main.upsert_many(entries)
+        upcoming = self._upcoming
+        for name, can, should in entries:
+            due_at, version = self._track(name, can, should)
+            upcoming.append((due_at, version, name))
+        self._pushed += len(entries)
+        heapq.heapify(upcoming)
+        self._compact_if_bloated()
+
+    def remove(self, name: str) -> bool:
+        self._forget(name)
+        return self.main.remove(name)
+
+    def _forget(self, name: str) -> None:
+        self._undue(name)
+        self._ver.pop(name, None)
+        self._unclass(name)
+        self._due_at.pop(name, None)
+
+    def _unclass(self, name: str) -> None:
+        cls = self._class.pop(name, None)
+        if cls is not None:
+            left = self._class_sizes[cls] - 1
+            if left:
+                self._class_sizes[cls] = left
+            else:
+                del self._class_sizes[cls]
+
+    def _undue(self, name: str) -> None:
+        cls = self._due_class.pop(name, None)
+        if cls is not None:
+            left = self._due_count[cls] - 1
+            if left:
+                self._due_count[cls] = left
+            else:
+                del self._due_count[cls]
+                self._levels = None
+
+    def _make_due(self, now: float) -> None:
+        upcoming, ver = self._upcoming, self._ver
+        while upcoming and upcoming[0][0] <= now:
+            due_at, version, name = heapq.heappop(upcoming)
+            if ver.get(name) != version:
+                continue
+            cls = self._class[name]
+            heapq.heappush(self._due.setdefault(cls, []), (due_at, name, version))
+            self._pushed += 1
+            self._due_class[name] = cls
+            count = self._due_count.get(cls, 0)
+            self._due_count[cls] = count + 1
+            if not count:
+                self._levels = None
+
+    def due_classes(self, now: float) -> list[int]:
+        """The classes with due work at ``now``, highest (lowest number) first."""
+        self._make_due(now)
+        if self._levels is None:
+            self._levels = sorted(self._due_count)
+        return self._levels
+
+    def effective_priority(self, name: str, now: float) -> int | None:
+        """The class ``name`` is served in at ``now`` (None: not indexed)."""
+        cls = self._class.get(name)
+        if cls is None:
+            return None
+        levels = self.due_classes(now)
+        due_at = self._due_at[name] if name in self._due_class else None
+        return effective_priority(cls, due_at, now, levels, self.elevator_interval_s,
+                                  self.clock_offset_s)  # fmt: skip
+
+    # -- the choice ---------------------------------------------------------------
+    def _place(self, level_of_class: int, due_at: float | None, now: float) -> tuple[int, int]:
+        steps = 0 if due_at is None else elevator_steps(
+            due_at, now, self.elevator_interval_s, self.clock_offset_s)
+        if self.elevated_first:  # seed 004: elevated work ahead of the level's own
+            level = max(0, level_of_class - steps)
+            return level, int(level == level_of_class)
+        # Levels go on above the top class: after as many steps as there are
+        # classes above it, a schedule is ahead of every class's own work.
+        return level_of_class - steps, int(steps > 0)
+
+    def _best_due(self, now: float) -> tuple[_Candidate | None, dict[int, tuple[int, int]]]:
+        """The due schedule in the best place (longest due among equals), and
+        each class's place: the place of its longest-waiting due schedule."""
+        levels = self.due_classes(now)
+        ver = self._ver
+        best: _Candidate | None = None
+        places: dict[int, tuple[int, int]] = {}
+        for i, cls in enumerate(levels):
+            heap = self._due[cls]
+            while heap and ver.get(heap[0][1]) != heap[0][2]:
+                heapq.heappop(heap)
+            if not heap:  # its items are out for a moment (pop_placeable)
+                continue
+            due_at, name, _ = heap[0]
+            level, rank = places[cls] = self._place(i, due_at, now)
+            candidate = (level, rank, due_at, name, cls)
+            if best is None or candidate < best:
+                best = candidate
+        return best, places
+
+    def _choose(self, now: float) -> tuple[str, _Candidate | None] | None:
+        """``main``'s choice, or the due schedule of a class in a better place
+        (with its entry). Within a class, ``main`` decides."""
+        x = self.main.peek(now)
+        if x is None:
+            return None
+        best, places = self._best_due(now)
+        if best is None or best[3] == x:
+            return x, None
+        cls = self._class[x]
+        place = places.get(cls)
+        if place is None:  # no due work in its class: where its class would stand
+            place = (bisect.bisect_left(self.due_classes(now), cls), 0)
+        if best[4] != cls and best[:2] < place:
+            return best[3], best
+        return x, None
+
+    def peek(self, now: float) -> str | None:
+        if len(self._class_sizes) <= 1:
+            return self.main.peek(now)
+        chosen = self._choose(now)
+        return None if chosen is None else chosen[0]
+
+    def pop(self, now: float) -> str | None:
+        if len(self._class_sizes) <= 1:  # one class: main decides
+            name = self.main.pop(now)
+            if name is not None:
+                self._forget(name)
+            return name
+        name = self.peek(now)
+        if name is not None:
+            self.remove(name)
+        return name
+
+    def pop_placeable(
+        self, now: float, can_place: Callable[[str], bool], *, max_skips: int = 1000
+    ) -> str | None:
+        if len(self._class_sizes) <= 1:  # one class: main decides
+            name = self.main.pop_placeable(now, can_place, max_skips=max_skips)
+            if name is not None:
+                self._forget(name)
+            return name
+        skipped: list[tuple[int, _Due]] = []
+        try:
+            while len(skipped) <= max_skips:
+                chosen = self._choose(now)
+                if chosen is None:
+                    return None
+                name, best = chosen
+                if best is None:  # main's choice: main skips what cannot be placed
+                    name_or_none = self.main.pop_placeable(
+                        now, can_place, max_skips=max_skips - len(skipped))
+                    if name_or_none is not None:
+                        self._forget(name_or_none)
+                    return name_or_none
+                heap = self._due[best[4]]
+                item = heapq.heappop(heap)
+                if can_place(name):
+                    self.remove(name)
+                    return name
+                skipped.append((best[4], item))
+            return None
+        finally:
+            for cls, item in skipped:
+                heapq.heappush(self._due[cls], item)
+
+    def _compact_if_bloated(self) -> None:
+        if self._pushed <= 4 * len(self._ver) + 1024:  # O(1): runs on every upsert
+            return
+        ver = self._ver
+        self._upcoming = [u for u in self._upcoming if ver.get(u[2]) == u[1]]
+        heapq.heapify(self._upcoming)
+        for cls, heap in list(self._due.items()):
+            live_items = [d for d in heap if ver.get(d[1]) == d[2]]
+            heapq.heapify(live_items)
+            self._due[cls] = live_items
+        self._pushed = len(self._upcoming) + sum(len(h) for h in self._due.values())

@@ -1,0 +1,87 @@
+"""Beat's round with priority classes: a real BeatEngine, real Redis, a real SQLite
+store and an injected clock. One free slot; which schedule gets it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import Mono, Recorder
+
+H = timedelta(hours=1)
+#: Registered (never run) at T0: due from T0 + 1 h (t.low, class 80, in ERROR
+#: first: 50 min period) and T0 + 1 h (t.high, class 20). Beat reads T0 + 1 h 5 min.
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = T0 + H + timedelta(minutes=5)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
+    s.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
+            PeriodicSpec(task="t.high", scheduling_period=H, priority=20),
+            PeriodicSpec(task="t.asked", scheduling_period=10 * H, priority=50)],
+           T0)  # fmt: skip
+    yield s
+    s.close()
+
+
+def first_dispatch(client: redis.Redis, store: SqlScheduleStore, **settings: object) -> str:
+    keys = KeySpace(f"prio{uuid.uuid4().hex[:8]}")
+    registry = WorkerRegistry(client, keys, ttl=300)
+    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
+                                 pool="prefork", pid=1))  # fmt: skip
+    publish = Recorder()
+    engine = BeatEngine(
+        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        settings=DgsSettings(store_poll_interval=1000, **settings),  # type: ignore[arg-type]
+        clock=FakeClock(NOW), monotonic=Mono(),
+    )  # fmt: skip
+    engine.load()
+    engine.tick()
+    [name] = publish.names()
+    return name
+
+
+def test_the_due_higher_class_gets_the_slot_before_a_lower_one_in_error(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    assert first_dispatch(redis_client, store) == "t.high"
+    plain = [PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
+             PeriodicSpec(task="t.high", scheduling_period=H),
+             PeriodicSpec(task="t.asked", scheduling_period=10 * H)]  # fmt: skip
+    store.sync(plain, T0)
+    assert first_dispatch(redis_client, store) == "t.low"  # without classes: ERROR first
+
+
+def test_a_run_request_goes_first_unless_asked_in_a_lower_class(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    store.request_run("t.asked", NOW - timedelta(seconds=30))
+    assert first_dispatch(redis_client, store) == "t.asked"
+    store.request_run("t.asked", NOW - timedelta(seconds=30), priority=60)
+    assert first_dispatch(redis_client, store) == "t.high"
+
+
+def test_the_elevator_lets_the_waiting_lower_class_go_first(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """t.low due since T0 + 50 min, t.high since T0 + 1 h; with a 5-minute
+    elevator t.low has waited three steps by NOW, t.high one."""
+    assert first_dispatch(redis_client, store, elevator_interval=300) == "t.low"
+    assert first_dispatch(redis_client, store, elevator_interval=None) == "t.high"

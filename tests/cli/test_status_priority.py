@@ -1,0 +1,48 @@
+"""``celery dgs status``'s priority columns: each schedule's priority and the class
+beat serves it in now (moved up by the elevator, or 0 for a run request)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from celery_dgs.cli.render import priority_cell, status_row_json
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.settings import DgsSettings
+from celery_dgs.status import build_rows
+from celery_dgs.store.memory import MemoryScheduleStore
+
+#: 10:12 UTC: elevator steps of 600 s at 10:00, 10:10, ...
+NOW = datetime(2026, 3, 2, 10, 12, tzinfo=timezone.utc)
+
+
+def test_status_shows_the_priority_and_the_class_the_elevator_moved_it_to() -> None:
+    store = MemoryScheduleStore()
+    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+             for n, p in (("top", 10), ("mid", 50), ("low", 80), ("new", 80), ("asked", 90))]
+    store.sync(specs, NOW - timedelta(hours=5))
+    # never ran: due since registration (5 h ago, many steps): moved up
+    for name, ago in (("t.top", 30), ("t.mid", 30), ("t.new", 1)):
+        run_id = f"r-{name}"
+        started = NOW - timedelta(hours=1, minutes=ago)
+        store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w",
+                               owner_name="celery@w", owner_tag=run_id, token=1,
+                               started_at=started)  # fmt: skip
+        store.record_run_end(run_id=run_id, outcome="success", ended_at=started)
+    store.request_run("t.asked", NOW - timedelta(seconds=5))
+    rows, _ = store.load_active()
+    settings = DgsSettings(elevator_interval=600)
+    by_name = {r.name: r for r in build_rows(rows, {}, NOW, settings=settings)}
+    assert {n: r.priority for n, r in by_name.items()} == {
+        "t.top": 10, "t.mid": 50, "t.low": 80, "t.new": 80, "t.asked": 90}
+    # due classes: 0 (the run request), 10, 50, 80. t.low has waited 5 h: at the top;
+    # t.new became due after the last step: still in its own class.
+    effective = {n: r.effective_priority for n, r in by_name.items()}
+    assert effective == {"t.top": 0, "t.mid": 0, "t.low": 0, "t.new": 80, "t.asked": 0}
+    assert priority_cell(by_name["t.low"]) == "80→0"
+    assert priority_cell(by_name["t.new"]) == "80"
+    doc = status_row_json(by_name["t.low"], NOW)
+    assert (doc["priority"], doc["effective_priority"]) == (80, 0)
+    # without the elevator every due schedule stays in its class
+    plain = {r.name: r.effective_priority
+             for r in build_rows(rows, {}, NOW, settings=DgsSettings(elevator_interval=None))}
+    assert plain == {"t.top": 10, "t.mid": 50, "t.low": 80, "t.new": 80, "t.asked": 0}

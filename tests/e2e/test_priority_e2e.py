@@ -1,0 +1,43 @@
+"""End to end: priority classes and the elevator under overload.
+
+Real Redis, SQLite store, one real worker with one slot and a real beat
+(tests/e2e/proj.py). Two class-10 schedules run 1 s every 2 s: together they
+need the whole slot, and one of them is due whenever it frees. A class-90
+schedule is due from its registration ``reg`` + 3.5 s and in ERROR from
+``reg`` + 4 s; without classes beat's order (schedules in ERROR first) would
+start it at the first free slot after that.
+
+With classes, the due class-10 work goes first; the elevator (every 3 s, at
+the multiples of 3 s since the epoch) moves the waiting class-90 schedule up
+one class per step, and after two steps (more than one interval, at most two
+after it became due) it is ahead of the class-10 work and starts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+INTERVAL_S = 3.0
+
+
+def test_one_slot_serves_the_high_class_first_then_the_elevated_low_one(cluster_factory) -> None:
+    cluster = cluster_factory(["prio_hi1", "prio_hi2", "prio_lo"],
+                              E2E_ELEVATOR_INTERVAL=str(INTERVAL_S))  # fmt: skip
+    cluster.start_worker("w1", "node1")
+    cluster.start_beat()
+    low = wait_for(lambda: [e for e in cluster.starts() if e["name"] == "prio_lo"], 40,
+                   "the low class to start")[0]
+    registered = cluster.schedule("e2e.prio_lo").stats.registered_at.timestamp()
+    in_error = registered + 4.0
+    high_while_waiting = [e for e in cluster.starts()
+                          if e["name"] != "prio_lo" and in_error + 0.5 <= e["t"] < low["t"]]
+    logs = cluster.logs()
+    # Without classes it would have started within about a second of its ERROR.
+    assert low["t"] >= registered + 3.5 + INTERVAL_S - 0.5, logs
+    assert len(high_while_waiting) >= 2, logs
+    # ... and the elevator bounds the wait: two steps, then one running high run.
+    assert low["t"] <= registered + 3.5 + 2 * INTERVAL_S + 3.0, logs
