@@ -96,7 +96,7 @@ VISIT = "example.visit_source"
 VISIT_INTERVAL_UNIT = timedelta(seconds=15)
 
 
-@dgs.periodic(period=timedelta(seconds=30), cooldown=timedelta(seconds=15))
+@dgs.periodic(period=timedelta(minutes=2), cooldown=timedelta(seconds=30))
 @app.task(name="example.list_sources")
 def list_sources() -> str:
     now = time.time()
