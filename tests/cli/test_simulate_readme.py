@@ -28,9 +28,9 @@ def test_readme_find_slots_example_names_the_schedule_no_slot_count_serves() -> 
     assert result.exit_code == 1, result.output
     assert "needs --slots" not in result.output
     out = result.stdout
-    assert out.startswith("5 schedules, demand 2.87 slots, horizon 7d")
+    assert out.startswith("6 schedules, demand 3.87 slots, horizon 7d")
     assert ("no slot count keeps every schedule out of ERROR: with a slot for every schedule "
-            "(5 slots)") in out  # fmt: skip
+            "(6 slots)") in out  # fmt: skip
     assert "  example.scrape_bills: in ERROR" in out
     assert "(duration_at_least_period: a run takes 0:02:00, its period is 0:02:00)" in out
     assert "WARNING schedule 'example.scrape_bills' can never be served" in result.stderr
