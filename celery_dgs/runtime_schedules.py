@@ -26,7 +26,7 @@ from typing import Any
 from .core.clock import Clock, SystemClock
 from .core.spec import ScheduleSpec, differing_fields
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
-from .declarations import entry_spec
+from .entry_shapes import EntryShapes
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from .store.base import (
     OWNER_RUNTIME,
@@ -36,6 +36,7 @@ from .store.base import (
     UpsertReport,
     owned_by_sync,
 )
+from .store.convert import spec_json
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec
@@ -159,15 +160,16 @@ class RuntimeSchedules:
         """:meth:`upsert_many` of rows numbered by the caller (a file's line
         numbers); a :class:`RowError` given in place of a row (a line that
         did not parse) is reported with the others."""
-        good: dict[str, tuple[int, ScheduleSpec]] = {}
+        good: dict[str, tuple[int, ScheduleSpec, str]] = {}
         errors: list[RowError] = []
         known = self._known_tasks() if self._known_tasks is not None else None
+        shapes = EntryShapes(self._cooldown_fraction)
         for line, row in rows:
             if isinstance(row, RowError):
                 errors.append(row)
                 continue
             try:
-                spec = self._spec(row)
+                spec, text = self._spec_and_text(row, shapes)
             except ScheduleConfigError as exc:
                 errors.append(RowError(line, exc.schedule, exc.field, exc.message))
                 continue
@@ -176,26 +178,31 @@ class RuntimeSchedules:
                 continue
             first = good.get(spec.name)
             if first is not None:
-                differ = differing_fields(first[1], spec)
+                differ = [] if first[2] == text else differing_fields(first[1], spec)
                 if differ:
                     errors.append(RowError(line, spec.name, differ[0], (
                         f"schedule given again with different {', '.join(differ)} "
                         f"(first on line {first[0]}, which is applied)"
                     )))  # fmt: skip
                 continue
-            good[spec.name] = (line, spec)
-        applied = self.store.upsert_runtime([s for _, s in good.values()], self._clock.now())
+            good[spec.name] = (line, spec, text)
+        applied = self.store.upsert_runtime_texts(
+            [(spec, text) for _, spec, text in good.values()], self._clock.now()
+        )
         for name in applied.refused:
             errors.append(RowError(good[name][0], name, "owner", owned_by_sync(name)))
         errors.sort(key=lambda e: e.line)
         return BulkReport(applied, errors)
 
-    def _spec(self, row: Entry) -> ScheduleSpec:
+    @staticmethod
+    def _spec_and_text(row: Entry, shapes: EntryShapes) -> tuple[ScheduleSpec, str]:
+        """The row's validated spec and its canonical JSON, validated once per
+        shape of row (:class:`~celery_dgs.entry_shapes.EntryShapes`)."""
         if isinstance(row, ScheduleSpec):
-            return row
+            return row, spec_json(row)
         if not isinstance(row, Mapping):
             raise ScheduleConfigError("?", "row", f"must be a mapping of fields, got {row!r}")
-        return entry_spec(row, default_cooldown_fraction=self._cooldown_fraction)
+        return shapes.spec_and_text(row)
 
     def remove(self, name: str) -> bool:
         """Remove one runtime schedule: True if it was active, False if there
