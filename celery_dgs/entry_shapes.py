@@ -31,9 +31,9 @@ JSON (``spec_json``) cost ~100 µs a row; here:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from .core.spec import ScheduleSpec, split_schedule_name, with_name
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
@@ -75,6 +75,47 @@ def _frozen(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def _shape_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The row's fields but its own (name fields, ``args``, ``kwargs``), with
+    the values' types: a hashable key (:func:`_frozen`, flat for scalars)."""
+    key = []
+    for field, value in row.items():
+        if field in _OWN_FIELDS:
+            continue
+        kind = type(value)
+        key.append((field, kind, value) if kind in _SCALARS else (field, _frozen(value)))
+    return tuple(key)
+
+
+def _plain(value: Any) -> str | None:
+    """A string or an int (not a bool) as ``json.dumps`` writes it; None for others."""
+    kind = type(value)
+    if kind is str:
+        return str(_encode_str(value))
+    if kind is int:
+        return int.__repr__(value)
+    return None
+
+
+def _dumps_list(items: Sequence[Any]) -> str:
+    """``_dumps(list(items))``, without the encoder for a list of strings and ints."""
+    parts = [_plain(v) for v in items]
+    if None in parts:
+        return _dumps(list(items))
+    return "[" + ",".join(cast(list[str], parts)) + "]"
+
+
+def _dumps_dict(mapping: dict[str, Any]) -> str:
+    """``_dumps(mapping)`` (string keys), without the encoder for string and int values."""
+    parts = []
+    for k in sorted(mapping):
+        text = _plain(mapping[k])
+        if text is None:
+            return _dumps(mapping)
+        parts.append(_encode_str(k) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
 def _dumps(value: Any) -> str:
     """``value`` as ``spec_json`` encodes it inside a spec (sorted keys, no
     spaces, no NaN). Raises ``TypeError`` / ``ValueError`` as ``json.dumps`` does."""
@@ -91,7 +132,7 @@ class _Shape:
         #: Text pieces around the values, and which value goes after each piece
         #: (``None``: the shape's text could not be split; ``spec_json`` is used).
         self.pieces: list[str] | None = None
-        self.order: list[str] = []
+        self.order: tuple[int, int, int, int] = (0, 1, 2, 3)
         data = spec.to_dict()
         data.update(_SENTINELS)
         text = _dumps(data)
@@ -104,17 +145,17 @@ class _Shape:
             pieces.append(text[at:pos])
             at = pos + len(marks[field])
         pieces.append(text[at:])
-        self.pieces, self.order = pieces, [field for _, field in positions]
+        fields = list(_SENTINELS)  # task, configuration, args, kwargs: text()'s arguments
+        a, b, c, d = (fields.index(field) for _, field in positions)
+        self.pieces, self.order = pieces, (a, b, c, d)
 
-    def text(self, values: Mapping[str, str]) -> str | None:
-        """The JSON text with the encoded ``values``; None if the shape has no pieces."""
+    def text(self, task: str, configuration: str, args: str, kwargs: str) -> str | None:
+        """The JSON text with these encoded values; None if the shape has no pieces."""
         if self.pieces is None:
             return None
-        out = [self.pieces[0]]
-        for field, piece in zip(self.order, self.pieces[1:], strict=True):
-            out.append(values[field])
-            out.append(piece)
-        return "".join(out)
+        p, (a, b, c, d) = self.pieces, self.order
+        values = (task, configuration, args, kwargs)
+        return p[0] + values[a] + p[1] + values[b] + p[2] + values[c] + p[3] + values[d] + p[4]
 
 
 class EntryShapes:
@@ -152,16 +193,16 @@ class EntryShapes:
     def _quick(self, row: Mapping[str, Any]) -> tuple[ScheduleSpec, str]:
         task, configuration = _name_fields(row)
         args, kwargs, args_text, kwargs_text = _arguments(row)
-        key = _frozen(tuple((k, v) for k, v in row.items() if k not in _OWN_FIELDS))
+        key = _shape_key(row)
         shape = self._shapes.get(key)
         if shape is None:
             spec = self._full(row)  # raises for a bad row, naming it
             if spec.task != task or spec.configuration != configuration:
                 raise _Uncacheable  # not named as expected: never reuse it
             shape = _Shape(spec)
-            values = _values(task, configuration, args_text, kwargs_text)
+            encoded = (_encode_str(task), _encode_str(configuration), args_text, kwargs_text)
             text = spec_json(spec)
-            if shape.text(values) != text:
+            if shape.text(*encoded) != text:
                 shape.pieces = None
             if len(self._shapes) >= self.max_shapes:
                 self._shapes.clear()
@@ -174,16 +215,9 @@ class EntryShapes:
             raise _Uncacheable from exc
         object.__setattr__(spec, "args", args)
         object.__setattr__(spec, "kwargs", kwargs)
-        joined = shape.text(_values(task, configuration, args_text, kwargs_text))
+        joined = shape.text(_encode_str(task), _encode_str(configuration), args_text, kwargs_text)
         self.hits += 1
         return spec, joined if joined is not None else spec_json(spec)
-
-
-def _values(task: str, configuration: str, args_text: str, kwargs_text: str) -> dict[str, str]:
-    return {
-        "task": _encode_str(task), "configuration": _encode_str(configuration),
-        "args": args_text, "kwargs": kwargs_text,
-    }  # fmt: skip
 
 
 def _name_fields(row: Mapping[str, Any]) -> tuple[str, str]:
@@ -217,7 +251,7 @@ def _arguments(row: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any],
     if not all(type(k) is str for k in kwargs):
         raise _Uncacheable
     try:
-        kwargs_text = _dumps(kwargs) if kwargs else "{}"
-        return tuple(args), dict(kwargs), _dumps(list(args)), kwargs_text
+        kwargs_text = _dumps_dict(kwargs) if kwargs else "{}"
+        return tuple(args), dict(kwargs), _dumps_list(args), kwargs_text
     except (TypeError, ValueError, RecursionError) as exc:
         raise _Uncacheable from exc

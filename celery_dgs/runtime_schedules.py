@@ -176,7 +176,8 @@ class RuntimeSchedules:
             if known is not None and spec.task not in known:
                 errors.append(RowError(line, spec.name, "task", f"unknown task {spec.task!r}"))
                 continue
-            first = good.get(spec.name)
+            name = spec.name
+            first = good.get(name)
             if first is not None:
                 differ = [] if first[2] == text else differing_fields(first[1], spec)
                 if differ:
@@ -185,7 +186,7 @@ class RuntimeSchedules:
                         f"(first on line {first[0]}, which is applied)"
                     )))  # fmt: skip
                 continue
-            good[spec.name] = (line, spec, text)
+            good[name] = (line, spec, text)
         applied = self.store.upsert_runtime_texts(
             [(spec, text) for _, spec, text in good.values()], self._clock.now()
         )

@@ -35,6 +35,10 @@ GOOD: list[dict[str, Any]] = [
     {"name": "t.scrape@l", "period": 3600, "queue": "io", "expected": 60,
      "args": ["\x00dgs-args\x00"]},
     {"name": "t.scrape@m", "period": 3600, "queue": "io", "expected": 60, "args": ["m"]},
+    {"name": "t.scrape@o", "period": 3600, "args": [1, "a", -5, 10**30],
+     "kwargs": {"b": "x", "a": 2, "\u00e9": "\n"}},
+    {"name": "t.scrape@p", "period": 3600, "args": [True, 1.0],
+     "kwargs": {"b": True, "a": 2.5, "c": None}},
 ]  # fmt: skip
 
 BAD: list[dict[str, Any]] = [

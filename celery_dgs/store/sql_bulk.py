@@ -35,8 +35,8 @@ _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``name = ANY(%s)`` array parameter (PostgreSQL).
 PG_NAMES_PER_QUERY = 100_000
 
-#: A row of the batch: its spec and the spec's canonical JSON text.
-Prepared = tuple[ScheduleSpec, str]
+#: A row of the batch: its name, its spec and the spec's canonical JSON text.
+Prepared = tuple[str, ScheduleSpec, str]
 #: A stored row's ``(spec, spec_format, active, owner)``.
 StoredState = tuple[str, int, bool, str]
 
@@ -101,15 +101,15 @@ def insert_new(
     if conn.dialect.name == "postgresql":
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
             write = copy.write_row
-            for spec, text in rows:
-                write((spec.name, spec.task, spec.configuration, spec.kind, text,
+            for name, spec, text in rows:
+                write((name, spec.task, spec.configuration, spec.kind, text,
                        SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME))  # fmt: skip
         return
     at = _bound_moment(conn, now)
     conn.exec_driver_sql(_SQLITE_INSERT, [
-        (spec.name, spec.task, spec.configuration, spec.kind, text, SPEC_FORMAT_VERSION,
+        (name, spec.task, spec.configuration, spec.kind, text, SPEC_FORMAT_VERSION,
          True, False, at, seq, at, OWNER_RUNTIME)
-        for spec, text in rows
+        for name, spec, text in rows
     ])  # fmt: skip
 
 
@@ -122,15 +122,15 @@ def update_changed(
         with _driver(conn).cursor() as cur:
             cur.execute(_PG_BATCH_TABLE)
             with cur.copy("COPY dgs_runtime_batch FROM STDIN") as copy:
-                for spec, text in rows:
-                    copy.write_row((spec.name, spec.task, spec.configuration, spec.kind, text))
+                for name, spec, text in rows:
+                    copy.write_row((name, spec.task, spec.configuration, spec.kind, text))
             cur.execute("ANALYZE dgs_runtime_batch")
             cur.execute(_PG_UPDATE_FROM_BATCH, (seq, now))
         return
     at = _bound_moment(conn, now)
     conn.exec_driver_sql(_SQLITE_UPDATE, [
-        (spec.task, spec.configuration, spec.kind, text, seq, at, spec.name)
-        for spec, text in rows
+        (spec.task, spec.configuration, spec.kind, text, seq, at, name)
+        for name, spec, text in rows
     ])  # fmt: skip
 
 

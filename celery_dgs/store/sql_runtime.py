@@ -48,9 +48,10 @@ def _by_name(specs: Sequence[tuple[ScheduleSpec, str]]) -> dict[str, tuple[Sched
     ScheduleConfigError naming the first field that differs (as ``sync``)."""
     wanted: dict[str, tuple[ScheduleSpec, str]] = {}
     for spec, spec_text in specs:
-        first = wanted.get(spec.name)
+        name = spec.name
+        first = wanted.get(name)
         if first is None:
-            wanted[spec.name] = (spec, spec_text)
+            wanted[name] = (spec, spec_text)
         elif first[1] != spec_text:
             declared_by_name([first[0], spec], {})  # raises, naming the field
     return wanted
@@ -102,10 +103,10 @@ class RuntimeMethods(SqlStoreBase):
                 return report
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
-                insert_new(conn, [wanted[n] for n in report.inserted], now, seq)
+                insert_new(conn, [(n, *wanted[n]) for n in report.inserted], now, seq)
             changed = report.updated + report.reactivated
             if changed:
-                update_changed(conn, [wanted[n] for n in changed], now, seq)
+                update_changed(conn, [(n, *wanted[n]) for n in changed], now, seq)
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
             self._analyze()
         return report
