@@ -6,11 +6,11 @@ name; at a million rows that alone costs more than the database's work.
 Here the values are handed to the driver as they are (the constant
 ``now`` converted once):
 
-* **PostgreSQL**: the stored rows of the batch are read and locked with
-  ``name = ANY(%s)`` (one array parameter per 100,000 names); new rows go in
-  with ``COPY``; changed rows are copied into a temporary table and written
-  by one ``UPDATE ... FROM``. All on the SQLAlchemy connection's own
-  psycopg connection, inside its transaction.
+* **PostgreSQL**: the stored rows of the batch are read with ``name =
+  ANY(%s)`` (one array parameter per 100,000 names) and only those that
+  change are locked; new rows go in with ``COPY``; changed rows are copied
+  into a temporary table and written by one ``UPDATE ... FROM``. All on the
+  SQLAlchemy connection's own psycopg connection, inside its transaction.
 * **SQLite**: new rows in one driver ``executemany`` ``INSERT``, changed
   rows in one driver ``executemany`` ``UPDATE``.
 
@@ -53,10 +53,10 @@ _SQLITE_UPDATE = (
     f"spec_format = {SPEC_FORMAT_VERSION}, active = 1, declaration_error = NULL, "
     f"owner = '{OWNER_RUNTIME}', change_seq = ?, updated_at = ? WHERE name = ?"
 )
-_PG_LOCK = (
-    "SELECT name, spec, spec_format, active, owner FROM dgs_schedules "
-    "WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
+_PG_READ = (
+    "SELECT name, spec, spec_format, active, owner FROM dgs_schedules WHERE name = ANY(%s)"
 )
+_PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
 _PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN"
 _PG_BATCH_TABLE = (
     "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
@@ -80,17 +80,31 @@ def _driver(conn: Connection) -> Any:
     return conn.connection.driver_connection
 
 
-def pg_lock_rows(conn: Connection, names: Sequence[str]) -> dict[str, StoredState]:
-    """PostgreSQL: ``sync``'s advisory lock, then the stored rows among
-    ``names`` (sorted), locked ``FOR NO KEY UPDATE`` in name order."""
+def pg_read_rows(conn: Connection, names: Sequence[str]) -> dict[str, StoredState]:
+    """PostgreSQL: ``sync``'s advisory lock, then the stored rows among ``names``.
+
+    The rows are read without row locks: every writer of the columns read here
+    (``spec``, ``spec_format``, ``active``, ``owner``: ``sync``,
+    ``insert_if_missing``, the runtime upsert and removal) holds the advisory
+    lock, so they cannot change before the commit. Locking them all would
+    write every row of a million-row batch that changes nothing; the rows that
+    do change are locked by :func:`pg_lock_rows` before the counter."""
     stored: dict[str, StoredState] = {}
     with _driver(conn).cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (PG_SYNC_LOCK_KEY,))
         for chunk in _chunks(names, PG_NAMES_PER_QUERY):
-            cur.execute(_PG_LOCK, (list(chunk),))
+            cur.execute(_PG_READ, (list(chunk),))
             for name, spec, spec_format, active, owner in cur:
                 stored[name] = (spec, spec_format, bool(active), owner)
     return stored
+
+
+def pg_lock_rows(conn: Connection, names: Sequence[str]) -> None:
+    """PostgreSQL: lock the stored rows ``names`` (sorted) ``FOR NO KEY UPDATE``,
+    in name order: the store's lock order is schedule rows, then the counter."""
+    with _driver(conn).cursor() as cur:
+        for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+            cur.execute(_PG_LOCK, (list(chunk),))
 
 
 def insert_new(

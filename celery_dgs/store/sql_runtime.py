@@ -29,7 +29,7 @@ from .convert import spec_json, utc
 from .engine import connection_transaction
 from .models import ScheduleRow
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase
-from .sql_bulk import insert_new, pg_lock_rows, update_changed
+from .sql_bulk import insert_new, pg_lock_rows, pg_read_rows, update_changed
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``WHERE name IN (...)`` query (SQLite limits bound parameters).
@@ -88,7 +88,7 @@ class RuntimeMethods(SqlStoreBase):
         names = sorted(wanted)
         with connection_transaction(self.engine, write=True) as conn:
             if conn.dialect.name == "postgresql":
-                stored: Mapping[str, tuple[str, int, bool, str]] = pg_lock_rows(conn, names)
+                stored: Mapping[str, tuple[str, int, bool, str]] = pg_read_rows(conn, names)
             else:
                 stored = self._lock_rows(conn, names)
             for name in names:
@@ -101,10 +101,12 @@ class RuntimeMethods(SqlStoreBase):
                 getattr(report, upsert_action(owner, active, same)).append(name)
             if not report.changed:
                 return report
+            changed = report.updated + report.reactivated
+            if changed and conn.dialect.name == "postgresql":
+                pg_lock_rows(conn, sorted(changed))
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
                 insert_new(conn, [(n, *wanted[n]) for n in report.inserted], now, seq)
-            changed = report.updated + report.reactivated
             if changed:
                 update_changed(conn, [(n, *wanted[n]) for n in changed], now, seq)
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
