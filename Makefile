@@ -56,6 +56,12 @@ bench: $(STAMP)
 bench-web: $(STAMP)
 	$(BIN)/python -m benchmarks.web_table $(BENCH_ARGS)
 
+## bench-runtime: runtime schedules on PostgreSQL: upsert_many of 1,000,000 vs raw COPY, beat start-up
+## with them, a running beat's change batches and idle tick (BENCH_ARGS=--quick: 50,000)
+.PHONY: bench-runtime
+bench-runtime: $(STAMP)
+	$(BIN)/python -m benchmarks.runtime_scale $(BENCH_ARGS)
+
 ## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality
 bench-quality: $(STAMP)

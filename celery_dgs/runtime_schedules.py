@@ -32,7 +32,7 @@ from typing import Any
 from .core.clock import Clock, SystemClock
 from .core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
-from .declarations import entry_spec
+from .entry_shapes import EntryShapes
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from .store.base import (
     OWNER_RUNTIME,
@@ -42,6 +42,7 @@ from .store.base import (
     UpsertReport,
     owned_by_sync,
 )
+from .store.convert import spec_json
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec
@@ -191,66 +192,69 @@ class RuntimeSchedules:
         """:meth:`upsert_many` of rows numbered by the caller (a file's line
         numbers); a :class:`RowError` given in place of a row (a line that
         did not parse) is reported with the others."""
-        good: dict[str, tuple[int, ScheduleSpec]] = {}
+        good: dict[str, tuple[int, ScheduleSpec, str]] = {}
         hints: dict[str, datetime] = {}
         errors: list[RowError] = []
         known = self._known_tasks() if self._known_tasks is not None else None
+        shapes = EntryShapes(self._cooldown_fraction)
         for line, row in rows:
             if isinstance(row, RowError):
                 errors.append(row)
                 continue
             try:
-                spec, hint = self._spec_and_hint(row)
+                spec, text, hint = self._spec_text_and_hint(row, shapes)
             except ScheduleConfigError as exc:
                 errors.append(RowError(line, exc.schedule, exc.field, exc.message))
                 continue
             if known is not None and spec.task not in known:
                 errors.append(RowError(line, spec.name, "task", f"unknown task {spec.task!r}"))
                 continue
-            first = good.get(spec.name)
+            name = spec.name
+            first = good.get(name)
             if first is not None:
-                differ = differing_fields(first[1], spec)
+                differ = [] if first[2] == text else differing_fields(first[1], spec)
                 if differ:
                     errors.append(RowError(line, spec.name, differ[0], (
                         f"schedule given again with different {', '.join(differ)} "
                         f"(first on line {first[0]}, which is applied)"
                     )))  # fmt: skip
                 continue
-            good[spec.name] = (line, spec)
+            good[name] = (line, spec, text)
             if hint is not None:
-                hints[spec.name] = hint
-        specs, now = [s for _, s in good.values()], self._clock.now()
-        if hints:
-            applied = self.store.upsert_runtime(specs, now, last_modified=hints)
-        else:
-            applied = self.store.upsert_runtime(specs, now)
+                hints[name] = hint
+        applied = self.store.upsert_runtime_texts(
+            [(spec, text) for _, spec, text in good.values()], self._clock.now(),
+            last_modified=hints or None,
+        )  # fmt: skip
         for name in applied.refused:
             errors.append(RowError(good[name][0], name, "owner", owned_by_sync(name)))
         errors.sort(key=lambda e: e.line)
         return BulkReport(applied, errors)
 
-    def _spec_and_hint(self, row: Entry) -> tuple[ScheduleSpec, datetime | None]:
-        """The row's spec and its ``last_modified`` (an adaptive schedule's
-        upstream hint, not part of the spec)."""
-        if not isinstance(row, Mapping) or "last_modified" not in row:
-            return self._spec(row), None
+    @staticmethod
+    def _spec_text_and_hint(
+        row: Entry, shapes: EntryShapes
+    ) -> tuple[ScheduleSpec, str, datetime | None]:
+        """The row's validated spec, its canonical JSON (validated once per
+        shape of row: :class:`~celery_dgs.entry_shapes.EntryShapes`) and its
+        ``last_modified`` (an adaptive schedule's upstream hint, not part of
+        the spec)."""
+        if isinstance(row, ScheduleSpec):
+            return row, spec_json(row), None
+        if not isinstance(row, Mapping):
+            raise ScheduleConfigError("?", "row", f"must be a mapping of fields, got {row!r}")
+        if "last_modified" not in row:
+            return (*shapes.spec_and_text(row), None)
         fields = dict(row)
         raw = fields.pop("last_modified")
-        spec = self._spec(fields)
+        spec, text = shapes.spec_and_text(fields)
         if raw is None:
-            return spec, None
+            return spec, text, None
         if not isinstance(spec, AdaptiveSpec):
             raise ScheduleConfigError(
                 spec.name, "last_modified", f"only an adaptive schedule takes it ({spec.kind})"
             )
-        return spec, parse_last_modified(spec.name, raw)
-
-    def _spec(self, row: Entry) -> ScheduleSpec:
-        if isinstance(row, ScheduleSpec):
-            return row
-        if not isinstance(row, Mapping):
-            raise ScheduleConfigError("?", "row", f"must be a mapping of fields, got {row!r}")
-        return entry_spec(row, default_cooldown_fraction=self._cooldown_fraction)
+        return spec, text, parse_last_modified(spec.name, raw)
 
     def remove(self, name: str) -> bool:
         """Remove one runtime schedule: True if it was active, False if there

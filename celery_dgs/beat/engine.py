@@ -77,6 +77,9 @@ class _IndexBatch:
 
 
 class BeatEngine(DispatchSending):
+    #: A load of this many schedules or more ends with ``gc.freeze()`` (see :meth:`load`).
+    gc_freeze_rows = 100_000
+
     def __init__(
         self,
         *,
@@ -160,6 +163,9 @@ class BeatEngine(DispatchSending):
         once at the end (``upsert_many``: one heapify instead of a push per row).
         The cyclic GC is paused meanwhile: the load allocates millions of
         objects and almost no cycles, and each collection would walk all of them.
+        After a load of ``gc_freeze_rows`` schedules or more, everything alive is
+        moved to the GC's permanent generation (``gc.freeze()``), so no later
+        collection walks it (its objects are still freed when unreferenced).
         """
         gc_was_enabled = gc.isenabled()
         gc.disable()
@@ -171,6 +177,11 @@ class BeatEngine(DispatchSending):
                 self._apply_row_safely(row, batch)
                 count += 1
             self.index.upsert_many(batch.entries)
+            if count >= self.gc_freeze_rows:
+                # Move what was loaded out of the cyclic GC's reach: each of its
+                # generations would otherwise walk all of it once more, a pause of
+                # seconds in a later tick (a change poll) at a million schedules.
+                gc.freeze()
         finally:
             if gc_was_enabled:
                 gc.enable()

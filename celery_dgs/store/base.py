@@ -477,6 +477,17 @@ class ScheduleStore(ABC):
         different fields raises ScheduleConfigError (nothing written).
         Statistics, ``paused`` and run requests are never touched."""
 
+    def upsert_runtime_texts(
+        self, specs: Sequence[tuple[ScheduleSpec, str]], now: datetime, *,
+        last_modified: Mapping[str, datetime] | None = None,
+    ) -> UpsertReport:  # fmt: skip
+        """:meth:`upsert_runtime` of ``(spec, text)`` pairs whose ``text`` is the
+        spec's canonical JSON (``celery_dgs.store.convert.spec_json``), which a
+        bulk caller builds faster, once per spec shape
+        (:mod:`celery_dgs.entry_shapes`): the SQL store writes and compares
+        the texts as given. This default ignores them."""
+        return self.upsert_runtime([spec for spec, _ in specs], now, last_modified=last_modified)
+
     @abstractmethod
     def remove_runtime(self, names: Sequence[str], now: datetime) -> RemoveReport:
         """Deactivate the named runtime schedules, in one transaction (one new

@@ -17,6 +17,11 @@ each row through the ORM, made start-up cost ~120 µs per schedule. Here:
   only in those two top-level values, so the copy equals what the full parse
   would give. Anything else (hand-edited, other versions) takes the full path
   and a malformed row is reported exactly as before (``spec_error``).
+  ``args`` and ``kwargs`` are blanked out of the shape too (runtime schedules
+  give each source its own arguments): when each key occurs once, its value
+  is decoded on its own (a list and an object, no NaN or infinite number,
+  so always what the spec's checks accept) and given to the copy; otherwise
+  the shape keeps them.
 * **Rows without the ORM.** :func:`stored_schedule_from_values` builds the
   :class:`~celery_dgs.store.base.StoredSchedule` from the driver's raw values,
   and equal datetimes / durations are shared (:class:`ValueMemo`): most
@@ -26,6 +31,7 @@ each row through the ORM, made start-up cost ~120 µs per schedule. Here:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -45,6 +51,24 @@ SPEC_CACHE_MAX_SHAPES = 100_000
 VALUE_MEMO_MAX_ENTRIES = 1_000_000
 
 _encode: Any = json.encoder.encode_basestring_ascii  # the C encoder json.dumps uses
+_ARGS_KEY = '"args":'
+_KWARGS_KEY = '"kwargs":'
+_BLANK = "?"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON-serializable argument")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+#: Decodes a spec's ``args`` / ``kwargs`` as the spec's checks would accept them.
+_ARGUMENTS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 _TASK_BLANK = '"task":?'
 _CONFIGURATION_BLANK = '"configuration":?'
 
@@ -94,13 +118,20 @@ class SpecCache:
         shape = text.replace(task_field, _TASK_BLANK).replace(
             configuration_field, _CONFIGURATION_BLANK
         )
+        blanked = _blank_arguments(shape)
+        if blanked is not None:
+            shape = blanked[0]
         template = self._shapes.get(shape)
         if template is not None:
             self.hits += 1
             try:
-                return with_name(template, task, configuration), None
+                copy = with_name(template, task, configuration)
             except ScheduleConfigError as exc:
                 return None, f"{type(exc).__name__}: {exc}"
+            if blanked is not None:
+                object.__setattr__(copy, "args", tuple(blanked[1]))
+                object.__setattr__(copy, "kwargs", blanked[2])
+            return copy, None
         self.misses += 1
         spec, error = parse_spec(text)
         if (
@@ -114,6 +145,40 @@ class SpecCache:
             # A copy: the caller may change its spec's kwargs, never the template's.
             self._shapes[shape] = with_name(spec, task, configuration)
         return spec, error
+
+
+def _blank_arguments(text: str) -> tuple[str, list[Any], dict[str, Any]] | None:
+    """``text`` with the values of its ``args`` and ``kwargs`` members blanked
+    out, and those values decoded; None unless each key occurs exactly once
+    (then it is the top-level member: inside a string a quote is escaped, and
+    a nested key of that name would be a second occurrence) and the values are
+    a list and an object of finite numbers."""
+    at_args, at_kwargs = text.find(_ARGS_KEY), text.find(_KWARGS_KEY)
+    if (
+        at_args < 0 or at_kwargs < 0
+        or text.find(_ARGS_KEY, at_args + 1) >= 0
+        or text.find(_KWARGS_KEY, at_kwargs + 1) >= 0
+    ):  # fmt: skip
+        return None
+    start_args, start_kwargs = at_args + len(_ARGS_KEY), at_kwargs + len(_KWARGS_KEY)
+    try:
+        args, end_args = _ARGUMENTS.raw_decode(text, start_args)
+        kwargs, end_kwargs = _ARGUMENTS.raw_decode(text, start_kwargs)
+    except (ValueError, RecursionError):
+        return None
+    if type(args) is not list or type(kwargs) is not dict:
+        return None
+    if start_args < start_kwargs:
+        if end_args > at_kwargs:
+            return None
+        shape = (text[:start_args] + _BLANK + text[end_args:start_kwargs] + _BLANK
+                 + text[end_kwargs:])  # fmt: skip
+    else:
+        if end_kwargs > at_args:
+            return None
+        shape = (text[:start_kwargs] + _BLANK + text[end_kwargs:start_args] + _BLANK
+                 + text[end_args:])  # fmt: skip
+    return shape, args, kwargs
 
 
 class ValueMemo:

@@ -1,11 +1,10 @@
 """The runtime half of the SQL store: schedules the runtime API owns.
 
-Written set-based, for lists of thousands of schedules at a time: the stored
-rows of a batch are read (and locked) a chunk of names per query, new rows go
-in one executemany ``INSERT`` (psycopg pipelines it on PostgreSQL, without a
-round trip per row), changed rows in one executemany ``UPDATE``, and
-removals in one ``UPDATE ... WHERE name IN`` per chunk, never one ORM object
-per row. The
+Written set-based, for lists of up to millions of schedules at a time: the
+stored rows of a batch are read (and locked) a chunk of names per query, new
+rows and changed rows are written at the driver level (:mod:`.sql_bulk`:
+``COPY`` on PostgreSQL, one ``executemany`` on SQLite), and removals in one
+``UPDATE ... WHERE name IN`` per chunk, never one ORM object per row. The
 whole batch is one transaction with one new ``change_seq``, serialised with
 ``sync`` (PostgreSQL: its advisory lock; SQLite: one writer).
 """
@@ -14,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Table, select, text, update
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from .base import (
-    OWNER_RUNTIME,
     RemoveReport,
     UpsertReport,
     declared_by_name,
@@ -30,23 +28,13 @@ from .base import (
 )
 from .convert import spec_json, utc
 from .engine import connection_transaction
-from .models import ScheduleRow, UTCDateTime
+from .models import ScheduleRow
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase
+from .sql_bulk import StoredState, insert_new, pg_lock_rows, pg_read_rows, update_changed
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``WHERE name IN (...)`` query (SQLite limits bound parameters).
 NAMES_PER_QUERY = {"sqlite": 900, "postgresql": 10_000}
-
-_SPEC_VALUES: dict[str, Any] = {
-    "task": bindparam("b_task"), "configuration": bindparam("b_configuration"),
-    "kind": bindparam("b_kind"), "spec": bindparam("b_spec"), "spec_format": SPEC_FORMAT_VERSION,
-    "active": True, "declaration_error": None, "owner": OWNER_RUNTIME,
-    "change_seq": bindparam("b_seq"), "updated_at": bindparam("b_now"),
-}  # fmt: skip
-_UPDATE_SPEC = update(_T).where(_T.c.name == bindparam("b_name")).values(**_SPEC_VALUES)
-#: An upsert enables an adaptive schedule again and keeps its hint unless given.
-_UPDATE_SPEC = _UPDATE_SPEC.values(disabled_reason=None, upstream_modified_at=func.coalesce(
-    bindparam("b_hint", type_=UTCDateTime()), _T.c.upstream_modified_at))  # fmt: skip
 
 
 class _Stored(NamedTuple):
@@ -54,8 +42,22 @@ class _Stored(NamedTuple):
     spec_format: int
     active: bool
     owner: str
-    disabled_reason: str | None = None
-    upstream_modified_at: datetime | None = None
+    disabled_reason: str | None
+    upstream_modified_at: datetime | None
+
+
+def _by_name(specs: Sequence[tuple[ScheduleSpec, str]]) -> dict[str, tuple[ScheduleSpec, str]]:
+    """The batch by name; a name given twice with different fields raises
+    ScheduleConfigError naming the first field that differs (as ``sync``)."""
+    wanted: dict[str, tuple[ScheduleSpec, str]] = {}
+    for spec, spec_text in specs:
+        name = spec.name
+        first = wanted.get(name)
+        if first is None:
+            wanted[name] = (spec, spec_text)
+        elif first[1] != spec_text:
+            declared_by_name([first[0], spec], {})  # raises, naming the field
+    return wanted
 
 
 def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
@@ -71,44 +73,54 @@ class RuntimeMethods(SqlStoreBase):
         last_modified: Mapping[str, datetime] | None = None,
     ) -> UpsertReport:  # fmt: skip
         """See :meth:`ScheduleStore.upsert_runtime
-        <celery_dgs.store.base.ScheduleStore.upsert_runtime>`. An unchanged spec
-        is compared by its canonical JSON text: nothing is written for it. A
-        batch that writes ``analyze_after_sync_rows`` rows or more ANALYZEs the
-        table afterwards (PostgreSQL)."""
+        <celery_dgs.store.base.ScheduleStore.upsert_runtime>`: :meth:`upsert_runtime_texts`
+        of the specs and their ``spec_json``."""
+        return self.upsert_runtime_texts(
+            [(spec, spec_json(spec)) for spec in specs], now, last_modified=last_modified
+        )
+
+    def upsert_runtime_texts(
+        self, specs: Sequence[tuple[ScheduleSpec, str]], now: datetime, *,
+        last_modified: Mapping[str, datetime] | None = None,
+    ) -> UpsertReport:  # fmt: skip
+        """See :meth:`ScheduleStore.upsert_runtime_texts
+        <celery_dgs.store.base.ScheduleStore.upsert_runtime_texts>`. An unchanged
+        spec is compared by its canonical JSON text: nothing is written for it.
+        The rows are read, locked and written at the driver level
+        (:mod:`.sql_bulk`). A batch that writes ``analyze_after_sync_rows`` rows
+        or more ANALYZEs the table afterwards (PostgreSQL)."""
         now = utc(now, "now")
         hints = {n: utc(t, "last_modified") for n, t in (last_modified or {}).items()}
-        wanted = {name: (spec, spec_json(spec)) for name, spec in
-                  declared_by_name(specs, {}).items()}  # fmt: skip
+        wanted = _by_name(specs)
         report = UpsertReport()
         if not wanted:
             return report
+        names = sorted(wanted)
         with connection_transaction(self.engine, write=True) as conn:
-            stored = self._lock_rows(conn, sorted(wanted))
-            for name in sorted(wanted):
+            if conn.dialect.name == "postgresql":
+                stored: Mapping[str, StoredState] = pg_read_rows(conn, names)
+            else:
+                stored = self._lock_rows(conn, names)
+            for name in names:
                 row = stored.get(name)
                 if row is None:
                     report.inserted.append(name)
                     continue
-                same = row.spec == wanted[name][1] and row.spec_format == SPEC_FORMAT_VERSION
-                same = same and state_unchanged(
-                    row.disabled_reason, row.upstream_modified_at, hints.get(name))
-                getattr(report, upsert_action(row.owner, row.active, same)).append(name)
+                spec_text, spec_format, active, owner, disabled, stored_hint = row
+                same = spec_text == wanted[name][1] and spec_format == SPEC_FORMAT_VERSION
+                same = same and state_unchanged(disabled, stored_hint, hints.get(name))
+                getattr(report, upsert_action(owner, active, same)).append(name)
             if not report.changed:
                 return report
+            changed = report.updated + report.reactivated
+            if changed and conn.dialect.name == "postgresql":
+                pg_lock_rows(conn, sorted(changed))
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
-                conn.execute(insert(_T), [
-                    {**self._insert_values(*wanted[n], now, seq),
-                     "upstream_modified_at": hints.get(n)} for n in report.inserted
-                ])  # fmt: skip
-            changed = report.updated + report.reactivated
+                insert_new(conn, [(n, *wanted[n], hints.get(n)) for n in report.inserted],
+                           now, seq)  # fmt: skip
             if changed:
-                conn.execute(_UPDATE_SPEC, [
-                    {"b_name": n, "b_task": wanted[n][0].task,
-                     "b_configuration": wanted[n][0].configuration, "b_kind": wanted[n][0].kind,
-                     "b_spec": wanted[n][1], "b_seq": seq, "b_now": now, "b_hint": hints.get(n)}
-                    for n in changed
-                ])  # fmt: skip
+                update_changed(conn, [(n, *wanted[n], hints.get(n)) for n in changed], now, seq)
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
             self._analyze()
         return report
@@ -139,7 +151,8 @@ class RuntimeMethods(SqlStoreBase):
         return report
 
     def _lock_rows(self, conn: Connection, names: list[str]) -> dict[str, _Stored]:
-        """``name -> (spec, spec_format, active, owner)`` of the stored rows among
+        """``name -> (spec, spec_format, active, owner, disabled_reason,
+        upstream_modified_at)`` of the stored rows among
         ``names`` (sorted), locked for the transaction; first, on PostgreSQL,
         ``sync``'s advisory lock, so the two never interleave."""
         if conn.dialect.name == "postgresql":
@@ -157,14 +170,3 @@ class RuntimeMethods(SqlStoreBase):
             for name, spec, spec_format, active, owner, disabled, hint in conn.execute(stmt):
                 stored[name] = _Stored(spec, spec_format, bool(active), owner, disabled, hint)
         return stored
-
-    @staticmethod
-    def _insert_values(
-        spec: ScheduleSpec, spec_text: str, now: datetime, seq: int
-    ) -> dict[str, Any]:
-        return {
-            "name": spec.name, "task": spec.task, "configuration": spec.configuration,
-            "kind": spec.kind, "spec": spec_text, "spec_format": SPEC_FORMAT_VERSION,
-            "active": True, "paused": False, "registered_at": now, "change_seq": seq,
-            "updated_at": now, "owner": OWNER_RUNTIME,
-        }  # fmt: skip

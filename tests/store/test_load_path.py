@@ -225,3 +225,21 @@ def test_a_large_sync_analyzes_so_the_poll_uses_the_index(pg_url: str) -> None:
         assert "ix_dgs_schedules_change_seq" in plan, plan
     finally:
         store.close()
+
+
+def test_a_large_load_moves_the_loaded_objects_out_of_the_gcs_reach(
+    store: SqlScheduleStore, engine: BeatEngine
+) -> None:
+    import gc
+
+    _fill(store)
+    before = gc.get_freeze_count()
+    engine.load()  # below gc_freeze_rows: nothing frozen
+    assert gc.get_freeze_count() == before
+    engine.gc_freeze_rows = len(SPECS) - 1
+    try:
+        engine.load()
+        assert gc.get_freeze_count() > before
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -1,0 +1,164 @@
+"""The driver-level writes of a runtime-schedule batch: a million rows a call.
+
+Through SQLAlchemy, each row's values go through the column types' bind
+processing and each ``IN (...)`` list is compiled as one bound parameter per
+name; at a million rows that alone costs more than the database's work.
+Here the values are handed to the driver as they are (the constant
+``now`` converted once):
+
+* **PostgreSQL**: the stored rows of the batch are read with ``name =
+  ANY(%s)`` (one array parameter per 100,000 names) and only those that
+  change are locked; new rows go in with ``COPY``; changed rows are copied
+  into a temporary table and written by one ``UPDATE ... FROM``. All on the
+  SQLAlchemy connection's own psycopg connection, inside its transaction.
+* **SQLite**: new rows in one driver ``executemany`` ``INSERT``, changed
+  rows in one driver ``executemany`` ``UPDATE``.
+
+What is written is exactly what the set-based SQLAlchemy statements wrote
+(``celery_dgs.store.sql_runtime`` decides which rows and holds the locks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table
+
+from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
+from .base import OWNER_RUNTIME
+from .models import ScheduleRow
+from .sql_base import PG_SYNC_LOCK_KEY
+
+_T = cast(Table, ScheduleRow.__table__)
+#: Names per ``name = ANY(%s)`` array parameter (PostgreSQL).
+PG_NAMES_PER_QUERY = 100_000
+
+#: A row of the batch: its name, its spec, the spec's canonical JSON text and
+#: the lister's ``last_modified`` of an adaptive schedule (``None``: keep the
+#: stored one).
+Prepared = tuple[str, ScheduleSpec, str, datetime | None]
+#: A stored row's ``(spec, spec_format, active, owner, disabled_reason,
+#: upstream_modified_at)``.
+StoredState = tuple[str, int, bool, str, str | None, datetime | None]
+
+_INSERT_COLUMNS = (
+    "name", "task", "configuration", "kind", "spec", "spec_format", "active", "paused",
+    "registered_at", "change_seq", "updated_at", "owner", "upstream_modified_at",
+)  # fmt: skip
+_SQLITE_INSERT = (
+    f"INSERT INTO dgs_schedules ({', '.join(_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
+)
+_SQLITE_UPDATE = (
+    "UPDATE dgs_schedules SET task = ?, configuration = ?, kind = ?, spec = ?, "
+    f"spec_format = {SPEC_FORMAT_VERSION}, active = 1, declaration_error = NULL, "
+    f"owner = '{OWNER_RUNTIME}', change_seq = ?, updated_at = ?, disabled_reason = NULL, "
+    "upstream_modified_at = COALESCE(?, upstream_modified_at) WHERE name = ?"
+)
+_PG_READ = (
+    "SELECT name, spec, spec_format, active, owner, disabled_reason, upstream_modified_at "
+    "FROM dgs_schedules WHERE name = ANY(%s)"
+)
+_PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
+_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN"
+_PG_BATCH_TABLE = (
+    "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
+    "kind text, spec text, hint timestamptz) ON COMMIT DROP"
+)
+_PG_UPDATE_FROM_BATCH = (
+    "UPDATE dgs_schedules AS s SET task = b.task, configuration = b.configuration, "
+    f"kind = b.kind, spec = b.spec, spec_format = {SPEC_FORMAT_VERSION}, active = true, "
+    f"declaration_error = NULL, owner = '{OWNER_RUNTIME}', change_seq = %s, updated_at = %s, "
+    "disabled_reason = NULL, upstream_modified_at = COALESCE(b.hint, s.upstream_modified_at) "
+    "FROM dgs_runtime_batch AS b WHERE s.name = b.name"
+)
+
+
+def _chunks(names: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for i in range(0, len(names), size):
+        yield names[i : i + size]
+
+
+def _driver(conn: Connection) -> Any:
+    """The psycopg connection under ``conn`` (in ``conn``'s transaction)."""
+    return conn.connection.driver_connection
+
+
+def pg_read_rows(conn: Connection, names: Sequence[str]) -> dict[str, StoredState]:
+    """PostgreSQL: ``sync``'s advisory lock, then the stored rows among ``names``.
+
+    The rows are read without row locks: every writer of the columns read here
+    (``spec``, ``spec_format``, ``active``, ``owner``: ``sync``,
+    ``insert_if_missing``, the runtime upsert and removal) holds the advisory
+    lock, so they cannot change before the commit. Locking them all would
+    write every row of a million-row batch that changes nothing; the rows that
+    do change are locked by :func:`pg_lock_rows` before the counter."""
+    stored: dict[str, StoredState] = {}
+    with _driver(conn).cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (PG_SYNC_LOCK_KEY,))
+        for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+            cur.execute(_PG_READ, (list(chunk),))
+            for name, spec, spec_format, active, owner, disabled, hint in cur:
+                stored[name] = (spec, spec_format, bool(active), owner, disabled, hint)
+    return stored
+
+
+def pg_lock_rows(conn: Connection, names: Sequence[str]) -> None:
+    """PostgreSQL: lock the stored rows ``names`` (sorted) ``FOR NO KEY UPDATE``,
+    in name order: the store's lock order is schedule rows, then the counter."""
+    with _driver(conn).cursor() as cur:
+        for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+            cur.execute(_PG_LOCK, (list(chunk),))
+
+
+def insert_new(
+    conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int
+) -> None:
+    """Insert ``rows`` as new, active runtime schedules (``registered_at`` and
+    ``updated_at`` ``now``, ``change_seq`` ``seq``)."""
+    if conn.dialect.name == "postgresql":
+        with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
+            write = copy.write_row
+            for name, spec, text, hint in rows:
+                write((name, spec.task, spec.configuration, spec.kind, text,
+                       SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME,
+                       hint))  # fmt: skip
+        return
+    at = _bound_moment(conn, now)
+    conn.exec_driver_sql(_SQLITE_INSERT, [
+        (name, spec.task, spec.configuration, spec.kind, text, SPEC_FORMAT_VERSION,
+         True, False, at, seq, at, OWNER_RUNTIME, _bound_moment(conn, hint))
+        for name, spec, text, hint in rows
+    ])  # fmt: skip
+
+
+def update_changed(
+    conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int
+) -> None:
+    """Write ``rows`` over their stored rows as active runtime schedules (their
+    statistics, ``paused`` and run requests untouched), enabled again
+    (``disabled_reason`` cleared), with the row's ``last_modified`` hint when
+    one is given."""
+    if conn.dialect.name == "postgresql":
+        with _driver(conn).cursor() as cur:
+            cur.execute(_PG_BATCH_TABLE)
+            with cur.copy("COPY dgs_runtime_batch FROM STDIN") as copy:
+                for name, spec, text, hint in rows:
+                    copy.write_row((name, spec.task, spec.configuration, spec.kind, text, hint))
+            cur.execute("ANALYZE dgs_runtime_batch")
+            cur.execute(_PG_UPDATE_FROM_BATCH, (seq, now))
+        return
+    at = _bound_moment(conn, now)
+    conn.exec_driver_sql(_SQLITE_UPDATE, [
+        (spec.task, spec.configuration, spec.kind, text, seq, at, _bound_moment(conn, hint),
+         name)
+        for name, spec, text, hint in rows
+    ])  # fmt: skip
+
+
+def _bound_moment(conn: Connection, moment: datetime | None) -> Any:
+    """``moment`` as a ``UTCDateTime`` column's type hands it to the driver."""
+    process = _T.c.updated_at.type.bind_processor(conn.dialect)
+    return moment if process is None else process(moment)
