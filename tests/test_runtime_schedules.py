@@ -141,7 +141,7 @@ def test_a_store_failure_applies_nothing(app: Celery, store: SqlScheduleStore) -
         pass
 
     class FailingStore(SqlScheduleStore):
-        def upsert_runtime_texts(self, specs, now):  # type: ignore[no-untyped-def]
+        def upsert_runtime_texts(self, specs, now, *, last_modified=None):  # type: ignore[no-untyped-def]
             raise Broken("database went away")
 
     failing = FailingStore(store.url)
