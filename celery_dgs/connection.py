@@ -34,9 +34,11 @@ from importlib import resources
 from typing import Any, cast
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import ClusterCrossSlotError, MovedError, RedisClusterException
+from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 
 from .errors import LeaseError, MalformedDataError, SettingsError
@@ -264,6 +266,9 @@ def sentinel_client(
         for k, v in options.items()
         if k in ("socket_timeout", "socket_connect_timeout") and v is not None
     }
+    # One try per sentinel and call: discover_master already moves on to the
+    # next sentinel, and the primary's client retries the whole search.
+    to_sentinels["retry"] = Retry(NoBackoff(), 0)
     to_sentinels.update(sentinel_kwargs or {})
     to_sentinels["decode_responses"] = False
     manager = _Sentinel(sentinels, sentinel_kwargs=to_sentinels)  # type: ignore[no-untyped-call]
