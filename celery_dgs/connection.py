@@ -183,6 +183,12 @@ class _PrimarySSLConnection(_PrimaryConnection, redis.SSLConnection):
     pass
 
 
+def _refused(exc: redis.RedisError) -> bool:
+    """A sentinel turned the connection's credentials down (or wants some)."""
+    text = str(exc).upper()
+    return isinstance(exc, redis.AuthenticationError) or text.startswith(("NOAUTH", "WRONGPASS"))
+
+
 class _Sentinel(Sentinel):
     """redis-py's :class:`~redis.sentinel.Sentinel`, but the primary is the one
     named by the sentinel with the newest configuration epoch among all that
@@ -193,6 +199,7 @@ class _Sentinel(Sentinel):
 
     def discover_master(self, service_name: str) -> tuple[str, int]:
         unreachable: list[str] = []
+        refused: list[str] = []
         known: set[str] = set()
         down = 0
         best: tuple[int, tuple[str, int]] | None = None
@@ -202,7 +209,8 @@ class _Sentinel(Sentinel):
                 masters = cast("dict[str, Any]", sentinel.sentinel_masters())
             except redis.RedisError as exc:
                 where = f"{kwargs.get('host')}:{kwargs.get('port')}"
-                unreachable.append(f"{where} ({type(exc).__name__}: {exc})")
+                failed = refused if _refused(exc) else unreachable
+                failed.append(f"{where} ({type(exc).__name__}: {exc})")
                 continue
             known.update(str(name) for name in masters)
             state = masters.get(service_name)
@@ -217,7 +225,13 @@ class _Sentinel(Sentinel):
         if best is not None:
             return best[1]
         total = len(self.sentinels)
-        if len(unreachable) == total:
+        if refused and len(refused) + len(unreachable) == total:
+            why = (
+                f"{len(refused)} of the {total} sentinels refused the credentials "
+                f"({refused[0]}): set their password in dgs_redis_sentinel_kwargs, "
+                "e.g. {'password': '...'} (the password in dgs_redis_url is the primary's)"
+            )
+        elif len(unreachable) == total:
             why = f"none of the {total} sentinels answered: " + "; ".join(unreachable)
         elif down:
             why = (

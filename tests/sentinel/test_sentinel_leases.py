@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,7 +41,7 @@ def sentinel_settings(url: str, sqlite_url: str, **more: object) -> DgsSettings:
 
 def server_client(deployment: RedisSentinelProcesses, address: tuple[str, int]) -> redis.Redis:
     server = deployment.server_at(address)
-    return redis.Redis(server.host, server.port)
+    return redis.Redis(server.host, server.port, password=deployment.password)
 
 
 def test_every_script_and_key_goes_to_the_primary_under_the_prefix(
@@ -130,3 +131,31 @@ def test_unreachable_sentinels_and_an_unknown_name_are_one_line(
         f"found: the sentinels that answered monitor no primary of that name (they monitor " \
         f"{MASTER_NAME}): check dgs_redis_master_name)" in lines[1]
     assert all("\n" not in line for line in lines)
+
+
+def test_the_primary_s_password_and_the_sentinels_password_are_apart(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """The first URL part carries the data servers' password; the sentinels'
+    own goes in dgs_redis_sentinel_kwargs. Without it, the search for the
+    primary says that the sentinels refused the credentials."""
+    deployment = RedisSentinelProcesses(
+        tmp_path / "auth", password="primary-pw", sentinel_password="sentinel-pw"
+    ).start()
+    try:
+        assert deployment.url.startswith("sentinel://:primary-pw@")
+        rt = Runtime(sentinel_settings(deployment.url, sqlite_url,
+                                       dgs_redis_sentinel_kwargs={"password": "sentinel-pw"}))
+        exercise(rt.redis, rt.keys)
+        rt.close()
+        rt = Runtime(sentinel_settings(deployment.url, sqlite_url))
+        with pytest.raises(LeaseError) as raised:
+            rt.leases.acquire("s", owner_node="h", owner_name="celery@h", owner_tag="A")
+        rt.close()
+        text = str(raised.value)
+        assert "sentinels refused the credentials" in text, text
+        assert "dgs_redis_sentinel_kwargs" in text
+        assert "primary-pw" not in text
+        assert "sentinel-pw" not in text
+    finally:
+        deployment.stop()

@@ -85,3 +85,16 @@ def test_every_password_of_a_sentinel_url_is_redacted() -> None:
     assert redact_url("sentinel://:a@h1:1/0;sentinel://:b@h2:2") == (
         "sentinel://:**@h1:1/0;sentinel://:**@h2:2"
     )
+
+
+def test_the_client_s_connections_are_tls_with_ssl_true() -> None:
+    """Nothing connects before the first command: the pool's connection class
+    is what ``ssl=true`` chose (the suite's server has no TLS to try it on)."""
+    from redis.connection import SSLConnection
+
+    plain = redis_from_url("sentinel://h1:26379/0", sentinel_master="m")
+    tls = redis_from_url("sentinel://h1:26379/0?ssl=true&ssl_cert_reqs=none",
+                         sentinel_master="m")  # fmt: skip
+    assert not issubclass(plain.connection_pool.connection_class, SSLConnection)
+    assert issubclass(tls.connection_pool.connection_class, SSLConnection)
+    assert tls.connection_pool.connection_kwargs["ssl_cert_reqs"] == "none"

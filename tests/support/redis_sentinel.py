@@ -55,9 +55,14 @@ class SentinelProcess:
     it rewrites as it learns (a sentinel needs a writable config)."""
 
     def __init__(
-        self, data_dir: Path, binary: Path, monitor: tuple[str, int], host: str = "127.0.0.1"
-    ) -> None:
+        self, data_dir: Path, binary: Path, monitor: tuple[str, int], host: str = "127.0.0.1",
+        *, primary_password: str | None = None, password: str | None = None,
+    ) -> None:  # fmt: skip
         self.host, self.port = host, free_port(host)
+        self.password = password
+        auth = [f"sentinel auth-pass {MASTER_NAME} {primary_password}"] if primary_password else []
+        if password:  # its own, and the one it gives the other sentinels
+            auth += [f"requirepass {password}", f"sentinel sentinel-pass {password}"]
         self.binary, self.data_dir = binary, data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = data_dir / "sentinel.conf"
@@ -71,6 +76,7 @@ class SentinelProcess:
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}",
             f"sentinel parallel-syncs {MASTER_NAME} 1",
+            *auth,
             "",
         ]))  # fmt: skip
         self._proc: subprocess.Popen[bytes] | None = None
@@ -85,7 +91,7 @@ class SentinelProcess:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
-        client = redis.Redis(self.host, self.port, socket_timeout=0.5)
+        client = redis.Redis(self.host, self.port, socket_timeout=0.5, password=self.password)
         try:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
@@ -123,15 +129,25 @@ class SentinelProcess:
 
 
 class RedisSentinelProcesses:
-    """A primary, two replicas of it, and three sentinels monitoring the primary."""
+    """A primary, two replicas of it, and three sentinels monitoring the primary.
 
-    def __init__(self, data_dir: Path, *, via_proxy: bool = False) -> None:
+    ``password``: the data servers' (``requirepass``, and ``masterauth`` for the
+    replicas); ``sentinel_password``: the sentinels' own."""
+
+    def __init__(
+        self, data_dir: Path, *, via_proxy: bool = False, password: str | None = None,
+        sentinel_password: str | None = None,
+    ) -> None:  # fmt: skip
         from tests.faults.proxy import TcpProxy
 
         self.binary = find_server_binary()
+        self.password, self.sentinel_password = password, sentinel_password
+        auth = ("--masterauth", password) if password else ()
+        self.data_args = (*DATA_ARGS, *auth)
         self.primary = RedisServerProcess(
-            data_dir=data_dir / "primary", binary=self.binary, extra_args=DATA_ARGS
-        )
+            data_dir=data_dir / "primary", binary=self.binary, extra_args=self.data_args,
+            password=password,
+        )  # fmt: skip
         self.proxy = TcpProxy(self.primary.host, self.primary.port) if via_proxy else None
         #: Where everyone reaches the first primary (the proxy, with ``via_proxy``).
         self.primary_address = (
@@ -139,8 +155,8 @@ class RedisSentinelProcesses:
         )
         self.replicas = [
             RedisServerProcess(
-                data_dir=data_dir / f"replica{i}", binary=self.binary,
-                extra_args=(*DATA_ARGS, "--replicaof", *map(str, self.primary_address)),
+                data_dir=data_dir / f"replica{i}", binary=self.binary, password=password,
+                extra_args=(*self.data_args, "--replicaof", *map(str, self.primary_address)),
             )
             for i in range(REPLICAS)
         ]  # fmt: skip
@@ -148,14 +164,18 @@ class RedisSentinelProcesses:
         for server in self.servers:
             server.data_dir.mkdir(parents=True, exist_ok=True)
         self.sentinels = [
-            SentinelProcess(data_dir / f"sentinel{i}", self.binary, self.primary_address)
+            SentinelProcess(data_dir / f"sentinel{i}", self.binary, self.primary_address,
+                            primary_password=password, password=sentinel_password)
             for i in range(3)
-        ]
+        ]  # fmt: skip
 
     @property
     def url(self) -> str:
-        """The ``sentinel://`` URL of the three sentinels (database 0)."""
-        return ";".join(f"sentinel://{s.host}:{s.port}/0" for s in self.sentinels)
+        """The ``sentinel://`` URL of the three sentinels (database 0; the data
+        servers' password in the first part)."""
+        auth = f":{self.password}@" if self.password else ""
+        return ";".join(f"sentinel://{auth if i == 0 else ''}{s.host}:{s.port}/0"
+                        for i, s in enumerate(self.sentinels))  # fmt: skip
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> RedisSentinelProcesses:
         try:
@@ -171,7 +191,8 @@ class RedisSentinelProcesses:
 
     def sentinel_client(self, i: int = 0) -> redis.Redis:
         s = self.sentinels[i]
-        return redis.Redis(s.host, s.port, socket_timeout=1.0, decode_responses=True)
+        return redis.Redis(s.host, s.port, socket_timeout=1.0, decode_responses=True,
+                           password=self.sentinel_password)  # fmt: skip
 
     def primary_addr(self) -> tuple[str, int]:
         """The primary's address as the first sentinel that answers has it."""
@@ -262,5 +283,5 @@ def restart_as_replica(deployment: RedisSentinelProcesses, server: RedisServerPr
     primary (as an operator brings a failed primary back), without waiting for
     the sentinels to demote it."""
     host, port = deployment.primary_addr()
-    server.extra_args = (*DATA_ARGS, "--replicaof", host, str(port))
+    server.extra_args = (*deployment.data_args, "--replicaof", host, str(port))
     server.start()
