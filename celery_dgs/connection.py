@@ -16,9 +16,11 @@ A ``sentinel://`` URL names the Redis Sentinels of a primary (the format of
 Celery's result backend and kombu's broker: ``sentinel://[:password@]host:port[/db]``,
 several separated by ``;``) and the client is redis-py's
 :meth:`Sentinel.master_for <redis.sentinel.Sentinel.master_for>` of
-``sentinel_master``: each new connection asks the sentinels where the primary
-is, and a connection to a server that has become a replica is dropped (its
-``READONLY`` reply), so after a fail-over the next call reaches the new primary.
+``sentinel_master``: each new connection asks every sentinel where the primary
+is (the answer with the newest configuration epoch wins), and a connection to
+a server that refuses writes (``READONLY``: demoted; ``NOREPLICAS``: cut off
+from its replicas under ``min-replicas-to-write``) is dropped, so after a
+fail-over the next call reaches the new primary.
 
 Replies are bytes (``decode_responses=False``): the code that reads them decodes
 what it expects and reports anything else as :class:`~celery_dgs.errors.MalformedDataError`.
