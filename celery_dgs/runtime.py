@@ -45,6 +45,8 @@ class Runtime:
         timeout = self.settings.redis_socket_timeout
         return redis_from_url(
             self.redis_url or "", cluster=self.settings.redis_cluster,
+            sentinel_master=self.settings.redis_master_name,
+            sentinel_kwargs=self.settings.redis_sentinel_kwargs,
             socket_timeout=timeout, socket_connect_timeout=timeout,
         )  # fmt: skip
 

@@ -76,6 +76,15 @@ MAX_SETTING_SECONDS = 100 * 365 * 86400.0
 MAX_BATCH_SIZE = 1_000_000
 
 
+def _redacted(url: str) -> str:
+    """``url`` with the password of its user part replaced by ``**``."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, host = rest.rpartition("@")
+    if not at or ":" not in auth:
+        return url
+    return f"{scheme}{sep}{auth.split(':', 1)[0]}:**@{host}"
+
+
 def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
@@ -113,6 +122,12 @@ class DgsSettings:
     #: ``dgs_redis_url`` is a node of a Redis Cluster (needs the hash tag, and
     #: an explicit ``dgs_redis_url``: the Celery broker cannot be a cluster).
     redis_cluster: bool = DEFAULT_REDIS_CLUSTER
+    #: Redis Sentinel: the name of the primary the sentinels monitor (Celery's
+    #: ``master_name`` transport option); needed with a ``sentinel://`` dgs_redis_url.
+    redis_master_name: str | None = None
+    #: Redis Sentinel: options of the connections to the sentinels themselves
+    #: (e.g. ``{"password": ...}``; Celery's ``sentinel_kwargs`` transport option).
+    redis_sentinel_kwargs: Mapping[str, Any] | None = None
     ping_interval: float = DEFAULT_PING_INTERVAL_S
     ping_timeout: float = DEFAULT_PING_TIMEOUT_S
     steal_delay: float = DEFAULT_STEAL_DELAY_S
@@ -257,6 +272,7 @@ class DgsSettings:
                 f"got {self.redis_cluster_hash_tag!r}"
             )
         self._check_cluster()
+        self._check_sentinel()
         if self.redis_cluster_hash_tag and ("{" in self.key_prefix or "}" in self.key_prefix):
             raise SettingsError(
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
@@ -290,6 +306,8 @@ class DgsSettings:
             return
         if not isinstance(url, str):
             raise SettingsError(f"dgs_redis_url must be a redis:// URL string, got {url!r}")
+        if url.split("://", 1)[0].lower() == "sentinel":
+            return  # several URLs: _check_sentinel reads each
         try:
             urlsplit(url).port  # noqa: B018 - parsing the port is the check
         except ValueError as exc:
@@ -314,6 +332,53 @@ class DgsSettings:
                 "dgs_redis_cluster needs dgs_redis_url (a node of the cluster): the Celery "
                 "broker cannot be a Redis Cluster, so its URL is no fallback"
             )
+
+    def _check_sentinel(self) -> None:
+        url, name, kwargs = self.redis_url, self.redis_master_name, self.redis_sentinel_kwargs
+        is_sentinel = isinstance(url, str) and url.split("://", 1)[0].lower() == "sentinel"
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise SettingsError(
+                f"dgs_redis_master_name must be the primary's name the sentinels monitor, "
+                f"got {name!r}"
+            )
+        if kwargs is not None and (
+            not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs)
+        ):
+            raise SettingsError(
+                "dgs_redis_sentinel_kwargs must be a mapping of connection options for the "
+                f"sentinels, e.g. {{'password': '...'}}, got {type(kwargs).__name__}"
+            )
+        if not is_sentinel:
+            for setting, value in (("master_name", name), ("sentinel_kwargs", kwargs)):
+                if value is not None:
+                    raise SettingsError(
+                        f"dgs_redis_{setting} is set, but dgs_redis_url is not a "
+                        "sentinel://host:port URL (list the sentinels there, separated by ';')"
+                    )
+            return
+        if name is None:
+            raise SettingsError(
+                "dgs_redis_url is a sentinel:// URL: set dgs_redis_master_name to the "
+                "primary's name the sentinels monitor (SENTINEL MONITOR <name> ...)"
+            )
+        if self.redis_cluster:
+            raise SettingsError(
+                "dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other"
+            )
+        for i, part in enumerate(p.strip() for p in str(url).split(";")):
+            where = f"dgs_redis_url part {i + 1} ({_redacted(part) or 'empty'})"
+            if not part.lower().startswith("sentinel://"):
+                raise SettingsError(
+                    f"{where} is not a sentinel://host:port URL: list every sentinel as "
+                    "sentinel://host:port, separated by ';'"
+                )
+            try:
+                host = urlsplit(part).hostname
+                urlsplit(part).port  # noqa: B018 - parsing the port is the check
+            except ValueError as exc:
+                raise SettingsError(f"{where}: {exc}") from None
+            if not host:
+                raise SettingsError(f"{where} names no host")
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval

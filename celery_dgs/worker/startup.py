@@ -70,6 +70,8 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
         # A cluster client (dgs_redis_cluster) reads the slot map here already.
         client = redis_from_url(
             rt.redis_url or "", cluster=rt.settings.redis_cluster,
+            sentinel_master=rt.settings.redis_master_name,
+            sentinel_kwargs=rt.settings.redis_sentinel_kwargs,
             socket_timeout=STARTUP_CHECK_TIMEOUT_S,
             socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
         )  # fmt: skip

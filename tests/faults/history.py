@@ -25,7 +25,8 @@ from typing import Any
 #: Fault kinds after which the affected runs must be taken over (their owner
 #: died or cannot reach Redis); the checker's recovery rule applies to these.
 FAILING_FAULTS = frozenset(
-    {"sigkill", "sigstop", "partition", "warm_shutdown", "cold_shutdown", "redis_restart"}
+    {"sigkill", "sigstop", "partition", "warm_shutdown", "cold_shutdown", "redis_restart",
+     "redis_failover"}
 )
 
 

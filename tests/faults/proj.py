@@ -42,6 +42,8 @@ app.conf.update(
     dgs_redis_url=os.environ.get("E2E_DGS_REDIS_URL"),
     dgs_redis_cluster=os.environ.get("E2E_REDIS_CLUSTER") == "1",
     dgs_redis_cluster_hash_tag=os.environ.get("E2E_REDIS_CLUSTER") == "1",
+    # tests/sentinel: celery-dgs's Redis behind Redis Sentinel (a sentinel:// URL).
+    dgs_redis_master_name=os.environ.get("E2E_REDIS_MASTER_NAME"),
     dgs_ping_interval=float(os.environ.get("E2E_PING_INTERVAL", "0.5")),
     dgs_ping_timeout=float(os.environ.get("E2E_PING_TIMEOUT", "1.5")),
     dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),

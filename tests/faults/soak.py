@@ -2,6 +2,7 @@
 
     make soak                      # SOAK_SECONDS=120 by default
     .venv/bin/python -m tests.faults.soak --seconds 600 --schedules 3 --seed 7
+    make soak SOAK_ARGS="--topology sentinel"   # celery-dgs's Redis behind Sentinel
 
 A real Redis-compatible server, a SQLite store, four workers (solo, prefork
 with two children, solo behind a fault proxy, solo), two beats (one leads),
@@ -12,6 +13,14 @@ shutdown, the proxied worker cut off from Redis or slowed down, SIGKILL or
 SIGSTOP of the leader beat, Redis killed and restarted without persistence.
 A killed or shut-down process is started again. After the time is up the
 faults stop, the cluster settles, and the checker reads the whole history.
+
+``--topology sentinel``: celery-dgs's Redis is a Sentinel deployment (a
+primary, two replicas, three sentinels; tests/support/redis_sentinel.py) and
+the broker a single server. The faults there are the ones above that do not
+need the proxy (a sentinel-discovered primary cannot be proxied per worker),
+plus the primary SIGKILLed (and started again as a replica) and ``SENTINEL
+FAILOVER``; steal_delay is 4 s, above ping_interval + the window in which a
+demoted primary still takes writes (docs/guarantees.md).
 
 Prints runs checked, faults injected and violations found; exits 1 on any
 violation (the logs and the history stay in the printed directory).
@@ -38,6 +47,7 @@ from tests.e2e.harness import wait_for
 from tests.faults.cluster import BOUNDS, FaultCluster
 from tests.faults.proxy import TcpProxy
 from tests.support.processes import alive
+from tests.support.redis_sentinel import RedisSentinelProcesses, restart_as_replica
 
 WORKERS = {  # key: (node, pool, concurrency, behind the proxy)
     "w1": ("node1", "solo", 1, False),
@@ -48,26 +58,51 @@ WORKERS = {  # key: (node, pool, concurrency, behind the proxy)
 #: One tick + the restart grace (a dispatch received during it waits and
 #: starts when it ends) + the soak's 2 s slack.
 RESTART_BOUND = BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + 2.0
+#: Sentinel topology: the steal delay (see the module docstring), and a fault
+#: of the primary's bound: 4 s until a new primary is named + the restart grace
+#: + one tick + the soak's 2 s slack.
+SENTINEL_STEAL_DELAY = 4.0
+FAILOVER_BOUND = 4.0 + BOUNDS.ping_timeout + SENTINEL_STEAL_DELAY + BOUNDS.tick + 2.0
+PLAIN_FAULTS = ["worker_sigkill", "child_sigkill", "worker_sigstop", "warm_shutdown",
+                "cold_shutdown", "partition", "latency", "beat_sigkill", "beat_sigstop",
+                "redis_restart"]  # fmt: skip
+SENTINEL_FAULTS = [k for k in PLAIN_FAULTS if k not in ("partition", "latency", "redis_restart")]
+SENTINEL_FAULTS += ["primary_sigkill", "sentinel_failover"]
 
 
 class Soak:
-    def __init__(self, tmp: Path, server: RedisServerProcess, schedules: int, seed: int) -> None:
+    def __init__(
+        self, tmp: Path, server: RedisServerProcess, schedules: int, seed: int,
+        deployment: RedisSentinelProcesses | None = None,
+    ) -> None:  # fmt: skip
         self.server = server
+        self.deployment = deployment
         self.rng = random.Random(seed)
         client = redis.Redis.from_url(server.url)
         kwargs = client.connection_pool.connection_kwargs
         self.proxy = TcpProxy(kwargs["host"], kwargs["port"])
         names = [f"soak_{i}" for i in range(schedules)]
-        self.cluster = FaultCluster(tmp, server.url, names, FAULTS_SOAK_N=str(schedules),
-                                    FAULTS_SOAK_RUN="2", E2E_BEAT_LEADER_TIMEOUT="2")  # fmt: skip
+        env = {"FAULTS_SOAK_N": str(schedules), "FAULTS_SOAK_RUN": "2",
+               "E2E_BEAT_LEADER_TIMEOUT": "2"}  # fmt: skip
         # six processes and pool children on a small machine: 2 s of slack, not 1
-        self.cluster.bounds = dataclasses.replace(BOUNDS, slack=2.0)
+        bounds = dataclasses.replace(BOUNDS, slack=2.0)
+        if deployment is None:
+            self.cluster = FaultCluster(tmp, server.url, names, **env)
+            self.kinds = PLAIN_FAULTS
+        else:
+            from tests.sentinel.harness import SentinelFaults
+
+            env["E2E_STEAL_DELAY"] = str(SENTINEL_STEAL_DELAY)
+            self.cluster = SentinelFaults(tmp, deployment, server.url, names, **env)
+            bounds = dataclasses.replace(bounds, steal_delay=SENTINEL_STEAL_DELAY)
+            self.kinds = SENTINEL_FAULTS
+        self.cluster.bounds = bounds
         self.injected: Counter[str] = Counter()
 
     # -- processes ------------------------------------------------------------------
     def start_worker(self, key: str) -> None:
         node, pool, concurrency, proxied = WORKERS[key]
-        env = {"E2E_REDIS_URL": self.proxy.url()} if proxied else {}
+        env = {"E2E_REDIS_URL": self.proxy.url()} if proxied and self.deployment is None else {}
         self.cluster.start_worker(key, node, pool=pool, concurrency=concurrency, env=env)
 
     def start(self) -> None:
@@ -89,9 +124,7 @@ class Soak:
     # -- faults ---------------------------------------------------------------------
     def inject(self) -> str:
         c, rng = self.cluster, self.rng
-        kind = rng.choice(["worker_sigkill", "child_sigkill", "worker_sigstop", "warm_shutdown",
-                           "cold_shutdown", "partition", "latency", "beat_sigkill",
-                           "beat_sigstop", "redis_restart"])  # fmt: skip
+        kind = rng.choice(self.kinds)
         worker = rng.choice(sorted(WORKERS))
         if kind == "worker_sigkill":
             c.sigkill_worker(worker)
@@ -103,7 +136,8 @@ class Soak:
             c.sigkill([pid])
         elif kind == "worker_sigstop":
             c.sigstop(worker)
-            time.sleep(BOUNDS.ping_timeout + BOUNDS.steal_delay + rng.uniform(0.5, 1.5))
+            b = c.bounds
+            time.sleep(b.ping_timeout + b.steal_delay + rng.uniform(0.5, 1.5))
             c.sigcont(worker)
         elif kind in ("warm_shutdown", "cold_shutdown"):
             with contextlib.suppress(Exception):
@@ -138,7 +172,28 @@ class Soak:
             c.history.fault(kind, hosts=[n for n, *_ in WORKERS.values()],
                             recovery_bound=RESTART_BOUND)  # fmt: skip
             self.server.restart(kill=True)
+        elif kind in ("primary_sigkill", "sentinel_failover"):
+            self.fail_over(kind)
         return kind
+
+    def fail_over(self, kind: str) -> None:
+        """SIGKILL the primary (then start it again, empty, as a replica) or
+        ``SENTINEL FAILOVER``; returns once the sentinels see two synced replicas
+        again, so that the next fault of the primary can fail over too."""
+        d, c = self.deployment, self.cluster
+        assert d is not None
+        old = d.primary_addr()
+        server = d.server_at(old)
+        c.history.fault("redis_failover", hosts=[n for n, *_ in WORKERS.values()], how=kind,
+                        recovery_bound=FAILOVER_BOUND)  # fmt: skip
+        if kind == "primary_sigkill":
+            server.stop(kill=True)
+            d.wait_primary_change(old)
+            restart_as_replica(d, server)
+        else:
+            d.failover()
+            d.wait_primary_change(old)
+        d.wait_ready(60)
 
     def run(self, seconds: float) -> int:
         self.start()
@@ -149,9 +204,10 @@ class Soak:
             self.injected[kind] += 1
             print(f"[{seconds - (deadline - time.monotonic()):6.1f}s] fault: {kind}", flush=True)
             # let the cluster recover before the next fault (one fault at a time)
-            time.sleep(RESTART_BOUND if kind == "redis_restart" else BOUNDS.recovery
-                       + self.rng.uniform(0.5, 2.0))  # fmt: skip
-        time.sleep(BOUNDS.recovery)
+            pause = {"redis_restart": RESTART_BOUND, "primary_sigkill": FAILOVER_BOUND,
+                     "sentinel_failover": FAILOVER_BOUND}.get(kind)  # fmt: skip
+            time.sleep(pause or self.cluster.bounds.recovery + self.rng.uniform(0.5, 2.0))
+        time.sleep(self.cluster.bounds.recovery)
         final = self.cluster.report()
         settle = time.monotonic() + 5
         while not final.ok and time.monotonic() < settle:
@@ -175,17 +231,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 120)))
     parser.add_argument("--schedules", type=int, default=3)
     parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--topology", choices=["single", "sentinel"], default="single",
+                        help="celery-dgs's Redis: one server, or a Sentinel deployment")
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="dgs-soak-"))
     print(f"soak: {args.seconds:.0f}s, {args.schedules} schedules, seed {args.seed}, "
-          f"logs and history in {tmp}", flush=True)  # fmt: skip
+          f"topology {args.topology}, logs and history in {tmp}", flush=True)  # fmt: skip
     server = RedisServerProcess().start()
-    soak = Soak(tmp, server, args.schedules, args.seed)
+    deployment = None
+    if args.topology == "sentinel":
+        deployment = RedisSentinelProcesses(tmp / "sentinel").start()
+    soak = Soak(tmp, server, args.schedules, args.seed, deployment)
     try:
         return soak.run(args.seconds)
     finally:
         soak.close()
         server.cleanup()
+        if deployment is not None:
+            deployment.stop()
 
 
 if __name__ == "__main__":
