@@ -98,7 +98,7 @@ def test_example_project_declares_valid_schedules() -> None:
     assert not decl.errors
     assert set(decl.specs) == {
         "example.scrape_bills", "example.scrape_votes", "example.flaky_committee_pages",
-        "example.heavy_archive_sync", "example.nightly_report",
+        "example.heavy_archive_sync", "example.nightly_report", "example.list_sources",
     }  # fmt: skip
     assert app.conf.worker_direct is True
 
