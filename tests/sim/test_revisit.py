@@ -12,7 +12,7 @@ import pytest
 
 from celery_dgs.core.adaptive import EARLY_FRACTION, ladder_interval
 from celery_dgs.core.spec import AdaptiveSpec
-from celery_dgs.sim.loop import Simulator
+from celery_dgs.sim.loop import Simulator, simulate
 from celery_dgs.sim.revisit import (
     DAY,
     HOUR,
@@ -23,7 +23,7 @@ from celery_dgs.sim.revisit import (
     source_name,
 )
 from celery_dgs.sim.upstream import Source, Upstream
-from celery_dgs.sim.workload import nominal_period
+from celery_dgs.sim.workload import nominal_period, workload_from_dict
 
 ONE = RevisitOptions(sources=1, slots=1, duration_s=60.0, duration_sigma=0.0,
                      horizon_s=30 * DAY, warmup_s=0.0, interval_unit_s=HOUR)  # fmt: skip
@@ -116,3 +116,11 @@ def test_the_fixed_baseline_spends_the_same_visits_and_adaptive_wins_on_this_fle
     assert a.dead_visits < f.dead_visits / 3
     # the fixed period visits every class alike; adaptive visits hourly sources most
     assert a.groups["hourly"].visits > 2 * f.groups["hourly"].visits
+
+
+def test_a_workload_file_may_hold_adaptive_schedules_that_stay_at_their_step() -> None:
+    workload = workload_from_dict({"slots": 1, "horizon": 2 * DAY, "warmup": 0, "schedules": [
+        {"task": "src.a", "kind": "adaptive", "interval_unit": HOUR, "duration": 60}]})
+    result = simulate(workload, "dgs")
+    # index 4 (2 units) throughout: about one run every 0.9 * 2 h
+    assert 2 * DAY / (2 * HOUR * 1.1) <= result.runs <= 2 * DAY / (2 * HOUR * 0.8) + 1
