@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from ..core.adaptive import EARLY_FRACTION
@@ -70,7 +70,7 @@ class RevisitOptions:
     failure_rate: float = 0.0
     horizon_s: float = 60 * DAY
     warmup_s: float = 14 * DAY
-    interval_unit_s: float = HOUR
+    interval_unit_s: float = DAY  # AdaptiveSpec's default
     initial_interval_index: int = 4
     hint_fraction: float = 0.0
     hint_delay_s: float = 600.0
@@ -215,7 +215,3 @@ def format_s(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.0f}s"
-
-
-def with_hints(opts: RevisitOptions, fraction: float) -> RevisitOptions:
-    return replace(opts, hint_fraction=fraction)
