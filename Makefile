@@ -67,6 +67,11 @@ bench-runtime: $(STAMP)
 bench-quality: $(STAMP)
 	$(BIN)/python -m benchmarks.quality $(BENCH_ARGS)
 
+## bench-revisit: adaptive revisit vs fixed periods on a synthetic upstream (BENCH_ARGS=--quick: seconds)
+.PHONY: bench-revisit
+bench-revisit: $(STAMP)
+	$(BIN)/python -m benchmarks.revisit $(BENCH_ARGS)
+
 ## soak: the fault suite's soak mode: random faults for SOAK_SECONDS (120), then the history checker
 .PHONY: soak
 SOAK_SECONDS ?= 120

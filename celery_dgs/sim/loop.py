@@ -4,9 +4,13 @@ Events live in one heap (run ends, outages, Celery beat's enqueue times, and
 deadline crossings while measuring recovery). Between events the loop asks
 the policy for the next eligibility time (the index's ``next_wakeup``), so
 nothing scans all schedules per step. Run statistics are updated with the
-core recorders (``record_start``/``record_success``/``record_failure``/
-``record_interruption``), deadlines with :func:`~celery_dgs.core.timing.error_at`,
-exactly as the worker and the store do.
+core's ``record_start`` and the store's run-end rule
+(:func:`~celery_dgs.store.base.stats_after`: the core recorders, and an
+adaptive schedule's ladder; :func:`~celery_dgs.store.base.disabled_after`),
+deadlines with :func:`~celery_dgs.core.timing.error_at`, exactly as the
+worker and the store do. An optional upstream
+(:class:`~celery_dgs.sim.state.VisitObserver`) says whether a good run was
+eventful and sends the lister's hints (:meth:`Simulator.upstream_modified`).
 
 Simplifications (documented in ``docs/simulator.md``): a dispatch starts at
 once (no broker or dispatch latency); a node that goes down ends its runs at
@@ -21,21 +25,17 @@ import math
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.placement import WorkerSlots
-from ..core.stats import (
-    ScheduleStats,
-    record_failure,
-    record_interruption,
-    record_start,
-    record_success,
-)
+from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
+from ..store.base import disabled_after, stats_after
 from .metrics import SimResult, Tally, summarise
 from .policies import BeatPolicy, make_policy
-from .state import DEADLINE, DOWN, END, FIRE, UP, SchedState
+from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver
 from .workload import Workload, nominal_period
 
 #: Runs started sooner than this fraction of the period after the previous
@@ -51,10 +51,13 @@ class Simulator:
     def __init__(self, workload: Workload, policy: str, *,
                  retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
                  initial_stats: Mapping[str, ScheduleStats] | None = None,
-                 trace: list[tuple[float, str, str]] | None = None) -> None:  # fmt: skip
+                 trace: list[tuple[float, str, str]] | None = None,
+                 upstream: VisitObserver | None = None) -> None:  # fmt: skip
         """``initial_stats`` replaces the generated starting stats (e.g. a store's);
-        ``trace`` receives ``(time, schedule, worker)`` for every run started."""
+        ``trace`` receives ``(time, schedule, worker)`` for every run started;
+        ``upstream`` says whether each good run was eventful (adaptive schedules)."""
         self.workload = workload
+        self.upstream = upstream
         self.trace = trace
         self._initial_stats = initial_stats or {}
         self.retry_ladder = retry_ladder
@@ -178,16 +181,22 @@ class Simulator:
         tally = self.tally
         tally.busy_slot_s += tally.overlap(started, now)
         begin, end = self.at(started), self.at(now)
+        # The store's rule for a run's end (stats, an adaptive schedule's ladder
+        # and disabling); the run's count stands for its fencing token.
+        outcome = "stolen" if failed is None else "failure" if failed else "success"
+        eventful = None
+        if self.upstream is not None and outcome == "success":
+            eventful = self.upstream.visited(name, started, now)
+        new = stats_after(st.stats, outcome, begin, end, DEFAULT_EWMA_ALPHA,
+                          spec=st.sched.spec, eventful=eventful, run_key=st.run)  # fmt: skip
+        st.disabled = disabled_after(st.sched.spec, outcome, new, st.disabled)
+        previous, good = st.deadline, st.stats.last_good_start_at
+        st.stats = new
         if failed is None:
-            st.stats = record_interruption(st.stats, begin, end)
             tally.interrupted += now >= tally.window_start
         elif failed:
-            st.stats = record_failure(st.stats, begin, end)
             tally.failures += now >= tally.window_start
         else:
-            previous = st.deadline
-            good = st.stats.last_good_start_at
-            st.stats = record_success(st.stats, begin, end)
             if now > tally.window_start:
                 if good is not None:
                     tally.add_staleness(name, (now - self.rel(good)) / st.period)
@@ -203,7 +212,20 @@ class Simulator:
         if failed is not None and not self._down.get(worker_name):
             self._workers[worker_name].free += 1
             self.free_slots += 1
-        self.policy.idle(name, now)
+        if st.disabled is None:  # beat holds a disabled schedule
+            self.policy.idle(name, now)
+
+    def upstream_modified(self, name: str, modified: float, now: float) -> None:
+        """The lister reports at ``now`` that ``name``'s source last changed at
+        ``modified`` (the runtime API's upsert with ``last_modified``): the hint
+        is stored, a disabled schedule is enabled, and an idle one re-indexed."""
+        st = self.states[name]
+        self._account(st, now)
+        st.stats = replace(st.stats, upstream_modified_at=self.at(modified))
+        st.disabled = None
+        self._refresh_deadline(st)
+        if st.running_since is None:
+            self.policy.idle(name, now)
 
     # -- outages ----------------------------------------------------------------------
     def _down_up(self, outage: Any, now: float, down: bool) -> None:
@@ -269,6 +291,8 @@ class Simulator:
                 elif kind == self.DEADLINE:
                     if self._recovering and states[payload].deadline == extra:
                         self._in_error += 1
+                elif kind == CALL:
+                    payload(now, extra)
                 else:
                     self._down_up(payload, now, kind == self.DOWN)
             self._check_recovery(now)

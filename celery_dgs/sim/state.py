@@ -21,6 +21,8 @@ from .workload import SimSchedule, Workload
 
 #: Event kinds, in the order the loop handles events of the same time.
 END, DOWN, UP, FIRE, DEADLINE = range(5)
+#: An event whose payload is called with ``(now, extra)`` (the upstream's hints).
+CALL = 5
 
 
 @dataclass(eq=False)
@@ -36,6 +38,7 @@ class SchedState:
     worker: str | None = None
     run: int = 0  # bumped when a run ends or is interrupted: stale end events are ignored
     name: str = ""  # sched.name, built once (a property that formats a string)
+    disabled: str | None = None  # an adaptive schedule's disabled_reason: held, not indexed
 
 
 class PolicyHost(Protocol):
@@ -63,3 +66,11 @@ class PolicyHost(Protocol):
 
     def start_run(self, name: str, worker: str, now: float, *, slot_taken: bool) -> None:
         """Start ``name`` on ``worker`` (whose slot the policy already took)."""
+
+
+class VisitObserver(Protocol):
+    """What a run's end asks of a simulated upstream (:mod:`~celery_dgs.sim.upstream`)."""
+
+    def visited(self, name: str, started: float, ended: float) -> bool:
+        """A good run of ``name`` over ``[started, ended]`` ended: whether it was
+        eventful (the source changed since the previous good run's start)."""

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..core.adaptive import ladder_interval
 from ..core.cron import shortest_cron_gap
-from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec, spec_from_dict
+from ..core.spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec, spec_from_dict
 from ..errors import DgsError, ScheduleConfigError
 
 #: Where simulations start when the workload does not say (a Monday, UTC).
@@ -120,9 +121,12 @@ class Workload:
 
 
 def nominal_period(spec: ScheduleSpec) -> float:
-    """Seconds between obligations: the period, or the shortest cron gap."""
+    """Seconds between obligations: the period, the shortest cron gap, or an
+    adaptive schedule's initial interval (its interval moves with its runs)."""
     if isinstance(spec, PeriodicSpec):
         return spec.scheduling_period.total_seconds()
+    if isinstance(spec, AdaptiveSpec):
+        return ladder_interval(spec.initial_interval_index, spec.interval_unit).total_seconds()
     if isinstance(spec, CronSpec):
         return _cron_period(spec.cron_schedule, spec.tz)
     raise TypeError(type(spec).__name__)
