@@ -30,9 +30,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.placement import WorkerSlots
+from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
-from ..store.base import disabled_after, stats_after
 from .metrics import SimResult, Tally, summarise
 from .policies import BeatPolicy, make_policy
 from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ..core import adaptive
-from ..core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
-from ..core.stats import (
-    DEFAULT_EWMA_ALPHA,
-    ScheduleStats,
-    record_failure,
-    record_interruption,
-    record_success,
-)
+# The run-end rules every store applies (and the simulator), re-exported.
+from ..core.run_end import END_OUTCOMES as END_OUTCOMES
+from ..core.run_end import FAILURE_OUTCOMES as FAILURE_OUTCOMES
+from ..core.run_end import INTERRUPTION_OUTCOMES as INTERRUPTION_OUTCOMES
+from ..core.run_end import SUCCESS_OUTCOMES as SUCCESS_OUTCOMES
+from ..core.run_end import disabled_after as disabled_after
+from ..core.run_end import stats_after as stats_after
+from ..core.spec import ScheduleSpec, differing_fields
+from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
 from ..errors import ScheduleConfigError
 
 RunOutcome = Literal[
@@ -32,17 +32,6 @@ RunOutcome = Literal[
     "self_fenced", "skipped",
 ]  # fmt: skip
 
-#: Outcomes that count as a good run (``record_success``).
-SUCCESS_OUTCOMES = frozenset({"success"})
-#: Outcomes that count as a failed run (``record_failure``): an exception, a run
-#: terminated for ``max_allowed_duration`` or a blackout, a worker that died.
-FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost"})
-#: Outcomes that end a run neither good nor failed (``record_interruption``).
-#: ``self_fenced``: the owner lost contact with Redis and stopped the run itself
-#: before its lease could be taken over.
-INTERRUPTION_OUTCOMES = frozenset({"stolen", "cancelled", "yielded", "self_fenced"})
-#: Every outcome :meth:`ScheduleStore.record_run_end` accepts.
-END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 #: Every value of the ``outcome`` column.
 ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
 
@@ -51,42 +40,6 @@ OWNER_DECLARED = "declared"
 #: ``owner`` of a schedule added through the runtime API: only the API changes it.
 OWNER_RUNTIME = "runtime"
 OWNERS = (OWNER_DECLARED, OWNER_RUNTIME)
-
-
-def stats_after(
-    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
-    duration: timedelta | None = None, *, spec: ScheduleSpec | None = None,
-    eventful: bool | None = None, run_key: int = 0,
-) -> ScheduleStats:  # fmt: skip
-    """The statistics after a run that ended with ``outcome`` (every backend's
-    :meth:`ScheduleStore.record_run_end` applies this; ``duration``: see
-    :func:`~celery_dgs.core.stats.record_success`). A good run of an adaptive
-    ``spec`` also moves its interval ladder (``eventful``, ``run_key``: see
-    :func:`~celery_dgs.core.adaptive.after_good_run`)."""
-    if outcome in SUCCESS_OUTCOMES:
-        new = record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
-        if isinstance(spec, AdaptiveSpec):
-            new = adaptive.after_good_run(spec, new, started_at, eventful, run_key)
-        return new
-    if outcome in FAILURE_OUTCOMES:
-        return record_failure(stats, started_at, ended_at)
-    return record_interruption(stats, started_at, ended_at)
-
-
-def disabled_after(
-    spec: ScheduleSpec | None, outcome: str, stats: ScheduleStats, current: str | None
-) -> str | None:
-    """A schedule's ``disabled_reason`` after a run that ended with ``outcome``
-    and left ``stats``: an adaptive one is disabled when its consecutive
-    failures reach ``max_failures``, enabled again by a good run; any other
-    end leaves ``current``."""
-    if not isinstance(spec, AdaptiveSpec):
-        return current
-    if outcome in SUCCESS_OUTCOMES:
-        return None
-    if outcome in FAILURE_OUTCOMES:
-        return adaptive.disabled_reason(spec, stats) or current
-    return current
 
 
 def check_eventful(eventful: object) -> bool | None:
