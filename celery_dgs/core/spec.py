@@ -160,7 +160,7 @@ def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = F
     seconds = delta.total_seconds()
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
-        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {delta}")
+        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {seconds:g} s")
     return delta
 
 
