@@ -28,23 +28,5 @@ class ClusterFaults(FaultCluster):
         self.broker = self.redis
         self.redis = redis_from_url(cluster_url, cluster=True)
 
-    def worker_registered(self, hostname: str) -> bool:
-        from celery_dgs.registry import WorkerRegistry
-
-        registry = WorkerRegistry(self.redis, KEYS, ttl=3)
-        return any(w.name == hostname for w in registry.live_workers())
-
-    def beat_leader(self) -> Any:
-        from celery_dgs.leases.leader import RedisLeader
-
-        timeout = float(self.env.get("E2E_BEAT_LEADER_TIMEOUT", "2.0"))
-        return RedisLeader(self.redis, KEYS, timeout=timeout).current()
-
-    def leases(self) -> Any:
-        from celery_dgs.leases.redis import RedisLeases
-
-        return RedisLeases(
-            self.redis, KEYS,
-            ping_timeout=float(self.env.get("E2E_PING_TIMEOUT", "1.5")),
-            steal_delay=float(self.env.get("E2E_STEAL_DELAY", "1.0")),
-        )  # fmt: skip
+    def keyspace(self) -> Any:
+        return KEYS

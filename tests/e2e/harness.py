@@ -76,11 +76,16 @@ class Cluster:
         wait_for(ready, 30, f"worker {name}@{node}")
         return proc
 
-    def worker_registered(self, hostname: str) -> bool:
+    def keyspace(self) -> Any:
+        """The ``KeySpace`` the processes' ``dgs_key_prefix`` gives (``e2e``)."""
         from celery_dgs.keys import KeySpace
+
+        return KeySpace("e2e")
+
+    def worker_registered(self, hostname: str) -> bool:
         from celery_dgs.registry import WorkerRegistry
 
-        registry = WorkerRegistry(self.redis, KeySpace("e2e"), ttl=3)
+        registry = WorkerRegistry(self.redis, self.keyspace(), ttl=3)
         return any(w.name == hostname for w in registry.live_workers())
 
     def start_beat(
@@ -94,11 +99,10 @@ class Cluster:
 
     def beat_leader(self) -> Any:
         """The stored beat leader lease (``LeaderInfo``), or None."""
-        from celery_dgs.keys import KeySpace
         from celery_dgs.leases.leader import RedisLeader
 
         timeout = float(self.env.get("E2E_BEAT_LEADER_TIMEOUT", "2.0"))
-        return RedisLeader(self.redis, KeySpace("e2e"), timeout=timeout).current()
+        return RedisLeader(self.redis, self.keyspace(), timeout=timeout).current()
 
     def leader_pid(self) -> int | None:
         info = self.beat_leader()
@@ -168,11 +172,10 @@ class Cluster:
 
     def leases(self) -> Any:
         """A RedisLeases on the test Redis with the cluster's timings."""
-        from celery_dgs.keys import KeySpace
         from celery_dgs.leases.redis import RedisLeases
 
         return RedisLeases(
-            self.redis, KeySpace("e2e"),
+            self.redis, self.keyspace(),
             ping_timeout=float(self.env.get("E2E_PING_TIMEOUT", "1.5")),
             steal_delay=float(self.env.get("E2E_STEAL_DELAY", "1.0")),
         )  # fmt: skip

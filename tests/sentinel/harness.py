@@ -7,14 +7,10 @@ goes through the sentinels too, so it follows fail-overs as the processes do."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from celery_dgs.connection import redis_from_url
-from celery_dgs.keys import KeySpace
 from tests.faults.cluster import FaultCluster
 from tests.support.redis_sentinel import MASTER_NAME, RedisSentinelProcesses
-
-KEYS = KeySpace("e2e")
 
 
 class SentinelFaults(FaultCluster):
@@ -33,23 +29,3 @@ class SentinelFaults(FaultCluster):
             socket_connect_timeout=2.0,
         )  # fmt: skip
 
-    def worker_registered(self, hostname: str) -> bool:
-        from celery_dgs.registry import WorkerRegistry
-
-        registry = WorkerRegistry(self.redis, KEYS, ttl=3)
-        return any(w.name == hostname for w in registry.live_workers())
-
-    def beat_leader(self) -> Any:
-        from celery_dgs.leases.leader import RedisLeader
-
-        timeout = float(self.env.get("E2E_BEAT_LEADER_TIMEOUT", "2.0"))
-        return RedisLeader(self.redis, KEYS, timeout=timeout).current()
-
-    def leases(self) -> Any:
-        from celery_dgs.leases.redis import RedisLeases
-
-        return RedisLeases(
-            self.redis, KEYS,
-            ping_timeout=float(self.env.get("E2E_PING_TIMEOUT", "1.5")),
-            steal_delay=float(self.env.get("E2E_STEAL_DELAY", "1.0")),
-        )  # fmt: skip
