@@ -87,19 +87,34 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
 
 #: :class:`ScheduleStats`' fields, in the order :func:`new_stats` takes them.
 STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ScheduleStats))
-_STATS_SETTERS: tuple[Callable[[ScheduleStats, Any], None], ...] = tuple(
+(_set_registered_at, _set_last_good_start_at, _set_last_good_end_at, _set_last_start_at,
+ _set_last_end_at, _set_failure_count, _set_average_good_duration, _set_duration_deviation,
+ _set_interval_index, _set_next_target_at, _set_upstream_modified_at) = (
     getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS
-)
+)  # fmt: skip
 
 
-def new_stats(values: Sequence[Any]) -> ScheduleStats:
-    """``ScheduleStats`` of ``values`` in :data:`STATS_FIELDS` order, as its
+def new_stats(
+    registered_at: Any, last_good_start_at: Any, last_good_end_at: Any, last_start_at: Any,
+    last_end_at: Any, failure_count: Any, average_good_duration: Any, duration_deviation: Any,
+    interval_index: Any, next_target_at: Any, upstream_modified_at: Any,
+) -> ScheduleStats:
+    """``ScheduleStats`` of the values in :data:`STATS_FIELDS` order, as its
     ``__init__`` would build them (it checks nothing), its slots set directly:
     the frozen dataclass's ``__init__`` (an ``object.__setattr__`` call per
     keyword argument) costs ~3x as much, a microsecond per loaded schedule."""
     stats: ScheduleStats = object.__new__(ScheduleStats)
-    for setter, value in zip(_STATS_SETTERS, values, strict=True):
-        setter(stats, value)
+    _set_registered_at(stats, registered_at)
+    _set_last_good_start_at(stats, last_good_start_at)
+    _set_last_good_end_at(stats, last_good_end_at)
+    _set_last_start_at(stats, last_start_at)
+    _set_last_end_at(stats, last_end_at)
+    _set_failure_count(stats, failure_count)
+    _set_average_good_duration(stats, average_good_duration)
+    _set_duration_deviation(stats, duration_deviation)
+    _set_interval_index(stats, interval_index)
+    _set_next_target_at(stats, next_target_at)
+    _set_upstream_modified_at(stats, upstream_modified_at)
     return stats
 
 
@@ -263,11 +278,11 @@ def stored_schedule_from_values(
         bad = bad or bad_index
     if bad is not None:  # a hand-edited row: unschedulable, reported by beat
         spec, error = None, bad
-    stats = new_stats((
+    stats = new_stats(
         moment(registered_at), moment(last_good_start_at), moment(last_good_end_at),
         moment(last_start_at), moment(last_end_at), failure_count, average, deviation,
         index, moment(next_target_at), moment(upstream_modified_at),
-    ))  # fmt: skip
+    )  # fmt: skip
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
     # are exactly its fields (tests/store/test_load_path.py compares the two).

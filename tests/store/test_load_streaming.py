@@ -9,6 +9,7 @@ malformed row is still reported with its schedule and field.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from collections.abc import Generator
 from datetime import timedelta, timezone
@@ -137,9 +138,10 @@ def test_malformed_rows_on_the_fast_paths_name_schedule_and_field(
 
 def test_new_stats_is_the_dataclass() -> None:
     assert tuple(f.name for f in dataclasses.fields(ScheduleStats)) == STATS_FIELDS
+    assert list(inspect.signature(new_stats).parameters) == list(STATS_FIELDS)
     values: list[Any] = [T0, T0 - H, T0 - H / 2, T0, T0 + H, 2, timedelta(seconds=3),
                          timedelta(1), 4, T0 + 2 * H, T0 - 3 * H]  # fmt: skip
-    built = new_stats(values)
+    built = new_stats(*values)
     assert built == ScheduleStats(**dict(zip(STATS_FIELDS, values, strict=True)))
     assert built.has_succeeded
     with pytest.raises(dataclasses.FrozenInstanceError):
