@@ -174,8 +174,9 @@ class BeatEngine(DispatchSending):
             batch = _IndexBatch(self.clock.now(), self.settings.retry_ladder)
             count = 0
             for row in rows:
-                self._apply_row_safely(row, batch)
                 count += 1
+                if not self._load_plain_row(row, batch):
+                    self._apply_row_safely(row, batch)
             self.index.upsert_many(batch.entries)
             if count >= self.gc_freeze_rows:
                 # Move what was loaded out of the cyclic GC's reach: each of its
@@ -189,6 +190,36 @@ class BeatEngine(DispatchSending):
         self._refresh_after_read = True
         self.adopt_pending()
         logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", count, self.cursor)
+
+    def _load_plain_row(self, row: StoredSchedule, batch: _IndexBatch) -> bool:
+        """:meth:`_apply_row` of the common row at start-up, inlined: active,
+        valid, not paused, disabled, asked to run or parked. False (nothing
+        done) for any other row, and for one whose start times raise: the
+        caller then applies it the usual way (which logs and holds it)."""
+        name = row.name
+        spec = row.spec
+        if (
+            spec is None or not row.active or row.paused or row.disabled_reason is not None
+            or row.run_requested_at is not None or name in self.parked
+        ):  # fmt: skip
+            return False
+        stats = row.stats
+        try:
+            times = start_times(spec, stats, batch.now, retry_ladder=batch.retry_ladder,
+                                cron_times=batch.cron_times)  # fmt: skip
+        except Exception:
+            return False
+        if self.unschedulable:
+            self.unschedulable.pop(name, None)
+        if self.held:
+            self.held.discard(name)
+        self.tracked[name] = Tracked(
+            spec, stats, None, row.declaration_error, None, row.run_requested_priority
+        )
+        batch.entries.append(
+            (name, times.can_start_by.timestamp(), times.should_start_by.timestamp())
+        )
+        return True
 
     def adopt_pending(self) -> None:
         """Park every schedule with a dispatch record in Redis (written by this or a

@@ -30,6 +30,7 @@ each row through the ORM, made start-up cost ~120 µs per schedule. Here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -69,7 +70,8 @@ def _finite_float(text: str) -> float:
 
 #: Decodes a spec's ``args`` / ``kwargs`` as the spec's checks would accept them.
 _ARGUMENTS = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-_TASK_BLANK = '"task":?'
+_scan: Any = vars(_ARGUMENTS)["scan_once"]  # set by JSONDecoder.__init__
+_ARGS_LEN, _KWARGS_LEN = len(_ARGS_KEY), len(_KWARGS_KEY)
 _CONFIGURATION_BLANK = '"configuration":?'
 
 #: The columns :func:`stored_schedule_from_values` reads, in this order.
@@ -83,13 +85,45 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+#: :class:`ScheduleStats`' fields, in the order :func:`new_stats` takes them.
+STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ScheduleStats))
+(_set_registered_at, _set_last_good_start_at, _set_last_good_end_at, _set_last_start_at,
+ _set_last_end_at, _set_failure_count, _set_average_good_duration, _set_duration_deviation,
+ _set_interval_index, _set_next_target_at, _set_upstream_modified_at) = (
+    getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS
+)  # fmt: skip
+
+
+def new_stats(
+    registered_at: Any, last_good_start_at: Any, last_good_end_at: Any, last_start_at: Any,
+    last_end_at: Any, failure_count: Any, average_good_duration: Any, duration_deviation: Any,
+    interval_index: Any, next_target_at: Any, upstream_modified_at: Any,
+) -> ScheduleStats:
+    """``ScheduleStats`` of the values in :data:`STATS_FIELDS` order, as its
+    ``__init__`` would build them (it checks nothing), its slots set directly:
+    the frozen dataclass's ``__init__`` (an ``object.__setattr__`` call per
+    keyword argument) costs ~3x as much, a microsecond per loaded schedule."""
+    stats: ScheduleStats = object.__new__(ScheduleStats)
+    _set_registered_at(stats, registered_at)
+    _set_last_good_start_at(stats, last_good_start_at)
+    _set_last_good_end_at(stats, last_good_end_at)
+    _set_last_start_at(stats, last_start_at)
+    _set_last_end_at(stats, last_end_at)
+    _set_failure_count(stats, failure_count)
+    _set_average_good_duration(stats, average_good_duration)
+    _set_duration_deviation(stats, duration_deviation)
+    _set_interval_index(stats, interval_index)
+    _set_next_target_at(stats, next_target_at)
+    _set_upstream_modified_at(stats, upstream_modified_at)
+    return stats
+
+
 class SpecCache:
     """Parsed specs by shape (the spec JSON without its name fields)."""
 
     def __init__(self, max_shapes: int = SPEC_CACHE_MAX_SHAPES) -> None:
         self.max_shapes = max_shapes
         self._shapes: dict[str, ScheduleSpec] = {}
-        self._task_fields: dict[str, str] = {}  # task -> its JSON member, '"task":"..."'
         self.hits = 0
         self.misses = 0
 
@@ -103,34 +137,42 @@ class SpecCache:
 
         ``task`` and ``configuration`` are the row's columns; a text whose name
         fields disagree with them is parsed in full (and not cached).
+
+        The shape keeps the ``task`` member (a store has few tasks): a text
+        whose shape is cached has the template's task, so the row's ``task``
+        column must equal it (else the full parse). The ``configuration``
+        member must occur exactly once: one ``replace``, whose length tells
+        how many times it did.
         """
-        if not (isinstance(text, str) and isinstance(task, str) and isinstance(configuration, str)):
+        if not (type(text) is str and type(task) is str and type(configuration) is str):
             return parse_spec(text)
-        task_field = self._task_fields.get(task)
-        if task_field is None:
-            if len(self._task_fields) >= self.max_shapes:
-                self._task_fields.clear()
-            task_field = self._task_fields[task] = '"task":' + _encode(task)
         configuration_field = '"configuration":' + _encode(configuration)
-        if text.count(task_field) != 1 or text.count(configuration_field) != 1:
+        shape = text.replace(configuration_field, _CONFIGURATION_BLANK)
+        if len(text) - len(shape) != len(configuration_field) - len(_CONFIGURATION_BLANK):
             self.misses += 1
             return parse_spec(text)
-        shape = text.replace(task_field, _TASK_BLANK).replace(
-            configuration_field, _CONFIGURATION_BLANK
-        )
         blanked = _blank_arguments(shape)
         if blanked is not None:
             shape = blanked[0]
         template = self._shapes.get(shape)
-        if template is not None:
+        if template is not None and template.task == task:
             self.hits += 1
-            try:
-                copy = with_name(template, task, configuration)
-            except ScheduleConfigError as exc:
-                return None, f"{type(exc).__name__}: {exc}"
-            if blanked is not None:
-                object.__setattr__(copy, "args", tuple(blanked[1]))
-                object.__setattr__(copy, "kwargs", blanked[2])
+            if "@" in configuration:  # the one check of a name that the template's task passed
+                try:
+                    with_name(template, task, configuration)
+                except ScheduleConfigError as exc:
+                    return None, f"{type(exc).__name__}: {exc}"
+            # with_name's copy, its fields filled at once (the template's task
+            # object, this row's configuration, arguments and own kwargs dict).
+            copy = object.__new__(type(template))
+            fields = copy.__dict__
+            fields.update(template.__dict__)
+            fields["configuration"] = configuration
+            if blanked is None:
+                fields["kwargs"] = dict(template.kwargs)
+            else:
+                fields["args"] = tuple(blanked[1])
+                fields["kwargs"] = blanked[2]
             return copy, None
         self.misses += 1
         spec, error = parse_spec(text)
@@ -153,18 +195,19 @@ def _blank_arguments(text: str) -> tuple[str, list[Any], dict[str, Any]] | None:
     (then it is the top-level member: inside a string a quote is escaped, and
     a nested key of that name would be a second occurrence) and the values are
     a list and an object of finite numbers."""
-    at_args, at_kwargs = text.find(_ARGS_KEY), text.find(_KWARGS_KEY)
+    find = text.find
+    at_args, at_kwargs = find(_ARGS_KEY), find(_KWARGS_KEY)
     if (
         at_args < 0 or at_kwargs < 0
-        or text.find(_ARGS_KEY, at_args + 1) >= 0
-        or text.find(_KWARGS_KEY, at_kwargs + 1) >= 0
+        or find(_ARGS_KEY, at_args + 1) >= 0
+        or find(_KWARGS_KEY, at_kwargs + 1) >= 0
     ):  # fmt: skip
         return None
-    start_args, start_kwargs = at_args + len(_ARGS_KEY), at_kwargs + len(_KWARGS_KEY)
-    try:
-        args, end_args = _ARGUMENTS.raw_decode(text, start_args)
-        kwargs, end_kwargs = _ARGUMENTS.raw_decode(text, start_kwargs)
-    except (ValueError, RecursionError):
+    start_args, start_kwargs = at_args + _ARGS_LEN, at_kwargs + _KWARGS_LEN
+    try:  # the decoder's C scanner itself (raw_decode without its Python wrapper)
+        args, end_args = _scan(text, start_args)
+        kwargs, end_kwargs = _scan(text, start_kwargs)
+    except (StopIteration, ValueError, RecursionError):
         return None
     if type(args) is not list or type(kwargs) is not dict:
         return None
@@ -223,26 +266,23 @@ def stored_schedule_from_values(
      upstream_modified_at, disabled_reason, run_priority) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
-    (average, deviation), bad = checked_durations(
-        (average_s, deviation_s), memo.durations.__getitem__
-    )
-    index, bad_index = checked_index(interval_index)
-    bad = bad or bad_index
+    duration = memo.durations.__getitem__
+    bad = None
+    try:  # the memo's converter raises ValueError for a value checked_durations refuses
+        average, deviation = duration(average_s), duration(deviation_s)
+    except ValueError:
+        (average, deviation), bad = checked_durations((average_s, deviation_s), duration)
+    index = interval_index
+    if interval_index is not None:
+        index, bad_index = checked_index(interval_index)
+        bad = bad or bad_index
     if bad is not None:  # a hand-edited row: unschedulable, reported by beat
         spec, error = None, bad
-    stats = ScheduleStats(
-        registered_at=moment(registered_at),
-        last_good_start_at=moment(last_good_start_at),
-        last_good_end_at=moment(last_good_end_at),
-        last_start_at=moment(last_start_at),
-        last_end_at=moment(last_end_at),
-        failure_count=failure_count,
-        average_good_duration=average,
-        duration_deviation=deviation,
-        interval_index=index,
-        next_target_at=moment(next_target_at),
-        upstream_modified_at=moment(upstream_modified_at),
-    )
+    stats = new_stats(
+        moment(registered_at), moment(last_good_start_at), moment(last_good_end_at),
+        moment(last_start_at), moment(last_end_at), failure_count, average, deviation,
+        index, moment(next_target_at), moment(upstream_modified_at),
+    )  # fmt: skip
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
     # are exactly its fields (tests/store/test_load_path.py compares the two).

@@ -20,9 +20,10 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
-from sqlalchemy import Result, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from ..core.clock import Clock
@@ -43,11 +44,13 @@ from .models import ScheduleRow
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
+from .streaming import streamed_rows
 
 logger = logging.getLogger("celery_dgs.store")
 
 #: Rows fetched from the driver at a time by :meth:`SqlScheduleStore.iter_active`
-#: (PostgreSQL: a server-side cursor), so start-up memory does not hold every row.
+#: (PostgreSQL: a chunk of the streamed result, see :mod:`.streaming`), so
+#: start-up memory does not hold every row.
 LOAD_BATCH_ROWS = 10_000
 
 _COLUMNS = ", ".join(SCHEDULE_COLUMNS)
@@ -225,19 +228,26 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
                 conn.exec_driver_sql("SET LOCAL TIME ZONE 'UTC'")
             # The cursor is read before the rows (see the module docstring).
             cursor = int(conn.execute(READ_COUNTER).scalar_one())
-            result = conn.execution_options(yield_per=LOAD_BATCH_ROWS).execute(_SELECT_ACTIVE)
-            result = result.yield_per(LOAD_BATCH_ROWS)  # fetch (and buffer) this many at a time
+            streamed = streamed_rows(conn, _SELECT_ACTIVE.text, LOAD_BATCH_ROWS)
+            rows: Iterator[Sequence[Any]]
+            if streamed is not None:
+                # Closed before the transaction ends: the stream holds the connection.
+                stack.callback(streamed.close)
+                rows = streamed
+            else:
+                result = conn.execution_options(yield_per=LOAD_BATCH_ROWS).execute(_SELECT_ACTIVE)
+                # fetch (and buffer) this many at a time
+                rows = chain.from_iterable(result.yield_per(LOAD_BATCH_ROWS).partitions())
         except BaseException:
             stack.close()
             raise
-        return cursor, self._stream(stack, result)
+        return cursor, self._stream(stack, rows)
 
-    def _stream(self, stack: ExitStack, result: Result[Any]) -> Iterator[StoredSchedule]:
+    def _stream(self, stack: ExitStack, rows: Iterator[Sequence[Any]]) -> Iterator[StoredSchedule]:
         specs, memo = self._spec_cache, ValueMemo()
         with stack:
-            for batch in result.partitions(LOAD_BATCH_ROWS):
-                for values in batch:
-                    yield stored_schedule_from_values(values, specs, memo)
+            for values in rows:
+                yield stored_schedule_from_values(values, specs, memo)
 
     def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
         """Every schedule row, active or not, with ``change_seq > cursor`` (in
