@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import click
 import jinja2
@@ -34,6 +34,7 @@ from ..cli.context import Env
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
 from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
+from ..core.spec import MAX_PRIORITY, MIN_PRIORITY
 from ..errors import DgsError
 from . import views
 from .auth import COOKIE, Guard, host_allowed, same_origin
@@ -60,11 +61,25 @@ HEADERS = {
 ACTIONS: dict[str, Callable[[Env, str, dict[str, str]], ActionResult]] = {
     "pause": lambda env, name, _f: set_paused(env, name, True),
     "resume": lambda env, name, _f: set_paused(env, name, False),
-    "run": lambda env, name, _f: request_run(env, name),
+    "run": lambda env, name, form: request_run(env, name, priority_of(name, form)),
     "cancel": lambda env, name, form: cancel_run(
         env, name, token=int(form["token"]) if form.get("token", "").isdigit() else None
     ),
 }
+
+
+def priority_of(name: str, form: dict[str, str]) -> int | None:
+    """The run-now form's priority class (empty: ``None``, class 0); a
+    :class:`click.ClickException` naming the schedule unless 0 to 99."""
+    text = form.get("priority", "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or not MIN_PRIORITY <= int(text) <= MAX_PRIORITY:
+        raise click.ClickException(
+            f"{name}: the run's priority must be a whole number from {MIN_PRIORITY} (first) "
+            f"to {MAX_PRIORITY} (last), got {text[:20]!r}; nothing changed"
+        )
+    return int(text)
 
 
 class SnapshotCache:
@@ -110,22 +125,43 @@ class SnapshotCache:
 
 
 def secrets_of(env: Env) -> list[str]:
-    """The passwords in the configured URLs (Redis, broker, database)."""
-    urls = [env.settings.database_url, env.settings.redis_url, env.app.conf.broker_url]
-    found = []
-    for url in urls:
+    """The passwords of the configured connections, longest first: in each
+    ``;``-separated part of the URLs (Redis, broker, database), as their user
+    part or a ``password=`` query parameter, and in the sentinels' options
+    (``dgs_redis_sentinel_kwargs``, the broker's ``sentinel_kwargs``)."""
+    settings, conf = env.settings, env.app.conf
+    found: set[str] = set()
+    for url in (settings.database_url, settings.redis_url, conf.broker_url):
         if isinstance(url, str):
-            try:
-                password = urlsplit(url).password
-            except ValueError:
-                continue
-            if password:
-                found.append(password)
-    return found
+            found.update(url_passwords(url))
+    transport = conf.broker_transport_options or {}
+    for options in (settings.redis_sentinel_kwargs, transport.get("sentinel_kwargs")):
+        if isinstance(options, Mapping):
+            found.update(str(v) for k, v in options.items()
+                         if "password" in str(k).lower() and v)  # fmt: skip
+    return sorted(found, key=lambda s: (-len(s), s))
+
+
+def url_passwords(url: str) -> list[str]:
+    """Every password of ``url``'s ``;``-separated parts (raw and %-decoded)."""
+    found = []
+    for part in url.split(";"):
+        try:
+            parts = urlsplit(part.strip())
+        except ValueError:
+            continue
+        userinfo = parts.netloc.rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+        found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                  if k.lower() == "password"]  # fmt: skip
+    decoded = [unquote(p) for p in found]
+    return [p for p in dict.fromkeys(found + decoded) if p]
 
 
 def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
+    """``text`` with each of ``secrets`` (longest first) replaced by ``***``."""
+    for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
 
@@ -136,7 +172,8 @@ def _templates() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.globals.update(urlencode=urlencode, rel=relative)
+    env.globals.update(urlencode=urlencode, rel=relative, ladder=views.ladder_words,
+                       prio=views.priority_words, tags=views.tags_of)  # fmt: skip
     env.filters.update(dur=duration, short=short_time, iso=iso, pct=lambda p: (
         "-" if p is None else f"{p * 100:.0f}%"))  # fmt: skip
     return env
@@ -293,13 +330,14 @@ def create_app(
             result = await run_in_threadpool(ACTIONS[op], env, name, form)
             await run_in_threadpool(cache.refresh)
         except click.ClickException as exc:
-            log.warning("status page: %s of %r from %s failed: %s", op, name, who, exc.message)
+            message = scrub(exc.message, hidden)
+            log.warning("status page: %s of %r from %s failed: %s", op, name, who, message)
             request.scope["query_string"] = urlencode({"name": name}).encode()
             status = 404 if isinstance(exc, click.BadParameter) else 409
             if status == 404:
                 return render("missing.html", request, status=404, name=name)
             return await run_in_threadpool(schedule_page, Request(request.scope), None,
-                                           exc.message, status)  # fmt: skip
+                                           message, status)  # fmt: skip
         log.info("status page: %s of %r from %s: %s", op, name, who, " / ".join(result.lines))
         request.scope["query_string"] = urlencode({"name": name}).encode()
         return await run_in_threadpool(schedule_page, Request(request.scope), result)

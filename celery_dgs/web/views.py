@@ -23,7 +23,7 @@ from ..cli.output import duration, relative, short_time
 from ..cli.show import State, read_state
 from ..core.condition import Level
 from ..core.cron import next_cron_time
-from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec
+from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
 from ..status import StatusRow, count_levels, name_matcher, ping_age, steal_state
 from ..store.base import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, RunRecord, StoredSchedule
@@ -171,11 +171,15 @@ def period_seconds(spec: ScheduleSpec, now: datetime) -> float | None:
 def freshness_fraction(
     row: StatusRow, stored: StoredSchedule | None, now: datetime
 ) -> float | None:
-    """How much of its period a schedule has left before its ``error_at``
-    (negative: past it); ``None`` without times or spec."""
+    """How much of its period (an adaptive schedule's: its current interval) a
+    schedule has left before its ``error_at`` (negative: past it); ``None``
+    without times or spec."""
     if row.error_at is None or stored is None or stored.spec is None:
         return None
-    period = period_seconds(stored.spec, now)
+    if row.interval is not None:
+        period: float | None = row.interval.total_seconds()
+    else:
+        period = period_seconds(stored.spec, now)
     if not period:
         return None
     return (row.error_at - now).total_seconds() / period
@@ -309,6 +313,10 @@ def spec_words(spec: ScheduleSpec) -> str:
     elif isinstance(spec, CronSpec):
         parts.append(f"cron {spec.cron_schedule} {spec.tz}, done within "
                      f"{duration(spec.cron_max_schedule_duration)}")  # fmt: skip
+    elif isinstance(spec, AdaptiveSpec):
+        parts.append(f"adaptive, unit {duration(spec.interval_unit)}, starting at step "
+                     f"{spec.initial_interval_index} of 0-{MAX_INTERVAL_INDEX}, disabled after "
+                     f"{spec.max_failures} failures in a row")  # fmt: skip
     for window in spec.blackout_periods:
         zone = "" if isinstance(spec, CronSpec) or spec.tz == "UTC" else f" {spec.tz}"
         parts.append(f"blackout {window.start:%H:%M}-{window.end:%H:%M}{zone}")
@@ -323,6 +331,33 @@ def spec_words(spec: ScheduleSpec) -> str:
     if spec.dont_run_on_nodes:
         parts.append(f"never on {', '.join(sorted(spec.dont_run_on_nodes))}")
     return "; ".join(parts)
+
+
+def ladder_words(row: StatusRow, spec: ScheduleSpec | None) -> str:
+    """An adaptive schedule's interval now: "adaptive, every 2h00m now (step 4
+    of 0-10, unit 1h00m)"; ``""`` for other schedules."""
+    if row.interval is None or row.interval_index is None:
+        return ""
+    unit = f", unit {duration(spec.interval_unit)}" if isinstance(spec, AdaptiveSpec) else ""
+    return (f"adaptive, every {duration(row.interval)} now (step {row.interval_index} "
+            f"of 0-{MAX_INTERVAL_INDEX}{unit})")  # fmt: skip
+
+
+def priority_words(row: StatusRow) -> str:
+    """Its priority class: "50", or "80→20" when beat serves it in another
+    class now (the elevator moved it up, or a run request); "-" without a spec."""
+    if row.priority is None:
+        return "-"
+    effective = row.effective_priority
+    if effective is None or effective == row.priority:
+        return str(row.priority)
+    return f"{row.priority}→{effective}"
+
+
+def tags_of(row: StatusRow) -> list[str]:
+    """The holds shown as tags next to its condition: ``paused``, ``disabled``."""
+    return [tag for tag, on in (("paused", row.paused), ("disabled", row.disabled_reason))
+            if on]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,38 @@ def test_a_page_bound_to_this_machine_refuses_other_host_names(site: Site) -> No
     refused = site.get("/schedules", Host=f"rebind.example:{port}")
     assert refused.status == 421
     assert "t.job" not in refused.body
+
+
+def test_a_disabled_schedule_is_resumed_through_the_page(web: WebWorld, site: Site) -> None:
+    from celery_dgs.core.spec import make_spec
+
+    web.store.upsert_runtime([make_spec("adaptive", task="crawl.broken", interval_unit=H,
+                                        max_failures=1)], now() - 2 * H)  # fmt: skip
+    web.record("crawl.broken", "failure", now() - H / 6, error="HTTP 500")
+    assert web.store.get("crawl.broken").disabled_reason is not None
+    csrf = sign_in(site)
+    page = site.get("/schedule?name=crawl.broken").body
+    assert 'data-action="resume"' in page
+    assert 'data-action="pause"' not in page
+    reply = site.post("/action", {"op": "resume", "name": "crawl.broken", "csrf": csrf})
+    assert "resumed crawl.broken" in reply.body
+    assert web.store.get("crawl.broken").disabled_reason is None
+    assert 'data-action="pause"' in reply.body
+
+
+def test_run_now_in_a_priority_class(web: WebWorld, site: Site) -> None:
+    csrf = sign_in(site)
+    for bad in ("100", "-1", "x", "1.5"):
+        reply = site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf,
+                                      "priority": bad})  # fmt: skip
+        assert reply.status == 409
+        assert (f"t.job: the run&#39;s priority must be a whole number from 0 (first) to 99 "
+                f"(last), got &#39;{bad}&#39;") in reply.body  # fmt: skip
+        assert web.store.get("t.job").run_requested_at is None
+    reply = site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf, "priority": "30"})
+    assert "in priority class 30" in reply.body
+    stored = web.store.get("t.job")
+    assert stored.run_requested_at is not None
+    assert stored.run_requested_priority == 30
+    site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf, "priority": ""})
+    assert web.store.get("t.job").run_requested_priority is None  # class 0, as before

@@ -217,3 +217,47 @@ def test_the_leases_page_reads_the_failures_once_per_snapshot(
     finally:
         event.remove(Engine, "before_cursor_execute", count)
     assert statements == []
+
+
+def adaptive_and_prioritised(web: WebWorld) -> datetime:
+    """An adaptive schedule with a lister's hint, one disabled after its
+    failures, and a priority-80 schedule whose run request is served in class 20."""
+    from celery_dgs.core.spec import make_spec
+
+    t = now()
+    crawl = make_spec("adaptive", task="crawl.site", interval_unit=H)
+    broken = make_spec("adaptive", task="crawl.broken", interval_unit=H, max_failures=1)
+    web.store.upsert_runtime([crawl, broken], t - 5 * H,
+                             last_modified={"crawl.site": t - 30 * M})  # fmt: skip
+    web.record("crawl.site", "success", t - 2 * H)
+    web.record("crawl.broken", "failure", t - 10 * M, error="HTTP 500")
+    web.sync(spec("etl.low", priority=80), at=t - 2 * H)
+    web.record("etl.low", "success", t - 30 * M)
+    web.store.request_run("etl.low", t - M, priority=20)
+    return t
+
+
+def test_adaptive_and_priority_state_is_shown(web: WebWorld) -> None:
+    adaptive_and_prioritised(web)
+    site = web.serve()
+    table = site.get("/schedules").body
+    assert re.search(r"data-ladder>adaptive, every 2h00m now \(step 4 of 0-10, unit 1h00m\)<",
+                     table)  # fmt: skip
+    assert "data-priority>80→20<" in table
+    assert "data-priority>50<" in table
+    assert 'data-tag="disabled"' in table
+
+    page = site.get("/schedule?name=crawl.site").body
+    assert "data-ladder>adaptive, every 2h00m now (step 4 of 0-10, unit 1h00m)<" in page
+    assert "adaptive, unit 1h00m, starting at step 4 of 0-10" in page
+    assert re.search(r"data-target>in \d", page)  # its next target: ahead
+    assert re.search(r"data-upstream>\d+m\d+s ago", page)  # the lister's hint
+
+    broken = site.get("/schedule?name=crawl.broken").body
+    assert 'data-tag="disabled"' in broken
+    assert "1 consecutive failures (max_failures 1)" in broken
+
+    low = site.get("/schedule?name=etl.low").body
+    assert "data-priority>80→20" in low
+    assert "served in class 20 now (run requested)" in low
+

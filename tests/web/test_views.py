@@ -4,6 +4,7 @@ buckets, the run chart's geometry, and the benchmark at a small size."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -14,7 +15,7 @@ from celery_dgs.core.spec import make_spec
 from celery_dgs.status import build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.web import views
-from celery_dgs.web.app import SnapshotCache, scrub
+from celery_dgs.web.app import SnapshotCache, scrub, secrets_of
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 H = timedelta(hours=1)
@@ -141,3 +142,72 @@ def test_the_benchmark_runs_at_a_small_size(capsys: Any) -> None:
     assert web_table.main(["--schedules", "600", "--requests", "12"]) == 0
     out = capsys.readouterr().out
     assert "GET /schedules at 600 schedules, 12 requests: p50" in out
+
+
+def test_an_adaptive_schedule_in_words() -> None:
+    adaptive = make_spec("adaptive", task="t.crawl", interval_unit=H, initial_interval_index=4,
+                         max_failures=3)  # fmt: skip
+    assert views.spec_words(adaptive) == (
+        "adaptive, unit 1h00m, starting at step 4 of 0-10, disabled after 3 failures in a row"
+    )
+    store = MemoryScheduleStore()
+    store.sync([adaptive, make_spec("periodic", task="t.p", scheduling_period=H)], T0 - H)
+    snap = snapshot(store)
+    row = snap.by_name["t.crawl"]
+    assert views.ladder_words(row, adaptive) == (
+        "adaptive, every 2h00m now (step 4 of 0-10, unit 1h00m)"
+    )
+    assert views.ladder_words(snap.by_name["t.p"], snap.stored["t.p"].spec) == ""
+
+
+def test_the_freshness_of_an_adaptive_schedule_is_measured_against_its_interval() -> None:
+    store = MemoryScheduleStore()
+    store.sync([make_spec("adaptive", task="t.crawl", interval_unit=H)], T0 - 3 * H)
+    counts = dict(views.histogram(snapshot(store)))
+    assert sum(counts.values()) == 1  # never succeeded: its target passed 1 h after registering
+    assert counts["overdue"] == 1
+
+
+def test_priority_in_words() -> None:
+    store = MemoryScheduleStore()
+    store.sync([make_spec("periodic", task="t.a", scheduling_period=H, priority=80)], T0 - H)
+    row = snapshot(store).by_name["t.a"]
+    assert views.priority_words(dataclasses.replace(row, effective_priority=80)) == "80"
+    assert views.priority_words(dataclasses.replace(row, effective_priority=20)) == "80→20"
+    assert views.priority_words(dataclasses.replace(row, priority=None)) == "-"
+
+
+def test_a_disabled_schedule_is_tagged_like_a_paused_one() -> None:
+    store = MemoryScheduleStore()
+    store.sync([make_spec("periodic", task="t.a", scheduling_period=H)], T0 - H)
+    row = snapshot(store).by_name["t.a"]
+    assert views.tags_of(row) == []
+    assert views.tags_of(dataclasses.replace(row, paused=True, disabled_reason="3 failures")) == [
+        "paused", "disabled"]  # fmt: skip
+
+
+def test_every_password_of_the_connections_is_hidden() -> None:
+    """Each part of a sentinel URL, a password= parameter, the sentinels'
+    options of dgs and of the broker: none shows on an error page."""
+    from celery import Celery
+
+    from celery_dgs.cli.context import Env
+    from celery_dgs.dgs import DGS
+
+    app = Celery("secrets", set_as_current=False,
+                 broker="sentinel://:brk1@b1:26379;sentinel://:brk%2F2@b2:26379")  # fmt: skip
+    app.conf.update(
+        dgs_database_url="postgresql+psycopg://u:dbpw@db/x",
+        dgs_redis_url="sentinel://:pw1@h1:26379;sentinel://user:pw2@h2:26379/0?password=pw4",
+        dgs_redis_master_name="mymaster", dgs_redis_sentinel_kwargs={"password": "pw3"},
+        broker_transport_options={"master_name": "m", "sentinel_kwargs": {"password": "brk3"}},
+    )  # fmt: skip
+    DGS(app, install_worker_hooks=False)
+    try:
+        hidden = secrets_of(Env(app=app))
+        secrets = ("dbpw", "pw1", "pw2", "pw3", "pw4", "brk1", "brk/2", "brk%2F2", "brk3")
+        text = scrub("; ".join(f"failed with {s}" for s in secrets), hidden)
+        assert not [s for s in secrets if s in text], text
+        assert text.count("***") == len(secrets)
+    finally:
+        app.close()
