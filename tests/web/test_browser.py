@@ -2,7 +2,8 @@
 chromedriver): nothing a schedule's name, args or error text holds ever
 executes; the overview follows the state live without a full reload (a
 schedule turning ERROR, a run's progress bar); pause through the page; and
-screenshots of the overview and one schedule page."""
+screenshots of the overview, the schedules (an adaptive, a disabled and a
+prioritised schedule among them) and one schedule page."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from urllib.parse import quote
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
+from celery_dgs.core.spec import make_spec
 from celery_dgs.leases.leader import RedisLeader
 from tests.cli.conftest import now, spec
 from tests.e2e.harness import wait_for
@@ -35,7 +37,8 @@ def no_alert(driver: Any) -> None:
 def fleet(web: WebWorld) -> None:
     t = now()
     web.sync(*(spec(f"proj.scrape_{i:02d}") for i in range(24)), spec("proj.report"),
-             spec(EVIL, args=("<img src=x onerror=alert(2)>",)), at=t - 3 * H)  # fmt: skip
+             spec(EVIL, args=("<img src=x onerror=alert(2)>",)),
+             spec("etl.bulk_export", priority=80), at=t - 3 * H)  # fmt: skip
     for i in range(24):
         web.record(f"proj.scrape_{i:02d}", "success", t - timedelta(minutes=4 * i + 1),
                    20.0 + i)  # fmt: skip
@@ -46,6 +49,18 @@ def fleet(web: WebWorld) -> None:
     web.record("proj.report", "running", t - 2 * M)
     web.hold_lease("proj.report", progress=0.35)
     web.record(EVIL, "failure", t - 10 * M, 3.0, error="<img src=x onerror=alert(4)>")
+    adaptive = make_spec("adaptive", task="crawl.example_org", interval_unit=H)
+    broken = make_spec("adaptive", task="crawl.broken_site", interval_unit=H, max_failures=2)
+    web.store.upsert_runtime([adaptive, broken], t - 6 * H,
+                             last_modified={"crawl.example_org": t - 40 * M})  # fmt: skip
+    for k in (3, 1):  # two uneventful visits: step 4 -> 6
+        run = web.record("crawl.example_org", "running", t - k * H)
+        web.store.record_run_end(run_id=run, outcome="success", eventful=False,
+                                 ended_at=t - k * H + timedelta(seconds=12))  # fmt: skip
+    for k in (2, 1):
+        web.record("crawl.broken_site", "failure", t - k * 20 * M, 2.0, error="HTTP 503")
+    web.record("etl.bulk_export", "success", t - 40 * M, 300.0)
+    web.store.request_run("etl.bulk_export", t - M, priority=20)
     web.register_worker("w1@node1", slots=4)
     web.register_worker("w2@node2", slots=2)
     leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
@@ -65,7 +80,19 @@ def test_nothing_in_a_name_executes_and_screenshots(
     browser.get(site.url + "/schedules")
     no_alert(browser)
     browser.save_screenshot(str(shots / "schedules.png"))
-    assert EVIL in (text_of(browser, "table.schedules") or "")
+    table = text_of(browser, "table.schedules") or ""
+    assert EVIL in table
+    assert "adaptive, every 16h00m now (step 6 of 0-10, unit 1h00m)" in table
+    assert "80→20" in table
+    assert "disabled" in table
+    browser.get(f"{site.url}/schedule?name=crawl.example_org")
+    wait_for(lambda: text_of(browser, "[data-ladder]"), 10, "the adaptive schedule's page")
+    assert "lister" in (text_of(browser, "table.kv") or "")
+    browser.save_screenshot(str(shots / "adaptive.png"))
+    browser.get(f"{site.url}/schedule?name=crawl.broken_site")
+    wait_for(lambda: text_of(browser, "[data-tag=disabled]"), 10, "the disabled schedule's page")
+    assert "2 consecutive failures" in (text_of(browser, "#live") or "")
+    browser.save_screenshot(str(shots / "disabled.png"))
     browser.get(f"{site.url}/schedule?name={quote(EVIL)}")
     no_alert(browser)
     assert text_of(browser, "[data-name]") == EVIL
