@@ -5,9 +5,6 @@ mode, and fails under CI (``CI=true``), so CI never silently loses these tests.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,11 +54,6 @@ def cluster_faults(
         return faults
 
     yield make
+    rep = getattr(request.node, "rep_call", None)
     for faults in made:
-        for key in list(faults.procs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(faults.procs[key].pid, signal.SIGCONT)
-        faults.stop_all()
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            print(faults.logs())
+        faults.tear_down(rep is not None and rep.failed)

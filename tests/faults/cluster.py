@@ -4,6 +4,7 @@ Redis URL, a faked clock) and fault helpers that log what they inject."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -28,6 +29,16 @@ class FaultCluster(Cluster):
         self.proc_env: dict[str, dict[str, str]] = {}
         self._paused: dict[str, list[int]] = {}
         self.bounds = BOUNDS
+
+    def tear_down(self, test_failed: bool) -> None:
+        """A fixture's teardown: resume anything a failed test left paused, stop
+        every process, and print their logs when the test failed."""
+        for key in list(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.procs[key].pid, signal.SIGCONT)
+        self.stop_all()
+        if test_failed:
+            print(self.logs())
 
     def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
         env = {**self.env, "E2E_NODE": node, **self.proc_env.get(key, {})}

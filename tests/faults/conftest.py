@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,11 +20,6 @@ def fault_cluster(
         return cluster
 
     yield make
+    rep = getattr(request.node, "rep_call", None)
     for cluster in made:
-        for key in list(cluster.procs):  # resume anything a failed test left paused
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(cluster.procs[key].pid, signal.SIGCONT)
-        cluster.stop_all()
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            print(cluster.logs())
+        cluster.tear_down(rep is not None and rep.failed)

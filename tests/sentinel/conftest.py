@@ -7,9 +7,6 @@ locally when the server binary does not run as a sentinel, and fails under CI
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -62,11 +59,6 @@ def sentinel_faults(
         return faults
 
     yield make
+    rep = getattr(request.node, "rep_call", None)
     for faults in made:
-        for key in list(faults.procs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(faults.procs[key].pid, signal.SIGCONT)
-        faults.stop_all()
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            print(faults.logs())
+        faults.tear_down(rep is not None and rep.failed)
