@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, IntEnum
 
-from .spec import ScheduleSpec
+from .spec import CheckSpec, ScheduleSpec
 from .stats import ScheduleStats
 from .timing import error_at, expected_duration
 from .tz import ensure_utc
@@ -91,6 +91,12 @@ def condition(
     expected = expected_duration(spec, stats)
     name = spec.name
     if now > deadline:
+        if isinstance(spec, CheckSpec):
+            return Condition(
+                Level.ERROR, Reason.DEADLINE_PASSED,
+                f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
+                f"by {_fmt(deadline)} (within {spec.within})", deadline,
+            )  # fmt: skip
         if not stats.has_succeeded:
             return Condition(
                 Level.ERROR,

@@ -1,5 +1,5 @@
 """Schedule specifications: periodic and cron (seed 000), adaptive (seed 001),
-validated at construction.
+deferred checks (seed 002), validated at construction.
 
 A spec is a frozen, keyword-only value. Invalid values raise
 :class:`~celery_dgs.errors.ScheduleConfigError` naming the schedule and field.
@@ -50,6 +50,13 @@ def check_priority(name: str, value: Any, field_name: str = "priority") -> int:
             f"got {value}"
         )  # fmt: skip
     return int(value)
+
+
+#: A deferred check's configuration is this prefix and its key: the check of
+#: ``task`` for key ``k`` is the schedule ``task@check:k``.
+CHECK_CONFIGURATION_PREFIX = "check:"
+#: The longest key a deferred check may have (its name must fit the store's 255).
+MAX_CHECK_KEY_LENGTH = 200
 
 
 def schedule_name(task: str, configuration: str = "") -> str:
@@ -174,13 +181,22 @@ def _optional_timedelta(name: str, field_name: str, value: Any) -> timedelta | N
     return None if value is None else to_timedelta(name, field_name, value)
 
 
-def _check_name(task: Any, configuration: Any) -> str:
-    """The schedule name of ``task``/``configuration``; ScheduleConfigError if invalid."""
+def _check_name(task: Any, configuration: Any, *, check: bool = False) -> str:
+    """The schedule name of ``task``/``configuration``; ScheduleConfigError if invalid.
+
+    Only a deferred check's configuration (``check=True``) starts with
+    :data:`CHECK_CONFIGURATION_PREFIX`, and only its key may contain ``@``
+    (the name splits at the first ``@``, which is after the task)."""
     name = schedule_name(task, configuration) if isinstance(task, str) else repr(task)
     if not isinstance(task, str) or not task.strip() or "@" in task:
         raise ScheduleConfigError(name, "task", "must be a non-empty task name without '@'")
-    if not isinstance(configuration, str) or "@" in configuration:
+    if not isinstance(configuration, str) or ("@" in configuration and not check):
         raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
+    if configuration.startswith(CHECK_CONFIGURATION_PREFIX) != check:
+        raise ScheduleConfigError(
+            name, "configuration",
+            f"must not start with {CHECK_CONFIGURATION_PREFIX!r} (the names of deferred checks)",
+        )  # fmt: skip
     return name
 
 
@@ -219,7 +235,7 @@ class ScheduleSpec:
         return schedule_name(self.task, self.configuration)
 
     def __post_init__(self) -> None:
-        name = _check_name(self.task, self.configuration)
+        name = _check_name(self.task, self.configuration, check=self.kind == "check")
         try:
             object.__setattr__(self, "tz", zone_name(self.tz))
         except ValueError as exc:
@@ -433,6 +449,77 @@ class AdaptiveSpec(ScheduleSpec):
         }
 
 
+def check_key(task: Any, key: Any) -> str:
+    """``key`` as a deferred check's key: a non-empty string of at most
+    :data:`MAX_CHECK_KEY_LENGTH` characters (ints are accepted and written in
+    decimal); ScheduleConfigError naming the check and field ``key`` otherwise."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        key = str(key)
+    name = f"{task}@{CHECK_CONFIGURATION_PREFIX}{key}"
+    if not isinstance(key, str) or not key.strip():
+        raise ScheduleConfigError(name, "key", f"must be a non-empty string, got {key!r}")
+    if len(key) > MAX_CHECK_KEY_LENGTH or any(ch in key for ch in "\x00\n\r"):
+        raise ScheduleConfigError(
+            name, "key", f"must be at most {MAX_CHECK_KEY_LENGTH} characters on one line"
+        )
+    return key
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSpec(ScheduleSpec):
+    """A deferred check (seed 002): run ``task`` for ``key`` at a time, and again
+    at the time its result names, until it returns ``None``.
+
+    The check's state (its first and next check times and how many checks
+    ran) is stored with it, not in the spec: ``celery_dgs.core.checks``.
+    ``within``: how long after its time a check may start and still be on
+    time (its deadline). Guards: at most ``max_checks`` checks; a next check
+    that is not in the future, or further ahead than ``horizon``, ends it;
+    ``max_failures`` consecutive failed runs end it. ``slot``: check times are
+    rounded up to a multiple of it (from the Unix epoch), so checks batch.
+    Give ``key``; the configuration is derived from it."""
+
+    kind: ClassVar[str] = "check"
+
+    key: str = ""
+    within: timedelta = timedelta(minutes=5)
+    max_checks: int = 5
+    horizon: timedelta = timedelta(days=30)
+    max_failures: int = 3
+    slot: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        key = check_key(self.task, self.key)
+        configuration = CHECK_CONFIGURATION_PREFIX + key
+        if self.configuration not in ("", configuration):
+            raise ScheduleConfigError(
+                schedule_name(str(self.task), configuration), "configuration",
+                f"is derived from the key ({configuration!r}), got {self.configuration!r}",
+            )  # fmt: skip
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "configuration", configuration)
+        super().__post_init__()
+        name = self.name
+        object.__setattr__(self, "within", to_timedelta(name, "within", self.within))
+        object.__setattr__(self, "horizon", to_timedelta(name, "horizon", self.horizon))
+        object.__setattr__(self, "slot", _optional_timedelta(name, "slot", self.slot))
+        _index(name, "max_checks", self.max_checks, 1, 1_000_000)
+        _index(name, "max_failures", self.max_failures, 1, 1_000_000)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        del out["configuration"]  # derived from the key
+        return {
+            **out,
+            "key": self.key,
+            "within": self.within.total_seconds(),
+            "max_checks": self.max_checks,
+            "horizon": self.horizon.total_seconds(),
+            "max_failures": self.max_failures,
+            "slot": _seconds(self.slot),
+        }
+
+
 @lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
 def _cron_is_valid(expr: str) -> bool:
     # croniter.is_valid expands the expression: ~0.3 ms, paid once per expression.
@@ -452,7 +539,7 @@ def _cron_never_fires(expr: str, tz: str) -> str | None:
 
 
 SPEC_KINDS: dict[str, type[ScheduleSpec]] = {
-    "periodic": PeriodicSpec, "cron": CronSpec, "adaptive": AdaptiveSpec,
+    "periodic": PeriodicSpec, "cron": CronSpec, "adaptive": AdaptiveSpec, "check": CheckSpec,
 }  # fmt: skip
 
 
@@ -479,14 +566,21 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     validated when ``spec`` was built and no check of them depends on the name.
     Loading a million stored schedules that share a few shapes relies on this
     (see ``celery_dgs.store.loader``)."""
-    if task == spec.task and isinstance(configuration, str) and "@" not in configuration:
+    check = isinstance(spec, CheckSpec)
+    if (
+        task == spec.task and isinstance(configuration, str) and not check
+        and "@" not in configuration and not configuration.startswith(CHECK_CONFIGURATION_PREFIX)
+    ):  # fmt: skip
         task = spec.task  # already checked; and one string object for all its schedules
     else:
-        _check_name(task, configuration)
+        _check_name(task, configuration, check=check)
     clone = object.__new__(type(spec))
     clone.__dict__.update(spec.__dict__)
     object.__setattr__(clone, "task", task)
     object.__setattr__(clone, "configuration", configuration)
+    if check:
+        key = configuration[len(CHECK_CONFIGURATION_PREFIX) :]
+        object.__setattr__(clone, "key", check_key(task, key))
     object.__setattr__(clone, "kwargs", dict(spec.kwargs))
     return clone
 

@@ -41,7 +41,7 @@ from .adaptive import target as adaptive_target
 from .blackout import blackout_containing, first_fit, move_out_of_blackout
 from .cron import next_cron_time
 from .cron_cache import CronFireCache
-from .spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 from .tz import ensure_utc
 
@@ -216,6 +216,8 @@ def error_at(spec: ScheduleSpec, stats: ScheduleStats, now: datetime | None = No
     never-succeeded schedule counts from ``registered_at`` (or ``now``).
     Adaptive: its freshness target (:func:`celery_dgs.core.adaptive.target`).
     """
+    if isinstance(spec, CheckSpec):
+        return check_time(stats, now) + spec.within
     anchor = _anchor(stats, now)
     if isinstance(spec, AdaptiveSpec):
         return adaptive_target(spec, stats, anchor)
@@ -224,6 +226,12 @@ def error_at(spec: ScheduleSpec, stats: ScheduleStats, now: datetime | None = No
     if isinstance(spec, CronSpec):
         return _first_start(spec, stats, anchor) + spec.cron_max_schedule_duration
     raise TypeError(f"unknown schedule kind {type(spec).__name__}")
+
+
+def check_time(stats: ScheduleStats, now: datetime | None = None) -> datetime:
+    """A deferred check's next time (``next_target_at``); one stored without it
+    is due at registration (or ``now``)."""
+    return ensure_utc(stats.next_target_at or _anchor(stats, now), what="next_check_at")
 
 
 def retry_at(
@@ -264,7 +272,9 @@ def start_times(
        find a slot, however long the run is for its period. A declared
        cooldown is the seed's: it holds.
        Adaptive (seed 001): :func:`celery_dgs.core.adaptive.start_times`,
-       the same margin before its freshness target.
+       the same margin before its freshness target. Deferred check (seed
+       002): ``can = next_check_at`` (after a failure, not before the retry
+       ladder's step), ``should = can + within - margin``.
     2. ``can = max(can, retry_at)`` after failures (adaptive: its own retry,
        one minimal interval after the failure, instead of ``retry_ladder``).
     3. Blackouts move ``can`` only: a ``can`` inside a window moves to its end
@@ -284,6 +294,12 @@ def start_times(
     if isinstance(spec, AdaptiveSpec):
         times = adaptive_start_times(spec, stats, anchor, margin)
         can, should = times.can_start_by, times.should_start_by
+    elif isinstance(spec, CheckSpec):
+        can = check_time(stats, now)
+        retry = retry_at(stats, retry_ladder)
+        if retry is not None:
+            can = max(can, retry)
+        should = can + spec.within - margin
     else:
         can = _first_start(spec, stats, anchor, cron_times)
         if isinstance(spec, CronSpec):  # error_at(), without a second next_cron_time()

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from ..core.checks import ON_EXISTS_KEEP
+
 # The run-end rules every store applies (and the simulator), re-exported.
 from ..core.run_end import END_OUTCOMES as END_OUTCOMES
 from ..core.run_end import FAILURE_OUTCOMES as FAILURE_OUTCOMES
@@ -26,6 +28,7 @@ from ..core.run_end import stats_after as stats_after
 from ..core.spec import ScheduleSpec, differing_fields
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats
 from ..errors import ScheduleConfigError
+from .check_types import OWNER_CHECK, CheckAddReport, CheckHistoryRecord, CheckSummary, NewCheck
 
 RunOutcome = Literal[
     "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
@@ -39,7 +42,7 @@ ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
 OWNER_DECLARED = "declared"
 #: ``owner`` of a schedule added through the runtime API: only the API changes it.
 OWNER_RUNTIME = "runtime"
-OWNERS = (OWNER_DECLARED, OWNER_RUNTIME)
+OWNERS = (OWNER_DECLARED, OWNER_RUNTIME, OWNER_CHECK)
 
 
 def check_eventful(eventful: object) -> bool | None:
@@ -140,6 +143,11 @@ class StoredSchedule:
     disabled_reason: str | None = None
     #: The priority class of the pending run request (``None``: the default, 0).
     run_requested_priority: int | None = None
+    #: A deferred check's first check time and how many checks ran (kind
+    #: ``check``; ``None`` for every other kind). Its next check time is
+    #: ``stats.next_target_at``.
+    first_check_at: datetime | None = None
+    check_count: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,7 +459,8 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def load_active(self) -> tuple[list[StoredSchedule], int]:
-        """All active schedules and the cursor to pass to :meth:`changes_since`."""
+        """All active schedules but deferred checks (beat reads those with
+        :meth:`due_checks`), and the cursor to pass to :meth:`changes_since`."""
 
     def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
         """:meth:`load_active` as the cursor and an iterator, so a reader of a
@@ -460,12 +469,63 @@ class ScheduleStore(ABC):
         return cursor, iter(rows)
 
     @abstractmethod
-    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+    def changes_since(
+        self, cursor: int, *, check_until: datetime | None = None
+    ) -> tuple[list[StoredSchedule], int]:
         """Every schedule (active or not) changed after ``cursor``, and the new cursor.
 
         A change committed concurrently is either returned now or by the next
         call with the returned cursor; none is ever skipped.
+
+        Deferred checks: only those of them that are inactive, or whose next
+        check time is, or ever was, at or before ``check_until`` (beat's
+        window; ``None``: every check). A pending check never due within the
+        window is left for :meth:`due_checks`.
         """
+
+    # -- deferred checks (celery_dgs.core.checks) ----------------------------------
+    @abstractmethod
+    def add_checks(
+        self, checks: Sequence[NewCheck], now: datetime, *, on_exists: str = ON_EXISTS_KEEP
+    ) -> CheckAddReport:
+        """Store ``checks`` in one transaction (one new ``change_seq``). A new
+        name, or one whose check ended, becomes a pending check (``first_check_at
+        = next check = at``, no checks run, ``registered_at = now``, owner
+        :data:`OWNER_CHECK`). A pending one is kept as it is (``on_exists="keep"``)
+        or moved to ``at`` with the new spec (``"move"``; its first check time and
+        counts kept). A name stored as a schedule of another kind raises
+        ScheduleConfigError (nothing written), as does a name given twice."""
+
+    @abstractmethod
+    def cancel_checks(self, names: Sequence[str], now: datetime) -> list[str]:
+        """End the named pending checks as ``cancelled`` (history written, rows
+        made inactive), in one transaction; returns the names it cancelled (an
+        unknown or ended check is skipped). A live run is not stopped: its end
+        is recorded, and its verdict ignored."""
+
+    @abstractmethod
+    def due_checks(
+        self, after: tuple[datetime, str] | None, until: datetime, limit: int
+    ) -> list[StoredSchedule]:
+        """At most ``limit`` pending checks whose (next check time, name) is above
+        ``after`` (``None``: from the first) and whose time is at or before
+        ``until``, in that order: beat's window."""
+
+    @abstractmethod
+    def pending_checks(
+        self, *, task: str | None = None, due_before: datetime | None = None, limit: int = 50
+    ) -> list[StoredSchedule]:
+        """Pending checks (of ``task``; due before ``due_before``), earliest first."""
+
+    @abstractmethod
+    def check_summary(self, now: datetime) -> CheckSummary:
+        """Pending checks per task, the overdue ones (due before ``now``), the earliest."""
+
+    @abstractmethod
+    def check_history(
+        self, *, name: str | None = None, task: str | None = None, limit: int = 50
+    ) -> list[CheckHistoryRecord]:
+        """Ended checks (the named one; ``task``'s), the latest end first."""
 
     @abstractmethod
     def get(self, name: str) -> StoredSchedule:
@@ -475,8 +535,9 @@ class ScheduleStore(ABC):
     def list_schedules(
         self, include_inactive: bool = False, *, owner: str | None = None
     ) -> list[StoredSchedule]:
-        """Schedules ordered by name; only active ones unless ``include_inactive``;
-        only those of ``owner`` (:data:`OWNERS`) when given."""
+        """Schedules ordered by name, deferred checks not included (there may be
+        millions: :meth:`pending_checks`); only active ones unless
+        ``include_inactive``; only those of ``owner`` (:data:`OWNERS`) when given."""
 
     @abstractmethod
     def set_paused(self, name: str, paused: bool) -> bool:
@@ -530,12 +591,16 @@ class ScheduleStore(ABC):
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
         eventful: bool | None = None,
+        verdict: object = None,
     ) -> StoredSchedule:
         """In one transaction: record the run's outcome and update the statistics.
 
         An adaptive schedule's ladder moves in the same transaction
         (:func:`stats_after` with ``eventful``, the run's token as fudge key)
-        and it is disabled or enabled (:func:`disabled_after`).
+        and it is disabled or enabled (:func:`disabled_after`). A deferred
+        check's ``verdict`` (its task's return value) moves it or ends it
+        (:func:`celery_dgs.core.checks.check_end`; an ended check gets its
+        history record, its row made inactive).
 
         ``duration_s``: measured by the worker on its monotonic clock (wall-clock
         steps must not enter the statistics); ``None``: ``ended_at - started_at``.
@@ -583,6 +648,12 @@ class ScheduleStore(ABC):
     @abstractmethod
     def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
         """Delete finished runs that ended before ``older_than``; the number deleted."""
+
+    @abstractmethod
+    def prune_checks(self, older_than: datetime, batch_size: int = 1000) -> int:
+        """Delete the history of checks that ended before ``older_than`` and their
+        inactive rows that no run refers to any more; the number of history
+        records deleted."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -143,6 +143,8 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         owner=row.owner,
         disabled_reason=row.disabled_reason,
         run_requested_priority=row.run_requested_priority,
+        first_check_at=row.first_check_at,
+        check_count=row.check_count,
     )
 
 

@@ -81,7 +81,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
     "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
     "declaration_error", "owner", "interval_index", "next_target_at", "upstream_modified_at",
-    "disabled_reason", "run_requested_priority",
+    "disabled_reason", "run_requested_priority", "first_check_at", "check_count",
 )  # fmt: skip
 
 
@@ -263,7 +263,8 @@ def stored_schedule_from_values(
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
      average_s, current_token, run_requested_at, change_seq, updated_at,
      deviation_s, declaration_error, owner, interval_index, next_target_at,
-     upstream_modified_at, disabled_reason, run_priority) = values  # fmt: skip
+     upstream_modified_at, disabled_reason, run_priority, first_check_at,
+     check_count) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     duration = memo.durations.__getitem__
@@ -305,5 +306,7 @@ def stored_schedule_from_values(
         owner=owner,
         disabled_reason=disabled_reason,
         run_requested_priority=run_priority,
+        first_check_at=moment(first_check_at),
+        check_count=check_count,
     )
     return row

@@ -54,11 +54,13 @@ from .base import (
     stats_after,
     upsert_action,
 )
+from .check_types import CheckHistoryRecord
 from .convert import spec_json, utc
 from .loader import SpecCache
+from .memory_checks import MemoryCheckMethods
 
 
-class MemoryScheduleStore(ScheduleStore):
+class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
     """Schedules, statistics and run history in this process's memory.
 
     ``clock`` gives ``updated_at`` for writes that take no time argument (as
@@ -74,6 +76,8 @@ class MemoryScheduleStore(ScheduleStore):
         self._seq = 0  # the last change_seq handed out
         self._runs: dict[str, RunRecord] = {}  # by run_id, in id (insertion) order
         self._next_run_id = 1
+        self._check_history: list[CheckHistoryRecord] = []
+        self._earliest: dict[str, datetime] = {}
 
     # -- schedules ----------------------------------------------------------------
 
@@ -206,14 +210,18 @@ class MemoryScheduleStore(ScheduleStore):
         """All active schedules by name, and the cursor for :meth:`changes_since`."""
         with self._lock:
             rows = self._rows
-            return [rows[n] for n in sorted(rows) if rows[n].active], self._seq
+            return [
+                rows[n] for n in sorted(rows) if rows[n].active and rows[n].kind != "check"
+            ], self._seq
 
     def iter_active(self) -> tuple[int, Iterator[StoredSchedule]]:
         """:meth:`load_active` as the cursor and an iterator (of a snapshot)."""
         rows, cursor = self.load_active()
         return cursor, iter(rows)
 
-    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+    def changes_since(
+        self, cursor: int, *, check_until: datetime | None = None
+    ) -> tuple[list[StoredSchedule], int]:
         """Every schedule, active or not, changed after ``cursor`` (by
         ``change_seq``, then name), and the cursor to pass next time. A cursor
         ahead of the store's (another store's cursor) returns every row."""
@@ -225,7 +233,8 @@ class MemoryScheduleStore(ScheduleStore):
                 row = self._rows[name]
                 if row.change_seq <= cursor:
                     break
-                changed.append(row)
+                if self._in_window(row, check_until):
+                    changed.append(row)
             changed.sort(key=lambda r: (r.change_seq, r.name))
             return changed, self._seq
 
@@ -244,6 +253,7 @@ class MemoryScheduleStore(ScheduleStore):
             return [
                 rows[n] for n in sorted(rows)
                 if (include_inactive or rows[n].active) and owner in (None, rows[n].owner)
+                and rows[n].kind != "check"
             ]  # fmt: skip
 
     def set_paused(self, name: str, paused: bool) -> bool:
@@ -331,6 +341,7 @@ class MemoryScheduleStore(ScheduleStore):
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
         eventful: bool | None = None,
+        verdict: object = None,
     ) -> StoredSchedule:
         """Record how the run ended and update the schedule's statistics, fenced
         and idempotent exactly as the SQL store's (see
@@ -356,7 +367,10 @@ class MemoryScheduleStore(ScheduleStore):
                                         timedelta(seconds=run.duration_s or 0.0), spec=row.spec,
                                         eventful=eventful, run_key=run.token or 0)  # fmt: skip
                     disabled = disabled_after(row.spec, outcome, stats, row.disabled_reason)
-                    row = self._touch(row, stats=stats, disabled_reason=disabled)
+                    changes = {"stats": stats, "disabled_reason": disabled,
+                               **self._check_after_run(row, stats, outcome, verdict, ended_at,
+                                                       error, run.started_at)}  # fmt: skip
+                    row = self._touch(row, **changes)
         if fenced:
             raise StaleTokenError(fenced_end_error(run_id, row.name, run.token, row.current_token))
         return row

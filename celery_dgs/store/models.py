@@ -124,6 +124,44 @@ class ScheduleRow(Base):
     next_target_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     upstream_modified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
+    #: Deferred checks (kind ``check``; ``celery_dgs.core.checks``): the first
+    #: check's time (never changes), how many checks ran, and the earliest
+    #: ``next_target_at`` (their next check time) the row has had, which lets
+    #: beat's change poll skip checks that were never due within its window.
+    first_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    check_count: Mapped[int | None] = mapped_column(Integer)
+    earliest_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+#: The pending checks by time: beat reads its window of due checks with it.
+Index(
+    "ix_dgs_schedules_check_due", ScheduleRow.next_target_at, ScheduleRow.name,
+    postgresql_where=(ScheduleRow.kind == "check") & ScheduleRow.active,
+    sqlite_where=(ScheduleRow.kind == "check") & ScheduleRow.active,
+)  # fmt: skip
+
+
+class CheckHistoryRow(Base):
+    """A deferred check that ended: its counts, times and how it ended."""
+
+    __tablename__ = "dgs_check_history"
+    __table_args__ = (
+        Index("ix_dgs_check_history_name", "name", "ended_at"),
+        Index("ix_dgs_check_history_ended_at", "ended_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    task: Mapped[str] = mapped_column(String(255), nullable=False)
+    key: Mapped[str] = mapped_column(String(255), nullable=False)
+    outcome: Mapped[str] = mapped_column(String(32), nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    check_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    failure_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    added_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    first_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
 class RunRow(Base):

@@ -23,7 +23,7 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from ..core.clock import Clock
@@ -40,8 +40,9 @@ from .base import (
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
-from .models import ScheduleRow
+from .models import ScheduleRow, UTCDateTime
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
+from .sql_checks import CheckMethods
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 from .streaming import streamed_rows
@@ -55,13 +56,21 @@ LOAD_BATCH_ROWS = 10_000
 
 _COLUMNS = ", ".join(SCHEDULE_COLUMNS)
 # Plain text, no column types: the loader converts the raw driver values itself.
-_SELECT_ACTIVE = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE active ORDER BY name")
+_SELECT_ACTIVE = text(
+    f"SELECT {_COLUMNS} FROM dgs_schedules WHERE active AND kind <> 'check' ORDER BY name"
+)
 _SELECT_CHANGED = text(
     f"SELECT {_COLUMNS} FROM dgs_schedules WHERE change_seq > :cursor ORDER BY change_seq, name"
 )
+#: Changed rows but the pending checks never due within beat's window (``:until``).
+_SELECT_CHANGED_IN_WINDOW = text(
+    f"SELECT {_COLUMNS} FROM dgs_schedules WHERE change_seq > :cursor AND (kind <> 'check' "
+    "OR NOT active OR next_target_at <= :until OR earliest_check_at <= :until) "
+    "ORDER BY change_seq, name"
+).bindparams(bindparam("until", type_=UTCDateTime()))
 
 
-class SqlScheduleStore(RuntimeMethods, RunMethods):
+class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods):
     """A :class:`~celery_dgs.store.base.ScheduleStore` on any SQLAlchemy URL.
 
     ``url``: ``sqlite:///path/to/file`` or ``postgresql+psycopg://user@host/db``.
@@ -249,7 +258,9 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             for values in rows:
                 yield stored_schedule_from_values(values, specs, memo)
 
-    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+    def changes_since(
+        self, cursor: int, *, check_until: datetime | None = None
+    ) -> tuple[list[StoredSchedule], int]:
         """Every schedule row, active or not, with ``change_seq > cursor`` (in
         ``change_seq`` order), and the cursor to pass next time.
 
@@ -262,10 +273,12 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
             if cursor > counter:
                 cursor = 0
             memo = ValueMemo()
-            rows = [
-                stored_schedule_from_values(values, self._spec_cache, memo)
-                for values in conn.execute(_SELECT_CHANGED, {"cursor": cursor})
-            ]
+            if check_until is None:
+                found = conn.execute(_SELECT_CHANGED, {"cursor": cursor})
+            else:
+                until = utc(check_until, "check_until")
+                found = conn.execute(_SELECT_CHANGED_IN_WINDOW, {"cursor": cursor, "until": until})
+            rows = [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
         return rows, max([counter, *(r.change_seq for r in rows)])
 
     def get(self, name: str) -> StoredSchedule:
@@ -281,7 +294,7 @@ class SqlScheduleStore(RuntimeMethods, RunMethods):
     ) -> list[StoredSchedule]:
         """Schedules ordered by name; inactive ones only with ``include_inactive``;
         only ``owner``'s when given."""
-        stmt = select(ScheduleRow).order_by(ScheduleRow.name)
+        stmt = select(ScheduleRow).where(ScheduleRow.kind != "check").order_by(ScheduleRow.name)
         if not include_inactive:
             stmt = stmt.where(ScheduleRow.active)
         if owner is not None:

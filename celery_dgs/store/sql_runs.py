@@ -24,6 +24,7 @@ from .base import (
 from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
+from .sql_checks import apply_check_end
 
 
 def _run_exists(session: Session, run_id: str) -> bool:
@@ -92,9 +93,11 @@ class RunMethods(SqlStoreBase):
         alpha: float = DEFAULT_EWMA_ALPHA,
         duration_s: float | None = None,
         eventful: bool | None = None,
+        verdict: object = None,
     ) -> StoredSchedule:
         """One transaction: record how the run ended and update the schedule's stats
-        (an adaptive schedule's ladder and ``disabled_reason`` too, with ``eventful``).
+        (an adaptive schedule's ladder and ``disabled_reason`` too, with ``eventful``;
+        a deferred check's next time or its end, with ``verdict``).
 
         ``duration_s``: the run's duration as its worker measured it on a
         monotonic clock; ``None``: ``ended_at - started_at``.
@@ -135,6 +138,9 @@ class RunMethods(SqlStoreBase):
                                       eventful=eventful, run_key=run.token or 0)  # fmt: skip
                     apply_stats(row, new)
                     row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)
+                    if row.kind == "check":
+                        apply_check_end(session, row, new, outcome, verdict, ended_at, error,
+                                        run.started_at)  # fmt: skip
                     self._touch(session, row)
             session.flush()
             result = stored_schedule(row)

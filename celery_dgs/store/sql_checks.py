@@ -1,0 +1,359 @@
+"""The deferred-check half of the SQL store (:mod:`celery_dgs.core.checks`).
+
+A check is a ``dgs_schedules`` row of kind ``check`` (owner ``check``): beat,
+leases, runs and the reaper treat it as any schedule. Adds are set-based (one
+``executemany`` insert, one for updates, a chunk of names per lookup), in one
+transaction with one new ``change_seq``, serialised with other check writers
+(PostgreSQL: an advisory lock; SQLite: one writer). An ended check's row is
+kept inactive (its runs refer to it) beside its ``dgs_check_history`` record,
+until :meth:`CheckMethods.prune_checks` deletes both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    Connection,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.orm import Session
+
+from ..core.checks import (
+    CHECK_CANCELLED,
+    ON_EXISTS_MOVE,
+    CheckAgain,
+    CheckEnded,
+    CheckState,
+    check_end,
+)
+from ..core.spec import SPEC_FORMAT_VERSION, CheckSpec
+from ..core.stats import ScheduleStats
+from ..errors import ScheduleConfigError
+from .base import StoredSchedule
+from .check_types import (
+    OWNER_CHECK,
+    CheckAddReport,
+    CheckHistoryRecord,
+    CheckSummary,
+    NewCheck,
+    check_on_exists,
+    history_record,
+)
+from .convert import parse_spec, spec_json, utc
+from .engine import connection_transaction
+from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
+from .models import CheckHistoryRow, RunRow, ScheduleRow
+from .sql_base import BUMP_COUNTER, SqlStoreBase
+
+_T = cast(Table, ScheduleRow.__table__)
+_H = cast(Table, CheckHistoryRow.__table__)
+#: pg_advisory_xact_lock key held while checks are added or cancelled ("dgschk").
+PG_CHECK_LOCK_KEY = 0x64677363686B
+#: Names per ``WHERE name IN (...)`` query (SQLite limits bound parameters).
+_NAMES_PER_QUERY = {"sqlite": 900, "postgresql": 10_000}
+_COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
+_PENDING = and_(_T.c.kind == "check", _T.c.active)
+
+
+def _chunks(names: list[str], size: int) -> list[list[str]]:
+    return [names[i : i + size] for i in range(0, len(names), size)]
+
+
+def _history_values(record: CheckHistoryRecord) -> dict[str, Any]:
+    return {
+        "name": record.name, "task": record.task, "key": record.key,
+        "outcome": record.outcome, "reason": record.reason,
+        "check_count": record.check_count, "failure_count": record.failure_count,
+        "added_at": record.added_at, "first_check_at": record.first_check_at,
+        "last_check_at": record.last_check_at, "ended_at": record.ended_at,
+    }  # fmt: skip
+
+
+def _history_record(row: CheckHistoryRow) -> CheckHistoryRecord:
+    return CheckHistoryRecord(
+        name=row.name, task=row.task, key=row.key, outcome=row.outcome, reason=row.reason,
+        check_count=row.check_count, failure_count=row.failure_count,
+        added_at=row.added_at, first_check_at=row.first_check_at,
+        last_check_at=row.last_check_at, ended_at=row.ended_at,
+    )  # fmt: skip
+
+
+def apply_check_end(
+    session: Session, row: ScheduleRow, new_stats: ScheduleStats, outcome: str,
+    verdict: object, ended_at: datetime, error: str | None, last_check_at: datetime | None,
+) -> None:  # fmt: skip
+    """Move or end the pending check ``row`` after a run (its stats already
+    applied): :func:`~celery_dgs.core.checks.check_end`. An inactive row (a
+    cancelled check) or an unreadable spec is left as it is."""
+    spec = parse_spec(row.spec)[0]
+    if not row.active or not isinstance(spec, CheckSpec):
+        return
+    state = CheckState(row.first_check_at or ended_at, row.check_count or 0)
+    step = check_end(spec, state, new_stats, outcome, verdict, ended_at, error)
+    if isinstance(step, CheckAgain):
+        row.next_target_at = step.next_check_at
+        row.check_count = step.check_count
+        earliest = row.earliest_check_at
+        row.earliest_check_at = step.next_check_at if earliest is None else min(
+            earliest, step.next_check_at
+        )  # fmt: skip
+    elif isinstance(step, CheckEnded):
+        row.active = False
+        row.check_count = step.check_count
+        record = history_record(
+            spec, step, failure_count=new_stats.failure_count, added_at=row.registered_at,
+            first_check_at=row.first_check_at, last_check_at=last_check_at, ended_at=ended_at,
+        )  # fmt: skip
+        session.execute(insert(_H), [_history_values(record)])
+
+
+class CheckMethods(SqlStoreBase):
+    """The deferred-check methods of :class:`~celery_dgs.store.sql.SqlScheduleStore`."""
+
+    def add_checks(
+        self, checks: Sequence[NewCheck], now: datetime, *, on_exists: str = "keep"
+    ) -> CheckAddReport:
+        check_on_exists(on_exists)
+        now = utc(now, "now")
+        wanted: dict[str, tuple[NewCheck, str]] = {}
+        for check in checks:
+            if not isinstance(check.spec, CheckSpec):
+                raise TypeError(f"add_checks takes CheckSpec checks, got {check.spec!r}")
+            name, spec_text = check.spec.name, spec_json(check.spec)
+            at = utc(check.at, "at")
+            first = wanted.get(name)
+            if first is not None and (first[1] != spec_text or first[0].at != at):
+                raise ScheduleConfigError(name, "key", "given twice with different fields")
+            wanted[name] = (NewCheck(check.spec, at), spec_text)
+        report = CheckAddReport()
+        if not wanted:
+            return report
+        with connection_transaction(self.engine, write=True) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_CHECK_LOCK_KEY})
+            stored = self._stored_checks(conn, list(wanted))
+            inserts: list[dict[str, Any]] = []
+            renewals: list[dict[str, Any]] = []
+            moves: list[dict[str, Any]] = []
+            for name, (check, spec_text) in wanted.items():
+                found = stored.get(name)
+                if found is None:
+                    inserts.append(self._new_values(check, spec_text, now))
+                    report.added.append(name)
+                    continue
+                kind, active, earliest = found
+                if kind != "check":
+                    raise ScheduleConfigError(
+                        name, "key", f"is stored as a {kind} schedule, not a deferred check"
+                    )
+                if not active:
+                    renewals.append({"b_name": name, **self._renewal_values(check, spec_text, now)})
+                    report.added.append(name)
+                elif on_exists == ON_EXISTS_MOVE:
+                    moves.append({
+                        "b_name": name, "spec": spec_text, "next_target_at": check.at,
+                        "earliest_check_at": check.at if earliest is None else min(
+                            utc(earliest, "earliest_check_at"), check.at),
+                    })  # fmt: skip
+                    report.moved.append(name)
+                else:
+                    report.kept.append(name)
+            if not (inserts or renewals or moves):
+                return report
+            seq = int(conn.execute(BUMP_COUNTER).scalar_one())
+            for values in inserts:
+                values["change_seq"] = seq
+            if inserts:
+                conn.execute(insert(_T), inserts)
+            by_name = _T.c.name == bindparam("b_name")
+            for batch in (renewals, moves):
+                if batch:
+                    for values in batch:
+                        values["change_seq"], values["updated_at"] = seq, now
+                    keys = [k for k in batch[0] if k != "b_name"]
+                    conn.execute(
+                        update(_T).where(by_name).values({k: bindparam(k) for k in keys}), batch
+                    )
+        return report
+
+    def _stored_checks(
+        self, conn: Connection, names: list[str]
+    ) -> dict[str, tuple[str, bool, datetime | None]]:
+        """(kind, active, earliest_check_at) of the stored rows of ``names``, locked."""
+        found: dict[str, tuple[str, bool, datetime | None]] = {}
+        size = _NAMES_PER_QUERY.get(conn.dialect.name, 900)
+        for chunk in _chunks(names, size):
+            stmt = select(_T.c.name, _T.c.kind, _T.c.active, _T.c.earliest_check_at).where(
+                _T.c.name.in_(chunk)
+            )
+            if conn.dialect.name == "postgresql":
+                stmt = stmt.with_for_update()
+            for name, kind, active, earliest in conn.execute(stmt):
+                found[name] = (kind, bool(active), earliest)
+        return found
+
+    @staticmethod
+    def _new_values(check: NewCheck, spec_text: str, now: datetime) -> dict[str, Any]:
+        spec = check.spec
+        return {
+            "name": spec.name, "task": spec.task, "configuration": spec.configuration,
+            "kind": spec.kind, "spec": spec_text, "spec_format": SPEC_FORMAT_VERSION,
+            "active": True, "paused": False, "registered_at": now, "updated_at": now,
+            "owner": OWNER_CHECK, "next_target_at": check.at, "first_check_at": check.at,
+            "earliest_check_at": check.at, "check_count": 0,
+        }  # fmt: skip
+
+    @staticmethod
+    def _renewal_values(check: NewCheck, spec_text: str, now: datetime) -> dict[str, Any]:
+        """An ended check added again: a new check on the old row (its durations kept)."""
+        return {
+            "spec": spec_text, "active": True, "paused": False,
+            "registered_at": now, "next_target_at": check.at, "first_check_at": check.at,
+            "earliest_check_at": check.at, "check_count": 0, "failure_count": None,
+            "last_good_start_at": None, "last_good_end_at": None,
+            "run_requested_at": None, "run_requested_priority": None,
+        }  # fmt: skip
+
+    def cancel_checks(self, names: Sequence[str], now: datetime) -> list[str]:
+        now = utc(now, "now")
+        cancelled: list[str] = []
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return cancelled
+        with self._write() as session:
+            dialect = session.get_bind().dialect.name
+            if dialect == "postgresql":
+                session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_CHECK_LOCK_KEY})
+            size = _NAMES_PER_QUERY.get(dialect, 900)
+            rows: list[ScheduleRow] = []
+            for chunk in _chunks(wanted, size):
+                stmt = select(ScheduleRow).where(ScheduleRow.name.in_(chunk), _PENDING)
+                rows.extend(session.scalars(stmt.with_for_update()))
+            if not rows:
+                return cancelled
+            seq = int(session.execute(BUMP_COUNTER).scalar_one())
+            history: list[dict[str, Any]] = []
+            for row in sorted(rows, key=lambda r: r.name):
+                spec = parse_spec(row.spec)[0]
+                if isinstance(spec, CheckSpec):
+                    ended = CheckEnded(CHECK_CANCELLED, "cancelled", row.check_count or 0)
+                    history.append(_history_values(history_record(
+                        spec, ended, failure_count=row.failure_count, added_at=row.registered_at,
+                        first_check_at=row.first_check_at, last_check_at=row.last_start_at,
+                        ended_at=now,
+                    )))  # fmt: skip
+                row.active = False
+                row.change_seq, row.updated_at = seq, now
+                cancelled.append(row.name)
+            if history:
+                session.execute(insert(_H), history)
+        return cancelled
+
+    def due_checks(
+        self, after: tuple[datetime, str] | None, until: datetime, limit: int
+    ) -> list[StoredSchedule]:
+        if limit < 1:
+            return []
+        stmt = select(*_COLUMNS).where(_PENDING, _T.c.next_target_at <= utc(until, "until"))
+        if after is not None:
+            at, name = utc(after[0], "after"), after[1]
+            stmt = stmt.where(or_(
+                _T.c.next_target_at > at, and_(_T.c.next_target_at == at, _T.c.name > name)
+            ))  # fmt: skip
+        stmt = stmt.order_by(_T.c.next_target_at, _T.c.name).limit(limit)
+        return self._schedules(stmt)
+
+    def pending_checks(
+        self, *, task: str | None = None, due_before: datetime | None = None, limit: int = 50
+    ) -> list[StoredSchedule]:
+        stmt = select(*_COLUMNS).where(_PENDING)
+        if task is not None:
+            stmt = stmt.where(_T.c.task == task)
+        if due_before is not None:
+            stmt = stmt.where(_T.c.next_target_at < utc(due_before, "due_before"))
+        return self._schedules(stmt.order_by(_T.c.next_target_at, _T.c.name).limit(limit))
+
+    def _schedules(self, stmt: Any) -> list[StoredSchedule]:
+        memo = ValueMemo()
+        with connection_transaction(self.engine, write=False) as conn:
+            return [
+                stored_schedule_from_values(v, self._spec_cache, memo) for v in conn.execute(stmt)
+            ]
+
+    def check_summary(self, now: datetime) -> CheckSummary:
+        now = utc(now, "now")
+        stmt = (
+            select(
+                _T.c.task, func.count(),
+                func.sum(case((_T.c.next_target_at < now, 1), else_=0)),
+                func.min(_T.c.next_target_at),
+            )
+            .where(_PENDING).group_by(_T.c.task).order_by(_T.c.task)
+        )  # fmt: skip
+        summary = CheckSummary()
+        with self._read() as session:
+            for task, count, overdue, oldest in session.execute(stmt):
+                summary.pending[task] = int(count)
+                if overdue:
+                    summary.overdue[task] = int(overdue)
+                if oldest is not None:
+                    summary.oldest_due[task] = oldest
+        return summary
+
+    def check_history(
+        self, *, name: str | None = None, task: str | None = None, limit: int = 50
+    ) -> list[CheckHistoryRecord]:
+        stmt = select(CheckHistoryRow)
+        if name is not None:
+            stmt = stmt.where(CheckHistoryRow.name == name)
+        if task is not None:
+            stmt = stmt.where(CheckHistoryRow.task == task)
+        stmt = stmt.order_by(CheckHistoryRow.ended_at.desc(), CheckHistoryRow.id.desc())
+        with self._read() as session:
+            return [_history_record(r) for r in session.scalars(stmt.limit(limit))]
+
+    def prune_checks(self, older_than: datetime, batch_size: int = 1000) -> int:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        older_than = utc(older_than, "older_than")
+        pick = (
+            select(_H.c.id).where(_H.c.ended_at < older_than)
+            .order_by(_H.c.ended_at, _H.c.id).limit(batch_size)
+        )  # fmt: skip
+        ended_rows = (
+            select(_T.c.name).where(
+                _T.c.kind == "check", ~_T.c.active, _T.c.updated_at < older_than,
+                ~exists().where(RunRow.schedule == _T.c.name),
+            ).limit(batch_size)
+        )  # fmt: skip
+        total = 0
+        while True:
+            with self._write() as session:
+                ids = list(session.scalars(pick))
+                if ids:
+                    session.execute(delete(_H).where(_H.c.id.in_(ids)))
+            total += len(ids)
+            if len(ids) < batch_size:
+                break
+        while True:
+            with self._write() as session:
+                names = list(session.scalars(ended_rows))
+                if names:
+                    session.execute(delete(_T).where(_T.c.name.in_(names), ~_T.c.active))
+            if len(names) < batch_size:
+                return total
+
