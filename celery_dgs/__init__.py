@@ -2,7 +2,8 @@
 
 ``DGS(app)`` declares schedules and installs the worker hooks;
 ``DeadlineScheduler`` is the beat scheduler class (``-S celery_dgs:DeadlineScheduler``);
-``progress()``, ``current_token()`` and ``eventful()`` are for task code.
+``progress()``, ``current_token()``, ``eventful()`` and ``current_check()`` are
+for task code.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["DGS", "DeadlineScheduler", "__version__", "current_token", "eventful", "progress"]
+__all__ = [
+    "DGS", "DeadlineScheduler", "__version__", "current_check", "current_token", "eventful",
+    "progress",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from .beat.scheduler import DeadlineScheduler
     from .dgs import DGS
-    from .worker.api import current_token, eventful, progress
+    from .worker.api import current_check, current_token, eventful, progress
 
 
 def __getattr__(name: str) -> Any:
@@ -29,7 +33,7 @@ def __getattr__(name: str) -> Any:
         from .beat.scheduler import DeadlineScheduler
 
         return DeadlineScheduler
-    if name in ("progress", "current_token", "eventful"):
+    if name in ("progress", "current_token", "eventful", "current_check"):
         from .worker import api
 
         return getattr(api, name)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .core.spec import CheckSpec
 from .declarations import DEFAULT_PRIORITY, Declarations
+from .errors import ScheduleConfigError
 from .settings import DgsSettings
 
 if TYPE_CHECKING:
+    from .deferred import DeferredChecks
     from .runtime_schedules import RuntimeSchedules
 
 T = TypeVar("T")
@@ -40,6 +43,14 @@ class DGS:
         existing = _INSTANCES.get(app)
         self.declarations: Declarations = (
             existing.declarations if existing is not None else Declarations()
+        )
+        #: Tasks declared as deferred checks (``@dgs.deferred``): their template
+        #: spec and their ``on_exists`` choice, by task name.
+        self.check_templates: dict[str, CheckSpec] = (
+            existing.check_templates if existing is not None else {}
+        )
+        self.check_on_exists: dict[str, str] = (
+            existing.check_on_exists if existing is not None else {}
         )
         self._settings: DgsSettings | None = None
         self._conf_loaded = False
@@ -65,6 +76,32 @@ class DGS:
         from .runtime_schedules import RuntimeSchedules
 
         return RuntimeSchedules.for_app(self.app, self.settings)
+
+    @cached_property
+    def checks(self) -> DeferredChecks:
+        """Deferred checks of the ``@dgs.deferred`` tasks: add, move, cancel
+        (:class:`~celery_dgs.deferred.DeferredChecks`)."""
+        from .deferred import DeferredChecks
+        from .runtime import runtime_for
+
+        return DeferredChecks(
+            lambda: runtime_for(self.app, self.settings).store, self.check_templates,
+            on_exists=self.check_on_exists,
+        )  # fmt: skip
+
+    def check_at(
+        self, task: Any, key: Any, *, at: datetime | None = None,
+        after: Duration | None = None, args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None, on_exists: str | None = None,
+    ) -> str:  # fmt: skip
+        """Add the check of ``task`` for ``key`` at ``at`` (an aware datetime) or
+        ``after`` from now: :meth:`DeferredChecks.at <celery_dgs.deferred.DeferredChecks.at>`."""
+        return self.checks.at(task, key, at=at, after=after, args=args, kwargs=kwargs,
+                              on_exists=on_exists)  # fmt: skip
+
+    def cancel(self, task: Any, key: Any) -> bool:
+        """Cancel the pending check of ``task`` for ``key``; True if one was pending."""
+        return self.checks.cancel(task, key)
 
     def load_conf_schedules(self) -> Declarations:
         """Add ``app.conf.dgs_schedules`` to the declarations (once)."""
@@ -154,6 +191,60 @@ class DGS:
         """Declare a run at each ``schedule`` time (5-field cron, in ``tz``) that
         must finish ``within`` that long after it."""
         return self._decorator("cron", _fields(locals()))
+
+
+    def deferred(
+        self,
+        *,
+        within: Duration = timedelta(minutes=5),
+        max_checks: int = 5,
+        horizon: Duration = timedelta(days=30),
+        max_failures: int = 3,
+        slot: Duration | None = None,
+        on_exists: str = "keep",
+        max_expected_duration: Duration | None = None,
+        max_allowed_duration: Duration | None = None,
+        dont_run_on_nodes: Iterable[str] = (),
+        pool: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
+        tz: Any = "UTC",
+        blackouts: Iterable[TimeWindow] = (),
+    ) -> Callable[[T], T]:
+        """Declare the task as a deferred check (seed 002): ``dgs.check_at(task,
+        key, at=...)`` runs it then; its return value, a datetime or timedelta,
+        runs it again then, and ``None`` ends the check.
+
+        A check should start within ``within`` of its time. Guards: at most
+        ``max_checks`` checks; a next check not in the future or further than
+        ``horizon`` ends it; ``max_failures`` consecutive failures end it;
+        ``max_allowed_duration`` terminates a run. ``slot`` rounds check times
+        up to a multiple of it, so checks batch. ``on_exists``: adding a check
+        that is pending ``keep``s it (the default) or ``move``s it. Placement
+        and ``priority`` as for schedules. Errors name the task and field."""
+        from .core.checks import ON_EXISTS_CHOICES
+        from .deferred import check_template
+
+        fields = {
+            "within": within, "max_checks": max_checks, "horizon": horizon,
+            "max_failures": max_failures, "slot": slot,
+            "max_expected_duration": max_expected_duration,
+            "max_allowed_duration": max_allowed_duration,
+            "dont_run_on_nodes": tuple(dont_run_on_nodes), "pool": pool, "priority": priority,
+            "tz": tz, "blackout_periods": blackouts,
+        }  # fmt: skip
+
+        def decorate(task: T) -> T:
+            name = self._task_name(task)
+            if on_exists not in ON_EXISTS_CHOICES:
+                raise ScheduleConfigError(
+                    name, "on_exists", f"must be one of {', '.join(ON_EXISTS_CHOICES)}, "
+                    f"got {on_exists!r}",
+                )  # fmt: skip
+            self.check_templates[name] = check_template(name, fields)
+            self.check_on_exists[name] = on_exists
+            return task
+
+        return decorate
 
 
 def _fields(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,12 @@ from .core.timing import DEFAULT_COOLDOWN_FRACTION, validate_cooldown_fraction
 from .errors import SettingsError
 from .keys import KeySpace
 
+#: Deferred checks: how far ahead beat holds pending checks, how many at most,
+#: and how long an ended check's history is kept (30 days).
+DEFAULT_CHECK_WINDOW_S = 600.0
+DEFAULT_CHECK_WINDOW_SIZE = 10_000
+DEFAULT_CHECK_RETENTION_S = 30 * 86400.0
+
 DEFAULT_DATABASE_URL = "sqlite:///dgs.sqlite3"
 DEFAULT_KEY_PREFIX = "dgs"
 #: Redis Cluster: wrap the key prefix in a hash tag (``{dgs}:...``) so every key
@@ -174,6 +180,13 @@ class DgsSettings:
     #: moves up to the next class with due work (celery_dgs/core/priority.py);
     #: ``None``: no elevator (strict priority among due schedules).
     elevator_interval: float | None = DEFAULT_ELEVATOR_INTERVAL_S
+    #: Deferred checks: beat holds the pending checks due within this many
+    #: seconds (and those overdue), at most ``check_window_size`` of them, and
+    #: reads the next ones from the store as the window moves on or empties.
+    check_window: float = DEFAULT_CHECK_WINDOW_S
+    check_window_size: int = DEFAULT_CHECK_WINDOW_SIZE
+    #: Seconds the history of an ended deferred check is kept (beat prunes it).
+    check_retention: float = DEFAULT_CHECK_RETENTION_S
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -194,7 +207,7 @@ class DgsSettings:
         for name in (
             "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
             "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
-            "shed_horizon", "reap_interval",
+            "shed_horizon", "reap_interval", "check_window", "check_retention",
         ):  # fmt: skip
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
@@ -225,7 +238,9 @@ class DgsSettings:
             or self.capacity < 1
         ):
             raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
-        for name in ("prune_batch_size", "max_dispatches_per_tick", "reap_batch_size"):
+        for name in (
+            "prune_batch_size", "max_dispatches_per_tick", "reap_batch_size", "check_window_size",
+        ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")

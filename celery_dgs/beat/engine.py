@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from ..connection import log_failure
 from ..core.clock import Clock
@@ -147,6 +147,14 @@ class BeatEngine(DispatchSending):
         #: then seen with their outcome, not as due schedules with stale stats.
         self._refresh_after_read = True
         #: Ends as ``lost`` the running rows nobody is left to end (leader only).
+        #: Deferred checks held (in the index, parked or held): beat's window.
+        self.checks: set[str] = set()
+        #: The window's end, as (check time, name): every pending check at or
+        #: before it is held (name ``None``: every one at or before the time).
+        #: ``None``: no check read yet.
+        self.check_window_end: tuple[datetime, str | None] | None = None
+        #: Whether the last window read stopped at ``check_window_size``.
+        self._check_window_full = False
         self.reaper = RunReaper(
             store, leases, clock, grace_s=settings.ping_timeout + settings.steal_delay,
             interval_s=settings.reap_interval, batch_size=settings.reap_batch_size,
@@ -188,8 +196,10 @@ class BeatEngine(DispatchSending):
                 gc.enable()
         self._last_poll = self.monotonic()
         self._refresh_after_read = True
+        self.read_check_window()
         self.adopt_pending()
-        logger.info("celery-dgs beat: loaded %d schedules (cursor %d)", count, self.cursor)
+        logger.info("celery-dgs beat: loaded %d schedules and %d deferred checks (cursor %d)",
+                    count, len(self.checks), self.cursor)  # fmt: skip
 
     def _load_plain_row(self, row: StoredSchedule, batch: _IndexBatch) -> bool:
         """:meth:`_apply_row` of the common row at start-up, inlined: active,
@@ -249,7 +259,11 @@ class BeatEngine(DispatchSending):
 
     def _apply_row(self, row: StoredSchedule, batch: _IndexBatch | None = None) -> None:
         name = row.name
+        if row.kind == "check" and row.active and not self._in_check_window(row):
+            self._drop_check(row)
+            return
         if not row.active or row.spec is None:
+            self.checks.discard(name)
             if row.active:
                 logger.error("celery-dgs: schedule %r is not schedulable: %s", name, row.spec_error)
                 self.unschedulable[name] = row.spec_error or "invalid stored spec"
@@ -261,6 +275,8 @@ class BeatEngine(DispatchSending):
             self.tracked.pop(name, None)
             return
         self.unschedulable.pop(name, None)
+        if row.kind == "check":
+            self.checks.add(name)
         self.tracked[name] = Tracked(
             row.spec, row.stats, row.run_requested_at, row.declaration_error,
             row.disabled_reason, row.run_requested_priority,
@@ -272,6 +288,66 @@ class BeatEngine(DispatchSending):
         self.held.discard(name)
         if name not in self.parked:
             self._reindex(name, batch)
+
+    # -- deferred checks: the window -------------------------------------------------
+    def _in_check_window(self, row: StoredSchedule) -> bool:
+        """Whether the pending check ``row`` is due by the window's end (or asked to run)."""
+        end = self.check_window_end
+        at = row.stats.next_target_at
+        if row.run_requested_at is not None or at is None:
+            return True
+        return end is not None and at <= end[0]
+
+    def _drop_check(self, row: StoredSchedule) -> None:
+        """Forget a pending check that moved past the window; the window read
+        brings it back when it is due. A parked one (running or dispatched)
+        keeps its new row until it is freed."""
+        name = row.name
+        if name in self.parked:
+            self.tracked[name] = Tracked(
+                row.spec, row.stats, row.run_requested_at, row.declaration_error,
+                row.disabled_reason, row.run_requested_priority,
+            ) if row.spec is not None else self.tracked[name]  # fmt: skip
+            return
+        self.index.remove(name)
+        self.held.discard(name)
+        self.tracked.pop(name, None)
+        self.unschedulable.pop(name, None)
+        self.checks.discard(name)
+
+    def read_check_window(self) -> int:
+        """Read the next pending checks from the store if the window needs them:
+        when its end is less than half of ``check_window`` ahead, or (after a
+        read that stopped at ``check_window_size``) when fewer than half that
+        many are held. Reads up to ``now + check_window``, earliest first, at
+        most enough to hold ``check_window_size``. Returns how many rows it read."""
+        settings = self.settings
+        size, ahead = settings.check_window_size, timedelta(seconds=settings.check_window)
+        now = self.clock.now()
+        end = self.check_window_end
+        held = len(self.checks)
+        if self._check_window_full:
+            if held > size // 2:
+                return 0
+        elif end is not None and end[0] >= now + ahead / 2:
+            return 0
+        limit = size - held
+        if limit <= 0:
+            return 0
+        until = now + ahead
+        after = None if end is None else (end[0], end[1] or "")
+        rows = self.store.due_checks(after, until, limit)
+        if len(rows) >= limit:
+            last = rows[-1]
+            assert last.stats.next_target_at is not None
+            self.check_window_end = (last.stats.next_target_at, last.name)
+            self._check_window_full = True
+        else:
+            self.check_window_end = (max(until, end[0]) if end is not None else until, None)
+            self._check_window_full = False
+        for row in rows:
+            self._apply_row_safely(row)
+        return len(rows)
 
     def _priority_of(self, name: str) -> int:
         """The class ``name`` is indexed in: its spec's priority, or its run
@@ -304,8 +380,11 @@ class BeatEngine(DispatchSending):
             batch.entries.append((name, can, should))
 
     def refresh(self) -> int:
-        """Apply store changes since the cursor; returns how many rows changed."""
-        rows, self.cursor = self.store.changes_since(self.cursor)
+        """Apply store changes since the cursor (deferred checks: those ever due
+        within the window); returns how many rows changed."""
+        end = self.check_window_end
+        until = _NO_CHECK_YET if end is None else end[0]
+        rows, self.cursor = self.store.changes_since(self.cursor, check_until=until)
         for row in rows:
             self._apply_row_safely(row)
         self._last_poll = self.monotonic()
@@ -326,6 +405,7 @@ class BeatEngine(DispatchSending):
         role = leadership.check() if leadership is not None else Role.LEADER
         if mono - self._last_poll >= self.settings.store_poll_interval:
             self.refresh()
+        self.read_check_window()
         if leadership is not None and role is Role.STANDBY:
             self.most_urgent_should_start_by = None
             return leadership.standby_interval
@@ -509,6 +589,10 @@ class BeatEngine(DispatchSending):
             return
         if removed:
             logger.info("celery-dgs: pruned %d runs that ended before %s", removed, cutoff)
+
+
+#: The change poll's check window before any check was read: none is held.
+_NO_CHECK_YET = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class _AllQueues(frozenset[str]):

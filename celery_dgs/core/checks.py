@@ -112,6 +112,19 @@ class CheckState:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckInfo:
+    """A running check, as its task sees it (``celery_dgs.current_check()``):
+    its task and key, the time of its first check, how many checks ran before
+    this one, and the time this one was due."""
+
+    task: str
+    key: str
+    first_check_at: datetime | None
+    check_count: int
+    due_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class CheckAgain:
     """The check stays pending, due at ``next_check_at`` with ``check_count`` checks run."""
 

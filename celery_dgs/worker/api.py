@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 
+from ..core.checks import CheckInfo
 from .supervisor import current_supervisor
 
 logger = logging.getLogger("celery_dgs.worker")
@@ -62,3 +63,10 @@ def eventful(changed: object = True) -> bool:
         return False
     sup.eventful = changed
     return True
+
+
+def current_check() -> CheckInfo | None:
+    """The deferred check the current run is (:class:`~celery_dgs.core.checks.CheckInfo`); None
+    outside a supervised run of a check."""
+    sup = current_supervisor()
+    return sup.check if sup is not None else None

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..connection import log_failure
-from ..core.spec import ScheduleSpec
+from ..core.checks import CheckInfo
+from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
 from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
@@ -243,10 +244,16 @@ def supervised_run(
     )  # fmt: skip
     logger.info("celery-dgs: run %s of %s started on %s (token %s)",
                 run_id, schedule, owner_name, token)  # fmt: skip
+    if isinstance(spec, CheckSpec):
+        supervisor.check = _check_info(rt, spec)
     supervisor.start()
-    outcome, error = "success", None
+    outcome, error, verdict = "success", None, None
     try:
-        return fun(*args, **kwargs)
+        result = fun(*args, **kwargs)
+        if isinstance(spec, CheckSpec):
+            verdict = result
+            return celery_result_of_verdict(result)
+        return result
     except RunTerminated as raised:
         stop = supervisor.interruption or raised  # an async exception carries no reason
         outcome, error = stop.outcome, stop.reason
@@ -270,7 +277,27 @@ def supervised_run(
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
             _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress, clock=clock,
                     ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
-                    eventful=supervisor.eventful)
+                    eventful=supervisor.eventful, verdict=verdict)
+
+
+def _check_info(rt: Runtime, spec: CheckSpec) -> CheckInfo | None:
+    """The running check's stored state, for :func:`celery_dgs.current_check`
+    (None, logged, if the store cannot be read: the check still runs)."""
+    try:
+        row = rt.store.get(spec.name)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: reading the state of check %s failed", spec.name)
+        return None
+    return CheckInfo(
+        task=spec.task, key=spec.key, first_check_at=row.first_check_at,
+        check_count=row.check_count or 0, due_at=row.stats.next_target_at,
+    )  # fmt: skip
+
+
+def celery_result_of_verdict(verdict: object) -> object:
+    """What Celery gets as a check task's result: its verdict, a ``timedelta``
+    as seconds (Celery's JSON serializer has no timedelta)."""
+    return verdict.total_seconds() if isinstance(verdict, timedelta) else verdict
 
 
 def _stop_heartbeat(supervisor: RunSupervisor) -> None:
@@ -355,7 +382,7 @@ def _finish(
     rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
     progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
     ended_at: datetime | None = None, clock: RunClock | None = None,
-    eventful: bool | None = None,
+    eventful: bool | None = None, verdict: object = None,
 ) -> None:  # fmt: skip
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
@@ -378,6 +405,7 @@ def _finish(
         _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
             run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
             alpha=rt.settings.ewma_alpha, duration_s=duration, eventful=eventful,
+            verdict=verdict,
         ), attempts=attempts)  # fmt: skip
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run

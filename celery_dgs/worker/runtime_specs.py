@@ -1,4 +1,4 @@
-"""The spec a worker runs a runtime schedule with.
+"""The spec a worker runs a runtime schedule (or a deferred check) with.
 
 A runtime schedule (added through ``dgs.schedules`` or ``celery dgs add /
 import``) is in no worker's declarations: the worker reads it from the store
@@ -20,6 +20,7 @@ from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..runtime import Runtime
 from ..store.base import OWNER_RUNTIME
+from ..store.check_types import OWNER_CHECK
 from .runs import node_of, record_skipped
 
 logger = logging.getLogger("celery_dgs.worker")
@@ -35,10 +36,10 @@ def runtime_spec(rt: Runtime, schedule: str) -> tuple[ScheduleSpec | None, str |
         row = rt.store.get(schedule)
     except UnknownScheduleError:
         return None, None
-    if row.owner != OWNER_RUNTIME:
+    if row.owner not in (OWNER_RUNTIME, OWNER_CHECK):
         return None, None
     if not row.active:
-        return None, "schedule removed"
+        return None, "check ended or cancelled" if row.owner == OWNER_CHECK else "schedule removed"
     if row.spec is None:
         return None, f"stored spec invalid: {row.spec_error}"
     return row.spec, None

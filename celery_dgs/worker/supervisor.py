@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.blackout import blackout_containing, next_blackout_start
+from ..core.checks import CheckInfo
 from ..core.spec import ScheduleSpec
 from .shutdown import SHUTDOWN_REASON, mark_leaving
 
@@ -139,6 +140,8 @@ class RunSupervisor:
         self.progress: float | None = None
         #: What the run reported with ``celery_dgs.eventful()`` (None: nothing).
         self.eventful: bool | None = None
+        #: The deferred check this run is (``celery_dgs.current_check()``); None otherwise.
+        self.check: CheckInfo | None = None
         self.interruption: RunTerminated | None = None
         self.delivered = False
         self._thread_id = threading.get_ident()

@@ -1,0 +1,191 @@
+"""Deferred checks' API: ``@dgs.deferred`` declares a task as a check, and
+``dgs.checks`` (:class:`DeferredChecks`) adds and cancels checks of it.
+
+A check is identified by its task and an entity key (``"order-42"``); it runs
+its task at a time, with its ``args``/``kwargs``, and its task's return
+value says what comes next (:mod:`celery_dgs.core.checks`). Checks live in the
+store; beat dispatches them as it dispatches schedules (within free capacity,
+under the same lease), holding only the checks due soon in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
+from .core.clock import Clock, SystemClock
+from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, spec_fields, with_name
+from .errors import ScheduleConfigError
+from .store.base import ScheduleStore
+from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck
+
+#: The key of the template spec a ``@dgs.deferred`` declaration is kept as.
+_TEMPLATE_KEY = "template"
+
+
+def check_template(task: str, fields: Mapping[str, Any]) -> CheckSpec:
+    """The spec every check of ``task`` is built from (``fields``: a
+    ``@dgs.deferred`` declaration); ScheduleConfigError naming the task and field."""
+    known = set(spec_fields(CheckSpec)) - {"task", "configuration", "key", "args", "kwargs"}
+    for name in fields:
+        if name not in known:
+            raise ScheduleConfigError(task, str(name), "is not an option of @dgs.deferred")
+    return CheckSpec(task=task, key=_TEMPLATE_KEY, **dict(fields))
+
+
+def _arguments(name: str, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable):
+        raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {args!r}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ScheduleConfigError(name, "kwargs", f"must be a mapping with string keys, "
+                                  f"got {kwargs!r}")  # fmt: skip
+    args, kwargs = tuple(args), dict(kwargs)
+    for field_name, value in (("args", args), ("kwargs", kwargs)):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            why = f"must be JSON-serializable: {exc}"
+            raise ScheduleConfigError(name, field_name, why) from exc
+    return args, kwargs
+
+
+def check_from_template(
+    template: CheckSpec, key: Any, args: Any = (), kwargs: Any = None
+) -> CheckSpec:
+    """``template``'s check for ``key`` with ``args``/``kwargs`` (validated;
+    ScheduleConfigError naming the check and field)."""
+    key = check_key(template.task, key)
+    spec = with_name(template, template.task, CHECK_CONFIGURATION_PREFIX + key)
+    assert isinstance(spec, CheckSpec)
+    args, kwargs = _arguments(spec.name, args, kwargs)
+    object.__setattr__(spec, "args", args)
+    object.__setattr__(spec, "kwargs", kwargs)
+    return spec
+
+
+class DeferredChecks:
+    """Add, move, cancel and read deferred checks (``dgs.checks``).
+
+    ``templates``: the declared check tasks, by task name (``@dgs.deferred``).
+    ``store``: the store, or a callable giving it (read on first use)."""
+
+    def __init__(
+        self,
+        store: ScheduleStore | Callable[[], ScheduleStore],
+        templates: Mapping[str, CheckSpec],
+        *,
+        clock: Clock | None = None,
+        on_exists: Mapping[str, str] | None = None,
+    ) -> None:
+        self._store = store
+        self._templates = templates
+        self._on_exists = on_exists or {}
+        self._clock: Clock = clock or SystemClock()
+
+    @property
+    def store(self) -> ScheduleStore:
+        return self._store if isinstance(self._store, ScheduleStore) else self._store()
+
+    def _template(self, task: Any) -> CheckSpec:
+        name = task if isinstance(task, str) else getattr(task, "name", None)
+        if not isinstance(name, str):
+            raise ScheduleConfigError(repr(task), "task", "must be a task or a task name")
+        template = self._templates.get(name)
+        if template is None:
+            raise ScheduleConfigError(
+                name, "task", "is not declared as a deferred check (decorate it with "
+                "@dgs.deferred(...))",
+            )  # fmt: skip
+        return template
+
+    def new_check(
+        self, task: Any, key: Any, *, at: datetime | None = None,
+        after: timedelta | float | None = None, args: Any = (), kwargs: Any = None,
+        now: datetime | None = None,
+    ) -> NewCheck:  # fmt: skip
+        """The check of ``task`` for ``key`` at ``at`` or ``after`` from now
+        (a timedelta or seconds), validated; nothing is stored."""
+        spec = check_from_template(self._template(task), key, args, kwargs)
+        delay: Any = after
+        if isinstance(after, (int, float)) and not isinstance(after, bool):
+            delay = timedelta(seconds=after)
+        try:
+            when = first_check_time(spec, now or self._clock.now(), at=at, after=delay)
+        except ValueError as exc:
+            field = "after" if after is not None and at is None else "at"
+            raise ScheduleConfigError(spec.name, field, str(exc).split(": ", 1)[-1]) from None
+        return NewCheck(spec, when)
+
+    def at(
+        self, task: Any, key: Any, *, at: datetime | None = None,
+        after: timedelta | float | None = None, args: Any = (), kwargs: Any = None,
+        on_exists: str | None = None,
+    ) -> str:  # fmt: skip
+        """Add the check of ``task`` for ``key``, due ``at`` (an aware datetime)
+        or ``after`` from now; returns ``"added"``, ``"kept"`` (it was pending
+        and is left as it was: the default) or ``"moved"`` (pending, and
+        ``on_exists="move"`` gave it the new time and arguments)."""
+        report = self.at_many(
+            [{"task": task, "key": key, "at": at, "after": after, "args": args,
+              "kwargs": kwargs}], on_exists=on_exists,
+        )  # fmt: skip
+        return "added" if report.added else "moved" if report.moved else "kept"
+
+    def at_many(
+        self, items: Iterable[Mapping[str, Any]], *, on_exists: str | None = None
+    ) -> CheckAddReport:
+        """Add many checks in one store transaction. Each item has ``task``,
+        ``key``, ``at`` or ``after``, and optionally ``args``/``kwargs``. The
+        first invalid item raises ScheduleConfigError naming the check and
+        field; nothing is stored then. ``on_exists``: for every item (default:
+        the task's ``@dgs.deferred(on_exists=...)``, else ``"keep"``)."""
+        now = self._clock.now()
+        by_choice: dict[str, list[NewCheck]] = {}
+        for item in items:
+            unknown = set(item) - {"task", "key", "at", "after", "args", "kwargs"}
+            if unknown:
+                raise ScheduleConfigError(str(item.get("task")), sorted(unknown)[0],
+                                          "is not a field of a check")  # fmt: skip
+            check = self.new_check(
+                item.get("task"), item.get("key"), at=item.get("at"), after=item.get("after"),
+                args=item.get("args") or (), kwargs=item.get("kwargs"), now=now,
+            )  # fmt: skip
+            choice = on_exists or self._on_exists.get(check.spec.task, ON_EXISTS_KEEP)
+            by_choice.setdefault(choice, []).append(check)
+        report = CheckAddReport()
+        for choice, checks in by_choice.items():
+            if choice not in ON_EXISTS_CHOICES:
+                raise ScheduleConfigError(checks[0].spec.name, "on_exists",
+                                          f"must be one of {', '.join(ON_EXISTS_CHOICES)}, "
+                                          f"got {choice!r}")  # fmt: skip
+            part = self.store.add_checks(checks, now, on_exists=choice)
+            report.added.extend(part.added)
+            report.kept.extend(part.kept)
+            report.moved.extend(part.moved)
+        return report
+
+    def cancel(self, task: Any, key: Any) -> bool:
+        """Cancel the pending check of ``task`` for ``key`` (seed 002's
+        ``delete_at_jobs``); True if one was pending. Its history records it
+        as ``cancelled``."""
+        return bool(self.cancel_many([(task, key)]))
+
+    def cancel_many(self, checks: Sequence[tuple[Any, Any]]) -> list[str]:
+        """Cancel the pending checks of these ``(task, key)`` pairs; the names cancelled."""
+        names = []
+        for task, key in checks:
+            template = self._template(task)
+            names.append(f"{template.task}@{CHECK_CONFIGURATION_PREFIX}"
+                         f"{check_key(template.task, key)}")  # fmt: skip
+        return self.store.cancel_checks(names, self._clock.now())
+
+    def history(self, task: Any, key: Any, limit: int = 20) -> list[CheckHistoryRecord]:
+        """The ended checks of ``task`` for ``key``, the latest first."""
+        template = self._template(task)
+        name = f"{template.task}@{CHECK_CONFIGURATION_PREFIX}{check_key(template.task, key)}"
+        return self.store.check_history(name=name, limit=limit)
