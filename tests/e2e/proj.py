@@ -350,3 +350,28 @@ def visit(source: str) -> str:
         return mode
     finally:
         log_event("end", f"visit@{source}", mode=mode)
+
+
+# -- deferred checks (tests/e2e/test_checks_e2e.py): seed 002's order example ------
+#: Alerts go to e2e:alerts; an order's state is e2e:order:<id> ("shipped", or
+#: "slow": the check takes 4 s, for the SIGKILL test; anything else: unshipped).
+@dgs.deferred(within=timedelta(seconds=2), max_checks=3)
+@app.task(name="e2e.check_order")
+def check_order(order: str, escalate_after: float = 3.0) -> Any:
+    info = celery_dgs.current_check()
+    assert info is not None, "a check runs with its state"
+    log_event("start", f"check_order:{order}", count=info.check_count,
+              due=info.due_at.timestamp() if info.due_at else None)  # fmt: skip
+    try:
+        state = (_events.get(f"e2e:order:{order}") or b"unshipped").decode()
+        if state == "slow":
+            time.sleep(4)
+        if state == "shipped":
+            return None  # done: no alert
+        alert = "first" if info.check_count == 0 else "final"
+        _events.rpush("e2e:alerts", json.dumps({"order": order, "alert": alert}))
+        if info.check_count == 0 and info.first_check_at is not None:
+            return info.first_check_at + timedelta(seconds=escalate_after)
+        return None
+    finally:
+        log_event("end", f"check_order:{order}")

@@ -1,0 +1,125 @@
+"""End to end: deferred checks with a real beat and real workers, on seed
+002's order example. An order placed adds a check at +x that, while the order
+is unshipped, raises the first alert and asks to be checked again at +y,
+where it raises the final alert; an order shipped in between ends with no
+further alert. A worker SIGKILLed during a check has that check run again
+exactly once; with beat stopped, every overdue check runs once after its
+restart, in order of lateness."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from celery_dgs.core.clock import SystemClock
+from celery_dgs.deferred import DeferredChecks, check_template
+from tests.e2e.harness import Cluster, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+TASK = "e2e.check_order"
+TEMPLATE = check_template(TASK, {"within": timedelta(seconds=2), "max_checks": 3})
+
+
+def checks(store: Any) -> DeferredChecks:
+    return DeferredChecks(store, {TASK: TEMPLATE}, clock=SystemClock())
+
+
+def alerts(cluster: Cluster) -> list[tuple[str, str]]:
+    return [(a["order"], a["alert"]) for a in
+            (json.loads(x) for x in cluster.redis.lrange("e2e:alerts", 0, -1))]  # fmt: skip
+
+
+def starts_of(cluster: Cluster, order: str) -> list[dict[str, Any]]:
+    return [e for e in cluster.starts() if e["name"] == f"check_order:{order}"]
+
+
+def ended(store: Any, order: str) -> Any:
+    found = store.check_history(name=f"{TASK}@check:{order}")
+    return found[0] if found else None
+
+
+def test_order_checks_alert_escalate_and_survive_a_killed_worker(cluster_factory: Any) -> None:
+    cluster = cluster_factory(["check_order"])  # no schedule: checks only
+    store = cluster.store()
+    try:
+        api = checks(store)
+        cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+        cluster.start_worker("w2", "node2", pool="threads", concurrency=2)
+        cluster.start_beat()
+        placed = time.time()
+        # Orders placed: a check at +x = 2 s, escalation at first check + 3 s.
+        cluster.redis.set("e2e:order:shipped-early", "shipped")
+        for order in ("late", "between", "shipped-early"):
+            assert api.at(TASK, order, after=2, kwargs={"order": order}) == "added"
+        assert api.at(TASK, "late", after=2, kwargs={"order": "late"}) == "kept"
+
+        wait_for(lambda: ("between", "first") in alerts(cluster), 20, "the first alerts")
+        cluster.redis.set("e2e:order:between", "shipped")  # shipped between +x and +y
+        for order in ("late", "between", "shipped-early"):
+            wait_for(lambda o=order: ended(store, o), 20, f"the check of {order} to end")
+        assert sorted(alerts(cluster)) == [("between", "first"), ("late", "final"),
+                                           ("late", "first")]  # fmt: skip
+        late = ended(store, "late")
+        assert (late.outcome, late.check_count) == ("done", 2)
+        assert late.first_check_at.timestamp() >= placed + 2 - 0.01
+        assert (ended(store, "between").check_count, ended(store, "shipped-early").check_count) \
+            == (2, 1)
+        for order in ("late", "between", "shipped-early"):
+            for start in starts_of(cluster, order):
+                assert start["t"] >= start["due"] - 0.05, f"{order} checked before it was due"
+        assert [s["count"] for s in starts_of(cluster, "late")] == [0, 1]
+        assert store.pending_checks() == []
+
+        # A worker SIGKILLed during a check: the check runs again, exactly once.
+        cluster.redis.set("e2e:order:killed", "slow")
+        api.at(TASK, "killed", after=0.5, kwargs={"order": "killed"})
+        first = wait_for(lambda: starts_of(cluster, "killed"), 20, "the slow check to start")[0]
+        victim = "w1" if first["host"] == "node1" else "w2"
+        cluster.signal_group(victim, signal.SIGKILL)
+        cluster.redis.set("e2e:order:killed", "shipped")
+        wait_for(lambda: ended(store, "killed"), 30, "the killed check to run again and end")
+        record = ended(store, "killed")
+        assert (record.outcome, record.check_count) == ("done", 1)
+        time.sleep(1.5)  # room for a wrong third run (none may come: the check has ended)
+        assert len(starts_of(cluster, "killed")) == 2
+        outcomes = sorted(r.outcome for r in store.runs(f"{TASK}@check:killed"))
+        assert outcomes in (["stolen", "success"], ["lost", "success"]), outcomes
+    finally:
+        store.close()
+
+
+def test_overdue_checks_run_once_in_order_of_lateness_after_beat_restarts(
+    cluster_factory: Any,
+) -> None:
+    cluster = cluster_factory(["check_order"])  # no schedule: checks only
+    store = cluster.store()
+    try:
+        api = checks(store)
+        cluster.redis.set("e2e:order:any", "shipped")
+        cluster.start_worker("w1", "node1", pool="threads", concurrency=1)
+        cluster.start_beat()
+        api.at(TASK, "warm-up", after=0, kwargs={"order": "warm-up"})
+        wait_for(lambda: ended(store, "warm-up"), 20, "beat to serve checks")
+        cluster.stop("beat")
+        orders = [f"o{i:02d}" for i in range(12)]
+        for order in reversed(orders):  # added in reverse, due in order: o00 first
+            cluster.redis.set(f"e2e:order:{order}", "shipped")
+            due = 0.5 + 0.05 * orders.index(order)
+            api.at(TASK, order, after=due, kwargs={"order": order})
+        time.sleep(2)  # beat is down: every check is now overdue
+        assert store.check_summary(SystemClock().now()).total_overdue == len(orders)
+        cluster.start_beat()
+        for order in orders:
+            wait_for(lambda o=order: ended(store, o), 30, f"the overdue check {order}")
+        started = [e["name"].split(":", 1)[1] for e in cluster.starts()
+                   if e["name"].split(":", 1)[1] in orders]  # fmt: skip
+        assert started == orders, "each ran once, the latest first"
+        assert store.check_summary(SystemClock().now()).total_pending == 0
+    finally:
+        store.close()
