@@ -589,6 +589,15 @@ class BeatEngine(DispatchSending):
             return
         if removed:
             logger.info("celery-dgs: pruned %d runs that ended before %s", removed, cutoff)
+        check_cutoff = self.clock.now() - timedelta(seconds=self.settings.check_retention)
+        try:
+            ended = self.store.prune_checks(check_cutoff, batch_size=self.settings.prune_batch_size)
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: pruning the history of deferred checks failed")
+            return
+        if ended:
+            logger.info("celery-dgs: pruned %d deferred checks that ended before %s",
+                        ended, check_cutoff)  # fmt: skip
 
 
 #: The change poll's check window before any check was read: none is held.
