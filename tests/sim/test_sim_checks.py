@@ -5,7 +5,8 @@ stores); the three orders against schedules differ as documented
 
 from __future__ import annotations
 
-from celery_dgs.sim.checks import CheckStream, compare_check_orders, run_check_order, with_checks
+from celery_dgs.sim.check_orders import compare_check_orders, run_check_order
+from celery_dgs.sim.checks import CheckStream, with_checks
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator
 
