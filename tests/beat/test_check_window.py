@@ -140,3 +140,17 @@ def test_due_checks_and_schedules_share_the_deadline_order(
         engine.tick()
         order += publish.names()
     assert order == ["t.check@check:late", "t.p", "t.check@check:now"]
+
+
+def test_beat_prunes_ended_checks_past_their_retention(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.add_checks([NewCheck(check("old"), NOW), NewCheck(check("new"), NOW)], NOW)
+    store.cancel_checks(["t.check@check:old"], NOW - timedelta(days=2))
+    store.cancel_checks(["t.check@check:new"], NOW)
+    engine = make_engine(store, redis_client, clock, Recorder(), check_retention=86400)
+    engine.load()
+    clock.advance(timedelta(hours=1))
+    engine.tick()  # the first tick prunes (then hourly)
+    assert [r.key for r in store.check_history()] == ["new"]
