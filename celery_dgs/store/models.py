@@ -141,6 +141,13 @@ Index(
 )  # fmt: skip
 
 
+#: The rows that are not checks, by name: list_schedules reads them with it.
+Index(
+    "ix_dgs_schedules_schedule_names", ScheduleRow.name,
+    postgresql_where=ScheduleRow.kind != "check", sqlite_where=ScheduleRow.kind != "check",
+)  # fmt: skip
+
+
 class CheckHistoryRow(Base):
     """A deferred check that ended: its counts, times and how it ended."""
 
