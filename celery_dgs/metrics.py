@@ -56,7 +56,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -73,13 +72,13 @@ from .core.spec import CHECK_CONFIGURATION_PREFIX, split_schedule_name
 from .status import (
     HOLD_INVALID_SPEC,
     INVALID_SPEC,
+    CachedCheckSummary,
     WorkerCheck,
     adaptive_summary,
     holds_for,
     schedule_condition,
 )
 from .store.base import ScheduleStore
-from .store.check_types import CheckSummary
 
 logger = logging.getLogger("celery_dgs.metrics")
 
@@ -95,32 +94,6 @@ CHECK_SUMMARY_TTL_S = 30.0
 def is_check(name: str) -> bool:
     """Whether ``name`` is a deferred check's (``task@check:key``)."""
     return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
-
-
-class CachedCheckSummary:
-    """``store.check_summary`` read at most once per ``ttl_s`` (monotonic
-    clock); a failed read is logged and the last summary served again."""
-
-    def __init__(
-        self, store: ScheduleStore, clock: Clock, ttl_s: float = CHECK_SUMMARY_TTL_S,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
-        self.store, self.clock, self.ttl_s, self.monotonic = store, clock, ttl_s, monotonic
-        self._summary: CheckSummary | None = None
-        self._read_at: float | None = None
-        self._lock = threading.Lock()  # one reader; overlapping scrapes wait for it
-
-    def get(self) -> CheckSummary | None:
-        with self._lock:
-            mono = self.monotonic()
-            if self._read_at is not None and mono - self._read_at < self.ttl_s:
-                return self._summary
-            try:
-                self._summary = self.store.check_summary(self.clock.now())
-            except Exception:
-                logger.exception("celery-dgs: reading deferred checks for metrics failed")
-            self._read_at = mono
-            return self._summary
 
 
 class MonotonicCounts:
@@ -151,7 +124,9 @@ class EngineCollector:
     def __init__(self, engine: Any, store: ScheduleStore, clock: Clock) -> None:
         self.engine, self.store, self.clock = engine, store, clock
         self.run_counts = MonotonicCounts()
-        self.check_summary = CachedCheckSummary(store, clock)
+        self.check_summary = CachedCheckSummary(
+            lambda: store.check_summary(clock.now()), CHECK_SUMMARY_TTL_S
+        )
 
     def collect(self) -> Iterator[Metric]:
         now = self.clock.now()

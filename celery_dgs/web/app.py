@@ -32,18 +32,22 @@ from starlette.staticfiles import StaticFiles
 
 from ..cli.checks import check_name, is_check_name, read_check
 from ..cli.checks_render import late_text, summary_json
-from ..cli.context import Env
+from ..cli.context import Env, utcnow
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
 from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
 from ..core.spec import MAX_PRIORITY, MIN_PRIORITY, CheckSpec
 from ..errors import DgsError
+from ..status import CachedCheckSummary
 from . import views
 from .auth import COOKIE, Guard, host_allowed, same_origin
 
 log = logging.getLogger("celery_dgs.web")
 
 HERE = Path(__file__).resolve().parent
+#: The deferred-check summary is read again once its last reading is this many
+#: times as old as that reading took (a million checks: every ~10 s; a few: always).
+CHECK_SUMMARY_COST_FACTOR = 10.0
 
 #: Security headers of every page: scripts only from this server (htmx), no framing.
 HEADERS = {
@@ -191,7 +195,10 @@ def create_app(
     names another machine are refused with 421 (DNS rebinding)."""
     templates = _templates()
     guard = Guard(env.settings.web_token)
-    cache = SnapshotCache(read or (lambda: views.take_snapshot(env)), max_age)
+    checks_cache = CachedCheckSummary(
+        lambda: env.runtime.store.check_summary(utcnow()), cost_factor=CHECK_SUMMARY_COST_FACTOR
+    )
+    cache = SnapshotCache(read or (lambda: views.take_snapshot(env, checks_cache)), max_age)
     hidden = secrets_of(env)
     settings = env.settings
 

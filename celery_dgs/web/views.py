@@ -25,7 +25,14 @@ from ..core.condition import Level
 from ..core.cron import next_cron_time
 from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
-from ..status import StatusRow, count_levels, name_matcher, ping_age, steal_state
+from ..status import (
+    CachedCheckSummary,
+    StatusRow,
+    count_levels,
+    name_matcher,
+    ping_age,
+    steal_state,
+)
 from ..store.base import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, RunRecord, StoredSchedule
 from ..store.check_types import CheckSummary
 
@@ -100,14 +107,17 @@ def error_order(row: StatusRow) -> tuple[int, float, str]:
     return (1, row.error_at.timestamp(), row.name)
 
 
-def take_snapshot(env: Env) -> Snapshot:
-    """Read the store and Redis once, through the CLI's read."""
+def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> Snapshot:
+    """Read the store and Redis once, through the CLI's read; the deferred
+    checks' summary through ``checks_cache`` (else read now)."""
     started = time.perf_counter()
     state = read_state(env)
     info, timeout = read_leader(env)
     pending = env.runtime.dispatches.pending_count()
     store = env.runtime.store
-    checks = store.check_summary(state.now)
+    checks = (
+        store.check_summary(state.now) if checks_cache is None else checks_cache.get()
+    ) or CheckSummary()
     overdue = (
         store.pending_checks(due_before=state.now, limit=OVERDUE_CHECKS_SHOWN)
         if checks.total_overdue else []

@@ -19,12 +19,14 @@ from celery_dgs.core.spec import CheckSpec, PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.metrics import CachedCheckSummary, metrics_registry
+from celery_dgs.metrics import metrics_registry
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
-from celery_dgs.store.check_types import NewCheck
+from celery_dgs.status import CachedCheckSummary
+from celery_dgs.store.check_types import CheckSummary, NewCheck
 from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder
+from tests.e2e.harness import wait_for
 
 KEYS = KeySpace("chkm")
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -101,7 +103,8 @@ def test_check_gauges_lateness_and_no_per_schedule_series(
 
 def test_the_check_summary_is_read_once_per_ttl(store: SqlScheduleStore) -> None:
     mono = [100.0]
-    cached = CachedCheckSummary(store, FakeClock(NOW), ttl_s=10.0, monotonic=lambda: mono[0])
+    cached = CachedCheckSummary(lambda: store.check_summary(NOW), 10.0,
+                                monotonic=lambda: mono[0])  # fmt: skip
     first = cached.get()
     assert first is not None
     assert first.total_pending == 3
@@ -116,3 +119,28 @@ def test_the_check_summary_is_read_once_per_ttl(store: SqlScheduleStore) -> None
         conn.execute(text("ALTER TABLE dgs_schedules RENAME TO dgs_schedules_gone"))
     mono[0] += 11
     assert cached.get() is again
+
+
+def test_a_slow_summary_is_read_again_after_ten_times_its_cost(store: SqlScheduleStore) -> None:
+    """The status page's cache: no TTL, but ten times the seconds a read took."""
+    mono = [0.0]
+    reads = []
+
+    def read() -> CheckSummary:
+        reads.append(mono[0])
+        mono[0] += 0.8  # the read takes 0.8 s (a million checks)
+        return store.check_summary(NOW)
+
+    cached = CachedCheckSummary(read, cost_factor=10.0, monotonic=lambda: mono[0])
+    cached.get()
+    mono[0] = 7.9
+    cached.get()
+    assert reads == [0.0]  # fresh until 0 + 10 x 0.8 s
+    mono[0] = 8.0
+    cached.get()
+    assert reads == [0.0, 8.0]
+    fast = CachedCheckSummary(lambda: store.check_summary(NOW), cost_factor=10.0)
+    first = fast.get()
+    store.add_checks([NewCheck(check(ORDER, "new"), NOW - S)], NOW)
+    fresh = wait_for(lambda: (s := fast.get()) is not first and s, 5, "a fast re-read")
+    assert fresh.total_pending == 4
