@@ -170,9 +170,10 @@ def checks(
                     "limit": limit, "checks": [pending_json(r, now) for r in rows],
                 }))  # fmt: skip
                 return
-            which = "overdue checks, oldest first" if overdue else "pending checks, earliest first"
             of = f" of {task_filter}" if task_filter is not None else ""
-            title = f"{which}{of} ({len(rows)} shown, --limit {limit})"
+            which = (f"overdue checks{of}, oldest first" if overdue
+                     else f"pending checks{of}, earliest first")  # fmt: skip
+            title = f"{which} ({len(rows)} shown, --limit {limit})"
             click.echo(pending_text(title, rows, now, color=color), color=color)
             return
         summary = store.check_summary(now)
@@ -185,7 +186,12 @@ def checks(
         raise click.UsageError("--overdue and --task list checks: give no TASK KEY with them")
     name, task, key = check_name(task, key)
     if cancel:
-        for line in cancel_check(env, name, task).lines:
+        result = cancel_check(env, name, task)
+        if as_json:
+            click.echo(dump_json({"name": name, "cancelled": result.changed,
+                                  "lines": list(result.lines)}))  # fmt: skip
+            return
+        for line in result.lines:
             click.echo(line)
         return
     detail = read_check(env, name, task, key)

@@ -104,7 +104,7 @@ def test_overdue_lists_the_overdue_oldest_first_with_limit_and_task(checks_world
                                       "check_count", "failure_count"]  # fmt: skip
     assert 5 * 60 <= doc["checks"][0]["lateness_s"] < 6 * 60
     pending = checks_world.invoke("checks", "--task", ORDER).stdout.splitlines()
-    assert pending[0].startswith(f"pending checks, earliest first of {ORDER}")
+    assert pending[0] == f"pending checks of {ORDER}, earliest first (2 shown, --limit 20)"
     assert [line.split()[1] for line in pending[2:]] == ["42", "43"]
     assert "due in 29m" in pending[3] or "due in 30m" in pending[3]
 
@@ -197,6 +197,9 @@ def test_cancel_says_what_it_changed(checks_world: World) -> None:
     again = checks_world.invoke("checks", name, "--cancel")
     assert again.exit_code == 0
     assert again.stdout.strip() == f"no pending check {name}; nothing changed"
+    doc = json.loads(checks_world.invoke("checks", name, "--cancel", "--json").stdout)
+    assert doc == {"name": name, "cancelled": False,
+                   "lines": [f"no pending check {name}; nothing changed"]}  # fmt: skip
     shown = json.loads(checks_world.invoke("checks", name, "--json").stdout)
     assert [h["outcome"] for h in shown["history"]] == ["cancelled"]
     unknown = checks_world.invoke("checks", "shop.nope", "1", "--cancel")
