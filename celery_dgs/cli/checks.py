@@ -120,6 +120,12 @@ def cancel_check(env: Env, name: str, task: str) -> ActionResult:
     return ActionResult(True, tuple(lines))
 
 
+def cancel_check_named(env: Env, name: str) -> ActionResult:
+    """:func:`cancel_check` of a check's full name (the status page's action)."""
+    name, task, _key = check_name(name, None)
+    return cancel_check(env, name, task)
+
+
 @click.command()
 @click.argument("task", required=False)
 @click.argument("key", required=False)

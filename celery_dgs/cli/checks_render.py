@@ -205,7 +205,8 @@ def check_text(doc: dict[str, Any], row: StoredSchedule | None, runs: Sequence[R
     else:
         last = history[0] if history else None
         how = NONE if last is None else (
-            f"{last.outcome}" + (f" ({last.reason})" if last.reason else "")
+            f"{last.outcome}" + (f" ({last.reason})" if last.reason not in (None, last.outcome)
+                                 else "")
             + f" at {short_time(last.ended_at)}"
         )  # fmt: skip
         lines.append(f"  state:       ended: {how}")

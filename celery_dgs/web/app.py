@@ -30,7 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..cli.checks import check_name, is_check_name, read_check
+from ..cli.checks import cancel_check_named, check_name, is_check_name, read_check
 from ..cli.checks_render import late_text, summary_json
 from ..cli.context import Env, utcnow
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
@@ -71,6 +71,7 @@ ACTIONS: dict[str, Callable[[Env, str, dict[str, str]], ActionResult]] = {
     "cancel": lambda env, name, form: cancel_run(
         env, name, token=int(form["token"]) if form.get("token", "").isdigit() else None
     ),
+    "cancel_check": lambda env, name, _f: cancel_check_named(env, name),
 }
 
 
@@ -256,7 +257,7 @@ def create_app(
         name = request.query_params.get("name", "")
         row = snap.by_name.get(name)
         if row is None and is_check_name(name):
-            return check_page(request, name)
+            return check_page(request, name, notice, problem, status)
         if row is None:
             return render("missing.html", request, status=404, name=name)
         stored = snap.stored[name]
@@ -274,9 +275,10 @@ def create_app(
             notice=notice, problem=problem,
         )  # fmt: skip
 
-    def check_page(request: Request, name: str) -> Response:
+    def check_page(request: Request, name: str, notice: ActionResult | None = None,
+                   problem: str | None = None, status: int = 200) -> Response:  # fmt: skip
         """A deferred check's page: pending (next check, counts) or ended
-        (its history), and its runs."""
+        (its history), and its runs; with a notice after an action."""
         try:
             check_name_, task, key = check_name(name, None)
             detail = read_check(env, check_name_, task, key)
@@ -285,7 +287,8 @@ def create_app(
         row = detail.row
         page = "check_live.html" if is_fragment(request) else "check.html"
         return render(
-            page, request, snap=cache.get(), c=detail, row=row,
+            page, request, status=status, notice=notice, problem=problem,
+            snap=cache.get(), c=detail, row=row,
             pending=row is not None and row.active,
             spec=row.spec if row is not None and isinstance(row.spec, CheckSpec) else None,
         )  # fmt: skip

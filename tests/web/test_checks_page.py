@@ -1,13 +1,15 @@
 """Deferred checks on the status page, served for real over a real SQLite store
 and Redis: the overview's panel (pending and overdue per task, the most
 overdue linked), ``/api/overview``'s ``checks``, a check's own page (pending:
-next check and counts; ended: its history), and in a real browser, with
-screenshots, a key that would be markup staying text."""
+next check and counts; ended: its history), cancelling a check there once
+signed in, and in a real browser, with screenshots, a key that would be
+markup staying text."""
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from celery_dgs.core.spec import CheckSpec
 from celery_dgs.store.check_types import NewCheck
 from tests.cli.conftest import now, spec
 from tests.e2e.harness import wait_for
-from tests.web.conftest import WebWorld, text_of
+from tests.web.conftest import TOKEN, WebWorld, click, text_of
 
 M = timedelta(minutes=1)
 ORDER, PAYMENT = "shop.check_order", "shop.check_payment"
@@ -98,6 +100,29 @@ def test_a_check_page_pending_ended_and_unknown(web: WebWorld, checks: dict[str,
     assert fragment.body.startswith('<div id="live"')
 
 
+def test_cancel_a_check_through_its_page(web: WebWorld, checks: dict[str, str]) -> None:
+    site = web.serve()
+    name = checks["late"]
+    path = "/schedule?name=" + quote(name)
+    assert 'data-action="cancel_check"' not in site.get(path).body  # read-only until signed in
+    refused = site.post("/action", {"op": "cancel_check", "name": name, "csrf": "x"})
+    assert refused.status == 403
+    assert web.store.get(name).active
+    assert site.post("/login", {"token": TOKEN}).status == 200
+    page = site.get(path).body
+    assert 'data-action="cancel_check"' in page
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found
+    reply = site.post("/action", {"op": "cancel_check", "name": name, "csrf": found.group(1)})
+    assert reply.status == 200
+    assert f"cancelled check {html.escape(name)}: its history records it cancelled" in reply.body
+    assert 'data-state="ended"' in reply.body
+    assert not web.store.get(name).active
+    again = site.post("/action", {"op": "cancel_check", "name": name, "csrf": found.group(1)})
+    assert f"no pending check {html.escape(name)}; nothing changed" in again.body
+    assert 'data-action="cancel_check"' not in again.body  # ended: nothing to cancel
+
+
 def test_checks_in_a_browser(
     web: WebWorld, checks: dict[str, str], browser: Any, shots: Path
 ) -> None:
@@ -117,3 +142,16 @@ def test_checks_in_a_browser(
     wait_for(lambda: text_of(browser, "[data-state]") == "ended", 10, "the ended check's page")
     assert "done" in (text_of(browser, "[data-history]") or "")
     browser.save_screenshot(str(shots / "check-ended.png"))
+    browser.delete_all_cookies()
+    browser.get(site.url + "/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-checks]"), 10, "signed in")
+    browser.get(site.url + "/schedule?name=" + quote(checks["late"]))
+    click(browser, "[data-action=cancel_check]")
+    notice = wait_for(lambda: text_of(browser, "[data-notice]"), 10, "the action's notice")
+    assert f"cancelled check {checks['late']}" in notice
+    assert text_of(browser, "[data-state]") == "ended"
+    assert "cancelled" in (text_of(browser, "[data-history]") or "")
+    browser.save_screenshot(str(shots / "check-cancelled.png"))
+    browser.delete_all_cookies()
