@@ -111,9 +111,9 @@ class DispatchSending:
             if self.on_dispatch is not None:
                 self.on_dispatch(lateness)
             if self.on_check_dispatch is not None and order.schedule in self.checks:
-                due = self.tracked[order.schedule].stats.next_target_at
-                if due is not None:
-                    self.on_check_dispatch(now - due.timestamp())
+                check = self.tracked.get(order.schedule)
+                if check is not None and check.stats.next_target_at is not None:
+                    self.on_check_dispatch(now - check.stats.next_target_at.timestamp())
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
                 order.schedule, order.worker, order.dispatch_id, lateness,
