@@ -68,7 +68,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from .core.clock import Clock
 from .core.condition import Level
-from .core.spec import CHECK_CONFIGURATION_PREFIX, split_schedule_name
 from .status import (
     HOLD_INVALID_SPEC,
     INVALID_SPEC,
@@ -76,6 +75,7 @@ from .status import (
     WorkerCheck,
     adaptive_summary,
     holds_for,
+    is_check_name,
     schedule_condition,
 )
 from .store.base import ScheduleStore
@@ -89,11 +89,6 @@ CHECK_LATENESS_BUCKETS_S = (0, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 
 #: with a million pending checks the grouped query scans them all (measured
 #: 0.7-1.2 s on PostgreSQL), so a scrape every 15 s pays it every other time.
 CHECK_SUMMARY_TTL_S = 30.0
-
-
-def is_check(name: str) -> bool:
-    """Whether ``name`` is a deferred check's (``task@check:key``)."""
-    return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
 
 
 class MonotonicCounts:
@@ -186,7 +181,7 @@ class EngineCollector:
              for name, t in schedules), now,
         )  # fmt: skip
         for name in list(engine.unschedulable):
-            if is_check(name):
+            if is_check_name(name):
                 continue
             level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
             held.add_metric([name, HOLD_INVALID_SPEC], 1)
@@ -265,7 +260,6 @@ class EngineCollector:
             yield GaugeMetricFamily(
                 "dgs_beat_leader_token", "The beat leader token this beat last saw", value=token
             )
-
 
     def check_families(self) -> Iterator[Metric]:
         """``dgs_checks_pending`` and ``dgs_checks_overdue`` per task (none

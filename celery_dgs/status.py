@@ -56,7 +56,13 @@ from .core.condition import (
 )
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority
 from .core.projection import Waiting, project_starts
-from .core.spec import AD_HOC_PRIORITY, AdaptiveSpec, ScheduleSpec
+from .core.spec import (
+    AD_HOC_PRIORITY,
+    CHECK_CONFIGURATION_PREFIX,
+    AdaptiveSpec,
+    ScheduleSpec,
+    split_schedule_name,
+)
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -622,6 +628,11 @@ def steal_state(lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_d
             return STEAL_TAKEABLE
         return STEAL_PENDING
     return STEAL_STALE if ping_age(lease, now) > ping_timeout else STEAL_NONE
+
+
+def is_check_name(name: str) -> bool:
+    """Whether ``name`` is a deferred check's (``task@check:key``)."""
+    return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
 
 
 class CachedCheckSummary:

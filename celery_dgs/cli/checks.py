@@ -33,11 +33,6 @@ MAX_CHECKS_LIMIT = 10_000
 CHECK_DETAIL_LIMIT = 20
 
 
-def is_check_name(name: str) -> bool:
-    """Whether ``name`` is a deferred check's (``task@check:key``)."""
-    return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
-
-
 def check_name(task_or_name: str, key: str | None) -> tuple[str, str, str]:
     """(name, task, key) of ``TASK KEY`` or of a full name ``task@check:key``;
     a usage error otherwise."""

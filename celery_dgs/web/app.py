@@ -30,7 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..cli.checks import cancel_check_named, check_name, is_check_name, read_check
+from ..cli.checks import cancel_check_named, check_name, read_check
 from ..cli.checks_render import late_text, summary_json
 from ..cli.context import Env, utcnow
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
@@ -38,7 +38,7 @@ from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
 from ..core.spec import MAX_PRIORITY, MIN_PRIORITY, CheckSpec
 from ..errors import DgsError
-from ..status import CachedCheckSummary
+from ..status import CachedCheckSummary, is_check_name
 from . import views
 from .auth import COOKIE, Guard, host_allowed, same_origin
 
