@@ -53,17 +53,18 @@ def check_name(task_or_name: str, key: str | None) -> tuple[str, str, str]:
     return f"{task}@{CHECK_CONFIGURATION_PREFIX}{key}", task, key
 
 
-def known_check_tasks(env: Env) -> set[str]:
-    """Tasks with pending checks, or declared ``@dgs.deferred`` in this app."""
-    return set(env.runtime.store.check_summary(utcnow()).pending) | set(env.dgs.check_templates)
-
-
 def require_task(env: Env, task: str) -> None:
-    """A usage error (exit 2) if ``task`` has no pending or ended check and is
-    not declared as a deferred check in this app."""
-    if task in known_check_tasks(env) or env.runtime.store.check_history(task=task, limit=1):
+    """A usage error (exit 2) if ``task`` is not declared as a deferred check
+    in this app and has no pending or ended check (read only when needed:
+    the summary scans every pending check)."""
+    declared = set(env.dgs.check_templates)
+    if task in declared:
         return
-    known = sorted(known_check_tasks(env))
+    store = env.runtime.store
+    with_checks = set(store.check_summary(utcnow()).pending)
+    if task in with_checks or store.check_history(task=task, limit=1):
+        return
+    known = sorted(with_checks | declared)
     hint = f"; tasks with checks: {', '.join(known)}" if known else "; no task has checks"
     raise click.BadParameter(f"no deferred checks of task {task!r}{hint}", param_hint="'TASK'")
 
@@ -160,11 +161,11 @@ def checks(
             raise click.UsageError("--cancel needs the check: TASK KEY")
         now = utcnow()
         if overdue or task_filter is not None:
-            if task_filter is not None:
-                require_task(env, task_filter)
             rows = store.pending_checks(
                 task=task_filter, due_before=now if overdue else None, limit=limit
             )
+            if task_filter is not None and not rows:
+                require_task(env, task_filter)
             if as_json:
                 click.echo(dump_json({
                     "now": iso(now), "task": task_filter, "overdue_only": overdue,
