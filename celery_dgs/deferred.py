@@ -87,6 +87,16 @@ class DeferredChecks:
         self._on_exists = on_exists or {}
         self._clock: Clock = clock or SystemClock()
 
+    @classmethod
+    def for_app(
+        cls, app: Any, settings: Any, templates: Mapping[str, CheckSpec],
+        on_exists: Mapping[str, str],
+    ) -> DeferredChecks:  # fmt: skip
+        """The API on the process's store of ``app`` (``dgs_database_url``)."""
+        from .runtime import runtime_for
+
+        return cls(lambda: runtime_for(app, settings).store, templates, on_exists=on_exists)
+
     @property
     def store(self) -> ScheduleStore:
         return self._store if isinstance(self._store, ScheduleStore) else self._store()

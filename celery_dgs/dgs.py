@@ -82,12 +82,10 @@ class DGS:
         """Deferred checks of the ``@dgs.deferred`` tasks: add, move, cancel
         (:class:`~celery_dgs.deferred.DeferredChecks`)."""
         from .deferred import DeferredChecks
-        from .runtime import runtime_for
 
-        return DeferredChecks(
-            lambda: runtime_for(self.app, self.settings).store, self.check_templates,
-            on_exists=self.check_on_exists,
-        )  # fmt: skip
+        return DeferredChecks.for_app(
+            self.app, self.settings, self.check_templates, self.check_on_exists
+        )
 
     def check_at(
         self, task: Any, key: Any, *, at: datetime | None = None,

@@ -12,6 +12,9 @@ adds one adaptive schedule per source of a fake upstream
 (:mod:`example_project.upstream`) while beat runs: they appear in the table
 within seconds, and the ``interval-N`` flag shows each source's interval
 shorten (visits that find changes) or lengthen (visits that find none).
+A shop (:mod:`example_project.shop`) places an order every few seconds, each
+with a deferred check "is it shipped yet?" (``example.check_order``): the
+status table's checks line counts them, ``celery dgs checks`` lists them.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         start("worker2", "worker", "-n", "w2@node2", "-c", "1", "-P", "solo", "-l", "INFO")
         start("beat", "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
               "-s", str(state / "beat-schedule"), "--pidfile", str(state / "beat.pid"))
+        with open(state / "shop.log", "wb") as log:  # orders, each with a deferred check
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "example_project.shop"], cwd=ROOT, env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
         port = WEB_PORT if port_free(WEB_PORT) else free_port()
         start("web", "dgs", "web", "--bind", f"127.0.0.1:{port}")
         print(f"celery-dgs demo: status page on http://127.0.0.1:{port}/")

@@ -137,3 +137,33 @@ def visit_source(source: str) -> bool:
 
 def _seen_versions() -> redis.Redis:
     return redis.Redis.from_url(REDIS_URL)
+
+
+# Deferred checks (seed 002): a shop places orders (example_project/shop.py)
+# and asks "is it shipped yet?" ORDER_FIRST_CHECK after each; an order still
+# unshipped raises a first alert and is checked once more ORDER_ESCALATION
+# after the first check, where it raises the final alert. A shipped order's
+# check ends without one. The orders and alerts are kept in Redis.
+CHECK_ORDER = "example.check_order"
+ORDER_FIRST_CHECK = timedelta(seconds=20)
+ORDER_ESCALATION = timedelta(seconds=40)
+
+
+@dgs.deferred(within=timedelta(seconds=30), max_checks=2, priority=20)  # alerts before scrapes
+@app.task(name=CHECK_ORDER)
+def check_order(order: str) -> object:
+    check = celery_dgs.current_check()
+    if check is None or upstream.order_shipped(_seen_versions(), order, time.time()):
+        return None  # shipped (or run by hand): done, no alert
+    level = "first" if check.check_count == 0 else "final"
+    _seen_versions().rpush("example:alerts", f"{level} alert: order {order} not shipped")
+    if check.check_count == 0 and check.first_check_at is not None:
+        return check.first_check_at + ORDER_ESCALATION  # check again then
+    return None
+
+
+def place_order(order: str) -> str:
+    """Record a new order and add its shipping check (what a shop's order
+    handler does); returns ``"added"`` (or ``"kept"`` for an order placed twice)."""
+    upstream.place_order(_seen_versions(), order, time.time())
+    return dgs.check_at(CHECK_ORDER, order, after=ORDER_FIRST_CHECK, kwargs={"order": order})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,25 @@ def source(name: str) -> Source:
         if candidate.name == name:
             return candidate
     raise KeyError(f"unknown upstream source {name!r}")
+
+
+# -- the shop's orders (deferred checks) ---------------------------------------
+#: How long after it is placed each kind of order ships: before its first
+#: check, between its first check and its escalation, or never.
+SHIP_AFTER_S = (10.0, 30.0, None)
+
+
+def place_order(client: Any, order: str, now: float) -> None:
+    """Record that ``order`` was placed at ``now`` (a Redis hash of orders)."""
+    client.hset("example:orders", order, now)
+
+
+def order_shipped(client: Any, order: str, now: float) -> bool:
+    """Whether ``order`` has shipped by ``now``: orders ship after one of
+    :data:`SHIP_AFTER_S`, chosen by the order's number (``"o7"``: 7 % 3)."""
+    placed = client.hget("example:orders", order)
+    if placed is None:
+        return True  # unknown order: nothing to alert about
+    digits = "".join(ch for ch in order if ch.isdigit()) or "0"
+    after = SHIP_AFTER_S[int(digits) % len(SHIP_AFTER_S)]
+    return after is not None and now >= float(placed) + after

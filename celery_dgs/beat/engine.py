@@ -578,17 +578,24 @@ class BeatEngine(DispatchSending):
         return Placement(slots, self.default_queue)
 
     def _maybe_prune(self, mono: float) -> None:
+        """Hourly: delete the run history older than ``dgs_run_retention`` and
+        the ended deferred checks older than ``dgs_check_retention``."""
         if mono - self._last_prune < 3600:
             return
         self._last_prune = mono
-        cutoff = self.clock.now() - timedelta(seconds=self.settings.run_retention)
+        settings = self.settings
+        self._prune("runs", self.store.prune_runs, settings.run_retention)
+        self._prune("deferred checks", self.store.prune_checks, settings.check_retention)
+
+    def _prune(self, what: str, prune: Callable[..., int], retention_s: float) -> None:
+        cutoff = self.clock.now() - timedelta(seconds=retention_s)
         try:
-            removed = self.store.prune_runs(cutoff, batch_size=self.settings.prune_batch_size)
+            removed = prune(cutoff, batch_size=self.settings.prune_batch_size)
         except Exception as exc:
-            log_failure(logger, exc, "celery-dgs: pruning run history failed")
+            log_failure(logger, exc, "celery-dgs: pruning %s failed", what)
             return
         if removed:
-            logger.info("celery-dgs: pruned %d runs that ended before %s", removed, cutoff)
+            logger.info("celery-dgs: pruned %d %s that ended before %s", removed, what, cutoff)
 
 
 #: The change poll's check window before any check was read: none is held.

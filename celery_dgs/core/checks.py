@@ -90,8 +90,10 @@ def first_check_time(
         when = at
     else:
         if not isinstance(after, timedelta) or after < timedelta(0):
+            got = f"{after.total_seconds():g} s" if isinstance(after, timedelta) else repr(after)
             raise ValueError(
-                f"check {name!r}, field 'after': must be a timedelta of zero or more, got {after!r}"
+                f"check {name!r}, field 'after': must be a timedelta (or seconds) of zero or "
+                f"more, got {got}"
             )
         when = now + after
     when = round_to_slot(when, spec.slot)

@@ -631,13 +631,18 @@ def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, A
             raise ScheduleConfigError(name, key, f"is required for a {cls.kind} schedule")
 
 
+#: The kinds a schedule may be declared or added as (a deferred check is
+#: added with ``dgs.check_at``, never declared).
+SCHEDULE_KINDS = ("periodic", "cron", "adaptive")
+
+
 def spec_class(kind: Any, name: str) -> type[ScheduleSpec]:
     """The spec class of ``kind``; ScheduleConfigError naming field ``kind`` otherwise."""
     cls = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        hint = suggestion(str(kind).lower(), SPEC_KINDS)
+        hint = suggestion(str(kind).lower(), SCHEDULE_KINDS)
         raise ScheduleConfigError(
-            name, "kind", f"must be one of {sorted(SPEC_KINDS)}, got {kind!r}{hint}"
+            name, "kind", f"must be one of {sorted(SCHEDULE_KINDS)}, got {kind!r}{hint}"
         )
     return cls
 
@@ -648,6 +653,11 @@ def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
     Every problem, an unknown or missing field included, is a
     ScheduleConfigError naming the schedule and the field."""
     name = schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", "")))
+    if kind == CheckSpec.kind:
+        raise ScheduleConfigError(
+            name, "kind", "a deferred check is not declared as a schedule: declare its task "
+            "with @dgs.deferred and add checks with dgs.check_at(task, key, at=...)",
+        )  # fmt: skip
     cls = spec_class(kind, name)
     check_field_names(cls, name, fields)
     return cls(**fields)

@@ -31,8 +31,10 @@ from typing import Any
 
 from ..core.placement import WorkerSlots
 from ..core.run_end import disabled_after, stats_after
+from ..core.spec import CheckSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
+from .checks import end_of_check
 from .metrics import SimResult, Tally, summarise
 from .policies import BeatPolicy, make_policy
 from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver
@@ -190,6 +192,8 @@ class Simulator:
         new = stats_after(st.stats, outcome, begin, end, DEFAULT_EWMA_ALPHA,
                           spec=st.sched.spec, eventful=eventful, run_key=st.run)  # fmt: skip
         st.disabled = disabled_after(st.sched.spec, outcome, new, st.disabled)
+        if isinstance(st.sched.spec, CheckSpec):  # its next check, or its end (then held)
+            new = end_of_check(st, new, outcome, end)
         previous, good = st.deadline, st.stats.last_good_start_at
         st.stats = new
         if failed is None:

@@ -39,6 +39,7 @@ class SchedState:
     run: int = 0  # bumped when a run ends or is interrupted: stale end events are ignored
     name: str = ""  # sched.name, built once (a property that formats a string)
     disabled: str | None = None  # an adaptive schedule's disabled_reason: held, not indexed
+    check_count: int = 0  # a deferred check: checks run to a verdict
 
 
 class PolicyHost(Protocol):

@@ -19,7 +19,14 @@ from typing import Any
 
 from ..core.adaptive import ladder_interval
 from ..core.cron import shortest_cron_gap
-from ..core.spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec, spec_from_dict
+from ..core.spec import (
+    AdaptiveSpec,
+    CheckSpec,
+    CronSpec,
+    PeriodicSpec,
+    ScheduleSpec,
+    spec_from_dict,
+)
 from ..errors import DgsError, ScheduleConfigError
 
 #: Where simulations start when the workload does not say (a Monday, UTC).
@@ -48,6 +55,9 @@ class SimSchedule:
     duration_s: float
     duration_sigma: float = DEFAULT_DURATION_SIGMA
     failure_rate: float = 0.0
+    #: A deferred check (``CheckSpec``): after its n-th good run it asks to be
+    #: checked again this many seconds later; past the tuple's end it is done.
+    check_again_s: tuple[float, ...] = ()
 
     @property
     def name(self) -> str:
@@ -129,6 +139,8 @@ def nominal_period(spec: ScheduleSpec) -> float:
         return ladder_interval(spec.initial_interval_index, spec.interval_unit).total_seconds()
     if isinstance(spec, CronSpec):
         return _cron_period(spec.cron_schedule, spec.tz)
+    if isinstance(spec, CheckSpec):  # one obligation: start within `within` of its time
+        return spec.within.total_seconds()
     raise TypeError(type(spec).__name__)
 
 

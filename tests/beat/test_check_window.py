@@ -1,0 +1,156 @@
+"""Beat's window of deferred checks: it holds only the checks due within
+``check_window`` (and at most ``check_window_size``), reads the next ones as
+time moves on or the window empties, drops a check moved past the window,
+dispatches due checks in deadline order beside schedules, and never holds
+an ended one. Real Redis and SQLite; an injected clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.spec import CheckSpec, PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.check_types import NewCheck
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import Recorder
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+M = timedelta(minutes=1)
+
+
+def check(key: str) -> CheckSpec:
+    return CheckSpec(task="t.check", key=key, within=timedelta(minutes=2))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
+    yield s
+    s.close()
+
+
+def make_engine(
+    store: SqlScheduleStore, client: redis.Redis, clock: FakeClock, publish: Recorder,
+    **settings: object,
+) -> BeatEngine:  # fmt: skip
+    keys = KeySpace(f"cw{uuid.uuid4().hex[:6]}")
+    registry = WorkerRegistry(client, keys, ttl=600)
+    registry.register(WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=3,
+                                 pool="threads", pid=1))  # fmt: skip
+    return BeatEngine(
+        store=store, leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
+        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        settings=DgsSettings(store_poll_interval=0.001, **settings),  # type: ignore[arg-type]
+        clock=clock,
+    )  # fmt: skip
+
+
+def test_beat_holds_only_the_window_and_reads_on_as_time_moves(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.add_checks([NewCheck(check(f"k{i:02d}"), NOW + i * M) for i in range(30)], NOW)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, check_window=600)
+    engine.load()
+    assert engine.checks == {f"t.check@check:k{i:02d}" for i in range(11)}  # due by +10 min
+    engine.tick()
+    assert publish.names() == ["t.check@check:k00"]  # only k00 is due
+    clock.advance(6 * M)  # the window's end is now less than half a window ahead
+    engine.tick()
+    assert len(engine.checks) == 17, "k00 (dispatched) to k16: read up to now + 10 min"
+    assert "t.check@check:k16" in engine.checks
+    assert "t.check@check:k17" not in engine.checks
+
+
+def test_a_full_window_reads_the_next_checks_as_it_empties(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    # 40 overdue checks (beat was down): at most 10 held, the most overdue first.
+    store.add_checks([NewCheck(check(f"k{i:02d}"), NOW - (40 - i) * M) for i in range(40)], NOW)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, check_window_size=10)
+    engine.load()
+    assert engine.checks == {f"t.check@check:k{i:02d}" for i in range(10)}
+    engine.tick()
+    assert publish.names() == [f"t.check@check:k{i:02d}" for i in range(3)]  # 3 slots
+    # The three end (done): their rows become inactive and leave the window.
+    store.cancel_checks([f"t.check@check:k{i:02d}" for i in range(3)], NOW)
+    for name in [f"t.check@check:k{i:02d}" for i in range(3)]:
+        engine.dispatches.take_back(name, engine.pending[name].dispatch_id)
+    engine.refresh()
+    engine.tick()
+    assert not {f"t.check@check:k{i:02d}" for i in range(3)} & engine.checks
+    assert publish.names() == [f"t.check@check:k{i:02d}" for i in range(3, 6)]
+    # Fewer than half the window's size held: the next ones are read.
+    store.cancel_checks([f"t.check@check:k{i:02d}" for i in range(3, 6)], NOW)
+    engine.refresh()
+    engine.read_check_window()
+    assert len(engine.checks) == 10
+    assert max(engine.checks) == "t.check@check:k15"
+
+
+def test_a_check_moved_past_the_window_is_dropped_and_comes_back_when_due(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.sync([PeriodicSpec(task="t.p", scheduling_period=timedelta(hours=1))], NOW)
+    store.add_checks([NewCheck(check("near"), NOW + M)], NOW)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish)
+    engine.load()
+    assert engine.checks == {"t.check@check:near"}
+    store.add_checks([NewCheck(check("near"), NOW + timedelta(hours=2))], NOW, on_exists="move")
+    engine.refresh()
+    assert engine.checks == set()
+    assert "t.check@check:near" not in engine.tracked
+    clock.advance(timedelta(hours=2))
+    engine.tick()
+    assert "t.check@check:near" in publish.names()
+
+
+def test_due_checks_and_schedules_share_the_deadline_order(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    # Never ran, registered 59 min ago: its deadline (an hour) is in 1 min.
+    store.sync([PeriodicSpec(task="t.p", scheduling_period=timedelta(hours=1))], NOW - M * 59)
+    # Due 10 min ago, within 2 min: its deadline passed 8 min ago; it goes first.
+    store.add_checks([NewCheck(check("late"), NOW - 10 * M)], NOW)
+    # Due now, within 2 min: its deadline is after t.p's.
+    store.add_checks([NewCheck(check("now"), NOW)], NOW)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, max_dispatches_per_tick=1)
+    engine.load()
+    order = []
+    for _ in range(3):
+        engine.tick()
+        order += publish.names()
+    assert order == ["t.check@check:late", "t.p", "t.check@check:now"]
+
+
+def test_beat_prunes_ended_checks_past_their_retention(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.add_checks([NewCheck(check("old"), NOW), NewCheck(check("new"), NOW)], NOW)
+    store.cancel_checks(["t.check@check:old"], NOW - timedelta(days=2))
+    store.cancel_checks(["t.check@check:new"], NOW)
+    engine = make_engine(store, redis_client, clock, Recorder(), check_retention=86400)
+    engine.load()
+    clock.advance(timedelta(hours=1))
+    engine.tick()  # the first tick prunes (then hourly)
+    assert [r.key for r in store.check_history()] == ["new"]

@@ -1,0 +1,109 @@
+"""The deferred-check API: @dgs.deferred declares a check task (its options
+validated, naming the task and field), dgs.checks adds (keep or move), bulk
+adds, cancels and reads checks, and bad input names the check and field."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_dgs import DGS
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.deferred import DeferredChecks
+from celery_dgs.errors import ScheduleConfigError
+from celery_dgs.store import MemoryScheduleStore
+
+NOW = datetime(2026, 5, 1, 10, 5, tzinfo=timezone.utc)
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@pytest.fixture
+def dgs() -> DGS:
+    app = Celery("deferred-api", broker="memory://", set_as_current=False)
+    dgs = DGS(app, install_worker_hooks=False)
+    dgs.deferred(within=60, slot=timedelta(minutes=15), max_checks=3)(
+        app.task(name="shop.check_order", shared=False)(_noop)
+    )
+    dgs.deferred(on_exists="move")(app.task(name="mail.remind", shared=False)(_noop))
+    return dgs
+
+
+def api(dgs: DGS) -> tuple[DeferredChecks, MemoryScheduleStore]:
+    store = MemoryScheduleStore()
+    return DeferredChecks(store, dgs.check_templates, clock=FakeClock(NOW),
+                          on_exists=dgs.check_on_exists), store  # fmt: skip
+
+
+def test_check_at_rounds_to_the_slot_and_keeps_by_default(dgs: DGS) -> None:
+    checks, store = api(dgs)
+    assert checks.at("shop.check_order", 42, after=timedelta(hours=3),
+                     kwargs={"order": 42}) == "added"  # fmt: skip
+    row = store.get("shop.check_order@check:42")
+    assert row.stats.next_target_at == NOW.replace(hour=13, minute=15)  # 13:05 -> 13:15
+    assert row.spec is not None
+    assert row.spec.kwargs == {"order": 42}
+    assert row.spec.priority == 50
+    assert checks.at("shop.check_order", "42", after=60) == "kept"
+    assert checks.at("shop.check_order", "42", after=60, on_exists="move") == "moved"
+    assert checks.at("mail.remind", "u1", at=NOW + timedelta(days=1)) == "added"
+    assert checks.at("mail.remind", "u1", at=NOW + timedelta(days=2)) == "moved"  # its default
+
+
+def test_bulk_add_and_cancel(dgs: DGS) -> None:
+    checks, store = api(dgs)
+    report = checks.at_many({"task": "shop.check_order", "key": f"o{i}", "after": 10}
+                            for i in range(100))  # fmt: skip
+    assert len(report.added) == 100
+    assert store.check_summary(NOW).pending == {"shop.check_order": 100}
+    assert checks.cancel("shop.check_order", "o7") is True
+    assert checks.cancel("shop.check_order", "o7") is False
+    [record] = checks.history("shop.check_order", "o7")
+    assert record.outcome == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        ({"task": "shop.unknown", "key": "1", "after": 1}, "task"),
+        ({"task": "shop.check_order", "key": "", "after": 1}, "key"),
+        ({"task": "shop.check_order", "key": "1", "at": datetime(2026, 5, 2)}, "at"),
+        ({"task": "shop.check_order", "key": "1", "after": -5}, "after"),  # "got -5 s"
+        ({"task": "shop.check_order", "key": "1", "after": 1, "at": NOW}, "at"),
+        ({"task": "shop.check_order", "key": "1", "at": NOW + timedelta(days=31)}, "at"),
+        ({"task": "shop.check_order", "key": "1", "after": 1, "kwargs": {"x": object()}},
+         "kwargs"),
+        ({"task": "shop.check_order", "key": "1", "after": 1, "countdown": 5}, "countdown"),
+    ],
+)
+def test_bad_input_names_the_check_and_field(
+    dgs: DGS, call: dict[str, Any], field: str
+) -> None:
+    checks, store = api(dgs)
+    with pytest.raises(ScheduleConfigError) as raised:
+        checks.at_many([call])
+    assert raised.value.field == field, raised.value
+    assert "timedelta(" not in str(raised.value), "durations are shown in seconds"
+    assert store.pending_checks() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [({"within": 0}, "within"), ({"max_checks": 0}, "max_checks"),
+     ({"horizon": -1}, "horizon"), ({"on_exists": "replace"}, "on_exists"),
+     ({"priority": 100}, "priority"), ({"slot": "15m"}, "slot")],
+)
+def test_bad_deferred_options_name_the_task_and_field(
+    options: dict[str, Any], field: str
+) -> None:
+    app = Celery("deferred-bad", broker="memory://", set_as_current=False)
+    dgs = DGS(app, install_worker_hooks=False)
+    with pytest.raises(ScheduleConfigError) as raised:
+        dgs.deferred(**options)(app.task(name="t.bad", shared=False)(_noop))
+    assert raised.value.field == field
+    assert "t.bad" in str(raised.value)
