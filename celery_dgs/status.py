@@ -35,7 +35,10 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import logging
 import re
+import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -53,7 +56,13 @@ from .core.condition import (
 )
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority
 from .core.projection import Waiting, project_starts
-from .core.spec import AD_HOC_PRIORITY, AdaptiveSpec, ScheduleSpec
+from .core.spec import (
+    AD_HOC_PRIORITY,
+    CHECK_CONFIGURATION_PREFIX,
+    AdaptiveSpec,
+    ScheduleSpec,
+    split_schedule_name,
+)
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -65,6 +74,9 @@ from .core.timing import (
 from .leases.types import LeaseInfo
 from .settings import DgsSettings
 from .store.base import StoredSchedule
+from .store.check_types import CheckSummary
+
+logger = logging.getLogger("celery_dgs.status")
 
 if TYPE_CHECKING:
     from .registry import WorkerInfo
@@ -616,3 +628,40 @@ def steal_state(lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_d
             return STEAL_TAKEABLE
         return STEAL_PENDING
     return STEAL_STALE if ping_age(lease, now) > ping_timeout else STEAL_NONE
+
+
+def is_check_name(name: str) -> bool:
+    """Whether ``name`` is a deferred check's (``task@check:key``)."""
+    return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
+
+
+class CachedCheckSummary:
+    """Pending deferred checks per task (``read``: the store's one grouped
+    query, ``check_summary``), read again only once the last reading is older
+    than ``ttl_s`` and than ``cost_factor`` times the seconds that reading
+    took (on the ``monotonic`` clock): a small store is read every time, a
+    million checks (a scan of them all) at most every few seconds. A failed
+    read is logged and the last summary served again (``None`` before any)."""
+
+    def __init__(
+        self, read: Callable[[], CheckSummary], ttl_s: float = 0.0, *,
+        cost_factor: float = 0.0, monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.read, self.ttl_s, self.cost_factor = read, ttl_s, cost_factor
+        self.monotonic = monotonic
+        self._summary: CheckSummary | None = None
+        self._fresh_until: float | None = None
+        self._lock = threading.Lock()  # one reader; concurrent callers wait for it
+
+    def get(self) -> CheckSummary | None:
+        with self._lock:
+            started = self.monotonic()
+            if self._fresh_until is not None and started < self._fresh_until:
+                return self._summary
+            try:
+                self._summary = self.read()
+            except Exception:
+                logger.exception("celery-dgs: reading the deferred-check summary failed")
+            took = self.monotonic() - started
+            self._fresh_until = started + max(self.ttl_s, self.cost_factor * took)
+            return self._summary

@@ -40,6 +40,10 @@ class DispatchSending:
     leadership: BeatLeadership | None
     dispatched_total: int
     on_dispatch: Callable[[float], None] | None
+    #: Called with each deferred check's start lateness (seconds past its
+    #: check time, ``next_target_at``) when it is dispatched.
+    on_check_dispatch: Callable[[float], None] | None = None
+    checks: set[str]
     _dispatch_index_exact: bool
 
     def _reindex(self, name: str) -> None:
@@ -106,6 +110,10 @@ class DispatchSending:
             lateness = now - order.should_start_by
             if self.on_dispatch is not None:
                 self.on_dispatch(lateness)
+            if self.on_check_dispatch is not None and order.schedule in self.checks:
+                check = self.tracked.get(order.schedule)
+                if check is not None and check.stats.next_target_at is not None:
+                    self.on_check_dispatch(now - check.stats.next_target_at.timestamp())
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
                 order.schedule, order.worker, order.dispatch_id, lateness,

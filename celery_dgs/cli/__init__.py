@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..web.command import web
+from .checks import checks
 from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
@@ -37,5 +38,5 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
 
 
 for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate,
-                add, remove, import_, export, web):  # fmt: skip
+                add, remove, import_, export, checks, web):  # fmt: skip
     dgs.add_command(command)

@@ -15,6 +15,7 @@ from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
 from ..status import StatusRow, any_error, build_rows, matches
 from ..store.base import StoredSchedule
+from .checks_render import status_checks_json, status_checks_line
 from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
 from .leader_view import leader_json, leader_text, read_leader
 from .output import dump_json, iso
@@ -124,7 +125,8 @@ def status(
     otherwise; 3 if Redis or the store cannot be read; 4 on a configuration
     error. Only active schedules are listed (one whose declaration is invalid
     is listed as stored, in ERROR declaration_invalid); a paused one keeps its
-    real condition.
+    real condition. Deferred checks are not listed: one line counts the
+    pending and overdue ones (celery dgs checks shows them).
     """
     env = get_env(ctx)
     color = env.color() and not as_json
@@ -133,12 +135,16 @@ def status(
     def frame() -> tuple[str, bool]:
         rows, workers, now = read_status(env, conditions, pools, patterns)
         leader, timeout = read_leader(env)
+        checks = env.runtime.store.check_summary(now)  # one grouped query
         if as_json:
             doc = status_json(rows, now, workers)
             doc["beat_leader"] = leader_json(leader, now, timeout)
+            doc["checks"] = status_checks_json(checks, now)
             return dump_json(doc), any_error(rows)
         text = status_text(rows, now, workers, color=color, capacity=env.settings.capacity)
-        return f"{text}\n{leader_text(leader, now, timeout)}", any_error(rows)
+        checks_line = status_checks_line(checks, now, color=color)
+        tail = "" if checks_line is None else f"\n{checks_line}"
+        return f"{text}\n{leader_text(leader, now, timeout)}{tail}", any_error(rows)
 
     if watch is None:
         text, error = frame()

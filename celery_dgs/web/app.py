@@ -30,18 +30,24 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..cli.context import Env
+from ..cli.checks import cancel_check_named, check_name, read_check
+from ..cli.checks_render import late_text, summary_json
+from ..cli.context import Env, utcnow
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
 from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
-from ..core.spec import MAX_PRIORITY, MIN_PRIORITY
+from ..core.spec import MAX_PRIORITY, MIN_PRIORITY, CheckSpec
 from ..errors import DgsError
+from ..status import CachedCheckSummary, is_check_name
 from . import views
 from .auth import COOKIE, Guard, host_allowed, same_origin
 
 log = logging.getLogger("celery_dgs.web")
 
 HERE = Path(__file__).resolve().parent
+#: The deferred-check summary is read again once its last reading is this many
+#: times as old as that reading took (a million checks: every ~10 s; a few: always).
+CHECK_SUMMARY_COST_FACTOR = 10.0
 
 #: Security headers of every page: scripts only from this server (htmx), no framing.
 HEADERS = {
@@ -65,6 +71,7 @@ ACTIONS: dict[str, Callable[[Env, str, dict[str, str]], ActionResult]] = {
     "cancel": lambda env, name, form: cancel_run(
         env, name, token=int(form["token"]) if form.get("token", "").isdigit() else None
     ),
+    "cancel_check": lambda env, name, _f: cancel_check_named(env, name),
 }
 
 
@@ -173,7 +180,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals.update(urlencode=urlencode, rel=relative, ladder=views.ladder_words,
-                       prio=views.priority_words, tags=views.tags_of)  # fmt: skip
+                       prio=views.priority_words, tags=views.tags_of, late=late_text)  # fmt: skip
     env.filters.update(dur=duration, short=short_time, iso=iso, pct=lambda p: (
         "-" if p is None else f"{p * 100:.0f}%"))  # fmt: skip
     return env
@@ -189,7 +196,10 @@ def create_app(
     names another machine are refused with 421 (DNS rebinding)."""
     templates = _templates()
     guard = Guard(env.settings.web_token)
-    cache = SnapshotCache(read or (lambda: views.take_snapshot(env)), max_age)
+    checks_cache = CachedCheckSummary(
+        lambda: env.runtime.store.check_summary(utcnow()), cost_factor=CHECK_SUMMARY_COST_FACTOR
+    )
+    cache = SnapshotCache(read or (lambda: views.take_snapshot(env, checks_cache)), max_age)
     hidden = secrets_of(env)
     settings = env.settings
 
@@ -225,6 +235,7 @@ def create_app(
                         for w in data["workers"]],
             "pending_dispatches": data["pending_dispatches"],
             "histogram": dict(data["histogram"]),
+            "checks": summary_json(snap.checks, snap.now),
         }, headers=HEADERS)  # fmt: skip
 
     def schedules(request: Request) -> Response:
@@ -245,6 +256,8 @@ def create_app(
         snap = cache.get()
         name = request.query_params.get("name", "")
         row = snap.by_name.get(name)
+        if row is None and is_check_name(name):
+            return check_page(request, name, notice, problem, status)
         if row is None:
             return render("missing.html", request, status=404, name=name)
         stored = snap.stored[name]
@@ -260,6 +273,24 @@ def create_app(
             words=views.spec_words(stored.spec) if stored.spec is not None else "",
             tl=views.timeline(runs, row, snap.now), lease=lease, avg=avg, dev=dev,
             notice=notice, problem=problem,
+        )  # fmt: skip
+
+    def check_page(request: Request, name: str, notice: ActionResult | None = None,
+                   problem: str | None = None, status: int = 200) -> Response:  # fmt: skip
+        """A deferred check's page: pending (next check, counts) or ended
+        (its history), and its runs; with a notice after an action."""
+        try:
+            check_name_, task, key = check_name(name, None)
+            detail = read_check(env, check_name_, task, key)
+        except click.BadParameter:
+            return render("missing.html", request, status=404, name=name)
+        row = detail.row
+        page = "check_live.html" if is_fragment(request) else "check.html"
+        return render(
+            page, request, status=status, notice=notice, problem=problem,
+            snap=cache.get(), c=detail, row=row,
+            pending=row is not None and row.active,
+            spec=row.spec if row is not None and isinstance(row.spec, CheckSpec) else None,
         )  # fmt: skip
 
     def leases_page(request: Request) -> Response:

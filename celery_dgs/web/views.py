@@ -25,11 +25,21 @@ from ..core.condition import Level
 from ..core.cron import next_cron_time
 from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
-from ..status import StatusRow, count_levels, name_matcher, ping_age, steal_state
+from ..status import (
+    CachedCheckSummary,
+    StatusRow,
+    count_levels,
+    name_matcher,
+    ping_age,
+    steal_state,
+)
 from ..store.base import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, RunRecord, StoredSchedule
+from ..store.check_types import CheckSummary
 
 #: Rows on one page of the schedules table.
 PAGE_SIZE = 50
+#: The most overdue deferred checks the overview links to.
+OVERDUE_CHECKS_SHOWN = 5
 
 #: Freshness histogram buckets: (label, upper bound of the fraction of the
 #: period left before error_at). Below 0: past its deadline.
@@ -57,6 +67,10 @@ class Snapshot:
     stored: dict[str, StoredSchedule]
     #: Seconds the read took.
     read_seconds: float
+    #: Pending deferred checks per task (one grouped query), and the most
+    #: overdue ones (at most :data:`OVERDUE_CHECKS_SHOWN`).
+    checks: CheckSummary = dataclasses.field(default_factory=CheckSummary)
+    overdue_checks: list[StoredSchedule] = dataclasses.field(default_factory=list)
 
     @property
     def now(self) -> datetime:
@@ -93,24 +107,36 @@ def error_order(row: StatusRow) -> tuple[int, float, str]:
     return (1, row.error_at.timestamp(), row.name)
 
 
-def take_snapshot(env: Env) -> Snapshot:
-    """Read the store and Redis once, through the CLI's read."""
+def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> Snapshot:
+    """Read the store and Redis once, through the CLI's read; the deferred
+    checks' summary through ``checks_cache`` (else read now)."""
     started = time.perf_counter()
     state = read_state(env)
     info, timeout = read_leader(env)
     pending = env.runtime.dispatches.pending_count()
+    store = env.runtime.store
+    checks = (
+        store.check_summary(state.now) if checks_cache is None else checks_cache.get()
+    ) or CheckSummary()
+    overdue = (
+        store.pending_checks(due_before=state.now, limit=OVERDUE_CHECKS_SHOWN)
+        if checks.total_overdue else []
+    )  # fmt: skip
     return snapshot_of(state, leader_json(info, state.now, timeout), pending,
-                       read_seconds=time.perf_counter() - started)  # fmt: skip
+                       read_seconds=time.perf_counter() - started, checks=checks,
+                       overdue_checks=overdue)  # fmt: skip
 
 
 def snapshot_of(
-    state: State, leader: dict[str, Any] | None, pending: int, *, read_seconds: float = 0.0
-) -> Snapshot:
+    state: State, leader: dict[str, Any] | None, pending: int, *, read_seconds: float = 0.0,
+    checks: CheckSummary | None = None, overdue_checks: Sequence[StoredSchedule] = (),
+) -> Snapshot:  # fmt: skip
     ordered = sorted(state.rows, key=error_order)
     return Snapshot(
         state=state, leader=leader, pending_dispatches=pending, ordered=ordered,
         by_name={r.name: r for r in ordered}, stored={s.name: s for s in state.schedules},
-        read_seconds=read_seconds,
+        read_seconds=read_seconds, checks=checks or CheckSummary(),
+        overdue_checks=list(overdue_checks),
     )  # fmt: skip
 
 
@@ -240,7 +266,27 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "pending_dispatches": snap.pending_dispatches,
         "histogram": histogram(snap),
         "urgent": [r for r in rows if r.level is not Level.OK][:10],
+        "checks": checks_view(snap),
     }
+
+
+def checks_view(snap: Snapshot) -> dict[str, Any]:
+    """The overview's deferred-check panel: totals, per task, the most overdue."""
+    summary = snap.checks
+    return {
+        "pending": summary.total_pending,
+        "overdue": summary.total_overdue,
+        "tasks": [
+            {"task": task, "pending": count, "overdue": summary.overdue.get(task, 0),
+             "oldest_due": summary.oldest_due.get(task)}
+            for task, count in sorted(summary.pending.items())
+        ],
+        "most_overdue": [
+            {"name": r.name, "task": r.task, "due": r.stats.next_target_at,
+             "checks": r.check_count or 0}
+            for r in snap.overdue_checks
+        ],
+    }  # fmt: skip
 
 
 # -- schedules table ------------------------------------------------------------------

@@ -105,7 +105,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
     result = world.invoke("status", "--json")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert list(doc) == ["now", "counts", "workers", "schedules", "beat_leader"]
+    assert list(doc) == ["now", "counts", "workers", "schedules", "beat_leader", "checks"]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
     assert [r["name"] for r in doc["schedules"]][:3] == ["t.late", "t.never", "t.failed"]
