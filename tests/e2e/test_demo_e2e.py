@@ -1,6 +1,6 @@
 """`make demo` as a new user runs it: the example project comes up on an embedded
-server, schedules turn OK in the live status table, and everything it started
-is stopped at the end."""
+server, schedules turn OK in the live status table, the shop's deferred checks
+are counted, and everything it started is stopped at the end."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
                             last, flags=re.M))  # fmt: skip
     assert set(steps) == {src.name for src in upstream.SOURCES}, last
     assert any(step != "4" for step in steps.values()), last
+    # The shop placed orders, each with a deferred check; status counts them.
+    assert re.search(r"^deferred checks: \d+ pending", last, flags=re.M), last
+    shop_log = (ROOT / ".demo" / "shop.log").read_text()
+    assert shop_log.count("its shipping check was added") >= 3, shop_log
     assert "stopped the workers, beat and the embedded server" in out
     beat_log = (ROOT / ".demo" / "beat.log").read_text()
     assert beat_log.count("dispatched example.") >= 4
