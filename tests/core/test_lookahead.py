@@ -36,7 +36,8 @@ def test_seed_example_one_free_slot_the_long_job_is_held_for_the_hourly_one() ->
     now, should = 1000.0, 1000.0 + 5 * 86400
     # One slot in all: starting the 12-hour job leaves nothing for the hourly job.
     wake = hold_until(book, now, LONG, should, slots=1, busy=[])
-    assert wake is not None and now < wake <= now + MAX_RECHECK_S
+    assert wake is not None
+    assert now < wake <= now + MAX_RECHECK_S
 
 
 def test_not_held_when_nothing_would_be_late_no_idle_slot() -> None:
@@ -54,7 +55,8 @@ def test_never_held_once_due_so_never_starved() -> None:
     book = seed_fleet()
     should = 5000.0
     wake = hold_until(book, 1000.0, LONG, should, slots=1, busy=[])
-    assert wake is not None and wake <= should
+    assert wake is not None
+    assert wake <= should
     # Held again and again, it is looked at by its should_start_by at the latest,
     # and then it goes, whatever the load.
     assert hold_until(book, should - 1, LONG, should, slots=1, busy=[]) == should
