@@ -34,8 +34,9 @@ constraints are not separated (as in :mod:`~celery_dgs.core.projection`).
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 
 from .adaptive import current_interval
@@ -109,6 +110,10 @@ class DemandBook:
         if old is not None:
             self.rates[old[0]] -= old[1]
 
+    def total(self) -> float:
+        """Slots all the schedules need on average."""
+        return sum(self.rates)
+
     def share_below(self, expected_s: float) -> float:
         """Slots the schedules whose expected run time is below ``expected_s``
         need on average (bucket resolution: a quarter octave)."""
@@ -121,27 +126,48 @@ def hold_until(
     expected_s: float,
     should_start_by: float,
     slots: int,
-    busy: Iterable[tuple[float, float]],
+    busy: Sequence[tuple[float, float]],
+    busy_count: int | None = None,
 ) -> float | None:
     """None: start the candidate now. Else the time to look at it again.
 
     ``expected_s``, ``should_start_by``: the candidate's; ``slots``: every
     slot, free or busy (the candidate's included); ``busy``: ``(expected end,
     expected run time)`` of each run in progress or dispatched, the
-    candidate's excluded. Times are float seconds (module docstring).
+    candidate's excluded (or only those of them at least a tenth of the
+    candidate's run time, with ``busy_count`` the number of all). Times are
+    float seconds (module docstring).
     """
     if expected_s <= 0 or now >= should_start_by:
         return None
     cut = expected_s / SHORT_RATIO
-    share = book.share_below(cut)
-    if share <= 0:
+    short = book.share_below(cut)
+    if short <= 0:
         return None
-    capacity = (slots - 1) * expected_s
-    for end, run_s in busy:
-        if run_s >= cut:
-            capacity -= min(max(end - now, 0.0), expected_s)
-    if share * expected_s <= UTILISATION * capacity:
-        return None
+    # Slots the long runs may hold while the short schedules keep UTILISATION;
+    # at least what the long schedules' own shares round up to, else they
+    # could only run when forced at their should_start_by, all at once.
+    long_share = max(book.total() - short, 0.0)
+    allowed = max(slots - short / UTILISATION, float(math.ceil(long_share - 1e-9)))
+    if (len(busy) if busy_count is None else busy_count) + 1 <= allowed:
+        return None  # even if every run in progress were long
+    remaining = sorted(min(max(end - now, 0.0), expected_s) for end, run_s in busy
+                       if run_s >= cut)  # fmt: skip
+    # Over [now, now + tau] for tau = the window and each long run's end in it:
+    # the long runs' slot-seconds (the candidate's included) against `allowed`.
+    held = 0.0
+    for i, tau in enumerate(remaining):
+        if tau <= 0:
+            continue
+        if tau + held + tau * (len(remaining) - i) > allowed * tau:
+            return _recheck(now, expected_s, should_start_by)
+        held += tau
+    if expected_s + held > allowed * expected_s:
+        return _recheck(now, expected_s, should_start_by)
+    return None
+
+
+def _recheck(now: float, expected_s: float, should_start_by: float) -> float:
     step = min(max(expected_s * RECHECK_FRACTION, MIN_RECHECK_S), MAX_RECHECK_S)
     return min(now + step, should_start_by)
 
@@ -152,7 +178,9 @@ class AdmissionRound:
     candidates after it (beat and the simulator build one per round).
 
     ``busy`` is called at most once, when a candidate first needs it (most
-    candidates have no shorter schedule beside them and are admitted at once).
+    candidates have no shorter schedule beside them and are admitted at once);
+    its runs are kept by expected run time, so a candidate looks only at the
+    runs at least a tenth of its own.
     """
 
     def __init__(
@@ -166,7 +194,8 @@ class AdmissionRound:
         self.now = now
         self.slots = slots
         self._busy_of = busy
-        self._busy: list[tuple[float, float]] | None = None
+        self._busy: list[tuple[float, float]] | None = None  # by run time
+        self._run_s: list[float] = []
         self._admitted: list[tuple[float, float]] = []
 
     def hold_until(self, expected_s: float, should_start_by: float) -> float | None:
@@ -178,10 +207,17 @@ class AdmissionRound:
             and self.book.share_below(expected_s / SHORT_RATIO) > 0
         ):  # fmt: skip
             if self._busy is None:
-                self._busy = [*self._busy_of(), *self._admitted]
-            wake = hold_until(self.book, self.now, expected_s, should_start_by,
-                              self.slots, self._busy)  # fmt: skip
+                runs = sorted([*self._busy_of(), *self._admitted], key=lambda r: r[1])
+                self._busy, self._run_s = runs, [r[1] for r in runs]
+            first = bisect.bisect_left(self._run_s, expected_s / SHORT_RATIO)
+            wake = hold_until(self.book, self.now, expected_s, should_start_by, self.slots,
+                              self._busy[first:], busy_count=len(self._busy))  # fmt: skip
         if wake is None:
             run = (self.now + expected_s, expected_s)
-            (self._admitted if self._busy is None else self._busy).append(run)
+            if self._busy is None:
+                self._admitted.append(run)
+            else:
+                at = bisect.bisect_right(self._run_s, expected_s)
+                self._busy.insert(at, run)
+                self._run_s.insert(at, expected_s)
         return wake

@@ -1,7 +1,8 @@
 """Beat's round with the look-ahead admission (``dgs_lookahead``): a real
 BeatEngine, real Redis, a real SQLite store and an injected clock, on seed
-000's example: a weekly 12-hour job that is eligible, an hourly one-minute job
-in its cooldown, and one slot."""
+000's example: two weekly 12-hour jobs that are eligible, an hourly one-minute
+job in its cooldown, and two slots. Whichever weekly job goes first, the other
+would leave the hourly job no slot for 12 hours."""
 
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
-WEEKLY = PeriodicSpec(task="t.weekly", scheduling_period=timedelta(days=7))
+WEEKLY, WEEKLY2 = (PeriodicSpec(task=t, scheduling_period=timedelta(days=7),
+                                cooldown_duration=timedelta(days=3))
+                   for t in ("t.weekly", "t.weekly2"))  # fmt: skip
 HOURLY = PeriodicSpec(task="t.hourly", scheduling_period=timedelta(hours=1),
                       cooldown_duration=timedelta(minutes=45))  # fmt: skip
-#: The weekly job last ran 12 hours from NOW - 3 days: should_start_by NOW + 3.5 days.
-WEEKLY_DUE = NOW + timedelta(days=3, hours=12)
+#: The second weekly job last ran 12 hours from NOW - 3.5 days: eligible at NOW,
+#: should_start_by NOW + 3 days (the first one: NOW - 12 h and NOW + 2.5 days).
+WEEKLY2_DUE = NOW + timedelta(days=3)
 
 
 def record_run(store: SqlScheduleStore, name: str, started: datetime, seconds: float) -> None:
@@ -45,8 +49,9 @@ def record_run(store: SqlScheduleStore, name: str, started: datetime, seconds: f
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
-    s.sync([WEEKLY, HOURLY], NOW - timedelta(days=8))
-    record_run(s, WEEKLY.name, NOW - timedelta(days=3), 12 * 3600)
+    s.sync([WEEKLY, WEEKLY2, HOURLY], NOW - timedelta(days=8))
+    record_run(s, WEEKLY.name, NOW - timedelta(days=4), 12 * 3600)
+    record_run(s, WEEKLY2.name, NOW - timedelta(days=3, hours=12), 12 * 3600)
     # Ended 10 minutes ago: eligible at NOW + 35 min, should_start_by NOW + 48 min.
     record_run(s, HOURLY.name, NOW - timedelta(minutes=11), 60)
     yield s
@@ -70,22 +75,22 @@ def engine_of(client: redis.Redis, store: SqlScheduleStore, clock: FakeClock, sl
     return engine, publish
 
 
-def test_plain_order_gives_the_one_slot_to_the_weekly_job(
+def test_plain_order_gives_both_slots_to_the_weekly_jobs(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
-    engine, publish = engine_of(redis_client, store, FakeClock(NOW), 1, lookahead=False)
+    engine, publish = engine_of(redis_client, store, FakeClock(NOW), 2, lookahead=False)
     engine.tick()
-    assert publish.names() == [WEEKLY.name]  # the hourly job then waits 12 hours
+    assert publish.names() == [WEEKLY.name, WEEKLY2.name]  # the hourly job waits 12 hours
 
 
-def test_beat_holds_the_weekly_job_back_and_the_hourly_job_gets_the_slot(
+def test_beat_holds_the_second_weekly_job_back_and_the_hourly_job_gets_the_slot(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
     clock = FakeClock(NOW)
-    engine, publish = engine_of(redis_client, store, clock, 1, lookahead=True)
+    engine, publish = engine_of(redis_client, store, clock, 2, lookahead=True)
     engine.tick()
-    assert publish.names() == []  # held: the slot waits for the hourly job
-    times = engine.index.times(WEEKLY.name)
+    assert publish.names() == [WEEKLY.name]  # the second one is held: a slot waits
+    times = engine.index.times(WEEKLY2.name)
     assert times is not None
     assert NOW.timestamp() < times.can_start_by <= NOW.timestamp() + 600
     clock.set(NOW + timedelta(minutes=36))
@@ -93,17 +98,26 @@ def test_beat_holds_the_weekly_job_back_and_the_hourly_job_gets_the_slot(
     assert publish.names() == [HOURLY.name]
 
 
-def test_beat_starts_the_weekly_job_when_a_second_slot_is_free(
+def test_beat_starts_both_weekly_jobs_when_a_third_slot_is_free(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
-    engine, publish = engine_of(redis_client, store, FakeClock(NOW), 2, lookahead=True)
+    engine, publish = engine_of(redis_client, store, FakeClock(NOW), 3, lookahead=True)
     engine.tick()
-    assert publish.names() == [WEEKLY.name]  # nothing would be late: no slot idles
+    assert publish.names() == [WEEKLY.name, WEEKLY2.name]  # nothing would be late
 
 
 def test_the_held_job_goes_once_due(redis_client: redis.Redis, store: SqlScheduleStore) -> None:
-    at = WEEKLY_DUE + timedelta(seconds=1)
-    record_run(store, HOURLY.name, at - timedelta(minutes=11), 60)  # in its cooldown again
-    engine, publish = engine_of(redis_client, store, FakeClock(at), 1, lookahead=True)
+    clock = FakeClock(NOW)
+    engine, publish = engine_of(redis_client, store, clock, 2, lookahead=True)
     engine.tick()
-    assert publish.names() == [WEEKLY.name]
+    assert publish.names() == [WEEKLY.name]  # still dispatched: a long run in progress
+    # The hourly job kept running (in its cooldown again); the second weekly job
+    # is held until its should_start_by, then goes beside the first.
+    record_run(store, HOURLY.name, WEEKLY2_DUE - timedelta(minutes=3), 60)
+    engine.refresh()
+    clock.set(WEEKLY2_DUE - timedelta(seconds=60))
+    engine.tick()
+    assert publish.names() == []
+    clock.set(WEEKLY2_DUE + timedelta(seconds=1))
+    engine.tick()
+    assert publish.names() == [WEEKLY2.name]
