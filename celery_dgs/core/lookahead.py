@@ -62,11 +62,14 @@ _LOWEST_LOG2 = -10
 _BUCKETS = (40 - _LOWEST_LOG2) * _PER_OCTAVE
 
 
+_LOWEST_S = 2.0**_LOWEST_LOG2
+
+
 def _bucket(expected_s: float) -> int:
-    if expected_s <= 0:
+    if expected_s <= _LOWEST_S:
         return 0
-    b = math.floor((math.log2(expected_s) - _LOWEST_LOG2) * _PER_OCTAVE)
-    return min(max(b, 0), _BUCKETS - 1)
+    b = int((math.log2(expected_s) - _LOWEST_LOG2) * _PER_OCTAVE)
+    return b if b < _BUCKETS else _BUCKETS - 1
 
 
 def demand_period_s(spec: ScheduleSpec, stats: ScheduleStats) -> float:
@@ -99,7 +102,7 @@ class DemandBook:
         bucket = _bucket(expected_s)
         old = self._of.get(name)
         if old is not None:
-            if old == (bucket, rate):
+            if old[0] == bucket and old[1] == rate:
                 return
             self.rates[old[0]] -= old[1]
         self._of[name] = (bucket, rate)
