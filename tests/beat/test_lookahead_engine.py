@@ -18,6 +18,7 @@ from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.errors import SettingsError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
@@ -121,3 +122,10 @@ def test_the_held_job_goes_once_due(redis_client: redis.Redis, store: SqlSchedul
     clock.set(WEEKLY2_DUE + timedelta(seconds=1))
     engine.tick()
     assert publish.names() == [WEEKLY2.name]
+
+
+def test_the_setting_is_off_by_default_and_must_be_a_boolean() -> None:
+    assert DgsSettings.from_conf({}).lookahead is False
+    assert DgsSettings.from_conf({"dgs_lookahead": True}).lookahead is True
+    with pytest.raises(SettingsError, match="dgs_lookahead must be True or False, got 'yes'"):
+        DgsSettings.from_conf({"dgs_lookahead": "yes"})
