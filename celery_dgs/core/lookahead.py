@@ -38,6 +38,7 @@ import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from operator import itemgetter
 
 from .adaptive import current_interval
 from .cron import shortest_cron_gap
@@ -210,7 +211,7 @@ class AdmissionRound:
             and self.book.share_below(expected_s / SHORT_RATIO) > 0
         ):  # fmt: skip
             if self._busy is None:
-                runs = sorted([*self._busy_of(), *self._admitted], key=lambda r: r[1])
+                runs = sorted([*self._busy_of(), *self._admitted], key=itemgetter(1))
                 self._busy, self._run_s = runs, [r[1] for r in runs]
             first = bisect.bisect_left(self._run_s, expected_s / SHORT_RATIO)
             wake = hold_until(self.book, self.now, expected_s, should_start_by, self.slots,
