@@ -187,6 +187,9 @@ class DgsSettings:
     check_window_size: int = DEFAULT_CHECK_WINDOW_SIZE
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = DEFAULT_CHECK_RETENTION_S
+    #: Look-ahead admission: hold a long run back while it would leave the much
+    #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
+    lookahead: bool = False
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -281,6 +284,8 @@ class DgsSettings:
             raise SettingsError(
                 f"dgs_worker_register must be True or False, got {self.worker_register!r}"
             )
+        if not isinstance(self.lookahead, bool):
+            raise SettingsError(f"dgs_lookahead must be True or False, got {self.lookahead!r}")
         if not isinstance(self.redis_cluster_hash_tag, bool):
             raise SettingsError(
                 f"dgs_redis_cluster_hash_tag must be True or False, "

@@ -54,6 +54,7 @@ from ..registry import RegistryBackend
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore, StoredSchedule
 from .leader import BeatLeadership, Role
+from .lookahead import BeatLookahead
 from .reaper import RunReaper
 from .sending import DispatchSending
 from .stalled import StalledWorkers
@@ -114,6 +115,8 @@ class BeatEngine(DispatchSending):
             laxity_floor_s=settings.laxity_floor,
         ), self._priority_of, elevator_interval_s=settings.elevator_interval)  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
+        #: Look-ahead admission (``dgs_lookahead``): its book of shares, kept at load and refresh.
+        self.lookahead = BeatLookahead() if settings.lookahead else None
         #: Active schedules whose stored row beat cannot schedule (an invalid
         #: spec or statistics): name -> why. Not in ``tracked``; the metrics
         #: report them in ERROR, as ``status`` does.
@@ -185,6 +188,8 @@ class BeatEngine(DispatchSending):
                 count += 1
                 if not self._load_plain_row(row, batch):
                     self._apply_row_safely(row, batch)
+                if self.lookahead is not None:
+                    self.lookahead.note(row.name, self.tracked.get(row.name), row.name in self.held)
             self.index.upsert_many(batch.entries)
             if count >= self.gc_freeze_rows:
                 # Move what was loaded out of the cyclic GC's reach: each of its
@@ -387,6 +392,8 @@ class BeatEngine(DispatchSending):
         rows, self.cursor = self.store.changes_since(self.cursor, check_until=until)
         for row in rows:
             self._apply_row_safely(row)
+            if self.lookahead is not None:
+                self.lookahead.note(row.name, self.tracked.get(row.name), row.name in self.held)
         self._last_poll = self.monotonic()
         return len(rows)
 
@@ -478,6 +485,9 @@ class BeatEngine(DispatchSending):
         # The chosen schedules have left the index: their should_start_by (for the
         # dispatch's lateness) is the one re-computed when they were confirmed due.
         should_by: dict[str, float] = {}
+        admission = None if self.lookahead is None else self.lookahead.round(
+            now, placement.free, self.tracked, [*running, *(n for n in pending if n not in running)]
+        )  # fmt: skip
 
         def defer(name: str) -> bool:
             if name in running or name in pending:  # running or already dispatched: park it
@@ -486,6 +496,9 @@ class BeatEngine(DispatchSending):
             should = self._due_should_start_by(name, now)  # e.g. its blackout began
             if should is None:
                 return True
+            if admission is not None and BeatLookahead.hold(
+                    admission, self.index, name, self.tracked[name], should):
+                return True  # held back: re-indexed, eligible again when looked at next
             should_by[name] = should
             return False
 

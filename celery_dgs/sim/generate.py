@@ -9,6 +9,17 @@ the total demand is still ``load * slots``: fleets mix quick checks and
 heavy jobs of the same period. The
 cooldown is ``cooldown_fraction`` of the period (a schedule is not re-run
 sooner), ``failure_rate`` applies to every schedule.
+
+With ``long_fraction`` F > 0 the fleet mixes long jobs into the short ones
+(seed 000's weekly 12-hour job among hourly checks): the ``schedules`` short
+ones carry ``1 - F`` of the demand, and long jobs carry F of it, each a
+share ``long_share`` of a slot (duration / period), their run times
+``long_ratio_min``..``long_ratio_max`` times the short ones' mean
+(log-uniform), so their periods are run time / ``long_share``; they have the default
+cooldown's rule (a fixed half-period cooldown would hold a run that takes a
+quarter of its period past its ``should_start_by``). The long
+jobs are drawn with their own generator: the short ones are the same
+schedules, with their durations scaled by ``1 - F``.
 """
 
 from __future__ import annotations
@@ -52,6 +63,11 @@ class GeneratorOptions:
     #: has the default priority. Drawn with their own generator, so the rest of
     #: the workload is the same with or without classes.
     priority_classes: tuple[tuple[int, float], ...] = ()
+    #: Fraction of the demand in long jobs (0: none; module docstring).
+    long_fraction: float = 0.0
+    long_ratio_min: float = 100.0
+    long_ratio_max: float = 1000.0
+    long_share: float = 0.25
 
 
 def generate(opts: GeneratorOptions) -> Workload:
@@ -65,8 +81,15 @@ def generate(opts: GeneratorOptions) -> Workload:
         raise WorkloadError(f"cooldown fraction must be in [0, 1), got {opts.cooldown_fraction}")
     if not opts.share_spread >= 1:
         raise WorkloadError(f"share spread must be >= 1, got {opts.share_spread}")
+    if not 0 <= opts.long_fraction < 1:
+        raise WorkloadError(f"long fraction must be in [0, 1), got {opts.long_fraction}")
+    if opts.long_fraction and not (
+        0 < opts.long_ratio_min <= opts.long_ratio_max and 0 < opts.long_share < 1
+    ):
+        raise WorkloadError("long jobs: need 0 < long_ratio_min <= long_ratio_max and "
+                            "0 < long_share < 1")  # fmt: skip
     rng = random.Random(opts.seed)
-    share = opts.load * opts.slots / opts.schedules
+    share = opts.load * opts.slots / opts.schedules * (1.0 - opts.long_fraction)
     lo, hi = math.log(opts.period_min_s), math.log(opts.period_max_s)
     periods = [round(math.exp(rng.uniform(lo, hi))) for _ in range(opts.schedules)]
     factors = [1.0] * opts.schedules
@@ -87,6 +110,8 @@ def generate(opts: GeneratorOptions) -> Workload:
         schedules.append(
             SimSchedule(spec, share * factor * period, opts.duration_sigma, opts.failure_rate)
         )
+    if opts.long_fraction:
+        schedules += _long_jobs(opts, [s.duration_s for s in schedules])
     outages: list[Outage] = []
     if opts.outage_s > 0:
         at = opts.outage_at_s if opts.outage_at_s is not None else opts.horizon_s / 2
@@ -95,6 +120,28 @@ def generate(opts: GeneratorOptions) -> Workload:
         schedules, make_workers(opts.slots, opts.slots_per_worker),
         horizon_s=opts.horizon_s, warmup_s=opts.warmup_s, outages=outages, seed=opts.seed,
     )  # fmt: skip
+
+
+def _long_jobs(opts: GeneratorOptions, short_durations: list[float]) -> list[SimSchedule]:
+    """The long jobs of a mixed fleet (module docstring), named ``long<i>``."""
+    rng = random.Random(opts.seed + 7)
+    demand = opts.load * opts.slots * opts.long_fraction
+    count = max(1, round(demand / opts.long_share))
+    share = demand / count
+    mean_short = sum(short_durations) / len(short_durations)
+    lo, hi = math.log(opts.long_ratio_min), math.log(opts.long_ratio_max)
+    out = []
+    for i in range(count):
+        duration = mean_short * math.exp(rng.uniform(lo, hi))
+        period = round(duration / share)
+        spec = PeriodicSpec(
+            task="sim.long", configuration=f"long{i}",
+            scheduling_period=timedelta(seconds=period),
+            cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
+            default_cooldown=True,
+        )  # fmt: skip
+        out.append(SimSchedule(spec, share * period, opts.duration_sigma, opts.failure_rate))
+    return out
 
 
 def _priorities(opts: GeneratorOptions) -> list[int]:

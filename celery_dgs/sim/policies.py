@@ -23,6 +23,7 @@ from datetime import timedelta
 
 from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
+from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex
@@ -82,6 +83,7 @@ class DeadlinePolicy(Policy):
         elevated_first: bool = False,
         weights: bool = False,
         lead: bool = False,
+        lookahead: bool = False,
         name: str | None = None,
     ) -> None:
         super().__init__(sim)
@@ -101,6 +103,12 @@ class DeadlinePolicy(Policy):
             lead_s=self._margin_s if lead else None,
         ) if priorities else main  # fmt: skip
         self.fifo = fifo
+        #: Look-ahead admission (``core/lookahead.py``): the shares of the
+        #: indexed schedules, each one's should_start_by when indexed, and the
+        #: runs this policy started: (expected end, expected run time).
+        self.book = DemandBook() if lookahead else None
+        self.should: dict[str, float] = {}
+        self.running: dict[str, tuple[float, float]] = {}
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
         self.constraints: dict[str, Constraints] = {
@@ -126,28 +134,47 @@ class DeadlinePolicy(Policy):
     def idle(self, name: str, now: float) -> None:
         can, should = self._times(name, now)
         self.index.upsert(name, can, should)
+        if self.book is not None:
+            st = self.sim.states[name]
+            self.running.pop(name, None)
+            self.should[name] = should
+            self.book.note(name, st.expected, demand_period_s(st.sched.spec, st.stats))
 
-    def _defer(self, name: str, now: float) -> bool:
+    def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
         # As beat's _reindex_if_not_due: the index holds times computed earlier.
         # Without blackouts start_times does not depend on ``now`` (the anchor is
         # set, the stats have not changed since indexing): the re-check would
         # return the indexed times, so it is skipped for speed.
-        if name not in self.blackout_names:
+        if name in self.blackout_names:
+            can, should = self._times(name, now)
+            if can > now:
+                self.index.upsert(name, can, should)
+                return True
+            self.should[name] = should
+        if admission is None:
             return False
-        can, should = self._times(name, now)
-        if can <= now:
-            return False
-        self.index.upsert(name, can, should)
-        return True
+        should = self.should[name]
+        expected = self.sim.states[name].expected
+        wake = admission.hold_until(expected, should)
+        if wake is not None:  # held back: looked at again at `wake`
+            self.index.upsert(name, wake, should)
+            return True
+        self.running[name] = (now + expected, expected)
+        return False
 
     def dispatch(self, now: float) -> None:
         if self.index.peek(now) is None:
             return
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
+        admission = None
+        if self.book is not None:
+            running = self.running
+            admission = AdmissionRound(self.book, now, placement.free + len(running),
+                                       lambda: list(running.values()))  # fmt: skip
         chosen = choose_dispatches(
             self.index, now, placement, self.constraints.__getitem__,
-            lambda name: self._defer(name, now), limit=_NO_LIMIT,
+            lambda name: self._defer(name, now, admission), limit=_NO_LIMIT,
         )  # fmt: skip
         for name, worker in chosen:
             sim.start_run(name, worker, now, slot_taken=True)
@@ -223,6 +250,7 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         "dgs-deadline": lambda: DeadlinePolicy(sim, laxity_floor=None),
         "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
+        "dgs-lookahead": lambda: DeadlinePolicy(sim, lookahead=True, name="dgs-lookahead"),
         "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
         "beat": lambda: BeatPolicy(sim),
         # Priority orders compared in docs/simulator.md ("Priorities").

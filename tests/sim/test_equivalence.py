@@ -257,3 +257,53 @@ def with_priority(spec: ScheduleSpec, priority: int) -> ScheduleSpec:
     from dataclasses import replace
 
     return replace(spec, priority=priority)
+
+
+def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
+    sqlite_url: str, redis_client: redis.Redis
+) -> None:
+    """Twenty short schedules that need 6.7 of the ten slots (200 s runs every
+    600 s), in their cooldown for five minutes, and twelve 6-hour jobs of a
+    2-day period, eligible and due in 12 hours. The plain order gives every
+    slot to a long job; with ``dgs_lookahead`` beat starts two (the long runs
+    may hold 10 - 6.7 / 0.95 = 2.98 slots) and holds the others back for the
+    short ones. The
+    simulator's ``dgs-lookahead`` chooses the same."""
+    specs: list[tuple[ScheduleSpec, float]] = []
+    for i in range(20):
+        specs.append((PeriodicSpec(task="eq.short", configuration=f"s{i:02d}",
+                                   scheduling_period=timedelta(seconds=600),
+                                   cooldown_duration=timedelta(seconds=400)), 200.0))  # fmt: skip
+    for i in range(12):
+        specs.append((PeriodicSpec(task="eq.long", configuration=f"l{i:02d}",
+                                   scheduling_period=timedelta(days=2)), 6 * 3600.0))  # fmt: skip
+    store = SqlScheduleStore.open(sqlite_url)
+    try:
+        store.sync([s for s, _ in specs], NOW - timedelta(days=3))
+        for i, (spec, duration) in enumerate(specs):
+            ago = 300 if i < 20 else 30 * 3600 + 60 * i
+            started = NOW - timedelta(seconds=ago)
+            run_id = uuid.uuid4().hex
+            store.record_run_start(
+                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
+                owner_name="celery@w0", owner_tag=run_id, token=1, started_at=started,
+            )  # fmt: skip
+            store.record_run_end(run_id=run_id, outcome="success",
+                                 ended_at=started + timedelta(seconds=duration))  # fmt: skip
+        rows, _ = store.load_active()
+        beat = {}
+        for lookahead in (False, True):
+            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}", lookahead=lookahead)
+            beat[lookahead] = [(o.schedule, o.worker)
+                               for o in real_beat_round(store, redis_client, settings)]  # fmt: skip
+    finally:
+        store.close()
+    trace: list[tuple[float, str, str]] = []
+    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
+                        start=NOW, warm_start=False)  # fmt: skip
+    Simulator(workload, "dgs-lookahead", initial_stats={r.name: r.stats for r in rows},
+              trace=trace).run()  # fmt: skip
+    assert [(name, worker) for t, name, worker in trace if t == 0.0] == beat[True]
+    # The longest waiting first (l11 started its last run earliest).
+    assert [name for name, _ in beat[False]] == [f"eq.long@l{i:02d}" for i in range(11, 1, -1)]
+    assert [name for name, _ in beat[True]] == [f"eq.long@l{i:02d}" for i in range(11, 9, -1)]

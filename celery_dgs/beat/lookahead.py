@@ -1,0 +1,65 @@
+"""Beat's side of the look-ahead admission (``dgs_lookahead``): the demand
+book kept from the tracked schedules, and each round's admission built from
+the runs in progress (:mod:`celery_dgs.core.lookahead` decides)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..core.index import DeadlineIndex
+from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
+from ..core.overload import expected_seconds
+from .types import Tracked
+
+
+class BeatLookahead:
+    def __init__(self) -> None:
+        self.book = DemandBook()
+
+    def note(self, name: str, tracked: Tracked | None, held: bool) -> None:
+        """A schedule was (re)loaded: its share counts while it is schedulable."""
+        if tracked is None or held:
+            self.book.forget(name)
+        else:
+            period = demand_period_s(tracked.spec, tracked.stats)
+            self.book.note(name, expected_seconds(tracked), period)
+
+    def round(
+        self, now: float, free: int, tracked: Mapping[str, Tracked], busy: Iterable[str]
+    ) -> AdmissionRound:
+        """The round's admission: ``free`` slots, and the schedules running or
+        dispatched (each expected to end its expected run time after its
+        recorded start, or after ``now`` if its start is not recorded yet)."""
+        names = list(busy)
+
+        def runs() -> list[tuple[float, float]]:
+            out = []
+            for name in names:
+                t = tracked.get(name)
+                if t is None:
+                    continue
+                expected = expected_seconds(t)
+                start = t.stats.last_start_at
+                end = t.stats.last_end_at
+                started = now if start is None or (end is not None and end >= start) \
+                    else start.timestamp()  # fmt: skip
+                out.append((started + expected, expected))
+            return out
+
+        return AdmissionRound(self.book, now, free + len(names), runs)
+
+    @staticmethod
+    def hold(
+        admission: AdmissionRound, index: DeadlineIndex, name: str, tracked: Tracked,
+        should_start_by: float,
+    ) -> bool:
+        """Whether ``name``, chosen and due by its start times, is held back;
+        then it is re-indexed, eligible again at the time to look again. A run
+        requested by an operator is never held."""
+        if tracked.run_requested_at is not None:
+            return False
+        wake = admission.hold_until(expected_seconds(tracked), should_start_by)
+        if wake is None:
+            return False
+        index.upsert(name, wake, should_start_by)
+        return True
