@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from ..core.index import DeadlineIndex
 from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
 from ..core.overload import expected_seconds
+from ..core.spec import CheckSpec
 from .types import Tracked
 
 
@@ -17,8 +18,9 @@ class BeatLookahead:
         self.book = DemandBook()
 
     def note(self, name: str, tracked: Tracked | None, held: bool) -> None:
-        """A schedule was (re)loaded: its share counts while it is schedulable."""
-        if tracked is None or held:
+        """A schedule was (re)loaded: its share counts while it is schedulable.
+        A deferred check is one run, not a recurring share: never counted."""
+        if tracked is None or held or isinstance(tracked.spec, CheckSpec):
             self.book.forget(name)
         else:
             period = demand_period_s(tracked.spec, tracked.stats)

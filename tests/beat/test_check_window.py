@@ -154,3 +154,16 @@ def test_beat_prunes_ended_checks_past_their_retention(
     clock.advance(timedelta(hours=1))
     engine.tick()  # the first tick prunes (then hourly)
     assert [r.key for r in store.check_history()] == ["new"]
+
+
+def test_look_ahead_leaves_checks_out_of_its_demand_book(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.sync([PeriodicSpec(task="t.p", scheduling_period=timedelta(hours=1))], NOW)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, lookahead=True)
+    engine.load()
+    store.add_checks([NewCheck(check("a"), NOW - M)], NOW)  # reaches beat by its change poll
+    engine.tick()
+    assert sorted(publish.names()) == ["t.check@check:a", "t.p"]
