@@ -221,6 +221,7 @@ class Simulator:
                           spec=st.sched.spec, eventful=eventful, run_key=st.run)  # fmt: skip
         st.disabled = disabled_after(st.sched.spec, outcome, new, st.disabled)
         previous, good = st.deadline, st.stats.last_good_start_at
+        failed_before = bool(st.stats.failure_count)  # a run failed since the last good one
         st.stats = new
         if failed is None:
             tally.interrupted += now >= tally.window_start
@@ -229,7 +230,8 @@ class Simulator:
         else:
             if now > tally.window_start:
                 if good is not None:
-                    tally.add_staleness(name, (now - self.rel(good)) / st.period)
+                    tally.add_staleness(name, (now - self.rel(good)) / st.period,
+                                        failed=failed_before)  # fmt: skip
                 if previous < min(now, tally.window_end):
                     tally.error_episodes += 1
             if self._recovering and previous < now:
@@ -343,7 +345,8 @@ class Simulator:
                 tally.busy_slot_s += tally.overlap(st.running_since, horizon)
             good = st.stats.last_good_start_at
             if good is not None:
-                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period)
+                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period,
+                                    failed=bool(st.stats.failure_count))  # fmt: skip
             if st.deadline < horizon:
                 tally.error_episodes += 1
         for name, since in self._down_since.items():

@@ -54,6 +54,7 @@ class Tally:
     warning_s: float = 0.0
     error_episodes: int = 0
     staleness: list[float] = field(default_factory=list)  # peak age / period, per cycle
+    stale_without_failures: float = 0.0  # the peak over cycles in which no run failed
     lateness: list[float] = field(default_factory=list)  # start - should_start_by, seconds
     busy_slot_s: float = 0.0
     down_slot_s: float = 0.0
@@ -77,9 +78,11 @@ class Tally:
         if cls is not None and late > self.late_by_class.get(cls, 0.0):
             self.late_by_class[cls] = late
 
-    def add_staleness(self, name: str, value: float) -> None:
-        """One cycle's peak age / period of ``name``."""
+    def add_staleness(self, name: str, value: float, *, failed: bool = False) -> None:
+        """One cycle's peak age / period of ``name`` (``failed``: a run failed in it)."""
         self.staleness.append(value)
+        if not failed and value > self.stale_without_failures:
+            self.stale_without_failures = value
         cls = self.class_of.get(name)
         if cls is not None and value > self.stale_by_class.get(cls, 0.0):
             self.stale_by_class[cls] = value
@@ -311,6 +314,8 @@ class SimResult:
     by_class: dict[int, dict[str, float]] = field(default_factory=dict)
     #: cause (:data:`CAUSES`) -> ERROR-seconds; they add up to ``error_s``
     error_by_cause: dict[str, float] = field(default_factory=dict)
+    #: ``max_staleness`` over the cycles in which no run failed
+    max_staleness_without_failures: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -349,4 +354,5 @@ def summarise(tally: Tally, *, policy: str, schedules: int, slots: int, load: fl
         runs=tally.runs, failures=tally.failures, interrupted=tally.interrupted,
         wasted_runs=tally.wasted, skipped=tally.skipped, recovery_s=recovery_s,
         wall_s=round(wall_s, 3), by_class=by_class, error_by_cause=dict(error_by_cause or {}),
+        max_staleness_without_failures=tally.stale_without_failures,
     )  # fmt: skip

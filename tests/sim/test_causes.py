@@ -150,3 +150,13 @@ def test_slot_history_measures_each_state_of_each_group() -> None:
     assert history.measure(1, 5.0, 15.0) == (5.0, 0.0)
     assert history.measure(1, 40.0, 45.0) == (0.0, 5.0)
     assert history.measure(0, 45.0, 40.0) == (0.0, 0.0)
+
+
+def test_staleness_of_cycles_with_a_failed_run_is_kept_apart() -> None:
+    # b's runs always fail: its data only ages (max_staleness), while a's
+    # cycles, without failures, stay within one period.
+    scheds = [SimSchedule(periodic("a", 100, 50), 10.0, 0.0),
+              SimSchedule(periodic("b", 100, 50), 10.0, 0.0, failure_rate=1.0)]  # fmt: skip
+    result = simulate(warm(scheds, make_workers(2), 2000.0), "dgs")
+    assert result.max_staleness > 15  # b: about 20 periods since its last good start
+    assert 0.5 < result.max_staleness_without_failures <= 1.0
