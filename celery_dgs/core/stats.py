@@ -6,25 +6,12 @@ Every datetime is an aware UTC datetime; durations are ``timedelta``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 #: Weight of the latest run in the EWMA of good durations: 75 % of the weight
 #: lies on the last three runs (seed 000, "average_good_duration").
 DEFAULT_EWMA_ALPHA = 0.37
-
-#: ``duration_tail`` estimates this quantile of a good run's time over the
-#: average before it, ...
-TAIL_QUANTILE = 0.99
-#: ... starts here (the second good run moves it from this value), ...
-TAIL_INITIAL_RATIO = 2.0
-#: ... and moves by this much (in log) per run: up ``TAIL_STEP * TAIL_QUANTILE``
-#: after a run above it, down ``TAIL_STEP * (1 - TAIL_QUANTILE)`` otherwise, so
-#: it settles where 1 run in 100 is above it.
-TAIL_STEP = 0.1
-_TAIL_UP = math.exp(TAIL_STEP * TAIL_QUANTILE)
-_TAIL_DOWN = math.exp(-TAIL_STEP * (1.0 - TAIL_QUANTILE))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,11 +24,7 @@ class ScheduleStats:
     the EWMA of successful run durations (``None``: never succeeded);
     ``duration_deviation`` the EWMA of ``|duration - previous average|`` over
     the same runs (TCP's RTTVAR next to SRTT; ``None``: fewer than one
-    success recorded with it, read as zero). ``duration_tail`` is a streaming
-    estimate of the 99th percentile of a good run's time over the average
-    before it (:func:`tail_after`; ``None``: fewer than two successes
-    recorded with it); ``should_start_by``'s margin is at least the average
-    times it.
+    success recorded with it, read as zero).
     """
 
     registered_at: datetime | None = None
@@ -55,7 +38,6 @@ class ScheduleStats:
     interval_index: int | None = None
     next_target_at: datetime | None = None
     upstream_modified_at: datetime | None = None
-    duration_tail: float | None = None
 
     @property
     def has_succeeded(self) -> bool:
@@ -93,7 +75,6 @@ def record_start(stats: ScheduleStats, started_at: datetime) -> ScheduleStats:
         interval_index=stats.interval_index,
         next_target_at=stats.next_target_at,
         upstream_modified_at=stats.upstream_modified_at,
-        duration_tail=stats.duration_tail,
     )
 
 
@@ -116,9 +97,6 @@ def record_success(
     average = stats.average_good_duration
     # The first success says nothing about the spread: its deviation is zero.
     spread = timedelta(0) if average is None else abs(duration - average)
-    tail = stats.duration_tail
-    if average is not None and average > timedelta(0):
-        tail = tail_after(tail, duration / average)
     return ScheduleStats(
         registered_at=stats.registered_at,
         last_good_start_at=started_at,
@@ -131,16 +109,7 @@ def record_success(
         interval_index=stats.interval_index,
         next_target_at=stats.next_target_at,
         upstream_modified_at=stats.upstream_modified_at,
-        duration_tail=tail,
     )
-
-
-def tail_after(previous: float | None, ratio: float) -> float:
-    """``duration_tail`` after a good run that took ``ratio`` times the average
-    before it: a stochastic-approximation quantile (``TAIL_QUANTILE``) in log
-    space, from ``TAIL_INITIAL_RATIO`` when ``previous`` is ``None``."""
-    tail = TAIL_INITIAL_RATIO if previous is None else previous
-    return tail * _TAIL_UP if ratio > tail else tail * _TAIL_DOWN
 
 
 def record_failure(stats: ScheduleStats, started_at: datetime, ended_at: datetime) -> ScheduleStats:

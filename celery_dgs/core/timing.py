@@ -170,19 +170,14 @@ DURATION_DEVIATION_FACTOR = 4.0
 def start_margin(spec: ScheduleSpec, stats: ScheduleStats) -> timedelta:
     """How long before ERROR a run should start: ``duration_override`` (taken as
     exact), else ``average_good_duration + DURATION_DEVIATION_FACTOR *
-    duration_deviation`` or, when longer, ``average_good_duration *
-    duration_tail`` (the 99th percentile of runs over the average), else zero."""
+    duration_deviation``, else zero."""
     if spec.duration_override is not None:
         return spec.duration_override
     expected = expected_duration(spec, stats)
     deviation = stats.duration_deviation
     if deviation is None or stats.average_good_duration is None:
         return expected
-    margin = expected + deviation * DURATION_DEVIATION_FACTOR
-    tail = stats.duration_tail
-    if tail is not None and expected * tail > margin:
-        return expected * tail
-    return margin
+    return expected + deviation * DURATION_DEVIATION_FACTOR
 
 
 def _anchor(stats: ScheduleStats, now: datetime | None) -> datetime:

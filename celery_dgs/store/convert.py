@@ -52,24 +52,6 @@ def _row_durations(row: ScheduleRow) -> tuple[list[timedelta | None], str | None
     return durations, error or checked_index(row.interval_index)[1]
 
 
-def valid_tail(raw: Any) -> float | None:
-    """The stored ``duration_tail`` when it is a finite number above 0, else
-    ``None`` (unknown: the margin is the average plus its deviations)."""
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        return None
-    return float(raw) if math.isfinite(raw) and raw > 0 else None
-
-
-def checked_tail(name: str, raw: Any) -> float | None:
-    """:func:`valid_tail`, logging a stored value it refuses (a hand-edited
-    row): read as unknown, and the next good run stores a valid one."""
-    tail = valid_tail(raw)
-    if tail is None and raw is not None:
-        log.error("celery-dgs: schedule %r: duration_tail: expected a number above 0, got %r; "
-                  "read as unknown", name, raw)  # fmt: skip
-    return tail
-
-
 def checked_index(raw: Any) -> tuple[int | None, str | None]:
     """The stored ``interval_index``, or ``None`` and an error naming the field
     when it is not a whole number on the ladder (a hand-edited row)."""
@@ -118,7 +100,6 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         interval_index=checked_index(row.interval_index)[0],
         next_target_at=row.next_target_at,
         upstream_modified_at=row.upstream_modified_at,
-        duration_tail=checked_tail(row.name, row.duration_tail),
     )
 
 
@@ -135,7 +116,6 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.interval_index = stats.interval_index
     row.next_target_at = stats.next_target_at
     row.upstream_modified_at = stats.upstream_modified_at
-    row.duration_tail = stats.duration_tail
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:

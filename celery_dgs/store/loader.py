@@ -41,14 +41,7 @@ from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
-from .convert import (
-    checked_durations,
-    checked_index,
-    checked_tail,
-    parse_spec,
-    spec_json,
-    stored_duration,
-)
+from .convert import checked_durations, checked_index, parse_spec, spec_json, stored_duration
 from .models import utc_from_db
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
@@ -88,7 +81,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "last_end_at", "failure_count", "average_good_duration_s", "current_token",
     "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
     "declaration_error", "owner", "interval_index", "next_target_at", "upstream_modified_at",
-    "disabled_reason", "run_requested_priority", "duration_tail",
+    "disabled_reason", "run_requested_priority",
 )  # fmt: skip
 
 
@@ -96,7 +89,7 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
 STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ScheduleStats))
 (_set_registered_at, _set_last_good_start_at, _set_last_good_end_at, _set_last_start_at,
  _set_last_end_at, _set_failure_count, _set_average_good_duration, _set_duration_deviation,
- _set_interval_index, _set_next_target_at, _set_upstream_modified_at, _set_duration_tail) = (
+ _set_interval_index, _set_next_target_at, _set_upstream_modified_at) = (
     getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS
 )  # fmt: skip
 
@@ -104,7 +97,7 @@ STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Schedul
 def new_stats(
     registered_at: Any, last_good_start_at: Any, last_good_end_at: Any, last_start_at: Any,
     last_end_at: Any, failure_count: Any, average_good_duration: Any, duration_deviation: Any,
-    interval_index: Any, next_target_at: Any, upstream_modified_at: Any, duration_tail: Any,
+    interval_index: Any, next_target_at: Any, upstream_modified_at: Any,
 ) -> ScheduleStats:
     """``ScheduleStats`` of the values in :data:`STATS_FIELDS` order, as its
     ``__init__`` would build them (it checks nothing), its slots set directly:
@@ -122,7 +115,6 @@ def new_stats(
     _set_interval_index(stats, interval_index)
     _set_next_target_at(stats, next_target_at)
     _set_upstream_modified_at(stats, upstream_modified_at)
-    _set_duration_tail(stats, duration_tail)
     return stats
 
 
@@ -271,7 +263,7 @@ def stored_schedule_from_values(
      last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
      average_s, current_token, run_requested_at, change_seq, updated_at,
      deviation_s, declaration_error, owner, interval_index, next_target_at,
-     upstream_modified_at, disabled_reason, run_priority, tail) = values  # fmt: skip
+     upstream_modified_at, disabled_reason, run_priority) = values  # fmt: skip
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     duration = memo.durations.__getitem__
@@ -290,8 +282,6 @@ def stored_schedule_from_values(
         moment(registered_at), moment(last_good_start_at), moment(last_good_end_at),
         moment(last_start_at), moment(last_end_at), failure_count, average, deviation,
         index, moment(next_target_at), moment(upstream_modified_at),
-        tail if tail is None or (type(tail) is float and 0 < tail < math.inf)
-        else checked_tail(name, tail),
     )  # fmt: skip
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these

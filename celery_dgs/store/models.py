@@ -124,9 +124,6 @@ class ScheduleRow(Base):
     next_target_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     upstream_modified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
-    #: The run-time tail: ~99th percentile of good run time / the average
-    #: before it (``ScheduleStats.duration_tail``; NULL: not known yet).
-    duration_tail: Mapped[float | None] = mapped_column(Float)
 
 
 class RunRow(Base):

@@ -204,8 +204,6 @@ def test_recorders_keep_every_field_they_do_not_set() -> None:
             values[f.name] = 3
         elif f.name in ("average_good_duration", "duration_deviation"):
             values[f.name] = timedelta(seconds=10 + i)
-        elif f.name == "duration_tail":
-            values[f.name] = 2.5
         else:
             values[f.name] = t + timedelta(hours=i)
     stats = ScheduleStats(**values)

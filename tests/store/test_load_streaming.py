@@ -140,7 +140,7 @@ def test_new_stats_is_the_dataclass() -> None:
     assert tuple(f.name for f in dataclasses.fields(ScheduleStats)) == STATS_FIELDS
     assert list(inspect.signature(new_stats).parameters) == list(STATS_FIELDS)
     values: list[Any] = [T0, T0 - H, T0 - H / 2, T0, T0 + H, 2, timedelta(seconds=3),
-                         timedelta(1), 4, T0 + 2 * H, T0 - 3 * H, 2.5]  # fmt: skip
+                         timedelta(1), 4, T0 + 2 * H, T0 - 3 * H]  # fmt: skip
     built = new_stats(*values)
     assert built == ScheduleStats(**dict(zip(STATS_FIELDS, values, strict=True)))
     assert built.has_succeeded
