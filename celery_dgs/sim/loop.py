@@ -155,8 +155,12 @@ class Simulator:
     def _account(self, st: SchedState, t: float) -> None:
         self.tally.account(st.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
                            bool(st.stats.failure_count))  # fmt: skip
-        self.causes.account(st.name, st.seg_t, t, st.deadline, st.margin,
-                            st.running_since is not None, bool(st.stats.failure_count))  # fmt: skip
+        running = st.running_since is not None
+        # Only a segment that reaches its deadline (running) or its
+        # should_start_by (idle) has anything to attribute.
+        if t > (st.deadline if running else st.deadline - st.margin):
+            self.causes.account(st.name, st.seg_t, t, st.deadline, st.margin, running,
+                                bool(st.stats.failure_count))  # fmt: skip
         st.seg_t = t
 
     def _note_slots(self, now: float) -> None:
@@ -301,6 +305,7 @@ class Simulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         events, policy, states = self._events, self.policy, self.states
+        one_group, history, any_free = self._one_group, self.slot_history, False
         now = 0.0
         while True:
             t = events[0][0] if events else math.inf
@@ -329,7 +334,11 @@ class Simulator:
                     self._down_up(payload, now, kind == self.DOWN)
             self._check_recovery(now)
             policy.dispatch(now)
-            self._note_slots(now)
+            if not one_group:
+                self._note_slots(now)
+            elif (self.free_slots > 0) != any_free:
+                any_free = self.free_slots > 0
+                history.note(now, (USABLE_FREE if any_free else NONE_FREE,))
         self._finish()
         return summarise(
             self.tally, policy=policy.name, schedules=len(states), slots=self.workload.slots,

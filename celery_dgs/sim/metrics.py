@@ -21,7 +21,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from itertools import pairwise
 from typing import Any
 
 from ..core.blackout import windows_between
@@ -207,21 +206,40 @@ class CauseTally:
         start = max(a, deadline - margin)
         if b <= start:
             return
-        wait = self.wait.setdefault(name, dict.fromkeys(CAUSES, 0.0))
-        # [start, b] cut where ERROR (in the window) begins and ends
-        cuts = sorted({start, b, min(max(error_from, start), b),
-                       min(max(self.window_end, start), b)})  # fmt: skip
-        for x, y in pairwise(cuts):
-            split = {FAILURE: y - x} if failed else self.split(name, x, y)
-            in_error = x >= error_from and y <= self.window_end
-            for cause, seconds in split.items():
-                wait[cause] += seconds
-                if in_error:
-                    self.error_s[cause] += seconds
+        wait = self.wait.get(name)
+        if wait is None:
+            wait = self.wait[name] = dict.fromkeys(CAUSES, 0.0)
+        # [start, b] is a wait; its part in [error_from, window_end] is ERROR too
+        lo = min(max(error_from, start), b)
+        hi = min(max(self.window_end, lo), b)
+        if lo > start:
+            self._add(name, start, lo, failed, wait, None)
+        if hi > lo:
+            self._add(name, lo, hi, failed, wait, self.error_s)
+        if b > hi:
+            self._add(name, hi, b, failed, wait, None)
 
-    def split(self, name: str, a: float, b: float) -> dict[str, float]:
-        """An idle, not failed schedule's ``[a, b]`` by cause (blackout, order,
-        placement, capacity)."""
+    def _add(self, name: str, a: float, b: float, failed: bool, wait: dict[str, float],
+             error: dict[str, float] | None) -> None:  # fmt: skip
+        if failed:
+            wait[FAILURE] += b - a
+            if error is not None:
+                error[FAILURE] += b - a
+            return
+        blackout, order, placement, capacity = self.split(name, a, b)
+        wait[BLACKOUT] += blackout
+        wait[ORDER] += order
+        wait[PLACEMENT] += placement
+        wait[CAPACITY] += capacity
+        if error is not None:
+            error[BLACKOUT] += blackout
+            error[ORDER] += order
+            error[PLACEMENT] += placement
+            error[CAPACITY] += capacity
+
+    def split(self, name: str, a: float, b: float) -> tuple[float, float, float, float]:
+        """An idle, not failed schedule's ``[a, b]`` by cause: seconds of
+        blackout, order, placement and capacity."""
         group = self.group_of.get(name, 0)
         usable, other = self.history.measure(group, a, b)
         blackout = 0.0
@@ -237,8 +255,7 @@ class CauseTally:
                     usable, other = usable - u, other - o
                 i += 1
         usable, other = max(usable, 0.0), max(other, 0.0)
-        capacity = max(b - a - blackout - usable - other, 0.0)
-        return {BLACKOUT: blackout, ORDER: usable, PLACEMENT: other, CAPACITY: capacity}
+        return blackout, usable, other, max(b - a - blackout - usable - other, 0.0)
 
     def started(self, name: str, late: float) -> None:
         """``name`` started ``late`` seconds after its ``should_start_by``: the
