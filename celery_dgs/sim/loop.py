@@ -35,7 +35,18 @@ from ..core.spec import CheckSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
 from .checks import end_of_check
-from .metrics import SimResult, Tally, summarise
+from .metrics import (
+    NONE_FREE,
+    OTHER_FREE,
+    USABLE_FREE,
+    CauseTally,
+    SimResult,
+    SlotHistory,
+    Tally,
+    blackout_windows,
+    placement_groups,
+    summarise,
+)
 from .policies import BeatPolicy, make_policy
 from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver
 from .workload import Workload, nominal_period
@@ -70,6 +81,12 @@ class Simulator:
         self.tally = Tally(workload.effective_warmup(), workload.horizon_s,
                            class_of={s.name: s.spec.priority for s in workload.schedules})
         self.rng = random.Random(workload.seed + 1)
+        self._groups, group_of = placement_groups(workload)
+        # One group holding every worker: its state is whether any slot is free.
+        self._one_group = self._groups == [tuple(range(len(workload.workers)))]
+        self.slot_history = SlotHistory(len(self._groups))
+        self.causes = CauseTally(self.tally.window_start, self.tally.window_end, self.slot_history,
+                                 group_of, blackout_windows(workload))  # fmt: skip
         self._events: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
         self.worker_slots = [WorkerSlots(w.name, w.node, w.queues, w.slots)
@@ -140,7 +157,23 @@ class Simulator:
     def _account(self, st: SchedState, t: float) -> None:
         self.tally.account(st.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
                            bool(st.stats.failure_count))  # fmt: skip
+        running = st.running_since is not None
+        # Only a segment that reaches its deadline (running) or its
+        # should_start_by (idle) has anything to attribute.
+        if t > (st.deadline if running else st.deadline - st.margin):
+            self.causes.account(st.name, st.seg_t, t, st.deadline, st.margin, running,
+                                bool(st.stats.failure_count))  # fmt: skip
         st.seg_t = t
+
+    def _note_slots(self, now: float) -> None:
+        """The free slots after ``now``'s dispatch, per placement group."""
+        if self._one_group:
+            self.slot_history.note(now, (USABLE_FREE if self.free_slots > 0 else NONE_FREE,))
+            return
+        free = [w.free > 0 for w in self.worker_slots]
+        other = OTHER_FREE if any(free) else NONE_FREE
+        self.slot_history.note(now, tuple(USABLE_FREE if any(free[i] for i in group) else other
+                                          for group in self._groups))  # fmt: skip
 
     def start_run(self, name: str, worker: str, now: float, *, slot_taken: bool) -> None:
         """Start ``name`` on ``worker`` (whose slot the policy already took)."""
@@ -149,9 +182,10 @@ class Simulator:
         if self.trace is not None:
             self.trace.append((now, name, worker))
         self._account(st, now)
+        late = now - (st.deadline - st.margin)  # after should_start_by
+        self.causes.started(name, late)
         if now >= tally.window_start:
             tally.runs += 1
-            late = now - (st.deadline - st.margin)  # after should_start_by
             tally.add_lateness(name, late)
             tally.late_starts += late > 0
             good = st.stats.last_good_start_at
@@ -195,6 +229,7 @@ class Simulator:
         if isinstance(st.sched.spec, CheckSpec):  # its next check, or its end (then held)
             new = end_of_check(st, new, outcome, end)
         previous, good = st.deadline, st.stats.last_good_start_at
+        failed_before = bool(st.stats.failure_count)  # a run failed since the last good one
         st.stats = new
         if failed is None:
             tally.interrupted += now >= tally.window_start
@@ -203,7 +238,8 @@ class Simulator:
         else:
             if now > tally.window_start:
                 if good is not None:
-                    tally.add_staleness(name, (now - self.rel(good)) / st.period)
+                    tally.add_staleness(name, (now - self.rel(good)) / st.period,
+                                        failed=failed_before)  # fmt: skip
                 if previous < min(now, tally.window_end):
                     tally.error_episodes += 1
             if self._recovering and previous < now:
@@ -273,6 +309,7 @@ class Simulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         events, policy, states = self._events, self.policy, self.states
+        one_group, history, any_free = self._one_group, self.slot_history, False
         now = 0.0
         while True:
             t = events[0][0] if events else math.inf
@@ -301,11 +338,16 @@ class Simulator:
                     self._down_up(payload, now, kind == self.DOWN)
             self._check_recovery(now)
             policy.dispatch(now)
+            if not one_group:
+                self._note_slots(now)
+            elif (self.free_slots > 0) != any_free:
+                any_free = self.free_slots > 0
+                history.note(now, (USABLE_FREE if any_free else NONE_FREE,))
         self._finish()
         return summarise(
             self.tally, policy=policy.name, schedules=len(states), slots=self.workload.slots,
             load=self.workload.load(), horizon_s=self.horizon, recovery_s=self.recovery_s,
-            wall_s=time.perf_counter() - wall,
+            wall_s=time.perf_counter() - wall, error_by_cause=self.causes.error_s,
         )  # fmt: skip
 
     def _finish(self) -> None:
@@ -316,7 +358,8 @@ class Simulator:
                 tally.busy_slot_s += tally.overlap(st.running_since, horizon)
             good = st.stats.last_good_start_at
             if good is not None:
-                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period)
+                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period,
+                                    failed=bool(st.stats.failure_count))  # fmt: skip
             if st.deadline < horizon:
                 tally.error_episodes += 1
         for name, since in self._down_since.items():

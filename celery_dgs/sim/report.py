@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .loop import Simulator, simulate
-from .metrics import SimResult, Tally
+from .metrics import CAUSES, SimResult, Tally
 from .workload import DEFAULT_SLOTS_PER_WORKER, Workload
 
 #: (header, SimResult field, format) of the table's columns.
@@ -33,12 +33,18 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 def format_table(results: Sequence[SimResult], *, label: Sequence[str] | None = None) -> str:
-    """One row per result; ``label`` adds a first column (e.g. the scenario)."""
-    headers = ([""] if label else []) + [h for h, _, _ in COLUMNS]
+    """One row per result; ``label`` adds a first column (e.g. the scenario).
+    After "ERROR s", the ERROR-seconds of each cause that any row has."""
+    causes = [c for c in CAUSES if any(r.error_by_cause.get(c) for r in results)]
+    split = [h for h, _, _ in COLUMNS].index("ERROR s") + 1
+    heads = [h for h, _, _ in COLUMNS]
+    headers = ([""] if label else []) + heads[:split] + causes + heads[split:]
     rows = []
     for i, r in enumerate(results):
         cells = [label[i]] if label else []
-        for _, attr, fmt in COLUMNS:
+        for j, (_, attr, fmt) in enumerate(COLUMNS):
+            if j == split:
+                cells += [f"{r.error_by_cause.get(c, 0.0):.0f}" for c in causes]
             value = getattr(r, attr)
             cells.append("-" if value is None else fmt.format(value))
         rows.append(cells)

@@ -1,0 +1,50 @@
+"""The quality benchmark's realistic mix and its cause table and goals, on a
+tiny fleet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import quality
+from celery_dgs.sim.generate import GeneratorOptions, generate
+from celery_dgs.sim.metrics import CAUSES
+
+
+def test_realistic_mix_keeps_periods_and_means_and_draws_the_rest() -> None:
+    plain = generate(GeneratorOptions(schedules=2000, slots=20, slots_per_worker=5, seed=3))
+    mixed = quality.realistic(plain, 3)
+    assert [s.spec.scheduling_period for s in mixed.schedules] == [
+        s.spec.scheduling_period for s in plain.schedules]  # fmt: skip
+    assert [s.duration_s for s in mixed.schedules] == [s.duration_s for s in plain.schedules]
+    assert all(0.1 <= s.duration_sigma <= 1.0 for s in mixed.schedules)
+    n = len(mixed.schedules)
+    flaky = sum(s.failure_rate == quality.FLAKY_FAILURE_RATE for s in mixed.schedules)
+    blackouts = sum(bool(s.spec.blackout_periods) for s in mixed.schedules)
+    kept_off = [s.spec.dont_run_on_nodes for s in mixed.schedules if s.spec.dont_run_on_nodes]
+    assert 0.03 < flaky / n < 0.07
+    assert 0.03 < blackouts / n < 0.07
+    assert 0.07 < len(kept_off) / n < 0.13
+    assert all(len(nodes) == 1 and next(iter(nodes)) in {"w0", "w1", "w2", "w3"}
+               for nodes in kept_off)  # fmt: skip
+
+
+def test_a_tiny_realistic_run_prints_causes_ratios_and_goals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "q.json"
+    assert quality.main(["--schedules", "30", "--slots", "2", "--slots-per-worker", "1",
+                         "--seeds", "1", "--mix", "realistic", "--policies", "dgs,dgs-shed",
+                         "--no-priorities", "--json", str(out)]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "ERROR by cause" in text
+    assert "seed 1 mixed 1.5 dgs-shed:" in text  # the goals, per seed
+    assert "after the outage (goal <= 1.2 x backlog" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["policy"] for r in rows} == {"dgs", "dgs-shed", "beat"}
+    for r in rows:
+        assert set(r["error_by_cause"]) == set(CAUSES)
+        assert sum(r["error_by_cause"].values()) == pytest.approx(r["error_s"])
+        assert r["max_staleness_without_failures"] <= r["max_staleness"]
