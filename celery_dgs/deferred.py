@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
 from .core.clock import Clock, SystemClock
-from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, spec_fields, with_name
+from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, schedule_name, spec_fields
 from .errors import ScheduleConfigError
 from .store.base import ScheduleStore
 from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck
 from .store.convert import spec_json
 
+#: The fields of an item of :meth:`DeferredChecks.at_many`.
+_ITEM_FIELDS = frozenset({"task", "key", "at", "after", "args", "kwargs"})
 #: The key of the template spec a ``@dgs.deferred`` declaration is kept as.
 _TEMPLATE_KEY = "template"
 
@@ -47,10 +49,40 @@ _SENTINELS = {"key": "\x00dgs-key\x00", "args": "\x00dgs-args\x00",
               "kwargs": "\x00dgs-kwargs\x00"}  # fmt: skip
 
 
-def _encoded(name: str, field_name: str, value: Any) -> str | None:
+def _plain(value: Any) -> str | None:
+    """A string or an int (not a bool) as ``json.dumps`` writes it; None for others."""
+    kind = type(value)
+    if kind is str:
+        return str(_encode_str(value))
+    if kind is int:
+        return int.__repr__(value)
+    return None
+
+
+def _plain_text(value: tuple[Any, ...] | dict[str, Any]) -> str | None:
+    """The canonical JSON text of ``args`` or ``kwargs`` holding only strings
+    and ints, without the encoder (the common case); None for anything else."""
+    if type(value) is tuple:
+        items = [_plain(v) for v in value]
+        if None in items:
+            return None
+        return "[" + ",".join(cast(list[str], items)) + "]"
+    pairs = []
+    for key in sorted(value):
+        item = _plain(value[key])
+        if item is None:
+            return None
+        pairs.append(_encode_str(key) + ":" + item)
+    return "{" + ",".join(pairs) + "}"
+
+
+def _encoded(name: str, field_name: str, value: tuple[Any, ...] | dict[str, Any]) -> str | None:
     """``value``'s canonical JSON text (None when only the plain encoder takes
     it: a mapping whose keys do not sort); ScheduleConfigError naming the check
     and field if it is not JSON-serializable."""
+    text = _plain_text(value)
+    if text is not None:
+        return text
     try:
         return str(_ENCODER.encode(value))
     except (TypeError, ValueError, RecursionError):
@@ -67,11 +99,15 @@ def _arguments(
     name: str, args: Any, kwargs: Any
 ) -> tuple[tuple[Any, ...], dict[str, Any], str | None, str | None]:
     """The validated ``args`` and ``kwargs`` and their canonical JSON texts."""
-    if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable):
+    if type(args) is not tuple and type(args) is not list and (
+        isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable)
+    ):  # fmt: skip
         raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {args!r}")
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+    if (type(kwargs) is not dict and not isinstance(kwargs, Mapping)) or not all(
+        type(k) is str or isinstance(k, str) for k in kwargs
+    ):  # fmt: skip
         raise ScheduleConfigError(name, "kwargs", f"must be a mapping with string keys, "
                                   f"got {kwargs!r}")  # fmt: skip
     args, kwargs = tuple(args), dict(kwargs)
@@ -83,13 +119,23 @@ def _arguments(
 def _check_and_texts(
     template: CheckSpec, key: Any, args: Any, kwargs: Any
 ) -> tuple[CheckSpec, str | None, str | None]:
-    """:func:`check_from_template`, with the JSON texts of the arguments."""
-    key = check_key(template.task, key)
-    spec = with_name(template, template.task, CHECK_CONFIGURATION_PREFIX + key)
-    assert isinstance(spec, CheckSpec)
-    args, kwargs, args_text, kwargs_text = _arguments(spec.name, args, kwargs)
-    object.__setattr__(spec, "args", args)
-    object.__setattr__(spec, "kwargs", kwargs)
+    """:func:`check_from_template`, with the JSON texts of the arguments.
+
+    The check is ``with_name(template, task, "check:" + key)`` with its own
+    arguments, built here without ``with_name``'s checks of the name: the
+    template's task was checked when it was built, and a configuration made of
+    the check prefix and a key that ``check_key`` accepts is always valid."""
+    task = template.task
+    key = check_key(task, key)
+    configuration = CHECK_CONFIGURATION_PREFIX + key
+    args, kwargs, args_text, kwargs_text = _arguments(
+        schedule_name(task, configuration), args, kwargs
+    )
+    spec = object.__new__(type(template))
+    fields = spec.__dict__
+    fields.update(template.__dict__)
+    fields["configuration"], fields["key"] = configuration, key
+    fields["args"], fields["kwargs"] = args, kwargs
     return spec, args_text, kwargs_text
 
 
@@ -236,8 +282,8 @@ class DeferredChecks:
         now = self._clock.now()
         by_choice: dict[str, list[NewCheck]] = {}
         for item in items:
-            unknown = set(item) - {"task", "key", "at", "after", "args", "kwargs"}
-            if unknown:
+            if not _ITEM_FIELDS.issuperset(item):
+                unknown = set(item) - _ITEM_FIELDS
                 raise ScheduleConfigError(str(item.get("task")), sorted(unknown)[0],
                                           "is not a field of a check")  # fmt: skip
             check = self.new_check(

@@ -44,9 +44,11 @@ def test_each_check_carries_its_specs_canonical_json(fields: dict[str, Any]) -> 
     api = checks(MemoryScheduleStore(), **fields)
     for key, args, kwargs in AWKWARD * 2:  # the second round: the template's text is cut
         check = api.new_check(TASK, key, after=60, args=args, kwargs=kwargs)
-        assert check.spec.args == tuple(args)
-        assert check.spec.kwargs == kwargs
-        assert check.spec_text == spec_json(check.spec)
+        built = CheckSpec(task=TASK, key=str(key), args=args, kwargs=kwargs,
+                          within=timedelta(minutes=10), **fields)  # fmt: skip
+        assert check.spec == built  # what the validating constructor builds
+        assert check.spec.name == built.name
+        assert check.spec_text == spec_json(check.spec) == spec_json(built)
 
 
 def test_arguments_without_a_canonical_text_are_left_to_the_store() -> None:
