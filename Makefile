@@ -62,6 +62,13 @@ bench-web: $(STAMP)
 bench-runtime: $(STAMP)
 	$(BIN)/python -m benchmarks.runtime_scale $(BENCH_ARGS)
 
+## bench-deferred: deferred checks on PostgreSQL: at_many of 1,000,000 vs raw COPY, beat's RSS with
+## them pending (due later, and all overdue) vs none, dispatch of 10,000 due vs raw send_task
+## (BENCH_ARGS=--quick: 20,000 checks, 1 repeat)
+.PHONY: bench-deferred
+bench-deferred: $(STAMP)
+	nice -n 10 $(BIN)/python -m benchmarks.deferred_checks $(BENCH_ARGS)
+
 ## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality
 bench-quality: $(STAMP)

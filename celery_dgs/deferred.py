@@ -13,15 +13,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
 from .core.clock import Clock, SystemClock
-from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, spec_fields, with_name
+from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, schedule_name, spec_fields
 from .errors import ScheduleConfigError
 from .store.base import ScheduleStore
 from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck
+from .store.convert import spec_json
 
+#: The fields of an item of :meth:`DeferredChecks.at_many`.
+_ITEM_FIELDS = frozenset({"task", "key", "at", "after", "args", "kwargs"})
 #: The key of the template spec a ``@dgs.deferred`` declaration is kept as.
 _TEMPLATE_KEY = "template"
 
@@ -36,22 +39,104 @@ def check_template(task: str, fields: Mapping[str, Any]) -> CheckSpec:
     return CheckSpec(task=task, key=_TEMPLATE_KEY, **dict(fields))
 
 
-def _arguments(name: str, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable):
+#: The canonical JSON encoding of ``spec_json`` (sorted keys, no spaces),
+#: refusing NaN as the arguments' validation does; built once (``json.dumps``
+#: with options builds an encoder per call).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+_encode_str: Any = json.encoder.encode_basestring_ascii  # how json.dumps writes a string
+#: Stand-ins for the values a template's checks differ in (see :class:`_TemplateText`).
+_SENTINELS = {"key": "\x00dgs-key\x00", "args": "\x00dgs-args\x00",
+              "kwargs": "\x00dgs-kwargs\x00"}  # fmt: skip
+
+
+def _plain(value: Any) -> str | None:
+    """A string or an int (not a bool) as ``json.dumps`` writes it; None for others."""
+    kind = type(value)
+    if kind is str:
+        return str(_encode_str(value))
+    if kind is int:
+        return int.__repr__(value)
+    return None
+
+
+def _plain_text(value: tuple[Any, ...] | dict[str, Any]) -> str | None:
+    """The canonical JSON text of ``args`` or ``kwargs`` holding only strings
+    and ints, without the encoder (the common case); None for anything else."""
+    if type(value) is tuple:
+        items = [_plain(v) for v in value]
+        if None in items:
+            return None
+        return "[" + ",".join(cast(list[str], items)) + "]"
+    pairs = []
+    for key in sorted(value):
+        item = _plain(value[key])
+        if item is None:
+            return None
+        pairs.append(_encode_str(key) + ":" + item)
+    return "{" + ",".join(pairs) + "}"
+
+
+def _encoded(name: str, field_name: str, value: tuple[Any, ...] | dict[str, Any]) -> str | None:
+    """``value``'s canonical JSON text (None when only the plain encoder takes
+    it: a mapping whose keys do not sort); ScheduleConfigError naming the check
+    and field if it is not JSON-serializable."""
+    text = _plain_text(value)
+    if text is not None:
+        return text
+    try:
+        return str(_ENCODER.encode(value))
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        why = f"must be JSON-serializable: {exc}"
+        raise ScheduleConfigError(name, field_name, why) from exc
+    return None
+
+
+def _arguments(
+    name: str, args: Any, kwargs: Any
+) -> tuple[tuple[Any, ...], dict[str, Any], str | None, str | None]:
+    """The validated ``args`` and ``kwargs`` and their canonical JSON texts."""
+    if type(args) is not tuple and type(args) is not list and (
+        isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable)
+    ):  # fmt: skip
         raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {args!r}")
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+    if (type(kwargs) is not dict and not isinstance(kwargs, Mapping)) or not all(
+        type(k) is str or isinstance(k, str) for k in kwargs
+    ):  # fmt: skip
         raise ScheduleConfigError(name, "kwargs", f"must be a mapping with string keys, "
                                   f"got {kwargs!r}")  # fmt: skip
     args, kwargs = tuple(args), dict(kwargs)
-    for field_name, value in (("args", args), ("kwargs", kwargs)):
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            why = f"must be JSON-serializable: {exc}"
-            raise ScheduleConfigError(name, field_name, why) from exc
-    return args, kwargs
+    args_text = _encoded(name, "args", args)
+    kwargs_text = _encoded(name, "kwargs", kwargs) if kwargs else "{}"
+    return args, kwargs, args_text, kwargs_text
+
+
+def _check_and_texts(
+    template: CheckSpec, key: Any, args: Any, kwargs: Any
+) -> tuple[CheckSpec, str | None, str | None]:
+    """:func:`check_from_template`, with the JSON texts of the arguments.
+
+    The check is ``with_name(template, task, "check:" + key)`` with its own
+    arguments, built here without ``with_name``'s checks of the name: the
+    template's task was checked when it was built, and a configuration made of
+    the check prefix and a key that ``check_key`` accepts is always valid."""
+    task = template.task
+    key = check_key(task, key)
+    configuration = CHECK_CONFIGURATION_PREFIX + key
+    args, kwargs, args_text, kwargs_text = _arguments(
+        schedule_name(task, configuration), args, kwargs
+    )
+    spec = object.__new__(type(template))
+    fields = spec.__dict__
+    fields.update(template.__dict__)
+    fields["configuration"], fields["key"] = configuration, key
+    fields["args"], fields["kwargs"] = args, kwargs
+    return spec, args_text, kwargs_text
 
 
 def check_from_template(
@@ -59,13 +144,57 @@ def check_from_template(
 ) -> CheckSpec:
     """``template``'s check for ``key`` with ``args``/``kwargs`` (validated;
     ScheduleConfigError naming the check and field)."""
-    key = check_key(template.task, key)
-    spec = with_name(template, template.task, CHECK_CONFIGURATION_PREFIX + key)
-    assert isinstance(spec, CheckSpec)
-    args, kwargs = _arguments(spec.name, args, kwargs)
-    object.__setattr__(spec, "args", args)
-    object.__setattr__(spec, "kwargs", kwargs)
-    return spec
+    return _check_and_texts(template, key, args, kwargs)[0]
+
+
+class _TemplateText:
+    """A template's canonical JSON text (``spec_json``) in pieces around the
+    three values its checks differ in (``key``, ``args``, ``kwargs``): a
+    check's text is the pieces joined with its own values, instead of its
+    whole spec encoded again. The first check joined is compared with
+    ``spec_json``; if the texts differ (or the text cannot be cut at exactly
+    one place per value), ``spec_json`` gives every check's text."""
+
+    __slots__ = ("order", "pieces", "verified")
+
+    def __init__(self, template: CheckSpec) -> None:
+        self.pieces: list[str] | None = None
+        self.order: tuple[int, int, int] = (0, 1, 2)
+        self.verified = False
+        data = template.to_dict()
+        data.update(_SENTINELS)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        marks = {field: _encode_str(s) for field, s in _SENTINELS.items()}
+        if any(text.count(mark) != 1 for mark in marks.values()):
+            return
+        positions = sorted((text.index(mark), field) for field, mark in marks.items())
+        pieces, at = [], 0
+        for pos, field in positions:
+            pieces.append(text[at:pos])
+            at = pos + len(marks[field])
+        pieces.append(text[at:])
+        fields = list(_SENTINELS)
+        a, b, c = (fields.index(field) for _, field in positions)
+        self.pieces, self.order = pieces, (a, b, c)
+
+    def text(self, spec: CheckSpec, args: str | None, kwargs: str | None) -> str | None:
+        """``spec_json(spec)`` of ``spec``, a check of this template whose
+        arguments encode as ``args`` and ``kwargs`` (None for arguments that
+        have no canonical text: the store then encodes the spec itself)."""
+        if args is None or kwargs is None:
+            return None
+        p = self.pieces
+        if p is None:
+            return spec_json(spec)
+        values = (_encode_str(spec.key), args, kwargs)
+        a, b, c = self.order
+        joined = p[0] + values[a] + p[1] + values[b] + p[2] + values[c] + p[3]
+        if not self.verified:
+            if joined != spec_json(spec):
+                self.pieces = None
+                return spec_json(spec)
+            self.verified = True
+        return joined
 
 
 class DeferredChecks:
@@ -86,6 +215,8 @@ class DeferredChecks:
         self._templates = templates
         self._on_exists = on_exists or {}
         self._clock: Clock = clock or SystemClock()
+        #: Each template's JSON text in pieces, by task (with the template it was cut from).
+        self._texts: dict[str, tuple[CheckSpec, _TemplateText]] = {}
 
     @classmethod
     def for_app(
@@ -120,7 +251,8 @@ class DeferredChecks:
     ) -> NewCheck:  # fmt: skip
         """The check of ``task`` for ``key`` at ``at`` or ``after`` from now
         (a timedelta or seconds), validated; nothing is stored."""
-        spec = check_from_template(self._template(task), key, args, kwargs)
+        template = self._template(task)
+        spec, args_text, kwargs_text = _check_and_texts(template, key, args, kwargs)
         delay: Any = after
         if isinstance(after, (int, float)) and not isinstance(after, bool):
             delay = timedelta(seconds=after)
@@ -129,7 +261,10 @@ class DeferredChecks:
         except ValueError as exc:
             field = "after" if after is not None and at is None else "at"
             raise ScheduleConfigError(spec.name, field, str(exc).split(": ", 1)[-1]) from None
-        return NewCheck(spec, when)
+        cut = self._texts.get(template.task)
+        if cut is None or cut[0] is not template:
+            cut = self._texts[template.task] = (template, _TemplateText(template))
+        return NewCheck(spec, when, cut[1].text(spec, args_text, kwargs_text))
 
     def at(
         self, task: Any, key: Any, *, at: datetime | None = None,
@@ -157,8 +292,8 @@ class DeferredChecks:
         now = self._clock.now()
         by_choice: dict[str, list[NewCheck]] = {}
         for item in items:
-            unknown = set(item) - {"task", "key", "at", "after", "args", "kwargs"}
-            if unknown:
+            if not _ITEM_FIELDS.issuperset(item):
+                unknown = set(item) - _ITEM_FIELDS
                 raise ScheduleConfigError(str(item.get("task")), sorted(unknown)[0],
                                           "is not a field of a check")  # fmt: skip
             check = self.new_check(

@@ -16,10 +16,14 @@ OWNER_CHECK = "check"
 
 @dataclass(frozen=True, slots=True)
 class NewCheck:
-    """A check to add: its spec and its first check time (already on its slot)."""
+    """A check to add: its spec and its first check time (already on its slot).
+    ``spec_text``: the spec's canonical JSON text (``spec_json``) when the
+    caller built it already (``DeferredChecks`` does, once per template);
+    ``None``: the store builds it."""
 
     spec: CheckSpec
     at: datetime
+    spec_text: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

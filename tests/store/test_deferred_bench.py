@@ -1,0 +1,43 @@
+"""``python -m benchmarks.deferred_checks`` at 2,000 checks: every figure is
+measured beside its baseline and printed in the table and the JSON file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import deferred_checks
+from tests.support.postgres import postgres_available
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not postgres_available(), reason="PostgreSQL is not installed"),
+    pytest.mark.timeout(300),
+]
+
+
+def test_small_deferred_checks_benchmark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "deferred.json"
+    argv = ["--n", "2000", "--batch", "500", "--due", "300", "--window-size", "400",
+            "--catch-up", "1000", "--repeats", "1", "--json", str(out)]  # fmt: skip
+    assert deferred_checks.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "| DeferredChecks.at_many: 2,000 new checks into PostgreSQL, 500 per call" in text
+    assert "| beat dispatch: 300 checks due at once among 2,000 pending" in text
+    assert "| beat RSS with 2,000 pending checks, due later than the window" in text
+    assert "| beat RSS with 2,000 pending checks, all overdue: catch-up" in text
+    figures = json.loads(out.read_text())
+    assert len(figures["results"]) == 4
+    for result in figures["results"]:
+        assert result["median"] > 0
+        assert result["baseline"] > 0
+    assert [r["met"] in (True, False) for r in figures["results"]] == [False, True, True, True]
+    overdue = figures["memory_overdue"][0]
+    assert overdue["ended"] >= 1000  # caught up: dispatched, ended, the next window read
+    assert overdue["sent"] >= 1000
+    assert overdue["held_after_load"] == 400  # the window, not every overdue check
+    assert figures["memory_later"][0]["held"] == 0  # nothing due within the window
