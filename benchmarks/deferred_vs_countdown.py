@@ -444,38 +444,35 @@ def memory_rows(kind: str, figures: list[MemoryFigure]) -> list[Result]:
     )]  # fmt: skip
 
 
-def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
-    baseline = next((f for f in figures if f.scenario.name == "below-vt"), None)
-    rows = []
-    for f in figures:
-        s = f.scenario
-        if f is baseline:
-            continue
-        rows.append(Result(
-            name=f"[{kind}] tasks run more than once: countdown {s.countdown_s:g} s, "
-            f"visibility_timeout {s.visibility_timeout_s} s, {s.workers} worker"
-            + ("s" if s.workers > 1 else ""),
-            n=f.tasks, median=float(f.duplicated), unit="tasks",
-            baseline=None if baseline is None else float(baseline.duplicated),
-            baseline_name="" if baseline is None else
-            f"countdown {baseline.scenario.countdown_s:g} s < visibility_timeout",
-            notes=f"{s.what}; {s.cadence()}; {f.executions} executions of {f.tasks} tasks "
-            f"({f.extra} extra, at most {f.max_runs} runs of one task; runs per task: "
+def _duplicate_name(kind: str, s: DuplicateScenario) -> str:
+    workers = f"{s.workers} worker" + ("s" if s.workers > 1 else "")
+    return (f"[{kind}] duplicate executions: countdown {s.countdown_s:g} s, visibility_timeout "
+            f"{s.visibility_timeout_s} s, {workers}, restore scan every {s.scan_period_s()} s")
+
+
+def _duplicate_notes(f: DuplicateFigure) -> str:
+    return (f"{f.scenario.what}; {f.duplicated} of {f.tasks} tasks ran more than once; "
+            f"{f.executions} executions (at most {f.max_runs} of one task; tasks by runs: "
             f"{f.histogram}); {f.on_two_workers} duplicated tasks ran on two workers; "
-            f"{f.elapsed_s:.0f} s",
-        ))  # fmt: skip
-    if baseline is not None and len(rows) == 0:
-        s = baseline.scenario
-        rows.append(Result(
-            name=f"[{kind}] tasks run more than once: countdown {s.countdown_s:g} s, "
-            f"visibility_timeout {s.visibility_timeout_s} s, {s.workers} worker",
-            n=baseline.tasks, median=float(baseline.duplicated), unit="tasks",
-            notes=f"{s.what}; {baseline.executions} executions; runs per task: "
-            f"{baseline.histogram}",
-        ))  # fmt: skip
-    elif baseline is not None:
-        rows[0].notes += (f"; baseline: {baseline.executions} executions of {baseline.tasks} "
-                          f"tasks, runs per task {baseline.histogram}")  # fmt: skip
+            f"{f.elapsed_s:.0f} s")
+
+
+def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
+    """One row per scenario: the executions beyond each task's first, beside the
+    ``below-vt`` scenario's (when it ran), which has no row of its own."""
+    baseline = next((f for f in figures if f.scenario.name == "below-vt"), None)
+    measured = [f for f in figures if f is not baseline] or figures
+    rows = []
+    for f in measured:
+        row = Result(name=_duplicate_name(kind, f.scenario), n=f.tasks, median=float(f.extra),
+                     unit="runs", notes=_duplicate_notes(f))  # fmt: skip
+        if baseline is not None and f is not baseline:
+            row.baseline = float(baseline.extra)
+            row.baseline_name = (f"countdown {baseline.scenario.countdown_s:g} s < "
+                                 "visibility_timeout")  # fmt: skip
+        rows.append(row)
+    if baseline is not None and baseline not in measured:
+        rows[0].notes += f"; baseline: {_duplicate_notes(baseline)}"
     return rows
 
 

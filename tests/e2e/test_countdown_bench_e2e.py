@@ -36,9 +36,10 @@ def test_tiny_run_prints_one_row_per_kind_beside_its_baseline(
     assert "| 200 " in rows[0]
     assert "MiB (the same worker, 0 future tasks)" in rows[0]
     assert rows[1].startswith(
-        "| [countdown] tasks run more than once: countdown 6 s, visibility_timeout 2 s, 1 worker "
+        "| [countdown] duplicate executions: countdown 6 s, visibility_timeout 2 s, 1 worker, "
+        "restore scan every 1 s "
     )
-    assert "tasks (countdown 1 s < visibility_timeout)" in rows[1]
+    assert "runs (countdown 1 s < visibility_timeout)" in rows[1]
     assert "[dgs]" not in text
 
     figures = json.loads(out.read_text())
