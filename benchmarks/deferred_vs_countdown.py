@@ -69,6 +69,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.harness import wait_for
+
 from .common import RESULTS_DIR, Profile, Result, log, median, table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,12 +149,6 @@ def settled_memory(pid: int, timeout: float = 120.0) -> TreeMemory:
 
 
 # -- the bench: server, clients, workers -----------------------------------------------------
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    from tests.e2e.harness import wait_for as harness_wait_for
-
-    return harness_wait_for(predicate, timeout, what, interval)
-
-
 class Bench:
     """A real valkey server, a Celery client of it and the workers started on it."""
 
