@@ -69,7 +69,7 @@ bench-deferred-countdown: $(STAMP)
 	$(BIN)/python -m benchmarks.deferred_vs_countdown $(BENCH_ARGS)
 
 ## bench-deferred-countdown-smoke: that benchmark at a tiny scale (200 tasks, two duplicate rounds),
-## checked by tests/e2e/test_countdown_bench_e2e.py (about 30 s, so not part of `make test`)
+## checked by tests/e2e/test_countdown_bench_e2e.py (30-45 s, so not part of `make test`)
 bench-deferred-countdown-smoke: $(STAMP)
 	DGS_BENCH_SMOKE=1 $(BIN)/pytest -q tests/e2e/test_countdown_bench_e2e.py
 

@@ -1,7 +1,7 @@
 """``python -m benchmarks.deferred_vs_countdown`` at a tiny scale: real valkey, real
 ``celery worker`` processes, the printed table and the JSON figures.
 
-The tiny run starts three workers and waits out real countdowns (about 30 s), so
+The tiny run starts three workers and waits out real countdowns (30-45 s), so
 it runs only with ``DGS_BENCH_SMOKE=1`` (``make bench-deferred-countdown-smoke``);
 the other tests here run in the suite.
 """
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 @pytest.mark.skipif(os.environ.get("DGS_BENCH_SMOKE") != "1",
-                    reason="a benchmark smoke of ~30 s: make bench-deferred-countdown-smoke")
+                    reason="a benchmark smoke of 30-45 s: make bench-deferred-countdown-smoke")
 def test_tiny_run_prints_one_row_per_kind_beside_its_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
