@@ -66,6 +66,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,13 @@ from .common import RESULTS_DIR, Profile, Result, log, median, table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "benchmarks.countdown_app"
+DGS_APP = "benchmarks.dgs_app"
+#: What ``celery beat -S celery_dgs:DeadlineScheduler`` logs once it has read the store.
+BEAT_LOADED = "celery-dgs beat: loaded"
+#: kombu's Redis transport keeps a queue's messages of priority 3, 6 and 9 in lists of their own.
+PRIORITY_STEPS = (0, 3, 6, 9)
+#: Deferred checks added per ``DeferredChecks.at_many`` call (one store transaction).
+ADD_BATCH = 10_000
 QUEUE = "celery"
 MEMORY_COUNTDOWN_S = 3600
 POOL, CONCURRENCY = "prefork", 2
@@ -166,24 +174,59 @@ class Bench:
     def reset(self) -> None:
         self.redis.flushall()
 
-    def start_workers(self, names: Sequence[str], transport_options: dict[str, Any]) -> None:
-        """Start ``celery worker`` processes of the benchmark project; return once each
-        answers a ping."""
-        env = {
+    def _env(self, transport_options: dict[str, Any], env: dict[str, str] | None) -> dict[str, str]:
+        return {
             **os.environ, "PYTHONPATH": str(ROOT), "DGS_BENCH_BROKER": self.redis_url,
-            "DGS_BENCH_TRANSPORT_OPTIONS": json.dumps(transport_options),
+            "DGS_BENCH_TRANSPORT_OPTIONS": json.dumps(transport_options), **(env or {}),
         }  # fmt: skip
+
+    def _spawn(self, name: str, app: str, args: list[str], env: dict[str, str]) -> None:
+        with open(self.tmp / f"{name}.log", "ab") as out:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", app, *args], cwd=ROOT, env=env,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def start_workers(self, names: Sequence[str], transport_options: dict[str, Any],
+                      app: str = APP, env: dict[str, str] | None = None) -> None:  # fmt: skip
+        """Start ``celery worker`` processes of the benchmark project ``app``; return
+        once each answers a ping."""
+        full_env = self._env(transport_options, env)
         for name in names:
-            with open(self.tmp / f"{name}.log", "ab") as out:
-                self.procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", APP, "worker", "-n", f"{name}@bench",
-                     "-P", POOL, "-c", str(CONCURRENCY), "-l", "WARNING", "--without-gossip",
-                     "--without-mingle", "--without-heartbeat"],
-                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
+            self._spawn(name, app, [
+                "worker", "-n", f"{name}@bench", "-P", POOL, "-c", str(CONCURRENCY), "-l",
+                "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            ], full_env)  # fmt: skip
         for name in names:
             wait_for(lambda name=name: self.ping(name), 60, f"worker {name} to answer a ping")
+
+    def start_beat(self, name: str, transport_options: dict[str, Any],
+                   env: dict[str, str]) -> str:  # fmt: skip
+        """Start ``celery beat -S celery_dgs:DeadlineScheduler`` of the celery-dgs
+        project; return, once it logged its start-up read of the store, that line."""
+        offset = self.log_size(name)
+        self._spawn(name, DGS_APP, [
+            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
+            "--pidfile", str(self.tmp / f"{name}.pid"), "-s", str(self.tmp / f"{name}-schedule"),
+        ], self._env(transport_options, env))  # fmt: skip
+
+        def loaded() -> str | None:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"beat {name} exited with {self.procs[name].returncode}:\n"
+                                   f"{self.log(name)}")  # fmt: skip
+            lines = self.log_since(name, offset).splitlines()
+            return next((line for line in lines if BEAT_LOADED in line), None)
+
+        return str(wait_for(loaded, 120, f"beat {name} to read the store", interval=0.2))
+
+    def log_size(self, name: str) -> int:
+        path = self.tmp / f"{name}.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def log_since(self, name: str, offset: int) -> str:
+        with open(self.tmp / f"{name}.log", "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
 
     def ping(self, name: str) -> bool:
         proc = self.procs[name]
@@ -195,19 +238,23 @@ class Bench:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
-    def stop_workers(self, *, kill: bool = False) -> None:
-        """Stop every worker: SIGTERM (a warm shutdown) or, with ``kill``, SIGKILL of
+    def stop(self, name: str, *, kill: bool = False) -> None:
+        """Stop one process: SIGTERM (a warm shutdown) or, with ``kill``, SIGKILL of
         its process group."""
-        for name, proc in list(self.procs.items()):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(30)
-            del self.procs[name]
+        proc = self.procs.pop(name)
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+
+    def stop_workers(self, *, kill: bool = False) -> None:
+        """Stop every process started (workers and beats), as :meth:`stop`."""
+        for name in list(self.procs):
+            self.stop(name, kill=kill)
 
     def inspect(self, method: str, names: Sequence[str], timeout: float) -> dict[str, list[Any]]:
         """``inspect().<method>()`` of the named workers; an error unless all replied."""
@@ -224,9 +271,12 @@ class Bench:
         return sum(len(tasks) for method in ("scheduled", "reserved", "active")
                    for tasks in self.inspect(method, names, timeout=5).values())  # fmt: skip
 
-    def broker_holds(self) -> tuple[int, int]:
-        """Messages on the queue, and delivered but not acked (kombu's ``unacked`` hash)."""
-        return int(self.redis.llen(QUEUE)), int(self.redis.hlen("unacked"))
+    def broker_holds(self, queues: Sequence[str] = (QUEUE,)) -> tuple[int, int]:
+        """Messages on the queues (each with its priority lists), and delivered but
+        not acked (kombu's ``unacked`` hash)."""
+        keys = [q + suffix for q in queues
+                for suffix in ("", *(f"\x06\x16{p}" for p in PRIORITY_STEPS[1:]))]  # fmt: skip
+        return sum(int(self.redis.llen(k)) for k in keys), int(self.redis.hlen("unacked"))
 
     def publish(self, task: str, count: int, countdown: float,
                 args: Sequence[Any] = ()) -> list[str]:  # fmt: skip
@@ -251,6 +301,12 @@ class MemoryFigure:
     held: int  # future tasks the worker reports holding (``inspect().scheduled()``)
     publish_s: float
     receive_s: float  # from the end of publishing until the broker handed all to the worker
+    # celery-dgs's beat (``dgs``): running while the checks were added, and a
+    # fresh one started with them pending; the checks its start-up read held.
+    beat_idle: TreeMemory | None = None
+    beat_loaded: TreeMemory | None = None
+    beat_restarted: TreeMemory | None = None
+    beat_start_checks: int | None = None
 
 
 def countdown_memory(bench: Bench, count: int) -> MemoryFigure:
@@ -276,6 +332,96 @@ def countdown_memory(bench: Bench, count: int) -> MemoryFigure:
         bench.stop_workers(kill=True)  # a warm shutdown would first restore every message
     return MemoryFigure("countdown", count, f"{POOL} -c {CONCURRENCY}", idle, loaded, held,
                         publish_s, receive_s)  # fmt: skip
+
+
+def dgs_memory(bench: Bench, count: int) -> MemoryFigure:
+    """A fresh celery-dgs worker and beat at rest, then with ``count`` deferred checks
+    due in 1 h added to the store; then a fresh beat started with them pending."""
+    bench.reset()
+    store, api, env = dgs_store(bench, "mem")
+    counter = "dgs-bench:mem"
+    try:
+        bench.start_workers(["mem"], {}, app=DGS_APP, env=env)
+        bench.start_beat("mem-beat", {}, env)
+        # The same warm-up as after the add below: beat has dispatched one check and
+        # the worker ran it.
+        run_probe(store, api, counter, "warm-up")
+        pid, beat_pid = bench.procs["mem"].pid, bench.procs["mem-beat"].pid
+        idle, beat_idle = settled_memory(pid), settled_memory(beat_pid)
+        start = time.perf_counter()
+        add_checks(api, [f"c{i:07d}" for i in range(count)], MEMORY_COUNTDOWN_S, counter)
+        add_s = time.perf_counter() - start
+        start = time.perf_counter()
+        # Added after the checks: once it ran, beat's change poll had passed them.
+        run_probe(store, api, counter, "after-add")
+        polled_s = time.perf_counter() - start
+        loaded, beat_loaded = settled_memory(pid), settled_memory(beat_pid)
+        held = sum(map(len, bench.inspect("scheduled", ["mem"], timeout=30).values()))
+        pending = store.check_summary(datetime.now(timezone.utc)).total_pending
+        assert pending == count, f"{pending:,} checks pending, {count:,} added"
+        bench.stop("mem-beat")
+        line = bench.start_beat("mem-beat2", {}, env)
+        run_probe(store, api, counter, "after-restart")
+        beat_restarted = settled_memory(bench.procs["mem-beat2"].pid)
+    except BaseException:
+        for name in list(bench.procs):
+            log(f"{name} log:\n{bench.log(name)}")
+        raise
+    finally:
+        bench.stop_workers(kill=True)
+        store.close()
+    return MemoryFigure("dgs", count, f"{POOL} -c {CONCURRENCY}", idle, loaded, held, add_s,
+                        polled_s, beat_idle, beat_loaded, beat_restarted,
+                        beat_checks_loaded(line))  # fmt: skip
+
+
+def dgs_store(bench: Bench, name: str) -> tuple[Any, Any, dict[str, str]]:
+    """A new SQLite store for one round (schema created), the deferred-check API on it
+    with the celery-dgs project's declaration, and the processes' environment."""
+    from celery_dgs.core.clock import SystemClock
+    from celery_dgs.deferred import DeferredChecks
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    from . import dgs_app
+
+    url = f"sqlite:///{bench.tmp / f'{name}-{uuid.uuid4().hex[:8]}.sqlite3'}"
+    store = SqlScheduleStore.open(url)
+    api = DeferredChecks(store, dgs_app.dgs.check_templates, clock=SystemClock())
+    return store, api, {"DGS_BENCH_DATABASE_URL": url}
+
+
+def add_checks(api: Any, keys: Sequence[str], after: float, counter: str) -> None:
+    """``DeferredChecks.at_many`` of the checks of ``keys``, due ``after`` seconds from
+    now, in batches of :data:`ADD_BATCH`; each counts its executions in ``counter``."""
+    from .dgs_app import CHECK_TASK
+
+    for first in range(0, len(keys), ADD_BATCH):
+        report = api.at_many([
+            {"task": CHECK_TASK, "key": key, "after": after,
+             "kwargs": {"counter": counter, "key": key}}
+            for key in keys[first:first + ADD_BATCH]
+        ])  # fmt: skip
+        assert len(report.added) == len(keys[first : first + ADD_BATCH]), "a check was kept"
+
+
+def check_name(key: str) -> str:
+    from .dgs_app import CHECK_TASK
+
+    return f"{CHECK_TASK}@check:{key}"
+
+
+def run_probe(store: Any, api: Any, counter: str, key: str) -> None:
+    """Add a check due now and wait until it ran and ended: beat has read the store up
+    to it and dispatched it, and a worker ran it."""
+    add_checks(api, [key], 0, counter)
+    wait_for(lambda: store.check_history(name=check_name(key)), 120,
+             f"the check {key!r} to run and end", interval=0.2)  # fmt: skip
+
+
+def beat_checks_loaded(line: str) -> int:
+    """The deferred checks beat's start-up line says it read (``... and N deferred checks``)."""
+    words = line.split(" deferred checks", 1)[0].split()
+    return int(words[-1])
 
 
 # -- 2. duplicate executions ---------------------------------------------------------------------
@@ -345,6 +491,9 @@ class DuplicateFigure:
     on_two_workers: int  # duplicated tasks that ran on more than one worker
     histogram: dict[int, int] = field(default_factory=dict)  # runs -> tasks
     elapsed_s: float = 0.0
+    # celery-dgs (``dgs``): the store's run records and check endings, by outcome.
+    run_outcomes: dict[str, int] = field(default_factory=dict)
+    check_outcomes: dict[str, int] = field(default_factory=dict)
 
 
 def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
@@ -393,14 +542,81 @@ def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> Duplicate
     )  # fmt: skip
 
 
+def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
+    """Add ``scenario.tasks`` recording checks due after the scenario's countdown, run
+    by celery-dgs's beat and workers on the scenario's transport options, and count
+    every execution of each, until every check ended and nothing is left that could
+    run again."""
+    bench.reset()
+    names = [f"dup{i + 1}" for i in range(scenario.workers)]
+    counter = f"dgs-bench:runs:{scenario.name}:{uuid.uuid4().hex[:8]}"
+    options = scenario.transport_options()
+    store, api, env = dgs_store(bench, f"dup-{scenario.name}")
+    started = time.perf_counter()
+    try:
+        bench.start_workers(names, options, app=DGS_APP, env=env)
+        bench.start_beat("dup-beat", options, env)
+        keys = [f"k{i:05d}" for i in range(scenario.tasks)]
+        add_checks(api, keys, scenario.countdown_s, counter)
+        slack = 120 + 2 * scenario.visibility_timeout_s + 2 * scenario.scan_period_s()
+        from .dgs_app import CHECK_TASK
+
+        def all_ended() -> bool:
+            ended = store.check_history(task=CHECK_TASK, limit=len(keys) + 1)
+            return len(ended) >= len(keys) and bench.redis.hlen(counter) >= len(keys)
+
+        wait_for(all_ended, scenario.countdown_s + slack, f"every one of {len(keys)} checks "
+                 "to run and end", interval=0.5)  # fmt: skip
+        queues = [QUEUE, *(f"{n}@bench.dq2" for n in names)]  # worker_direct queues
+        quiet: list[bool] = []
+
+        def nothing_left() -> bool:
+            empty = bench.broker_holds(queues) == (0, 0) and bench.held(names) == 0
+            quiet.append(empty)
+            return len(quiet) >= 2 and quiet[-1] and quiet[-2]
+
+        wait_for(nothing_left, slack + scenario.countdown_s, "no copy left to run", interval=1.0)
+        runs = {k.decode(): int(v) for k, v in bench.redis.hgetall(counter).items()}
+        hosts = {k: {h.decode() for h in bench.redis.lrange(f"{counter}:{k}", 0, -1)}
+                 for k, n in runs.items() if n > 1}  # fmt: skip
+        run_outcomes: dict[str, int] = {}
+        for key in keys:
+            for record in store.runs(check_name(key)):
+                run_outcomes[record.outcome] = run_outcomes.get(record.outcome, 0) + 1
+        check_outcomes: dict[str, int] = {}
+        for ended in store.check_history(task=CHECK_TASK, limit=len(keys) + 1):
+            check_outcomes[ended.outcome] = check_outcomes.get(ended.outcome, 0) + 1
+    except BaseException:
+        for name in list(bench.procs):
+            log(f"{name} log:\n{bench.log(name)}")
+        raise
+    finally:
+        bench.stop_workers()
+        store.close()
+    assert set(runs) == set(keys), "an execution of a check this run did not add"
+    histogram: dict[int, int] = {}
+    for n in runs.values():
+        histogram[n] = histogram.get(n, 0) + 1
+    return DuplicateFigure(
+        kind="dgs", scenario=scenario, tasks=len(keys), executions=sum(runs.values()),
+        duplicated=sum(1 for n in runs.values() if n > 1),
+        extra=sum(n - 1 for n in runs.values()), max_runs=max(runs.values()),
+        on_two_workers=sum(1 for h in hosts.values() if len(h) > 1),
+        histogram=dict(sorted(histogram.items())), elapsed_s=time.perf_counter() - started,
+        run_outcomes=dict(sorted(run_outcomes.items())),
+        check_outcomes=dict(sorted(check_outcomes.items())),
+    )  # fmt: skip
+
+
 # -- kinds -----------------------------------------------------------------------------------
 MemoryFn = Callable[[Bench, int], MemoryFigure]
 DuplicateFn = Callable[[Bench, DuplicateScenario], DuplicateFigure]
 #: How each scheduler kind holds ``count`` future tasks: a worker's memory with and
 #: without them.
-MEMORY_KINDS: dict[str, MemoryFn] = {"countdown": countdown_memory}
+MEMORY_KINDS: dict[str, MemoryFn] = {"countdown": countdown_memory, "dgs": dgs_memory}
 #: How each scheduler kind runs tasks delayed as in a scenario: executions per task.
-DUPLICATE_KINDS: dict[str, DuplicateFn] = {"countdown": countdown_duplicates}
+DUPLICATE_KINDS: dict[str, DuplicateFn] = {"countdown": countdown_duplicates,
+                                            "dgs": dgs_duplicates}
 
 
 def worker_memory(kind: str, bench: Bench, count: int) -> MemoryFigure:
@@ -418,39 +634,80 @@ def duplicate_executions(kind: str, bench: Bench, scenario: DuplicateScenario) -
 
 
 # -- the table ---------------------------------------------------------------------------------
+#: What each kind calls the work it holds for later, and the delay of that work.
+HELD = {"countdown": "future tasks", "dgs": "pending checks"}
+DELAY = {"countdown": "countdown", "dgs": "checks due in"}
+#: Beat's memory with 100,000s of pending checks, above the same beat with none.
+GOAL_BEAT_MIB = 300.0
+
+
 def memory_rows(kind: str, figures: list[MemoryFigure]) -> list[Result]:
     loaded = median([f.loaded.rss for f in figures])
     idle = median([f.idle.rss for f in figures])
     count, f0 = figures[0].count, figures[0]
+    held_word = HELD.get(kind, "future tasks")
     per_task = (loaded - idle) * 1024 * 1024 / count if count else 0.0
-    return [Result(
-        name=f"[{kind}] worker RSS holding future tasks ({f0.pool})", n=count, median=loaded,
-        unit="MiB", baseline=idle, baseline_name="the same worker, 0 future tasks",
+    if f0.beat_idle is None:
+        how = (f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
+               f"published in {median([f.publish_s for f in figures]):.1f} s, all received "
+               f"{median([f.receive_s for f in figures]):.1f} s later")  # fmt: skip
+        name = f"[{kind}] worker RSS holding {held_word} ({f0.pool})"
+    else:
+        how = (f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
+               f"added with DeferredChecks.at_many ({ADD_BATCH:,} a call) in "
+               f"{median([f.publish_s for f in figures]):.1f} s; a check added after them "
+               f"ran {median([f.receive_s for f in figures]):.1f} s later")  # fmt: skip
+        name = f"[{kind}] worker RSS with {held_word} in the store ({f0.pool})"
+    rows = [Result(
+        name=name, n=count, median=loaded,
+        unit="MiB", baseline=idle, baseline_name=f"the same worker, 0 {held_word}",
         ratio=loaded / idle, ratio_note="(with/without)", samples=[f.loaded.rss for f in figures],
-        notes=f"+{loaded - idle:,.0f} MiB, {per_task:,.0f} bytes per future task; main process "
-        f"{median([f.loaded.main_rss for f in figures]):,.0f} MiB (idle "
+        notes=f"{loaded - idle:+,.1f} MiB, {per_task:,.0f} bytes per {held_word[:-1]}; main "
+        f"process {median([f.loaded.main_rss for f in figures]):,.0f} MiB (idle "
         f"{median([f.idle.main_rss for f in figures]):,.0f}), {f0.loaded.children} pool "
         f"children {median([f.loaded.children_rss for f in figures]):,.0f} MiB (idle "
         f"{median([f.idle.children_rss for f in figures]):,.0f}); PSS "
         f"{median([f.loaded.pss for f in figures]):,.0f} MiB (idle "
-        f"{median([f.idle.pss for f in figures]):,.0f}); inspect().scheduled() lists "
-        f"{', '.join(f'{f.held:,}' for f in figures)}; published in "
-        f"{median([f.publish_s for f in figures]):.1f} s, all received "
-        f"{median([f.receive_s for f in figures]):.1f} s later",
+        f"{median([f.idle.pss for f in figures]):,.0f}); {how}",
     )]  # fmt: skip
+    beats = [f for f in figures if f.beat_idle and f.beat_loaded and f.beat_restarted]
+    if beats:
+        base = median([f.beat_idle.rss for f in beats if f.beat_idle])
+        for label, values in (
+            ("running while they were added", [f.beat_loaded.rss for f in beats
+                                               if f.beat_loaded]),
+            ("started with them pending", [f.beat_restarted.rss for f in beats
+                                           if f.beat_restarted]),
+        ):  # fmt: skip
+            value = median(values)
+            rows.append(Result(
+                name=f"[{kind}] beat RSS with {held_word} due in 1 h, {label}", n=count,
+                median=value, unit="MiB", baseline=base,
+                baseline_name=f"the same beat, 0 {held_word}: {value - base:+.1f} MiB",
+                goal=f"< +{GOAL_BEAT_MIB:.0f} MiB", met=value - base < GOAL_BEAT_MIB,
+                samples=values,
+                notes=f"beat's start-up read held "
+                f"{', '.join(str(f.beat_start_checks) for f in beats)} deferred checks (its "
+                "window: the checks due within dgs_check_window)",
+            ))  # fmt: skip
+    return rows
 
 
 def _duplicate_name(kind: str, s: DuplicateScenario) -> str:
     workers = f"{s.workers} worker" + ("s" if s.workers > 1 else "")
-    return (f"[{kind}] duplicate executions: countdown {s.countdown_s:g} s, visibility_timeout "
-            f"{s.visibility_timeout_s} s, {workers}, restore scan every {s.scan_period_s()} s")
+    return (f"[{kind}] duplicate executions: {DELAY.get(kind, 'countdown')} "
+            f"{s.countdown_s:g} s, visibility_timeout {s.visibility_timeout_s} s, {workers}, "
+            f"restore scan every {s.scan_period_s()} s")
 
 
 def _duplicate_notes(f: DuplicateFigure) -> str:
-    return (f"{f.scenario.what}; {f.duplicated} of {f.tasks} tasks ran more than once; "
-            f"{f.executions} executions (at most {f.max_runs} of one task; tasks by runs: "
-            f"{f.histogram}); {f.on_two_workers} duplicated tasks ran on two workers; "
-            f"{f.elapsed_s:.0f} s")
+    what = "checks" if f.kind == "dgs" else "tasks"
+    store = (f"; run records by outcome {f.run_outcomes}, checks ended {f.check_outcomes}"
+             if f.kind == "dgs" else "")  # fmt: skip
+    return (f"{f.scenario.what}; {f.duplicated} of {f.tasks} {what} ran more than once; "
+            f"{f.executions} executions (at most {f.max_runs} of one; {what} by runs: "
+            f"{f.histogram}); {f.on_two_workers} duplicated {what} ran on two workers"
+            f"{store}; {f.elapsed_s:.0f} s")
 
 
 def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
@@ -464,8 +721,8 @@ def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
                      unit="runs", notes=_duplicate_notes(f))  # fmt: skip
         if baseline is not None and f is not baseline:
             row.baseline = float(baseline.extra)
-            row.baseline_name = (f"countdown {baseline.scenario.countdown_s:g} s < "
-                                 "visibility_timeout")  # fmt: skip
+            row.baseline_name = (f"{DELAY.get(kind, 'countdown')} "
+                                 f"{baseline.scenario.countdown_s:g} s < visibility_timeout")
         rows.append(row)
     if baseline is not None and baseline not in measured:
         rows[0].notes += f"; baseline: {_duplicate_notes(baseline)}"
@@ -518,15 +775,21 @@ def run(args: argparse.Namespace, kinds: list[str], chosen: list[DuplicateScenar
         try:
             for kind in kinds:
                 if args.only in (None, "memory"):
-                    log(f"[{kind}] worker memory: {args.count:,} future tasks, "
-                        f"{args.repeats} fresh worker(s)")  # fmt: skip
+                    log(f"[{kind}] worker memory: {args.count:,} {HELD.get(kind, 'future tasks')}"
+                        f", {args.repeats} fresh worker(s)")  # fmt: skip
                     figures = []
                     for r in range(args.repeats):
                         f = worker_memory(kind, bench, args.count)
-                        log(f"  repeat {r + 1}: {f.idle.rss:,.0f} MiB at rest, "
-                            f"{f.loaded.rss:,.0f} MiB holding {f.held:,} future tasks "
-                            f"(published in {f.publish_s:.1f} s, received {f.receive_s:.1f} s "
-                            "later)")  # fmt: skip
+                        log(f"  repeat {r + 1}: worker {f.idle.rss:,.0f} MiB at rest, "
+                            f"{f.loaded.rss:,.0f} MiB with {f.count:,} "
+                            f"{HELD.get(kind, 'future tasks')}, holding {f.held:,} scheduled "
+                            f"tasks (published or added in {f.publish_s:.1f} s, received or read "
+                            f"{f.receive_s:.1f} s later)")  # fmt: skip
+                        if f.beat_idle and f.beat_loaded and f.beat_restarted:
+                            log(f"  beat {f.beat_idle.rss:,.1f} MiB at rest, "
+                                f"{f.beat_loaded.rss:,.1f} MiB after the add, "
+                                f"{f.beat_restarted.rss:,.1f} MiB started with them pending "
+                                f"(its start-up read held {f.beat_start_checks} checks)")
                         figures.append(f)
                     results += memory_rows(kind, figures)
                     extra["memory"] += [asdict(f) for f in figures]
