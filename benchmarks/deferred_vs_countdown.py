@@ -1,11 +1,16 @@
 """Future work held by workers, and duplicate runs: ``python -m benchmarks.deferred_vs_countdown``.
 
-Each figure is measured per *scheduler kind*, with its baseline from the same run.
-The kind measured here is ``countdown``: Celery's own ``apply_async(countdown=...)``
+Each figure is measured per *scheduler kind*, with its baseline from the same run,
 on a real valkey broker (``celery_dgs.embedded.RedisServerProcess``) and real
-``celery worker`` subprocesses (prefork pool, ``-c 2``) of a plain Celery project
-(``benchmarks/countdown_app.py``, no celery-dgs). Another kind plugs in by adding
-its functions to :data:`MEMORY_KINDS` and :data:`DUPLICATE_KINDS`.
+``celery worker`` subprocesses (prefork pool, ``-c 2``). The kinds
+(:data:`MEMORY_KINDS`, :data:`DUPLICATE_KINDS`; ``--kinds``):
+
+- ``countdown``: Celery's own ``apply_async(countdown=...)``, in a plain Celery
+  project (``benchmarks/countdown_app.py``, no celery-dgs);
+- ``dgs``: celery-dgs deferred checks (``benchmarks/dgs_app.py``): the same
+  worker, a real ``celery beat -S celery_dgs:DeadlineScheduler`` and a SQLite
+  store (a new file per round); checks added with ``DeferredChecks.at_many``
+  in batches of :data:`ADD_BATCH`. Described below after each measurement.
 
 1. **Worker memory** (``--count``, default 100,000): a fresh worker; its memory
    at rest (the baseline: the same worker holding 0 future tasks); then
@@ -18,6 +23,15 @@ its functions to :data:`MEMORY_KINDS` and :data:`DUPLICATE_KINDS`.
    processes) is given beside it. Afterwards ``inspect().scheduled()`` confirms
    how many future tasks the worker holds. ``--repeats`` fresh workers; medians.
 
+   ``dgs``: a fresh worker and beat; once beat has dispatched a warm-up check
+   due at once and the worker ran it, the worker's and beat's memory (the
+   baselines: 0 pending checks). Then ``--count`` checks due in 1 h are added
+   to the store, and one more due at once: once it ran, beat's change poll has
+   passed the others. The worker's and beat's memory again; then beat is
+   replaced by a fresh one, which reads the store with the checks pending (its
+   start-up line says how many it holds: those due within
+   ``dgs_check_window``), and, after one more check due at once ran, its memory.
+
 2. **Duplicate executions** (``--tasks``, default 200): tasks published with a
    countdown beside the Redis transport's ``visibility_timeout`` (``--visibility-timeout``,
    default 4 s). Every execution adds one to its task id's counter in Redis
@@ -25,7 +39,14 @@ its functions to :data:`MEMORY_KINDS` and :data:`DUPLICATE_KINDS`.
    until nothing is left that could run again (the queue and kombu's
    ``unacked`` hash are empty and no worker holds a scheduled, reserved or
    active task, twice in a row), then counts the tasks that ran more than once.
-   Scenarios (``--scenarios``):
+   ``dgs``: ``--tasks`` checks due after the same delay, with the same
+   transport options on the celery-dgs project; each execution of a check adds
+   one to its key's counter. The run waits until every check ended
+   (``check_history``) and ran, and then, as above, until nothing is left on
+   the queues (the workers' ``worker_direct`` queues too) or in ``unacked``
+   and no worker holds a task. The store's run records and check endings are
+   reported beside the counts.
+   Scenarios (``--scenarios``; "countdown" is the delay of either kind):
 
    - ``below-vt``: countdown V/2, one worker (the baseline: expected 0);
    - ``above-vt``: countdown 3 V, one worker;
@@ -559,14 +580,16 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
         keys = [f"k{i:05d}" for i in range(scenario.tasks)]
         add_checks(api, keys, scenario.countdown_s, counter)
         slack = 120 + 2 * scenario.visibility_timeout_s + 2 * scenario.scan_period_s()
-        from .dgs_app import CHECK_TASK
+        from .dgs_app import CHECK_TASK, DGS_STORE_POLL_INTERVAL_S
 
         def all_ended() -> bool:
             ended = store.check_history(task=CHECK_TASK, limit=len(keys) + 1)
             return len(ended) >= len(keys) and bench.redis.hlen(counter) >= len(keys)
 
-        wait_for(all_ended, scenario.countdown_s + slack, f"every one of {len(keys)} checks "
-                 "to run and end", interval=0.5)  # fmt: skip
+        # Beat dispatches them within the workers' free slots: a round per tick.
+        rounds = len(keys) / (scenario.workers * CONCURRENCY) * 4 * DGS_STORE_POLL_INTERVAL_S
+        wait_for(all_ended, scenario.countdown_s + slack + rounds, f"every one of {len(keys)} "
+                 "checks to run and end", interval=0.5)  # fmt: skip
         queues = [QUEUE, *(f"{n}@bench.dq2" for n in names)]  # worker_direct queues
         quiet: list[bool] = []
 
