@@ -45,6 +45,7 @@ app.conf.update(
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    worker_prefetch_multiplier=1,  # as celery-dgs asks of its workers
     broker_transport_options=json.loads(os.environ.get("DGS_BENCH_TRANSPORT_OPTIONS") or "{}"),
     dgs_database_url=os.environ.get("DGS_BENCH_DATABASE_URL"),
     dgs_key_prefix="dgs-bench",
