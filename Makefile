@@ -69,7 +69,7 @@ bench-deferred-countdown: $(STAMP)
 	$(BIN)/python -m benchmarks.deferred_vs_countdown $(BENCH_ARGS)
 
 ## bench-deferred-countdown-smoke: that benchmark at a tiny scale (200 tasks or 500 checks, two duplicate
-## rounds per kind), checked by tests/e2e/test_countdown_bench_e2e.py (about 3 min, so not part of `make test`)
+## rounds per kind), checked by tests/e2e/test_countdown_bench_e2e.py (about 75 s, so not part of `make test`)
 bench-deferred-countdown-smoke: $(STAMP)
 	DGS_BENCH_SMOKE=1 $(BIN)/pytest -q tests/e2e/test_countdown_bench_e2e.py
 

@@ -2,8 +2,8 @@
 ``celery worker`` processes, the printed table and the JSON figures.
 
 The tiny runs start real workers (and, for the ``dgs`` kind, celery-dgs's beat)
-and wait out real countdowns and check times (30-45 s for ``countdown``, about
-2 minutes for ``dgs``), so they run only with ``DGS_BENCH_SMOKE=1``
+and wait out real countdowns and check times (about 75 s for both kinds), so
+they run only with ``DGS_BENCH_SMOKE=1``
 (``make bench-deferred-countdown-smoke``); the other tests here run in the suite.
 """
 
