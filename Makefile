@@ -69,6 +69,17 @@ bench-runtime: $(STAMP)
 bench-deferred: $(STAMP)
 	nice -n 10 $(BIN)/python -m benchmarks.deferred_checks $(BENCH_ARGS)
 
+## bench-deferred-countdown: Celery countdown tasks vs celery-dgs deferred checks: worker RSS with 100,000
+## of them vs none, and runs more than once when the delay exceeds the Redis visibility_timeout (BENCH_ARGS=--count N)
+.PHONY: bench-deferred-countdown bench-deferred-countdown-smoke
+bench-deferred-countdown: $(STAMP)
+	$(BIN)/python -m benchmarks.deferred_vs_countdown $(BENCH_ARGS)
+
+## bench-deferred-countdown-smoke: that benchmark at a tiny scale (200 tasks or 500 checks, two duplicate
+## rounds per kind), checked by tests/e2e/test_countdown_bench_e2e.py (about 75 s, so not part of `make test`)
+bench-deferred-countdown-smoke: $(STAMP)
+	DGS_BENCH_SMOKE=1 $(BIN)/pytest -q tests/e2e/test_countdown_bench_e2e.py
+
 ## bench-quality: scheduling quality of dgs vs Celery beat on simulated workloads
 .PHONY: bench-quality
 bench-quality: $(STAMP)
