@@ -69,6 +69,12 @@ bench-runtime: $(STAMP)
 bench-deferred: $(STAMP)
 	nice -n 10 $(BIN)/python -m benchmarks.deferred_checks $(BENCH_ARGS)
 
+## bench-deferred-smoke: that benchmark at 2,000 checks, its table and JSON checked by
+## tests/store/test_deferred_bench.py (about 20 s, so not part of `make test`)
+.PHONY: bench-deferred-smoke
+bench-deferred-smoke: $(STAMP)
+	DGS_BENCH_SMOKE=1 $(BIN)/pytest -q tests/store/test_deferred_bench.py
+
 ## bench-deferred-countdown: Celery countdown tasks vs celery-dgs deferred checks: worker RSS with 100,000
 ## of them vs none, and runs more than once when the delay exceeds the Redis visibility_timeout (BENCH_ARGS=--count N)
 .PHONY: bench-deferred-countdown bench-deferred-countdown-smoke

@@ -4,6 +4,7 @@ measured beside its baseline and printed in the table and the JSON file."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ from tests.support.postgres import postgres_available
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.skipif(not postgres_available(), reason="PostgreSQL is not installed"),
+    # About 20 s: run by `make bench-deferred-smoke`, not by `make test`.
+    pytest.mark.skipif(os.environ.get("DGS_BENCH_SMOKE") != "1",
+                       reason="a benchmark smoke: make bench-deferred-smoke"),
     pytest.mark.timeout(300),
 ]
 
