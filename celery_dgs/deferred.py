@@ -22,6 +22,7 @@ from .errors import ScheduleConfigError
 from .store.base import ScheduleStore
 from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck
 from .store.convert import spec_json
+from .store.spec_text import ENCODER, SpecPieces, encode_str, plain_dict, plain_list
 
 #: The fields of an item of :meth:`DeferredChecks.at_many`.
 _ITEM_FIELDS = frozenset({"task", "key", "at", "after", "args", "kwargs"})
@@ -39,41 +40,15 @@ def check_template(task: str, fields: Mapping[str, Any]) -> CheckSpec:
     return CheckSpec(task=task, key=_TEMPLATE_KEY, **dict(fields))
 
 
-#: The canonical JSON encoding of ``spec_json`` (sorted keys, no spaces),
-#: refusing NaN as the arguments' validation does; built once (``json.dumps``
-#: with options builds an encoder per call).
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
-_encode_str: Any = json.encoder.encode_basestring_ascii  # how json.dumps writes a string
 #: Stand-ins for the values a template's checks differ in (see :class:`_TemplateText`).
 _SENTINELS = {"key": "\x00dgs-key\x00", "args": "\x00dgs-args\x00",
               "kwargs": "\x00dgs-kwargs\x00"}  # fmt: skip
 
 
-def _plain(value: Any) -> str | None:
-    """A string or an int (not a bool) as ``json.dumps`` writes it; None for others."""
-    kind = type(value)
-    if kind is str:
-        return str(_encode_str(value))
-    if kind is int:
-        return int.__repr__(value)
-    return None
-
-
 def _plain_text(value: tuple[Any, ...] | dict[str, Any]) -> str | None:
     """The canonical JSON text of ``args`` or ``kwargs`` holding only strings
     and ints, without the encoder (the common case); None for anything else."""
-    if type(value) is tuple:
-        items = [_plain(v) for v in value]
-        if None in items:
-            return None
-        return "[" + ",".join(cast(list[str], items)) + "]"
-    pairs = []
-    for key in sorted(value):
-        item = _plain(value[key])
-        if item is None:
-            return None
-        pairs.append(_encode_str(key) + ":" + item)
-    return "{" + ",".join(pairs) + "}"
+    return plain_list(value) if type(value) is tuple else plain_dict(cast(dict[str, Any], value))
 
 
 def _encoded(name: str, field_name: str, value: tuple[Any, ...] | dict[str, Any]) -> str | None:
@@ -84,7 +59,7 @@ def _encoded(name: str, field_name: str, value: tuple[Any, ...] | dict[str, Any]
     if text is not None:
         return text
     try:
-        return str(_ENCODER.encode(value))
+        return str(ENCODER.encode(value))
     except (TypeError, ValueError, RecursionError):
         pass
     try:
@@ -155,27 +130,11 @@ class _TemplateText:
     ``spec_json``; if the texts differ (or the text cannot be cut at exactly
     one place per value), ``spec_json`` gives every check's text."""
 
-    __slots__ = ("order", "pieces", "verified")
+    __slots__ = ("pieces", "verified")
 
     def __init__(self, template: CheckSpec) -> None:
-        self.pieces: list[str] | None = None
-        self.order: tuple[int, int, int] = (0, 1, 2)
+        self.pieces: SpecPieces | None = SpecPieces(template.to_dict(), _SENTINELS)
         self.verified = False
-        data = template.to_dict()
-        data.update(_SENTINELS)
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        marks = {field: _encode_str(s) for field, s in _SENTINELS.items()}
-        if any(text.count(mark) != 1 for mark in marks.values()):
-            return
-        positions = sorted((text.index(mark), field) for field, mark in marks.items())
-        pieces, at = [], 0
-        for pos, field in positions:
-            pieces.append(text[at:pos])
-            at = pos + len(marks[field])
-        pieces.append(text[at:])
-        fields = list(_SENTINELS)
-        a, b, c = (fields.index(field) for _, field in positions)
-        self.pieces, self.order = pieces, (a, b, c)
 
     def text(self, spec: CheckSpec, args: str | None, kwargs: str | None) -> str | None:
         """``spec_json(spec)`` of ``spec``, a check of this template whose
@@ -183,12 +142,11 @@ class _TemplateText:
         have no canonical text: the store then encodes the spec itself)."""
         if args is None or kwargs is None:
             return None
-        p = self.pieces
-        if p is None:
+        joined = None if self.pieces is None else self.pieces.join(
+            (encode_str(spec.key), args, kwargs)
+        )  # fmt: skip
+        if joined is None:
             return spec_json(spec)
-        values = (_encode_str(spec.key), args, kwargs)
-        a, b, c = self.order
-        joined = p[0] + values[a] + p[1] + values[b] + p[2] + values[c] + p[3]
         if not self.verified:
             if joined != spec_json(spec):
                 self.pieces = None

@@ -30,16 +30,16 @@ JSON (``spec_json``) cost ~100 µs a row; here:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from .core.spec import ScheduleSpec, split_schedule_name, with_name
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .declarations import entry_spec
 from .errors import ScheduleConfigError
 from .store.convert import spec_json
+from .store.spec_text import ENCODER, SpecPieces, encode_str, plain_dict, plain_list
 
 #: Distinct shapes remembered by one :class:`EntryShapes`; past it, the
 #: cache is emptied (rows with that many shapes gain nothing from it).
@@ -48,7 +48,7 @@ MAX_SHAPES = 10_000
 _NAME_FIELDS = frozenset({"name", "task", "configuration"})
 _OWN_FIELDS = _NAME_FIELDS | {"args", "kwargs"}
 _SCALARS = (str, int, float, bool, type(None), timedelta)
-_encode_str: Any = json.encoder.encode_basestring_ascii  # the C encoder json.dumps uses
+_encode_str = encode_str
 _SENTINELS = {
     "task": "\x00dgs-task\x00", "configuration": "\x00dgs-configuration\x00",
     "args": "\x00dgs-args\x00", "kwargs": "\x00dgs-kwargs\x00",
@@ -72,9 +72,6 @@ def _frozen(value: Any) -> Any:
     raise _Uncacheable
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def _shape_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """The row's fields but its own (name fields, ``args``, ``kwargs``), with
     the values' types: a hashable key (:func:`_frozen`, flat for scalars)."""
@@ -87,75 +84,37 @@ def _shape_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(key)
 
 
-def _plain(value: Any) -> str | None:
-    """A string or an int (not a bool) as ``json.dumps`` writes it; None for others."""
-    kind = type(value)
-    if kind is str:
-        return str(_encode_str(value))
-    if kind is int:
-        return int.__repr__(value)
-    return None
-
-
 def _dumps_list(items: Sequence[Any]) -> str:
     """``_dumps(list(items))``, without the encoder for a list of strings and ints."""
-    parts = [_plain(v) for v in items]
-    if None in parts:
-        return _dumps(list(items))
-    return "[" + ",".join(cast(list[str], parts)) + "]"
+    text = plain_list(items)
+    return _dumps(list(items)) if text is None else text
 
 
 def _dumps_dict(mapping: dict[str, Any]) -> str:
     """``_dumps(mapping)`` (string keys), without the encoder for string and int values."""
-    parts = []
-    for k in sorted(mapping):
-        text = _plain(mapping[k])
-        if text is None:
-            return _dumps(mapping)
-        parts.append(_encode_str(k) + ":" + text)
-    return "{" + ",".join(parts) + "}"
+    text = plain_dict(mapping)
+    return _dumps(mapping) if text is None else text
 
 
 def _dumps(value: Any) -> str:
     """``value`` as ``spec_json`` encodes it inside a spec (sorted keys, no
     spaces, no NaN). Raises ``TypeError`` / ``ValueError`` as ``json.dumps`` does."""
-    return _ENCODER.encode(value)
+    return str(ENCODER.encode(value))
 
 
 class _Shape:
     """A validated spec of one shape and its JSON text in pieces."""
 
-    __slots__ = ("order", "pieces", "spec")
+    __slots__ = ("pieces", "spec")
 
     def __init__(self, spec: ScheduleSpec) -> None:
         self.spec = spec
-        #: Text pieces around the values, and which value goes after each piece
-        #: (``None``: the shape's text could not be split; ``spec_json`` is used).
-        self.pieces: list[str] | None = None
-        self.order: tuple[int, int, int, int] = (0, 1, 2, 3)
-        data = spec.to_dict()
-        data.update(_SENTINELS)
-        text = _dumps(data)
-        marks = {field: _encode_str(s) for field, s in _SENTINELS.items()}
-        if any(text.count(mark) != 1 for mark in marks.values()):
-            return
-        positions = sorted((text.index(mark), field) for field, mark in marks.items())
-        pieces, at = [], 0
-        for pos, field in positions:
-            pieces.append(text[at:pos])
-            at = pos + len(marks[field])
-        pieces.append(text[at:])
-        fields = list(_SENTINELS)  # task, configuration, args, kwargs: text()'s arguments
-        a, b, c, d = (fields.index(field) for _, field in positions)
-        self.pieces, self.order = pieces, (a, b, c, d)
+        #: The spec's JSON text cut around task, configuration, args and kwargs.
+        self.pieces = SpecPieces(spec.to_dict(), _SENTINELS)
 
     def text(self, task: str, configuration: str, args: str, kwargs: str) -> str | None:
         """The JSON text with these encoded values; None if the shape has no pieces."""
-        if self.pieces is None:
-            return None
-        p, (a, b, c, d) = self.pieces, self.order
-        values = (task, configuration, args, kwargs)
-        return p[0] + values[a] + p[1] + values[b] + p[2] + values[c] + p[3] + values[d] + p[4]
+        return self.pieces.join((task, configuration, args, kwargs))
 
 
 class EntryShapes:
@@ -203,7 +162,7 @@ class EntryShapes:
             encoded = (_encode_str(task), _encode_str(configuration), args_text, kwargs_text)
             text = spec_json(spec)
             if shape.text(*encoded) != text:
-                shape.pieces = None
+                shape.pieces.pieces = None  # never joined: spec_json for each row
             if len(self._shapes) >= self.max_shapes:
                 self._shapes.clear()
             self._shapes[key] = shape
