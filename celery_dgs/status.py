@@ -250,8 +250,12 @@ def adaptive_fields(
     if not isinstance(spec, AdaptiveSpec):
         return {}
     index = adaptive.current_index(spec, stats)
-    return {"interval_index": index, "interval": adaptive.current_interval(spec, stats),
-            "next_target_at": target, "upstream_modified_at": stats.upstream_modified_at}
+    return {
+        "interval_index": index,
+        "interval": adaptive.current_interval(spec, stats),
+        "next_target_at": target,
+        "upstream_modified_at": stats.upstream_modified_at,
+    }
 
 
 #: The groups of adaptive schedules the metrics count (seed 001's pools).
@@ -471,20 +475,26 @@ def apply_priorities(
     (:func:`celery_dgs.core.priority.effective_priority`): a schedule beat may
     dispatch that is due (its ``can_start_by`` and ``should_start_by`` passed;
     a run request since it was asked, in class 0) moves up one class with due
-    work per elevator step; the others are served in their own class."""
+    work per elevator step, up to the top class in use; the others are served
+    in their own class."""
     due: dict[str, tuple[int, float]] = {}
+    top: int | None = None  # the top class in use keeps level 0
     for row in rows:
         if row.priority is None or row.running is not None or row.paused or not row.active:
             continue
+        cls = row.priority
         if row.run_requested_at is not None:
             asked = row.run_requested_priority
-            due[row.name] = (AD_HOC_PRIORITY if asked is None else asked,
-                             row.run_requested_at.timestamp())  # fmt: skip
+            cls = AD_HOC_PRIORITY if asked is None else asked
+            due[row.name] = (cls, row.run_requested_at.timestamp())
         elif row.may_run_at is not None and row.should_start_by is not None:
             at = max(row.may_run_at, row.should_start_by)
             if at <= now:
-                due[row.name] = (row.priority, at.timestamp())
-    classes = sorted({cls for cls, _ in due.values()})
+                due[row.name] = (cls, at.timestamp())
+        top = cls if top is None else min(top, cls)
+    classes = sorted(
+        {cls for cls, _ in due.values()} | ({top} if due and top is not None else set())
+    )
     moment = now.timestamp()
     out = []
     for row in rows:

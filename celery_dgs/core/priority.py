@@ -9,17 +9,19 @@ order of the overload policy's own index (``main``: relative laxity by
 default), which is what keeps every schedule fresh below capacity, where
 nothing is due (``docs/simulator.md``).
 
-The choice: take ``main``'s choice ``x``, unless a due schedule ``y`` sits in
-a strictly better *place* than ``x``; then the best such ``y``. A place is
-``(level, rank)``:
+The choice: take ``main``'s choice ``x``, unless a due schedule ``y`` of
+another class sits in a strictly better *place* than ``x``'s class, or in the
+same place and due longer; then the best such ``y``. A place is ``(level,
+rank)``:
 
 - ``level``: the index of the schedule's class among the classes that have
-  due work right now (empty classes are skipped), minus the elevator steps
-  it has waited, at least 0. A schedule that is not due stands at its own
-  class's place (the level where its class is or would be inserted).
-- ``rank``: at the same level, work native to the level (not elevated)
-  goes first, then elevated work (``elevated_first`` reverses that: seed
-  004's literal elevator, measured in ``docs/simulator.md``).
+  due work right now (empty classes are skipped; the top class, the highest
+  with indexed schedules, always keeps level 0), minus the elevator steps it
+  has waited.
+- ``rank``: at its own class's level a schedule is native and goes first;
+  elevated work (moved up from a lower level) goes after it
+  (``elevated_first`` reverses that: seed 004's literal elevator, measured in
+  ``docs/simulator.md``).
 
 Among due schedules of one place, the one due longest goes first. With one
 class (no priorities set) every place ties and the choice is ``main``'s:
@@ -28,17 +30,27 @@ priorities change nothing then.
 **Elevator.** Every ``elevator_interval_s`` (at the multiples of it since the
 Unix epoch, shifted by ``clock_offset_s``: beat, the simulator and
 ``celery dgs status`` elevate at the same instants), each due schedule moves
-up one level, to the next non-empty class, so after ``levels - 1`` steps it
-is at the top level. A schedule of the lowest of ``k`` classes therefore
-waits at most ``(k - 1)`` elevator steps plus one partial interval behind
-the higher classes' due work, then only behind the top class's native work.
-Low-priority work is delayed but never starves.
+up one level, to the next non-empty class. At the top level it waits
+``top_hold_steps`` further steps behind the top class's own due work, then
+goes ahead of it. A schedule of the lowest of ``k`` classes is therefore
+ahead of every class's own due work after ``k - 1 + top_hold_steps + 1``
+steps, the first within one interval: low-priority work is delayed but never
+starves.
+
+**Lead.** A due top-class schedule starts with only its margin left, and a
+run longer than that margin puts it in ERROR even when it is served first.
+With ``lead_s`` (beat: the schedule's margin), a schedule counts as due
+``lead_s`` before its ``should_start_by``: for every class, or only for the
+top class (``lead_top_only``), and always, or only while capacity is short:
+while some due schedule has waited ``lead_when_waited_s`` past its due time.
+Below capacity nothing waits that long, so the order there is unchanged.
 
 Cost: one heap of due schedules per non-empty class, ordered by ``due_at``
 (its top is the class's longest-waiting, hence most elevated, schedule), and
-one heap of not-yet-due schedules by ``due_at``: O(log N) per upsert or
-move, O(classes + log N) per decision (at most 100 classes). The elevator
-is arithmetic on ``due_at``: no schedule is touched when it steps.
+one heap of not-yet-due schedules by the time they count as due: O(log N)
+per upsert or move, O(classes + log N) per decision (at most 100 classes).
+The elevator is arithmetic on ``due_at``: no schedule is touched when it
+steps.
 """
 
 from __future__ import annotations
@@ -52,11 +64,24 @@ from .index import DeadlineIndex, IndexedTimes
 
 #: Default ``dgs_elevator_interval``: seconds between two elevator steps.
 DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
+#: Elevator steps work waits at the top level behind the top class's own
+#: due work before it goes ahead of it.
+DEFAULT_TOP_HOLD_STEPS = 1
+
+
+def short_after_s(elevator_interval_s: float | None) -> float:
+    """How long a due schedule waits before beat counts capacity as short and
+    gives the top class its lead: half an elevator interval (of the default
+    one without the elevator)."""
+    return (elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S) / 2
+
 
 #: A due schedule in its class heap: due_at, name, version.
 _Due = tuple[float, str, int]
 #: A candidate place and its schedule: level, rank, due_at, name, its class.
 _Candidate = tuple[int, int, float, str, int]
+#: A class's place: level, rank and the due_at of its longest-waiting schedule.
+_Place = tuple[int, int, float]
 
 
 def elevator_steps(due_at: float, now: float, interval_s: float | None,
@@ -99,9 +124,15 @@ class PriorityIndex(DeadlineIndex):
         elevated_first: bool = False,
         clock_offset_s: float = 0.0,
         lead_s: Callable[[str], float] | None = None,
+        lead_when_waited_s: float | None = None,
+        lead_top_only: bool = False,
+        top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
     ) -> None:
         super().__init__()
         self.lead_s = lead_s
+        self.lead_when_waited_s = lead_when_waited_s
+        self.lead_top_only = lead_top_only
+        self.top_hold_steps = top_hold_steps
         if elevator_interval_s is not None and not (
             math.isfinite(elevator_interval_s) and elevator_interval_s > 0
         ):
@@ -159,10 +190,10 @@ class PriorityIndex(DeadlineIndex):
         self._unclass(name)
         cls = self._class[name] = self.priority_of(name)
         self._class_sizes[cls] = self._class_sizes.get(cls, 0) + 1
-        lead = self.lead_s(name) if self.lead_s is not None else 0.0
-        due_at = max(can_start_by, should_start_by - lead)
-        self._due_at[name] = due_at
-        return due_at, self._seq
+        due_at = self._due_at[name] = max(can_start_by, should_start_by)
+        if self.lead_s is None:
+            return due_at, self._seq
+        return max(can_start_by, should_start_by - self.lead_s(name)), self._seq
 
     def upsert(self, name: str, can_start_by: float, should_start_by: float) -> None:
         self.main.upsert(name, can_start_by, should_start_by)
@@ -214,10 +245,11 @@ class PriorityIndex(DeadlineIndex):
     def _make_due(self, now: float) -> None:
         upcoming, ver = self._upcoming, self._ver
         while upcoming and upcoming[0][0] <= now:
-            due_at, version, name = heapq.heappop(upcoming)
+            _, version, name = heapq.heappop(upcoming)
             if ver.get(name) != version:
                 continue
             cls = self._class[name]
+            due_at = self._due_at[name]
             heapq.heappush(self._due.setdefault(cls, []), (due_at, name, version))
             self._pushed += 1
             self._due_class[name] = cls
@@ -226,12 +258,57 @@ class PriorityIndex(DeadlineIndex):
             if not count:
                 self._levels = None
 
-    def due_classes(self, now: float) -> list[int]:
-        """The classes with due work at ``now``, highest (lowest number) first."""
+    def _tops(self, now: float) -> list[tuple[int, _Due]]:
+        """Per class in the due heaps, highest first: its longest-due entry.
+        Without a lead every such entry is due; with one, an entry may still be
+        ahead of its ``due_at`` (inside its lead)."""
         self._make_due(now)
         if self._levels is None:
             self._levels = sorted(self._due_count)
-        return self._levels
+        ver, tops = self._ver, []
+        for cls in self._levels:
+            heap = self._due[cls]
+            while heap and ver.get(heap[0][1]) != heap[0][2]:
+                heapq.heappop(heap)
+            if heap:  # empty while its items are out for a moment (pop_placeable)
+                tops.append((cls, heap[0]))
+        return tops
+
+    def _leading(self, now: float, tops: list[tuple[int, _Due]]) -> bool:
+        """Whether work inside its lead counts as due: always with a lead and no
+        ``lead_when_waited_s``; with one, while some due schedule has waited that
+        long past its ``due_at`` (capacity is short)."""
+        if self.lead_s is None:
+            return False
+        if self.lead_when_waited_s is None:
+            return True
+        oldest = min((top[0] for _, top in tops), default=math.inf)
+        return oldest <= now - self.lead_when_waited_s
+
+    def _due_tops(self, now: float) -> list[tuple[int, _Due]]:
+        tops = self._tops(now)
+        if not self._leading(now, tops):
+            return [(cls, top) for cls, top in tops if top[0] <= now]
+        if self.lead_top_only and self._class_sizes:
+            top_class = min(self._class_sizes)
+            return [(cls, top) for cls, top in tops if top[0] <= now or cls == top_class]
+        return tops
+
+    def _level_classes(self, due_tops: list[tuple[int, _Due]]) -> list[int]:
+        """The classes the levels count, highest first: those with due work,
+        and the top class (level 0 while it has schedules, with
+        ``top_hold_steps``)."""
+        levels = [cls for cls, _ in due_tops]
+        if self.top_hold_steps and self._class_sizes:
+            top = min(self._class_sizes)
+            if not levels or levels[0] != top:
+                levels.insert(0, top)
+        return levels
+
+    def due_classes(self, now: float) -> list[int]:
+        """The classes the elevator's levels count at ``now``, highest (lowest
+        number) first: those with due work, and the top class."""
+        return self._level_classes(self._due_tops(now))
 
     def effective_priority(self, name: str, now: float) -> int | None:
         """The class ``name`` is served in at ``now`` (None: not indexed)."""
@@ -245,49 +322,52 @@ class PriorityIndex(DeadlineIndex):
 
     # -- the choice ---------------------------------------------------------------
     def _place(self, level_of_class: int, due_at: float | None, now: float) -> tuple[int, int]:
-        steps = 0 if due_at is None else elevator_steps(
-            due_at, now, self.elevator_interval_s, self.clock_offset_s)
+        steps = (
+            0
+            if due_at is None
+            else elevator_steps(due_at, now, self.elevator_interval_s, self.clock_offset_s)
+        )
         if self.elevated_first:  # seed 004: elevated work ahead of the level's own
             level = max(0, level_of_class - steps)
             return level, int(level == level_of_class)
-        # Levels go on above the top class: after as many steps as there are
-        # classes above it, a schedule is ahead of every class's own work.
-        return level_of_class - steps, int(steps > 0)
+        level = level_of_class - steps
+        if level < 0:  # at the top level: held behind its own work, then above it
+            level = min(0, level + self.top_hold_steps)
+        return level, int(level < level_of_class)
 
-    def _best_due(self, now: float) -> tuple[_Candidate | None, dict[int, tuple[int, int]]]:
-        """The due schedule in the best place (longest due among equals), and
-        each class's place: the place of its longest-waiting due schedule."""
-        levels = self.due_classes(now)
-        ver = self._ver
+    def _best_due(self, now: float) -> tuple[_Candidate | None, dict[int, _Place], list[int]]:
+        """The due schedule in the best place (longest due among equals); each
+        class with due work's place and its longest wait (``(level, rank,
+        due_at)`` of its longest-waiting due schedule); the classes the levels
+        count, highest first."""
+        tops = self._due_tops(now)
+        levels = self._level_classes(tops)
+        shift = len(levels) - len(tops)
         best: _Candidate | None = None
-        places: dict[int, tuple[int, int]] = {}
-        for i, cls in enumerate(levels):
-            heap = self._due[cls]
-            while heap and ver.get(heap[0][1]) != heap[0][2]:
-                heapq.heappop(heap)
-            if not heap:  # its items are out for a moment (pop_placeable)
-                continue
-            due_at, name, _ = heap[0]
-            level, rank = places[cls] = self._place(i, due_at, now)
+        places: dict[int, _Place] = {}
+        for i, (cls, (due_at, name, _)) in enumerate(tops, start=shift):
+            level, rank = self._place(i, due_at, now)
+            places[cls] = (level, rank, due_at)
             candidate = (level, rank, due_at, name, cls)
             if best is None or candidate < best:
                 best = candidate
-        return best, places
+        return best, places, levels
 
     def _choose(self, now: float) -> tuple[str, _Candidate | None] | None:
-        """``main``'s choice, or the due schedule of a class in a better place
-        (with its entry). Within a class, ``main`` decides."""
+        """``main``'s choice, or the due schedule of another class in a better
+        place, or in the same place and due longer (with its entry). Within a
+        class, ``main`` decides."""
         x = self.main.peek(now)
         if x is None:
             return None
-        best, places = self._best_due(now)
+        best, places, levels = self._best_due(now)
         if best is None or best[3] == x:
             return x, None
         cls = self._class[x]
         place = places.get(cls)
         if place is None:  # no due work in its class: where its class would stand
-            place = (bisect.bisect_left(self.due_classes(now), cls), 0)
-        if best[4] != cls and best[:2] < place:
+            place = (bisect.bisect_left(levels, cls), 0, math.inf)
+        if best[4] != cls and best[:3] < place:
             return best[3], best
         return x, None
 
@@ -325,7 +405,8 @@ class PriorityIndex(DeadlineIndex):
                 name, best = chosen
                 if best is None:  # main's choice: main skips what cannot be placed
                     name_or_none = self.main.pop_placeable(
-                        now, can_place, max_skips=max_skips - len(skipped))
+                        now, can_place, max_skips=max_skips - len(skipped)
+                    )
                     if name_or_none is not None:
                         self._forget(name_or_none)
                     return name_or_none

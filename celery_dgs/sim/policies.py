@@ -20,13 +20,19 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Literal
 
 from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
 from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex
+from ..core.priority import (
+    DEFAULT_ELEVATOR_INTERVAL_S,
+    DEFAULT_TOP_HOLD_STEPS,
+    PriorityIndex,
+    short_after_s,
+)
 from ..core.spec import DEFAULT_PRIORITY, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
@@ -34,7 +40,14 @@ from .state import FIRE, PolicyHost
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
 #: The priority orders compared in ``docs/simulator.md`` ("Priorities"); also
 #: ``dgs-lead[-<seconds>]`` and ``dgs-elevator-<seconds>``.
-PRIORITY_POLICIES = ("dgs-noprio", "dgs-strict", "dgs-seed004", "dgs-weights")
+PRIORITY_POLICIES = (
+    "dgs-noprio",
+    "dgs-strict",
+    "dgs-seed004",
+    "dgs-weights",
+    "dgs-over-top",
+    "dgs-nolead",
+)
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
 ELEVATOR_PREFIX = "dgs-elevator-"
 _NO_LIMIT = 1 << 62
@@ -82,7 +95,8 @@ class DeadlinePolicy(Policy):
         elevator_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S,
         elevated_first: bool = False,
         weights: bool = False,
-        lead: bool = False,
+        lead: Literal["short", "always", "off"] = "short",
+        top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
         lookahead: bool = False,
         name: str | None = None,
     ) -> None:
@@ -100,7 +114,9 @@ class DeadlinePolicy(Policy):
         self.index = PriorityIndex(
             main, self.priority.__getitem__, elevator_interval_s=elevator_s,
             elevated_first=elevated_first, clock_offset_s=sim.at(0.0).timestamp(),
-            lead_s=self._margin_s if lead else None,
+            lead_s=None if lead == "off" else self._margin_s, lead_top_only=lead == "short",
+            lead_when_waited_s=short_after_s(elevator_s) if lead == "short" else None,
+            top_hold_steps=top_hold_steps,
         ) if priorities else main  # fmt: skip
         self.fifo = fifo
         #: Look-ahead admission (``core/lookahead.py``): the shares of the
@@ -256,21 +272,33 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         # Priority orders compared in docs/simulator.md ("Priorities").
         "dgs-noprio": lambda: DeadlinePolicy(sim, priorities=False, name="dgs-noprio"),
         "dgs-strict": lambda: DeadlinePolicy(sim, elevator_s=None, name="dgs-strict"),
-        "dgs-seed004": lambda: DeadlinePolicy(sim, elevated_first=True, name="dgs-seed004"),
-        "dgs-weights": lambda: DeadlinePolicy(sim, priorities=False, weights=True,
-                                              name="dgs-weights"),
+        "dgs-seed004": lambda: DeadlinePolicy(
+            sim, elevated_first=True, lead="off", name="dgs-seed004"
+        ),
+        "dgs-over-top": lambda: DeadlinePolicy(
+            sim, top_hold_steps=0, lead="off", name="dgs-over-top"
+        ),
+        "dgs-nolead": lambda: DeadlinePolicy(sim, lead="off", name="dgs-nolead"),
+        "dgs-weights": lambda: DeadlinePolicy(
+            sim, priorities=False, weights=True, name="dgs-weights"
+        ),
     }
-    for prefix, lead in (("dgs-lead-", True), (ELEVATOR_PREFIX, False)):
+    leads: tuple[tuple[str, Literal["always", "short"]], ...] = (
+        ("dgs-lead-", "always"),
+        (ELEVATOR_PREFIX, "short"),
+    )
+    for prefix, lead in leads:
         if name.startswith(prefix):
             try:
-                interval = float(name[len(prefix):])
+                interval = float(name[len(prefix) :])
             except ValueError:
                 interval = 0.0
             if interval > 0:
                 return DeadlinePolicy(sim, elevator_s=interval, lead=lead, name=name)
     if name == "dgs-lead":
-        return DeadlinePolicy(sim, elevator_s=None, lead=True, name=name)
+        return DeadlinePolicy(sim, elevator_s=None, lead="always", name=name)
     if name not in factories:
-        raise ValueError(f"policy must be one of {list(POLICIES + PRIORITY_POLICIES)}, "
-                         f"got {name!r}")
+        raise ValueError(
+            f"policy must be one of {list(POLICIES + PRIORITY_POLICIES)}, got {name!r}"
+        )
     return factories[name]()
