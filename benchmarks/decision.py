@@ -27,7 +27,7 @@ from typing import Any
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.lookahead import AdmissionRound, DemandBook
 from celery_dgs.core.overload import make_index
-from celery_dgs.core.priority import PriorityIndex, short_after_s
+from celery_dgs.core.priority import PriorityIndex, short_after_s, top_lead_s
 
 from .common import Profile, Result, gc_paused, log, median, repeat
 
@@ -91,7 +91,7 @@ def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> li
                        margin_s=margin.__getitem__, laxity_floor_s=60.0)  # fmt: skip
     if kind != BEAT_INDEXES[0]:  # as beat builds it: the elevator and the top class's lead
         index = PriorityIndex(index, classes.__getitem__, elevator_interval_s=7200.0,
-                              lead_s=margin.__getitem__, lead_top_only=True,
+                              lead_s=top_lead_s(margin.__getitem__), lead_top_only=True,
                               lead_when_waited_s=short_after_s(7200.0))  # fmt: skip
     entries = []
     for name in expected:

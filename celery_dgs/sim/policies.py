@@ -32,6 +32,7 @@ from ..core.priority import (
     DEFAULT_TOP_HOLD_STEPS,
     PriorityIndex,
     short_after_s,
+    top_lead_s,
 )
 from ..core.spec import DEFAULT_PRIORITY, CronSpec
 from ..core.timing import start_times
@@ -114,7 +115,8 @@ class DeadlinePolicy(Policy):
         self.index = PriorityIndex(
             main, self.priority.__getitem__, elevator_interval_s=elevator_s,
             elevated_first=elevated_first, clock_offset_s=sim.at(0.0).timestamp(),
-            lead_s=None if lead == "off" else self._margin_s, lead_top_only=lead == "short",
+            lead_s={"off": None, "always": self._margin_s,
+                    "short": top_lead_s(self._margin_s)}[lead], lead_top_only=lead == "short",
             lead_when_waited_s=short_after_s(elevator_s) if lead == "short" else None,
             top_hold_steps=top_hold_steps,
         ) if priorities else main  # fmt: skip
