@@ -123,3 +123,47 @@ def test_overdue_checks_run_once_in_order_of_lateness_after_beat_restarts(
         assert store.check_summary(SystemClock().now()).total_pending == 0
     finally:
         store.close()
+
+
+def test_a_check_survives_a_beat_fail_over_and_runs_once(cluster_factory: Any) -> None:
+    """Two beats; the leader is SIGKILLed while a slow check runs and more checks
+    fall due. The standby takes over: the running check is not dispatched again,
+    and every check runs exactly once."""
+    cluster = cluster_factory(["check_order"])  # no schedule: checks only
+    store = cluster.store()
+    try:
+        api = checks(store)
+        cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+        beat1 = cluster.start_beat("beat1")
+        wait_for(lambda: cluster.leader_pid() == beat1.pid, 40, "beat1 to lead")
+        beat2 = cluster.start_beat("beat2")
+        wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40,
+                 "beat2 to stand by")  # fmt: skip
+        cluster.redis.set("e2e:order:slow", "slow")
+        api.at(TASK, "slow", after=0, kwargs={"order": "slow"})
+        wait_for(lambda: starts_of(cluster, "slow"), 20, "the slow check to start")
+        orders = [f"f{i}" for i in range(4)]
+        for i, order in enumerate(orders):
+            cluster.redis.set(f"e2e:order:{order}", "shipped")
+            api.at(TASK, order, after=1 + 0.5 * i, kwargs={"order": order})
+        cluster.stop("beat1", signal.SIGKILL)  # the slow check is still running
+        cluster.redis.set("e2e:order:slow", "shipped")
+        wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over",
+                 interval=0.05)  # fmt: skip
+        for order in ["slow", *orders]:
+            wait_for(lambda o=order: ended(store, o), 30, f"the check of {order} to end")
+        time.sleep(1.5)  # room for a wrong second run (none may come: each has ended)
+        for order in ["slow", *orders]:
+            assert len(starts_of(cluster, order)) == 1, (order, starts_of(cluster, order))
+        for order in orders:
+            assert (ended(store, order).outcome, ended(store, order).check_count) == ("done", 1)
+        # the slow check read "slow" as it started: it alerted and asked for its next
+        # check 3 s after its start, which had passed when its 4 s run ended
+        slow = ended(store, "slow")
+        assert (slow.outcome, slow.check_count) == ("past", 1), slow
+        assert alerts(cluster) == [("slow", "first")]
+        # the slow check's one run ended under beat2 and was recorded as it ran
+        assert [r.outcome for r in store.runs(f"{TASK}@check:slow")] == ["success"]
+        assert "celery-dgs: dispatched" in cluster.log_since("beat2", 0)
+    finally:
+        store.close()
