@@ -26,6 +26,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+## pytest runs in two processes (pytest-xdist), each test file whole in one of them;
+## PYTEST_ARGS="-n 0" runs it in one
+PYTEST_ARGS ?= -n 2 --dist loadfile
 pytest: $(STAMP) browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
