@@ -16,6 +16,8 @@ three after it became due) it is ahead of the class-10 work and starts.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.e2e.harness import wait_for
@@ -39,6 +41,9 @@ def test_one_slot_serves_the_high_class_first_then_the_elevated_low_one(cluster_
     logs = cluster.logs()
     # Without classes it would have started within about a second of its ERROR.
     assert low["t"] >= registered + 3.5 + 2 * INTERVAL_S - 0.5, logs
+    # three elevator steps (at the multiples of the interval) passed before it started
+    steps = math.floor(low["t"] / INTERVAL_S) - math.floor((registered + 3.5) / INTERVAL_S)
+    assert steps >= 3, (steps, logs)
     assert len(high_while_waiting) >= 3, logs
     # ... and the elevator bounds the wait: three steps, then one running high run.
     assert low["t"] <= registered + 3.5 + 3 * INTERVAL_S + 3.0, logs
