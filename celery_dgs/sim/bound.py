@@ -33,8 +33,17 @@ per cent, with OK time carried in from runs before the window (measured:
 
 from __future__ import annotations
 
-from ..core.spec import CronSpec
+from ..core.spec import CronSpec, ScheduleSpec
 from .workload import Workload, nominal_period
+
+
+def ok_period_s(spec: ScheduleSpec) -> float:
+    """The longest a good run can keep a schedule OK, from its start: its nominal
+    period, plus ``within`` for a cron schedule."""
+    period = nominal_period(spec)
+    if isinstance(spec, CronSpec):
+        period += spec.cron_max_schedule_duration.total_seconds()
+    return period
 
 
 def error_bound_s(workload: Workload) -> float:
@@ -50,9 +59,7 @@ def error_bound_s(workload: Workload) -> float:
     offers: list[tuple[float, float]] = []  # (OK seconds per slot-second, slot-seconds to stay OK)
     error = 0.0
     for sched in workload.schedules:
-        period = nominal_period(sched.spec)
-        if isinstance(sched.spec, CronSpec):
-            period += sched.spec.cron_max_schedule_duration.total_seconds()
+        period = ok_period_s(sched.spec)
         bought = (1.0 - sched.failure_rate) * (period - sched.duration_s)
         if bought <= 0:
             error += window  # never OK: a run buys nothing

@@ -36,6 +36,8 @@ from ..core.priority import (
 )
 from ..core.spec import DEFAULT_PRIORITY, CronSpec
 from ..core.timing import start_times
+from .bound import ok_period_s
+from .knapsack import KnapsackIndex, ok_seconds_per_slot_second
 from .state import FIRE, PolicyHost
 
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
@@ -262,6 +264,16 @@ class BeatPolicy(Policy):
         return best
 
 
+def knapsack_policy(sim: PolicyHost) -> DeadlinePolicy:
+    """``dgs`` with the late schedules in the bound's order (``sim/knapsack.py``),
+    no priority classes."""
+    policy = DeadlinePolicy(sim, priorities=False, name="dgs-knapsack")
+    period = {s.name: ok_period_s(s.spec) for s in sim.workload.schedules}
+    policy.index = KnapsackIndex(
+        lambda n: ok_seconds_per_slot_second(period[n], sim.states[n].expected))
+    return policy
+
+
 def make_policy(name: str, sim: PolicyHost) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "dgs": lambda: DeadlinePolicy(sim),
@@ -269,6 +281,7 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
         "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
         "dgs-lookahead": lambda: DeadlinePolicy(sim, lookahead=True, name="dgs-lookahead"),
+        "dgs-knapsack": lambda: knapsack_policy(sim),
         "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
         "beat": lambda: BeatPolicy(sim),
         # Priority orders compared in docs/simulator.md ("Priorities").
