@@ -40,10 +40,11 @@ starves.
 **Lead.** A due top-class schedule starts with only its margin left, and a
 run longer than that margin puts it in ERROR even when it is served first.
 With ``lead_s`` (beat: :data:`TOP_LEAD_MARGINS` of the schedule's margin), a
-schedule counts as due ``lead_s`` before its ``should_start_by``: for every class, or only for the
-top class (``lead_top_only``), and always, or only while capacity is short:
-while some due schedule has waited ``lead_when_waited_s`` past its due time.
-Below capacity nothing waits that long, so the order there is unchanged.
+schedule counts as due ``lead_s`` before its ``should_start_by``: in every
+class, or only in the top class (``lead_top_only``); always, or only while
+capacity is short, that is while some due schedule has waited
+``lead_when_waited_s`` past its due time. Below capacity nothing waits that
+long, so the order there is unchanged.
 
 Cost: one heap of due schedules per non-empty class, ordered by ``due_at``
 (its top is the class's longest-waiting, hence most elevated, schedule), and
@@ -67,8 +68,6 @@ DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
 #: Elevator steps work waits at the top level behind the top class's own
 #: due work before it goes ahead of it.
 DEFAULT_TOP_HOLD_STEPS = 1
-
-
 #: The top class's lead while capacity is short, in margins.
 TOP_LEAD_MARGINS = 1.5
 
