@@ -23,7 +23,8 @@ def test_the_pool_keeps_every_slot_and_runs_long_jobs_only_on_its_worker() -> No
     capped = lookahead.capped_long_pool(workload, 1)
     assert capped.slots == workload.slots
     longs = [s for s in capped.schedules if s.spec.task == "sim.long"]
-    assert longs and all(s.spec.pool == lookahead.LONG_POOL for s in longs)
+    assert longs
+    assert all(s.spec.pool == lookahead.LONG_POOL for s in longs)
     assert [w.slots for w in capped.workers if lookahead.LONG_POOL in w.queues] == [1]
     with pytest.raises(ValueError, match="--long-pool-slots"):
         lookahead.capped_long_pool(workload, 4)
