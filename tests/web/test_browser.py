@@ -76,6 +76,7 @@ def test_nothing_in_a_name_executes_and_screenshots(
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "overview")
     no_alert(browser)
     assert "beat-host/4242" in (text_of(browser, "#live") or "")
+    assert text_of(browser, "[data-tag=disabled]") == "disabled"  # in "Needs attention"
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
     no_alert(browser)

@@ -261,3 +261,17 @@ def test_adaptive_and_priority_state_is_shown(web: WebWorld) -> None:
     assert "data-priority>80→20" in low
     assert "served in class 20 now (run requested)" in low
 
+
+def test_the_overviews_urgent_list_tags_paused_and_disabled_schedules(web: WebWorld) -> None:
+    """A schedule in ERROR that an operator paused, or that its failures
+    disabled, says so in "Needs attention" as in the schedules table."""
+    t = adaptive_and_prioritised(web)
+    web.sync(spec("etl.stuck"), at=t - 5 * H)  # never ran: ERROR
+    web.store.set_paused("etl.stuck", True)
+    urgent = web.serve().get("/").body.split("Needs attention", 1)[1].split("</section>", 1)[0]
+    row_pattern = re.compile(r"<tr>.*?name=([\w.]+).*?</tr>", re.S)
+    rows = {m.group(1): m.group(0) for m in row_pattern.finditer(urgent)}
+    assert 'data-tag="paused"' in rows["etl.stuck"], urgent
+    assert 'data-tag="disabled"' in rows["crawl.broken"], urgent
+    assert "data-tag" not in rows.get("etl.low", ""), urgent
+
