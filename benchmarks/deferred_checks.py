@@ -409,7 +409,7 @@ def memory(
 def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str, Any]:
     from celery_dgs.core.clock import FakeClock
 
-    from .engine_bench import WORKER, Bench, DgsConnection, RoundTrips
+    from .engine_bench import WORKER, Bench, DgsConnection, RawMessage, RoundTrips
 
     class CheckBench(Bench):
         """``engine_bench.Bench`` on the SQL store's pending checks (``due`` of them due)."""
@@ -448,38 +448,10 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
             self.queue = f"{WORKER}.dq2"
             self.trips = RoundTrips()
 
-        def _raw(self, *, one_producer: bool, count: int) -> tuple[float, float]:
-            """``Bench._raw`` with the checks' own task, arguments and headers."""
-            from celery.utils.nodenames import worker_direct
-
-            app, queue = self.app, worker_direct(WORKER)
-            batch = [(name, int(name.rsplit("-", 1)[1]), uuid.uuid4().hex)
-                     for name in self.names[:count]]  # fmt: skip
-
-            def send_all(producer: Any) -> None:
-                for name, i, task_id in batch:
-                    app.send_task(
-                        TASK, args=(i,), kwargs={"region": REGIONS[i % 4]}, task_id=task_id,
-                        queue=queue, expires=300.0,
-                        headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
-                        producer=producer,
-                    )  # fmt: skip
-
-            saved = self.probe.llen(self.queue)
-            gc.collect()
-            before = self.trips.snapshot()
-            with self.trips.counting():
-                start = time.perf_counter()
-                if one_producer:
-                    with app.producer_or_acquire() as producer:
-                        send_all(producer)
-                else:
-                    send_all(None)
-                elapsed = time.perf_counter() - start
-            trips = (self.trips.snapshot() - before)["broker"] / count
-            assert self.probe.llen(self.queue) - saved == count
-            self.probe.ltrim(self.queue, count, -1)
-            return count / elapsed, trips
+        def _raw_messages(self, count: int) -> list[RawMessage]:
+            """The checks' own task, arguments and headers."""
+            numbers = [(name, int(name.rsplit("-", 1)[1])) for name in self.names[:count]]
+            return [(TASK, name, (i,), {"region": REGIONS[i % 4]}) for name, i in numbers]
 
     from celery_dgs.store.sql import SqlScheduleStore
 

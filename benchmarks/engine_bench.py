@@ -188,6 +188,10 @@ class LegacyReads:
         )  # fmt: skip
 
 
+#: One message of the raw baseline: task, schedule name, args, kwargs.
+RawMessage = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+
+
 class Bench:
     def __init__(self, server: RedisServerProcess, n: int, due: int) -> None:
         from celery import Celery
@@ -397,6 +401,10 @@ class Bench:
         assert queued == self.due, f"{queued} messages in {self.queue}, expected {self.due}"
         return elapsed, ticks
 
+    def _raw_messages(self, count: int) -> list[RawMessage]:
+        """The first ``count`` messages beat sends: task, schedule, args, kwargs."""
+        return [(TASK, name, (1,), {}) for name in self.names[:count]]
+
     def _raw(self, *, one_producer: bool, count: int) -> tuple[float, float]:
         """The same messages as beat's (task, args, id, queue, expires, headers) by plain
         ``app.send_task``; returns messages/s and broker round trips per message."""
@@ -404,13 +412,13 @@ class Bench:
 
         app = self.app
         queue = worker_direct(WORKER)
-        batch = [(name, uuid.uuid4().hex) for name in self.names[:count]]
+        batch = [(*m, uuid.uuid4().hex) for m in self._raw_messages(count)]
 
         def send_all(producer: Any) -> None:
-            for name, task_id in batch:
+            for task, name, args, kwargs, task_id in batch:
                 app.send_task(
-                    TASK, args=(1,), kwargs={}, task_id=task_id, queue=queue, expires=300.0,
-                    headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
+                    task, args=args, kwargs=kwargs, task_id=task_id, queue=queue,
+                    expires=300.0, headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
                     producer=producer,
                 )  # fmt: skip
 
