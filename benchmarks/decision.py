@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import random
 import time
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -46,6 +47,22 @@ def build_index(n: int, now: float, rng: random.Random) -> DeadlineIndex:
     # A running beat moved these to the ready heap over time, not in one decision.
     index.promote(now)
     return index
+
+
+def start_times(names: Iterable[str], now: float,
+                rng: random.Random) -> list[tuple[str, float, float]]:  # fmt: skip
+    """``(name, can_start_by, should_start_by)`` for each: ``ELIGIBLE_SHARE`` of them
+    eligible, a tenth of those already past ``should_start_by``."""
+    entries = []
+    for name in names:
+        if rng.random() < ELIGIBLE_SHARE:
+            can = now - rng.random() * 86_400
+            should = now + (rng.random() - 0.1) * 36_000
+        else:
+            can = now + 1 + rng.random() * 86_400
+            should = can + rng.random() * 3_600
+        entries.append((name, can, max(can, should)))
+    return entries
 
 
 def dgs_decision_us(n: int, repeats: int, seed: int = 1) -> list[float]:
@@ -93,15 +110,7 @@ def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> li
         index = PriorityIndex(index, classes.__getitem__, elevator_interval_s=7200.0,
                               lead_s=top_lead_s(margin.__getitem__), lead_top_only=True,
                               lead_when_waited_s=short_after_s(7200.0))  # fmt: skip
-    entries = []
-    for name in expected:
-        if rng.random() < ELIGIBLE_SHARE:
-            can = now - rng.random() * 86_400
-            should = now + (rng.random() - 0.1) * 36_000
-        else:
-            can = now + 1 + rng.random() * 86_400
-            should = can + rng.random() * 3_600
-        entries.append((name, can, max(can, should)))
+    entries = start_times(expected, now, rng)
     index.upsert_many(entries)
     index.pop(now)
     gc.freeze()
@@ -158,16 +167,9 @@ def lookahead_decision_us(n: int, repeats: int, seed: int = 1, *,
     index = make_index("restore", expected_s=expected.__getitem__,
                        margin_s=margin.__getitem__, laxity_floor_s=60.0)  # fmt: skip
     book = DemandBook()
-    entries = []
     for name, e in expected.items():
         book.note(name, e, period[name])
-        if rng.random() < ELIGIBLE_SHARE:
-            can = now - rng.random() * 86_400
-            should = now + (rng.random() - 0.1) * 36_000
-        else:
-            can = now + 1 + rng.random() * 86_400
-            should = can + rng.random() * 3_600
-        entries.append((name, can, max(can, should)))
+    entries = start_times(expected, now, rng)
     index.upsert_many(entries)
     index.pop(now)
     should_of = {name: should for name, _, should in entries}
