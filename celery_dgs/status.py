@@ -54,7 +54,7 @@ from .core.condition import (
     condition,
     declaration_invalid,
 )
-from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority
+from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority, level_classes
 from .core.projection import Waiting, project_starts
 from .core.spec import (
     AD_HOC_PRIORITY,
@@ -492,9 +492,7 @@ def apply_priorities(
             if at <= now:
                 due[row.name] = (cls, at.timestamp())
         top = cls if top is None else min(top, cls)
-    classes = sorted(
-        {cls for cls, _ in due.values()} | ({top} if due and top is not None else set())
-    )
+    classes = level_classes((cls for cls, _ in due.values()), top if due else None)
     moment = now.timestamp()
     out = []
     for row in rows:

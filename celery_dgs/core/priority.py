@@ -117,6 +117,16 @@ def effective_priority(priority: int, due_at: float | None, now: float,
     return min(priority, due_classes[level])
 
 
+def level_classes(due_classes: Iterable[int], top_class: int | None) -> list[int]:
+    """The classes the elevator's levels count, highest (lowest number) first:
+    ``due_classes`` (those with due work) and ``top_class`` (the highest class in
+    use, which keeps level 0 even with no due work; None: none kept)."""
+    levels = set(due_classes)
+    if top_class is not None:
+        levels.add(top_class)
+    return sorted(levels)
+
+
 class PriorityIndex(DeadlineIndex):
     """``main`` (an overload policy's index) with priority classes and the elevator.
 
@@ -303,15 +313,10 @@ class PriorityIndex(DeadlineIndex):
         return tops
 
     def _level_classes(self, due_tops: list[tuple[int, _Due]]) -> list[int]:
-        """The classes the levels count, highest first: those with due work,
-        and the top class (level 0 while it has schedules, with
-        ``top_hold_steps``)."""
-        levels = [cls for cls, _ in due_tops]
-        if self.top_hold_steps and self._class_sizes:
-            top = min(self._class_sizes)
-            if not levels or levels[0] != top:
-                levels.insert(0, top)
-        return levels
+        """:func:`level_classes` of the classes with due work; the top class is
+        the highest with indexed schedules (kept only with ``top_hold_steps``)."""
+        top = min(self._class_sizes) if self.top_hold_steps and self._class_sizes else None
+        return level_classes((cls for cls, _ in due_tops), top)
 
     def due_classes(self, now: float) -> list[int]:
         """The classes the elevator's levels count at ``now``, highest (lowest
