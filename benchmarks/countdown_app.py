@@ -14,32 +14,16 @@ list ``key:<task id>``: every execution of every copy of a message is counted.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-import redis
 from celery import Celery, Task
 
+from benchmarks.bench_app_conf import broker_redis, celery_conf
+
 app = Celery("dgs_bench", broker=os.environ["DGS_BENCH_BROKER"])
-app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    result_backend=None,
-    task_ignore_result=True,
-    broker_connection_retry_on_startup=True,
-    worker_hijack_root_logger=False,
-    broker_transport_options=json.loads(os.environ.get("DGS_BENCH_TRANSPORT_OPTIONS") or "{}"),
-)
+app.conf.update(celery_conf())
 
-_client: redis.Redis | None = None
-
-
-def _redis() -> redis.Redis:
-    global _client
-    if _client is None:
-        _client = redis.Redis.from_url(os.environ["DGS_BENCH_BROKER"])
-    return _client
 
 
 @app.task(name="dgs_bench.noop")
@@ -50,7 +34,7 @@ def noop() -> None:
 @app.task(name="dgs_bench.record", bind=True)
 def record(self: Task[Any, Any], key: str) -> None:
     task_id = self.request.id
-    pipe = _redis().pipeline()
+    pipe = broker_redis().pipeline()
     pipe.hincrby(key, task_id, 1)
     pipe.rpush(f"{key}:{task_id}", self.request.hostname or "?")
     pipe.execute()

@@ -24,29 +24,22 @@ check is counted, as ``dgs_bench.record`` counts a countdown task's.
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import timedelta
 from typing import Any
 
-import redis
 from celery import Celery, Task
 
 import celery_dgs
+from benchmarks.bench_app_conf import broker_redis, celery_conf
 
 CHECK_TASK = "dgs_bench.check"
 DGS_STORE_POLL_INTERVAL_S = 0.5
 
 app = Celery("dgs_bench", broker=os.environ.get("DGS_BENCH_BROKER"))
 app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    result_backend=None,
-    task_ignore_result=True,
-    broker_connection_retry_on_startup=True,
-    worker_hijack_root_logger=False,
+    **celery_conf(),
     worker_prefetch_multiplier=1,  # as celery-dgs asks of its workers
-    broker_transport_options=json.loads(os.environ.get("DGS_BENCH_TRANSPORT_OPTIONS") or "{}"),
     dgs_database_url=os.environ.get("DGS_BENCH_DATABASE_URL"),
     dgs_key_prefix="dgs-bench",
     # Beat hands a freed slot its next check at its next tick, at most this often
@@ -56,20 +49,12 @@ app.conf.update(
 )
 dgs = celery_dgs.DGS(app)
 
-_client: redis.Redis | None = None
-
-
-def _redis() -> redis.Redis:
-    global _client
-    if _client is None:
-        _client = redis.Redis.from_url(os.environ["DGS_BENCH_BROKER"])
-    return _client
 
 
 @dgs.deferred(within=timedelta(seconds=30))
 @app.task(name=CHECK_TASK, bind=True)
 def check(self: Task[Any, Any], counter: str, key: str) -> None:
-    pipe = _redis().pipeline()
+    pipe = broker_redis().pipeline()
     pipe.hincrby(counter, key, 1)
     pipe.rpush(f"{counter}:{key}", self.request.hostname or "?")
     pipe.execute()
