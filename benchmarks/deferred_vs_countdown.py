@@ -85,7 +85,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -517,6 +517,24 @@ class DuplicateFigure:
     check_outcomes: dict[str, int] = field(default_factory=dict)
 
 
+def duplicate_figure(
+    kind: str, scenario: DuplicateScenario, runs: Mapping[Any, int],
+    hosts: Mapping[Any, set[str]], elapsed_s: float, **outcomes: dict[str, int],
+) -> DuplicateFigure:  # fmt: skip
+    """The figure of one run: ``runs`` executions per task, ``hosts`` the workers of
+    each task that ran more than once."""
+    histogram: dict[int, int] = {}
+    for n in runs.values():
+        histogram[n] = histogram.get(n, 0) + 1
+    return DuplicateFigure(
+        kind=kind, scenario=scenario, tasks=len(runs), executions=sum(runs.values()),
+        duplicated=sum(1 for n in runs.values() if n > 1),
+        extra=sum(n - 1 for n in runs.values()), max_runs=max(runs.values()),
+        on_two_workers=sum(1 for h in hosts.values() if len(h) > 1),
+        histogram=dict(sorted(histogram.items())), elapsed_s=elapsed_s, **outcomes,
+    )  # fmt: skip
+
+
 def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
     """Publish ``scenario.tasks`` recording tasks with the scenario's countdown and
     count every execution of each, until nothing is left that could run again."""
@@ -551,16 +569,7 @@ def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> Duplicate
     finally:
         bench.stop_workers()
     assert set(runs) == set(ids), "an execution of a task this run did not publish"
-    histogram: dict[int, int] = {}
-    for n in runs.values():
-        histogram[n] = histogram.get(n, 0) + 1
-    return DuplicateFigure(
-        kind="countdown", scenario=scenario, tasks=len(ids), executions=sum(runs.values()),
-        duplicated=sum(1 for n in runs.values() if n > 1),
-        extra=sum(n - 1 for n in runs.values()), max_runs=max(runs.values()),
-        on_two_workers=sum(1 for h in hosts.values() if len(h) > 1),
-        histogram=dict(sorted(histogram.items())), elapsed_s=time.perf_counter() - started,
-    )  # fmt: skip
+    return duplicate_figure("countdown", scenario, runs, hosts, time.perf_counter() - started)
 
 
 def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
@@ -617,15 +626,8 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
         bench.stop_workers()
         store.close()
     assert set(runs) == set(keys), "an execution of a check this run did not add"
-    histogram: dict[int, int] = {}
-    for n in runs.values():
-        histogram[n] = histogram.get(n, 0) + 1
-    return DuplicateFigure(
-        kind="dgs", scenario=scenario, tasks=len(keys), executions=sum(runs.values()),
-        duplicated=sum(1 for n in runs.values() if n > 1),
-        extra=sum(n - 1 for n in runs.values()), max_runs=max(runs.values()),
-        on_two_workers=sum(1 for h in hosts.values() if len(h) > 1),
-        histogram=dict(sorted(histogram.items())), elapsed_s=time.perf_counter() - started,
+    return duplicate_figure(
+        "dgs", scenario, runs, hosts, time.perf_counter() - started,
         run_outcomes=dict(sorted(run_outcomes.items())),
         check_outcomes=dict(sorted(check_outcomes.items())),
     )  # fmt: skip
