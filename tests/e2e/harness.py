@@ -170,6 +170,18 @@ class Cluster:
         """Signal the process group of ``key`` (its main process and pool children)."""
         os.killpg(self.procs[key].pid, sig)
 
+    def last_ping_after_pause(self, schedule: str) -> float:
+        """The lease's ``last_ping_at`` (epoch seconds) once its owner is paused.
+
+        A steal is allowed ``ping_timeout + steal_delay`` after the last ping, not
+        after the pause: the owner pinged up to one ping interval before it. The
+        short wait lets a ping already sent when the owner stopped reach Redis.
+        """
+        time.sleep(0.1)
+        lease = self.leases().get(schedule)
+        assert lease is not None, f"{schedule} has no lease"
+        return float(lease.last_ping_at.timestamp())
+
     def leases(self) -> Any:
         """A RedisLeases on the test Redis with the cluster's timings."""
         from celery_dgs.leases.redis import RedisLeases
