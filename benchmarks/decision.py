@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery_dgs.core.index import DeadlineIndex
-from celery_dgs.core.lookahead import AdmissionRound, DemandBook
+from celery_dgs.core.lookahead import AdmissionRound, CapQueue, DemandBook
 from celery_dgs.core.overload import make_index
 from celery_dgs.core.priority import PriorityIndex, short_after_s, top_lead_s
 
@@ -179,10 +179,12 @@ def lookahead_decision_us(n: int, repeats: int, seed: int = 1, *,
     k = DECISIONS_PER_REPEAT
     new_times = [(now - 1, 0.05 + rng.random()) for _ in range(k)]  # should: periods ahead
 
+    queue = CapQueue()
+
     def one() -> float:
         pop, upsert, note = index.pop, index.upsert, book.note
         start = time.perf_counter()
-        admission = AdmissionRound(book, now, LOOKAHEAD_SLOTS, lambda: busy)
+        admission = AdmissionRound(book, now, LOOKAHEAD_SLOTS, lambda: busy, queue)
         for i, (can, should) in enumerate(new_times):
             if not lookahead:
                 name = pop(now)
@@ -190,11 +192,11 @@ def lookahead_decision_us(n: int, repeats: int, seed: int = 1, *,
                 upsert(name, can, now + should * period[name])
                 continue
             if i % LOOKAHEAD_ROUND == 0:
-                admission = AdmissionRound(book, now, LOOKAHEAD_SLOTS, lambda: busy)
+                admission = AdmissionRound(book, now, LOOKAHEAD_SLOTS, lambda: busy, queue)
             while True:
                 name = pop(now)
                 assert name is not None
-                wake = admission.hold_until(expected[name], should_of[name])
+                wake = admission.hold_until(expected[name], should_of[name], name)
                 if wake is None:
                     break
                 upsert(name, wake, should_of[name])

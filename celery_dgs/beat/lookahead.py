@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..core.index import DeadlineIndex
-from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
+from ..core.lookahead import AdmissionRound, CapQueue, DemandBook, demand_period_s
 from ..core.overload import expected_seconds
 from ..core.spec import CheckSpec
 from .types import Tracked
@@ -16,12 +16,14 @@ from .types import Tracked
 class BeatLookahead:
     def __init__(self) -> None:
         self.book = DemandBook()
+        self.queue = CapQueue()
 
     def note(self, name: str, tracked: Tracked | None, held: bool) -> None:
         """A schedule was (re)loaded: its share counts while it is schedulable.
         A deferred check is one run, not a recurring share: never counted."""
         if tracked is None or held or isinstance(tracked.spec, CheckSpec):
             self.book.forget(name)
+            self.queue.discard(name)
         else:
             period = demand_period_s(tracked.spec, tracked.stats)
             self.book.note(name, expected_seconds(tracked), period)
@@ -48,7 +50,7 @@ class BeatLookahead:
                 out.append((started + expected, expected))
             return out
 
-        return AdmissionRound(self.book, now, free + len(names), runs)
+        return AdmissionRound(self.book, now, free + len(names), runs, self.queue)
 
     @staticmethod
     def hold(
@@ -60,7 +62,7 @@ class BeatLookahead:
         requested by an operator is never held."""
         if tracked.run_requested_at is not None:
             return False
-        wake = admission.hold_until(expected_seconds(tracked), should_start_by)
+        wake = admission.hold_until(expected_seconds(tracked), should_start_by, name)
         if wake is None:
             return False
         index.upsert(name, wake, should_start_by)

@@ -8,24 +8,46 @@ before a chosen schedule is dispatched and answers: start it now, or hold it
 until a given time (then it is re-indexed with that ``can_start_by`` and the
 slot goes to the next schedule).
 
-The check is a fluid one over the candidate's expected run time ``h``:
+The long runs (the candidate's own, and those in progress with an expected
+run time of at least ``h / SHORT_RATIO``) may hold an *allowance* of slots:
+what the much shorter schedules leave (every slot less their shares over
+``UTILISATION``), and at least what the long schedules' own shares round up
+to while the whole demand fits in ``UTILISATION`` of the slots. Under
+overload the floor is one slot: the demand beyond capacity is shed from the
+long jobs, whose runs buy the least fresh time per slot-second (the long-run
+bound's order, :mod:`celery_dgs.sim.bound`), while one long run at a time
+still serves them all by their deadline order.
 
-- *demand*: the schedules much shorter than the candidate (expected run time
-  below ``h / SHORT_RATIO``) need their share of a slot (run time / period)
-  all along the window: ``h * sum(share)``;
-- *capacity*: every slot for ``h``, less the candidate's own slot, less what
-  the long runs in progress (expected run time at least ``h / SHORT_RATIO``)
-  still hold of the window (their expected end; a short run's slot is counted
-  free: its schedule's share is in the demand).
+Two checks, in this order:
 
-The candidate is held while ``demand > UTILISATION * capacity``. It is never
-held once its own ``should_start_by`` has come (so it is held at most until
-it is due, never starved, and then keeps its margin), and a candidate with
-no shorter schedules beside it is never held: a slot idles only when the
-fluid check says short schedules would need it. The shares are kept in
-buckets of expected run time (four per octave) by :class:`DemandBook`, so a
-decision costs one slice sum of the buckets and a pass over the runs in
-progress, not a pass over the schedules.
+- *the cap*, for a candidate whose expected run is longer than the short
+  schedules' mean period (weighted by share: they could not wait for it to
+  end; a run shorter than that frees its slot before they miss a period,
+  and holding it would idle slots on fleets whose run times merely spread
+  widely): it is held while as many long runs as the allowance are in
+  progress, counted until they end, however far past their expected end (a
+  run that overruns still holds its slot). This holds a due candidate too:
+  it waits for a long run to end instead of taking a slot the short
+  schedules need. The candidates it holds wait in a
+  :class:`CapQueue`, in ``should_start_by`` order: a later one counts them
+  as already under the cap, so a long slot that frees goes to the one due
+  first, and a held candidate is delayed by the long runs in progress and
+  those due before it, never starved;
+- *the fluid check*, for a candidate not yet due: over its expected run time
+  ``h``, the short schedules need ``h * sum(share)`` slot-seconds, and the
+  slots offer ``h`` each less the candidate's own and what the long runs in
+  progress still hold of the window (to their expected end; a short run's
+  slot is counted free: its schedule's share is in the demand). The
+  candidate is held while the long runs' slot-seconds would exceed the
+  allowance at the window's end or at any long run's end inside it. Once
+  its ``should_start_by`` has come, only the cap holds it.
+
+A candidate with no shorter schedules beside it is never held, nor one
+with no other long run in progress or waiting before it (the allowance is
+at least one slot). The shares and run times are kept in buckets of
+expected run time (four per octave) by :class:`DemandBook`, so a decision
+costs slice sums of the buckets and a pass over the runs in progress and
+the held candidates, not a pass over the schedules.
 
 The long schedules that are not running are not in the demand: they can
 wait, and each is checked itself when it comes up. Pools and node
@@ -87,32 +109,39 @@ def demand_period_s(spec: ScheduleSpec, stats: ScheduleStats) -> float:
 
 
 class DemandBook:
-    """Each indexed schedule's share of a slot (expected run time / period),
-    summed per bucket of expected run time. ``note`` on every (re)index,
-    ``forget`` when a schedule leaves (removed, paused, invalid)."""
+    """Each indexed schedule's share of a slot (expected run time / period)
+    and expected run time, summed per bucket of expected run time. ``note``
+    on every (re)index, ``forget`` when a schedule leaves (removed, paused,
+    invalid)."""
 
     def __init__(self) -> None:
         self.rates = [0.0] * _BUCKETS
-        self._of: dict[str, tuple[int, float]] = {}
+        self.run_s = [0.0] * _BUCKETS
+        self._of: dict[str, tuple[int, float, float]] = {}
 
     def __len__(self) -> int:
         return len(self._of)
 
     def note(self, name: str, expected_s: float, period_s: float) -> None:
-        rate = expected_s / period_s if period_s > 0 and expected_s > 0 else 0.0
+        positive = period_s > 0 and expected_s > 0
+        rate = expected_s / period_s if positive else 0.0
+        run_s = expected_s if positive else 0.0
         bucket = _bucket(expected_s)
         old = self._of.get(name)
         if old is not None:
-            if old[0] == bucket and old[1] == rate:
+            if old == (bucket, rate, run_s):
                 return
             self.rates[old[0]] -= old[1]
-        self._of[name] = (bucket, rate)
+            self.run_s[old[0]] -= old[2]
+        self._of[name] = (bucket, rate, run_s)
         self.rates[bucket] += rate
+        self.run_s[bucket] += run_s
 
     def forget(self, name: str) -> None:
         old = self._of.pop(name, None)
         if old is not None:
             self.rates[old[0]] -= old[1]
+            self.run_s[old[0]] -= old[2]
 
     def total(self) -> float:
         """Slots all the schedules need on average."""
@@ -123,6 +152,14 @@ class DemandBook:
         need on average (bucket resolution: a quarter octave)."""
         return max(sum(self.rates[: _bucket(expected_s)]), 0.0)
 
+    def period_below(self, expected_s: float) -> float:
+        """The mean period of the schedules whose expected run time is below
+        ``expected_s``, each weighted by its share (sum of run times over sum
+        of shares); 0 when there are none."""
+        bucket = _bucket(expected_s)
+        share = sum(self.rates[:bucket])
+        return sum(self.run_s[:bucket]) / share if share > 1e-12 else 0.0
+
 
 def hold_until(
     book: DemandBook,
@@ -132,6 +169,7 @@ def hold_until(
     slots: int,
     busy: Sequence[tuple[float, float]],
     busy_count: int | None = None,
+    ahead: int = 0,
 ) -> float | None:
     """None: start the candidate now. Else the time to look at it again.
 
@@ -139,24 +177,42 @@ def hold_until(
     slot, free or busy (the candidate's included); ``busy``: ``(expected end,
     expected run time)`` of each run in progress or dispatched, the
     candidate's excluded (or only those of them at least a tenth of the
-    candidate's run time, with ``busy_count`` the number of all). Times are
-    float seconds (module docstring).
+    candidate's run time, with ``busy_count`` the number of all); ``ahead``:
+    long candidates the cap holds that are due before this one (their places
+    under the cap are kept for them, :class:`CapQueue`). Times are float
+    seconds (module docstring).
     """
-    if expected_s <= 0 or now >= should_start_by:
-        return None
+    return admit(book, now, expected_s, should_start_by, slots, busy, busy_count, ahead)[0]
+
+
+def admit(
+    book: DemandBook,
+    now: float,
+    expected_s: float,
+    should_start_by: float,
+    slots: int,
+    busy: Sequence[tuple[float, float]],
+    busy_count: int | None = None,
+    ahead: int = 0,
+) -> tuple[float | None, bool]:
+    """:func:`hold_until`'s answer, and whether the cap (not the fluid check) held it."""
+    if expected_s <= 0:
+        return None, False
     cut = expected_s / SHORT_RATIO
     short = book.share_below(cut)
     if short <= 0:
-        return None
-    # Slots the long runs may hold while the short schedules keep UTILISATION;
-    # at least what the long schedules' own shares round up to, else they
-    # could only run when forced at their should_start_by, all at once.
-    long_share = max(book.total() - short, 0.0)
-    allowed = max(slots - short / UTILISATION, float(math.ceil(long_share - 1e-9)))
-    if (len(busy) if busy_count is None else busy_count) + 1 <= allowed:
-        return None  # even if every run in progress were long
-    remaining = sorted(min(max(end - now, 0.0), expected_s) for end, run_s in busy
-                       if run_s >= cut)  # fmt: skip
+        return None, False
+    allowed = long_run_allowance(book, slots, short)
+    if (len(busy) if busy_count is None else busy_count) + 1 + ahead <= allowed:
+        return None, False  # even if every run in progress were long
+    long_ends = [end for end, run_s in busy if run_s >= cut]
+    # The cap, due or not, for a run longer than the short schedules' periods:
+    # they could not wait for it to end.
+    if len(long_ends) + 1 + ahead > allowed and expected_s > book.period_below(cut):
+        return now + _recheck_step(expected_s), True
+    if now >= should_start_by:
+        return None, False
+    remaining = sorted(min(max(end - now, 0.0), expected_s) for end in long_ends)
     # Over [now, now + tau] for tau = the window and each long run's end in it:
     # the long runs' slot-seconds (the candidate's included) against `allowed`.
     held = 0.0
@@ -164,16 +220,73 @@ def hold_until(
         if tau <= 0:
             continue
         if tau + held + tau * (len(remaining) - i) > allowed * tau:
-            return _recheck(now, expected_s, should_start_by)
+            return _recheck(now, expected_s, should_start_by), False
         held += tau
     if expected_s + held > allowed * expected_s:
-        return _recheck(now, expected_s, should_start_by)
-    return None
+        return _recheck(now, expected_s, should_start_by), False
+    return None, False
+
+
+def long_run_allowance(book: DemandBook, slots: int, short: float) -> float:
+    """Slots the long runs may hold at once beside short schedules needing
+    ``short`` slots (module docstring): what those leave at UTILISATION, and
+    at least the long schedules' own shares rounded up (else they could only
+    run when forced at their should_start_by, all at once), or one slot
+    under overload."""
+    total = book.total()
+    if total > slots * UTILISATION:
+        floor = 1.0
+    else:
+        floor = max(float(math.ceil(max(total - short, 0.0) - 1e-9)), 1.0)
+    return max(slots - short / UTILISATION, floor)
+
+
+def _recheck_step(expected_s: float) -> float:
+    return min(max(expected_s * RECHECK_FRACTION, MIN_RECHECK_S), MAX_RECHECK_S)
 
 
 def _recheck(now: float, expected_s: float, should_start_by: float) -> float:
-    step = min(max(expected_s * RECHECK_FRACTION, MIN_RECHECK_S), MAX_RECHECK_S)
-    return min(now + step, should_start_by)
+    return min(now + _recheck_step(expected_s), should_start_by)
+
+
+class CapQueue:
+    """The long candidates the cap holds, kept across rounds, so that a long
+    slot that frees goes to the one due first and not to whichever is looked
+    at first (a schedule whose run just ended and that is eligible again at
+    once would otherwise take it back every time). A later candidate counts
+    the earlier ones as already under the cap. An entry lapses unless the next
+    look at its schedule renews it (a schedule removed, paused or run by an
+    operator meanwhile holds no place)."""
+
+    def __init__(self) -> None:
+        #: name -> (should_start_by, expected run time, lapses at)
+        self._held: dict[str, tuple[float, float, float]] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def ahead(self, name: str, expected_s: float, should_start_by: float, now: float) -> int:
+        """Held candidates due before ``name`` that are its peers: neither
+        ``SHORT_RATIO`` times shorter nor longer (the cap holds long runs for
+        the short schedules; a held long one never holds a short one back)."""
+        low, high = expected_s / SHORT_RATIO, expected_s * SHORT_RATIO
+        count = 0
+        lapsed = []
+        for other, (should, run_s, lapses_at) in self._held.items():
+            if lapses_at < now:
+                lapsed.append(other)
+            elif (other != name and low <= run_s < high
+                  and (should, other) < (should_start_by, name)):  # fmt: skip
+                count += 1
+        for other in lapsed:
+            del self._held[other]
+        return count
+
+    def hold(self, name: str, expected_s: float, should_start_by: float, wake: float) -> None:
+        self._held[name] = (should_start_by, expected_s, wake + _recheck_step(expected_s))
+
+    def discard(self, name: str) -> None:
+        self._held.pop(name, None)
 
 
 class AdmissionRound:
@@ -184,7 +297,8 @@ class AdmissionRound:
     ``busy`` is called at most once, when a candidate first needs it (most
     candidates have no shorter schedule beside them and are admitted at once);
     its runs are kept by expected run time, so a candidate looks only at the
-    runs at least a tenth of its own.
+    runs at least a tenth of its own. ``queue``: the candidates the cap holds
+    (kept by the caller across rounds).
     """
 
     def __init__(
@@ -193,35 +307,41 @@ class AdmissionRound:
         now: float,
         slots: int,
         busy: Callable[[], Iterable[tuple[float, float]]],
+        queue: CapQueue | None = None,
     ) -> None:
         self.book = book
         self.now = now
         self.slots = slots
+        self.queue = CapQueue() if queue is None else queue
         self._busy_of = busy
         self._busy: list[tuple[float, float]] | None = None  # by run time
         self._run_s: list[float] = []
         self._admitted: list[tuple[float, float]] = []
 
-    def hold_until(self, expected_s: float, should_start_by: float) -> float | None:
-        """:func:`hold_until` for this round's candidate; an admitted one is
-        then counted busy until ``now + expected_s``."""
-        wake = None
-        if (
-            expected_s > 0 and self.now < should_start_by
-            and self.book.share_below(expected_s / SHORT_RATIO) > 0
-        ):  # fmt: skip
+    def hold_until(self, expected_s: float, should_start_by: float, name: str = "") -> float | None:
+        """:func:`hold_until` for this round's candidate ``name``; an admitted
+        one is then counted busy until ``now + expected_s``, one held by the
+        cap waits in the queue."""
+        wake, capped = None, False
+        if expected_s > 0 and self.book.share_below(expected_s / SHORT_RATIO) > 0:
             if self._busy is None:
                 runs = sorted([*self._busy_of(), *self._admitted], key=itemgetter(1))
                 self._busy, self._run_s = runs, [r[1] for r in runs]
             first = bisect.bisect_left(self._run_s, expected_s / SHORT_RATIO)
-            wake = hold_until(self.book, self.now, expected_s, should_start_by, self.slots,
-                              self._busy[first:], busy_count=len(self._busy))  # fmt: skip
-        if wake is None:
-            run = (self.now + expected_s, expected_s)
-            if self._busy is None:
-                self._admitted.append(run)
-            else:
-                at = bisect.bisect_right(self._run_s, expected_s)
-                self._busy.insert(at, run)
-                self._run_s.insert(at, expected_s)
-        return wake
+            ahead = self.queue.ahead(name, expected_s, should_start_by, self.now) \
+                if self.queue else 0  # fmt: skip
+            wake, capped = admit(self.book, self.now, expected_s, should_start_by, self.slots,
+                                 self._busy[first:], len(self._busy), ahead)  # fmt: skip
+        if wake is not None:
+            if capped:
+                self.queue.hold(name, expected_s, should_start_by, wake)
+            return wake
+        self.queue.discard(name)
+        run = (self.now + expected_s, expected_s)
+        if self._busy is None:
+            self._admitted.append(run)
+        else:
+            at = bisect.bisect_right(self._run_s, expected_s)
+            self._busy.insert(at, run)
+            self._run_s.insert(at, expected_s)
+        return None

@@ -24,7 +24,7 @@ from typing import Literal
 
 from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
-from ..core.lookahead import AdmissionRound, DemandBook, demand_period_s
+from ..core.lookahead import AdmissionRound, CapQueue, DemandBook, demand_period_s
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import (
@@ -124,9 +124,11 @@ class DeadlinePolicy(Policy):
         ) if priorities else main  # fmt: skip
         self.fifo = fifo
         #: Look-ahead admission (``core/lookahead.py``): the shares of the
-        #: indexed schedules, each one's should_start_by when indexed, and the
-        #: runs this policy started: (expected end, expected run time).
+        #: indexed schedules, the long candidates its cap holds, each one's
+        #: should_start_by when indexed, and the runs this policy started:
+        #: (expected end, expected run time).
         self.book = DemandBook() if lookahead else None
+        self.cap_queue = CapQueue()
         self.should: dict[str, float] = {}
         self.running: dict[str, tuple[float, float]] = {}
         self.ladder = sim.retry_ladder
@@ -175,7 +177,7 @@ class DeadlinePolicy(Policy):
             return False
         should = self.should[name]
         expected = self.sim.states[name].expected
-        wake = admission.hold_until(expected, should)
+        wake = admission.hold_until(expected, should, name)
         if wake is not None:  # held back: looked at again at `wake`
             self.index.upsert(name, wake, should)
             return True
@@ -191,7 +193,7 @@ class DeadlinePolicy(Policy):
         if self.book is not None:
             running = self.running
             admission = AdmissionRound(self.book, now, placement.free + len(running),
-                                       lambda: list(running.values()))  # fmt: skip
+                                       lambda: list(running.values()), self.cap_queue)  # fmt: skip
         chosen = choose_dispatches(
             self.index, now, placement, self.constraints.__getitem__,
             lambda name: self._defer(name, now, admission), limit=_NO_LIMIT,

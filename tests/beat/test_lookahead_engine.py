@@ -107,19 +107,30 @@ def test_beat_starts_both_weekly_jobs_when_a_third_slot_is_free(
     assert publish.names() == [WEEKLY.name, WEEKLY2.name]  # nothing would be late
 
 
-def test_the_held_job_goes_once_due(redis_client: redis.Redis, store: SqlScheduleStore) -> None:
+def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
     clock = FakeClock(NOW)
     engine, publish = engine_of(redis_client, store, clock, 2, lookahead=True)
     engine.tick()
-    assert publish.names() == [WEEKLY.name]  # still dispatched: a long run in progress
-    # The hourly job kept running (in its cooldown again); the second weekly job
-    # is held until its should_start_by, then goes beside the first.
+    assert publish.names() == [WEEKLY.name]
+    pend = engine.pending[WEEKLY.name]
+    assert engine.leases.acquire(WEEKLY.name, owner_node="w1", owner_name="celery@w1",
+                                 owner_tag="run-1", dispatch_id=pend.dispatch_id).granted
+    # The hourly job kept running (in its cooldown again); the first weekly run
+    # goes on past its expected 12 hours. Two weekly runs on two slots would
+    # leave the hourly job none, so the second waits past its should_start_by.
     record_run(store, HOURLY.name, WEEKLY2_DUE - timedelta(minutes=3), 60)
     engine.refresh()
-    clock.set(WEEKLY2_DUE - timedelta(seconds=60))
-    engine.tick()
-    assert publish.names() == []
-    clock.set(WEEKLY2_DUE + timedelta(seconds=1))
+    for at in (WEEKLY2_DUE - timedelta(seconds=60), WEEKLY2_DUE + timedelta(seconds=1),
+               WEEKLY2_DUE + timedelta(hours=1)):  # fmt: skip
+        clock.set(at)
+        engine.tick()
+        assert WEEKLY2.name not in publish.names()  # the hourly job goes at +1 h
+    # The first run ends: the second goes at its next look, within 1 % of its run time.
+    record_run(store, WEEKLY.name, NOW, 3 * 86400 + 3600)
+    assert engine.leases.release(WEEKLY.name, "run-1")
+    clock.set(WEEKLY2_DUE + timedelta(hours=1, seconds=432))
     engine.tick()
     assert publish.names() == [WEEKLY2.name]
 

@@ -1,6 +1,7 @@
 """Look-ahead admission (pure): a long run is held while it would leave the short
-schedules too few slots, never when nothing would be late, never past its own
-``should_start_by``. Time is the ``now`` passed in (seconds)."""
+schedules too few slots, never when nothing would be late; past its own
+``should_start_by`` only while the long runs in progress take their
+allowance. Time is the ``now`` passed in (seconds)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 
 from celery_dgs.core.lookahead import (
     MAX_RECHECK_S,
+    RECHECK_FRACTION,
     AdmissionRound,
+    CapQueue,
     DemandBook,
     demand_period_s,
     hold_until,
+    long_run_allowance,
 )
 from celery_dgs.core.spec import AdaptiveSpec, CronSpec, PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
@@ -62,17 +66,38 @@ def test_not_held_when_nothing_would_be_late_no_idle_slot() -> None:
     assert hold_until(longs, 1000.0, LONG, 1000.0 + 86400, slots=1, busy=[(5000.0, LONG)]) is None
 
 
-def test_never_held_once_due_so_never_starved() -> None:
+def test_once_due_only_the_cap_holds_it_so_never_starved() -> None:
     book = seed_fleet()
     should = 5000.0
-    wake = hold_until(book, 1000.0, LONG, should, slots=3, busy=BUSY)
-    assert wake is not None
-    assert wake <= should
-    # Held again and again, it is looked at by its should_start_by at the latest,
-    # and then it goes, whatever the load.
-    assert hold_until(book, should - 1, LONG, should, slots=3, busy=BUSY) == should
-    assert hold_until(book, should, LONG, should, slots=3, busy=BUSY) is None
-    assert hold_until(book, should + 60, LONG, should, slots=1, busy=BUSY) is None
+    one_long = BUSY[:1]
+    # Due: it goes beside one weekly run (3 - 1/60 / 0.95 slots are allowed) ...
+    assert hold_until(book, should, LONG, should, slots=3, busy=one_long) is None
+    # ... but not as the third weekly run on three slots: it waits for one of
+    # them to end, looked at again every 1 % of its run time, however late.
+    for now in (should, should + 3600.0):
+        wake = hold_until(book, now, LONG, should, slots=3, busy=BUSY)
+        assert wake == now + LONG * RECHECK_FRACTION
+    # A run past its expected end still holds its slot.
+    overrun = [(end - 2 * HOUR, run_s) for end, run_s in BUSY]
+    assert hold_until(book, should + 3600.0, LONG, should, slots=3, busy=overrun) is not None
+    # Alone, it always goes: the allowance is at least one slot.
+    assert hold_until(book, should + 60, LONG, should, slots=1, busy=[]) is None
+
+
+def test_under_overload_the_long_runs_get_what_the_short_ones_leave_at_least_one() -> None:
+    """Ten slots; 34 short jobs need 8.5 of them and seven long ones 1.75: the
+    demand (10.25) exceeds the slots, so the long runs get 10 - 8.5 / 0.95 =
+    1.05 slots, one run at a time, instead of their own share rounded up."""
+    book = DemandBook()
+    for i in range(34):
+        book.note(f"short{i}", 150.0, 600.0)
+    for i in range(7):
+        book.note(f"long{i}", 6000.0, 24_000.0)
+    assert long_run_allowance(book, 10, book.share_below(600.0)) == pytest.approx(10 - 8.5 / 0.95)
+    assert hold_until(book, 0.0, 6000.0, 50_000.0, 10, busy=[]) is None
+    one_long = [(5000.0, 6000.0)]
+    assert hold_until(book, 0.0, 6000.0, 50_000.0, 10, busy=one_long) is not None
+    assert hold_until(book, 60_000.0, 6000.0, 50_000.0, 10, busy=one_long) is not None
 
 
 def shorts_and_longs() -> DemandBook:
@@ -105,19 +130,20 @@ def test_long_runs_in_progress_take_their_slots_for_the_window() -> None:
 
 
 def test_the_long_jobs_own_share_rounded_up_may_run() -> None:
-    """Seven long jobs of a quarter slot need 1.75 slots: more than the 1.05
-    the short jobs leave (10 - 8.5 / 0.95) rounded down. Two long runs at a
-    time are allowed, else they would all wait for their should_start_by and
-    then run at once."""
+    """Seven long jobs of a fifth of a slot need 1.4 slots: more than the 1.58
+    the short jobs leave (10 - 8 / 0.95) rounded down. The demand (9.4) fits,
+    so two long runs at a time are allowed, else they would all wait for
+    their should_start_by and then run at once."""
     book = DemandBook()
-    for i in range(34):
+    for i in range(32):
         book.note(f"short{i}", 150.0, 600.0)
     for i in range(7):
-        book.note(f"long{i}", 6000.0, 24_000.0)
-    one_long = [(5000.0, 6000.0)]
-    assert hold_until(book, 0.0, 6000.0, 50_000.0, 10, busy=one_long) is None
-    two_long = [*one_long, (5500.0, 6000.0)]
-    assert hold_until(book, 0.0, 6000.0, 50_000.0, 10, busy=two_long) is not None
+        book.note(f"long{i}", 4800.0, 24_000.0)
+    assert long_run_allowance(book, 10, book.share_below(480.0)) == 2.0
+    one_long = [(3000.0, 4800.0)]
+    assert hold_until(book, 0.0, 4800.0, 50_000.0, 10, busy=one_long) is None
+    two_long = [*one_long, (3500.0, 4800.0)]
+    assert hold_until(book, 0.0, 4800.0, 50_000.0, 10, busy=two_long) is not None
 
 
 def test_a_round_counts_its_own_admissions() -> None:
@@ -135,6 +161,71 @@ def test_a_round_counts_its_own_admissions() -> None:
     assert admission.hold_until(6000.0, 50_000.0) is None
     assert admission.hold_until(6000.0, 50_000.0) is not None  # the third long one
     assert calls == [1]
+
+
+def test_the_cap_gives_a_freed_long_slot_to_the_one_due_first() -> None:
+    """Two long jobs on the seed example's three slots, one long run allowed:
+    ``a`` runs, ``b`` is held by the cap. When ``a`` ends it is eligible again
+    at once (no cooldown) and is looked at before ``b`` wakes: it waits, since
+    ``b`` is due first, and the slot goes to ``b`` at its next look."""
+    book = DemandBook()
+    book.note("a", LONG, 86_400.0)
+    book.note("b", LONG, 86_400.0)
+    book.note("hourly", 600.0, HOUR)  # 10 minutes an hour: 3 - 1/6 / 0.95 = 2.8 slots
+    queue = CapQueue()
+    a_running = [(LONG, LONG)]
+    b_should = 1000.0
+    first = AdmissionRound(book, 0.0, 2, lambda: a_running, queue)
+    wake = first.hold_until(LONG, b_should, "b")
+    assert wake == LONG * RECHECK_FRACTION
+    assert len(queue) == 1
+    # a ended; b looks again at `wake`, a (due much later) comes up first.
+    ended = AdmissionRound(book, wake - 1, 2, list, queue)
+    assert ended.hold_until(LONG, 80_000.0, "a") is not None, "b is due first"
+    assert ended.hold_until(LONG, b_should, "b") is None
+    assert len(queue) == 1  # a waits now
+    # Once b runs, a is held by the cap itself, and goes when b ends.
+    after = AdmissionRound(book, wake + 1, 2, lambda: [(wake + LONG, LONG)], queue)
+    assert after.hold_until(LONG, 80_000.0, "a") is not None
+    assert AdmissionRound(book, wake + LONG, 2, list, queue).hold_until(LONG, 80_000.0, "a") is None
+    assert len(queue) == 0
+
+
+def test_a_held_place_lapses_when_its_schedule_is_not_looked_at_again() -> None:
+    queue = CapQueue()
+    queue.hold("b", LONG, 1000.0, wake=2000.0)
+    assert queue.ahead("a", LONG, 5000.0, now=2000.0) == 1
+    assert queue.ahead("a", LONG, 500.0, now=2000.0) == 0  # a is due first
+    queue.hold("quick", 60.0, 900.0, wake=2000.0)
+    assert queue.ahead("a", LONG, 5000.0, now=2000.0) == 1, "a run 720 times shorter is no peer"
+    queue.discard("quick")
+    # A short candidate is never held back behind a held long one: the cap holds
+    # long runs for the short schedules.
+    assert queue.ahead("short", 60.0, 5000.0, now=2000.0) == 0
+    # b was removed or run by an operator: no look renews it after its wake.
+    assert queue.ahead("a", LONG, 5000.0, now=2000.0 + LONG * RECHECK_FRACTION + 1) == 0
+    assert len(queue) == 0
+
+
+def test_no_cap_for_a_run_shorter_than_the_short_schedules_periods() -> None:
+    """Run times that spread widely, without long jobs: 20 schedules of 10 s
+    every 2 h and 5 of 5 minutes every 2 h on two slots. The 5-minute runs
+    are long beside the 10 s ones, but end long before those miss their
+    2-hour period: two of them may run at once, due or not."""
+    book = DemandBook()
+    for i in range(20):
+        book.note(f"quick{i}", 10.0, 2 * HOUR)
+    for i in range(5):
+        book.note(f"mid{i}", 300.0, 2 * HOUR)
+    assert book.period_below(30.0) == pytest.approx(2 * HOUR)
+    one_mid = [(200.0, 300.0)]
+    assert hold_until(book, 0.0, 300.0, 0.0, 2, busy=one_mid) is None
+    # With the quick ones every 2 minutes, a 5-minute run outlasts their period:
+    # the cap keeps the second slot for them once one mid run is in progress.
+    for i in range(20):
+        book.note(f"quick{i}", 10.0, 120.0)
+    assert book.period_below(30.0) == pytest.approx(120.0)
+    assert hold_until(book, 0.0, 300.0, 0.0, 2, busy=one_mid) is not None
 
 
 def test_the_book_follows_notes_and_forgets() -> None:
