@@ -70,6 +70,9 @@ if "E2E_LAXITY_FLOOR" in os.environ:
 if "E2E_ELEVATOR_INTERVAL" in os.environ:
     _interval = os.environ["E2E_ELEVATOR_INTERVAL"]
     app.conf.dgs_elevator_interval = None if _interval.lower() == "none" else float(_interval)
+# Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
+if os.environ.get("E2E_LOOKAHEAD") == "1":
+    app.conf.dgs_lookahead = True
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
@@ -314,6 +317,29 @@ def prio_hi2() -> str:
 @app.task(name="e2e.prio_lo")
 def prio_lo() -> str:
     return work("prio_lo", 0.5)
+
+
+# Look-ahead (tests/e2e/test_lookahead_e2e.py): seed 000's greedy trap on two
+# slots. Two long jobs of 4 s every 10 s need 0.8 of a slot, and a short one of
+# 0.2 s every 2 s (not within 1.5 s of its last start) needs a tenth: one long
+# run at a time leaves the short job its slot.
+@declare("periodic", period=timedelta(seconds=10), duration_override=timedelta(seconds=4))
+@app.task(name="e2e.la_long1")
+def la_long1() -> str:
+    return work("la_long1", 4.0)
+
+
+@declare("periodic", period=timedelta(seconds=10), duration_override=timedelta(seconds=4))
+@app.task(name="e2e.la_long2")
+def la_long2() -> str:
+    return work("la_long2", 4.0)
+
+
+@declare("periodic", period=timedelta(seconds=2), cooldown=timedelta(seconds=1.5),
+         duration_override=timedelta(seconds=0.2))
+@app.task(name="e2e.la_short")
+def la_short() -> str:
+    return work("la_short", 0.2)
 
 
 # Runtime schedules (tests/e2e/test_runtime_e2e.py): no declaration; a lister
