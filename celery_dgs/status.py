@@ -54,12 +54,14 @@ from .core.condition import (
     condition,
     declaration_invalid,
 )
+from .core.lookahead import DemandBook, demand_period_s
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority, level_classes
 from .core.projection import Waiting, project_starts
 from .core.spec import (
     AD_HOC_PRIORITY,
     CHECK_CONFIGURATION_PREFIX,
     AdaptiveSpec,
+    CheckSpec,
     ScheduleSpec,
     split_schedule_name,
 )
@@ -519,17 +521,26 @@ def apply_projection(
     and turn OK rows projected to start after ``should_start_by`` into WARNING
     ``projected_late``. Paused, inactive, invalid and running schedules take no
     new slot, nor those no live worker can run (a :data:`HOLD_NO_WORKER` hold);
-    each running one holds its slot until its expected end."""
+    each running one holds its slot until its expected end. With
+    ``dgs_lookahead`` the replay applies beat's admission (a long run it
+    would hold leaves its slot to the others meanwhile)."""
     by_name = {s.name: s for s in schedules}
+    conf = settings or DgsSettings()
     waiting: list[Waiting] = []
     busy_until: list[float] = []
+    busy_run_s: list[float] = []
+    # The look-ahead's shares, as beat keeps them (deferred checks are none).
+    book = DemandBook() if conf.lookahead else None
     for row in rows:
         stored = by_name.get(row.name)
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
+        if book is not None and not isinstance(stored.spec, CheckSpec):
+            book.note(row.name, expected, demand_period_s(stored.spec, stored.stats))
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
+            busy_run_s.append(expected)
         elif (
             row.can_start_by is not None and row.should_start_by is not None
             and not any(h.reason == HOLD_NO_WORKER for h in row.holds)
@@ -538,11 +549,10 @@ def apply_projection(
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
                                    row.should_start_by.timestamp(), expected, margin))  # fmt: skip
     free = max(slots - len(busy_until), 0)
-    conf = settings or DgsSettings()
     projected = project_starts(
         waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
         shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
-        laxity_floor_s=conf.laxity_floor,
+        laxity_floor_s=conf.laxity_floor, lookahead=book, busy_run_s=busy_run_s,
     )  # fmt: skip
     out = []
     for row in rows:

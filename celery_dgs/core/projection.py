@@ -12,17 +12,24 @@ after its ``should_start_by`` gets the WARNING reason ``projected_late``
 before the per-schedule rule (``now + expected > error_at``) fires: the
 queue ahead of it, not its own deadline, makes it late.
 
+With a :class:`~celery_dgs.core.lookahead.DemandBook` (``dgs_lookahead``)
+each projected start is first offered to the look-ahead admission, as beat
+offers its choices: a long run the admission holds is looked at again when
+it says, and its slot goes to the next schedule meanwhile.
+
 Pools are not separated: the projection is for one shared set of slots
 (the caller passes the slots of the workers that serve a pool, or all).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .laxity import DEFAULT_LAXITY_FLOOR_S
+from .lookahead import AdmissionRound, CapQueue, DemandBook
 from .overload import (
     DEFAULT_OVERLOAD_POLICY,
     DEFAULT_RESTORE_AGING,
@@ -54,12 +61,17 @@ def project_starts(
     shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
     restore_aging: float = DEFAULT_RESTORE_AGING,
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S,
+    lookahead: DemandBook | None = None,
+    busy_run_s: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """Projected start time of each waiting schedule that starts before ``now + horizon_s``.
 
     ``busy_until``: expected end of each run in progress (one slot each);
     ``free_slots``: slots free now. Times are float seconds (epoch). The order
     is beat's ``overload_policy`` (:func:`~celery_dgs.core.overload.make_index`).
+    ``lookahead``: the shares of every schedule, to apply the look-ahead
+    admission; ``busy_run_s``: the expected run time of each run in
+    ``busy_until`` (same order; without it they count as short runs).
     """
     expected: dict[str, float] = {}
     margins: dict[str, float] = {}
@@ -71,7 +83,13 @@ def project_starts(
         margins[w.name] = expected[w.name] if w.margin_s is None else max(w.margin_s, 0.0)
     index.upsert_many((w.name, w.can_start_by, w.should_start_by) for w in waiting)
     slots = [max(t, now) for t in busy_until] + [now] * max(free_slots, 0)
+    total_slots = len(slots)
     heapq.heapify(slots)
+    # (end, run time) of the runs in progress and projected, for the admission.
+    run_s = busy_run_s if busy_run_s is not None else [0.0] * len(busy_until)
+    runs = [(max(t, now), r) for t, r in zip(busy_until, run_s, strict=True)]
+    should = {w.name: w.should_start_by for w in waiting}
+    queue = CapQueue()
     projected: dict[str, float] = {}
     end = now + horizon_s
     while slots and len(index):
@@ -85,6 +103,16 @@ def project_starts(
                 break
             heapq.heappush(slots, max(wake, t))
             continue
+        if lookahead is not None:
+            runs = [r for r in runs if r[0] > t]
+            admission = AdmissionRound(lookahead, t, total_slots, functools.partial(list, runs),
+                                       queue)  # fmt: skip
+            wake = admission.hold_until(expected[name], should[name], name)
+            if wake is not None:  # held: looked at again then; the slot stays free
+                index.upsert(name, wake, should[name])
+                heapq.heappush(slots, t)
+                continue
+            runs.append((t + expected[name], expected[name]))
         projected[name] = t
         heapq.heappush(slots, t + expected[name])
     return projected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from celery_dgs.core.lookahead import DemandBook
 from celery_dgs.core.projection import Waiting, project_starts
 
 
@@ -29,3 +30,22 @@ def test_the_projection_follows_beats_overload_policy() -> None:
     assert restore == {"short": 100.0, "long": 120.0}  # the default, as beat's
     greedy = project_starts(waiting, [], 1, 100.0, overload_policy="greedy")
     assert greedy == {"long": 100.0, "short": 600.0}
+
+
+def test_with_the_look_ahead_the_held_long_run_leaves_its_slot_to_the_short_one() -> None:
+    """Seed 000's example on two slots: a weekly 12-hour run in progress, the
+    other weekly job due now, an hourly one-minute job due in 30 minutes.
+    Beat's admission holds the second weekly run until the first ends, so the
+    hourly job is not projected late behind it."""
+    hour = 3600.0
+    book = DemandBook()
+    for name in ("weekly", "weekly2"):
+        book.note(name, 12 * hour, 7 * 24 * hour)
+    book.note("hourly", 60.0, hour)
+    waiting = [Waiting("weekly2", 0.0, 0.0, 12 * hour), Waiting("hourly", 1500.0, 1800.0, 60.0)]
+    plain = project_starts(waiting, busy_until=[6 * hour], free_slots=1, now=0.0)
+    assert plain["hourly"] == 6 * hour  # behind both weekly runs: projected late
+    held = project_starts(waiting, busy_until=[6 * hour], free_slots=1, now=0.0,
+                          lookahead=book, busy_run_s=[12 * hour])  # fmt: skip
+    assert held["hourly"] == 1500.0
+    assert held["weekly2"] == 6 * hour  # when the first weekly run ends
