@@ -161,30 +161,6 @@ class DemandBook:
         return sum(self.run_s[:bucket]) / share if share > 1e-12 else 0.0
 
 
-def hold_until(
-    book: DemandBook,
-    now: float,
-    expected_s: float,
-    should_start_by: float,
-    slots: int,
-    busy: Sequence[tuple[float, float]],
-    busy_count: int | None = None,
-    ahead: int = 0,
-) -> float | None:
-    """None: start the candidate now. Else the time to look at it again.
-
-    ``expected_s``, ``should_start_by``: the candidate's; ``slots``: every
-    slot, free or busy (the candidate's included); ``busy``: ``(expected end,
-    expected run time)`` of each run in progress or dispatched, the
-    candidate's excluded (or only those of them at least a tenth of the
-    candidate's run time, with ``busy_count`` the number of all); ``ahead``:
-    long candidates the cap holds that are due before this one (their places
-    under the cap are kept for them, :class:`CapQueue`). Times are float
-    seconds (module docstring).
-    """
-    return admit(book, now, expected_s, should_start_by, slots, busy, busy_count, ahead)[0]
-
-
 def admit(
     book: DemandBook,
     now: float,
@@ -195,7 +171,18 @@ def admit(
     busy_count: int | None = None,
     ahead: int = 0,
 ) -> tuple[float | None, bool]:
-    """:func:`hold_until`'s answer, and whether the cap (not the fluid check) held it."""
+    """``(wake, capped)``: ``wake`` None to start the candidate now, else the
+    time to look at it again; ``capped``: the cap (not the fluid check) held it.
+
+    ``expected_s``, ``should_start_by``: the candidate's; ``slots``: every
+    slot, free or busy (the candidate's included); ``busy``: ``(expected end,
+    expected run time)`` of each run in progress or dispatched, the
+    candidate's excluded (or only those of them at least a tenth of the
+    candidate's run time, with ``busy_count`` the number of all); ``ahead``:
+    long candidates the cap holds that are due before this one (their places
+    under the cap are kept for them, :class:`CapQueue`). Times are float
+    seconds (module docstring).
+    """
     if expected_s <= 0:
         return None, False
     cut = expected_s / SHORT_RATIO
@@ -319,7 +306,8 @@ class AdmissionRound:
         self._admitted: list[tuple[float, float]] = []
 
     def hold_until(self, expected_s: float, should_start_by: float, name: str = "") -> float | None:
-        """:func:`hold_until` for this round's candidate ``name``; an admitted
+        """:func:`admit` for this round's candidate ``name``: None to start it,
+        else the time to look at it again; an admitted
         one is then counted busy until ``now + expected_s``, one held by the
         cap waits in the queue."""
         wake, capped = None, False
