@@ -20,14 +20,16 @@ time:
 :func:`never_servable` takes the expected run time (``duration_override``
 unless given; zero when neither is known, which only finds fewer problems) and
 ``start``, the first moment to examine; the figures are over ``days`` days
-from there (:data:`SAMPLE_DAYS`), so weekly cron patterns and DST are seen.
+from there (:data:`SAMPLE_DAYS`; a cron schedule's over whole local days from
+the midnight that begins ``start``'s day), so weekly cron patterns and DST are
+seen.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from functools import lru_cache
 
 from .blackout import first_fit, longest_free_gap, move_out_of_blackout, windows_between
@@ -141,10 +143,15 @@ def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Un
 def _cron_error_per_day(
     spec: CronSpec, start: datetime, duration: timedelta, days: int
 ) -> tuple[timedelta, float, float]:
-    """See :func:`_cron_error`; computed once per shape of cron fields."""
+    """See :func:`_cron_error`; computed once per shape of cron fields, over
+    whole local days from the midnight that begins ``start``'s day (a sample
+    that began inside a blackout would count that day's missed cron times
+    once and a part of them again on its last day)."""
+    zone = get_zone(spec.tz)
+    midnight = datetime.combine(start.astimezone(zone).date(), time(0), tzinfo=zone)
     return _cron_error(
         spec.cron_schedule, spec.tz, spec.cron_max_schedule_duration, spec.blackout_periods,
-        spec.avoid_blackout_overlap, start, duration, days,
+        spec.avoid_blackout_overlap, ensure_utc(midnight, what="sample start"), duration, days,
     )  # fmt: skip
 
 

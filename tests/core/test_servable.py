@@ -31,6 +31,19 @@ def test_cron_times_inside_a_blackout_are_in_error_about_56_minutes_a_day() -> N
     assert "in ERROR about 56 min a day at any worker count" in text
 
 
+@pytest.mark.parametrize("hour_utc", [4, 17, 17.6, 23])  # 17:35 UTC is 12:35 in New York
+def test_the_cron_figures_do_not_depend_on_the_time_of_day_they_are_computed_at(
+    hour_utc: float,
+) -> None:
+    spec = cron("*/5 * * * *", tz="America/New_York", cron_max_schedule_duration=4 * M,
+                blackout_periods=LUNCH)  # fmt: skip
+    start = utc(2026, 11, 24) + timedelta(hours=hour_utc)
+    problem = never_servable(spec, start)
+    assert problem is not None
+    assert problem.error_per_day == 56 * M
+    assert "12 of its 288 cron times a day" in str(problem)
+
+
 def test_cron_that_skips_its_blackout_is_servable() -> None:
     spec = cron("*/5 0-11,13-23 * * *", tz="America/New_York",
                 cron_max_schedule_duration=4 * M, blackout_periods=LUNCH)  # fmt: skip
