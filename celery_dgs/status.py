@@ -101,6 +101,7 @@ HOLD_NO_WORKER = "no_worker"  # until a live worker can run it
 HOLD_BACKOFF = "backoff"  # until the retry step after its last failure ends
 HOLD_BLACKOUT = "blackout"  # until the blackout window it is in ends
 HOLD_DISABLED = "disabled"  # adaptive, too many failures: until an upsert enables it
+HOLD_LOOKAHEAD = "lookahead"  # dgs_lookahead: until a long run ends or shorter work allows
 
 
 #: The :data:`HOLD_NO_WORKER` reason shared by every schedule when no worker is live.
@@ -523,7 +524,8 @@ def apply_projection(
     new slot, nor those no live worker can run (a :data:`HOLD_NO_WORKER` hold);
     each running one holds its slot until its expected end. With
     ``dgs_lookahead`` the replay applies beat's admission (a long run it
-    would hold leaves its slot to the others meanwhile)."""
+    would hold leaves its slot to the others meanwhile), and a schedule it
+    holds now while a slot is free gets a :data:`HOLD_LOOKAHEAD` hold."""
     by_name = {s.name: s for s in schedules}
     conf = settings or DgsSettings()
     waiting: list[Waiting] = []
@@ -549,13 +551,20 @@ def apply_projection(
             waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
                                    row.should_start_by.timestamp(), expected, margin))  # fmt: skip
     free = max(slots - len(busy_until), 0)
+    held_now: set[str] = set()
     projected = project_starts(
         waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
         shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
         laxity_floor_s=conf.laxity_floor, lookahead=book, busy_run_s=busy_run_s,
+        held_now=held_now,
     )  # fmt: skip
     out = []
     for row in rows:
+        if row.name in held_now:
+            hold = Hold(reason=HOLD_LOOKAHEAD, message=(
+                f"{row.name}: the look-ahead holds it while the long runs in progress "
+                f"take the slots the shorter schedules need (dgs_lookahead)"))  # fmt: skip
+            row = dataclasses.replace(row, holds=(*row.holds, hold), may_run_at=None)
         start = projected.get(row.name)
         if (
             row.level is Level.OK and start is not None and row.should_start_by is not None

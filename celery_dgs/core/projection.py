@@ -63,6 +63,7 @@ def project_starts(
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S,
     lookahead: DemandBook | None = None,
     busy_run_s: Sequence[float] | None = None,
+    held_now: set[str] | None = None,
 ) -> dict[str, float]:
     """Projected start time of each waiting schedule that starts before ``now + horizon_s``.
 
@@ -71,7 +72,9 @@ def project_starts(
     is beat's ``overload_policy`` (:func:`~celery_dgs.core.overload.make_index`).
     ``lookahead``: the shares of every schedule, to apply the look-ahead
     admission; ``busy_run_s``: the expected run time of each run in
-    ``busy_until`` (same order; without it they count as short runs).
+    ``busy_until`` (same order; without it they count as short runs);
+    ``held_now``: filled with the schedules the admission holds at ``now``
+    while a slot is free.
     """
     expected: dict[str, float] = {}
     margins: dict[str, float] = {}
@@ -109,6 +112,8 @@ def project_starts(
                                        queue)  # fmt: skip
             wake = admission.hold_until(expected[name], should[name], name)
             if wake is not None:  # held: looked at again then; the slot stays free
+                if held_now is not None and t <= now:
+                    held_now.add(name)
                 index.upsert(name, wake, should[name])
                 heapq.heappush(slots, t)
                 continue

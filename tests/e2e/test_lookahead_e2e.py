@@ -11,7 +11,7 @@ waits for the other to end. Neither has a cooldown: the one whose run just
 ended is eligible again at once, and the cap's queue gives the slot to the
 one waiting for it, so they take turns. ``celery dgs status`` meanwhile
 projects beat's order with the admission, and so does not call the short job
-late.
+late, and shows the waiting long job held by the look-ahead.
 """
 
 from __future__ import annotations
@@ -55,11 +55,14 @@ def test_two_long_jobs_never_run_at_once_and_the_short_one_keeps_a_slot(
              "two runs of each long job")  # fmt: skip
     # `status` projects beat's order with the admission: the long job waiting
     # for the other leaves the short one its slot, so it is not projected late.
-    reasons = []
-    for _ in range(4):
+    # The long job waiting for the other shows why it does not start.
+    reasons, long_holds = [], []
+    for _ in range(5):
         _, rows = status(cluster)
         reasons.append(rows["e2e.la_short"]["reason"])
+        long_holds += [h["reason"] for n in LONG for h in rows[f"e2e.{n}"]["holds"]]
     assert "projected_late" not in reasons, reasons
+    assert "lookahead" in long_holds, long_holds
     wait_for(lambda: all(len(runs_of(cluster, n)) >= 3 for n in LONG), 60,
              "three runs of each long job")  # fmt: skip
     first, second = (runs_of(cluster, n) for n in LONG)
