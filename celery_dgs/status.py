@@ -54,14 +54,13 @@ from .core.condition import (
     condition,
     declaration_invalid,
 )
-from .core.lookahead import DemandBook, demand_period_s
+from .core.lookahead import DemandBook
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority, level_classes
 from .core.projection import Waiting, project_starts
 from .core.spec import (
     AD_HOC_PRIORITY,
     CHECK_CONFIGURATION_PREFIX,
     AdaptiveSpec,
-    CheckSpec,
     ScheduleSpec,
     split_schedule_name,
 )
@@ -538,8 +537,8 @@ def apply_projection(
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
-        if book is not None and not isinstance(stored.spec, CheckSpec):
-            book.note(row.name, expected, demand_period_s(stored.spec, stored.stats))
+        if book is not None:
+            book.note_schedule(row.name, stored.spec, stored.stats, expected)
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
             busy_run_s.append(expected)

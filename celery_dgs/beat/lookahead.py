@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..core.index import DeadlineIndex
-from ..core.lookahead import AdmissionRound, CapQueue, DemandBook, demand_period_s
+from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.overload import expected_seconds
-from ..core.spec import CheckSpec
 from .types import Tracked
 
 
@@ -19,14 +18,13 @@ class BeatLookahead:
         self.queue = CapQueue()
 
     def note(self, name: str, tracked: Tracked | None, held: bool) -> None:
-        """A schedule was (re)loaded: its share counts while it is schedulable.
-        A deferred check is one run, not a recurring share: never counted."""
-        if tracked is None or held or isinstance(tracked.spec, CheckSpec):
+        """A schedule was (re)loaded: its share counts while it is schedulable
+        (a deferred check's never: :meth:`DemandBook.note_schedule`)."""
+        if tracked is None or held:
             self.book.forget(name)
             self.queue.discard(name)
         else:
-            period = demand_period_s(tracked.spec, tracked.stats)
-            self.book.note(name, expected_seconds(tracked), period)
+            self.book.note_schedule(name, tracked.spec, tracked.stats, expected_seconds(tracked))
 
     def round(
         self, now: float, free: int, tracked: Mapping[str, Tracked], busy: Iterable[str]

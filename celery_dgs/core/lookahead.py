@@ -64,7 +64,7 @@ from operator import itemgetter
 
 from .adaptive import current_interval
 from .cron import shortest_cron_gap
-from .spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 
 #: A schedule is "short" beside a candidate whose expected run time is at
@@ -136,6 +136,16 @@ class DemandBook:
         self._of[name] = (bucket, rate, run_s)
         self.rates[bucket] += rate
         self.run_s[bucket] += run_s
+
+    def note_schedule(
+        self, name: str, spec: ScheduleSpec, stats: ScheduleStats, expected_s: float
+    ) -> None:
+        """:meth:`note` a schedule from its spec (:func:`demand_period_s`); a
+        deferred check is one run, not a recurring share: forgotten."""
+        if isinstance(spec, CheckSpec):
+            self.forget(name)
+        else:
+            self.note(name, expected_s, demand_period_s(spec, stats))
 
     def forget(self, name: str) -> None:
         old = self._of.pop(name, None)

@@ -88,11 +88,17 @@ def project_starts(
     slots = [max(t, now) for t in busy_until] + [now] * max(free_slots, 0)
     total_slots = len(slots)
     heapq.heapify(slots)
-    # (end, run time) of the runs in progress and projected, for the admission.
-    run_s = busy_run_s if busy_run_s is not None else [0.0] * len(busy_until)
-    runs = [(max(t, now), r) for t, r in zip(busy_until, run_s, strict=True)]
-    should = {w.name: w.should_start_by for w in waiting}
+    # The admission's view: (end, run time) of the runs in progress and
+    # projected, by end (the ended ones leave as the clock passes them), and
+    # the candidates its cap holds.
+    runs: list[tuple[float, float]] = []
+    should: dict[str, float] = {}
     queue = CapQueue()
+    if lookahead is not None:
+        run_s = busy_run_s if busy_run_s is not None else [0.0] * len(busy_until)
+        runs = [(max(t, now), r) for t, r in zip(busy_until, run_s, strict=True)]
+        heapq.heapify(runs)
+        should = {w.name: w.should_start_by for w in waiting}
     projected: dict[str, float] = {}
     end = now + horizon_s
     while slots and len(index):
@@ -107,7 +113,8 @@ def project_starts(
             heapq.heappush(slots, max(wake, t))
             continue
         if lookahead is not None:
-            runs = [r for r in runs if r[0] > t]
+            while runs and runs[0][0] <= t:
+                heapq.heappop(runs)
             admission = AdmissionRound(lookahead, t, total_slots, functools.partial(list, runs),
                                        queue)  # fmt: skip
             wake = admission.hold_until(expected[name], should[name], name)
@@ -117,7 +124,7 @@ def project_starts(
                 index.upsert(name, wake, should[name])
                 heapq.heappush(slots, t)
                 continue
-            runs.append((t + expected[name], expected[name]))
+            heapq.heappush(runs, (t + expected[name], expected[name]))
         projected[name] = t
         heapq.heappush(slots, t + expected[name])
     return projected

@@ -20,7 +20,7 @@ from celery_dgs.core.lookahead import (
     demand_period_s,
     long_run_allowance,
 )
-from celery_dgs.core.spec import AdaptiveSpec, CronSpec, PeriodicSpec
+from celery_dgs.core.spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
 
 
@@ -248,6 +248,14 @@ def test_the_book_follows_notes_and_forgets() -> None:
     assert book.share_below(1000.0) == pytest.approx(0.2)
     assert book.total() == pytest.approx(0.2)
     assert len(book) == 1
+    # From a spec: a periodic schedule's period; a deferred check is no share.
+    hourly = PeriodicSpec(task="t.h", scheduling_period=timedelta(hours=1))
+    book.note_schedule(hourly.name, hourly, ScheduleStats(), 360.0)
+    assert book.total() == pytest.approx(0.3)
+    check = CheckSpec(task="t.c", key="k1")
+    book.note(check.name, 60.0, 600.0)
+    book.note_schedule(check.name, check, ScheduleStats(), 60.0)
+    assert book.total() == pytest.approx(0.3)
 
 
 def test_demand_period_of_each_kind() -> None:
