@@ -28,7 +28,7 @@ from typing import Any
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.lookahead import AdmissionRound, CapQueue, DemandBook
 from celery_dgs.core.overload import make_index
-from celery_dgs.core.priority import PriorityIndex, short_after_s, top_lead_s
+from celery_dgs.core.priority import PriorityIndex, short_after_s, short_hold_s, top_lead_s
 
 from .common import Profile, Result, gc_paused, log, median, repeat
 
@@ -109,7 +109,9 @@ def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> li
     if kind != BEAT_INDEXES[0]:  # as beat builds it: the elevator and the top class's lead
         index = PriorityIndex(index, classes.__getitem__, elevator_interval_s=7200.0,
                               lead_s=top_lead_s(margin.__getitem__), lead_top_only=True,
-                              lead_when_waited_s=short_after_s(7200.0))  # fmt: skip
+                              lead_when_short=True, classes_when_short=True,
+                              short_when_waited_s=short_after_s(7200.0),
+                              short_hold_s=short_hold_s(7200.0))  # fmt: skip
     entries = start_times(expected, now, rng)
     index.upsert_many(entries)
     index.pop(now)

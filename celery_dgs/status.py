@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import logging
+import math
 import re
 import threading
 import time
@@ -55,7 +56,12 @@ from .core.condition import (
     declaration_invalid,
 )
 from .core.lookahead import DemandBook
-from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S, effective_priority, level_classes
+from .core.priority import (
+    DEFAULT_ELEVATOR_INTERVAL_S,
+    effective_priority,
+    level_classes,
+    short_after_s,
+)
 from .core.projection import Waiting, project_starts
 from .core.spec import (
     AD_HOC_PRIORITY,
@@ -474,11 +480,14 @@ def apply_priorities(
     rows: Sequence[StatusRow], now: datetime, elevator_interval: float | None
 ) -> list[StatusRow]:
     """Rows with ``effective_priority`` set as beat's index computes it
-    (:func:`celery_dgs.core.priority.effective_priority`): a schedule beat may
-    dispatch that is due (its ``can_start_by`` and ``should_start_by`` passed;
-    a run request since it was asked, in class 0) moves up one class with due
-    work per elevator step, up to the top class in use; the others are served
-    in their own class."""
+    (:func:`celery_dgs.core.priority.effective_priority`): while capacity is
+    short (a due schedule has waited half an elevator interval), a schedule
+    beat may dispatch that is due (its ``can_start_by`` and ``should_start_by``
+    passed; a run request since it was asked, in class 0) moves up one class
+    with due work per elevator step, up to the top class in use; the others
+    are served in their own class. A due run request makes capacity count as
+    short too, as in beat's index; beat also keeps the classes' order for an
+    elevator interval after the last long wait, which a snapshot cannot see."""
     due: dict[str, tuple[int, float]] = {}
     top: int | None = None  # the top class in use keeps level 0
     for row in rows:
@@ -496,12 +505,17 @@ def apply_priorities(
         top = cls if top is None else min(top, cls)
     classes = level_classes((cls for cls, _ in due.values()), top if due else None)
     moment = now.timestamp()
+    oldest = min((at for _, at in due.values()), default=math.inf)
+    short = oldest <= moment - short_after_s(elevator_interval) or any(
+        row.run_requested_at is not None and row.name in due for row in rows
+    )
     out = []
     for row in rows:
         if row.name in due:
             cls, due_at = due[row.name]
-            effective: int | None = effective_priority(cls, due_at, moment, classes,
-                                                       elevator_interval)  # fmt: skip
+            effective: int | None = effective_priority(
+                cls, due_at, moment, classes, elevator_interval
+            ) if short else cls  # fmt: skip
         else:
             effective = row.priority
         out.append(replace(row, effective_priority=effective))

@@ -44,7 +44,7 @@ from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from ..core.priority import PriorityIndex, short_after_s, top_lead_s
+from ..core.priority import PriorityIndex, short_after_s, short_hold_s, top_lead_s
 from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
@@ -108,15 +108,18 @@ class BeatEngine(DispatchSending):
         self.monotonic = monotonic
         #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
         self.leadership = leadership
-        # Due work by priority class with the elevator; the top class's work
-        # counts as due 1.5 margins early while capacity is short.
+        # Due work by priority class with the elevator while capacity is short
+        # (a due schedule waited half an elevator interval, or did within the
+        # last interval); the top class's work then counts as due 1.5 margins early.
         self.index: DeadlineIndex = PriorityIndex(make_index(
             settings.overload_policy, settings.shed_horizon,
             lambda n: expected_seconds(self.tracked.get(n)), settings.restore_aging,
             margin_s=self._margin_s, laxity_floor_s=settings.laxity_floor,
         ), self._priority_of, elevator_interval_s=settings.elevator_interval,
-            lead_s=top_lead_s(self._margin_s), lead_top_only=True,
-            lead_when_waited_s=short_after_s(settings.elevator_interval))  # fmt: skip
+            lead_s=top_lead_s(self._margin_s), lead_top_only=True, lead_when_short=True,
+            classes_when_short=True,
+            short_when_waited_s=short_after_s(settings.elevator_interval),
+            short_hold_s=short_hold_s(settings.elevator_interval))  # fmt: skip
         self.tracked: dict[str, Tracked] = {}
         #: Look-ahead admission (``dgs_lookahead``): its book of shares, kept at load and refresh.
         self.lookahead = BeatLookahead() if settings.lookahead else None

@@ -37,14 +37,25 @@ ahead of every class's own due work after ``k - 1 + top_hold_steps + 1``
 steps, the first within one interval: low-priority work is delayed but never
 starves.
 
+**Capacity short.** Capacity counts as short while some due schedule has
+waited ``short_when_waited_s`` past its ``due_at``, and for ``short_hold_s``
+after the last moment that held (so a backlog that is being worked off does
+not flip the order back and forth), and while an operator's run request is
+due (beat indexes one with ``should_start_by`` pushed back by
+``RUN_REQUEST_PRIORITY_S``: it goes in its asked class, ahead of scheduled
+work or behind a higher class). With ``classes_when_short`` the classes
+order due work only while capacity is short; otherwise every choice is
+``main``'s. Below capacity a due schedule waits at most a few run times for a
+slot, never ``short_when_waited_s`` (half an elevator interval in beat):
+priorities then change no decision, and the freshness the deadline order wins
+there is kept whatever the classes (``docs/simulator.md``, "Priorities").
+
 **Lead.** A due top-class schedule starts with only its margin left, and a
 run longer than that margin puts it in ERROR even when it is served first.
 With ``lead_s`` (beat: :data:`TOP_LEAD_MARGINS` of the schedule's margin), a
 schedule counts as due ``lead_s`` before its ``should_start_by``: in every
-class, or only in the top class (``lead_top_only``); always, or only while
-capacity is short, that is while some due schedule has waited
-``lead_when_waited_s`` past its due time. Below capacity nothing waits that
-long, so the order there is unchanged.
+class, or only in the top class (``lead_top_only``); always, or
+(``lead_when_short``) only while capacity is short.
 
 Cost: one heap of due schedules per non-empty class, ordered by ``due_at``
 (its top is the class's longest-waiting, hence most elevated, schedule), and
@@ -62,6 +73,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 
 from .index import DeadlineIndex, IndexedTimes
+from .late_order import RUN_REQUEST_PRIORITY_S
 
 #: Default ``dgs_elevator_interval``: seconds between two elevator steps.
 DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
@@ -78,10 +90,17 @@ def top_lead_s(margin_s: Callable[[str], float]) -> Callable[[str], float]:
 
 
 def short_after_s(elevator_interval_s: float | None) -> float:
-    """How long a due schedule waits before beat counts capacity as short and
-    gives the top class its lead: half an elevator interval (of the default
-    one without the elevator)."""
+    """How long a due schedule waits before beat counts capacity as short (the
+    classes order due work, the top class gets its lead): half an elevator
+    interval (of the default one without the elevator)."""
     return (elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S) / 2
+
+
+def short_hold_s(elevator_interval_s: float | None) -> float:
+    """How long capacity still counts as short after no due schedule has
+    waited :func:`short_after_s` any more: one elevator interval (the default
+    one without the elevator)."""
+    return elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S
 
 
 #: A due schedule in its class heap: due_at, name, version.
@@ -142,14 +161,27 @@ class PriorityIndex(DeadlineIndex):
         elevated_first: bool = False,
         clock_offset_s: float = 0.0,
         lead_s: Callable[[str], float] | None = None,
-        lead_when_waited_s: float | None = None,
         lead_top_only: bool = False,
+        lead_when_short: bool = False,
+        classes_when_short: bool = False,
+        short_when_waited_s: float | None = None,
+        short_hold_s: float = 0.0,
         top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
     ) -> None:
         super().__init__()
         self.lead_s = lead_s
-        self.lead_when_waited_s = lead_when_waited_s
         self.lead_top_only = lead_top_only
+        self.lead_when_short = lead_when_short
+        self.classes_when_short = classes_when_short
+        self.short_when_waited_s = short_when_waited_s
+        self.short_hold_s = short_hold_s
+        #: capacity counts as short until then (``short_hold_s`` past the last wait)
+        self._short_until = -math.inf
+        #: schedules popped by the class order over ``main``'s choice
+        self.class_picks = 0
+        #: indexed run requests, and how many of them are due
+        self._requests: set[str] = set()
+        self._due_requests = 0
         self.top_hold_steps = top_hold_steps
         if elevator_interval_s is not None and not (
             math.isfinite(elevator_interval_s) and elevator_interval_s > 0
@@ -208,6 +240,10 @@ class PriorityIndex(DeadlineIndex):
         self._unclass(name)
         cls = self._class[name] = self.priority_of(name)
         self._class_sizes[cls] = self._class_sizes.get(cls, 0) + 1
+        if can_start_by - should_start_by >= RUN_REQUEST_PRIORITY_S / 2:
+            self._requests.add(name)
+        else:
+            self._requests.discard(name)
         due_at = self._due_at[name] = max(can_start_by, should_start_by)
         if self.lead_s is None:
             return due_at, self._seq
@@ -237,6 +273,7 @@ class PriorityIndex(DeadlineIndex):
 
     def _forget(self, name: str) -> None:
         self._undue(name)
+        self._requests.discard(name)
         self._ver.pop(name, None)
         self._unclass(name)
         self._due_at.pop(name, None)
@@ -253,6 +290,7 @@ class PriorityIndex(DeadlineIndex):
     def _undue(self, name: str) -> None:
         cls = self._due_class.pop(name, None)
         if cls is not None:
+            self._due_requests -= name in self._requests
             left = self._due_count[cls] - 1
             if left:
                 self._due_count[cls] = left
@@ -271,6 +309,7 @@ class PriorityIndex(DeadlineIndex):
             heapq.heappush(self._due.setdefault(cls, []), (due_at, name, version))
             self._pushed += 1
             self._due_class[name] = cls
+            self._due_requests += name in self._requests
             count = self._due_count.get(cls, 0)
             self._due_count[cls] = count + 1
             if not count:
@@ -292,20 +331,24 @@ class PriorityIndex(DeadlineIndex):
                 tops.append((cls, heap[0]))
         return tops
 
-    def _leading(self, now: float, tops: list[tuple[int, _Due]]) -> bool:
-        """Whether work inside its lead counts as due: always with a lead and no
-        ``lead_when_waited_s``; with one, while some due schedule has waited that
-        long past its ``due_at`` (capacity is short)."""
-        if self.lead_s is None:
-            return False
-        if self.lead_when_waited_s is None:
+    def _capacity_short(self, now: float, tops: list[tuple[int, _Due]]) -> bool:
+        """Whether capacity counts as short (module docstring): some due
+        schedule has waited ``short_when_waited_s`` past its ``due_at``, or did
+        less than ``short_hold_s`` ago, or a run request is due; always without
+        ``short_when_waited_s``."""
+        if self.short_when_waited_s is None or self._due_requests:
             return True
         oldest = min((top[0] for _, top in tops), default=math.inf)
-        return oldest <= now - self.lead_when_waited_s
+        if oldest <= now - self.short_when_waited_s:
+            self._short_until = now + self.short_hold_s
+            return True
+        return now < self._short_until
 
-    def _due_tops(self, now: float) -> list[tuple[int, _Due]]:
-        tops = self._tops(now)
-        if not self._leading(now, tops):
+    def _due_tops(self, now: float, tops: list[tuple[int, _Due]],
+                  short: bool) -> list[tuple[int, _Due]]:  # fmt: skip
+        """``tops`` that count as due: those past their ``due_at``, and while
+        the lead applies (always, or while ``short``) those inside it."""
+        if self.lead_s is None or (self.lead_when_short and not short):
             return [(cls, top) for cls, top in tops if top[0] <= now]
         if self.lead_top_only and self._class_sizes:
             top_class = min(self._class_sizes)
@@ -321,7 +364,8 @@ class PriorityIndex(DeadlineIndex):
     def due_classes(self, now: float) -> list[int]:
         """The classes the elevator's levels count at ``now``, highest (lowest
         number) first: those with due work, and the top class."""
-        return self._level_classes(self._due_tops(now))
+        tops = self._tops(now)
+        return self._level_classes(self._due_tops(now, tops, self._capacity_short(now, tops)))
 
     def effective_priority(self, name: str, now: float) -> int | None:
         """The class ``name`` is served in at ``now`` (None: not indexed)."""
@@ -348,12 +392,14 @@ class PriorityIndex(DeadlineIndex):
             level = min(0, level + self.top_hold_steps)
         return level, int(level < level_of_class)
 
-    def _best_due(self, now: float) -> tuple[_Candidate | None, dict[int, _Place], list[int]]:
+    def _best_due(
+        self, now: float, due_tops: list[tuple[int, _Due]]
+    ) -> tuple[_Candidate | None, dict[int, _Place], list[int]]:
         """The due schedule in the best place (longest due among equals); each
         class with due work's place and its longest wait (``(level, rank,
         due_at)`` of its longest-waiting due schedule); the classes the levels
         count, highest first."""
-        tops = self._due_tops(now)
+        tops = due_tops
         levels = self._level_classes(tops)
         shift = len(levels) - len(tops)
         best: _Candidate | None = None
@@ -369,11 +415,16 @@ class PriorityIndex(DeadlineIndex):
     def _choose(self, now: float) -> tuple[str, _Candidate | None] | None:
         """``main``'s choice, or the due schedule of another class in a better
         place, or in the same place and due longer (with its entry). Within a
-        class, ``main`` decides."""
+        class, and with ``classes_when_short`` while capacity is not short,
+        ``main`` decides."""
         x = self.main.peek(now)
         if x is None:
             return None
-        best, places, levels = self._best_due(now)
+        tops = self._tops(now)
+        short = self._capacity_short(now, tops)
+        if self.classes_when_short and not short:
+            return x, None
+        best, places, levels = self._best_due(now, self._due_tops(now, tops, short))
         if best is None or best[3] == x:
             return x, None
         cls = self._class[x]
@@ -396,9 +447,12 @@ class PriorityIndex(DeadlineIndex):
             if name is not None:
                 self._forget(name)
             return name
-        name = self.peek(now)
-        if name is not None:
-            self.remove(name)
+        chosen = self._choose(now)
+        if chosen is None:
+            return None
+        name, best = chosen
+        self.class_picks += best is not None
+        self.remove(name)
         return name
 
     def pop_placeable(
@@ -426,6 +480,7 @@ class PriorityIndex(DeadlineIndex):
                 heap = self._due[best[4]]
                 item = heapq.heappop(heap)
                 if can_place(name):
+                    self.class_picks += 1
                     self.remove(name)
                     return name
                 skipped.append((best[4], item))

@@ -344,11 +344,12 @@ class Simulator:
                 any_free = self.free_slots > 0
                 history.note(now, (USABLE_FREE if any_free else NONE_FREE,))
         self._finish()
-        return summarise(
+        result = summarise(
             self.tally, policy=policy.name, schedules=len(states), slots=self.workload.slots,
             load=self.workload.load(), horizon_s=self.horizon, recovery_s=self.recovery_s,
             wall_s=time.perf_counter() - wall, error_by_cause=self.causes.error_s,
         )  # fmt: skip
+        return replace(result, class_picks=policy.class_picks())
 
     def _finish(self) -> None:
         horizon, tally = self.horizon, self.tally

@@ -333,6 +333,9 @@ class SimResult:
     error_by_cause: dict[str, float] = field(default_factory=dict)
     #: ``max_staleness`` over the cycles in which no run failed
     max_staleness_without_failures: float = 0.0
+    #: after warm-up: dispatches the priority classes chose over the policy's
+    #: own order (None: the policy has no classes)
+    class_picks: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -32,6 +32,7 @@ from ..core.priority import (
     DEFAULT_TOP_HOLD_STEPS,
     PriorityIndex,
     short_after_s,
+    short_hold_s,
     top_lead_s,
 )
 from ..core.spec import DEFAULT_PRIORITY, CronSpec
@@ -50,6 +51,7 @@ PRIORITY_POLICIES = (
     "dgs-weights",
     "dgs-over-top",
     "dgs-nolead",
+    "dgs-classes-always",
 )
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
 ELEVATOR_PREFIX = "dgs-elevator-"
@@ -82,6 +84,11 @@ class Policy:
         """When a schedule that cannot start yet becomes eligible (None: never)."""
         return None
 
+    def class_picks(self) -> int | None:
+        """Dispatches after warm-up that the priority classes chose over the
+        policy's own order (None: no classes)."""
+        return None
+
 
 class DeadlinePolicy(Policy):
     """The beat's own decision code on the simulator's state."""
@@ -99,6 +106,7 @@ class DeadlinePolicy(Policy):
         elevated_first: bool = False,
         weights: bool = False,
         lead: Literal["short", "always", "off"] = "short",
+        classes: Literal["short", "always"] = "short",
         top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
         lookahead: bool = False,
         name: str | None = None,
@@ -119,10 +127,13 @@ class DeadlinePolicy(Policy):
             elevated_first=elevated_first, clock_offset_s=sim.at(0.0).timestamp(),
             lead_s={"off": None, "always": self._margin_s,
                     "short": top_lead_s(self._margin_s)}[lead], lead_top_only=lead == "short",
-            lead_when_waited_s=short_after_s(elevator_s) if lead == "short" else None,
+            lead_when_short=lead == "short", classes_when_short=classes == "short",
+            short_when_waited_s=short_after_s(elevator_s), short_hold_s=short_hold_s(elevator_s),
             top_hold_steps=top_hold_steps,
         ) if priorities else main  # fmt: skip
         self.fifo = fifo
+        #: the index's class picks when the warm-up ended (None: not yet)
+        self._picks_at_window: int | None = None
         #: Look-ahead admission (``core/lookahead.py``): the shares of the
         #: indexed schedules, the long candidates its cap holds, each one's
         #: should_start_by when indexed, and the runs this policy started:
@@ -184,7 +195,16 @@ class DeadlinePolicy(Policy):
         self.running[name] = (now + expected, expected)
         return False
 
+    def class_picks(self) -> int | None:
+        if not isinstance(self.index, PriorityIndex):
+            return None
+        at_window = self._picks_at_window
+        return 0 if at_window is None else self.index.class_picks - at_window
+
     def dispatch(self, now: float) -> None:
+        if self._picks_at_window is None and now >= self.sim.tally.window_start \
+                and isinstance(self.index, PriorityIndex):  # fmt: skip
+            self._picks_at_window = self.index.class_picks
         if self.index.peek(now) is None:
             return
         sim = self.sim
@@ -296,6 +316,9 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
             sim, top_hold_steps=0, lead="off", name="dgs-over-top"
         ),
         "dgs-nolead": lambda: DeadlinePolicy(sim, lead="off", name="dgs-nolead"),
+        "dgs-classes-always": lambda: DeadlinePolicy(
+            sim, classes="always", name="dgs-classes-always"
+        ),
         "dgs-weights": lambda: DeadlinePolicy(
             sim, priorities=False, weights=True, name="dgs-weights"
         ),

@@ -23,8 +23,10 @@ from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder
 
 H = timedelta(hours=1)
-#: Registered (never run) at T0: due from T0 + 1 h (t.low, class 80, in ERROR
+#: Registered (never run) at T0: due from T0 + 50 min (t.low, class 80, in ERROR
 #: first: 50 min period) and T0 + 1 h (t.high, class 20). Beat reads T0 + 1 h 5 min.
+#: With a 20-minute elevator interval capacity counts as short (t.low has waited
+#: more than 10 minutes); with the default one (2 h) it does not.
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 NOW = T0 + H + timedelta(minutes=5)
 
@@ -40,7 +42,11 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
-def first_dispatch(client: redis.Redis, store: SqlScheduleStore, **settings: object) -> str:
+SHORT = {"elevator_interval": 1200}
+
+
+def first_dispatch(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
+                   **settings: object) -> str:  # fmt: skip
     keys = KeySpace(f"prio{uuid.uuid4().hex[:8]}")
     registry = WorkerRegistry(client, keys, ttl=300)
     registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
@@ -50,7 +56,7 @@ def first_dispatch(client: redis.Redis, store: SqlScheduleStore, **settings: obj
         store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
         registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
         settings=DgsSettings(store_poll_interval=1000, **settings),  # type: ignore[arg-type]
-        clock=FakeClock(NOW), monotonic=Mono(),
+        clock=FakeClock(now), monotonic=Mono(),
     )  # fmt: skip
     engine.load()
     engine.tick()
@@ -61,17 +67,27 @@ def first_dispatch(client: redis.Redis, store: SqlScheduleStore, **settings: obj
 def test_the_due_higher_class_gets_the_slot_before_a_lower_one_in_error(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
-    assert first_dispatch(redis_client, store) == "t.high"
+    assert first_dispatch(redis_client, store, **SHORT) == "t.high"
     plain = [PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
              PeriodicSpec(task="t.high", scheduling_period=H),
              PeriodicSpec(task="t.asked", scheduling_period=10 * H)]  # fmt: skip
     store.sync(plain, T0)
-    assert first_dispatch(redis_client, store) == "t.low"  # without classes: ERROR first
+    assert first_dispatch(redis_client, store, **SHORT) == "t.low"  # without classes: ERROR first
+
+
+def test_below_capacity_the_classes_change_no_decision(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """No due schedule has waited half the default elevator interval: the
+    order is the one without classes (ERROR first)."""
+    assert first_dispatch(redis_client, store) == "t.low"
 
 
 def test_a_run_request_goes_first_unless_asked_in_a_lower_class(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
+    """A due run request puts the classes in charge even below capacity: it
+    goes in its asked class (0 unless asked otherwise)."""
     store.request_run("t.asked", NOW - timedelta(seconds=30))
     assert first_dispatch(redis_client, store) == "t.asked"
     store.request_run("t.asked", NOW - timedelta(seconds=30), priority=60)
@@ -82,6 +98,7 @@ def test_the_elevator_lets_the_waiting_lower_class_go_first(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
     """t.low due since T0 + 50 min, t.high since T0 + 1 h; with a 5-minute
-    elevator t.low has waited three steps by NOW, t.high one."""
+    elevator t.low has waited three steps by NOW, t.high one. Without the
+    elevator (strict classes) capacity counts as short after an hour's wait."""
     assert first_dispatch(redis_client, store, elevator_interval=300) == "t.low"
-    assert first_dispatch(redis_client, store, elevator_interval=None) == "t.high"
+    assert first_dispatch(redis_client, store, NOW + H, elevator_interval=None) == "t.high"

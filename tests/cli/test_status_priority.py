@@ -46,3 +46,21 @@ def test_status_shows_the_priority_and_the_class_the_elevator_moved_it_to() -> N
     plain = {r.name: r.effective_priority
              for r in build_rows(rows, {}, NOW, settings=DgsSettings(elevator_interval=None))}
     assert plain == {"t.top": 10, "t.mid": 50, "t.low": 80, "t.new": 80, "t.asked": 0}
+
+
+def test_below_capacity_every_schedule_shows_its_own_class() -> None:
+    """No due schedule has waited half an elevator interval and no run request
+    is due: beat's classes choose nothing, so no schedule shows a moved class,
+    even one due across an elevator step."""
+    store = MemoryScheduleStore()
+    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+             for n, p in (("top", 10), ("low", 80))]  # fmt: skip
+    store.sync(specs, NOW - timedelta(hours=1, minutes=4))  # due since 10:08: one step (10:10)
+    rows, _ = store.load_active()
+    settings = DgsSettings(elevator_interval=600)  # short after 300 s of waiting
+    effective = {r.name: r.effective_priority for r in build_rows(rows, {}, NOW, settings=settings)}
+    assert effective == {"t.top": 10, "t.low": 80}
+    # Two minutes later t.low has waited 6 min: capacity is short, the elevator counts.
+    later = {r.name: r.effective_priority
+             for r in build_rows(rows, {}, NOW + timedelta(minutes=2), settings=settings)}
+    assert later == {"t.top": 10, "t.low": 10}

@@ -153,12 +153,12 @@ def test_at_one_place_the_longest_due_goes_first_whatever_the_class() -> None:
 
 def test_the_top_class_leads_only_while_capacity_is_short() -> None:
     """With a lead, top-class work counts as due ``lead`` early, but only
-    while some due schedule has waited ``lead_when_waited_s``; other classes
+    while some due schedule has waited ``short_when_waited_s``; other classes
     get no lead."""
 
     def build(low_should: float) -> PriorityIndex:
         ix = index({"top": 20, "top2": 20, "mid": 50, "low": 80}, lead_s=lambda n: 50.0,
-                   lead_top_only=True, lead_when_waited_s=100.0)  # fmt: skip
+                   lead_top_only=True, lead_when_short=True, short_when_waited_s=100.0)  # fmt: skip
         ix.upsert("top", 0, 200)
         ix.upsert("top2", 0, 5000)
         ix.upsert("mid", 0, 190)
@@ -252,3 +252,50 @@ def test_heaps_stay_bounded_under_churn() -> None:
             ix.upsert(f"s{i}", round_, round_ + i % 7)
         ix.pop(float(round_ + 3))
     assert len(ix._upcoming) + sum(len(h) for h in ix._due.values()) <= 4 * 50 + 1024 + 50
+
+
+def gated(classes: dict[str, int], **kw: object) -> PriorityIndex:
+    """Classes order due work only while capacity is short: a due schedule has
+    waited 100 s, or did less than 500 s ago."""
+    return index(classes, classes_when_short=True, short_when_waited_s=100.0,
+                 short_hold_s=500.0, **kw)  # fmt: skip
+
+
+def test_below_capacity_the_classes_change_no_choice() -> None:
+    ix = gated({"top": 20, "low": 80})
+    ix.upsert("low", 0, 10)
+    ix.upsert("top", 0, 50)
+    assert ix.peek(60) == "low"  # main's order: low waited 50 s, capacity not short
+    assert ix.peek(120) == "top"  # low has waited 110 s: the classes decide
+    assert ix.class_picks == 0
+    assert ix.pop(120) == "top"
+    assert ix.class_picks == 1
+
+
+def test_capacity_stays_short_for_the_hold_after_the_last_long_wait() -> None:
+    ix = gated({"top": 20, "low": 80, "low2": 80})
+    ix.upsert("low", 0, 0)
+    ix.upsert("top", 0, 160)
+    assert ix.pop(150) == "low"  # the only due one; it has waited 150 s: short until 650
+    ix.upsert("low2", 0, 200)
+    ix.upsert("top", 0, 210)
+    # At 230 nothing has waited 100 s, but the last long wait was at 150: still short.
+    assert ix.peek(230) == "top"
+    # Past the hold (150 + 500), the same kind of choice is main's again.
+    ix.upsert("top", 0, 700)
+    ix.upsert("low2", 0, 690)
+    assert ix.peek(720) == "low2"
+
+
+def test_a_due_run_request_puts_the_classes_in_charge() -> None:
+    """A run request (should_start_by pushed back by RUN_REQUEST_PRIORITY_S)
+    goes in its class at once, even below capacity; once it is gone, main decides."""
+    from celery_dgs.core.late_order import RUN_REQUEST_PRIORITY_S
+
+    ix = gated({"asked": 60, "top": 20, "low": 80})
+    ix.upsert("low", 0, 10)
+    ix.upsert("top", 0, 50)
+    ix.upsert("asked", 55, 55 - RUN_REQUEST_PRIORITY_S)
+    assert ix.peek(60) == "top"  # class 20 before the request's class 60
+    ix.remove("asked")
+    assert ix.peek(60) == "low"

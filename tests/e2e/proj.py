@@ -296,20 +296,21 @@ def lax_b() -> str:
 
 
 # Priorities (tests/e2e/test_priority_e2e.py): two class-10 schedules whose
-# 1 s runs fill one slot (period 2 s: one of them is always due), and a
-# class-90 one due from registration + 3.5 s and in ERROR from + 4 s.
+# 1.5 s runs overfill one slot (period 2 s: one of them is always due, and
+# waits 2 s for it), and a class-90 one due from registration + 3.5 s and in
+# ERROR from + 4 s.
 @declare("periodic", period=timedelta(seconds=2), priority=10,
          duration_override=timedelta(seconds=1))
 @app.task(name="e2e.prio_hi1")
 def prio_hi1() -> str:
-    return work("prio_hi1", 1.0)
+    return work("prio_hi1", 1.5)
 
 
 @declare("periodic", period=timedelta(seconds=2), priority=10,
          duration_override=timedelta(seconds=1))
 @app.task(name="e2e.prio_hi2")
 def prio_hi2() -> str:
-    return work("prio_hi2", 1.0)
+    return work("prio_hi2", 1.5)
 
 
 @declare("periodic", period=timedelta(seconds=4), priority=90,

@@ -1,8 +1,10 @@
 """End to end: priority classes and the elevator under overload.
 
 Real Redis, SQLite store, one real worker with one slot and a real beat
-(tests/e2e/proj.py). Two class-10 schedules run 1 s every 2 s: together they
-need the whole slot, and one of them is due whenever it frees. A class-90
+(tests/e2e/proj.py). Two class-10 schedules run 1.5 s every 2 s: together they
+need more than the slot, one of them is due whenever it frees, and each
+waits more than half an elevator interval for it, so capacity counts as
+short (below capacity the classes would choose nothing). A class-90
 schedule is due from its registration ``reg`` + 3.5 s and in ERROR from
 ``reg`` + 4 s; without classes beat's order (schedules in ERROR first) would
 start it at the first free slot after that.
