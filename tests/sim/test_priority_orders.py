@@ -42,3 +42,20 @@ def test_the_default_protects_the_top_class_and_bounds_the_lowest(
     # strict classes starve the lowest one; the elevator starts it within (3 + 1) steps
     assert strict.by_class[80]["max_staleness"] > 2 * dgs.by_class[80]["max_staleness"]
     assert dgs.by_class[80]["max_lateness_s"] <= 4 * 7200
+
+
+def test_below_capacity_the_classes_choose_nothing_after_warm_up(
+    results: dict[str, SimResult],
+) -> None:
+    """At load 0.9 with mixed shares no due schedule waits half an elevator
+    interval after warm-up: every dispatch is the overload policy's own. Under
+    overload (the fixture's 1.5) the classes choose; `dgs-classes-always`
+    lets them choose below capacity too."""
+    opts = GeneratorOptions(schedules=150, slots=3, load=0.9, horizon_s=2 * DAY, warmup_s=DAY,
+                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1, share_spread=4.0,
+                            priority_classes=CLASSES)  # fmt: skip
+    workload = generate(opts)
+    assert simulate(workload, "dgs").class_picks == 0
+    assert (simulate(workload, "dgs-classes-always").class_picks or 0) > 0
+    assert simulate(workload, "dgs-noprio").class_picks is None
+    assert (results["dgs"].class_picks or 0) > 100
