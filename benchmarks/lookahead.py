@@ -7,8 +7,9 @@ short ones' mean run time, each a tenth of a slot (default cooldown rule).
 For each load and seed: ``dgs`` (beat's default order) and
 ``dgs-lookahead`` (the same with ``dgs_lookahead``), ERROR-seconds after the
 warm-up (40 % of the horizon) of the short and the long jobs, the ratio to
-the long-run bound (``celery_dgs/sim/bound.py``), the worst staleness in
-periods. ``--long-pool-slots K`` puts the long jobs in a pool that only a
+the long-run bound (``celery_dgs/sim/bound.py``) and to the bound with
+run-time variance priced (``celery_dgs/sim/variance_bound.py``), the worst
+staleness in periods. ``--long-pool-slots K`` puts the long jobs in a pool that only a
 worker of K slots takes (it also runs the short jobs): at most K long runs at
 once. ``--json`` writes the rows.
 """
@@ -25,6 +26,7 @@ from typing import Any
 from celery_dgs.sim.bound import error_bound_s
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator
+from celery_dgs.sim.variance_bound import variance_error_bound_s
 from celery_dgs.sim.workload import SimWorker, Workload
 
 DAY = 86400.0
@@ -63,6 +65,7 @@ def run_one(policy: str, load: float, seed: int, schedules: int, slots: int,
     sim.tally.class_of = {s.name: int(s.spec.task == "sim.long") for s in workload.schedules}
     result = sim.run()
     bound = error_bound_s(workload)
+    priced = variance_error_bound_s(workload)
     by_class = sim.tally.error_by_class
     stale = sim.tally.stale_by_class
     return {
@@ -71,6 +74,8 @@ def run_one(policy: str, load: float, seed: int, schedules: int, slots: int,
         "short_error_s": by_class.get(0, 0.0),
         "long_error_s": by_class.get(1, 0.0), "bound_s": bound,
         "ratio": result.error_s / bound if bound > 0 else None,
+        "variance_bound_s": priced,
+        "variance_ratio": result.error_s / priced if priced > 0 else None,
         "short_max_stale": stale.get(0, 0.0), "long_max_stale": stale.get(1, 0.0),
         "in_error": result.schedules_in_error, "wall_s": round(time.perf_counter() - start, 1),
     }  # fmt: skip
@@ -96,9 +101,11 @@ def main(argv: list[str] | None = None) -> None:
                               args.long_pool_slots)
                 rows.append(row)
                 ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+                priced = "-" if row["variance_ratio"] is None else f"{row['variance_ratio']:.2f}"
                 print(f"{policy:14} load {load:4} seed {seed}: ERROR {row['error_s']:12,.0f} s "
                       f"(short {row['short_error_s']:,.0f}, long {row['long_error_s']:,.0f}) "
-                      f"bound {row['bound_s']:,.0f} ratio {ratio} max stale "
+                      f"bound {row['bound_s']:,.0f} ratio {ratio} (variance-aware "
+                      f"{row['variance_bound_s']:,.0f}, {priced}) max stale "
                       f"{row['short_max_stale']:.2f}/{row['long_max_stale']:.2f} "
                       f"({row['wall_s']} s)", flush=True)  # fmt: skip
                 if args.json:

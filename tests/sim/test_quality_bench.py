@@ -44,7 +44,9 @@ def test_a_tiny_realistic_run_prints_causes_ratios_and_goals(
     assert "after the outage (goal <= 1.2 x backlog" in text
     rows = json.loads(out.read_text())["rows"]
     assert {r["policy"] for r in rows} == {"dgs", "dgs-shed", "beat"}
+    assert "the variance-aware bound" in text  # beside each ratio goal
     for r in rows:
+        assert r["variance_bound_s"] >= r["error_bound_s"]
         assert set(r["error_by_cause"]) == set(CAUSES)
         assert sum(r["error_by_cause"].values()) == pytest.approx(r["error_s"])
         assert r["max_staleness_without_failures"] <= r["max_staleness"]
