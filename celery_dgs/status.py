@@ -490,6 +490,7 @@ def apply_priorities(
     elevator interval after the last long wait, which a snapshot cannot see."""
     due: dict[str, tuple[int, float]] = {}
     top: int | None = None  # the top class in use keeps level 0
+    requested = False  # a due run request: capacity counts as short
     for row in rows:
         if row.priority is None or row.running is not None or row.paused or not row.active:
             continue
@@ -498,6 +499,7 @@ def apply_priorities(
             asked = row.run_requested_priority
             cls = AD_HOC_PRIORITY if asked is None else asked
             due[row.name] = (cls, row.run_requested_at.timestamp())
+            requested = True
         elif row.may_run_at is not None and row.should_start_by is not None:
             at = max(row.may_run_at, row.should_start_by)
             if at <= now:
@@ -506,9 +508,7 @@ def apply_priorities(
     classes = level_classes((cls for cls, _ in due.values()), top if due else None)
     moment = now.timestamp()
     oldest = min((at for _, at in due.values()), default=math.inf)
-    short = oldest <= moment - short_after_s(elevator_interval) or any(
-        row.run_requested_at is not None and row.name in due for row in rows
-    )
+    short = requested or oldest <= moment - short_after_s(elevator_interval)
     out = []
     for row in rows:
         if row.name in due:

@@ -24,6 +24,12 @@ from .timing import expected_duration
 RUN_REQUEST_PRIORITY_S = 1e12
 
 
+def is_run_request(can_start_by: float, should_start_by: float) -> bool:
+    """Whether index times are an operator's run request's (``should_start_by``
+    pushed back by :data:`RUN_REQUEST_PRIORITY_S`), not a schedule's own."""
+    return can_start_by - should_start_by >= RUN_REQUEST_PRIORITY_S / 2
+
+
 class _Tracked(Protocol):
     @property
     def spec(self) -> ScheduleSpec: ...
@@ -63,7 +69,7 @@ class SheddingIndex(DeadlineIndex):
     @staticmethod
     def _is_late(item: tuple[float, float, str, int], now: float) -> bool:
         should, can = item[0], item[1]
-        return should < now and can - should < RUN_REQUEST_PRIORITY_S / 2
+        return should < now and not is_run_request(can, should)
 
     def _late_entry(
         self, name: str, should: float, can: float, version: int

@@ -73,7 +73,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 
 from .index import DeadlineIndex, IndexedTimes
-from .late_order import RUN_REQUEST_PRIORITY_S
+from .late_order import is_run_request
 
 #: Default ``dgs_elevator_interval``: seconds between two elevator steps.
 DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
@@ -240,7 +240,7 @@ class PriorityIndex(DeadlineIndex):
         self._unclass(name)
         cls = self._class[name] = self.priority_of(name)
         self._class_sizes[cls] = self._class_sizes.get(cls, 0) + 1
-        if can_start_by - should_start_by >= RUN_REQUEST_PRIORITY_S / 2:
+        if is_run_request(can_start_by, should_start_by):
             self._requests.add(name)
         else:
             self._requests.discard(name)

@@ -46,8 +46,9 @@ def ok_period_s(spec: ScheduleSpec) -> float:
     return period
 
 
-def error_bound_s(workload: Workload) -> float:
-    """The long-run least ERROR-seconds over the measured window (module docstring)."""
+def window_capacity(workload: Workload) -> tuple[float, float]:
+    """The measured window (seconds after warm-up) and the slot-seconds the
+    workers offer in it, less what the outages take."""
     start, end = workload.effective_warmup(), workload.horizon_s
     window = max(end - start, 0.0)
     capacity = workload.slots * window
@@ -55,7 +56,12 @@ def error_bound_s(workload: Workload) -> float:
         down = max(0.0, min(outage.end_s, end) - max(outage.start_s, start))
         slots = sum(w.slots for w in workload.workers if outage.hits(w))
         capacity -= slots * down
-    capacity = max(capacity, 0.0)
+    return window, max(capacity, 0.0)
+
+
+def error_bound_s(workload: Workload) -> float:
+    """The long-run least ERROR-seconds over the measured window (module docstring)."""
+    window, capacity = window_capacity(workload)
     offers: list[tuple[float, float]] = []  # (OK seconds per slot-second, slot-seconds to stay OK)
     error = 0.0
     for sched in workload.schedules:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from .bound import error_bound_s, ok_period_s
+from .bound import error_bound_s, ok_period_s, window_capacity
 from .workload import Workload
 
 _SQRT2 = math.sqrt(2.0)
@@ -95,14 +95,8 @@ def cycle_cost(period_s: float, mean_s: float, sigma: float, price: float) -> fl
 def variance_error_bound_s(workload: Workload) -> float:
     """The long-run least ERROR-seconds over the measured window with run-time
     variance priced (module docstring); at least :func:`~celery_dgs.sim.bound.error_bound_s`."""
-    start, end = workload.effective_warmup(), workload.horizon_s
-    window = max(end - start, 0.0)
-    slots = float(workload.slots)
-    for outage in workload.outages:  # the slots an outage takes, averaged over the window
-        down = max(0.0, min(outage.end_s, end) - max(outage.start_s, start))
-        lost = sum(w.slots for w in workload.workers if outage.hits(w))
-        slots -= lost * down / window if window else 0.0
-    slots = max(slots, 0.0)
+    window, capacity = window_capacity(workload)
+    slots = capacity / window if window else 0.0  # averaged over the window
     terms = [(ok_period_s(s.spec), s.duration_s, s.duration_sigma, s.failure_rate)
              for s in workload.schedules if s.duration_s > 0]  # fmt: skip
 
