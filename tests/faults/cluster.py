@@ -79,6 +79,17 @@ class FaultCluster(Cluster):
             timeout, f"run {run_id} to end",
         )  # fmt: skip
 
+    def wait_recorded(self, schedule: str, run_id: str, timeout: float = 5) -> Any:
+        """The stored run record of ``run_id`` once its outcome is written. The
+        history's ``end`` comes from the task body, before the worker's
+        ``task_postrun`` hook stores the outcome, so a test that reads the row
+        right after ``wait_end`` waits here for that write."""
+        return wait_for(
+            lambda: next((r for r in self.runs(schedule)
+                          if r.run_id == run_id and r.outcome != "running"), None),
+            timeout, f"the stored outcome of run {run_id}",
+        )  # fmt: skip
+
     def worker_of(self, start: dict[str, Any]) -> str:
         """The worker key whose node ran this start."""
         return next(k for k, p in self.proc_env.items() if k in self.procs

@@ -49,7 +49,7 @@ def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
     end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
     assert end["outcome"] == "success"
     assert abs(end["t"] - first["t"] - RUN_SECONDS) < BOUNDS.slack
-    row = next(r for r in cluster.runs("faults.victim") if r.run_id == first["run_id"])
+    row = cluster.wait_recorded("faults.victim", first["run_id"])
     assert row.outcome == "success"
     assert row.duration_s is not None
     assert abs(row.duration_s - RUN_SECONDS) < BOUNDS.slack, row
@@ -85,7 +85,7 @@ def test_the_redis_servers_clock_steps_mid_run(
         offset.write_text(f"{step:+}\n")
         end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
         assert end["outcome"] == "success"
-        row = next(r for r in cluster.runs("faults.victim") if r.run_id == first["run_id"])
+        row = cluster.wait_recorded("faults.victim", first["run_id"])
         cluster.stop_all()
     finally:
         server.cleanup()
