@@ -55,8 +55,9 @@ class GeneratorOptions:
     slots_per_worker: int = DEFAULT_SLOTS_PER_WORKER
     horizon_s: float = DEFAULT_HORIZON_S
     warmup_s: float | None = None
-    outage_s: float = 0.0  # all workers down for this long ...
-    outage_at_s: float | None = None  # ... starting here (default: mid-horizon)
+    outage_s: float = 0.0  # workers down for this long ...
+    outage_at_s: float | None = None  # ... starting here (default: mid-horizon) ...
+    outage_workers: float = 1.0  # ... this share of them (the first ones; 1: all)
     seed: int = 0
     share_spread: float = 1.0  # shares log-uniform within this factor either way (1: equal)
     #: (priority, fraction of the schedules) per class; empty: every schedule
@@ -83,6 +84,8 @@ def generate(opts: GeneratorOptions) -> Workload:
         raise WorkloadError(f"share spread must be >= 1, got {opts.share_spread}")
     if not 0 <= opts.long_fraction < 1:
         raise WorkloadError(f"long fraction must be in [0, 1), got {opts.long_fraction}")
+    if not 0 < opts.outage_workers <= 1:
+        raise WorkloadError(f"outage workers must be in (0, 1], got {opts.outage_workers}")
     if opts.long_fraction and not (
         0 < opts.long_ratio_min <= opts.long_ratio_max and 0 < opts.long_share < 1
     ):
@@ -112,12 +115,17 @@ def generate(opts: GeneratorOptions) -> Workload:
         )
     if opts.long_fraction:
         schedules += _long_jobs(opts, [s.duration_s for s in schedules])
+    workers = make_workers(opts.slots, opts.slots_per_worker)
     outages: list[Outage] = []
     if opts.outage_s > 0:
         at = opts.outage_at_s if opts.outage_at_s is not None else opts.horizon_s / 2
-        outages.append(Outage(at, at + opts.outage_s))
+        down: frozenset[str] = frozenset()
+        if opts.outage_workers < 1:
+            count = max(1, round(opts.outage_workers * len(workers)))
+            down = frozenset(w.name for w in workers[:count])
+        outages.append(Outage(at, at + opts.outage_s, down))
     return Workload(
-        schedules, make_workers(opts.slots, opts.slots_per_worker),
+        schedules, workers,
         horizon_s=opts.horizon_s, warmup_s=opts.warmup_s, outages=outages, seed=opts.seed,
     )  # fmt: skip
 

@@ -93,6 +93,8 @@ class Simulator:
                              for w in workload.workers]  # fmt: skip
         self._workers = {w.name: w for w in self.worker_slots}
         self.free_slots = sum(w.free for w in self.worker_slots)
+        #: the slots of the workers that are up (beat: the live workers' slots)
+        self.live_slots = self.free_slots
         self._spec_workers = {w.name: w for w in workload.workers}
         self._down: dict[str, int] = {}
         self._down_since: dict[str, float] = {}
@@ -281,12 +283,14 @@ class Simulator:
                         self._end_run(name, now, None)
                 self._down_since[worker.name] = now
                 self.free_slots -= worker.free
+                self.live_slots -= spec_worker.slots
                 worker.free = 0
             elif not down and count == 0:
                 since = self._down_since.pop(worker.name)
                 self.tally.down_slot_s += spec_worker.slots * self.tally.overlap(since, now)
                 worker.free = spec_worker.slots
                 self.free_slots += spec_worker.slots
+                self.live_slots += spec_worker.slots
         if not down and outage.end_s == self._recovery_from and not self._recovering:
             self._start_recovery(now)
 

@@ -52,6 +52,9 @@ class PolicyHost(Protocol):
     @property
     def worker_slots(self) -> Sequence[WorkerSlots]: ...
     @property
+    def live_slots(self) -> int:
+        """The slots of the workers that are up."""
+    @property
     def retry_ladder(self) -> tuple[timedelta, ...]: ...
     @property
     def tally(self) -> Tally: ...
