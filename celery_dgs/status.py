@@ -58,6 +58,7 @@ from .core.condition import (
 from .core.lookahead import DemandBook
 from .core.priority import (
     DEFAULT_ELEVATOR_INTERVAL_S,
+    demand_exceeds,
     effective_priority,
     level_classes,
     short_after_s,
@@ -470,24 +471,51 @@ def build_rows(
                   default_pool=default_pool, workers=check)
         for s in schedules
     ]  # fmt: skip
+    overloaded = False
     if slots is not None:
-        rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings)
+        # The demand matters to the classes (more than one in use) and to the look-ahead.
+        classes = {r.priority for r in rows if r.priority is not None and r.active}
+        lookahead = settings is not None and settings.lookahead
+        book = demand_book(rows, schedules) if len(classes) > 1 or lookahead else None
+        overloaded = book is not None and demand_exceeds(book.total(), slots)
+        rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings,
+                                book=book)  # fmt: skip
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
-    return sorted(apply_priorities(rows, now, interval), key=urgency_key)
+    return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
+
+
+def demand_book(rows: Iterable[StatusRow], schedules: Iterable[StoredSchedule]) -> DemandBook:
+    """The schedules' shares of a slot as beat keeps them: those active, not
+    paused and valid (deferred checks are none)."""
+    by_name = {s.name: s for s in schedules}
+    book = DemandBook()
+    for row in rows:
+        stored = by_name.get(row.name)
+        if stored is None or stored.spec is None or not row.active or row.paused:
+            continue
+        expected = expected_duration(stored.spec, stored.stats).total_seconds()
+        book.note_schedule(row.name, stored.spec, stored.stats, expected)
+    return book
 
 
 def apply_priorities(
-    rows: Sequence[StatusRow], now: datetime, elevator_interval: float | None
+    rows: Sequence[StatusRow],
+    now: datetime,
+    elevator_interval: float | None,
+    *,
+    overloaded: bool = False,
 ) -> list[StatusRow]:
     """Rows with ``effective_priority`` set as beat's index computes it
     (:func:`celery_dgs.core.priority.effective_priority`): while capacity is
-    short (a due schedule has waited half an elevator interval), a schedule
-    beat may dispatch that is due (its ``can_start_by`` and ``should_start_by``
-    passed; a run request since it was asked, in class 0) moves up one class
-    with due work per elevator step, up to the top class in use; the others
-    are served in their own class. A due run request makes capacity count as
-    short too, as in beat's index; beat also keeps the classes' order for an
-    elevator interval after the last long wait, which a snapshot cannot see."""
+    short (a due schedule has waited half an elevator interval, or
+    ``overloaded``: the schedules' demand exceeds the live workers' slots), a
+    schedule beat may dispatch that is due (its ``can_start_by`` and
+    ``should_start_by`` passed; a run request since it was asked, in class 0)
+    moves up one class with due work per elevator step, up to the top class in
+    use; the others are served in their own class. A due run request makes
+    capacity count as short too, as in beat's index; beat also keeps the
+    classes' order for an elevator interval after capacity was last short,
+    which a snapshot cannot see."""
     due: dict[str, tuple[int, float]] = {}
     top: int | None = None  # the top class in use keeps level 0
     requested = False  # a due run request: capacity counts as short
@@ -508,7 +536,7 @@ def apply_priorities(
     classes = level_classes((cls for cls, _ in due.values()), top if due else None)
     moment = now.timestamp()
     oldest = min((at for _, at in due.values()), default=math.inf)
-    short = requested or oldest <= moment - short_after_s(elevator_interval)
+    short = overloaded or requested or oldest <= moment - short_after_s(elevator_interval)
     out = []
     for row in rows:
         if row.name in due:
@@ -530,6 +558,7 @@ def apply_projection(
     *,
     slots: int,
     settings: DgsSettings | None = None,
+    book: DemandBook | None = None,
 ) -> list[StatusRow]:
     """Replay beat's order over the live state (:func:`~celery_dgs.core.projection.project_starts`)
     and turn OK rows projected to start after ``should_start_by`` into WARNING
@@ -538,21 +567,23 @@ def apply_projection(
     each running one holds its slot until its expected end. With
     ``dgs_lookahead`` the replay applies beat's admission (a long run it
     would hold leaves its slot to the others meanwhile), and a schedule it
-    holds now while a slot is free gets a :data:`HOLD_LOOKAHEAD` hold."""
+    holds now while a slot is free gets a :data:`HOLD_LOOKAHEAD` hold
+    (its shares: ``book``, or :func:`demand_book` of the rows)."""
+    schedules = list(schedules)
     by_name = {s.name: s for s in schedules}
     conf = settings or DgsSettings()
     waiting: list[Waiting] = []
     busy_until: list[float] = []
     busy_run_s: list[float] = []
-    # The look-ahead's shares, as beat keeps them (deferred checks are none).
-    book = DemandBook() if conf.lookahead else None
+    if not conf.lookahead:
+        book = None
+    elif book is None:
+        book = demand_book(rows, schedules)
     for row in rows:
         stored = by_name.get(row.name)
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
-        if book is not None:
-            book.note_schedule(row.name, stored.spec, stored.stats, expected)
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
             busy_run_s.append(expected)

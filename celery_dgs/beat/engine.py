@@ -42,9 +42,16 @@ from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
+from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from ..core.priority import PriorityIndex, short_after_s, short_hold_s, top_lead_s
+from ..core.priority import (
+    PriorityIndex,
+    demand_exceeds,
+    short_after_s,
+    short_hold_s,
+    top_lead_s,
+)
 from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
@@ -54,7 +61,7 @@ from ..registry import RegistryBackend
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore, StoredSchedule
 from .leader import BeatLeadership, Role
-from .lookahead import BeatLookahead
+from .lookahead import BeatLookahead, note_demand
 from .reaper import RunReaper
 from .sending import DispatchSending
 from .stalled import StalledWorkers
@@ -109,7 +116,8 @@ class BeatEngine(DispatchSending):
         #: ``None``: dispatch unconditionally (tests, benchmarks, a single beat tool).
         self.leadership = leadership
         # Due work by priority class with the elevator while capacity is short
-        # (a due schedule waited half an elevator interval, or did within the
+        # (a due schedule waited half an elevator interval, or the schedules'
+        # demand exceeds the live workers' slots, or either held within the
         # last interval); the top class's work then counts as due 1.5 margins early.
         self.index: DeadlineIndex = PriorityIndex(make_index(
             settings.overload_policy, settings.shed_horizon,
@@ -119,10 +127,18 @@ class BeatEngine(DispatchSending):
             lead_s=top_lead_s(self._margin_s), lead_top_only=True, lead_when_short=True,
             classes_when_short=True,
             short_when_waited_s=short_after_s(settings.elevator_interval),
+            overloaded=self._overloaded,
             short_hold_s=short_hold_s(settings.elevator_interval))  # fmt: skip
+        #: The schedulable schedules' shares of a slot, kept at load and refresh
+        #: once built: at load with the look-ahead, else the first time the
+        #: classes ask (a fleet with one class never does).
+        self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
+        #: The live workers' slots (``dgs_capacity`` without a registered
+        #: worker) as of the last dispatch round's placement; None before it.
+        self.live_slots: int | None = None
         self.tracked: dict[str, Tracked] = {}
-        #: Look-ahead admission (``dgs_lookahead``): its book of shares, kept at load and refresh.
-        self.lookahead = BeatLookahead() if settings.lookahead else None
+        #: Look-ahead admission (``dgs_lookahead``) over the demand book.
+        self.lookahead = BeatLookahead(self.demand) if self.demand is not None else None
         #: Active schedules whose stored row beat cannot schedule (an invalid
         #: spec or statistics): name -> why. Not in ``tracked``; the metrics
         #: report them in ERROR, as ``status`` does.
@@ -194,8 +210,7 @@ class BeatEngine(DispatchSending):
                 count += 1
                 if not self._load_plain_row(row, batch):
                     self._apply_row_safely(row, batch)
-                if self.lookahead is not None:
-                    self.lookahead.note(row.name, self.tracked.get(row.name), row.name in self.held)
+                self._note_demand(row.name)
             self.index.upsert_many(batch.entries)
             if count >= self.gc_freeze_rows:
                 # Move what was loaded out of the cyclic GC's reach: each of its
@@ -393,6 +408,28 @@ class BeatEngine(DispatchSending):
         else:
             batch.entries.append((name, can, should))
 
+    def _note_demand(self, name: str) -> None:
+        """Keep ``name``'s share in the demand book once it is built (and the
+        look-ahead's queue)."""
+        if self.demand is None:
+            return
+        tracked, held = self.tracked.get(name), name in self.held
+        note_demand(self.demand, name, tracked, held)
+        if self.lookahead is not None:
+            self.lookahead.note(name, tracked, held)
+
+    def _overloaded(self) -> bool:
+        """The priority classes' overload signal: the schedules' demand
+        exceeds the live workers' slots (the book is built on the first call
+        that has them: one pass over the tracked schedules)."""
+        if not self.live_slots:
+            return False
+        if self.demand is None:
+            self.demand = DemandBook()
+            for name, tracked in self.tracked.items():
+                note_demand(self.demand, name, tracked, name in self.held)
+        return demand_exceeds(self.demand.total(), self.live_slots)
+
     def refresh(self) -> int:
         """Apply store changes since the cursor (deferred checks: those ever due
         within the window); returns how many rows changed."""
@@ -401,8 +438,7 @@ class BeatEngine(DispatchSending):
         rows, self.cursor = self.store.changes_since(self.cursor, check_until=until)
         for row in rows:
             self._apply_row_safely(row)
-            if self.lookahead is not None:
-                self.lookahead.note(row.name, self.tracked.get(row.name), row.name in self.held)
+            self._note_demand(row.name)
         self._last_poll = self.monotonic()
         return len(rows)
 
@@ -585,11 +621,13 @@ class BeatEngine(DispatchSending):
         )  # fmt: skip
         pending_by_worker = Counter(pend.worker for pend in self.pending.values())
         if not workers and not self.stalled and self.settings.capacity:
+            self.live_slots = self.settings.capacity
             used = sum(running_by_worker.values()) + len(self.pending)
             return Placement(
                 [WorkerSlots(ANY_WORKER, "", _AllQueues(), self.settings.capacity - used)],
                 self.default_queue,
             )
+        self.live_slots = sum(w.slots for w in workers)
         slots = [
             WorkerSlots(
                 w.name, w.node, frozenset(w.queues),

@@ -1,6 +1,7 @@
-"""Beat's side of the look-ahead admission (``dgs_lookahead``): the demand
-book kept from the tracked schedules, and each round's admission built from
-the runs in progress (:mod:`celery_dgs.core.lookahead` decides)."""
+"""Beat's demand book, kept from the tracked schedules (the priority classes'
+overload signal, the look-ahead's shares), and beat's side of the look-ahead
+admission (``dgs_lookahead``): each round's admission built from the runs in
+progress (:mod:`celery_dgs.core.lookahead` decides)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,25 @@ from ..core.overload import expected_seconds
 from .types import Tracked
 
 
+def note_demand(book: DemandBook, name: str, tracked: Tracked | None, held: bool) -> None:
+    """A schedule was (re)loaded: its share counts while it is schedulable
+    (a deferred check's never: :meth:`DemandBook.note_schedule`)."""
+    if tracked is None or held:
+        book.forget(name)
+    else:
+        book.note_schedule(name, tracked.spec, tracked.stats, expected_seconds(tracked))
+
+
 class BeatLookahead:
-    def __init__(self) -> None:
-        self.book = DemandBook()
+    def __init__(self, book: DemandBook) -> None:
+        #: beat's demand book (kept by :func:`note_demand`)
+        self.book = book
         self.queue = CapQueue()
 
     def note(self, name: str, tracked: Tracked | None, held: bool) -> None:
-        """A schedule was (re)loaded: its share counts while it is schedulable
-        (a deferred check's never: :meth:`DemandBook.note_schedule`)."""
+        """A schedule was (re)loaded: one not schedulable leaves the cap's queue."""
         if tracked is None or held:
-            self.book.forget(name)
             self.queue.discard(name)
-        else:
-            self.book.note_schedule(name, tracked.spec, tracked.stats, expected_seconds(tracked))
 
     def round(
         self, now: float, free: int, tracked: Mapping[str, Tracked], busy: Iterable[str]

@@ -38,17 +38,21 @@ steps, the first within one interval: low-priority work is delayed but never
 starves.
 
 **Capacity short.** Capacity counts as short while some due schedule has
-waited ``short_when_waited_s`` past its ``due_at``, and for ``short_hold_s``
-after the last moment that held (so a backlog that is being worked off does
-not flip the order back and forth), and while an operator's run request is
-due (beat indexes one with ``should_start_by`` pushed back by
+waited ``short_when_waited_s`` past its ``due_at``, or while ``overloaded()``
+(beat: the schedules' demand exceeds the live workers' slots,
+:func:`demand_exceeds`; an overload is then seen as soon as it begins, when
+half the workers die, say, not after the first long wait), and for
+``short_hold_s`` after the last moment either held (so a backlog that is
+being worked off does not flip the order back and forth), and while an
+operator's run request is due (beat indexes one with ``should_start_by`` pushed back by
 ``RUN_REQUEST_PRIORITY_S``: it goes in its asked class, ahead of scheduled
 work or behind a higher class). With ``classes_when_short`` the classes
 order due work only while capacity is short; otherwise every choice is
 ``main``'s. Below capacity a due schedule waits at most a few run times for a
-slot, never ``short_when_waited_s`` (half an elevator interval in beat):
-priorities then change no decision, and the freshness the deadline order wins
-there is kept whatever the classes (``docs/simulator.md``, "Priorities").
+slot, never ``short_when_waited_s`` (half an elevator interval in beat), and
+the demand fits the slots: priorities then change no decision, and the
+freshness the deadline order wins there is kept whatever the classes
+(``docs/simulator.md``, "Priorities").
 
 **Lead.** A due top-class schedule starts with only its margin left, and a
 run longer than that margin puts it in ERROR even when it is served first.
@@ -94,6 +98,14 @@ def short_after_s(elevator_interval_s: float | None) -> float:
     classes order due work, the top class gets its lead): half an elevator
     interval (of the default one without the elevator)."""
     return (elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S) / 2
+
+
+def demand_exceeds(demand_slots: float, live_slots: int | None) -> bool:
+    """Whether the schedules' demand (the slots they need on average: the sum
+    of expected run time / period, :class:`~celery_dgs.core.lookahead.DemandBook`)
+    exceeds the live workers' ``live_slots``; never while that is unknown
+    (None) or no worker is live (nothing can start then anyway)."""
+    return live_slots is not None and live_slots > 0 and demand_slots > live_slots
 
 
 def short_hold_s(elevator_interval_s: float | None) -> float:
@@ -165,6 +177,7 @@ class PriorityIndex(DeadlineIndex):
         lead_when_short: bool = False,
         classes_when_short: bool = False,
         short_when_waited_s: float | None = None,
+        overloaded: Callable[[], bool] | None = None,
         short_hold_s: float = 0.0,
         top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
     ) -> None:
@@ -174,6 +187,7 @@ class PriorityIndex(DeadlineIndex):
         self.lead_when_short = lead_when_short
         self.classes_when_short = classes_when_short
         self.short_when_waited_s = short_when_waited_s
+        self.overloaded = overloaded
         self.short_hold_s = short_hold_s
         #: capacity counts as short until then (``short_hold_s`` past the last wait)
         self._short_until = -math.inf
@@ -333,13 +347,15 @@ class PriorityIndex(DeadlineIndex):
 
     def _capacity_short(self, now: float, tops: list[tuple[int, _Due]]) -> bool:
         """Whether capacity counts as short (module docstring): some due
-        schedule has waited ``short_when_waited_s`` past its ``due_at``, or did
-        less than ``short_hold_s`` ago, or a run request is due; always without
-        ``short_when_waited_s``."""
+        schedule has waited ``short_when_waited_s`` past its ``due_at``, or
+        ``overloaded()``, or either held less than ``short_hold_s`` ago, or a
+        run request is due; always without ``short_when_waited_s``."""
         if self.short_when_waited_s is None or self._due_requests:
             return True
         oldest = min((top[0] for _, top in tops), default=math.inf)
-        if oldest <= now - self.short_when_waited_s:
+        if oldest <= now - self.short_when_waited_s or (
+            self.overloaded is not None and self.overloaded()
+        ):
             self._short_until = now + self.short_hold_s
             return True
         return now < self._short_until

@@ -24,13 +24,14 @@ from typing import Literal
 
 from ..core.cron import next_cron_time
 from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
-from ..core.lookahead import AdmissionRound, CapQueue, DemandBook, demand_period_s
+from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import (
     DEFAULT_ELEVATOR_INTERVAL_S,
     DEFAULT_TOP_HOLD_STEPS,
     PriorityIndex,
+    demand_exceeds,
     short_after_s,
     short_hold_s,
     top_lead_s,
@@ -52,6 +53,7 @@ PRIORITY_POLICIES = (
     "dgs-over-top",
     "dgs-nolead",
     "dgs-classes-always",
+    "dgs-short-by-wait",
 )
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
 ELEVATOR_PREFIX = "dgs-elevator-"
@@ -107,6 +109,7 @@ class DeadlinePolicy(Policy):
         weights: bool = False,
         lead: Literal["short", "always", "off"] = "short",
         classes: Literal["short", "always"] = "short",
+        short_on_demand: bool = True,
         top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
         lookahead: bool = False,
         name: str | None = None,
@@ -128,17 +131,22 @@ class DeadlinePolicy(Policy):
             lead_s={"off": None, "always": self._margin_s,
                     "short": top_lead_s(self._margin_s)}[lead], lead_top_only=lead == "short",
             lead_when_short=lead == "short", classes_when_short=classes == "short",
-            short_when_waited_s=short_after_s(elevator_s), short_hold_s=short_hold_s(elevator_s),
+            short_when_waited_s=short_after_s(elevator_s),
+            overloaded=(lambda: demand_exceeds(self.book.total(), sim.live_slots))
+            if short_on_demand else None,
+            short_hold_s=short_hold_s(elevator_s),
             top_hold_steps=top_hold_steps,
         ) if priorities else main  # fmt: skip
         self.fifo = fifo
         #: the index's class picks when the warm-up ended (None: not yet)
         self._picks_at_window: int | None = None
-        #: Look-ahead admission (``core/lookahead.py``): the shares of the
-        #: indexed schedules, the long candidates its cap holds, each one's
-        #: should_start_by when indexed, and the runs this policy started:
-        #: (expected end, expected run time).
-        self.book = DemandBook() if lookahead else None
+        #: The shares of the indexed schedules (as beat keeps them: the
+        #: priority classes' overload signal, the look-ahead's book).
+        self.book = DemandBook()
+        #: Look-ahead admission (``core/lookahead.py``): the long candidates
+        #: its cap holds, each one's should_start_by when indexed, and the runs
+        #: this policy started: (expected end, expected run time).
+        self.lookahead = lookahead
         self.cap_queue = CapQueue()
         self.should: dict[str, float] = {}
         self.running: dict[str, tuple[float, float]] = {}
@@ -167,11 +175,11 @@ class DeadlinePolicy(Policy):
     def idle(self, name: str, now: float) -> None:
         can, should = self._times(name, now)
         self.index.upsert(name, can, should)
-        if self.book is not None:
-            st = self.sim.states[name]
+        st = self.sim.states[name]
+        self.book.note_schedule(name, st.sched.spec, st.stats, st.expected)
+        if self.lookahead:
             self.running.pop(name, None)
             self.should[name] = should
-            self.book.note(name, st.expected, demand_period_s(st.sched.spec, st.stats))
 
     def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
         # As beat's _reindex_if_not_due: the index holds times computed earlier.
@@ -210,7 +218,7 @@ class DeadlinePolicy(Policy):
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
         admission = None
-        if self.book is not None:
+        if self.lookahead:
             running = self.running
             admission = AdmissionRound(self.book, now, placement.free + len(running),
                                        lambda: list(running.values()), self.cap_queue)  # fmt: skip
@@ -318,6 +326,9 @@ def make_policy(name: str, sim: PolicyHost) -> Policy:
         "dgs-nolead": lambda: DeadlinePolicy(sim, lead="off", name="dgs-nolead"),
         "dgs-classes-always": lambda: DeadlinePolicy(
             sim, classes="always", name="dgs-classes-always"
+        ),
+        "dgs-short-by-wait": lambda: DeadlinePolicy(
+            sim, short_on_demand=False, name="dgs-short-by-wait"
         ),
         "dgs-weights": lambda: DeadlinePolicy(
             sim, priorities=False, weights=True, name="dgs-weights"

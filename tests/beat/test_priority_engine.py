@@ -45,11 +45,12 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
 SHORT = {"elevator_interval": 1200}
 
 
-def first_dispatch(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
-                   **settings: object) -> str:  # fmt: skip
+def make_engine(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
+                slots: int = 1, **settings: object) -> tuple[BeatEngine, Recorder]:  # fmt: skip
+    """A loaded beat whose one worker has ``slots`` free slots, and what it sends."""
     keys = KeySpace(f"prio{uuid.uuid4().hex[:8]}")
     registry = WorkerRegistry(client, keys, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
+    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=slots,
                                  pool="prefork", pid=1))  # fmt: skip
     publish = Recorder()
     engine = BeatEngine(
@@ -59,8 +60,22 @@ def first_dispatch(client: redis.Redis, store: SqlScheduleStore, now: datetime =
         clock=FakeClock(now), monotonic=Mono(),
     )  # fmt: skip
     engine.load()
+    return engine, publish
+
+
+def dispatches(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
+               slots: int = 1, **settings: object) -> list[str]:  # fmt: skip
+    """The schedules beat's first round dispatches to a worker of ``slots``
+    free slots, in the order beat chose them."""
+    engine, publish = make_engine(client, store, now, slots, **settings)
     engine.tick()
-    [name] = publish.names()
+    return list(publish.names())
+
+
+def first_dispatch(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
+                   **settings: object) -> str:  # fmt: skip
+    """The one schedule beat's first round dispatches to a one-slot worker."""
+    [name] = dispatches(client, store, now, **settings)
     return name
 
 
@@ -78,9 +93,44 @@ def test_the_due_higher_class_gets_the_slot_before_a_lower_one_in_error(
 def test_below_capacity_the_classes_change_no_decision(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
-    """No due schedule has waited half the default elevator interval: the
+    """No due schedule has waited half the default elevator interval, and the
+    schedules' demand fits the slot (none has run: no demand is known): the
     order is the one without classes (ERROR first)."""
     assert first_dispatch(redis_client, store) == "t.low"
+
+
+#: t.low (50 min, class 80) and t.high (1 h, class 20) each ran 30 minutes from
+#: T0: together they need 0.6 + 0.5 = 1.1 slots. At T0 + 55 min both are due,
+#: t.low in ERROR since T0 + 50 min; neither has waited half an elevator interval.
+BUSY_NOW = T0 + timedelta(minutes=55)
+
+
+def busy_store(store: SqlScheduleStore) -> SqlScheduleStore:
+    store.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
+                PeriodicSpec(task="t.high", scheduling_period=H, priority=20)], T0)  # fmt: skip
+    for name in ("t.low", "t.high"):
+        run_id = uuid.uuid4().hex
+        store.record_run_start(
+            schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
+            owner_name="celery@w1", owner_tag=run_id, token=1, started_at=T0,
+        )  # fmt: skip
+        store.record_run_end(run_id=run_id, outcome="success", ended_at=T0 + timedelta(minutes=30))
+    return store
+
+
+def test_demand_above_the_live_slots_puts_the_classes_in_charge_at_once(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """1.1 slots of demand on one live slot (as when half the workers die):
+    capacity is short before any wait reaches half an elevator interval, and
+    the higher class goes first. On two slots the demand fits: the order is
+    the one without classes (ERROR first), as it is without classes on one."""
+    busy_store(store)
+    assert first_dispatch(redis_client, store, BUSY_NOW) == "t.high"
+    assert dispatches(redis_client, store, BUSY_NOW, slots=2) == ["t.low", "t.high"]
+    store.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
+                PeriodicSpec(task="t.high", scheduling_period=H)], T0)  # fmt: skip
+    assert first_dispatch(redis_client, store, BUSY_NOW) == "t.low"
 
 
 def test_a_run_request_goes_first_unless_asked_in_a_lower_class(
@@ -102,3 +152,17 @@ def test_the_elevator_lets_the_waiting_lower_class_go_first(
     elevator (strict classes) capacity counts as short after an hour's wait."""
     assert first_dispatch(redis_client, store, elevator_interval=300) == "t.low"
     assert first_dispatch(redis_client, store, NOW + H, elevator_interval=None) == "t.high"
+
+
+def test_the_demand_book_is_built_on_first_need_and_kept_at_each_change_poll(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    busy_store(store)
+    engine, _ = make_engine(redis_client, store, BUSY_NOW)
+    assert engine.demand is None  # not at load: a fleet with one class never needs it
+    engine.tick()
+    assert engine.demand is not None
+    assert engine.demand.total() == pytest.approx(0.6 + 0.5)
+    store.set_paused("t.low", True)
+    engine.refresh()
+    assert engine.demand.total() == pytest.approx(0.5)

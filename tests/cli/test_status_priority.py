@@ -64,3 +64,32 @@ def test_below_capacity_every_schedule_shows_its_own_class() -> None:
     later = {r.name: r.effective_priority
              for r in build_rows(rows, {}, NOW + timedelta(minutes=2), settings=settings)}
     assert later == {"t.top": 10, "t.low": 10}
+
+
+def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
+    """Six schedules that ran 6 h and run every 20 h need 1.8 slots: on one live
+    slot capacity is short before any wait reaches half an elevator interval,
+    as in beat, and the elevator's class shows (one step, 10:10); on two slots
+    it is not."""
+    store = MemoryScheduleStore()
+    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+             for n, p in (("top", 10), ("low", 80))]  # fmt: skip
+    specs += [PeriodicSpec(task=f"t.bulk{i}", scheduling_period=timedelta(hours=20), priority=50)
+              for i in range(6)]  # fmt: skip
+    store.sync(specs, NOW - timedelta(hours=1, minutes=4))  # t.top, t.low due since 10:08
+    for i in range(6):  # not due for hours
+        run_id = f"r-bulk{i}"
+        store.record_run_start(schedule=f"t.bulk{i}", run_id=run_id, dispatch_id=None,
+                               owner_node="w", owner_name="celery@w", owner_tag=run_id, token=1,
+                               started_at=NOW - timedelta(hours=6.5))  # fmt: skip
+        store.record_run_end(run_id=run_id, outcome="success",
+                             ended_at=NOW - timedelta(hours=0.5))  # fmt: skip
+    rows, _ = store.load_active()
+    settings = DgsSettings(elevator_interval=600)
+
+    def effective(slots: int) -> dict[str, int | None]:
+        built = build_rows(rows, {}, NOW, settings=settings, slots=slots)
+        return {r.name: r.effective_priority for r in built if not r.name.startswith("t.bulk")}
+
+    assert effective(1) == {"t.top": 10, "t.low": 10}
+    assert effective(2) == {"t.top": 10, "t.low": 80}

@@ -9,7 +9,12 @@ import pytest
 
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.overload import make_index
-from celery_dgs.core.priority import PriorityIndex, effective_priority, elevator_steps
+from celery_dgs.core.priority import (
+    PriorityIndex,
+    demand_exceeds,
+    effective_priority,
+    elevator_steps,
+)
 from celery_dgs.core.spec import DEFAULT_PRIORITY, CronSpec, PeriodicSpec, spec_from_dict
 from celery_dgs.errors import ScheduleConfigError
 
@@ -299,3 +304,27 @@ def test_a_due_run_request_puts_the_classes_in_charge() -> None:
     assert ix.peek(60) == "top"  # class 20 before the request's class 60
     ix.remove("asked")
     assert ix.peek(60) == "low"
+
+
+def test_an_overload_puts_the_classes_in_charge_before_any_long_wait() -> None:
+    """``overloaded()`` (beat: demand above the live slots) makes capacity
+    short at once, and the hold keeps it short for a while after it stops."""
+    overloaded = [False]
+    ix = gated({"top": 20, "low": 80}, overloaded=lambda: overloaded[0])
+    ix.upsert("low", 0, 10)
+    ix.upsert("top", 0, 50)
+    assert ix.peek(60) == "low"  # nothing waited 100 s, demand fits: main's order
+    overloaded[0] = True
+    assert ix.peek(60) == "top"  # the slots dropped: the classes decide at once
+    overloaded[0] = False
+    assert ix.peek(100) == "top"  # nothing waited 100 s, but within the hold (60 + 500)
+    ix.upsert("low", 0, 600)
+    ix.upsert("top", 0, 640)
+    assert ix.peek(650) == "low"  # past it: main's order again
+
+
+@pytest.mark.parametrize(("demand", "slots", "exceeds"), [
+    (10.5, 10, True), (10.0, 10, False), (0.5, 1, False), (3.0, None, False), (3.0, 0, False),
+])  # fmt: skip
+def test_demand_exceeds_the_live_slots(demand: float, slots: int | None, exceeds: bool) -> None:
+    assert demand_exceeds(demand, slots) is exceeds

@@ -48,7 +48,8 @@ def test_below_capacity_the_classes_choose_nothing_after_warm_up(
     results: dict[str, SimResult],
 ) -> None:
     """At load 0.9 with mixed shares no due schedule waits half an elevator
-    interval after warm-up: every dispatch is the overload policy's own. Under
+    interval after warm-up, and the demand fits the slots: every dispatch is
+    the overload policy's own. Under
     overload (the fixture's 1.5) the classes choose; `dgs-classes-always`
     lets them choose below capacity too."""
     opts = GeneratorOptions(schedules=150, slots=3, load=0.9, horizon_s=2 * DAY, warmup_s=DAY,
@@ -59,3 +60,23 @@ def test_below_capacity_the_classes_choose_nothing_after_warm_up(
     assert (simulate(workload, "dgs-classes-always").class_picks or 0) > 0
     assert simulate(workload, "dgs-noprio").class_picks is None
     assert (results["dgs"].class_picks or 0) > 100
+
+
+def test_when_half_the_workers_die_the_top_class_keeps_precedence_at_once() -> None:
+    """Load 0.6 on 4 slots until 2 of them die for 12 h (load 1.2): the demand
+    exceeds the live slots, so the classes take over at once. Waiting for a
+    due schedule's long wait instead leaves the top class in ERROR for the
+    first half interval."""
+    opts = GeneratorOptions(schedules=150, slots=4, slots_per_worker=2, load=0.6,
+                            horizon_s=3 * DAY, warmup_s=DAY, duration_sigma=0.3,
+                            cooldown_fraction=0.5, seed=1, priority_classes=CLASSES,
+                            outage_s=12 * 3600.0, outage_at_s=1.5 * DAY,
+                            outage_workers=0.5)  # fmt: skip
+    workload = generate(opts)
+    [outage] = workload.outages
+    assert len(outage.nodes) == 1  # one of the two 2-slot workers
+    dgs, by_wait = simulate(workload, "dgs"), simulate(workload, "dgs-short-by-wait")
+    print(f"top class ERROR-s: dgs {dgs.by_class[20]['error_s']:.0f}, "
+          f"short only after a wait {by_wait.by_class[20]['error_s']:.0f}")
+    assert by_wait.by_class[20]["error_s"] > 10_000
+    assert dgs.by_class[20]["error_s"] < 0.05 * by_wait.by_class[20]["error_s"]
