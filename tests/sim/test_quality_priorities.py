@@ -1,0 +1,24 @@
+"""The quality benchmark's priority part (``benchmarks.quality``): its scenarios,
+the onset one included, run and its goal lines report each of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import quality
+
+
+def test_the_priority_scenarios_run_and_report_their_goals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quality, "PRIORITY_POLICIES", ("dgs-noprio", "dgs", "dgs-short-by-wait"))
+    rows = quality.run_priorities(True, [1])
+    assert {label for label, _, _ in rows} == {label for label, *_ in quality.PRIORITY_LOADS}
+    onset = {r.policy: r for label, _, r in rows if label == "prio onset"}
+    assert onset["dgs"].by_class[20]["error_s"] < onset["dgs-short-by-wait"].by_class[20]["error_s"]
+    lines = quality.priority_goals(rows)
+    [line] = [x for x in lines if x.startswith("seed 1 prio onset:")]
+    assert "dgs top class (p20) ERROR-s" in line
+    assert "(short only after a wait: " in line
+    assert any(x.startswith("seed 1 prio mixed 0.9:") and "dispatches the classes chose" in x
+               for x in lines)  # fmt: skip
