@@ -66,7 +66,8 @@ MIXED_SPREAD = 4.0
 SEEDS = (1, 2, 3)
 DAY = 86400.0
 PRIORITY_CLASSES = ((20, 0.30), (50, 0.35), (80, 0.35))
-#: An overload's onset: load 0.6 until half the workers die for 12 h (load 1.2).
+#: An overload's onset: load 0.6 until half the workers (rounded to whole
+#: workers of 2 slots) die for 12 h: load 1.2 on 20 slots (1.8 with --quick's 6).
 ONSET: dict[str, float] = {"outage_s": 12 * 3600.0, "outage_at_s": 2.5 * DAY,
                            "outage_workers": 0.5, "slots_per_worker": 2}  # fmt: skip
 #: label, nominal load, share spread, further generator options

@@ -40,7 +40,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -484,17 +484,27 @@ def build_rows(
     return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
 
 
-def demand_book(rows: Iterable[StatusRow], schedules: Iterable[StoredSchedule]) -> DemandBook:
-    """The schedules' shares of a slot as beat keeps them: those active, not
-    paused and valid (deferred checks are none)."""
-    by_name = {s.name: s for s in schedules}
-    book = DemandBook()
+def schedulable(
+    rows: Iterable[StatusRow], by_name: Mapping[str, StoredSchedule]
+) -> Iterator[tuple[StatusRow, StoredSchedule, ScheduleSpec]]:
+    """The rows beat may schedule (active, not paused, valid, not a disabled
+    adaptive schedule), each with its stored schedule and spec."""
     for row in rows:
         stored = by_name.get(row.name)
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
-        expected = expected_duration(stored.spec, stored.stats).total_seconds()
-        book.note_schedule(row.name, stored.spec, stored.stats, expected)
+        if row.disabled_reason is not None:
+            continue
+        yield row, stored, stored.spec
+
+
+def demand_book(rows: Iterable[StatusRow], schedules: Iterable[StoredSchedule]) -> DemandBook:
+    """The schedules' shares of a slot as beat keeps them: those it may
+    schedule (:func:`schedulable`; deferred checks are none)."""
+    book = DemandBook()
+    for row, stored, spec in schedulable(rows, {s.name: s for s in schedules}):
+        expected = expected_duration(spec, stored.stats).total_seconds()
+        book.note_schedule(row.name, spec, stored.stats, expected)
     return book
 
 
@@ -583,6 +593,8 @@ def apply_projection(
         stored = by_name.get(row.name)
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
+        if row.disabled_reason is not None and row.running is None:
+            continue  # held by beat until an upsert enables it
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)

@@ -134,7 +134,8 @@ class BeatEngine(DispatchSending):
         #: classes ask (a fleet with one class never does).
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
         #: The live workers' slots (``dgs_capacity`` without a registered
-        #: worker) as of the last dispatch round's placement; None before it.
+        #: worker) as of the last dispatch round's placement; None before it
+        #: and while standing by.
         self.live_slots: int | None = None
         self.tracked: dict[str, Tracked] = {}
         #: Look-ahead admission (``dgs_lookahead``) over the demand book.
@@ -460,8 +461,10 @@ class BeatEngine(DispatchSending):
         self.read_check_window()
         if leadership is not None and role is Role.STANDBY:
             self.most_urgent_should_start_by = None
+            self.live_slots = None  # known again at this beat's next placement as leader
             return leadership.standby_interval
         if role is Role.ELECTED:
+            self.live_slots = None
             self.adopt_pending()
             self._refresh_after_read = True  # a standby's stats may be a poll old
         now = self.clock.now().timestamp()

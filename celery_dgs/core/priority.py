@@ -189,7 +189,8 @@ class PriorityIndex(DeadlineIndex):
         self.short_when_waited_s = short_when_waited_s
         self.overloaded = overloaded
         self.short_hold_s = short_hold_s
-        #: capacity counts as short until then (``short_hold_s`` past the last wait)
+        #: capacity counts as short until then (``short_hold_s`` past the last
+        #: long wait or overload)
         self._short_until = -math.inf
         #: schedules popped by the class order over ``main``'s choice
         self.class_picks = 0

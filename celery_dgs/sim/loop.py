@@ -256,6 +256,8 @@ class Simulator:
             self.free_slots += 1
         if st.disabled is None:  # beat holds a disabled schedule
             self.policy.idle(name, now)
+        else:
+            self.policy.held(name)
 
     def upstream_modified(self, name: str, modified: float, now: float) -> None:
         """The lister reports at ``now`` that ``name``'s source last changed at

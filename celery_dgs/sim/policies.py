@@ -79,6 +79,10 @@ class Policy:
     def idle(self, name: str, now: float) -> None:
         """``name`` is not running any more (or never ran): it may be scheduled."""
 
+    def held(self, name: str) -> None:
+        """``name`` ended a run and is held (a disabled adaptive schedule): it is
+        not scheduled until it is idle again."""
+
     def dispatch(self, now: float) -> None:
         """Start runs on free slots (``sim.start_run``)."""
 
@@ -180,6 +184,9 @@ class DeadlinePolicy(Policy):
         if self.lookahead:
             self.running.pop(name, None)
             self.should[name] = should
+
+    def held(self, name: str) -> None:
+        self.book.forget(name)  # as beat: a held schedule's share does not count
 
     def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
         # As beat's _reindex_if_not_due: the index holds times computed earlier.

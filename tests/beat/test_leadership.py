@@ -89,6 +89,7 @@ def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
     a.engine.tick()
     assert a.leadership.leading
     assert a.sent() == ["t.p1"]  # one slot: the most urgent one
+    assert a.engine.live_slots == 1  # the priority classes' overload signal compares with it
     sleep = b.engine.tick()
     assert not b.leadership.leading
     assert b.sent() == []  # a standby never dispatches
@@ -123,6 +124,7 @@ def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
     assert not a.leadership.leading
     assert "lost leadership (token 1): dispatch refused" in caplog.text
     assert a.engine.tick() == a.leadership.standby_interval  # next check: standby
+    assert a.engine.live_slots is None  # unknown until it places as leader again
     assert a.leadership.holder is not None
     assert a.leadership.holder.owner_node == "b"
     assert "t.p2" in a.engine.index  # re-indexed, not lost

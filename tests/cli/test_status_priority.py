@@ -3,12 +3,15 @@ beat serves it in now (moved up by the elevator, or 0 for a run request)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from celery_dgs.cli.render import priority_cell, status_row_json
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.settings import DgsSettings
-from celery_dgs.status import build_rows
+from celery_dgs.status import build_rows, demand_book
 from celery_dgs.store.memory import MemoryScheduleStore
 
 #: 10:12 UTC: elevator steps of 600 s at 10:00, 10:10, ...
@@ -93,3 +96,22 @@ def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
 
     assert effective(1) == {"t.top": 10, "t.low": 10}
     assert effective(2) == {"t.top": 10, "t.low": 80}
+
+
+def test_the_demand_leaves_out_what_beat_holds() -> None:
+    """A paused schedule and a disabled adaptive one add no demand, as in beat."""
+    store = MemoryScheduleStore()
+    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=10))
+             for n in ("run", "paused", "disabled")]  # fmt: skip
+    store.sync(specs, NOW - timedelta(hours=8))
+    for name in ("t.run", "t.paused", "t.disabled"):  # each ran 6 h: 0.6 of a slot
+        run_id = f"r-{name}"
+        store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w",
+                               owner_name="celery@w", owner_tag=run_id, token=1,
+                               started_at=NOW - timedelta(hours=7))  # fmt: skip
+        store.record_run_end(run_id=run_id, outcome="success", ended_at=NOW - timedelta(hours=1))
+    store.set_paused("t.paused", True)
+    rows, _ = store.load_active()
+    built = [replace(r, disabled_reason="3 failures in a row") if r.name == "t.disabled" else r
+             for r in build_rows(rows, {}, NOW)]  # fmt: skip
+    assert demand_book(built, rows).total() == pytest.approx(0.6)

@@ -75,6 +75,7 @@ def test_failures_disable_the_schedule_until_the_lister_reports_a_change() -> No
     sim, _, trace = _run(failing, Source(0.0))
     assert len(trace) == 3  # max_failures: then held
     assert sim.states[NAME].disabled is not None
+    assert len(sim.policy.book) == 0  # held: its share of a slot does not count, as in beat
     sim, _, trace = _run(failing, Source(0.0, hinted=True), changes=[5 * DAY])
     # The hint (the lister's upsert) enables it and it is due at once; its
     # failure count stays, so the next failure disables it again.
