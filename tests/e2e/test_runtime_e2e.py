@@ -34,6 +34,9 @@ def test_runtime_schedules_run_change_and_go_without_a_restart(cluster_factory) 
 
     wait_for(lambda: scraped() == sources, 40, "every runtime schedule to run once")
     assert beat.poll() is None, "the same beat, never restarted"
+    # A run's end event comes from its body; the worker stores the outcome after it.
+    wait_for(lambda: [r.outcome for r in cluster.runs("e2e.scrape@s07")] == ["success"], 10,
+             "s07's outcome stored")  # fmt: skip
     store = cluster.store()
     try:
         [run] = store.runs("e2e.scrape@s07")

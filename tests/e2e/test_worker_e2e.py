@@ -133,7 +133,8 @@ def test_blackout_window_starting_mid_run_terminates_it(cluster_factory) -> None
     end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")
     assert end["t"] - window_start.timestamp() <= SLACK
     assert cluster.schedule("e2e.blackout_run").stats.failure_count == 1
-    assert cluster.leases().get("e2e.blackout_run") is None
+    # The lease is released after the outcome is stored.
+    wait_for(lambda: cluster.leases().get("e2e.blackout_run") is None, 5, "the lease released")
 
 
 # -- 3. warm shutdown yields ----------------------------------------------------------------
@@ -195,7 +196,8 @@ def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None
     assert latency <= PING_INTERVAL + SLACK
     assert "cancel" in (run.error or "")
     assert cluster.schedule("e2e.long_run").stats.failure_count == 0
-    assert cluster.leases().get("e2e.long_run") is None
+    # The lease is released after the outcome is stored.
+    wait_for(lambda: cluster.leases().get("e2e.long_run") is None, 5, "the lease released")
 
 
 # -- 5. max_allowed_duration in the prefork and threads pools ------------------------------------
@@ -224,7 +226,8 @@ def test_run_past_max_allowed_is_terminated_in_the_pool(
     assert end["t"] - start["t"] <= MAX_ALLOWED + SLACK
     assert cluster.procs["w1"].poll() is None, "the worker goes on"
     assert cluster.schedule(f"e2e.{task}").stats.failure_count == 1
-    assert cluster.leases().get(f"e2e.{task}") is None
+    # The lease is released after the outcome is stored.
+    wait_for(lambda: cluster.leases().get(f"e2e.{task}") is None, 5, "the lease released")
 
 
 def test_threads_pool_run_stuck_in_a_blocking_call_ends_its_process(cluster_factory) -> None:

@@ -81,9 +81,10 @@ class FaultCluster(Cluster):
 
     def wait_recorded(self, schedule: str, run_id: str, timeout: float = 5) -> Any:
         """The stored run record of ``run_id`` once its outcome is written. The
-        history's ``end`` comes from the task body, before the worker's
-        ``task_postrun`` hook stores the outcome, so a test that reads the row
-        right after ``wait_end`` waits here for that write."""
+        history's ``end`` comes from the task body; the run's wrapper stores the
+        outcome after the body returns (``worker/runs.py``: ``_finish``), so a
+        test that reads the row right after ``wait_end`` waits here for that
+        write."""
         return wait_for(
             lambda: next((r for r in self.runs(schedule)
                           if r.run_id == run_id and r.outcome != "running"), None),

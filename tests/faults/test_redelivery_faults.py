@@ -41,6 +41,7 @@ def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
              "the broker to redeliver the message after it expired")  # fmt: skip
     end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
     assert end["outcome"] == "success"
+    cluster.wait_recorded("faults.victim", first["run_id"])
     time.sleep(0.5)  # let a row that should not exist have its chance to be written
     log = (cluster.tmp / "w1.log").read_text(errors="replace")
     received = log.count(f"faults.victim[{dispatch}] received")
