@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,14 @@ def test_sigstopped_leader_resumes_as_standby_without_dispatching(cluster_factor
              "beat1 to notice it lost the leadership")  # fmt: skip
     time.sleep(3 * LEADER_TIMEOUT_S)  # a resumed beat1 would dispatch in this window
     tail = resumed("beat1", offset)
-    assert "celery-dgs: dispatched" not in tail, tail
+    before, _, after = tail.partition("lost leadership")
+    assert "celery-dgs: dispatched" not in after, tail
+    # Stopped between a round's fenced record write (made while it led) and the
+    # publish, beat1 publishes that one round's messages as it resumes, then
+    # finds it lost the lease; it decides and records nothing more.
+    late = [datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
+            for line in before.splitlines() if "celery-dgs: dispatched" in line]  # fmt: skip
+    assert not late or (max(late) - min(late)).total_seconds() < 0.1, tail
     assert beat1.poll() is None
     assert cluster.leader_pid() == beat2.pid
     assert_no_dispatch_ran_twice(cluster)
