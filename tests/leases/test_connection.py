@@ -145,7 +145,8 @@ def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(
     result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X", min_token=3)
     assert result.status is AcquireStatus.RECOVERING
     assert result.grace_ends_at is not None
-    assert (result.grace_ends_at - result.now).total_seconds() == pytest.approx(0.6, abs=0.01)
+    # The grace began at the restart's first call (beat_view above), not here.
+    assert 0.3 < (result.grace_ends_at - result.now).total_seconds() <= 0.6 + 0.001
     # One never granted (floor 0) has no lease to lose: no wait.
     assert leases.acquire("new", owner_node="n", owner_name="w", owner_tag="Y").granted
     result = wait_for(lambda: leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X",

@@ -30,23 +30,29 @@ def snapshot(store: MemoryScheduleStore, now: datetime = T0) -> views.Snapshot:
 def test_the_cache_rereads_when_stale_and_serves_the_old_one_meanwhile() -> None:
     store = MemoryScheduleStore()
     reads: list[float] = []
+    took: list[float] = []
     gate = threading.Event()
 
     def read() -> Any:
-        reads.append(time.monotonic())
+        started = time.monotonic()
+        reads.append(started)
         if len(reads) == 2:
             gate.wait(5)  # the second read is slow
-        return snapshot(store)
+        snap = snapshot(store)
+        took.append(time.monotonic() - started)
+        return snap
 
-    cache = SnapshotCache(read, max_age=0.05)
+    cache = SnapshotCache(read, max_age=0.5)
     first = cache.get()
     assert cache.get() is first
     assert len(reads) == 1
-    time.sleep(0.06)
+    time.sleep(max(0.5, 4 * took[0]) + 0.05)  # stale: older than max_age and 4 read times
     slow = threading.Thread(target=cache.get)
     slow.start()
-    while len(reads) < 2:
+    deadline = time.monotonic() + 5
+    while len(reads) < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
+    assert len(reads) == 2, "the stale cache was not read again"
     assert cache.get() is first  # served at once while the other request reads
     gate.set()
     slow.join(5)
@@ -56,19 +62,23 @@ def test_the_cache_rereads_when_stale_and_serves_the_old_one_meanwhile() -> None
 
 def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
     reads: list[float] = []
+    ended: list[float] = []
 
     def read() -> Any:
         reads.append(time.monotonic())
-        time.sleep(0.05)
-        return snapshot(MemoryScheduleStore())
+        time.sleep(0.1)
+        snap = snapshot(MemoryScheduleStore())
+        ended.append(time.monotonic())
+        return snap
 
     cache = SnapshotCache(read, max_age=0.0)
     cache.get()
-    deadline = time.monotonic() + 0.15
+    took = ended[0] - reads[0]
+    deadline = ended[0] + 2 * took  # well inside four read times (at least 0.4 s)
     while time.monotonic() < deadline:
         cache.get()
-    assert len(reads) == 1  # 0.15 s < 4 x 0.05 s
-    time.sleep(0.1)
+    assert len(reads) == 1
+    time.sleep(max(0.0, ended[0] + 4 * took - time.monotonic()) + 0.05)
     cache.get()
     assert len(reads) == 2
 
