@@ -40,7 +40,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -476,36 +476,12 @@ def build_rows(
         # The demand matters to the classes (more than one in use) and to the look-ahead.
         classes = {r.priority for r in rows if r.priority is not None and r.active}
         lookahead = settings is not None and settings.lookahead
-        book = demand_book(rows, schedules) if len(classes) > 1 or lookahead else None
-        overloaded = book is not None and demand_exceeds(book.total(), slots)
+        book = DemandBook() if len(classes) > 1 or lookahead else None
         rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings,
                                 book=book)  # fmt: skip
+        overloaded = book is not None and demand_exceeds(book.total(), slots)
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
     return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
-
-
-def schedulable(
-    rows: Iterable[StatusRow], by_name: Mapping[str, StoredSchedule]
-) -> Iterator[tuple[StatusRow, StoredSchedule, ScheduleSpec]]:
-    """The rows beat may schedule (active, not paused, valid, not a disabled
-    adaptive schedule), each with its stored schedule and spec."""
-    for row in rows:
-        stored = by_name.get(row.name)
-        if stored is None or stored.spec is None or not row.active or row.paused:
-            continue
-        if row.disabled_reason is not None:
-            continue
-        yield row, stored, stored.spec
-
-
-def demand_book(rows: Iterable[StatusRow], schedules: Iterable[StoredSchedule]) -> DemandBook:
-    """The schedules' shares of a slot as beat keeps them: those it may
-    schedule (:func:`schedulable`; deferred checks are none)."""
-    book = DemandBook()
-    for row, stored, spec in schedulable(rows, {s.name: s for s in schedules}):
-        expected = expected_duration(spec, stored.stats).total_seconds()
-        book.note_schedule(row.name, spec, stored.stats, expected)
-    return book
 
 
 def apply_priorities(
@@ -577,25 +553,28 @@ def apply_projection(
     each running one holds its slot until its expected end. With
     ``dgs_lookahead`` the replay applies beat's admission (a long run it
     would hold leaves its slot to the others meanwhile), and a schedule it
-    holds now while a slot is free gets a :data:`HOLD_LOOKAHEAD` hold
-    (its shares: ``book``, or :func:`demand_book` of the rows)."""
-    schedules = list(schedules)
+    holds now while a slot is free gets a :data:`HOLD_LOOKAHEAD` hold.
+
+    ``book`` (a new one, filled here) receives the schedules' shares of a slot
+    as beat keeps them: those it may schedule (deferred checks are none);
+    the look-ahead replay uses it, or a book of its own without one."""
     by_name = {s.name: s for s in schedules}
     conf = settings or DgsSettings()
     waiting: list[Waiting] = []
     busy_until: list[float] = []
     busy_run_s: list[float] = []
-    if not conf.lookahead:
-        book = None
-    elif book is None:
-        book = demand_book(rows, schedules)
+    if book is None and conf.lookahead:
+        book = DemandBook()
     for row in rows:
         stored = by_name.get(row.name)
         if stored is None or stored.spec is None or not row.active or row.paused:
             continue
-        if row.disabled_reason is not None and row.running is None:
-            continue  # held by beat until an upsert enables it
+        disabled = row.disabled_reason is not None  # held by beat until an upsert enables it
+        if disabled and row.running is None:
+            continue
         expected = expected_duration(stored.spec, stored.stats).total_seconds()
+        if book is not None and not disabled:
+            book.note_schedule(row.name, stored.spec, stored.stats, expected)
         if row.running is not None:
             busy_until.append(row.running.started_at.timestamp() + expected)
             busy_run_s.append(expected)
@@ -611,7 +590,8 @@ def apply_projection(
     projected = project_starts(
         waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
         shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
-        laxity_floor_s=conf.laxity_floor, lookahead=book, busy_run_s=busy_run_s,
+        laxity_floor_s=conf.laxity_floor, lookahead=book if conf.lookahead else None,
+        busy_run_s=busy_run_s,
         held_now=held_now,
     )  # fmt: skip
     out = []

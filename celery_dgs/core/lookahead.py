@@ -118,6 +118,8 @@ class DemandBook:
         self.rates = [0.0] * _BUCKETS
         self.run_s = [0.0] * _BUCKETS
         self._of: dict[str, tuple[int, float, float]] = {}
+        #: the sum of ``rates``, kept with them (read on every priority decision)
+        self._total = 0.0
 
     def __len__(self) -> int:
         return len(self._of)
@@ -133,9 +135,11 @@ class DemandBook:
                 return
             self.rates[old[0]] -= old[1]
             self.run_s[old[0]] -= old[2]
+            self._total -= old[1]
         self._of[name] = (bucket, rate, run_s)
         self.rates[bucket] += rate
         self.run_s[bucket] += run_s
+        self._total += rate
 
     def note_schedule(
         self, name: str, spec: ScheduleSpec, stats: ScheduleStats, expected_s: float
@@ -152,10 +156,11 @@ class DemandBook:
         if old is not None:
             self.rates[old[0]] -= old[1]
             self.run_s[old[0]] -= old[2]
+            self._total -= old[1]
 
     def total(self) -> float:
         """Slots all the schedules need on average."""
-        return sum(self.rates)
+        return max(self._total, 0.0)
 
     def share_below(self, expected_s: float) -> float:
         """Slots the schedules whose expected run time is below ``expected_s``

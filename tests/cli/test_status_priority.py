@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from celery_dgs.cli.render import priority_cell, status_row_json
+from celery_dgs.core.lookahead import DemandBook
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.settings import DgsSettings
-from celery_dgs.status import build_rows, demand_book
+from celery_dgs.status import apply_projection, build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
 
 #: 10:12 UTC: elevator steps of 600 s at 10:00, 10:10, ...
@@ -114,4 +115,6 @@ def test_the_demand_leaves_out_what_beat_holds() -> None:
     rows, _ = store.load_active()
     built = [replace(r, disabled_reason="3 failures in a row") if r.name == "t.disabled" else r
              for r in build_rows(rows, {}, NOW)]  # fmt: skip
-    assert demand_book(built, rows).total() == pytest.approx(0.6)
+    book = DemandBook()
+    apply_projection(built, rows, {}, NOW, slots=1, book=book)
+    assert book.total() == pytest.approx(0.6)
