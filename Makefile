@@ -20,8 +20,11 @@ demo: $(STAMP)
 ## test: lint, type-check and run the whole test suite (real Redis/Valkey, SQLite, PostgreSQL)
 test: lint typecheck pytest
 
+## lint: ruff's checks, and its formatter's layout (ruff format --check)
+LINT_PATHS := celery_dgs tests example_project benchmarks
 lint: $(STAMP)
-	$(BIN)/ruff check celery_dgs tests example_project benchmarks
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

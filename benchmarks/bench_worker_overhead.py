@@ -138,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="dgs-bench-"))
     try:
         settings = DgsSettings(
-            database_url=f"sqlite:///{tmp / 'bench.sqlite3'}", redis_url=server.url,
-            key_prefix="bench", ping_interval=3600.0, ping_timeout=7200.0,
-        )  # fmt: skip
+            database_url=f"sqlite:///{tmp / 'bench.sqlite3'}",
+            redis_url=server.url,
+            key_prefix="bench",
+            ping_interval=3600.0,
+            ping_timeout=7200.0,
+        )
         rt = Runtime(settings)
         spec = PeriodicSpec(task="bench.noop", scheduling_period=timedelta(hours=1))
         rt.store.sync([spec], datetime.now(timezone.utc))
@@ -161,30 +164,41 @@ def main(argv: list[str] | None = None) -> int:
     med_sup, med_bare = statistics.median(supervised), statistics.median(bare)
     p90 = statistics.quantiles(supervised, n=10)[-1]
     n = opts.runs
-    print(f"celery-dgs per-run overhead, {n} runs of a no-op task "
-          f"(Python {sys.version.split()[0]}, SQLite file, {server.binary.name})\n")  # fmt: skip
+    print(
+        f"celery-dgs per-run overhead, {n} runs of a no-op task "
+        f"(Python {sys.version.split()[0]}, SQLite file, {server.binary.name})\n"
+    )
     print(f"{'':28}{'median ms':>10}{'p90 ms':>10}")
     print(f"{'bare call':28}{med_bare * 1e3:>10.3f}{'':>10}")
     print(f"{'supervised_run':28}{med_sup * 1e3:>10.3f}{p90 * 1e3:>10.3f}")
     print(f"{'added by celery-dgs':28}{(med_sup - med_bare) * 1e3:>10.3f}\n")
-    print(f"{'per run, by phase':28}{'Redis RTT':>10}{'SQL stmts':>10}{'SQL txns':>10}"
-          f"{'mean ms':>10}")  # fmt: skip
+    print(
+        f"{'per run, by phase':28}{'Redis RTT':>10}{'SQL stmts':>10}{'SQL txns':>10}{'mean ms':>10}"
+    )
     for phase in phases:
         rtt, stmts, txns = (c[phase] / n for c in counts)
-        print(f"{phase:28}{rtt:>10.2f}{stmts:>10.2f}{txns:>10.2f}"
-              f"{meter.seconds[phase] / n * 1e3:>10.3f}")  # fmt: skip
+        print(
+            f"{phase:28}{rtt:>10.2f}{stmts:>10.2f}{txns:>10.2f}"
+            f"{meter.seconds[phase] / n * 1e3:>10.3f}"
+        )
     rtt = sum(meter.redis.values()) / n
     stmts = sum(meter.statements.values()) / n
     txns = sum(meter.transactions.values()) / n
-    print(f"{'total':28}{rtt:>10.2f}{stmts:>10.2f}{txns:>10.2f}"
-          f"{sum(meter.seconds.values()) / n * 1e3:>10.3f}\n")  # fmt: skip
+    print(
+        f"{'total':28}{rtt:>10.2f}{stmts:>10.2f}{txns:>10.2f}"
+        f"{sum(meter.seconds.values()) / n * 1e3:>10.3f}\n"
+    )
     end_txns = meter.transactions["record_run_end"] / n
     ok_rtt = rtt <= GOAL_REDIS_ROUND_TRIPS
     ok_end = end_txns <= GOAL_RUN_END_TRANSACTIONS
-    print(f"goal <= {GOAL_REDIS_ROUND_TRIPS} Redis round trips per run: "
-          f"{'met' if ok_rtt else 'MISSED'} ({rtt:.2f})")  # fmt: skip
-    print(f"goal {GOAL_RUN_END_TRANSACTIONS} SQL transaction per run end: "
-          f"{'met' if ok_end else 'MISSED'} ({end_txns:.2f})")  # fmt: skip
+    print(
+        f"goal <= {GOAL_REDIS_ROUND_TRIPS} Redis round trips per run: "
+        f"{'met' if ok_rtt else 'MISSED'} ({rtt:.2f})"
+    )
+    print(
+        f"goal {GOAL_RUN_END_TRANSACTIONS} SQL transaction per run end: "
+        f"{'met' if ok_end else 'MISSED'} ({end_txns:.2f})"
+    )
     print(f"outcomes of the measured runs: {dict(outcomes)}")
     return 0 if ok_rtt and ok_end and outcomes == Counter({"success": n}) else 1
 

@@ -25,7 +25,6 @@ app = Celery("dgs_bench", broker=os.environ["DGS_BENCH_BROKER"])
 app.conf.update(celery_conf())
 
 
-
 @app.task(name="dgs_bench.noop")
 def noop() -> None:
     return None

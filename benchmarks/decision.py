@@ -49,8 +49,9 @@ def build_index(n: int, now: float, rng: random.Random) -> DeadlineIndex:
     return index
 
 
-def start_times(names: Iterable[str], now: float,
-                rng: random.Random) -> list[tuple[str, float, float]]:  # fmt: skip
+def start_times(
+    names: Iterable[str], now: float, rng: random.Random
+) -> list[tuple[str, float, float]]:
     """``(name, can_start_by, should_start_by)`` for each: ``ELIGIBLE_SHARE`` of them
     eligible, a tenth of those already past ``should_start_by``."""
     entries = []
@@ -102,16 +103,25 @@ def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> li
     now = time.time()
     expected = {f"schedule-{i:07d}": 10 + rng.random() * 600 for i in range(n)}
     margin = {name: 2 * e for name, e in expected.items()}
-    classes = {name: (20, 50, 80)[i % 3] if kind.endswith("3 classes") else 50
-               for i, name in enumerate(expected)}  # fmt: skip
-    index = make_index("restore", expected_s=expected.__getitem__,
-                       margin_s=margin.__getitem__, laxity_floor_s=60.0)  # fmt: skip
+    classes = {
+        name: (20, 50, 80)[i % 3] if kind.endswith("3 classes") else 50
+        for i, name in enumerate(expected)
+    }
+    index = make_index(
+        "restore", expected_s=expected.__getitem__, margin_s=margin.__getitem__, laxity_floor_s=60.0
+    )
     if kind != BEAT_INDEXES[0]:  # as beat builds it: the elevator and the top class's lead
-        index = PriorityIndex(index, classes.__getitem__, elevator_interval_s=7200.0,
-                              lead_s=top_lead_s(margin.__getitem__), lead_top_only=True,
-                              lead_when_short=True, classes_when_short=True,
-                              short_when_waited_s=short_after_s(7200.0),
-                              short_hold_s=short_hold_s(7200.0))  # fmt: skip
+        index = PriorityIndex(
+            index,
+            classes.__getitem__,
+            elevator_interval_s=7200.0,
+            lead_s=top_lead_s(margin.__getitem__),
+            lead_top_only=True,
+            lead_when_short=True,
+            classes_when_short=True,
+            short_when_waited_s=short_after_s(7200.0),
+            short_hold_s=short_hold_s(7200.0),
+        )
     entries = start_times(expected, now, rng)
     index.upsert_many(entries)
     index.pop(now)
@@ -144,8 +154,9 @@ LOOKAHEAD_SLOTS, LOOKAHEAD_BUSY, LOOKAHEAD_BUSY_LONG = 500, 450, 20
 LOOKAHEAD_ROUND = LOOKAHEAD_SLOTS - LOOKAHEAD_BUSY
 
 
-def lookahead_decision_us(n: int, repeats: int, seed: int = 1, *,
-                          lookahead: bool = True) -> list[float]:  # fmt: skip
+def lookahead_decision_us(
+    n: int, repeats: int, seed: int = 1, *, lookahead: bool = True
+) -> list[float]:
     """:func:`beat_index_decision_us` ("restore + laxity") with the look-ahead
     admission: per decision, the popped schedule's share is noted in the
     demand book (beat does it when the run's end reaches it) and the
@@ -166,8 +177,9 @@ def lookahead_decision_us(n: int, repeats: int, seed: int = 1, *,
     share = {True: 0.135 * LOOKAHEAD_SLOTS / longs, False: 0.765 * LOOKAHEAD_SLOTS / (n - longs)}
     period = {name: e / share[e > 6_000] for name, e in expected.items()}
     margin = {name: 2 * e for name, e in expected.items()}
-    index = make_index("restore", expected_s=expected.__getitem__,
-                       margin_s=margin.__getitem__, laxity_floor_s=60.0)  # fmt: skip
+    index = make_index(
+        "restore", expected_s=expected.__getitem__, margin_s=margin.__getitem__, laxity_floor_s=60.0
+    )
     book = DemandBook()
     for name, e in expected.items():
         book.note(name, e, period[name])
@@ -227,8 +239,9 @@ def _celery_scheduler(n: int, *, all_due: bool) -> Any:
 
         sent = 0
 
-        def apply_async(self, entry: Any, producer: Any = None, advance: bool = True,
-                        **kwargs: Any) -> None:  # fmt: skip
+        def apply_async(
+            self, entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any
+        ) -> None:
             self.sent += 1
 
     app = Celery("bench-celery-beat", broker="memory://", set_as_current=False)
@@ -248,8 +261,10 @@ def _celery_scheduler(n: int, *, all_due: bool) -> Any:
     sched = CountingScheduler(app, lazy=False)
     start = time.perf_counter()
     sched.tick()  # builds the heap (and sends one if due)
-    log(f"  celery Scheduler with {n:,} entries: first tick (populate_heap) "
-        f"{time.perf_counter() - start:.1f}s")  # fmt: skip
+    log(
+        f"  celery Scheduler with {n:,} entries: first tick (populate_heap) "
+        f"{time.perf_counter() - start:.1f}s"
+    )
     return sched
 
 
@@ -283,24 +298,36 @@ def run(profile: Profile) -> tuple[list[Result], dict[int, float]]:
         log(f"decision: celery Scheduler.tick, {n:,} entries all due")
         samples = celery_tick_us(n, profile.repeats, all_due=True)
         celery[n] = median(samples)
-        results.append(Result(
-            name="decision: celery beat Scheduler.tick() (all due)", n=n, median=celery[n],
-            unit="us", samples=samples, notes="one tick sends one entry",
-        ))  # fmt: skip
+        results.append(
+            Result(
+                name="decision: celery beat Scheduler.tick() (all due)",
+                n=n,
+                median=celery[n],
+                unit="us",
+                samples=samples,
+                notes="one tick sends one entry",
+            )
+        )
     for n in profile.decision_sizes:
         log(f"decision: DeadlineIndex pop+upsert, {n:,} schedules")
         with gc_paused():
             samples = dgs_decision_us(n, profile.repeats)
         value = median(samples)
         base = celery.get(n)
-        results.append(Result(
-            name="decision: DeadlineIndex pop + upsert", n=n, median=value, unit="us",
-            baseline=base, baseline_name="celery tick" if base else "",
-            ratio=None if base is None else base / value,
-            ratio_note="" if base is None else "(celery/dgs)",
-            samples=samples,
-            notes="" if base else "celery tick not run at this N (O(N) per tick)",
-        ))  # fmt: skip
+        results.append(
+            Result(
+                name="decision: DeadlineIndex pop + upsert",
+                n=n,
+                median=value,
+                unit="us",
+                baseline=base,
+                baseline_name="celery tick" if base else "",
+                ratio=None if base is None else base / value,
+                ratio_note="" if base is None else "(celery/dgs)",
+                samples=samples,
+                notes="" if base else "celery tick not run at this N (O(N) per tick)",
+            )
+        )
     for n in profile.decision_sizes:
         base_us = None
         for kind in BEAT_INDEXES:
@@ -309,25 +336,38 @@ def run(profile: Profile) -> tuple[list[Result], dict[int, float]]:
                 samples = beat_index_decision_us(n, profile.repeats, kind)
             value = median(samples)
             base_us = value if base_us is None else base_us
-            results.append(Result(
-                name=f"decision: beat's index, {kind}", n=n, median=value, unit="us",
-                baseline=base_us if kind != BEAT_INDEXES[0] else None,
-                baseline_name="restore + laxity" if kind != BEAT_INDEXES[0] else "",
-                ratio=None if kind == BEAT_INDEXES[0] else value / base_us,
-                ratio_note="" if kind == BEAT_INDEXES[0] else "(x its cost)",
-                samples=samples,
-            ))  # fmt: skip
+            results.append(
+                Result(
+                    name=f"decision: beat's index, {kind}",
+                    n=n,
+                    median=value,
+                    unit="us",
+                    baseline=base_us if kind != BEAT_INDEXES[0] else None,
+                    baseline_name="restore + laxity" if kind != BEAT_INDEXES[0] else "",
+                    ratio=None if kind == BEAT_INDEXES[0] else value / base_us,
+                    ratio_note="" if kind == BEAT_INDEXES[0] else "(x its cost)",
+                    samples=samples,
+                )
+            )
         log(f"decision: beat's index with the look-ahead admission, {n:,} schedules")
         with gc_paused():
             plain = median(lookahead_decision_us(n, profile.repeats, lookahead=False))
             samples = lookahead_decision_us(n, profile.repeats)
         value = median(samples)
-        results.append(Result(
-            name="decision: beat's index, restore + laxity + look-ahead", n=n, median=value,
-            unit="us", baseline=plain, baseline_name="same fleet, no look-ahead",
-            ratio=value / plain, ratio_note="(x its cost)", samples=samples,
-            notes="a tenth of the schedules long; 500 slots, 450 busy",
-        ))  # fmt: skip
+        results.append(
+            Result(
+                name="decision: beat's index, restore + laxity + look-ahead",
+                n=n,
+                median=value,
+                unit="us",
+                baseline=plain,
+                baseline_name="same fleet, no look-ahead",
+                ratio=value / plain,
+                ratio_note="(x its cost)",
+                samples=samples,
+                notes="a tenth of the schedules long; 500 slots, 450 busy",
+            )
+        )
     for n in profile.celery_sizes[-1:]:
         log(f"idle tick baseline: celery Scheduler.tick, {n:,} entries none due")
         samples = celery_tick_us(n, profile.repeats, all_due=False)

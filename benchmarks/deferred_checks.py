@@ -68,18 +68,32 @@ GOAL_ADDS_PER_S = 10_000.0
 GOAL_RSS_MIB = 300.0
 GOAL_DISPATCH_RATIO = 0.8
 _COPY_COLUMNS = (
-    "name", "task", "configuration", "kind", "spec", "spec_format", "active", "paused",
-    "registered_at", "updated_at", "owner", "next_target_at", "first_check_at",
-    "earliest_check_at", "check_count", "change_seq",
-)  # fmt: skip
+    "name",
+    "task",
+    "configuration",
+    "kind",
+    "spec",
+    "spec_format",
+    "active",
+    "paused",
+    "registered_at",
+    "updated_at",
+    "owner",
+    "next_target_at",
+    "first_check_at",
+    "earliest_check_at",
+    "check_count",
+    "change_seq",
+)
 
 
 # -- the checks ---------------------------------------------------------------------------------
 def template() -> Any:
     from celery_dgs.deferred import check_template
 
-    return check_template(TASK, {"within": timedelta(minutes=10), "slot": timedelta(seconds=1),
-                                 "max_checks": 10})  # fmt: skip
+    return check_template(
+        TASK, {"within": timedelta(minutes=10), "slot": timedelta(seconds=1), "max_checks": 10}
+    )
 
 
 def items(n: int, t0: datetime) -> list[dict[str, Any]]:
@@ -87,21 +101,29 @@ def items(n: int, t0: datetime) -> list[dict[str, Any]]:
     after ``t0`` plus ``i`` seconds modulo a day (beyond any window)."""
     day = t0 + timedelta(days=1)
     return [
-        {"task": TASK, "key": f"order-{i:07d}", "at": day + timedelta(seconds=i % 86_400),
-         "args": [i], "kwargs": {"region": REGIONS[i % 4]}}
+        {
+            "task": TASK,
+            "key": f"order-{i:07d}",
+            "at": day + timedelta(seconds=i % 86_400),
+            "args": [i],
+            "kwargs": {"region": REGIONS[i % 4]},
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def declared_specs() -> list[Any]:
     from celery_dgs.core.spec import PeriodicSpec
 
     return [
-        PeriodicSpec(task="bench.declared", configuration=f"d{i:04d}",
-                     scheduling_period=timedelta(hours=2),
-                     cooldown_duration=timedelta(hours=2) - timedelta(minutes=10))
+        PeriodicSpec(
+            task="bench.declared",
+            configuration=f"d{i:04d}",
+            scheduling_period=timedelta(hours=2),
+            cooldown_duration=timedelta(hours=2) - timedelta(minutes=10),
+        )
         for i in range(DECLARED)
-    ]  # fmt: skip
+    ]
 
 
 def declare(url: str) -> None:
@@ -116,8 +138,9 @@ def declare(url: str) -> None:
         conn.exec_driver_sql(
             "UPDATE dgs_schedules SET last_good_start_at = %(now)s, last_start_at = %(now)s, "
             "last_good_end_at = %(now)s, last_end_at = %(now)s, failure_count = 0, "
-            "average_good_duration_s = 30 WHERE kind <> 'check'", {"now": now},
-        )  # fmt: skip
+            "average_good_duration_s = 30 WHERE kind <> 'check'",
+            {"now": now},
+        )
     store.close()
 
 
@@ -197,17 +220,23 @@ def bulk(
                 cpus.append(cpu)
                 if not stored:
                     with store.engine.connect() as conn:
-                        stored = [tuple(v) for v in conn.exec_driver_sql(
-                            f"SELECT {', '.join(_COPY_COLUMNS)} FROM dgs_schedules ORDER BY name"
-                        )]  # fmt: skip
+                        stored = [
+                            tuple(v)
+                            for v in conn.exec_driver_sql(
+                                f"SELECT {', '.join(_COPY_COLUMNS)} "
+                                "FROM dgs_schedules ORDER BY name"
+                            )
+                        ]
                     assert len(stored) == n
             else:
                 raws.append(_raw_copy(url, stored, batch))
         if len(raws) < len(ours):  # repeat 1: the raw COPY after at_many
             _truncate(store)
             raws.append(_raw_copy(url, stored, batch))
-        log(f"  bulk repeat {r + 1}: at_many {n / ours[-1]:,.0f} checks/s ({ours[-1]:.1f} s, "
-            f"CPU {cpus[-1]:.1f} s); raw COPY {n / raws[-1]:,.0f} rows/s ({raws[-1]:.1f} s)")
+        log(
+            f"  bulk repeat {r + 1}: at_many {n / ours[-1]:,.0f} checks/s ({ours[-1]:.1f} s, "
+            f"CPU {cpus[-1]:.1f} s); raw COPY {n / raws[-1]:,.0f} rows/s ({raws[-1]:.1f} s)"
+        )
     # The table is left as at_many wrote it (the benchmarks below need the checks).
     _truncate(store)
     _add(url, rows, batch)
@@ -217,16 +246,20 @@ def bulk(
     rate, raw_rate = n / median(ours), n / median(raws)
     result = Result(
         name=f"DeferredChecks.at_many: {n:,} new checks into PostgreSQL, {batch:,} per call",
-        n=n, median=rate, unit="checks/s", baseline=raw_rate,
+        n=n,
+        median=rate,
+        unit="checks/s",
+        baseline=raw_rate,
         baseline_name=f"raw psycopg COPY of the same rows, {batch:,} per transaction",
-        ratio=rate / raw_rate, ratio_note="(dgs/COPY)",
+        ratio=rate / raw_rate,
+        ratio_note="(dgs/COPY)",
         goal=f">= {GOAL_ADDS_PER_S:,.0f}/s at 1M",
         met=rate >= GOAL_ADDS_PER_S if n >= 1_000_000 else None,  # a few calls: start-up costs
         samples=[n / s for s in ours],
         notes=f"median {median(ours):.1f} s; raw COPY {median(raws):.1f} s; CPU time of the "
         f"calling process {median(cpus):.1f} s ({n / median(cpus):,.0f} checks per CPU-second; "
         "the rest is the server's work and waiting for a core)",
-    )  # fmt: skip
+    )
     return [result], {"add_s": ours, "add_cpu_s": cpus, "raw_copy_s": raws}
 
 
@@ -245,12 +278,14 @@ def _engine(
     redis_client = redis_from_url(redis_url, **client)
     keys = settings.keyspace()
     return BeatEngine(
-        store=SqlScheduleStore(url), leases=RedisLeases(redis_client, keys, ping_timeout=90,
-                                                        steal_delay=60),
+        store=SqlScheduleStore(url),
+        leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
         registry=WorkerRegistry(redis_client, keys, ttl=3_600),
         dispatches=DispatchRecords(redis_client, keys),
-        publish=publish, settings=settings, clock=clock or SystemClock(),
-    )  # fmt: skip
+        publish=publish,
+        settings=settings,
+        clock=clock or SystemClock(),
+    )
 
 
 def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict[str, Any]:
@@ -262,8 +297,9 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
     from celery_dgs.settings import DgsSettings
 
     prefix = f"bench-rss-{uuid.uuid4().hex[:8]}"
-    settings = DgsSettings(key_prefix=prefix, check_window_size=window_size,
-                           capacity=window_size if catch_up else None)  # fmt: skip
+    settings = DgsSettings(
+        key_prefix=prefix, check_window_size=window_size, capacity=window_size if catch_up else None
+    )
     sent = [0]
 
     def publish(orders: Any) -> list[Any]:
@@ -303,12 +339,20 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
     catch_up_s = time.perf_counter() - start
     gc.collect()
     out = {
-        "rss_before_mib": rss_before, "rss_load_mib": rss_load, "rss_mib": current_rss_mib(),
+        "rss_before_mib": rss_before,
+        "rss_load_mib": rss_load,
+        "rss_mib": current_rss_mib(),
         "rss_max_mib": rss_max,
-        "peak_mib": peak_rss_mib(), "tracked": len(engine.tracked), "held": len(engine.checks),
-        "held_after_load": held_after_load, "load_s": load_s, "sent": sent[0], "ended": ended,
-        "catch_up_s": catch_up_s, "ticks": ticks,
-    }  # fmt: skip
+        "peak_mib": peak_rss_mib(),
+        "tracked": len(engine.tracked),
+        "held": len(engine.checks),
+        "held_after_load": held_after_load,
+        "load_s": load_s,
+        "sent": sent[0],
+        "ended": ended,
+        "catch_up_s": catch_up_s,
+        "ticks": ticks,
+    }
     probe.close()
     ender.close()
     return out
@@ -321,20 +365,27 @@ def _end_checks(conn: Any, names: list[str]) -> int:
     from celery_dgs.store.sql_base import COUNTER_ID
 
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute(f"UPDATE dgs_counter SET value = value + 1 WHERE id = {COUNTER_ID} "
-                    "RETURNING value")  # fmt: skip
+        cur.execute(
+            f"UPDATE dgs_counter SET value = value + 1 WHERE id = {COUNTER_ID} RETURNING value"
+        )
         seq = cur.fetchone()[0]
-        cur.execute("UPDATE dgs_schedules SET active = false, updated_at = now(), "
-                    "change_seq = %s WHERE name = ANY(%s) AND kind = 'check' AND active",
-                    (seq, names))  # fmt: skip
+        cur.execute(
+            "UPDATE dgs_schedules SET active = false, updated_at = now(), "
+            "change_seq = %s WHERE name = ANY(%s) AND kind = 'check' AND active",
+            (seq, names),
+        )
         return int(cur.rowcount)
 
 
 def run_child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.deferred_checks", "--child", *args],
-        capture_output=True, text=True, check=False, timeout=3600, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{out.stdout}\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -349,17 +400,23 @@ def _set_due(url: str, where: str, at: str, params: dict[str, Any]) -> int:
     with store.engine.begin() as conn:
         count = conn.exec_driver_sql(
             f"UPDATE dgs_schedules SET next_target_at = {at}, earliest_check_at = {at}, "
-            f"first_check_at = {at} WHERE kind = 'check' AND active AND {where}", params,
-        ).rowcount  # fmt: skip
+            f"first_check_at = {at} WHERE kind = 'check' AND active AND {where}",
+            params,
+        ).rowcount
     store.close()
     _analyze(url)
     return int(count)
 
 
 def memory(
-    url: str, none_url: str, redis_url: str, n: int, window_size: int, catch_up: int,
+    url: str,
+    none_url: str,
+    redis_url: str,
+    n: int,
+    window_size: int,
+    catch_up: int,
     repeats: int,
-) -> tuple[list[Result], dict[str, Any]]:  # fmt: skip
+) -> tuple[list[Result], dict[str, Any]]:
     later, none, overdue = [], [], []
     args = ["--redis-url", redis_url, "--window-size", str(window_size)]
     for r in range(repeats):
@@ -367,42 +424,63 @@ def memory(
         for which, db in pair if r % 2 == 0 else pair[::-1]:
             got = run_child(["rss", "--url", db, *args, "--catch-up", "0"])
             (later if which == "later" else none).append(got)
-        log(f"  memory repeat {r + 1}: RSS after load + ticks, {n:,} checks due later "
+        log(
+            f"  memory repeat {r + 1}: RSS after load + ticks, {n:,} checks due later "
             f"{later[-1]['rss_mib']:.0f} MiB (peak {later[-1]['peak_mib']:.0f}), no check "
-            f"{none[-1]['rss_mib']:.0f} MiB (peak {none[-1]['peak_mib']:.0f})")
-    moved = _set_due(url, "true", "%(at)s - make_interval(secs => (hashtext(name) & 4095))",
-                     {"at": datetime.now(timezone.utc) - timedelta(minutes=1)})  # fmt: skip
+            f"{none[-1]['rss_mib']:.0f} MiB (peak {none[-1]['peak_mib']:.0f})"
+        )
+    moved = _set_due(
+        url,
+        "true",
+        "%(at)s - make_interval(secs => (hashtext(name) & 4095))",
+        {"at": datetime.now(timezone.utc) - timedelta(minutes=1)},
+    )
     assert moved == n, moved
     for r in range(repeats):
         overdue.append(run_child(["rss", "--url", url, *args, "--catch-up", str(catch_up)]))
         got = overdue[-1]
-        log(f"  memory repeat {r + 1}: all overdue, {got['ended']:,} caught up in "
+        log(
+            f"  memory repeat {r + 1}: all overdue, {got['ended']:,} caught up in "
             f"{got['catch_up_s']:.1f} s ({got['sent']:,} dispatched, window held "
             f"{got['held_after_load']:,} after load): RSS {got['rss_mib']:.0f} MiB, max "
             f"{got['rss_max_mib']:.0f}, peak {got['peak_mib']:.0f}; no check "
-            f"{none[-1]['rss_mib']:.0f} MiB")
+            f"{none[-1]['rss_mib']:.0f} MiB"
+        )
     base = median([g["rss_mib"] for g in none])
     base_peak = median([g["peak_mib"] for g in none])
     results = []
-    for label, runs, key in (("due later than the window", later, "rss_mib"),
-                             ("all overdue: catch-up", overdue, "rss_max_mib")):  # fmt: skip
+    for label, runs, key in (
+        ("due later than the window", later, "rss_mib"),
+        ("all overdue: catch-up", overdue, "rss_max_mib"),
+    ):
         value = median([g[key] for g in runs])
         peak = median([g["peak_mib"] for g in runs])
         extra = value - base
-        caught = (f"; RSS after load() (the window read) "
-                  f"{median([g['rss_load_mib'] for g in runs]):.0f} MiB; then "
-                  f"{median([g['ended'] for g in runs]):,.0f} caught up (dispatched, ended, "
-                  f"the next read) in {median([g['catch_up_s'] for g in runs]):.1f} s: the "
-                  f"median is the highest RSS between those ticks" if runs is overdue else "")
-        results.append(Result(
-            name=f"beat RSS with {n:,} pending checks, {label}", n=n, median=value, unit="MiB",
-            baseline=base, baseline_name=f"the same beat, no check: {extra:+.1f} MiB",
-            goal=f"< +{GOAL_RSS_MIB:.0f} MiB", met=extra < GOAL_RSS_MIB,
-            samples=[g[key] for g in runs],
-            notes=f"beat holds {median([g['held'] for g in runs]):,.0f} checks at the end"
-            f"{caught}; peak RSS (VmHWM) {peak:.0f} MiB vs {base_peak:.0f} MiB; load() "
-            f"{median([g['load_s'] for g in runs]):.2f} s",
-        ))  # fmt: skip
+        caught = (
+            f"; RSS after load() (the window read) "
+            f"{median([g['rss_load_mib'] for g in runs]):.0f} MiB; then "
+            f"{median([g['ended'] for g in runs]):,.0f} caught up (dispatched, ended, "
+            f"the next read) in {median([g['catch_up_s'] for g in runs]):.1f} s: the "
+            f"median is the highest RSS between those ticks"
+            if runs is overdue
+            else ""
+        )
+        results.append(
+            Result(
+                name=f"beat RSS with {n:,} pending checks, {label}",
+                n=n,
+                median=value,
+                unit="MiB",
+                baseline=base,
+                baseline_name=f"the same beat, no check: {extra:+.1f} MiB",
+                goal=f"< +{GOAL_RSS_MIB:.0f} MiB",
+                met=extra < GOAL_RSS_MIB,
+                samples=[g[key] for g in runs],
+                notes=f"beat holds {median([g['held'] for g in runs]):,.0f} checks at the end"
+                f"{caught}; peak RSS (VmHWM) {peak:.0f} MiB vs {base_peak:.0f} MiB; load() "
+                f"{median([g['load_s'] for g in runs]):.2f} s",
+            )
+        )
     return results, {"memory_later": later, "memory_none": none, "memory_overdue": overdue}
 
 
@@ -435,8 +513,14 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
             self.t0 = t0
             self.clock = FakeClock(t0)
             self.names = due_names
-            self.engine = _engine(url, redis_url, self.settings, self.scheduler.publish,
-                                  self.clock, connection_class=DgsConnection)  # fmt: skip
+            self.engine = _engine(
+                url,
+                redis_url,
+                self.settings,
+                self.scheduler.publish,
+                self.clock,
+                connection_class=DgsConnection,
+            )
             self.client = self.engine.leases.client
             self.leases, self.registry = self.engine.leases, self.engine.registry
             self.dispatches = self.engine.dispatches
@@ -460,10 +544,14 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
         t0 = conn.exec_driver_sql(
             "SELECT min(next_target_at) FROM dgs_schedules WHERE kind = 'check' AND active"
         ).scalar_one()
-        names = [r[0] for r in conn.exec_driver_sql(
-            "SELECT name FROM dgs_schedules WHERE kind = 'check' AND active "
-            "AND next_target_at < %(end)s ORDER BY name", {"end": t0 + timedelta(seconds=30)},
-        )]  # fmt: skip
+        names = [
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT name FROM dgs_schedules WHERE kind = 'check' AND active "
+                "AND next_target_at < %(end)s ORDER BY name",
+                {"end": t0 + timedelta(seconds=30)},
+            )
+        ]
     store.close()
     assert len(names) == due, (len(names), due)
     bench = CheckBench(redis_url, t0 - timedelta(seconds=50), names)
@@ -478,24 +566,44 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
 
 def dispatch(url: str, redis_url: str, n: int, due: int, dispatch_repeats: int) -> list[Result]:
     t0 = datetime.now(timezone.utc) + timedelta(hours=1)
-    moved = _set_due(url, "name IN (SELECT name FROM dgs_schedules WHERE kind = 'check' "
-                     "ORDER BY name LIMIT %(due)s)",
-                     "%(t0)s + make_interval(secs => (hashtext(name) & 7))",
-                     {"due": due, "t0": t0})  # fmt: skip
+    moved = _set_due(
+        url,
+        "name IN (SELECT name FROM dgs_schedules WHERE kind = 'check' ORDER BY name LIMIT %(due)s)",
+        "%(t0)s + make_interval(secs => (hashtext(name) & 7))",
+        {"due": due, "t0": t0},
+    )
     assert moved == due, moved
-    d = run_child(["dispatch", "--url", url, "--redis-url", redis_url, "--due", str(due),
-                   "--repeats", str(dispatch_repeats)])  # fmt: skip
+    d = run_child(
+        [
+            "dispatch",
+            "--url",
+            url,
+            "--redis-url",
+            redis_url,
+            "--due",
+            str(due),
+            "--repeats",
+            str(dispatch_repeats),
+        ]
+    )
     raw, rate, ratio = median(d["raw_rates"]), median(d["rates"]), median(d["ratios"])
-    log(f"  dispatch: {[round(x) for x in d['rates']]} disp/s; raw send_task "
-        f"{[round(x) for x in d['raw_rates']]} msg/s; ratios {[round(x, 3) for x in d['ratios']]}")
+    log(
+        f"  dispatch: {[round(x) for x in d['rates']]} disp/s; raw send_task "
+        f"{[round(x) for x in d['raw_rates']]} msg/s; ratios {[round(x, 3) for x in d['ratios']]}"
+    )
     trips = [a + b for a, b in zip(d["trips_dgs"], d["trips_broker"], strict=True)]
     return [
         Result(
-            name=f"beat dispatch: {due:,} checks due at once among {n:,} pending", n=due,
-            median=rate, unit="disp/s", baseline=raw,
+            name=f"beat dispatch: {due:,} checks due at once among {n:,} pending",
+            n=due,
+            median=rate,
+            unit="disp/s",
+            baseline=raw,
             baseline_name="raw app.send_task of the same messages, one producer",
-            ratio=ratio, ratio_note="(dgs/raw, median of per-repeat ratios)",
-            goal=f">= {GOAL_DISPATCH_RATIO}x raw", met=ratio >= GOAL_DISPATCH_RATIO,
+            ratio=ratio,
+            ratio_note="(dgs/raw, median of per-repeat ratios)",
+            goal=f">= {GOAL_DISPATCH_RATIO}x raw",
+            met=ratio >= GOAL_DISPATCH_RATIO,
             samples=d["rates"],
             notes=f"a real BeatEngine on the SQL store, the real publisher to valkey, one "
             f"registered worker with {due:,} slots; ticks per round {d['ticks']}; "
@@ -503,24 +611,34 @@ def dispatch(url: str, redis_url: str, n: int, due: int, dispatch_repeats: int) 
             f"{median(d['raw_trips']):.3g}); the window ({due:,} checks) read by load() in "
             f"{d['load_s']:.2f} s",
         ),
-    ]  # fmt: skip
+    ]
 
 
 # -- main -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.deferred_checks", description=__doc__,
+        prog="python -m benchmarks.deferred_checks",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
-    parser.add_argument("--quick", action="store_true",
-                        help="20,000 checks, 2,000 due, a window of 2,000, one repeat")
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="20,000 checks, 2,000 due, a window of 2,000, one repeat",
+    )
     parser.add_argument("--n", type=int, help="pending checks (default 1,000,000)")
     parser.add_argument("--batch", type=int, help="checks per at_many call (default 10,000)")
     parser.add_argument("--due", type=int, help="checks due at once (default 10,000)")
-    parser.add_argument("--window-size", type=int,
-                        help="dgs_check_window_size of the beats (default 10,000, the default)")
-    parser.add_argument("--catch-up", type=int,
-                        help="overdue checks caught up in the memory case (default 3 windows)")
+    parser.add_argument(
+        "--window-size",
+        type=int,
+        help="dgs_check_window_size of the beats (default 10,000, the default)",
+    )
+    parser.add_argument(
+        "--catch-up",
+        type=int,
+        help="overdue checks caught up in the memory case (default 3 windows)",
+    )
     parser.add_argument("--repeats", type=int, help="repeats per figure (default 3; quick 1)")
     parser.add_argument("--json", type=Path, default=RESULTS_DIR / "results-deferred-latest.json")
     parser.add_argument("--child", choices=("rss", "dispatch"), help=argparse.SUPPRESS)
@@ -544,9 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     return run(n, batch, due, window, catch_up, repeats, args.json)
 
 
-def run(
-    n: int, batch: int, due: int, window: int, catch_up: int, repeats: int, out: Path
-) -> int:
+def run(n: int, batch: int, due: int, window: int, catch_up: int, repeats: int, out: Path) -> int:
     from celery_dgs.embedded import RedisServerProcess
     from celery_dgs.store.sql import SqlScheduleStore
     from tests.support.postgres import PostgresServer, postgres_available
@@ -557,8 +673,10 @@ def run(
     # A dispatch round takes seconds and its ratio swings with the machine's load.
     dispatch_repeats = repeats if repeats < 3 else max(repeats, 5)
     started = time.perf_counter()
-    log(f"deferred checks: N={n:,}, at_many calls of {batch:,}, {due:,} due at once, window "
-        f"{window:,}, catch-up {catch_up:,}, {repeats} repeats")
+    log(
+        f"deferred checks: N={n:,}, at_many calls of {batch:,}, {due:,} due at once, window "
+        f"{window:,}, catch-up {catch_up:,}, {repeats} repeats"
+    )
     pg = PostgresServer().start()
     try:
         with RedisServerProcess() as redis:
@@ -579,15 +697,21 @@ def run(
         pg.stop()
     elapsed = time.perf_counter() - started
     print()
-    print(f"celery-dgs deferred checks, {os.cpu_count()} CPUs, {elapsed:.0f} s "
-          f"(medians of {repeats} repeats, of {dispatch_repeats} for the dispatch; baselines "
-          "from the same run)")  # fmt: skip
+    print(
+        f"celery-dgs deferred checks, {os.cpu_count()} CPUs, {elapsed:.0f} s "
+        f"(medians of {repeats} repeats, of {dispatch_repeats} for the dispatch; baselines "
+        "from the same run)"
+    )
     print(table(results))
     notes = [f"- {r.name} (N={r.n:,}): {r.notes}" for r in results if r.notes]
     print("\nNotes:\n" + "\n".join(notes))
     profile = Profile("deferred", (), (), n, due, n, repeats, repeats)
-    write_json(out, profile, results, {**extra, "window": window, "catch_up": catch_up,
-                                       "elapsed_s": round(elapsed, 1)})  # fmt: skip
+    write_json(
+        out,
+        profile,
+        results,
+        {**extra, "window": window, "catch_up": catch_up, "elapsed_s": round(elapsed, 1)},
+    )
     print(f"\nwritten: {out}")
     return 0
 

@@ -197,44 +197,83 @@ class Bench:
 
     def _env(self, transport_options: dict[str, Any], env: dict[str, str] | None) -> dict[str, str]:
         return {
-            **os.environ, "PYTHONPATH": str(ROOT), "DGS_BENCH_BROKER": self.redis_url,
-            "DGS_BENCH_TRANSPORT_OPTIONS": json.dumps(transport_options), **(env or {}),
-        }  # fmt: skip
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DGS_BENCH_BROKER": self.redis_url,
+            "DGS_BENCH_TRANSPORT_OPTIONS": json.dumps(transport_options),
+            **(env or {}),
+        }
 
     def _spawn(self, name: str, app: str, args: list[str], env: dict[str, str]) -> None:
         with open(self.tmp / f"{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", app, *args], cwd=ROOT, env=env,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "celery", "-A", app, *args],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
-    def start_workers(self, names: Sequence[str], transport_options: dict[str, Any],
-                      app: str = APP, env: dict[str, str] | None = None) -> None:  # fmt: skip
+    def start_workers(
+        self,
+        names: Sequence[str],
+        transport_options: dict[str, Any],
+        app: str = APP,
+        env: dict[str, str] | None = None,
+    ) -> None:
         """Start ``celery worker`` processes of the benchmark project ``app``; return
         once each answers a ping."""
         full_env = self._env(transport_options, env)
         for name in names:
-            self._spawn(name, app, [
-                "worker", "-n", f"{name}@bench", "-P", POOL, "-c", str(CONCURRENCY), "-l",
-                "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            ], full_env)  # fmt: skip
+            self._spawn(
+                name,
+                app,
+                [
+                    "worker",
+                    "-n",
+                    f"{name}@bench",
+                    "-P",
+                    POOL,
+                    "-c",
+                    str(CONCURRENCY),
+                    "-l",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                full_env,
+            )
         for name in names:
             wait_for(lambda name=name: self.ping(name), 60, f"worker {name} to answer a ping")
 
-    def start_beat(self, name: str, transport_options: dict[str, Any],
-                   env: dict[str, str]) -> str:  # fmt: skip
+    def start_beat(self, name: str, transport_options: dict[str, Any], env: dict[str, str]) -> str:
         """Start ``celery beat -S celery_dgs:DeadlineScheduler`` of the celery-dgs
         project; return, once it logged its start-up read of the store, that line."""
         offset = self.log_size(name)
-        self._spawn(name, DGS_APP, [
-            "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-            "--pidfile", str(self.tmp / f"{name}.pid"), "-s", str(self.tmp / f"{name}-schedule"),
-        ], self._env(transport_options, env))  # fmt: skip
+        self._spawn(
+            name,
+            DGS_APP,
+            [
+                "beat",
+                "-S",
+                "celery_dgs:DeadlineScheduler",
+                "-l",
+                "INFO",
+                "--pidfile",
+                str(self.tmp / f"{name}.pid"),
+                "-s",
+                str(self.tmp / f"{name}-schedule"),
+            ],
+            self._env(transport_options, env),
+        )
 
         def loaded() -> str | None:
             if self.procs[name].poll() is not None:
-                raise RuntimeError(f"beat {name} exited with {self.procs[name].returncode}:\n"
-                                   f"{self.log(name)}")  # fmt: skip
+                raise RuntimeError(
+                    f"beat {name} exited with {self.procs[name].returncode}:\n{self.log(name)}"
+                )
             lines = self.log_since(name, offset).splitlines()
             return next((line for line in lines if BEAT_LOADED in line), None)
 
@@ -280,8 +319,10 @@ class Bench:
     def inspect(self, method: str, names: Sequence[str], timeout: float) -> dict[str, list[Any]]:
         """``inspect().<method>()`` of the named workers; an error unless all replied."""
         wanted = [f"{n}@bench" for n in names]
-        replies = getattr(self.client.control.inspect(destination=wanted, timeout=timeout),
-                          method)() or {}  # fmt: skip
+        replies = (
+            getattr(self.client.control.inspect(destination=wanted, timeout=timeout), method)()
+            or {}
+        )
         missing = set(wanted) - set(replies)
         if missing:
             raise RuntimeError(f"no {method} reply from {sorted(missing)} within {timeout}s")
@@ -289,24 +330,32 @@ class Bench:
 
     def held(self, names: Sequence[str]) -> int:
         """Tasks the workers hold: scheduled (future), reserved or running."""
-        return sum(len(tasks) for method in ("scheduled", "reserved", "active")
-                   for tasks in self.inspect(method, names, timeout=5).values())  # fmt: skip
+        return sum(
+            len(tasks)
+            for method in ("scheduled", "reserved", "active")
+            for tasks in self.inspect(method, names, timeout=5).values()
+        )
 
     def broker_holds(self, queues: Sequence[str] = (QUEUE,)) -> tuple[int, int]:
         """Messages on the queues (each with its priority lists), and delivered but
         not acked (kombu's ``unacked`` hash)."""
-        keys = [q + suffix for q in queues
-                for suffix in ("", *(f"\x06\x16{p}" for p in PRIORITY_STEPS[1:]))]  # fmt: skip
+        keys = [
+            q + suffix
+            for q in queues
+            for suffix in ("", *(f"\x06\x16{p}" for p in PRIORITY_STEPS[1:]))
+        ]
         return sum(int(self.redis.llen(k)) for k in keys), int(self.redis.hlen("unacked"))
 
-    def publish(self, task: str, count: int, countdown: float,
-                args: Sequence[Any] = ()) -> list[str]:  # fmt: skip
+    def publish(
+        self, task: str, count: int, countdown: float, args: Sequence[Any] = ()
+    ) -> list[str]:
         """``send_task(task, countdown=...)`` ``count`` times on one producer; the ids."""
         ids = []
         with self.client.producer_or_acquire() as producer:
             for _ in range(count):
-                result = self.client.send_task(task, args=list(args), countdown=countdown,
-                                               producer=producer)  # fmt: skip
+                result = self.client.send_task(
+                    task, args=list(args), countdown=countdown, producer=producer
+                )
                 ids.append(str(result.id))
         return ids
 
@@ -343,16 +392,21 @@ def countdown_memory(bench: Bench, count: int) -> MemoryFigure:
         bench.publish("dgs_bench.noop", count, MEMORY_COUNTDOWN_S)
         publish_s = time.perf_counter() - start
         start = time.perf_counter()
-        wait_for(lambda: bench.broker_holds() == (0, count), 120 + count / 100,
-                 f"the worker to receive {count:,} countdown tasks", interval=0.5)  # fmt: skip
+        wait_for(
+            lambda: bench.broker_holds() == (0, count),
+            120 + count / 100,
+            f"the worker to receive {count:,} countdown tasks",
+            interval=0.5,
+        )
         receive_s = time.perf_counter() - start
         loaded = settled_memory(pid)
         # After the reading: the reply to this query is as large as what it lists.
         held = sum(map(len, bench.inspect("scheduled", [name], timeout=120).values()))
     finally:
         bench.stop_workers(kill=True)  # a warm shutdown would first restore every message
-    return MemoryFigure("countdown", count, f"{POOL} -c {CONCURRENCY}", idle, loaded, held,
-                        publish_s, receive_s)  # fmt: skip
+    return MemoryFigure(
+        "countdown", count, f"{POOL} -c {CONCURRENCY}", idle, loaded, held, publish_s, receive_s
+    )
 
 
 def dgs_memory(bench: Bench, count: int) -> MemoryFigure:
@@ -391,9 +445,20 @@ def dgs_memory(bench: Bench, count: int) -> MemoryFigure:
     finally:
         bench.stop_workers(kill=True)
         store.close()
-    return MemoryFigure("dgs", count, f"{POOL} -c {CONCURRENCY}", idle, loaded, held, add_s,
-                        polled_s, beat_idle, beat_loaded, beat_restarted,
-                        beat_checks_loaded(line))  # fmt: skip
+    return MemoryFigure(
+        "dgs",
+        count,
+        f"{POOL} -c {CONCURRENCY}",
+        idle,
+        loaded,
+        held,
+        add_s,
+        polled_s,
+        beat_idle,
+        beat_loaded,
+        beat_restarted,
+        beat_checks_loaded(line),
+    )
 
 
 def dgs_store(bench: Bench, name: str) -> tuple[Any, Any, dict[str, str]]:
@@ -417,11 +482,17 @@ def add_checks(api: Any, keys: Sequence[str], after: float, counter: str) -> Non
     from .dgs_app import CHECK_TASK
 
     for first in range(0, len(keys), ADD_BATCH):
-        report = api.at_many([
-            {"task": CHECK_TASK, "key": key, "after": after,
-             "kwargs": {"counter": counter, "key": key}}
-            for key in keys[first:first + ADD_BATCH]
-        ])  # fmt: skip
+        report = api.at_many(
+            [
+                {
+                    "task": CHECK_TASK,
+                    "key": key,
+                    "after": after,
+                    "kwargs": {"counter": counter, "key": key},
+                }
+                for key in keys[first : first + ADD_BATCH]
+            ]
+        )
         assert len(report.added) == len(keys[first : first + ADD_BATCH]), "a check was kept"
 
 
@@ -435,8 +506,12 @@ def run_probe(store: Any, api: Any, counter: str, key: str) -> None:
     """Add a check due now and wait until it ran and ended: beat has read the store up
     to it and dispatched it, and a worker ran it."""
     add_checks(api, [key], 0, counter)
-    wait_for(lambda: store.check_history(name=check_name(key)), 120,
-             f"the check {key!r} to run and end", interval=0.2)  # fmt: skip
+    wait_for(
+        lambda: store.check_history(name=check_name(key)),
+        120,
+        f"the check {key!r} to run and end",
+        interval=0.2,
+    )
 
 
 def beat_checks_loaded(line: str) -> int:
@@ -487,17 +562,41 @@ def scenarios(tasks: int, vt: int) -> dict[str, DuplicateScenario]:
     return {
         s.name: s
         for s in [
-            DuplicateScenario("below-vt", "countdown below visibility_timeout, 1 worker", tasks,
-                              vt / 2, vt, 1, 1, 1),
-            DuplicateScenario("above-vt", "countdown 3x visibility_timeout, 1 worker", tasks,
-                              3 * vt, vt, 1, 1, 1),
-            DuplicateScenario("two-workers", "countdown 3x visibility_timeout, 2 workers",
-                              tasks, 3 * vt, vt, 2, 1, 1),
-            DuplicateScenario("default-cadence", "countdown past kombu's next restore scan, "
-                              "1 worker", tasks, interval * throttle + 3 * vt + 15, vt, 1, None,
-                              None),
+            DuplicateScenario(
+                "below-vt",
+                "countdown below visibility_timeout, 1 worker",
+                tasks,
+                vt / 2,
+                vt,
+                1,
+                1,
+                1,
+            ),
+            DuplicateScenario(
+                "above-vt", "countdown 3x visibility_timeout, 1 worker", tasks, 3 * vt, vt, 1, 1, 1
+            ),
+            DuplicateScenario(
+                "two-workers",
+                "countdown 3x visibility_timeout, 2 workers",
+                tasks,
+                3 * vt,
+                vt,
+                2,
+                1,
+                1,
+            ),
+            DuplicateScenario(
+                "default-cadence",
+                "countdown past kombu's next restore scan, 1 worker",
+                tasks,
+                interval * throttle + 3 * vt + 15,
+                vt,
+                1,
+                None,
+                None,
+            ),
         ]
-    }  # fmt: skip
+    }
 
 
 @dataclass
@@ -518,21 +617,31 @@ class DuplicateFigure:
 
 
 def duplicate_figure(
-    kind: str, scenario: DuplicateScenario, runs: Mapping[Any, int],
-    hosts: Mapping[Any, set[str]], elapsed_s: float, **outcomes: dict[str, int],
-) -> DuplicateFigure:  # fmt: skip
+    kind: str,
+    scenario: DuplicateScenario,
+    runs: Mapping[Any, int],
+    hosts: Mapping[Any, set[str]],
+    elapsed_s: float,
+    **outcomes: dict[str, int],
+) -> DuplicateFigure:
     """The figure of one run: ``runs`` executions per task, ``hosts`` the workers of
     each task that ran more than once."""
     histogram: dict[int, int] = {}
     for n in runs.values():
         histogram[n] = histogram.get(n, 0) + 1
     return DuplicateFigure(
-        kind=kind, scenario=scenario, tasks=len(runs), executions=sum(runs.values()),
+        kind=kind,
+        scenario=scenario,
+        tasks=len(runs),
+        executions=sum(runs.values()),
         duplicated=sum(1 for n in runs.values() if n > 1),
-        extra=sum(n - 1 for n in runs.values()), max_runs=max(runs.values()),
+        extra=sum(n - 1 for n in runs.values()),
+        max_runs=max(runs.values()),
         on_two_workers=sum(1 for h in hosts.values() if len(h) > 1),
-        histogram=dict(sorted(histogram.items())), elapsed_s=elapsed_s, **outcomes,
-    )  # fmt: skip
+        histogram=dict(sorted(histogram.items())),
+        elapsed_s=elapsed_s,
+        **outcomes,
+    )
 
 
 def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
@@ -547,8 +656,12 @@ def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> Duplicate
         ids = bench.publish("dgs_bench.record", scenario.tasks, scenario.countdown_s, [key])
         slack = 120 + 2 * scenario.visibility_timeout_s
         slack += 2 * scenario.scan_period_s()
-        wait_for(lambda: bench.redis.hlen(key) >= len(ids), scenario.countdown_s + slack,
-                 f"every one of {len(ids)} tasks to run", interval=0.5)  # fmt: skip
+        wait_for(
+            lambda: bench.redis.hlen(key) >= len(ids),
+            scenario.countdown_s + slack,
+            f"every one of {len(ids)} tasks to run",
+            interval=0.5,
+        )
         quiet: list[bool] = []
 
         def nothing_left() -> bool:
@@ -560,8 +673,11 @@ def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> Duplicate
 
         wait_for(nothing_left, slack + scenario.countdown_s, "no copy left to run", interval=1.0)
         runs = {k.decode(): int(v) for k, v in bench.redis.hgetall(key).items()}
-        hosts = {i: {h.decode() for h in bench.redis.lrange(f"{key}:{i}", 0, -1)}
-                 for i, n in runs.items() if n > 1}  # fmt: skip
+        hosts = {
+            i: {h.decode() for h in bench.redis.lrange(f"{key}:{i}", 0, -1)}
+            for i, n in runs.items()
+            if n > 1
+        }
     except BaseException:
         for name in names:
             log(f"worker {name} log:\n{bench.log(name)}")
@@ -597,8 +713,12 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
 
         # Beat dispatches them within the workers' free slots: a round per tick.
         rounds = len(keys) / (scenario.workers * CONCURRENCY) * 4 * DGS_STORE_POLL_INTERVAL_S
-        wait_for(all_ended, scenario.countdown_s + slack + rounds, f"every one of {len(keys)} "
-                 "checks to run and end", interval=0.5)  # fmt: skip
+        wait_for(
+            all_ended,
+            scenario.countdown_s + slack + rounds,
+            f"every one of {len(keys)} checks to run and end",
+            interval=0.5,
+        )
         queues = [QUEUE, *(f"{n}@bench.dq2" for n in names)]  # worker_direct queues
         quiet: list[bool] = []
 
@@ -609,8 +729,11 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
 
         wait_for(nothing_left, slack + scenario.countdown_s, "no copy left to run", interval=1.0)
         runs = {k.decode(): int(v) for k, v in bench.redis.hgetall(counter).items()}
-        hosts = {k: {h.decode() for h in bench.redis.lrange(f"{counter}:{k}", 0, -1)}
-                 for k, n in runs.items() if n > 1}  # fmt: skip
+        hosts = {
+            k: {h.decode() for h in bench.redis.lrange(f"{counter}:{k}", 0, -1)}
+            for k, n in runs.items()
+            if n > 1
+        }
         run_outcomes: dict[str, int] = {}
         for key in keys:
             for record in store.runs(check_name(key)):
@@ -627,10 +750,14 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
         store.close()
     assert set(runs) == set(keys), "an execution of a check this run did not add"
     return duplicate_figure(
-        "dgs", scenario, runs, hosts, time.perf_counter() - started,
+        "dgs",
+        scenario,
+        runs,
+        hosts,
+        time.perf_counter() - started,
         run_outcomes=dict(sorted(run_outcomes.items())),
         check_outcomes=dict(sorted(check_outcomes.items())),
-    )  # fmt: skip
+    )
 
 
 # -- kinds -----------------------------------------------------------------------------------
@@ -640,21 +767,22 @@ DuplicateFn = Callable[[Bench, DuplicateScenario], DuplicateFigure]
 #: without them.
 MEMORY_KINDS: dict[str, MemoryFn] = {"countdown": countdown_memory, "dgs": dgs_memory}
 #: How each scheduler kind runs tasks delayed as in a scenario: executions per task.
-DUPLICATE_KINDS: dict[str, DuplicateFn] = {"countdown": countdown_duplicates,
-                                            "dgs": dgs_duplicates}
+DUPLICATE_KINDS: dict[str, DuplicateFn] = {"countdown": countdown_duplicates, "dgs": dgs_duplicates}
 
 
 def worker_memory(kind: str, bench: Bench, count: int) -> MemoryFigure:
     if kind not in MEMORY_KINDS:
-        raise ValueError(f"no memory measurement for scheduler kind {kind!r}: "
-                         f"known {sorted(MEMORY_KINDS)}")  # fmt: skip
+        raise ValueError(
+            f"no memory measurement for scheduler kind {kind!r}: known {sorted(MEMORY_KINDS)}"
+        )
     return MEMORY_KINDS[kind](bench, count)
 
 
 def duplicate_executions(kind: str, bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure:
     if kind not in DUPLICATE_KINDS:
-        raise ValueError(f"no duplicate measurement for scheduler kind {kind!r}: "
-                         f"known {sorted(DUPLICATE_KINDS)}")  # fmt: skip
+        raise ValueError(
+            f"no duplicate measurement for scheduler kind {kind!r}: known {sorted(DUPLICATE_KINDS)}"
+        )
     return DUPLICATE_KINDS[kind](bench, scenario)
 
 
@@ -673,66 +801,92 @@ def memory_rows(kind: str, figures: list[MemoryFigure]) -> list[Result]:
     held_word = HELD.get(kind, "future tasks")
     per_task = (loaded - idle) * 1024 * 1024 / count if count else 0.0
     if f0.beat_idle is None:
-        how = (f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
-               f"published in {median([f.publish_s for f in figures]):.1f} s, all received "
-               f"{median([f.receive_s for f in figures]):.1f} s later")  # fmt: skip
+        how = (
+            f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
+            f"published in {median([f.publish_s for f in figures]):.1f} s, all received "
+            f"{median([f.receive_s for f in figures]):.1f} s later"
+        )
         name = f"[{kind}] worker RSS holding {held_word} ({f0.pool})"
     else:
-        how = (f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
-               f"added with DeferredChecks.at_many ({ADD_BATCH:,} a call) in "
-               f"{median([f.publish_s for f in figures]):.1f} s; a check added after them "
-               f"ran {median([f.receive_s for f in figures]):.1f} s later")  # fmt: skip
+        how = (
+            f"inspect().scheduled() lists {', '.join(f'{f.held:,}' for f in figures)}; "
+            f"added with DeferredChecks.at_many ({ADD_BATCH:,} a call) in "
+            f"{median([f.publish_s for f in figures]):.1f} s; a check added after them "
+            f"ran {median([f.receive_s for f in figures]):.1f} s later"
+        )
         name = f"[{kind}] worker RSS with {held_word} in the store ({f0.pool})"
-    rows = [Result(
-        name=name, n=count, median=loaded,
-        unit="MiB", baseline=idle, baseline_name=f"the same worker, 0 {held_word}",
-        ratio=loaded / idle, ratio_note="(with/without)", samples=[f.loaded.rss for f in figures],
-        notes=f"{loaded - idle:+,.1f} MiB, {per_task:,.0f} bytes per {held_word[:-1]}; main "
-        f"process {median([f.loaded.main_rss for f in figures]):,.0f} MiB (idle "
-        f"{median([f.idle.main_rss for f in figures]):,.0f}), {f0.loaded.children} pool "
-        f"children {median([f.loaded.children_rss for f in figures]):,.0f} MiB (idle "
-        f"{median([f.idle.children_rss for f in figures]):,.0f}); PSS "
-        f"{median([f.loaded.pss for f in figures]):,.0f} MiB (idle "
-        f"{median([f.idle.pss for f in figures]):,.0f}); {how}",
-    )]  # fmt: skip
+    rows = [
+        Result(
+            name=name,
+            n=count,
+            median=loaded,
+            unit="MiB",
+            baseline=idle,
+            baseline_name=f"the same worker, 0 {held_word}",
+            ratio=loaded / idle,
+            ratio_note="(with/without)",
+            samples=[f.loaded.rss for f in figures],
+            notes=f"{loaded - idle:+,.1f} MiB, {per_task:,.0f} bytes per {held_word[:-1]}; main "
+            f"process {median([f.loaded.main_rss for f in figures]):,.0f} MiB (idle "
+            f"{median([f.idle.main_rss for f in figures]):,.0f}), {f0.loaded.children} pool "
+            f"children {median([f.loaded.children_rss for f in figures]):,.0f} MiB (idle "
+            f"{median([f.idle.children_rss for f in figures]):,.0f}); PSS "
+            f"{median([f.loaded.pss for f in figures]):,.0f} MiB (idle "
+            f"{median([f.idle.pss for f in figures]):,.0f}); {how}",
+        )
+    ]
     beats = [f for f in figures if f.beat_idle and f.beat_loaded and f.beat_restarted]
     if beats:
         base = median([f.beat_idle.rss for f in beats if f.beat_idle])
         for label, values in (
-            ("running while they were added", [f.beat_loaded.rss for f in beats
-                                               if f.beat_loaded]),
-            ("started with them pending", [f.beat_restarted.rss for f in beats
-                                           if f.beat_restarted]),
-        ):  # fmt: skip
+            ("running while they were added", [f.beat_loaded.rss for f in beats if f.beat_loaded]),
+            (
+                "started with them pending",
+                [f.beat_restarted.rss for f in beats if f.beat_restarted],
+            ),
+        ):
             value = median(values)
-            rows.append(Result(
-                name=f"[{kind}] beat RSS with {held_word} due in 1 h, {label}", n=count,
-                median=value, unit="MiB", baseline=base,
-                baseline_name=f"the same beat, 0 {held_word}: {value - base:+.1f} MiB",
-                goal=f"< +{GOAL_BEAT_MIB:.0f} MiB", met=value - base < GOAL_BEAT_MIB,
-                samples=values,
-                notes=f"beat's start-up read held "
-                f"{', '.join(str(f.beat_start_checks) for f in beats)} deferred checks (its "
-                "window: the checks due within dgs_check_window)",
-            ))  # fmt: skip
+            rows.append(
+                Result(
+                    name=f"[{kind}] beat RSS with {held_word} due in 1 h, {label}",
+                    n=count,
+                    median=value,
+                    unit="MiB",
+                    baseline=base,
+                    baseline_name=f"the same beat, 0 {held_word}: {value - base:+.1f} MiB",
+                    goal=f"< +{GOAL_BEAT_MIB:.0f} MiB",
+                    met=value - base < GOAL_BEAT_MIB,
+                    samples=values,
+                    notes=f"beat's start-up read held "
+                    f"{', '.join(str(f.beat_start_checks) for f in beats)} deferred checks (its "
+                    "window: the checks due within dgs_check_window)",
+                )
+            )
     return rows
 
 
 def _duplicate_name(kind: str, s: DuplicateScenario) -> str:
     workers = f"{s.workers} worker" + ("s" if s.workers > 1 else "")
-    return (f"[{kind}] duplicate executions: {DELAY.get(kind, 'countdown')} "
-            f"{s.countdown_s:g} s, visibility_timeout {s.visibility_timeout_s} s, {workers}, "
-            f"restore scan every {s.scan_period_s()} s")
+    return (
+        f"[{kind}] duplicate executions: {DELAY.get(kind, 'countdown')} "
+        f"{s.countdown_s:g} s, visibility_timeout {s.visibility_timeout_s} s, {workers}, "
+        f"restore scan every {s.scan_period_s()} s"
+    )
 
 
 def _duplicate_notes(f: DuplicateFigure) -> str:
     what = "checks" if f.kind == "dgs" else "tasks"
-    store = (f"; run records by outcome {f.run_outcomes}, checks ended {f.check_outcomes}"
-             if f.kind == "dgs" else "")  # fmt: skip
-    return (f"{f.scenario.what}; {f.duplicated} of {f.tasks} {what} ran more than once; "
-            f"{f.executions} executions (at most {f.max_runs} of one; {what} by runs: "
-            f"{f.histogram}); {f.on_two_workers} duplicated {what} ran on two workers"
-            f"{store}; {f.elapsed_s:.0f} s")
+    store = (
+        f"; run records by outcome {f.run_outcomes}, checks ended {f.check_outcomes}"
+        if f.kind == "dgs"
+        else ""
+    )
+    return (
+        f"{f.scenario.what}; {f.duplicated} of {f.tasks} {what} ran more than once; "
+        f"{f.executions} executions (at most {f.max_runs} of one; {what} by runs: "
+        f"{f.histogram}); {f.on_two_workers} duplicated {what} ran on two workers"
+        f"{store}; {f.elapsed_s:.0f} s"
+    )
 
 
 def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
@@ -742,12 +896,19 @@ def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
     measured = [f for f in figures if f is not baseline] or figures
     rows = []
     for f in measured:
-        row = Result(name=_duplicate_name(kind, f.scenario), n=f.tasks, median=float(f.extra),
-                     unit="runs", notes=_duplicate_notes(f))  # fmt: skip
+        row = Result(
+            name=_duplicate_name(kind, f.scenario),
+            n=f.tasks,
+            median=float(f.extra),
+            unit="runs",
+            notes=_duplicate_notes(f),
+        )
         if baseline is not None and f is not baseline:
             row.baseline = float(baseline.extra)
-            row.baseline_name = (f"{DELAY.get(kind, 'countdown')} "
-                                 f"{baseline.scenario.countdown_s:g} s < visibility_timeout")
+            row.baseline_name = (
+                f"{DELAY.get(kind, 'countdown')} "
+                f"{baseline.scenario.countdown_s:g} s < visibility_timeout"
+            )
         rows.append(row)
     if baseline is not None and baseline not in measured:
         rows[0].notes += f"; baseline: {_duplicate_notes(baseline)}"
@@ -757,21 +918,41 @@ def duplicate_rows(kind: str, figures: list[DuplicateFigure]) -> list[Result]:
 # -- main ----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.deferred_vs_countdown", description=__doc__,
+        prog="python -m benchmarks.deferred_vs_countdown",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
-    parser.add_argument("--count", type=int, default=100_000,
-                        help="future tasks in the memory measurement (default 100,000)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="fresh workers in the memory measurement; medians (default 1)")
-    parser.add_argument("--tasks", type=int, default=200,
-                        help="tasks per duplicate scenario (default 200)")
-    parser.add_argument("--visibility-timeout", type=int, default=4,
-                        help="the Redis transport's visibility_timeout, seconds (default 4)")
-    parser.add_argument("--scenarios", default="below-vt,above-vt,two-workers,default-cadence",
-                        help="duplicate scenarios, comma-separated (default: all four)")
-    parser.add_argument("--kinds", default=",".join(MEMORY_KINDS),
-                        help=f"scheduler kinds, comma-separated (known: {', '.join(MEMORY_KINDS)})")
+    )
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=100_000,
+        help="future tasks in the memory measurement (default 100,000)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="fresh workers in the memory measurement; medians (default 1)",
+    )
+    parser.add_argument(
+        "--tasks", type=int, default=200, help="tasks per duplicate scenario (default 200)"
+    )
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=4,
+        help="the Redis transport's visibility_timeout, seconds (default 4)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        default="below-vt,above-vt,two-workers,default-cadence",
+        help="duplicate scenarios, comma-separated (default: all four)",
+    )
+    parser.add_argument(
+        "--kinds",
+        default=",".join(MEMORY_KINDS),
+        help=f"scheduler kinds, comma-separated (known: {', '.join(MEMORY_KINDS)})",
+    )
     parser.add_argument("--only", choices=["memory", "duplicates"], help="one measurement")
     parser.add_argument("--json", type=Path, default=RESULTS_DIR / "results-deferred-latest.json")
     args = parser.parse_args(argv)
@@ -800,34 +981,44 @@ def run(args: argparse.Namespace, kinds: list[str], chosen: list[DuplicateScenar
         try:
             for kind in kinds:
                 if args.only in (None, "memory"):
-                    log(f"[{kind}] worker memory: {args.count:,} {HELD.get(kind, 'future tasks')}"
-                        f", {args.repeats} fresh worker(s)")  # fmt: skip
+                    log(
+                        f"[{kind}] worker memory: {args.count:,} {HELD.get(kind, 'future tasks')}"
+                        f", {args.repeats} fresh worker(s)"
+                    )
                     figures = []
                     for r in range(args.repeats):
                         f = worker_memory(kind, bench, args.count)
-                        log(f"  repeat {r + 1}: worker {f.idle.rss:,.0f} MiB at rest, "
+                        log(
+                            f"  repeat {r + 1}: worker {f.idle.rss:,.0f} MiB at rest, "
                             f"{f.loaded.rss:,.0f} MiB with {f.count:,} "
                             f"{HELD.get(kind, 'future tasks')}, holding {f.held:,} scheduled "
                             f"tasks (published or added in {f.publish_s:.1f} s, received or read "
-                            f"{f.receive_s:.1f} s later)")  # fmt: skip
+                            f"{f.receive_s:.1f} s later)"
+                        )
                         if f.beat_idle and f.beat_loaded and f.beat_restarted:
-                            log(f"  beat {f.beat_idle.rss:,.1f} MiB at rest, "
+                            log(
+                                f"  beat {f.beat_idle.rss:,.1f} MiB at rest, "
                                 f"{f.beat_loaded.rss:,.1f} MiB after the add, "
                                 f"{f.beat_restarted.rss:,.1f} MiB started with them pending "
-                                f"(its start-up read held {f.beat_start_checks} checks)")
+                                f"(its start-up read held {f.beat_start_checks} checks)"
+                            )
                         figures.append(f)
                     results += memory_rows(kind, figures)
                     extra["memory"] += [asdict(f) for f in figures]
                 if args.only in (None, "duplicates"):
                     dups = []
                     for scenario in chosen:
-                        log(f"[{kind}] duplicates, {scenario.name}: {scenario.tasks} tasks, "
+                        log(
+                            f"[{kind}] duplicates, {scenario.name}: {scenario.tasks} tasks, "
                             f"countdown {scenario.countdown_s:g} s, visibility_timeout "
                             f"{scenario.visibility_timeout_s} s, {scenario.workers} worker(s), "
-                            f"{scenario.cadence()}")  # fmt: skip
+                            f"{scenario.cadence()}"
+                        )
                         d = duplicate_executions(kind, bench, scenario)
-                        log(f"  {d.duplicated} of {d.tasks} tasks ran more than once "
-                            f"({d.executions} executions; runs per task {d.histogram})")
+                        log(
+                            f"  {d.duplicated} of {d.tasks} tasks ran more than once "
+                            f"({d.executions} executions; runs per task {d.histogram})"
+                        )
                         dups.append(d)
                     results += duplicate_rows(kind, dups)
                     extra["duplicates"] += [asdict(d) for d in dups]
@@ -835,9 +1026,11 @@ def run(args: argparse.Namespace, kinds: list[str], chosen: list[DuplicateScenar
             bench.stop_workers(kill=True)
     elapsed = time.perf_counter() - started
     print()
-    print(f"Future tasks held by workers, and duplicate runs; {os.cpu_count()} CPUs, "
-          f"{elapsed:.0f} s (memory: median of {args.repeats} fresh worker(s); baselines from "
-          "the same run)")  # fmt: skip
+    print(
+        f"Future tasks held by workers, and duplicate runs; {os.cpu_count()} CPUs, "
+        f"{elapsed:.0f} s (memory: median of {args.repeats} fresh worker(s); baselines from "
+        "the same run)"
+    )
     print(table(results))
     notes = [f"- {r.name} (N={r.n:,}): {r.notes}" for r in results if r.notes]
     print("\nNotes:\n" + "\n".join(notes))

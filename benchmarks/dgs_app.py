@@ -50,7 +50,6 @@ app.conf.update(
 dgs = celery_dgs.DGS(app)
 
 
-
 @dgs.deferred(within=timedelta(seconds=30))
 @app.task(name=CHECK_TASK, bind=True)
 def check(self: Task[Any, Any], counter: str, key: str) -> None:

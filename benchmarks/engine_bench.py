@@ -117,10 +117,13 @@ class RoundTrips:
 def command_stats(client: redis.Redis) -> Counter[str]:
     """Calls per command from ``INFO commandstats`` (the INFO calls themselves left out)."""
     info = client.info("commandstats")
-    return Counter({
-        k.removeprefix("cmdstat_"): int(v["calls"])
-        for k, v in info.items() if k != "cmdstat_info"
-    })  # fmt: skip
+    return Counter(
+        {
+            k.removeprefix("cmdstat_"): int(v["calls"])
+            for k, v in info.items()
+            if k != "cmdstat_info"
+        }
+    )
 
 
 # -- the population ----------------------------------------------------------------------
@@ -183,9 +186,12 @@ class LegacyReads:
             running_by_worker[lease.owner_name] = running_by_worker.get(lease.owner_name, 0) + 1
         del last_leases
         return dataclasses.replace(
-            swept, running=running, running_by_worker=running_by_worker, stale_workers={},
+            swept,
+            running=running,
+            running_by_worker=running_by_worker,
+            stale_workers={},
             dispatch_names=frozenset(engine.dispatches.pending_names()),
-        )  # fmt: skip
+        )
 
 
 #: One message of the raw baseline: task, schedule name, args, kwargs.
@@ -217,10 +223,15 @@ class Bench:
         self.clock = FakeClock(self.t0)
         self.store, self.names = build_store(n, due, self.t0)
         self.engine = BeatEngine(
-            store=self.store, leases=self.leases, registry=self.registry,
-            dispatches=self.dispatches, publish=self.scheduler.publish, settings=self.settings,
-            clock=self.clock, default_queue="celery",
-        )  # fmt: skip
+            store=self.store,
+            leases=self.leases,
+            registry=self.registry,
+            dispatches=self.dispatches,
+            publish=self.scheduler.publish,
+            settings=self.settings,
+            clock=self.clock,
+            default_queue="celery",
+        )
         start = time.perf_counter()
         self.engine.load()
         self.load_s = time.perf_counter() - start
@@ -263,10 +274,16 @@ class Bench:
 
     # -- benchmark 3 -------------------------------------------------------------
     def _register(self) -> None:
-        self.registry.register(WorkerInfo(
-            name=WORKER, node="node-1", queues=("celery",), slots=self.due, pool="prefork",
-            pid=os.getpid(),
-        ))  # fmt: skip
+        self.registry.register(
+            WorkerInfo(
+                name=WORKER,
+                node="node-1",
+                queues=("celery",),
+                slots=self.due,
+                pool="prefork",
+                pid=os.getpid(),
+            )
+        )
 
     def _reset(self) -> None:
         """Forget the previous round: no records, no messages, schedules back in the index."""
@@ -293,9 +310,21 @@ class Bench:
         self._register()
         self._round()  # warm-up (script loading, producer pool, queue declaration)
         self._raw(one_producer=True, count=min(self.due, 1_000))
-        out: dict[str, list[Any]] = {k: [] for k in (
-            "rates", "raw_rates", "raw_each_rates", "ratios", "trips_dgs", "trips_broker",
-            "raw_trips", "raw_each_trips", "ticks", "commands")}  # fmt: skip
+        out: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "rates",
+                "raw_rates",
+                "raw_each_rates",
+                "ratios",
+                "trips_dgs",
+                "trips_broker",
+                "raw_trips",
+                "raw_each_trips",
+                "ticks",
+                "commands",
+            )
+        }
         for i in range(repeats):
             if i % 2 == 0:  # ABBA: the order of the pair alternates
                 raw_rate, raw_trips = self._raw(one_producer=True, count=self.due)
@@ -341,9 +370,12 @@ class Bench:
         if running:
             for name, pend in list(engine.pending.items()):
                 result = self.leases.acquire(
-                    name, owner_node="node-1", owner_name=WORKER, owner_tag=f"run-{name}",
+                    name,
+                    owner_node="node-1",
+                    owner_name=WORKER,
+                    owner_tag=f"run-{name}",
                     dispatch_id=pend.dispatch_id,
-                )  # fmt: skip
+                )
                 assert result.token, result
             engine.tick()  # sees the records consumed: pending -> running
             assert not engine.pending
@@ -417,10 +449,15 @@ class Bench:
         def send_all(producer: Any) -> None:
             for task, name, args, kwargs, task_id in batch:
                 app.send_task(
-                    task, args=args, kwargs=kwargs, task_id=task_id, queue=queue,
-                    expires=300.0, headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
+                    task,
+                    args=args,
+                    kwargs=kwargs,
+                    task_id=task_id,
+                    queue=queue,
+                    expires=300.0,
+                    headers={"dgs_schedule": name, "dgs_dispatch_id": task_id},
                     producer=producer,
-                )  # fmt: skip
+                )
 
         saved = self.probe.llen(self.queue)
         gc.collect()
@@ -445,14 +482,18 @@ def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], 
     n, due = profile.engine_size, profile.due
     results: list[Result] = []
     with RedisServerProcess() as server:
-        log(f"engine: building a BeatEngine with {n:,} schedules ({due:,} to fall due) "
-            f"on {server.binary.name} at {server.url}")  # fmt: skip
+        log(
+            f"engine: building a BeatEngine with {n:,} schedules ({due:,} to fall due) "
+            f"on {server.binary.name} at {server.url}"
+        )
         with gc_paused():
             bench = Bench(server, n, due)
         gc.freeze()
-        log(f"  BeatEngine.load() of {n:,} schedules from the in-memory store: "
+        log(
+            f"  BeatEngine.load() of {n:,} schedules from the in-memory store: "
             f"{bench.load_s:.1f}s, "
-            f"RSS now {current_rss_mib():.0f} MiB")  # fmt: skip
+            f"RSS now {current_rss_mib():.0f} MiB"
+        )
         try:
             base_n = max(celery_idle) if celery_idle else None
             base = celery_idle.get(base_n) if base_n else None
@@ -461,72 +502,119 @@ def run(profile: Profile, celery_idle: dict[int, float]) -> tuple[list[Result], 
                 log(f"idle tick: {label}")
                 samples, trips = bench.idle_tick_us(profile.repeats, poll_every_tick=poll)
                 value = median(samples)
-                results.append(Result(
-                    name=f"idle tick: BeatEngine.tick(), nothing due, {label}", n=n,
-                    median=value, unit="us", baseline=base,
-                    baseline_name=f"celery idle tick, N={base_n:,}" if base_n else "",
-                    ratio=None if base is None else base / value,
-                    ratio_note="" if base is None else "(celery/dgs)",
-                    goal="< 2000 us", met=value < 2_000, samples=samples,
-                    notes=f"{trips:.3g} Redis round trips per tick; the store is the in-memory one",
-                ))  # fmt: skip
-            log(f"dispatch: BeatEngine rounds, {due:,} due among {n:,}, interleaved with "
-                "raw app.send_task of the same messages")
+                results.append(
+                    Result(
+                        name=f"idle tick: BeatEngine.tick(), nothing due, {label}",
+                        n=n,
+                        median=value,
+                        unit="us",
+                        baseline=base,
+                        baseline_name=f"celery idle tick, N={base_n:,}" if base_n else "",
+                        ratio=None if base is None else base / value,
+                        ratio_note="" if base is None else "(celery/dgs)",
+                        goal="< 2000 us",
+                        met=value < 2_000,
+                        samples=samples,
+                        notes=f"{trips:.3g} Redis round trips per tick; "
+                        "the store is the in-memory one",
+                    )
+                )
+            log(
+                f"dispatch: BeatEngine rounds, {due:,} due among {n:,}, interleaved with "
+                "raw app.send_task of the same messages"
+            )
             d = bench.dispatch(profile.repeats)
             busy = []
             for running in (False, True):
                 what = "running (leases held)" if running else "dispatched, not started"
-                log(f"busy tick: {due:,} schedules {what}, nothing else due; "
-                    "beat_view.lua vs the old reads")  # fmt: skip
+                log(
+                    f"busy tick: {due:,} schedules {what}, nothing else due; "
+                    "beat_view.lua vs the old reads"
+                )
                 new, new_trips, old, old_trips = bench.busy_tick_us(
                     profile.repeats, running=running
                 )
                 value, base_value = median(new), median(old)
                 ratio = base_value / value
                 goal = running  # the goal is set for live runs (a busy tick once took 1.3 s)
-                busy.append(Result(
-                    name=f"busy tick: BeatEngine.tick(), {due:,} {what}, none due", n=n,
-                    median=value, unit="us", samples=new, baseline=base_value,
-                    baseline_name="old reads: sweep + every lease hash + every dispatch name",
-                    ratio=ratio, ratio_note="(old/new)",
-                    goal=">= 20x faster" if goal else "", met=ratio >= 20 if goal else None,
-                    notes=f"{new_trips:.3g} Redis round trips per tick (old: {old_trips:.3g}); "
-                          f"old samples {[round(x) for x in old]} us",
-                ))  # fmt: skip
+                busy.append(
+                    Result(
+                        name=f"busy tick: BeatEngine.tick(), {due:,} {what}, none due",
+                        n=n,
+                        median=value,
+                        unit="us",
+                        samples=new,
+                        baseline=base_value,
+                        baseline_name="old reads: sweep + every lease hash + every dispatch name",
+                        ratio=ratio,
+                        ratio_note="(old/new)",
+                        goal=">= 20x faster" if goal else "",
+                        met=ratio >= 20 if goal else None,
+                        notes=f"{new_trips:.3g} Redis round trips per tick (old: {old_trips:.3g}); "
+                        f"old samples {[round(x) for x in old]} us",
+                    )
+                )
         finally:
             bench.close()
             gc.unfreeze()
     raw, raw_each, rate = median(d["raw_rates"]), median(d["raw_each_rates"]), median(d["rates"])
     raw_trips, ratio = median(d["raw_trips"]), median(d["ratios"])
-    results.append(Result(
-        name="dispatch: raw app.send_task, one producer (baseline)", n=due, median=raw,
-        unit="msg/s", samples=d["raw_rates"],
-        notes=f"{raw_trips:.3g} broker round trips per message",
-    ))  # fmt: skip
-    results.append(Result(
-        name="dispatch: raw app.send_task, producer per call", n=min(due, 2_000),
-        median=raw_each, unit="msg/s", samples=d["raw_each_rates"],
-        notes=f"{median(d['raw_each_trips']):.3g} broker round trips per message",
-    ))  # fmt: skip
-    results.append(Result(
-        name=f"dispatch: BeatEngine rounds, {due:,} due, index of {n:,}", n=due, median=rate,
-        unit="disp/s", baseline=raw, baseline_name="raw send_task, one producer",
-        ratio=ratio, ratio_note="(dgs/raw, median of per-repeat ratios)",
-        goal=">= 0.8x raw", met=ratio >= 0.8, samples=d["rates"],
-        notes=f"ticks per round {d['ticks']}; per-repeat ratios "
-              f"{[round(r, 3) for r in d['ratios']]}",
-    ))  # fmt: skip
+    results.append(
+        Result(
+            name="dispatch: raw app.send_task, one producer (baseline)",
+            n=due,
+            median=raw,
+            unit="msg/s",
+            samples=d["raw_rates"],
+            notes=f"{raw_trips:.3g} broker round trips per message",
+        )
+    )
+    results.append(
+        Result(
+            name="dispatch: raw app.send_task, producer per call",
+            n=min(due, 2_000),
+            median=raw_each,
+            unit="msg/s",
+            samples=d["raw_each_rates"],
+            notes=f"{median(d['raw_each_trips']):.3g} broker round trips per message",
+        )
+    )
+    results.append(
+        Result(
+            name=f"dispatch: BeatEngine rounds, {due:,} due, index of {n:,}",
+            n=due,
+            median=rate,
+            unit="disp/s",
+            baseline=raw,
+            baseline_name="raw send_task, one producer",
+            ratio=ratio,
+            ratio_note="(dgs/raw, median of per-repeat ratios)",
+            goal=">= 0.8x raw",
+            met=ratio >= 0.8,
+            samples=d["rates"],
+            notes=f"ticks per round {d['ticks']}; per-repeat ratios "
+            f"{[round(r, 3) for r in d['ratios']]}",
+        )
+    )
     trips = [a + b for a, b in zip(d["trips_dgs"], d["trips_broker"], strict=True)]
     trips_total = median(trips)
-    results.append(Result(
-        name="dispatch: Redis round trips per dispatch (dgs + broker)", n=due,
-        median=trips_total, unit="", baseline=raw_trips,
-        baseline_name="raw send_task per message",
-        ratio=trips_total / raw_trips if raw_trips else None, ratio_note="(dgs/raw)",
-        goal="<= 2", met=trips_total <= 2, samples=trips,
-        notes=f"celery-dgs client {median(d['trips_dgs']):.4f}, "
-              f"broker {median(d['trips_broker']):.4f}",
-    ))  # fmt: skip
+    results.append(
+        Result(
+            name="dispatch: Redis round trips per dispatch (dgs + broker)",
+            n=due,
+            median=trips_total,
+            unit="",
+            baseline=raw_trips,
+            baseline_name="raw send_task per message",
+            ratio=trips_total / raw_trips if raw_trips else None,
+            ratio_note="(dgs/raw)",
+            goal="<= 2",
+            met=trips_total <= 2,
+            samples=trips,
+            notes=f"celery-dgs client {median(d['trips_dgs']):.4f}, "
+            f"broker {median(d['trips_broker']):.4f}",
+        )
+    )
     results += busy
     extra = {
         "dispatch_redis_commands_per_dispatch": {

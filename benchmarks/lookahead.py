@@ -40,22 +40,41 @@ def capped_long_pool(workload: Workload, long_slots: int) -> Workload:
     slots take the default queue only. At most ``long_slots`` long runs at once."""
     if not 0 < long_slots < workload.slots:
         raise ValueError(f"--long-pool-slots must be in 1..{workload.slots - 1}, got {long_slots}")
-    schedules = [replace(s, spec=replace(s.spec, pool=LONG_POOL)) if s.spec.task == "sim.long"
-                 else s for s in workload.schedules]  # fmt: skip
+    schedules = [
+        replace(s, spec=replace(s.spec, pool=LONG_POOL)) if s.spec.task == "sim.long" else s
+        for s in workload.schedules
+    ]
     default = next(iter(workload.workers[0].queues))
-    workers = [SimWorker("celery@long", "long", long_slots, frozenset({default, LONG_POOL})),
-               SimWorker("celery@short", "short", workload.slots - long_slots,
-                         frozenset({default}))]  # fmt: skip
+    workers = [
+        SimWorker("celery@long", "long", long_slots, frozenset({default, LONG_POOL})),
+        SimWorker("celery@short", "short", workload.slots - long_slots, frozenset({default})),
+    ]
     return replace(workload, schedules=schedules, workers=workers)
 
 
-def run_one(policy: str, load: float, seed: int, schedules: int, slots: int,
-            days: float, long_pool_slots: int = 0) -> dict[str, Any]:  # fmt: skip
+def run_one(
+    policy: str,
+    load: float,
+    seed: int,
+    schedules: int,
+    slots: int,
+    days: float,
+    long_pool_slots: int = 0,
+) -> dict[str, Any]:
     opts = GeneratorOptions(
-        schedules=schedules, slots=slots, load=load, period_min_s=600, period_max_s=3600,
-        horizon_s=days * DAY, warmup_s=0.4 * days * DAY, duration_sigma=0.3,
-        cooldown_fraction=0.5, seed=seed, long_fraction=0.15, long_share=0.1,
-    )  # fmt: skip
+        schedules=schedules,
+        slots=slots,
+        load=load,
+        period_min_s=600,
+        period_max_s=3600,
+        horizon_s=days * DAY,
+        warmup_s=0.4 * days * DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=seed,
+        long_fraction=0.15,
+        long_share=0.1,
+    )
     workload = generate(opts)
     if long_pool_slots:
         workload = capped_long_pool(workload, long_pool_slots)
@@ -69,16 +88,25 @@ def run_one(policy: str, load: float, seed: int, schedules: int, slots: int,
     by_class = sim.tally.error_by_class
     stale = sim.tally.stale_by_class
     return {
-        "policy": policy, "load": load, "seed": seed, "schedules": schedules, "slots": slots,
-        "days": days, "long_pool_slots": long_pool_slots, "error_s": result.error_s,
+        "policy": policy,
+        "load": load,
+        "seed": seed,
+        "schedules": schedules,
+        "slots": slots,
+        "days": days,
+        "long_pool_slots": long_pool_slots,
+        "error_s": result.error_s,
         "short_error_s": by_class.get(0, 0.0),
-        "long_error_s": by_class.get(1, 0.0), "bound_s": bound,
+        "long_error_s": by_class.get(1, 0.0),
+        "bound_s": bound,
         "ratio": result.error_s / bound if bound > 0 else None,
         "variance_bound_s": priced,
         "variance_ratio": result.error_s / priced if priced > 0 else None,
-        "short_max_stale": stale.get(0, 0.0), "long_max_stale": stale.get(1, 0.0),
-        "in_error": result.schedules_in_error, "wall_s": round(time.perf_counter() - start, 1),
-    }  # fmt: skip
+        "short_max_stale": stale.get(0, 0.0),
+        "long_max_stale": stale.get(1, 0.0),
+        "in_error": result.schedules_in_error,
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,25 +117,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--schedules", type=int, default=500)
     parser.add_argument("--slots", type=int, default=10)
     parser.add_argument("--days", type=float, default=6.0)
-    parser.add_argument("--long-pool-slots", type=int, default=0,
-                        help="the long jobs in a pool of this many slots (0: no pool)")
+    parser.add_argument(
+        "--long-pool-slots",
+        type=int,
+        default=0,
+        help="the long jobs in a pool of this many slots (0: no pool)",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     rows = []
     for load in (float(x) for x in args.loads.split(",")):
         for seed in (int(x) for x in args.seeds.split(",")):
             for policy in args.policies.split(","):
-                row = run_one(policy, load, seed, args.schedules, args.slots, args.days,
-                              args.long_pool_slots)
+                row = run_one(
+                    policy, load, seed, args.schedules, args.slots, args.days, args.long_pool_slots
+                )
                 rows.append(row)
                 ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
                 priced = "-" if row["variance_ratio"] is None else f"{row['variance_ratio']:.2f}"
-                print(f"{policy:14} load {load:4} seed {seed}: ERROR {row['error_s']:12,.0f} s "
-                      f"(short {row['short_error_s']:,.0f}, long {row['long_error_s']:,.0f}) "
-                      f"bound {row['bound_s']:,.0f} ratio {ratio} (variance-aware "
-                      f"{row['variance_bound_s']:,.0f}, {priced}) max stale "
-                      f"{row['short_max_stale']:.2f}/{row['long_max_stale']:.2f} "
-                      f"({row['wall_s']} s)", flush=True)  # fmt: skip
+                print(
+                    f"{policy:14} load {load:4} seed {seed}: ERROR {row['error_s']:12,.0f} s "
+                    f"(short {row['short_error_s']:,.0f}, long {row['long_error_s']:,.0f}) "
+                    f"bound {row['bound_s']:,.0f} ratio {ratio} (variance-aware "
+                    f"{row['variance_bound_s']:,.0f}, {priced}) max stale "
+                    f"{row['short_max_stale']:.2f}/{row['long_max_stale']:.2f} "
+                    f"({row['wall_s']} s)",
+                    flush=True,
+                )
                 if args.json:
                     with open(args.json, "w") as f:
                         json.dump(rows, f, indent=1)

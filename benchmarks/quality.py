@@ -68,13 +68,20 @@ DAY = 86400.0
 PRIORITY_CLASSES = ((20, 0.30), (50, 0.35), (80, 0.35))
 #: An overload's onset: load 0.6 until half the workers (rounded to whole
 #: workers of 2 slots) die for 12 h: load 1.2 on 20 slots (1.8 with --quick's 6).
-ONSET: dict[str, float] = {"outage_s": 12 * 3600.0, "outage_at_s": 2.5 * DAY,
-                           "outage_workers": 0.5, "slots_per_worker": 2}  # fmt: skip
+ONSET: dict[str, float] = {
+    "outage_s": 12 * 3600.0,
+    "outage_at_s": 2.5 * DAY,
+    "outage_workers": 0.5,
+    "slots_per_worker": 2,
+}
 #: label, nominal load, share spread, further generator options
 PRIORITY_LOADS: tuple[tuple[str, float, float, dict[str, float]], ...] = (
-    ("prio 0.9", 0.9, 1.0, {}), ("prio mixed 0.9", 0.9, MIXED_SPREAD, {}),
-    ("prio 1.1", 1.1, 1.0, {}), ("prio 1.5", 1.5, 1.0, {}), ("prio onset", 0.6, 1.0, ONSET),
-)  # fmt: skip
+    ("prio 0.9", 0.9, 1.0, {}),
+    ("prio mixed 0.9", 0.9, MIXED_SPREAD, {}),
+    ("prio 1.1", 1.1, 1.0, {}),
+    ("prio 1.5", 1.5, 1.0, {}),
+    ("prio onset", 0.6, 1.0, ONSET),
+)
 #: dgs-noprio: classes ignored; dgs-weights: classes as weights on laxity and
 #: run time; dgs-strict: strict class order of due work, no elevator; dgs:
 #: with the elevator (default interval) and the top class's lead while
@@ -85,9 +92,20 @@ PRIORITY_LOADS: tuple[tuple[str, float, float, dict[str, float]], ...] = (
 #: dgs-classes-always: dgs with the classes ordering due work whether or not
 #: capacity is short; dgs-short-by-wait: capacity counts as short only after a
 #: due schedule's long wait (not when the demand exceeds the live slots).
-PRIORITY_POLICIES = ("dgs-noprio", "dgs-weights", "dgs-strict", "dgs", "dgs-nolead",
-                     "dgs-over-top", "dgs-elevator-3600", "dgs-elevator-14400", "dgs-seed004",
-                     "dgs-lead", "dgs-classes-always", "dgs-short-by-wait")  # fmt: skip
+PRIORITY_POLICIES = (
+    "dgs-noprio",
+    "dgs-weights",
+    "dgs-strict",
+    "dgs",
+    "dgs-nolead",
+    "dgs-over-top",
+    "dgs-elevator-3600",
+    "dgs-elevator-14400",
+    "dgs-seed004",
+    "dgs-lead",
+    "dgs-classes-always",
+    "dgs-short-by-wait",
+)
 #: The priority orders also run on the other seeds.
 PRIORITY_SEED_POLICIES = ("dgs-noprio", "dgs", "dgs-short-by-wait")
 
@@ -132,17 +150,30 @@ def workload_of(scenario: Scenario, mix: str) -> Workload:
     return realistic(workload, scenario.options.seed) if mix == "realistic" else workload
 
 
-def scenarios(quick: bool, seed: int = 1, *, size: tuple[int, int] | None = None,
-              per_worker: int = 10) -> list[Scenario]:  # fmt: skip
+def scenarios(
+    quick: bool, seed: int = 1, *, size: tuple[int, int] | None = None, per_worker: int = 10
+) -> list[Scenario]:
     n, slots = size or ((300, 6) if quick else (1000, 20))
-    base = GeneratorOptions(schedules=n, slots=slots, horizon_s=4 * DAY, warmup_s=2 * DAY,
-                            duration_sigma=0.3, cooldown_fraction=0.5, seed=seed,
-                            slots_per_worker=per_worker)  # fmt: skip
+    base = GeneratorOptions(
+        schedules=n,
+        slots=slots,
+        horizon_s=4 * DAY,
+        warmup_s=2 * DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=seed,
+        slots_per_worker=per_worker,
+    )
     out = [Scenario(f"load {load}", _with(base, load=load)) for load in LOADS]
-    out.append(Scenario("0.9 + 6h outage", _with(base, load=0.9, outage_s=6 * 3600.0,
-                                                outage_at_s=2.5 * DAY)))  # fmt: skip
-    out += [Scenario(f"mixed {load}", _with(base, load=load, share_spread=MIXED_SPREAD))
-            for load in MIXED_LOADS]  # fmt: skip
+    out.append(
+        Scenario(
+            "0.9 + 6h outage", _with(base, load=0.9, outage_s=6 * 3600.0, outage_at_s=2.5 * DAY)
+        )
+    )
+    out += [
+        Scenario(f"mixed {load}", _with(base, load=load, share_spread=MIXED_SPREAD))
+        for load in MIXED_LOADS
+    ]
     return out
 
 
@@ -152,8 +183,9 @@ def median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def summary(runs: dict[int, list[tuple[Scenario, SimResult]]],
-            bounds: dict[tuple[str, int], float]) -> str:  # fmt: skip
+def summary(
+    runs: dict[int, list[tuple[Scenario, SimResult]]], bounds: dict[tuple[str, int], float]
+) -> str:
     """Median ERROR-seconds over the seeds, and the medians of the per-seed
     ratios to ``beat``, to ``dgs-greedy`` (plain deadline order) and to the
     long-run bound (``-`` where the bound is 0)."""
@@ -161,8 +193,10 @@ def summary(runs: dict[int, list[tuple[Scenario, SimResult]]],
     for seed, rows in runs.items():
         for scenario, result in rows:
             by.setdefault((scenario.label, result.policy), {})[seed] = result.error_s
-    lines = [f"{'scenario':>16}  {'policy':>12}  {'median ERROR s':>14}  {'/ beat':>6}  "
-             f"{'/ greedy':>8}  {'/ bound':>7}  per seed"]  # fmt: skip
+    lines = [
+        f"{'scenario':>16}  {'policy':>12}  {'median ERROR s':>14}  {'/ beat':>6}  "
+        f"{'/ greedy':>8}  {'/ bound':>7}  per seed"
+    ]
     nan = float("nan")
     for (label, policy), errors in by.items():
         beat, dgs = by.get((label, "beat"), {}), by.get((label, "dgs-greedy"), {})
@@ -171,9 +205,11 @@ def summary(runs: dict[int, list[tuple[Scenario, SimResult]]],
         to_bound = [errors[s] / bounds[(label, s)] for s in errors if bounds[(label, s)] > 0]
         per_seed = " ".join(f"{errors[s]:.0f}" for s in sorted(errors))
         bound_cell = f"{median(to_bound):>7.3f}" if to_bound else f"{'-':>7}"
-        lines.append(f"{label:>16}  {policy:>12}  {median(list(errors.values())):>14,.0f}  "
-                     f"{median(to_beat):>6.3f}  {median(to_dgs):>8.3f}  {bound_cell}  "
-                     f"{per_seed}")  # fmt: skip
+        lines.append(
+            f"{label:>16}  {policy:>12}  {median(list(errors.values())):>14,.0f}  "
+            f"{median(to_beat):>6.3f}  {median(to_dgs):>8.3f}  {bound_cell}  "
+            f"{per_seed}"
+        )
     return "\n".join(lines)
 
 
@@ -182,8 +218,9 @@ def without_failures(result: SimResult) -> float:
     return result.error_s - result.error_by_cause.get(FAILURE, 0.0)
 
 
-def cause_table(runs: dict[int, list[tuple[Scenario, SimResult]]],
-                bounds: dict[tuple[str, int], float]) -> str:  # fmt: skip
+def cause_table(
+    runs: dict[int, list[tuple[Scenario, SimResult]]], bounds: dict[tuple[str, int], float]
+) -> str:
     """Per scenario and policy, over the seeds: ERROR-seconds (sum) and by
     cause (sums), the ratio to the bound of the ERROR not caused by failures
     (median and worst seed), the ratio to beat (median), on how many seeds it
@@ -194,25 +231,38 @@ def cause_table(runs: dict[int, list[tuple[Scenario, SimResult]]],
         for scenario, result in rows:
             by.setdefault((scenario.label, result.policy), {})[seed] = result
     head = "  ".join(f"{c:>10}" for c in CAUSES)
-    lines = [f"{'scenario':>16}  {'policy':>8}  {'ERROR s':>11}  {head}  {'/bound':>6}  "
-             f"{'worst':>6}  {'/beat':>6}  {'<beat':>5}  {'stale':>6}  {'no-fail':>7}"]  # fmt: skip
+    lines = [
+        f"{'scenario':>16}  {'policy':>8}  {'ERROR s':>11}  {head}  {'/bound':>6}  "
+        f"{'worst':>6}  {'/beat':>6}  {'<beat':>5}  {'stale':>6}  {'no-fail':>7}"
+    ]
     for (label, policy), results in by.items():
         beat = by.get((label, "beat"), {})
-        to_bound = [without_failures(r) / bounds[(label, s)] for s, r in results.items()
-                    if bounds[(label, s)] > 0]  # fmt: skip
-        to_beat = [r.error_s / beat[s].error_s for s, r in results.items()
-                   if s in beat and beat[s].error_s > 0]  # fmt: skip
+        to_bound = [
+            without_failures(r) / bounds[(label, s)]
+            for s, r in results.items()
+            if bounds[(label, s)] > 0
+        ]
+        to_beat = [
+            r.error_s / beat[s].error_s
+            for s, r in results.items()
+            if s in beat and beat[s].error_s > 0
+        ]
         below = sum(1 for s, r in results.items() if s in beat and r.error_s < beat[s].error_s)
-        causes = "  ".join(f"{sum(r.error_by_cause.get(c, 0.0) for r in results.values()):>10,.0f}"
-                           for c in CAUSES)  # fmt: skip
-        bound_cells = (f"{median(to_bound):>6.3f}  {max(to_bound):>6.3f}" if to_bound
-                       else f"{'-':>6}  {'-':>6}")  # fmt: skip
+        causes = "  ".join(
+            f"{sum(r.error_by_cause.get(c, 0.0) for r in results.values()):>10,.0f}" for c in CAUSES
+        )
+        bound_cells = (
+            f"{median(to_bound):>6.3f}  {max(to_bound):>6.3f}"
+            if to_bound
+            else f"{'-':>6}  {'-':>6}"
+        )
         beat_cell = f"{median(to_beat):>6.3f}" if to_beat else f"{'-':>6}"
-        lines.append(f"{label:>16}  {policy:>8}  {sum(r.error_s for r in results.values()):>11,.0f}"
-                     f"  {causes}  {bound_cells}  {beat_cell}  {below:>2}/{len(results):<2}  "
-                     f"{max(r.max_staleness for r in results.values()):>6.2f}  "
-                     f"{max(r.max_staleness_without_failures for r in results.values()):>7.2f}"
-                     )  # fmt: skip
+        lines.append(
+            f"{label:>16}  {policy:>8}  {sum(r.error_s for r in results.values()):>11,.0f}"
+            f"  {causes}  {bound_cells}  {beat_cell}  {below:>2}/{len(results):<2}  "
+            f"{max(r.max_staleness for r in results.values()):>6.2f}  "
+            f"{max(r.max_staleness_without_failures for r in results.values()):>7.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -227,11 +277,12 @@ def backlog_s(workload: Workload) -> float:
     return sum(s.duration_s for s in workload.schedules)
 
 
-def quality_goals(runs: dict[int, list[tuple[Scenario, SimResult]]],
-                  bounds: dict[tuple[str, int], float],
-                  backlogs: dict[tuple[str, int], float],
-                  variance_bounds: dict[tuple[str, int], float] | None = None,
-                  ) -> list[str]:  # fmt: skip
+def quality_goals(
+    runs: dict[int, list[tuple[Scenario, SimResult]]],
+    bounds: dict[tuple[str, int], float],
+    backlogs: dict[tuple[str, int], float],
+    variance_bounds: dict[tuple[str, int], float] | None = None,
+) -> list[str]:
     """The goals of the scheduling-quality section, per seed, as lines saying
     met / NOT met with the figures. ERROR caused by failures is left out of
     every comparison with the bound (no order removes it). The ratio goals
@@ -249,30 +300,43 @@ def quality_goals(runs: dict[int, list[tuple[Scenario, SimResult]]],
             vbound = (variance_bounds or {}).get((label, seed), 0.0)
             priced = f"; {rest / vbound:.3f}x the variance-aware bound" if vbound > 0 else ""
             where = f"seed {seed} {label} {policy}:"
-            causes = ", ".join(f"{c} {r.error_by_cause.get(c, 0.0):,.0f}" for c in CAUSES
-                               if r.error_by_cause.get(c))  # fmt: skip
+            causes = ", ".join(
+                f"{c} {r.error_by_cause.get(c, 0.0):,.0f}"
+                for c in CAUSES
+                if r.error_by_cause.get(c)
+            )
             if policy == "dgs" and opts.load <= 0.9 and opts.outage_s == 0:
                 cap = r.error_by_cause.get(CAPACITY, 0.0)
-                lines.append(f"{where} capacity ERROR {cap:,.0f} s (goal 0): "
-                             f"{'met' if cap == 0 else 'NOT met'} [{causes or 'no ERROR'}]")
+                lines.append(
+                    f"{where} capacity ERROR {cap:,.0f} s (goal 0): "
+                    f"{'met' if cap == 0 else 'NOT met'} [{causes or 'no ERROR'}]"
+                )
             if policy == "dgs" and opts.share_spread == 1 and opts.outage_s == 0:
-                lines.append(f"{where} {rest:,.0f} s without failures, bound {bound:,.0f} "
-                             f"(goal <= 1.02x): {ratio:.3f}x "
-                             f"{'met' if ratio <= 1.02 else 'NOT met'}{priced}")  # fmt: skip
+                lines.append(
+                    f"{where} {rest:,.0f} s without failures, bound {bound:,.0f} "
+                    f"(goal <= 1.02x): {ratio:.3f}x "
+                    f"{'met' if ratio <= 1.02 else 'NOT met'}{priced}"
+                )
             if opts.share_spread > 1 and opts.load >= 1.0 and policy in ("dgs", "dgs-shed"):
                 limit = 2.0 if policy == "dgs" else 1.2
                 ok = ratio <= limit
-                text = (f"{where} {ratio:.3f}x the bound (goal <= {limit}x) "
-                        f"{'met' if ok else 'NOT met'}{priced}")  # fmt: skip
+                text = (
+                    f"{where} {ratio:.3f}x the bound (goal <= {limit}x) "
+                    f"{'met' if ok else 'NOT met'}{priced}"
+                )
                 if policy == "dgs":
                     stale = r.max_staleness_without_failures
-                    text += (f"; worst staleness {stale:.2f} periods without failures, "
-                             f"{r.max_staleness:.2f} with (goal <= 3) "
-                             f"{'met' if stale <= 3.0 else 'NOT met'}")  # fmt: skip
+                    text += (
+                        f"; worst staleness {stale:.2f} periods without failures, "
+                        f"{r.max_staleness:.2f} with (goal <= 3) "
+                        f"{'met' if stale <= 3.0 else 'NOT met'}"
+                    )
                 if beat is not None:
                     below = r.error_s < beat[1].error_s
-                    text += (f"; ERROR {r.error_s:,.0f} vs beat {beat[1].error_s:,.0f} "
-                             f"{'met' if below else 'NOT met'}")  # fmt: skip
+                    text += (
+                        f"; ERROR {r.error_s:,.0f} vs beat {beat[1].error_s:,.0f} "
+                        f"{'met' if below else 'NOT met'}"
+                    )
                 lines.append(text)
             if policy == "dgs" and opts.outage_s > 0:
                 spare = opts.slots * (1.0 - opts.load)
@@ -281,11 +345,13 @@ def quality_goals(runs: dict[int, list[tuple[Scenario, SimResult]]],
                 got = r.recovery_s
                 ok = got is not None and got <= goal
                 shown = "none within the horizon" if got is None else f"{got / 3600:.2f} h"
-                lines.append(f"{where} all OK {shown} after the outage (goal <= "
-                             f"{RECOVERY_FACTOR} x backlog {backlog / 3600:,.1f} slot-h / spare "
-                             f"{spare:.1f} slots = {goal / 3600:.2f} h; no order below backlog / "
-                             f"slots = {backlog / opts.slots / 3600:.2f} h): "
-                             f"{'met' if ok else 'NOT met'}")  # fmt: skip
+                lines.append(
+                    f"{where} all OK {shown} after the outage (goal <= "
+                    f"{RECOVERY_FACTOR} x backlog {backlog / 3600:,.1f} slot-h / spare "
+                    f"{spare:.1f} slots = {goal / 3600:.2f} h; no order below backlog / "
+                    f"slots = {backlog / opts.slots / 3600:.2f} h): "
+                    f"{'met' if ok else 'NOT met'}"
+                )
     return lines
 
 
@@ -293,8 +359,9 @@ def _with(opts: GeneratorOptions, **changes: object) -> GeneratorOptions:
     return GeneratorOptions(**{**opts.__dict__, **changes})  # type: ignore[arg-type]
 
 
-def check_goals(rows: list[tuple[Scenario, SimResult]],
-                bounds: dict[tuple[str, int], float]) -> list[str]:  # fmt: skip
+def check_goals(
+    rows: list[tuple[Scenario, SimResult]], bounds: dict[tuple[str, int], float]
+) -> list[str]:
     """The issue's done-when, as lines saying met / NOT met."""
     by = {(s.label, r.policy): r for s, r in rows}
     lines = []
@@ -304,11 +371,17 @@ def check_goals(rows: list[tuple[Scenario, SimResult]],
         beat = by[(scenario.label, "beat")]
         below = result.error_s < beat.error_s
         bound = bounds[(scenario.label, scenario.options.seed)]
-        where = (f" (bound {bound:.0f}: dgs {result.error_s / bound:.3f}x, beat "
-                 f"{beat.error_s / bound:.3f}x)" if bound > 0 else "")  # fmt: skip
-        lines.append(f"seed {scenario.options.seed} {scenario.label}: {result.policy} ERROR-s "
-                     f"{result.error_s:.0f} < beat {beat.error_s:.0f}: "
-                     f"{'met' if below else 'NOT met'}{where}")  # fmt: skip
+        where = (
+            f" (bound {bound:.0f}: dgs {result.error_s / bound:.3f}x, beat "
+            f"{beat.error_s / bound:.3f}x)"
+            if bound > 0
+            else ""
+        )
+        lines.append(
+            f"seed {scenario.options.seed} {scenario.label}: {result.policy} ERROR-s "
+            f"{result.error_s:.0f} < beat {beat.error_s:.0f}: "
+            f"{'met' if below else 'NOT met'}{where}"
+        )
         if scenario.options.load <= 0.9 and scenario.options.outage_s == 0:
             lines.append(
                 f"seed {scenario.options.seed} {scenario.label}: dgs late starts "
@@ -326,11 +399,19 @@ def run_priorities(quick: bool, seeds: list[int]) -> list[tuple[str, int, SimRes
     for seed in seeds:
         policies = PRIORITY_POLICIES if seed == seeds[0] else PRIORITY_SEED_POLICIES
         for label, load, spread, extra in PRIORITY_LOADS:
-            opts = GeneratorOptions(schedules=n, slots=slots, load=load, horizon_s=4 * DAY,
-                                    warmup_s=2 * DAY, duration_sigma=0.3, cooldown_fraction=0.5,
-                                    seed=seed, share_spread=spread,
-                                    priority_classes=PRIORITY_CLASSES,
-                                    **extra)  # type: ignore[arg-type]  # fmt: skip
+            opts = GeneratorOptions(
+                schedules=n,
+                slots=slots,
+                load=load,
+                horizon_s=4 * DAY,
+                warmup_s=2 * DAY,
+                duration_sigma=0.3,
+                cooldown_fraction=0.5,
+                seed=seed,
+                share_spread=spread,
+                priority_classes=PRIORITY_CLASSES,
+                **extra,
+            )  # type: ignore[arg-type]
             workload = generate(opts)
             for policy in policies:
                 out.append((label, seed, simulate(workload, policy)))
@@ -347,7 +428,9 @@ def priority_table(rows: list[tuple[str, int, SimResult]]) -> str:
     for label, seed, r in rows:
         cells = "  ".join(
             f"{r.by_class[c]['error_s']:>12,.0f}  {r.by_class[c]['max_staleness']:>6.2f}  "
-            f"{r.by_class[c]['max_lateness_s'] / 3600:>6.2f}" for c in classes)  # fmt: skip
+            f"{r.by_class[c]['max_lateness_s'] / 3600:>6.2f}"
+            for c in classes
+        )
         lines.append(f"{label:>15}  {seed:>4}  {r.policy:>18}  {r.error_s:>12,.0f}  {cells}")
     return "\n".join(lines)
 
@@ -370,35 +453,52 @@ def priority_goals(rows: list[tuple[str, int, SimResult]]) -> list[str]:
             if load <= 0.9 and not extra:
                 picks = dgs.class_picks
                 verdict = "met" if picks == 0 else "NOT met"
-                lines.append(f"{where}: dgs ERROR-s {dgs.error_s:.0f}, without classes "
-                             f"{plain.error_s:.0f}; dispatches the classes chose after "
-                             f"warm-up: {picks} (goal 0): {verdict}")  # fmt: skip
+                lines.append(
+                    f"{where}: dgs ERROR-s {dgs.error_s:.0f}, without classes "
+                    f"{plain.error_s:.0f}; dispatches the classes chose after "
+                    f"warm-up: {picks} (goal 0): {verdict}"
+                )
                 continue
             top_error = dgs.by_class[top]["error_s"]
             late_h = dgs.by_class[bottom]["max_lateness_s"] / 3600
             within = "met" if late_h <= bound_h else "NOT met"
             by_wait = by.get((label, seed, "dgs-short-by-wait"))
-            compared = ("" if by_wait is None else
-                        f" (short only after a wait: {by_wait.by_class[top]['error_s']:.0f})")
-            lines.append(f"{where}: dgs top class (p{top}) ERROR-s {top_error:.0f}{compared} "
-                         f"(goal 0): {'met' if top_error == 0 else 'NOT met'}; lowest class "
-                         f"(p{bottom}) latest start {late_h:.2f} h after should_start_by (bound "
-                         f"{bound_h:g} h): {within}")  # fmt: skip
+            compared = (
+                ""
+                if by_wait is None
+                else f" (short only after a wait: {by_wait.by_class[top]['error_s']:.0f})"
+            )
+            lines.append(
+                f"{where}: dgs top class (p{top}) ERROR-s {top_error:.0f}{compared} "
+                f"(goal 0): {'met' if top_error == 0 else 'NOT met'}; lowest class "
+                f"(p{bottom}) latest start {late_h:.2f} h after should_start_by (bound "
+                f"{bound_h:g} h): {within}"
+            )
     return lines
 
 
 def run_scale() -> SimResult:
-    opts = GeneratorOptions(schedules=100_000, slots=500, load=0.9, horizon_s=7 * DAY,
-                            period_min_s=6 * 3600.0, period_max_s=DAY, seed=1)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=100_000,
+        slots=500,
+        load=0.9,
+        horizon_s=7 * DAY,
+        period_min_s=6 * 3600.0,
+        period_max_s=DAY,
+        seed=1,
+    )
     started, cpu = time.perf_counter(), time.process_time()
     workload = generate(opts)
     result = simulate(workload, "dgs")
     total, cpu = time.perf_counter() - started, time.process_time() - cpu
     load = os.getloadavg()[0]
-    print(f"scale: 100,000 schedules, 500 slots, 7 days, dgs: {result.runs:,} runs measured, "
-          f"{total:.1f} s wall, {cpu:.1f} s CPU including generation (goal < 120 s: wall "
-          f"{'met' if total < 120 else 'NOT met'}, CPU {'met' if cpu < 120 else 'NOT met'}); "
-          f"{os.cpu_count()} CPUs, load average {load:.1f}", flush=True)  # fmt: skip
+    print(
+        f"scale: 100,000 schedules, 500 slots, 7 days, dgs: {result.runs:,} runs measured, "
+        f"{total:.1f} s wall, {cpu:.1f} s CPU including generation (goal < 120 s: wall "
+        f"{'met' if total < 120 else 'NOT met'}, CPU {'met' if cpu < 120 else 'NOT met'}); "
+        f"{os.cpu_count()} CPUs, load average {load:.1f}",
+        flush=True,
+    )
     return result
 
 
@@ -410,18 +510,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="300 schedules on 6 slots")
     parser.add_argument("--scale", action="store_true", help="also the 100,000-schedule run")
-    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
-                        help="comma-separated seeds (default 1,2,3)")  # fmt: skip
-    parser.add_argument("--mix", choices=("plain", "realistic"), default="plain",
-                        help="realistic: sigma 0.1-1.0, flaky, blackouts, dont_run_on_nodes")
+    parser.add_argument(
+        "--seeds", default=",".join(map(str, SEEDS)), help="comma-separated seeds (default 1,2,3)"
+    )
+    parser.add_argument(
+        "--mix",
+        choices=("plain", "realistic"),
+        default="plain",
+        help="realistic: sigma 0.1-1.0, flaky, blackouts, dont_run_on_nodes",
+    )
     parser.add_argument("--schedules", type=int, help="schedules (overrides --quick's)")
     parser.add_argument("--slots", type=int, help="slots (overrides --quick's)")
     parser.add_argument("--slots-per-worker", type=int, default=10)
-    parser.add_argument("--policies", default=",".join(POLICIES),
-                        help="comma-separated policies (beat is always run)")
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help="comma-separated policies (beat is always run)",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="where to write the rows")
-    parser.add_argument("--no-priorities", action="store_true",
-                        help="skip the priority-class scenarios")  # fmt: skip
+    parser.add_argument(
+        "--no-priorities", action="store_true", help="skip the priority-class scenarios"
+    )
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     policies = list(dict.fromkeys([*args.policies.split(","), "beat"]))
@@ -445,23 +554,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  seed {seed} {scenario.label}: done", file=sys.stderr, flush=True)
     rows = runs[seeds[0]]
     first = rows[0][0].options
-    print(f"\ncelery-dgs scheduling quality: {first.schedules} schedules, {first.slots} slots, "
-          f"periods {first.period_min_s / 3600:g}-{first.period_max_s / 3600:g} h (log-uniform), "
-          f"cooldown {first.cooldown_fraction:g} period, lognormal durations sigma "
-          f"{first.duration_sigma:g}, {first.horizon_s / DAY:g} simulated days of which the "
-          f"first {(first.warmup_s or 0) / DAY:g} are warm-up, seed {first.seed}, "
-          f"{args.mix} mix, workers of {first.slots_per_worker} slots")  # fmt: skip
+    print(
+        f"\ncelery-dgs scheduling quality: {first.schedules} schedules, {first.slots} slots, "
+        f"periods {first.period_min_s / 3600:g}-{first.period_max_s / 3600:g} h (log-uniform), "
+        f"cooldown {first.cooldown_fraction:g} period, lognormal durations sigma "
+        f"{first.duration_sigma:g}, {first.horizon_s / DAY:g} simulated days of which the "
+        f"first {(first.warmup_s or 0) / DAY:g} are warm-up, seed {first.seed}, "
+        f"{args.mix} mix, workers of {first.slots_per_worker} slots"
+    )
     print(format_table([r for _, r in rows], label=[s.label for s, _ in rows]))
     print(f"\nover seeds {', '.join(map(str, seeds))} (mixed: share spread {MIXED_SPREAD:g}):")
     print(summary(runs, bounds))
-    print("\nERROR by cause (sums over the seeds), ERROR without failures / bound (median, "
-          "worst seed), / beat (median), seeds below beat, worst staleness (periods; no-fail: "
-          "cycles in which no run failed):")
+    print(
+        "\nERROR by cause (sums over the seeds), ERROR without failures / bound (median, "
+        "worst seed), / beat (median), seeds below beat, worst staleness (periods; no-fail: "
+        "cycles in which no run failed):"
+    )
     print(cause_table(runs, bounds))
     prio_rows = [] if args.no_priorities else run_priorities(args.quick, list(seeds))
     if prio_rows:
-        print(f"\npriority classes {PRIORITY_CLASSES} (priority, share); stale: worst "
-              f"staleness in periods; late h: latest start after should_start_by, hours:")
+        print(
+            f"\npriority classes {PRIORITY_CLASSES} (priority, share); stale: worst "
+            f"staleness in periods; late h: latest start after should_start_by, hours:"
+        )
         print(priority_table(prio_rows))
     goals = [line for seed in seeds for line in check_goals(runs[seed], bounds)]
     goals += priority_goals(prio_rows) if prio_rows else []
@@ -469,14 +584,29 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + "\n".join(goals))
     scale = run_scale() if args.scale else None
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
-    args.json.write_text(json.dumps({
-        "rows": [{"scenario": s.label, "seed": seed, "error_bound_s": bounds[(s.label, seed)],
-                  "variance_bound_s": variance_bounds[(s.label, seed)],
-                  **r.to_dict()} for seed in seeds for s, r in runs[seed]],
-        "priorities": [{"scenario": label, "seed": seed, **r.to_dict()}
-                       for label, seed, r in prio_rows],
-        "goals": goals, "scale": scale.to_dict() if scale else None,
-    }, indent=2))  # fmt: skip
+    args.json.write_text(
+        json.dumps(
+            {
+                "rows": [
+                    {
+                        "scenario": s.label,
+                        "seed": seed,
+                        "error_bound_s": bounds[(s.label, seed)],
+                        "variance_bound_s": variance_bounds[(s.label, seed)],
+                        **r.to_dict(),
+                    }
+                    for seed in seeds
+                    for s, r in runs[seed]
+                ],
+                "priorities": [
+                    {"scenario": label, "seed": seed, **r.to_dict()} for label, seed, r in prio_rows
+                ],
+                "goals": goals,
+                "scale": scale.to_dict() if scale else None,
+            },
+            indent=2,
+        )
+    )
     print(f"written: {args.json}")
     return 0
 

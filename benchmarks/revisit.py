@@ -52,8 +52,9 @@ USELESS_GOAL = 0.5
 
 
 def full_options(seed: int) -> RevisitOptions:
-    return RevisitOptions(sources=10_000, slots=20, horizon_s=60 * DAY, warmup_s=14 * DAY,
-                          seed=seed)  # fmt: skip
+    return RevisitOptions(
+        sources=10_000, slots=20, horizon_s=60 * DAY, warmup_s=14 * DAY, seed=seed
+    )
 
 
 def quick_options(seed: int) -> RevisitOptions:
@@ -66,25 +67,33 @@ def _h(seconds: float) -> str:
 
 def row(unit: str, r: RevisitResult) -> str:
     t = r.upstream.total
-    return (f"| {unit} | {r.label} | {r.visits:,} | {100 * t.useless_fraction:.1f} % | "
-            f"{r.upstream.dead_visits:,} | {_h(t.mean_lag_s)} | {_h(t.p95_lag_s)} | "
-            f"{t.censored:,} | {100 * r.sim.utilization:.1f} % | {r.sim.wall_s:.1f} |")  # fmt: skip
+    return (
+        f"| {unit} | {r.label} | {r.visits:,} | {100 * t.useless_fraction:.1f} % | "
+        f"{r.upstream.dead_visits:,} | {_h(t.mean_lag_s)} | {_h(t.p95_lag_s)} | "
+        f"{t.censored:,} | {100 * r.sim.utilization:.1f} % | {r.sim.wall_s:.1f} |"
+    )
 
 
-HEADER = ("| unit | schedule | visits | useless | dead visits | mean lag h | p95 lag h | "
-          "censored | util | wall s |\n|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+HEADER = (
+    "| unit | schedule | visits | useless | dead visits | mean lag h | p95 lag h | "
+    "censored | util | wall s |\n|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def class_rows(adaptive: RevisitResult, fixed: RevisitResult) -> list[str]:
-    lines = ["| class | sources | visits (adaptive / fixed) | useless | mean lag h | p95 lag h |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| class | sources | visits (adaptive / fixed) | useless | mean lag h | p95 lag h |",
+        "|---|---|---|---|---|---|",
+    ]
     for group, a in adaptive.upstream.groups.items():
         f = fixed.upstream.groups[group]
-        lag = (f"{_h(a.mean_lag_s)} / {_h(f.mean_lag_s)}" if a.changes else "-")
-        p95 = (f"{_h(a.p95_lag_s)} / {_h(f.p95_lag_s)}" if a.changes else "-")
-        lines.append(f"| {group} | {a.sources:,} | {a.visits:,} / {f.visits:,} | "
-                     f"{100 * a.useless_fraction:.0f} % / {100 * f.useless_fraction:.0f} % | "
-                     f"{lag} | {p95} |")  # fmt: skip
+        lag = f"{_h(a.mean_lag_s)} / {_h(f.mean_lag_s)}" if a.changes else "-"
+        p95 = f"{_h(a.p95_lag_s)} / {_h(f.p95_lag_s)}" if a.changes else "-"
+        lines.append(
+            f"| {group} | {a.sources:,} | {a.visits:,} / {f.visits:,} | "
+            f"{100 * a.useless_fraction:.0f} % / {100 * f.useless_fraction:.0f} % | "
+            f"{lag} | {p95} |"
+        )
     return lines
 
 
@@ -118,16 +127,23 @@ def hint_lines(opts: RevisitOptions, r: RevisitResult) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.revisit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.revisit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="600 sources, 20 days, unit 24 h")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sources", type=int, help="default 10,000 (quick: 600)")
     parser.add_argument("--slots", type=int, help="default 20 (quick: 4)")
     parser.add_argument("--days", type=float, help="simulated days (default 60; quick: 20)")
     parser.add_argument("--warmup-days", type=float, help="not measured (default 14; quick: 7)")
-    parser.add_argument("--unit", type=float, action="append",
-                        help="interval unit in hours, repeatable (default 24 12 48; quick: 24)")
+    parser.add_argument(
+        "--unit",
+        type=float,
+        action="append",
+        help="interval unit in hours, repeatable (default 24 12 48; quick: 24)",
+    )
     parser.add_argument("--hint-fraction", type=float, default=0.5)
     parser.add_argument("--hint-delay", type=float, default=600.0, help="seconds")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -145,12 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     opts = replace(opts, **changes)  # type: ignore[arg-type]
     units = args.unit or ([24.0] if args.quick else [24.0, 12.0, 48.0])
     started = time.perf_counter()
-    print(f"celery-dgs adaptive revisit: {opts.sources:,} sources "
-          f"({', '.join(f'{100 * c.share:g} % {c.label}' for c in opts.classes)}), "
-          f"{opts.slots} slots, visits {opts.duration_s:g} s (lognormal sigma "
-          f"{opts.duration_sigma:g}), {opts.horizon_s / DAY:g} simulated days of which the first "
-          f"{opts.warmup_s / DAY:g} are warm-up, seed {opts.seed}; policy dgs; {os.cpu_count()} "
-          f"CPUs", flush=True)  # fmt: skip
+    print(
+        f"celery-dgs adaptive revisit: {opts.sources:,} sources "
+        f"({', '.join(f'{100 * c.share:g} % {c.label}' for c in opts.classes)}), "
+        f"{opts.slots} slots, visits {opts.duration_s:g} s (lognormal sigma "
+        f"{opts.duration_sigma:g}), {opts.horizon_s / DAY:g} simulated days of which the first "
+        f"{opts.warmup_s / DAY:g} are warm-up, seed {opts.seed}; policy dgs; {os.cpu_count()} "
+        f"CPUs",
+        flush=True,
+    )
     rows, goal_lines = [HEADER], []
     classes: list[str] = []
     out: list[dict[str, object]] = []
@@ -159,27 +178,43 @@ def main(argv: list[str] | None = None) -> int:
         o = replace(opts, interval_unit_s=hours * HOUR)
         srcs = sources(o)
         adaptive = simulate_revisit(o, srcs=srcs)
-        print(f"  unit {unit}: adaptive done ({adaptive.sim.wall_s:.1f} s)", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"  unit {unit}: adaptive done ({adaptive.sim.wall_s:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
         fixed = matched_fixed(o, adaptive.visits, srcs=srcs)
         print(f"  unit {unit}: {fixed.label} done", file=sys.stderr, flush=True)
         rows += [row(unit, adaptive), row(unit, fixed)]
         goal_lines += goals(unit, adaptive, fixed)
         if not classes:
-            classes = [f"\nper class, unit {unit} (adaptive / {fixed.label}):", *class_rows(
-                adaptive, fixed)]  # fmt: skip
+            classes = [
+                f"\nper class, unit {unit} (adaptive / {fixed.label}):",
+                *class_rows(adaptive, fixed),
+            ]
         out += [{"unit_s": hours * HOUR, "adaptive": asdict(adaptive), "fixed": asdict(fixed)}]
-    o = replace(opts, interval_unit_s=units[0] * HOUR, hint_fraction=args.hint_fraction,
-                hint_delay_s=args.hint_delay)  # fmt: skip
+    o = replace(
+        opts,
+        interval_unit_s=units[0] * HOUR,
+        hint_fraction=args.hint_fraction,
+        hint_delay_s=args.hint_delay,
+    )
     hinted = simulate_revisit(o)
-    rows.append(row(f"{format_s(units[0] * HOUR)}", replace(
-        hinted, label=f"adaptive, {100 * o.hint_fraction:g} % hinted")))  # fmt: skip
+    rows.append(
+        row(
+            f"{format_s(units[0] * HOUR)}",
+            replace(hinted, label=f"adaptive, {100 * o.hint_fraction:g} % hinted"),
+        )
+    )
     goal_lines += hint_lines(o, hinted)
     print("\n".join(["", *rows, *classes, "", *goal_lines]))
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"runs": out, "hinted": asdict(hinted),
-                                         "goals": goal_lines}, indent=2, default=str))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {"runs": out, "hinted": asdict(hinted), "goals": goal_lines}, indent=2, default=str
+            )
+        )
         print(f"written: {args.json}")
     return 0
 

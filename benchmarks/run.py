@@ -30,19 +30,33 @@ STEPS = ("decision", "engine", "startup")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.run", description=__doc__,
+        prog="python -m benchmarks.run",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", default=_env("BENCH_QUICK"),
-                      help="small N, fewer repeats (about 2 minutes)")  # fmt: skip
-    size.add_argument("--full", action="store_true", default=_env("BENCH_FULL"),
-                      help="start-up with 1,000,000 schedules (adds several minutes)")  # fmt: skip
-    parser.add_argument("--only", choices=STEPS, action="append",
-                        help="run only this benchmark (repeatable)")  # fmt: skip
+    size.add_argument(
+        "--quick",
+        action="store_true",
+        default=_env("BENCH_QUICK"),
+        help="small N, fewer repeats (about 2 minutes)",
+    )
+    size.add_argument(
+        "--full",
+        action="store_true",
+        default=_env("BENCH_FULL"),
+        help="start-up with 1,000,000 schedules (adds several minutes)",
+    )
+    parser.add_argument(
+        "--only", choices=STEPS, action="append", help="run only this benchmark (repeatable)"
+    )
     parser.add_argument("--repeats", type=int, help="repeats per figure (default 5; quick 3)")
-    parser.add_argument("--json", type=Path, default=RESULTS_DIR / "results-latest.json",
-                        help="where to write the results (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=RESULTS_DIR / "results-latest.json",
+        help="where to write the results (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.quick and args.full:
         parser.error("--quick and --full exclude each other")
@@ -73,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     extra["peak_rss_mib_of_runner"] = round(peak_rss_mib())
 
     print()
-    print(f"celery-dgs benchmarks, profile {profile.name!r}, {os.cpu_count()} CPUs, "
-          f"{elapsed:.0f} s (medians of {profile.repeats} repeats; start-up "
-          f"{profile.startup_repeats}; baselines from the same run)")  # fmt: skip
+    print(
+        f"celery-dgs benchmarks, profile {profile.name!r}, {os.cpu_count()} CPUs, "
+        f"{elapsed:.0f} s (medians of {profile.repeats} repeats; start-up "
+        f"{profile.startup_repeats}; baselines from the same run)"
+    )
     print(table(results))
     notes = [f"- {r.name} (N={r.n:,}): {r.notes}" for r in results if r.notes]
     if notes:

@@ -73,9 +73,12 @@ def runtime_row(i: int, version: int = 0) -> dict[str, Any]:
     """Row ``i`` as a lister gives it (``version``: a later change of its period)."""
     period = 3600 + 60 * (i % 50) + 600 * version
     row: dict[str, Any] = {
-        "name": f"scrape.fetch@src{i:07d}", "period": period, "cooldown": period - 600,
-        "args": [f"https://src{i}.example.org/feed"], "kwargs": {"depth": i % 3},
-    }  # fmt: skip
+        "name": f"scrape.fetch@src{i:07d}",
+        "period": period,
+        "cooldown": period - 600,
+        "args": [f"https://src{i}.example.org/feed"],
+        "kwargs": {"depth": i % 3},
+    }
     if i % 10 == 1:
         row["blackouts"] = [["01:00", "02:00"]]
     if i % BAD_EVERY == BAD_EVERY // 2:
@@ -87,11 +90,14 @@ def declared_specs() -> list[Any]:
     from celery_dgs.core.spec import PeriodicSpec
 
     return [
-        PeriodicSpec(task="bench.declared", configuration=f"d{i:04d}",
-                     scheduling_period=timedelta(hours=2),
-                     cooldown_duration=timedelta(hours=2) - timedelta(minutes=10))
+        PeriodicSpec(
+            task="bench.declared",
+            configuration=f"d{i:04d}",
+            scheduling_period=timedelta(hours=2),
+            cooldown_duration=timedelta(hours=2) - timedelta(minutes=10),
+        )
         for i in range(DECLARED)
-    ]  # fmt: skip
+    ]
 
 
 def expected_bad(n: int) -> list[int]:
@@ -113,8 +119,9 @@ def _raw_copy(store: Any, rows: list[tuple[Any, ...]]) -> float:
         sql = f"COPY dgs_schedules ({_COPY_COLUMNS}) FROM STDIN"
         with driver.cursor() as cur, cur.copy(sql) as copy:
             for name, task, configuration, kind, spec in rows:
-                copy.write_row((name, task, configuration, kind, spec, 1, True, False, now, 1,
-                                now, "runtime"))  # fmt: skip
+                copy.write_row(
+                    (name, task, configuration, kind, spec, 1, True, False, now, 1, now, "runtime")
+                )
     return time.perf_counter() - start
 
 
@@ -157,11 +164,17 @@ def bulk(url: str, n: int, repeats: int) -> tuple[list[Result], dict[str, Any]]:
         cpu.append(CPU[-1])
         if not stored:
             with store.engine.connect() as conn:
-                stored = [tuple(v) for v in conn.exec_driver_sql(
-                    "SELECT name, task, configuration, kind, spec FROM dgs_schedules ORDER BY name"
-                )]  # fmt: skip
-        log(f"  bulk repeat {r + 1}: upsert_many {good / ours[-1]:,.0f} rows/s ({ours[-1]:.1f} s)"
-            + (f"; raw COPY {good / raw[-1]:,.0f} rows/s ({raw[-1]:.1f} s)" if raw else ""))
+                stored = [
+                    tuple(v)
+                    for v in conn.exec_driver_sql(
+                        "SELECT name, task, configuration, kind, spec "
+                        "FROM dgs_schedules ORDER BY name"
+                    )
+                ]
+        log(
+            f"  bulk repeat {r + 1}: upsert_many {good / ours[-1]:,.0f} rows/s ({ours[-1]:.1f} s)"
+            + (f"; raw COPY {good / raw[-1]:,.0f} rows/s ({raw[-1]:.1f} s)" if raw else "")
+        )
     # The table is as upsert_many wrote it: upsert everything again.
     _, cursor = store.changes_since(0)
     again, report = _upsert(api, rows, n)
@@ -173,10 +186,16 @@ def bulk(url: str, n: int, repeats: int) -> tuple[list[Result], dict[str, Any]]:
     raw_rate = good / median(raw)
     results = [
         Result(
-            name="upsert_many: new runtime schedules into PostgreSQL", n=n, median=rate,
-            unit="rows/s", baseline=raw_rate, baseline_name="raw psycopg COPY of the same rows",
-            ratio=rate / raw_rate, ratio_note="(dgs/COPY)",
-            goal=f">= {GOAL_ROWS_PER_S:,.0f} rows/s", met=rate >= GOAL_ROWS_PER_S,
+            name="upsert_many: new runtime schedules into PostgreSQL",
+            n=n,
+            median=rate,
+            unit="rows/s",
+            baseline=raw_rate,
+            baseline_name="raw psycopg COPY of the same rows",
+            ratio=rate / raw_rate,
+            ratio_note="(dgs/COPY)",
+            goal=f">= {GOAL_ROWS_PER_S:,.0f} rows/s",
+            met=rate >= GOAL_ROWS_PER_S,
             samples=[good / s for s in ours],
             notes=f"median {median(ours):.1f} s for {good:,} rows; {n - good} bad rows reported "
             f"by line/schedule/field; raw COPY {median(raw):.1f} s; CPU time of the calling "
@@ -184,8 +203,11 @@ def bulk(url: str, n: int, repeats: int) -> tuple[list[Result], dict[str, Any]]:
             "rest is the server's work and waiting for a core)",
         ),
         Result(
-            name="upsert_many again: all unchanged, nothing written", n=n, median=good / again,
-            unit="rows/s", notes=f"{again:.1f} s (CPU {CPU[-1]:.1f} s); no change_seq moved "
+            name="upsert_many again: all unchanged, nothing written",
+            n=n,
+            median=good / again,
+            unit="rows/s",
+            notes=f"{again:.1f} s (CPU {CPU[-1]:.1f} s); no change_seq moved "
             "(beat re-reads nothing)",
         ),
     ]
@@ -233,10 +255,14 @@ def child_beat(
     store = SqlScheduleStore(url)
     settings = DgsSettings()
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(client, keys, ttl=60), dispatches=DispatchRecords(client, keys),
-        publish=lambda orders: [], settings=settings, clock=SystemClock(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(client, keys, ttl=60),
+        dispatches=DispatchRecords(client, keys),
+        publish=lambda orders: [],
+        settings=settings,
+        clock=SystemClock(),
+    )
     declared = declared_specs()
     rss_before = current_rss_mib()
     start = time.perf_counter()
@@ -290,11 +316,20 @@ def child_beat(
         assert engine.index.peek(time.time()) is None
         ticks_after.append(idle_ticks(False))
     return {
-        "tracked": tracked, "sync_s": sync_s, "startup_s": startup_s, "cpu_s": cpu_s,
-        "peak_rss_mib": peak, "rss_before_mib": rss_before, "tick_s": tick_s,
-        "tick_poll_s": tick_poll_s, "batch_write_s": writes, "batch_apply_s": applies,
-        "batch_fetch_s": fetches, "tick_after_s": ticks_after, "batch_rows": changed,
-    }  # fmt: skip
+        "tracked": tracked,
+        "sync_s": sync_s,
+        "startup_s": startup_s,
+        "cpu_s": cpu_s,
+        "peak_rss_mib": peak,
+        "rss_before_mib": rss_before,
+        "tick_s": tick_s,
+        "tick_poll_s": tick_poll_s,
+        "batch_write_s": writes,
+        "batch_apply_s": applies,
+        "batch_fetch_s": fetches,
+        "tick_after_s": ticks_after,
+        "batch_rows": changed,
+    }
 
 
 def dataclass_replace(obj: Any, **changes: Any) -> Any:
@@ -305,9 +340,13 @@ def dataclass_replace(obj: Any, **changes: Any) -> Any:
 
 def run_child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", *args], capture_output=True, text=True, check=False,
-        timeout=1800, cwd=ROOT,
-    )  # fmt: skip
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{out.stdout}\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -327,18 +366,40 @@ def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Res
     total = n - len(expected_bad(n)) + DECLARED
     runs, raws = [], []
     for r in range(repeats):
-        raws.append(run_child(["benchmarks.startup", "--child", "raw", "--url", url,
-                               "--redis-url", redis_url]))  # fmt: skip
-        runs.append(run_child(["benchmarks.runtime_scale", "--child", "--url", url,
-                               "--redis-url", redis_url, "--n", str(n), "--batch", str(batch),
-                               "--batches", "3", "--repeat", str(r)]))  # fmt: skip
+        raws.append(
+            run_child(
+                ["benchmarks.startup", "--child", "raw", "--url", url, "--redis-url", redis_url]
+            )
+        )
+        runs.append(
+            run_child(
+                [
+                    "benchmarks.runtime_scale",
+                    "--child",
+                    "--url",
+                    url,
+                    "--redis-url",
+                    redis_url,
+                    "--n",
+                    str(n),
+                    "--batch",
+                    str(batch),
+                    "--batches",
+                    "3",
+                    "--repeat",
+                    str(r),
+                ]
+            )
+        )
         got = runs[-1]
         assert got["tracked"] == raws[-1]["rows"] == total, (got["tracked"], raws[-1]["rows"])
-        log(f"  beat repeat {r + 1}: sync {got['sync_s']:.2f} s + load = start-up "
+        log(
+            f"  beat repeat {r + 1}: sync {got['sync_s']:.2f} s + load = start-up "
             f"{got['startup_s']:.1f} s (CPU {got['cpu_s']:.1f} s), peak RSS "
             f"{got['peak_rss_mib']:.0f} MiB; raw fetch {raws[-1]['total_s']:.1f} s; idle tick "
             f"{got['tick_s'] * 1e6:.1f} us ({got['tick_poll_s'] * 1e6:.0f} us with a poll); "
-            f"batches applied in {', '.join(f'{s:.2f}' for s in got['batch_apply_s'])} s")
+            f"batches applied in {', '.join(f'{s:.2f}' for s in got['batch_apply_s'])} s"
+        )
     startup_s = median([r["startup_s"] for r in runs])
     raw_s = median([r["total_s"] for r in raws])
     peak = median([r["peak_rss_mib"] for r in runs])
@@ -352,34 +413,54 @@ def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Res
     label = "" if scale == 1.0 else f" (projected x{scale:.0f}: {startup_s * scale:.0f} s)"
     return [
         Result(
-            name=f"beat start-up: sync of {DECLARED:,} declared + load", n=total,
-            median=startup_s, unit="s", baseline=raw_s, baseline_name="driver fetch of the rows",
-            ratio=startup_s / raw_s, ratio_note="(dgs/fetch)",
+            name=f"beat start-up: sync of {DECLARED:,} declared + load",
+            n=total,
+            median=startup_s,
+            unit="s",
+            baseline=raw_s,
+            baseline_name="driver fetch of the rows",
+            ratio=startup_s / raw_s,
+            ratio_note="(dgs/fetch)",
             goal=f"< {GOAL_STARTUP_S:.0f} s at 1M{label}",
-            met=startup_s * scale < GOAL_STARTUP_S, samples=[r["startup_s"] for r in runs],
+            met=startup_s * scale < GOAL_STARTUP_S,
+            samples=[r["startup_s"] for r in runs],
             notes=f"of which sync() {median([r['sync_s'] for r in runs]):.2f} s (the first "
             f"sync, inserting the declarations: {first_sync_s:.2f} s); CPU "
             f"{median([r['cpu_s'] for r in runs]):.1f} s",
         ),
         Result(
-            name="beat start-up: peak RSS", n=total, median=peak, unit="MiB",
+            name="beat start-up: peak RSS",
+            n=total,
+            median=peak,
+            unit="MiB",
             baseline=median([r["rss_before_mib"] for r in runs]),
-            baseline_name="RSS before start-up", goal=f"< {GOAL_STARTUP_MIB:.0f} MiB at 1M",
+            baseline_name="RSS before start-up",
+            goal=f"< {GOAL_STARTUP_MIB:.0f} MiB at 1M",
             met=peak < GOAL_STARTUP_MIB if scale == 1.0 else None,
             samples=[r["peak_rss_mib"] for r in runs],
         ),
         Result(
-            name=f"running beat: change batch of {rows:,} applied (refresh)", n=total,
-            median=median(applies), unit="s", baseline=median(fetches),
+            name=f"running beat: change batch of {rows:,} applied (refresh)",
+            n=total,
+            median=median(applies),
+            unit="s",
+            baseline=median(fetches),
             baseline_name="driver fetch of the changed rows",
-            ratio=median(applies) / median(fetches), ratio_note="(dgs/fetch)",
-            goal=f"< {GOAL_BATCH_S:.0f} s", met=median(applies) < GOAL_BATCH_S, samples=applies,
+            ratio=median(applies) / median(fetches),
+            ratio_note="(dgs/fetch)",
+            goal=f"< {GOAL_BATCH_S:.0f} s",
+            met=median(applies) < GOAL_BATCH_S,
+            samples=applies,
             notes=f"written by upsert_many in {median(writes):.2f} s "
             f"({rows / median(writes):,.0f} rows/s) while beat holds them",
         ),
         Result(
-            name="running beat: idle tick, nothing due", n=total, median=median(ticks),
-            unit="ms", goal=f"< {GOAL_TICK_MS:.0f} ms", met=median(ticks) < GOAL_TICK_MS,
+            name="running beat: idle tick, nothing due",
+            n=total,
+            median=median(ticks),
+            unit="ms",
+            goal=f"< {GOAL_TICK_MS:.0f} ms",
+            met=median(ticks) < GOAL_TICK_MS,
             samples=ticks,
             notes=f"before and after each change batch; with a store poll in every tick "
             f"(changes_since, nothing changed): {median(polls):.2f} ms",
@@ -389,9 +470,10 @@ def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Res
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.runtime_scale", description=__doc__,
+        prog="python -m benchmarks.runtime_scale",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("--quick", action="store_true", help="50,000 schedules, one repeat")
     parser.add_argument("--n", type=int, help="runtime schedules (default 1,000,000)")
     parser.add_argument("--batch", type=int, help="change batch size (default 10,000)")
@@ -432,8 +514,10 @@ def run(n: int, batch: int, repeats: int, out: Path) -> int:
         pg.stop()
     elapsed = time.perf_counter() - started
     print()
-    print(f"celery-dgs runtime schedules, {os.cpu_count()} CPUs, {elapsed:.0f} s "
-          f"(medians of {repeats} repeats; baselines from the same run)")  # fmt: skip
+    print(
+        f"celery-dgs runtime schedules, {os.cpu_count()} CPUs, {elapsed:.0f} s "
+        f"(medians of {repeats} repeats; baselines from the same run)"
+    )
     print(table(results))
     notes = [f"- {r.name} (N={r.n:,}): {r.notes}" for r in results if r.notes]
     print("\nNotes:\n" + "\n".join(notes))

@@ -57,9 +57,11 @@ GOAL_1M_MIB = 2048.0
 #: zone, cron expression, blackouts, args), as configurations of a few tasks do.
 #: One row in UNIQUE_EVERY has args of its own: a shape nobody shares.
 _CRON_EXPRESSIONS = (
-    ("*/15 * * * *", "UTC"), ("0 2 * * *", "America/New_York"),
-    ("30 * * * *", "Europe/Berlin"), ("0 6 * * 1-5", "Asia/Tokyo"),
-)  # fmt: skip
+    ("*/15 * * * *", "UTC"),
+    ("0 2 * * *", "America/New_York"),
+    ("30 * * * *", "Europe/Berlin"),
+    ("0 6 * * 1-5", "Asia/Tokyo"),
+)
 CRON_EVERY = 5  # one row in 5 is a cron schedule
 BLACKOUT_EVERY = 10  # one periodic row in 10 has a blackout window
 FAILED_EVERY = 20  # one row in 20 failed its last run (retry backoff applies)
@@ -76,15 +78,22 @@ def bench_spec(i: int) -> Any:
     if i % CRON_EVERY == 0:
         expr, tz = _CRON_EXPRESSIONS[(i // CRON_EVERY) % len(_CRON_EXPRESSIONS)]
         return CronSpec(
-            task="bench.cron", configuration=configuration, cron_schedule=expr, tz=tz,
-            cron_max_schedule_duration=timedelta(minutes=10), args=args,
-        )  # fmt: skip
+            task="bench.cron",
+            configuration=configuration,
+            cron_schedule=expr,
+            tz=tz,
+            cron_max_schedule_duration=timedelta(minutes=10),
+            args=args,
+        )
     blackouts = [("01:00", "02:00")] if i % BLACKOUT_EVERY == 1 else []
     return PeriodicSpec(
-        task="bench.task", configuration=configuration,
+        task="bench.task",
+        configuration=configuration,
         scheduling_period=timedelta(minutes=30 + i % PERIOD_SHAPES),
-        max_expected_duration=timedelta(minutes=5), args=args, blackout_periods=blackouts,
-    )  # fmt: skip
+        max_expected_duration=timedelta(minutes=5),
+        args=args,
+        blackout_periods=blackouts,
+    )
 
 
 def populate(url: str, n: int) -> float:
@@ -109,17 +118,28 @@ def populate(url: str, n: int) -> float:
                 good_start = now - timedelta(seconds=60 + i % 1800)
                 failed = i % FAILED_EVERY == 3
                 last_end = good_start + timedelta(seconds=30 + (600 if failed else 0))
-                rows.append({
-                    "name": spec.name, "task": spec.task,
-                    "configuration": spec.configuration, "kind": spec.kind,
-                    "spec": spec_json(spec),
-                    "spec_format": SPEC_FORMAT_VERSION, "active": True, "paused": False,
-                    "registered_at": now - timedelta(days=30), "last_good_start_at": good_start,
-                    "last_good_end_at": good_start + timedelta(seconds=30),
-                    "last_start_at": last_end - timedelta(seconds=30), "last_end_at": last_end,
-                    "failure_count": 1 if failed else 0, "average_good_duration_s": 30.0,
-                    "current_token": i + 1, "change_seq": 1, "updated_at": now,
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "name": spec.name,
+                        "task": spec.task,
+                        "configuration": spec.configuration,
+                        "kind": spec.kind,
+                        "spec": spec_json(spec),
+                        "spec_format": SPEC_FORMAT_VERSION,
+                        "active": True,
+                        "paused": False,
+                        "registered_at": now - timedelta(days=30),
+                        "last_good_start_at": good_start,
+                        "last_good_end_at": good_start + timedelta(seconds=30),
+                        "last_start_at": last_end - timedelta(seconds=30),
+                        "last_end_at": last_end,
+                        "failure_count": 1 if failed else 0,
+                        "average_good_duration_s": 30.0,
+                        "current_token": i + 1,
+                        "change_seq": 1,
+                        "updated_at": now,
+                    }
+                )
             conn.execute(insert(table), rows)
         conn.execute(update(CounterRow.__table__).values(value=1))
     elapsed = time.perf_counter() - start
@@ -165,10 +185,14 @@ def child_real(url: str, redis_url: str) -> dict[str, Any]:
     keys = KeySpace("bench")
     store = SqlScheduleStore(url)
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(client, keys, ttl=60), dispatches=DispatchRecords(client, keys),
-        publish=lambda orders: [], settings=DgsSettings(), clock=SystemClock(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(client, keys, ttl=60),
+        dispatches=DispatchRecords(client, keys),
+        publish=lambda orders: [],
+        settings=DgsSettings(),
+        clock=SystemClock(),
+    )
     rss_before = current_rss_mib()
     cpu_start = time.process_time()
     start = time.perf_counter()
@@ -185,12 +209,16 @@ def child_real(url: str, redis_url: str) -> dict[str, Any]:
         polls.append(time.perf_counter() - t)
         assert not rows
     return {
-        "rows": len(engine.tracked), "indexed": len(engine.index), "total_s": total,
+        "rows": len(engine.tracked),
+        "indexed": len(engine.index),
+        "total_s": total,
         "cpu_s": cpu,
         "rss_before_mib": rss_before,
-        "peak_rss_mib": peak, "ru_maxrss_mib": ru_maxrss_mib(), "rss_after_mib": rss_after,
+        "peak_rss_mib": peak,
+        "ru_maxrss_mib": ru_maxrss_mib(),
+        "rss_after_mib": rss_after,
         "changes_since_s": median(polls),
-    }  # fmt: skip
+    }
 
 
 def child_read(url: str) -> dict[str, Any]:
@@ -202,8 +230,12 @@ def child_read(url: str) -> dict[str, Any]:
     start = time.perf_counter()
     _cursor, rows = store.iter_active()
     count = sum(1 for _ in rows)
-    return {"rows": count, "total_s": time.perf_counter() - start,
-            "cpu_s": time.process_time() - cpu_start, "peak_rss_mib": peak_rss_mib()}  # fmt: skip
+    return {
+        "rows": count,
+        "total_s": time.perf_counter() - start,
+        "cpu_s": time.process_time() - cpu_start,
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def child_raw(url: str) -> dict[str, Any]:
@@ -216,16 +248,34 @@ def child_raw(url: str) -> dict[str, Any]:
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql("SELECT * FROM dgs_schedules WHERE active").fetchall()
     total = time.perf_counter() - start
-    return {"rows": len(rows), "total_s": total, "cpu_s": time.process_time() - cpu_start,
-            "rss_before_mib": rss_before, "peak_rss_mib": peak_rss_mib()}  # fmt: skip
+    return {
+        "rows": len(rows),
+        "total_s": total,
+        "cpu_s": time.process_time() - cpu_start,
+        "rss_before_mib": rss_before,
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def run_child(kind: str, url: str, redis_url: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.startup", "--child", kind, "--url", url,
-         "--redis-url", redis_url],
-        capture_output=True, text=True, check=False, timeout=900, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.startup",
+            "--child",
+            kind,
+            "--url",
+            url,
+            "--redis-url",
+            redis_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"start-up child {kind} failed:\n{out.stdout}\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -248,10 +298,12 @@ def _backend(name: str, url: str, redis_url: str, n: int, repeats: int) -> list[
         read.append(run_child("read", url, redis_url))
         real.append(run_child("real", url, redis_url))
         assert real[-1]["rows"] == read[-1]["rows"] == raw[-1]["rows"] == n, (real, read, raw)
-        log(f"  repeat {i + 1}: load {real[-1]['total_s']:.2f}s (CPU {real[-1]['cpu_s']:.2f}s), "
+        log(
+            f"  repeat {i + 1}: load {real[-1]['total_s']:.2f}s (CPU {real[-1]['cpu_s']:.2f}s), "
             f"peak RSS {real[-1]['peak_rss_mib']:.0f} MiB; iter_active alone "
             f"{read[-1]['total_s']:.2f}s (CPU {read[-1]['cpu_s']:.2f}s); "
-            f"raw SELECT {raw[-1]['total_s']:.2f}s (CPU {raw[-1]['cpu_s']:.2f}s)")
+            f"raw SELECT {raw[-1]['total_s']:.2f}s (CPU {raw[-1]['cpu_s']:.2f}s)"
+        )
     total = median([r["total_s"] for r in real])
     load_active = median([r["total_s"] for r in read])
     cpu = median([r["cpu_s"] for r in real])
@@ -271,27 +323,41 @@ def _backend(name: str, url: str, redis_url: str, n: int, repeats: int) -> list[
         rss_met = proj_rss < GOAL_1M_MIB
     return [
         Result(
-            name=f"start-up {name}: BeatEngine.load()", n=n, median=total,
-            unit="s", baseline=raw_s, baseline_name="driver fetch of the rows",
-            ratio=total / raw_s, ratio_note="(dgs/fetch)", goal=time_goal, met=time_met,
+            name=f"start-up {name}: BeatEngine.load()",
+            n=n,
+            median=total,
+            unit="s",
+            baseline=raw_s,
+            baseline_name="driver fetch of the rows",
+            ratio=total / raw_s,
+            ratio_note="(dgs/fetch)",
+            goal=time_goal,
+            met=time_met,
             samples=[r["total_s"] for r in real],
             notes=f"iter_active() alone {load_active:.2f}s; CPU time {cpu:.2f}s "
             f"(the wall time includes waiting for a core on a shared machine); "
             f"populated in {fill_s:.1f}s",
         ),
         Result(
-            name=f"start-up {name}: peak RSS of the beat process", n=n, median=peak,
-            unit="MiB", baseline=before, baseline_name="RSS before load()",
-            goal=rss_goal, met=rss_met, samples=[r["peak_rss_mib"] for r in real],
+            name=f"start-up {name}: peak RSS of the beat process",
+            n=n,
+            median=peak,
+            unit="MiB",
+            baseline=before,
+            baseline_name="RSS before load()",
+            goal=rss_goal,
+            met=rss_met,
+            samples=[r["peak_rss_mib"] for r in real],
             notes=f"{median([r['rss_after_mib'] for r in real]):.0f} MiB after load() and a GC",
         ),
         Result(
-            name=f"store poll {name}: changes_since(), nothing changed", n=n,
-            median=median([r["changes_since_s"] for r in real]) * 1e6, unit="us",
+            name=f"store poll {name}: changes_since(), nothing changed",
+            n=n,
+            median=median([r["changes_since_s"] for r in real]) * 1e6,
+            unit="us",
             samples=[r["changes_since_s"] * 1e6 for r in real],
             notes="once per dgs_store_poll_interval (2 s); the idle-tick benchmark polls the "
-                  "in-memory store"
-            + poll_note,
+            "in-memory store" + poll_note,
         ),
     ]
 

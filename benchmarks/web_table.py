@@ -47,14 +47,22 @@ def fill(store: MemoryScheduleStore, n: int, now: datetime, seed: int = 7) -> li
     for i in range(n):
         pool = POOLS[i % 3]
         if i % 20 == 0:
-            specs.append(make_spec(
-                "cron", task=f"proj.nightly_{i:06d}", cron_schedule=f"{i % 60} {i % 24} * * *",
-                cron_max_schedule_duration=timedelta(hours=6), pool=pool,
-            ))  # fmt: skip
+            specs.append(
+                make_spec(
+                    "cron",
+                    task=f"proj.nightly_{i:06d}",
+                    cron_schedule=f"{i % 60} {i % 24} * * *",
+                    cron_max_schedule_duration=timedelta(hours=6),
+                    pool=pool,
+                )
+            )
         else:
             period = timedelta(hours=rng.choice((1, 2, 6, 12, 24)))
-            specs.append(make_spec("periodic", task=f"proj.scrape_{i:06d}",
-                                   scheduling_period=period, pool=pool))  # fmt: skip
+            specs.append(
+                make_spec(
+                    "periodic", task=f"proj.scrape_{i:06d}", scheduling_period=period, pool=pool
+                )
+            )
     store.sync(specs, now - timedelta(days=2))
     names = [s.name for s in store.list_schedules()]
     for k, name in enumerate(names):
@@ -62,13 +70,23 @@ def fill(store: MemoryScheduleStore, n: int, now: datetime, seed: int = 7) -> li
             continue  # never ran
         start = now - timedelta(seconds=rng.uniform(60, 30 * 3600))
         run_id = f"r{k}"
-        store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="n1",
-                               owner_name="w1@n1", owner_tag=run_id, token=1,
-                               started_at=start)  # fmt: skip
+        store.record_run_start(
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="n1",
+            owner_name="w1@n1",
+            owner_tag=run_id,
+            token=1,
+            started_at=start,
+        )
         outcome = "failure" if k % 50 == 7 else "success"
-        store.record_run_end(run_id=run_id, outcome=outcome,
-                             ended_at=start + timedelta(seconds=rng.uniform(5, 600)),
-                             error="boom" if outcome == "failure" else None)  # fmt: skip
+        store.record_run_end(
+            run_id=run_id,
+            outcome=outcome,
+            ended_at=start + timedelta(seconds=rng.uniform(5, 600)),
+            error="boom" if outcome == "failure" else None,
+        )
     return names
 
 
@@ -93,8 +111,11 @@ def paths(names: list[str], count: int, seed: int = 11) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.web_table", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.web_table",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--schedules", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args(argv)
@@ -113,8 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         names = fill(store, args.schedules, now)
         print(f"filled {len(names):,} schedules in {time.perf_counter() - started:.1f}s")
         for w in range(10):
-            rt.registry.register(WorkerInfo(name=f"w{w}@n{w}", node=f"n{w}", queues=POOLS,
-                                            slots=40, pool="prefork", pid=1000 + w))  # fmt: skip
+            rt.registry.register(
+                WorkerInfo(
+                    name=f"w{w}@n{w}",
+                    node=f"n{w}",
+                    queues=POOLS,
+                    slots=40,
+                    pool="prefork",
+                    pid=1000 + w,
+                )
+            )
         for name in names[:200]:
             rt.leases.acquire(name, owner_node="n0", owner_name="w0@n0", owner_tag=f"t-{name}")
 
@@ -124,13 +153,16 @@ def main(argv: list[str] | None = None) -> int:
             snap = views.take_snapshot(env)
             reads.append(time.perf_counter() - t0)
         counts = views.overview(snap)["counts"]
-        print(f"snapshot read (build_rows over {len(snap.ordered):,} rows): "
-              f"median {statistics.median(reads) * 1000:.0f} ms; counts {counts}")  # fmt: skip
+        print(
+            f"snapshot read (build_rows over {len(snap.ordered):,} rows): "
+            f"median {statistics.median(reads) * 1000:.0f} ms; counts {counts}"
+        )
 
         asgi = create_app(env, max_age=3600.0, read=lambda: snap)
         port = free_port()
-        srv = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port,
-                                            log_level="warning", lifespan="off"))  # fmt: skip
+        srv = uvicorn.Server(
+            uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        )
         thread = threading.Thread(target=srv.run, daemon=True)
         thread.start()
         while not srv.started:
@@ -147,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         times = sorted(times[5:])  # the first five warm the templates
         p50 = times[len(times) // 2] * 1000
         p95 = times[int(len(times) * 0.95) - 1] * 1000
-        print(f"GET /schedules at {len(names):,} schedules, {len(times)} requests: "
-              f"p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1] * 1000:.0f} ms")  # fmt: skip
+        print(
+            f"GET /schedules at {len(names):,} schedules, {len(times)} requests: "
+            f"p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1] * 1000:.0f} ms"
+        )
         srv.should_exit = True
         thread.join(10)
         return 0 if p95 < 300 else 1

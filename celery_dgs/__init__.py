@@ -13,9 +13,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "DGS", "DeadlineScheduler", "__version__", "current_check", "current_token", "eventful",
+    "DGS",
+    "DeadlineScheduler",
+    "__version__",
+    "current_check",
+    "current_token",
+    "eventful",
     "progress",
-]  # fmt: skip
+]
 
 if TYPE_CHECKING:
     from .beat.scheduler import DeadlineScheduler

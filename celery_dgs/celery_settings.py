@@ -62,11 +62,15 @@ def check_celery_settings(
     advice: list[CeleryAdvice] = []
     prefetch = conf.get("worker_prefetch_multiplier", 4)
     if prefetch != 1:
-        advice.append(CeleryAdvice(
-            setting="worker_prefetch_multiplier", found=prefetch, safe="1",
-            why="a worker reserves messages it cannot start yet; a scheduled run "
+        advice.append(
+            CeleryAdvice(
+                setting="worker_prefetch_multiplier",
+                found=prefetch,
+                safe="1",
+                why="a worker reserves messages it cannot start yet; a scheduled run "
                 "waits behind a long one until its dispatch times out and is taken back",
-        ))  # fmt: skip
+            )
+        )
     tasks = tasks or {}
 
     def task_flag(spec: ScheduleSpec, attr: str, setting: str) -> bool:
@@ -77,34 +81,45 @@ def check_celery_settings(
     if not late:
         return advice
     rejecting = sorted(
-        n for n, s in late.items()
+        n
+        for n, s in late.items()
         if task_flag(s, "reject_on_worker_lost", "task_reject_on_worker_lost")
-    )  # fmt: skip
+    )
     if rejecting:
-        advice.append(CeleryAdvice(
-            setting="task_reject_on_worker_lost", found=True, safe="False",
-            why="with acks_late the message of a killed worker is requeued and delivered "
+        advice.append(
+            CeleryAdvice(
+                setting="task_reject_on_worker_lost",
+                found=True,
+                safe="False",
+                why="with acks_late the message of a killed worker is requeued and delivered "
                 f"again (schedules {', '.join(rejecting)}); celery-dgs already takes the "
                 "run over through its lease",
-        ))  # fmt: skip
+            )
+        )
     if _redis_broker(conf):
         options = conf.get("broker_transport_options") or {}
         vt = float(options.get("visibility_timeout", REDIS_DEFAULT_VISIBILITY_TIMEOUT_S))
         unbounded = sorted(n for n, s in late.items() if s.max_allowed_duration is None)
-        bounded = {n: s.max_allowed_duration.total_seconds() for n, s in late.items()
-                   if s.max_allowed_duration is not None}  # fmt: skip
+        bounded = {
+            n: s.max_allowed_duration.total_seconds()
+            for n, s in late.items()
+            if s.max_allowed_duration is not None
+        }
         longest = max(bounded.values(), default=0.0)
         if unbounded or longest >= vt:
             if unbounded:
                 which = f"schedules {', '.join(unbounded[:5])} have no max_allowed_duration"
             else:
                 which = f"schedule {max(bounded, key=bounded.__getitem__)} may run {longest:g}s"
-            advice.append(CeleryAdvice(
-                setting="broker_transport_options['visibility_timeout']", found=vt,
-                safe=f"task_acks_late=False, or a visibility_timeout above {longest:g}s "
-                     "and a max_allowed_duration on every acks_late schedule",
-                why=f"with task_acks_late the Redis broker redelivers a message still running "
+            advice.append(
+                CeleryAdvice(
+                    setting="broker_transport_options['visibility_timeout']",
+                    found=vt,
+                    safe=f"task_acks_late=False, or a visibility_timeout above {longest:g}s "
+                    "and a max_allowed_duration on every acks_late schedule",
+                    why=f"with task_acks_late the Redis broker redelivers a message still running "
                     f"after visibility_timeout ({which}); each redelivery is dropped as a skip row "
                     "(or discarded with no row once the message has expired)",
-            ))  # fmt: skip
+                )
+            )
     return advice

@@ -78,8 +78,7 @@ def redis_from_url(
         # The URL itself is not repeated: without a scheme it may be all password.
         found = f"scheme {scheme!r}" if scheme else "no scheme"
         raise SettingsError(
-            f"unsupported Redis URL ({found}): use one of "
-            + ", ".join(f"{s}://" for s in _SCHEMES)
+            f"unsupported Redis URL ({found}): use one of " + ", ".join(f"{s}://" for s in _SCHEMES)
         )
     if options.get("decode_responses"):
         raise SettingsError("celery-dgs needs decode_responses=False on its Redis client")

@@ -41,8 +41,7 @@ def check_template(task: str, fields: Mapping[str, Any]) -> CheckSpec:
 
 
 #: Stand-ins for the values a template's checks differ in (see :class:`_TemplateText`).
-_SENTINELS = {"key": "\x00dgs-key\x00", "args": "\x00dgs-args\x00",
-              "kwargs": "\x00dgs-kwargs\x00"}  # fmt: skip
+_SENTINELS = {"key": "\x00dgs-key\x00", "args": "\x00dgs-args\x00", "kwargs": "\x00dgs-kwargs\x00"}
 
 
 def _plain_text(value: tuple[Any, ...] | dict[str, Any]) -> str | None:
@@ -74,17 +73,20 @@ def _arguments(
     name: str, args: Any, kwargs: Any
 ) -> tuple[tuple[Any, ...], dict[str, Any], str | None, str | None]:
     """The validated ``args`` and ``kwargs`` and their canonical JSON texts."""
-    if type(args) is not tuple and type(args) is not list and (
-        isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable)
-    ):  # fmt: skip
+    if (
+        type(args) is not tuple
+        and type(args) is not list
+        and (isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Iterable))
+    ):
         raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {args!r}")
     if kwargs is None:
         kwargs = {}
     if (type(kwargs) is not dict and not isinstance(kwargs, Mapping)) or not all(
         type(k) is str or isinstance(k, str) for k in kwargs
-    ):  # fmt: skip
-        raise ScheduleConfigError(name, "kwargs", f"must be a mapping with string keys, "
-                                  f"got {kwargs!r}")  # fmt: skip
+    ):
+        raise ScheduleConfigError(
+            name, "kwargs", f"must be a mapping with string keys, got {kwargs!r}"
+        )
     args, kwargs = tuple(args), dict(kwargs)
     args_text = _encoded(name, "args", args)
     kwargs_text = _encoded(name, "kwargs", kwargs) if kwargs else "{}"
@@ -142,9 +144,9 @@ class _TemplateText:
         have no canonical text: the store then encodes the spec itself)."""
         if args is None or kwargs is None:
             return None
-        joined = None if self.pieces is None else self.pieces.join(
-            (encode_str(spec.key), args, kwargs)
-        )  # fmt: skip
+        joined = (
+            None if self.pieces is None else self.pieces.join((encode_str(spec.key), args, kwargs))
+        )
         if joined is None:
             return spec_json(spec)
         if not self.verified:
@@ -178,9 +180,12 @@ class DeferredChecks:
 
     @classmethod
     def for_app(
-        cls, app: Any, settings: Any, templates: Mapping[str, CheckSpec],
+        cls,
+        app: Any,
+        settings: Any,
+        templates: Mapping[str, CheckSpec],
         on_exists: Mapping[str, str],
-    ) -> DeferredChecks:  # fmt: skip
+    ) -> DeferredChecks:
         """The API on the process's store of ``app`` (``dgs_database_url``)."""
         from .runtime import runtime_for
 
@@ -197,16 +202,23 @@ class DeferredChecks:
         template = self._templates.get(name)
         if template is None:
             raise ScheduleConfigError(
-                name, "task", "is not declared as a deferred check (decorate it with "
-                "@dgs.deferred(...))",
-            )  # fmt: skip
+                name,
+                "task",
+                "is not declared as a deferred check (decorate it with @dgs.deferred(...))",
+            )
         return template
 
     def new_check(
-        self, task: Any, key: Any, *, at: datetime | None = None,
-        after: timedelta | float | None = None, args: Any = (), kwargs: Any = None,
+        self,
+        task: Any,
+        key: Any,
+        *,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        args: Any = (),
+        kwargs: Any = None,
         now: datetime | None = None,
-    ) -> NewCheck:  # fmt: skip
+    ) -> NewCheck:
         """The check of ``task`` for ``key`` at ``at`` or ``after`` from now
         (a timedelta or seconds), validated; nothing is stored."""
         template = self._template(task)
@@ -225,18 +237,24 @@ class DeferredChecks:
         return NewCheck(spec, when, cut[1].text(spec, args_text, kwargs_text))
 
     def at(
-        self, task: Any, key: Any, *, at: datetime | None = None,
-        after: timedelta | float | None = None, args: Any = (), kwargs: Any = None,
+        self,
+        task: Any,
+        key: Any,
+        *,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        args: Any = (),
+        kwargs: Any = None,
         on_exists: str | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """Add the check of ``task`` for ``key``, due ``at`` (an aware datetime)
         or ``after`` from now; returns ``"added"``, ``"kept"`` (it was pending
         and is left as it was: the default) or ``"moved"`` (pending, and
         ``on_exists="move"`` gave it the new time and arguments)."""
         report = self.at_many(
-            [{"task": task, "key": key, "at": at, "after": after, "args": args,
-              "kwargs": kwargs}], on_exists=on_exists,
-        )  # fmt: skip
+            [{"task": task, "key": key, "at": at, "after": after, "args": args, "kwargs": kwargs}],
+            on_exists=on_exists,
+        )
         return "added" if report.added else "moved" if report.moved else "kept"
 
     def at_many(
@@ -252,20 +270,28 @@ class DeferredChecks:
         for item in items:
             if not _ITEM_FIELDS.issuperset(item):
                 unknown = set(item) - _ITEM_FIELDS
-                raise ScheduleConfigError(str(item.get("task")), sorted(unknown)[0],
-                                          "is not a field of a check")  # fmt: skip
+                raise ScheduleConfigError(
+                    str(item.get("task")), sorted(unknown)[0], "is not a field of a check"
+                )
             check = self.new_check(
-                item.get("task"), item.get("key"), at=item.get("at"), after=item.get("after"),
-                args=item.get("args") or (), kwargs=item.get("kwargs"), now=now,
-            )  # fmt: skip
+                item.get("task"),
+                item.get("key"),
+                at=item.get("at"),
+                after=item.get("after"),
+                args=item.get("args") or (),
+                kwargs=item.get("kwargs"),
+                now=now,
+            )
             choice = on_exists or self._on_exists.get(check.spec.task, ON_EXISTS_KEEP)
             by_choice.setdefault(choice, []).append(check)
         report = CheckAddReport()
         for choice, checks in by_choice.items():
             if choice not in ON_EXISTS_CHOICES:
-                raise ScheduleConfigError(checks[0].spec.name, "on_exists",
-                                          f"must be one of {', '.join(ON_EXISTS_CHOICES)}, "
-                                          f"got {choice!r}")  # fmt: skip
+                raise ScheduleConfigError(
+                    checks[0].spec.name,
+                    "on_exists",
+                    f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {choice!r}",
+                )
             part = self.store.add_checks(checks, now, on_exists=choice)
             report.added.extend(part.added)
             report.kept.extend(part.kept)
@@ -283,8 +309,9 @@ class DeferredChecks:
         names = []
         for task, key in checks:
             template = self._template(task)
-            names.append(f"{template.task}@{CHECK_CONFIGURATION_PREFIX}"
-                         f"{check_key(template.task, key)}")  # fmt: skip
+            names.append(
+                f"{template.task}@{CHECK_CONFIGURATION_PREFIX}{check_key(template.task, key)}"
+            )
         return self.store.cancel_checks(names, self._clock.now())
 
     def history(self, task: Any, key: Any, limit: int = 20) -> list[CheckHistoryRecord]:

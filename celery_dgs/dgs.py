@@ -88,14 +88,21 @@ class DGS:
         )
 
     def check_at(
-        self, task: Any, key: Any, *, at: datetime | None = None,
-        after: Duration | None = None, args: Iterable[Any] = (),
-        kwargs: dict[str, Any] | None = None, on_exists: str | None = None,
-    ) -> str:  # fmt: skip
+        self,
+        task: Any,
+        key: Any,
+        *,
+        at: datetime | None = None,
+        after: Duration | None = None,
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        on_exists: str | None = None,
+    ) -> str:
         """Add the check of ``task`` for ``key`` at ``at`` (an aware datetime) or
         ``after`` from now: :meth:`DeferredChecks.at <celery_dgs.deferred.DeferredChecks.at>`."""
-        return self.checks.at(task, key, at=at, after=after, args=args, kwargs=kwargs,
-                              on_exists=on_exists)  # fmt: skip
+        return self.checks.at(
+            task, key, at=at, after=after, args=args, kwargs=kwargs, on_exists=on_exists
+        )
 
     def cancel(self, task: Any, key: Any) -> bool:
         """Cancel the pending check of ``task`` for ``key``; True if one was pending."""
@@ -131,9 +138,7 @@ class DGS:
 
     def _decorator(self, kind: str, fields: dict[str, Any]) -> Callable[[T], T]:
         def decorate(task: T) -> T:
-            self.declarations.declare(
-                kind, self._task_name(task), fields, source=f"@dgs.{kind}"
-            )
+            self.declarations.declare(kind, self._task_name(task), fields, source=f"@dgs.{kind}")
             return task
 
         return decorate
@@ -190,7 +195,6 @@ class DGS:
         must finish ``within`` that long after it."""
         return self._decorator("cron", _fields(locals()))
 
-
     def deferred(
         self,
         *,
@@ -223,21 +227,28 @@ class DGS:
         from .deferred import check_template
 
         fields = {
-            "within": within, "max_checks": max_checks, "horizon": horizon,
-            "max_failures": max_failures, "slot": slot,
+            "within": within,
+            "max_checks": max_checks,
+            "horizon": horizon,
+            "max_failures": max_failures,
+            "slot": slot,
             "max_expected_duration": max_expected_duration,
             "max_allowed_duration": max_allowed_duration,
-            "dont_run_on_nodes": tuple(dont_run_on_nodes), "pool": pool, "priority": priority,
-            "tz": tz, "blackout_periods": blackouts,
-        }  # fmt: skip
+            "dont_run_on_nodes": tuple(dont_run_on_nodes),
+            "pool": pool,
+            "priority": priority,
+            "tz": tz,
+            "blackout_periods": blackouts,
+        }
 
         def decorate(task: T) -> T:
             name = self._task_name(task)
             if on_exists not in ON_EXISTS_CHOICES:
                 raise ScheduleConfigError(
-                    name, "on_exists", f"must be one of {', '.join(ON_EXISTS_CHOICES)}, "
-                    f"got {on_exists!r}",
-                )  # fmt: skip
+                    name,
+                    "on_exists",
+                    f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
+                )
             self.check_templates[name] = check_template(name, fields)
             self.check_on_exists[name] = on_exists
             return task

@@ -41,7 +41,7 @@ from .leases.codec import (
     records_from_reply,
     seconds_to_ms,
     text,
-)  # fmt: skip
+)
 from .leases.leader import BEAT_ROLE, LEADER_FORMAT_VERSION, LeaderFence
 from .leases.lua import SCRIPTS
 from .leases.types import DISPATCH_FORMAT_VERSION
@@ -228,18 +228,23 @@ class DispatchRecords(DispatchBackend):
         """
         moment = str(datetime_to_ms(now)) if now is not None else self._now_arg()
         reply = call_script(
-            SCRIPTS, self.client, "dispatch_expired.lua",
-            [self.keys.dispatch_index()], [moment, self.keys.dispatch_prefix(), str(limit)],
-        )  # fmt: skip
+            SCRIPTS,
+            self.client,
+            "dispatch_expired.lua",
+            [self.keys.dispatch_index()],
+            [moment, self.keys.dispatch_prefix(), str(limit)],
+        )
         return records_from_reply(DispatchRecord, reply[1], self.keys.dispatch, log)
 
     def take_back(self, schedule: str, dispatch_id: str) -> bool:
         """Remove the record if it is still ``dispatch_id``; True if removed."""
         reply = call_script(
-            SCRIPTS, self.client, "dispatch_take_back.lua",
+            SCRIPTS,
+            self.client,
+            "dispatch_take_back.lua",
             [self.keys.dispatch(schedule), self.keys.dispatch_index()],
             [_FMT, schedule, dispatch_id],
-        )  # fmt: skip
+        )
         return bool(int(reply[0]))
 
     @staticmethod

@@ -130,15 +130,23 @@ class RedisServerProcess:
             return self
         args = [
             str(self.binary),
-            "--port", str(self.port),
-            "--bind", self.host,
-            "--dir", str(self.data_dir),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--protected-mode", "no",
-            "--logfile", str(self._log),
-        ]  # fmt: skip
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--dir",
+            str(self.data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--logfile",
+            str(self._log),
+        ]
         if self.password:
             args += ["--requirepass", self.password]
         args += self.extra_args

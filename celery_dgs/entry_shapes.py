@@ -50,9 +50,11 @@ _OWN_FIELDS = _NAME_FIELDS | {"args", "kwargs"}
 _SCALARS = (str, int, float, bool, type(None), timedelta)
 _encode_str = encode_str
 _SENTINELS = {
-    "task": "\x00dgs-task\x00", "configuration": "\x00dgs-configuration\x00",
-    "args": "\x00dgs-args\x00", "kwargs": "\x00dgs-kwargs\x00",
-}  # fmt: skip
+    "task": "\x00dgs-task\x00",
+    "configuration": "\x00dgs-configuration\x00",
+    "args": "\x00dgs-args\x00",
+    "kwargs": "\x00dgs-kwargs\x00",
+}
 
 
 class _Uncacheable(Exception):

@@ -127,17 +127,20 @@ class EngineCollector:
         now = self.clock.now()
         engine = self.engine
         level = GaugeMetricFamily(
-            "dgs_schedule_condition", "Schedule condition: 0 OK, 1 WARNING, 2 ERROR",
+            "dgs_schedule_condition",
+            "Schedule condition: 0 OK, 1 WARNING, 2 ERROR",
             labels=["schedule", "reason"],
-        )  # fmt: skip
+        )
         until = GaugeMetricFamily(
-            "dgs_schedule_seconds_until_error", "Seconds until the schedule is in ERROR",
+            "dgs_schedule_seconds_until_error",
+            "Seconds until the schedule is in ERROR",
             labels=["schedule"],
-        )  # fmt: skip
+        )
         held = GaugeMetricFamily(
-            "dgs_schedule_held", "1 for each reason beat will not dispatch the schedule now",
+            "dgs_schedule_held",
+            "1 for each reason beat will not dispatch the schedule now",
             labels=["schedule", "reason"],
-        )  # fmt: skip
+        )
         try:  # read at scrape time: a tick never pays for metrics
             leases = {lease.schedule: lease for lease in engine.leases.all()}
         except Exception:
@@ -150,36 +153,55 @@ class EngineCollector:
         except Exception:
             logger.exception("celery-dgs: reading live workers for metrics failed")
             workers = None
-        slot_state = None if workers is None else slot_counts(
-            workers, running=len(leases), pending=len(engine.pending)
+        slot_state = (
+            None
+            if workers is None
+            else slot_counts(workers, running=len(leases), pending=len(engine.pending))
         )
         settings, paused = engine.settings, engine.held
         by_class: Counter[tuple[int, str]] = Counter()
         checks: set[str] = getattr(engine, "checks", set())  # beat's window of deferred checks
         schedules = [
-            (name, t) for name, t in list(engine.tracked.items())
+            (name, t)
+            for name, t in list(engine.tracked.items())
             if name not in checks and t.spec.kind != "check"
-        ]  # fmt: skip
+        ]
         for name, tracked in schedules:
             lease = leases.get(name)
-            cond = schedule_condition(name, tracked.spec, tracked.stats, lease, now,
-                                      declaration_error=tracked.declaration_error)  # fmt: skip
+            cond = schedule_condition(
+                name,
+                tracked.spec,
+                tracked.stats,
+                lease,
+                now,
+                declaration_error=tracked.declaration_error,
+            )
             level.add_metric([name, cond.reason.value], int(cond.level))
             by_class[(tracked.spec.priority, cond.level.name)] += 1
             if cond.error_at is not None:
                 until.add_metric([name], (cond.error_at - now).total_seconds())
             disabled = tracked.disabled_reason  # held too, but not paused
             for hold in holds_for(
-                name, tracked.spec, tracked.stats, now, paused=name in paused and not disabled,
-                running=lease is not None, run_requested=tracked.run_requested_at is not None,
-                retry_ladder=settings.retry_ladder, default_pool=engine.default_queue,
-                workers=workers, disabled_reason=disabled,
-            ):  # fmt: skip
+                name,
+                tracked.spec,
+                tracked.stats,
+                now,
+                paused=name in paused and not disabled,
+                running=lease is not None,
+                run_requested=tracked.run_requested_at is not None,
+                retry_ladder=settings.retry_ladder,
+                default_pool=engine.default_queue,
+                workers=workers,
+                disabled_reason=disabled,
+            ):
                 held.add_metric([name, hold.reason], 1)
         summary = adaptive_summary(
-            ((t.spec, t.stats, t.disabled_reason is not None, name in leases)
-             for name, t in schedules), now,
-        )  # fmt: skip
+            (
+                (t.spec, t.stats, t.disabled_reason is not None, name in leases)
+                for name, t in schedules
+            ),
+            now,
+        )
         for name in list(engine.unschedulable):
             if is_check_name(name):
                 continue
@@ -200,11 +222,12 @@ class EngineCollector:
             "now - the earliest freshness target of the enabled adaptive schedules not "
             "running (positive: beat serves targets already past; 0 when none)",
             value=0.0 if drift_s is None else drift_s.total_seconds(),
-        )  # fmt: skip
+        )
         classes = GaugeMetricFamily(
-            "dgs_priority_class_schedules", "Schedules of each priority class, by condition",
+            "dgs_priority_class_schedules",
+            "Schedules of each priority class, by condition",
             labels=["priority", "condition"],
-        )  # fmt: skip
+        )
         for cls in sorted({c for c, _ in by_class}):
             for cond_name in ("OK", "WARNING", "ERROR"):
                 classes.add_metric([str(cls), cond_name], by_class.get((cls, cond_name), 0))
@@ -226,14 +249,16 @@ class EngineCollector:
                 "dgs_runs_running", "Runs started and not ended", value=live_runs
             )
         yield CounterMetricFamily(
-            "dgs_lease_steals", "Runs whose lease was taken over (lost or stolen)",
+            "dgs_lease_steals",
+            "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),
-        )  # fmt: skip
+        )
         if slot_state is not None:
             slots = GaugeMetricFamily(
-                "dgs_worker_slots", "Slots of the live workers (or dgs_capacity), by state",
+                "dgs_worker_slots",
+                "Slots of the live workers (or dgs_capacity), by state",
                 labels=["state"],
-            )  # fmt: skip
+            )
             slots.add_metric(["free"], slot_state[0])
             slots.add_metric(["used"], slot_state[1])
             yield slots
@@ -252,9 +277,10 @@ class EngineCollector:
         leadership = getattr(engine, "leadership", None)
         if leadership is not None:
             yield GaugeMetricFamily(
-                "dgs_beat_leader", "1 while this beat leads (dispatches), 0 while it stands by",
+                "dgs_beat_leader",
+                "1 while this beat leads (dispatches), 0 while it stands by",
                 value=1 if leadership.leading else 0,
-            )  # fmt: skip
+            )
             holder = leadership.holder
             token = leadership.token if leadership.leading or holder is None else holder.token
             yield GaugeMetricFamily(
@@ -271,9 +297,10 @@ class EngineCollector:
             "dgs_checks_pending", "Pending deferred checks, by task", labels=["task"]
         )
         overdue = GaugeMetricFamily(
-            "dgs_checks_overdue", "Pending deferred checks due before now, by task",
+            "dgs_checks_overdue",
+            "Pending deferred checks due before now, by task",
             labels=["task"],
-        )  # fmt: skip
+        )
         for task, count in sorted(summary.pending.items()):
             pending.add_metric([task], count)
             overdue.add_metric([task], summary.overdue.get(task, 0))
@@ -299,14 +326,18 @@ def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> Collect
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine, store, clock))
     lateness = Histogram(
-        "dgs_dispatch_lateness_seconds", "now - should_start_by at dispatch",
-        buckets=LATENESS_BUCKETS_S, registry=registry,
-    )  # fmt: skip
+        "dgs_dispatch_lateness_seconds",
+        "now - should_start_by at dispatch",
+        buckets=LATENESS_BUCKETS_S,
+        registry=registry,
+    )
     engine.on_dispatch = lateness.observe
     check_lateness = Histogram(
-        "dgs_check_lateness_seconds", "now - a deferred check's check time at its dispatch",
-        buckets=CHECK_LATENESS_BUCKETS_S, registry=registry,
-    )  # fmt: skip
+        "dgs_check_lateness_seconds",
+        "now - a deferred check's check time at its dispatch",
+        buckets=CHECK_LATENESS_BUCKETS_S,
+        registry=registry,
+    )
     engine.on_check_dispatch = lambda late_s: check_lateness.observe(max(0.0, late_s))
     return registry
 
@@ -350,8 +381,10 @@ def beat_health(engine: Any) -> Health:
     leadership = getattr(engine, "leadership", None)
     role = "" if leadership is None else (" (leader)" if leadership.leading else " (standby)")
     if age > limit:
-        return Health(False, f"unhealthy: beat's last tick was {age:.1f}s ago, "
-                             f"over the {limit:g}s limit{role}")  # fmt: skip
+        return Health(
+            False,
+            f"unhealthy: beat's last tick was {age:.1f}s ago, over the {limit:g}s limit{role}",
+        )
     return Health(True, f"ok: beat's last tick was {age:.1f}s ago{role}")
 
 
@@ -364,8 +397,10 @@ def endpoint_app(registry: CollectorRegistry, engine: Any) -> WsgiApp:
 
     def text(start: Callable[..., Any], status: str, body: str) -> list[bytes]:
         data = (body + "\n").encode()
-        start(status, [("Content-Type", "text/plain; charset=utf-8"),
-                       ("Content-Length", str(len(data)))])  # fmt: skip
+        start(
+            status,
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))],
+        )
         return [data]
 
     def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:

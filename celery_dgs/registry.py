@@ -31,7 +31,7 @@ from .leases.codec import (
     ms_to_datetime,
     records_from_reply,
     seconds_to_ms,
-)  # fmt: skip
+)
 from .leases.lua import SCRIPTS
 
 log = logging.getLogger(__name__)
@@ -140,14 +140,29 @@ class WorkerRegistry(RegistryBackend):
         reply = self._call(
             "worker_register.lua",
             [self.keys.worker(info.name), self.keys.worker_index()],
-            [self._now_arg(), _FMT, self.ttl_ms, info.name, info.node,
-             json.dumps(list(info.queues)), info.slots, info.pool, info.pid, started],
-        )  # fmt: skip
+            [
+                self._now_arg(),
+                _FMT,
+                self.ttl_ms,
+                info.name,
+                info.node,
+                json.dumps(list(info.queues)),
+                info.slots,
+                info.pool,
+                info.pid,
+                started,
+            ],
+        )
         return WorkerInfo(
-            name=info.name, node=info.node, queues=tuple(info.queues), slots=info.slots,
-            pool=info.pool, pid=info.pid, started_at=ms_to_datetime(int(reply[0])),
+            name=info.name,
+            node=info.node,
+            queues=tuple(info.queues),
+            slots=info.slots,
+            pool=info.pool,
+            pid=info.pid,
+            started_at=ms_to_datetime(int(reply[0])),
             expires_at=ms_to_datetime(int(reply[1])),
-        )  # fmt: skip
+        )
 
     def heartbeat(self, name: str) -> bool:
         """Extend the registration by ``ttl``. False when it has expired: register again."""

@@ -44,18 +44,22 @@ class Runtime:
     def redis(self) -> redis.Redis:
         timeout = self.settings.redis_socket_timeout
         return redis_from_url(
-            self.redis_url or "", cluster=self.settings.redis_cluster,
+            self.redis_url or "",
+            cluster=self.settings.redis_cluster,
             sentinel_master=self.settings.redis_master_name,
             sentinel_kwargs=self.settings.redis_sentinel_kwargs,
-            socket_timeout=timeout, socket_connect_timeout=timeout,
-        )  # fmt: skip
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+        )
 
     @cached_property
     def leases(self) -> LeaseBackend:
         return RedisLeases(
-            self.redis, self.keys,
-            ping_timeout=self.settings.ping_timeout, steal_delay=self.settings.steal_delay,
-        )  # fmt: skip
+            self.redis,
+            self.keys,
+            ping_timeout=self.settings.ping_timeout,
+            steal_delay=self.settings.steal_delay,
+        )
 
     @cached_property
     def registry(self) -> RegistryBackend:

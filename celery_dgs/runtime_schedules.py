@@ -94,10 +94,11 @@ def parse_last_modified(name: str, raw: Any) -> datetime:
             moment = None
     if moment is None or moment.tzinfo is None or moment.utcoffset() is None:
         raise ScheduleConfigError(
-            name, "last_modified",
+            name,
+            "last_modified",
             f"must be an aware datetime, an ISO 8601 time with its UTC offset or seconds "
             f"since the epoch, got {raw!r}",
-        )  # fmt: skip
+        )
     return moment.astimezone(timezone.utc)
 
 
@@ -148,8 +149,11 @@ class RuntimeSchedules:
         fraction = settings.default_cooldown_fraction
         if store is not None:
             return cls(store, known_tasks=known, default_cooldown_fraction=fraction)
-        return cls(lambda: runtime_for(app, settings).store, known_tasks=known,
-                   default_cooldown_fraction=fraction)  # fmt: skip
+        return cls(
+            lambda: runtime_for(app, settings).store,
+            known_tasks=known,
+            default_cooldown_fraction=fraction,
+        )
 
     @property
     def store(self) -> ScheduleStore:
@@ -214,18 +218,26 @@ class RuntimeSchedules:
             if first is not None:
                 differ = [] if first[2] == text else differing_fields(first[1], spec)
                 if differ:
-                    errors.append(RowError(line, spec.name, differ[0], (
-                        f"schedule given again with different {', '.join(differ)} "
-                        f"(first on line {first[0]}, which is applied)"
-                    )))  # fmt: skip
+                    errors.append(
+                        RowError(
+                            line,
+                            spec.name,
+                            differ[0],
+                            (
+                                f"schedule given again with different {', '.join(differ)} "
+                                f"(first on line {first[0]}, which is applied)"
+                            ),
+                        )
+                    )
                 continue
             good[name] = (line, spec, text)
             if hint is not None:
                 hints[name] = hint
         applied = self.store.upsert_runtime_texts(
-            [(spec, text) for _, spec, text in good.values()], self._clock.now(),
+            [(spec, text) for _, spec, text in good.values()],
+            self._clock.now(),
             last_modified=hints or None,
-        )  # fmt: skip
+        )
         for name in applied.refused:
             errors.append(RowError(good[name][0], name, "owner", owned_by_sync(name)))
         errors.sort(key=lambda e: e.line)

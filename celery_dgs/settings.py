@@ -208,10 +208,20 @@ class DgsSettings:
 
     def __post_init__(self) -> None:
         for name in (
-            "ping_interval", "ping_timeout", "steal_delay", "dispatch_timeout", "worker_ttl",
-            "run_retention", "termination_grace", "store_poll_interval", "beat_leader_timeout",
-            "shed_horizon", "reap_interval", "check_window", "check_retention",
-        ):  # fmt: skip
+            "ping_interval",
+            "ping_timeout",
+            "steal_delay",
+            "dispatch_timeout",
+            "worker_ttl",
+            "run_retention",
+            "termination_grace",
+            "store_poll_interval",
+            "beat_leader_timeout",
+            "shed_horizon",
+            "reap_interval",
+            "check_window",
+            "check_retention",
+        ):
             object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
             raise SettingsError(
@@ -242,8 +252,11 @@ class DgsSettings:
         ):
             raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
         for name in (
-            "prune_batch_size", "max_dispatches_per_tick", "reap_batch_size", "check_window_size",
-        ):  # fmt: skip
+            "prune_batch_size",
+            "max_dispatches_per_tick",
+            "reap_batch_size",
+            "check_window_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")

@@ -226,30 +226,47 @@ def build_row(
         )
         can = should = deadline = None
     else:
-        cond = schedule_condition(schedule.name, spec, stats, lease, now,
-                                  declaration_error=schedule.declaration_error)  # fmt: skip
+        cond = schedule_condition(
+            schedule.name, spec, stats, lease, now, declaration_error=schedule.declaration_error
+        )
         times = start_times(spec, stats, now, retry_ladder=retry_ladder)
         pool, level = spec.pool or default_pool, cond.level
         reason, message = cond.reason.value, cond.message
         can, should, deadline = times.can_start_by, times.should_start_by, cond.error_at
     ladder = adaptive_fields(spec, stats, deadline)
-    holds = holds_of(schedule, lease, now, retry_ladder=retry_ladder,
-                     default_pool=default_pool, workers=workers)  # fmt: skip
+    holds = holds_of(
+        schedule, lease, now, retry_ladder=retry_ladder, default_pool=default_pool, workers=workers
+    )
     return StatusRow(
-        name=schedule.name, task=schedule.task, configuration=schedule.configuration,
-        kind=schedule.kind, pool=pool, active=schedule.active, paused=schedule.paused,
-        level=level, reason=reason, message=message,
-        can_start_by=can, should_start_by=should, error_at=deadline,
-        last_good_start_at=stats.last_good_start_at, last_good_end_at=stats.last_good_end_at,
-        last_start_at=stats.last_start_at, last_end_at=stats.last_end_at,
-        average_duration=stats.average_good_duration, failure_count=stats.failure_count,
-        run_requested_at=schedule.run_requested_at, current_token=schedule.current_token,
-        running=lease, holds=holds,
+        name=schedule.name,
+        task=schedule.task,
+        configuration=schedule.configuration,
+        kind=schedule.kind,
+        pool=pool,
+        active=schedule.active,
+        paused=schedule.paused,
+        level=level,
+        reason=reason,
+        message=message,
+        can_start_by=can,
+        should_start_by=should,
+        error_at=deadline,
+        last_good_start_at=stats.last_good_start_at,
+        last_good_end_at=stats.last_good_end_at,
+        last_start_at=stats.last_start_at,
+        last_end_at=stats.last_end_at,
+        average_duration=stats.average_good_duration,
+        failure_count=stats.failure_count,
+        run_requested_at=schedule.run_requested_at,
+        current_token=schedule.current_token,
+        running=lease,
+        holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
-        disabled_reason=schedule.disabled_reason, **ladder,
+        disabled_reason=schedule.disabled_reason,
+        **ladder,
         priority=None if spec is None else spec.priority,
         run_requested_priority=schedule.run_requested_priority,
-    )  # fmt: skip
+    )
 
 
 def adaptive_fields(
@@ -332,11 +349,19 @@ def holds_of(
 ) -> tuple[Hold, ...]:
     """What keeps beat from dispatching a stored schedule (:func:`holds_for`)."""
     return holds_for(
-        schedule.name, schedule.spec, schedule.stats, now, active=schedule.active,
-        paused=schedule.paused, running=lease is not None,
-        run_requested=schedule.run_requested_at is not None, retry_ladder=retry_ladder,
-        default_pool=default_pool, workers=workers, disabled_reason=schedule.disabled_reason,
-    )  # fmt: skip
+        schedule.name,
+        schedule.spec,
+        schedule.stats,
+        now,
+        active=schedule.active,
+        paused=schedule.paused,
+        running=lease is not None,
+        run_requested=schedule.run_requested_at is not None,
+        retry_ladder=retry_ladder,
+        default_pool=default_pool,
+        workers=workers,
+        disabled_reason=schedule.disabled_reason,
+    )
 
 
 def holds_for(
@@ -362,16 +387,32 @@ def holds_for(
     beat's metrics alike."""
     holds: list[Hold] = []
     if spec is None:
-        holds.append(Hold(reason=HOLD_INVALID_SPEC, message=(
-            f"{name}: beat cannot schedule it until its stored spec is valid again")))  # fmt: skip
+        holds.append(
+            Hold(
+                reason=HOLD_INVALID_SPEC,
+                message=(f"{name}: beat cannot schedule it until its stored spec is valid again"),
+            )
+        )
     if not active:
-        holds.append(Hold(reason=HOLD_INACTIVE, message=(
-            f"{name} is inactive (removed, or no longer declared): beat does not "
-            "schedule it")))  # fmt: skip
+        holds.append(
+            Hold(
+                reason=HOLD_INACTIVE,
+                message=(
+                    f"{name} is inactive (removed, or no longer declared): beat does not "
+                    "schedule it"
+                ),
+            )
+        )
     if paused:
-        holds.append(Hold(reason=HOLD_PAUSED, message=(
-            f"{name} is paused: beat dispatches it again once resumed "
-            f"(celery dgs resume {name})")))  # fmt: skip
+        holds.append(
+            Hold(
+                reason=HOLD_PAUSED,
+                message=(
+                    f"{name} is paused: beat dispatches it again once resumed "
+                    f"(celery dgs resume {name})"
+                ),
+            )
+        )
     if disabled_reason is not None:
         holds.append(Hold(reason=HOLD_DISABLED, message=disabled_reason))
     if spec is None:
@@ -389,17 +430,29 @@ def holds_for(
         failures = stats.failure_count or 0
         step = min(failures, len(retry_ladder))
         delay = retry_ladder[step - 1]
-        holds.append(Hold(
-            reason=HOLD_BACKOFF, until=retry, retry_step=step,
-            retry_steps=len(retry_ladder), retry_delay=delay,
-            message=(f"{name} is backing off after {failures} consecutive failures: retry "
-                     f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
-                     f"{_iso(retry)}"),
-        ))  # fmt: skip
+        holds.append(
+            Hold(
+                reason=HOLD_BACKOFF,
+                until=retry,
+                retry_step=step,
+                retry_steps=len(retry_ladder),
+                retry_delay=delay,
+                message=(
+                    f"{name} is backing off after {failures} consecutive failures: retry "
+                    f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
+                    f"{_iso(retry)}"
+                ),
+            )
+        )
     window = blackout_containing(spec.blackout_periods, spec.tz, now)
     if window is not None:
-        holds.append(Hold(reason=HOLD_BLACKOUT, until=window[1], message=(
-            f"{name} is inside a blackout window until {_iso(window[1])}")))  # fmt: skip
+        holds.append(
+            Hold(
+                reason=HOLD_BLACKOUT,
+                until=window[1],
+                message=(f"{name} is inside a blackout window until {_iso(window[1])}"),
+            )
+        )
     return tuple(holds)
 
 
@@ -430,13 +483,17 @@ class WorkerCheck:
         in_pool = [w for w in workers if queue in w.queues]
         if not in_pool:
             consumed = sorted({q for w in workers for q in w.queues})
-            return (f"no live worker consumes its pool {queue!r} (live workers consume: "
-                    f"{', '.join(consumed) or 'nothing'})")  # fmt: skip
+            return (
+                f"no live worker consumes its pool {queue!r} (live workers consume: "
+                f"{', '.join(consumed) or 'nothing'})"
+            )
         allowed = [w for w in in_pool if w.node not in excluded and w.name not in excluded]
         if not allowed:
             nodes = ", ".join(sorted({w.node for w in in_pool}))
-            return (f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
-                    f"(nodes: {nodes})")  # fmt: skip
+            return (
+                f"dont_run_on_nodes excludes every live worker of its pool {queue!r} "
+                f"(nodes: {nodes})"
+            )
         if all(w.slots <= 0 for w in allowed):
             return f"the live workers of its pool {queue!r} it may run on have no slots"
         return None
@@ -467,18 +524,25 @@ def build_rows(
     if workers is not None:
         check = WorkerCheck(workers, settings.capacity if settings is not None else None)
     rows = [
-        build_row(s, leases.get(s.name), now, retry_ladder=retry_ladder,
-                  default_pool=default_pool, workers=check)
+        build_row(
+            s,
+            leases.get(s.name),
+            now,
+            retry_ladder=retry_ladder,
+            default_pool=default_pool,
+            workers=check,
+        )
         for s in schedules
-    ]  # fmt: skip
+    ]
     overloaded = False
     if slots is not None:
         # The demand matters to the classes (more than one in use) and to the look-ahead.
         classes = {r.priority for r in rows if r.priority is not None and r.active}
         lookahead = settings is not None and settings.lookahead
         book = DemandBook() if len(classes) > 1 or lookahead else None
-        rows = apply_projection(rows, schedules, leases, now, slots=slots, settings=settings,
-                                book=book)  # fmt: skip
+        rows = apply_projection(
+            rows, schedules, leases, now, slots=slots, settings=settings, book=book
+        )
         overloaded = book is not None and demand_exceeds(book.total(), slots)
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
     return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
@@ -527,9 +591,11 @@ def apply_priorities(
     for row in rows:
         if row.name in due:
             cls, due_at = due[row.name]
-            effective: int | None = effective_priority(
-                cls, due_at, moment, classes, elevator_interval
-            ) if short else cls  # fmt: skip
+            effective: int | None = (
+                effective_priority(cls, due_at, moment, classes, elevator_interval)
+                if short
+                else cls
+            )
         else:
             effective = row.priority
         out.append(replace(row, effective_priority=effective))
@@ -579,40 +645,62 @@ def apply_projection(
             busy_until.append(row.running.started_at.timestamp() + expected)
             busy_run_s.append(expected)
         elif (
-            row.can_start_by is not None and row.should_start_by is not None
+            row.can_start_by is not None
+            and row.should_start_by is not None
             and not any(h.reason == HOLD_NO_WORKER for h in row.holds)
-        ):  # fmt: skip
+        ):
             margin = start_margin(stored.spec, stored.stats).total_seconds()
-            waiting.append(Waiting(row.name, row.can_start_by.timestamp(),
-                                   row.should_start_by.timestamp(), expected, margin))  # fmt: skip
+            waiting.append(
+                Waiting(
+                    row.name,
+                    row.can_start_by.timestamp(),
+                    row.should_start_by.timestamp(),
+                    expected,
+                    margin,
+                )
+            )
     free = max(slots - len(busy_until), 0)
     held_now: set[str] = set()
     projected = project_starts(
-        waiting, busy_until, free, now.timestamp(), overload_policy=conf.overload_policy,
-        shed_horizon_s=conf.shed_horizon, restore_aging=conf.restore_aging,
-        laxity_floor_s=conf.laxity_floor, lookahead=book if conf.lookahead else None,
+        waiting,
+        busy_until,
+        free,
+        now.timestamp(),
+        overload_policy=conf.overload_policy,
+        shed_horizon_s=conf.shed_horizon,
+        restore_aging=conf.restore_aging,
+        laxity_floor_s=conf.laxity_floor,
+        lookahead=book if conf.lookahead else None,
         busy_run_s=busy_run_s,
         held_now=held_now,
-    )  # fmt: skip
+    )
     out = []
     for row in rows:
         if row.name in held_now:
-            hold = Hold(reason=HOLD_LOOKAHEAD, message=(
-                f"{row.name}: the look-ahead holds it while the long runs in progress "
-                f"take the slots the shorter schedules need (dgs_lookahead)"))  # fmt: skip
+            hold = Hold(
+                reason=HOLD_LOOKAHEAD,
+                message=(
+                    f"{row.name}: the look-ahead holds it while the long runs in progress "
+                    f"take the slots the shorter schedules need (dgs_lookahead)"
+                ),
+            )
             row = dataclasses.replace(row, holds=(*row.holds, hold), may_run_at=None)
         start = projected.get(row.name)
         if (
-            row.level is Level.OK and start is not None and row.should_start_by is not None
+            row.level is Level.OK
+            and start is not None
+            and row.should_start_by is not None
             and start > row.should_start_by.timestamp()
-        ):  # fmt: skip
+        ):
             at = datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="seconds")
             row = dataclasses.replace(
-                row, level=Level.WARNING, reason=Reason.PROJECTED_LATE.value,
+                row,
+                level=Level.WARNING,
+                reason=Reason.PROJECTED_LATE.value,
                 message=f"{row.name}: the queue ahead of it on {slots} slots is projected "
-                        f"to start it at {at}, after its should_start_by "
-                        f"{row.should_start_by.isoformat(timespec='seconds')}",
-            )  # fmt: skip
+                f"to start it at {at}, after its should_start_by "
+                f"{row.should_start_by.isoformat(timespec='seconds')}",
+            )
         out.append(row)
     return out
 
@@ -707,9 +795,13 @@ class CachedCheckSummary:
     read is logged and the last summary served again (``None`` before any)."""
 
     def __init__(
-        self, read: Callable[[], CheckSummary], ttl_s: float = 0.0, *,
-        cost_factor: float = 0.0, monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+        self,
+        read: Callable[[], CheckSummary],
+        ttl_s: float = 0.0,
+        *,
+        cost_factor: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.read, self.ttl_s, self.cost_factor = read, ttl_s, cost_factor
         self.monotonic = monotonic
         self._summary: CheckSummary | None = None

@@ -49,8 +49,12 @@ def port_free(port: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=None,
-                        help="stop after this many seconds (default: until Ctrl-C)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="stop after this many seconds (default: until Ctrl-C)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep .demo/ from a previous run")
     args = parser.parse_args(argv)
 
@@ -66,29 +70,57 @@ def main(argv: list[str] | None = None) -> int:
         "DGS_EXAMPLE_REDIS_URL": redis.url,
         "DGS_EXAMPLE_DATABASE_URL": f"sqlite:///{state / 'dgs.sqlite3'}",
     }
-    print(f"celery-dgs demo: embedded {redis.binary.name} at {redis.url}, "
-          f"store {state / 'dgs.sqlite3'}, logs in {state}/")
+    print(
+        f"celery-dgs demo: embedded {redis.binary.name} at {redis.url}, "
+        f"store {state / 'dgs.sqlite3'}, logs in {state}/"
+    )
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, *cmd: str) -> None:
         with open(state / f"{name}.log", "wb") as log:
-            procs.append(subprocess.Popen([*CELERY, *cmd], cwd=ROOT, env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [*CELERY, *cmd],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     try:
         start("worker1", "worker", "-n", "w1@node1", "-c", "1", "-P", "solo", "-l", "INFO")
         start("worker2", "worker", "-n", "w2@node2", "-c", "1", "-P", "solo", "-l", "INFO")
-        start("beat", "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-              "-s", str(state / "beat-schedule"), "--pidfile", str(state / "beat.pid"))
+        start(
+            "beat",
+            "beat",
+            "-S",
+            "celery_dgs:DeadlineScheduler",
+            "-l",
+            "INFO",
+            "-s",
+            str(state / "beat-schedule"),
+            "--pidfile",
+            str(state / "beat.pid"),
+        )
         with open(state / "shop.log", "wb") as log:  # orders, each with a deferred check
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "example_project.shop"], cwd=ROOT, env=env,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "example_project.shop"],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         port = WEB_PORT if port_free(WEB_PORT) else free_port()
         start("web", "dgs", "web", "--bind", f"127.0.0.1:{port}")
         print(f"celery-dgs demo: status page on http://127.0.0.1:{port}/")
-        watch = subprocess.Popen([*CELERY, "dgs", "status", "--watch", "2"], cwd=ROOT, env=env,
-                                 start_new_session=True)
+        watch = subprocess.Popen(
+            [*CELERY, "dgs", "status", "--watch", "2"], cwd=ROOT, env=env, start_new_session=True
+        )
         procs.append(watch)
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
         while watch.poll() is None and (deadline is None or time.monotonic() < deadline):

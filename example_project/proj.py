@@ -80,8 +80,12 @@ def heavy_archive_sync() -> None:
 
 # Every 5 minutes except over lunch, when it must not run at all (a cron time
 # inside the blackout could never finish within 4 minutes: `check` would say so).
-@dgs.cron("*/5 0-11,13-23 * * *", within=timedelta(minutes=4), tz="America/New_York",
-          blackouts=[("12:00", "13:00")])
+@dgs.cron(
+    "*/5 0-11,13-23 * * *",
+    within=timedelta(minutes=4),
+    tz="America/New_York",
+    blackouts=[("12:00", "13:00")],
+)
 @app.task(name="example.nightly_report")
 def nightly_report() -> None:
     scrape(10)
@@ -103,9 +107,12 @@ def list_sources() -> str:
     rows: list[dict[str, object]] = []
     for src in upstream.SOURCES:
         row: dict[str, object] = {
-            "task": VISIT, "configuration": src.name, "kind": "adaptive",
-            "interval_unit": VISIT_INTERVAL_UNIT, "kwargs": {"source": src.name},
-        }  # fmt: skip
+            "task": VISIT,
+            "configuration": src.name,
+            "kind": "adaptive",
+            "interval_unit": VISIT_INTERVAL_UNIT,
+            "kwargs": {"source": src.name},
+        }
         changed_at = src.last_modified(now)
         if changed_at is not None:
             row["last_modified"] = changed_at
@@ -114,13 +121,18 @@ def list_sources() -> str:
     if report.errors:
         raise RuntimeError("; ".join(str(error) for error in report.errors))
     listed = {f"{VISIT}@{src.name}" for src in upstream.SOURCES}
-    gone = [stored.name for stored in dgs.schedules.list()
-            if stored.name.startswith(f"{VISIT}@") and stored.name not in listed]  # fmt: skip
+    gone = [
+        stored.name
+        for stored in dgs.schedules.list()
+        if stored.name.startswith(f"{VISIT}@") and stored.name not in listed
+    ]
     if gone:
         dgs.schedules.remove_many(gone)
     applied = report.applied
-    return (f"{len(applied.inserted)} new, {len(applied.updated)} changed, "
-            f"{len(applied.unchanged)} unchanged, {len(gone)} removed")  # fmt: skip
+    return (
+        f"{len(applied.inserted)} new, {len(applied.updated)} changed, "
+        f"{len(applied.unchanged)} unchanged, {len(gone)} removed"
+    )
 
 
 @app.task(name=VISIT)

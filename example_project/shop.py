@@ -22,8 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     while args.orders is None or number < args.orders:
         number += 1
         order = f"o{int(time.time())}{number}"
-        print(f"shop: order {order} placed; its shipping check was {place_order(order)}",
-              flush=True)  # fmt: skip
+        print(
+            f"shop: order {order} placed; its shipping check was {place_order(order)}", flush=True
+        )
         time.sleep(args.every)
     return 0
 

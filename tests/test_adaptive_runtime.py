@@ -25,8 +25,12 @@ def api(sqlite_url: str) -> Iterator[RuntimeSchedules]:
 
 
 def test_upsert_an_adaptive_schedule_with_its_hint(api: RuntimeSchedules) -> None:
-    assert api.upsert("t.visit@a", kind="adaptive", interval_unit=3600,
-                      last_modified="2026-03-01T10:00:00Z") == "inserted"  # fmt: skip
+    assert (
+        api.upsert(
+            "t.visit@a", kind="adaptive", interval_unit=3600, last_modified="2026-03-01T10:00:00Z"
+        )
+        == "inserted"
+    )
     row = api.get("t.visit@a")
     assert isinstance(row.spec, AdaptiveSpec)
     assert row.spec.interval_unit == timedelta(hours=1)
@@ -52,12 +56,15 @@ def test_a_bad_last_modified_names_the_schedule_and_field(
 
 
 def test_only_adaptive_schedules_take_last_modified(api: RuntimeSchedules) -> None:
-    report = api.upsert_many([
-        {"name": "t.other@p", "period": 60, "last_modified": "2026-03-01T10:00:00Z"},
-        {"name": "t.visit@ok", "kind": "adaptive", "initial_interval_index": 11},
-        {"name": "t.visit@good", "kind": "adaptive"},
-    ])  # fmt: skip
+    report = api.upsert_many(
+        [
+            {"name": "t.other@p", "period": 60, "last_modified": "2026-03-01T10:00:00Z"},
+            {"name": "t.visit@ok", "kind": "adaptive", "initial_interval_index": 11},
+            {"name": "t.visit@good", "kind": "adaptive"},
+        ]
+    )
     assert [(e.line, e.schedule, e.field) for e in report.errors] == [
-        (1, "t.other@p", "last_modified"), (2, "t.visit@ok", "initial_interval_index"),
-    ]  # fmt: skip
+        (1, "t.other@p", "last_modified"),
+        (2, "t.visit@ok", "initial_interval_index"),
+    ]
     assert report.applied.inserted == ["t.visit@good"]

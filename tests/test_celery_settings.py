@@ -8,8 +8,9 @@ from types import SimpleNamespace
 from celery_dgs.celery_settings import check_celery_settings
 from celery_dgs.core.spec import PeriodicSpec
 
-BOUNDED = PeriodicSpec(task="t.short", scheduling_period=timedelta(hours=1),
-                       max_allowed_duration=timedelta(minutes=30))  # fmt: skip
+BOUNDED = PeriodicSpec(
+    task="t.short", scheduling_period=timedelta(hours=1), max_allowed_duration=timedelta(minutes=30)
+)
 UNBOUNDED = PeriodicSpec(task="t.long", scheduling_period=timedelta(hours=1))
 SAFE = {"broker_url": "redis://localhost/0", "worker_prefetch_multiplier": 1}
 
@@ -22,9 +23,17 @@ def settings_named(
 
 def test_the_recommended_settings_pass() -> None:
     assert settings_named(SAFE, {"a": BOUNDED, "b": UNBOUNDED}) == []
-    assert settings_named({**SAFE, "task_acks_late": True,
-                           "broker_transport_options": {"visibility_timeout": 3601}},
-                          {"a": BOUNDED}) == []  # fmt: skip
+    assert (
+        settings_named(
+            {
+                **SAFE,
+                "task_acks_late": True,
+                "broker_transport_options": {"visibility_timeout": 3601},
+            },
+            {"a": BOUNDED},
+        )
+        == []
+    )
 
 
 def test_prefetch_other_than_one_is_named_with_the_safe_value() -> None:
@@ -50,8 +59,12 @@ def test_acks_late_with_a_visibility_timeout_shorter_than_the_longest_run() -> N
 
 
 def test_reject_on_worker_lost_and_per_task_overrides() -> None:
-    conf = {**SAFE, "task_acks_late": True, "task_reject_on_worker_lost": True,
-            "broker_transport_options": {"visibility_timeout": 7200}}  # fmt: skip
+    conf = {
+        **SAFE,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "broker_transport_options": {"visibility_timeout": 7200},
+    }
     assert settings_named(conf, {"a": BOUNDED}) == ["task_reject_on_worker_lost"]
     # a task's own acks_late=False wins over the app's setting
     tasks = {"t.short": SimpleNamespace(acks_late=False, reject_on_worker_lost=None)}

@@ -36,8 +36,9 @@ except SystemExit as exc:
 def test_billiards_terminate_exit_is_told_from_the_tasks_own_exit() -> None:
     """In a real process with billiard's signal handlers: SIGTERM raises
     ``SystemExit(-241)``, recognised; a ``sys.exit()`` of the task is not."""
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                         timeout=30, check=True).stdout.split("\n")  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.split("\n")
     assert out[0] == "own exit False"
     assert out[1] == "terminated -241 True"
     assert not pool_process_terminating(RuntimeError("x"))
@@ -56,8 +57,9 @@ class _Consumer:
 def test_the_worker_leaves_and_its_runs_yield_before_celery_cancels_them() -> None:
     calls: list[str] = []
     consumer = _Consumer(calls)
-    assert hook_cold_shutdown(consumer, leave=lambda: calls.append("leave"),
-                              stop_runs=lambda: calls.append("stop"))  # fmt: skip
+    assert hook_cold_shutdown(
+        consumer, leave=lambda: calls.append("leave"), stop_runs=lambda: calls.append("stop")
+    )
     consumer.controller.wait_for_soft_shutdown()
     assert calls == ["leave", "soft"]
     calls.clear()
@@ -103,8 +105,9 @@ def test_a_recovering_dispatch_waits_out_the_grace_unless_the_worker_leaves() ->
     """The grace is waited out from the reply's Redis time (+ a margin), and a
     worker that starts shutting down stops waiting at once (the flag is
     process-wide, hence a subprocess)."""
-    out = subprocess.run([sys.executable, "-c", GRACE_WAIT], capture_output=True, text=True,
-                         timeout=30, check=True).stdout.split("\n")  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", GRACE_WAIT], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.split("\n")
     # The grace (0.3 s) and its margin are waited out; leaving stops the 30 s wait
     # when the flag is set (0.3 s); the upper bounds leave room for a loaded machine.
     short, waited, short_s = out[0].split()

@@ -27,8 +27,11 @@ def test_default_and_accepted_values() -> None:
 
 @pytest.mark.parametrize("bad", [1, 1.5, -0.1, "half", math.nan, True, timedelta(minutes=5)])
 def test_bad_values_name_the_setting(bad: object) -> None:
-    with pytest.raises(SettingsError, match=r"dgs_default_cooldown_fraction must be a fraction "
-                                            r"of the period in \[0, 1\)"):  # fmt: skip
+    with pytest.raises(
+        SettingsError,
+        match=r"dgs_default_cooldown_fraction must be a fraction "
+        r"of the period in \[0, 1\)",
+    ):
         DgsSettings.from_conf({"dgs_default_cooldown_fraction": bad})
 
 
@@ -79,8 +82,9 @@ def test_unset_cooldowns_get_the_default_explicit_ones_are_kept(app: Celery) -> 
     }
     # The declarations themselves keep what was declared: declaring the same
     # schedule again (a module imported twice) is no conflict.
-    dgs.declarations.declare("periodic", "t.unset", {"period": timedelta(minutes=10)},
-                             source="test")  # fmt: skip
+    dgs.declarations.declare(
+        "periodic", "t.unset", {"period": timedelta(minutes=10)}, source="test"
+    )
     assert dgs.all_declarations().errors == {}
 
 

@@ -36,14 +36,16 @@ def dgs() -> DGS:
 
 def api(dgs: DGS) -> tuple[DeferredChecks, MemoryScheduleStore]:
     store = MemoryScheduleStore()
-    return DeferredChecks(store, dgs.check_templates, clock=FakeClock(NOW),
-                          on_exists=dgs.check_on_exists), store  # fmt: skip
+    return DeferredChecks(
+        store, dgs.check_templates, clock=FakeClock(NOW), on_exists=dgs.check_on_exists
+    ), store
 
 
 def test_check_at_rounds_to_the_slot_and_keeps_by_default(dgs: DGS) -> None:
     checks, store = api(dgs)
-    assert checks.at("shop.check_order", 42, after=timedelta(hours=3),
-                     kwargs={"order": 42}) == "added"  # fmt: skip
+    assert (
+        checks.at("shop.check_order", 42, after=timedelta(hours=3), kwargs={"order": 42}) == "added"
+    )
     row = store.get("shop.check_order@check:42")
     assert row.stats.next_target_at == NOW.replace(hour=13, minute=15)  # 13:05 -> 13:15
     assert row.spec is not None
@@ -57,8 +59,9 @@ def test_check_at_rounds_to_the_slot_and_keeps_by_default(dgs: DGS) -> None:
 
 def test_bulk_add_and_cancel(dgs: DGS) -> None:
     checks, store = api(dgs)
-    report = checks.at_many({"task": "shop.check_order", "key": f"o{i}", "after": 10}
-                            for i in range(100))  # fmt: skip
+    report = checks.at_many(
+        {"task": "shop.check_order", "key": f"o{i}", "after": 10} for i in range(100)
+    )
     assert len(report.added) == 100
     assert store.check_summary(NOW).pending == {"shop.check_order": 100}
     assert checks.cancel("shop.check_order", "o7") is True
@@ -76,14 +79,11 @@ def test_bulk_add_and_cancel(dgs: DGS) -> None:
         ({"task": "shop.check_order", "key": "1", "after": -5}, "after"),  # "got -5 s"
         ({"task": "shop.check_order", "key": "1", "after": 1, "at": NOW}, "at"),
         ({"task": "shop.check_order", "key": "1", "at": NOW + timedelta(days=31)}, "at"),
-        ({"task": "shop.check_order", "key": "1", "after": 1, "kwargs": {"x": object()}},
-         "kwargs"),
+        ({"task": "shop.check_order", "key": "1", "after": 1, "kwargs": {"x": object()}}, "kwargs"),
         ({"task": "shop.check_order", "key": "1", "after": 1, "countdown": 5}, "countdown"),
     ],
 )
-def test_bad_input_names_the_check_and_field(
-    dgs: DGS, call: dict[str, Any], field: str
-) -> None:
+def test_bad_input_names_the_check_and_field(dgs: DGS, call: dict[str, Any], field: str) -> None:
     checks, store = api(dgs)
     with pytest.raises(ScheduleConfigError) as raised:
         checks.at_many([call])
@@ -94,13 +94,16 @@ def test_bad_input_names_the_check_and_field(
 
 @pytest.mark.parametrize(
     ("options", "field"),
-    [({"within": 0}, "within"), ({"max_checks": 0}, "max_checks"),
-     ({"horizon": -1}, "horizon"), ({"on_exists": "replace"}, "on_exists"),
-     ({"priority": 100}, "priority"), ({"slot": "15m"}, "slot")],
+    [
+        ({"within": 0}, "within"),
+        ({"max_checks": 0}, "max_checks"),
+        ({"horizon": -1}, "horizon"),
+        ({"on_exists": "replace"}, "on_exists"),
+        ({"priority": 100}, "priority"),
+        ({"slot": "15m"}, "slot"),
+    ],
 )
-def test_bad_deferred_options_name_the_task_and_field(
-    options: dict[str, Any], field: str
-) -> None:
+def test_bad_deferred_options_name_the_task_and_field(options: dict[str, Any], field: str) -> None:
     app = Celery("deferred-bad", broker="memory://", set_as_current=False)
     dgs = DGS(app, install_worker_hooks=False)
     with pytest.raises(ScheduleConfigError) as raised:

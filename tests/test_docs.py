@@ -145,21 +145,34 @@ def test_every_relative_link_resolves(path: Path) -> None:
 
 def test_the_link_check_sees_a_broken_link_and_a_broken_anchor() -> None:
     page = DOCS / "probe.md"  # not written: the text is checked as if it were there
-    broken = broken_links(page, (
-        "# Probe\n\n[ok](configuration.md#settings) [file](nowhere.md) [self](#probe) "
-        "[anchor](operations.md#no-such-heading) and `docs/missing.md`.\n"
-    ))  # fmt: skip
+    broken = broken_links(
+        page,
+        (
+            "# Probe\n\n[ok](configuration.md#settings) [file](nowhere.md) [self](#probe) "
+            "[anchor](operations.md#no-such-heading) and `docs/missing.md`.\n"
+        ),
+    )
     assert [b.split(": ", 1)[1].split(" (")[0] for b in broken] == [
-        "nowhere.md", "operations.md#no-such-heading", "docs/missing.md",
-    ]  # fmt: skip
+        "nowhere.md",
+        "operations.md#no-such-heading",
+        "docs/missing.md",
+    ]
 
 
 def test_the_readme_links_the_reference_and_stays_short() -> None:
     text = README.read_text()
     assert len(text.encode()) <= 12_100, "the README is for a new user: move detail to docs/"
     linked = {target.partition("#")[0] for _, target, _ in links(README)}
-    for page in ("architecture", "configuration", "guarantees", "beat-ha", "simulator",
-                 "operations", "benchmarks", "deploy"):  # fmt: skip
+    for page in (
+        "architecture",
+        "configuration",
+        "guarantees",
+        "beat-ha",
+        "simulator",
+        "operations",
+        "benchmarks",
+        "deploy",
+    ):
         assert f"docs/{page}.md" in linked, page
 
 
@@ -228,9 +241,11 @@ def test_readme_tour_runs_and_declares_its_schedules(tour_dir: Path) -> None:
     decl = dgs.all_declarations(import_modules=False)
     assert {n: str(e) for n, e in decl.errors.items()} == {}
     assert set(decl.specs) == {
-        "proj.scrape_bills", "proj.nightly_votes",
-        "proj.scrape_bills@senate", "proj.nightly_votes@house",
-    }  # fmt: skip
+        "proj.scrape_bills",
+        "proj.nightly_votes",
+        "proj.scrape_bills@senate",
+        "proj.nightly_votes@house",
+    }
     bills, votes = decl.specs["proj.scrape_bills"], decl.specs["proj.nightly_votes"]
     assert bills.kind == "periodic"
     assert votes.kind == "cron"
@@ -288,9 +303,10 @@ def check_command(command: click.Command, words: list[str]) -> list[str]:
     many positional arguments."""
     options = {
         opt: param
-        for param in command.params if isinstance(param, click.Option)
+        for param in command.params
+        if isinstance(param, click.Option)
         for opt in (*param.opts, *param.secondary_opts)
-    }  # fmt: skip
+    }
     problems, positional = [], 0
     tokens = [t.strip("[]") for t in words if t.strip("[]") not in ("", "...")]
     i = 0
@@ -356,8 +372,11 @@ def test_every_celery_dgs_command_shown_exists_with_its_options(path: Path) -> N
 def test_the_readme_shows_every_dgs_command() -> None:
     from celery_dgs.cli import dgs
 
-    shown = {m.group(2).split()[0] for _, line in command_lines(README)
-             if (m := CELERY_DGS.match(line)) and m.group(2)}  # fmt: skip
+    shown = {
+        m.group(2).split()[0]
+        for _, line in command_lines(README)
+        if (m := CELERY_DGS.match(line)) and m.group(2)
+    }
     assert shown == set(dgs.commands)
 
 
@@ -366,8 +385,9 @@ def test_the_command_check_finds_unknown_commands_options_and_arguments() -> Non
 
     assert check_command(dgs.commands["runs"], ["NAME", "--limit", "N"]) == []
     assert check_command(dgs.commands["runs"], ["--limits"]) == [
-        "no option --limits", "1 argument(s) expected, 0 shown",
-    ]  # fmt: skip
+        "no option --limits",
+        "1 argument(s) expected, 0 shown",
+    ]
     assert check_command(dgs.commands["cancel"], ["NAME", "--token"]) == ["--token needs a value"]
     assert check_command(dgs.commands["sync"], ["NAME"]) == ["at most 0 argument(s), 1 shown"]
     assert check_command(dgs.commands["status"], ["A", "B", "--json"]) == []
@@ -557,7 +577,10 @@ def test_core_imports_no_celery_redis_or_sqlalchemy_and_only_three_import_celery
 
 def test_the_import_check_sees_a_forbidden_import() -> None:
     probe = PACKAGE / "core" / "probe.py"  # not written: the source is read as if there
-    found = imports_of(probe, "from ..store import base\nfrom celery_dgs.beat import engine\n"
-                              "from . import spec\nimport celery\n")  # fmt: skip
+    found = imports_of(
+        probe,
+        "from ..store import base\nfrom celery_dgs.beat import engine\n"
+        "from . import spec\nimport celery\n",
+    )
     assert found == {"store", "beat", "core", "ext:celery"}
     assert {"store", "beat"} - (import_rules()["core"] | {"core"}) == {"store", "beat"}

@@ -25,21 +25,37 @@ GOOD: list[dict[str, Any]] = [
     {"name": "t.scrape@e", "period": 3600.0, "args": ["x"]},  # a float: another shape
     {"name": "t.scrape@f", "period": 3600, "cooldown": 60, "args": ["é", {"b": 1, "a": [1.5]}]},
     {"name": "t.scrape@g", "period": 3600, "cooldown": 60, "args": ['q"uo\\te', None]},
-    {"name": "t.scrape@h", "period": 3600, "kwargs": {"task": "t.scrape", "configuration": "h",
-                                                      "args": [1], "z": {"y": 1, "x": 2}}},
+    {
+        "name": "t.scrape@h",
+        "period": 3600,
+        "kwargs": {"task": "t.scrape", "configuration": "h", "args": [1], "z": {"y": 1, "x": 2}},
+    },
     {"name": "t.scrape@i", "period": 3600, "blackouts": [["01:00", "02:00"]], "args": [1]},
     {"name": "t.scrape@j", "period": 3600, "blackouts": [["01:00", "02:00"]], "args": [2]},
     {"name": "t.scrape@k", "period": timedelta(hours=1), "args": (3,)},
     {"name": "t.cron@a", "cron": "0 6 * * *", "within": 600, "tz": "Europe/Paris", "args": [1]},
     {"name": "t.cron@b", "cron": "0 6 * * *", "within": 600, "tz": "Europe/Paris", "args": [2]},
-    {"name": "t.scrape@l", "period": 3600, "queue": "io", "expected": 60,
-     "args": ["\x00dgs-args\x00"]},
+    {
+        "name": "t.scrape@l",
+        "period": 3600,
+        "queue": "io",
+        "expected": 60,
+        "args": ["\x00dgs-args\x00"],
+    },
     {"name": "t.scrape@m", "period": 3600, "queue": "io", "expected": 60, "args": ["m"]},
-    {"name": "t.scrape@o", "period": 3600, "args": [1, "a", -5, 10**30],
-     "kwargs": {"b": "x", "a": 2, "\u00e9": "\n"}},
-    {"name": "t.scrape@p", "period": 3600, "args": [True, 1.0],
-     "kwargs": {"b": True, "a": 2.5, "c": None}},
-]  # fmt: skip
+    {
+        "name": "t.scrape@o",
+        "period": 3600,
+        "args": [1, "a", -5, 10**30],
+        "kwargs": {"b": "x", "a": 2, "\u00e9": "\n"},
+    },
+    {
+        "name": "t.scrape@p",
+        "period": 3600,
+        "args": [True, 1.0],
+        "kwargs": {"b": True, "a": 2.5, "c": None},
+    },
+]
 
 BAD: list[dict[str, Any]] = [
     {"name": "t.scrape@a@b", "period": 3600, "args": ["x"]},

@@ -56,9 +56,8 @@ def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
         graph[module] = {
-            name for name in _imported(module, is_package, tree)
-            if name in files and name != module
-        }  # fmt: skip
+            name for name in _imported(module, is_package, tree) if name in files and name != module
+        }
     return graph
 
 

@@ -161,7 +161,9 @@ def test_upsert_many_is_upsert_of_each(
     assert sorted(one_by_one) == sorted(at_once)
     assert all(one_by_one.times(n) == at_once.times(n) for n in one_by_one)
     assert one_by_one.next_wakeup() == at_once.next_wakeup()
-    popped = [[index.pop(now) for now in (10.0, 50.0, 100.0, 100.0, 100.0)] for index in
-              (one_by_one, at_once)]  # fmt: skip
+    popped = [
+        [index.pop(now) for now in (10.0, 50.0, 100.0, 100.0, 100.0)]
+        for index in (one_by_one, at_once)
+    ]
     assert popped[0] == popped[1]
     assert one_by_one.ready_count(100.0) == at_once.ready_count(100.0)

@@ -58,10 +58,15 @@ def test_has_any_finds_any_however_deep() -> None:
 
 @pytest.mark.parametrize(
     "func",
-    [BeatEngine.__init__, BeatEngine._apply_row, BeatEngine._apply_row_safely,
-     BeatEngine._read_state, RunReaper.__init__],
+    [
+        BeatEngine.__init__,
+        BeatEngine._apply_row,
+        BeatEngine._apply_row_safely,
+        BeatEngine._read_state,
+        RunReaper.__init__,
+    ],
     ids=lambda f: f.__qualname__,
-)  # fmt: skip
+)
 def test_the_engine_boundaries_have_no_any(func: Any) -> None:
     assert untyped(func) == {}
 
@@ -74,9 +79,10 @@ def test_the_engine_attributes_set_by_the_engine_have_no_any() -> None:
 @pytest.mark.parametrize("interface", INTERFACES, ids=lambda c: c.__name__)
 def test_every_interface_method_is_typed_without_any(interface: type) -> None:
     methods = {
-        name: func for name, func in inspect.getmembers(interface, inspect.isfunction)
+        name: func
+        for name, func in inspect.getmembers(interface, inspect.isfunction)
         if not (name.startswith("__") and name.endswith("__"))
-    }  # fmt: skip
+    }
     assert methods
     bad = {name: found for name, func in methods.items() if (found := untyped(func))}
     assert bad == {}
@@ -86,11 +92,15 @@ def test_every_interface_method_is_typed_without_any(interface: type) -> None:
 
 @pytest.mark.parametrize(
     ("implementation", "interface"),
-    [(SqlScheduleStore, ScheduleStore), (RedisLeases, LeaseBackend),
-     (BeatViewReader, BeatViewSource), (WorkerRegistry, RegistryBackend),
-     (DispatchRecords, DispatchBackend)],
+    [
+        (SqlScheduleStore, ScheduleStore),
+        (RedisLeases, LeaseBackend),
+        (BeatViewReader, BeatViewSource),
+        (WorkerRegistry, RegistryBackend),
+        (DispatchRecords, DispatchBackend),
+    ],
     ids=lambda c: c.__name__,
-)  # fmt: skip
+)
 def test_each_implementation_implements_its_interface(
     implementation: type, interface: type
 ) -> None:

@@ -31,9 +31,13 @@ def test_make_index_builds_laxity_only_for_restore_with_a_floor() -> None:
     def zero(name: str) -> float:
         return 0.0
 
-    assert type(make_index("restore", expected_s=zero, margin_s=zero,
-                           laxity_floor_s=60.0)) is LaxityIndex  # fmt: skip
-    assert type(make_index("restore", expected_s=zero, margin_s=zero,
-                           laxity_floor_s=None)) is RestoringIndex  # fmt: skip
+    assert (
+        type(make_index("restore", expected_s=zero, margin_s=zero, laxity_floor_s=60.0))
+        is LaxityIndex
+    )
+    assert (
+        type(make_index("restore", expected_s=zero, margin_s=zero, laxity_floor_s=None))
+        is RestoringIndex
+    )
     with pytest.raises(ValueError, match="margins"):
         make_index("restore", expected_s=zero, laxity_floor_s=60.0)

@@ -23,9 +23,18 @@ PACKAGE = ROOT / "celery_dgs"
 # Left out of the copy the wheel is built from: VCS data, environments, caches
 # and earlier build output (a stale build/ directory could leak into a wheel).
 _NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
-    ".*_cache", ".hypothesis", ".demo", "*.sqlite3",
-)  # fmt: skip
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    ".*_cache",
+    ".hypothesis",
+    ".demo",
+    "*.sqlite3",
+)
 _BUILT: dict[Path, Path] = {}
 
 
@@ -36,10 +45,21 @@ def build_wheel(base: Path) -> Path:
         src, out = base / "src", base / "dist"
         shutil.copytree(ROOT, src, ignore=_NOT_SOURCE, dirs_exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-             "--disable-pip-version-check", "--wheel-dir", str(out), str(src)],
-            check=True, timeout=240,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--wheel-dir",
+                str(out),
+                str(src),
+            ],
+            check=True,
+            timeout=240,
+        )
         (wheel,) = out.glob("celery_dgs-*.whl")
         _BUILT[base] = wheel
     return _BUILT[base]
@@ -82,9 +102,13 @@ def test_wheel_contains_license_typing_marker_lua_scripts_and_migrations(wheel: 
         names = set(whl.namelist())
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "celery_dgs/py.typed" in names
-    data = [p for p in PACKAGE.rglob("*")
-            if p.is_file() and (p.suffix == ".lua" or "migrations" in p.parts)
-            and "__pycache__" not in p.parts]  # fmt: skip
+    data = [
+        p
+        for p in PACKAGE.rglob("*")
+        if p.is_file()
+        and (p.suffix == ".lua" or "migrations" in p.parts)
+        and "__pycache__" not in p.parts
+    ]
     assert any(p.suffix == ".lua" for p in data)
     assert any(p.name == "env.py" for p in data)
     missing = {p.relative_to(ROOT).as_posix() for p in data} - names
@@ -97,9 +121,13 @@ def test_example_project_declares_valid_schedules() -> None:
     decl = dgs.all_declarations()
     assert not decl.errors
     assert set(decl.specs) == {
-        "example.scrape_bills", "example.scrape_votes", "example.flaky_committee_pages",
-        "example.heavy_archive_sync", "example.nightly_report", "example.list_sources",
-    }  # fmt: skip
+        "example.scrape_bills",
+        "example.scrape_votes",
+        "example.flaky_committee_pages",
+        "example.heavy_archive_sync",
+        "example.nightly_report",
+        "example.list_sources",
+    }
     assert app.conf.worker_direct is True
 
 
@@ -119,9 +147,11 @@ def _compose() -> dict[str, Any]:
 def _dockerfile() -> list[tuple[str, str]]:
     """The Dockerfile's instructions as (KEYWORD, arguments), continuations joined."""
     text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1].strip())
-            for line in map(str.strip, text.splitlines())
-            if line and not line.startswith("#")]  # fmt: skip
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1].strip())
+        for line in map(str.strip, text.splitlines())
+        if line and not line.startswith("#")
+    ]
 
 
 def _celery_args(command: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -131,7 +161,7 @@ def _celery_args(command: list[str]) -> tuple[dict[str, str], list[str]]:
     assert command[0] == "celery", command
     args, settings = command[1:], []
     if "--" in args:
-        args, settings = args[:args.index("--")], args[args.index("--") + 1:]
+        args, settings = args[: args.index("--")], args[args.index("--") + 1 :]
     options = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("-")}
     return options, settings
 
@@ -174,8 +204,11 @@ def test_dockerfile_installs_the_package_once_at_build_time() -> None:
     sources = {src.rstrip("/") for srcs, _ in _copies() for src in srcs}
     assert {"pyproject.toml", "README.md", "LICENSE", "celery_dgs"} <= sources
     # The build context holds exactly the files the Dockerfile copies.
-    allowed = {line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.startswith("!")}  # fmt: skip
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
     for src in sources:
         assert (ROOT / src).exists(), src
         assert src in allowed, f"{src} is excluded by .dockerignore"
@@ -190,8 +223,9 @@ def test_app_commands_name_real_modules_and_the_published_metrics_port() -> None
 
     services = _compose()["services"]
     workdir = [args for kw, args in _dockerfile() if kw == "WORKDIR"][-1]
-    exposed = {args.split("/")[0] for kw, a in _dockerfile() if kw == "EXPOSE"
-               for args in a.split()}  # fmt: skip
+    exposed = {
+        args.split("/")[0] for kw, a in _dockerfile() if kw == "EXPOSE" for args in a.split()
+    }
     nodes = set()
     for name in APP_SERVICES:
         command = services[name]["command"]
@@ -224,8 +258,13 @@ def _compose_command() -> list[str] | None:
     """``docker compose`` (the plugin) or the standalone ``docker-compose``, if installed;
     ``config`` needs no Docker engine."""
     docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
-                                 timeout=30).returncode == 0:  # fmt: skip
+    if (
+        docker
+        and subprocess.run(
+            [docker, "compose", "version"], capture_output=True, timeout=30
+        ).returncode
+        == 0
+    ):
         return [docker, "compose"]
     standalone = shutil.which("docker-compose")
     return [standalone] if standalone else None
@@ -235,8 +274,13 @@ def test_docker_compose_config_accepts_the_file() -> None:
     compose = _compose_command()
     if compose is None:
         pytest.skip("neither the docker compose plugin nor docker-compose is installed")
-    out = subprocess.run([*compose, "-f", "docker-compose.yml", "config", "--quiet"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [*compose, "-f", "docker-compose.yml", "config", "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -261,8 +305,16 @@ def test_decorators_pass_every_field_to_the_spec() -> None:
     app = Celery("decl-test")
     dgs = DGS(app, install_worker_hooks=False)
 
-    @dgs.periodic(period=60, cooldown=10, configuration="fast", blackouts=[("01:00", "02:00")],
-                  dont_run_on_nodes=["n1"], pool="chrome", args=[1], kwargs={"k": "v"})
+    @dgs.periodic(
+        period=60,
+        cooldown=10,
+        configuration="fast",
+        blackouts=[("01:00", "02:00")],
+        dont_run_on_nodes=["n1"],
+        pool="chrome",
+        args=[1],
+        kwargs={"k": "v"},
+    )
     @dgs.cron("0 0 * * *", within=timedelta(hours=6), tz="America/New_York")
     @app.task(name="t.job")
     def job(*args: object, **kwargs: object) -> None: ...

@@ -76,17 +76,26 @@ def test_the_store_takes_a_measured_duration(rt: Runtime) -> None:
     spec = PeriodicSpec(task="m", scheduling_period=timedelta(hours=1))
     start = rt.leases.now()
     rt.store.insert_if_missing(spec, start)
-    rt.store.record_run_start(schedule=spec.name, run_id="r1", dispatch_id=None,
-                              owner_node="n", owner_name="w@n", owner_tag="r1", token=1,
-                              started_at=start)  # fmt: skip
-    rt.store.record_run_end(run_id="r1", outcome="success",
-                            ended_at=start + timedelta(seconds=13.5), duration_s=10.0)
+    rt.store.record_run_start(
+        schedule=spec.name,
+        run_id="r1",
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag="r1",
+        token=1,
+        started_at=start,
+    )
+    rt.store.record_run_end(
+        run_id="r1", outcome="success", ended_at=start + timedelta(seconds=13.5), duration_s=10.0
+    )
     (run,) = rt.store.runs(spec.name)
     assert run.duration_s == 10.0
     assert rt.store.get(spec.name).stats.average_good_duration == timedelta(seconds=10)
     with pytest.raises(ValueError, match="duration_s"):
-        rt.store.record_run_end(run_id="r1", outcome="success", ended_at=start,
-                                duration_s=float("nan"))
+        rt.store.record_run_end(
+            run_id="r1", outcome="success", ended_at=start, duration_s=float("nan")
+        )
 
 
 def test_a_run_while_redis_is_down_logs_one_line_without_a_traceback(
@@ -102,8 +111,11 @@ def test_a_run_while_redis_is_down_logs_one_line_without_a_traceback(
     finally:
         runtime.close()
     assert box.get("value") is None
-    (failed,) = [r for r in caplog.records if "acquiring the lease" in r.getMessage()
-                 and r.levelno == logging.ERROR]  # fmt: skip
+    (failed,) = [
+        r
+        for r in caplog.records
+        if "acquiring the lease" in r.getMessage() and r.levelno == logging.ERROR
+    ]
     assert failed.exc_info is None
     assert "ConnectionError" in failed.getMessage()
     assert all(r.exc_info is None for r in caplog.records), [

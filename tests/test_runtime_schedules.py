@@ -45,19 +45,36 @@ def store(sqlite_url: str) -> Iterator[SqlScheduleStore]:
 
 def test_upsert_get_list_remove(app: Celery, store: SqlScheduleStore) -> None:
     api = DGS(app).schedules
-    action = api.upsert("t.scrape@example.org", period=3600, cooldown=60,
-                        args=["https://example.org"], kwargs={"depth": 2})  # fmt: skip
+    action = api.upsert(
+        "t.scrape@example.org",
+        period=3600,
+        cooldown=60,
+        args=["https://example.org"],
+        kwargs={"depth": 2},
+    )
     assert action == "inserted"
     row = api.get("t.scrape@example.org")
     assert row.owner == OWNER_RUNTIME
     assert row.spec == PeriodicSpec(
-        task="t.scrape", configuration="example.org", scheduling_period=timedelta(hours=1),
-        cooldown_duration=timedelta(minutes=1), args=("https://example.org",),
+        task="t.scrape",
+        configuration="example.org",
+        scheduling_period=timedelta(hours=1),
+        cooldown_duration=timedelta(minutes=1),
+        args=("https://example.org",),
         kwargs={"depth": 2},
-    )  # fmt: skip
+    )
     seq = store.get("t.scrape@example.org").change_seq
-    assert api.upsert("t.scrape", configuration="example.org", period=3600, cooldown=60,
-                      args=["https://example.org"], kwargs={"depth": 2}) == "unchanged"  # fmt: skip
+    assert (
+        api.upsert(
+            "t.scrape",
+            configuration="example.org",
+            period=3600,
+            cooldown=60,
+            args=["https://example.org"],
+            kwargs={"depth": 2},
+        )
+        == "unchanged"
+    )
     assert store.get("t.scrape@example.org").change_seq == seq, "nothing written"
     assert api.upsert("t.scrape@example.org", cron="0 * * * *", within=600) == "updated"
     assert isinstance(store.get("t.scrape@example.org").spec, CronSpec)
@@ -127,10 +144,14 @@ def test_bulk_reports_bad_rows_and_applies_the_good(app: Celery, store: SqlSched
     assert report.applied.inserted == ["t.scrape@a", "t.scrape@c"]
     got = [(e.line, e.schedule, e.field) for e in report.errors]
     assert got == [
-        (2, "t.scrape@b", "scheduling_period"), (4, "t.code", "owner"),
-        (5, "t.nope", "task"), (6, "t.scrape@a", "scheduling_period"), (8, "?", "row"),
-        (9, "?", "task"), (10, "t.scrape@d", "name"),
-    ]  # fmt: skip
+        (2, "t.scrape@b", "scheduling_period"),
+        (4, "t.code", "owner"),
+        (5, "t.nope", "task"),
+        (6, "t.scrape@a", "scheduling_period"),
+        (8, "?", "row"),
+        (9, "?", "task"),
+        (10, "t.scrape@d", "name"),
+    ]
     assert "first on line 1" in report.errors[3].message
     assert str(report.errors[0]).startswith("line 2: schedule 't.scrape@b', field ")
     assert {s.name for s in store.list_schedules()} == {"t.code", "t.scrape@a", "t.scrape@c"}
@@ -155,13 +176,24 @@ def test_a_store_failure_applies_nothing(app: Celery, store: SqlScheduleStore) -
 def test_jsonl_and_csv_round_trip(store: SqlScheduleStore) -> None:
     api = RuntimeSchedules(store)
     specs = [
-        PeriodicSpec(task="t.scrape", configuration="a", scheduling_period=timedelta(hours=1),
-                     args=("https://a", 3), kwargs={"deep": True}, tz="Europe/Paris",
-                     blackout_periods=[("01:00", "02:00")], pool="io",
-                     max_expected_duration=timedelta(seconds=30)),
-        CronSpec(task="t.scrape", configuration="b", cron_schedule="*/5 * * * *",
-                 cron_max_schedule_duration=timedelta(minutes=2)),
-    ]  # fmt: skip
+        PeriodicSpec(
+            task="t.scrape",
+            configuration="a",
+            scheduling_period=timedelta(hours=1),
+            args=("https://a", 3),
+            kwargs={"deep": True},
+            tz="Europe/Paris",
+            blackout_periods=[("01:00", "02:00")],
+            pool="io",
+            max_expected_duration=timedelta(seconds=30),
+        ),
+        CronSpec(
+            task="t.scrape",
+            configuration="b",
+            cron_schedule="*/5 * * * *",
+            cron_max_schedule_duration=timedelta(minutes=2),
+        ),
+    ]
     for fmt in ("jsonl", "csv"):
         out = io.StringIO()
         assert write_rows(out, fmt, specs) == 2
@@ -182,14 +214,25 @@ def test_file_errors_name_their_line() -> None:
     assert isinstance(rows[1][1], RowError)
     assert (rows[1][1].line, rows[1][1].field) == (4, "json")
     assert isinstance(rows[2][1], RowError)
-    csv_text = ("name,period,args,kwargs,tz,configuration\n"
-                't.a,60,"[""x"", 1]","{""k"": 2}",UTC,007\n'
-                "\n"
-                "t.b,90,,,,\n"
-                "t.c,1,2,3,4,5,6\n")  # fmt: skip
+    csv_text = (
+        "name,period,args,kwargs,tz,configuration\n"
+        't.a,60,"[""x"", 1]","{""k"": 2}",UTC,007\n'
+        "\n"
+        "t.b,90,,,,\n"
+        "t.c,1,2,3,4,5,6\n"
+    )
     rows = list(read_rows(io.StringIO(csv_text), "csv"))
-    assert rows[0] == (2, {"name": "t.a", "period": 60, "args": ["x", 1], "kwargs": {"k": 2},
-                           "tz": "UTC", "configuration": "007"})  # fmt: skip
+    assert rows[0] == (
+        2,
+        {
+            "name": "t.a",
+            "period": 60,
+            "args": ["x", 1],
+            "kwargs": {"k": 2},
+            "tz": "UTC",
+            "configuration": "007",
+        },
+    )
     assert rows[1] == (4, {"name": "t.b", "period": 90})
     assert isinstance(rows[2][1], RowError)
     assert (rows[2][0], rows[2][1].field) == (5, "csv")

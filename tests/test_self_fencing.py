@@ -23,8 +23,12 @@ SPEC = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1))
 
 
 def run_under(
-    ping: Callable[[float | None], str], *, seconds: float, fence_after: float | None,
-    kill_after: float | None = None, ignore: bool = False,
+    ping: Callable[[float | None], str],
+    *,
+    seconds: float,
+    fence_after: float | None,
+    kill_after: float | None = None,
+    ignore: bool = False,
 ) -> tuple[RunSupervisor, RunTerminated | None, float, list[RunTerminated]]:
     """Run a task body on a thread for ``seconds`` under a supervisor; returns
     the supervisor, what stopped the body (if anything), how long it ran, and
@@ -34,11 +38,20 @@ def run_under(
 
     def body() -> None:
         sup = RunSupervisor(
-            schedule="s", run_id="r", spec=SPEC, token=1, ping=ping,
-            now=lambda: datetime.now(timezone.utc), ping_interval=0.05, termination_grace=5,
-            on_unresponsive=unresponsive.append, fence_after=fence_after, kill_after=kill_after,
-            granted_mono=time.monotonic(), started_at=datetime.now(timezone.utc),
-        )  # fmt: skip
+            schedule="s",
+            run_id="r",
+            spec=SPEC,
+            token=1,
+            ping=ping,
+            now=lambda: datetime.now(timezone.utc),
+            ping_interval=0.05,
+            termination_grace=5,
+            on_unresponsive=unresponsive.append,
+            fence_after=fence_after,
+            kill_after=kill_after,
+            granted_mono=time.monotonic(),
+            started_at=datetime.now(timezone.utc),
+        )
         box["sup"] = sup
         began = time.monotonic()
         sup.start()
@@ -66,8 +79,9 @@ def run_under(
 
 def test_a_hanging_ping_fences_the_run_on_the_monotonic_clock() -> None:
     never = threading.Event()
-    sup, stop, ran, _ = run_under(lambda p: "OK" if never.wait(60) else "", seconds=5,
-                                  fence_after=0.4)  # fmt: skip
+    sup, stop, ran, _ = run_under(
+        lambda p: "OK" if never.wait(60) else "", seconds=5, fence_after=0.4
+    )
     never.set()
     assert stop is not None
     assert sup.interruption is not None
@@ -93,8 +107,9 @@ def test_failing_pings_fence_too_and_healthy_pings_never_do() -> None:
 def test_without_fence_after_a_silent_owner_runs_on() -> None:
     """The mechanism switched off: what the tests above would see without it."""
     never = threading.Event()
-    sup, stop, _, _ = run_under(lambda p: "OK" if never.wait(60) else "", seconds=0.8,
-                                fence_after=None)  # fmt: skip
+    sup, stop, _, _ = run_under(
+        lambda p: "OK" if never.wait(60) else "", seconds=0.8, fence_after=None
+    )
     never.set()
     assert stop is None
     assert sup.interruption is None
@@ -105,9 +120,12 @@ def test_a_fenced_run_that_ignores_it_is_ended_by_kill_after() -> None:
     kill_after (ping_timeout) after its last good ping: before any steal."""
     never = threading.Event()
     sup, _, _, unresponsive = run_under(
-        lambda p: "OK" if never.wait(60) else "", seconds=2.0, fence_after=0.3, kill_after=0.6,
+        lambda p: "OK" if never.wait(60) else "",
+        seconds=2.0,
+        fence_after=0.3,
+        kill_after=0.6,
         ignore=True,
-    )  # fmt: skip
+    )
     never.set()
     assert [u.outcome for u in unresponsive] == ["self_fenced"]
     assert sup.kill_deadline_left() <= 0.05

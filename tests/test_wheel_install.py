@@ -81,13 +81,26 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     wheel = build_wheel(tmp_path_factory.getbasetemp() / "wheel")
     venv = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                   check=True, timeout=60)  # fmt: skip
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "--quiet", "--no-compile", "--no-input", "--disable-pip-version-check", str(wheel)],
-        check=True, timeout=240,
-    )  # fmt: skip
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--no-input",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        timeout=240,
+    )
     return venv
 
 
@@ -100,8 +113,11 @@ def _free_port() -> int:
 def _clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without anything that would put the checkout or
     the test environment on the new interpreter's path."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}
+    }
     return {**env, **extra}
 
 
@@ -118,9 +134,11 @@ def processes() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
 
 @pytest.mark.timeout(360)
 def test_installed_wheel_runs_worker_and_beat(
-    venv: Path, tmp_path: Path, redis_url: str,
+    venv: Path,
+    tmp_path: Path,
+    redis_url: str,
     processes: dict[str, subprocess.Popen[bytes]],
-) -> None:  # fmt: skip
+) -> None:
     (tmp_path / "wheelproj.py").write_text(PROJECT)
     database = tmp_path / "dgs.sqlite3"
     database_url = f"sqlite:///{database}"
@@ -130,21 +148,50 @@ def test_installed_wheel_runs_worker_and_beat(
     def start(key: str, *args: str) -> None:
         with open(tmp_path / f"{key}.log", "wb") as log:
             processes[key] = subprocess.Popen(
-                [*celery, *args], cwd=tmp_path, env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [*celery, *args],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def logs() -> str:
-        return "\n".join(f"==== {key}\n{(tmp_path / f'{key}.log').read_text()[-4000:]}"
-                         for key in processes)  # fmt: skip
+        return "\n".join(
+            f"==== {key}\n{(tmp_path / f'{key}.log').read_text()[-4000:]}" for key in processes
+        )
 
-    start("worker", "worker", "-n", "w1@node1", "-P", "solo", "-c", "1", "-l", "INFO",
-          "--without-gossip", "--without-mingle", "--without-heartbeat")  # fmt: skip
+    start(
+        "worker",
+        "worker",
+        "-n",
+        "w1@node1",
+        "-P",
+        "solo",
+        "-c",
+        "1",
+        "-l",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    )
     # The metrics port as docker-compose.yml's beat sets it: a setting after "--".
     metrics_port = _free_port()
-    start("beat", "beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-          "-s", str(tmp_path / "beat-schedule"), "--pidfile", str(tmp_path / "beat.pid"),
-          "--", f"dgs.metrics_port=(int){metrics_port}")  # fmt: skip
+    start(
+        "beat",
+        "beat",
+        "-S",
+        "celery_dgs:DeadlineScheduler",
+        "-l",
+        "INFO",
+        "-s",
+        str(tmp_path / "beat-schedule"),
+        "--pidfile",
+        str(tmp_path / "beat.pid"),
+        "--",
+        f"dgs.metrics_port=(int){metrics_port}",
+    )
 
     def succeeded() -> bool:
         exited = {key: p.returncode for key, p in processes.items() if p.poll() is not None}
@@ -165,8 +212,14 @@ def test_installed_wheel_runs_worker_and_beat(
         wait_for(succeeded, 90, f"a successful run of {SCHEDULE}", interval=0.2)
     except AssertionError as e:  # timed out or a process died: show why
         raise AssertionError(f"{e}\n{logs()}") from None
-    shown = subprocess.run([*celery, "dgs", "runs", SCHEDULE, "--json"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [*celery, "dgs", "runs", SCHEDULE, "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "success" in [run["outcome"] for run in json.loads(shown.stdout)["runs"]]
 
@@ -184,7 +237,19 @@ def test_installed_wheel_runs_worker_and_beat(
     assert Path(imported["celery_dgs"]).is_relative_to(venv)
     assert Path(imported["python"]).parent == venv / "bin"
     pip_show = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "show",
-         "celery-dgs"], env=env, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "show",
+            "celery-dgs",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     assert "License-Expression: MIT" in pip_show.splitlines()

@@ -11,10 +11,16 @@ from celery_dgs.worker.supervisor import RunSupervisor
 
 def _supervisor() -> RunSupervisor:
     return RunSupervisor(
-        schedule="s", run_id="r", spec=PeriodicSpec(task="s", scheduling_period=timedelta(hours=1)),
-        ping=lambda progress: "OK", now=lambda: datetime.now(timezone.utc), ping_interval=60,
-        termination_grace=1, on_unresponsive=lambda stop: None, token=7,
-    )  # fmt: skip
+        schedule="s",
+        run_id="r",
+        spec=PeriodicSpec(task="s", scheduling_period=timedelta(hours=1)),
+        ping=lambda progress: "OK",
+        now=lambda: datetime.now(timezone.utc),
+        ping_interval=60,
+        termination_grace=1,
+        on_unresponsive=lambda stop: None,
+        token=7,
+    )
 
 
 def test_outside_a_run_progress_and_token_are_inert() -> None:

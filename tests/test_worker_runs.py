@@ -34,10 +34,15 @@ class Request:
 
 
 def make_runtime(redis_url: str, db_path: Path) -> Runtime:
-    settings = DgsSettings.from_conf({
-        "dgs_redis_url": redis_url, "dgs_database_url": f"sqlite:///{db_path}",
-        "dgs_ping_interval": 0.2, "dgs_ping_timeout": 1.0, "dgs_steal_delay": 1.0,
-    })  # fmt: skip
+    settings = DgsSettings.from_conf(
+        {
+            "dgs_redis_url": redis_url,
+            "dgs_database_url": f"sqlite:///{db_path}",
+            "dgs_ping_interval": 0.2,
+            "dgs_ping_timeout": 1.0,
+            "dgs_steal_delay": 1.0,
+        }
+    )
     assert settings.fence_after == pytest.approx(0.75)
     rt = Runtime(settings)
     rt.store.insert_if_missing(SPEC, rt.leases.now())
@@ -78,8 +83,10 @@ def in_thread(fn: Any) -> dict[str, Any]:
 
 
 def test_a_start_recorded_after_the_fence_time_never_runs_the_body(
-    rt: Runtime, db_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    rt: Runtime,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Another writer holds SQLite's write lock for longer than fence_after (0.75 s):
     # record_run_start waits on the busy timeout, the lease could be taken meanwhile.
     blocker = sqlite3.connect(db_path, timeout=5, isolation_level=None, check_same_thread=False)
@@ -160,8 +167,9 @@ def test_an_interruption_racing_the_return_is_recorded_and_releases_the_lease(
 
 
 def test_a_redis_failure_at_acquire_records_a_skip(
-    fresh_redis_server: Any, db_path: Path,
-) -> None:  # fmt: skip
+    fresh_redis_server: Any,
+    db_path: Path,
+) -> None:
     runtime = make_runtime(fresh_redis_server.url, db_path)
     fresh_redis_server.stop()
     try:
@@ -178,10 +186,12 @@ def test_a_redis_failure_at_acquire_records_a_skip(
 
 
 def test_a_redis_failure_taking_back_an_excluded_dispatch_records_the_skip(
-    fresh_redis_server: Any, db_path: Path,
-) -> None:  # fmt: skip
-    spec = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1),
-                        dont_run_on_nodes=("node-a",))  # fmt: skip
+    fresh_redis_server: Any,
+    db_path: Path,
+) -> None:
+    spec = PeriodicSpec(
+        task="s", scheduling_period=timedelta(hours=1), dont_run_on_nodes=("node-a",)
+    )
     runtime = make_runtime(fresh_redis_server.url, db_path)
     fresh_redis_server.stop()
 
@@ -216,10 +226,16 @@ def test_an_interruption_from_another_thread_never_lands_after_finish() -> None:
 
     def task_thread() -> None:
         sup = RunSupervisor(
-            schedule="s", run_id="r", spec=SPEC, token=1, ping=lambda p: "OK",
-            now=lambda: datetime.now(timezone.utc), ping_interval=10, termination_grace=10,
+            schedule="s",
+            run_id="r",
+            spec=SPEC,
+            token=1,
+            ping=lambda p: "OK",
+            now=lambda: datetime.now(timezone.utc),
+            ping_interval=10,
+            termination_grace=10,
             on_unresponsive=lambda stop: None,
-        )  # fmt: skip
+        )
         box["sup"] = sup
         sup.start()
         try:
@@ -254,10 +270,16 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
 
     def task_thread() -> None:
         sup = RunSupervisor(
-            schedule="s", run_id="r", spec=SPEC, token=1, ping=lambda p: "NOT_OWNER",
-            now=lambda: datetime.now(timezone.utc), ping_interval=0.4, termination_grace=10,
+            schedule="s",
+            run_id="r",
+            spec=SPEC,
+            token=1,
+            ping=lambda p: "NOT_OWNER",
+            now=lambda: datetime.now(timezone.utc),
+            ping_interval=0.4,
+            termination_grace=10,
             on_unresponsive=lambda stop: ended.append(time.monotonic()),
-        )  # fmt: skip
+        )
         box["sup"] = sup
         sup.start()
         deadline = time.monotonic() + 3
@@ -281,21 +303,28 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
 
 
 def test_the_takers_stolen_record_is_retried(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    rt: Runtime,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The taker records the previous run as ``stolen``; a transient store
     error on the first attempt must not leave that run ``running``. (The one
     failing attempt is injected: the unit under test is the retry.)"""
-    old = rt.leases.acquire(SPEC.name, owner_node="node-b", owner_name="celery@node-b",
-                            owner_tag="old-run")  # fmt: skip
+    old = rt.leases.acquire(
+        SPEC.name, owner_node="node-b", owner_name="celery@node-b", owner_tag="old-run"
+    )
     assert old.granted
     assert old.token is not None
     assert old.started_at is not None
     rt.store.record_run_start(
-        schedule=SPEC.name, run_id="old-run", dispatch_id=None, owner_node="node-b",
-        owner_name="celery@node-b", owner_tag="old-run", token=old.token,
+        schedule=SPEC.name,
+        run_id="old-run",
+        dispatch_id=None,
+        owner_node="node-b",
+        owner_name="celery@node-b",
+        owner_tag="old-run",
+        token=old.token,
         started_at=old.started_at,
-    )  # fmt: skip
+    )
     real_end = rt.store.record_run_end
     failures: list[str] = []
 
@@ -321,8 +350,10 @@ def test_the_takers_stolen_record_is_retried(
 
 
 def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
-    fresh_redis_server: Any, db_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    fresh_redis_server: Any,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Redis goes away mid-run: the run fences itself after fence_after (0.75 s)
     and its end is dated from the grant's Redis time plus the monotonic time
     since, not by the local wall clock (which here has jumped a day ahead)."""

@@ -40,8 +40,9 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     dgs.schedules.upsert("t.scrape@a", period=3600, args=["a"], kwargs={"depth": 2})
 
     def dispatch(schedule: str | None) -> Any:
-        task.push_request(dgs_schedule=schedule, hostname="w1@node1", called_directly=False,
-                          dgs_dispatch_id=None)  # fmt: skip
+        task.push_request(
+            dgs_schedule=schedule, hostname="w1@node1", called_directly=False, dgs_dispatch_id=None
+        )
         try:
             return task.run("a", depth=2)
         finally:

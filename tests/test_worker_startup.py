@@ -70,16 +70,19 @@ def test_a_reachable_redis_with_the_right_password_passes(
     assert caplog.records == []
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("redis://:s3cret@host:6379/0", "redis://:**@host:6379/0"),
-    ("redis://user:s3cret@host/1", "redis://user:**@host/1"),
-    ("rediss://:s3cret@[::1]:6380/0", "rediss://:**@[::1]:6380/0"),
-    ("redis://host:6379/0", "redis://host:6379/0"),
-    ("postgresql+psycopg://dgs:s3cret@db:5432/dgs", "postgresql+psycopg://dgs:**@db:5432/dgs"),
-    ("sqlite:////var/lib/dgs.sqlite3", "sqlite:////var/lib/dgs.sqlite3"),
-    ("redis://host:6379/0?password=s3cret&db=1", "redis://host:6379/0?password=**&db=1"),
-    ("redis://:a@host/0?PASSWORD=s3cret", "redis://:**@host/0?PASSWORD=**"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@host:6379/0", "redis://:**@host:6379/0"),
+        ("redis://user:s3cret@host/1", "redis://user:**@host/1"),
+        ("rediss://:s3cret@[::1]:6380/0", "rediss://:**@[::1]:6380/0"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+        ("postgresql+psycopg://dgs:s3cret@db:5432/dgs", "postgresql+psycopg://dgs:**@db:5432/dgs"),
+        ("sqlite:////var/lib/dgs.sqlite3", "sqlite:////var/lib/dgs.sqlite3"),
+        ("redis://host:6379/0?password=s3cret&db=1", "redis://host:6379/0?password=**&db=1"),
+        ("redis://:a@host/0?PASSWORD=s3cret", "redis://:**@host/0?PASSWORD=**"),
+    ],
+)
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
@@ -98,8 +101,9 @@ def test_connection_failures_are_found_through_the_exception_chain() -> None:
     assert connection_failure(wrapped(redis.ConnectionError("refused"))) == ("redis", False)
     assert connection_failure(wrapped(redis.TimeoutError("slow"))) == ("redis", False)
     assert connection_failure(wrapped(redis.AuthenticationError("WRONGPASS"))) == ("redis", True)
-    refused = sa_exc.OperationalError("SELECT 1", {}, Exception(
-        'FATAL:  password authentication failed for user "dgs"'))  # fmt: skip
+    refused = sa_exc.OperationalError(
+        "SELECT 1", {}, Exception('FATAL:  password authentication failed for user "dgs"')
+    )
     assert connection_failure(refused) == ("database", True)
     down = sa_exc.OperationalError("SELECT 1", {}, Exception("unable to open database file"))
     assert connection_failure(down) == ("database", False)
@@ -110,11 +114,19 @@ def test_connection_failures_are_found_through_the_exception_chain() -> None:
 def test_explain_failure_is_one_line_naming_server_and_setting() -> None:
     down = sa_exc.OperationalError("SELECT 1", {}, Exception("could not connect\n  to server"))
     line, refused = explain_failure(
-        down, redis_url=None, redis_setting="broker_url",
+        down,
+        redis_url=None,
+        redis_setting="broker_url",
         database_url="postgresql+psycopg://dgs:pw@db/dgs",
-    ) or ("", True)  # fmt: skip
+    ) or ("", True)
     assert not refused
-    assert line == ("the database at postgresql+psycopg://dgs:**@db/dgs (dgs_database_url) "
-                    "is unreachable (Exception: could not connect to server)")  # fmt: skip
-    assert explain_failure(ValueError("x"), redis_url=None, redis_setting="broker_url",
-                           database_url="sqlite://") is None  # fmt: skip
+    assert line == (
+        "the database at postgresql+psycopg://dgs:**@db/dgs (dgs_database_url) "
+        "is unreachable (Exception: could not connect to server)"
+    )
+    assert (
+        explain_failure(
+            ValueError("x"), redis_url=None, redis_setting="broker_url", database_url="sqlite://"
+        )
+        is None
+    )

@@ -68,7 +68,12 @@ from .stalled import StalledWorkers
 from .types import ANY_WORKER, DispatchOrder, Pending, Publisher, Tracked
 
 __all__ = [
-    "ANY_WORKER", "BeatEngine", "DispatchOrder", "Pending", "Publisher", "Tracked",
+    "ANY_WORKER",
+    "BeatEngine",
+    "DispatchOrder",
+    "Pending",
+    "Publisher",
+    "Tracked",
 ]
 
 logger = logging.getLogger("celery_dgs.beat")
@@ -119,16 +124,25 @@ class BeatEngine(DispatchSending):
         # (a due schedule waited half an elevator interval, or the schedules'
         # demand exceeds the live workers' slots, or either held within the
         # last interval); the top class's work then counts as due 1.5 margins early.
-        self.index: DeadlineIndex = PriorityIndex(make_index(
-            settings.overload_policy, settings.shed_horizon,
-            lambda n: expected_seconds(self.tracked.get(n)), settings.restore_aging,
-            margin_s=self._margin_s, laxity_floor_s=settings.laxity_floor,
-        ), self._priority_of, elevator_interval_s=settings.elevator_interval,
-            lead_s=top_lead_s(self._margin_s), lead_top_only=True, lead_when_short=True,
+        self.index: DeadlineIndex = PriorityIndex(
+            make_index(
+                settings.overload_policy,
+                settings.shed_horizon,
+                lambda n: expected_seconds(self.tracked.get(n)),
+                settings.restore_aging,
+                margin_s=self._margin_s,
+                laxity_floor_s=settings.laxity_floor,
+            ),
+            self._priority_of,
+            elevator_interval_s=settings.elevator_interval,
+            lead_s=top_lead_s(self._margin_s),
+            lead_top_only=True,
+            lead_when_short=True,
             classes_when_short=True,
             short_when_waited_s=short_after_s(settings.elevator_interval),
             overloaded=self._overloaded,
-            short_hold_s=short_hold_s(settings.elevator_interval))  # fmt: skip
+            short_hold_s=short_hold_s(settings.elevator_interval),
+        )
         #: The schedulable schedules' shares of a slot, kept at load and refresh
         #: once built: at load with the look-ahead, else the first time the
         #: classes ask (a fleet with one class never does).
@@ -182,10 +196,14 @@ class BeatEngine(DispatchSending):
         #: Whether the last window read stopped at ``check_window_size``.
         self._check_window_full = False
         self.reaper = RunReaper(
-            store, leases, clock, grace_s=settings.ping_timeout + settings.steal_delay,
-            interval_s=settings.reap_interval, batch_size=settings.reap_batch_size,
+            store,
+            leases,
+            clock,
+            grace_s=settings.ping_timeout + settings.steal_delay,
+            interval_s=settings.reap_interval,
+            batch_size=settings.reap_batch_size,
             monotonic=monotonic,
-        )  # fmt: skip
+        )
 
     # -- loading -----------------------------------------------------------------
     def load(self) -> None:
@@ -225,8 +243,12 @@ class BeatEngine(DispatchSending):
         self._refresh_after_read = True
         self.read_check_window()
         self.adopt_pending()
-        logger.info("celery-dgs beat: loaded %d schedules and %d deferred checks (cursor %d)",
-                    count, len(self.checks), self.cursor)  # fmt: skip
+        logger.info(
+            "celery-dgs beat: loaded %d schedules and %d deferred checks (cursor %d)",
+            count,
+            len(self.checks),
+            self.cursor,
+        )
 
     def _load_plain_row(self, row: StoredSchedule, batch: _IndexBatch) -> bool:
         """:meth:`_apply_row` of the common row at start-up, inlined: active,
@@ -236,14 +258,19 @@ class BeatEngine(DispatchSending):
         name = row.name
         spec = row.spec
         if (
-            spec is None or not row.active or row.paused or row.disabled_reason is not None
-            or row.run_requested_at is not None or name in self.parked
-        ):  # fmt: skip
+            spec is None
+            or not row.active
+            or row.paused
+            or row.disabled_reason is not None
+            or row.run_requested_at is not None
+            or name in self.parked
+        ):
             return False
         stats = row.stats
         try:
-            times = start_times(spec, stats, batch.now, retry_ladder=batch.retry_ladder,
-                                cron_times=batch.cron_times)  # fmt: skip
+            times = start_times(
+                spec, stats, batch.now, retry_ladder=batch.retry_ladder, cron_times=batch.cron_times
+            )
         except Exception:
             return False
         if self.unschedulable:
@@ -278,8 +305,10 @@ class BeatEngine(DispatchSending):
         try:
             self._apply_row(row, batch)
         except Exception:
-            logger.exception("celery-dgs: schedule %r: cannot apply its stored row; held "
-                             "until the row changes", row.name)  # fmt: skip
+            logger.exception(
+                "celery-dgs: schedule %r: cannot apply its stored row; held until the row changes",
+                row.name,
+            )
             self.index.remove(row.name)
             self.parked.discard(row.name)
             self.held.add(row.name)
@@ -305,8 +334,12 @@ class BeatEngine(DispatchSending):
         if row.kind == "check":
             self.checks.add(name)
         self.tracked[name] = Tracked(
-            row.spec, row.stats, row.run_requested_at, row.declaration_error,
-            row.disabled_reason, row.run_requested_priority,
+            row.spec,
+            row.stats,
+            row.run_requested_at,
+            row.declaration_error,
+            row.disabled_reason,
+            row.run_requested_priority,
         )
         if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
             self.index.remove(name)
@@ -331,10 +364,18 @@ class BeatEngine(DispatchSending):
         keeps its new row until it is freed."""
         name = row.name
         if name in self.parked:
-            self.tracked[name] = Tracked(
-                row.spec, row.stats, row.run_requested_at, row.declaration_error,
-                row.disabled_reason, row.run_requested_priority,
-            ) if row.spec is not None else self.tracked[name]  # fmt: skip
+            self.tracked[name] = (
+                Tracked(
+                    row.spec,
+                    row.stats,
+                    row.run_requested_at,
+                    row.declaration_error,
+                    row.disabled_reason,
+                    row.run_requested_priority,
+                )
+                if row.spec is not None
+                else self.tracked[name]
+            )
             return
         self.index.remove(name)
         self.held.discard(name)
@@ -533,9 +574,16 @@ class BeatEngine(DispatchSending):
         # The chosen schedules have left the index: their should_start_by (for the
         # dispatch's lateness) is the one re-computed when they were confirmed due.
         should_by: dict[str, float] = {}
-        admission = None if self.lookahead is None else self.lookahead.round(
-            now, placement.free, self.tracked, [*running, *(n for n in pending if n not in running)]
-        )  # fmt: skip
+        admission = (
+            None
+            if self.lookahead is None
+            else self.lookahead.round(
+                now,
+                placement.free,
+                self.tracked,
+                [*running, *(n for n in pending if n not in running)],
+            )
+        )
 
         def defer(name: str) -> bool:
             if name in running or name in pending:  # running or already dispatched: park it
@@ -545,15 +593,20 @@ class BeatEngine(DispatchSending):
             if should is None:
                 return True
             if admission is not None and BeatLookahead.hold(
-                    admission, self.index, name, self.tracked[name], should):
+                admission, self.index, name, self.tracked[name], should
+            ):
                 return True  # held back: re-indexed, eligible again when looked at next
             should_by[name] = should
             return False
 
         chosen = choose_dispatches(
-            self.index, now, placement, constraints_of, defer,
+            self.index,
+            now,
+            placement,
+            constraints_of,
+            defer,
             limit=self.settings.max_dispatches_per_tick,
-        )  # fmt: skip
+        )
         orders = [self._order(name, worker, should_by[name]) for name, worker in chosen]
         if orders:
             self._send(orders, now)
@@ -580,8 +633,11 @@ class BeatEngine(DispatchSending):
                 taken_back.add(name)
                 logger.warning(
                     "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
-                    pend.dispatch_id, name, pend.worker, timeout,
-                )  # fmt: skip
+                    pend.dispatch_id,
+                    name,
+                    pend.worker,
+                    timeout,
+                )
             else:  # started unseen, or replaced: the index is not known any more
                 self._dispatch_index_exact = False
         return taken_back
@@ -593,8 +649,9 @@ class BeatEngine(DispatchSending):
         otherwise returns its ``should_start_by`` (a run request's too: the
         index orders those by a priority key, not by their real time)."""
         tracked = self.tracked[name]
-        times = start_times(tracked.spec, tracked.stats, self.clock.now(),
-                            retry_ladder=self.settings.retry_ladder)  # fmt: skip
+        times = start_times(
+            tracked.spec, tracked.stats, self.clock.now(), retry_ladder=self.settings.retry_ladder
+        )
         should = times.should_start_by.timestamp()
         if tracked.run_requested_at is not None or times.can_start_by.timestamp() <= now:
             return should
@@ -610,18 +667,20 @@ class BeatEngine(DispatchSending):
         tracked = self.tracked.get(name)
         if tracked is None or tracked.run_requested_at is None:
             return times.should_start_by
-        real = start_times(tracked.spec, tracked.stats, self.clock.now(),
-                           retry_ladder=self.settings.retry_ladder)  # fmt: skip
+        real = start_times(
+            tracked.spec, tracked.stats, self.clock.now(), retry_ladder=self.settings.retry_ladder
+        )
         return real.should_start_by.timestamp()
 
     def _placement(
         self, running_by_worker: dict[str, int], stale_workers: Mapping[str, datetime]
     ) -> Placement:
         workers = self.stalled.placeable(
-            self.registry.live_workers(), stale_workers,
+            self.registry.live_workers(),
+            stale_workers,
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
-        )  # fmt: skip
+        )
         pending_by_worker = Counter(pend.worker for pend in self.pending.values())
         if not workers and not self.stalled and self.settings.capacity:
             self.live_slots = self.settings.capacity
@@ -633,11 +692,13 @@ class BeatEngine(DispatchSending):
         self.live_slots = sum(w.slots for w in workers)
         slots = [
             WorkerSlots(
-                w.name, w.node, frozenset(w.queues),
+                w.name,
+                w.node,
+                frozenset(w.queues),
                 w.slots - running_by_worker.get(w.name, 0) - pending_by_worker.get(w.name, 0),
             )
             for w in workers
-        ]  # fmt: skip
+        ]
         return Placement(slots, self.default_queue)
 
     def _maybe_prune(self, mono: float) -> None:

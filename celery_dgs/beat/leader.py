@@ -90,9 +90,11 @@ class BeatLeadership:
         if self.leading and mono - self._renewed_at < self.renew_interval:
             return Role.LEADER
         result = self.leader.elect(
-            owner_tag=self.owner_tag, owner_node=self.node, owner_pid=self.pid,
+            owner_tag=self.owner_tag,
+            owner_node=self.node,
+            owner_pid=self.pid,
             min_token=self._max_token,
-        )  # fmt: skip
+        )
         if not result.leading:
             self.holder = result.holder
             if result.holder is not None:
@@ -100,8 +102,9 @@ class BeatLeadership:
             if self.leading:
                 logger.warning(
                     "celery-dgs beat: lost leadership (token %d) to %s; standing by",
-                    self.token, describe(result.holder),
-                )  # fmt: skip
+                    self.token,
+                    describe(result.holder),
+                )
             elif not self._standby_logged:
                 logger.info("celery-dgs beat: standing by; %s leads", describe(result.holder))
             self._standby_logged = True
@@ -114,12 +117,19 @@ class BeatLeadership:
         self._standby_logged = False
         if not new_term:
             return Role.LEADER
-        replaced = f"; replaced {describe(result.previous)}, silent for over " \
-            f"{self.leader.timeout_ms / 1000:g}s" if result.previous else ""
+        replaced = (
+            f"; replaced {describe(result.previous)}, silent for over "
+            f"{self.leader.timeout_ms / 1000:g}s"
+            if result.previous
+            else ""
+        )
         logger.info(
             "celery-dgs beat: leading as %s/%d (token %d)%s",
-            self.node, self.pid, self.token, replaced,
-        )  # fmt: skip
+            self.node,
+            self.pid,
+            self.token,
+            replaced,
+        )
         return Role.ELECTED
 
     def lost(self, why: str) -> None:

@@ -50,8 +50,11 @@ class BeatLookahead:
                 expected = expected_seconds(t)
                 start = t.stats.last_start_at
                 end = t.stats.last_end_at
-                started = now if start is None or (end is not None and end >= start) \
-                    else start.timestamp()  # fmt: skip
+                started = (
+                    now
+                    if start is None or (end is not None and end >= start)
+                    else start.timestamp()
+                )
                 out.append((started + expected, expected))
             return out
 
@@ -59,7 +62,10 @@ class BeatLookahead:
 
     @staticmethod
     def hold(
-        admission: AdmissionRound, index: DeadlineIndex, name: str, tracked: Tracked,
+        admission: AdmissionRound,
+        index: DeadlineIndex,
+        name: str,
+        tracked: Tracked,
         should_start_by: float,
     ) -> bool:
         """Whether ``name``, chosen and due by its start times, is held back;

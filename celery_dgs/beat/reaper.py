@@ -94,8 +94,9 @@ class RunReaper:
 
     def _has_lease(self, run: RunRecord, lease: LeaseInfo | MalformedDataError | None) -> bool:
         if isinstance(lease, MalformedDataError):  # an operator must look: leave the run alone
-            logger.error("celery-dgs: run %s of %r left running: %s", run.run_id,
-                         run.schedule, lease)  # fmt: skip
+            logger.error(
+                "celery-dgs: run %s of %r left running: %s", run.run_id, run.schedule, lease
+            )
             return True
         if lease is None:
             return False
@@ -117,13 +118,21 @@ class RunReaper:
             logger.warning(
                 "celery-dgs: run %s of %r (owner %s, token %s) marked lost; a newer run "
                 "holds the schedule, its statistics are untouched",
-                run.run_id, run.schedule, run.owner_name, run.token,
-            )  # fmt: skip
+                run.run_id,
+                run.schedule,
+                run.owner_name,
+                run.token,
+            )
             return True
         except UnknownRunError:  # pruned meanwhile
             return False
         logger.warning(
             "celery-dgs: run %s of %r (owner %s, token %s) marked lost: no lease of its "
-            "owner for %.0fs", run.run_id, run.schedule, run.owner_name, run.token, missing_s,
-        )  # fmt: skip
+            "owner for %.0fs",
+            run.run_id,
+            run.schedule,
+            run.owner_name,
+            run.token,
+            missing_s,
+        )
         return True

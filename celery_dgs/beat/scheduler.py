@@ -91,9 +91,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         self.engine: BeatEngine | None = None
         self.leadership: BeatLeadership | None = None
         #: The worker's own queue (``worker_direct``), built once per worker.
-        self._direct: Callable[[str], Queue] = functools.lru_cache(
-            maxsize=DIRECT_QUEUE_CACHE_SIZE
-        )(worker_direct)
+        self._direct: Callable[[str], Queue] = functools.lru_cache(maxsize=DIRECT_QUEUE_CACHE_SIZE)(
+            worker_direct
+        )
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -125,8 +125,12 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     line, refused = explained
                     if refused:
                         self._refuse(line, rt)
-                    logger.warning("celery-dgs beat: cannot start (attempt %d): %s; "
-                                   "retrying in %.0fs", attempt, line, delay)  # fmt: skip
+                    logger.warning(
+                        "celery-dgs beat: cannot start (attempt %d): %s; retrying in %.0fs",
+                        attempt,
+                        line,
+                        delay,
+                    )
                     time.sleep(delay)
                     delay, attempt = min(delay * 2, STARTUP_RETRY_MAX_S), attempt + 1
         if attempt > 1:
@@ -137,12 +141,16 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             assert self.engine is not None
             try:
                 serve_metrics(
-                    self.engine, rt.store, SystemClock(), settings.metrics_port,
+                    self.engine,
+                    rt.store,
+                    SystemClock(),
+                    settings.metrics_port,
                     settings.metrics_addr,
                 )
             except OSError:
-                logger.exception("celery-dgs: cannot serve metrics on port %s",
-                                 settings.metrics_port)  # fmt: skip
+                logger.exception(
+                    "celery-dgs: cannot serve metrics on port %s", settings.metrics_port
+                )
 
     def _set_up(self, rt: Runtime, decl: Declarations) -> None:
         """One start-up attempt: sync the store (once), then load the engine.
@@ -155,8 +163,12 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             )
             for name, err in decl.errors.items():
                 if name in report.invalid:
-                    logger.error("celery-dgs: schedule %s keeps its last valid stored version "
-                                 "(status: declaration_invalid): %s", name, err)  # fmt: skip
+                    logger.error(
+                        "celery-dgs: schedule %s keeps its last valid stored version "
+                        "(status: declaration_invalid): %s",
+                        name,
+                        err,
+                    )
                 else:
                     logger.error("celery-dgs: schedule %s skipped: %s", name, err)
             for name in report.refused:
@@ -165,15 +177,22 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             self._synced = True
         leadership = BeatLeadership(
             RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),
-            node=socket.gethostname(), pid=os.getpid(),
+            node=socket.gethostname(),
+            pid=os.getpid(),
             store_poll_interval=settings.store_poll_interval,
-        )  # fmt: skip
+        )
         engine = BeatEngine(
-            store=rt.store, leases=rt.leases, registry=rt.registry, dispatches=rt.dispatches,
-            publish=self.publish, settings=settings, clock=SystemClock(),
+            store=rt.store,
+            leases=rt.leases,
+            registry=rt.registry,
+            dispatches=rt.dispatches,
+            publish=self.publish,
+            settings=settings,
+            clock=SystemClock(),
             default_queue=self.app.conf.task_default_queue or "celery",
-            max_interval=float(self.max_interval), leadership=leadership,
-        )  # fmt: skip
+            max_interval=float(self.max_interval),
+            leadership=leadership,
+        )
         engine.load()
         self.leadership, self.engine = leadership, engine
 
@@ -182,10 +201,11 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         :func:`~celery_dgs.connection.explain_failure`), or ``None``."""
         settings = self.dgs.settings
         return explain_failure(
-            exc, redis_url=settings.resolved_redis_url(self.app.conf.broker_url),
+            exc,
+            redis_url=settings.resolved_redis_url(self.app.conf.broker_url),
             redis_setting="dgs_redis_url" if settings.redis_url else "broker_url",
             database_url=settings.database_url,
-        )  # fmt: skip
+        )
 
     def _refuse(self, line: str, rt: Runtime | None = None) -> NoReturn:
         logger.critical("celery-dgs beat: cannot start: %s", line)
@@ -204,12 +224,18 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     )
                     try:
                         self.app.send_task(
-                            order.task, args=order.args, kwargs=order.kwargs,
-                            task_id=order.dispatch_id, queue=queue, expires=order.expires_s,
-                            headers={"dgs_schedule": order.schedule,
-                                     "dgs_dispatch_id": order.dispatch_id},
+                            order.task,
+                            args=order.args,
+                            kwargs=order.kwargs,
+                            task_id=order.dispatch_id,
+                            queue=queue,
+                            expires=order.expires_s,
+                            headers={
+                                "dgs_schedule": order.schedule,
+                                "dgs_dispatch_id": order.dispatch_id,
+                            },
                             producer=producer,
-                        )  # fmt: skip
+                        )
                         sent.add(order.dispatch_id)
                     except Exception as exc:
                         if not _broker_unreachable(exc):
@@ -223,9 +249,11 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             if _broker_unreachable(exc):  # one line, not a traceback per order and tick
                 logger.warning(
                     "celery-dgs: the broker at %s is unreachable (%s): %d dispatch(es) not "
-                    "published; beat retries them", redact_url(str(self.app.conf.broker_url)),
-                    failure_summary(exc), len(left),
-                )  # fmt: skip
+                    "published; beat retries them",
+                    redact_url(str(self.app.conf.broker_url)),
+                    failure_summary(exc),
+                    len(left),
+                )
             else:
                 logger.exception("celery-dgs: no connection to the broker; will retry")
             failed.extend(left)
@@ -245,8 +273,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             except Exception:  # describing the error must not fail the tick's recovery
                 explained = None
             if explained is not None:  # Redis or the database went away: one line
-                logger.warning("celery-dgs: beat tick failed: %s; retrying in %.1fs",
-                               explained[0], backoff)  # fmt: skip
+                logger.warning(
+                    "celery-dgs: beat tick failed: %s; retrying in %.1fs", explained[0], backoff
+                )
             else:
                 logger.exception("celery-dgs: beat tick failed; retrying in %.1fs", backoff)
             return backoff

@@ -55,10 +55,16 @@ class DispatchSending:
         passes the ``should_start_by`` it was confirmed due with)."""
         spec = self.tracked[name].spec
         return DispatchOrder(
-            schedule=name, task=spec.task, args=tuple(spec.args), kwargs=dict(spec.kwargs),
-            dispatch_id=uuid.uuid4().hex, worker=worker, queue=spec.pool,
-            expires_s=self.settings.dispatch_timeout, should_start_by=should_start_by,
-        )  # fmt: skip
+            schedule=name,
+            task=spec.task,
+            args=tuple(spec.args),
+            kwargs=dict(spec.kwargs),
+            dispatch_id=uuid.uuid4().hex,
+            worker=worker,
+            queue=spec.pool,
+            expires_s=self.settings.dispatch_timeout,
+            should_start_by=should_start_by,
+        )
 
     def _send(self, orders: list[DispatchOrder], now: float) -> None:
         """Write the dispatch records, publish, then book the published orders.
@@ -71,11 +77,20 @@ class DispatchSending:
         mono = self.monotonic()
         fence = self.leadership.fence if self.leadership is not None else None
         try:
-            self.dispatches.add_many([
-                DispatchRecord(schedule=o.schedule, dispatch_id=o.dispatch_id, worker=o.worker,
-                               dispatched_at=None, expires_at=None)
-                for o in orders
-            ], ttl=self.settings.dispatch_timeout, fence=fence)  # fmt: skip
+            self.dispatches.add_many(
+                [
+                    DispatchRecord(
+                        schedule=o.schedule,
+                        dispatch_id=o.dispatch_id,
+                        worker=o.worker,
+                        dispatched_at=None,
+                        expires_at=None,
+                    )
+                    for o in orders
+                ],
+                ttl=self.settings.dispatch_timeout,
+                fence=fence,
+            )
         except NotLeaderError as exc:
             self._dispatch_index_exact = False  # earlier chunks may have been written
             for order in orders:  # nothing was published; the new leader decides
@@ -116,8 +131,11 @@ class DispatchSending:
                     self.on_check_dispatch(now - check.stats.next_target_at.timestamp())
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
-                order.schedule, order.worker, order.dispatch_id, lateness,
-            )  # fmt: skip
+                order.schedule,
+                order.worker,
+                order.dispatch_id,
+                lateness,
+            )
 
     def _take_back_unsent(self, order: DispatchOrder) -> None:
         """Remove the record of an order that was not published (it would expire)."""
@@ -126,9 +144,13 @@ class DispatchSending:
                 return
         except Exception as exc:
             log_failure(
-                logger, exc, "celery-dgs: taking back unpublished dispatch %s of %r failed; it "
-                "expires after dispatch_timeout", order.dispatch_id, order.schedule,
-            )  # fmt: skip
+                logger,
+                exc,
+                "celery-dgs: taking back unpublished dispatch %s of %r failed; it "
+                "expires after dispatch_timeout",
+                order.dispatch_id,
+                order.schedule,
+            )
         self._dispatch_index_exact = False
 
     def _clear_run_request(self, name: str) -> None:

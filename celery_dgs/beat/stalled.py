@@ -67,8 +67,10 @@ class StalledWorkers:
                         "(%.1fs) by the Redis server's clock (last ping %s): the worker is "
                         "paused, partitioned or dead, or the Redis host's clock was stepped "
                         "forward; no new dispatches to it until it refreshes its registration",
-                        w.name, ping_timeout.total_seconds(), last_ping.isoformat(),
-                    )  # fmt: skip
+                        w.name,
+                        ping_timeout.total_seconds(),
+                        last_ping.isoformat(),
+                    )
                 since = self._set_aside[w.name] = last_ping + ping_timeout
             if since is not None:
                 if w.expires_at is None or w.expires_at - worker_ttl <= since:

@@ -37,6 +37,22 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     make_env(ctx)
 
 
-for command in (status, leases, runs, run, pause, resume, cancel, sync, check, simulate,
-                add, remove, import_, export, checks, web):  # fmt: skip
+for command in (
+    status,
+    leases,
+    runs,
+    run,
+    pause,
+    resume,
+    cancel,
+    sync,
+    check,
+    simulate,
+    add,
+    remove,
+    import_,
+    export,
+    checks,
+    web,
+):
     dgs.add_command(command)

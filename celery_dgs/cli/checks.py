@@ -41,8 +41,9 @@ def check_name(task_or_name: str, key: str | None) -> tuple[str, str, str]:
         if not configuration.startswith(CHECK_CONFIGURATION_PREFIX):
             raise click.BadParameter(
                 f"{task_or_name!r} is not a check's name: give TASK KEY, or the full "
-                f"name TASK@{CHECK_CONFIGURATION_PREFIX}KEY", param_hint="'TASK'",
-            )  # fmt: skip
+                f"name TASK@{CHECK_CONFIGURATION_PREFIX}KEY",
+                param_hint="'TASK'",
+            )
         key = configuration[len(CHECK_CONFIGURATION_PREFIX) :]
     else:
         task = task_or_name
@@ -91,13 +92,16 @@ def read_check(env: Env, name: str, task: str, key: str) -> CheckDetail:
     except UnknownScheduleError:
         row = None
     if row is not None and row.kind != "check":
-        raise click.BadParameter(f"{name!r} is a {row.kind} schedule, not a deferred check",
-                                 param_hint="'TASK'")  # fmt: skip
+        raise click.BadParameter(
+            f"{name!r} is a {row.kind} schedule, not a deferred check", param_hint="'TASK'"
+        )
     history = store.check_history(name=name, limit=CHECK_DETAIL_LIMIT)
     if row is None and not history:
         require_task(env, task)
-        raise click.BadParameter(f"no check {name!r} (task {task!r} has no check with key "
-                                 f"{key!r}, pending or ended)", param_hint="'KEY'")  # fmt: skip
+        raise click.BadParameter(
+            f"no check {name!r} (task {task!r} has no check with key {key!r}, pending or ended)",
+            param_hint="'KEY'",
+        )
     runs = store.runs(name, limit=CHECK_DETAIL_LIMIT) if row is not None else []
     return CheckDetail(name, task, key, row, runs, history)
 
@@ -111,8 +115,10 @@ def cancel_check(env: Env, name: str, task: str) -> ActionResult:
     lines = [f"cancelled check {name}: its history records it cancelled"]
     lease = rt.leases.get(name)
     if lease is not None:
-        lines.append(f"note: its run on {lease.owner_name} keeps going (its verdict is "
-                     f"ignored); `celery dgs cancel {name}` stops it")  # fmt: skip
+        lines.append(
+            f"note: its run on {lease.owner_name} keeps going (its verdict is "
+            f"ignored); `celery dgs cancel {name}` stops it"
+        )
     return ActionResult(True, tuple(lines))
 
 
@@ -126,19 +132,35 @@ def cancel_check_named(env: Env, name: str) -> ActionResult:
 @click.argument("task", required=False)
 @click.argument("key", required=False)
 @click.option("--overdue", is_flag=True, help="List the overdue checks, oldest first.")
-@click.option("--task", "task_filter", metavar="TASK", default=None,
-              help="List the pending checks of TASK, earliest first (with --overdue: "
-                   "its overdue ones).")  # fmt: skip
-@click.option("--limit", "-n", type=click.IntRange(min=1, max=MAX_CHECKS_LIMIT), default=20,
-              show_default=True, help="How many checks --overdue / --task lists.")  # fmt: skip
+@click.option(
+    "--task",
+    "task_filter",
+    metavar="TASK",
+    default=None,
+    help="List the pending checks of TASK, earliest first (with --overdue: its overdue ones).",
+)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=1, max=MAX_CHECKS_LIMIT),
+    default=20,
+    show_default=True,
+    help="How many checks --overdue / --task lists.",
+)
 @click.option("--cancel", is_flag=True, help="Cancel the pending check TASK KEY.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @click.pass_context
 @wrap_errors
 def checks(
-    ctx: click.Context, task: str | None, key: str | None, overdue: bool,
-    task_filter: str | None, limit: int, cancel: bool, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    task: str | None,
+    key: str | None,
+    overdue: bool,
+    task_filter: str | None,
+    limit: int,
+    cancel: bool,
+    as_json: bool,
+) -> None:
     """Deferred checks: pending and overdue per task, the overdue ones, one check.
 
     \b
@@ -167,14 +189,24 @@ def checks(
             if task_filter is not None and not rows:
                 require_task(env, task_filter)
             if as_json:
-                click.echo(dump_json({
-                    "now": iso(now), "task": task_filter, "overdue_only": overdue,
-                    "limit": limit, "checks": [pending_json(r, now) for r in rows],
-                }))  # fmt: skip
+                click.echo(
+                    dump_json(
+                        {
+                            "now": iso(now),
+                            "task": task_filter,
+                            "overdue_only": overdue,
+                            "limit": limit,
+                            "checks": [pending_json(r, now) for r in rows],
+                        }
+                    )
+                )
                 return
             of = f" of {task_filter}" if task_filter is not None else ""
-            which = (f"overdue checks{of}, oldest first" if overdue
-                     else f"pending checks{of}, earliest first")  # fmt: skip
+            which = (
+                f"overdue checks{of}, oldest first"
+                if overdue
+                else f"pending checks{of}, earliest first"
+            )
             title = f"{which} ({len(rows)} shown, --limit {limit})"
             click.echo(pending_text(title, rows, now, color=color), color=color)
             return
@@ -190,8 +222,9 @@ def checks(
     if cancel:
         result = cancel_check(env, name, task)
         if as_json:
-            click.echo(dump_json({"name": name, "cancelled": result.changed,
-                                  "lines": list(result.lines)}))  # fmt: skip
+            click.echo(
+                dump_json({"name": name, "cancelled": result.changed, "lines": list(result.lines)})
+            )
             return
         for line in result.lines:
             click.echo(line)

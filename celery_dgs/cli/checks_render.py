@@ -76,8 +76,10 @@ def status_checks_line(summary: CheckSummary, now: datetime, *, color: bool) -> 
     oldest = min(summary.oldest_due.values(), default=None)
     late = f" (oldest {late_text(oldest, now)})" if overdue else ""
     count = styled(f"{overdue:,} overdue", "WARNING", color=color and overdue > 0)
-    return (f"deferred checks: {summary.total_pending:,} pending, {count}{late}; "
-            "details: celery dgs checks")  # fmt: skip
+    return (
+        f"deferred checks: {summary.total_pending:,} pending, {count}{late}; "
+        "details: celery dgs checks"
+    )
 
 
 def summary_text(summary: CheckSummary, now: datetime, *, color: bool) -> str:
@@ -91,10 +93,15 @@ def summary_text(summary: CheckSummary, now: datetime, *, color: bool) -> str:
     for task, count in sorted(summary.pending.items()):
         overdue = summary.overdue.get(task, 0)
         oldest = summary.oldest_due.get(task)
-        rows.append([
-            task, f"{count:,}", Cell(f"{overdue:,}", "WARNING" if overdue else None),
-            short_time(oldest), late_text(oldest, now),
-        ])  # fmt: skip
+        rows.append(
+            [
+                task,
+                f"{count:,}",
+                Cell(f"{overdue:,}", "WARNING" if overdue else None),
+                short_time(oldest),
+                late_text(oldest, now),
+            ]
+        )
     body = table(["TASK", "PENDING", "OVERDUE", "OLDEST DUE", "LATENESS"], rows, color=color)
     return f"{head}\n{body}"
 
@@ -115,19 +122,27 @@ def pending_json(row: StoredSchedule, now: datetime) -> dict[str, Any]:
     }
 
 
-def pending_text(
-    title: str, rows: Sequence[StoredSchedule], now: datetime, *, color: bool
-) -> str:
+def pending_text(title: str, rows: Sequence[StoredSchedule], now: datetime, *, color: bool) -> str:
     if not rows:
         return f"{title}\nnone"
     body = table(
         ["TASK", "KEY", "DUE", "LATENESS", "CHECKS", "FAILS"],
-        [[r.task, check_key_of(r), short_time(r.stats.next_target_at),
-          Cell(late_text(r.stats.next_target_at, now),
-               "WARNING" if (r.stats.next_target_at or now) < now else None),
-          str(r.check_count or 0), str(r.stats.failure_count or 0)] for r in rows],
+        [
+            [
+                r.task,
+                check_key_of(r),
+                short_time(r.stats.next_target_at),
+                Cell(
+                    late_text(r.stats.next_target_at, now),
+                    "WARNING" if (r.stats.next_target_at or now) < now else None,
+                ),
+                str(r.check_count or 0),
+                str(r.stats.failure_count or 0),
+            ]
+            for r in rows
+        ],
         color=color,
-    )  # fmt: skip
+    )
     return f"{title}\n{body}"
 
 
@@ -148,9 +163,14 @@ def history_json(record: CheckHistoryRecord) -> dict[str, Any]:
 
 
 def check_json(
-    name: str, task: str, key: str, row: StoredSchedule | None,
-    runs: Sequence[RunRecord], history: Sequence[CheckHistoryRecord], now: datetime,
-) -> dict[str, Any]:  # fmt: skip
+    name: str,
+    task: str,
+    key: str,
+    row: StoredSchedule | None,
+    runs: Sequence[RunRecord],
+    history: Sequence[CheckHistoryRecord],
+    now: datetime,
+) -> dict[str, Any]:
     pending = row is not None and row.active
     spec = row.spec if row is not None and isinstance(row.spec, CheckSpec) else None
     due = row.stats.next_target_at if pending and row is not None else None
@@ -174,16 +194,32 @@ def check_json(
 def history_text(history: Sequence[CheckHistoryRecord], *, color: bool) -> str:
     return table(
         ["ENDED", "OUTCOME", "REASON", "CHECKS", "FAILS", "FIRST CHECK", "LAST CHECK", "ADDED"],
-        [[short_time(h.ended_at), Cell(h.outcome, END_STYLES.get(h.outcome, "WARNING")),
-          h.reason or NONE, str(h.check_count), str(h.failure_count),
-          short_time(h.first_check_at), short_time(h.last_check_at), short_time(h.added_at)]
-         for h in history],
+        [
+            [
+                short_time(h.ended_at),
+                Cell(h.outcome, END_STYLES.get(h.outcome, "WARNING")),
+                h.reason or NONE,
+                str(h.check_count),
+                str(h.failure_count),
+                short_time(h.first_check_at),
+                short_time(h.last_check_at),
+                short_time(h.added_at),
+            ]
+            for h in history
+        ],
         color=color,
-    )  # fmt: skip
+    )
 
 
-def check_text(doc: dict[str, Any], row: StoredSchedule | None, runs: Sequence[RunRecord],
-               history: Sequence[CheckHistoryRecord], now: datetime, *, color: bool) -> str:
+def check_text(
+    doc: dict[str, Any],
+    row: StoredSchedule | None,
+    runs: Sequence[RunRecord],
+    history: Sequence[CheckHistoryRecord],
+    now: datetime,
+    *,
+    color: bool,
+) -> str:
     """One check: its state (pending: due time, counts; ended: how), its runs,
     its history records (an ended check; a check added again keeps the older)."""
     lines = [f"check {doc['name']} (task {doc['task']}, key {doc['key']})"]
@@ -204,15 +240,22 @@ def check_text(doc: dict[str, Any], row: StoredSchedule | None, runs: Sequence[R
             lines.append(f"  invalid stored spec: {row.spec_error}")
     else:
         last = history[0] if history else None
-        how = NONE if last is None else (
-            f"{last.outcome}" + (f" ({last.reason})" if last.reason not in (None, last.outcome)
-                                 else "")
-            + f" at {short_time(last.ended_at)}"
-        )  # fmt: skip
+        how = (
+            NONE
+            if last is None
+            else (
+                f"{last.outcome}"
+                + (f" ({last.reason})" if last.reason not in (None, last.outcome) else "")
+                + f" at {short_time(last.ended_at)}"
+            )
+        )
         lines.append(f"  state:       ended: {how}")
     if history:
-        lines += ["", f"history of {doc['name']}, latest end first ({len(history)} shown)",
-                  history_text(history, color=color)]  # fmt: skip
+        lines += [
+            "",
+            f"history of {doc['name']}, latest end first ({len(history)} shown)",
+            history_text(history, color=color),
+        ]
     if row is not None:
         lines += ["", runs_text(doc["name"], runs, now, color=color)]
     return "\n".join(lines)

@@ -20,9 +20,13 @@ NAME = click.argument("name")
 
 @click.command()
 @NAME
-@click.option("--priority", type=click.IntRange(MIN_PRIORITY, MAX_PRIORITY), default=None,
-              help="the priority class to serve it in (0-99, lower first; default 0: "
-                   "ahead of all scheduled work)")  # fmt: skip
+@click.option(
+    "--priority",
+    type=click.IntRange(MIN_PRIORITY, MAX_PRIORITY),
+    default=None,
+    help="the priority class to serve it in (0-99, lower first; default 0: "
+    "ahead of all scheduled work)",
+)
 @click.pass_context
 @wrap_errors
 def run(ctx: click.Context, name: str, priority: int | None) -> None:
@@ -62,15 +66,23 @@ def request_run(env: Env, name: str, priority: int | None = None) -> ActionResul
         )
     if schedule.run_requested_at is not None and schedule.run_requested_priority != priority:
         rt.store.request_run(schedule.name, schedule.run_requested_at, priority=priority)
-        return ActionResult(True, (
-            f"the run of {schedule.name} requested at {short_time(schedule.run_requested_at)} "
-            f"is now served in priority class {AD_HOC_PRIORITY if priority is None else priority}",
-        ))  # fmt: skip
+        return ActionResult(
+            True,
+            (
+                f"the run of {schedule.name} requested at "
+                f"{short_time(schedule.run_requested_at)} is now served in priority class "
+                f"{AD_HOC_PRIORITY if priority is None else priority}",
+            ),
+        )
     if schedule.run_requested_at is not None:
-        return ActionResult(False, (
-            f"a run of {schedule.name} was already requested at "
-            f"{short_time(schedule.run_requested_at)} and is not dispatched yet; nothing changed",
-        ))  # fmt: skip
+        return ActionResult(
+            False,
+            (
+                f"a run of {schedule.name} was already requested at "
+                f"{short_time(schedule.run_requested_at)} and is not dispatched yet; "
+                "nothing changed",
+            ),
+        )
     now = utcnow()
     rt.store.request_run(schedule.name, now, priority=priority)
     if priority is None or priority == AD_HOC_PRIORITY:
@@ -106,12 +118,13 @@ def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
         return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again",))
     lease = rt.leases.get(schedule.name)
     running = (
-        f"was running: {lease.owner_name} keeps its current run" if lease is not None
+        f"was running: {lease.owner_name} keeps its current run"
+        if lease is not None
         else "was not running"
-    )  # fmt: skip
-    return ActionResult(True, (
-        f"paused {schedule.name} ({running}); beat dispatches no new run until resumed",
-    ))  # fmt: skip
+    )
+    return ActionResult(
+        True, (f"paused {schedule.name} ({running}); beat dispatches no new run until resumed",)
+    )
 
 
 @click.command()
@@ -134,10 +147,17 @@ def resume(ctx: click.Context, name: str) -> None:
 
 @click.command()
 @NAME
-@click.option("--token", type=int, default=None,
-              help="Cancel only the run with this fencing token (as shown by `leases`).")
-@click.option("--run-id", default=None,
-              help="Cancel only the run with this run id (as shown by `leases` and `runs`).")
+@click.option(
+    "--token",
+    type=int,
+    default=None,
+    help="Cancel only the run with this fencing token (as shown by `leases`).",
+)
+@click.option(
+    "--run-id",
+    default=None,
+    help="Cancel only the run with this run id (as shown by `leases` and `runs`).",
+)
 @click.pass_context
 @wrap_errors
 def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None) -> None:
@@ -149,7 +169,7 @@ def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None)
     worker sees the request at its next ping (every dgs_ping_interval), stops
     the run and records it as cancelled (not a failure). The schedule is not
     paused: beat runs it again when it is due.
-    """  # fmt: skip
+    """
     _echo(cancel_run(get_env(ctx), name, token=token, run_id=run_id))
 
 
@@ -167,10 +187,13 @@ def cancel_run(
         run_id is not None and lease.owner_tag != run_id
     ):
         asked = " ".join(f"{k} {v}" for k, v in (("run", run_id), ("token", token)) if v)
-        return ActionResult(False, (
-            f"{schedule.name}'s {asked} is not running (the live run is {lease.owner_tag} "
-            f"on {lease.owner_name}, token {lease.token}); nothing cancelled",
-        ))  # fmt: skip
+        return ActionResult(
+            False,
+            (
+                f"{schedule.name}'s {asked} is not running (the live run is {lease.owner_tag} "
+                f"on {lease.owner_name}, token {lease.token}); nothing cancelled",
+            ),
+        )
     who = f"{schedule.name}'s run {lease.owner_tag} on {lease.owner_name} (token {lease.token})"
     if lease.cancel_requested:
         return ActionResult(False, (f"cancel of {who} was already requested; nothing changed",))
@@ -178,14 +201,20 @@ def cancel_run(
     if result.status is CancelStatus.NO_LEASE:
         return ActionResult(False, (f"{who} ended meanwhile; nothing to cancel",))
     if result.status is CancelStatus.OTHER_RUN:
-        return ActionResult(False, (
-            f"{who} ended meanwhile and run {result.owner_tag} (token {result.token}) started; "
-            "nothing cancelled (run the command again to cancel the new run)",
-        ))  # fmt: skip
+        return ActionResult(
+            False,
+            (
+                f"{who} ended meanwhile and run {result.owner_tag} (token {result.token}) started; "
+                "nothing cancelled (run the command again to cancel the new run)",
+            ),
+        )
     if result.status is CancelStatus.ALREADY:
         return ActionResult(False, (f"cancel of {who} was already requested; nothing changed",))
     age = duration(rt.leases.now() - lease.started_at)
-    return ActionResult(True, (
-        f"requested cancel of {who}, started {age} ago: the worker stops it within "
-        f"{duration(env.settings.ping_interval)} and records it cancelled",
-    ))  # fmt: skip
+    return ActionResult(
+        True,
+        (
+            f"requested cancel of {who}, started {age} ago: the worker stops it within "
+            f"{duration(env.settings.ping_interval)} and records it cancelled",
+        ),
+    )

@@ -25,8 +25,9 @@ def _report_problems(decl: Declarations, *, color: bool) -> None:
         label = styled("ERROR", "ERROR", color=color)
         click.echo(
             f"{label} schedule {err.schedule!r}, field {err.field!r}: {err.message}",
-            err=True, color=color,
-        )  # fmt: skip
+            err=True,
+            color=color,
+        )
     for warning in decl.warnings:
         click.echo(f"{styled('WARNING', 'WARNING', color=color)} {warning}", err=True, color=color)
 
@@ -95,9 +96,11 @@ def sync(ctx: click.Context) -> None:
     where = masked_url(env.settings.database_url)
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
     for label, names in (
-        ("inserted", report.inserted), ("updated", report.updated),
-        ("reactivated", report.reactivated), ("deactivated", report.deactivated),
-    ):  # fmt: skip
+        ("inserted", report.inserted),
+        ("updated", report.updated),
+        ("reactivated", report.reactivated),
+        ("deactivated", report.deactivated),
+    ):
         if names:
             click.echo(f"  {label + ':':<13}{', '.join(names)}")
     if report.changed:
@@ -109,8 +112,10 @@ def sync(ctx: click.Context) -> None:
     kept = set(report.invalid)
     for name in sorted(decl.errors):
         if name in kept:
-            click.echo(f"  {'kept:':<13}{name} (declaration invalid: its last valid "
-                       "stored version is still served)")  # fmt: skip
+            click.echo(
+                f"  {'kept:':<13}{name} (declaration invalid: its last valid "
+                "stored version is still served)"
+            )
         else:
             click.echo(f"  {'skipped:':<13}{name} (declaration invalid: not stored)")
     ctx.exit(1 if decl.errors or report.refused else 0)

@@ -65,7 +65,8 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         "can_start_by": iso(row.can_start_by),
         "may_run_at": iso(row.may_run_at),
         "seconds_until_may_run": (
-            None if row.may_run_at is None
+            None
+            if row.may_run_at is None
             else round(max(0.0, (row.may_run_at - now).total_seconds()), 3)
         ),
         "holds": [hold_json(h, now) for h in row.holds],
@@ -89,7 +90,9 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         "next_target_at": iso(row.next_target_at),
         "upstream_modified_at": iso(row.upstream_modified_at),
         "disabled_reason": row.disabled_reason,
-        "running": None if lease is None else {
+        "running": None
+        if lease is None
+        else {
             "owner_name": lease.owner_name,
             "owner_node": lease.owner_node,
             "started_at": iso(lease.started_at),
@@ -99,7 +102,7 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         },
         "priority": row.priority,
         "effective_priority": row.effective_priority,
-    }  # fmt: skip
+    }
 
 
 def hold_json(hold: Hold, now: datetime) -> dict[str, Any]:
@@ -130,9 +133,11 @@ def may_run(row: StatusRow, now: datetime) -> str:
 def hold_text(row: StatusRow, hold: Hold, now: datetime) -> str:
     """One hold as a note line: relative times, most useful figure first."""
     if hold.reason == HOLD_BACKOFF and hold.until is not None:
-        return (f"{row.name} backing off: retry {relative(hold.until, now)}, failure "
-                f"{row.failure_count} (retry step {hold.retry_step} of {hold.retry_steps}: "
-                f"{duration(hold.retry_delay)})")  # fmt: skip
+        return (
+            f"{row.name} backing off: retry {relative(hold.until, now)}, failure "
+            f"{row.failure_count} (retry step {hold.retry_step} of {hold.retry_steps}: "
+            f"{duration(hold.retry_delay)})"
+        )
     if hold.reason == HOLD_BLACKOUT and hold.until is not None:
         return f"{row.name} in a blackout window: it ends {relative(hold.until, now)}"
     if hold.reason == HOLD_NO_WORKER:
@@ -202,15 +207,39 @@ def status_text(
     if not rows:
         return head + "\nno schedules match"
     body = table(
-        ["CONDITION", "SCHEDULE", "REASON", "PRIO", "MAY RUN", "SHOULD START", "ERROR AT",
-         "LAST GOOD START", "AVG", "FAILS", "FLAGS", "RUNNING"],
-        [[Cell(r.condition, r.condition), r.name, r.reason, priority_cell(r), may_run(r, now),
-          relative(r.should_start_by, now), relative(r.error_at, now),
-          relative(r.last_good_start_at, now), duration(r.average_duration),
-          NONE if r.failure_count is None else str(r.failure_count), _flags(r),
-          _running(r.running, now)] for r in rows],
+        [
+            "CONDITION",
+            "SCHEDULE",
+            "REASON",
+            "PRIO",
+            "MAY RUN",
+            "SHOULD START",
+            "ERROR AT",
+            "LAST GOOD START",
+            "AVG",
+            "FAILS",
+            "FLAGS",
+            "RUNNING",
+        ],
+        [
+            [
+                Cell(r.condition, r.condition),
+                r.name,
+                r.reason,
+                priority_cell(r),
+                may_run(r, now),
+                relative(r.should_start_by, now),
+                relative(r.error_at, now),
+                relative(r.last_good_start_at, now),
+                duration(r.average_duration),
+                NONE if r.failure_count is None else str(r.failure_count),
+                _flags(r),
+                _running(r.running, now),
+            ]
+            for r in rows
+        ],
         color=color,
-    )  # fmt: skip
+    )
     notes = []
     # With no live worker at all, say it once rather than on every schedule.
     nobody = not workers and any(h.reason == HOLD_NO_WORKER for r in rows for h in r.holds)
@@ -219,8 +248,11 @@ def status_text(
     for r in rows:
         if r.condition != "OK":
             notes.append(f"  {styled(r.condition, r.condition, color=color)} {r.message}")
-        notes.extend(f"  held {hold_text(r, h, now)}" for h in r.holds
-                     if not (nobody and h.reason == HOLD_NO_WORKER))  # fmt: skip
+        notes.extend(
+            f"  held {hold_text(r, h, now)}"
+            for h in r.holds
+            if not (nobody and h.reason == HOLD_NO_WORKER)
+        )
     return "\n".join([head, body, *(["", *notes] if notes else [])])
 
 
@@ -253,14 +285,33 @@ def leases_text(docs: Sequence[dict[str, Any]], now: datetime, *, color: bool) -
     if not docs:
         return head
     body = table(
-        ["SCHEDULE", "OWNER", "NODE", "STARTED", "PING AGE", "STEAL", "TOKEN", "PROGRESS",
-         "CANCEL"],
-        [[d["schedule"], d["owner_name"], d["owner_node"], f"{duration(d['running_s'])} ago",
-          f"{d['ping_age_s']:.1f}s", Cell(d["steal_state"], d["steal_state"]), str(d["token"]),
-          percent(d["progress"]), "requested" if d["cancel_requested"] else NONE]
-         for d in docs],
+        [
+            "SCHEDULE",
+            "OWNER",
+            "NODE",
+            "STARTED",
+            "PING AGE",
+            "STEAL",
+            "TOKEN",
+            "PROGRESS",
+            "CANCEL",
+        ],
+        [
+            [
+                d["schedule"],
+                d["owner_name"],
+                d["owner_node"],
+                f"{duration(d['running_s'])} ago",
+                f"{d['ping_age_s']:.1f}s",
+                Cell(d["steal_state"], d["steal_state"]),
+                str(d["token"]),
+                percent(d["progress"]),
+                "requested" if d["cancel_requested"] else NONE,
+            ]
+            for d in docs
+        ],
         color=color,
-    )  # fmt: skip
+    )
     return f"{head}\n{body}"
 
 
@@ -290,13 +341,19 @@ def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: boo
         return f"{head}\nno runs recorded"
     body = table(
         ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ERROR"],
-        [[short_time(r.started_at), Cell(r.outcome + (" (fenced)" if r.fenced else ""),
-                                         r.outcome),
-          r.owner_name or NONE, r.owner_node or NONE,
-          duration(r.duration if r.outcome != "running" else now - r.started_at)
-          + ("…" if r.outcome == "running" else ""),
-          NONE if r.token is None else str(r.token), first_line(r.error)]
-         for r in runs],
+        [
+            [
+                short_time(r.started_at),
+                Cell(r.outcome + (" (fenced)" if r.fenced else ""), r.outcome),
+                r.owner_name or NONE,
+                r.owner_node or NONE,
+                duration(r.duration if r.outcome != "running" else now - r.started_at)
+                + ("…" if r.outcome == "running" else ""),
+                NONE if r.token is None else str(r.token),
+                first_line(r.error),
+            ]
+            for r in runs
+        ],
         color=color,
-    )  # fmt: skip
+    )
     return f"{head}\n{body}"

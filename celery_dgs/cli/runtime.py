@@ -33,24 +33,45 @@ def _json_option(value: str | None, what: str) -> Any:
 
 @click.command()
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["periodic", "cron", "adaptive"]), default=None,
-              help="Default: cron when --cron is given, else periodic.")
+@click.option(
+    "--kind",
+    type=click.Choice(["periodic", "cron", "adaptive"]),
+    default=None,
+    help="Default: cron when --cron is given, else periodic.",
+)
 @click.option("--period", default=None, help="Freshness period, in seconds (periodic).")
 @click.option("--cron", "cron_expr", default=None, help="5-field cron expression (cron).")
 @click.option("--within", default=None, help="Seconds a cron run must finish within.")
-@click.option("--args", "args_json", default=None,
-              help='Task arguments, a JSON list: \'["x", 1]\'.')
-@click.option("--kwargs", "kwargs_json", default=None,
-              help='Task keyword arguments, a JSON object: \'{"depth": 2}\'.')
-@click.option("--set", "extra", multiple=True, metavar="FIELD=VALUE",
-              help="Any other declaration field (tz, pool, cooldown, blackouts, ...); "
-                   "VALUE is JSON when it parses, else text. Repeatable.")  # fmt: skip
+@click.option(
+    "--args", "args_json", default=None, help="Task arguments, a JSON list: '[\"x\", 1]'."
+)
+@click.option(
+    "--kwargs",
+    "kwargs_json",
+    default=None,
+    help="Task keyword arguments, a JSON object: '{\"depth\": 2}'.",
+)
+@click.option(
+    "--set",
+    "extra",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Any other declaration field (tz, pool, cooldown, blackouts, ...); "
+    "VALUE is JSON when it parses, else text. Repeatable.",
+)
 @click.pass_context
 @wrap_errors
 def add(
-    ctx: click.Context, name: str, kind: str | None, period: str | None, cron_expr: str | None,
-    within: str | None, args_json: str | None, kwargs_json: str | None, extra: tuple[str, ...],
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    name: str,
+    kind: str | None,
+    period: str | None,
+    cron_expr: str | None,
+    within: str | None,
+    args_json: str | None,
+    kwargs_json: str | None,
+    extra: tuple[str, ...],
+) -> None:
     """Add or change the runtime schedule NAME (task or task@configuration).
 
     Validated as a declaration; a declared schedule is refused (sync owns
@@ -119,8 +140,13 @@ def _print_bulk(report: BulkReport, source: str) -> None:
 
 @click.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Default: csv for a .csv file, else jsonl (JSON lines).")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Default: csv for a .csv file, else jsonl (JSON lines).",
+)
 @click.pass_context
 @wrap_errors
 def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
@@ -140,10 +166,14 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl",
-              show_default=True)  # fmt: skip
-@click.option("--output", "-o", default="-", type=click.Path(dir_okay=False, allow_dash=True),
-              help="File to write (default: stdout).")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@click.option(
+    "--output",
+    "-o",
+    default="-",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="File to write (default: stdout).",
+)
 @click.option("--include-removed", is_flag=True, help="Removed runtime schedules too.")
 @click.pass_context
 @wrap_errors
@@ -157,11 +187,13 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
     specs = [r.spec for r in rows if r.spec is not None]
     for row in rows:
         if row.spec is None:
-            click.echo(f"skipped {row.name}: its stored spec is invalid ({row.spec_error})",
-                       err=True)  # fmt: skip
+            click.echo(
+                f"skipped {row.name}: its stored spec is invalid ({row.spec_error})", err=True
+            )
     with click.open_file(output, "w", encoding="utf-8") as stream:
         count = write_rows(stream, fmt, specs)
     if output != "-":
-        click.echo(f"exported {count} runtime schedules to {click.format_filename(output)}",
-                   file=sys.stderr)  # fmt: skip
-
+        click.echo(
+            f"exported {count} runtime schedules to {click.format_filename(output)}",
+            file=sys.stderr,
+        )

@@ -62,10 +62,15 @@ def read_state(env: Env) -> State:
     now = utcnow()
     slots = sum(w.slots for w in workers) if workers else env.settings.capacity
     rows = build_rows(
-        schedules, leases, now,
-        retry_ladder=env.settings.retry_ladder, default_pool=env.default_pool, slots=slots,
-        settings=env.settings, workers=workers,
-    )  # fmt: skip
+        schedules,
+        leases,
+        now,
+        retry_ladder=env.settings.retry_ladder,
+        default_pool=env.default_pool,
+        slots=slots,
+        settings=env.settings,
+        workers=workers,
+    )
     return State(schedules, rows, leases, workers, now)
 
 
@@ -76,26 +81,29 @@ def read_status(
     the conditions were computed at."""
     state = read_state(env)
     kept = [
-        r for r in state.rows
-        if matches(r, conditions=conditions, pools=pools, patterns=patterns)
-    ]  # fmt: skip
+        r for r in state.rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)
+    ]
     return kept, state.workers, state.now
 
 
 @click.command()
 @click.argument("patterns", nargs=-1, metavar="[PATTERN]...")
 @click.option(
-    "--condition", "conditions", multiple=True,
+    "--condition",
+    "conditions",
+    multiple=True,
     type=click.Choice(LEVELS, case_sensitive=False),
     help="Only schedules in this condition (repeatable).",
-)  # fmt: skip
+)
 @click.option("--pool", "pools", multiple=True, help="Only schedules of this pool (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @click.option(
-    "--watch", type=click.FloatRange(min=0.1, max=MAX_WATCH_INTERVAL_S), metavar="SECONDS",
+    "--watch",
+    type=click.FloatRange(min=0.1, max=MAX_WATCH_INTERVAL_S),
+    metavar="SECONDS",
     callback=lambda _ctx, param, value: _not_nan(param, value),
     help="Redraw every SECONDS until Ctrl-C.",
-)  # fmt: skip
+)
 @click.pass_context
 @wrap_errors
 def status(
@@ -190,10 +198,9 @@ def leases(ctx: click.Context, as_json: bool) -> None:
     scan = rt.leases.scan()
     now = rt.leases.now()
     docs = [
-        lease_json(lease, now, ping_timeout=settings.ping_timeout,
-                   steal_delay=settings.steal_delay)
+        lease_json(lease, now, ping_timeout=settings.ping_timeout, steal_delay=settings.steal_delay)
         for lease in sorted(scan.leases, key=lambda lease: (lease.started_at, lease.schedule))
-    ]  # fmt: skip
+    ]
     problems = [str(exc) for exc in scan.malformed]
     if as_json:
         click.echo(dump_json({"now": iso(now), "leases": docs, "malformed": problems}))
@@ -205,8 +212,14 @@ def leases(ctx: click.Context, as_json: bool) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--limit", "-n", type=click.IntRange(min=1, max=MAX_RUNS_LIMIT), default=20,
-              show_default=True, help="How many runs, newest first.")  # fmt: skip
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=1, max=MAX_RUNS_LIMIT),
+    default=20,
+    show_default=True,
+    help="How many runs, newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @click.pass_context
 @wrap_errors

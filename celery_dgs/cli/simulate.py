@@ -43,16 +43,18 @@ def parse_duration(value: str, what: str) -> float:
     """``90``, ``90s``, ``30m``, ``6h``, ``7d`` -> seconds."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
     if not match:
-        raise click.BadParameter(f"{value!r} is not a duration like 90s, 30m, 6h, 7d",
-                                 param_hint=what)  # fmt: skip
+        raise click.BadParameter(
+            f"{value!r} is not a duration like 90s, 30m, 6h, 7d", param_hint=what
+        )
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 def _outage(value: str) -> Outage:
     start, sep, end = value.partition(":")
     if not sep:
-        raise click.BadParameter(f"{value!r}: expected START:END, e.g. 3d:3d6h",
-                                 param_hint="--outage")  # fmt: skip
+        raise click.BadParameter(
+            f"{value!r}: expected START:END, e.g. 3d:3d6h", param_hint="--outage"
+        )
     t1, t2 = parse_duration(start, "--outage"), parse_duration(end, "--outage")
     if t2 <= t1:
         raise click.BadParameter(f"{value!r}: END must be after START", param_hint="--outage")
@@ -66,46 +68,106 @@ MAX_SLOTS = 10_000_000
 
 
 @click.command()
-@click.option("--workload", "workload_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="a workload JSON file (docs/simulator.md)")
-@click.option("--schedules", type=click.IntRange(1, MAX_SCHEDULES),
-              help="generate N periodic schedules")
-@click.option("--slots", type=click.IntRange(1, MAX_SLOTS),
-              help="worker slots (overrides the workload's workers)")
-@click.option("--slots-per-worker", type=click.IntRange(1, MAX_SLOTS),
-              default=DEFAULT_SLOTS_PER_WORKER, show_default=True)
-@click.option("--load", type=float, default=0.9, show_default=True,
-              help="generated: demand / capacity")
+@click.option(
+    "--workload",
+    "workload_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="a workload JSON file (docs/simulator.md)",
+)
+@click.option(
+    "--schedules", type=click.IntRange(1, MAX_SCHEDULES), help="generate N periodic schedules"
+)
+@click.option(
+    "--slots",
+    type=click.IntRange(1, MAX_SLOTS),
+    help="worker slots (overrides the workload's workers)",
+)
+@click.option(
+    "--slots-per-worker",
+    type=click.IntRange(1, MAX_SLOTS),
+    default=DEFAULT_SLOTS_PER_WORKER,
+    show_default=True,
+)
+@click.option(
+    "--load", type=float, default=0.9, show_default=True, help="generated: demand / capacity"
+)
 @click.option("--period-min", default="1h", show_default=True, help="generated: shortest period")
 @click.option("--period-max", default="6h", show_default=True, help="generated: longest period")
-@click.option("--cooldown-fraction", type=float, default=0.5, show_default=True,
-              help="generated: cooldown as a fraction of the period")
-@click.option("--failure-rate", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
-              help="generated: probability that a run fails")
-@click.option("--share-spread", type=float, default=1.0, show_default=True,
-              help="generated: capacity shares (run time / period) log-uniform within this "
-                   "factor either way; 1: every schedule the same share")
-@click.option("--duration", default="60s", show_default=True,
-              help="declared schedules: mean run time (unless duration_override)")
+@click.option(
+    "--cooldown-fraction",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="generated: cooldown as a fraction of the period",
+)
+@click.option(
+    "--failure-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="generated: probability that a run fails",
+)
+@click.option(
+    "--share-spread",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="generated: capacity shares (run time / period) log-uniform within this "
+    "factor either way; 1: every schedule the same share",
+)
+@click.option(
+    "--duration",
+    default="60s",
+    show_default=True,
+    help="declared schedules: mean run time (unless duration_override)",
+)
 @click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
-@click.option("--warmup",
-              help="not measured at the start (default: 4 longest periods, <= horizon/2)")
-@click.option("--outage", "outages", multiple=True,
-              help="all workers down START:END (from the start), e.g. 3d:3d6h; repeatable")
+@click.option(
+    "--warmup", help="not measured at the start (default: 4 longest periods, <= horizon/2)"
+)
+@click.option(
+    "--outage",
+    "outages",
+    multiple=True,
+    help="all workers down START:END (from the start), e.g. 3d:3d6h; repeatable",
+)
 @click.option("--seed", type=int, help="random seed (default: the workload's, else 0)")
-@click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
-              help="repeatable; default: all of " + ", ".join(POLICIES))
-@click.option("--find-slots", is_flag=True,
-              help="search the smallest slot count with no ERROR after warm-up (first policy); "
-                   "names the schedules no slot count keeps out of ERROR")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Choice(POLICIES),
+    help="repeatable; default: all of " + ", ".join(POLICIES),
+)
+@click.option(
+    "--find-slots",
+    is_flag=True,
+    help="search the smallest slot count with no ERROR after warm-up (first policy); "
+    "names the schedules no slot count keeps out of ERROR",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table")
 @click.pass_context
-def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | None,
-             slots: int | None, slots_per_worker: int, load: float, period_min: str,
-             period_max: str, cooldown_fraction: float, failure_rate: float,
-             share_spread: float, duration: str, horizon: str | None, warmup: str | None,
-             outages: tuple[str, ...], seed: int | None, policies: tuple[str, ...],
-             find_slots: bool, as_json: bool) -> None:  # fmt: skip
+def simulate(
+    ctx: click.Context,
+    workload_path: Path | None,
+    schedules: int | None,
+    slots: int | None,
+    slots_per_worker: int,
+    load: float,
+    period_min: str,
+    period_max: str,
+    cooldown_fraction: float,
+    failure_rate: float,
+    share_spread: float,
+    duration: str,
+    horizon: str | None,
+    warmup: str | None,
+    outages: tuple[str, ...],
+    seed: int | None,
+    policies: tuple[str, ...],
+    find_slots: bool,
+    as_json: bool,
+) -> None:
     """Simulate the scheduler on a virtual clock and compare policies.
 
     \b
@@ -120,9 +182,25 @@ def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | No
     slot count found); 2 bad options or workload.
     """
     try:
-        workload = _build(ctx, workload_path, schedules, slots, slots_per_worker, load,
-                          period_min, period_max, cooldown_fraction, failure_rate, share_spread,
-                          duration, horizon, warmup, outages, seed, find_slots)  # fmt: skip
+        workload = _build(
+            ctx,
+            workload_path,
+            schedules,
+            slots,
+            slots_per_worker,
+            load,
+            period_min,
+            period_max,
+            cooldown_fraction,
+            failure_rate,
+            share_spread,
+            duration,
+            horizon,
+            warmup,
+            outages,
+            seed,
+            find_slots,
+        )
     except WorkloadError as exc:
         raise click.UsageError(str(exc)) from exc
     problems = _unservable(workload)
@@ -141,11 +219,25 @@ def simulate(ctx: click.Context, workload_path: Path | None, schedules: int | No
     ctx.exit(1 if results[0].error_s > 0 else 0)
 
 
-def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None,
-           slots: int | None, per_worker: int, load: float, period_min: str, period_max: str,
-           cooldown_fraction: float, failure_rate: float, share_spread: float, duration: str,
-           horizon: str | None, warmup: str | None, outages: tuple[str, ...],
-           seed: int | None, find_slots: bool = False) -> Workload:  # fmt: skip
+def _build(
+    ctx: click.Context,
+    workload_path: Path | None,
+    schedules: int | None,
+    slots: int | None,
+    per_worker: int,
+    load: float,
+    period_min: str,
+    period_max: str,
+    cooldown_fraction: float,
+    failure_rate: float,
+    share_spread: float,
+    duration: str,
+    horizon: str | None,
+    warmup: str | None,
+    outages: tuple[str, ...],
+    seed: int | None,
+    find_slots: bool = False,
+) -> Workload:
     horizon_s = parse_duration(horizon, "--horizon") if horizon else None
     warmup_s = parse_duration(warmup, "--warmup") if warmup else None
     outage_list = [_outage(o) for o in outages]
@@ -156,13 +248,20 @@ def _build(ctx: click.Context, workload_path: Path | None, schedules: int | None
     elif schedules is not None:
         if slots is None:
             raise click.UsageError("--schedules needs --slots")
-        workload = generate(GeneratorOptions(
-            schedules=schedules, slots=slots, load=load,
-            period_min_s=parse_duration(period_min, "--period-min"),
-            period_max_s=parse_duration(period_max, "--period-max"),
-            cooldown_fraction=cooldown_fraction, failure_rate=failure_rate,
-            share_spread=share_spread, slots_per_worker=per_worker, seed=seed or 0,
-        ))  # fmt: skip
+        workload = generate(
+            GeneratorOptions(
+                schedules=schedules,
+                slots=slots,
+                load=load,
+                period_min_s=parse_duration(period_min, "--period-min"),
+                period_max_s=parse_duration(period_max, "--period-max"),
+                cooldown_fraction=cooldown_fraction,
+                failure_rate=failure_rate,
+                share_spread=share_spread,
+                slots_per_worker=per_worker,
+                seed=seed or 0,
+            )
+        )
     else:
         # --find-slots chooses the slot count itself: one slot to start from.
         first = 1 if slots is None and find_slots else slots
@@ -185,17 +284,22 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
     from .context import get_env
 
     if slots is None:
-        raise click.UsageError("simulating the app's schedules needs --slots (or --find-slots "
-                               "to search the slot count)")  # fmt: skip
+        raise click.UsageError(
+            "simulating the app's schedules needs --slots (or --find-slots "
+            "to search the slot count)"
+        )
     try:
         env = get_env(ctx)
     except click.UsageError:
-        raise click.UsageError("give --workload or --schedules, or run as "
-                               "`celery -A proj dgs simulate`") from None  # fmt: skip
+        raise click.UsageError(
+            "give --workload or --schedules, or run as `celery -A proj dgs simulate`"
+        ) from None
     decl = env.dgs.all_declarations()
     for err in decl.errors.values():
-        click.echo(f"ERROR schedule {err.schedule!r}, field {err.field!r}: {err.message} "
-                   "(left out)", err=True)  # fmt: skip
+        click.echo(
+            f"ERROR schedule {err.schedule!r}, field {err.field!r}: {err.message} (left out)",
+            err=True,
+        )
     if not decl.specs:
         raise click.UsageError("the app declares no valid schedules")
     return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
@@ -205,29 +309,39 @@ def _summary(w: Workload, *, searching: bool = False) -> str:
     """The workload in one line; ``searching`` (``--find-slots``): the demand in
     slots instead of the slot count and load."""
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
-    size = (f"demand {w.load() * w.slots:.2f} slots" if searching
-            else f"{w.slots} slots, load {w.load():.2f}")  # fmt: skip
-    return (f"{len(w.schedules)} schedules, {size}, "
-            f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
-            f"seed {w.seed}" + (f", outages {outages}" if outages else ""))  # fmt: skip
+    size = (
+        f"demand {w.load() * w.slots:.2f} slots"
+        if searching
+        else f"{w.slots} slots, load {w.load():.2f}"
+    )
+    return (
+        f"{len(w.schedules)} schedules, {size}, "
+        f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
+        f"seed {w.seed}" + (f", outages {outages}" if outages else "")
+    )
 
 
 def _unservable(workload: Workload) -> dict[str, Unservable]:
     """Schedules that can never be served with their mean run time, by name."""
     found = {}
     for sched in workload.schedules:
-        problem = never_servable(sched.spec, workload.start,
-                                 duration=timedelta(seconds=sched.duration_s))  # fmt: skip
+        problem = never_servable(
+            sched.spec, workload.start, duration=timedelta(seconds=sched.duration_s)
+        )
         if problem is not None:
             found[sched.name] = problem
     return found
 
 
-def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
-          problems: dict[str, Unservable]) -> None:  # fmt: skip
+def _find(
+    workload: Workload, policy: str, per_worker: int, as_json: bool, problems: dict[str, Unservable]
+) -> None:
     unlimited = ample_slots(workload)
-    ample = ("a slot for every schedule" if unlimited == len(workload.schedules)
-             else f"{AMPLE_DEMAND_FACTOR} x the demand")  # fmt: skip
+    ample = (
+        "a slot for every schedule"
+        if unlimited == len(workload.schedules)
+        else f"{AMPLE_DEMAND_FACTOR} x the demand"
+    )
 
     def progress(slots: int, error_s: float, complete: bool) -> None:
         if as_json:
@@ -243,26 +357,40 @@ def _find(workload: Workload, policy: str, per_worker: int, as_json: bool,
         click.echo(_summary(workload, searching=True))
     search = find_slots(workload, policy, per_worker=per_worker, progress=progress)
     if as_json:
-        click.echo(json.dumps({
-            "policy": policy, "slots": search.slots,
-            "tried": {str(k): v for k, v in sorted(search.tried.items())},
-            "unservable": {name: {"error_s": error_s,
-                                  "reason": problems[name].reason if name in problems else None,
-                                  "detail": problems[name].detail if name in problems else None}
-                           for name, error_s in search.unservable.items()},
-            "result": search.result.to_dict() if search.result else None,
-        }, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "policy": policy,
+                    "slots": search.slots,
+                    "tried": {str(k): v for k, v in sorted(search.tried.items())},
+                    "unservable": {
+                        name: {
+                            "error_s": error_s,
+                            "reason": problems[name].reason if name in problems else None,
+                            "detail": problems[name].detail if name in problems else None,
+                        }
+                        for name, error_s in search.unservable.items()
+                    },
+                    "result": search.result.to_dict() if search.result else None,
+                },
+                indent=2,
+            )
+        )
     elif search.slots is None:
         window_h = (workload.horizon_s - workload.effective_warmup()) / 3600
-        click.echo(f"no slot count keeps every schedule out of ERROR: with {ample} "
-                   f"({unlimited} slots), over the {window_h:.3g} h after warm-up:")  # fmt: skip
+        click.echo(
+            f"no slot count keeps every schedule out of ERROR: with {ample} "
+            f"({unlimited} slots), over the {window_h:.3g} h after warm-up:"
+        )
         for name, error_s in search.unservable.items():
-            why = (f"{problems[name].reason}: {problems[name].detail}" if name in problems
-                   else "run-time variance or its constraints")  # fmt: skip
+            why = (
+                f"{problems[name].reason}: {problems[name].detail}"
+                if name in problems
+                else "run-time variance or its constraints"
+            )
             click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
     else:
-        click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after "
-                   "warm-up")  # fmt: skip
+        click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after warm-up")
         assert search.result is not None
         click.echo(format_table([search.result]))
     sys.exit(0 if search.slots is not None else 1)

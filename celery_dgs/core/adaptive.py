@@ -153,8 +153,9 @@ def target(spec: AdaptiveSpec, stats: ScheduleStats, anchor: datetime) -> dateti
         )
     if upstream_changed(stats):
         assert stats.upstream_modified_at is not None
-        goal = min(goal, ensure_utc(stats.upstream_modified_at, what="upstream_modified_at")
-                   + shortest)  # fmt: skip
+        goal = min(
+            goal, ensure_utc(stats.upstream_modified_at, what="upstream_modified_at") + shortest
+        )
     return goal
 
 
@@ -181,9 +182,11 @@ def start_times(
         end = ensure_utc(
             stats.last_good_end_at or stats.last_good_start_at, what="last_good_end_at"
         )
-        can = end if upstream_changed(stats) else max(
-            end, should - current_interval(spec, stats) * EARLY_FRACTION
-        )  # fmt: skip
+        can = (
+            end
+            if upstream_changed(stats)
+            else max(end, should - current_interval(spec, stats) * EARLY_FRACTION)
+        )
     if stats.failure_count and stats.last_end_at is not None:
         shortest = ladder_interval(MIN_INTERVAL_INDEX, spec.interval_unit)
         can = ensure_utc(stats.last_end_at, what="last_end_at") + shortest

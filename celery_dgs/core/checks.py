@@ -47,10 +47,17 @@ CHECK_MAX_CHECKS = "max_checks"
 CHECK_FAILED = "failed"
 CHECK_INVALID_VERDICT = "invalid_verdict"
 CHECK_CANCELLED = "cancelled"
-CHECK_END_OUTCOMES = frozenset({
-    CHECK_DONE, CHECK_PAST, CHECK_HORIZON, CHECK_MAX_CHECKS, CHECK_FAILED,
-    CHECK_INVALID_VERDICT, CHECK_CANCELLED,
-})  # fmt: skip
+CHECK_END_OUTCOMES = frozenset(
+    {
+        CHECK_DONE,
+        CHECK_PAST,
+        CHECK_HORIZON,
+        CHECK_MAX_CHECKS,
+        CHECK_FAILED,
+        CHECK_INVALID_VERDICT,
+        CHECK_CANCELLED,
+    }
+)
 
 #: What adding a check that is already pending does: ``keep`` it as it is
 #: (adding is idempotent: a redelivered event adds nothing), or ``move`` it to
@@ -190,25 +197,33 @@ def check_end(
         when = round_to_slot(when, spec.slot)
         if when <= ended_at:
             return CheckEnded(
-                CHECK_PAST, f"the next check it asked for ({when.isoformat()}) is not after "
-                f"the check's end ({ended_at.isoformat()})", done,
-            )  # fmt: skip
+                CHECK_PAST,
+                f"the next check it asked for ({when.isoformat()}) is not after "
+                f"the check's end ({ended_at.isoformat()})",
+                done,
+            )
         if when - ended_at > spec.horizon:
             return CheckEnded(
-                CHECK_HORIZON, f"the next check it asked for ({when.isoformat()}) is further "
-                f"ahead than the horizon ({spec.horizon})", done,
-            )  # fmt: skip
+                CHECK_HORIZON,
+                f"the next check it asked for ({when.isoformat()}) is further "
+                f"ahead than the horizon ({spec.horizon})",
+                done,
+            )
         if done >= spec.max_checks:
             return CheckEnded(
-                CHECK_MAX_CHECKS, f"{done} checks ran, the most allowed (max_checks); it "
-                f"asked for another at {when.isoformat()}", done,
-            )  # fmt: skip
+                CHECK_MAX_CHECKS,
+                f"{done} checks ran, the most allowed (max_checks); it "
+                f"asked for another at {when.isoformat()}",
+                done,
+            )
         return CheckAgain(when, done)
     if outcome in FAILURE_OUTCOMES:
         failures = stats_after_run.failure_count or 0
         if failures >= spec.max_failures:
             return CheckEnded(
-                CHECK_FAILED, f"{failures} consecutive failed runs (max_failures); the last: "
-                f"{outcome}" + (f": {error}" if error else ""), count,
-            )  # fmt: skip
+                CHECK_FAILED,
+                f"{failures} consecutive failed runs (max_failures); the last: "
+                f"{outcome}" + (f": {error}" if error else ""),
+                count,
+            )
     return None

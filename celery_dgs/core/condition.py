@@ -93,10 +93,12 @@ def condition(
     if now > deadline:
         if isinstance(spec, CheckSpec):
             return Condition(
-                Level.ERROR, Reason.DEADLINE_PASSED,
+                Level.ERROR,
+                Reason.DEADLINE_PASSED,
                 f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
-                f"by {_fmt(deadline)} (within {spec.within})", deadline,
-            )  # fmt: skip
+                f"by {_fmt(deadline)} (within {spec.within})",
+                deadline,
+            )
         if not stats.has_succeeded:
             return Condition(
                 Level.ERROR,

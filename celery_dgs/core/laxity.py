@@ -149,8 +149,12 @@ class LaxityIndex(RestoringIndex):
         # peek() then pop_placeable() ask twice at the same moment: the choice is
         # reused while nothing was upserted or removed and its top is unchanged.
         last = self._last
-        if (last is not None and last[0] == now and last[1] == self._counter
-                and last[2] == self._removals):  # fmt: skip
+        if (
+            last is not None
+            and last[0] == now
+            and last[1] == self._counter
+            and last[2] == self._removals
+        ):
             heap = last[3]
             if heap and heap[0] is last[4]:
                 return heap
@@ -182,8 +186,7 @@ class LaxityIndex(RestoringIndex):
             scale = margin + floor
             # No margin and no floor: not urgent before its deadline (then it is late).
             laxity = (item[0] - now) / scale if scale > 0 else math.inf
-            if best is None or laxity < best_laxity or (laxity == best_laxity
-                                                        and item < best[0]):  # fmt: skip
+            if best is None or laxity < best_laxity or (laxity == best_laxity and item < best[0]):
                 best, best_laxity = bucket, laxity
         self._clean_late_top()
         # A bucket item is a longer tuple with the same first four fields: the
@@ -194,9 +197,7 @@ class LaxityIndex(RestoringIndex):
         self._top(now)
         version = self._version
         late = sum(1 for i in self._late if version.get(i[2]) == i[3])
-        return late + sum(
-            1 for b in self._buckets.values() for i in b if version.get(i[2]) == i[3]
-        )
+        return late + sum(1 for b in self._buckets.values() for i in b if version.get(i[2]) == i[3])
 
     def _compact_if_bloated(self) -> None:
         super()._compact_if_bloated()

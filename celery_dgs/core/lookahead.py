@@ -277,8 +277,9 @@ class CapQueue:
         for other, (should, run_s, lapses_at) in self._held.items():
             if lapses_at < now:
                 lapsed.append(other)
-            elif (other != name and low <= run_s < high
-                  and (should, other) < (should_start_by, name)):  # fmt: skip
+            elif (
+                other != name and low <= run_s < high and (should, other) < (should_start_by, name)
+            ):
                 count += 1
         for other in lapsed:
             del self._held[other]
@@ -331,10 +332,19 @@ class AdmissionRound:
                 runs = sorted([*self._busy_of(), *self._admitted], key=itemgetter(1))
                 self._busy, self._run_s = runs, [r[1] for r in runs]
             first = bisect.bisect_left(self._run_s, expected_s / SHORT_RATIO)
-            ahead = self.queue.ahead(name, expected_s, should_start_by, self.now) \
-                if self.queue else 0  # fmt: skip
-            wake, capped = admit(self.book, self.now, expected_s, should_start_by, self.slots,
-                                 self._busy[first:], len(self._busy), ahead)  # fmt: skip
+            ahead = (
+                self.queue.ahead(name, expected_s, should_start_by, self.now) if self.queue else 0
+            )
+            wake, capped = admit(
+                self.book,
+                self.now,
+                expected_s,
+                should_start_by,
+                self.slots,
+                self._busy[first:],
+                len(self._busy),
+                ahead,
+            )
         if wake is not None:
             if capped:
                 self.queue.hold(name, expected_s, should_start_by, wake)

@@ -123,9 +123,7 @@ def choose_dispatches(
     """
     chosen: list[tuple[str, str]] = []
     while len(chosen) < limit:
-        plan = plan_dispatches(
-            index, now, placement, constraints_of, limit=limit - len(chosen)
-        )
+        plan = plan_dispatches(index, now, placement, constraints_of, limit=limit - len(chosen))
         if not plan:
             break
         deferred = False

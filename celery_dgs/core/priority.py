@@ -123,21 +123,30 @@ _Candidate = tuple[int, int, float, str, int]
 _Place = tuple[int, int, float]
 
 
-def elevator_steps(due_at: float, now: float, interval_s: float | None,
-                   clock_offset_s: float = 0.0) -> int:  # fmt: skip
+def elevator_steps(
+    due_at: float, now: float, interval_s: float | None, clock_offset_s: float = 0.0
+) -> int:
     """How many elevator steps a schedule due since ``due_at`` has waited at ``now``
     (steps happen at the multiples of ``interval_s`` since ``-clock_offset_s``)."""
     if not interval_s or due_at >= now:
         return 0
     if not math.isfinite(due_at):
         return 1 << 20
-    return max(0, math.floor((now + clock_offset_s) / interval_s)
-               - math.floor((due_at + clock_offset_s) / interval_s))  # fmt: skip
+    return max(
+        0,
+        math.floor((now + clock_offset_s) / interval_s)
+        - math.floor((due_at + clock_offset_s) / interval_s),
+    )
 
 
-def effective_priority(priority: int, due_at: float | None, now: float,
-                       due_classes: list[int], interval_s: float | None,
-                       clock_offset_s: float = 0.0) -> int:  # fmt: skip
+def effective_priority(
+    priority: int,
+    due_at: float | None,
+    now: float,
+    due_classes: list[int],
+    interval_s: float | None,
+    clock_offset_s: float = 0.0,
+) -> int:
     """The class a schedule of ``priority`` is served in at ``now``: its own when it
     is not due (``due_at`` None or ahead), else the class ``elevator_steps`` levels
     up among ``due_classes`` (the sorted classes with due work)."""
@@ -201,8 +210,9 @@ class PriorityIndex(DeadlineIndex):
         if elevator_interval_s is not None and not (
             math.isfinite(elevator_interval_s) and elevator_interval_s > 0
         ):
-            raise ValueError(f"elevator interval must be > 0 seconds or None, "
-                             f"got {elevator_interval_s!r}")  # fmt: skip
+            raise ValueError(
+                f"elevator interval must be > 0 seconds or None, got {elevator_interval_s!r}"
+            )
         self.main = main
         self.priority_of = priority_of
         self.elevator_interval_s = elevator_interval_s
@@ -361,8 +371,9 @@ class PriorityIndex(DeadlineIndex):
             return True
         return now < self._short_until
 
-    def _due_tops(self, now: float, tops: list[tuple[int, _Due]],
-                  short: bool) -> list[tuple[int, _Due]]:  # fmt: skip
+    def _due_tops(
+        self, now: float, tops: list[tuple[int, _Due]], short: bool
+    ) -> list[tuple[int, _Due]]:
         """``tops`` that count as due: those past their ``due_at``, and while
         the lead applies (always, or while ``short``) those inside it."""
         if self.lead_s is None or (self.lead_when_short and not short):
@@ -391,8 +402,9 @@ class PriorityIndex(DeadlineIndex):
             return None
         levels = self.due_classes(now)
         due_at = self._due_at[name] if name in self._due_class else None
-        return effective_priority(cls, due_at, now, levels, self.elevator_interval_s,
-                                  self.clock_offset_s)  # fmt: skip
+        return effective_priority(
+            cls, due_at, now, levels, self.elevator_interval_s, self.clock_offset_s
+        )
 
     # -- the choice ---------------------------------------------------------------
     def _place(self, level_of_class: int, due_at: float | None, now: float) -> tuple[int, int]:

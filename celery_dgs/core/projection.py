@@ -78,8 +78,14 @@ def project_starts(
     """
     expected: dict[str, float] = {}
     margins: dict[str, float] = {}
-    index = make_index(overload_policy, shed_horizon_s, expected.__getitem__, restore_aging,
-                       margin_s=margins.__getitem__, laxity_floor_s=laxity_floor_s)  # fmt: skip
+    index = make_index(
+        overload_policy,
+        shed_horizon_s,
+        expected.__getitem__,
+        restore_aging,
+        margin_s=margins.__getitem__,
+        laxity_floor_s=laxity_floor_s,
+    )
     waiting = list(waiting)
     for w in waiting:
         expected[w.name] = max(w.expected_s, 0.0)
@@ -115,8 +121,9 @@ def project_starts(
         if lookahead is not None:
             while runs and runs[0][0] <= t:
                 heapq.heappop(runs)
-            admission = AdmissionRound(lookahead, t, total_slots, functools.partial(list, runs),
-                                       queue)  # fmt: skip
+            admission = AdmissionRound(
+                lookahead, t, total_slots, functools.partial(list, runs), queue
+            )
             wake = admission.hold_until(expected[name], should[name], name)
             if wake is not None:  # held: looked at again then; the slot stays free
                 if held_now is not None and t <= now:

@@ -25,10 +25,17 @@ END_OUTCOMES = SUCCESS_OUTCOMES | FAILURE_OUTCOMES | INTERRUPTION_OUTCOMES
 
 
 def stats_after(
-    stats: ScheduleStats, outcome: str, started_at: datetime, ended_at: datetime, alpha: float,
-    duration: timedelta | None = None, *, spec: ScheduleSpec | None = None,
-    eventful: bool | None = None, run_key: int = 0,
-) -> ScheduleStats:  # fmt: skip
+    stats: ScheduleStats,
+    outcome: str,
+    started_at: datetime,
+    ended_at: datetime,
+    alpha: float,
+    duration: timedelta | None = None,
+    *,
+    spec: ScheduleSpec | None = None,
+    eventful: bool | None = None,
+    run_key: int = 0,
+) -> ScheduleStats:
     """The statistics after a run that ended with ``outcome`` (``duration``: see
     :func:`~celery_dgs.core.stats.record_success`). A good run of an adaptive
     ``spec`` also moves its interval ladder (``eventful``, ``run_key``: see

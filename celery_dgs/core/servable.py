@@ -77,10 +77,12 @@ def never_servable(
         gap = longest_free_gap(blackouts, spec.tz, start)
         if gap is not None and duration > gap:
             return Unservable(
-                spec.name, "no_gap_fits_a_run",
+                spec.name,
+                "no_gap_fits_a_run",
                 f"a run of {duration} fits in no gap between its blackouts "
-                f"({_windows(spec)}; longest gap {gap})", _DAY,
-            )  # fmt: skip
+                f"({_windows(spec)}; longest gap {gap})",
+                _DAY,
+            )
     if isinstance(spec, PeriodicSpec):
         return _periodic(spec, start, duration, days)
     if isinstance(spec, CronSpec):
@@ -96,9 +98,11 @@ def _periodic(
     period = spec.scheduling_period
     if duration >= period:
         return Unservable(
-            spec.name, "duration_at_least_period",
-            f"a run takes {duration}, its period is {period}", _DAY,
-        )  # fmt: skip
+            spec.name,
+            "duration_at_least_period",
+            f"a run takes {duration}, its period is {period}",
+            _DAY,
+        )
     if not spec.blackout_periods:
         return None
     zone = get_zone(spec.tz)
@@ -112,32 +116,36 @@ def _periodic(
     if error <= timedelta(0):
         return None
     return Unservable(
-        spec.name, "blackout_longer_than_period",
+        spec.name,
+        "blackout_longer_than_period",
         f"its blackout ({_windows(spec)}, up to {longest})"
         + (f" plus two runs of {duration}" if duration > timedelta(0) else "")
-        + f" is longer than its period ({period})", error / days,
-    )  # fmt: skip
+        + f" is longer than its period ({period})",
+        error / days,
+    )
 
 
 def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Unservable | None:
     within = spec.cron_max_schedule_duration
     if duration > within:
         return Unservable(
-            spec.name, "within_shorter_than_duration",
+            spec.name,
+            "within_shorter_than_duration",
             f"a run takes {duration}, longer than its within ({within})",
             _cron_error_per_day(spec, start, duration, days)[0],
-        )  # fmt: skip
+        )
     if not spec.blackout_periods:
         return None
     error, missed, fires = _cron_error_per_day(spec, start, duration, days)
     if missed == 0:
         return None
     return Unservable(
-        spec.name, "cron_times_in_blackout",
+        spec.name,
+        "cron_times_in_blackout",
         f"{missed:.3g} of its {fires:.3g} cron times a day fall in or just before a blackout "
         f"({_windows(spec)}) and cannot finish within {within} (cron_max_schedule_duration)",
         error,
-    )  # fmt: skip
+    )
 
 
 def _cron_error_per_day(
@@ -150,16 +158,28 @@ def _cron_error_per_day(
     zone = get_zone(spec.tz)
     midnight = datetime.combine(start.astimezone(zone).date(), time(0), tzinfo=zone)
     return _cron_error(
-        spec.cron_schedule, spec.tz, spec.cron_max_schedule_duration, spec.blackout_periods,
-        spec.avoid_blackout_overlap, ensure_utc(midnight, what="sample start"), duration, days,
-    )  # fmt: skip
+        spec.cron_schedule,
+        spec.tz,
+        spec.cron_max_schedule_duration,
+        spec.blackout_periods,
+        spec.avoid_blackout_overlap,
+        ensure_utc(midnight, what="sample start"),
+        duration,
+        days,
+    )
 
 
 @lru_cache(maxsize=1024)
 def _cron_error(
-    expr: str, tz: str, within: timedelta, blackouts: tuple[Blackout, ...], avoid_overlap: bool,
-    start: datetime, duration: timedelta, days: int,
-) -> tuple[timedelta, float, float]:  # fmt: skip
+    expr: str,
+    tz: str,
+    within: timedelta,
+    blackouts: tuple[Blackout, ...],
+    avoid_overlap: bool,
+    start: datetime,
+    duration: timedelta,
+    days: int,
+) -> tuple[timedelta, float, float]:
     """ERROR per day, and cron times per day that miss and in all, over the sample.
 
     A cron time ``F`` whose earliest start ``s`` (out of the blackouts; with

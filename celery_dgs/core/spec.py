@@ -41,14 +41,16 @@ def check_priority(name: str, value: Any, field_name: str = "priority") -> int:
     """``value`` as a priority (an int from 0 to 99); ScheduleConfigError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScheduleConfigError(
-            name, field_name, f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, "
-            f"got {value!r}"
-        )  # fmt: skip
+            name,
+            field_name,
+            f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}",
+        )
     if not MIN_PRIORITY <= value <= MAX_PRIORITY:
         raise ScheduleConfigError(
-            name, field_name, f"must be from {MIN_PRIORITY} (first) to {MAX_PRIORITY} (last), "
-            f"got {value}"
-        )  # fmt: skip
+            name,
+            field_name,
+            f"must be from {MIN_PRIORITY} (first) to {MAX_PRIORITY} (last), got {value}",
+        )
     return int(value)
 
 
@@ -194,9 +196,10 @@ def _check_name(task: Any, configuration: Any, *, check: bool = False) -> str:
         raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
     if configuration.startswith(CHECK_CONFIGURATION_PREFIX) != check:
         raise ScheduleConfigError(
-            name, "configuration",
+            name,
+            "configuration",
             f"must not start with {CHECK_CONFIGURATION_PREFIX!r} (the names of deferred checks)",
-        )  # fmt: skip
+        )
     return name
 
 
@@ -263,9 +266,10 @@ class ScheduleSpec:
         object.__setattr__(self, "priority", check_priority(name, self.priority))
         if not isinstance(self.avoid_blackout_overlap, bool):
             raise ScheduleConfigError(
-                name, "avoid_blackout_overlap",
+                name,
+                "avoid_blackout_overlap",
                 f"must be True or False, got {self.avoid_blackout_overlap!r}",
-            )  # fmt: skip
+            )
         if not _is_list(self.args):
             raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {self.args!r}")
         kwargs: Any = self.kwargs
@@ -431,13 +435,15 @@ class AdaptiveSpec(ScheduleSpec):
         longest = unit * 4 ** (MAX_INTERVAL_INDEX - 4) * 1.1  # the top step, fudged up
         if longest > MAX_DURATION:
             raise ScheduleConfigError(
-                self.name, "interval_unit",
+                self.name,
+                "interval_unit",
                 f"{unit} is too long: the ladder's longest interval (4096 units) must "
                 f"stay within {MAX_DURATION.days} days",
-            )  # fmt: skip
+            )
         object.__setattr__(self, "interval_unit", unit)
-        _index(self.name, "initial_interval_index", self.initial_interval_index,
-               0, MAX_INTERVAL_INDEX)  # fmt: skip
+        _index(
+            self.name, "initial_interval_index", self.initial_interval_index, 0, MAX_INTERVAL_INDEX
+        )
         _index(self.name, "max_failures", self.max_failures, 1, 1_000_000)
 
     def to_dict(self) -> dict[str, Any]:
@@ -493,9 +499,10 @@ class CheckSpec(ScheduleSpec):
         configuration = CHECK_CONFIGURATION_PREFIX + key
         if self.configuration not in ("", configuration):
             raise ScheduleConfigError(
-                schedule_name(str(self.task), configuration), "configuration",
+                schedule_name(str(self.task), configuration),
+                "configuration",
                 f"is derived from the key ({configuration!r}), got {self.configuration!r}",
-            )  # fmt: skip
+            )
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "configuration", configuration)
         super().__post_init__()
@@ -539,8 +546,11 @@ def _cron_never_fires(expr: str, tz: str) -> str | None:
 
 
 SPEC_KINDS: dict[str, type[ScheduleSpec]] = {
-    "periodic": PeriodicSpec, "cron": CronSpec, "adaptive": AdaptiveSpec, "check": CheckSpec,
-}  # fmt: skip
+    "periodic": PeriodicSpec,
+    "cron": CronSpec,
+    "adaptive": AdaptiveSpec,
+    "check": CheckSpec,
+}
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
@@ -568,9 +578,12 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     (see ``celery_dgs.store.loader``)."""
     check = isinstance(spec, CheckSpec)
     if (
-        task == spec.task and isinstance(configuration, str) and not check
-        and "@" not in configuration and not configuration.startswith(CHECK_CONFIGURATION_PREFIX)
-    ):  # fmt: skip
+        task == spec.task
+        and isinstance(configuration, str)
+        and not check
+        and "@" not in configuration
+        and not configuration.startswith(CHECK_CONFIGURATION_PREFIX)
+    ):
         task = spec.task  # already checked; and one string object for all its schedules
     else:
         _check_name(task, configuration, check=check)
@@ -599,10 +612,10 @@ def spec_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
 def required_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
     """The fields of ``cls`` that have no default."""
     return tuple(
-        f.name for f in dataclasses.fields(cls)
-        if f.init and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    )  # fmt: skip
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
 
 
 def suggestion(word: str, choices: Iterable[str]) -> str:
@@ -620,9 +633,10 @@ def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, A
             others = (k for k, c in SPEC_KINDS.items() if c is not cls and key in spec_fields(c))
             where = next(others, None)
             hint = (
-                f"; it is a field of a {where} schedule" if where is not None
+                f"; it is a field of a {where} schedule"
+                if where is not None
                 else suggestion(str(key), known)
-            )  # fmt: skip
+            )
             raise ScheduleConfigError(
                 name, str(key), f"is not a field of a {cls.kind} schedule{hint}"
             )
@@ -655,9 +669,11 @@ def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
     name = schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", "")))
     if kind == CheckSpec.kind:
         raise ScheduleConfigError(
-            name, "kind", "a deferred check is not declared as a schedule: declare its task "
+            name,
+            "kind",
+            "a deferred check is not declared as a schedule: declare its task "
             "with @dgs.deferred and add checks with dgs.check_at(task, key, at=...)",
-        )  # fmt: skip
+        )
     cls = spec_class(kind, name)
     check_field_names(cls, name, fields)
     return cls(**fields)

@@ -120,17 +120,30 @@ class RedisLeader:
         if not owner_tag:
             raise ValueError("owner_tag must be a non-empty string")
         reply = call_script(
-            SCRIPTS, self.client, "leader_elect.lua",
+            SCRIPTS,
+            self.client,
+            "leader_elect.lua",
             [self.key, self.keys.leader_token(self.role)],
-            [self._now_arg(), str(LEADER_FORMAT_VERSION), owner_tag, owner_node,
-             str(int(owner_pid)), str(self.timeout_ms), str(int(min_token))],
-        )  # fmt: skip
+            [
+                self._now_arg(),
+                str(LEADER_FORMAT_VERSION),
+                owner_tag,
+                owner_node,
+                str(int(owner_pid)),
+                str(self.timeout_ms),
+                str(int(min_token)),
+            ],
+        )
         status, now = text(reply[0]), ms_to_datetime(int(reply[1]))
         if status == "LEADER":
             return ElectResult(
-                leading=True, now=now, token=int(reply[2]), since=ms_to_datetime(int(reply[3])),
-                renewed=bool(int(reply[4])), previous=self._info(reply[5]),
-            )  # fmt: skip
+                leading=True,
+                now=now,
+                token=int(reply[2]),
+                since=ms_to_datetime(int(reply[3])),
+                renewed=bool(int(reply[4])),
+                previous=self._info(reply[5]),
+            )
         if status == "FOLLOWER":
             return ElectResult(leading=False, now=now, holder=self._info(reply[2]))
         raise LeaseError(f"leader_elect.lua returned {status!r}")
@@ -138,9 +151,12 @@ class RedisLeader:
     def resign(self, owner_tag: str) -> bool:
         """Step down if ``owner_tag`` leads; True if it did."""
         reply = call_script(
-            SCRIPTS, self.client, "leader_resign.lua",
-            [self.key], [str(LEADER_FORMAT_VERSION), owner_tag],
-        )  # fmt: skip
+            SCRIPTS,
+            self.client,
+            "leader_resign.lua",
+            [self.key],
+            [str(LEADER_FORMAT_VERSION), owner_tag],
+        )
         return bool(int(reply[0]))
 
     def current(self) -> LeaderInfo | None:

@@ -118,26 +118,50 @@ class RedisLeases(LeaseBackend):
         k = self.keys
         reply = self._call(
             "acquire.lua",
-            [k.lease(schedule), k.token(schedule), k.lease_index(), k.dispatch(schedule),
-             k.dispatch_index(), k.epoch()],
-            [self._now_arg(), _FMT, schedule, owner_node, owner_name, owner_tag,
-             dispatch_id or "", min_token, self.ping_timeout_ms, self.steal_delay_ms,
-             str(DISPATCH_FORMAT_VERSION), self.restart_grace_ms, self.run_id_override],
-        )  # fmt: skip
+            [
+                k.lease(schedule),
+                k.token(schedule),
+                k.lease_index(),
+                k.dispatch(schedule),
+                k.dispatch_index(),
+                k.epoch(),
+            ],
+            [
+                self._now_arg(),
+                _FMT,
+                schedule,
+                owner_node,
+                owner_name,
+                owner_tag,
+                dispatch_id or "",
+                min_token,
+                self.ping_timeout_ms,
+                self.steal_delay_ms,
+                str(DISPATCH_FORMAT_VERSION),
+                self.restart_grace_ms,
+                self.run_id_override,
+            ],
+        )
         status = AcquireStatus(text(reply[0]))
         now = ms_to_datetime(int(reply[1]))
         if status is AcquireStatus.GRANTED:
             if int(reply[5]):
                 mine = self._info(schedule, reply[4])
                 return AcquireResult(
-                    status=status, now=now, token=mine.token, started_at=mine.started_at,
+                    status=status,
+                    now=now,
+                    token=mine.token,
+                    started_at=mine.started_at,
                     renewed=True,
-                )  # fmt: skip
+                )
             previous = self._info(schedule, reply[4]) if reply[4] else None
             return AcquireResult(
-                status=status, now=now, token=int(reply[2]),
-                started_at=ms_to_datetime(int(reply[3])), took_over_from=previous,
-            )  # fmt: skip
+                status=status,
+                now=now,
+                token=int(reply[2]),
+                started_at=ms_to_datetime(int(reply[3])),
+                took_over_from=previous,
+            )
         if status is AcquireStatus.RECOVERING:
             return AcquireResult(
                 status=status, now=now, grace_ends_at=ms_to_datetime(int(reply[2]))
@@ -183,9 +207,10 @@ class RedisLeases(LeaseBackend):
         if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
             raise ValueError(f"token must be an int, got {token!r}")
         reply = self._call(
-            "cancel.lua", [self.keys.lease(schedule)],
+            "cancel.lua",
+            [self.keys.lease(schedule)],
             [_FMT, owner_tag or "", "" if token is None else str(token)],
-        )  # fmt: skip
+        )
         status = CancelStatus(text(reply[0]))
         if status is CancelStatus.NO_LEASE:
             return CancelResult(status=status)
@@ -197,9 +222,12 @@ class RedisLeases(LeaseBackend):
         Its sweep also notes the restart epoch: after a Redis restart the restart
         grace starts at beat's first round, not at the first acquire."""
         reader = BeatViewReader(
-            self.client, self.keys, ping_timeout_ms=self.ping_timeout_ms,
-            steal_delay_ms=self.steal_delay_ms, now_arg=self._now_arg,
-        )  # fmt: skip
+            self.client,
+            self.keys,
+            ping_timeout_ms=self.ping_timeout_ms,
+            steal_delay_ms=self.steal_delay_ms,
+            now_arg=self._now_arg,
+        )
         reader.run_id_override = self.run_id_override
         return reader
 

@@ -75,18 +75,30 @@ class BeatViewReader(BeatViewSource):
         known = self._generation if mono - self._read_at < self.full_read_every_s else ""
         k = self.keys
         reply: list[Any] = call_script(
-            SCRIPTS, self.client, "beat_view.lua",
+            SCRIPTS,
+            self.client,
+            "beat_view.lua",
             [k.lease_index(), k.dispatch_index(), k.lease_generation(), k.epoch()],
-            [self._now_arg(), str(LEASE_FORMAT_VERSION), k.lease_prefix(),
-             self.ping_timeout_ms, self.steal_delay_ms,
-             "" if expected_dispatches is None else str(expected_dispatches), known,
-             self.run_id_override],
-        )  # fmt: skip
+            [
+                self._now_arg(),
+                str(LEASE_FORMAT_VERSION),
+                k.lease_prefix(),
+                self.ping_timeout_ms,
+                self.steal_delay_ms,
+                "" if expected_dispatches is None else str(expected_dispatches),
+                known,
+                self.run_id_override,
+            ],
+        )
         bad = reply[3]
         malformed = {text(bad[i]): text(bad[i + 1]) for i in range(0, len(bad) - 1, 2)}
         for schedule, reason in malformed.items():
-            log.error("lease of %r: Redis key %r: %s (counted as running until removed)",
-                      schedule, k.lease(schedule), reason)  # fmt: skip
+            log.error(
+                "lease of %r: Redis key %r: %s (counted as running until removed)",
+                schedule,
+                k.lease(schedule),
+                reason,
+            )
         generation = text(reply[5])
         owners_read = not known or generation != known
         if owners_read:

@@ -12,5 +12,13 @@ from .metrics import SimResult
 from .policies import POLICIES
 from .workload import Outage, SimSchedule, SimWorker, Workload, load_workload
 
-__all__ = ["POLICIES", "Outage", "SimResult", "SimSchedule", "SimWorker", "Workload",
-           "load_workload", "simulate"]  # fmt: skip
+__all__ = [
+    "POLICIES",
+    "Outage",
+    "SimResult",
+    "SimSchedule",
+    "SimWorker",
+    "Workload",
+    "load_workload",
+    "simulate",
+]

@@ -71,10 +71,12 @@ def run_check_order(
             first_start[name] = t
     late = sorted(
         max(0.0, first_start.get(name, result.horizon_s) - at)
-        for name, at in due.items() if at >= result.warmup_s
-    )  # fmt: skip
+        for name, at in due.items()
+        if at >= result.warmup_s
+    )
     return CheckOrderResult(
-        order=order, schedule_error_s=error_s,
+        order=order,
+        schedule_error_s=error_s,
         schedule_error_fraction=error_s / (window * count) if count else 0.0,
         schedule_max_staleness=max((v["max_staleness"] for v in schedules.values()), default=0.0),
         checks=len(late),
@@ -82,7 +84,7 @@ def run_check_order(
         check_p99_late_s=late[int(0.99 * (len(late) - 1))] if late else 0.0,
         check_max_late_s=late[-1] if late else 0.0,
         checks_past_within=(sum(x > within_s for x in late) / len(late)) if late else 0.0,
-    )  # fmt: skip
+    )
 
 
 def compare_check_orders(
@@ -91,8 +93,16 @@ def compare_check_orders(
     """A generated fleet whose schedules alone are at ``load`` minus the
     stream's share, and the stream, under each of :data:`ORDERS`."""
     stream = stream or CheckStream()
-    options = GeneratorOptions(**{"schedules": 300, "slots": 10, "horizon_s": 3 * 86400.0,
-                                  "warmup_s": 86400.0, "seed": seed, **fleet})  # fmt: skip
+    options = GeneratorOptions(
+        **{
+            "schedules": 300,
+            "slots": 10,
+            "horizon_s": 3 * 86400.0,
+            "warmup_s": 86400.0,
+            "seed": seed,
+            **fleet,
+        }
+    )
     check_load = stream.demand() / options.slots
     if check_load >= load:
         raise ValueError(f"the checks alone are load {check_load:.2f} >= {load}")
@@ -101,8 +111,10 @@ def compare_check_orders(
 
 
 def format_check_orders(load: float, results: list[CheckOrderResult]) -> str:
-    lines = [f"load {load:.2f}: order         sched ERROR-s  max stale  checks  "
-             "p50 late  p99 late  max late  past within"]  # fmt: skip
+    lines = [
+        f"load {load:.2f}: order         sched ERROR-s  max stale  checks  "
+        "p50 late  p99 late  max late  past within"
+    ]
     for r in results:
         lines.append(
             f"           {r.order:<13} {r.schedule_error_s:>13.0f}"

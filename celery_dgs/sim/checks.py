@@ -85,11 +85,16 @@ def with_checks(
         at = t + stream.delay_s
         if at >= fleet.horizon_s:
             break
-        spec = CheckSpec(task=CHECK_TASK, key=f"c{len(checks)}", priority=stream.priority,
-                         within=timedelta(seconds=stream.within_s))  # fmt: skip
+        spec = CheckSpec(
+            task=CHECK_TASK,
+            key=f"c{len(checks)}",
+            priority=stream.priority,
+            within=timedelta(seconds=stream.within_s),
+        )
         checks.append(SimSchedule(spec, stream.duration_s, check_again_s=again))
         when = fleet.start + timedelta(seconds=at)
-        stats[spec.name] = ScheduleStats(registered_at=fleet.start + timedelta(seconds=t),
-                                         next_target_at=when)  # fmt: skip
+        stats[spec.name] = ScheduleStats(
+            registered_at=fleet.start + timedelta(seconds=t), next_target_at=when
+        )
         due[spec.name] = at
     return replace(fleet, schedules=[*fleet.schedules, *checks]), stats, due

@@ -89,8 +89,9 @@ def generate(opts: GeneratorOptions) -> Workload:
     if opts.long_fraction and not (
         0 < opts.long_ratio_min <= opts.long_ratio_max and 0 < opts.long_share < 1
     ):
-        raise WorkloadError("long jobs: need 0 < long_ratio_min <= long_ratio_max and "
-                            "0 < long_share < 1")  # fmt: skip
+        raise WorkloadError(
+            "long jobs: need 0 < long_ratio_min <= long_ratio_max and 0 < long_share < 1"
+        )
     rng = random.Random(opts.seed)
     share = opts.load * opts.slots / opts.schedules * (1.0 - opts.long_fraction)
     lo, hi = math.log(opts.period_min_s), math.log(opts.period_max_s)
@@ -105,11 +106,12 @@ def generate(opts: GeneratorOptions) -> Workload:
     schedules = []
     for i, (period, factor) in enumerate(zip(periods, factors, strict=True)):
         spec = PeriodicSpec(
-            task="sim.job", configuration=f"s{i}",
+            task="sim.job",
+            configuration=f"s{i}",
             scheduling_period=timedelta(seconds=period),
             cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
             priority=priorities[i],
-        )  # fmt: skip
+        )
         schedules.append(
             SimSchedule(spec, share * factor * period, opts.duration_sigma, opts.failure_rate)
         )
@@ -125,9 +127,13 @@ def generate(opts: GeneratorOptions) -> Workload:
             down = frozenset(w.name for w in workers[:count])
         outages.append(Outage(at, at + opts.outage_s, down))
     return Workload(
-        schedules, workers,
-        horizon_s=opts.horizon_s, warmup_s=opts.warmup_s, outages=outages, seed=opts.seed,
-    )  # fmt: skip
+        schedules,
+        workers,
+        horizon_s=opts.horizon_s,
+        warmup_s=opts.warmup_s,
+        outages=outages,
+        seed=opts.seed,
+    )
 
 
 def _long_jobs(opts: GeneratorOptions, short_durations: list[float]) -> list[SimSchedule]:
@@ -143,11 +149,12 @@ def _long_jobs(opts: GeneratorOptions, short_durations: list[float]) -> list[Sim
         duration = mean_short * math.exp(rng.uniform(lo, hi))
         period = round(duration / share)
         spec = PeriodicSpec(
-            task="sim.long", configuration=f"long{i}",
+            task="sim.long",
+            configuration=f"long{i}",
             scheduling_period=timedelta(seconds=period),
             cooldown_duration=timedelta(seconds=round(period * opts.cooldown_fraction)),
             default_cooldown=True,
-        )  # fmt: skip
+        )
         out.append(SimSchedule(spec, share * period, opts.duration_sigma, opts.failure_rate))
     return out
 

@@ -61,11 +61,16 @@ class Simulator:
 
     END, DOWN, UP, FIRE, DEADLINE = END, DOWN, UP, FIRE, DEADLINE
 
-    def __init__(self, workload: Workload, policy: str, *,
-                 retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
-                 initial_stats: Mapping[str, ScheduleStats] | None = None,
-                 trace: list[tuple[float, str, str]] | None = None,
-                 upstream: VisitObserver | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        workload: Workload,
+        policy: str,
+        *,
+        retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
+        initial_stats: Mapping[str, ScheduleStats] | None = None,
+        trace: list[tuple[float, str, str]] | None = None,
+        upstream: VisitObserver | None = None,
+    ) -> None:
         """``initial_stats`` replaces the generated starting stats (e.g. a store's);
         ``trace`` receives ``(time, schedule, worker)`` for every run started;
         ``upstream`` says whether each good run was eventful (adaptive schedules)."""
@@ -78,19 +83,28 @@ class Simulator:
         self._start_ts = workload.start.timestamp()
         self._at_t, self._at_dt = 0.0, workload.start
         self.horizon = workload.horizon_s
-        self.tally = Tally(workload.effective_warmup(), workload.horizon_s,
-                           class_of={s.name: s.spec.priority for s in workload.schedules})
+        self.tally = Tally(
+            workload.effective_warmup(),
+            workload.horizon_s,
+            class_of={s.name: s.spec.priority for s in workload.schedules},
+        )
         self.rng = random.Random(workload.seed + 1)
         self._groups, group_of = placement_groups(workload)
         # One group holding every worker: its state is whether any slot is free.
         self._one_group = self._groups == [tuple(range(len(workload.workers)))]
         self.slot_history = SlotHistory(len(self._groups))
-        self.causes = CauseTally(self.tally.window_start, self.tally.window_end, self.slot_history,
-                                 group_of, blackout_windows(workload))  # fmt: skip
+        self.causes = CauseTally(
+            self.tally.window_start,
+            self.tally.window_end,
+            self.slot_history,
+            group_of,
+            blackout_windows(workload),
+        )
         self._events: list[tuple[float, int, int, Any, Any]] = []
         self._seq = 0
-        self.worker_slots = [WorkerSlots(w.name, w.node, w.queues, w.slots)
-                             for w in workload.workers]  # fmt: skip
+        self.worker_slots = [
+            WorkerSlots(w.name, w.node, w.queues, w.slots) for w in workload.workers
+        ]
         self._workers = {w.name: w for w in self.worker_slots}
         self.free_slots = sum(w.free for w in self.worker_slots)
         #: the slots of the workers that are up (beat: the live workers' slots)
@@ -103,8 +117,9 @@ class Simulator:
         self._recovering = False
         self._in_error = 0
         self.recovery_s: float | None = None
-        self._recovery_from = max((o.end_s for o in workload.outages
-                                   if o.end_s <= self.horizon), default=None)  # fmt: skip
+        self._recovery_from = max(
+            (o.end_s for o in workload.outages if o.end_s <= self.horizon), default=None
+        )
         for outage in workload.outages:
             self.schedule_event(outage.start_s, self.DOWN, outage)
             self.schedule_event(outage.end_s, self.UP, outage)
@@ -138,11 +153,14 @@ class Simulator:
             elif self.workload.warm_start:
                 last = -phase_rng.random() * period
                 stats = ScheduleStats(
-                    registered_at=self.at(-period), last_good_start_at=self.at(last),
+                    registered_at=self.at(-period),
+                    last_good_start_at=self.at(last),
                     last_good_end_at=self.at(min(last + s.duration_s, 0.0)),
-                    last_start_at=self.at(last), last_end_at=self.at(min(last + s.duration_s, 0.0)),
-                    failure_count=0, average_good_duration=timedelta(seconds=s.duration_s),
-                )  # fmt: skip
+                    last_start_at=self.at(last),
+                    last_end_at=self.at(min(last + s.duration_s, 0.0)),
+                    failure_count=0,
+                    average_good_duration=timedelta(seconds=s.duration_s),
+                )
             else:
                 stats = ScheduleStats(registered_at=self.at(0.0))
             st = SchedState(s, stats, period, name=s.name)
@@ -157,14 +175,22 @@ class Simulator:
 
     # -- runs -------------------------------------------------------------------------
     def _account(self, st: SchedState, t: float) -> None:
-        self.tally.account(st.name, st.seg_t, t, st.deadline, st.expected, st.running_since,
-                           bool(st.stats.failure_count))  # fmt: skip
+        self.tally.account(
+            st.name,
+            st.seg_t,
+            t,
+            st.deadline,
+            st.expected,
+            st.running_since,
+            bool(st.stats.failure_count),
+        )
         running = st.running_since is not None
         # Only a segment that reaches its deadline (running) or its
         # should_start_by (idle) has anything to attribute.
         if t > (st.deadline if running else st.deadline - st.margin):
-            self.causes.account(st.name, st.seg_t, t, st.deadline, st.margin, running,
-                                bool(st.stats.failure_count))  # fmt: skip
+            self.causes.account(
+                st.name, st.seg_t, t, st.deadline, st.margin, running, bool(st.stats.failure_count)
+            )
         st.seg_t = t
 
     def _note_slots(self, now: float) -> None:
@@ -174,8 +200,10 @@ class Simulator:
             return
         free = [w.free > 0 for w in self.worker_slots]
         other = OTHER_FREE if any(free) else NONE_FREE
-        self.slot_history.note(now, tuple(USABLE_FREE if any(free[i] for i in group) else other
-                                          for group in self._groups))  # fmt: skip
+        self.slot_history.note(
+            now,
+            tuple(USABLE_FREE if any(free[i] for i in group) else other for group in self._groups),
+        )
 
     def start_run(self, name: str, worker: str, now: float, *, slot_taken: bool) -> None:
         """Start ``name`` on ``worker`` (whose slot the policy already took)."""
@@ -225,8 +253,16 @@ class Simulator:
         eventful = None
         if self.upstream is not None and outcome == "success":
             eventful = self.upstream.visited(name, started, now)
-        new = stats_after(st.stats, outcome, begin, end, DEFAULT_EWMA_ALPHA,
-                          spec=st.sched.spec, eventful=eventful, run_key=st.run)  # fmt: skip
+        new = stats_after(
+            st.stats,
+            outcome,
+            begin,
+            end,
+            DEFAULT_EWMA_ALPHA,
+            spec=st.sched.spec,
+            eventful=eventful,
+            run_key=st.run,
+        )
         st.disabled = disabled_after(st.sched.spec, outcome, new, st.disabled)
         if isinstance(st.sched.spec, CheckSpec):  # its next check, or its end (then held)
             new = end_of_check(st, new, outcome, end)
@@ -240,8 +276,9 @@ class Simulator:
         else:
             if now > tally.window_start:
                 if good is not None:
-                    tally.add_staleness(name, (now - self.rel(good)) / st.period,
-                                        failed=failed_before)  # fmt: skip
+                    tally.add_staleness(
+                        name, (now - self.rel(good)) / st.period, failed=failed_before
+                    )
                 if previous < min(now, tally.window_end):
                     tally.error_episodes += 1
             if self._recovering and previous < now:
@@ -351,10 +388,16 @@ class Simulator:
                 history.note(now, (USABLE_FREE if any_free else NONE_FREE,))
         self._finish()
         result = summarise(
-            self.tally, policy=policy.name, schedules=len(states), slots=self.workload.slots,
-            load=self.workload.load(), horizon_s=self.horizon, recovery_s=self.recovery_s,
-            wall_s=time.perf_counter() - wall, error_by_cause=self.causes.error_s,
-        )  # fmt: skip
+            self.tally,
+            policy=policy.name,
+            schedules=len(states),
+            slots=self.workload.slots,
+            load=self.workload.load(),
+            horizon_s=self.horizon,
+            recovery_s=self.recovery_s,
+            wall_s=time.perf_counter() - wall,
+            error_by_cause=self.causes.error_s,
+        )
         return replace(result, class_picks=policy.class_picks())
 
     def _finish(self) -> None:
@@ -365,8 +408,11 @@ class Simulator:
                 tally.busy_slot_s += tally.overlap(st.running_since, horizon)
             good = st.stats.last_good_start_at
             if good is not None:
-                tally.add_staleness(st.name, (horizon - self.rel(good)) / st.period,
-                                    failed=bool(st.stats.failure_count))  # fmt: skip
+                tally.add_staleness(
+                    st.name,
+                    (horizon - self.rel(good)) / st.period,
+                    failed=bool(st.stats.failure_count),
+                )
             if st.deadline < horizon:
                 tally.error_episodes += 1
         for name, since in self._down_since.items():

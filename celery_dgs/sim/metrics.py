@@ -28,7 +28,13 @@ from .workload import Workload
 
 #: What an ERROR-second is attributed to, in the order of the report's columns.
 CAPACITY, FAILURE, BLACKOUT, PLACEMENT, OVERRUN, ORDER = (
-    "capacity", "failure", "blackout", "placement", "overrun", "order")  # fmt: skip
+    "capacity",
+    "failure",
+    "blackout",
+    "placement",
+    "overrun",
+    "order",
+)
 CAUSES = (CAPACITY, FAILURE, BLACKOUT, PLACEMENT, OVERRUN, ORDER)
 #: Free-slot states of a placement group: no slot free anywhere, a slot the
 #: group may use is free, slots free but none the group may use.
@@ -89,8 +95,16 @@ class Tally:
     def overlap(self, a: float, b: float) -> float:
         return max(0.0, min(b, self.window_end) - max(a, self.window_start))
 
-    def account(self, name: str, a: float, b: float, deadline: float, expected: float,
-                running_since: float | None, failed: bool) -> None:  # fmt: skip
+    def account(
+        self,
+        name: str,
+        a: float,
+        b: float,
+        deadline: float,
+        expected: float,
+        running_since: float | None,
+        failed: bool,
+    ) -> None:
         """One schedule's conditions over ``[a, b]`` with a fixed deadline."""
         a = max(a, self.window_start)
         b = min(b, self.window_end)
@@ -140,10 +154,12 @@ class SlotHistory:
             self.states[-1] = states
             return
         dt = t - last_t
-        self.cum.append(tuple(
-            (u + dt if st == USABLE_FREE else u, o + dt if st == OTHER_FREE else o)
-            for (u, o), st in zip(last_cum, last_states, strict=True)
-        ))  # fmt: skip
+        self.cum.append(
+            tuple(
+                (u + dt if st == USABLE_FREE else u, o + dt if st == OTHER_FREE else o)
+                for (u, o), st in zip(last_cum, last_states, strict=True)
+            )
+        )
         self.times.append(t)
         self.states.append(states)
 
@@ -180,9 +196,14 @@ class CauseTally:
     (its previous run was still running at its ``should_start_by``), to its
     previous run's cause."""
 
-    def __init__(self, window_start: float, window_end: float, history: SlotHistory,
-                 group_of: Mapping[str, int],
-                 blackouts: Mapping[str, Sequence[tuple[float, float]]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        window_start: float,
+        window_end: float,
+        history: SlotHistory,
+        group_of: Mapping[str, int],
+        blackouts: Mapping[str, Sequence[tuple[float, float]]],
+    ) -> None:
         """``group_of``: schedule -> placement group of ``history``; ``blackouts``:
         schedule -> its blackout windows in seconds from the start, merged, in order."""
         self.window_start, self.window_end = window_start, window_end
@@ -193,8 +214,16 @@ class CauseTally:
         self.wait: dict[str, dict[str, float]] = {}
         self.run_cause: dict[str, str] = {}
 
-    def account(self, name: str, a: float, b: float, deadline: float, margin: float,
-                running: bool, failed: bool) -> None:  # fmt: skip
+    def account(
+        self,
+        name: str,
+        a: float,
+        b: float,
+        deadline: float,
+        margin: float,
+        running: bool,
+        failed: bool,
+    ) -> None:
         """``name`` over ``[a, b]``: running or idle, its last run failed or not."""
         error_from = max(a, deadline, self.window_start)
         if running:
@@ -219,8 +248,15 @@ class CauseTally:
         if b > hi:
             self._add(name, hi, b, failed, wait, None)
 
-    def _add(self, name: str, a: float, b: float, failed: bool, wait: dict[str, float],
-             error: dict[str, float] | None) -> None:  # fmt: skip
+    def _add(
+        self,
+        name: str,
+        a: float,
+        b: float,
+        failed: bool,
+        wait: dict[str, float],
+        error: dict[str, float] | None,
+    ) -> None:
         if failed:
             wait[FAILURE] += b - a
             if error is not None:
@@ -277,8 +313,11 @@ def placement_groups(workload: Workload) -> tuple[list[tuple[int, ...]], dict[st
     group_of: dict[str, int] = {}
     for s in workload.schedules:
         queue, excluded = s.spec.pool or workload.default_queue, s.spec.dont_run_on_nodes
-        allowed = tuple(i for i, w in enumerate(workload.workers) if queue in w.queues
-                        and w.node not in excluded and w.name not in excluded)  # fmt: skip
+        allowed = tuple(
+            i
+            for i, w in enumerate(workload.workers)
+            if queue in w.queues and w.node not in excluded and w.name not in excluded
+        )
         group_of[s.name] = groups.setdefault(allowed, len(groups))
     return list(groups), group_of
 
@@ -292,8 +331,10 @@ def blackout_windows(workload: Workload) -> dict[str, list[tuple[float, float]]]
     for s in workload.schedules:
         if s.spec.blackout_periods:
             windows = windows_between(s.spec.blackout_periods, s.spec.tz, first, days)
-            out[s.name] = [((a - workload.start).total_seconds(),
-                            (b - workload.start).total_seconds()) for a, b in windows]  # fmt: skip
+            out[s.name] = [
+                ((a - workload.start).total_seconds(), (b - workload.start).total_seconds())
+                for a, b in windows
+            ]
     return out
 
 
@@ -341,38 +382,63 @@ class SimResult:
         return asdict(self)
 
 
-def summarise(tally: Tally, *, policy: str, schedules: int, slots: int, load: float,
-              horizon_s: float, recovery_s: float | None, wall_s: float,
-              error_by_cause: Mapping[str, float] | None = None) -> SimResult:  # fmt: skip
+def summarise(
+    tally: Tally,
+    *,
+    policy: str,
+    schedules: int,
+    slots: int,
+    load: float,
+    horizon_s: float,
+    recovery_s: float | None,
+    wall_s: float,
+    error_by_cause: Mapping[str, float] | None = None,
+) -> SimResult:
     window = max(tally.window_end - tally.window_start, 0.0)
     sizes: dict[int, int] = {}
     for cls in tally.class_of.values():
         sizes[cls] = sizes.get(cls, 0) + 1
     by_class = {
-        cls: {"schedules": float(n), "error_s": tally.error_by_class.get(cls, 0.0),
-              "error_fraction": tally.error_by_class.get(cls, 0.0) / (window * n or 1.0),
-              "max_staleness": tally.stale_by_class.get(cls, 0.0),
-              "max_lateness_s": tally.late_by_class.get(cls, 0.0)}
+        cls: {
+            "schedules": float(n),
+            "error_s": tally.error_by_class.get(cls, 0.0),
+            "error_fraction": tally.error_by_class.get(cls, 0.0) / (window * n or 1.0),
+            "max_staleness": tally.stale_by_class.get(cls, 0.0),
+            "max_lateness_s": tally.late_by_class.get(cls, 0.0),
+        }
         for cls, n in sorted(sizes.items())
-    }  # fmt: skip
+    }
     schedule_time = window * schedules or 1.0
     stale = sorted(tally.staleness)
     late = sorted(max(x, 0.0) for x in tally.lateness)
     available = slots * window - tally.down_slot_s
     return SimResult(
-        policy=policy, schedules=schedules, slots=slots, load=round(load, 4),
-        horizon_s=horizon_s, warmup_s=tally.window_start,
+        policy=policy,
+        schedules=schedules,
+        slots=slots,
+        load=round(load, 4),
+        horizon_s=horizon_s,
+        warmup_s=tally.window_start,
         error_fraction=tally.error_s / schedule_time,
         warning_fraction=tally.warning_s / schedule_time,
-        error_s=tally.error_s, error_episodes=tally.error_episodes,
+        error_s=tally.error_s,
+        error_episodes=tally.error_episodes,
         schedules_in_error=len(tally.in_error),
-        max_staleness=stale[-1] if stale else 0.0, p99_staleness=percentile(stale, 99),
+        max_staleness=stale[-1] if stale else 0.0,
+        p99_staleness=percentile(stale, 99),
         late_starts=tally.late_starts,
         mean_lateness_s=sum(late) / len(late) if late else 0.0,
-        p99_lateness_s=percentile(late, 99), max_lateness_s=late[-1] if late else 0.0,
+        p99_lateness_s=percentile(late, 99),
+        max_lateness_s=late[-1] if late else 0.0,
         utilization=tally.busy_slot_s / available if available > 0 else 0.0,
-        runs=tally.runs, failures=tally.failures, interrupted=tally.interrupted,
-        wasted_runs=tally.wasted, skipped=tally.skipped, recovery_s=recovery_s,
-        wall_s=round(wall_s, 3), by_class=by_class, error_by_cause=dict(error_by_cause or {}),
+        runs=tally.runs,
+        failures=tally.failures,
+        interrupted=tally.interrupted,
+        wasted_runs=tally.wasted,
+        skipped=tally.skipped,
+        recovery_s=recovery_s,
+        wall_s=round(wall_s, 3),
+        by_class=by_class,
+        error_by_cause=dict(error_by_cause or {}),
         max_staleness_without_failures=tally.stale_without_failures,
-    )  # fmt: skip
+    )

@@ -126,21 +126,37 @@ class DeadlinePolicy(Policy):
         self.name = name or self.name
         self.priority = {s.name: s.spec.priority for s in sim.workload.schedules}
         self.weights = weights
-        main = make_index(overload, expected_s=self._expected_s, restore_aging=aging,
-                          margin_s=self._margin_s, laxity_floor_s=laxity_floor)  # fmt: skip
+        main = make_index(
+            overload,
+            expected_s=self._expected_s,
+            restore_aging=aging,
+            margin_s=self._margin_s,
+            laxity_floor_s=laxity_floor,
+        )
         # Beat's index: priority classes with the elevator over the policy's order.
-        self.index = PriorityIndex(
-            main, self.priority.__getitem__, elevator_interval_s=elevator_s,
-            elevated_first=elevated_first, clock_offset_s=sim.at(0.0).timestamp(),
-            lead_s={"off": None, "always": self._margin_s,
-                    "short": top_lead_s(self._margin_s)}[lead], lead_top_only=lead == "short",
-            lead_when_short=lead == "short", classes_when_short=classes == "short",
-            short_when_waited_s=short_after_s(elevator_s),
-            overloaded=(lambda: demand_exceeds(self.book.total(), sim.live_slots))
-            if short_on_demand else None,
-            short_hold_s=short_hold_s(elevator_s),
-            top_hold_steps=top_hold_steps,
-        ) if priorities else main  # fmt: skip
+        self.index = (
+            PriorityIndex(
+                main,
+                self.priority.__getitem__,
+                elevator_interval_s=elevator_s,
+                elevated_first=elevated_first,
+                clock_offset_s=sim.at(0.0).timestamp(),
+                lead_s={"off": None, "always": self._margin_s, "short": top_lead_s(self._margin_s)}[
+                    lead
+                ],
+                lead_top_only=lead == "short",
+                lead_when_short=lead == "short",
+                classes_when_short=classes == "short",
+                short_when_waited_s=short_after_s(elevator_s),
+                overloaded=(lambda: demand_exceeds(self.book.total(), sim.live_slots))
+                if short_on_demand
+                else None,
+                short_hold_s=short_hold_s(elevator_s),
+                top_hold_steps=top_hold_steps,
+            )
+            if priorities
+            else main
+        )
         self.fifo = fifo
         #: the index's class picks when the warm-up ended (None: not yet)
         self._picks_at_window: int | None = None
@@ -217,8 +233,11 @@ class DeadlinePolicy(Policy):
         return 0 if at_window is None else self.index.class_picks - at_window
 
     def dispatch(self, now: float) -> None:
-        if self._picks_at_window is None and now >= self.sim.tally.window_start \
-                and isinstance(self.index, PriorityIndex):  # fmt: skip
+        if (
+            self._picks_at_window is None
+            and now >= self.sim.tally.window_start
+            and isinstance(self.index, PriorityIndex)
+        ):
             self._picks_at_window = self.index.class_picks
         if self.index.peek(now) is None:
             return
@@ -227,12 +246,21 @@ class DeadlinePolicy(Policy):
         admission = None
         if self.lookahead:
             running = self.running
-            admission = AdmissionRound(self.book, now, placement.free + len(running),
-                                       lambda: list(running.values()), self.cap_queue)  # fmt: skip
+            admission = AdmissionRound(
+                self.book,
+                now,
+                placement.free + len(running),
+                lambda: list(running.values()),
+                self.cap_queue,
+            )
         chosen = choose_dispatches(
-            self.index, now, placement, self.constraints.__getitem__,
-            lambda name: self._defer(name, now, admission), limit=_NO_LIMIT,
-        )  # fmt: skip
+            self.index,
+            now,
+            placement,
+            self.constraints.__getitem__,
+            lambda name: self._defer(name, now, admission),
+            limit=_NO_LIMIT,
+        )
         for name, worker in chosen:
             sim.start_run(name, worker, now, slot_taken=True)
 
@@ -267,8 +295,9 @@ class BeatPolicy(Policy):
         self.queues[spec.pool or self.sim.workload.default_queue].append((now, name))
         self.queued += 1
         if isinstance(spec, CronSpec):
-            nxt = self.sim.rel(next_cron_time(spec.cron_schedule, spec.tz,
-                                              self.sim.at(now) + timedelta(seconds=1)))  # fmt: skip
+            nxt = self.sim.rel(
+                next_cron_time(spec.cron_schedule, spec.tz, self.sim.at(now) + timedelta(seconds=1))
+            )
         else:
             nxt = now + st.period
         self.sim.schedule_event(nxt, FIRE, name)
@@ -307,7 +336,8 @@ def knapsack_policy(sim: PolicyHost) -> DeadlinePolicy:
     policy = DeadlinePolicy(sim, priorities=False, name="dgs-knapsack")
     period = {s.name: ok_period_s(s.spec) for s in sim.workload.schedules}
     policy.index = KnapsackIndex(
-        lambda n: ok_seconds_per_slot_second(period[n], sim.states[n].expected))
+        lambda n: ok_seconds_per_slot_second(period[n], sim.states[n].expected)
+    )
     return policy
 
 

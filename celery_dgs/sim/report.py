@@ -87,8 +87,16 @@ class _ErrorTally(Tally):
     stop_on_error: bool = False
     by_schedule: dict[str, float] = field(default_factory=dict)
 
-    def account(self, name: str, a: float, b: float, deadline: float, expected: float,
-                running_since: float | None, failed: bool) -> None:  # fmt: skip
+    def account(
+        self,
+        name: str,
+        a: float,
+        b: float,
+        deadline: float,
+        expected: float,
+        running_since: float | None,
+        failed: bool,
+    ) -> None:
         before = self.error_s
         super().account(name, a, b, deadline, expected, running_since, failed)
         if self.error_s > before:
@@ -127,9 +135,12 @@ def ample_slots(workload: Workload) -> int:
 
 
 def find_slots(
-    workload: Workload, policy: str = "dgs", *, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
+    workload: Workload,
+    policy: str = "dgs",
+    *,
+    per_worker: int = DEFAULT_SLOTS_PER_WORKER,
     progress: Callable[[int, float, bool], None] | None = None,
-) -> SlotSearch:  # fmt: skip
+) -> SlotSearch:
     """The smallest slot count with no ERROR after warm-up.
 
     First a run with a slot for every schedule (no more can ever be busy; at

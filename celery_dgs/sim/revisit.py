@@ -121,28 +121,44 @@ def sources(opts: RevisitOptions) -> dict[str, Source]:
 def _workload(opts: RevisitOptions, specs: Sequence[ScheduleSpec]) -> Workload:
     return Workload(
         [SimSchedule(s, opts.duration_s, opts.duration_sigma, opts.failure_rate) for s in specs],
-        make_workers(opts.slots, opts.slots_per_worker), horizon_s=opts.horizon_s,
-        warmup_s=opts.warmup_s, seed=opts.seed,
-    )  # fmt: skip
+        make_workers(opts.slots, opts.slots_per_worker),
+        horizon_s=opts.horizon_s,
+        warmup_s=opts.warmup_s,
+        seed=opts.seed,
+    )
 
 
 def adaptive_workload(opts: RevisitOptions, names: Sequence[str]) -> Workload:
     unit = timedelta(seconds=opts.interval_unit_s)
-    return _workload(opts, [
-        AdaptiveSpec(task=TASK, configuration=n.split("@", 1)[1], interval_unit=unit,
-                     initial_interval_index=opts.initial_interval_index)
-        for n in names
-    ])  # fmt: skip
+    return _workload(
+        opts,
+        [
+            AdaptiveSpec(
+                task=TASK,
+                configuration=n.split("@", 1)[1],
+                interval_unit=unit,
+                initial_interval_index=opts.initial_interval_index,
+            )
+            for n in names
+        ],
+    )
 
 
 def fixed_workload(opts: RevisitOptions, names: Sequence[str], period_s: float) -> Workload:
     period = timedelta(seconds=period_s)
     cooldown = timedelta(seconds=period_s * (1 - EARLY_FRACTION))
-    return _workload(opts, [
-        PeriodicSpec(task=TASK, configuration=n.split("@", 1)[1], scheduling_period=period,
-                     cooldown_duration=cooldown)
-        for n in names
-    ])  # fmt: skip
+    return _workload(
+        opts,
+        [
+            PeriodicSpec(
+                task=TASK,
+                configuration=n.split("@", 1)[1],
+                scheduling_period=period,
+                cooldown_duration=cooldown,
+            )
+            for n in names
+        ],
+    )
 
 
 @dataclass(frozen=True)
@@ -160,8 +176,9 @@ class RevisitResult:
         return self.upstream.total.visits
 
 
-def simulate_revisit(opts: RevisitOptions, period_s: float | None = None, *,
-                     srcs: Mapping[str, Source] | None = None) -> RevisitResult:  # fmt: skip
+def simulate_revisit(
+    opts: RevisitOptions, period_s: float | None = None, *, srcs: Mapping[str, Source] | None = None
+) -> RevisitResult:
     """Run the sources adaptively (``period_s`` None) or with one fixed period."""
     srcs = sources(opts) if srcs is None else srcs
     names = list(srcs)
@@ -171,8 +188,13 @@ def simulate_revisit(opts: RevisitOptions, period_s: float | None = None, *,
         if not period_s > 0:
             raise WorkloadError(f"fixed period must be > 0, got {period_s}")
         workload, label = fixed_workload(opts, names, period_s), f"fixed {format_s(period_s)}"
-    upstream = Upstream(srcs, horizon_s=opts.horizon_s, window_start=opts.warmup_s,
-                        hint_delay_s=opts.hint_delay_s, seed=opts.seed + 7)  # fmt: skip
+    upstream = Upstream(
+        srcs,
+        horizon_s=opts.horizon_s,
+        window_start=opts.warmup_s,
+        hint_delay_s=opts.hint_delay_s,
+        seed=opts.seed + 7,
+    )
     sim = Simulator(workload, "dgs", upstream=upstream)
     upstream.attach(sim)
     result = sim.run()
@@ -189,8 +211,14 @@ def matched_period_estimate(opts: RevisitOptions, visits: int) -> float:
     return max(between - opts.duration_s, opts.duration_s) / (1 - EARLY_FRACTION)
 
 
-def matched_fixed(opts: RevisitOptions, visits: int, *, srcs: Mapping[str, Source] | None = None,
-                  tolerance: float = 0.02, attempts: int = 3) -> RevisitResult:  # fmt: skip
+def matched_fixed(
+    opts: RevisitOptions,
+    visits: int,
+    *,
+    srcs: Mapping[str, Source] | None = None,
+    tolerance: float = 0.02,
+    attempts: int = 3,
+) -> RevisitResult:
     """The fixed-period run that spends ``visits`` visits (within
     ``tolerance``) on the same sources and slots: starts from
     :func:`matched_period_estimate`, then scales the period by the measured

@@ -54,6 +54,7 @@ class PolicyHost(Protocol):
     @property
     def live_slots(self) -> int:
         """The slots of the workers that are up."""
+
     @property
     def retry_ladder(self) -> tuple[timedelta, ...]: ...
     @property

@@ -138,8 +138,15 @@ class Upstream:
     """The sources of a revisit workload; the simulator's
     :class:`~celery_dgs.sim.state.VisitObserver`."""
 
-    def __init__(self, sources: Mapping[str, Source], *, horizon_s: float, window_start: float,
-                 hint_delay_s: float = 0.0, seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sources: Mapping[str, Source],
+        *,
+        horizon_s: float,
+        window_start: float,
+        hint_delay_s: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         if hint_delay_s < 0:
             raise ValueError(f"hint delay must be >= 0, got {hint_delay_s!r}")
         rng = random.Random(seed)
@@ -147,8 +154,12 @@ class Upstream:
         self.window_start = window_start
         self.hint_delay_s = hint_delay_s
         self._streams = {
-            name: _Stream(draw_changes(src.rate_per_s, horizon_s, rng), src.group, src.hinted,
-                          src.rate_per_s == 0)
+            name: _Stream(
+                draw_changes(src.rate_per_s, horizon_s, rng),
+                src.group,
+                src.hinted,
+                src.rate_per_s == 0,
+            )
             for name, src in sources.items()
         }
         self._tallies: dict[str, GroupTally] = {}
@@ -171,8 +182,9 @@ class Upstream:
         self._sim = sim
         for name, stream in self._streams.items():
             if stream.hinted and stream.changes:
-                sim.schedule_event(stream.changes[0] + self.hint_delay_s, CALL, self._hint,
-                                   (name, 0))  # fmt: skip
+                sim.schedule_event(
+                    stream.changes[0] + self.hint_delay_s, CALL, self._hint, (name, 0)
+                )
 
     def _hint(self, now: float, extra: tuple[str, int]) -> None:
         name, k = extra
@@ -180,8 +192,9 @@ class Upstream:
         assert self._sim is not None
         self._sim.upstream_modified(name, changes[k], now)
         if k + 1 < len(changes):
-            self._sim.schedule_event(changes[k + 1] + self.hint_delay_s, CALL, self._hint,
-                                     (name, k + 1))  # fmt: skip
+            self._sim.schedule_event(
+                changes[k + 1] + self.hint_delay_s, CALL, self._hint, (name, k + 1)
+            )
 
     def visited(self, name: str, started: float, ended: float) -> bool:
         stream = self._streams[name]
@@ -215,7 +228,7 @@ class Upstream:
         self._finished = True
         for stream in self._streams.values():
             tally = self._tallies[stream.group]
-            for change in stream.changes[stream.captured:]:
+            for change in stream.changes[stream.captured :]:
                 if change >= self.window_start:
                     tally.changes += 1
                     tally.censored += 1
@@ -228,9 +241,11 @@ class Upstream:
             total.add(tally)
         groups = {g: _group_figures(self._sizes[g], t) for g, t in self._tallies.items()}
         return UpstreamFigures(
-            total=_group_figures(len(self._streams), total), groups=groups,
-            dead_visits=self.dead_visits, hints=_hint_figures(self.hint_waits, self.hint_lags),
-        )  # fmt: skip
+            total=_group_figures(len(self._streams), total),
+            groups=groups,
+            dead_visits=self.dead_visits,
+            hints=_hint_figures(self.hint_waits, self.hint_lags),
+        )
 
 
 def _mean(values: Iterable[float], count: int) -> float:
@@ -240,16 +255,24 @@ def _mean(values: Iterable[float], count: int) -> float:
 def _group_figures(sources: int, tally: GroupTally) -> GroupFigures:
     lags = sorted(tally.lags)
     return GroupFigures(
-        sources=sources, visits=tally.visits, useless=tally.useless, changes=tally.changes,
-        censored=tally.censored, mean_lag_s=_mean(lags, len(lags)),
+        sources=sources,
+        visits=tally.visits,
+        useless=tally.useless,
+        changes=tally.changes,
+        censored=tally.censored,
+        mean_lag_s=_mean(lags, len(lags)),
         p95_lag_s=percentile(lags, 95),
-    )  # fmt: skip
+    )
 
 
 def _hint_figures(waits: array[float], lags: array[float]) -> HintFigures:
     w, lg = sorted(waits), sorted(lags)
     return HintFigures(
-        changes=len(w), mean_wait_s=_mean(w, len(w)), p95_wait_s=percentile(w, 95),
-        max_wait_s=w[-1] if w else 0.0, mean_lag_s=_mean(lg, len(lg)),
-        p95_lag_s=percentile(lg, 95), max_lag_s=lg[-1] if lg else 0.0,
-    )  # fmt: skip
+        changes=len(w),
+        mean_wait_s=_mean(w, len(w)),
+        p95_wait_s=percentile(w, 95),
+        max_wait_s=w[-1] if w else 0.0,
+        mean_lag_s=_mean(lg, len(lg)),
+        p95_lag_s=percentile(lg, 95),
+        max_lag_s=lg[-1] if lg else 0.0,
+    )

@@ -97,8 +97,11 @@ def variance_error_bound_s(workload: Workload) -> float:
     variance priced (module docstring); at least :func:`~celery_dgs.sim.bound.error_bound_s`."""
     window, capacity = window_capacity(workload)
     slots = capacity / window if window else 0.0  # averaged over the window
-    terms = [(ok_period_s(s.spec), s.duration_s, s.duration_sigma, s.failure_rate)
-             for s in workload.schedules if s.duration_s > 0]  # fmt: skip
+    terms = [
+        (ok_period_s(s.spec), s.duration_s, s.duration_sigma, s.failure_rate)
+        for s in workload.schedules
+        if s.duration_s > 0
+    ]
 
     def dual(price: float) -> float:
         total = 0.0

@@ -150,8 +150,9 @@ def _cron_period(expr: str, tz: str) -> float:
     return gap.total_seconds() if gap is not None else 86400.0
 
 
-def make_workers(slots: int, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
-                 queue: str | Iterable[str] = "celery") -> list[SimWorker]:  # fmt: skip
+def make_workers(
+    slots: int, per_worker: int = DEFAULT_SLOTS_PER_WORKER, queue: str | Iterable[str] = "celery"
+) -> list[SimWorker]:
     """``slots`` slots in workers of ``per_worker`` (the last one may be smaller),
     each consuming ``queue`` (one name or several)."""
     queues = frozenset({queue} if isinstance(queue, str) else queue)
@@ -166,8 +167,9 @@ def make_workers(slots: int, per_worker: int = DEFAULT_SLOTS_PER_WORKER,
     return workers
 
 
-def workload_from_specs(specs: Sequence[ScheduleSpec], *, slots: int, duration_s: float,
-                        **options: Any) -> Workload:  # fmt: skip
+def workload_from_specs(
+    specs: Sequence[ScheduleSpec], *, slots: int, duration_s: float, **options: Any
+) -> Workload:
     """Declared schedules (``celery -A proj dgs simulate``): each run lasts
     ``duration_s`` on average unless the spec has a ``duration_override``."""
     scheds = [
@@ -182,8 +184,9 @@ def workload_from_specs(specs: Sequence[ScheduleSpec], *, slots: int, duration_s
 _SCHEDULE_SIM_KEYS = ("duration", "duration_sigma", "failure_rate")
 
 
-def _number(where: str, field_name: str, value: Any, *, minimum: float = 0.0,
-            maximum: float = math.inf) -> float:  # fmt: skip
+def _number(
+    where: str, field_name: str, value: Any, *, minimum: float = 0.0, maximum: float = math.inf
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise WorkloadError(f"{where}, field {field_name!r}: must be a number, got {value!r}")
     if not minimum <= value <= maximum:
@@ -212,11 +215,18 @@ def parse_schedule(index: int, data: Any) -> SimSchedule:
     if "duration" not in fields:
         raise WorkloadError(f"{where}, field 'duration': required (mean run seconds)")
     duration = _number(where, "duration", fields.pop("duration"))
-    sigma = _number(where, "duration_sigma", fields.pop("duration_sigma", DEFAULT_DURATION_SIGMA),
-                    maximum=5.0)  # fmt: skip
+    sigma = _number(
+        where, "duration_sigma", fields.pop("duration_sigma", DEFAULT_DURATION_SIGMA), maximum=5.0
+    )
     failure = _number(where, "failure_rate", fields.pop("failure_rate", 0.0), maximum=1.0)
-    for key in ("scheduling_period", "cooldown_duration", "cron_max_schedule_duration",
-                "max_expected_duration", "max_allowed_duration", "duration_override"):  # fmt: skip
+    for key in (
+        "scheduling_period",
+        "cooldown_duration",
+        "cron_max_schedule_duration",
+        "max_expected_duration",
+        "max_allowed_duration",
+        "duration_override",
+    ):
         if isinstance(fields.get(key), (int, float)) and not isinstance(fields[key], bool):
             fields[key] = timedelta(seconds=fields[key])
     try:
@@ -253,8 +263,19 @@ def _parse_outage(index: int, data: Any) -> Outage:
     return Outage(start, end, frozenset(nodes))
 
 
-_WORKLOAD_KEYS = {"schedules", "workers", "slots", "slots_per_worker", "horizon", "warmup",
-                  "outages", "seed", "start", "warm_start", "comment"}  # fmt: skip
+_WORKLOAD_KEYS = {
+    "schedules",
+    "workers",
+    "slots",
+    "slots_per_worker",
+    "horizon",
+    "warmup",
+    "outages",
+    "seed",
+    "start",
+    "warm_start",
+    "comment",
+}
 
 
 def workload_from_dict(data: Any) -> Workload:
@@ -279,8 +300,9 @@ def workload_from_dict(data: Any) -> Workload:
     else:
         slots = data.get("slots")
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-            raise WorkloadError(f"field 'slots': give 'workers' or an integer 'slots' >= 1, got "
-                                f"{slots!r}")  # fmt: skip
+            raise WorkloadError(
+                f"field 'slots': give 'workers' or an integer 'slots' >= 1, got {slots!r}"
+            )
         workers = make_workers(slots, int(data.get("slots_per_worker", DEFAULT_SLOTS_PER_WORKER)))
     horizon = _number("workload", "horizon", data.get("horizon", DEFAULT_HORIZON_S), minimum=1.0)
     warmup = data.get("warmup")
@@ -301,10 +323,15 @@ def workload_from_dict(data: Any) -> Workload:
         if start.tzinfo is None:
             raise WorkloadError("field 'start': must have a UTC offset")
     return Workload(
-        schedules, workers, horizon_s=horizon, warmup_s=warmup,
-        outages=[_parse_outage(i, o) for i, o in enumerate(outages)], seed=seed,
-        start=start.astimezone(timezone.utc), warm_start=bool(data.get("warm_start", True)),
-    )  # fmt: skip
+        schedules,
+        workers,
+        horizon_s=horizon,
+        warmup_s=warmup,
+        outages=[_parse_outage(i, o) for i, o in enumerate(outages)],
+        seed=seed,
+        start=start.astimezone(timezone.utc),
+        warm_start=bool(data.get("warm_start", True)),
+    )
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -31,9 +31,17 @@ from ..errors import ScheduleConfigError
 from .check_types import OWNER_CHECK, CheckAddReport, CheckHistoryRecord, CheckSummary, NewCheck
 
 RunOutcome = Literal[
-    "running", "success", "failure", "terminated", "stolen", "cancelled", "lost", "yielded",
-    "self_fenced", "skipped",
-]  # fmt: skip
+    "running",
+    "success",
+    "failure",
+    "terminated",
+    "stolen",
+    "cancelled",
+    "lost",
+    "yielded",
+    "self_fenced",
+    "skipped",
+]
 
 #: Every value of the ``outcome`` column.
 ALL_OUTCOMES = END_OUTCOMES | {"running", "skipped"}
@@ -71,9 +79,7 @@ def stale_start(schedule: str, token: int, floor: int | None) -> str | None:
     return None
 
 
-def check_run_end(
-    outcome: str, progress: float | None, duration_s: float | None
-) -> None:
+def check_run_end(outcome: str, progress: float | None, duration_s: float | None) -> None:
     """Every store's ``record_run_end`` arguments: an end outcome, finite
     ``progress`` and ``duration_s`` (``ValueError`` otherwise)."""
     if outcome not in END_OUTCOMES:
@@ -96,9 +102,7 @@ def end_fenced(token: int | None, current: int | None) -> bool:
     return token is None or token != current
 
 
-def fenced_end_error(
-    run_id: str, schedule: str, token: int | None, current: int | None
-) -> str:
+def fenced_end_error(run_id: str, schedule: str, token: int | None, current: int | None) -> str:
     """The :class:`~celery_dgs.errors.StaleTokenError` message of a fenced end."""
     return (
         f"run {run_id!r} of schedule {schedule!r} holds token {token}, but the "
@@ -416,9 +420,12 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def upsert_runtime(
-        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
         last_modified: Mapping[str, datetime] | None = None,
-    ) -> UpsertReport:  # fmt: skip
+    ) -> UpsertReport:
         """Store ``specs`` as runtime schedules, all in one transaction.
 
         Adaptive schedules: ``last_modified`` gives, by name, the source's
@@ -439,9 +446,12 @@ class ScheduleStore(ABC):
         Statistics, ``paused`` and run requests are never touched."""
 
     def upsert_runtime_texts(
-        self, specs: Sequence[tuple[ScheduleSpec, str]], now: datetime, *,
+        self,
+        specs: Sequence[tuple[ScheduleSpec, str]],
+        now: datetime,
+        *,
         last_modified: Mapping[str, datetime] | None = None,
-    ) -> UpsertReport:  # fmt: skip
+    ) -> UpsertReport:
         """:meth:`upsert_runtime` of ``(spec, text)`` pairs whose ``text`` is the
         spec's canonical JSON (``celery_dgs.store.convert.spec_json``), which a
         bulk caller builds faster, once per spec shape

@@ -76,20 +76,33 @@ class CheckSummary:
 def check_on_exists(on_exists: str) -> str:
     """``on_exists`` if it is one of :data:`ON_EXISTS_CHOICES`; ValueError otherwise."""
     if on_exists not in ON_EXISTS_CHOICES:
-        raise ValueError(f"on_exists must be one of {', '.join(ON_EXISTS_CHOICES)}, "
-                         f"got {on_exists!r}")  # fmt: skip
+        raise ValueError(
+            f"on_exists must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}"
+        )
     return on_exists
 
 
 def history_record(
-    spec: CheckSpec, ended: CheckEnded, *, failure_count: int | None,
-    added_at: datetime | None, first_check_at: datetime | None,
-    last_check_at: datetime | None, ended_at: datetime,
-) -> CheckHistoryRecord:  # fmt: skip
+    spec: CheckSpec,
+    ended: CheckEnded,
+    *,
+    failure_count: int | None,
+    added_at: datetime | None,
+    first_check_at: datetime | None,
+    last_check_at: datetime | None,
+    ended_at: datetime,
+) -> CheckHistoryRecord:
     """The history record of ``spec``'s check, ended as ``ended`` says."""
     return CheckHistoryRecord(
-        name=spec.name, task=spec.task, key=spec.key, outcome=ended.outcome,
-        reason=ended.reason, check_count=ended.check_count,
-        failure_count=failure_count or 0, added_at=added_at,
-        first_check_at=first_check_at, last_check_at=last_check_at, ended_at=ended_at,
-    )  # fmt: skip
+        name=spec.name,
+        task=spec.task,
+        key=spec.key,
+        outcome=ended.outcome,
+        reason=ended.reason,
+        check_count=ended.check_count,
+        failure_count=failure_count or 0,
+        added_at=added_at,
+        first_check_at=first_check_at,
+        last_check_at=last_check_at,
+        ended_at=ended_at,
+    )

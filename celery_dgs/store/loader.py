@@ -76,28 +76,66 @@ _CONFIGURATION_BLANK = '"configuration":?'
 
 #: The columns :func:`stored_schedule_from_values` reads, in this order.
 SCHEDULE_COLUMNS: tuple[str, ...] = (
-    "name", "task", "configuration", "kind", "spec", "active", "paused",
-    "registered_at", "last_good_start_at", "last_good_end_at", "last_start_at",
-    "last_end_at", "failure_count", "average_good_duration_s", "current_token",
-    "run_requested_at", "change_seq", "updated_at", "duration_deviation_s",
-    "declaration_error", "owner", "interval_index", "next_target_at", "upstream_modified_at",
-    "disabled_reason", "run_requested_priority", "first_check_at", "check_count",
-)  # fmt: skip
+    "name",
+    "task",
+    "configuration",
+    "kind",
+    "spec",
+    "active",
+    "paused",
+    "registered_at",
+    "last_good_start_at",
+    "last_good_end_at",
+    "last_start_at",
+    "last_end_at",
+    "failure_count",
+    "average_good_duration_s",
+    "current_token",
+    "run_requested_at",
+    "change_seq",
+    "updated_at",
+    "duration_deviation_s",
+    "declaration_error",
+    "owner",
+    "interval_index",
+    "next_target_at",
+    "upstream_modified_at",
+    "disabled_reason",
+    "run_requested_priority",
+    "first_check_at",
+    "check_count",
+)
 
 
 #: :class:`ScheduleStats`' fields, in the order :func:`new_stats` takes them.
 STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ScheduleStats))
-(_set_registered_at, _set_last_good_start_at, _set_last_good_end_at, _set_last_start_at,
- _set_last_end_at, _set_failure_count, _set_average_good_duration, _set_duration_deviation,
- _set_interval_index, _set_next_target_at, _set_upstream_modified_at) = (
-    getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS
-)  # fmt: skip
+(
+    _set_registered_at,
+    _set_last_good_start_at,
+    _set_last_good_end_at,
+    _set_last_start_at,
+    _set_last_end_at,
+    _set_failure_count,
+    _set_average_good_duration,
+    _set_duration_deviation,
+    _set_interval_index,
+    _set_next_target_at,
+    _set_upstream_modified_at,
+) = (getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS)
 
 
 def new_stats(
-    registered_at: Any, last_good_start_at: Any, last_good_end_at: Any, last_start_at: Any,
-    last_end_at: Any, failure_count: Any, average_good_duration: Any, duration_deviation: Any,
-    interval_index: Any, next_target_at: Any, upstream_modified_at: Any,
+    registered_at: Any,
+    last_good_start_at: Any,
+    last_good_end_at: Any,
+    last_start_at: Any,
+    last_end_at: Any,
+    failure_count: Any,
+    average_good_duration: Any,
+    duration_deviation: Any,
+    interval_index: Any,
+    next_target_at: Any,
+    upstream_modified_at: Any,
 ) -> ScheduleStats:
     """``ScheduleStats`` of the values in :data:`STATS_FIELDS` order, as its
     ``__init__`` would build them (it checks nothing), its slots set directly:
@@ -198,10 +236,11 @@ def _blank_arguments(text: str) -> tuple[str, list[Any], dict[str, Any]] | None:
     find = text.find
     at_args, at_kwargs = find(_ARGS_KEY), find(_KWARGS_KEY)
     if (
-        at_args < 0 or at_kwargs < 0
+        at_args < 0
+        or at_kwargs < 0
         or find(_ARGS_KEY, at_args + 1) >= 0
         or find(_KWARGS_KEY, at_kwargs + 1) >= 0
-    ):  # fmt: skip
+    ):
         return None
     start_args, start_kwargs = at_args + _ARGS_LEN, at_kwargs + _KWARGS_LEN
     try:  # the decoder's C scanner itself (raw_decode without its Python wrapper)
@@ -214,13 +253,15 @@ def _blank_arguments(text: str) -> tuple[str, list[Any], dict[str, Any]] | None:
     if start_args < start_kwargs:
         if end_args > at_kwargs:
             return None
-        shape = (text[:start_args] + _BLANK + text[end_args:start_kwargs] + _BLANK
-                 + text[end_kwargs:])  # fmt: skip
+        shape = (
+            text[:start_args] + _BLANK + text[end_args:start_kwargs] + _BLANK + text[end_kwargs:]
+        )
     else:
         if end_kwargs > at_args:
             return None
-        shape = (text[:start_kwargs] + _BLANK + text[end_kwargs:start_args] + _BLANK
-                 + text[end_args:])  # fmt: skip
+        shape = (
+            text[:start_kwargs] + _BLANK + text[end_kwargs:start_args] + _BLANK + text[end_args:]
+        )
     return shape, args, kwargs
 
 
@@ -259,12 +300,36 @@ def stored_schedule_from_values(
     values: Sequence[Any], specs: SpecCache, memo: ValueMemo
 ) -> StoredSchedule:
     """A :class:`StoredSchedule` from one row's raw values, in :data:`SCHEDULE_COLUMNS` order."""
-    (name, task, configuration, kind, spec_text, active, paused, registered_at,
-     last_good_start_at, last_good_end_at, last_start_at, last_end_at, failure_count,
-     average_s, current_token, run_requested_at, change_seq, updated_at,
-     deviation_s, declaration_error, owner, interval_index, next_target_at,
-     upstream_modified_at, disabled_reason, run_priority, first_check_at,
-     check_count) = values  # fmt: skip
+    (
+        name,
+        task,
+        configuration,
+        kind,
+        spec_text,
+        active,
+        paused,
+        registered_at,
+        last_good_start_at,
+        last_good_end_at,
+        last_start_at,
+        last_end_at,
+        failure_count,
+        average_s,
+        current_token,
+        run_requested_at,
+        change_seq,
+        updated_at,
+        deviation_s,
+        declaration_error,
+        owner,
+        interval_index,
+        next_target_at,
+        upstream_modified_at,
+        disabled_reason,
+        run_priority,
+        first_check_at,
+        check_count,
+    ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
     duration = memo.durations.__getitem__
@@ -280,10 +345,18 @@ def stored_schedule_from_values(
     if bad is not None:  # a hand-edited row: unschedulable, reported by beat
         spec, error = None, bad
     stats = new_stats(
-        moment(registered_at), moment(last_good_start_at), moment(last_good_end_at),
-        moment(last_start_at), moment(last_end_at), failure_count, average, deviation,
-        index, moment(next_target_at), moment(upstream_modified_at),
-    )  # fmt: skip
+        moment(registered_at),
+        moment(last_good_start_at),
+        moment(last_good_end_at),
+        moment(last_start_at),
+        moment(last_end_at),
+        failure_count,
+        average,
+        deviation,
+        index,
+        moment(next_target_at),
+        moment(upstream_modified_at),
+    )
     # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
     # field, nothing checked) costs ~3x filling its __dict__ at once; these
     # are exactly its fields (tests/store/test_load_path.py compares the two).

@@ -104,34 +104,55 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
             texts = {name: spec_json(spec) for name, spec in declared.items()}
             states = {
                 name: SyncRowState(
-                    owner=row.owner, active=row.active, declaration_error=row.declaration_error,
-                    same_spec=None if name not in declared else (
-                        row.spec is not None and spec_json(row.spec) == texts[name]
-                    ),
+                    owner=row.owner,
+                    active=row.active,
+                    declaration_error=row.declaration_error,
+                    same_spec=None
+                    if name not in declared
+                    else (row.spec is not None and spec_json(row.spec) == texts[name]),
                 )
                 for name, row in rows.items()
                 if name in declared or (row.active and row.owner == OWNER_DECLARED)
-            }  # fmt: skip
+            }
             report, marked = plan_sync(list(declared), states, invalid)
             if not (report.changed or marked):
                 return report
             seq = self._next_seq()
             for name in marked:
-                self._put(dataclasses.replace(rows[name], declaration_error=invalid[name],
-                                              change_seq=seq, updated_at=now))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        rows[name], declaration_error=invalid[name], change_seq=seq, updated_at=now
+                    )
+                )
             for name in report.inserted:
                 self._put(self._new_row(declared[name], now, seq))
             for name in report.updated + report.reactivated:
                 stored, error = self._parse(declared[name], texts[name])
-                self._put(dataclasses.replace(
-                    rows[name], task=declared[name].task,
-                    configuration=declared[name].configuration, kind=declared[name].kind,
-                    spec=stored, spec_error=error, active=True, declaration_error=None,
-                    owner=OWNER_DECLARED, change_seq=seq, updated_at=now,
-                ))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        rows[name],
+                        task=declared[name].task,
+                        configuration=declared[name].configuration,
+                        kind=declared[name].kind,
+                        spec=stored,
+                        spec_error=error,
+                        active=True,
+                        declaration_error=None,
+                        owner=OWNER_DECLARED,
+                        change_seq=seq,
+                        updated_at=now,
+                    )
+                )
             for name in report.deactivated:
-                self._put(dataclasses.replace(rows[name], active=False, declaration_error=None,
-                                              change_seq=seq, updated_at=now))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        rows[name],
+                        active=False,
+                        declaration_error=None,
+                        change_seq=seq,
+                        updated_at=now,
+                    )
+                )
         return report
 
     def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:
@@ -145,9 +166,12 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
         return True
 
     def upsert_runtime(
-        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
         last_modified: Mapping[str, datetime] | None = None,
-    ) -> UpsertReport:  # fmt: skip
+    ) -> UpsertReport:
         """Store ``specs`` as runtime schedules, as
         :meth:`SqlScheduleStore.upsert_runtime
         <celery_dgs.store.sql.SqlScheduleStore.upsert_runtime>` does (one
@@ -164,27 +188,46 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
                     report.inserted.append(name)
                     continue
                 text = texts[name] = spec_json(wanted[name])
-                same = row.spec is not None and spec_json(row.spec) == text and state_unchanged(
-                    row.disabled_reason, row.stats.upstream_modified_at, hints.get(name))
+                same = (
+                    row.spec is not None
+                    and spec_json(row.spec) == text
+                    and state_unchanged(
+                        row.disabled_reason, row.stats.upstream_modified_at, hints.get(name)
+                    )
+                )
                 getattr(report, upsert_action(row.owner, row.active, same)).append(name)
             if not report.changed:
                 return report
             seq = self._next_seq()
             for name in report.inserted:
                 row = self._new_row(wanted[name], now, seq, owner=OWNER_RUNTIME)
-                self._put(dataclasses.replace(row, stats=dataclasses.replace(
-                    row.stats, upstream_modified_at=hints.get(name))))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        row,
+                        stats=dataclasses.replace(row.stats, upstream_modified_at=hints.get(name)),
+                    )
+                )
             for name in report.updated + report.reactivated:
                 spec, old = wanted[name], self._rows[name]
                 stored, error = self._parse(spec, texts[name])
                 hint = hints.get(name, old.stats.upstream_modified_at)
-                self._put(dataclasses.replace(
-                    old, task=spec.task, configuration=spec.configuration,
-                    kind=spec.kind, spec=stored, spec_error=error, active=True,
-                    declaration_error=None, owner=OWNER_RUNTIME, change_seq=seq, updated_at=now,
-                    disabled_reason=None,
-                    stats=dataclasses.replace(old.stats, upstream_modified_at=hint),
-                ))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        old,
+                        task=spec.task,
+                        configuration=spec.configuration,
+                        kind=spec.kind,
+                        spec=stored,
+                        spec_error=error,
+                        active=True,
+                        declaration_error=None,
+                        owner=OWNER_RUNTIME,
+                        change_seq=seq,
+                        updated_at=now,
+                        disabled_reason=None,
+                        stats=dataclasses.replace(old.stats, upstream_modified_at=hint),
+                    )
+                )
         return report
 
     def remove_runtime(self, names: Sequence[str], now: datetime) -> RemoveReport:
@@ -202,8 +245,11 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
                 return report
             seq = self._next_seq()
             for name in report.removed:
-                self._put(dataclasses.replace(self._rows[name], active=False, change_seq=seq,
-                                              updated_at=now))  # fmt: skip
+                self._put(
+                    dataclasses.replace(
+                        self._rows[name], active=False, change_seq=seq, updated_at=now
+                    )
+                )
         return report
 
     def load_active(self) -> tuple[list[StoredSchedule], int]:
@@ -251,10 +297,12 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
         with self._lock:
             rows = self._rows
             return [
-                rows[n] for n in sorted(rows)
-                if (include_inactive or rows[n].active) and owner in (None, rows[n].owner)
+                rows[n]
+                for n in sorted(rows)
+                if (include_inactive or rows[n].active)
+                and owner in (None, rows[n].owner)
                 and rows[n].kind != "check"
-            ]  # fmt: skip
+            ]
 
     def set_paused(self, name: str, paused: bool) -> bool:
         """Pause (``True``) or resume a schedule. Returns True if the flag changed.
@@ -275,8 +323,11 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
         with self._lock:
             row = self._row(name)
             if row.run_requested_at is None or row.run_requested_priority != priority:
-                self._touch(row, run_requested_at=row.run_requested_at or now,
-                            run_requested_priority=priority)  # fmt: skip
+                self._touch(
+                    row,
+                    run_requested_at=row.run_requested_at or now,
+                    run_requested_priority=priority,
+                )
 
     def clear_run_request(self, name: str, *, requested_at: datetime | None = None) -> None:
         """Consume the pending run request. With ``requested_at`` (the value beat
@@ -314,15 +365,29 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
             if run_id in self._runs:
                 return
             run = self._new_run(
-                run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
-                owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
-                token=token, started_at=started_at, ended_at=None, outcome="running",
-                error=None, duration_s=None,
-            )  # fmt: skip
+                run_id=run_id,
+                schedule=schedule,
+                dispatch_id=dispatch_id,
+                owner_node=owner_node,
+                owner_name=owner_name,
+                owner_tag=owner_tag,
+                token=token,
+                started_at=started_at,
+                ended_at=None,
+                outcome="running",
+                error=None,
+                duration_s=None,
+            )
             stale = stale_start(schedule, token, row.current_token)
             if stale is not None:
-                run = dataclasses.replace(run, outcome="skipped", error=stale, fenced=True,
-                                          ended_at=started_at, duration_s=0.0)  # fmt: skip
+                run = dataclasses.replace(
+                    run,
+                    outcome="skipped",
+                    error=stale,
+                    fenced=True,
+                    ended_at=started_at,
+                    duration_s=0.0,
+                )
                 self._runs[run_id] = run
             else:
                 self._runs[run_id] = run
@@ -358,18 +423,34 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
             if run.outcome == "running":
                 fenced = end_fenced(run.token, row.current_token)
                 run = self._runs[run_id] = dataclasses.replace(
-                    run, outcome=outcome, ended_at=ended_at, error=error, fenced=fenced,
+                    run,
+                    outcome=outcome,
+                    ended_at=ended_at,
+                    error=error,
+                    fenced=fenced,
                     duration_s=run_duration_s(run.started_at, ended_at, duration_s),
                     progress=run.progress if progress is None else progress,
-                )  # fmt: skip
+                )
                 if not fenced:
-                    stats = stats_after(row.stats, outcome, run.started_at, ended_at, alpha,
-                                        timedelta(seconds=run.duration_s or 0.0), spec=row.spec,
-                                        eventful=eventful, run_key=run.token or 0)  # fmt: skip
+                    stats = stats_after(
+                        row.stats,
+                        outcome,
+                        run.started_at,
+                        ended_at,
+                        alpha,
+                        timedelta(seconds=run.duration_s or 0.0),
+                        spec=row.spec,
+                        eventful=eventful,
+                        run_key=run.token or 0,
+                    )
                     disabled = disabled_after(row.spec, outcome, stats, row.disabled_reason)
-                    changes = {"stats": stats, "disabled_reason": disabled,
-                               **self._check_after_run(row, stats, outcome, verdict, ended_at,
-                                                       error, run.started_at)}  # fmt: skip
+                    changes = {
+                        "stats": stats,
+                        "disabled_reason": disabled,
+                        **self._check_after_run(
+                            row, stats, outcome, verdict, ended_at, error, run.started_at
+                        ),
+                    }
                     row = self._touch(row, **changes)
         if fenced:
             raise StaleTokenError(fenced_end_error(run_id, row.name, run.token, row.current_token))
@@ -394,10 +475,19 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
             if run_id in self._runs:
                 return
             self._runs[run_id] = self._new_run(
-                run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
-                owner_node=owner_node, owner_name=owner_name, owner_tag=None, token=None,
-                started_at=at, ended_at=at, outcome="skipped", error=reason, duration_s=0.0,
-            )  # fmt: skip
+                run_id=run_id,
+                schedule=schedule,
+                dispatch_id=dispatch_id,
+                owner_node=owner_node,
+                owner_name=owner_name,
+                owner_tag=None,
+                token=None,
+                started_at=at,
+                ended_at=at,
+                outcome="skipped",
+                error=reason,
+                duration_s=0.0,
+            )
 
     def token_floor(self, schedule: str) -> int:
         """The highest fencing token recorded for ``schedule`` (0: none yet)."""
@@ -446,9 +536,10 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
         older_than = utc(older_than, "older_than")
         with self._lock:
             old = [
-                run_id for run_id, r in self._runs.items()
+                run_id
+                for run_id, r in self._runs.items()
                 if r.outcome != "running" and r.ended_at is not None and r.ended_at < older_than
-            ]  # fmt: skip
+            ]
             for run_id in old:
                 del self._runs[run_id]
         return len(old)
@@ -486,11 +577,21 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
     ) -> StoredSchedule:
         stored, error = self._parse(spec, spec_json(spec))
         return StoredSchedule(
-            name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
-            spec=stored, spec_error=error, stats=ScheduleStats(registered_at=now), active=True,
-            paused=False, current_token=None, run_requested_at=None, change_seq=seq,
-            updated_at=now, owner=owner,
-        )  # fmt: skip
+            name=spec.name,
+            task=spec.task,
+            configuration=spec.configuration,
+            kind=spec.kind,
+            spec=stored,
+            spec_error=error,
+            stats=ScheduleStats(registered_at=now),
+            active=True,
+            paused=False,
+            current_token=None,
+            run_requested_at=None,
+            change_seq=seq,
+            updated_at=now,
+            owner=owner,
+        )
 
     def _new_run(self, **fields: Any) -> RunRecord:
         """A run record with the next row id (ids only go up, as in SQL)."""

@@ -92,51 +92,87 @@ class MemoryCheckMethods:
                 name, at = check.spec.name, check.at
                 if action == "move" and row is not None:
                     self._earliest[name] = min(self._earliest.get(name, at), at)
-                    self._put(dataclasses.replace(
-                        row, spec=spec, spec_error=error, change_seq=seq, updated_at=now,
-                        stats=dataclasses.replace(row.stats, next_target_at=at),
-                    ))  # fmt: skip
+                    self._put(
+                        dataclasses.replace(
+                            row,
+                            spec=spec,
+                            spec_error=error,
+                            change_seq=seq,
+                            updated_at=now,
+                            stats=dataclasses.replace(row.stats, next_target_at=at),
+                        )
+                    )
                     continue
                 self._earliest[name] = at
                 old = row.stats if row is not None else ScheduleStats()
                 stats = dataclasses.replace(
-                    old, registered_at=now, next_target_at=at, failure_count=None,
-                    last_good_start_at=None, last_good_end_at=None,
-                )  # fmt: skip
-                self._put(StoredSchedule(
-                    name=name, task=check.spec.task, configuration=check.spec.configuration,
-                    kind="check", spec=spec, spec_error=error, stats=stats, active=True,
-                    paused=False, current_token=row.current_token if row else None,
-                    run_requested_at=None, change_seq=seq, updated_at=now, owner=OWNER_CHECK,
-                    first_check_at=at, check_count=0,
-                ))  # fmt: skip
+                    old,
+                    registered_at=now,
+                    next_target_at=at,
+                    failure_count=None,
+                    last_good_start_at=None,
+                    last_good_end_at=None,
+                )
+                self._put(
+                    StoredSchedule(
+                        name=name,
+                        task=check.spec.task,
+                        configuration=check.spec.configuration,
+                        kind="check",
+                        spec=spec,
+                        spec_error=error,
+                        stats=stats,
+                        active=True,
+                        paused=False,
+                        current_token=row.current_token if row else None,
+                        run_requested_at=None,
+                        change_seq=seq,
+                        updated_at=now,
+                        owner=OWNER_CHECK,
+                        first_check_at=at,
+                        check_count=0,
+                    )
+                )
         return report
 
     def cancel_checks(self, names: Sequence[str], now: datetime) -> list[str]:
         now = utc(now, "now")
         with self._lock:
             pending = [
-                self._rows[n] for n in sorted(set(names))
+                self._rows[n]
+                for n in sorted(set(names))
                 if n in self._rows and self._rows[n].kind == "check" and self._rows[n].active
-            ]  # fmt: skip
+            ]
             if not pending:
                 return []
             seq = self._next_seq()
             for row in pending:
                 if isinstance(row.spec, CheckSpec):
                     ended = CheckEnded(CHECK_CANCELLED, "cancelled", row.check_count or 0)
-                    self._check_history.append(history_record(
-                        row.spec, ended, failure_count=row.stats.failure_count,
-                        added_at=row.stats.registered_at, first_check_at=row.first_check_at,
-                        last_check_at=row.stats.last_start_at, ended_at=now,
-                    ))  # fmt: skip
+                    self._check_history.append(
+                        history_record(
+                            row.spec,
+                            ended,
+                            failure_count=row.stats.failure_count,
+                            added_at=row.stats.registered_at,
+                            first_check_at=row.first_check_at,
+                            last_check_at=row.stats.last_start_at,
+                            ended_at=now,
+                        )
+                    )
                 self._put(dataclasses.replace(row, active=False, change_seq=seq, updated_at=now))
             return [row.name for row in pending]
 
     def _check_after_run(
-        self, row: StoredSchedule, stats: ScheduleStats, outcome: str, verdict: object,
-        ended_at: datetime, error: str | None, last_check_at: datetime,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        row: StoredSchedule,
+        stats: ScheduleStats,
+        outcome: str,
+        verdict: object,
+        ended_at: datetime,
+        error: str | None,
+        last_check_at: datetime,
+    ) -> dict[str, Any]:
         """The row changes a check's run end makes (``celery_dgs.core.checks.check_end``)."""
         spec = row.spec
         if row.kind != "check" or not row.active or not isinstance(spec, CheckSpec):
@@ -146,14 +182,22 @@ class MemoryCheckMethods:
         if isinstance(step, CheckAgain):
             at = step.next_check_at
             self._earliest[row.name] = min(self._earliest.get(row.name, at), at)
-            return {"check_count": step.check_count,
-                    "stats": dataclasses.replace(stats, next_target_at=at)}  # fmt: skip
+            return {
+                "check_count": step.check_count,
+                "stats": dataclasses.replace(stats, next_target_at=at),
+            }
         if isinstance(step, CheckEnded):
-            self._check_history.append(history_record(
-                spec, step, failure_count=stats.failure_count, added_at=stats.registered_at,
-                first_check_at=row.first_check_at, last_check_at=last_check_at,
-                ended_at=ended_at,
-            ))  # fmt: skip
+            self._check_history.append(
+                history_record(
+                    spec,
+                    step,
+                    failure_count=stats.failure_count,
+                    added_at=stats.registered_at,
+                    first_check_at=row.first_check_at,
+                    last_check_at=last_check_at,
+                    ended_at=ended_at,
+                )
+            )
             return {"check_count": step.check_count, "active": False}
         return {}
 
@@ -180,10 +224,12 @@ class MemoryCheckMethods:
         until = utc(until, "until")
         with self._lock:
             rows = [
-                r for r in self._pending()
-                if r.stats.next_target_at is not None and r.stats.next_target_at <= until
+                r
+                for r in self._pending()
+                if r.stats.next_target_at is not None
+                and r.stats.next_target_at <= until
                 and (after is None or self._due_key(r) > (utc(after[0], "after"), after[1]))
-            ]  # fmt: skip
+            ]
         return sorted(rows, key=self._due_key)[: max(limit, 0)]
 
     def pending_checks(
@@ -191,10 +237,12 @@ class MemoryCheckMethods:
     ) -> list[StoredSchedule]:
         with self._lock:
             rows = [
-                r for r in self._pending()
-                if r.stats.next_target_at is not None and task in (None, r.task)
+                r
+                for r in self._pending()
+                if r.stats.next_target_at is not None
+                and task in (None, r.task)
                 and (due_before is None or r.stats.next_target_at < due_before)
-            ]  # fmt: skip
+            ]
         return sorted(rows, key=self._due_key)[:limit]
 
     def check_summary(self, now: datetime) -> CheckSummary:
@@ -217,9 +265,10 @@ class MemoryCheckMethods:
     ) -> list[CheckHistoryRecord]:
         with self._lock:
             found = [
-                (i, r) for i, r in enumerate(self._check_history)
+                (i, r)
+                for i, r in enumerate(self._check_history)
                 if name in (None, r.name) and task in (None, r.task)
-            ]  # fmt: skip
+            ]
         found.sort(key=lambda item: (item[1].ended_at, item[0]), reverse=True)
         return [r for _, r in found[:limit]]
 
@@ -233,10 +282,13 @@ class MemoryCheckMethods:
             self._check_history[:] = kept
             referred = {run.schedule for run in self._runs.values()}
             for name in [
-                n for n, r in self._rows.items()
-                if r.kind == "check" and not r.active and r.updated_at < older_than
+                n
+                for n, r in self._rows.items()
+                if r.kind == "check"
+                and not r.active
+                and r.updated_at < older_than
                 and n not in referred
-            ]:  # fmt: skip
+            ]:
                 del self._rows[name]
                 self._earliest.pop(name, None)
         return removed

@@ -135,17 +135,21 @@ class ScheduleRow(Base):
 
 #: The pending checks by time: beat reads its window of due checks with it.
 Index(
-    "ix_dgs_schedules_check_due", ScheduleRow.next_target_at, ScheduleRow.name,
+    "ix_dgs_schedules_check_due",
+    ScheduleRow.next_target_at,
+    ScheduleRow.name,
     postgresql_where=(ScheduleRow.kind == "check") & ScheduleRow.active,
     sqlite_where=(ScheduleRow.kind == "check") & ScheduleRow.active,
-)  # fmt: skip
+)
 
 
 #: The rows that are not checks, by name: list_schedules reads them with it.
 Index(
-    "ix_dgs_schedules_schedule_names", ScheduleRow.name,
-    postgresql_where=ScheduleRow.kind != "check", sqlite_where=ScheduleRow.kind != "check",
-)  # fmt: skip
+    "ix_dgs_schedules_schedule_names",
+    ScheduleRow.name,
+    postgresql_where=ScheduleRow.kind != "check",
+    sqlite_where=ScheduleRow.kind != "check",
+)
 
 
 class CheckHistoryRow(Base):

@@ -128,8 +128,7 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods):
     ) -> SyncReport:
         now = utc(now, "now")
         declared = {
-            name: (spec, spec_json(spec))
-            for name, spec in declared_by_name(specs, invalid).items()
+            name: (spec, spec_json(spec)) for name, spec in declared_by_name(specs, invalid).items()
         }
         with self._write() as session:
             if session.get_bind().dialect.name == "postgresql":
@@ -137,13 +136,15 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods):
             rows = self._sync_rows(session, sorted(declared))
             states = {
                 name: SyncRowState(
-                    owner=row.owner, active=row.active, declaration_error=row.declaration_error,
-                    same_spec=None if name not in declared else (
-                        row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION
-                    ),
+                    owner=row.owner,
+                    active=row.active,
+                    declaration_error=row.declaration_error,
+                    same_spec=None
+                    if name not in declared
+                    else (row.spec == declared[name][1] and row.spec_format == SPEC_FORMAT_VERSION),
                 )
                 for name, row in rows.items()
-            }  # fmt: skip
+            }
             report, marked = plan_sync(list(declared), states, invalid)
             if not (report.changed or marked):
                 return report
@@ -212,10 +213,18 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods):
     @staticmethod
     def _new_row(spec: ScheduleSpec, spec_text: str, now: datetime, seq: int) -> ScheduleRow:
         return ScheduleRow(
-            name=spec.name, task=spec.task, configuration=spec.configuration, kind=spec.kind,
-            spec=spec_text, spec_format=SPEC_FORMAT_VERSION, active=True, paused=False,
-            registered_at=now, change_seq=seq, updated_at=now,
-        )  # fmt: skip
+            name=spec.name,
+            task=spec.task,
+            configuration=spec.configuration,
+            kind=spec.kind,
+            spec=spec_text,
+            spec_format=SPEC_FORMAT_VERSION,
+            active=True,
+            paused=False,
+            registered_at=now,
+            change_seq=seq,
+            updated_at=now,
+        )
 
     def load_active(self) -> tuple[list[StoredSchedule], int]:
         """All active schedules (by name) and the cursor for :meth:`changes_since`."""

@@ -44,9 +44,20 @@ Prepared = tuple[str, ScheduleSpec, str, datetime | None]
 StoredState = tuple[str, int, bool, str, str | None, datetime | None]
 
 _INSERT_COLUMNS = (
-    "name", "task", "configuration", "kind", "spec", "spec_format", "active", "paused",
-    "registered_at", "change_seq", "updated_at", "owner", "upstream_modified_at",
-)  # fmt: skip
+    "name",
+    "task",
+    "configuration",
+    "kind",
+    "spec",
+    "spec_format",
+    "active",
+    "paused",
+    "registered_at",
+    "change_seq",
+    "updated_at",
+    "owner",
+    "upstream_modified_at",
+)
 _SQLITE_INSERT = (
     f"INSERT INTO dgs_schedules ({', '.join(_INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
@@ -113,30 +124,56 @@ def pg_lock_rows(conn: Connection, names: Sequence[str]) -> None:
             cur.execute(_PG_LOCK, (list(chunk),))
 
 
-def insert_new(
-    conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int
-) -> None:
+def insert_new(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int) -> None:
     """Insert ``rows`` as new, active runtime schedules (``registered_at`` and
     ``updated_at`` ``now``, ``change_seq`` ``seq``)."""
     if conn.dialect.name == "postgresql":
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
             write = copy.write_row
             for name, spec, text, hint in rows:
-                write((name, spec.task, spec.configuration, spec.kind, text,
-                       SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME,
-                       hint))  # fmt: skip
+                write(
+                    (
+                        name,
+                        spec.task,
+                        spec.configuration,
+                        spec.kind,
+                        text,
+                        SPEC_FORMAT_VERSION,
+                        True,
+                        False,
+                        now,
+                        seq,
+                        now,
+                        OWNER_RUNTIME,
+                        hint,
+                    )
+                )
         return
     at = _bound_moment(conn, now)
-    conn.exec_driver_sql(_SQLITE_INSERT, [
-        (name, spec.task, spec.configuration, spec.kind, text, SPEC_FORMAT_VERSION,
-         True, False, at, seq, at, OWNER_RUNTIME, _bound_moment(conn, hint))
-        for name, spec, text, hint in rows
-    ])  # fmt: skip
+    conn.exec_driver_sql(
+        _SQLITE_INSERT,
+        [
+            (
+                name,
+                spec.task,
+                spec.configuration,
+                spec.kind,
+                text,
+                SPEC_FORMAT_VERSION,
+                True,
+                False,
+                at,
+                seq,
+                at,
+                OWNER_RUNTIME,
+                _bound_moment(conn, hint),
+            )
+            for name, spec, text, hint in rows
+        ],
+    )
 
 
-def update_changed(
-    conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int
-) -> None:
+def update_changed(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int) -> None:
     """Write ``rows`` over their stored rows as active runtime schedules (their
     statistics, ``paused`` and run requests untouched), enabled again
     (``disabled_reason`` cleared), with the row's ``last_modified`` hint when
@@ -151,11 +188,22 @@ def update_changed(
             cur.execute(_PG_UPDATE_FROM_BATCH, (seq, now))
         return
     at = _bound_moment(conn, now)
-    conn.exec_driver_sql(_SQLITE_UPDATE, [
-        (spec.task, spec.configuration, spec.kind, text, seq, at, _bound_moment(conn, hint),
-         name)
-        for name, spec, text, hint in rows
-    ])  # fmt: skip
+    conn.exec_driver_sql(
+        _SQLITE_UPDATE,
+        [
+            (
+                spec.task,
+                spec.configuration,
+                spec.kind,
+                text,
+                seq,
+                at,
+                _bound_moment(conn, hint),
+                name,
+            )
+            for name, spec, text, hint in rows
+        ],
+    )
 
 
 def _bound_moment(conn: Connection, moment: datetime | None) -> Any:

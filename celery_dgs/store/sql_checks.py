@@ -72,10 +72,23 @@ _COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
 _PENDING = and_(_T.c.kind == "check", _T.c.active)
 #: The new rows' columns, in the order :meth:`CheckMethods._insert_new` copies them.
 _NEW_COLUMNS = (
-    "name", "task", "configuration", "kind", "spec", "spec_format", "active", "paused",
-    "registered_at", "updated_at", "owner", "next_target_at", "first_check_at",
-    "earliest_check_at", "check_count", "change_seq",
-)  # fmt: skip
+    "name",
+    "task",
+    "configuration",
+    "kind",
+    "spec",
+    "spec_format",
+    "active",
+    "paused",
+    "registered_at",
+    "updated_at",
+    "owner",
+    "next_target_at",
+    "first_check_at",
+    "earliest_check_at",
+    "check_count",
+    "change_seq",
+)
 _PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_NEW_COLUMNS)}) FROM STDIN"
 _PG_STORED_CHECKS = (
     "SELECT name, kind, active, earliest_check_at FROM dgs_schedules "
@@ -86,8 +99,12 @@ _PG_STORED_CHECKS = (
 def _copy_text(value: str) -> str:
     """``value`` as a field of ``COPY``'s text format (backslash, tab and line ends escaped)."""
     if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        value = (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-                 .replace("\r", "\\r"))  # fmt: skip
+        value = (
+            value.replace("\\", "\\\\")
+            .replace("\t", "\\t")
+            .replace("\n", "\\n")
+            .replace("\r", "\\r")
+        )
     return value
 
 
@@ -97,27 +114,46 @@ def _chunks(names: list[str], size: int) -> list[list[str]]:
 
 def _history_values(record: CheckHistoryRecord) -> dict[str, Any]:
     return {
-        "name": record.name, "task": record.task, "key": record.key,
-        "outcome": record.outcome, "reason": record.reason,
-        "check_count": record.check_count, "failure_count": record.failure_count,
-        "added_at": record.added_at, "first_check_at": record.first_check_at,
-        "last_check_at": record.last_check_at, "ended_at": record.ended_at,
-    }  # fmt: skip
+        "name": record.name,
+        "task": record.task,
+        "key": record.key,
+        "outcome": record.outcome,
+        "reason": record.reason,
+        "check_count": record.check_count,
+        "failure_count": record.failure_count,
+        "added_at": record.added_at,
+        "first_check_at": record.first_check_at,
+        "last_check_at": record.last_check_at,
+        "ended_at": record.ended_at,
+    }
 
 
 def _history_record(row: CheckHistoryRow) -> CheckHistoryRecord:
     return CheckHistoryRecord(
-        name=row.name, task=row.task, key=row.key, outcome=row.outcome, reason=row.reason,
-        check_count=row.check_count, failure_count=row.failure_count,
-        added_at=row.added_at, first_check_at=row.first_check_at,
-        last_check_at=row.last_check_at, ended_at=row.ended_at,
-    )  # fmt: skip
+        name=row.name,
+        task=row.task,
+        key=row.key,
+        outcome=row.outcome,
+        reason=row.reason,
+        check_count=row.check_count,
+        failure_count=row.failure_count,
+        added_at=row.added_at,
+        first_check_at=row.first_check_at,
+        last_check_at=row.last_check_at,
+        ended_at=row.ended_at,
+    )
 
 
 def apply_check_end(
-    session: Session, row: ScheduleRow, new_stats: ScheduleStats, outcome: str,
-    verdict: object, ended_at: datetime, error: str | None, last_check_at: datetime | None,
-) -> None:  # fmt: skip
+    session: Session,
+    row: ScheduleRow,
+    new_stats: ScheduleStats,
+    outcome: str,
+    verdict: object,
+    ended_at: datetime,
+    error: str | None,
+    last_check_at: datetime | None,
+) -> None:
     """Move or end the pending check ``row`` after a run (its stats already
     applied): :func:`~celery_dgs.core.checks.check_end`. An inactive row (a
     cancelled check) or an unreadable spec is left as it is."""
@@ -130,16 +166,21 @@ def apply_check_end(
         row.next_target_at = step.next_check_at
         row.check_count = step.check_count
         earliest = row.earliest_check_at
-        row.earliest_check_at = step.next_check_at if earliest is None else min(
-            earliest, step.next_check_at
-        )  # fmt: skip
+        row.earliest_check_at = (
+            step.next_check_at if earliest is None else min(earliest, step.next_check_at)
+        )
     elif isinstance(step, CheckEnded):
         row.active = False
         row.check_count = step.check_count
         record = history_record(
-            spec, step, failure_count=new_stats.failure_count, added_at=row.registered_at,
-            first_check_at=row.first_check_at, last_check_at=last_check_at, ended_at=ended_at,
-        )  # fmt: skip
+            spec,
+            step,
+            failure_count=new_stats.failure_count,
+            added_at=row.registered_at,
+            first_check_at=row.first_check_at,
+            last_check_at=last_check_at,
+            ended_at=ended_at,
+        )
         session.execute(insert(_H), [_history_values(record)])
 
 
@@ -191,11 +232,16 @@ class CheckMethods(SqlStoreBase):
                     renewals.append({"b_name": name, **self._renewal_values(check, spec_text, now)})
                     report.added.append(name)
                 elif on_exists == ON_EXISTS_MOVE:
-                    moves.append({
-                        "b_name": name, "spec": spec_text, "next_target_at": check.at,
-                        "earliest_check_at": check.at if earliest is None else min(
-                            utc(earliest, "earliest_check_at"), check.at),
-                    })  # fmt: skip
+                    moves.append(
+                        {
+                            "b_name": name,
+                            "spec": spec_text,
+                            "next_target_at": check.at,
+                            "earliest_check_at": check.at
+                            if earliest is None
+                            else min(utc(earliest, "earliest_check_at"), check.at),
+                        }
+                    )
                     report.moved.append(name)
                 else:
                     report.kept.append(name)
@@ -263,10 +309,24 @@ class CheckMethods(SqlStoreBase):
         for check, spec_text in rows:
             spec = check.spec
             at = check.at.isoformat()
-            lines.append("\t".join((
-                _copy_text(spec.name), _copy_text(spec.task), _copy_text(spec.configuration),
-                spec.kind, _copy_text(spec_text),
-            )) + head + at + "\t" + at + "\t" + at + tail)  # fmt: skip
+            lines.append(
+                "\t".join(
+                    (
+                        _copy_text(spec.name),
+                        _copy_text(spec.task),
+                        _copy_text(spec.configuration),
+                        spec.kind,
+                        _copy_text(spec_text),
+                    )
+                )
+                + head
+                + at
+                + "\t"
+                + at
+                + "\t"
+                + at
+                + tail
+            )
         with driver.cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
             copy.write("".join(lines))
 
@@ -274,23 +334,41 @@ class CheckMethods(SqlStoreBase):
     def _new_values(check: NewCheck, spec_text: str, now: datetime) -> dict[str, Any]:
         spec = check.spec
         return {
-            "name": spec.name, "task": spec.task, "configuration": spec.configuration,
-            "kind": spec.kind, "spec": spec_text, "spec_format": SPEC_FORMAT_VERSION,
-            "active": True, "paused": False, "registered_at": now, "updated_at": now,
-            "owner": OWNER_CHECK, "next_target_at": check.at, "first_check_at": check.at,
-            "earliest_check_at": check.at, "check_count": 0,
-        }  # fmt: skip
+            "name": spec.name,
+            "task": spec.task,
+            "configuration": spec.configuration,
+            "kind": spec.kind,
+            "spec": spec_text,
+            "spec_format": SPEC_FORMAT_VERSION,
+            "active": True,
+            "paused": False,
+            "registered_at": now,
+            "updated_at": now,
+            "owner": OWNER_CHECK,
+            "next_target_at": check.at,
+            "first_check_at": check.at,
+            "earliest_check_at": check.at,
+            "check_count": 0,
+        }
 
     @staticmethod
     def _renewal_values(check: NewCheck, spec_text: str, now: datetime) -> dict[str, Any]:
         """An ended check added again: a new check on the old row (its durations kept)."""
         return {
-            "spec": spec_text, "active": True, "paused": False,
-            "registered_at": now, "next_target_at": check.at, "first_check_at": check.at,
-            "earliest_check_at": check.at, "check_count": 0, "failure_count": None,
-            "last_good_start_at": None, "last_good_end_at": None,
-            "run_requested_at": None, "run_requested_priority": None,
-        }  # fmt: skip
+            "spec": spec_text,
+            "active": True,
+            "paused": False,
+            "registered_at": now,
+            "next_target_at": check.at,
+            "first_check_at": check.at,
+            "earliest_check_at": check.at,
+            "check_count": 0,
+            "failure_count": None,
+            "last_good_start_at": None,
+            "last_good_end_at": None,
+            "run_requested_at": None,
+            "run_requested_priority": None,
+        }
 
     def cancel_checks(self, names: Sequence[str], now: datetime) -> list[str]:
         now = utc(now, "now")
@@ -315,11 +393,19 @@ class CheckMethods(SqlStoreBase):
                 spec = parse_spec(row.spec)[0]
                 if isinstance(spec, CheckSpec):
                     ended = CheckEnded(CHECK_CANCELLED, "cancelled", row.check_count or 0)
-                    history.append(_history_values(history_record(
-                        spec, ended, failure_count=row.failure_count, added_at=row.registered_at,
-                        first_check_at=row.first_check_at, last_check_at=row.last_start_at,
-                        ended_at=now,
-                    )))  # fmt: skip
+                    history.append(
+                        _history_values(
+                            history_record(
+                                spec,
+                                ended,
+                                failure_count=row.failure_count,
+                                added_at=row.registered_at,
+                                first_check_at=row.first_check_at,
+                                last_check_at=row.last_start_at,
+                                ended_at=now,
+                            )
+                        )
+                    )
                 row.active = False
                 row.change_seq, row.updated_at = seq, now
                 cancelled.append(row.name)
@@ -335,9 +421,9 @@ class CheckMethods(SqlStoreBase):
         stmt = select(*_COLUMNS).where(_PENDING, _T.c.next_target_at <= utc(until, "until"))
         if after is not None:
             at, name = utc(after[0], "after"), after[1]
-            stmt = stmt.where(or_(
-                _T.c.next_target_at > at, and_(_T.c.next_target_at == at, _T.c.name > name)
-            ))  # fmt: skip
+            stmt = stmt.where(
+                or_(_T.c.next_target_at > at, and_(_T.c.next_target_at == at, _T.c.name > name))
+            )
         stmt = stmt.order_by(_T.c.next_target_at, _T.c.name).limit(limit)
         return self._schedules(stmt)
 
@@ -362,12 +448,15 @@ class CheckMethods(SqlStoreBase):
         now = utc(now, "now")
         stmt = (
             select(
-                _T.c.task, func.count(),
+                _T.c.task,
+                func.count(),
                 func.sum(case((_T.c.next_target_at < now, 1), else_=0)),
                 func.min(_T.c.next_target_at),
             )
-            .where(_PENDING).group_by(_T.c.task).order_by(_T.c.task)
-        )  # fmt: skip
+            .where(_PENDING)
+            .group_by(_T.c.task)
+            .order_by(_T.c.task)
+        )
         summary = CheckSummary()
         with self._read() as session:
             for task, count, overdue, oldest in session.execute(stmt):
@@ -395,15 +484,21 @@ class CheckMethods(SqlStoreBase):
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         older_than = utc(older_than, "older_than")
         pick = (
-            select(_H.c.id).where(_H.c.ended_at < older_than)
-            .order_by(_H.c.ended_at, _H.c.id).limit(batch_size)
-        )  # fmt: skip
+            select(_H.c.id)
+            .where(_H.c.ended_at < older_than)
+            .order_by(_H.c.ended_at, _H.c.id)
+            .limit(batch_size)
+        )
         ended_rows = (
-            select(_T.c.name).where(
-                _T.c.kind == "check", ~_T.c.active, _T.c.updated_at < older_than,
+            select(_T.c.name)
+            .where(
+                _T.c.kind == "check",
+                ~_T.c.active,
+                _T.c.updated_at < older_than,
                 ~exists().where(RunRow.schedule == _T.c.name),
-            ).limit(batch_size)
-        )  # fmt: skip
+            )
+            .limit(batch_size)
+        )
         total = 0
         while True:
             with self._write() as session:
@@ -420,4 +515,3 @@ class CheckMethods(SqlStoreBase):
                     session.execute(delete(_T).where(_T.c.name.in_(names), ~_T.c.active))
             if len(names) < batch_size:
                 return total
-

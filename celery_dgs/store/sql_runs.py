@@ -65,10 +65,17 @@ class RunMethods(SqlStoreBase):
             if _run_exists(session, run_id):
                 return
             run = RunRow(
-                run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
-                owner_node=owner_node, owner_name=owner_name, owner_tag=owner_tag,
-                token=token, started_at=started_at, outcome="running", fenced=False,
-            )  # fmt: skip
+                run_id=run_id,
+                schedule=schedule,
+                dispatch_id=dispatch_id,
+                owner_node=owner_node,
+                owner_name=owner_name,
+                owner_tag=owner_tag,
+                token=token,
+                started_at=started_at,
+                outcome="running",
+                fenced=False,
+            )
             stale = stale_start(schedule, token, row.current_token)
             if stale is not None:
                 run.outcome, run.error, run.fenced = "skipped", stale, True
@@ -133,14 +140,23 @@ class RunMethods(SqlStoreBase):
                 fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
                     spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
-                    new = stats_after(stats_of(row), outcome, run.started_at, ended_at, alpha,
-                                      timedelta(seconds=run.duration_s), spec=spec,
-                                      eventful=eventful, run_key=run.token or 0)  # fmt: skip
+                    new = stats_after(
+                        stats_of(row),
+                        outcome,
+                        run.started_at,
+                        ended_at,
+                        alpha,
+                        timedelta(seconds=run.duration_s),
+                        spec=spec,
+                        eventful=eventful,
+                        run_key=run.token or 0,
+                    )
                     apply_stats(row, new)
                     row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)
                     if row.kind == "check":
-                        apply_check_end(session, row, new, outcome, verdict, ended_at, error,
-                                        run.started_at)  # fmt: skip
+                        apply_check_end(
+                            session, row, new, outcome, verdict, ended_at, error, run.started_at
+                        )
                     self._touch(session, row)
             session.flush()
             result = stored_schedule(row)
@@ -174,11 +190,19 @@ class RunMethods(SqlStoreBase):
                 return
             session.add(
                 RunRow(
-                    run_id=run_id, schedule=schedule, dispatch_id=dispatch_id,
-                    owner_node=owner_node, owner_name=owner_name, started_at=at, ended_at=at,
-                    outcome="skipped", error=reason, duration_s=0.0, fenced=False,
+                    run_id=run_id,
+                    schedule=schedule,
+                    dispatch_id=dispatch_id,
+                    owner_node=owner_node,
+                    owner_name=owner_name,
+                    started_at=at,
+                    ended_at=at,
+                    outcome="skipped",
+                    error=reason,
+                    duration_s=0.0,
+                    fenced=False,
                 )
-            )  # fmt: skip
+            )
 
     def token_floor(self, schedule: str) -> int:
         """The highest fencing token recorded for ``schedule`` (0: none yet).
@@ -223,9 +247,11 @@ class RunMethods(SqlStoreBase):
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit!r}")
         stmt = (
-            select(RunRow).where(RunRow.outcome == "running", RunRow.id > after_id)
-            .order_by(RunRow.id).limit(limit)
-        )  # fmt: skip
+            select(RunRow)
+            .where(RunRow.outcome == "running", RunRow.id > after_id)
+            .order_by(RunRow.id)
+            .limit(limit)
+        )
         with self._read() as session:
             return [run_record(r) for r in session.scalars(stmt)]
 

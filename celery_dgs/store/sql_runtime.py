@@ -69,9 +69,12 @@ class RuntimeMethods(SqlStoreBase):
     """``upsert_runtime`` and ``remove_runtime`` of the SQL store."""
 
     def upsert_runtime(
-        self, specs: Sequence[ScheduleSpec], now: datetime, *,
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        *,
         last_modified: Mapping[str, datetime] | None = None,
-    ) -> UpsertReport:  # fmt: skip
+    ) -> UpsertReport:
         """See :meth:`ScheduleStore.upsert_runtime
         <celery_dgs.store.base.ScheduleStore.upsert_runtime>`: :meth:`upsert_runtime_texts`
         of the specs and their ``spec_json``."""
@@ -80,9 +83,12 @@ class RuntimeMethods(SqlStoreBase):
         )
 
     def upsert_runtime_texts(
-        self, specs: Sequence[tuple[ScheduleSpec, str]], now: datetime, *,
+        self,
+        specs: Sequence[tuple[ScheduleSpec, str]],
+        now: datetime,
+        *,
         last_modified: Mapping[str, datetime] | None = None,
-    ) -> UpsertReport:  # fmt: skip
+    ) -> UpsertReport:
         """See :meth:`ScheduleStore.upsert_runtime_texts
         <celery_dgs.store.base.ScheduleStore.upsert_runtime_texts>`. An unchanged
         spec is compared by its canonical JSON text: nothing is written for it.
@@ -117,8 +123,7 @@ class RuntimeMethods(SqlStoreBase):
                 pg_lock_rows(conn, sorted(changed))
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
-                insert_new(conn, [(n, *wanted[n], hints.get(n)) for n in report.inserted],
-                           now, seq)  # fmt: skip
+                insert_new(conn, [(n, *wanted[n], hints.get(n)) for n in report.inserted], now, seq)
             if changed:
                 update_changed(conn, [(n, *wanted[n], hints.get(n)) for n in changed], now, seq)
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
@@ -145,9 +150,10 @@ class RuntimeMethods(SqlStoreBase):
             size = NAMES_PER_QUERY.get(conn.dialect.name, 900)
             for chunk in _chunks(report.removed, size):
                 conn.execute(
-                    update(_T).where(_T.c.name.in_(chunk))
+                    update(_T)
+                    .where(_T.c.name.in_(chunk))
                     .values(active=False, change_seq=seq, updated_at=now)
-                )  # fmt: skip
+                )
         return report
 
     def _lock_rows(self, conn: Connection, names: list[str]) -> dict[str, _Stored]:
@@ -161,8 +167,15 @@ class RuntimeMethods(SqlStoreBase):
         stored: dict[str, _Stored] = {}
         for chunk in _chunks(names, size):
             stmt = (
-                select(_T.c.name, _T.c.spec, _T.c.spec_format, _T.c.active, _T.c.owner,
-                       _T.c.disabled_reason, _T.c.upstream_modified_at)
+                select(
+                    _T.c.name,
+                    _T.c.spec,
+                    _T.c.spec_format,
+                    _T.c.active,
+                    _T.c.owner,
+                    _T.c.disabled_reason,
+                    _T.c.upstream_modified_at,
+                )
                 .where(_T.c.name.in_(chunk))
                 .order_by(_T.c.name)
                 .with_for_update(key_share=True)

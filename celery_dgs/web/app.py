@@ -144,8 +144,7 @@ def secrets_of(env: Env) -> list[str]:
     transport = conf.broker_transport_options or {}
     for options in (settings.redis_sentinel_kwargs, transport.get("sentinel_kwargs")):
         if isinstance(options, Mapping):
-            found.update(str(v) for k, v in options.items()
-                         if "password" in str(k).lower() and v)  # fmt: skip
+            found.update(str(v) for k, v in options.items() if "password" in str(k).lower() and v)
     return sorted(found, key=lambda s: (-len(s), s))
 
 
@@ -160,8 +159,9 @@ def url_passwords(url: str) -> list[str]:
         userinfo = parts.netloc.rpartition("@")[0]
         if ":" in userinfo:
             found.append(userinfo.partition(":")[2])
-        found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                  if k.lower() == "password"]  # fmt: skip
+        found += [
+            v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() == "password"
+        ]
     decoded = [unquote(p) for p in found]
     return [p for p in dict.fromkeys(found + decoded) if p]
 
@@ -179,17 +179,31 @@ def _templates() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.globals.update(urlencode=urlencode, rel=relative, ladder=views.ladder_words,
-                       prio=views.priority_words, tags=views.tags_of, late=late_text)  # fmt: skip
-    env.filters.update(dur=duration, short=short_time, iso=iso, pct=lambda p: (
-        "-" if p is None else f"{p * 100:.0f}%"))  # fmt: skip
+    env.globals.update(
+        urlencode=urlencode,
+        rel=relative,
+        ladder=views.ladder_words,
+        prio=views.priority_words,
+        tags=views.tags_of,
+        late=late_text,
+    )
+    env.filters.update(
+        dur=duration,
+        short=short_time,
+        iso=iso,
+        pct=lambda p: "-" if p is None else f"{p * 100:.0f}%",
+    )
     return env
 
 
 def create_app(
-    env: Env, *, refresh: float = 2.0, max_age: float = 1.0,
-    read: Callable[[], views.Snapshot] | None = None, loopback_only: bool = True,
-) -> Starlette:  # fmt: skip
+    env: Env,
+    *,
+    refresh: float = 2.0,
+    max_age: float = 1.0,
+    read: Callable[[], views.Snapshot] | None = None,
+    loopback_only: bool = True,
+) -> Starlette:
     """The status page of ``env``'s app. ``refresh``: seconds between the live
     parts' updates in the browser; ``max_age``: how old a snapshot may be;
     ``loopback_only`` (bound to a loopback address): requests whose ``Host``
@@ -206,10 +220,13 @@ def create_app(
     def render(template: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         nonce = guard.session(request.cookies.get(COOKIE))
         context.update(
-            refresh=refresh, Level=Level,
-            can_act=guard.enabled and nonce is not None, actions_enabled=guard.enabled,
-            csrf=guard.csrf(nonce) if nonce is not None else "", path=request.url.path,
-        )  # fmt: skip
+            refresh=refresh,
+            Level=Level,
+            can_act=guard.enabled and nonce is not None,
+            actions_enabled=guard.enabled,
+            csrf=guard.csrf(nonce) if nonce is not None else "",
+            path=request.url.path,
+        )
         html = templates.get_template(template).render(**context)
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
@@ -221,38 +238,58 @@ def create_app(
         data = snap.overview
         bars = views.histogram_bars(data["histogram"])
         page = "overview_live.html" if is_fragment(request) else "overview.html"
-        return render(page, request, snap=snap, o=data, bars=bars,
-                      hist=(views.HIST_W, views.HIST_H))  # fmt: skip
+        return render(
+            page, request, snap=snap, o=data, bars=bars, hist=(views.HIST_W, views.HIST_H)
+        )
 
     def overview_json(request: Request) -> Response:
         snap = cache.get()
         data = snap.overview
-        return JSONResponse({
-            "now": iso(snap.now), "counts": data["counts"],
-            "reasons": {k: dict(v) for k, v in data["reasons"].items()},
-            "beat_leader": data["leader"],
-            "workers": [{"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
-                        for w in data["workers"]],
-            "pending_dispatches": data["pending_dispatches"],
-            "histogram": dict(data["histogram"]),
-            "checks": summary_json(snap.checks, snap.now),
-        }, headers=HEADERS)  # fmt: skip
+        return JSONResponse(
+            {
+                "now": iso(snap.now),
+                "counts": data["counts"],
+                "reasons": {k: dict(v) for k, v in data["reasons"].items()},
+                "beat_leader": data["leader"],
+                "workers": [
+                    {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
+                    for w in data["workers"]
+                ],
+                "pending_dispatches": data["pending_dispatches"],
+                "histogram": dict(data["histogram"]),
+                "checks": summary_json(snap.checks, snap.now),
+            },
+            headers=HEADERS,
+        )
 
     def schedules(request: Request) -> Response:
         snap = cache.get()
         p = request.query_params
         page_no = p.get("page", "1")
         query = views.Query(
-            q=p.get("q", ""), condition=p.get("condition", ""), pool=p.get("pool", ""),
-            task=p.get("task", ""), page=int(page_no) if page_no.isdigit() else 1,
-        )  # fmt: skip
+            q=p.get("q", ""),
+            condition=p.get("condition", ""),
+            pool=p.get("pool", ""),
+            task=p.get("task", ""),
+            page=int(page_no) if page_no.isdigit() else 1,
+        )
         page = views.page_of(snap, query)
         name = "schedules_table.html" if is_fragment(request) else "schedules.html"
-        return render(name, request, snap=snap, page=page, pools=views.pools_of(snap),
-                      levels=[lv.name for lv in sorted(Level, reverse=True)])  # fmt: skip
+        return render(
+            name,
+            request,
+            snap=snap,
+            page=page,
+            pools=views.pools_of(snap),
+            levels=[lv.name for lv in sorted(Level, reverse=True)],
+        )
 
-    def schedule_page(request: Request, notice: ActionResult | None = None,
-                      problem: str | None = None, status: int = 200) -> Response:  # fmt: skip
+    def schedule_page(
+        request: Request,
+        notice: ActionResult | None = None,
+        problem: str | None = None,
+        status: int = 200,
+    ) -> Response:
         snap = cache.get()
         name = request.query_params.get("name", "")
         row = snap.by_name.get(name)
@@ -264,19 +301,38 @@ def create_app(
         runs = env.runtime.store.runs(name, limit=30)
         lease = None
         if row.running is not None:
-            lease = views.lease_view(row.running, snap.now, ping_timeout=settings.ping_timeout,
-                                     steal_delay=settings.steal_delay)  # fmt: skip
+            lease = views.lease_view(
+                row.running,
+                snap.now,
+                ping_timeout=settings.ping_timeout,
+                steal_delay=settings.steal_delay,
+            )
         avg, dev = views.average_of(stored)
         page = "schedule_live.html" if is_fragment(request) else "schedule.html"
         return render(
-            page, request, status=status, snap=snap, row=row, stored=stored, runs=runs,
+            page,
+            request,
+            status=status,
+            snap=snap,
+            row=row,
+            stored=stored,
+            runs=runs,
             words=views.spec_words(stored.spec) if stored.spec is not None else "",
-            tl=views.timeline(runs, row, snap.now), lease=lease, avg=avg, dev=dev,
-            notice=notice, problem=problem,
-        )  # fmt: skip
+            tl=views.timeline(runs, row, snap.now),
+            lease=lease,
+            avg=avg,
+            dev=dev,
+            notice=notice,
+            problem=problem,
+        )
 
-    def check_page(request: Request, name: str, notice: ActionResult | None = None,
-                   problem: str | None = None, status: int = 200) -> Response:  # fmt: skip
+    def check_page(
+        request: Request,
+        name: str,
+        notice: ActionResult | None = None,
+        problem: str | None = None,
+        status: int = 200,
+    ) -> Response:
         """A deferred check's page: pending (next check, counts) or ended
         (its history), and its runs; with a notice after an action."""
         try:
@@ -287,19 +343,29 @@ def create_app(
         row = detail.row
         page = "check_live.html" if is_fragment(request) else "check.html"
         return render(
-            page, request, status=status, notice=notice, problem=problem,
-            snap=cache.get(), c=detail, row=row,
+            page,
+            request,
+            status=status,
+            notice=notice,
+            problem=problem,
+            snap=cache.get(),
+            c=detail,
+            row=row,
             pending=row is not None and row.active,
             spec=row.spec if row is not None and isinstance(row.spec, CheckSpec) else None,
-        )  # fmt: skip
+        )
 
     def leases_page(request: Request) -> Response:
         snap = cache.get()
         leases = [
-            views.lease_view(lease, snap.now, ping_timeout=settings.ping_timeout,
-                             steal_delay=settings.steal_delay)
+            views.lease_view(
+                lease,
+                snap.now,
+                ping_timeout=settings.ping_timeout,
+                steal_delay=settings.steal_delay,
+            )
             for lease in sorted(snap.state.leases.values(), key=lambda x: x.started_at)
-        ]  # fmt: skip
+        ]
         page = "leases_live.html" if is_fragment(request) else "leases.html"
         return render(page, request, snap=snap, leases=leases, failures=failures_of(snap))
 
@@ -313,9 +379,11 @@ def create_app(
             return list(failures_memo[1])
         failing = sorted(
             (r for r in snap.ordered if r.failure_count),
-            key=lambda r: (r.last_end_at is None, -(r.last_end_at.timestamp() if r.last_end_at
-                                                    else 0.0)),
-        )[:20]  # fmt: skip
+            key=lambda r: (
+                r.last_end_at is None,
+                -(r.last_end_at.timestamp() if r.last_end_at else 0.0),
+            ),
+        )[:20]
         failures = []
         for row in failing:
             last = env.runtime.store.runs(row.name, limit=1)
@@ -349,12 +417,20 @@ def create_app(
         form = await form_of(request)
         op, name = form.get("op", ""), form.get("name", "")
         who = _client(request)
-        allowed = guard.allows(request.cookies.get(COOKIE), form.get("csrf"),
-                               request.headers.get("origin"), request.url.netloc)  # fmt: skip
+        allowed = guard.allows(
+            request.cookies.get(COOKIE),
+            form.get("csrf"),
+            request.headers.get("origin"),
+            request.url.netloc,
+        )
         if not allowed or op not in ACTIONS:
-            why = ("the page is read-only (dgs_web_token is not set)" if not guard.enabled
-                   else "unknown action" if op not in ACTIONS
-                   else "not signed in with the token, or the CSRF check failed")  # fmt: skip
+            why = (
+                "the page is read-only (dgs_web_token is not set)"
+                if not guard.enabled
+                else "unknown action"
+                if op not in ACTIONS
+                else "not signed in with the token, or the CSRF check failed"
+            )
             log.warning("status page: refused %s of %r from %s: %s", op, name, who, why)
             return render("refused.html", request, status=403, why=why)
         try:
@@ -367,8 +443,9 @@ def create_app(
             status = 404 if isinstance(exc, click.BadParameter) else 409
             if status == 404:
                 return render("missing.html", request, status=404, name=name)
-            return await run_in_threadpool(schedule_page, Request(request.scope), None,
-                                           message, status)  # fmt: skip
+            return await run_in_threadpool(
+                schedule_page, Request(request.scope), None, message, status
+            )
         log.info("status page: %s of %r from %s: %s", op, name, who, " / ".join(result.lines))
         request.scope["query_string"] = urlencode({"name": name}).encode()
         return await run_in_threadpool(schedule_page, Request(request.scope), result)
@@ -390,8 +467,10 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Response]] = {
-        redis.RedisError: unavailable, SQLAlchemyError: unavailable, DgsError: unavailable,
-    }  # fmt: skip
+        redis.RedisError: unavailable,
+        SQLAlchemyError: unavailable,
+        DgsError: unavailable,
+    }
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.cache = cache
     if loopback_only:
@@ -410,10 +489,16 @@ class LoopbackHostOnly:
             headers = dict(scope.get("headers") or [])
             host = headers.get(b"host", b"").decode("latin-1")
             if not host_allowed(host):
-                log.warning("celery-dgs web: refused a request for host %r (the page is "
-                               "bound to this machine only)", host)  # fmt: skip
-                response = Response("misdirected request: this page answers to localhost "
-                                    "names only\n", status_code=421, media_type="text/plain")
+                log.warning(
+                    "celery-dgs web: refused a request for host %r (the page is "
+                    "bound to this machine only)",
+                    host,
+                )
+                response = Response(
+                    "misdirected request: this page answers to localhost names only\n",
+                    status_code=421,
+                    media_type="text/plain",
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

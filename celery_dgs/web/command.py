@@ -29,10 +29,20 @@ def parse_bind(value: str) -> tuple[str, int]:
 
 
 @click.command()
-@click.option("--bind", default="127.0.0.1:8377", show_default=True, metavar="HOST:PORT",
-              help="Address to serve on (127.0.0.1: this machine only).")  # fmt: skip
-@click.option("--refresh", type=click.FloatRange(min=0.5, max=3600), default=2.0,
-              show_default=True, help="Seconds between the live parts' updates.")  # fmt: skip
+@click.option(
+    "--bind",
+    default="127.0.0.1:8377",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve on (127.0.0.1: this machine only).",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.5, max=3600),
+    default=2.0,
+    show_default=True,
+    help="Seconds between the live parts' updates.",
+)
 @click.pass_context
 @wrap_errors
 def web(ctx: click.Context, bind: str, refresh: float) -> None:
@@ -52,8 +62,9 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
         ) from None
     env = get_env(ctx)
     env.runtime  # noqa: B018 - build the clients once, before the server's threads
-    app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0),
-                     loopback_only=loopback_bind(host))  # fmt: skip
+    app = create_app(
+        env, refresh=refresh, max_age=min(refresh / 2, 1.0), loopback_only=loopback_bind(host)
+    )
     logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
     mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")

@@ -120,24 +120,40 @@ def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> S
     ) or CheckSummary()
     overdue = (
         store.pending_checks(due_before=state.now, limit=OVERDUE_CHECKS_SHOWN)
-        if checks.total_overdue else []
-    )  # fmt: skip
-    return snapshot_of(state, leader_json(info, state.now, timeout), pending,
-                       read_seconds=time.perf_counter() - started, checks=checks,
-                       overdue_checks=overdue)  # fmt: skip
+        if checks.total_overdue
+        else []
+    )
+    return snapshot_of(
+        state,
+        leader_json(info, state.now, timeout),
+        pending,
+        read_seconds=time.perf_counter() - started,
+        checks=checks,
+        overdue_checks=overdue,
+    )
 
 
 def snapshot_of(
-    state: State, leader: dict[str, Any] | None, pending: int, *, read_seconds: float = 0.0,
-    checks: CheckSummary | None = None, overdue_checks: Sequence[StoredSchedule] = (),
-) -> Snapshot:  # fmt: skip
+    state: State,
+    leader: dict[str, Any] | None,
+    pending: int,
+    *,
+    read_seconds: float = 0.0,
+    checks: CheckSummary | None = None,
+    overdue_checks: Sequence[StoredSchedule] = (),
+) -> Snapshot:
     ordered = sorted(state.rows, key=error_order)
     return Snapshot(
-        state=state, leader=leader, pending_dispatches=pending, ordered=ordered,
-        by_name={r.name: r for r in ordered}, stored={s.name: s for s in state.schedules},
-        read_seconds=read_seconds, checks=checks or CheckSummary(),
+        state=state,
+        leader=leader,
+        pending_dispatches=pending,
+        ordered=ordered,
+        by_name={r.name: r for r in ordered},
+        stored={s.name: s for s in state.schedules},
+        read_seconds=read_seconds,
+        checks=checks or CheckSummary(),
         overdue_checks=list(overdue_checks),
-    )  # fmt: skip
+    )
 
 
 # -- overview -------------------------------------------------------------------------
@@ -219,8 +235,9 @@ def histogram(snap: Snapshot) -> list[tuple[str, int]]:
         fraction = freshness_fraction(row, snap.stored.get(row.name), snap.now)
         if fraction is None:
             continue
-        counts[min(bisect.bisect_right(bounds, fraction), len(bounds) - 1)
-               if fraction >= 0 else 0] += 1  # fmt: skip
+        counts[
+            min(bisect.bisect_right(bounds, fraction), len(bounds) - 1) if fraction >= 0 else 0
+        ] += 1
     return [(label, n) for (label, _), n in zip(BUCKETS, counts, strict=True)]
 
 
@@ -277,16 +294,24 @@ def checks_view(snap: Snapshot) -> dict[str, Any]:
         "pending": summary.total_pending,
         "overdue": summary.total_overdue,
         "tasks": [
-            {"task": task, "pending": count, "overdue": summary.overdue.get(task, 0),
-             "oldest_due": summary.oldest_due.get(task)}
+            {
+                "task": task,
+                "pending": count,
+                "overdue": summary.overdue.get(task, 0),
+                "oldest_due": summary.oldest_due.get(task),
+            }
             for task, count in sorted(summary.pending.items())
         ],
         "most_overdue": [
-            {"name": r.name, "task": r.task, "due": r.stats.next_target_at,
-             "checks": r.check_count or 0}
+            {
+                "name": r.name,
+                "task": r.task,
+                "due": r.stats.next_target_at,
+                "checks": r.check_count or 0,
+            }
             for r in snap.overdue_checks
         ],
-    }  # fmt: skip
+    }
 
 
 # -- schedules table ------------------------------------------------------------------
@@ -303,8 +328,13 @@ class Query:
     page: int = 1
 
     def params(self, **changes: Any) -> dict[str, str]:
-        values = {"q": self.q, "condition": self.condition, "pool": self.pool,
-                  "task": self.task, "page": str(self.page)}  # fmt: skip
+        values = {
+            "q": self.q,
+            "condition": self.condition,
+            "pool": self.pool,
+            "task": self.task,
+            "page": str(self.page),
+        }
         values.update({k: str(v) for k, v in changes.items()})
         return {k: v for k, v in values.items() if v and not (k == "page" and v == "1")}
 
@@ -357,12 +387,16 @@ def spec_words(spec: ScheduleSpec) -> str:
         if spec.cooldown_duration:
             parts.append(f"cooldown {duration(spec.cooldown_duration)}")
     elif isinstance(spec, CronSpec):
-        parts.append(f"cron {spec.cron_schedule} {spec.tz}, done within "
-                     f"{duration(spec.cron_max_schedule_duration)}")  # fmt: skip
+        parts.append(
+            f"cron {spec.cron_schedule} {spec.tz}, done within "
+            f"{duration(spec.cron_max_schedule_duration)}"
+        )
     elif isinstance(spec, AdaptiveSpec):
-        parts.append(f"adaptive, unit {duration(spec.interval_unit)}, starting at step "
-                     f"{spec.initial_interval_index} of 0-{MAX_INTERVAL_INDEX}, disabled after "
-                     f"{spec.max_failures} failures in a row")  # fmt: skip
+        parts.append(
+            f"adaptive, unit {duration(spec.interval_unit)}, starting at step "
+            f"{spec.initial_interval_index} of 0-{MAX_INTERVAL_INDEX}, disabled after "
+            f"{spec.max_failures} failures in a row"
+        )
     for window in spec.blackout_periods:
         zone = "" if isinstance(spec, CronSpec) or spec.tz == "UTC" else f" {spec.tz}"
         parts.append(f"blackout {window.start:%H:%M}-{window.end:%H:%M}{zone}")
@@ -385,8 +419,10 @@ def ladder_words(row: StatusRow, spec: ScheduleSpec | None) -> str:
     if row.interval is None or row.interval_index is None:
         return ""
     unit = f", unit {duration(spec.interval_unit)}" if isinstance(spec, AdaptiveSpec) else ""
-    return (f"adaptive, every {duration(row.interval)} now (step {row.interval_index} "
-            f"of 0-{MAX_INTERVAL_INDEX}{unit})")  # fmt: skip
+    return (
+        f"adaptive, every {duration(row.interval)} now (step {row.interval_index} "
+        f"of 0-{MAX_INTERVAL_INDEX}{unit})"
+    )
 
 
 def priority_words(row: StatusRow) -> str:
@@ -402,8 +438,7 @@ def priority_words(row: StatusRow) -> str:
 
 def tags_of(row: StatusRow) -> list[str]:
     """The holds shown as tags next to its condition: ``paused``, ``disabled``."""
-    return [tag for tag, on in (("paused", row.paused), ("disabled", row.disabled_reason))
-            if on]  # fmt: skip
+    return [tag for tag, on in (("paused", row.paused), ("disabled", row.disabled_reason)) if on]
 
 
 @dataclass(frozen=True)
@@ -419,21 +454,29 @@ class LeaseView:
     cancel_requested: bool
 
 
-def lease_view(lease: LeaseInfo, now: datetime, *, ping_timeout: float,
-               steal_delay: float) -> LeaseView:  # fmt: skip
+def lease_view(
+    lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float
+) -> LeaseView:
     return LeaseView(
-        schedule=lease.schedule, owner=lease.owner_name, run=lease.owner_tag, token=lease.token,
-        started=relative(lease.started_at, now), ping_age=duration(ping_age(lease, now)),
-        progress=lease.progress, cancel_requested=lease.cancel_requested,
+        schedule=lease.schedule,
+        owner=lease.owner_name,
+        run=lease.owner_tag,
+        token=lease.token,
+        started=relative(lease.started_at, now),
+        ping_age=duration(ping_age(lease, now)),
+        progress=lease.progress,
+        cancel_requested=lease.cancel_requested,
         steal=steal_state(lease, now, ping_timeout=ping_timeout, steal_delay=steal_delay),
-    )  # fmt: skip
+    )
 
 
 OUTCOME_CSS = {
     **dict.fromkeys(FAILURE_OUTCOMES, "error"),
     **dict.fromkeys(INTERRUPTION_OUTCOMES, "muted"),
-    "success": "ok", "running": "running", "skipped": "muted",
-}  # fmt: skip
+    "success": "ok",
+    "running": "running",
+    "skipped": "muted",
+}
 
 
 @dataclass(frozen=True)
@@ -479,8 +522,10 @@ def timeline(runs: Sequence[RunRecord], row: StatusRow, now: datetime) -> Timeli
     longest shown, coloured by outcome; should_start_by, error_at and now drawn."""
     starts = [r.started_at for r in runs]
     moments = [now, *starts]
-    marks_at = [("should_start_by", row.should_start_by, "warning"),
-                ("error_at", row.error_at, "error")]  # fmt: skip
+    marks_at = [
+        ("should_start_by", row.should_start_by, "warning"),
+        ("error_at", row.error_at, "error"),
+    ]
     moments += [m for _, m, _ in marks_at if m is not None]
     lo, hi = min(moments), max(moments)
     span = max((hi - lo).total_seconds(), 60.0)
@@ -490,29 +535,40 @@ def timeline(runs: Sequence[RunRecord], row: StatusRow, now: datetime) -> Timeli
     def x(moment: datetime) -> float:
         return 40 + (TL_W - 60) * (moment - lo).total_seconds() / total
 
-    lengths = [
-        ((r.ended_at or now) - r.started_at).total_seconds() for r in runs
-    ]  # fmt: skip
+    lengths = [((r.ended_at or now) - r.started_at).total_seconds() for r in runs]
     longest = max([*lengths, 1e-9])
     bars = []
     for run, length in zip(runs, lengths, strict=True):
         height = max(3.0, (TL_LANE - TL_TOP) * length / longest)
         end = run.ended_at or now
         width = max(3.0, x(end) - x(run.started_at))
-        title = (f"{short_time(run.started_at)}: {run.outcome}, {duration(length)}"
-                 + (f": {run.error.splitlines()[0][:200]}" if run.error else ""))  # fmt: skip
-        bars.append(RunBar(x(run.started_at), width, TL_LANE - height, height,
-                           OUTCOME_CSS.get(run.outcome, "warning"), title))  # fmt: skip
+        title = f"{short_time(run.started_at)}: {run.outcome}, {duration(length)}" + (
+            f": {run.error.splitlines()[0][:200]}" if run.error else ""
+        )
+        bars.append(
+            RunBar(
+                x(run.started_at),
+                width,
+                TL_LANE - height,
+                height,
+                OUTCOME_CSS.get(run.outcome, "warning"),
+                title,
+            )
+        )
     marks = [Mark(label, x(m), css) for label, m, css in marks_at if m is not None]
     marks.append(Mark("now", x(now), "now"))
     marks = [
-        dataclasses.replace(m, label_y=12.0 + 14 * i,
-                            anchor="end" if m.x > TL_W * 0.7 else "start")
+        dataclasses.replace(m, label_y=12.0 + 14 * i, anchor="end" if m.x > TL_W * 0.7 else "start")
         for i, m in enumerate(marks)
-    ]  # fmt: skip
-    ticks = [(40 + (TL_W - 60) * i / 4, short_time(lo + timedelta(seconds=total * i / 4))[5:16],
-              "start" if i == 0 else "end" if i == 4 else "middle")
-             for i in range(5)]  # fmt: skip
+    ]
+    ticks = [
+        (
+            40 + (TL_W - 60) * i / 4,
+            short_time(lo + timedelta(seconds=total * i / 4))[5:16],
+            "start" if i == 0 else "end" if i == 4 else "middle",
+        )
+        for i in range(5)
+    ]
     return Timeline(TL_W, TL_H, TL_LANE, bars, marks, ticks)
 
 

@@ -58,8 +58,9 @@ def eventful(changed: object = True) -> bool:
     if sup is None:
         return False
     if not isinstance(changed, bool):
-        logger.warning("celery-dgs: eventful(%r) of %s ignored: not True or False",
-                       changed, sup.schedule)  # fmt: skip
+        logger.warning(
+            "celery-dgs: eventful(%r) of %s ignored: not True or False", changed, sup.schedule
+        )
         return False
     sup.eventful = changed
     return True

@@ -49,7 +49,6 @@ logger = logging.getLogger("celery_dgs.worker")
 REGISTER_RETRY_FIRST_S = 1.0
 
 
-
 def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
     """Wrap the task of each declared schedule, and every other task of the
     app (runtime schedules, read from the store, may use any), once; returns
@@ -99,8 +98,11 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
                         f"{dispatch_id}), which this worker does not declare; not run (give "
                         "beat and the workers the same declarations)"
                     )
-                logger.warning("celery-dgs: %s has no schedule %r; running it unsupervised",
-                               __task.name, schedule)  # fmt: skip
+                logger.warning(
+                    "celery-dgs: %s has no schedule %r; running it unsupervised",
+                    __task.name,
+                    schedule,
+                )
                 return __original(*args, **kwargs)
             return supervised_run(rt, spec, request, __original, args, kwargs)
 
@@ -146,14 +148,22 @@ class _WorkerPresence:
         pool_name = type(pool).__module__.rsplit(".", 1)[-1]
         slots = 1 if pool_name == "solo" else int(consumer.controller.concurrency or 1)
         self.info = WorkerInfo(
-            name=consumer.hostname, node=node_of(consumer.hostname),
+            name=consumer.hostname,
+            node=node_of(consumer.hostname),
             queues=tuple(sorted(q.name for q in consumer.task_consumer.queues)),
-            slots=slots, pool=pool_name, pid=os.getpid(), started_at=datetime.now(timezone.utc),
-        )  # fmt: skip
+            slots=slots,
+            pool=pool_name,
+            pid=os.getpid(),
+            started_at=datetime.now(timezone.utc),
+        )
         why = self._register_once()
         if why is None:
-            logger.info("celery-dgs: registered %s (%d slots, queues %s)",
-                        self.info.name, slots, ", ".join(self.info.queues))  # fmt: skip
+            logger.info(
+                "celery-dgs: registered %s (%d slots, queues %s)",
+                self.info.name,
+                slots,
+                ", ".join(self.info.queues),
+            )
         self.thread = threading.Thread(
             target=self._keep_registered, args=(why,), name="dgs-registry", daemon=True
         )
@@ -181,8 +191,13 @@ class _WorkerPresence:
         delay, attempt = min(REGISTER_RETRY_FIRST_S, interval), 1
         while True:
             if why is not None:
-                logger.warning("celery-dgs: registering %s failed (attempt %d): %s; retrying "
-                               "in %.1fs", self.info.name, attempt, why, delay)  # fmt: skip
+                logger.warning(
+                    "celery-dgs: registering %s failed (attempt %d): %s; retrying in %.1fs",
+                    self.info.name,
+                    attempt,
+                    why,
+                    delay,
+                )
             if self.stop.wait(interval if why is None else delay):
                 return
             if why is not None:
@@ -219,14 +234,17 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
         logger.warning(
             "celery-dgs: %s does not register (dgs_worker_register = False) and "
             "dgs_capacity is not set: beat dispatches nothing unless some worker registers "
-            "or dgs_capacity is set", hostname,
-        )  # fmt: skip
+            "or dgs_capacity is set",
+            hostname,
+        )
         return
     logger.info(
         "celery-dgs: %s does not register (dgs_worker_register = False): with no worker "
         "registered, beat runs at most dgs_capacity = %d at a time, published to the "
-        "pool queues", hostname, capacity,
-    )  # fmt: skip
+        "pool queues",
+        hostname,
+        capacity,
+    )
 
 
 def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
@@ -250,8 +268,12 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
         for name, err in dgs.declarations.errors.items():
-            logger.error("celery-dgs: schedule %s: invalid declaration; its runs, if beat "
-                         "serves a stored version, use that version: %s", name, err)  # fmt: skip
+            logger.error(
+                "celery-dgs: schedule %s: invalid declaration; its runs, if beat "
+                "serves a stored version, use that version: %s",
+                name,
+                err,
+            )
         try:
             specs = dgs.declarations.specs
             tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
@@ -308,4 +330,3 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
     signals.worker_shutdown.connect(on_shutdown, weak=False)
-

@@ -39,8 +39,11 @@ def keep_retries_in_the_scheduler(task: Any) -> None:
         cause = f" after {type(exc).__name__}: {exc}" if exc is not None else ""
         logger.warning(
             "celery-dgs: %s asked for a broker retry%s (countdown/eta %s); refused: the "
-            "scheduler retries it after dgs_retry_backoff", sup.schedule, cause, when,
-        )  # fmt: skip
+            "scheduler retries it after dgs_retry_backoff",
+            sup.schedule,
+            cause,
+            when,
+        )
         raise RetryRefused(
             f"schedule {sup.schedule!r} called retry(){cause}: celery-dgs retries scheduled "
             "tasks itself (dgs_retry_backoff); no broker retry message was sent"

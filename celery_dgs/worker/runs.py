@@ -60,9 +60,11 @@ class RunClock:
     (on the worker or on the Redis server) do not move."""
 
     def __init__(
-        self, started_at: datetime, started_mono: float,
+        self,
+        started_at: datetime,
+        started_mono: float,
         monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.started_at = started_at
         self.started_mono = started_mono
         self._monotonic = monotonic
@@ -78,9 +80,11 @@ def node_of(hostname: str) -> str:
 
 
 def _retry(
-    what: str, fn: Callable[[], Any], attempts: int = STORE_WRITE_ATTEMPTS,
+    what: str,
+    fn: Callable[[], Any],
+    attempts: int = STORE_WRITE_ATTEMPTS,
     give_up_at: float | None = None,
-) -> Any:  # fmt: skip
+) -> Any:
     """``fn()``, retried with a doubling back-off; no retry would start after
     the monotonic time ``give_up_at`` (the last error is raised instead)."""
     delay = 0.2
@@ -120,8 +124,13 @@ def supervised_run(
             try:
                 rt.dispatches.take_back(schedule, dispatch_id)
             except Exception as exc:  # beat re-sends it after dispatch_timeout anyway
-                log_failure(logger, exc, "celery-dgs: could not take back dispatch %s of %s",
-                            dispatch_id, schedule)  # fmt: skip
+                log_failure(
+                    logger,
+                    exc,
+                    "celery-dgs: could not take back dispatch %s of %s",
+                    dispatch_id,
+                    schedule,
+                )
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, f"node {node} is excluded")
         return None
     # The durable floor: a token above every token the store recorded, even if
@@ -131,9 +140,13 @@ def supervised_run(
 
     def ask() -> AcquireResult:
         return leases.acquire(
-            schedule, owner_node=node, owner_name=owner_name, owner_tag=run_id,
-            dispatch_id=dispatch_id, min_token=floor,
-        )  # fmt: skip
+            schedule,
+            owner_node=node,
+            owner_name=owner_name,
+            owner_tag=run_id,
+            dispatch_id=dispatch_id,
+            min_token=floor,
+        )
 
     try:
         result = ask()
@@ -150,20 +163,31 @@ def supervised_run(
         # Redis failed (or its reply was lost): a grant may exist that nobody
         # pings; it expires after ping_timeout + steal_delay. Never run unleased.
         log_failure(logger, exc, "celery-dgs: acquiring the lease of %s failed", schedule)
-        _skip(rt, spec, run_id, dispatch_id, node, owner_name,
-              f"acquiring the lease failed: {_describe(exc)}")  # fmt: skip
+        _skip(
+            rt,
+            spec,
+            run_id,
+            dispatch_id,
+            node,
+            owner_name,
+            f"acquiring the lease failed: {_describe(exc)}",
+        )
         return None
     status = result.status.name
     if not result.granted or result.token is None or result.started_at is None:
         holder = getattr(result, "holder", None)
         reason = status.lower() + (f" (held by {holder.owner_name})" if holder else "")
         if result.status is AcquireStatus.STALE_DISPATCH:
-            reason += (f" (dispatch {dispatch_id} already started, taken back or replaced: "
-                       "a redelivered or superseded message)")  # fmt: skip
+            reason += (
+                f" (dispatch {dispatch_id} already started, taken back or replaced: "
+                "a redelivered or superseded message)"
+            )
         if result.grace_ends_at is not None:
             until = result.grace_ends_at.isoformat()
-            reason += (" (Redis restarted or lost data, including this schedule's last "
-                       f"grant: no new lease until {until})")  # fmt: skip
+            reason += (
+                " (Redis restarted or lost data, including this schedule's last "
+                f"grant: no new lease until {until})"
+            )
         _skip(rt, spec, run_id, dispatch_id, node, owner_name, reason)
         return None
     token, started_at = result.token, result.started_at
@@ -175,27 +199,48 @@ def supervised_run(
         old = result.took_over_from
         logger.warning(
             "celery-dgs: %s took over %s from %s (run %s, no ping since %s)",
-            owner_name, schedule, old.owner_name, old.owner_tag, old.last_ping_at,
-        )  # fmt: skip
+            owner_name,
+            schedule,
+            old.owner_name,
+            old.owner_tag,
+            old.last_ping_at,
+        )
         try:
             # "stolen", not "lost": a paused or partitioned owner looks exactly like
             # a dead one from here, and neither may count as the task failing.
-            _retry(f"recording run {old.owner_tag} of {schedule} as stolen",
-                   lambda: store.record_run_end(
-                       run_id=old.owner_tag, outcome="stolen", ended_at=started_at,
-                       error=f"owner {old.owner_name} stopped pinging; lease taken over"),
-                   give_up_at=asked_mono + settings.fence_after / 2)  # fmt: skip
+            _retry(
+                f"recording run {old.owner_tag} of {schedule} as stolen",
+                lambda: store.record_run_end(
+                    run_id=old.owner_tag,
+                    outcome="stolen",
+                    ended_at=started_at,
+                    error=f"owner {old.owner_name} stopped pinging; lease taken over",
+                ),
+                give_up_at=asked_mono + settings.fence_after / 2,
+            )
         except (StaleTokenError, UnknownRunError) as exc:  # already ended, or never recorded
-            logger.info("celery-dgs: run %s of %s not recorded as stolen: %s",
-                        old.owner_tag, schedule, exc)  # fmt: skip
+            logger.info(
+                "celery-dgs: run %s of %s not recorded as stolen: %s", old.owner_tag, schedule, exc
+            )
         except Exception:
-            logger.exception("celery-dgs: could not record run %s of %s as stolen",
-                             old.owner_tag, schedule)  # fmt: skip
+            logger.exception(
+                "celery-dgs: could not record run %s of %s as stolen", old.owner_tag, schedule
+            )
     try:
-        _retry(f"recording the start of {schedule}", lambda: store.record_run_start(
-            schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
-            owner_name=owner_name, owner_tag=run_id, token=token, started_at=started_at,
-        ), give_up_at=fence_at)  # fmt: skip
+        _retry(
+            f"recording the start of {schedule}",
+            lambda: store.record_run_start(
+                schedule=schedule,
+                run_id=run_id,
+                dispatch_id=dispatch_id,
+                owner_node=node,
+                owner_name=owner_name,
+                owner_tag=run_id,
+                token=token,
+                started_at=started_at,
+            ),
+            give_up_at=fence_at,
+        )
     except StaleTokenError as exc:
         # Another grant with a token at least as high is already recorded: this
         # lease came from a Redis that lost data. Never run the body with it.
@@ -210,13 +255,23 @@ def supervised_run(
     if elapsed >= settings.fence_after:
         # Recording the start took so long that the lease may be someone
         # else's by now (no ping was sent meanwhile): fence before the body.
-        reason = (f"recording the start took {elapsed:.1f}s since the grant (limit "
-                  f"{settings.fence_after:g}s): the lease may be taken over; the body "
-                  "did not run")  # fmt: skip
-        logger.warning("celery-dgs: run %s of %s self-fenced before its body: %s",
-                       run_id, schedule, reason)  # fmt: skip
-        _finish(rt, spec, run_id, "self_fenced", reason, clock=clock,
-                ended_at=started_at + timedelta(seconds=elapsed))  # fmt: skip
+        reason = (
+            f"recording the start took {elapsed:.1f}s since the grant (limit "
+            f"{settings.fence_after:g}s): the lease may be taken over; the body "
+            "did not run"
+        )
+        logger.warning(
+            "celery-dgs: run %s of %s self-fenced before its body: %s", run_id, schedule, reason
+        )
+        _finish(
+            rt,
+            spec,
+            run_id,
+            "self_fenced",
+            reason,
+            clock=clock,
+            ended_at=started_at + timedelta(seconds=elapsed),
+        )
         return None
 
     def on_unresponsive(stop: RunTerminated) -> None:
@@ -224,10 +279,11 @@ def supervised_run(
             # The process must be gone before a steal is possible: record the
             # outcome if the store answers in time, then exit regardless.
             writer = threading.Thread(
-                target=_finish, args=(rt, spec, run_id, stop.outcome, stop.reason),
+                target=_finish,
+                args=(rt, spec, run_id, stop.outcome, stop.reason),
                 kwargs={"attempts": 1, "ended_at": supervisor.estimated_now(), "clock": clock},
                 daemon=True,
-            )  # fmt: skip
+            )
             writer.start()
             writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
         else:
@@ -235,15 +291,23 @@ def supervised_run(
         os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
     supervisor = RunSupervisor(
-        schedule=schedule, run_id=run_id, spec=spec, token=token,
+        schedule=schedule,
+        run_id=run_id,
+        spec=spec,
+        token=token,
         ping=lambda progress: _ping_status(leases.ping(schedule, run_id, progress=progress)),
-        now=leases.now, ping_interval=settings.ping_interval,
-        termination_grace=settings.termination_grace, on_unresponsive=on_unresponsive,
-        fence_after=settings.fence_after, kill_after=settings.ping_timeout,
-        granted_mono=asked_mono, started_at=started_at,
-    )  # fmt: skip
-    logger.info("celery-dgs: run %s of %s started on %s (token %s)",
-                run_id, schedule, owner_name, token)  # fmt: skip
+        now=leases.now,
+        ping_interval=settings.ping_interval,
+        termination_grace=settings.termination_grace,
+        on_unresponsive=on_unresponsive,
+        fence_after=settings.fence_after,
+        kill_after=settings.ping_timeout,
+        granted_mono=asked_mono,
+        started_at=started_at,
+    )
+    logger.info(
+        "celery-dgs: run %s of %s started on %s (token %s)", run_id, schedule, owner_name, token
+    )
     if isinstance(spec, CheckSpec):
         supervisor.check = _check_info(rt, spec)
     supervisor.start()
@@ -275,9 +339,18 @@ def supervised_run(
         finally:  # recorded even if an interruption surfaced in the heartbeat's stop
             if supervisor.interruption is not None and outcome == "success":
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
-            _finish(rt, spec, run_id, outcome, error, progress=supervisor.progress, clock=clock,
-                    ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
-                    eventful=supervisor.eventful, verdict=verdict)
+            _finish(
+                rt,
+                spec,
+                run_id,
+                outcome,
+                error,
+                progress=supervisor.progress,
+                clock=clock,
+                ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
+                eventful=supervisor.eventful,
+                verdict=verdict,
+            )
 
 
 def _check_info(rt: Runtime, spec: CheckSpec) -> CheckInfo | None:
@@ -289,9 +362,12 @@ def _check_info(rt: Runtime, spec: CheckSpec) -> CheckInfo | None:
         log_failure(logger, exc, "celery-dgs: reading the state of check %s failed", spec.name)
         return None
     return CheckInfo(
-        task=spec.task, key=spec.key, first_check_at=row.first_check_at,
-        check_count=row.check_count or 0, due_at=row.stats.next_target_at,
-    )  # fmt: skip
+        task=spec.task,
+        key=spec.key,
+        first_check_at=row.first_check_at,
+        check_count=row.check_count or 0,
+        due_at=row.stats.next_target_at,
+    )
 
 
 def celery_result_of_verdict(verdict: object) -> object:
@@ -309,8 +385,11 @@ def _stop_heartbeat(supervisor: RunSupervisor) -> None:
             supervisor.finish()
             return
         except RunTerminated:
-            logger.info("celery-dgs: run %s of %s ended as it was interrupted",
-                        supervisor.run_id, supervisor.schedule)  # fmt: skip
+            logger.info(
+                "celery-dgs: run %s of %s ended as it was interrupted",
+                supervisor.run_id,
+                supervisor.schedule,
+            )
     supervisor.finish()
 
 
@@ -331,8 +410,12 @@ def _release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
     try:
         rt.leases.release(schedule, run_id)
     except Exception as exc:
-        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed; it expires "
-                    "after ping_timeout", schedule)  # fmt: skip
+        log_failure(
+            logger,
+            exc,
+            "celery-dgs: releasing the lease of %s failed; it expires after ping_timeout",
+            schedule,
+        )
 
 
 def _wait_out_grace(result: AcquireResult) -> bool:
@@ -341,8 +424,11 @@ def _wait_out_grace(result: AcquireResult) -> bool:
     if result.grace_ends_at is None:
         return False
     left = (result.grace_ends_at - result.now).total_seconds() + GRACE_MARGIN
-    logger.info("celery-dgs: Redis restarted; waiting %.1fs for its grace to end (%s)",
-                left, result.grace_ends_at.isoformat())  # fmt: skip
+    logger.info(
+        "celery-dgs: Redis restarted; waiting %.1fs for its grace to end (%s)",
+        left,
+        result.grace_ends_at.isoformat(),
+    )
     return not wait_unless_leaving(left)
 
 
@@ -356,19 +442,22 @@ def _store_declared(rt: Runtime, spec: ScheduleSpec) -> None:
         logger.warning(
             "celery-dgs: schedule %s was not in the store (beat has not synced the "
             "declarations since it was added; `celery dgs sync` does it): stored it from "
-            "this worker's declarations", spec.name,
-        )  # fmt: skip
+            "this worker's declarations",
+            spec.name,
+        )
 
 
 def _token_floor(rt: Runtime, spec: ScheduleSpec) -> int:
     schedule = spec.name
     try:
-        return int(_retry(f"reading the token floor of {schedule}",
-                          lambda: rt.store.token_floor(schedule)))  # fmt: skip
+        return int(
+            _retry(f"reading the token floor of {schedule}", lambda: rt.store.token_floor(schedule))
+        )
     except UnknownScheduleError:
         _store_declared(rt, spec)
-    return int(_retry(f"reading the token floor of {schedule}",
-                      lambda: rt.store.token_floor(schedule)))  # fmt: skip
+    return int(
+        _retry(f"reading the token floor of {schedule}", lambda: rt.store.token_floor(schedule))
+    )
 
 
 def _ping_status(result: PingResult) -> str:
@@ -379,11 +468,18 @@ def _ping_status(result: PingResult) -> str:
 
 
 def _finish(
-    rt: Runtime, spec: ScheduleSpec, run_id: str, outcome: str, error: str | None,
-    progress: float | None = None, attempts: int = STORE_WRITE_ATTEMPTS,
-    ended_at: datetime | None = None, clock: RunClock | None = None,
-    eventful: bool | None = None, verdict: object = None,
-) -> None:  # fmt: skip
+    rt: Runtime,
+    spec: ScheduleSpec,
+    run_id: str,
+    outcome: str,
+    error: str | None,
+    progress: float | None = None,
+    attempts: int = STORE_WRITE_ATTEMPTS,
+    ended_at: datetime | None = None,
+    clock: RunClock | None = None,
+    eventful: bool | None = None,
+    verdict: object = None,
+) -> None:
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
     plus the monotonic time since: Redis is presumed unreachable and the local
@@ -402,39 +498,84 @@ def _finish(
     if clock is not None and duration is not None and ended_at < clock.started_at:
         ended_at = clock.started_at + timedelta(seconds=duration)
     try:
-        _retry(f"recording the end of {schedule}", lambda: rt.store.record_run_end(
-            run_id=run_id, outcome=outcome, ended_at=ended_at, error=error, progress=progress,
-            alpha=rt.settings.ewma_alpha, duration_s=duration, eventful=eventful,
-            verdict=verdict,
-        ), attempts=attempts)  # fmt: skip
+        _retry(
+            f"recording the end of {schedule}",
+            lambda: rt.store.record_run_end(
+                run_id=run_id,
+                outcome=outcome,
+                ended_at=ended_at,
+                error=error,
+                progress=progress,
+                alpha=rt.settings.ewma_alpha,
+                duration_s=duration,
+                eventful=eventful,
+                verdict=verdict,
+            ),
+            attempts=attempts,
+        )
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run
         # history (flagged fenced) but refused for the statistics.
-        logger.warning("celery-dgs: late outcome %s of run %s refused for the statistics: %s",
-                       outcome, run_id, exc)  # fmt: skip
+        logger.warning(
+            "celery-dgs: late outcome %s of run %s refused for the statistics: %s",
+            outcome,
+            run_id,
+            exc,
+        )
     except Exception as exc:
-        log_failure(logger, exc, "celery-dgs: the outcome %s of run %s of %s could not be "
-                    "stored", outcome, run_id, schedule)  # fmt: skip
+        log_failure(
+            logger,
+            exc,
+            "celery-dgs: the outcome %s of run %s of %s could not be stored",
+            outcome,
+            run_id,
+            schedule,
+        )
     try:
         if outcome not in ("stolen", "self_fenced"):
             rt.leases.release(schedule, run_id)
     except Exception as exc:
         log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
-    logger.info("celery-dgs: run %s of %s ended: %s%s", run_id, schedule, outcome,
-                f" ({error})" if error else "")  # fmt: skip
+    logger.info(
+        "celery-dgs: run %s of %s ended: %s%s",
+        run_id,
+        schedule,
+        outcome,
+        f" ({error})" if error else "",
+    )
 
 
 def _skip(
-    rt: Runtime, spec: ScheduleSpec, run_id: str, dispatch_id: str | None, node: str,
-    owner: str, reason: str,
+    rt: Runtime,
+    spec: ScheduleSpec,
+    run_id: str,
+    dispatch_id: str | None,
+    node: str,
+    owner: str,
+    reason: str,
 ) -> None:
-    record_skipped(rt, spec.name, run_id=run_id, dispatch_id=dispatch_id, node=node,
-                   owner=owner, reason=reason, declared=spec)  # fmt: skip
+    record_skipped(
+        rt,
+        spec.name,
+        run_id=run_id,
+        dispatch_id=dispatch_id,
+        node=node,
+        owner=owner,
+        reason=reason,
+        declared=spec,
+    )
 
 
 def record_skipped(
-    rt: Runtime, schedule: str, *, run_id: str, dispatch_id: str | None, node: str,
-    owner: str, reason: str, declared: ScheduleSpec | None = None,
+    rt: Runtime,
+    schedule: str,
+    *,
+    run_id: str,
+    dispatch_id: str | None,
+    node: str,
+    owner: str,
+    reason: str,
+    declared: ScheduleSpec | None = None,
 ) -> None:
     """Record a delivery of ``schedule`` that did not run (a skip row, dated by
     Redis time, else the local clock). With ``declared``, a schedule not stored
@@ -445,9 +586,14 @@ def record_skipped(
     def record() -> None:
         at = _redis_now_or_local(rt)
         rt.store.record_skip(
-            schedule=schedule, run_id=run_id, dispatch_id=dispatch_id, owner_node=node,
-            owner_name=owner, reason=reason, at=at,
-        )  # fmt: skip
+            schedule=schedule,
+            run_id=run_id,
+            dispatch_id=dispatch_id,
+            owner_node=node,
+            owner_name=owner,
+            reason=reason,
+            at=at,
+        )
 
     try:
         try:

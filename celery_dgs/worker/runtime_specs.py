@@ -54,7 +54,13 @@ def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None
         try:
             rt.dispatches.take_back(schedule, dispatch_id)
         except Exception as exc:
-            log_failure(logger, exc, "celery-dgs: could not give back the dispatch of %s",
-                        schedule)  # fmt: skip
-    record_skipped(rt, schedule, run_id=uuid.uuid4().hex, dispatch_id=dispatch_id,
-                   node=node_of(owner), owner=owner, reason=reason)  # fmt: skip
+            log_failure(logger, exc, "celery-dgs: could not give back the dispatch of %s", schedule)
+    record_skipped(
+        rt,
+        schedule,
+        run_id=uuid.uuid4().hex,
+        dispatch_id=dispatch_id,
+        node=node_of(owner),
+        owner=owner,
+        reason=reason,
+    )

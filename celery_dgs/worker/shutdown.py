@@ -117,8 +117,10 @@ def hook_cold_shutdown(
 
         controller.wait_for_soft_shutdown = wait_for_soft_shutdown
     if not hooked:
-        logger.warning("celery-dgs: this Celery has no consumer.cancel_active_requests; a cold "
-                       "shutdown's cancelled runs may be recorded as failures")  # fmt: skip
+        logger.warning(
+            "celery-dgs: this Celery has no consumer.cancel_active_requests; a cold "
+            "shutdown's cancelled runs may be recorded as failures"
+        )
     return hooked
 
 
@@ -148,6 +150,10 @@ def give_back_dispatches(dispatches: DispatchRecords, worker: str) -> list[str]:
         if record.worker == worker and dispatches.take_back(name, record.dispatch_id):
             given.append(name)
     if given:
-        logger.info("celery-dgs: %s is leaving; gave back %d dispatch(es): %s",
-                    worker, len(given), ", ".join(given))  # fmt: skip
+        logger.info(
+            "celery-dgs: %s is leaving; gave back %d dispatch(es): %s",
+            worker,
+            len(given),
+            ", ".join(given),
+        )
     return given

@@ -52,9 +52,11 @@ def _redis_setting(settings: DgsSettings) -> str:
 
 def explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
     return explain_failure(
-        exc, redis_url=rt.redis_url, redis_setting=_redis_setting(rt.settings),
+        exc,
+        redis_url=rt.redis_url,
+        redis_setting=_redis_setting(rt.settings),
         database_url=rt.settings.database_url,
-    )  # fmt: skip
+    )
 
 
 def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
@@ -69,12 +71,13 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
     try:
         # A cluster client (dgs_redis_cluster) reads the slot map here already.
         client = redis_from_url(
-            rt.redis_url or "", cluster=rt.settings.redis_cluster,
+            rt.redis_url or "",
+            cluster=rt.settings.redis_cluster,
             sentinel_master=rt.settings.redis_master_name,
             sentinel_kwargs=rt.settings.redis_sentinel_kwargs,
             socket_timeout=STARTUP_CHECK_TIMEOUT_S,
             socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
-        )  # fmt: skip
+        )
     except SettingsError as exc:
         raise StartRefused(f"invalid setting: {exc}") from None
     except redis.RedisError as exc:

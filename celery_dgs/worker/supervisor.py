@@ -210,7 +210,10 @@ class RunSupervisor:
             self.interruption = RunTerminated(outcome, reason)
             logger.warning(
                 "celery-dgs: stopping run %s of %s (%s: %s)",
-                self.run_id, self.schedule, outcome, reason,
+                self.run_id,
+                self.schedule,
+                outcome,
+                reason,
             )
             if self._on_main and signal.getsignal(INTERRUPT_SIGNAL) is _interrupt_handler:
                 signal.pthread_kill(self._thread_id, INTERRUPT_SIGNAL)
@@ -240,8 +243,9 @@ class RunSupervisor:
         elapsed = timedelta(seconds=time.monotonic() - self._started_mono)
         spec = self.spec
         if spec.max_allowed_duration is not None and elapsed >= spec.max_allowed_duration:
-            self.interrupt("terminated", f"ran {elapsed} > max_allowed_duration "
-                                         f"{spec.max_allowed_duration}")  # fmt: skip
+            self.interrupt(
+                "terminated", f"ran {elapsed} > max_allowed_duration {spec.max_allowed_duration}"
+            )
             return
         if spec.blackout_periods:
             window = blackout_containing(spec.blackout_periods, spec.tz, now)
@@ -256,8 +260,11 @@ class RunSupervisor:
             self._warned_expected = True
             logger.error(
                 "celery-dgs: run %s of %s has run %s, past max_expected_duration %s",
-                self.run_id, self.schedule, elapsed, spec.max_expected_duration,
-            )  # fmt: skip
+                self.run_id,
+                self.schedule,
+                elapsed,
+                spec.max_expected_duration,
+            )
 
     # -- pings, on their own thread ---------------------------------------------------
     def estimated_now(self) -> datetime:
@@ -277,16 +284,19 @@ class RunSupervisor:
                 return
             self._pinging = True
         threading.Thread(
-            target=self._ping_once, args=(time.monotonic(),), daemon=True,
+            target=self._ping_once,
+            args=(time.monotonic(),),
+            daemon=True,
             name=f"dgs-ping-{self.schedule}",
-        ).start()  # fmt: skip
+        ).start()
 
     def _ping_once(self, sent: float) -> None:
         try:
             status = self._ping(self.progress)
         except Exception as exc:
-            logger.warning("celery-dgs: ping of %s failed (%s); retrying at the next ping",
-                           self.schedule, exc)  # fmt: skip
+            logger.warning(
+                "celery-dgs: ping of %s failed (%s); retrying at the next ping", self.schedule, exc
+            )
             status = "FAILED"
         with self._ping_lock:
             self._pinging = False
@@ -304,8 +314,11 @@ class RunSupervisor:
         if status == "NOT_OWNER":
             self.interrupt("stolen", "the lease now belongs to another run")
         elif status == "GONE":
-            self.interrupt("stolen", "the lease is gone: taken over and released since, "
-                           "or lost with Redis's data (restart, failover)")  # fmt: skip
+            self.interrupt(
+                "stolen",
+                "the lease is gone: taken over and released since, "
+                "or lost with Redis's data (restart, failover)",
+            )
         elif status == "CANCELLED":
             self.interrupt("cancelled", "an operator cancelled the run")
 
@@ -366,8 +379,10 @@ class RunSupervisor:
                         logger.error(
                             "celery-dgs: run %s of %s did not stop within %.1fs; "
                             "ending its process",
-                            self.run_id, self.schedule, grace,
-                        )  # fmt: skip
+                            self.run_id,
+                            self.schedule,
+                            grace,
+                        )
                         self.on_unresponsive(self.interruption)
                     return
                 wait = min(self._next_deadline(now), max(next_ping - time.monotonic(), 0.05))

@@ -22,8 +22,10 @@ def client(redis_client: redis.Redis) -> redis.Redis:
 
 def sync_periodic(store: SqlScheduleStore, *hours: int) -> None:
     """Declare ``t.p<h>`` with a period of ``h`` hours for each of ``hours``."""
-    store.sync([PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h))
-                for h in hours], datetime.now(timezone.utc))  # fmt: skip
+    store.sync(
+        [PeriodicSpec(task=f"t.p{h}", scheduling_period=timedelta(hours=h)) for h in hours],
+        datetime.now(timezone.utc),
+    )
 
 
 def open_store(url: str, *hours: int) -> SqlScheduleStore:

@@ -34,15 +34,23 @@ def _noop(*args: object, **kwargs: object) -> None:
     pass
 
 
-def _run(store: SqlScheduleStore, token: int, outcome: str, at: datetime,
-         eventful: bool | None = None) -> None:  # fmt: skip
+def _run(
+    store: SqlScheduleStore, token: int, outcome: str, at: datetime, eventful: bool | None = None
+) -> None:
     run_id = uuid.uuid4().hex
     store.record_run_start(
-        schedule=NAME, run_id=run_id, dispatch_id=None, owner_node="n1",
-        owner_name="celery@n1", owner_tag=run_id, token=token, started_at=at,
-    )  # fmt: skip
-    store.record_run_end(run_id=run_id, outcome=outcome, ended_at=at + timedelta(seconds=1),
-                         eventful=eventful)  # fmt: skip
+        schedule=NAME,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="n1",
+        owner_name="celery@n1",
+        owner_tag=run_id,
+        token=token,
+        started_at=at,
+    )
+    store.record_run_end(
+        run_id=run_id, outcome=outcome, ended_at=at + timedelta(seconds=1), eventful=eventful
+    )
 
 
 def test_beat_follows_the_ladder_holds_disabled_and_status_shows_it(
@@ -63,8 +71,9 @@ def test_beat_follows_the_ladder_holds_disabled_and_status_shows_it(
     target = NOW - timedelta(seconds=60) + timedelta(seconds=120) * fudge_factor(NAME, 1)
     keys = settings.keyspace()
     registry = WorkerRegistry(redis_client, keys, ttl=600)
-    registry.register(WorkerInfo(name="celery@n1", node="n1", queues=("celery",), slots=4,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@n1", node="n1", queues=("celery",), slots=4, pool="prefork", pid=1)
+    )
     published: list[str] = []
 
     def publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
@@ -73,10 +82,14 @@ def test_beat_follows_the_ladder_holds_disabled_and_status_shows_it(
 
     clock.set(NOW)
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, keys), publish=publish,
-        settings=settings, clock=clock,
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, keys),
+        publish=publish,
+        settings=settings,
+        clock=clock,
+    )
     try:
         engine.load()
         row = build_row(store.get(NAME), None, clock.now())

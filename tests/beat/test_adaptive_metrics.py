@@ -28,15 +28,21 @@ HOUR = timedelta(hours=1)
 
 
 def visit(source: str, **kw: object) -> AdaptiveSpec:
-    return AdaptiveSpec(task="t.visit", configuration=source, interval_unit=HOUR,
-                        **kw)  # type: ignore[arg-type]  # fmt: skip
+    return AdaptiveSpec(task="t.visit", configuration=source, interval_unit=HOUR, **kw)  # type: ignore[arg-type]
 
 
 def record(store: SqlScheduleStore, name: str, outcome: str, at: datetime, token: int) -> None:
     run_id = uuid.uuid4().hex
-    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="n",
-                           owner_name="w@n", owner_tag=run_id, token=token,
-                           started_at=at)  # fmt: skip
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag=run_id,
+        token=token,
+        started_at=at,
+    )
     store.record_run_end(run_id=run_id, outcome=outcome, ended_at=at + timedelta(seconds=1))
 
 
@@ -45,26 +51,31 @@ def test_adaptive_groups_and_target_drift(redis_client: redis.Redis, tmp_path: P
     store = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
     try:
         born = now - 3 * HOUR
-        store.upsert_runtime([visit("new"), visit("seen"), visit("changed"),
-                              visit("broken", max_failures=1)], born)  # fmt: skip
+        store.upsert_runtime(
+            [visit("new"), visit("seen"), visit("changed"), visit("broken", max_failures=1)], born
+        )
         store.sync([PeriodicSpec(task="t.plain", scheduling_period=HOUR)], born)
         for token, name in enumerate(("seen", "changed"), start=1):
             record(store, f"t.visit@{name}", "success", now - 2 * HOUR, token)
         record(store, "t.visit@broken", "failure", now - HOUR, 3)
-        store.upsert_runtime([visit("changed")], now,
-                             last_modified={"t.visit@changed": now - HOUR})  # fmt: skip
+        store.upsert_runtime([visit("changed")], now, last_modified={"t.visit@changed": now - HOUR})
         engine = BeatEngine(
-            store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+            store=store,
+            leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
             registry=WorkerRegistry(redis_client, KEYS, ttl=300),
-            dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-            settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=Mono(),
-        )  # fmt: skip
+            dispatches=DispatchRecords(redis_client, KEYS),
+            publish=Recorder(),
+            settings=DgsSettings(store_poll_interval=1000),
+            clock=SystemClock(),
+            monotonic=Mono(),
+        )
         engine.load()
         samples = {
             (s.name, s.labels.get("group")): s.value
             for family in metrics_registry(engine, store, FakeClock(now)).collect()
-            for s in family.samples if s.name.startswith("dgs_adaptive")
-        }  # fmt: skip
+            for s in family.samples
+            if s.name.startswith("dgs_adaptive")
+        }
     finally:
         store.close()
     groups = {g: v for (n, g), v in samples.items() if n == "dgs_adaptive_schedules"}

@@ -29,17 +29,26 @@ PING_TIMEOUT_S, STEAL_DELAY_S, TTL_S = 2.0, 1.0, 30.0
 class World:
     def __init__(self, client: redis.Redis, store: SqlScheduleStore) -> None:
         self.clock = MsClock(int(time.time() * 1000))
-        self.leases = RedisLeases(client, KEYS, ping_timeout=PING_TIMEOUT_S,
-                                  steal_delay=STEAL_DELAY_S, clock_ms=self.clock)  # fmt: skip
+        self.leases = RedisLeases(
+            client,
+            KEYS,
+            ping_timeout=PING_TIMEOUT_S,
+            steal_delay=STEAL_DELAY_S,
+            clock_ms=self.clock,
+        )
         self.registry = WorkerRegistry(client, KEYS, ttl=TTL_S, clock_ms=self.clock)
         self.dispatches = DispatchRecords(client, KEYS, clock_ms=self.clock)
         self.publish = Recorder()
         self.expected: list[int | None] = []  # what each round asked beat_view.lua for
         self.engine = BeatEngine(
-            store=store, leases=self.leases, registry=self.registry, dispatches=self.dispatches,
-            publish=self.publish, settings=DgsSettings(store_poll_interval=0.001),
+            store=store,
+            leases=self.leases,
+            registry=self.registry,
+            dispatches=self.dispatches,
+            publish=self.publish,
+            settings=DgsSettings(store_poll_interval=0.001),
             clock=SystemClock(),
-        )  # fmt: skip
+        )
         real = self.engine.lease_view.read
 
         def spy(**kw: Any) -> Any:
@@ -49,8 +58,16 @@ class World:
         self.engine.lease_view.read = spy  # type: ignore[method-assign]
 
     def register(self, name: str, slots: int) -> None:
-        self.registry.register(WorkerInfo(name=name, node=name.split("@")[1],
-                                          queues=("celery",), slots=slots, pool="solo", pid=1))
+        self.registry.register(
+            WorkerInfo(
+                name=name,
+                node=name.split("@")[1],
+                queues=("celery",),
+                slots=slots,
+                pool="solo",
+                pid=1,
+            )
+        )
 
     def sent_to(self) -> list[str]:
         out = [o.worker for o in self.publish.sent]
@@ -79,8 +96,13 @@ def test_a_worker_owning_a_stale_lease_gets_no_new_dispatch_until_heard_from(
     w.engine.tick()
     assert w.sent_to() == ["celery@a"]  # the most free slots
     pend = w.engine.pending["t.p1"]
-    assert w.leases.acquire("t.p1", owner_node="a", owner_name="celery@a", owner_tag="run-1",
-                            dispatch_id=pend.dispatch_id).granted  # fmt: skip
+    assert w.leases.acquire(
+        "t.p1",
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag="run-1",
+        dispatch_id=pend.dispatch_id,
+    ).granted
 
     w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)  # a stops pinging (SIGSTOP)
     w.registry.heartbeat("celery@b")
@@ -90,8 +112,9 @@ def test_a_worker_owning_a_stale_lease_gets_no_new_dispatch_until_heard_from(
     assert w.sent_to() == ["celery@b"], "a has 2 free slots but is stalled"
 
     w.clock.advance(int(STEAL_DELAY_S * 1000) + 1)  # t.p1 takeable; b takes it over
-    assert w.leases.acquire("t.p1", owner_node="b", owner_name="celery@b",
-                            owner_tag="run-2").granted  # fmt: skip
+    assert w.leases.acquire(
+        "t.p1", owner_node="b", owner_name="celery@b", owner_tag="run-2"
+    ).granted
     w.engine.dispatches.take_back("t.p2", w.engine.pending["t.p2"].dispatch_id)
     w.engine.tick()  # a owns nothing stale, but has not been heard from since
     assert "celery@a" in w.engine.stalled
@@ -115,8 +138,13 @@ def test_all_workers_stalled_is_not_no_worker(client: redis.Redis, store: SqlSch
     w.engine.tick()
     assert w.sent_to() == ["celery@a", "celery@a"]
     for name in ("t.p1",):
-        assert w.leases.acquire(name, owner_node="a", owner_name="celery@a", owner_tag=name,
-                                dispatch_id=w.engine.pending[name].dispatch_id).granted
+        assert w.leases.acquire(
+            name,
+            owner_node="a",
+            owner_name="celery@a",
+            owner_tag=name,
+            dispatch_id=w.engine.pending[name].dispatch_id,
+        ).granted
     w.dispatches.take_back("t.p2", w.engine.pending["t.p2"].dispatch_id)
     w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)
     w.engine.tick()
@@ -136,8 +164,13 @@ def test_the_dispatch_index_is_read_only_when_it_changed(
     w.engine.tick()
     assert w.expected[-1] == 3, "unchanged: only the size is compared"
     started = "t.p2"
-    assert w.leases.acquire(started, owner_node="a", owner_name="celery@a", owner_tag="r",
-                            dispatch_id=w.engine.pending[started].dispatch_id).granted
+    assert w.leases.acquire(
+        started,
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag="r",
+        dispatch_id=w.engine.pending[started].dispatch_id,
+    ).granted
     w.engine.tick()  # the size differs: names read, the start seen
     assert set(w.engine.pending) == {"t.p1", "t.p3"}
     assert w.engine.parked == {"t.p1", "t.p2", "t.p3"}
@@ -145,12 +178,18 @@ def test_the_dispatch_index_is_read_only_when_it_changed(
     assert w.expected[-1] == 2
 
     # A record beat did not write (another writer): the size alone would hide a start.
-    w.dispatches.add_many([DispatchRecord(schedule="t.foreign", dispatch_id="f",
-                                          worker="celery@a")], ttl=60)  # fmt: skip
+    w.dispatches.add_many(
+        [DispatchRecord(schedule="t.foreign", dispatch_id="f", worker="celery@a")], ttl=60
+    )
     w.engine.tick()
     assert w.expected[-1] == 2
-    assert w.leases.acquire("t.p1", owner_node="a", owner_name="celery@a", owner_tag="r1",
-                            dispatch_id=w.engine.pending["t.p1"].dispatch_id).granted
+    assert w.leases.acquire(
+        "t.p1",
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag="r1",
+        dispatch_id=w.engine.pending["t.p1"].dispatch_id,
+    ).granted
     w.engine.tick()  # 2 records again (t.p3, t.foreign): beat must not trust the size
     assert w.expected[-1] is None
     assert set(w.engine.pending) == {"t.p3"}
@@ -168,8 +207,13 @@ def test_a_worker_whose_main_process_heartbeats_is_back_after_one_refresh(
     w.engine.load()
     w.engine.tick()
     assert w.sent_to() == ["celery@a"]
-    assert w.leases.acquire("t.p1", owner_node="a", owner_name="celery@a", owner_tag="run-1",
-                            dispatch_id=w.engine.pending["t.p1"].dispatch_id).granted
+    assert w.leases.acquire(
+        "t.p1",
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag="run-1",
+        dispatch_id=w.engine.pending["t.p1"].dispatch_id,
+    ).granted
     sync(store, 1, 2)
     w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)  # the child stops pinging
     w.engine.tick()

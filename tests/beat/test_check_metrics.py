@@ -42,11 +42,14 @@ def check(task: str, key: str) -> CheckSpec:
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
     s.sync([PeriodicSpec(task="t.plain", scheduling_period=timedelta(hours=1))], NOW)
-    s.add_checks([
-        NewCheck(check(ORDER, "late-90"), NOW - 90 * S),
-        NewCheck(check(ORDER, "ahead"), NOW + timedelta(days=3)),
-        NewCheck(check(PAYMENT, "late-30"), NOW - 30 * S),
-    ], NOW - timedelta(hours=1))  # fmt: skip
+    s.add_checks(
+        [
+            NewCheck(check(ORDER, "late-90"), NOW - 90 * S),
+            NewCheck(check(ORDER, "ahead"), NOW + timedelta(days=3)),
+            NewCheck(check(PAYMENT, "late-30"), NOW - 30 * S),
+        ],
+        NOW - timedelta(hours=1),
+    )
     yield s
     s.close()
 
@@ -55,22 +58,30 @@ def test_check_gauges_lateness_and_no_per_schedule_series(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
     registry = WorkerRegistry(redis_client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=4,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=4, pool="prefork", pid=1)
+    )
     clock = FakeClock(NOW)
     publish = Recorder()
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=publish,
-        settings=DgsSettings(store_poll_interval=1000), clock=clock, monotonic=Mono(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, KEYS),
+        publish=publish,
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=clock,
+        monotonic=Mono(),
+    )
     metrics = metrics_registry(engine, store, clock)
     engine.load()
     assert engine.checks == {f"{ORDER}@check:late-90", f"{PAYMENT}@check:late-30"}
     engine.tick()
     assert sorted(o.schedule for o in publish.sent) == [
-        f"{ORDER}@check:late-90", f"{PAYMENT}@check:late-30", "t.plain",
-    ]  # fmt: skip
+        f"{ORDER}@check:late-90",
+        f"{PAYMENT}@check:late-30",
+        "t.plain",
+    ]
 
     def value(name: str, **labels: str) -> float | None:
         return metrics.get_sample_value(name, labels)
@@ -91,20 +102,23 @@ def test_check_gauges_lateness_and_no_per_schedule_series(
 
     per_schedule = {
         s.labels["schedule"]
-        for family in metrics.collect() for s in family.samples if "schedule" in s.labels
-    }  # fmt: skip
+        for family in metrics.collect()
+        for s in family.samples
+        if "schedule" in s.labels
+    }
     assert per_schedule == {"t.plain"}
     classes = sum(
-        s.value for family in metrics.collect() for s in family.samples
+        s.value
+        for family in metrics.collect()
+        for s in family.samples
         if s.name == "dgs_priority_class_schedules"
-    )  # fmt: skip
+    )
     assert classes == 1
 
 
 def test_the_check_summary_is_read_once_per_ttl(store: SqlScheduleStore) -> None:
     mono = [100.0]
-    cached = CachedCheckSummary(lambda: store.check_summary(NOW), 10.0,
-                                monotonic=lambda: mono[0])  # fmt: skip
+    cached = CachedCheckSummary(lambda: store.check_summary(NOW), 10.0, monotonic=lambda: mono[0])
     first = cached.get()
     assert first is not None
     assert first.total_pending == 3

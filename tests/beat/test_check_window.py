@@ -42,19 +42,26 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
 
 
 def make_engine(
-    store: SqlScheduleStore, client: redis.Redis, clock: FakeClock, publish: Recorder,
+    store: SqlScheduleStore,
+    client: redis.Redis,
+    clock: FakeClock,
+    publish: Recorder,
     **settings: object,
-) -> BeatEngine:  # fmt: skip
+) -> BeatEngine:
     keys = KeySpace(f"cw{uuid.uuid4().hex[:6]}")
     registry = WorkerRegistry(client, keys, ttl=600)
-    registry.register(WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=3,
-                                 pool="threads", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=3, pool="threads", pid=1)
+    )
     return BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
-        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
         settings=DgsSettings(store_poll_interval=0.001, **settings),  # type: ignore[arg-type]
         clock=clock,
-    )  # fmt: skip
+    )
 
 
 def test_beat_holds_only_the_window_and_reads_on_as_time_moves(

@@ -45,15 +45,21 @@ def test_free_slots_do_not_rerun_before_the_default_cooldown(
     for name in ("t.polite", "t.eager"):  # a good 10-second run ended 90 s ago
         run_id = uuid.uuid4().hex
         store.record_run_start(
-            schedule=name, run_id=run_id, dispatch_id=None, owner_node="n1",
-            owner_name="celery@n1", owner_tag=run_id, token=1,
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="n1",
+            owner_name="celery@n1",
+            owner_tag=run_id,
+            token=1,
             started_at=NOW - timedelta(seconds=100),
-        )  # fmt: skip
+        )
         store.record_run_end(run_id=run_id, outcome="success", ended_at=NOW - timedelta(seconds=90))
     keys = settings.keyspace()
     registry = WorkerRegistry(redis_client, keys, ttl=600)
-    registry.register(WorkerInfo(name="celery@n1", node="n1", queues=("celery",), slots=4,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@n1", node="n1", queues=("celery",), slots=4, pool="prefork", pid=1)
+    )
     published: list[str] = []
 
     def publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
@@ -62,10 +68,14 @@ def test_free_slots_do_not_rerun_before_the_default_cooldown(
 
     clock = FakeClock(NOW)
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, keys), publish=publish,
-        settings=settings, clock=clock,
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, keys),
+        publish=publish,
+        settings=settings,
+        clock=clock,
+    )
     try:
         engine.load()
         engine.tick()

@@ -63,36 +63,48 @@ def real_store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
-def make_engine(client: redis.Redis, store: Any, dispatches: Any, publish: Recorder,
-                slots: int, **settings: Any) -> BeatEngine:  # fmt: skip
+def make_engine(
+    client: redis.Redis, store: Any, dispatches: Any, publish: Recorder, slots: int, **settings: Any
+) -> BeatEngine:
     registry = WorkerRegistry(client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=slots,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1)
+    )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=dispatches, publish=publish,
-        settings=DgsSettings(**{"store_poll_interval": 1000, **settings}), clock=SystemClock(),
+        store=store,
+        leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=dispatches,
+        publish=publish,
+        settings=DgsSettings(**{"store_poll_interval": 1000, **settings}),
+        clock=SystemClock(),
         monotonic=Mono(),
-    )  # fmt: skip
+    )
     engine.load()
     return engine
 
 
 def places(engine: BeatEngine, name: str) -> list[str]:
     """Where ``name`` is: exactly one entry unless the engine lost or duplicated it."""
-    found = [where for where, there in (
-        ("index", name in engine.index), ("parked", name in engine.parked and
-                                          name not in engine.pending),
-        ("held", name in engine.held), ("pending", name in engine.pending),
-    ) if there]  # fmt: skip
+    found = [
+        where
+        for where, there in (
+            ("index", name in engine.index),
+            ("parked", name in engine.parked and name not in engine.pending),
+            ("held", name in engine.held),
+            ("pending", name in engine.pending),
+        )
+        if there
+    ]
     return found
 
 
 def test_redis_down_while_writing_dispatch_records_re_indexes_the_chosen(
     client: redis.Redis, real_store: SqlScheduleStore
 ) -> None:
-    dispatches = Failing(DispatchRecords(client, KEYS), "add_many",
-                         redis.ConnectionError("Redis is restarting"))  # fmt: skip
+    dispatches = Failing(
+        DispatchRecords(client, KEYS), "add_many", redis.ConnectionError("Redis is restarting")
+    )
     publish = Recorder()
     engine = make_engine(client, real_store, dispatches, publish, slots=2)
     dispatches.fail = True
@@ -119,8 +131,9 @@ def test_store_down_when_a_parked_schedule_is_freed_keeps_it_parked(
     assert publish.names() == ["t.p1"]
     leases = engine.leases
     pend = engine.pending["t.p1"]
-    assert leases.acquire("t.p1", owner_node="w1", owner_name=WORKER, owner_tag="run-1",
-                          dispatch_id=pend.dispatch_id).granted  # fmt: skip
+    assert leases.acquire(
+        "t.p1", owner_node="w1", owner_name=WORKER, owner_tag="run-1", dispatch_id=pend.dispatch_id
+    ).granted
     engine.tick()  # running: stays parked
     assert places(engine, "t.p1") == ["parked"]
     assert leases.release("t.p1", "run-1")
@@ -139,8 +152,9 @@ def test_a_failing_bookkeeping_call_loses_no_published_order(
 ) -> None:
     real_store.request_run("t.p3", datetime.now(timezone.utc))  # first in line
     store = Failing(real_store, "clear_run_request", RuntimeError("database is locked"))
-    dispatches = Failing(DispatchRecords(client, KEYS), "take_back",
-                         redis.ConnectionError("Redis is restarting"))  # fmt: skip
+    dispatches = Failing(
+        DispatchRecords(client, KEYS), "take_back", redis.ConnectionError("Redis is restarting")
+    )
     publish = Recorder()
     publish.refuse = {"t.p2"}
     engine = make_engine(client, store, dispatches, publish, slots=3)
@@ -192,35 +206,55 @@ def test_scheduler_tick_logs_an_engine_error_and_backs_off(
 def run_once(store: SqlScheduleStore, leases: RedisLeases, name: str, dispatch_id: str) -> None:
     """A worker's whole run: lease, start row, success row, release (outcome first)."""
     tag = uuid.uuid4().hex
-    got = leases.acquire(name, owner_node="w1", owner_name=WORKER, owner_tag=tag,
-                         dispatch_id=dispatch_id)  # fmt: skip
+    got = leases.acquire(
+        name, owner_node="w1", owner_name=WORKER, owner_tag=tag, dispatch_id=dispatch_id
+    )
     assert got.granted
     assert got.token is not None
     run_id = uuid.uuid4().hex
     now = datetime.now(timezone.utc)
-    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=dispatch_id,
-                           owner_node="w1", owner_name=WORKER, owner_tag=tag,
-                           token=got.token, started_at=now)  # fmt: skip
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=dispatch_id,
+        owner_node="w1",
+        owner_name=WORKER,
+        owner_tag=tag,
+        token=got.token,
+        started_at=now,
+    )
     store.record_run_end(run_id=run_id, outcome="success", ended_at=now + timedelta(seconds=1))
     assert leases.release(name, tag)
 
 
 def leader_beat(
-    name: str, client: redis.Redis, store: SqlScheduleStore, registry: WorkerRegistry,
+    name: str,
+    client: redis.Redis,
+    store: SqlScheduleStore,
+    registry: WorkerRegistry,
     leader_clock: MsClock,
-) -> tuple[BeatEngine, Recorder, Mono]:  # fmt: skip
+) -> tuple[BeatEngine, Recorder, Mono]:
     """A loaded beat competing for the leader lease (3 s) on the shared Redis and store."""
     publish, mono = Recorder(), Mono()
     settings = DgsSettings(beat_leader_timeout=3.0, store_poll_interval=30)
     leadership = BeatLeadership(
-        RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock), node=name, pid=1,
-        store_poll_interval=settings.store_poll_interval, monotonic=mono,
-    )  # fmt: skip
+        RedisLeader(client, KEYS, timeout=3.0, clock_ms=leader_clock),
+        node=name,
+        pid=1,
+        store_poll_interval=settings.store_poll_interval,
+        monotonic=mono,
+    )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
-        settings=settings, clock=SystemClock(), monotonic=mono, leadership=leadership,
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(client, KEYS),
+        publish=publish,
+        settings=settings,
+        clock=SystemClock(),
+        monotonic=mono,
+        leadership=leadership,
+    )
     engine.load()
     return engine, publish, mono
 
@@ -231,8 +265,9 @@ def test_a_new_leader_reads_the_store_before_dispatching(
     """A run that ended just before a take-over is not dispatched again at once."""
     leader_clock = MsClock()
     registry = WorkerRegistry(client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=1,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=1, pool="prefork", pid=1)
+    )
     a, a_pub, _ = leader_beat("a", client, real_store, registry, leader_clock)
     b, b_pub, b_mono = leader_beat("b", client, real_store, registry, leader_clock)
     a.tick()
@@ -252,8 +287,9 @@ def test_a_new_leader_reads_the_store_before_dispatching(
 def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
     client: redis.Redis, real_store: SqlScheduleStore
 ) -> None:
-    dispatches = Failing(DispatchRecords(client, KEYS), "take_back",
-                         redis.ConnectionError("Redis is restarting"))  # fmt: skip
+    dispatches = Failing(
+        DispatchRecords(client, KEYS), "take_back", redis.ConnectionError("Redis is restarting")
+    )
     publish = Recorder()
     engine = make_engine(client, real_store, dispatches, publish, slots=1, dispatch_timeout=10)
     engine.tick()
@@ -273,7 +309,9 @@ def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
 
 
 def test_a_row_that_cannot_be_applied_is_held_and_the_rest_of_the_batch_applied(
-    client: redis.Redis, real_store: SqlScheduleStore, caplog: pytest.LogCaptureFixture,
+    client: redis.Redis,
+    real_store: SqlScheduleStore,
+    caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine = make_engine(client, real_store, DispatchRecords(client, KEYS), Recorder(), slots=0)
@@ -305,8 +343,9 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
     registry = WorkerRegistry(client, KEYS, ttl=300)
 
     def slots(n: int) -> None:
-        registry.register(WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=n,
-                                     pool="prefork", pid=1))  # fmt: skip
+        registry.register(
+            WorkerInfo(name=WORKER, node="w1", queues=("celery",), slots=n, pool="prefork", pid=1)
+        )
 
     slots(1)
     a, a_pub, a_mono = leader_beat("a", client, real_store, registry, leader_clock)

@@ -38,8 +38,13 @@ EARLY_S = -(H - timedelta(minutes=3, seconds=23)).total_seconds()  # t.h2: -3397
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
-    s.sync([PeriodicSpec(task="t.h1", scheduling_period=H),
-            PeriodicSpec(task="t.h2", scheduling_period=2 * H)], T0)  # fmt: skip
+    s.sync(
+        [
+            PeriodicSpec(task="t.h1", scheduling_period=H),
+            PeriodicSpec(task="t.h2", scheduling_period=2 * H),
+        ],
+        T0,
+    )
     yield s
     s.close()
 
@@ -48,14 +53,22 @@ def make_engine(
     client: redis.Redis, store: SqlScheduleStore, publish: Recorder, slots: int
 ) -> tuple[BeatEngine, CollectorRegistry]:
     registry = WorkerRegistry(client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=slots,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(
+            name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
+        )
+    )
     clock = FakeClock(NOW)
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
-        settings=DgsSettings(store_poll_interval=1000), clock=clock, monotonic=Mono(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(client, KEYS),
+        publish=publish,
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=clock,
+        monotonic=Mono(),
+    )
     metrics = metrics_registry(engine, store, clock)
     engine.load()
     return engine, metrics
@@ -98,8 +111,9 @@ def test_a_run_request_is_measured_against_its_real_should_start_by(
     engine.tick()  # no slot: t.h2 (requested) is the most urgent eligible schedule
     assert not publish.sent
     assert sample(metrics, "dgs_most_urgent_drift_seconds") == pytest.approx(EARLY_S)
-    engine.registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",),
-                                        slots=1, pool="prefork", pid=1))  # fmt: skip
+    engine.registry.register(
+        WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1, pool="prefork", pid=1)
+    )
     with caplog.at_level(logging.INFO, logger="celery_dgs.beat"):
         engine.tick()
     assert [o.schedule for o in publish.sent] == ["t.h2"]
@@ -108,7 +122,8 @@ def test_a_run_request_is_measured_against_its_real_should_start_by(
     assert sample(metrics, f"{hist}_count") == 1
     assert sample(metrics, f"{hist}_bucket", le="-600.0") == 1  # not le=0: not "on time"
     assert sample(metrics, f"{hist}_bucket", le="-3600.0") == 0
-    assert any("t.h2" in r.getMessage() and "lateness -3397.0s" in r.getMessage()
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        "t.h2" in r.getMessage() and "lateness -3397.0s" in r.getMessage() for r in caplog.records
+    )
     # t.h1 is the most urgent now: 203 s behind its should_start_by.
     assert sample(metrics, "dgs_most_urgent_drift_seconds") == pytest.approx(LATE_S)

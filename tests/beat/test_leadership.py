@@ -47,32 +47,45 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
 
 
 def register(client: redis.Redis, slots: int) -> None:
-    WorkerRegistry(client, KEYS, ttl=300).register(WorkerInfo(
-        name=WORKER, node="w1", queues=("celery", f"{WORKER}.dq2"), slots=slots,
-        pool="prefork", pid=1,
-    ))  # fmt: skip
+    WorkerRegistry(client, KEYS, ttl=300).register(
+        WorkerInfo(
+            name=WORKER,
+            node="w1",
+            queues=("celery", f"{WORKER}.dq2"),
+            slots=slots,
+            pool="prefork",
+            pid=1,
+        )
+    )
 
 
 class Beat:
     """One beat's engine and leadership, on shared Redis and store."""
 
-    def __init__(self, name: str, client: redis.Redis, store: SqlScheduleStore,
-                 leader_clock: MsClock) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, client: redis.Redis, store: SqlScheduleStore, leader_clock: MsClock
+    ) -> None:
         settings = DgsSettings(beat_leader_timeout=TIMEOUT_S, store_poll_interval=0.5)
         self.mono = Mono()
         self.publish = Recorder()
         self.leadership = BeatLeadership(
             RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=leader_clock),
-            node=name, pid=1, store_poll_interval=settings.store_poll_interval,
+            node=name,
+            pid=1,
+            store_poll_interval=settings.store_poll_interval,
             monotonic=self.mono,
-        )  # fmt: skip
+        )
         self.engine = BeatEngine(
-            store=store, leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
+            store=store,
+            leases=RedisLeases(client, KEYS, ping_timeout=90, steal_delay=60),
             registry=WorkerRegistry(client, KEYS, ttl=300),
             dispatches=DispatchRecords(client, KEYS),
-            publish=self.publish, settings=settings, clock=SystemClock(), monotonic=self.mono,
+            publish=self.publish,
+            settings=settings,
+            clock=SystemClock(),
+            monotonic=self.mono,
             leadership=self.leadership,
-        )  # fmt: skip
+        )
         self.engine.load()
 
     def sent(self) -> list[str]:
@@ -185,8 +198,11 @@ def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None
 
     def gauges(beat: Beat) -> dict[str, float]:
         collector = EngineCollector(beat.engine, store, SystemClock())
-        return {m.name: m.samples[0].value for m in collector.collect()
-                if m.name.startswith("dgs_beat_leader")}  # fmt: skip
+        return {
+            m.name: m.samples[0].value
+            for m in collector.collect()
+            if m.name.startswith("dgs_beat_leader")
+        }
 
     assert gauges(a) == {"dgs_beat_leader": 1, "dgs_beat_leader_token": 1}
     assert gauges(b) == {"dgs_beat_leader": 0, "dgs_beat_leader_token": 1}
@@ -219,8 +235,11 @@ def test_drift_gauge_reads_what_beat_recorded_and_never_the_index(
     def drift(beat: Beat) -> float:
         beat.engine.index = Untouchable()
         collector = EngineCollector(beat.engine, store, SystemClock())
-        return next(m.samples[0].value for m in collector.collect()
-                    if m.name == "dgs_most_urgent_drift_seconds")  # fmt: skip
+        return next(
+            m.samples[0].value
+            for m in collector.collect()
+            if m.name == "dgs_most_urgent_drift_seconds"
+        )
 
     before = SystemClock().now().timestamp()
     value = drift(a)
@@ -231,8 +250,10 @@ def test_drift_gauge_reads_what_beat_recorded_and_never_the_index(
 
 def test_beat_leader_timeout_setting_is_validated() -> None:
     assert DgsSettings().beat_leader_timeout == DEFAULT_BEAT_LEADER_TIMEOUT_S == 30.0
-    assert DgsSettings.from_conf({"dgs_beat_leader_timeout": timedelta(seconds=5)}) \
-        .beat_leader_timeout == 5.0  # fmt: skip
+    assert (
+        DgsSettings.from_conf({"dgs_beat_leader_timeout": timedelta(seconds=5)}).beat_leader_timeout
+        == 5.0
+    )
     for bad in (0, -1, 0.1, "30", float("nan"), True):
         with pytest.raises(SettingsError, match="dgs_beat_leader_timeout"):
             DgsSettings(beat_leader_timeout=bad)  # type: ignore[arg-type]

@@ -27,11 +27,13 @@ from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
-WEEKLY, WEEKLY2 = (PeriodicSpec(task=t, scheduling_period=timedelta(days=7),
-                                cooldown_duration=timedelta(days=3))
-                   for t in ("t.weekly", "t.weekly2"))  # fmt: skip
-HOURLY = PeriodicSpec(task="t.hourly", scheduling_period=timedelta(hours=1),
-                      cooldown_duration=timedelta(minutes=45))  # fmt: skip
+WEEKLY, WEEKLY2 = (
+    PeriodicSpec(task=t, scheduling_period=timedelta(days=7), cooldown_duration=timedelta(days=3))
+    for t in ("t.weekly", "t.weekly2")
+)
+HOURLY = PeriodicSpec(
+    task="t.hourly", scheduling_period=timedelta(hours=1), cooldown_duration=timedelta(minutes=45)
+)
 #: The second weekly job last ran 12 hours from NOW - 3.5 days: eligible at NOW,
 #: should_start_by NOW + 3 days (the first one: NOW - 12 h and NOW + 2.5 days).
 WEEKLY2_DUE = NOW + timedelta(days=3)
@@ -40,11 +42,19 @@ WEEKLY2_DUE = NOW + timedelta(days=3)
 def record_run(store: SqlScheduleStore, name: str, started: datetime, seconds: float) -> None:
     run_id = uuid.uuid4().hex
     token = (store.get(name).current_token or 0) + 1
-    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
-                           owner_name="celery@w1", owner_tag=run_id, token=token,
-                           started_at=started)  # fmt: skip
-    store.record_run_end(run_id=run_id, outcome="success",
-                         ended_at=started + timedelta(seconds=seconds))  # fmt: skip
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="w1",
+        owner_name="celery@w1",
+        owner_tag=run_id,
+        token=token,
+        started_at=started,
+    )
+    store.record_run_end(
+        run_id=run_id, outcome="success", ended_at=started + timedelta(seconds=seconds)
+    )
 
 
 @pytest.fixture
@@ -59,19 +69,27 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
-def engine_of(client: redis.Redis, store: SqlScheduleStore, clock: FakeClock, slots: int,
-              lookahead: bool) -> tuple[BeatEngine, Recorder]:  # fmt: skip
+def engine_of(
+    client: redis.Redis, store: SqlScheduleStore, clock: FakeClock, slots: int, lookahead: bool
+) -> tuple[BeatEngine, Recorder]:
     keys = KeySpace(f"look{uuid.uuid4().hex[:8]}")
     registry = WorkerRegistry(client, keys, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=slots,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(
+            name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
+        )
+    )
     publish = Recorder()
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
         settings=DgsSettings(store_poll_interval=1000, lookahead=lookahead),
-        clock=clock, monotonic=Mono(),
-    )  # fmt: skip
+        clock=clock,
+        monotonic=Mono(),
+    )
     engine.load()
     return engine, publish
 
@@ -115,15 +133,23 @@ def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
     engine.tick()
     assert publish.names() == [WEEKLY.name]
     pend = engine.pending[WEEKLY.name]
-    assert engine.leases.acquire(WEEKLY.name, owner_node="w1", owner_name="celery@w1",
-                                 owner_tag="run-1", dispatch_id=pend.dispatch_id).granted
+    assert engine.leases.acquire(
+        WEEKLY.name,
+        owner_node="w1",
+        owner_name="celery@w1",
+        owner_tag="run-1",
+        dispatch_id=pend.dispatch_id,
+    ).granted
     # The hourly job kept running (in its cooldown again); the first weekly run
     # goes on past its expected 12 hours. Two weekly runs on two slots would
     # leave the hourly job none, so the second waits past its should_start_by.
     record_run(store, HOURLY.name, WEEKLY2_DUE - timedelta(minutes=3), 60)
     engine.refresh()
-    for at in (WEEKLY2_DUE - timedelta(seconds=60), WEEKLY2_DUE + timedelta(seconds=1),
-               WEEKLY2_DUE + timedelta(hours=1)):  # fmt: skip
+    for at in (
+        WEEKLY2_DUE - timedelta(seconds=60),
+        WEEKLY2_DUE + timedelta(seconds=1),
+        WEEKLY2_DUE + timedelta(hours=1),
+    ):
         clock.set(at)
         engine.tick()
         assert WEEKLY2.name not in publish.names()  # the hourly job goes at +1 h

@@ -61,14 +61,20 @@ def mono() -> Mono:
 @pytest.fixture
 def engine(redis_client: redis.Redis, store: SqlScheduleStore, mono: Mono) -> BeatEngine:
     registry = WorkerRegistry(redis_client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1, pool="prefork", pid=1)
+    )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
-        max_interval=MAX_INTERVAL_S, monotonic=mono,
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, KEYS),
+        publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=SystemClock(),
+        max_interval=MAX_INTERVAL_S,
+        monotonic=mono,
+    )
     engine.load()
     return engine
 
@@ -153,12 +159,20 @@ def test_a_tick_that_raises_does_not_count(
 def record(store: SqlScheduleStore, name: str, outcome: str, started: datetime) -> None:
     run_id = uuid.uuid4().hex
     token = (store.get(name).current_token or 0) + 1
-    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
-                           owner_name="celery@w1", owner_tag=run_id, token=token,
-                           started_at=started)  # fmt: skip
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="w1",
+        owner_name="celery@w1",
+        owner_tag=run_id,
+        token=token,
+        started_at=started,
+    )
     if outcome != "running":
-        store.record_run_end(run_id=run_id, outcome=outcome,
-                             ended_at=started + timedelta(seconds=1))  # fmt: skip
+        store.record_run_end(
+            run_id=run_id, outcome=outcome, ended_at=started + timedelta(seconds=1)
+        )
 
 
 def test_run_counters_never_drop_when_history_is_pruned(
@@ -191,27 +205,39 @@ def test_held_schedules_say_why_in_the_metrics(
 ) -> None:
     """The same holds as ``celery dgs status``: paused, no worker, backoff."""
     now = datetime.now(timezone.utc)
-    store.sync([PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), pool=pool)
-                for n, pool in (("ok", None), ("paused", None), ("slow", "slow"),
-                                ("flaky", None))], now - timedelta(hours=2))  # fmt: skip
+    store.sync(
+        [
+            PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), pool=pool)
+            for n, pool in (("ok", None), ("paused", None), ("slow", "slow"), ("flaky", None))
+        ],
+        now - timedelta(hours=2),
+    )
     store.set_paused("t.paused", True)
     record(store, "t.flaky", "failure", now - timedelta(seconds=30))  # 5 min backoff
     registry = WorkerRegistry(redis_client, KEYS, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=1, pool="prefork", pid=1)
+    )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=mono,
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, KEYS),
+        publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=SystemClock(),
+        monotonic=mono,
+    )
     engine.load()
     metrics = metrics_registry(engine, store, SystemClock())
 
     def held(name: str) -> list[str]:
         return sorted(
-            s.labels["reason"] for family in metrics.collect() for s in family.samples
+            s.labels["reason"]
+            for family in metrics.collect()
+            for s in family.samples
             if s.name == "dgs_schedule_held" and s.labels["schedule"] == name and s.value == 1
-        )  # fmt: skip
+        )
 
     assert held("t.ok") == []
     assert held("t.paused") == ["paused"]
@@ -227,14 +253,22 @@ def scrape_once(redis_client: redis.Redis, store: SqlScheduleStore, *, slots: in
     ``slots`` registered when ``slots``), after one tick; closes the store."""
     registry = WorkerRegistry(redis_client, KEYS, ttl=300)
     if slots:
-        registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",),
-                                     slots=slots, pool="prefork", pid=1))  # fmt: skip
+        registry.register(
+            WorkerInfo(
+                name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
+            )
+        )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(),
-        max_interval=MAX_INTERVAL_S, monotonic=Mono(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(redis_client, KEYS),
+        publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=SystemClock(),
+        max_interval=MAX_INTERVAL_S,
+        monotonic=Mono(),
+    )
     engine.load()
     engine.tick()
     srv = serve_metrics(engine, store, SystemClock(), 0, "127.0.0.1")
@@ -276,16 +310,24 @@ def test_each_priority_class_counts_its_schedules_by_condition(
     redis_client: redis.Redis, store: SqlScheduleStore, mono: Mono
 ) -> None:
     now = datetime.now(timezone.utc)
-    store.sync([PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
-                for n, p in (("a", 10), ("b", 10), ("c", 80))],
-               now - timedelta(hours=2))  # fmt: skip
+    store.sync(
+        [
+            PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+            for n, p in (("a", 10), ("b", 10), ("c", 80))
+        ],
+        now - timedelta(hours=2),
+    )
     record(store, "t.b", "success", now - timedelta(minutes=5))  # fresh: OK
     engine = BeatEngine(
-        store=store, leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
+        store=store,
+        leases=RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60),
         registry=WorkerRegistry(redis_client, KEYS, ttl=300),
-        dispatches=DispatchRecords(redis_client, KEYS), publish=Recorder(),
-        settings=DgsSettings(store_poll_interval=1000), clock=SystemClock(), monotonic=mono,
-    )  # fmt: skip
+        dispatches=DispatchRecords(redis_client, KEYS),
+        publish=Recorder(),
+        settings=DgsSettings(store_poll_interval=1000),
+        clock=SystemClock(),
+        monotonic=mono,
+    )
     engine.load()
     metrics = metrics_registry(engine, store, SystemClock())
     sample = metrics.get_sample_value

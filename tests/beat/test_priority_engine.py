@@ -34,10 +34,14 @@ NOW = T0 + H + timedelta(minutes=5)
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
-    s.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
+    s.sync(
+        [
+            PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
             PeriodicSpec(task="t.high", scheduling_period=H, priority=20),
-            PeriodicSpec(task="t.asked", scheduling_period=10 * H, priority=50)],
-           T0)  # fmt: skip
+            PeriodicSpec(task="t.asked", scheduling_period=10 * H, priority=50),
+        ],
+        T0,
+    )
     yield s
     s.close()
 
@@ -45,26 +49,43 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
 SHORT = {"elevator_interval": 1200}
 
 
-def make_engine(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
-                slots: int = 1, **settings: object) -> tuple[BeatEngine, Recorder]:  # fmt: skip
+def make_engine(
+    client: redis.Redis,
+    store: SqlScheduleStore,
+    now: datetime = NOW,
+    slots: int = 1,
+    **settings: object,
+) -> tuple[BeatEngine, Recorder]:
     """A loaded beat whose one worker has ``slots`` free slots, and what it sends."""
     keys = KeySpace(f"prio{uuid.uuid4().hex[:8]}")
     registry = WorkerRegistry(client, keys, ttl=300)
-    registry.register(WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=slots,
-                                 pool="prefork", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(
+            name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
+        )
+    )
     publish = Recorder()
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
         settings=DgsSettings(store_poll_interval=1000, **settings),  # type: ignore[arg-type]
-        clock=FakeClock(now), monotonic=Mono(),
-    )  # fmt: skip
+        clock=FakeClock(now),
+        monotonic=Mono(),
+    )
     engine.load()
     return engine, publish
 
 
-def dispatches(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
-               slots: int = 1, **settings: object) -> list[str]:  # fmt: skip
+def dispatches(
+    client: redis.Redis,
+    store: SqlScheduleStore,
+    now: datetime = NOW,
+    slots: int = 1,
+    **settings: object,
+) -> list[str]:
     """The schedules beat's first round dispatches to a worker of ``slots``
     free slots, in the order beat chose them."""
     engine, publish = make_engine(client, store, now, slots, **settings)
@@ -72,8 +93,9 @@ def dispatches(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW
     return list(publish.names())
 
 
-def first_dispatch(client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW,
-                   **settings: object) -> str:  # fmt: skip
+def first_dispatch(
+    client: redis.Redis, store: SqlScheduleStore, now: datetime = NOW, **settings: object
+) -> str:
     """The one schedule beat's first round dispatches to a one-slot worker."""
     [name] = dispatches(client, store, now, **settings)
     return name
@@ -83,9 +105,11 @@ def test_the_due_higher_class_gets_the_slot_before_a_lower_one_in_error(
     redis_client: redis.Redis, store: SqlScheduleStore
 ) -> None:
     assert first_dispatch(redis_client, store, **SHORT) == "t.high"
-    plain = [PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
-             PeriodicSpec(task="t.high", scheduling_period=H),
-             PeriodicSpec(task="t.asked", scheduling_period=10 * H)]  # fmt: skip
+    plain = [
+        PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
+        PeriodicSpec(task="t.high", scheduling_period=H),
+        PeriodicSpec(task="t.asked", scheduling_period=10 * H),
+    ]
     store.sync(plain, T0)
     assert first_dispatch(redis_client, store, **SHORT) == "t.low"  # without classes: ERROR first
 
@@ -106,14 +130,25 @@ BUSY_NOW = T0 + timedelta(minutes=55)
 
 
 def busy_store(store: SqlScheduleStore) -> SqlScheduleStore:
-    store.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
-                PeriodicSpec(task="t.high", scheduling_period=H, priority=20)], T0)  # fmt: skip
+    store.sync(
+        [
+            PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
+            PeriodicSpec(task="t.high", scheduling_period=H, priority=20),
+        ],
+        T0,
+    )
     for name in ("t.low", "t.high"):
         run_id = uuid.uuid4().hex
         store.record_run_start(
-            schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
-            owner_name="celery@w1", owner_tag=run_id, token=1, started_at=T0,
-        )  # fmt: skip
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="w1",
+            owner_name="celery@w1",
+            owner_tag=run_id,
+            token=1,
+            started_at=T0,
+        )
         store.record_run_end(run_id=run_id, outcome="success", ended_at=T0 + timedelta(minutes=30))
     return store
 
@@ -128,8 +163,13 @@ def test_demand_above_the_live_slots_puts_the_classes_in_charge_at_once(
     busy_store(store)
     assert first_dispatch(redis_client, store, BUSY_NOW) == "t.high"
     assert dispatches(redis_client, store, BUSY_NOW, slots=2) == ["t.low", "t.high"]
-    store.sync([PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
-                PeriodicSpec(task="t.high", scheduling_period=H)], T0)  # fmt: skip
+    store.sync(
+        [
+            PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50)),
+            PeriodicSpec(task="t.high", scheduling_period=H),
+        ],
+        T0,
+    )
     assert first_dispatch(redis_client, store, BUSY_NOW) == "t.low"
 
 

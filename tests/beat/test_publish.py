@@ -30,9 +30,17 @@ def app(redis_url: str) -> Iterator[Celery]:
 
 def order(worker: str) -> DispatchOrder:
     dispatch_id = uuid.uuid4().hex
-    return DispatchOrder(schedule=f"s-{dispatch_id}", task="t.x", args=(), kwargs={},
-                         dispatch_id=dispatch_id, worker=worker, queue=None, expires_s=60,
-                         should_start_by=0.0)  # fmt: skip
+    return DispatchOrder(
+        schedule=f"s-{dispatch_id}",
+        task="t.x",
+        args=(),
+        kwargs={},
+        dispatch_id=dispatch_id,
+        worker=worker,
+        queue=None,
+        expires_s=60,
+        should_start_by=0.0,
+    )
 
 
 def test_messages_reach_each_worker_queue_and_queues_are_built_once(
@@ -72,8 +80,12 @@ def test_broker_down_fails_every_order_without_raising_and_recovers(
     app = Celery("publish-down", broker=url, set_as_current=False)
     app.conf.dgs_redis_url = url
     app.conf.dgs_key_prefix = f"pub{uuid.uuid4().hex[:6]}"
-    app.conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0,
-                                          "interval_step": 0.1, "interval_max": 0.1}  # fmt: skip
+    app.conf.task_publish_retry_policy = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.1,
+        "interval_max": 0.1,
+    }
     app.conf.broker_connection_timeout = 1
     DGS(app, install_worker_hooks=False)
     sched = DeadlineScheduler(app, lazy=True)

@@ -48,37 +48,60 @@ def store(database_url: str) -> Iterator[SqlScheduleStore]:
 
 
 def engine_on(client: redis.Redis, store: SqlScheduleStore, batch: int = 500) -> BeatEngine:
-    settings = DgsSettings(ping_interval=1, ping_timeout=PING_TIMEOUT_S,
-                           steal_delay=STEAL_DELAY_S, reap_interval=INTERVAL_S,
-                           reap_batch_size=batch, store_poll_interval=1000)  # fmt: skip
+    settings = DgsSettings(
+        ping_interval=1,
+        ping_timeout=PING_TIMEOUT_S,
+        steal_delay=STEAL_DELAY_S,
+        reap_interval=INTERVAL_S,
+        reap_batch_size=batch,
+        store_poll_interval=1000,
+    )
     engine = BeatEngine(
-        store=store, leases=leases_on(client), registry=WorkerRegistry(client, KEYS, ttl=300),
-        dispatches=DispatchRecords(client, KEYS), publish=no_publish, settings=settings,
-        clock=SystemClock(), monotonic=Mono(),
-    )  # fmt: skip
+        store=store,
+        leases=leases_on(client),
+        registry=WorkerRegistry(client, KEYS, ttl=300),
+        dispatches=DispatchRecords(client, KEYS),
+        publish=no_publish,
+        settings=settings,
+        clock=SystemClock(),
+        monotonic=Mono(),
+    )
     engine.load()
     return engine
 
 
 def leases_on(client: redis.Redis) -> RedisLeases:
-    return RedisLeases(client, KEYS, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S,
-                       clock_ms=REDIS_CLOCK)  # fmt: skip
+    return RedisLeases(
+        client, KEYS, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S, clock_ms=REDIS_CLOCK
+    )
 
 
 def start_run(store: SqlScheduleStore, leases: RedisLeases, name: str) -> tuple[str, str]:
     """A worker's run start: lease first, then the running row. Returns (run_id, tag)."""
     tag, run_id = uuid.uuid4().hex, uuid.uuid4().hex
     for _ in range(2):
-        got = leases.acquire(name, owner_node="w1", owner_name="celery@w1", owner_tag=tag,
-                             min_token=store.token_floor(name))  # fmt: skip
+        got = leases.acquire(
+            name,
+            owner_node="w1",
+            owner_name="celery@w1",
+            owner_tag=tag,
+            min_token=store.token_floor(name),
+        )
         if got.status is not AcquireStatus.RECOVERING:
             break
         REDIS_CLOCK.advance(int(GRACE_S * 1000) + 1)  # after Redis lost data: wait the grace
     assert got.granted
     assert got.token is not None
-    store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w1",
-                           owner_name="celery@w1", owner_tag=tag, token=got.token,
-                           started_at=datetime.now(timezone.utc))  # fmt: skip
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="w1",
+        owner_name="celery@w1",
+        owner_tag=tag,
+        token=got.token,
+        started_at=datetime.now(timezone.utc),
+    )
     return run_id, tag
 
 
@@ -200,9 +223,13 @@ def test_a_standby_beat_does_not_reap(client: redis.Redis, store: SqlScheduleSto
     from celery_dgs.leases.leader import RedisLeader
 
     def leadership(node: str, mono: Mono) -> BeatLeadership:
-        return BeatLeadership(RedisLeader(client, KEYS, timeout=60, clock_ms=REDIS_CLOCK),
-                              node=node, pid=1, store_poll_interval=1000,
-                              monotonic=mono)  # fmt: skip
+        return BeatLeadership(
+            RedisLeader(client, KEYS, timeout=60, clock_ms=REDIS_CLOCK),
+            node=node,
+            pid=1,
+            store_poll_interval=1000,
+            monotonic=mono,
+        )
 
     assert leadership("other", Mono()).check().value in ("elected", "leader")
     engine = engine_on(client, store)
@@ -225,8 +252,15 @@ def test_a_database_that_went_away_is_one_line_per_look_not_a_traceback(
     folder.mkdir()
     store = open_store(f"sqlite:///{folder / 'dgs.sqlite3'}", 1)
     mono = Mono()
-    reaper = RunReaper(store, leases_on(redis_client), SystemClock(), grace_s=GRACE_S,
-                       interval_s=INTERVAL_S, batch_size=10, monotonic=mono)  # fmt: skip
+    reaper = RunReaper(
+        store,
+        leases_on(redis_client),
+        SystemClock(),
+        grace_s=GRACE_S,
+        interval_s=INTERVAL_S,
+        batch_size=10,
+        monotonic=mono,
+    )
     store.close()
     shutil.rmtree(folder)  # the file and its folder are gone: SQLite cannot open it again
     caplog.set_level(logging.ERROR, logger="celery_dgs")

@@ -28,9 +28,13 @@ KEYS = KeySpace("rtbeat")
 
 
 def scrape(source: str, arg: str = "") -> PeriodicSpec:
-    return PeriodicSpec(task="t.scrape", configuration=source, args=(arg or source,),
-                        scheduling_period=timedelta(hours=1),
-                        cooldown_duration=timedelta(minutes=50))  # fmt: skip
+    return PeriodicSpec(
+        task="t.scrape",
+        configuration=source,
+        args=(arg or source,),
+        scheduling_period=timedelta(hours=1),
+        cooldown_duration=timedelta(minutes=50),
+    )
 
 
 @pytest.fixture
@@ -45,13 +49,18 @@ def test_runtime_changes_reach_a_running_engine_one_row_each(
 ) -> None:
     publish = Recorder()
     registry = WorkerRegistry(client, KEYS, ttl=30)
-    registry.register(WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=100,
-                                 pool="threads", pid=1))  # fmt: skip
+    registry.register(
+        WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=100, pool="threads", pid=1)
+    )
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, KEYS, ping_timeout=2.0, steal_delay=1.0),
-        registry=registry, dispatches=DispatchRecords(client, KEYS), publish=publish,
-        settings=DgsSettings(store_poll_interval=0.001), clock=SystemClock(),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, KEYS, ping_timeout=2.0, steal_delay=1.0),
+        registry=registry,
+        dispatches=DispatchRecords(client, KEYS),
+        publish=publish,
+        settings=DgsSettings(store_poll_interval=0.001),
+        clock=SystemClock(),
+    )
     engine.load()
     engine.tick()
     assert publish.names() == ["t.p1"]

@@ -78,9 +78,17 @@ def test_redis_gone_is_one_line_naming_it_without_a_traceback(
 
 
 def order(schedule: str) -> DispatchOrder:
-    return DispatchOrder(schedule=schedule, task="t.x", args=(), kwargs={},
-                         dispatch_id=uuid.uuid4().hex, worker="celery@w1", queue=None,
-                         expires_s=60, should_start_by=0.0)  # fmt: skip
+    return DispatchOrder(
+        schedule=schedule,
+        task="t.x",
+        args=(),
+        kwargs={},
+        dispatch_id=uuid.uuid4().hex,
+        worker="celery@w1",
+        queue=None,
+        expires_s=60,
+        should_start_by=0.0,
+    )
 
 
 def test_an_unreachable_broker_is_one_line_and_every_order_comes_back(

@@ -18,8 +18,16 @@ TTL = timedelta(seconds=60)
 
 
 def worker(name: str, refreshed_at: datetime) -> WorkerInfo:
-    return WorkerInfo(name=name, node=name.split("@")[1], queues=("celery",), slots=1,
-                      pool="solo", pid=1, started_at=T0, expires_at=refreshed_at + TTL)  # fmt: skip
+    return WorkerInfo(
+        name=name,
+        node=name.split("@")[1],
+        queues=("celery",),
+        slots=1,
+        pool="solo",
+        pid=1,
+        started_at=T0,
+        expires_at=refreshed_at + TTL,
+    )
 
 
 def test_a_worker_whose_lease_looks_unpinged_is_set_aside_and_the_warning_names_both_causes(
@@ -32,8 +40,9 @@ def test_a_worker_whose_lease_looks_unpinged_is_set_aside_and_the_warning_names_
     last_ping = T0
     a, b = worker("celery@a", T0 + timedelta(seconds=80)), worker("celery@b", T0)
     with caplog.at_level(logging.WARNING, logger="celery_dgs.beat"):
-        out = stalled.placeable([a, b], {"celery@a": last_ping},
-                                ping_timeout=PING_TIMEOUT, worker_ttl=TTL)  # fmt: skip
+        out = stalled.placeable(
+            [a, b], {"celery@a": last_ping}, ping_timeout=PING_TIMEOUT, worker_ttl=TTL
+        )
     assert [w.name for w in out] == ["celery@b"]
     assert "celery@a" in stalled
     [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -55,8 +64,7 @@ def test_after_a_redis_clock_step_the_next_registration_refresh_brings_the_worke
     stalled = StalledWorkers()
     step = timedelta(seconds=200)
     a = worker("celery@a", T0 - timedelta(seconds=5))
-    assert stalled.placeable([a], {"celery@a": T0}, ping_timeout=PING_TIMEOUT,
-                             worker_ttl=TTL) == []  # fmt: skip
+    assert stalled.placeable([a], {"celery@a": T0}, ping_timeout=PING_TIMEOUT, worker_ttl=TTL) == []
     refreshed = worker("celery@a", T0 + timedelta(seconds=12) + step)
     with caplog.at_level(logging.INFO, logger="celery_dgs.beat"):
         out = stalled.placeable([refreshed], {}, ping_timeout=PING_TIMEOUT, worker_ttl=TTL)

@@ -49,20 +49,34 @@ class World:
         self.store.sync(list(specs), at)
 
     def record(
-        self, name: str, outcome: str, started: datetime, seconds: float = 1.0,
-        *, node: str = "node1", error: str | None = None,
-    ) -> str:  # fmt: skip
+        self,
+        name: str,
+        outcome: str,
+        started: datetime,
+        seconds: float = 1.0,
+        *,
+        node: str = "node1",
+        error: str | None = None,
+    ) -> str:
         run_id = uuid.uuid4().hex
         token = (self.store.get(name).current_token or 0) + 1
         self.store.record_run_start(
-            schedule=name, run_id=run_id, dispatch_id=None, owner_node=node,
-            owner_name=f"w1@{node}", owner_tag=run_id, token=token, started_at=started,
-        )  # fmt: skip
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node=node,
+            owner_name=f"w1@{node}",
+            owner_tag=run_id,
+            token=token,
+            started_at=started,
+        )
         if outcome != "running":
             self.store.record_run_end(
-                run_id=run_id, outcome=outcome, ended_at=started + timedelta(seconds=seconds),
+                run_id=run_id,
+                outcome=outcome,
+                ended_at=started + timedelta(seconds=seconds),
                 error=error,
-            )  # fmt: skip
+            )
         return run_id
 
     def hold_lease(self, name: str, *, node: str = "node1", progress: float | None = None) -> int:
@@ -83,8 +97,13 @@ def now() -> datetime:
 def make_app(sqlite_url: str, redis_url: str) -> Celery:
     """A project app (as a new process would build it) on the test's store and Redis."""
     app = Celery("clitest", broker=redis_url, set_as_current=False)
-    app.conf.update(dgs_database_url=sqlite_url, dgs_key_prefix=PREFIX, dgs_ping_interval=1.0,
-                    dgs_ping_timeout=5.0, dgs_steal_delay=2.0)  # fmt: skip
+    app.conf.update(
+        dgs_database_url=sqlite_url,
+        dgs_key_prefix=PREFIX,
+        dgs_ping_interval=1.0,
+        dgs_ping_timeout=5.0,
+        dgs_steal_delay=2.0,
+    )
     DGS(app, install_worker_hooks=False)
     return app
 

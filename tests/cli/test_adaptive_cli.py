@@ -15,8 +15,16 @@ def test_add_an_adaptive_schedule_and_see_its_ladder(world: World) -> None:
         pass
 
     world.app.task(name="t.visit", shared=False)(noop)
-    result = world.invoke("add", "t.visit@a", "--kind", "adaptive", "--set", "interval_unit=60",
-                          "--set", "last_modified=2026-03-01T10:00:00Z")  # fmt: skip
+    result = world.invoke(
+        "add",
+        "t.visit@a",
+        "--kind",
+        "adaptive",
+        "--set",
+        "interval_unit=60",
+        "--set",
+        "last_modified=2026-03-01T10:00:00Z",
+    )
     assert result.exit_code == 0, result.output
     row = world.store.get("t.visit@a")
     assert isinstance(row.spec, AdaptiveSpec)

@@ -14,24 +14,40 @@ from tests.cli.test_declare import declare
 def test_check_names_a_cron_whose_times_fall_in_its_blackout(world: World) -> None:
     # The demo's former cron: every 5 minutes, 4 minutes to finish, blacked out
     # over lunch in New York: in ERROR about 56 minutes a day at any capacity.
-    declare(world.app, {"t.c": {"kind": "cron", "cron": "*/5 * * * *", "within": 240,
-                                "tz": "America/New_York",
-                                "blackouts": [("12:00", "13:00")]}})  # fmt: skip
+    declare(
+        world.app,
+        {
+            "t.c": {
+                "kind": "cron",
+                "cron": "*/5 * * * *",
+                "within": 240,
+                "tz": "America/New_York",
+                "blackouts": [("12:00", "13:00")],
+            }
+        },
+    )
     world.app.conf.dgs_retry_backoff = [60]
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 2 warnings"
     (line,) = [x for x in result.stderr.splitlines() if "can never be served" in x]
-    assert line.startswith("WARNING schedule 't.c' can never be served (cron_times_in_blackout): "
-                           "12 of its 288 cron times a day fall in or just before a blackout "
-                           "(12:00-13:00 America/New_York)")  # fmt: skip
+    assert line.startswith(
+        "WARNING schedule 't.c' can never be served (cron_times_in_blackout): "
+        "12 of its 288 cron times a day fall in or just before a blackout "
+        "(12:00-13:00 America/New_York)"
+    )
     assert line.endswith("in ERROR about 56 min a day at any worker count")
 
 
 def test_check_names_periodic_schedules_without_cooldown(world: World) -> None:
     world.app.conf.dgs_default_cooldown_fraction = 0
-    declare(world.app, {"t.a": {"kind": "periodic", "period": 3600},
-                        "t.b": {"kind": "periodic", "period": 3600, "cooldown": 60}})  # fmt: skip
+    declare(
+        world.app,
+        {
+            "t.a": {"kind": "periodic", "period": 3600},
+            "t.b": {"kind": "periodic", "period": 3600, "cooldown": 60},
+        },
+    )
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
     assert "WARNING schedule 't.a', field 'cooldown_duration': no cooldown" in result.stderr
@@ -59,5 +75,4 @@ def test_check_warns_about_a_steal_delay_not_longer_than_the_ping_interval(
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warnings"
-    assert ("WARNING dgs_steal_delay (1s) is not longer than dgs_ping_interval (1s)"
-            in result.stderr)  # fmt: skip
+    assert "WARNING dgs_steal_delay (1s) is not longer than dgs_ping_interval (1s)" in result.stderr

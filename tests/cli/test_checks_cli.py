@@ -34,11 +34,21 @@ def add(world: World, task: str, key: str, at: datetime, added: datetime) -> str
     return spec_.name
 
 
-def run_check(world: World, name: str, at: datetime, verdict: object, outcome: str = "success",
-              ) -> None:  # fmt: skip
+def run_check(
+    world: World,
+    name: str,
+    at: datetime,
+    verdict: object,
+    outcome: str = "success",
+) -> None:
     run_id = world.record(name, "running", at)
-    world.store.record_run_end(run_id=run_id, outcome=outcome, ended_at=at + 2 * M / 60,
-                               verdict=verdict, error="boom" if outcome == "failure" else None)
+    world.store.record_run_end(
+        run_id=run_id,
+        outcome=outcome,
+        ended_at=at + 2 * M / 60,
+        verdict=verdict,
+        error="boom" if outcome == "failure" else None,
+    )
 
 
 @pytest.fixture
@@ -67,15 +77,20 @@ def test_summary_per_task_with_totals(checks_world: World) -> None:
     assert order[-2].startswith("30m")  # 30m0Xs late
     assert payment[:3] == [PAYMENT, "1", "1"]
     doc = json.loads(checks_world.invoke("checks", "--json").stdout)
-    assert list(doc) == ["now", "pending", "overdue", "oldest_due_at", "oldest_lateness_s",
-                         "tasks"]  # fmt: skip
+    assert list(doc) == ["now", "pending", "overdue", "oldest_due_at", "oldest_lateness_s", "tasks"]
     assert (doc["pending"], doc["overdue"]) == (3, 2)
     assert 30 * 60 <= doc["oldest_lateness_s"] < 31 * 60
     assert [(t["task"], t["pending"], t["overdue"]) for t in doc["tasks"]] == [
-        (ORDER, 2, 1), (PAYMENT, 1, 1),
-    ]  # fmt: skip
-    assert list(doc["tasks"][0]) == ["task", "pending", "overdue", "oldest_due_at",
-                                     "oldest_lateness_s"]  # fmt: skip
+        (ORDER, 2, 1),
+        (PAYMENT, 1, 1),
+    ]
+    assert list(doc["tasks"][0]) == [
+        "task",
+        "pending",
+        "overdue",
+        "oldest_due_at",
+        "oldest_lateness_s",
+    ]
 
 
 def test_no_checks(world: World) -> None:
@@ -97,11 +112,17 @@ def test_overdue_lists_the_overdue_oldest_first_with_limit_and_task(checks_world
     one = checks_world.invoke("checks", "--overdue", "--limit", "1").stdout.splitlines()
     assert len(one) == 3
     assert one[2].split()[1] == "42"
-    doc = json.loads(checks_world.invoke("checks", "--overdue", "--task", PAYMENT,
-                                         "--json").stdout)  # fmt: skip
+    doc = json.loads(checks_world.invoke("checks", "--overdue", "--task", PAYMENT, "--json").stdout)
     assert [c["name"] for c in doc["checks"]] == [f"{PAYMENT}@check:p-1"]
-    assert list(doc["checks"][0]) == ["name", "task", "key", "due_at", "lateness_s",
-                                      "check_count", "failure_count"]  # fmt: skip
+    assert list(doc["checks"][0]) == [
+        "name",
+        "task",
+        "key",
+        "due_at",
+        "lateness_s",
+        "check_count",
+        "failure_count",
+    ]
     assert 5 * 60 <= doc["checks"][0]["lateness_s"] < 6 * 60
     pending = checks_world.invoke("checks", "--task", ORDER).stdout.splitlines()
     assert pending[0] == f"pending checks of {ORDER}, earliest first (2 shown, --limit 20)"
@@ -162,9 +183,21 @@ def test_one_pending_check_with_its_runs(checks_world: World) -> None:
         assert f"runs of {name}, newest first (1 shown)" in out
         assert "success" in out
     doc = json.loads(checks_world.invoke("checks", ORDER, "42", "--json").stdout)
-    assert list(doc) == ["name", "task", "key", "state", "due_at", "lateness_s", "check_count",
-                         "max_checks", "first_check_at", "failure_count", "added_at", "runs",
-                         "history"]  # fmt: skip
+    assert list(doc) == [
+        "name",
+        "task",
+        "key",
+        "state",
+        "due_at",
+        "lateness_s",
+        "check_count",
+        "max_checks",
+        "first_check_at",
+        "failure_count",
+        "added_at",
+        "runs",
+        "history",
+    ]
     assert (doc["state"], doc["check_count"], doc["max_checks"]) == ("pending", 1, 4)
     assert -11 * 60 < doc["lateness_s"] < -9 * 60
     assert [r["outcome"] for r in doc["runs"]] == ["success"]
@@ -181,9 +214,16 @@ def test_one_ended_check_shows_its_history(checks_world: World) -> None:
     assert doc["state"] == "ended"
     assert doc["due_at"] is None
     assert [(h["outcome"], h["check_count"]) for h in doc["history"]] == [("done", 1)]
-    assert list(doc["history"][0]) == ["outcome", "reason", "check_count", "failure_count",
-                                       "added_at", "first_check_at", "last_check_at",
-                                       "ended_at"]  # fmt: skip
+    assert list(doc["history"][0]) == [
+        "outcome",
+        "reason",
+        "check_count",
+        "failure_count",
+        "added_at",
+        "first_check_at",
+        "last_check_at",
+        "ended_at",
+    ]
 
 
 def test_cancel_says_what_it_changed(checks_world: World) -> None:
@@ -198,8 +238,11 @@ def test_cancel_says_what_it_changed(checks_world: World) -> None:
     assert again.exit_code == 0
     assert again.stdout.strip() == f"no pending check {name}; nothing changed"
     doc = json.loads(checks_world.invoke("checks", name, "--cancel", "--json").stdout)
-    assert doc == {"name": name, "cancelled": False,
-                   "lines": [f"no pending check {name}; nothing changed"]}  # fmt: skip
+    assert doc == {
+        "name": name,
+        "cancelled": False,
+        "lines": [f"no pending check {name}; nothing changed"],
+    }
     shown = json.loads(checks_world.invoke("checks", name, "--json").stdout)
     assert [h["outcome"] for h in shown["history"]] == ["cancelled"]
     unknown = checks_world.invoke("checks", "shop.nope", "1", "--cancel")
@@ -240,8 +283,12 @@ def test_status_without_checks_has_no_check_line(world: World) -> None:
     result = world.invoke("status")
     assert "deferred checks" not in result.stdout
     doc = json.loads(world.invoke("status", "--json").stdout)
-    assert doc["checks"] == {"pending": 0, "overdue": 0, "oldest_due_at": None,
-                             "oldest_lateness_s": None}  # fmt: skip
+    assert doc["checks"] == {
+        "pending": 0,
+        "overdue": 0,
+        "oldest_due_at": None,
+        "oldest_lateness_s": None,
+    }
 
 
 @pytest.fixture
@@ -263,8 +310,9 @@ def test_summary_and_overdue_on_postgresql(pg_world: World) -> None:
     doc = json.loads(pg_world.invoke("checks", "--json").stdout)
     assert (doc["pending"], doc["overdue"]) == (30, 25)
     assert {x["task"]: (x["pending"], x["overdue"]) for x in doc["tasks"]} == {
-        ORDER: (20, 16), PAYMENT: (10, 9),
-    }  # fmt: skip
+        ORDER: (20, 16),
+        PAYMENT: (10, 9),
+    }
     over = json.loads(pg_world.invoke("checks", "--overdue", "--limit", "5", "--json").stdout)
     assert [c["key"] for c in over["checks"]] == ["k00", "k01", "k02", "k03", "k04"]
     late = [c["lateness_s"] for c in over["checks"]]

@@ -107,9 +107,7 @@ def test_runs_limit_out_of_range_is_a_usage_error(world: World) -> None:
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e300"])
-def test_status_watch_interval_must_be_a_finite_number_of_seconds(
-    world: World, value: str
-) -> None:
+def test_status_watch_interval_must_be_a_finite_number_of_seconds(world: World, value: str) -> None:
     result = world.invoke("status", "--watch", value)
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--watch'" in result.stderr

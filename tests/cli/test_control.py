@@ -137,8 +137,9 @@ def _run_swapped_after_read(
         if lease is not None:
             assert synced.leases.release(schedule, lease.owner_tag)
             if start_next:
-                assert synced.leases.acquire(schedule, owner_node="node2",
-                                             owner_name="w2@node2", owner_tag="run-2").granted
+                assert synced.leases.acquire(
+                    schedule, owner_node="node2", owner_name="w2@node2", owner_tag="run-2"
+                ).granted
         return lease
 
     monkeypatch.setattr(RedisLeases, "get", get_then_swap)

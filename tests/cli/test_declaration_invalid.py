@@ -135,8 +135,10 @@ def test_a_new_schedule_with_an_invalid_declaration_is_named_and_not_stored(
     declare(world.app, {"t.a": {"period": 3600}, "t.b": {"perod": 60}})
     result = world.invoke("sync")
     assert result.exit_code == 1
-    assert "ERROR schedule 't.b', field 'perod': is not a field of a periodic schedule; " \
-        "did you mean 'period'?" in result.stderr  # fmt: skip
+    assert (
+        "ERROR schedule 't.b', field 'perod': is not a field of a periodic schedule; "
+        "did you mean 'period'?" in result.stderr
+    )
     assert "  skipped:     t.b (declaration invalid: not stored)" in result.stdout.splitlines()
     assert [s.name for s in world.store.list_schedules(include_inactive=True)] == ["t.a"]
     assert world.invoke("status").exit_code == 0
@@ -147,17 +149,24 @@ def run_dgs(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
     return subprocess.run(
         [*celery, "-A", "tests.cli.decl_proj", "dgs", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_status_in_another_process_shows_the_invalid_declaration(
     sqlite_url: str, redis_url: str
 ) -> None:
     env = {
-        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url, "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-    }  # fmt: skip
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url,
+        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }
     good = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
     assert good.returncode == 0, good.stderr
     assert "  inserted:    decl.a" in good.stdout.splitlines()
@@ -170,8 +179,10 @@ def test_status_in_another_process_shows_the_invalid_declaration(
     assert status.returncode == 1, status.stderr
     [row] = json.loads(status.stdout)["schedules"]
     assert (row["name"], row["condition"], row["reason"]) == (
-        "decl.a", "ERROR", "declaration_invalid",
-    )  # fmt: skip
+        "decl.a",
+        "ERROR",
+        "declaration_invalid",
+    )
     assert "field 'scheduling_period': must be more than zero" in row["message"]
     text = run_dgs({**env, "DECL_PERIOD": "0"}, "status")
     assert text.returncode == 1

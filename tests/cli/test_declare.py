@@ -31,14 +31,18 @@ def test_check_valid_declarations_with_a_warning(world: World) -> None:
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "OK t.a (periodic)", "OK t.b@fast (periodic)", "OK t.c (cron)",
+        "OK t.a (periodic)",
+        "OK t.b@fast (periodic)",
+        "OK t.c (cron)",
         "3 valid, 0 invalid, 3 warnings",
-    ]  # fmt: skip
+    ]
     assert "WARNING schedule 't.c', field 'cron_max_schedule_duration'" in result.stderr
     # A 5-minute period and the default 5-minute first retry: one failure is an ERROR.
-    assert ("WARNING schedule 't.b@fast', field 'scheduling_period': the retry backoff after a "
-            "failure (0:05:00, dgs_retry_backoff) is not shorter than its period (0:05:00)"
-            in result.stderr)  # fmt: skip
+    assert (
+        "WARNING schedule 't.b@fast', field 'scheduling_period': the retry backoff after a "
+        "failure (0:05:00, dgs_retry_backoff) is not shorter than its period (0:05:00)"
+        in result.stderr
+    )
 
 
 def test_check_warns_about_unsafe_celery_settings(world: World) -> None:
@@ -53,12 +57,15 @@ def test_check_warns_about_unsafe_celery_settings(world: World) -> None:
 
 
 def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
-    declare(world.app, {
-        **GOOD,
-        "t.a": {"kind": "periodic", "period": -5},
-        "t.b@slow": {"kind": "periodic", "period": 60, "cooldown": 120},
-        "t.missing": {"kind": "periodic", "period": 60},
-    })  # fmt: skip
+    declare(
+        world.app,
+        {
+            **GOOD,
+            "t.a": {"kind": "periodic", "period": -5},
+            "t.b@slow": {"kind": "periodic", "period": 60, "cooldown": 120},
+            "t.missing": {"kind": "periodic", "period": 60},
+        },
+    )
     result = world.invoke("check")
     assert result.exit_code == 1
     err = result.stderr

@@ -23,8 +23,18 @@ def test_leases_table_and_json(world: World) -> None:
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     assert lines[0].endswith("2 live runs")
-    assert lines[1].split() == ["SCHEDULE", "OWNER", "NODE", "STARTED", "PING", "AGE", "STEAL",
-                                "TOKEN", "PROGRESS", "CANCEL"]  # fmt: skip
+    assert lines[1].split() == [
+        "SCHEDULE",
+        "OWNER",
+        "NODE",
+        "STARTED",
+        "PING",
+        "AGE",
+        "STEAL",
+        "TOKEN",
+        "PROGRESS",
+        "CANCEL",
+    ]
     b, a = lines[2].split(), lines[3].split()  # oldest first
     assert b[:3] == ["t.b", "w1@node2", "node2"]
     assert "stale" in b
@@ -35,10 +45,21 @@ def test_leases_table_and_json(world: World) -> None:
     assert list(doc) == ["now", "leases", "malformed"]
     lease = doc["leases"][1]
     assert list(lease) == [
-        "schedule", "owner_name", "owner_node", "owner_tag", "started_at", "running_s",
-        "last_ping_at", "ping_age_s", "steal_state", "steal_start_at", "token", "progress",
-        "cancel_requested", "dispatch_id",
-    ]  # fmt: skip
+        "schedule",
+        "owner_name",
+        "owner_node",
+        "owner_tag",
+        "started_at",
+        "running_s",
+        "last_ping_at",
+        "ping_age_s",
+        "steal_state",
+        "steal_start_at",
+        "token",
+        "progress",
+        "cancel_requested",
+        "dispatch_id",
+    ]
     assert (lease["schedule"], lease["token"], lease["progress"]) == ("t.a", token, 0.25)
     assert lease["cancel_requested"] is True
     assert lease["steal_state"] == "none"
@@ -62,10 +83,18 @@ def test_no_leases(world: World) -> None:
 def test_steal_states_at_their_boundaries() -> None:
     t = datetime(2026, 1, 1, tzinfo=timezone.utc)
     lease = LeaseInfo(
-        schedule="s", owner_node="n", owner_name="w@n", owner_tag="x", started_at=t,
-        last_ping_at=t, steal_start_at=None, token=1, progress=None, cancel_requested=False,
+        schedule="s",
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag="x",
+        started_at=t,
+        last_ping_at=t,
+        steal_start_at=None,
+        token=1,
+        progress=None,
+        cancel_requested=False,
         dispatch_id=None,
-    )  # fmt: skip
+    )
 
     def state(lease: LeaseInfo, after: float) -> str:
         at = t + timedelta(seconds=after)
@@ -82,15 +111,20 @@ def test_runs_table_json_and_limit(world: World) -> None:
     t = now()
     world.sync(spec("t.a"), at=t - timedelta(hours=1))
     world.record("t.a", "success", t - timedelta(minutes=30), 12.5)
-    world.record("t.a", "failure", t - timedelta(minutes=20), 3, node="node2",
-                 error="RuntimeError: boom\n  at line 3")  # fmt: skip
+    world.record(
+        "t.a",
+        "failure",
+        t - timedelta(minutes=20),
+        3,
+        node="node2",
+        error="RuntimeError: boom\n  at line 3",
+    )
     world.record("t.a", "running", t - timedelta(seconds=5))
     table = world.invoke("runs", "t.a")
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     assert lines[0] == "runs of t.a, newest first (3 shown)"
-    assert lines[1].split() == ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN",
-                                "ERROR"]  # fmt: skip
+    assert lines[1].split() == ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ERROR"]
     assert [line.split()[2] for line in lines[2:]] == ["running", "failure", "success"]
     assert "w1@node2" in lines[3]
     assert "RuntimeError: boom" in lines[3]

@@ -28,8 +28,9 @@ def queue_of_four(world: World) -> None:
 
 
 def register(client: redis.Redis, slots: int) -> None:
-    info = WorkerInfo(name="celery@w1", node="w1", queues=("celery",), slots=slots,
-                      pool="prefork", pid=1)  # fmt: skip
+    info = WorkerInfo(
+        name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
+    )
     WorkerRegistry(client, KeySpace(PREFIX), ttl=600).register(info)
 
 

@@ -24,17 +24,39 @@ def tasks(app: Celery) -> None:
 
 def test_add_change_and_remove(world: World) -> None:
     tasks(world.app)
-    result = world.invoke("add", "t.scrape@a", "--period", "3600", "--args", '["https://a"]',
-                          "--kwargs", '{"depth": 2}', "--set", "tz=Europe/Paris",
-                          "--set", "cooldown=60")  # fmt: skip
+    result = world.invoke(
+        "add",
+        "t.scrape@a",
+        "--period",
+        "3600",
+        "--args",
+        '["https://a"]',
+        "--kwargs",
+        '{"depth": 2}',
+        "--set",
+        "tz=Europe/Paris",
+        "--set",
+        "cooldown=60",
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == "inserted runtime schedule t.scrape@a\n"
     spec = world.store.get("t.scrape@a").spec
     assert isinstance(spec, PeriodicSpec)
     assert (spec.args, spec.kwargs, spec.tz) == (("https://a",), {"depth": 2}, "Europe/Paris")
-    again = world.invoke("add", "t.scrape@a", "--period", "3600", "--args", '["https://a"]',
-                         "--kwargs", '{"depth": 2}', "--set", "tz=Europe/Paris",
-                         "--set", "cooldown=60")  # fmt: skip
+    again = world.invoke(
+        "add",
+        "t.scrape@a",
+        "--period",
+        "3600",
+        "--args",
+        '["https://a"]',
+        "--kwargs",
+        '{"depth": 2}',
+        "--set",
+        "tz=Europe/Paris",
+        "--set",
+        "cooldown=60",
+    )
     assert again.stdout == "runtime schedule t.scrape@a unchanged: nothing written\n"
     cron = world.invoke("add", "t.scrape@a", "--cron", "0 * * * *", "--within", "600")
     assert cron.stdout == "updated runtime schedule t.scrape@a\n"
@@ -76,11 +98,13 @@ def test_import_reports_rows_and_applies_the_good_ones(world: World, tmp_path: P
     result = world.invoke("import", str(path))
     assert result.exit_code == 1
     errors = result.stderr.splitlines()
-    assert errors[0].startswith(f"ERROR {path}: line 2: schedule 't.scrape@b', field "
-                                "'scheduling_period'")  # fmt: skip
+    assert errors[0].startswith(
+        f"ERROR {path}: line 2: schedule 't.scrape@b', field 'scheduling_period'"
+    )
     assert errors[1].startswith(f"ERROR {path}: line 3: schedule 't.code', field 'owner'")
-    assert result.stdout == (f"imported {path}: 2 inserted, 0 updated, 0 reactivated, "
-                             "0 unchanged, 2 rows not applied\n")  # fmt: skip
+    assert result.stdout == (
+        f"imported {path}: 2 inserted, 0 updated, 0 reactivated, 0 unchanged, 2 rows not applied\n"
+    )
     again = world.invoke("import", str(path))
     assert "0 inserted, 0 updated, 0 reactivated, 2 unchanged" in again.stdout
 

@@ -15,14 +15,16 @@ from tests.cli.conftest import World
 from tests.cli.test_declare import declare
 
 TWO = {
-    "seed": 3, "horizon": 1000, "warmup": 0, "warm_start": False, "slots": 1,
+    "seed": 3,
+    "horizon": 1000,
+    "warmup": 0,
+    "warm_start": False,
+    "slots": 1,
     "schedules": [
-        {"task": "a", "period": 100, "cooldown_duration": 20, "duration": 30,
-         "duration_sigma": 0},
-        {"task": "b", "period": 100, "cooldown_duration": 20, "duration": 30,
-         "duration_sigma": 0},
+        {"task": "a", "period": 100, "cooldown_duration": 20, "duration": 30, "duration_sigma": 0},
+        {"task": "b", "period": 100, "cooldown_duration": 20, "duration": 30, "duration_sigma": 0},
     ],
-}  # fmt: skip
+}
 
 
 def write(tmp_path: Path, doc: object) -> str:
@@ -43,10 +45,25 @@ def test_workload_file_json_matches_the_hand_computed_case(tmp_path: Path) -> No
 def test_find_slots_on_a_generated_workload(tmp_path: Path) -> None:
     # 40 schedules, demand 0.9 * 4 = 3.6 slots, lognormal run times: the answer is
     # at or above the demand, and its run has no ERROR.
-    result = CliRunner().invoke(simulate, [
-        "--schedules", "40", "--slots", "4", "--load", "0.9", "--horizon", "2d",
-        "--period-min", "1h", "--period-max", "2h", "--find-slots", "--json",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        simulate,
+        [
+            "--schedules",
+            "40",
+            "--slots",
+            "4",
+            "--load",
+            "0.9",
+            "--horizon",
+            "2d",
+            "--period-min",
+            "1h",
+            "--period-max",
+            "2h",
+            "--find-slots",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["slots"] >= 4
@@ -60,20 +77,35 @@ def test_bad_workload_names_the_schedule_and_field(tmp_path: Path) -> None:
     result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, bad)])
     assert result.exit_code == 2
     assert "schedule a (schedules[0]), field 'duration'" in result.output
-    bad = {**TWO, "schedules": [{"task": "a", "period": 100, "cooldown_duration": 200,
-                                 "duration": 1}]}  # fmt: skip
+    bad = {
+        **TWO,
+        "schedules": [{"task": "a", "period": 100, "cooldown_duration": 200, "duration": 1}],
+    }
     result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, bad)])
     assert result.exit_code == 2
     assert "cooldown_duration" in result.output
 
 
 def test_declared_schedules_through_celery_dgs(world: World) -> None:
-    declare(world.app, {"t.a": {"kind": "periodic", "period": 3600},
-                        "t.b": {"kind": "periodic", "period": 600}})  # fmt: skip
+    declare(
+        world.app,
+        {"t.a": {"kind": "periodic", "period": 3600}, "t.b": {"kind": "periodic", "period": 600}},
+    )
     # 1-minute runs: with 2-minute ones (a fifth of t.b's period, sigma 0.3) a
     # long run now and then leaves t.b in ERROR for seconds, by seed.
-    result = world.invoke("simulate", "--slots", "1", "--duration", "1m", "--horizon", "1d",
-                          "--policy", "dgs", "--policy", "beat")  # fmt: skip
+    result = world.invoke(
+        "simulate",
+        "--slots",
+        "1",
+        "--duration",
+        "1m",
+        "--horizon",
+        "1d",
+        "--policy",
+        "dgs",
+        "--policy",
+        "beat",
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("2 schedules, 1 slots, load 0.12")
@@ -82,10 +114,20 @@ def test_declared_schedules_through_celery_dgs(world: World) -> None:
 
 def test_python_m_entry_point(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "celery_dgs.sim", "--workload", write(tmp_path, TWO),
-         "--policy", "dgs"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "celery_dgs.sim",
+            "--workload",
+            write(tmp_path, TWO),
+            "--policy",
+            "dgs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0].startswith("2 schedules, 1 slots, load 0.60")
 
@@ -93,11 +135,16 @@ def test_python_m_entry_point(tmp_path: Path) -> None:
 def test_slots_override_keeps_the_schedules_pools(tmp_path: Path) -> None:
     # --slots replaces the workers; they must still consume the pool "slow",
     # or the schedule of that pool would never run (ERROR from its deadline on).
-    doc = {**TWO, "schedules": [
-        {**TWO["schedules"][0], "pool": "slow"}, TWO["schedules"][1],  # type: ignore[index]
-    ]}  # fmt: skip
-    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, doc), "--slots", "2",
-                                           "--policy", "dgs", "--json"])  # fmt: skip
+    doc = {
+        **TWO,
+        "schedules": [
+            {**TWO["schedules"][0], "pool": "slow"},
+            TWO["schedules"][1],  # type: ignore[index]
+        ],
+    }
+    result = CliRunner().invoke(
+        simulate, ["--workload", write(tmp_path, doc), "--slots", "2", "--policy", "dgs", "--json"]
+    )
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert row["slots"] == 2
@@ -108,8 +155,23 @@ def test_slots_override_keeps_the_schedules_pools(tmp_path: Path) -> None:
 def test_share_spread_generates_mixed_shares_and_rejects_a_spread_below_one() -> None:
     # The same 60 schedules and total demand; with --share-spread 4 the run time /
     # period ratios differ (16-fold range), so the policies see another workload.
-    common = ["--schedules", "60", "--slots", "3", "--load", "1.2", "--horizon", "2d",
-              "--policy", "dgs", "--policy", "beat", "--json", "--seed", "3"]  # fmt: skip
+    common = [
+        "--schedules",
+        "60",
+        "--slots",
+        "3",
+        "--load",
+        "1.2",
+        "--horizon",
+        "2d",
+        "--policy",
+        "dgs",
+        "--policy",
+        "beat",
+        "--json",
+        "--seed",
+        "3",
+    ]
     equal = CliRunner().invoke(simulate, common)
     mixed = CliRunner().invoke(simulate, [*common, "--share-spread", "4"])
     assert equal.exit_code == mixed.exit_code == 1, (equal.output, mixed.output)  # ERROR: load 1.2

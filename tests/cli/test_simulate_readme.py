@@ -29,8 +29,9 @@ def test_readme_find_slots_example_names_the_schedule_no_slot_count_serves() -> 
     assert "needs --slots" not in result.output
     out = result.stdout
     assert out.startswith("6 schedules, demand 3.87 slots, horizon 7d")
-    assert ("no slot count keeps every schedule out of ERROR: with a slot for every schedule "
-            "(6 slots)") in out  # fmt: skip
+    assert (
+        "no slot count keeps every schedule out of ERROR: with a slot for every schedule (6 slots)"
+    ) in out
     assert "  example.scrape_bills: in ERROR" in out
     assert "(duration_at_least_period: a run takes 0:02:00, its period is 0:02:00)" in out
     assert "WARNING schedule 'example.scrape_bills' can never be served" in result.stderr
@@ -44,8 +45,11 @@ def test_help_find_slots_example_runs_without_slots() -> None:
     assert "needs --slots" not in result.output
     assert "  example.scrape_votes: in ERROR" in result.stdout
     assert wall < 60, wall
-    help_text = CliRunner().invoke(celery, ["-A", "example_project.proj", "dgs", "simulate",
-                                            "--help"]).stdout  # fmt: skip
+    help_text = (
+        CliRunner()
+        .invoke(celery, ["-A", "example_project.proj", "dgs", "simulate", "--help"])
+        .stdout
+    )
     assert "celery -A proj dgs simulate --duration 5m --find-slots" in help_text
 
 
@@ -57,11 +61,19 @@ def test_find_slots_answers_for_the_demo_with_its_run_times() -> None:
 
 
 def test_find_slots_stops_at_a_cron_that_its_blackout_keeps_in_error(world: World) -> None:
-    declare(world.app, {
-        "t.a": {"kind": "periodic", "period": 3600},
-        "t.c": {"kind": "cron", "cron": "*/5 * * * *", "within": 240, "tz": "America/New_York",
-                "blackouts": [("12:00", "13:00")]},
-    })  # fmt: skip
+    declare(
+        world.app,
+        {
+            "t.a": {"kind": "periodic", "period": 3600},
+            "t.c": {
+                "kind": "cron",
+                "cron": "*/5 * * * *",
+                "within": 240,
+                "tz": "America/New_York",
+                "blackouts": [("12:00", "13:00")],
+            },
+        },
+    )
     started = time.monotonic()
     result = world.invoke("simulate", "--duration", "10s", "--find-slots", "--horizon", "3d")
     assert result.exit_code == 1, result.output
@@ -69,11 +81,13 @@ def test_find_slots_stops_at_a_cron_that_its_blackout_keeps_in_error(world: Worl
     assert "(cron_times_in_blackout: 12 of its 288 cron times a day" in result.stdout
     assert "t.a:" not in result.stdout
     # One simulation (a slot for every schedule) answers: no search follows.
-    assert [x.split(":")[0].strip() for x in result.stderr.splitlines()
-            if x.startswith("  ")] == ["2 a slot for every schedule"]  # fmt: skip
+    assert [x.split(":")[0].strip() for x in result.stderr.splitlines() if x.startswith("  ")] == [
+        "2 a slot for every schedule"
+    ]
     assert time.monotonic() - started < 30
-    as_json = world.invoke("simulate", "--duration", "10s", "--find-slots", "--horizon", "3d",
-                           "--json")  # fmt: skip
+    as_json = world.invoke(
+        "simulate", "--duration", "10s", "--find-slots", "--horizon", "3d", "--json"
+    )
     doc = json.loads(as_json.stdout)
     assert doc["slots"] is None
     assert doc["unservable"]["t.c"]["reason"] == "cron_times_in_blackout"
@@ -84,10 +98,27 @@ def test_find_slots_first_run_is_bounded_by_the_demand() -> None:
     # 300 schedules without a cooldown at demand 2 slots: a slot for each would
     # re-run them back to back; the first run uses 4 x the demand (8 slots).
     started = time.monotonic()
-    result = CliRunner().invoke(simulate, [
-        "--schedules", "300", "--slots", "4", "--load", "0.5", "--cooldown-fraction", "0",
-        "--horizon", "1d", "--period-min", "1h", "--period-max", "2h", "--find-slots", "--json",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        simulate,
+        [
+            "--schedules",
+            "300",
+            "--slots",
+            "4",
+            "--load",
+            "0.5",
+            "--cooldown-fraction",
+            "0",
+            "--horizon",
+            "1d",
+            "--period-min",
+            "1h",
+            "--period-max",
+            "2h",
+            "--find-slots",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert "8" in doc["tried"]

@@ -27,10 +27,14 @@ def crafted(world: World) -> datetime:
     """Six schedules (period 1 h) in known conditions, registered two hours ago."""
     t = now()
     world.sync(
-        spec("t.ok"), spec("t.late"), spec("t.never"), spec("t.failed"),
-        spec("t.running"), spec("t.paused", pool="slow"),
+        spec("t.ok"),
+        spec("t.late"),
+        spec("t.never"),
+        spec("t.failed"),
+        spec("t.running"),
+        spec("t.paused", pool="slow"),
         at=t - 2 * H,
-    )  # fmt: skip
+    )
     world.record("t.ok", "success", t - 10 * M, 2.0)
     world.record("t.late", "success", t - 150 * M)  # ERROR since 90 min
     world.record("t.failed", "success", t - 30 * M)
@@ -111,8 +115,16 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
     assert [r["name"] for r in doc["schedules"]][:3] == ["t.late", "t.never", "t.failed"]
     keys = list(rows["t.ok"])
     assert all(list(r) == keys for r in rows.values()), "every row has the same keys"
-    assert keys[:8] == ["name", "task", "configuration", "kind", "pool", "condition", "reason",
-                        "message"]  # fmt: skip
+    assert keys[:8] == [
+        "name",
+        "task",
+        "configuration",
+        "kind",
+        "pool",
+        "condition",
+        "reason",
+        "message",
+    ]
     ok = rows["t.ok"]
     assert ok["condition"] == "OK"
     assert ok["reason"] == "ok"
@@ -210,8 +222,11 @@ def test_empty_store(world: World, redis_client: redis.Redis) -> None:
 
 def register(client: redis.Redis, name: str, *queues: str) -> None:
     """A live worker ``name`` (``celery@<node>``) consuming ``queues``."""
-    WorkerRegistry(client, KeySpace(PREFIX), ttl=300).register(WorkerInfo(
-        name=name, node=name.split("@")[1], queues=queues, slots=2, pool="prefork", pid=1))
+    WorkerRegistry(client, KeySpace(PREFIX), ttl=300).register(
+        WorkerInfo(
+            name=name, node=name.split("@")[1], queues=queues, slots=2, pool="prefork", pid=1
+        )
+    )
 
 
 def row_of(output: str, name: str) -> str:
@@ -241,15 +256,23 @@ def test_a_failing_schedule_says_when_it_retries(world: World, redis_client: red
     assert row_of(out, "t.flaky").split()[:3] == ["ERROR", "t.flaky", "deadline_passed"]
     assert re.fullmatch(r"in 5[89]m\d\ds", cell(out, "t.flaky", "MAY RUN"))
     assert cell(out, "t.fine", "MAY RUN") == "now"
-    assert re.search(r"^  held t\.flaky backing off: retry in 5[89]m\d\ds, failure 2 "
-                     r"\(retry step 2 of 3: 1h00m\)$", out, re.MULTILINE), out  # fmt: skip
+    assert re.search(
+        r"^  held t\.flaky backing off: retry in 5[89]m\d\ds, failure 2 "
+        r"\(retry step 2 of 3: 1h00m\)$",
+        out,
+        re.MULTILINE,
+    ), out
     assert "held t.fine" not in out
     doc = json.loads(world.invoke("status", "--json").stdout)
     rows = {r["name"]: r for r in doc["schedules"]}
     flaky, fine = rows["t.flaky"], rows["t.fine"]
     (hold,) = flaky["holds"]
     assert (hold["reason"], hold["retry_step"], hold["retry_steps"], hold["retry_delay_s"]) == (
-        "backoff", 2, 3, 3600.0)  # fmt: skip
+        "backoff",
+        2,
+        3,
+        3600.0,
+    )
     retry = datetime.fromisoformat(hold["until"])
     assert abs(retry - (t - M + H)) < timedelta(seconds=1)
     assert flaky["may_run_at"] == hold["until"]
@@ -265,12 +288,16 @@ def test_paused_and_running_schedules_have_no_run_time(world: World, crafted: da
     out = world.invoke("status").stdout
     assert cell(out, "t.paused", "MAY RUN") == "paused"
     assert cell(out, "t.running", "MAY RUN") == "running"
-    assert "  held t.paused is paused: beat dispatches it again once resumed " \
-           "(celery dgs resume t.paused)" in out
+    assert (
+        "  held t.paused is paused: beat dispatches it again once resumed "
+        "(celery dgs resume t.paused)" in out
+    )
     # No worker is registered: said once, not on each of the six schedules.
     assert out.count("no live worker is registered") == 1
-    assert "  held every schedule: no live worker is registered (and dgs_capacity is not " \
-           "set): nothing runs until one registers" in out
+    assert (
+        "  held every schedule: no live worker is registered (and dgs_capacity is not "
+        "set): nothing runs until one registers" in out
+    )
     assert cell(out, "t.ok", "MAY RUN") == "no worker"
     rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
     assert [h["reason"] for h in rows["t.paused"]["holds"]] == ["paused", "no_worker"]
@@ -281,8 +308,13 @@ def test_paused_and_running_schedules_have_no_run_time(world: World, crafted: da
 
 
 def test_schedules_no_live_worker_can_run(world: World, redis_client: redis.Redis) -> None:
-    world.sync(spec("t.slow", pool="slow"), spec("t.pinned", dont_run_on_nodes=["node1", "node2"]),
-               spec("t.half", dont_run_on_nodes=["node1"]), spec("t.fine"), at=now())  # fmt: skip
+    world.sync(
+        spec("t.slow", pool="slow"),
+        spec("t.pinned", dont_run_on_nodes=["node1", "node2"]),
+        spec("t.half", dont_run_on_nodes=["node1"]),
+        spec("t.fine"),
+        at=now(),
+    )
     register(redis_client, "w1@node1", "celery")
     register(redis_client, "w2@node2", "celery", "reports")
     result = world.invoke("status")
@@ -292,10 +324,14 @@ def test_schedules_no_live_worker_can_run(world: World, redis_client: redis.Redi
     assert cell(out, "t.pinned", "MAY RUN") == "no worker"
     assert cell(out, "t.half", "MAY RUN") == "now"
     assert cell(out, "t.fine", "MAY RUN") == "now"
-    assert "  held t.slow: no live worker consumes its pool 'slow' (live workers consume: " \
-           "celery, reports): it cannot run until one can" in out
-    assert "  held t.pinned: dont_run_on_nodes excludes every live worker of its pool " \
-           "'celery' (nodes: node1, node2): it cannot run until one can" in out
+    assert (
+        "  held t.slow: no live worker consumes its pool 'slow' (live workers consume: "
+        "celery, reports): it cannot run until one can" in out
+    )
+    assert (
+        "  held t.pinned: dont_run_on_nodes excludes every live worker of its pool "
+        "'celery' (nodes: node1, node2): it cannot run until one can" in out
+    )
     rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
     assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
     assert rows["t.slow"]["may_run_at"] is None
@@ -311,22 +347,23 @@ def test_fixed_capacity_without_workers_holds_nothing(world: World, crafted: dat
     rows = build_rows(schedules, {}, crafted, workers=[], settings=DgsSettings(capacity=4))
     # t.failed's 5-minute backoff after its failure 5 minutes ago ends a second later.
     assert sorted((r.name, h.reason) for r in rows for h in r.holds) == [
-        ("t.failed", "backoff"), ("t.paused", "paused")]  # fmt: skip
+        ("t.failed", "backoff"),
+        ("t.paused", "paused"),
+    ]
     rows = build_rows(schedules, {}, crafted, workers=[], settings=DgsSettings())
     assert all("no_worker" in [h.reason for h in r.holds] for r in rows)
 
 
-def test_a_blackout_window_is_a_hold_until_its_end(
-    world: World, redis_client: redis.Redis
-) -> None:
+def test_a_blackout_window_is_a_hold_until_its_end(world: World, redis_client: redis.Redis) -> None:
     t = now()
     window = ((t - H).strftime("%H:%M"), (t + H).strftime("%H:%M"))
     world.sync(spec("t.dark", blackout_periods=[window]), at=t - 2 * H)
     register(redis_client, "w1@node1", "celery")
     out = world.invoke("status").stdout
     assert re.fullmatch(r"in (5\dm\d\ds|1h00m)", cell(out, "t.dark", "MAY RUN"))
-    assert re.search(r"^  held t\.dark in a blackout window: it ends in (5\dm\d\ds|1h00m)$",
-                     out, re.MULTILINE), out  # fmt: skip
+    assert re.search(
+        r"^  held t\.dark in a blackout window: it ends in (5\dm\d\ds|1h00m)$", out, re.MULTILINE
+    ), out
     (row,) = json.loads(world.invoke("status", "--json").stdout)["schedules"]
     assert [h["reason"] for h in row["holds"]] == ["blackout"]
     assert row["holds"][0]["until"] == row["may_run_at"]
@@ -355,7 +392,8 @@ def test_fixed_capacity_is_shown_and_holds_nothing(world: World, crafted: dateti
     world.app.conf.dgs_capacity = 4
     out = world.invoke("status").stdout
     assert out.splitlines()[0].endswith(
-        "1 running; no live workers registered, dgs_capacity 4 slots")
+        "1 running; no live workers registered, dgs_capacity 4 slots"
+    )
     assert "no live worker is registered" not in out
     assert "no worker" not in out
     assert cell(out, "t.late", "MAY RUN") == "now"
@@ -370,10 +408,16 @@ def test_a_schedule_no_worker_can_run_takes_no_slot_in_the_projection(
     t = now()
     ten = timedelta(minutes=10)
     world.sync(spec("t.slow", pool="slow", duration_override=ten), at=t - 46 * M)
-    world.sync(spec("t.slow", pool="slow", duration_override=ten),
-               spec("t.a", duration_override=ten), at=t - 45 * M)  # fmt: skip
-    WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300).register(WorkerInfo(
-        name="w1@node1", node="node1", queues=("celery",), slots=1, pool="prefork", pid=1))
+    world.sync(
+        spec("t.slow", pool="slow", duration_override=ten),
+        spec("t.a", duration_override=ten),
+        at=t - 45 * M,
+    )
+    WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300).register(
+        WorkerInfo(
+            name="w1@node1", node="node1", queues=("celery",), slots=1, pool="prefork", pid=1
+        )
+    )
     rows = {r["name"]: r for r in json.loads(world.invoke("status", "--json").stdout)["schedules"]}
     assert [h["reason"] for h in rows["t.slow"]["holds"]] == ["no_worker"]
     assert (rows["t.a"]["condition"], rows["t.a"]["reason"]) == ("OK", "ok")
@@ -410,8 +454,9 @@ def test_the_no_worker_hold_names_its_cause(world: World) -> None:
         return {r.name: [h.message for h in r.holds] for r in rows}
 
     def worker(node: str, slots: int, *queues: str) -> WorkerInfo:
-        return WorkerInfo(name=f"celery@{node}", node=node, queues=queues, slots=slots,
-                          pool="prefork", pid=1)  # fmt: skip
+        return WorkerInfo(
+            name=f"celery@{node}", node=node, queues=queues, slots=slots, pool="prefork", pid=1
+        )
 
     assert why(worker("n1", 2, "celery"), worker("n2", 0, "celery")) == {
         "t.a": [],
@@ -421,5 +466,7 @@ def test_the_no_worker_hold_names_its_cause(world: World) -> None:
         "t.a": ["t.a: no live worker consumes its pool 'celery' (live workers consume: other)"],
         "t.b": ["t.b: no live worker consumes its pool 'celery' (live workers consume: other)"],
     }
-    assert why() == {"t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
-                     "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"]}
+    assert why() == {
+        "t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
+        "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"],
+    }

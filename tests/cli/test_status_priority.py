@@ -21,23 +21,37 @@ NOW = datetime(2026, 3, 2, 10, 12, tzinfo=timezone.utc)
 
 def test_status_shows_the_priority_and_the_class_the_elevator_moved_it_to() -> None:
     store = MemoryScheduleStore()
-    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
-             for n, p in (("top", 10), ("mid", 50), ("low", 80), ("new", 80), ("asked", 90))]
+    specs = [
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+        for n, p in (("top", 10), ("mid", 50), ("low", 80), ("new", 80), ("asked", 90))
+    ]
     store.sync(specs, NOW - timedelta(hours=5))
     # never ran: due since registration (5 h ago, many steps): moved up
     for name, ago in (("t.top", 30), ("t.mid", 30), ("t.new", 1)):
         run_id = f"r-{name}"
         started = NOW - timedelta(hours=1, minutes=ago)
-        store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w",
-                               owner_name="celery@w", owner_tag=run_id, token=1,
-                               started_at=started)  # fmt: skip
+        store.record_run_start(
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="w",
+            owner_name="celery@w",
+            owner_tag=run_id,
+            token=1,
+            started_at=started,
+        )
         store.record_run_end(run_id=run_id, outcome="success", ended_at=started)
     store.request_run("t.asked", NOW - timedelta(seconds=5))
     rows, _ = store.load_active()
     settings = DgsSettings(elevator_interval=600)
     by_name = {r.name: r for r in build_rows(rows, {}, NOW, settings=settings)}
     assert {n: r.priority for n, r in by_name.items()} == {
-        "t.top": 10, "t.mid": 50, "t.low": 80, "t.new": 80, "t.asked": 90}
+        "t.top": 10,
+        "t.mid": 50,
+        "t.low": 80,
+        "t.new": 80,
+        "t.asked": 90,
+    }
     # due classes: 0 (the run request), 10, 50, 80. t.low has waited 5 h: at the top;
     # t.new became due after the last step: still in its own class.
     effective = {n: r.effective_priority for n, r in by_name.items()}
@@ -47,8 +61,10 @@ def test_status_shows_the_priority_and_the_class_the_elevator_moved_it_to() -> N
     doc = status_row_json(by_name["t.low"], NOW)
     assert (doc["priority"], doc["effective_priority"]) == (80, 0)
     # without the elevator every due schedule stays in its class
-    plain = {r.name: r.effective_priority
-             for r in build_rows(rows, {}, NOW, settings=DgsSettings(elevator_interval=None))}
+    plain = {
+        r.name: r.effective_priority
+        for r in build_rows(rows, {}, NOW, settings=DgsSettings(elevator_interval=None))
+    }
     assert plain == {"t.top": 10, "t.mid": 50, "t.low": 80, "t.new": 80, "t.asked": 0}
 
 
@@ -57,16 +73,20 @@ def test_below_capacity_every_schedule_shows_its_own_class() -> None:
     is due: beat's classes choose nothing, so no schedule shows a moved class,
     even one due across an elevator step."""
     store = MemoryScheduleStore()
-    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
-             for n, p in (("top", 10), ("low", 80))]  # fmt: skip
+    specs = [
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+        for n, p in (("top", 10), ("low", 80))
+    ]
     store.sync(specs, NOW - timedelta(hours=1, minutes=4))  # due since 10:08: one step (10:10)
     rows, _ = store.load_active()
     settings = DgsSettings(elevator_interval=600)  # short after 300 s of waiting
     effective = {r.name: r.effective_priority for r in build_rows(rows, {}, NOW, settings=settings)}
     assert effective == {"t.top": 10, "t.low": 80}
     # Two minutes later t.low has waited 6 min: capacity is short, the elevator counts.
-    later = {r.name: r.effective_priority
-             for r in build_rows(rows, {}, NOW + timedelta(minutes=2), settings=settings)}
+    later = {
+        r.name: r.effective_priority
+        for r in build_rows(rows, {}, NOW + timedelta(minutes=2), settings=settings)
+    }
     assert later == {"t.top": 10, "t.low": 10}
 
 
@@ -76,18 +96,28 @@ def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
     as in beat, and the elevator's class shows (one step, 10:10); on two slots
     it is not."""
     store = MemoryScheduleStore()
-    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
-             for n, p in (("top", 10), ("low", 80))]  # fmt: skip
-    specs += [PeriodicSpec(task=f"t.bulk{i}", scheduling_period=timedelta(hours=20), priority=50)
-              for i in range(6)]  # fmt: skip
+    specs = [
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+        for n, p in (("top", 10), ("low", 80))
+    ]
+    specs += [
+        PeriodicSpec(task=f"t.bulk{i}", scheduling_period=timedelta(hours=20), priority=50)
+        for i in range(6)
+    ]
     store.sync(specs, NOW - timedelta(hours=1, minutes=4))  # t.top, t.low due since 10:08
     for i in range(6):  # not due for hours
         run_id = f"r-bulk{i}"
-        store.record_run_start(schedule=f"t.bulk{i}", run_id=run_id, dispatch_id=None,
-                               owner_node="w", owner_name="celery@w", owner_tag=run_id, token=1,
-                               started_at=NOW - timedelta(hours=6.5))  # fmt: skip
-        store.record_run_end(run_id=run_id, outcome="success",
-                             ended_at=NOW - timedelta(hours=0.5))  # fmt: skip
+        store.record_run_start(
+            schedule=f"t.bulk{i}",
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="w",
+            owner_name="celery@w",
+            owner_tag=run_id,
+            token=1,
+            started_at=NOW - timedelta(hours=6.5),
+        )
+        store.record_run_end(run_id=run_id, outcome="success", ended_at=NOW - timedelta(hours=0.5))
     rows, _ = store.load_active()
     settings = DgsSettings(elevator_interval=600)
 
@@ -102,19 +132,30 @@ def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
 def test_the_demand_leaves_out_what_beat_holds() -> None:
     """A paused schedule and a disabled adaptive one add no demand, as in beat."""
     store = MemoryScheduleStore()
-    specs = [PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=10))
-             for n in ("run", "paused", "disabled")]  # fmt: skip
+    specs = [
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=10))
+        for n in ("run", "paused", "disabled")
+    ]
     store.sync(specs, NOW - timedelta(hours=8))
     for name in ("t.run", "t.paused", "t.disabled"):  # each ran 6 h: 0.6 of a slot
         run_id = f"r-{name}"
-        store.record_run_start(schedule=name, run_id=run_id, dispatch_id=None, owner_node="w",
-                               owner_name="celery@w", owner_tag=run_id, token=1,
-                               started_at=NOW - timedelta(hours=7))  # fmt: skip
+        store.record_run_start(
+            schedule=name,
+            run_id=run_id,
+            dispatch_id=None,
+            owner_node="w",
+            owner_name="celery@w",
+            owner_tag=run_id,
+            token=1,
+            started_at=NOW - timedelta(hours=7),
+        )
         store.record_run_end(run_id=run_id, outcome="success", ended_at=NOW - timedelta(hours=1))
     store.set_paused("t.paused", True)
     rows, _ = store.load_active()
-    built = [replace(r, disabled_reason="3 failures in a row") if r.name == "t.disabled" else r
-             for r in build_rows(rows, {}, NOW)]  # fmt: skip
+    built = [
+        replace(r, disabled_reason="3 failures in a row") if r.name == "t.disabled" else r
+        for r in build_rows(rows, {}, NOW)
+    ]
     book = DemandBook()
     apply_projection(built, rows, {}, NOW, slots=1, book=book)
     assert book.total() == pytest.approx(0.6)

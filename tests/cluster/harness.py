@@ -22,9 +22,13 @@ class ClusterFaults(FaultCluster):
         self, tmp: Path, cluster_url: str, broker_url: str, schedules: list[str], **env: str
     ) -> None:
         super().__init__(
-            tmp, broker_url, schedules, E2E_DGS_REDIS_URL=cluster_url, E2E_REDIS_CLUSTER="1",
+            tmp,
+            broker_url,
+            schedules,
+            E2E_DGS_REDIS_URL=cluster_url,
+            E2E_REDIS_CLUSTER="1",
             **env,
-        )  # fmt: skip
+        )
         self.broker = self.redis
         self.redis = redis_from_url(cluster_url, cluster=True)
 

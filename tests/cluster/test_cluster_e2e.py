@@ -50,23 +50,38 @@ def test_sigkill_of_the_owner_worker_on_the_cluster(cluster_faults) -> None:
 
 
 def test_beat_leader_sigkill_with_a_standby_on_the_cluster(cluster_faults) -> None:
-    cluster = cluster_faults(SCHEDULES, FAULTS_SOAK_N="3", FAULTS_SOAK_RUN="1",
-                             E2E_BEAT_LEADER_TIMEOUT=str(LEADER_TIMEOUT))  # fmt: skip
+    cluster = cluster_faults(
+        SCHEDULES,
+        FAULTS_SOAK_N="3",
+        FAULTS_SOAK_RUN="1",
+        E2E_BEAT_LEADER_TIMEOUT=str(LEADER_TIMEOUT),
+    )
     cluster.start_worker("w1", "node1")
     cluster.start_worker("w2", "node2")
     beat1 = cluster.start_beat("beat1")
     wait_for(lambda: cluster.leader_pid() == beat1.pid, 40, "beat1 to lead")
     beat2 = cluster.start_beat("beat2")
-    wait_for(lambda: {e["schedule"] for e in cluster.starts()} >= set(SCHEDULES), 40,
-             "every schedule to run under beat1")  # fmt: skip
+    wait_for(
+        lambda: {e["schedule"] for e in cluster.starts()} >= set(SCHEDULES),
+        40,
+        "every schedule to run under beat1",
+    )
     fault = cluster.history.fault("beat_sigkill", pids=[beat1.pid])
     beat1.send_signal(signal.SIGKILL)
     wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
     took = time.monotonic() - fault["t"]
-    wait_for(lambda: {e["schedule"] for e in cluster.starts() if e["t"] > fault["t"] + took}
-             >= set(SCHEDULES), 30, "every schedule to run under beat2")  # fmt: skip
-    gaps = {s: min(e["t"] for e in cluster.starts(s) if e["t"] > fault["t"]) - fault["t"]
-            for s in SCHEDULES}  # fmt: skip
+    wait_for(
+        lambda: (
+            {e["schedule"] for e in cluster.starts() if e["t"] > fault["t"] + took}
+            >= set(SCHEDULES)
+        ),
+        30,
+        "every schedule to run under beat2",
+    )
+    gaps = {
+        s: min(e["t"] for e in cluster.starts(s) if e["t"] > fault["t"]) - fault["t"]
+        for s in SCHEDULES
+    }
     print(
         f"cluster: standby beat leads after {took:.2f}s; first run of each schedule after "
         + ", ".join(f"{s} {g:.2f}s" for s, g in gaps.items())

@@ -22,9 +22,15 @@ def fake_server(tmp_path: Path, stderr: str) -> Path:
 def test_a_binary_without_cluster_mode_is_told_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DGS_REDIS_SERVER", str(fake_server(
-        tmp_path, ">>> 'cluster-enabled \"yes\"' Bad directive or wrong number of arguments",
-    )))  # fmt: skip
+    monkeypatch.setenv(
+        "DGS_REDIS_SERVER",
+        str(
+            fake_server(
+                tmp_path,
+                ">>> 'cluster-enabled \"yes\"' Bad directive or wrong number of arguments",
+            )
+        ),
+    )
     with pytest.raises(ClusterModeUnsupported, match="does not run in cluster mode"):
         RedisClusterProcesses(tmp_path / "data").start()
 

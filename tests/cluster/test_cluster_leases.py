@@ -28,11 +28,18 @@ pytestmark = pytest.mark.redis_ha
 
 
 def cluster_settings(url: str, sqlite_url: str, **more: object) -> DgsSettings:
-    return DgsSettings.from_conf({
-        "dgs_redis_url": url, "dgs_database_url": sqlite_url, "dgs_key_prefix": "app",
-        "dgs_redis_cluster": True, "dgs_redis_cluster_hash_tag": True,
-        "dgs_ping_interval": 1, "dgs_ping_timeout": 5, **more,
-    })  # fmt: skip
+    return DgsSettings.from_conf(
+        {
+            "dgs_redis_url": url,
+            "dgs_database_url": sqlite_url,
+            "dgs_key_prefix": "app",
+            "dgs_redis_cluster": True,
+            "dgs_redis_cluster_hash_tag": True,
+            "dgs_ping_interval": 1,
+            "dgs_ping_timeout": 5,
+            **more,
+        }
+    )
 
 
 def keys_by_node(cluster: RedisClusterProcesses) -> dict[int, set[str]]:
@@ -70,28 +77,35 @@ def test_a_lease_round_trip_through_the_runtime_on_the_cluster(
     assert elected.token is not None
     fence = LeaderFence(owner_tag="B", token=elected.token)
     # more than ADD_CHUNK records: a pipeline of EVALs, one per chunk
-    many = [DispatchRecord(schedule=f"m{i}", dispatch_id="d", worker="other@h")
-            for i in range(ADD_CHUNK + 1)]  # fmt: skip
+    many = [
+        DispatchRecord(schedule=f"m{i}", dispatch_id="d", worker="other@h")
+        for i in range(ADD_CHUNK + 1)
+    ]
     assert rt.dispatches.add_many(many, ttl=0.001, fence=fence) is not None
     # the sweep builds the record keys from their prefix inside the script
     expired = wait_for(lambda: rt.dispatches.expired(), timeout=5)
     assert len(expired) == ADD_CHUNK + 1
     assert all(rt.dispatches.take_back(r.schedule, "d") for r in expired[:3])
     # one record: one script call
-    assert rt.dispatches.add_many(
-        [DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER.name)], ttl=5, fence=fence
-    ) is not None  # fmt: skip
+    assert (
+        rt.dispatches.add_many(
+            [DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER.name)], ttl=5, fence=fence
+        )
+        is not None
+    )
     rt.registry.register(WORKER)  # a MULTI/EXEC pipeline
     assert [w.name for w in rt.registry.live_workers()] == [WORKER.name]
     assert rt.dispatches.current("s") is not None
-    granted = rt.leases.acquire("s", owner_node="h", owner_name=WORKER.name, owner_tag="A",
-                                dispatch_id="d")  # fmt: skip
+    granted = rt.leases.acquire(
+        "s", owner_node="h", owner_name=WORKER.name, owner_tag="A", dispatch_id="d"
+    )
     assert granted.granted
     assert granted.token == 1
     assert "s" not in rt.dispatches.pending_names(), "the acquire consumed the record"
     # a leaving worker's give-back: a pipeline of HGETALLs, then take-backs
-    rt.dispatches.add_many([DispatchRecord(schedule="g", dispatch_id="d", worker=WORKER.name)],
-                           ttl=5, fence=fence)  # fmt: skip
+    rt.dispatches.add_many(
+        [DispatchRecord(schedule="g", dispatch_id="d", worker=WORKER.name)], ttl=5, fence=fence
+    )
     assert give_back_dispatches(rt.dispatches, WORKER.name) == ["g"]
     assert rt.leases.ping("s", "A", progress=0.5).status is PingStatus.OK
     assert rt.leases.request_cancel("s", owner_tag="A").requested
@@ -103,8 +117,13 @@ def test_a_lease_round_trip_through_the_runtime_on_the_cluster(
     # every key in the slot of the tag, all of them on the one node serving it
     by_node = keys_by_node(redis_cluster)
     written = set().union(*by_node.values())
-    assert {"{app}:lease:s", "{app}:token:s", "{app}:leases", "{app}:workers",
-            f"{{app}}:worker:{WORKER.name}"} <= written  # fmt: skip
+    assert {
+        "{app}:lease:s",
+        "{app}:token:s",
+        "{app}:leases",
+        "{app}:workers",
+        f"{{app}}:worker:{WORKER.name}",
+    } <= written
     assert {key_slot(k.encode()) for k in written} == {key_slot(b"app")}
     assert sorted(len(keys) > 0 for keys in by_node.values()) == [False, False, True]
     assert rt.leases.release("s", "A")
@@ -173,7 +192,8 @@ def test_the_shard_of_the_tag_restarted_empty_holds_new_grants_for_the_restart_g
 
 def _acquire_or_none(rt: Runtime, tag: str, *, min_token: int) -> object:
     try:
-        return rt.leases.acquire("s", owner_node="h", owner_name="w", owner_tag=tag,
-                                 min_token=min_token)  # fmt: skip
+        return rt.leases.acquire(
+            "s", owner_node="h", owner_name="w", owner_tag=tag, min_token=min_token
+        )
     except LeaseError:
         return None

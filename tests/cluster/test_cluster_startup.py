@@ -33,8 +33,9 @@ def app_with(broker: str, **conf: Any) -> tuple[Any, DGS]:
 def test_a_worker_checks_the_cluster_before_it_starts(
     cluster_url: str, redis_url: str, sqlite_url: str
 ) -> None:
-    app, dgs = app_with(redis_url, dgs_redis_url=cluster_url, dgs_database_url=sqlite_url,
-                        **CLUSTER_CONF)  # fmt: skip
+    app, dgs = app_with(
+        redis_url, dgs_redis_url=cluster_url, dgs_database_url=sqlite_url, **CLUSTER_CONF
+    )
     rt = check_before_start(app, dgs)
     assert rt.redis_url == cluster_url
     rt.close()
@@ -44,8 +45,9 @@ def test_a_worker_checks_the_cluster_before_it_starts(
 def test_a_worker_refuses_the_cluster_setting_on_a_server_without_cluster_mode(
     redis_url: str, sqlite_url: str
 ) -> None:
-    app, dgs = app_with(redis_url, dgs_redis_url=redis_url, dgs_database_url=sqlite_url,
-                        **CLUSTER_CONF)  # fmt: skip
+    app, dgs = app_with(
+        redis_url, dgs_redis_url=redis_url, dgs_database_url=sqlite_url, **CLUSTER_CONF
+    )
     with pytest.raises(StartRefused) as refused:
         check_before_start(app, dgs)
     assert str(refused.value) == (
@@ -59,8 +61,9 @@ def test_an_unreachable_cluster_only_warns(
     redis_url: str, sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     nowhere = f"redis://127.0.0.1:{free_port()}"
-    app, dgs = app_with(redis_url, dgs_redis_url=nowhere, dgs_database_url=sqlite_url,
-                        **CLUSTER_CONF)  # fmt: skip
+    app, dgs = app_with(
+        redis_url, dgs_redis_url=nowhere, dgs_database_url=sqlite_url, **CLUSTER_CONF
+    )
     with caplog.at_level(logging.WARNING, logger="celery_dgs"):
         rt = check_before_start(app, dgs)
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -76,9 +79,12 @@ def test_beat_with_the_cluster_setting_on_a_plain_server_exits_after_one_line(
 ) -> None:
     conf = {"dgs_redis_url": redis_url, **CLUSTER_CONF}
     cluster = type("StartupCluster", (Cluster,), {"app_module": "tests.e2e.robust_proj"})(
-        tmp_path, redis_url, ["marker"], E2E_MARKER=str(tmp_path / "marker"),
+        tmp_path,
+        redis_url,
+        ["marker"],
+        E2E_MARKER=str(tmp_path / "marker"),
         E2E_EXTRA_CONF=json.dumps(conf),
-    )  # fmt: skip
+    )
     try:
         beat = cluster.start_beat()
         assert exit_status(beat) == EX_CONFIG

@@ -45,9 +45,16 @@ def test_ladder_steps() -> None:
 
 @pytest.mark.parametrize(
     ("index", "eventful", "after"),
-    [(4, True, 2), (4, False, 5), (4, None, 4), (1, True, 0), (0, True, 0), (10, False, 10),
-     (9, False, 10)],
-)  # fmt: skip
+    [
+        (4, True, 2),
+        (4, False, 5),
+        (4, None, 4),
+        (1, True, 0),
+        (0, True, 0),
+        (10, False, 10),
+        (9, False, 10),
+    ],
+)
 def test_next_index_moves_and_clamps(index: int, eventful: bool | None, after: int) -> None:
     assert next_index(index, eventful) == after
 
@@ -85,8 +92,13 @@ def test_start_times_use_the_target_and_the_usual_margin() -> None:
     clock = FakeClock(utc(2026, 1, 1))
     spec = adaptive(interval_unit=timedelta(hours=1))
     start = clock.now()
-    stats = after_good_run(spec, record_success(ScheduleStats(registered_at=start), start,
-                                                start + 10 * S), start, False, 3)  # fmt: skip
+    stats = after_good_run(
+        spec,
+        record_success(ScheduleStats(registered_at=start), start, start + 10 * S),
+        start,
+        False,
+        3,
+    )
     times = start_times(spec, stats, clock.now())
     goal = stats.next_target_at
     assert goal is not None
@@ -118,8 +130,9 @@ def test_failure_retries_after_the_minimal_interval_and_disables_at_max() -> Non
     clock = FakeClock(utc(2026, 1, 1))
     spec = adaptive(interval_unit=timedelta(minutes=1), max_failures=3)
     start = clock.now()
-    stats = after_good_run(spec, record_success(ScheduleStats(registered_at=start), start,
-                                                start + S), start, True, 1)  # fmt: skip
+    stats = after_good_run(
+        spec, record_success(ScheduleStats(registered_at=start), start, start + S), start, True, 1
+    )
     goal = stats.next_target_at
     for failures in (1, 2, 3):
         clock.advance(90)
@@ -139,8 +152,9 @@ def test_failure_retries_after_the_minimal_interval_and_disables_at_max() -> Non
 def test_upstream_change_after_the_last_good_run_pulls_the_deadline_in() -> None:
     spec = adaptive(interval_unit=DAY, initial_interval_index=8)
     start = utc(2026, 1, 1)
-    stats = after_good_run(spec, record_success(ScheduleStats(registered_at=start), start,
-                                                start + S), start, None, 1)  # fmt: skip
+    stats = after_good_run(
+        spec, record_success(ScheduleStats(registered_at=start), start, start + S), start, None, 1
+    )
     now = utc(2026, 1, 3)
     assert target(spec, stats, start) > utc(2026, 6, 1)  # 256 days
     older = ScheduleStats(**{**_fields(stats), "upstream_modified_at": start - DAY})
@@ -158,9 +172,13 @@ def _fields(stats: ScheduleStats) -> dict[str, Any]:
 def test_spec_validation_names_the_field_and_round_trips() -> None:
     spec = make_spec("adaptive", task="scrape", interval_unit=60, initial_interval_index=2)
     assert spec_from_dict(spec.to_dict()) == spec
-    for field, value in [("initial_interval_index", 11), ("initial_interval_index", True),
-                         ("max_failures", 0), ("interval_unit", -1),
-                         ("interval_unit", timedelta(days=10))]:  # fmt: skip
+    for field, value in [
+        ("initial_interval_index", 11),
+        ("initial_interval_index", True),
+        ("max_failures", 0),
+        ("interval_unit", -1),
+        ("interval_unit", timedelta(days=10)),
+    ]:
         with pytest.raises(ScheduleConfigError) as info:
             make_spec("adaptive", task="scrape", **{field: value})
         assert info.value.field == field

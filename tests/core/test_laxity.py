@@ -109,10 +109,21 @@ def test_late_schedules_come_first_in_restore_order() -> None:
     # request: operator run request (should_start_by far in the past): first of all.
     # Old rule (late from should_start_by): request, at_risk (990), late_short,
     # late_long, urgent, relaxed. New: at_risk stays in laxity order, after urgent.
-    runs = {"late_long": 100.0, "late_short": 10.0, "at_risk": 1.0, "urgent": 1.0,
-            "relaxed": 1.0, "request": 500.0}  # fmt: skip
-    margins = {"late_long": 16.0, "late_short": 16.0, "at_risk": 80.0, "urgent": 16.0,
-               "relaxed": 16.0}  # fmt: skip
+    runs = {
+        "late_long": 100.0,
+        "late_short": 10.0,
+        "at_risk": 1.0,
+        "urgent": 1.0,
+        "relaxed": 1.0,
+        "request": 500.0,
+    }
+    margins = {
+        "late_long": 16.0,
+        "late_short": 16.0,
+        "at_risk": 80.0,
+        "urgent": 16.0,
+        "relaxed": 16.0,
+    }
     index = make(margins, floor=48.0, runs=runs, aging=10.0)
     index.upsert("late_long", 0, 900)
     index.upsert("late_short", 0, 950)
@@ -123,8 +134,13 @@ def test_late_schedules_come_first_in_restore_order() -> None:
     assert index.ready_count(1000) == 6
     assert index.late_count(1000) == 3  # request, late_short, late_long
     assert drain(index, 1000) == [
-        "request", "late_short", "late_long", "urgent", "at_risk", "relaxed"
-    ]  # fmt: skip
+        "request",
+        "late_short",
+        "late_long",
+        "urgent",
+        "at_risk",
+        "relaxed",
+    ]
 
 
 def test_late_aging_matches_restoring_index() -> None:

@@ -262,8 +262,9 @@ def test_demand_period_of_each_kind() -> None:
     stats = ScheduleStats()
     periodic = PeriodicSpec(task="t", scheduling_period=timedelta(hours=2))
     assert demand_period_s(periodic, stats) == 7200.0
-    cron = CronSpec(task="t", cron_schedule="0 * * * *",
-                    cron_max_schedule_duration=timedelta(minutes=10))  # fmt: skip
+    cron = CronSpec(
+        task="t", cron_schedule="0 * * * *", cron_max_schedule_duration=timedelta(minutes=10)
+    )
     assert demand_period_s(cron, stats) == 4200.0
     adaptive = AdaptiveSpec(task="t", interval_unit=timedelta(hours=1))
     assert demand_period_s(adaptive, stats) > 0

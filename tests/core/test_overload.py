@@ -81,8 +81,14 @@ def test_setting_validation() -> None:
 
 
 def test_restore_serves_late_ones_shortest_first_then_on_time_in_deadline_order() -> None:
-    runs = {"late_long": 300.0, "late_short": 10.0, "late_mid": 60.0, "due_soon": 1.0,
-            "early": 1.0, "request": 500.0}  # fmt: skip
+    runs = {
+        "late_long": 300.0,
+        "late_short": 10.0,
+        "late_mid": 60.0,
+        "due_soon": 1.0,
+        "early": 1.0,
+        "request": 500.0,
+    }
     index = RestoringIndex(runs.__getitem__, aging=10)
     index.upsert("late_long", 0, 50)  # key 50 + 3000
     index.upsert("late_short", 0, 90)  # key 90 + 100
@@ -91,8 +97,14 @@ def test_restore_serves_late_ones_shortest_first_then_on_time_in_deadline_order(
     index.upsert("early", 0, 5000)
     index.upsert("request", 100, 100 - RUN_REQUEST_PRIORITY_S)
     assert index.late_count(100) == 4  # the request is in the late heap, first by far
-    assert drain(index, 100) == ["request", "late_short", "late_mid", "late_long", "due_soon",
-                                 "early"]  # fmt: skip
+    assert drain(index, 100) == [
+        "request",
+        "late_short",
+        "late_mid",
+        "late_long",
+        "due_soon",
+        "early",
+    ]
 
 
 def test_restore_ages_a_long_late_schedule_before_later_short_ones() -> None:

@@ -20,8 +20,7 @@ from celery_dgs.errors import ScheduleConfigError
 
 
 def index(classes: dict[str, int], interval: float | None = None, **kw: object) -> PriorityIndex:
-    return PriorityIndex(DeadlineIndex(), classes.__getitem__, elevator_interval_s=interval,
-                         **kw)  # type: ignore[arg-type]  # fmt: skip
+    return PriorityIndex(DeadlineIndex(), classes.__getitem__, elevator_interval_s=interval, **kw)  # type: ignore[arg-type]
 
 
 def drain(ix: DeadlineIndex, now: float) -> list[str]:
@@ -39,16 +38,21 @@ def test_priority_is_a_validated_spec_field_kept_in_the_json_form() -> None:
     plain = PeriodicSpec(task="t", scheduling_period=timedelta(hours=1))
     assert plain.priority == DEFAULT_PRIORITY
     assert "priority" not in plain.to_dict()  # specs stored before keep their JSON
-    cron = CronSpec(task="c", cron_schedule="0 * * * *", priority=0,
-                    cron_max_schedule_duration=timedelta(minutes=5))  # fmt: skip
+    cron = CronSpec(
+        task="c",
+        cron_schedule="0 * * * *",
+        priority=0,
+        cron_max_schedule_duration=timedelta(minutes=5),
+    )
     assert spec_from_dict(cron.to_dict()).priority == 0
 
 
 @pytest.mark.parametrize("bad", [-1, 100, 2.0, "5", True, None])
 def test_a_bad_priority_names_the_schedule_and_the_field(bad: object) -> None:
     with pytest.raises(ScheduleConfigError) as err:
-        PeriodicSpec(task="t", configuration="c", scheduling_period=timedelta(hours=1),
-                     priority=bad)  # type: ignore[arg-type]  # fmt: skip
+        PeriodicSpec(
+            task="t", configuration="c", scheduling_period=timedelta(hours=1), priority=bad
+        )  # type: ignore[arg-type]
     assert err.value.schedule == "t@c"
     assert err.value.field == "priority"
     assert "0" in str(err.value)
@@ -65,16 +69,19 @@ def test_one_class_changes_nothing() -> None:
     margins = {n: rng.uniform(1, 300) for n, _, _ in entries}
 
     def build() -> DeadlineIndex:
-        return make_index("restore", expected_s=expected_s.__getitem__,
-                          margin_s=margins.__getitem__, laxity_floor_s=60.0)  # fmt: skip
+        return make_index(
+            "restore",
+            expected_s=expected_s.__getitem__,
+            margin_s=margins.__getitem__,
+            laxity_floor_s=60.0,
+        )
 
     # a second class, eligible only after the test: the classed index takes its
     # general path (not the shortcut for one class) and must still agree
     entries.append(("later", 1e6, 1e6))
     expected_s["later"], margins["later"] = 1.0, 1.0
     plain = build()
-    classed = PriorityIndex(build(), lambda n: 90 if n == "later" else 50,
-                            elevator_interval_s=60)  # fmt: skip
+    classed = PriorityIndex(build(), lambda n: 90 if n == "later" else 50, elevator_interval_s=60)
     for ix in (plain, classed):
         ix.upsert_many(entries)
     for now in (100.0, 400.0, 700.0, 2000.0):
@@ -162,8 +169,13 @@ def test_the_top_class_leads_only_while_capacity_is_short() -> None:
     get no lead."""
 
     def build(low_should: float) -> PriorityIndex:
-        ix = index({"top": 20, "top2": 20, "mid": 50, "low": 80}, lead_s=lambda n: 50.0,
-                   lead_top_only=True, lead_when_short=True, short_when_waited_s=100.0)  # fmt: skip
+        ix = index(
+            {"top": 20, "top2": 20, "mid": 50, "low": 80},
+            lead_s=lambda n: 50.0,
+            lead_top_only=True,
+            lead_when_short=True,
+            short_when_waited_s=100.0,
+        )
         ix.upsert("top", 0, 200)
         ix.upsert("top2", 0, 5000)
         ix.upsert("mid", 0, 190)
@@ -262,8 +274,9 @@ def test_heaps_stay_bounded_under_churn() -> None:
 def gated(classes: dict[str, int], **kw: object) -> PriorityIndex:
     """Classes order due work only while capacity is short: a due schedule has
     waited 100 s, or did less than 500 s ago."""
-    return index(classes, classes_when_short=True, short_when_waited_s=100.0,
-                 short_hold_s=500.0, **kw)  # fmt: skip
+    return index(
+        classes, classes_when_short=True, short_when_waited_s=100.0, short_hold_s=500.0, **kw
+    )
 
 
 def test_below_capacity_the_classes_change_no_choice() -> None:
@@ -323,8 +336,15 @@ def test_an_overload_puts_the_classes_in_charge_before_any_long_wait() -> None:
     assert ix.peek(650) == "low"  # past it: main's order again
 
 
-@pytest.mark.parametrize(("demand", "slots", "exceeds"), [
-    (10.5, 10, True), (10.0, 10, False), (0.5, 1, False), (3.0, None, False), (3.0, 0, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("demand", "slots", "exceeds"),
+    [
+        (10.5, 10, True),
+        (10.0, 10, False),
+        (0.5, 1, False),
+        (3.0, None, False),
+        (3.0, 0, False),
+    ],
+)
 def test_demand_exceeds_the_live_slots(demand: float, slots: int | None, exceeds: bool) -> None:
     assert demand_exceeds(demand, slots) is exceeds

@@ -46,8 +46,15 @@ def test_with_the_look_ahead_the_held_long_run_leaves_its_slot_to_the_short_one(
     plain = project_starts(waiting, busy_until=[6 * hour], free_slots=1, now=0.0)
     assert plain["hourly"] == 6 * hour  # behind both weekly runs: projected late
     held_now: set[str] = set()
-    held = project_starts(waiting, busy_until=[6 * hour], free_slots=1, now=0.0,
-                          lookahead=book, busy_run_s=[12 * hour], held_now=held_now)  # fmt: skip
+    held = project_starts(
+        waiting,
+        busy_until=[6 * hour],
+        free_slots=1,
+        now=0.0,
+        lookahead=book,
+        busy_run_s=[12 * hour],
+        held_now=held_now,
+    )
     assert held["hourly"] == 1500.0
     assert held["weekly2"] == 6 * hour  # when the first weekly run ends
     assert held_now == {"weekly2"}  # status shows it held by the look-ahead

@@ -18,8 +18,13 @@ def test_cron_times_inside_a_blackout_are_in_error_about_56_minutes_a_day() -> N
     # The demo's former cron: every 5 minutes, 4 minutes to finish, no run over lunch
     # in New York. The 12:00 deadline passes at 12:04 and the next run can only
     # start at 13:00.
-    spec = cron("*/5 * * * *", task="example.nightly_report", tz="America/New_York",
-                cron_max_schedule_duration=4 * M, blackout_periods=LUNCH)  # fmt: skip
+    spec = cron(
+        "*/5 * * * *",
+        task="example.nightly_report",
+        tz="America/New_York",
+        cron_max_schedule_duration=4 * M,
+        blackout_periods=LUNCH,
+    )
     problem = never_servable(spec, NOW, duration=timedelta(seconds=10))
     assert problem is not None
     assert problem.reason == "cron_times_in_blackout"
@@ -35,8 +40,12 @@ def test_cron_times_inside_a_blackout_are_in_error_about_56_minutes_a_day() -> N
 def test_the_cron_figures_do_not_depend_on_the_time_of_day_they_are_computed_at(
     hour_utc: float,
 ) -> None:
-    spec = cron("*/5 * * * *", tz="America/New_York", cron_max_schedule_duration=4 * M,
-                blackout_periods=LUNCH)  # fmt: skip
+    spec = cron(
+        "*/5 * * * *",
+        tz="America/New_York",
+        cron_max_schedule_duration=4 * M,
+        blackout_periods=LUNCH,
+    )
     start = utc(2026, 11, 24) + timedelta(hours=hour_utc)
     problem = never_servable(spec, start)
     assert problem is not None
@@ -45,8 +54,12 @@ def test_the_cron_figures_do_not_depend_on_the_time_of_day_they_are_computed_at(
 
 
 def test_cron_that_skips_its_blackout_is_servable() -> None:
-    spec = cron("*/5 0-11,13-23 * * *", tz="America/New_York",
-                cron_max_schedule_duration=4 * M, blackout_periods=LUNCH)  # fmt: skip
+    spec = cron(
+        "*/5 0-11,13-23 * * *",
+        tz="America/New_York",
+        cron_max_schedule_duration=4 * M,
+        blackout_periods=LUNCH,
+    )
     assert never_servable(spec, NOW, duration=timedelta(seconds=10)) is None
     assert never_servable(cron(), NOW) is None
 
@@ -76,8 +89,9 @@ def test_periodic_run_as_long_as_its_period_and_a_run_that_fits_no_gap() -> None
     problem = never_servable(periodic(scheduling_period=2 * M, duration_override=2 * M), NOW)
     assert problem is not None
     assert problem.reason == "duration_at_least_period"
-    gaps = periodic(scheduling_period=24 * H, blackout_periods=[("00:00", "12:00"),
-                                                                 ("13:00", "23:59")])  # fmt: skip
+    gaps = periodic(
+        scheduling_period=24 * H, blackout_periods=[("00:00", "12:00"), ("13:00", "23:59")]
+    )
     problem = never_servable(gaps, NOW, duration=2 * H)
     assert problem is not None
     assert problem.reason == "no_gap_fits_a_run"
@@ -85,8 +99,9 @@ def test_periodic_run_as_long_as_its_period_and_a_run_that_fits_no_gap() -> None
 
 @pytest.mark.parametrize("cooldown", [None, timedelta(0)])
 def test_advice_names_a_periodic_schedule_without_cooldown(cooldown: timedelta | None) -> None:
-    spec = periodic(scheduling_period=H, **({} if cooldown is None else
-                                             {"cooldown_duration": cooldown}))  # fmt: skip
+    spec = periodic(
+        scheduling_period=H, **({} if cooldown is None else {"cooldown_duration": cooldown})
+    )
     (message,) = schedule_advice(spec, NOW)
     assert message.startswith("schedule 'scrape', field 'cooldown_duration': no cooldown")
     assert schedule_advice(periodic(scheduling_period=H, cooldown_duration=M), NOW) == []

@@ -208,11 +208,17 @@ def test_recorders_keep_every_field_they_do_not_set() -> None:
             values[f.name] = t + timedelta(hours=i)
     stats = ScheduleStats(**values)
     started = record_start(stats, t + timedelta(days=1))
-    changed = {f.name for f in dataclasses.fields(ScheduleStats)
-               if getattr(started, f.name) != getattr(stats, f.name)}  # fmt: skip
+    changed = {
+        f.name
+        for f in dataclasses.fields(ScheduleStats)
+        if getattr(started, f.name) != getattr(stats, f.name)
+    }
     assert changed == {"last_start_at"}
     done = record_success(stats, t + timedelta(days=1), t + timedelta(days=1, seconds=5))
-    kept = {f.name for f in dataclasses.fields(ScheduleStats)
-            if getattr(done, f.name) == getattr(stats, f.name)}  # fmt: skip
+    kept = {
+        f.name
+        for f in dataclasses.fields(ScheduleStats)
+        if getattr(done, f.name) == getattr(stats, f.name)
+    }
     # The adaptive fields are the store's to change (celery_dgs.core.adaptive).
     assert kept == {"registered_at", "interval_index", "next_target_at", "upstream_modified_at"}

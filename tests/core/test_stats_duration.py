@@ -20,8 +20,9 @@ def test_a_forward_step_of_the_wall_clock_does_not_lengthen_the_average() -> Non
 
 def test_a_backward_step_does_not_make_the_run_last_zero_seconds() -> None:
     previous = record_success(ScheduleStats(), T0, T0 + TEN)
-    stats = record_success(previous, T0 + timedelta(minutes=5),
-                           T0 + timedelta(minutes=5, seconds=-20), duration=TEN)  # fmt: skip
+    stats = record_success(
+        previous, T0 + timedelta(minutes=5), T0 + timedelta(minutes=5, seconds=-20), duration=TEN
+    )
     assert stats.average_good_duration == TEN
     assert stats.duration_deviation == timedelta(0)
 

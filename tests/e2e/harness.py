@@ -54,8 +54,11 @@ class Cluster:
         with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", self.app_module, *args],
-                cwd=ROOT, env={**self.env, "E2E_NODE": node}, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=ROOT,
+                env={**self.env, "E2E_NODE": node},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.procs[key] = proc
         return proc
@@ -65,10 +68,24 @@ class Cluster:
     ) -> subprocess.Popen[bytes]:
         """A worker; returns once it registered (or, with ``E2E_WORKER_REGISTER=0``,
         once it logged that it is ready)."""
-        proc = self._start(name, [
-            "worker", "-n", f"{name}@{node}", "-P", pool, "-c", str(concurrency), "-l", "INFO",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ], node=node)  # fmt: skip
+        proc = self._start(
+            name,
+            [
+                "worker",
+                "-n",
+                f"{name}@{node}",
+                "-P",
+                pool,
+                "-c",
+                str(concurrency),
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            node=node,
+        )
         if self.env.get("E2E_WORKER_REGISTER", "1") == "1":
             ready = lambda: self.worker_registered(f"{name}@{node}")  # noqa: E731
         else:
@@ -92,10 +109,20 @@ class Cluster:
         self, key: str = "beat", scheduler: str = "celery_dgs:DeadlineScheduler"
     ) -> subprocess.Popen[bytes]:
         """A beat process; give each of several beats its own ``key`` (log, pidfile)."""
-        return self._start(key, [
-            "beat", "-S", scheduler, "-l", "INFO",
-            "--pidfile", str(self.tmp / f"{key}.pid"), "-s", str(self.tmp / f"{key}-schedule"),
-        ])  # fmt: skip
+        return self._start(
+            key,
+            [
+                "beat",
+                "-S",
+                scheduler,
+                "-l",
+                "INFO",
+                "--pidfile",
+                str(self.tmp / f"{key}.pid"),
+                "-s",
+                str(self.tmp / f"{key}-schedule"),
+            ],
+        )
 
     def beat_leader(self) -> Any:
         """The stored beat leader lease (``LeaderInfo``), or None."""
@@ -130,15 +157,21 @@ class Cluster:
         """Store the project's declarations as beat does at start (in a subprocess,
         with the project's environment)."""
         subprocess.run(
-            [sys.executable, "-c",
-             "from tests.e2e.proj import app, dgs\n"
-             "from datetime import datetime, timezone\n"
-             "from celery_dgs.runtime import runtime_for\n"
-             "decl = dgs.all_declarations()\n"
-             "runtime_for(app, dgs.settings).store.sync(list(decl.specs.values()),"
-             " datetime.now(timezone.utc))"],
-            cwd=ROOT, env=self.env, check=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                "from tests.e2e.proj import app, dgs\n"
+                "from datetime import datetime, timezone\n"
+                "from celery_dgs.runtime import runtime_for\n"
+                "decl = dgs.all_declarations()\n"
+                "runtime_for(app, dgs.settings).store.sync(list(decl.specs.values()),"
+                " datetime.now(timezone.utc))",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            timeout=60,
+        )
 
     def store(self) -> Any:
         from celery_dgs.store.sql import SqlScheduleStore
@@ -187,10 +220,11 @@ class Cluster:
         from celery_dgs.leases.redis import RedisLeases
 
         return RedisLeases(
-            self.redis, self.keyspace(),
+            self.redis,
+            self.keyspace(),
             ping_timeout=float(self.env.get("E2E_PING_TIMEOUT", "1.5")),
             steal_delay=float(self.env.get("E2E_STEAL_DELAY", "1.0")),
-        )  # fmt: skip
+        )
 
     def runs(self, schedule: str) -> list[Any]:
         """The schedule's run records, newest first ([] before it is stored)."""
@@ -212,8 +246,9 @@ class Cluster:
             store.close()
 
     def ends(self, name: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.events()
-                if e["kind"] == "end" and (name is None or e["name"] == name)]  # fmt: skip
+        return [
+            e for e in self.events() if e["kind"] == "end" and (name is None or e["name"] == name)
+        ]
 
     def stop(self, key: str, sig: int = signals.SIGTERM, timeout: float = 20) -> None:
         proc = self.procs.pop(key)

@@ -79,8 +79,14 @@ SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
 
 
 def log_event(kind: str, name: str, **extra: Any) -> None:
-    event = {"kind": kind, "name": name, "t": time.time(), "pid": os.getpid(),
-             "host": os.environ.get("E2E_NODE", "?"), **extra}
+    event = {
+        "kind": kind,
+        "name": name,
+        "t": time.time(),
+        "pid": os.getpid(),
+        "host": os.environ.get("E2E_NODE", "?"),
+        **extra,
+    }
     _events.rpush("e2e:events", json.dumps(event))
 
 
@@ -103,6 +109,7 @@ def declare(kind: str, **fields: Any) -> Any:
         if task.name.rsplit(".", 1)[-1] in SCHEDULES or not SCHEDULES:
             return getattr(dgs, kind)(**fields)(task)
         return task
+
     return deco
 
 
@@ -162,8 +169,11 @@ def blackout_run(seconds: float = 30) -> str:
     return work("blackout_run", seconds)
 
 
-@declare("periodic", period=timedelta(hours=1),
-         max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))))
+@declare(
+    "periodic",
+    period=timedelta(hours=1),
+    max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))),
+)
 @app.task(name="e2e.stuck")
 def stuck(seconds: float = 30) -> str:
     """Blocked in one C-level call (no bytecode runs until it returns)."""
@@ -175,8 +185,11 @@ def stuck(seconds: float = 30) -> str:
         log_event("end", "stuck")
 
 
-@declare("periodic", period=timedelta(hours=1),
-         max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))))
+@declare(
+    "periodic",
+    period=timedelta(hours=1),
+    max_allowed_duration=timedelta(seconds=float(os.environ.get("E2E_MAX_ALLOWED", "1.5"))),
+)
 @app.task(name="e2e.swallows")
 def swallows(seconds: float = 30) -> str:
     """Loops with ``except Exception: pass``, as careless task code does; an
@@ -281,15 +294,23 @@ def autoretries() -> str:
 #   lax_b: should = reg + 19, laxity at reg = 20 / (1 + floor)
 # Deadline order runs lax_b first; with a 1 s floor laxity runs lax_a first
 # (3.6 < 10). The cooldowns keep a finished one from running again during the test.
-@declare("periodic", period=timedelta(seconds=40), cooldown=timedelta(seconds=30),
-         duration_override=timedelta(seconds=10))
+@declare(
+    "periodic",
+    period=timedelta(seconds=40),
+    cooldown=timedelta(seconds=30),
+    duration_override=timedelta(seconds=10),
+)
 @app.task(name="e2e.lax_a")
 def lax_a() -> str:
     return work("lax_a", 0.5)
 
 
-@declare("periodic", period=timedelta(seconds=20), cooldown=timedelta(seconds=15),
-         duration_override=timedelta(seconds=1))
+@declare(
+    "periodic",
+    period=timedelta(seconds=20),
+    cooldown=timedelta(seconds=15),
+    duration_override=timedelta(seconds=1),
+)
 @app.task(name="e2e.lax_b")
 def lax_b() -> str:
     return work("lax_b", 0.5)
@@ -299,22 +320,25 @@ def lax_b() -> str:
 # 1.5 s runs overfill one slot (period 2 s: one of them is always due, and
 # waits 2 s for it), and a class-90 one due from registration + 3.5 s and in
 # ERROR from + 4 s.
-@declare("periodic", period=timedelta(seconds=2), priority=10,
-         duration_override=timedelta(seconds=1))
+@declare(
+    "periodic", period=timedelta(seconds=2), priority=10, duration_override=timedelta(seconds=1)
+)
 @app.task(name="e2e.prio_hi1")
 def prio_hi1() -> str:
     return work("prio_hi1", 1.5)
 
 
-@declare("periodic", period=timedelta(seconds=2), priority=10,
-         duration_override=timedelta(seconds=1))
+@declare(
+    "periodic", period=timedelta(seconds=2), priority=10, duration_override=timedelta(seconds=1)
+)
 @app.task(name="e2e.prio_hi2")
 def prio_hi2() -> str:
     return work("prio_hi2", 1.5)
 
 
-@declare("periodic", period=timedelta(seconds=4), priority=90,
-         duration_override=timedelta(seconds=0.5))
+@declare(
+    "periodic", period=timedelta(seconds=4), priority=90, duration_override=timedelta(seconds=0.5)
+)
 @app.task(name="e2e.prio_lo")
 def prio_lo() -> str:
     return work("prio_lo", 0.5)
@@ -336,8 +360,12 @@ def la_long2() -> str:
     return work("la_long2", 4.0)
 
 
-@declare("periodic", period=timedelta(seconds=2), cooldown=timedelta(seconds=1.5),
-         duration_override=timedelta(seconds=0.2))
+@declare(
+    "periodic",
+    period=timedelta(seconds=2),
+    cooldown=timedelta(seconds=1.5),
+    duration_override=timedelta(seconds=0.2),
+)
 @app.task(name="e2e.la_short")
 def la_short() -> str:
     return work("la_short", 0.2)
@@ -353,11 +381,17 @@ def scrape(source: str, seconds: float = 0.05) -> str:
 
 @app.task(name="e2e.lister")
 def lister(count: int) -> int:
-    rows = [{"name": f"e2e.scrape@s{i:02d}", "period": 3600, "cooldown": 3000,
-             "args": [f"s{i:02d}"]} for i in range(count)]  # fmt: skip
+    rows = [
+        {"name": f"e2e.scrape@s{i:02d}", "period": 3600, "cooldown": 3000, "args": [f"s{i:02d}"]}
+        for i in range(count)
+    ]
     report = dgs.schedules.upsert_many(rows)
-    log_event("listed", "lister", inserted=len(report.applied.inserted),
-              errors=[str(e) for e in report.errors])  # fmt: skip
+    log_event(
+        "listed",
+        "lister",
+        inserted=len(report.applied.inserted),
+        errors=[str(e) for e in report.errors],
+    )
     return len(report.applied.inserted)
 
 
@@ -387,8 +421,12 @@ def visit(source: str) -> str:
 def check_order(order: str, escalate_after: float = 3.0) -> Any:
     info = celery_dgs.current_check()
     assert info is not None, "a check runs with its state"
-    log_event("start", f"check_order:{order}", count=info.check_count,
-              due=info.due_at.timestamp() if info.due_at else None)  # fmt: skip
+    log_event(
+        "start",
+        f"check_order:{order}",
+        count=info.check_count,
+        due=info.due_at.timestamp() if info.due_at else None,
+    )
     try:
         state = (_events.get(f"e2e:order:{order}") or b"unshipped").decode()
         if state == "slow":

@@ -17,8 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 NAME = "e2e.visit@a"
 ADAPTIVE = {"kind": "adaptive", "interval_unit": 1, "max_failures": 3, "args": ["a"]}
 #: A second schedule that runs every half second: beat's dispatches, as a clock.
-TICKER = {"kind": "adaptive", "interval_unit": 0.5, "initial_interval_index": 0,
-          "args": ["tick"]}  # fmt: skip
+TICKER = {"kind": "adaptive", "interval_unit": 0.5, "initial_interval_index": 0, "args": ["tick"]}
 
 
 def ends(cluster: Cluster, source: str) -> list[dict[str, Any]]:
@@ -39,9 +38,13 @@ def test_the_interval_follows_runs_and_failures_disable_until_an_upsert(
         cluster.start_beat()
 
         def index_after(runs: int) -> int:
-            wait_for(lambda: len(cluster.runs(NAME)) >= runs
-                     and cluster.runs(NAME)[0].outcome != "running", 20,
-                     f"run {runs} of {NAME} to end")  # fmt: skip
+            wait_for(
+                lambda: (
+                    len(cluster.runs(NAME)) >= runs and cluster.runs(NAME)[0].outcome != "running"
+                ),
+                20,
+                f"run {runs} of {NAME} to end",
+            )
             return int(store.get(NAME).stats.interval_index)
 
         # Never ran: due at once. Uneventful: 4 -> 5 (4 s), then eventful: -2 each.
@@ -52,8 +55,9 @@ def test_the_interval_follows_runs_and_failures_disable_until_an_upsert(
         # Run 3 reads "eventful" as it starts; every run after it fails. (Run 4
         # may start a second after run 3: the key changes before, not after, it.)
         def eventful_starts() -> int:
-            return sum(e["name"] == "visit@a" and e.get("mode") == "eventful"
-                       for e in cluster.starts())  # fmt: skip
+            return sum(
+                e["name"] == "visit@a" and e.get("mode") == "eventful" for e in cluster.starts()
+            )
 
         wait_for(lambda: eventful_starts() >= 2, 20, "run 3 to start")
         cluster.redis.set("e2e:visit:a", "fail")

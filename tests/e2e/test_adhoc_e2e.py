@@ -22,8 +22,9 @@ def test_delay_before_any_sync_stores_the_schedule_and_records_the_run(cluster_f
 
     cluster.send("e2e.p20")  # as p20.delay() does: no dispatch record, default queue
     run = wait_for(lambda: next(iter(cluster.runs("e2e.p20")), None), 30, "the run's record")
-    run = wait_for(lambda: (r := cluster.runs("e2e.p20")[0]).outcome != "running" and r, 30,
-                   "the run to end")  # fmt: skip
+    run = wait_for(
+        lambda: (r := cluster.runs("e2e.p20")[0]).outcome != "running" and r, 30, "the run to end"
+    )
     assert (run.outcome, run.dispatch_id, run.token, run.fenced) == ("success", None, 1, False)
     assert [e["name"] for e in cluster.starts()] == ["p20"]
     stored = cluster.schedule("e2e.p20")
@@ -43,8 +44,11 @@ def test_delay_before_any_sync_stores_the_schedule_and_records_the_run(cluster_f
     assert cluster.schedule("e2e.p30").active
 
     cluster.send("e2e.p20")
-    wait_for(lambda: [r.outcome for r in cluster.runs("e2e.p20")] == ["success", "success"], 30,
-             "a second run")  # fmt: skip
+    wait_for(
+        lambda: [r.outcome for r in cluster.runs("e2e.p20")] == ["success", "success"],
+        30,
+        "a second run",
+    )
     assert cluster.schedule("e2e.p20").current_token == 2
     assert cluster.logs().count(WARNING) == 1, "stored once"
 
@@ -53,8 +57,9 @@ def test_a_skip_of_a_schedule_not_stored_yet_is_recorded(cluster_factory) -> Non
     cluster = cluster_factory(["not_on_node1"])
     cluster.start_worker("w1", "node1")
     cluster.send("e2e.not_on_node1")  # excluded on node1: a skip, which is recorded too
-    skip = wait_for(lambda: next(iter(cluster.runs("e2e.not_on_node1")), None), 30,
-                    "the skip's record")  # fmt: skip
+    skip = wait_for(
+        lambda: next(iter(cluster.runs("e2e.not_on_node1")), None), 30, "the skip's record"
+    )
     assert (skip.outcome, skip.error) == ("skipped", "node node1 is excluded")
     assert cluster.schedule("e2e.not_on_node1").current_token is None
     assert cluster.starts() == []

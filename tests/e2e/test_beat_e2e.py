@@ -46,10 +46,17 @@ def test_dispatch_to_a_dead_worker_is_redispatched(cluster_factory, redis_client
     cluster = cluster_factory(["p10"], E2E_DISPATCH_TIMEOUT="3")
     registry = WorkerRegistry(redis_client, KeySpace("e2e"), ttl=30)
     # A worker that says it has 5 free slots but will never consume its queue.
-    registry.register(WorkerInfo(
-        name="ghost@node9", node="node9", queues=("celery", "ghost@node9.dq2"), slots=5,
-        pool="prefork", pid=999999, started_at=None,
-    ))  # fmt: skip
+    registry.register(
+        WorkerInfo(
+            name="ghost@node9",
+            node="node9",
+            queues=("celery", "ghost@node9.dq2"),
+            slots=5,
+            pool="prefork",
+            pid=999999,
+            started_at=None,
+        )
+    )
     cluster.start_beat()
     store = cluster.store()
 
@@ -77,10 +84,13 @@ def test_two_workers_racing_for_one_schedule_run_it_once(cluster_factory) -> Non
         cluster.send("e2e.long_run", 2.0)
     store = cluster.store()
     wait_for(
-        lambda: Counter(r.outcome for r in store.runs("e2e.long_run"))
-        == Counter({"success": 1, "skipped": 1}),
-        40, "one success and one skip",
-    )  # fmt: skip
+        lambda: (
+            Counter(r.outcome for r in store.runs("e2e.long_run"))
+            == Counter({"success": 1, "skipped": 1})
+        ),
+        40,
+        "one success and one skip",
+    )
     assert len(cluster.starts()) == 1
 
 
@@ -101,16 +111,20 @@ def test_sigkilled_owner_is_taken_over_without_a_human(cluster_factory) -> None:
     assert second["t"] - killed_at < 1.5 + 1.0 + 15
     assert second["token"] > cluster.starts()[0]["token"]
     store = cluster.store()
-    wait_for(lambda: any(r.outcome == "stolen" for r in store.runs("e2e.long_run")), 20,
-             "the killed run recorded as stolen")  # fmt: skip
+    wait_for(
+        lambda: any(r.outcome == "stolen" for r in store.runs("e2e.long_run")),
+        20,
+        "the killed run recorded as stolen",
+    )
 
 
 def test_run_past_max_allowed_duration_is_terminated(cluster_factory) -> None:
     cluster = cluster_factory(["too_long"])
     cluster.start_worker("w1", "node1")
     cluster.start_beat()
-    wait_for(lambda: "terminated" in cluster.outcomes("e2e.too_long"), 40,
-             "the run to be terminated")  # fmt: skip
+    wait_for(
+        lambda: "terminated" in cluster.outcomes("e2e.too_long"), 40, "the run to be terminated"
+    )
     store = cluster.store()
     run = next(r for r in store.runs("e2e.too_long") if r.outcome == "terminated")
     assert run.duration is not None

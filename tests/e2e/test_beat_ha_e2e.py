@@ -35,8 +35,7 @@ def two_beats(cluster: Cluster, scheduler: str = "celery_dgs:DeadlineScheduler")
     beat1 = cluster.start_beat("beat1", scheduler)
     wait_for(lambda: cluster.leader_pid() == beat1.pid, 40, "beat1 to lead")
     cluster.start_beat("beat2", scheduler)
-    wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40,
-             "beat2 to stand by")  # fmt: skip
+    wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40, "beat2 to stand by")
     wait_for(lambda: len(cluster.starts()) >= 4, 40, "runs under beat1")
     assert cluster.leader_pid() == beat1.pid
     assert "leading as" not in cluster.log_since("beat2", 0)
@@ -76,8 +75,11 @@ def test_sigkilled_leader_is_replaced_by_the_standby(cluster_factory) -> None:
     assert new.token > old.token
     assert "replaced" in cluster.log_since("beat2", 0)
     # the schedules keep running under the new leader
-    wait_for(lambda: {e["name"] for e in starts_after(cluster, killed_at + took)}
-             >= set(SCHEDULES), 30, "every schedule to run again")  # fmt: skip
+    wait_for(
+        lambda: {e["name"] for e in starts_after(cluster, killed_at + took)} >= set(SCHEDULES),
+        30,
+        "every schedule to run again",
+    )
     assert_no_dispatch_ran_twice(cluster)
 
 
@@ -94,8 +96,11 @@ def test_cleanly_stopped_leader_resigns_and_the_standby_leads_at_once(cluster_fa
     print(f"SIGTERM: beat2 led {took:.2f}s after beat1 exited")  # shown with -s
     assert took < 5.0
     assert "resigned leadership (token 1)" in cluster.log_since("beat1", 0)
-    wait_for(lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
-             30, "every schedule to run under beat2")  # fmt: skip
+    wait_for(
+        lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
+        30,
+        "every schedule to run under beat2",
+    )
     assert_no_dispatch_ran_twice(cluster)
 
 
@@ -109,13 +114,19 @@ def test_sigstopped_leader_resumes_as_standby_without_dispatching(cluster_factor
     took = time.time() - stopped_at
     print(f"SIGSTOP: beat2 led {took:.2f}s after beat1 stopped")  # shown with -s
     assert took < LEADER_TIMEOUT_S + STANDBY_INTERVAL_S + SLACK_S
-    wait_for(lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
-             30, "every schedule to run under beat2")  # fmt: skip
+    wait_for(
+        lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
+        30,
+        "every schedule to run under beat2",
+    )
     offset = cluster.log_size("beat1")
     cluster.signal("beat1", signal.SIGCONT)
     resumed = cluster.log_since  # read beat1's log from the moment it resumed
-    wait_for(lambda: "lost leadership" in resumed("beat1", offset), 20,
-             "beat1 to notice it lost the leadership")  # fmt: skip
+    wait_for(
+        lambda: "lost leadership" in resumed("beat1", offset),
+        20,
+        "beat1 to notice it lost the leadership",
+    )
     time.sleep(3 * LEADER_TIMEOUT_S)  # a resumed beat1 would dispatch in this window
     tail = resumed("beat1", offset)
     before, _, after = tail.partition("lost leadership")
@@ -123,8 +134,11 @@ def test_sigstopped_leader_resumes_as_standby_without_dispatching(cluster_factor
     # Stopped between a round's fenced record write (made while it led) and the
     # publish, beat1 publishes that one round's messages as it resumes, then
     # finds it lost the lease; it decides and records nothing more.
-    late = [datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
-            for line in before.splitlines() if "celery-dgs: dispatched" in line]  # fmt: skip
+    late = [
+        datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
+        for line in before.splitlines()
+        if "celery-dgs: dispatched" in line
+    ]
     assert not late or (max(late) - min(late)).total_seconds() < 0.1, tail
     assert beat1.poll() is None
     assert cluster.leader_pid() == beat2.pid
@@ -143,16 +157,25 @@ def test_leader_stopped_between_check_and_dispatch_is_fenced(
     two_beats(cluster, "tests.e2e.proj:PausingScheduler")
     beat1, beat2 = cluster.procs["beat1"], cluster.procs["beat2"]
     flag.touch()
-    wait_for(lambda: any(e["kind"] == "beat_stopped" for e in cluster.events()), 20,
-             "beat1 to stop itself before dispatching")  # fmt: skip
+    wait_for(
+        lambda: any(e["kind"] == "beat_stopped" for e in cluster.events()),
+        20,
+        "beat1 to stop itself before dispatching",
+    )
     stopped_at = time.time()
     offset = cluster.log_size("beat1")
     wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
-    wait_for(lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
-             30, "every schedule to run under beat2")  # fmt: skip
+    wait_for(
+        lambda: {e["name"] for e in starts_after(cluster, stopped_at)} >= set(SCHEDULES),
+        30,
+        "every schedule to run under beat2",
+    )
     cluster.signal("beat1", signal.SIGCONT)
-    wait_for(lambda: "lost leadership" in cluster.log_since("beat1", offset), 20,
-             "beat1's dispatch to be refused")  # fmt: skip
+    wait_for(
+        lambda: "lost leadership" in cluster.log_since("beat1", offset),
+        20,
+        "beat1's dispatch to be refused",
+    )
     time.sleep(2 * LEADER_TIMEOUT_S)
     tail = cluster.log_since("beat1", offset)
     assert "dispatch refused" in tail, tail

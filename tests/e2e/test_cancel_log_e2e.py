@@ -20,15 +20,23 @@ class MarkerCluster(Cluster):
 
 def ended(log: str) -> list[str]:
     """Celery's lines about how a run of the task ended."""
-    return [line for line in log.splitlines()
-            if "e2e.marker[" in line and (" raised " in line or " succeeded " in line)]  # fmt: skip
+    return [
+        line
+        for line in log.splitlines()
+        if "e2e.marker[" in line and (" raised " in line or " succeeded " in line)
+    ]
 
 
 def test_a_cancelled_run_is_logged_once_without_error_or_traceback(
     tmp_path: Path, redis_url: str
 ) -> None:
-    cluster = MarkerCluster(tmp_path, redis_url, ["marker"], E2E_MARKER=str(tmp_path / "marker"),
-                            E2E_MARKER_SECONDS="60")  # fmt: skip
+    cluster = MarkerCluster(
+        tmp_path,
+        redis_url,
+        ["marker"],
+        E2E_MARKER=str(tmp_path / "marker"),
+        E2E_MARKER_SECONDS="60",
+    )
     try:
         cluster.start_worker("w1", "node1")
         cluster.start_beat()
@@ -36,8 +44,9 @@ def test_a_cancelled_run_is_logged_once_without_error_or_traceback(
         offset = cluster.log_size("w1")
         assert cluster.leases().request_cancel("e2e.marker", token=start["token"])
         wait_for(lambda: "cancelled" in cluster.outcomes("e2e.marker"), 30, "the cancel")
-        wait_for(lambda: ended(cluster.log_since("w1", offset)), 10,
-                 "Celery's line about the task's end")  # fmt: skip
+        wait_for(
+            lambda: ended(cluster.log_since("w1", offset)), 10, "Celery's line about the task's end"
+        )
         log = cluster.log_since("w1", offset)
     finally:
         cluster.stop_all()

@@ -22,8 +22,7 @@ ORDER = ["p10", "p20", "p30", "p40"]
 
 def max_concurrent(cluster: Cluster) -> int:
     """The most runs live at once, from the tasks' own start/end events."""
-    edges = sorted([(e["t"], 1) for e in cluster.starts()]
-                   + [(e["t"], -1) for e in cluster.ends()])  # fmt: skip
+    edges = sorted([(e["t"], 1) for e in cluster.starts()] + [(e["t"], -1) for e in cluster.ends()])
     live = peak = 0
     for _, step in edges:  # at equal times an end (-1) sorts first
         live += step
@@ -45,8 +44,10 @@ def test_unregistered_workers_get_at_most_capacity_runs_in_deadline_order(
     wait_for(lambda: len(cluster.ends()) >= len(ORDER), 60, "the four runs to end")
     peak = max_concurrent(cluster)
     starts = sorted(cluster.starts(), key=lambda e: e["t"])
-    print(f"capacity {CAPACITY}: at most {peak} runs at once; start order "
-          f"{[e['name'] for e in starts]}, on {sorted({e['host'] for e in starts})}")  # fmt: skip
+    print(
+        f"capacity {CAPACITY}: at most {peak} runs at once; start order "
+        f"{[e['name'] for e in starts]}, on {sorted({e['host'] for e in starts})}"
+    )
     assert peak == CAPACITY
     # Admitted in should_start_by order: beat's dispatches (to any worker, "*")...
     beat_log = cluster.log_since("beat", 0)
@@ -56,5 +57,8 @@ def test_unregistered_workers_get_at_most_capacity_runs_in_deadline_order(
     assert {e["name"] for e in starts[:CAPACITY]} == set(ORDER[:CAPACITY])
     assert {e["name"] for e in starts[CAPACITY:]} == set(ORDER[CAPACITY:])
     # A run's end event comes from its body; the worker stores the outcome after it.
-    wait_for(lambda: all(cluster.outcomes(f"e2e.{n}") == ["success"] for n in ORDER), 10,
-             "the four outcomes stored")  # fmt: skip
+    wait_for(
+        lambda: all(cluster.outcomes(f"e2e.{n}") == ["success"] for n in ORDER),
+        10,
+        "the four outcomes stored",
+    )

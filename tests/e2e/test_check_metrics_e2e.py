@@ -60,8 +60,11 @@ def test_overdue_checks_are_counted_and_their_lateness_observed(cluster_factory:
         assert f'schedule="{TASK}@check:' not in text  # not schedules
         cluster.start_worker("w1", "node1", pool="threads", concurrency=1)
         for order in ORDERS:
-            wait_for(lambda o=order: store.check_history(name=f"{TASK}@check:{o}"), 30,
-                     f"the check of {order} done")  # fmt: skip
+            wait_for(
+                lambda o=order: store.check_history(name=f"{TASK}@check:{o}"),
+                30,
+                f"the check of {order} done",
+            )
 
         def observed() -> str:
             text = scrape(port)

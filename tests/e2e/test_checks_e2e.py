@@ -31,8 +31,10 @@ def checks(store: Any) -> DeferredChecks:
 
 
 def alerts(cluster: Cluster) -> list[tuple[str, str]]:
-    return [(a["order"], a["alert"]) for a in
-            (json.loads(x) for x in cluster.redis.lrange("e2e:alerts", 0, -1))]  # fmt: skip
+    return [
+        (a["order"], a["alert"])
+        for a in (json.loads(x) for x in cluster.redis.lrange("e2e:alerts", 0, -1))
+    ]
 
 
 def starts_of(cluster: Cluster, order: str) -> list[dict[str, Any]]:
@@ -63,13 +65,18 @@ def test_order_checks_alert_escalate_and_survive_a_killed_worker(cluster_factory
         cluster.redis.set("e2e:order:between", "shipped")  # shipped between +x and +y
         for order in ("late", "between", "shipped-early"):
             wait_for(lambda o=order: ended(store, o), 20, f"the check of {order} to end")
-        assert sorted(alerts(cluster)) == [("between", "first"), ("late", "final"),
-                                           ("late", "first")]  # fmt: skip
+        assert sorted(alerts(cluster)) == [
+            ("between", "first"),
+            ("late", "final"),
+            ("late", "first"),
+        ]
         late = ended(store, "late")
         assert (late.outcome, late.check_count) == ("done", 2)
         assert late.first_check_at.timestamp() >= placed + 2 - 0.01
-        assert (ended(store, "between").check_count, ended(store, "shipped-early").check_count) \
-            == (2, 1)
+        assert (ended(store, "between").check_count, ended(store, "shipped-early").check_count) == (
+            2,
+            1,
+        )
         for order in ("late", "between", "shipped-early"):
             for start in starts_of(cluster, order):
                 assert start["t"] >= start["due"] - 0.05, f"{order} checked before it was due"
@@ -117,8 +124,11 @@ def test_overdue_checks_run_once_in_order_of_lateness_after_beat_restarts(
         cluster.start_beat()
         for order in orders:
             wait_for(lambda o=order: ended(store, o), 30, f"the overdue check {order}")
-        started = [e["name"].split(":", 1)[1] for e in cluster.starts()
-                   if e["name"].split(":", 1)[1] in orders]  # fmt: skip
+        started = [
+            e["name"].split(":", 1)[1]
+            for e in cluster.starts()
+            if e["name"].split(":", 1)[1] in orders
+        ]
         assert started == orders, "each ran once, the latest first"
         assert store.check_summary(SystemClock().now()).total_pending == 0
     finally:
@@ -137,8 +147,7 @@ def test_a_check_survives_a_beat_fail_over_and_runs_once(cluster_factory: Any) -
         beat1 = cluster.start_beat("beat1")
         wait_for(lambda: cluster.leader_pid() == beat1.pid, 40, "beat1 to lead")
         beat2 = cluster.start_beat("beat2")
-        wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40,
-                 "beat2 to stand by")  # fmt: skip
+        wait_for(lambda: "standing by" in cluster.log_since("beat2", 0), 40, "beat2 to stand by")
         cluster.redis.set("e2e:order:slow", "slow")
         api.at(TASK, "slow", after=0, kwargs={"order": "slow"})
         wait_for(lambda: starts_of(cluster, "slow"), 20, "the slow check to start")
@@ -148,8 +157,7 @@ def test_a_check_survives_a_beat_fail_over_and_runs_once(cluster_factory: Any) -
             api.at(TASK, order, after=1 + 0.5 * i, kwargs={"order": order})
         cluster.stop("beat1", signal.SIGKILL)  # the slow check is still running
         cluster.redis.set("e2e:order:slow", "shipped")
-        wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over",
-                 interval=0.05)  # fmt: skip
+        wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
         for order in ["slow", *orders]:
             wait_for(lambda o=order: ended(store, o), 30, f"the check of {order} to end")
         time.sleep(1.5)  # room for a wrong second run (none may come: each has ended)

@@ -30,8 +30,12 @@ def celery_command() -> list[str]:
 def dgs(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*celery_command(), "-A", "tests.e2e.proj", "dgs", *args],
-        cwd=ROOT, env=cluster.env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def status(cluster: Cluster, *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
@@ -44,8 +48,12 @@ def test_cli_against_a_live_beat_and_worker(cluster_factory: Any) -> None:
     cluster: Cluster = cluster_factory(SCHEDULES)
     store = cluster.store()
     # e2e.p10 was stored an hour ago and never ran: ERROR (period 100 s).
-    p10 = make_spec("periodic", task="e2e.p10", scheduling_period=timedelta(seconds=100),
-                    cooldown_duration=timedelta(seconds=60))  # fmt: skip
+    p10 = make_spec(
+        "periodic",
+        task="e2e.p10",
+        scheduling_period=timedelta(seconds=100),
+        cooldown_duration=timedelta(seconds=60),
+    )
     store.sync([p10], datetime.now(timezone.utc) - timedelta(hours=1))
 
     check = dgs(cluster, "check")
@@ -67,8 +75,9 @@ def test_cli_against_a_live_beat_and_worker(cluster_factory: Any) -> None:
     code, rows = status(cluster)
     assert code == 1, "the health check fails while a schedule is in ERROR"
     assert (rows["e2e.p10"]["condition"], rows["e2e.p10"]["reason"]) == (
-        "ERROR", "never_succeeded",
-    )  # fmt: skip
+        "ERROR",
+        "never_succeeded",
+    )
 
     cluster.start_worker("w1", "node1")
     cluster.start_beat()
@@ -123,9 +132,10 @@ def test_cli_against_a_live_beat_and_worker(cluster_factory: Any) -> None:
     ), cancelled.stderr
 
     wait_for(lambda: len(cluster.starts()) >= starts_before + 2, 30, "two runs after cancel")
-    assert [e["name"] for e in cluster.starts()[starts_before:starts_before + 2]] == [
-        "p20", "p40",
-    ]  # fmt: skip
+    assert [e["name"] for e in cluster.starts()[starts_before : starts_before + 2]] == [
+        "p20",
+        "p40",
+    ]
     history = json.loads(dgs(cluster, "runs", "e2e.cli_long", "--json").stdout)["runs"]
     run = next(r for r in history if r["token"] == lease["token"])
     assert run["outcome"] == "cancelled", history

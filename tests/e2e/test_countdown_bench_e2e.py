@@ -20,8 +20,10 @@ import pytest
 from benchmarks import deferred_vs_countdown as bench
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-SMOKE = pytest.mark.skipif(os.environ.get("DGS_BENCH_SMOKE") != "1",
-                           reason="a benchmark smoke: make bench-deferred-countdown-smoke")
+SMOKE = pytest.mark.skipif(
+    os.environ.get("DGS_BENCH_SMOKE") != "1",
+    reason="a benchmark smoke: make bench-deferred-countdown-smoke",
+)
 
 
 @SMOKE
@@ -29,9 +31,25 @@ def test_tiny_run_prints_one_row_per_kind_beside_its_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "deferred.json"
-    assert bench.main(["--kinds", "countdown", "--count", "200", "--tasks", "20",
-                       "--visibility-timeout", "2", "--scenarios", "below-vt,above-vt",
-                       "--json", str(out)]) == 0  # fmt: skip
+    assert (
+        bench.main(
+            [
+                "--kinds",
+                "countdown",
+                "--count",
+                "200",
+                "--tasks",
+                "20",
+                "--visibility-timeout",
+                "2",
+                "--scenarios",
+                "below-vt,above-vt",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| [")]
     assert len(rows) == 2, text
@@ -61,8 +79,10 @@ def test_tiny_run_prints_one_row_per_kind_beside_its_baseline(
         assert figure["duplicated"] == sum(v for k, v in histogram.items() if k > 1)
         assert figure["extra"] == figure["executions"] - figure["tasks"]
     assert below["duplicated"] == 0  # acked 1 s after delivery, 1 s before the timeout
-    assert [r["name"] for r in figures["results"]] == [rows[0][2:].split(" | ")[0].strip(),
-                                                       rows[1][2:].split(" | ")[0].strip()]
+    assert [r["name"] for r in figures["results"]] == [
+        rows[0][2:].split(" | ")[0].strip(),
+        rows[1][2:].split(" | ")[0].strip(),
+    ]
 
 
 @SMOKE
@@ -71,19 +91,36 @@ def test_tiny_run_of_celery_dgs_checks_beside_its_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "deferred.json"
-    assert bench.main(["--kinds", "dgs", "--count", "500", "--tasks", "20",
-                       "--visibility-timeout", "2", "--scenarios", "below-vt,two-workers",
-                       "--json", str(out)]) == 0  # fmt: skip
+    assert (
+        bench.main(
+            [
+                "--kinds",
+                "dgs",
+                "--count",
+                "500",
+                "--tasks",
+                "20",
+                "--visibility-timeout",
+                "2",
+                "--scenarios",
+                "below-vt,two-workers",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| [")]
     assert len(rows) == 4, text
-    assert rows[0].startswith("| [dgs] worker RSS with pending checks in the store "
-                              "(prefork -c 2) ")  # fmt: skip
+    assert rows[0].startswith("| [dgs] worker RSS with pending checks in the store (prefork -c 2) ")
     assert "MiB (the same worker, 0 pending checks)" in rows[0]
-    assert rows[1].startswith("| [dgs] beat RSS with pending checks due in 1 h, running while "
-                              "they were added ")  # fmt: skip
-    assert rows[2].startswith("| [dgs] beat RSS with pending checks due in 1 h, started with "
-                              "them pending ")  # fmt: skip
+    assert rows[1].startswith(
+        "| [dgs] beat RSS with pending checks due in 1 h, running while they were added "
+    )
+    assert rows[2].startswith(
+        "| [dgs] beat RSS with pending checks due in 1 h, started with them pending "
+    )
     for row in rows[:3]:
         assert "| 500 " in row
     assert "< +300 MiB" in rows[1]
@@ -114,8 +151,10 @@ def test_tiny_run_of_celery_dgs_checks_beside_its_baseline(
 
 
 def test_beats_start_up_line_gives_the_checks_it_read() -> None:
-    line = ("[2026-11-24 12:00:00,000: INFO/MainProcess] celery-dgs beat: loaded 0 schedules "
-            "and 1234 deferred checks (cursor 7)")  # fmt: skip
+    line = (
+        "[2026-11-24 12:00:00,000: INFO/MainProcess] celery-dgs beat: loaded 0 schedules "
+        "and 1234 deferred checks (cursor 7)"
+    )
     assert bench.BEAT_LOADED in line
     assert bench.beat_checks_loaded(line) == 1234
 
@@ -133,8 +172,9 @@ def test_a_kind_without_a_measurement_is_refused() -> None:
 
 
 def test_tree_memory_sums_the_main_process_and_its_children() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     try:
         memory = bench.tree_memory(os.getpid())
         assert child.pid in bench.child_pids(os.getpid())

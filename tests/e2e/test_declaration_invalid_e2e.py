@@ -40,26 +40,68 @@ def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
 ) -> None:
     database_url = f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
     env = {
-        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": database_url, "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-    }  # fmt: skip
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": database_url,
+        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }
     celery = [sys.executable, "-m", "celery", "-A", "tests.cli.decl_proj"]
-    good = subprocess.run([*celery, "dgs", "sync"], cwd=ROOT, env={**env, "DECL_PERIOD": "3600"},
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    good = subprocess.run(
+        [*celery, "dgs", "sync"],
+        cwd=ROOT,
+        env={**env, "DECL_PERIOD": "3600"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert good.returncode == 0, good.stderr
 
     broken = {**env, "DECL_PERIOD": "0"}  # the next deploy: period 0 is invalid
     for key, args in (
-        ("worker", ["worker", "-n", "w1@node1", "-P", "solo", "-c", "1", "-l", "INFO",
-                    "--without-gossip", "--without-mingle", "--without-heartbeat"]),
-        ("beat", ["beat", "-S", "celery_dgs:DeadlineScheduler", "-l", "INFO",
-                  "--pidfile", str(tmp_path / "beat.pid"), "-s", str(tmp_path / "beat-s")]),
-    ):  # fmt: skip
+        (
+            "worker",
+            [
+                "worker",
+                "-n",
+                "w1@node1",
+                "-P",
+                "solo",
+                "-c",
+                "1",
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+        ),
+        (
+            "beat",
+            [
+                "beat",
+                "-S",
+                "celery_dgs:DeadlineScheduler",
+                "-l",
+                "INFO",
+                "--pidfile",
+                str(tmp_path / "beat.pid"),
+                "-s",
+                str(tmp_path / "beat-s"),
+            ],
+        ),
+    ):
         with open(tmp_path / f"{key}.log", "ab") as log:
-            processes.append(subprocess.Popen(
-                [*celery, *args], cwd=ROOT, env=broken, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            ))  # fmt: skip
+            processes.append(
+                subprocess.Popen(
+                    [*celery, *args],
+                    cwd=ROOT,
+                    env=broken,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     store = SqlScheduleStore.open(database_url)
     try:

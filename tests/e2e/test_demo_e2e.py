@@ -20,9 +20,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "example_project.demo", "--seconds", "45"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=140, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=140,
+        check=False,
+    )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert re.search(r"status page on http://127\.0\.0\.1:\d+/", out), out
@@ -34,8 +38,9 @@ def test_demo_shows_schedules_turning_ok_and_stops_everything() -> None:
     assert len(ok_rows) >= 3, last
     # The lister's sources appeared at runtime as adaptive schedules, and the
     # first visits moved their interval off the starting step (4).
-    steps = dict(re.findall(r"^\w+\s+example\.visit_source@([\w.]+)\s.*?interval-(\d+):",
-                            last, flags=re.M))  # fmt: skip
+    steps = dict(
+        re.findall(r"^\w+\s+example\.visit_source@([\w.]+)\s.*?interval-(\d+):", last, flags=re.M)
+    )
     assert set(steps) == {src.name for src in upstream.SOURCES}, last
     assert any(step != "4" for step in steps.values()), last
     # The shop placed orders, each with a deferred check; status counts them.

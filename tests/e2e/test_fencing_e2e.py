@@ -40,8 +40,14 @@ def starts_of(cluster: Cluster, name: str) -> list[dict[str, Any]]:
 
 
 def end_of(cluster: Cluster, start: dict[str, Any]) -> dict[str, Any] | None:
-    return next((e for e in cluster.ends(start["name"])
-                 if e["pid"] == start["pid"] and e["t"] >= start["t"]), None)  # fmt: skip
+    return next(
+        (
+            e
+            for e in cluster.ends(start["name"])
+            if e["pid"] == start["pid"] and e["t"] >= start["t"]
+        ),
+        None,
+    )
 
 
 def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
@@ -56,8 +62,9 @@ def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
     cluster.start_worker("w1", "node1")
     del cluster.env["E2E_DGS_REDIS_URL"]
     cluster.start_beat()
-    first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
-                     "the first run on w1")  # fmt: skip
+    first = wait_for(
+        lambda: next(iter(starts_of(cluster, "long_run")), None), 30, "the first run on w1"
+    )
     assert first["host"] == "node1"
     cluster.start_worker("w2", "node2")
     time.sleep(1.0)  # a few good pings
@@ -65,22 +72,32 @@ def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
     cut_at = time.time()
     end = wait_for(lambda: end_of(cluster, first), 10, "the cut-off run to stop")
     stopped_after = end["t"] - cut_at
-    print(f"self-fenced {stopped_after * 1000:.0f} ms after the blackhole "
-          f"(limit fence_after {FENCE_AFTER}s; a steal is possible only after "
-          f"{PING_TIMEOUT + STEAL_DELAY}s)")  # fmt: skip
+    print(
+        f"self-fenced {stopped_after * 1000:.0f} ms after the blackhole "
+        f"(limit fence_after {FENCE_AFTER}s; a steal is possible only after "
+        f"{PING_TIMEOUT + STEAL_DELAY}s)"
+    )
     assert stopped_after <= FENCE_AFTER + SLACK
     assert stopped_after < PING_TIMEOUT + STEAL_DELAY
     run = wait_for(
-        lambda: next((r for r in cluster.runs("e2e.long_run")
-                      if r.token == first["token"] and r.outcome != "running"), None),
-        10, "the fenced run's record",
-    )  # fmt: skip
+        lambda: next(
+            (
+                r
+                for r in cluster.runs("e2e.long_run")
+                if r.token == first["token"] and r.outcome != "running"
+            ),
+            None,
+        ),
+        10,
+        "the fenced run's record",
+    )
     assert run.outcome == "self_fenced", run
     assert "no successful ping" in (run.error or "")
     second = wait_for(
         lambda: next((e for e in starts_of(cluster, "long_run") if e["host"] == "node2"), None),
-        40, "w2 to take the schedule over",
-    )  # fmt: skip
+        40,
+        "w2 to take the schedule over",
+    )
     assert second["token"] > first["token"]
     assert second["t"] > end["t"], "the new run started while the fenced one still ran"
     proxy.restore()
@@ -99,9 +116,11 @@ def test_a_retry_of_a_scheduled_task_sends_no_broker_message(
     cluster.start_worker("w1", "node1")
     cluster.sync_declarations()
     cluster.send(f"e2e.{task}", queue="w1@node1.dq2")
-    run = wait_for(lambda: next((r for r in cluster.runs(f"e2e.{task}")
-                                 if r.outcome != "running"), None),
-                   30, "the run to end")  # fmt: skip
+    run = wait_for(
+        lambda: next((r for r in cluster.runs(f"e2e.{task}") if r.outcome != "running"), None),
+        30,
+        "the run to end",
+    )
     assert run.outcome == "failure", run
     assert "RetryRefused" in (run.error or "")
     assert "flaky upstream" in (run.error or "")
@@ -122,17 +141,28 @@ def test_a_message_redelivered_by_the_broker_never_starts_a_second_run(
     cluster = cluster_factory(["long_run"], E2E_ACKS_LATE="1", E2E_VISIBILITY_TIMEOUT="2")
     cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
     cluster.start_beat()
-    first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
-                     "the first run")  # fmt: skip
-    [running] = wait_for(lambda: [r for r in cluster.runs("e2e.long_run")
-                                  if r.outcome == "running"], 10, "the run record")  # fmt: skip
+    first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30, "the first run")
+    [running] = wait_for(
+        lambda: [r for r in cluster.runs("e2e.long_run") if r.outcome == "running"],
+        10,
+        "the run record",
+    )
     skip = wait_for(
-        lambda: next((r for r in cluster.runs("e2e.long_run")
-                      if r.outcome == "skipped" and r.dispatch_id == running.dispatch_id), None),
-        25, "the redelivered message to be recorded as a skip",
-    )  # fmt: skip
-    print(f"redelivery recorded {(skip.started_at - running.started_at).total_seconds():.1f} s "
-          f"after the start: {skip.error}")  # fmt: skip
+        lambda: next(
+            (
+                r
+                for r in cluster.runs("e2e.long_run")
+                if r.outcome == "skipped" and r.dispatch_id == running.dispatch_id
+            ),
+            None,
+        ),
+        25,
+        "the redelivered message to be recorded as a skip",
+    )
+    print(
+        f"redelivery recorded {(skip.started_at - running.started_at).total_seconds():.1f} s "
+        f"after the start: {skip.error}"
+    )
     assert "stale_dispatch" in (skip.error or "")
     assert [s["pid"] for s in starts_of(cluster, "long_run")] == [first["pid"]]
     assert [r.run_id for r in cluster.runs("e2e.long_run") if r.outcome == "running"] == [
@@ -154,27 +184,43 @@ def test_after_redis_loses_its_data_tokens_keep_rising_and_grants_wait_out_the_g
     try:
         cluster.start_worker("w1", "node1")
         cluster.start_beat()
-        first = wait_for(lambda: next(iter(starts_of(cluster, "long_run")), None), 30,
-                         "the first run")  # fmt: skip
+        first = wait_for(
+            lambda: next(iter(starts_of(cluster, "long_run")), None), 30, "the first run"
+        )
         assert first["token"] == 1
         fresh_redis_server.restart(kill=True)
         restarted_at = time.time()
         cluster.redis = redis.Redis.from_url(fresh_redis_server.url)
-        old = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
-                                     if r.token == 1 and r.outcome != "running"), None),
-                       10, "the run whose lease was lost to stop")  # fmt: skip
+        old = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in cluster.runs("e2e.long_run")
+                    if r.token == 1 and r.outcome != "running"
+                ),
+                None,
+            ),
+            10,
+            "the run whose lease was lost to stop",
+        )
         assert old.outcome == "stolen", old
         assert "lost with Redis's data" in (old.error or "")
-        second = wait_for(lambda: next((r for r in cluster.runs("e2e.long_run")
-                                        if r.token and r.token > 1), None),
-                          40, "a new grant")  # fmt: skip
+        second = wait_for(
+            lambda: next(
+                (r for r in cluster.runs("e2e.long_run") if r.token and r.token > 1), None
+            ),
+            40,
+            "a new grant",
+        )
         skips = [r for r in cluster.runs("e2e.long_run") if r.outcome == "skipped"]
-        print(f"new grant {second.started_at.timestamp() - restarted_at:.1f} s after the "
-              f"restart with token {second.token}; {len(skips)} skip(s): "
-              f"{skips[0].error if skips else '-'}")  # fmt: skip
+        print(
+            f"new grant {second.started_at.timestamp() - restarted_at:.1f} s after the "
+            f"restart with token {second.token}; {len(skips)} skip(s): "
+            f"{skips[0].error if skips else '-'}"
+        )
         assert second.token == 2
         assert not skips, "the dispatch during the grace waits it out, no skip row"
-        waited = (second.started_at.timestamp() - restarted_at)
+        waited = second.started_at.timestamp() - restarted_at
         assert waited >= PING_TIMEOUT + STEAL_DELAY - 0.1
         assert waited <= PING_TIMEOUT + STEAL_DELAY + 3.0, "no dispatch_timeout in the way"
         assert "waiting" in (cluster.tmp / "w1.log").read_text(errors="replace")

@@ -51,8 +51,9 @@ def test_two_long_jobs_never_run_at_once_and_the_short_one_keeps_a_slot(
     cluster.start_worker("w1", "node1")
     cluster.start_worker("w2", "node2")
     cluster.start_beat()
-    wait_for(lambda: all(len(runs_of(cluster, n)) >= 2 for n in LONG), 90,
-             "two runs of each long job")  # fmt: skip
+    wait_for(
+        lambda: all(len(runs_of(cluster, n)) >= 2 for n in LONG), 90, "two runs of each long job"
+    )
     # `status` projects beat's order with the admission: the long job waiting
     # for the other leaves the short one its slot, so it is not projected late.
     # The long job waiting for the other shows why it does not start.
@@ -63,12 +64,15 @@ def test_two_long_jobs_never_run_at_once_and_the_short_one_keeps_a_slot(
         long_holds += [h["reason"] for n in LONG for h in rows[f"e2e.{n}"]["holds"]]
     assert "projected_late" not in reasons, reasons
     assert "lookahead" in long_holds, long_holds
-    wait_for(lambda: all(len(runs_of(cluster, n)) >= 3 for n in LONG), 60,
-             "three runs of each long job")  # fmt: skip
+    wait_for(
+        lambda: all(len(runs_of(cluster, n)) >= 3 for n in LONG), 60, "three runs of each long job"
+    )
     first, second = (runs_of(cluster, n) for n in LONG)
     logs = cluster.logs()
-    print("long runs (start, end mod 100 s):",
-          [[(round(a % 100, 1), round(b % 100, 1)) for a, b in runs] for runs in (first, second)])
+    print(
+        "long runs (start, end mod 100 s):",
+        [[(round(a % 100, 1), round(b % 100, 1)) for a, b in runs] for runs in (first, second)],
+    )
     assert overlaps(first, second) == [], logs
     # Neither is starved: they take turns (the one that just ended does not take
     # the slot back from the one waiting for it).

@@ -30,16 +30,23 @@ INTERVAL_S = 3.0
 
 
 def test_one_slot_serves_the_high_class_first_then_the_elevated_low_one(cluster_factory) -> None:
-    cluster = cluster_factory(["prio_hi1", "prio_hi2", "prio_lo"],
-                              E2E_ELEVATOR_INTERVAL=str(INTERVAL_S))  # fmt: skip
+    cluster = cluster_factory(
+        ["prio_hi1", "prio_hi2", "prio_lo"], E2E_ELEVATOR_INTERVAL=str(INTERVAL_S)
+    )
     cluster.start_worker("w1", "node1")
     cluster.start_beat()
-    low = wait_for(lambda: [e for e in cluster.starts() if e["name"] == "prio_lo"], 40,
-                   "the low class to start")[0]
+    low = wait_for(
+        lambda: [e for e in cluster.starts() if e["name"] == "prio_lo"],
+        40,
+        "the low class to start",
+    )[0]
     registered = cluster.schedule("e2e.prio_lo").stats.registered_at.timestamp()
     in_error = registered + 4.0
-    high_while_waiting = [e for e in cluster.starts()
-                          if e["name"] != "prio_lo" and in_error + 0.5 <= e["t"] < low["t"]]
+    high_while_waiting = [
+        e
+        for e in cluster.starts()
+        if e["name"] != "prio_lo" and in_error + 0.5 <= e["t"] < low["t"]
+    ]
     logs = cluster.logs()
     # Without classes it would have started within about a second of its ERROR.
     assert low["t"] >= registered + 3.5 + 2 * INTERVAL_S - 0.5, logs

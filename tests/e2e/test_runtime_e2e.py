@@ -24,8 +24,9 @@ def test_runtime_schedules_run_change_and_go_without_a_restart(cluster_factory) 
     wait_for(lambda: "p10" in {e["name"] for e in cluster.starts()}, 30, "beat to dispatch")
 
     cluster.send("e2e.lister", 50)
-    [listed] = wait_for(lambda: [e for e in cluster.events() if e["kind"] == "listed"], 20,
-                        "the lister")  # fmt: skip
+    [listed] = wait_for(
+        lambda: [e for e in cluster.events() if e["kind"] == "listed"], 20, "the lister"
+    )
     assert (listed["inserted"], listed["errors"]) == (50, [])
     sources = {f"scrape@s{i:02d}" for i in range(50)}
 
@@ -35,8 +36,11 @@ def test_runtime_schedules_run_change_and_go_without_a_restart(cluster_factory) 
     wait_for(lambda: scraped() == sources, 40, "every runtime schedule to run once")
     assert beat.poll() is None, "the same beat, never restarted"
     # A run's end event comes from its body; the worker stores the outcome after it.
-    wait_for(lambda: [r.outcome for r in cluster.runs("e2e.scrape@s07")] == ["success"], 10,
-             "s07's outcome stored")  # fmt: skip
+    wait_for(
+        lambda: [r.outcome for r in cluster.runs("e2e.scrape@s07")] == ["success"],
+        10,
+        "s07's outcome stored",
+    )
     store = cluster.store()
     try:
         [run] = store.runs("e2e.scrape@s07")
@@ -47,16 +51,22 @@ def test_runtime_schedules_run_change_and_go_without_a_restart(cluster_factory) 
         # A slow one, removed while it runs: the run ends, and no run follows.
         hourly = {"period": 3600, "cooldown": 3000}
         api.upsert("e2e.scrape@slow", **hourly, args=["slow"], kwargs={"seconds": 2.0})
-        wait_for(lambda: [e for e in cluster.starts() if e["name"] == "scrape@slow"], 20,
-                 "the slow schedule to start")  # fmt: skip
+        wait_for(
+            lambda: [e for e in cluster.starts() if e["name"] == "scrape@slow"],
+            20,
+            "the slow schedule to start",
+        )
         assert api.remove("e2e.scrape@slow") is True
         store.request_run("e2e.scrape@slow", datetime.now(timezone.utc))  # would run at once
         # A change and a run request on another: beat re-reads it after the removal.
         assert api.upsert("e2e.scrape@s01", **hourly, args=["s01-new"]) == "updated"
         store.request_run("e2e.scrape@s01", datetime.now(timezone.utc))
         wait_for(lambda: cluster.ends("scrape@s01-new"), 20, "the changed schedule to run")
-        wait_for(lambda: cluster.runs("e2e.scrape@slow")[0].outcome == "success", 20,
-                 "the removed schedule's live run to end")  # fmt: skip
+        wait_for(
+            lambda: cluster.runs("e2e.scrape@slow")[0].outcome == "success",
+            20,
+            "the removed schedule's live run to end",
+        )
         # Two more poll-and-dispatch rounds for the removed one to (wrongly) go out.
         assert api.upsert("e2e.scrape@s02", **hourly, args=["s02-again"]) == "updated"
         store.request_run("e2e.scrape@s02", datetime.now(timezone.utc))

@@ -44,8 +44,9 @@ def test_a_paused_worker_gets_no_new_dispatch_and_the_handover_is_prompt(
     try:
         second = wait_for(
             lambda: next((e for e in cluster.starts() if e["pid"] != first["pid"]), None),
-            30, "another worker to take the schedule over",
-        )  # fmt: skip
+            30,
+            "another worker to take the schedule over",
+        )
     finally:
         cluster.signal_group(owner, signal.SIGCONT)
     handover = second["t"] - paused_at

@@ -62,10 +62,22 @@ def later_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
 
 def start_worker_process(cluster: Cluster, name: str = "w1") -> subprocess.Popen[bytes]:
     """A worker process, without waiting for it to register."""
-    return cluster._start(name, [
-        "worker", "-n", f"{name}@node1", "-P", "solo", "-l", "INFO",
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
-    ], node="node1")  # fmt: skip
+    return cluster._start(
+        name,
+        [
+            "worker",
+            "-n",
+            f"{name}@node1",
+            "-P",
+            "solo",
+            "-l",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        node="node1",
+    )
 
 
 def exit_status(proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
@@ -129,11 +141,17 @@ def test_a_worker_started_with_redis_down_registers_once_it_answers(
     # The broker is up; celery-dgs's own Redis (dgs_redis_url) is not yet.
     cluster = clusters(redis_url, E2E_DGS_REDIS_URL=later_redis.url)
     start_worker_process(cluster)
-    wait_for(lambda: len(lines_with(cluster.log_since("w1", 0), "registering w1@node1 failed"))
-             >= 2, 30, "two failed registrations")  # fmt: skip
+    wait_for(
+        lambda: len(lines_with(cluster.log_since("w1", 0), "registering w1@node1 failed")) >= 2,
+        30,
+        "two failed registrations",
+    )
     later_redis.start()
-    wait_for(lambda: lines_with(cluster.log_since("w1", 0), "registered w1@node1 at attempt"),
-             30, "the registration after Redis started")  # fmt: skip
+    wait_for(
+        lambda: lines_with(cluster.log_since("w1", 0), "registered w1@node1 at attempt"),
+        30,
+        "the registration after Redis started",
+    )
     log = cluster.log_since("w1", 0)
     failed = lines_with(log, "registering w1@node1 failed")
     assert all("is unreachable" in line and "retrying in" in line for line in failed), failed
@@ -146,8 +164,11 @@ def test_beat_started_before_redis_retries_then_leads_and_dispatches(
 ) -> None:
     cluster = clusters(later_redis.url)
     beat = cluster.start_beat()
-    wait_for(lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt"))
-             >= 2, 30, "two failed start-up attempts")  # fmt: skip
+    wait_for(
+        lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt")) >= 2,
+        30,
+        "two failed start-up attempts",
+    )
     assert beat.poll() is None
     later_redis.start()
     wait_for(lambda: "leading as" in cluster.log_since("beat", 0), 30, "beat to lead")
@@ -155,8 +176,9 @@ def test_beat_started_before_redis_retries_then_leads_and_dispatches(
     wait_for(lambda: (tmp_path / "marker").exists(), 30, "the scheduled run")
     log = cluster.log_since("beat", 0)
     attempts = lines_with(log, "cannot start (attempt")
-    assert all("Redis at" in a and "is unreachable" in a and "retrying in" in a
-               for a in attempts), attempts  # fmt: skip
+    assert all(
+        "Redis at" in a and "is unreachable" in a and "retrying in" in a for a in attempts
+    ), attempts
     assert "retrying in 1s" in attempts[0]
     assert "retrying in 2s" in attempts[1]
     assert_no_traceback(log)
@@ -172,8 +194,11 @@ def test_beat_started_before_its_database_is_reachable_retries_then_dispatches(
     cluster = clusters(redis_url, E2E_DATABASE_URL=f"sqlite:///{missing}")
     cluster.database_url = f"sqlite:///{missing}"
     beat = cluster.start_beat()
-    wait_for(lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt"))
-             >= 2, 30, "two failed start-up attempts")  # fmt: skip
+    wait_for(
+        lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt")) >= 2,
+        30,
+        "two failed start-up attempts",
+    )
     assert beat.poll() is None
     missing.parent.mkdir()
     wait_for(lambda: "leading as" in cluster.log_since("beat", 0), 30, "beat to lead")
@@ -181,8 +206,9 @@ def test_beat_started_before_its_database_is_reachable_retries_then_dispatches(
     wait_for(lambda: (tmp_path / "marker").exists(), 30, "the scheduled run")
     log = cluster.log_since("beat", 0)
     attempts = lines_with(log, "cannot start (attempt")
-    assert all("the database at" in a and "(dgs_database_url) is unreachable" in a
-               for a in attempts), attempts  # fmt: skip
+    assert all(
+        "the database at" in a and "(dgs_database_url) is unreachable" in a for a in attempts
+    ), attempts
     assert_no_traceback(log)
     assert log[: log.index("leading as")].count("\n") < BEAT_START_LINES, log
 
@@ -214,15 +240,17 @@ def test_beat_with_an_unknown_dgs_setting_exits_after_one_line(
     assert_no_traceback(log)
 
 
-
 def test_beat_with_postgresql_unreachable_retries_one_line_per_attempt(
     clusters: Callable[..., StartupCluster], redis_url: str
 ) -> None:
     url = f"postgresql+psycopg://dgs:secret@127.0.0.1:{free_port()}/dgs"
     cluster = clusters(redis_url, E2E_DATABASE_URL=url)
     beat = cluster.start_beat()
-    wait_for(lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt"))
-             >= 2, 30, "two failed start-up attempts")  # fmt: skip
+    wait_for(
+        lambda: len(lines_with(cluster.log_since("beat", 0), "cannot start (attempt")) >= 2,
+        30,
+        "two failed start-up attempts",
+    )
     assert beat.poll() is None  # still waiting for its database
     log = cluster.log_since("beat", 0)
     attempts = lines_with(log, "cannot start (attempt")
@@ -246,9 +274,14 @@ def test_a_dispatch_of_a_schedule_the_worker_does_not_declare_does_not_run(
     client = Celery("e2e-client", broker=redis_url)
     client.conf.task_serializer = "json"
     try:
-        client.send_task("e2e.marker", queue="celery", headers={
-            "dgs_schedule": "e2e.marker@elsewhere", "dgs_dispatch_id": "d-elsewhere",
-        })  # fmt: skip
+        client.send_task(
+            "e2e.marker",
+            queue="celery",
+            headers={
+                "dgs_schedule": "e2e.marker@elsewhere",
+                "dgs_dispatch_id": "d-elsewhere",
+            },
+        )
         client.send_task("e2e.marker", queue="celery")  # ad hoc: runs under the lease
     finally:
         client.close()
@@ -266,8 +299,11 @@ def test_beat_waiting_to_start_stops_at_once_on_sigterm(
 ) -> None:
     cluster = clusters(later_redis.url)
     beat = cluster.start_beat()
-    wait_for(lambda: lines_with(cluster.log_since("beat", 0), "cannot start (attempt"),
-             30, "a failed start-up attempt")  # fmt: skip
+    wait_for(
+        lambda: lines_with(cluster.log_since("beat", 0), "cannot start (attempt"),
+        30,
+        "a failed start-up attempt",
+    )
     beat.send_signal(signal.SIGTERM)
     assert exit_status(beat, timeout=5) == 0
     log = cluster.log_since("beat", 0)
@@ -282,8 +318,11 @@ def test_a_worker_stopped_while_redis_is_down_logs_no_traceback(
     is one line (the registration expires by itself)."""
     cluster = clusters(redis_url, E2E_DGS_REDIS_URL=later_redis.url)
     proc = start_worker_process(cluster)
-    wait_for(lambda: lines_with(cluster.log_since("w1", 0), "registering w1@node1 failed"),
-             30, "a failed registration")  # fmt: skip
+    wait_for(
+        lambda: lines_with(cluster.log_since("w1", 0), "registering w1@node1 failed"),
+        30,
+        "a failed registration",
+    )
     proc.send_signal(signal.SIGTERM)
     assert exit_status(proc) == 0
     log = cluster.log_since("w1", 0)

@@ -34,8 +34,9 @@ def run_of(cluster: Cluster, schedule: str, outcome: str) -> Any:
 def first_start(cluster: Cluster, name: str) -> dict[str, Any]:
     return wait_for(
         lambda: next((e for e in cluster.starts() if e["name"] == name), None),
-        30, f"a run of {name} to start",
-    )  # fmt: skip
+        30,
+        f"a run of {name} to start",
+    )
 
 
 def end_of(cluster: Cluster, start: dict[str, Any]) -> dict[str, Any] | None:
@@ -46,9 +47,7 @@ def end_of(cluster: Cluster, start: dict[str, Any]) -> dict[str, Any] | None:
 
 # -- 1. a paused owner is stolen from ------------------------------------------------------
 @pytest.mark.parametrize("pool", ["solo", "prefork"])
-def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(
-    cluster_factory, pool: str
-) -> None:
+def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(cluster_factory, pool: str) -> None:
     """SIGSTOP the owner for longer than ping_timeout + steal_delay: the whole
     process group of a solo worker (another worker takes over), or only the
     prefork child that runs the task (a sibling child takes over). After SIGCONT
@@ -74,8 +73,9 @@ def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(
     try:
         second = wait_for(
             lambda: next((e for e in cluster.starts() if e["pid"] != first["pid"]), None),
-            30, "another process to take the schedule over",
-        )  # fmt: skip
+            30,
+            "another process to take the schedule over",
+        )
         assert second["token"] > first["token"]
         assert second["t"] - last_ping > 1.5 + 1.0, "taken over before ping_timeout + steal_delay"
         time.sleep(0.5)  # both runs "live": the paused one just does not know yet
@@ -84,8 +84,10 @@ def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(
     resumed_at = time.time()
     end = wait_for(lambda: end_of(cluster, first), 10, "the paused run to stop")
     overlap_after_resume = end["t"] - resumed_at
-    print(f"[{pool}] overlap after SIGCONT: {overlap_after_resume * 1000:.0f} ms; "
-          f"take-over {second['t'] - paused_at:.2f} s after SIGSTOP")  # fmt: skip
+    print(
+        f"[{pool}] overlap after SIGCONT: {overlap_after_resume * 1000:.0f} ms; "
+        f"take-over {second['t'] - paused_at:.2f} s after SIGSTOP"
+    )
     assert overlap_after_resume <= PING_INTERVAL + SLACK
     assert end_of(cluster, second) is None, "the new run goes on"
 
@@ -97,14 +99,23 @@ def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(
     # tell a paused owner from a dead one); the resumed owner's own "stolen" end is
     # then a no-op. A steal never counts as a failure.
     old = wait_for(
-        lambda: next((r for r in cluster.runs("e2e.long_run") if r.token == first["token"]
-                      and r.outcome != "running"), None),
-        10, "the paused run's record",
-    )  # fmt: skip
+        lambda: next(
+            (
+                r
+                for r in cluster.runs("e2e.long_run")
+                if r.token == first["token"] and r.outcome != "running"
+            ),
+            None,
+        ),
+        10,
+        "the paused run's record",
+    )
     time.sleep(PING_INTERVAL)  # let the resumed owner write whatever it writes
     stored = cluster.schedule("e2e.long_run")
-    print(f"[{pool}] paused run recorded {old.outcome!r} ({old.error}); "
-          f"failure_count {stored.stats.failure_count}")  # fmt: skip
+    print(
+        f"[{pool}] paused run recorded {old.outcome!r} ({old.error}); "
+        f"failure_count {stored.stats.failure_count}"
+    )
     assert old.outcome == "stolen", old
     assert stored.current_token == second["token"]
     assert not stored.stats.failure_count, "a stolen run is not a failure"
@@ -124,8 +135,11 @@ def test_blackout_window_starting_mid_run_terminates_it(cluster_factory) -> None
     cluster.send("e2e.blackout_run", 60.0, queue="w1@node1.dq2")
     start = first_start(cluster, "blackout_run")
     assert start["t"] < window_start.timestamp(), "the run must start before the window"
-    run = wait_for(lambda: run_of(cluster, "e2e.blackout_run", "terminated"), 30,
-                   "the run to be terminated by the blackout")  # fmt: skip
+    run = wait_for(
+        lambda: run_of(cluster, "e2e.blackout_run", "terminated"),
+        30,
+        "the run to be terminated by the blackout",
+    )
     assert "blackout" in (run.error or ""), run.error
     latency = (run.ended_at - window_start).total_seconds()
     print(f"blackout termination latency: {latency * 1000:.0f} ms after the window began")
@@ -156,16 +170,22 @@ def test_warm_shutdown_yields_and_frees_the_lease_at_once(cluster_factory, pool:
     cluster.signal("w1", signal.SIGTERM)
     term_at = time.time()
     leases = cluster.leases()
-    wait_for(lambda: (lease := leases.get("e2e.long_run")) is None
-             or lease.token != first["token"], 5, "the lease to be freed")  # fmt: skip
+    wait_for(
+        lambda: (lease := leases.get("e2e.long_run")) is None or lease.token != first["token"],
+        5,
+        "the lease to be freed",
+    )
     freed_after = time.time() - term_at
     second = wait_for(
         lambda: next((e for e in cluster.starts() if e["host"] == "node2"), None),
-        10 + 5, "another worker to run the schedule",
-    )  # fmt: skip
+        10 + 5,
+        "another worker to run the schedule",
+    )
     handover = second["t"] - term_at
-    print(f"[{pool}] lease freed {freed_after * 1000:.0f} ms after SIGTERM; "
-          f"next run started {handover:.2f} s after SIGTERM")  # fmt: skip
+    print(
+        f"[{pool}] lease freed {freed_after * 1000:.0f} ms after SIGTERM; "
+        f"next run started {handover:.2f} s after SIGTERM"
+    )
     assert freed_after < 1.0
     assert handover < 5.0, "much sooner than a steal (15 s)"
     end = end_of(cluster, first)
@@ -203,9 +223,13 @@ def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None
 # -- 5. max_allowed_duration in the prefork and threads pools ------------------------------------
 @pytest.mark.parametrize(
     ("pool", "task"),
-    [("prefork", "stuck"), ("prefork", "swallows"), ("threads", "too_long"),
-     ("threads", "swallows")],
-)  # fmt: skip
+    [
+        ("prefork", "stuck"),
+        ("prefork", "swallows"),
+        ("threads", "too_long"),
+        ("threads", "swallows"),
+    ],
+)
 def test_run_past_max_allowed_is_terminated_in_the_pool(
     cluster_factory, pool: str, task: str
 ) -> None:
@@ -219,8 +243,7 @@ def test_run_past_max_allowed_is_terminated_in_the_pool(
     start = first_start(cluster, task)
     run = wait_for(lambda: run_of(cluster, f"e2e.{task}", "terminated"), 20, "termination")
     assert "max_allowed_duration" in (run.error or "")
-    print(f"[{pool}/{task}] terminated after {run.duration_s:.2f} s "
-          f"(max_allowed {MAX_ALLOWED} s)")  # fmt: skip
+    print(f"[{pool}/{task}] terminated after {run.duration_s:.2f} s (max_allowed {MAX_ALLOWED} s)")
     assert MAX_ALLOWED <= run.duration_s <= MAX_ALLOWED + SLACK
     end = wait_for(lambda: end_of(cluster, start), 5, "the task body to stop")
     assert end["t"] - start["t"] <= MAX_ALLOWED + SLACK

@@ -109,8 +109,10 @@ class Report:
         return not self.violations
 
     def summary(self) -> str:
-        return (f"runs checked: {self.runs_checked}, faults injected: {self.faults}, "
-                f"violations found: {len(self.violations)}")  # fmt: skip
+        return (
+            f"runs checked: {self.runs_checked}, faults injected: {self.faults}, "
+            f"violations found: {len(self.violations)}"
+        )
 
     def __str__(self) -> str:
         return "\n".join([self.summary(), *(f"  - {v}" for v in self.violations)])
@@ -123,8 +125,15 @@ def build_runs(events: Sequence[Mapping[str, Any]]) -> list[Run]:
     for e in events:
         if e["kind"] == "start":
             rid = str(e.get("run_id") or f"?pid{e['pid']}@{e['t']}")
-            runs[rid] = Run(e["schedule"], rid, e.get("token"), e["pid"], e.get("host", "?"),
-                            e["t"], dispatch_id=e.get("dispatch_id"))  # fmt: skip
+            runs[rid] = Run(
+                e["schedule"],
+                rid,
+                e.get("token"),
+                e["pid"],
+                e.get("host", "?"),
+                e["t"],
+                dispatch_id=e.get("dispatch_id"),
+            )
         elif e["kind"] == "end":
             run = runs.get(str(e.get("run_id")))
             if run is not None and run.end is None:
@@ -191,26 +200,32 @@ def check(
     steps = [f["t"] for f in faults if f["fault"] == "redis_clock_step"]
     for schedule, rs in by_schedule.items():
         for i, a in enumerate(rs):
-            for b in rs[i + 1:]:
+            for b in rs[i + 1 :]:
                 if a.end_or(now) <= b.start:
                     continue
                 overlap = a.end_or(now) - b.start
                 if any(0 <= b.start - t <= bounds.recovery for t in steps):
                     if overlap <= bounds.after_clock_step:
                         continue
-                    v.append(f"{schedule}: two live runs: {a} and {b} overlapped "
-                             f"{overlap:.2f}s after a step of the Redis clock "
-                             f"(allowed {bounds.after_clock_step:.2f}s)")  # fmt: skip
+                    v.append(
+                        f"{schedule}: two live runs: {a} and {b} overlapped "
+                        f"{overlap:.2f}s after a step of the Redis clock "
+                        f"(allowed {bounds.after_clock_step:.2f}s)"
+                    )
                     continue
-                window = next(((s, c) for s, c in pauses.get(a.pid, [])
-                               if s <= b.start < c), None)  # fmt: skip
+                window = next(((s, c) for s, c in pauses.get(a.pid, []) if s <= b.start < c), None)
                 if window is not None and a.end_or(now) <= window[1] + bounds.after_resume:
                     continue
-                why = ("its owner was not paused when the other started" if window is None
-                       else f"the paused owner ran on {a.end_or(now) - window[1]:.2f}s after "
-                            f"its resume (allowed {bounds.after_resume:.2f}s)")  # fmt: skip
-                v.append(f"{schedule}: two live runs: {a} and {b} overlapped "
-                         f"{a.end_or(now) - b.start:.2f}s; {why}")  # fmt: skip
+                why = (
+                    "its owner was not paused when the other started"
+                    if window is None
+                    else f"the paused owner ran on {a.end_or(now) - window[1]:.2f}s after "
+                    f"its resume (allowed {bounds.after_resume:.2f}s)"
+                )
+                v.append(
+                    f"{schedule}: two live runs: {a} and {b} overlapped "
+                    f"{a.end_or(now) - b.start:.2f}s; {why}"
+                )
 
     # 3. a superseded run's own late outcome is not accepted
     rows = {r.run_id: r for r in stored} if stored is not None else None
@@ -219,16 +234,26 @@ def check(
             for a in rs:
                 if a.own_end is None:
                     continue
-                newer = next((b for b in rs if isinstance(b.token, int)
-                              and isinstance(a.token, int) and b.token > a.token
-                              and b.start < a.own_end), None)  # fmt: skip
+                newer = next(
+                    (
+                        b
+                        for b in rs
+                        if isinstance(b.token, int)
+                        and isinstance(a.token, int)
+                        and b.token > a.token
+                        and b.start < a.own_end
+                    ),
+                    None,
+                )
                 row = rows.get(a.run_id)
                 if newer is None or row is None:
                     continue
                 if row.outcome != "stolen" and not row.fenced:
-                    v.append(f"{schedule}: stale write accepted: {a} ended "
-                             f"{a.own_end - newer.start:.2f}s after {newer} started, and the "
-                             f"store took its outcome {row.outcome!r} unfenced")  # fmt: skip
+                    v.append(
+                        f"{schedule}: stale write accepted: {a} ended "
+                        f"{a.own_end - newer.start:.2f}s after {newer} started, and the "
+                        f"store took its outcome {row.outcome!r} unfenced"
+                    )
 
     # 4. recovery after a failing fault
     for fault in faults:
@@ -245,12 +270,16 @@ def check(
                 continue  # it finished its work despite the fault
             nxt = next((b for b in by_schedule[a.schedule] if b.start > t), None)
             if nxt is None:
-                v.append(f"{a.schedule}: not recovered: {a} was hit by {fault['fault']} and "
-                         f"no newer run started")  # fmt: skip
+                v.append(
+                    f"{a.schedule}: not recovered: {a} was hit by {fault['fault']} and "
+                    f"no newer run started"
+                )
             elif nxt.start - t > bound:
-                v.append(f"{a.schedule}: late recovery: {a} was hit by {fault['fault']}; the "
-                         f"next run started {nxt.start - t:.2f}s later "
-                         f"(bound {bound:.2f}s)")  # fmt: skip
+                v.append(
+                    f"{a.schedule}: late recovery: {a} was hit by {fault['fault']}; the "
+                    f"next run started {nxt.start - t:.2f}s later "
+                    f"(bound {bound:.2f}s)"
+                )
 
     # 5. no run record lost
     if rows is not None:
@@ -264,21 +293,27 @@ def check(
                     v.append(f"{schedule}: {a} is stored with token {row.token}")
                 superseded = i + 1 < len(rs)
                 if row.outcome == "running" and (a.own_end is not None or superseded):
-                    v.append(f"{schedule}: {a} ended ({a.outcome or 'superseded'}) but the "
-                             "store still says running")  # fmt: skip
+                    v.append(
+                        f"{schedule}: {a} ended ({a.outcome or 'superseded'}) but the "
+                        "store still says running"
+                    )
     # 6. one dispatch, one run
     seen: dict[str, Run] = {}
     for run in runs:
         if run.dispatch_id:
             if run.dispatch_id in seen:
-                v.append(f"{run.schedule}: dispatch {run.dispatch_id} started twice: "
-                         f"{seen[run.dispatch_id]} and {run}")  # fmt: skip
+                v.append(
+                    f"{run.schedule}: dispatch {run.dispatch_id} started twice: "
+                    f"{seen[run.dispatch_id]} and {run}"
+                )
             seen.setdefault(run.dispatch_id, run)
     if current_tokens is not None:
         for schedule, rs in by_schedule.items():
             top = max((r.token for r in rs if isinstance(r.token, int)), default=None)
             stored_token = current_tokens.get(schedule)
             if top is not None and (stored_token is None or stored_token < top):
-                v.append(f"{schedule}: the store's current token {stored_token} is below "
-                         f"the newest granted token {top}")  # fmt: skip
+                v.append(
+                    f"{schedule}: the store's current token {stored_token} is below "
+                    f"the newest granted token {top}"
+                )
     return report

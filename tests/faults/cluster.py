@@ -18,8 +18,13 @@ from tests.faults.checker import Bounds, Report, check
 from tests.faults.history import History
 
 PING_INTERVAL, PING_TIMEOUT, STEAL_DELAY = 0.5, 1.5, 1.0
-BOUNDS = Bounds(ping_interval=PING_INTERVAL, ping_timeout=PING_TIMEOUT, steal_delay=STEAL_DELAY,
-                tick=1.0, slack=1.0)  # fmt: skip
+BOUNDS = Bounds(
+    ping_interval=PING_INTERVAL,
+    ping_timeout=PING_TIMEOUT,
+    steal_delay=STEAL_DELAY,
+    tick=1.0,
+    slack=1.0,
+)
 
 
 class FaultCluster(Cluster):
@@ -45,39 +50,56 @@ class FaultCluster(Cluster):
         with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "tests.faults.proj", *args],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs[key] = proc
         return proc
 
     def start_worker(
-        self, name: str, node: str, *, pool: str = "solo", concurrency: int = 1,
+        self,
+        name: str,
+        node: str,
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
         env: dict[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:  # fmt: skip
+    ) -> subprocess.Popen[bytes]:
         self.proc_env[name] = env or {}
         return super().start_worker(name, node, pool=pool, concurrency=concurrency)
 
     # -- the history ------------------------------------------------------------------
     def starts(self, schedule: str | None = None) -> list[dict[str, Any]]:  # type: ignore[override]
-        return [e for e in self.history.events() if e["kind"] == "start"
-                and (schedule is None or e["schedule"] == schedule)]  # fmt: skip
+        return [
+            e
+            for e in self.history.events()
+            if e["kind"] == "start" and (schedule is None or e["schedule"] == schedule)
+        ]
 
-    def wait_start(self, schedule: str, *, after: dict[str, Any] | None = None,
-                   timeout: float = 30) -> dict[str, Any]:  # fmt: skip
+    def wait_start(
+        self, schedule: str, *, after: dict[str, Any] | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         """The first start of ``schedule`` (after the start ``after``); the
         checker, not this wait, judges its token."""
         since = after["t"] if after is not None else -1.0
         return wait_for(
             lambda: next((e for e in self.starts(schedule) if e["t"] > since), None),
-            timeout, f"a run of {schedule}" + (f" after run {after['run_id']}" if after else ""),
-        )  # fmt: skip
+            timeout,
+            f"a run of {schedule}" + (f" after run {after['run_id']}" if after else ""),
+        )
 
     def wait_end(self, run_id: str, timeout: float = 10) -> dict[str, Any]:
         return wait_for(
-            lambda: next((e for e in self.history.events()
-                          if e["kind"] == "end" and e["run_id"] == run_id), None),
-            timeout, f"run {run_id} to end",
-        )  # fmt: skip
+            lambda: next(
+                (e for e in self.history.events() if e["kind"] == "end" and e["run_id"] == run_id),
+                None,
+            ),
+            timeout,
+            f"run {run_id} to end",
+        )
 
     def wait_recorded(self, schedule: str, run_id: str, timeout: float = 5) -> Any:
         """The stored run record of ``run_id`` once its outcome is written. The
@@ -86,15 +108,21 @@ class FaultCluster(Cluster):
         test that reads the row right after ``wait_end`` waits here for that
         write."""
         return wait_for(
-            lambda: next((r for r in self.runs(schedule)
-                          if r.run_id == run_id and r.outcome != "running"), None),
-            timeout, f"the stored outcome of run {run_id}",
-        )  # fmt: skip
+            lambda: next(
+                (r for r in self.runs(schedule) if r.run_id == run_id and r.outcome != "running"),
+                None,
+            ),
+            timeout,
+            f"the stored outcome of run {run_id}",
+        )
 
     def worker_of(self, start: dict[str, Any]) -> str:
         """The worker key whose node ran this start."""
-        return next(k for k, p in self.proc_env.items() if k in self.procs
-                    and self._node(k) == start["host"])  # fmt: skip
+        return next(
+            k
+            for k, p in self.proc_env.items()
+            if k in self.procs and self._node(k) == start["host"]
+        )
 
     def _node(self, key: str) -> str:
         args = self.procs[key].args
@@ -180,8 +208,7 @@ class FaultCluster(Cluster):
             tokens = {n: store.get(f"faults.{n}").current_token for n in names}
         finally:
             store.close()
-        return check(events, self.bounds, now=time.monotonic(), stored=rows,
-                     current_tokens=tokens)  # fmt: skip
+        return check(events, self.bounds, now=time.monotonic(), stored=rows, current_tokens=tokens)
 
     def assert_history_ok(self, settle: float = 3.0) -> Report:
         """Check the history; transient states (a store write in flight) get

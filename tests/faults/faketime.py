@@ -16,5 +16,9 @@ def faketime_env(offset_file: Path) -> dict[str, str]:
     """The environment that runs a process under libfaketime with the offset in
     ``offset_file`` (libfaketime's syntax, e.g. ``+3600`` or ``+4.5``)."""
     _, env = libfaketime.get_reload_information()
-    return {**env, "FAKETIME_TIMESTAMP_FILE": str(offset_file), "FAKETIME_NO_CACHE": "1",
-            "DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
+    return {
+        **env,
+        "FAKETIME_TIMESTAMP_FILE": str(offset_file),
+        "FAKETIME_NO_CACHE": "1",
+        "DONT_FAKE_MONOTONIC": "1",
+    }

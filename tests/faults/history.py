@@ -25,8 +25,15 @@ from typing import Any
 #: Fault kinds after which the affected runs must be taken over (their owner
 #: died or cannot reach Redis); the checker's recovery rule applies to these.
 FAILING_FAULTS = frozenset(
-    {"sigkill", "sigstop", "partition", "warm_shutdown", "cold_shutdown", "redis_restart",
-     "redis_failover"}
+    {
+        "sigkill",
+        "sigstop",
+        "partition",
+        "warm_shutdown",
+        "cold_shutdown",
+        "redis_restart",
+        "redis_failover",
+    }
 )
 
 
@@ -46,15 +53,28 @@ class History:
 
     # -- what runs write ---------------------------------------------------------------
     def run_start(
-        self, schedule: str, *, token: int | None, run_id: str | None, host: str,
+        self,
+        schedule: str,
+        *,
+        token: int | None,
+        run_id: str | None,
+        host: str,
         dispatch_id: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
-        return self.append("start", schedule=schedule, token=token, run_id=run_id,
-                           pid=os.getpid(), host=host, dispatch_id=dispatch_id)  # fmt: skip
+    ) -> dict[str, Any]:
+        return self.append(
+            "start",
+            schedule=schedule,
+            token=token,
+            run_id=run_id,
+            pid=os.getpid(),
+            host=host,
+            dispatch_id=dispatch_id,
+        )
 
     def run_end(self, schedule: str, *, run_id: str | None, outcome: str) -> dict[str, Any]:
-        return self.append("end", schedule=schedule, run_id=run_id, pid=os.getpid(),
-                           outcome=outcome)  # fmt: skip
+        return self.append(
+            "end", schedule=schedule, run_id=run_id, pid=os.getpid(), outcome=outcome
+        )
 
     # -- what the test writes ---------------------------------------------------------
     def fault(

@@ -65,9 +65,12 @@ app.conf.update(
     broker_transport_options=(
         # kombu looks for unacked messages past the visibility timeout every
         # unacked_restore_interval seconds (10 s by default)
-        {"visibility_timeout": float(os.environ["FAULTS_VISIBILITY_TIMEOUT"]),
-         "unacked_restore_interval": 0.5}
-        if "FAULTS_VISIBILITY_TIMEOUT" in os.environ else {}
+        {
+            "visibility_timeout": float(os.environ["FAULTS_VISIBILITY_TIMEOUT"]),
+            "unacked_restore_interval": 0.5,
+        }
+        if "FAULTS_VISIBILITY_TIMEOUT" in os.environ
+        else {}
     ),
 )
 dgs = celery_dgs.DGS(app)
@@ -80,8 +83,9 @@ def work(name: str, seconds: float) -> str:
     sup = current_supervisor()
     run_id = sup.run_id if sup is not None else None
     dispatch_id = getattr(current_task.request, "dgs_dispatch_id", None) if current_task else None
-    history.run_start(name, token=celery_dgs.current_token(), run_id=run_id, host=HOST,
-                      dispatch_id=dispatch_id)  # fmt: skip
+    history.run_start(
+        name, token=celery_dgs.current_token(), run_id=run_id, host=HOST, dispatch_id=dispatch_id
+    )
     outcome = "error"
     try:
         deadline = time.monotonic() + seconds

@@ -63,18 +63,31 @@ RESTART_BOUND = BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + 2.0
 #: + one tick + the soak's 2 s slack.
 SENTINEL_STEAL_DELAY = 4.0
 FAILOVER_BOUND = 4.0 + BOUNDS.ping_timeout + SENTINEL_STEAL_DELAY + BOUNDS.tick + 2.0
-PLAIN_FAULTS = ["worker_sigkill", "child_sigkill", "worker_sigstop", "warm_shutdown",
-                "cold_shutdown", "partition", "latency", "beat_sigkill", "beat_sigstop",
-                "redis_restart"]  # fmt: skip
+PLAIN_FAULTS = [
+    "worker_sigkill",
+    "child_sigkill",
+    "worker_sigstop",
+    "warm_shutdown",
+    "cold_shutdown",
+    "partition",
+    "latency",
+    "beat_sigkill",
+    "beat_sigstop",
+    "redis_restart",
+]
 SENTINEL_FAULTS = [k for k in PLAIN_FAULTS if k not in ("partition", "latency", "redis_restart")]
 SENTINEL_FAULTS += ["primary_sigkill", "sentinel_failover"]
 
 
 class Soak:
     def __init__(
-        self, tmp: Path, server: RedisServerProcess, schedules: int, seed: int,
+        self,
+        tmp: Path,
+        server: RedisServerProcess,
+        schedules: int,
+        seed: int,
         deployment: RedisSentinelProcesses | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.server = server
         self.deployment = deployment
         self.rng = random.Random(seed)
@@ -82,8 +95,11 @@ class Soak:
         kwargs = client.connection_pool.connection_kwargs
         self.proxy = TcpProxy(kwargs["host"], kwargs["port"])
         names = [f"soak_{i}" for i in range(schedules)]
-        env = {"FAULTS_SOAK_N": str(schedules), "FAULTS_SOAK_RUN": "2",
-               "E2E_BEAT_LEADER_TIMEOUT": "2"}  # fmt: skip
+        env = {
+            "FAULTS_SOAK_N": str(schedules),
+            "FAULTS_SOAK_RUN": "2",
+            "E2E_BEAT_LEADER_TIMEOUT": "2",
+        }
         # six processes and pool children on a small machine: 2 s of slack, not 1
         bounds = dataclasses.replace(BOUNDS, slack=2.0)
         if deployment is None:
@@ -169,8 +185,9 @@ class Soak:
                 os.kill(pid, signal.SIGCONT)
                 c.history.resumed(pids=[pid])
         elif kind == "redis_restart":
-            c.history.fault(kind, hosts=[n for n, *_ in WORKERS.values()],
-                            recovery_bound=RESTART_BOUND)  # fmt: skip
+            c.history.fault(
+                kind, hosts=[n for n, *_ in WORKERS.values()], recovery_bound=RESTART_BOUND
+            )
             self.server.restart(kill=True)
         elif kind in ("primary_sigkill", "sentinel_failover"):
             self.fail_over(kind)
@@ -184,8 +201,12 @@ class Soak:
         assert d is not None
         old = d.primary_addr()
         server = d.server_at(old)
-        c.history.fault("redis_failover", hosts=[n for n, *_ in WORKERS.values()], how=kind,
-                        recovery_bound=FAILOVER_BOUND)  # fmt: skip
+        c.history.fault(
+            "redis_failover",
+            hosts=[n for n, *_ in WORKERS.values()],
+            how=kind,
+            recovery_bound=FAILOVER_BOUND,
+        )
         if kind == "primary_sigkill":
             server.stop(kill=True)
             d.wait_primary_change(old)
@@ -204,8 +225,11 @@ class Soak:
             self.injected[kind] += 1
             print(f"[{seconds - (deadline - time.monotonic()):6.1f}s] fault: {kind}", flush=True)
             # let the cluster recover before the next fault (one fault at a time)
-            pause = {"redis_restart": RESTART_BOUND, "primary_sigkill": FAILOVER_BOUND,
-                     "sentinel_failover": FAILOVER_BOUND}.get(kind)  # fmt: skip
+            pause = {
+                "redis_restart": RESTART_BOUND,
+                "primary_sigkill": FAILOVER_BOUND,
+                "sentinel_failover": FAILOVER_BOUND,
+            }.get(kind)
             time.sleep(pause or self.cluster.bounds.recovery + self.rng.uniform(0.5, 2.0))
         time.sleep(self.cluster.bounds.recovery)
         final = self.cluster.report()
@@ -231,12 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 120)))
     parser.add_argument("--schedules", type=int, default=3)
     parser.add_argument("--seed", type=int, default=int(time.time()))
-    parser.add_argument("--topology", choices=["single", "sentinel"], default="single",
-                        help="celery-dgs's Redis: one server, or a Sentinel deployment")
+    parser.add_argument(
+        "--topology",
+        choices=["single", "sentinel"],
+        default="single",
+        help="celery-dgs's Redis: one server, or a Sentinel deployment",
+    )
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="dgs-soak-"))
-    print(f"soak: {args.seconds:.0f}s, {args.schedules} schedules, seed {args.seed}, "
-          f"topology {args.topology}, logs and history in {tmp}", flush=True)  # fmt: skip
+    print(
+        f"soak: {args.seconds:.0f}s, {args.schedules} schedules, seed {args.seed}, "
+        f"topology {args.topology}, logs and history in {tmp}",
+        flush=True,
+    )
     server = RedisServerProcess().start()
     deployment = None
     if args.topology == "sentinel":

@@ -16,15 +16,36 @@ from tests.faults.checker import Bounds, build_runs, check
 B = Bounds(ping_interval=0.5, ping_timeout=1.5, steal_delay=1.0, tick=1.0, slack=0.5)
 
 
-def start(t: float, token: Any, run_id: str, pid: int = 1, host: str = "n1",
-          schedule: str = "s", dispatch_id: str | None = None) -> dict[str, Any]:  # fmt: skip
-    return {"kind": "start", "t": t, "schedule": schedule, "token": token, "run_id": run_id,
-            "pid": pid, "host": host, "dispatch_id": dispatch_id}  # fmt: skip
+def start(
+    t: float,
+    token: Any,
+    run_id: str,
+    pid: int = 1,
+    host: str = "n1",
+    schedule: str = "s",
+    dispatch_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "kind": "start",
+        "t": t,
+        "schedule": schedule,
+        "token": token,
+        "run_id": run_id,
+        "pid": pid,
+        "host": host,
+        "dispatch_id": dispatch_id,
+    }
 
 
 def end(t: float, run_id: str, outcome: str = "success", pid: int = 1) -> dict[str, Any]:
-    return {"kind": "end", "t": t, "schedule": "s", "run_id": run_id, "pid": pid,
-            "outcome": outcome}  # fmt: skip
+    return {
+        "kind": "end",
+        "t": t,
+        "schedule": "s",
+        "run_id": run_id,
+        "pid": pid,
+        "outcome": outcome,
+    }
 
 
 def fault(t: float, kind: str, pids: list[int], hosts: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -61,9 +82,10 @@ def test_clean_sequential_history_passes() -> None:
     assert report.summary() == "runs checked: 2, faults injected: 0, violations found: 0"
 
 
-@pytest.mark.parametrize(("second_token", "needle"), [(1, "did not increase"),
-                                                        (0, "no valid fencing token"),
-                                                        (None, "no valid fencing token")])
+@pytest.mark.parametrize(
+    ("second_token", "needle"),
+    [(1, "did not increase"), (0, "no valid fencing token"), (None, "no valid fencing token")],
+)
 def test_tokens_must_strictly_increase(second_token: Any, needle: str) -> None:
     ev = [start(0, 1, "a"), end(1, "a"), start(2, second_token, "b"), end(3, "b")]
     one(check(ev, B, now=10).violations, needle)
@@ -80,21 +102,36 @@ def test_overlap_of_a_live_run_is_reported() -> None:
 
 
 def test_overlap_after_a_steal_from_a_paused_owner_is_allowed_briefly() -> None:
-    ev = [start(0, 1, "a"), fault(1, "sigstop", [1]), start(3.5, 2, "b", pid=2),
-          resumed(5, [1]), end(5.6, "a", "RunTerminated")]  # fmt: skip
+    ev = [
+        start(0, 1, "a"),
+        fault(1, "sigstop", [1]),
+        start(3.5, 2, "b", pid=2),
+        resumed(5, [1]),
+        end(5.6, "a", "RunTerminated"),
+    ]
     rows = [Row("a", "s", 1, "stolen"), Row("b", "s", 2, "running")]
     assert check(ev, B, now=10, stored=rows, current_tokens={"s": 2}).ok
 
 
 def test_paused_owner_running_on_after_its_resume_is_reported() -> None:
-    ev = [start(0, 1, "a"), fault(1, "sigstop", [1]), start(3.5, 2, "b", pid=2),
-          resumed(5, [1]), end(6.2, "a", "RunTerminated")]  # fmt: skip
+    ev = [
+        start(0, 1, "a"),
+        fault(1, "sigstop", [1]),
+        start(3.5, 2, "b", pid=2),
+        resumed(5, [1]),
+        end(6.2, "a", "RunTerminated"),
+    ]
     one(check(ev, B, now=10).violations, "ran on 1.20s after its resume")
 
 
 def test_a_stale_outcome_accepted_by_the_store_is_reported() -> None:
-    ev = [start(0, 1, "a"), fault(1, "sigstop", [1]), start(3.5, 2, "b", pid=2),
-          resumed(5, [1]), end(5.2, "a", "success")]  # fmt: skip
+    ev = [
+        start(0, 1, "a"),
+        fault(1, "sigstop", [1]),
+        start(3.5, 2, "b", pid=2),
+        resumed(5, [1]),
+        end(5.2, "a", "success"),
+    ]
     rows = [Row("a", "s", 1, "success"), Row("b", "s", 2, "running")]
     one(check(ev, B, now=10, stored=rows).violations, "stale write accepted")
     rows[0].fenced = True
@@ -111,8 +148,11 @@ def test_killed_run_is_closed_at_its_exit_and_must_be_recovered_in_time() -> Non
 
 
 def test_a_partitioned_host_is_a_failing_fault_by_host() -> None:
-    ev = [start(0, 1, "a", host="n1"), fault(1, "partition", [], hosts=("n1",)),
-          end(2.5, "a", "RunTerminated")]  # fmt: skip
+    ev = [
+        start(0, 1, "a", host="n1"),
+        fault(1, "partition", [], hosts=("n1",)),
+        end(2.5, "a", "RunTerminated"),
+    ]
     one(check(ev, B, now=10).violations, "not recovered")
 
 
@@ -136,15 +176,22 @@ def test_store_current_token_below_the_history_is_reported() -> None:
 
 
 def test_a_dispatch_that_started_two_runs_is_reported() -> None:
-    ev = [start(0, 1, "a", dispatch_id="d1"), end(1, "a"),
-          start(2, 2, "b", dispatch_id="d1"), end(3, "b")]  # fmt: skip
+    ev = [
+        start(0, 1, "a", dispatch_id="d1"),
+        end(1, "a"),
+        start(2, 2, "b", dispatch_id="d1"),
+        end(3, "b"),
+    ]
     one(check(ev, B, now=10).violations, "dispatch d1 started twice")
 
 
 def test_a_fault_may_name_its_own_recovery_bound() -> None:
-    ev = [start(0, 1, "a"), {**fault(1, "redis_restart", [], hosts=("n1",)),
-                             "recovery_bound": 9.0}, end(1.5, "a", "RunTerminated"),
-          start(9.5, 2, "b")]  # fmt: skip
+    ev = [
+        start(0, 1, "a"),
+        {**fault(1, "redis_restart", [], hosts=("n1",)), "recovery_bound": 9.0},
+        end(1.5, "a", "RunTerminated"),
+        start(9.5, 2, "b"),
+    ]
     assert check(ev, B, now=10).ok
     ev[1]["recovery_bound"] = 8.0
     one(check(ev, B, now=10).violations, "bound 8.00s")

@@ -17,23 +17,38 @@ def step(t: float) -> dict[str, object]:
 
 
 def test_an_overlap_within_the_bound_after_a_step_passes() -> None:
-    ev = [start(0, 1, "a", pid=1), step(5.0), start(6.0, 2, "b", pid=2, host="n2"),
-          end(7.2, "a", "RunTerminated"), end(9, "b")]  # fmt: skip
+    ev = [
+        start(0, 1, "a", pid=1),
+        step(5.0),
+        start(6.0, 2, "b", pid=2, host="n2"),
+        end(7.2, "a", "RunTerminated"),
+        end(9, "b"),
+    ]
     assert B.after_clock_step == 1.25
     report = check(ev, B, now=10)
     assert report.ok, report
 
 
 def test_an_overlap_past_the_bound_after_a_step_is_a_violation() -> None:
-    ev = [start(0, 1, "a", pid=1), step(5.0), start(6.0, 2, "b", pid=2, host="n2"),
-          end(7.5, "a", "RunTerminated"), end(9, "b")]  # fmt: skip
+    ev = [
+        start(0, 1, "a", pid=1),
+        step(5.0),
+        start(6.0, 2, "b", pid=2, host="n2"),
+        end(7.5, "a", "RunTerminated"),
+        end(9, "b"),
+    ]
     [violation] = check(ev, B, now=10).violations
     assert "overlapped 1.50s after a step of the Redis clock (allowed 1.25s)" in violation
 
 
 def test_a_step_does_not_excuse_a_take_over_long_after_it_or_before_it() -> None:
     for t_step in (1.0, 6.5):  # 5 s before b's start (> recovery 4.0 s), or after it
-        ev = [start(0, 1, "a", pid=1), step(t_step), start(6.0, 2, "b", pid=2, host="n2"),
-              end(6.5, "a", "RunTerminated"), end(9, "b")]  # fmt: skip
+        ev = [
+            start(0, 1, "a", pid=1),
+            step(t_step),
+            start(6.0, 2, "b", pid=2, host="n2"),
+            end(6.5, "a", "RunTerminated"),
+            end(9, "b"),
+        ]
         [violation] = check(ev, B, now=10).violations
         assert "its owner was not paused" in violation, (t_step, violation)

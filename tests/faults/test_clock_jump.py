@@ -77,8 +77,9 @@ def test_the_redis_servers_clock_steps_mid_run(
             env.setenv(key, value)
         server = RedisServerProcess().start()
     try:
-        cluster = fault_cluster(["victim"], redis_url=server.url,
-                                FAULTS_RUN_SECONDS=str(RUN_SECONDS))  # fmt: skip
+        cluster = fault_cluster(
+            ["victim"], redis_url=server.url, FAULTS_RUN_SECONDS=str(RUN_SECONDS)
+        )
         cluster.start_worker("w1", "node1")
         cluster.start_beat()
         first = cluster.wait_start("victim")

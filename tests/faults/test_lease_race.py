@@ -22,8 +22,12 @@ PING_TIMEOUT, STEAL_DELAY = 0.4, 0.3
 
 
 def _leases(url: str) -> RedisLeases:
-    return RedisLeases(redis.Redis.from_url(url), KeySpace("race"),
-                       ping_timeout=PING_TIMEOUT, steal_delay=STEAL_DELAY)  # fmt: skip
+    return RedisLeases(
+        redis.Redis.from_url(url),
+        KeySpace("race"),
+        ping_timeout=PING_TIMEOUT,
+        steal_delay=STEAL_DELAY,
+    )
 
 
 def _contend(url: str, i: int, barrier: Any, out: Any) -> None:
@@ -50,8 +54,9 @@ def test_exactly_one_of_many_processes_takes_an_expired_lease(redis_url: str) ->
     counter_key = KeySpace("race").token("s")
     ctx = multiprocessing.get_context("fork")
     barrier, out = ctx.Barrier(CONTENDERS), ctx.Queue()
-    procs = [ctx.Process(target=_contend, args=(redis_url, i, barrier, out))
-             for i in range(CONTENDERS)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_contend, args=(redis_url, i, barrier, out)) for i in range(CONTENDERS)
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=30) for _ in procs]
@@ -62,10 +67,11 @@ def test_exactly_one_of_many_processes_takes_an_expired_lease(redis_url: str) ->
     for _, _, statuses in results:
         for k, n in statuses.items():
             totals[k] = totals.get(k, 0) + n
-    print(f"{CONTENDERS} processes, {sum(totals.values())} acquire calls {totals}; "
-          f"winners {winners}")
+    print(
+        f"{CONTENDERS} processes, {sum(totals.values())} acquire calls {totals}; winners {winners}"
+    )
     assert len(winners) == 1, winners
-    (_, (token, previous)), = winners
+    ((_, (token, previous)),) = winners
     assert (token, previous) == (2, "dead"), "took it over from the dead owner, token + 1"
     assert int(redis.Redis.from_url(redis_url).get(counter_key) or 0) == 2, "one increment"
     assert totals.get("STEAL_PENDING", 0) > 0

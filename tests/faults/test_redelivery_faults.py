@@ -27,18 +27,23 @@ def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
     fault_cluster,
 ) -> None:
     cluster = fault_cluster(
-        ["victim"], FAULTS_RUN_SECONDS=str(RUN_SECONDS), FAULTS_ACKS_LATE="1",
+        ["victim"],
+        FAULTS_RUN_SECONDS=str(RUN_SECONDS),
+        FAULTS_ACKS_LATE="1",
         FAULTS_VISIBILITY_TIMEOUT=str(VISIBILITY_TIMEOUT),
         E2E_DISPATCH_TIMEOUT=str(DISPATCH_TIMEOUT),
-    )  # fmt: skip
+    )
     cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
     cluster.start_beat()
     first = cluster.wait_start("victim")
     dispatch = first["dispatch_id"]
     assert dispatch
     discarded = f"Discarding revoked task: faults.victim[{dispatch}]"
-    wait_for(lambda: discarded in cluster.logs(), RUN_SECONDS,
-             "the broker to redeliver the message after it expired")  # fmt: skip
+    wait_for(
+        lambda: discarded in cluster.logs(),
+        RUN_SECONDS,
+        "the broker to redeliver the message after it expired",
+    )
     end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
     assert end["outcome"] == "success"
     cluster.wait_recorded("faults.victim", first["run_id"])

@@ -47,12 +47,19 @@ STEP = PING_TIMEOUT + STEAL_DELAY - PING_INTERVAL
 TERMINATION_GRACE = 2.0  # tests/faults/proj.py
 STOLEN_GRACE = min(PING_INTERVAL / 2, TERMINATION_GRACE)
 TIMINGS = {
-    "E2E_PING_INTERVAL": str(PING_INTERVAL), "E2E_PING_TIMEOUT": str(PING_TIMEOUT),
-    "E2E_STEAL_DELAY": str(STEAL_DELAY), "E2E_WORKER_TTL": "30",
+    "E2E_PING_INTERVAL": str(PING_INTERVAL),
+    "E2E_PING_TIMEOUT": str(PING_TIMEOUT),
+    "E2E_STEAL_DELAY": str(STEAL_DELAY),
+    "E2E_WORKER_TTL": "30",
     "E2E_BEAT_LEADER_TIMEOUT": "30",
-}  # fmt: skip
-BOUNDS = Bounds(ping_interval=PING_INTERVAL, ping_timeout=PING_TIMEOUT, steal_delay=STEAL_DELAY,
-                tick=1.0, slack=1.0)  # fmt: skip
+}
+BOUNDS = Bounds(
+    ping_interval=PING_INTERVAL,
+    ping_timeout=PING_TIMEOUT,
+    steal_delay=STEAL_DELAY,
+    tick=1.0,
+    slack=1.0,
+)
 LEASE = KeySpace("e2e").lease("faults.victim")
 
 
@@ -67,8 +74,11 @@ class SteppedClock:
         tmp = self.offset_file.with_suffix(".tmp")
         tmp.write_text(f"+{self.offset:g}\n")
         os.replace(tmp, self.offset_file)  # libfaketime never reads a half-written file
-        wait_for(lambda: self.server_ahead() > self.offset - 0.2, 5,
-                 f"the Redis server's clock to be {self.offset:g}s ahead")  # fmt: skip
+        wait_for(
+            lambda: self.server_ahead() > self.offset - 0.2,
+            5,
+            f"the Redis server's clock to be {self.offset:g}s ahead",
+        )
 
     def server_ahead(self) -> float:
         secs, micros = self.client.time()
@@ -95,15 +105,20 @@ def stepped_redis(tmp_path: Path) -> Iterator[tuple[RedisServerProcess, SteppedC
 def just_pinged(client: redis.Redis) -> None:
     """Return right after the owner's next ping (its lease's last_ping_at changes)."""
     before = client.hget(LEASE, "last_ping_at")
-    wait_for(lambda: client.hget(LEASE, "last_ping_at") != before, PING_INTERVAL + 2,
-             "the owner's next ping", interval=0.01)  # fmt: skip
+    wait_for(
+        lambda: client.hget(LEASE, "last_ping_at") != before,
+        PING_INTERVAL + 2,
+        "the owner's next ping",
+        interval=0.01,
+    )
 
 
 def start_owner(
     fault_cluster: Callable[..., FaultCluster], server: RedisServerProcess, run_seconds: float
 ) -> tuple[FaultCluster, dict[str, Any]]:
-    cluster = fault_cluster(["victim"], redis_url=server.url,
-                            FAULTS_RUN_SECONDS=str(run_seconds), **TIMINGS)  # fmt: skip
+    cluster = fault_cluster(
+        ["victim"], redis_url=server.url, FAULTS_RUN_SECONDS=str(run_seconds), **TIMINGS
+    )
     cluster.bounds = BOUNDS
     cluster.start_worker("w1", "node1")
     cluster.start_beat()
@@ -121,10 +136,14 @@ def test_a_single_forward_step_of_the_redis_clock_is_absorbed(stepped_redis, fau
     pinged = time.monotonic()
     cluster.history.fault("redis_clock_step", hosts=["redis"], seconds=2 * STEP)
     clock.step(2 * STEP)
-    wait_for(lambda: cluster.redis.hexists(LEASE, "steal_start_at"), 2.0,
-             "beat's round to mark a steal")  # fmt: skip
-    wait_for(lambda: not cluster.redis.hexists(LEASE, "steal_start_at"), PING_INTERVAL + 1,
-             "the owner's next ping to clear the mark")  # fmt: skip
+    wait_for(
+        lambda: cluster.redis.hexists(LEASE, "steal_start_at"), 2.0, "beat's round to mark a steal"
+    )
+    wait_for(
+        lambda: not cluster.redis.hexists(LEASE, "steal_start_at"),
+        PING_INTERVAL + 1,
+        "the owner's next ping to clear the mark",
+    )
     assert time.monotonic() - pinged < STEAL_DELAY, "the mark was cleared before it was due"
     end = cluster.wait_end(first["run_id"], timeout=15)
     assert end["outcome"] == "success"
@@ -146,8 +165,9 @@ def test_two_forward_steps_between_two_pings_take_over_within_the_bound(
     pinged = time.monotonic()
     cluster.history.fault("redis_clock_step", hosts=["redis"], seconds=STEP)
     clock.step(STEP)
-    wait_for(lambda: cluster.redis.hexists(LEASE, "steal_start_at"), 2.0,
-             "beat's round to mark a steal")  # fmt: skip
+    wait_for(
+        lambda: cluster.redis.hexists(LEASE, "steal_start_at"), 2.0, "beat's round to mark a steal"
+    )
     cluster.history.fault("redis_clock_step", hosts=["redis"], seconds=STEP)
     clock.step(STEP)
     assert time.monotonic() - pinged < PING_INTERVAL - 0.5, "both steps before the next ping"
@@ -156,8 +176,10 @@ def test_two_forward_steps_between_two_pings_take_over_within_the_bound(
     assert second["token"] > first["token"]
     end = cluster.wait_end(first["run_id"], timeout=PING_INTERVAL + STOLEN_GRACE + 2)
     overlap = end["t"] - second["t"]
-    print(f"take-over {second['t'] - pinged:.2f}s after the owner's ping; the old run "
-          f"ended ({end['outcome']}) {overlap:.2f}s after the new one started")  # fmt: skip
+    print(
+        f"take-over {second['t'] - pinged:.2f}s after the owner's ping; the old run "
+        f"ended ({end['outcome']}) {overlap:.2f}s after the new one started"
+    )
     assert end["outcome"] == "RunTerminated"
     # docs/guarantees.md G3: the old run stops at its next ping (NOT_OWNER) plus
     # at most the stolen grace; 0.5 s for the round trip and the history writes.

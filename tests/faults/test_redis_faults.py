@@ -49,14 +49,17 @@ def test_redis_restarted_without_persistence_just_after_a_grant(
     cluster.start_worker("w2", "node2")
     cluster.start_beat()
     first = cluster.wait_start("victim")
-    cluster.history.fault("redis_restart", hosts=["node1", "node2"],
-                          recovery_bound=RESTART_RECOVERY)
+    cluster.history.fault(
+        "redis_restart", hosts=["node1", "node2"], recovery_bound=RESTART_RECOVERY
+    )
     fresh_redis_server.restart(kill=True)
     second = cluster.wait_start("victim", after=first, timeout=30)
     with contextlib.suppress(AssertionError):  # if it runs on, the checker says so
         cluster.wait_end(first["run_id"], timeout=5)
-    print(f"next run {second['t'] - first['t']:.2f}s after the restart, "
-          f"token {first['token']} -> {second['token']}")  # fmt: skip
+    print(
+        f"next run {second['t'] - first['t']:.2f}s after the restart, "
+        f"token {first['token']} -> {second['token']}"
+    )
     cluster.assert_history_ok()
 
 
@@ -76,8 +79,9 @@ def test_redis_restarted_while_the_owner_is_cut_off(
     bounds = dataclasses.replace(BOUNDS, ping_timeout=6.0)
     bound = bounds.tick + bounds.ping_timeout + bounds.steal_delay + bounds.slack
     try:
-        cluster = fault_cluster(["victim"], redis_url=fresh_redis_server.url,
-                                E2E_PING_TIMEOUT=str(bounds.ping_timeout))  # fmt: skip
+        cluster = fault_cluster(
+            ["victim"], redis_url=fresh_redis_server.url, E2E_PING_TIMEOUT=str(bounds.ping_timeout)
+        )
         cluster.bounds = bounds
         cluster.start_worker("w1", "node1", env={"E2E_REDIS_URL": proxy.url()})
         cluster.start_beat()
@@ -92,8 +96,10 @@ def test_redis_restarted_while_the_owner_is_cut_off(
             cluster.wait_end(first["run_id"], timeout=bounds.ping_timeout + 2)
         proxy.heal()
         cluster.history.resumed(hosts=["node1"])
-        print(f"next run {second['t'] - first['t']:.2f}s after the first start, token "
-              f"{first['token']} -> {second['token']}")  # fmt: skip
+        print(
+            f"next run {second['t'] - first['t']:.2f}s after the first start, token "
+            f"{first['token']} -> {second['token']}"
+        )
         cluster.assert_history_ok()
     finally:
         proxy.close()
@@ -118,11 +124,14 @@ def test_redis_unreachable_from_the_owner_only(fault_cluster, proxy: TcpProxy) -
     finally:
         proxy.heal()
         cluster.history.resumed(hosts=["node1"])
-    ends = [e for e in cluster.history.events()
-            if e["kind"] == "end" and e["run_id"] == first["run_id"]]  # fmt: skip
+    ends = [
+        e for e in cluster.history.events() if e["kind"] == "end" and e["run_id"] == first["run_id"]
+    ]
     if ends:
-        print(f"owner stopped {ends[0]['t'] - first['t']:.2f}s after its start "
-              f"({ends[0]['outcome']}); taken over {second['t'] - first['t']:.2f}s after")
+        print(
+            f"owner stopped {ends[0]['t'] - first['t']:.2f}s after its start "
+            f"({ends[0]['outcome']}); taken over {second['t'] - first['t']:.2f}s after"
+        )
     cluster.assert_history_ok()
 
 
@@ -144,10 +153,17 @@ def test_redis_latency_close_to_ping_timeout(fault_cluster, proxy: TcpProxy) -> 
     finally:
         proxy.heal()
         cluster.history.resumed(hosts=["node1"])
-    outcome = next((e["outcome"] for e in cluster.history.events()
-                    if e["kind"] == "end" and e["run_id"] == first["run_id"]), "still running")
-    print(f"owner's run under 0.6 s latency: {outcome}; "
-          f"{len(cluster.starts('victim'))} runs in all")  # fmt: skip
+    outcome = next(
+        (
+            e["outcome"]
+            for e in cluster.history.events()
+            if e["kind"] == "end" and e["run_id"] == first["run_id"]
+        ),
+        "still running",
+    )
+    print(
+        f"owner's run under 0.6 s latency: {outcome}; {len(cluster.starts('victim'))} runs in all"
+    )
     cluster.assert_history_ok()
 
 
@@ -156,8 +172,9 @@ def test_run_longer_than_the_visibility_timeout_with_acks_late(fault_cluster) ->
     for overdue messages every 0.5 s here): the broker
     delivers the message again while the run goes on; the redelivery is
     recognised by its dispatch id and never starts a second run."""
-    cluster = fault_cluster(["victim"], FAULTS_RUN_SECONDS="5", FAULTS_ACKS_LATE="1",
-                            FAULTS_VISIBILITY_TIMEOUT="1")  # fmt: skip
+    cluster = fault_cluster(
+        ["victim"], FAULTS_RUN_SECONDS="5", FAULTS_ACKS_LATE="1", FAULTS_VISIBILITY_TIMEOUT="1"
+    )
     cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
     cluster.start_beat()
     first = cluster.wait_start("victim")

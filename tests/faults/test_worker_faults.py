@@ -79,8 +79,9 @@ def test_sigstop_of_the_owner_past_the_steal_bound_then_sigcont(fault_cluster) -
     assert stored[first["run_id"]].outcome == "stolen"
 
 
-@pytest.mark.parametrize(("pool", "cold"), [("solo", False), ("prefork", False),
-                                             ("solo", True), ("prefork", True)])
+@pytest.mark.parametrize(
+    ("pool", "cold"), [("solo", False), ("prefork", False), ("solo", True), ("prefork", True)]
+)
 def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
     """Warm (SIGTERM) or cold (SIGQUIT, Celery cancels the task before it sends
     worker_shutting_down): the run yields (no failure), the worker leaves the
@@ -97,8 +98,10 @@ def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
     second = cluster.wait_start("victim", after=first, timeout=15)
     took = second["t"] - first["t"]
     stored = {r.run_id: r for r in cluster.runs("faults.victim")}
-    print(f"{'cold' if cold else 'warm'}: exit code {code}; old run "
-          f"{stored[first['run_id']].outcome}; next run {took:.2f}s after the first start")
+    print(
+        f"{'cold' if cold else 'warm'}: exit code {code}; old run "
+        f"{stored[first['run_id']].outcome}; next run {took:.2f}s after the first start"
+    )
     assert stored[first["run_id"]].outcome == "yielded", stored[first["run_id"]].error
     assert second["host"] != first["host"]
     assert not cluster.schedule("faults.victim").stats.failure_count
@@ -120,8 +123,10 @@ def test_cold_shutdown_with_a_soft_shutdown_timeout(fault_cluster) -> None:
     cluster.shutdown(owner, cold=True)
     second = cluster.wait_start("victim", after=first, timeout=15)
     stored = {r.run_id: r for r in cluster.runs("faults.victim")}
-    print(f"soft then cold: old run {stored[first['run_id']].outcome}; next run "
-          f"{second['t'] - first['t']:.2f}s after the first start")  # fmt: skip
+    print(
+        f"soft then cold: old run {stored[first['run_id']].outcome}; next run "
+        f"{second['t'] - first['t']:.2f}s after the first start"
+    )
     assert stored[first["run_id"]].outcome == "yielded", stored[first["run_id"]].error
     assert second["host"] != first["host"]
     log = (cluster.tmp / f"{owner}.log").read_text(errors="replace")

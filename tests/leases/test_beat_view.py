@@ -22,8 +22,9 @@ SD = int(STEAL_DELAY_S * 1000)
 
 
 def grab(leases: RedisLeases, schedule: str, worker: str) -> None:
-    result = leases.acquire(schedule, owner_node="n", owner_name=worker,
-                            owner_tag=f"{worker}/{schedule}")  # fmt: skip
+    result = leases.acquire(
+        schedule, owner_node="n", owner_name=worker, owner_tag=f"{worker}/{schedule}"
+    )
     assert result.granted, result
 
 
@@ -61,8 +62,10 @@ def test_running_per_worker_stale_owners_and_takeable(leases: RedisLeases, clock
 def test_dispatch_names_are_sent_only_when_the_count_differs(
     leases: RedisLeases, dispatches: DispatchRecords
 ) -> None:
-    dispatches.add_many([DispatchRecord(schedule=s, dispatch_id=f"d-{s}", worker="celery@a")
-                         for s in ("x", "y")], ttl=60)  # fmt: skip
+    dispatches.add_many(
+        [DispatchRecord(schedule=s, dispatch_id=f"d-{s}", worker="celery@a") for s in ("x", "y")],
+        ttl=60,
+    )
     assert leases.beat_view().dispatch_names == {"x", "y"}  # None expected: always read
     same = leases.beat_view(expected_dispatches=2)
     assert (same.dispatch_count, same.dispatch_names) == (2, None)
@@ -76,8 +79,9 @@ def test_agrees_with_reading_every_lease(
     client: redis.Redis, keys: KeySpace, clock: MsClock
 ) -> None:
     rng = random.Random(7)
-    leases = RedisLeases(client, keys, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S,
-                         clock_ms=clock)  # fmt: skip
+    leases = RedisLeases(
+        client, keys, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S, clock_ms=clock
+    )
     workers = [f"celery@w{i}" for i in range(5)]
     owner: dict[str, str] = {}
     reader = leases.beat_view_reader()  # one reader: owners kept between generations
@@ -94,8 +98,13 @@ def test_agrees_with_reading_every_lease(
                 leases.release(name, f"{owner[name]}/{name}")
                 owner.pop(name)
         if rng.random() < 0.3:  # a take-over: same lease set, another owner
-            stale = [n for n in owner if (lease := leases.get(n)) and lease.steal_start_at
-                     and clock.ms - lease.steal_start_at.timestamp() * 1000 > SD]
+            stale = [
+                n
+                for n in owner
+                if (lease := leases.get(n))
+                and lease.steal_start_at
+                and clock.ms - lease.steal_start_at.timestamp() * 1000 > SD
+            ]
             if stale:
                 name, worker = stale[0], rng.choice(workers)
                 grab(leases, name, worker)
@@ -107,8 +116,11 @@ def test_agrees_with_reading_every_lease(
             view = reader.read()  # nothing changed in between: from the kept owners
             assert not view.owners_read
         # takeable: a steal marked more than steal_delay ago (the view marked the rest)
-        takeable = {lease.schedule for lease in leases.all() if lease.steal_start_at
-                    and clock.ms - lease.steal_start_at.timestamp() * 1000 > SD}  # fmt: skip
+        takeable = {
+            lease.schedule
+            for lease in leases.all()
+            if lease.steal_start_at and clock.ms - lease.steal_start_at.timestamp() * 1000 > SD
+        }
         assert view.takeable == takeable
         old = [lease for lease in leases.all() if lease.schedule not in takeable]
         assert view.running == {lease.schedule for lease in old}
@@ -193,8 +205,9 @@ def test_a_foreign_generation_key_means_reading_every_owner(
 
 def test_the_key_prefix_separates_beats(client: redis.Redis, clock: MsClock) -> None:
     one = RedisLeases(client, KeySpace("view-one"), ping_timeout=1, steal_delay=1, clock_ms=clock)
-    two = RedisLeases(client, KeySpace("view-two", hash_tag=True), ping_timeout=1, steal_delay=1,
-                      clock_ms=clock)  # fmt: skip
+    two = RedisLeases(
+        client, KeySpace("view-two", hash_tag=True), ping_timeout=1, steal_delay=1, clock_ms=clock
+    )
     grab(one, "s", "celery@one")
     DispatchRecords(client, KeySpace("view-one")).add_many(
         [DispatchRecord(schedule="d", dispatch_id="1", worker="celery@one")], ttl=60
@@ -203,12 +216,17 @@ def test_the_key_prefix_separates_beats(client: redis.Redis, clock: MsClock) -> 
     assert one.beat_view().dispatch_names == {"d"}
     other = two.beat_view()
     assert (other.running, other.running_by_worker, other.dispatch_names) == (
-        frozenset(), {}, frozenset(),
-    )  # fmt: skip
+        frozenset(),
+        {},
+        frozenset(),
+    )
 
 
 def test_foreign_data_under_lease_keys_counts_as_running_and_is_reported(
-    leases: RedisLeases, client: redis.Redis, keys: KeySpace, clock: MsClock,
+    leases: RedisLeases,
+    client: redis.Redis,
+    keys: KeySpace,
+    clock: MsClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     grab(leases, "good", "celery@a")
@@ -216,8 +234,10 @@ def test_foreign_data_under_lease_keys_counts_as_running_and_is_reported(
     client.set(keys.lease("string"), "not a lease")
     client.hset(keys.lease("oldformat"), mapping={"format": "0", "owner_name": "celery@z"})
     client.hset(keys.lease("noping"), mapping={"format": "1", "owner_name": "celery@y"})
-    client.zadd(index, {"string": clock.ms, "oldformat": clock.ms, "ghost": clock.ms,
-                        "noping": clock.ms - PT - 1})  # fmt: skip
+    client.zadd(
+        index,
+        {"string": clock.ms, "oldformat": clock.ms, "ghost": clock.ms, "noping": clock.ms - PT - 1},
+    )
     view = leases.beat_view()
     assert view.running == {"good", "string", "oldformat", "noping"}  # ghost: no hash
     assert view.running_by_worker == {"celery@a": 1}

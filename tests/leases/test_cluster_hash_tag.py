@@ -23,10 +23,16 @@ from tests.leases.test_connection import WORKER
 
 
 def tagged_settings(redis_url: str, sqlite_url: str, prefix: str = "app") -> DgsSettings:
-    return DgsSettings.from_conf({
-        "dgs_redis_url": redis_url, "dgs_database_url": sqlite_url, "dgs_key_prefix": prefix,
-        "dgs_redis_cluster_hash_tag": True, "dgs_ping_interval": 1, "dgs_ping_timeout": 5,
-    })  # fmt: skip
+    return DgsSettings.from_conf(
+        {
+            "dgs_redis_url": redis_url,
+            "dgs_database_url": sqlite_url,
+            "dgs_key_prefix": prefix,
+            "dgs_redis_cluster_hash_tag": True,
+            "dgs_ping_interval": 1,
+            "dgs_ping_timeout": 5,
+        }
+    )
 
 
 def test_the_setting_is_off_by_default_and_checked() -> None:
@@ -46,10 +52,12 @@ def test_a_lease_round_trip_through_the_runtime_stays_in_one_slot(
 ) -> None:
     rt = Runtime(tagged_settings(redis_url, sqlite_url))
     assert rt.keys == KeySpace("app", hash_tag=True)
-    rt.dispatches.add_many([DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER.name)],
-                           ttl=5)  # fmt: skip
-    granted = rt.leases.acquire("s", owner_node="h", owner_name=WORKER.name, owner_tag="A",
-                                dispatch_id="d")  # fmt: skip
+    rt.dispatches.add_many(
+        [DispatchRecord(schedule="s", dispatch_id="d", worker=WORKER.name)], ttl=5
+    )
+    granted = rt.leases.acquire(
+        "s", owner_node="h", owner_name=WORKER.name, owner_tag="A", dispatch_id="d"
+    )
     assert granted.granted
     assert granted.token == 1
     assert rt.leases.ping("s", "A", progress=0.5).status is PingStatus.OK
@@ -58,8 +66,14 @@ def test_a_lease_round_trip_through_the_runtime_stays_in_one_slot(
     assert running_names(rt.leases) == {"s"}
     assert rt.leases.beat_view().takeable == set()
     written = {k.decode() for k in redis_client.scan_iter(count=1000)}
-    assert {"{app}:lease:s", "{app}:token:s", "{app}:leases", "{app}:epoch", "{app}:workers",
-            f"{{app}}:worker:{WORKER.name}"} <= written  # fmt: skip
+    assert {
+        "{app}:lease:s",
+        "{app}:token:s",
+        "{app}:leases",
+        "{app}:epoch",
+        "{app}:workers",
+        f"{{app}}:worker:{WORKER.name}",
+    } <= written
     assert {key_slot(k.encode()) for k in written} == {key_slot(b"app")}
     assert rt.leases.release("s", "A")
     assert rt.leases.get("s") is None
@@ -68,8 +82,9 @@ def test_a_lease_round_trip_through_the_runtime_stays_in_one_slot(
 
 def test_dgs_app_runtime_uses_the_setting(redis_url: str, sqlite_url: str) -> None:
     app = Celery("tagged", broker=redis_url, set_as_current=False)
-    app.conf.update(dgs_database_url=sqlite_url, dgs_key_prefix="app",
-                    dgs_redis_cluster_hash_tag=True)  # fmt: skip
+    app.conf.update(
+        dgs_database_url=sqlite_url, dgs_key_prefix="app", dgs_redis_cluster_hash_tag=True
+    )
     dgs = DGS(app, install_worker_hooks=False)
     rt = runtime_for(app, dgs.settings)
     assert rt.keys.lease("s") == "{app}:lease:s"

@@ -32,8 +32,9 @@ def exercise(client: redis.Redis, keys: KeySpace) -> None:
     registry = WorkerRegistry(client, keys, ttl=5)
     dispatches.add_many([DispatchRecord(schedule="s", dispatch_id="d", worker="celery@h")], ttl=5)
     dispatches.add_many([DispatchRecord(schedule="t", dispatch_id="e", worker="celery@h")], ttl=5)
-    assert leases.acquire("s", owner_node="h", owner_name="celery@h", owner_tag="A",
-                          dispatch_id="d").granted  # fmt: skip
+    assert leases.acquire(
+        "s", owner_node="h", owner_name="celery@h", owner_tag="A", dispatch_id="d"
+    ).granted
     assert leases.ping("s", "A", progress=0.5).owner
     assert leases.acquire("u", owner_node="h", owner_name="celery@h", owner_tag="B").granted
     leases.request_cancel("u", owner_tag="B")
@@ -78,9 +79,11 @@ def _tls_checks(url: str, cert: Path, other_cert: Path) -> None:
 
 
 def test_rediss_through_a_tls_endpoint(
-    redis_server: RedisServerProcess, redis_url: str, certificate: tuple[Path, Path],
+    redis_server: RedisServerProcess,
+    redis_url: str,
+    certificate: tuple[Path, Path],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """Client-side TLS (rediss://, CA checks) against a TLS endpoint in front of the server."""
     cert, key = certificate
     other_dir = tmp_path / "other"
@@ -97,12 +100,32 @@ def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterato
     cert, key = certificate
     port = free_port()
     proc = subprocess.Popen(
-        [str(find_server_binary()), "--port", "0", "--tls-port", str(port),
-         "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
-         "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-         "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(find_server_binary()),
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--tls-cert-file",
+            str(cert),
+            "--tls-key-file",
+            str(key),
+            "--tls-ca-cert-file",
+            str(cert),
+            "--tls-auth-clients",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         probe = redis_from_url(f"rediss://localhost:{port}/0", ssl_ca_certs=str(cert))
         deadline = time.monotonic() + 10
@@ -149,9 +172,13 @@ def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(
     assert 0.3 < (result.grace_ends_at - result.now).total_seconds() <= 0.6 + 0.001
     # One never granted (floor 0) has no lease to lose: no wait.
     assert leases.acquire("new", owner_node="n", owner_name="w", owner_tag="Y").granted
-    result = wait_for(lambda: leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X",
-                                             min_token=3).granted and leases.get("s"),
-                      timeout=3)  # fmt: skip
+    result = wait_for(
+        lambda: (
+            leases.acquire("s", owner_node="n", owner_name="w", owner_tag="X", min_token=3).granted
+            and leases.get("s")
+        ),
+        timeout=3,
+    )
     assert result.token == 4  # above the durable floor, not the restarted counter (1)
     client.close()
 

@@ -20,8 +20,9 @@ def rec(schedule: str, dispatch_id: str, worker: str = "celery@w1") -> DispatchR
 
 
 def start(leases: RedisLeases, schedule: str, dispatch_id: str | None, tag: str) -> AcquireResult:
-    return leases.acquire(schedule, owner_node="w1", owner_name="celery@w1", owner_tag=tag,
-                          dispatch_id=dispatch_id)  # fmt: skip
+    return leases.acquire(
+        schedule, owner_node="w1", owner_name="celery@w1", owner_tag=tag, dispatch_id=dispatch_id
+    )
 
 
 def test_add_many_then_current(dispatches: DispatchRecords) -> None:
@@ -29,9 +30,12 @@ def test_add_many_then_current(dispatches: DispatchRecords) -> None:
     assert at == ms_to_datetime(T0_MS)
     current = dispatches.current("b")
     assert current == DispatchRecord(
-        schedule="b", dispatch_id="d2", worker="celery@w2",
-        dispatched_at=ms_to_datetime(T0_MS), expires_at=ms_to_datetime(T0_MS + 5000),
-    )  # fmt: skip
+        schedule="b",
+        dispatch_id="d2",
+        worker="celery@w2",
+        dispatched_at=ms_to_datetime(T0_MS),
+        expires_at=ms_to_datetime(T0_MS + 5000),
+    )
     assert dispatches.current("c") is None
     assert dispatches.pending_count() == 2
     assert dispatches.pending_names() == {"a", "b"}
@@ -130,9 +134,12 @@ def test_expired(dispatches: DispatchRecords, clock: MsClock) -> None:
 
 
 def test_expired_skips_foreign_records(
-    dispatches: DispatchRecords, client: redis.Redis, keys: KeySpace, clock: MsClock,
+    dispatches: DispatchRecords,
+    client: redis.Redis,
+    keys: KeySpace,
+    clock: MsClock,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     dispatches.add_many([rec("a", "d1"), rec("b", "d2")], ttl=1)
     client.delete(keys.dispatch("b"))
     client.set(keys.dispatch("b"), "junk")
@@ -149,8 +156,9 @@ def test_expired_skips_foreign_records(
 
 
 def dispatches_leases(dispatches: DispatchRecords, clock: MsClock) -> RedisLeases:
-    return RedisLeases(dispatches.client, dispatches.keys, ping_timeout=1, steal_delay=1,
-                       clock_ms=clock)  # fmt: skip
+    return RedisLeases(
+        dispatches.client, dispatches.keys, ping_timeout=1, steal_delay=1, clock_ms=clock
+    )
 
 
 def test_add_many_into_the_callers_pipeline(

@@ -25,8 +25,9 @@ def leader(client: redis.Redis, keys: KeySpace, clock: MsClock) -> RedisLeader:
 
 
 def elect(leader: RedisLeader, tag: str, min_token: int = 0) -> ElectResult:
-    return leader.elect(owner_tag=tag, owner_node=f"host-{tag}", owner_pid=100 + len(tag),
-                        min_token=min_token)  # fmt: skip
+    return leader.elect(
+        owner_tag=tag, owner_node=f"host-{tag}", owner_pid=100 + len(tag), min_token=min_token
+    )
 
 
 def rec(schedule: str, dispatch_id: str) -> DispatchRecord:

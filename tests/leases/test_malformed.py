@@ -90,8 +90,9 @@ def test_all_and_beat_view_skip_and_report_malformed_entries(
     scan = leases.scan()
     assert [lease.schedule for lease in scan.leases] == ["good"]
     assert sorted(str(e).split("'")[1] for e in scan.malformed) == [
-        keys.lease("bad-format"), keys.lease("bad-type"),
-    ]  # fmt: skip
+        keys.lease("bad-format"),
+        keys.lease("bad-type"),
+    ]
     with caplog.at_level(logging.ERROR):
         assert [lease.schedule for lease in leases.all()] == ["good"]
     assert sum("skipping a lease" in r.message for r in caplog.records) == 2

@@ -24,10 +24,18 @@ from celery_dgs.leases.codec import (
 from celery_dgs.registry import WorkerInfo
 
 GOOD = {
-    b"format": b"1", b"schedule": b"s", b"owner_node": b"n", b"owner_name": b"celery@n",
-    b"owner_tag": b"A", b"started_at": b"1700000000000", b"last_ping_at": b"1700000000500",
-    b"token": b"7", b"progress": b"", b"cancel_requested": b"0", b"dispatch_id": b"",
-}  # fmt: skip
+    b"format": b"1",
+    b"schedule": b"s",
+    b"owner_node": b"n",
+    b"owner_name": b"celery@n",
+    b"owner_tag": b"A",
+    b"started_at": b"1700000000000",
+    b"last_ping_at": b"1700000000500",
+    b"token": b"7",
+    b"progress": b"",
+    b"cancel_requested": b"0",
+    b"dispatch_id": b"",
+}
 
 
 def test_key_layout() -> None:
@@ -45,9 +53,14 @@ def test_key_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "build", [lambda: KeySpace(""), lambda: KeySpace("{x}", hash_tag=True),
-              lambda: KeySpace().lease(""), lambda: KeySpace().worker("")],
-)  # fmt: skip
+    "build",
+    [
+        lambda: KeySpace(""),
+        lambda: KeySpace("{x}", hash_tag=True),
+        lambda: KeySpace().lease(""),
+        lambda: KeySpace().worker(""),
+    ],
+)
 def test_key_space_rejects_bad_names(build: object) -> None:
     with pytest.raises(ValueError, match="must"):
         build()  # type: ignore[operator]
@@ -71,8 +84,11 @@ def test_every_script_documents_its_keys_and_argv() -> None:
     scripts = ScriptSet("celery_dgs.leases", "scripts")
     from importlib import resources
 
-    names = [p.name for p in resources.files("celery_dgs.leases").joinpath("scripts").iterdir()
-             if p.name.endswith(".lua") and not p.name.startswith("_")]  # fmt: skip
+    names = [
+        p.name
+        for p in resources.files("celery_dgs.leases").joinpath("scripts").iterdir()
+        if p.name.endswith(".lua") and not p.name.startswith("_")
+    ]
     assert len(names) >= 12  # every lease, dispatch and registry transition
     for name in names:
         header = scripts.source(name).split("\n\n", 1)[0]
@@ -91,9 +107,17 @@ def test_lease_info_parses_times_as_aware_utc() -> None:
         None,
         None,
     )
-    full = LeaseInfo.from_hash("k", "s", {**GOOD, b"progress": b"0.5", b"dispatch_id": b"d",
-                                          b"steal_start_at": b"1700000001000",
-                                          b"cancel_requested": b"1"})  # fmt: skip
+    full = LeaseInfo.from_hash(
+        "k",
+        "s",
+        {
+            **GOOD,
+            b"progress": b"0.5",
+            b"dispatch_id": b"d",
+            b"steal_start_at": b"1700000001000",
+            b"cancel_requested": b"1",
+        },
+    )
     assert (full.progress, full.dispatch_id, full.cancel_requested) == (0.5, "d", True)
     assert full.steal_start_at == ms_to_datetime(1700000001000)
 
@@ -126,16 +150,28 @@ def test_lease_info_rejects_malformed_hashes(
 
 def test_worker_and_dispatch_parsing() -> None:
     worker = {
-        b"format": b"1", b"node": b"h", b"queues": b'["a", "b"]', b"slots": b"3",
-        b"pool": b"prefork", b"pid": b"9", b"started_at": b"0", b"expires_at": b"1000",
-    }  # fmt: skip
+        b"format": b"1",
+        b"node": b"h",
+        b"queues": b'["a", "b"]',
+        b"slots": b"3",
+        b"pool": b"prefork",
+        b"pid": b"9",
+        b"started_at": b"0",
+        b"expires_at": b"1000",
+    }
     info = WorkerInfo.from_hash("k", "celery@h", worker)
     assert info.queues == ("a", "b")
     assert info.expires_at == ms_to_datetime(1000)
     with pytest.raises(MalformedDataError, match="'queues' is not a JSON list"):
         WorkerInfo.from_hash("k", "celery@h", {**worker, b"queues": b'{"a": 1}'})
-    record = {b"format": b"1", b"schedule": b"s", b"dispatch_id": b"d", b"worker": b"w",
-              b"dispatched_at": b"0", b"expires_at": b"5"}  # fmt: skip
+    record = {
+        b"format": b"1",
+        b"schedule": b"s",
+        b"dispatch_id": b"d",
+        b"worker": b"w",
+        b"dispatched_at": b"0",
+        b"expires_at": b"5",
+    }
     assert DispatchRecord.from_hash("k", "s", record).dispatch_id == "d"
     with pytest.raises(MalformedDataError, match="'worker' is missing"):
         DispatchRecord.from_hash("k", "s", {k: v for k, v in record.items() if k != b"worker"})
@@ -153,19 +189,34 @@ def test_time_and_duration_conversions() -> None:
 
 
 WORKER_HASH = {
-    b"format": b"1", b"node": b"h", b"queues": b'["a"]', b"slots": b"3", b"pool": b"prefork",
-    b"pid": b"9", b"started_at": b"0", b"expires_at": b"1000",
-}  # fmt: skip
-DISPATCH_HASH = {b"format": b"1", b"schedule": b"s", b"dispatch_id": b"d", b"worker": b"w",
-                 b"dispatched_at": b"0", b"expires_at": b"5"}  # fmt: skip
+    b"format": b"1",
+    b"node": b"h",
+    b"queues": b'["a"]',
+    b"slots": b"3",
+    b"pool": b"prefork",
+    b"pid": b"9",
+    b"started_at": b"0",
+    b"expires_at": b"1000",
+}
+DISPATCH_HASH = {
+    b"format": b"1",
+    b"schedule": b"s",
+    b"dispatch_id": b"d",
+    b"worker": b"w",
+    b"dispatched_at": b"0",
+    b"expires_at": b"5",
+}
 
 
 @pytest.mark.parametrize(
     ("record", "good", "kind"),
-    [(LeaseInfo, GOOD, "lease"), (DispatchRecord, DISPATCH_HASH, "dispatch record"),
-     (WorkerInfo, WORKER_HASH, "worker registration")],
+    [
+        (LeaseInfo, GOOD, "lease"),
+        (DispatchRecord, DISPATCH_HASH, "dispatch record"),
+        (WorkerInfo, WORKER_HASH, "worker registration"),
+    ],
     ids=["lease", "dispatch", "worker"],
-)  # fmt: skip
+)
 def test_every_stored_hash_is_checked_the_same_way(
     record: type[HashRecord], good: dict[bytes, bytes], kind: str
 ) -> None:

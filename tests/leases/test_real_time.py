@@ -92,8 +92,9 @@ def _race(
     def run(i: int) -> None:
         client = redis_from_url(redis_url)
         try:
-            leases = RedisLeases(client, keys, ping_timeout=PING_TIMEOUT_S,
-                                 steal_delay=STEAL_DELAY_S, clock_ms=clock)  # fmt: skip
+            leases = RedisLeases(
+                client, keys, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S, clock_ms=clock
+            )
             leases.now()  # connect before the start line
             barrier.wait(5)
             result = leases.acquire("s", owner_node="n", owner_name=f"w{i}", owner_tag=f"R{i}")

@@ -15,8 +15,15 @@ from tests.leases.helpers import T0_MS, MsClock, wait_for
 
 
 def worker(name: str = "celery@host1", slots: int = 4, **kw: object) -> WorkerInfo:
-    return WorkerInfo(name=name, node=name.split("@")[-1], queues=("celery", "dgs.w1"),
-                      slots=slots, pool="prefork", pid=1234, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return WorkerInfo(
+        name=name,
+        node=name.split("@")[-1],
+        queues=("celery", "dgs.w1"),
+        slots=slots,
+        pool="prefork",
+        pid=1234,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_register_and_list(registry: WorkerRegistry) -> None:
@@ -44,8 +51,9 @@ def test_re_registering_keeps_started_at_of_the_same_process(
     assert registry.register(worker(started_at=given)).started_at == given
 
 
-def test_expiry_and_heartbeat(registry: WorkerRegistry, clock: MsClock, client: redis.Redis,
-                              keys: KeySpace) -> None:  # fmt: skip
+def test_expiry_and_heartbeat(
+    registry: WorkerRegistry, clock: MsClock, client: redis.Redis, keys: KeySpace
+) -> None:
     registry.register(worker("celery@a"))
     registry.register(worker("celery@b"))
     clock.advance(200)

@@ -20,8 +20,9 @@ GRACE = 600  # ms: PING_TIMEOUT_S + STEAL_DELAY_S of the fixtures
 
 
 def grab(leases: RedisLeases, tag: str, floor: int, schedule: str = "s") -> AcquireStatus:
-    return leases.acquire(schedule, owner_node="n", owner_name="w", owner_tag=tag,
-                          min_token=floor).status  # fmt: skip
+    return leases.acquire(
+        schedule, owner_node="n", owner_name="w", owner_tag=tag, min_token=floor
+    ).status
 
 
 def test_first_sighting_starts_the_grace_for_schedules_whose_grants_it_lost(

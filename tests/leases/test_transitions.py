@@ -17,8 +17,9 @@ SD = 300  # steal_delay, ms
 
 
 def grab(leases: RedisLeases, tag: str, schedule: str = "s", **kw: object) -> AcquireStatus:
-    result = leases.acquire(schedule, owner_node="n-" + tag, owner_name="celery@" + tag,
-                            owner_tag=tag, **kw)  # type: ignore[arg-type]  # fmt: skip
+    result = leases.acquire(
+        schedule, owner_node="n-" + tag, owner_name="celery@" + tag, owner_tag=tag, **kw
+    )  # type: ignore[arg-type]
     return result.status
 
 
@@ -31,8 +32,11 @@ def test_fresh_acquire_writes_every_field(leases: RedisLeases) -> None:
     info = leases.get("s")
     assert info is not None
     assert (info.schedule, info.owner_node, info.owner_name, info.owner_tag) == (
-        "s", "node1", "celery@node1", "A",
-    )  # fmt: skip
+        "s",
+        "node1",
+        "celery@node1",
+        "A",
+    )
     assert info.started_at == info.last_ping_at == ms_to_datetime(T0_MS)
     assert info.started_at.tzinfo is not None
     assert info.steal_start_at is None
@@ -182,7 +186,11 @@ def test_cancel_flag_is_seen_by_the_owners_ping(leases: RedisLeases) -> None:
     assert leases.ping("s", "A").status is PingStatus.OK
     done = leases.request_cancel("s", owner_tag="A")
     assert (done.status, done.owner_tag, done.token, done.requested) == (
-        CancelStatus.REQUESTED, "A", 1, True)  # fmt: skip
+        CancelStatus.REQUESTED,
+        "A",
+        1,
+        True,
+    )
     assert leases.request_cancel("s", token=1).status is CancelStatus.ALREADY
     info = leases.get("s")
     assert info is not None
@@ -197,8 +205,9 @@ def test_cancel_flag_is_seen_by_the_owners_ping(leases: RedisLeases) -> None:
     assert leases.ping("s", "C").status is PingStatus.OK  # a new run starts uncancelled
 
 
-@pytest.mark.parametrize("target", [{"owner_tag": "A"}, {"token": 1},
-                                    {"owner_tag": "A", "token": 1}])  # fmt: skip
+@pytest.mark.parametrize(
+    "target", [{"owner_tag": "A"}, {"token": 1}, {"owner_tag": "A", "token": 1}]
+)
 def test_cancel_aimed_at_an_ended_run_leaves_the_next_run_alone(
     leases: RedisLeases, target: dict[str, Any]
 ) -> None:
@@ -209,7 +218,11 @@ def test_cancel_aimed_at_an_ended_run_leaves_the_next_run_alone(
     assert grab(leases, "B") is AcquireStatus.GRANTED
     missed = leases.request_cancel("s", **target)
     assert (missed.status, missed.owner_tag, missed.token, missed.requested) == (
-        CancelStatus.OTHER_RUN, "B", 2, False)  # fmt: skip
+        CancelStatus.OTHER_RUN,
+        "B",
+        2,
+        False,
+    )
     info = leases.get("s")
     assert info is not None
     assert not info.cancel_requested
@@ -231,8 +244,9 @@ def test_token_strictly_increases_and_respects_the_min_token_floor(
 ) -> None:
     tokens = []
     for i, floor in enumerate([0, 41, 0, 10, 100]):
-        result = leases.acquire("s", owner_node="n", owner_name="w", owner_tag=f"T{i}",
-                                min_token=floor)  # fmt: skip
+        result = leases.acquire(
+            "s", owner_node="n", owner_name="w", owner_tag=f"T{i}", min_token=floor
+        )
         clock.advance(PT + SD)  # past the restart grace of the first sighting of this server
         assert result.granted
         assert result.token is not None

@@ -25,11 +25,28 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
         raise FileNotFoundError("openssl")
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -37,10 +54,21 @@ def server_has_tls() -> bool:
     """Whether the server binary the fixtures use was built with TLS."""
     binary = find_server_binary()
     probe = subprocess.run(
-        [str(binary), "--port", "0", "--tls-port", str(free_port()),
-         "--tls-cert-file", "/nonexistent", "--tls-key-file", "/nonexistent"],
-        capture_output=True, text=True, timeout=10,
-    )  # fmt: skip
+        [
+            str(binary),
+            "--port",
+            "0",
+            "--tls-port",
+            str(free_port()),
+            "--tls-cert-file",
+            "/nonexistent",
+            "--tls-key-file",
+            "/nonexistent",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     output = probe.stdout + probe.stderr
     markers = ("Failed finding TLS support", "connection type tls", "Bad directive")
     return not any(marker in output for marker in markers)

@@ -15,17 +15,26 @@ from tests.support.redis_sentinel import MASTER_NAME, RedisSentinelProcesses
 
 class SentinelFaults(FaultCluster):
     def __init__(
-        self, tmp: Path, deployment: RedisSentinelProcesses, broker_url: str,
-        schedules: list[str], **env: str,
-    ) -> None:  # fmt: skip
+        self,
+        tmp: Path,
+        deployment: RedisSentinelProcesses,
+        broker_url: str,
+        schedules: list[str],
+        **env: str,
+    ) -> None:
         super().__init__(
-            tmp, broker_url, schedules, E2E_DGS_REDIS_URL=deployment.url,
-            E2E_REDIS_MASTER_NAME=MASTER_NAME, **env,
-        )  # fmt: skip
+            tmp,
+            broker_url,
+            schedules,
+            E2E_DGS_REDIS_URL=deployment.url,
+            E2E_REDIS_MASTER_NAME=MASTER_NAME,
+            **env,
+        )
         self.deployment = deployment
         self.broker = self.redis
         self.redis = redis_from_url(
-            deployment.url, sentinel_master=MASTER_NAME, socket_timeout=2.0,
+            deployment.url,
+            sentinel_master=MASTER_NAME,
+            socket_timeout=2.0,
             socket_connect_timeout=2.0,
-        )  # fmt: skip
-
+        )

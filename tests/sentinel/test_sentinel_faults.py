@@ -45,18 +45,33 @@ def recovery_bound(bounds: Any) -> float:
     return FAILOVER_ALLOWANCE + grace + bounds.tick + bounds.slack
 
 
-def start(sentinel_faults, deployment: RedisSentinelProcesses, schedules: list[str],
-          **env: str) -> Any:  # fmt: skip
+def start(
+    sentinel_faults, deployment: RedisSentinelProcesses, schedules: list[str], **env: str
+) -> Any:
     cluster = sentinel_faults(deployment, schedules, **env)
     if "E2E_STEAL_DELAY" in env:
         cluster.bounds = dataclasses.replace(BOUNDS, steal_delay=float(env["E2E_STEAL_DELAY"]))
     # both workers and beat start at once (the suite's time is mostly start-up)
     for key, node in (("w1", "node1"), ("w2", "node2")):
         cluster.proc_env[key] = {}
-        cluster._start(key, [
-            "worker", "-n", f"{key}@{node}", "-P", "solo", "-c", "1", "-l", "INFO",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ], node=node)  # fmt: skip
+        cluster._start(
+            key,
+            [
+                "worker",
+                "-n",
+                f"{key}@{node}",
+                "-P",
+                "solo",
+                "-c",
+                "1",
+                "-l",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            node=node,
+        )
     cluster.start_beat()
     for key, node in (("w1", "node1"), ("w2", "node2")):
         wait_for(lambda h=f"{key}@{node}": cluster.worker_registered(h), 30, f"worker {key}")
@@ -64,29 +79,47 @@ def start(sentinel_faults, deployment: RedisSentinelProcesses, schedules: list[s
 
 
 def soak(sentinel_faults, deployment: RedisSentinelProcesses, **env: str) -> Any:
-    cluster = start(sentinel_faults, deployment, SCHEDULES, FAULTS_SOAK_N="3",
-                    FAULTS_SOAK_RUN="1", FAULTS_SOAK_PERIOD="2", **env)  # fmt: skip
-    wait_for(lambda: {e["schedule"] for e in cluster.starts()} >= set(SCHEDULES), 40,
-             "every schedule to run")  # fmt: skip
+    cluster = start(
+        sentinel_faults,
+        deployment,
+        SCHEDULES,
+        FAULTS_SOAK_N="3",
+        FAULTS_SOAK_RUN="1",
+        FAULTS_SOAK_PERIOD="2",
+        **env,
+    )
+    wait_for(
+        lambda: {e["schedule"] for e in cluster.starts()} >= set(SCHEDULES),
+        40,
+        "every schedule to run",
+    )
     return cluster
 
 
 def fault(cluster: Any, kind: str) -> dict[str, Any]:
-    return cluster.history.fault("redis_failover", hosts=["node1", "node2"], how=kind,
-                                 recovery_bound=recovery_bound(cluster.bounds))  # fmt: skip
+    return cluster.history.fault(
+        "redis_failover",
+        hosts=["node1", "node2"],
+        how=kind,
+        recovery_bound=recovery_bound(cluster.bounds),
+    )
 
 
 def served_again(cluster: Any, since: float, timeout: float = 30) -> dict[str, float]:
     """Seconds from ``since`` to each schedule's first start after it."""
-    wait_for(lambda: {e["schedule"] for e in cluster.starts() if e["t"] > since}
-             >= set(SCHEDULES), timeout, "every schedule to run again")  # fmt: skip
-    return {s: min(e["t"] for e in cluster.starts(s) if e["t"] > since) - since
-            for s in SCHEDULES}  # fmt: skip
+    wait_for(
+        lambda: {e["schedule"] for e in cluster.starts() if e["t"] > since} >= set(SCHEDULES),
+        timeout,
+        "every schedule to run again",
+    )
+    return {s: min(e["t"] for e in cluster.starts(s) if e["t"] > since) - since for s in SCHEDULES}
 
 
 def report(what: str, named: float, gaps: dict[str, float]) -> None:
-    print(f"sentinel {what}: new primary named after {named:.2f}s; next start of each "
-          "schedule after " + ", ".join(f"{s} {g:.2f}s" for s, g in sorted(gaps.items())))
+    print(
+        f"sentinel {what}: new primary named after {named:.2f}s; next start of each "
+        "schedule after " + ", ".join(f"{s} {g:.2f}s" for s, g in sorted(gaps.items()))
+    )
 
 
 def test_primary_sigkill_right_after_a_grant_while_runs_are_live(
@@ -100,8 +133,12 @@ def test_primary_sigkill_right_after_a_grant_while_runs_are_live(
     cluster = soak(sentinel_faults, redis_sentinel)
     leases = cluster.leases()
     seen = {(lease.schedule, lease.token) for lease in leases.all()}
-    new = wait_for(lambda: [x for x in leases.all() if (x.schedule, x.token) not in seen],
-                   20, "a new grant", interval=0.005)  # fmt: skip
+    new = wait_for(
+        lambda: [x for x in leases.all() if (x.schedule, x.token) not in seen],
+        20,
+        "a new grant",
+        interval=0.005,
+    )
     old = redis_sentinel.primary_addr()
     server = redis_sentinel.server_at(old)
     hit = fault(cluster, "primary_sigkill_after_grant")
@@ -110,8 +147,9 @@ def test_primary_sigkill_right_after_a_grant_while_runs_are_live(
     named = time.monotonic() - hit["t"]
     restart_as_replica(redis_sentinel, server)
     gaps = served_again(cluster, hit["t"])
-    report(f"primary SIGKILL right after granting {new[0].schedule} token {new[0].token}",
-           named, gaps)  # fmt: skip
+    report(
+        f"primary SIGKILL right after granting {new[0].schedule} token {new[0].token}", named, gaps
+    )
     assert named <= FAILOVER_ALLOWANCE
     assert max(gaps.values()) <= recovery_bound(cluster.bounds), gaps
     cluster.assert_history_ok()

@@ -32,11 +32,18 @@ pytestmark = [pytest.mark.redis_ha, pytest.mark.timeout(60)]
 
 
 def sentinel_settings(url: str, sqlite_url: str, **more: object) -> DgsSettings:
-    return DgsSettings.from_conf({
-        "dgs_redis_url": url, "dgs_redis_master_name": MASTER_NAME,
-        "dgs_database_url": sqlite_url, "dgs_key_prefix": "app",
-        "dgs_ping_interval": 1, "dgs_ping_timeout": 3, "dgs_steal_delay": 2, **more,
-    })  # fmt: skip
+    return DgsSettings.from_conf(
+        {
+            "dgs_redis_url": url,
+            "dgs_redis_master_name": MASTER_NAME,
+            "dgs_database_url": sqlite_url,
+            "dgs_key_prefix": "app",
+            "dgs_ping_interval": 1,
+            "dgs_ping_timeout": 3,
+            "dgs_steal_delay": 2,
+            **more,
+        }
+    )
 
 
 def server_client(deployment: RedisSentinelProcesses, address: tuple[str, int]) -> redis.Redis:
@@ -109,15 +116,16 @@ def test_after_a_failover_the_client_follows_and_the_restart_grace_applies(
 
 
 def test_unreachable_sentinels_and_an_unknown_name_are_one_line(
-    redis_sentinel: RedisSentinelProcesses, sqlite_url: str, redis_url: str,
+    redis_sentinel: RedisSentinelProcesses,
+    sqlite_url: str,
+    redis_url: str,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     nowhere = f"sentinel://127.0.0.1:{free_port()};sentinel://127.0.0.1:{free_port()}"
     lines = []
     for url, name in ((nowhere, MASTER_NAME), (redis_sentinel.url, "other")):
         app: Any = Celery("sentinel-startup", broker=redis_url, set_as_current=False)
-        app.conf.update(dgs_redis_url=url, dgs_redis_master_name=name,
-                        dgs_database_url=sqlite_url)  # fmt: skip
+        app.conf.update(dgs_redis_url=url, dgs_redis_master_name=name, dgs_database_url=sqlite_url)
         dgs = DGS(app, install_worker_hooks=False)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="celery_dgs"):
@@ -125,11 +133,15 @@ def test_unreachable_sentinels_and_an_unknown_name_are_one_line(
         (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         lines.append(line)
         app.close()
-    assert f"Redis at {nowhere} (dgs_redis_url) is unreachable (MasterNotFoundError: no " \
+    assert (
+        f"Redis at {nowhere} (dgs_redis_url) is unreachable (MasterNotFoundError: no "
         f"Redis primary '{MASTER_NAME}' found: none of the 2 sentinels answered" in lines[0]
-    assert "(dgs_redis_url) is unreachable (MasterNotFoundError: no Redis primary 'other' " \
-        f"found: the sentinels that answered monitor no primary of that name (they monitor " \
+    )
+    assert (
+        "(dgs_redis_url) is unreachable (MasterNotFoundError: no Redis primary 'other' "
+        f"found: the sentinels that answered monitor no primary of that name (they monitor "
         f"{MASTER_NAME}): check dgs_redis_master_name)" in lines[1]
+    )
     assert all("\n" not in line for line in lines)
 
 
@@ -144,8 +156,11 @@ def test_the_primary_s_password_and_the_sentinels_password_are_apart(
     ).start()
     try:
         assert deployment.url.startswith("sentinel://:primary-pw@")
-        rt = Runtime(sentinel_settings(deployment.url, sqlite_url,
-                                       dgs_redis_sentinel_kwargs={"password": "sentinel-pw"}))
+        rt = Runtime(
+            sentinel_settings(
+                deployment.url, sqlite_url, dgs_redis_sentinel_kwargs={"password": "sentinel-pw"}
+            )
+        )
         exercise(rt.redis, rt.keys)
         rt.close()
         rt = Runtime(sentinel_settings(deployment.url, sqlite_url))

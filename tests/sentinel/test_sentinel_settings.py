@@ -28,10 +28,13 @@ def test_tls_to_the_primary_is_ssl_true_in_the_url() -> None:
 
 
 def test_settings_accept_a_sentinel_url_with_a_master_name() -> None:
-    settings = DgsSettings.from_conf({
-        "dgs_redis_url": URL, "dgs_redis_master_name": "mymaster",
-        "dgs_redis_sentinel_kwargs": {"password": "sentinel-pw"},
-    })  # fmt: skip
+    settings = DgsSettings.from_conf(
+        {
+            "dgs_redis_url": URL,
+            "dgs_redis_master_name": "mymaster",
+            "dgs_redis_sentinel_kwargs": {"password": "sentinel-pw"},
+        }
+    )
     assert settings.redis_master_name == "mymaster"
     assert settings.resolved_redis_url("redis://broker") == URL
 
@@ -39,30 +42,54 @@ def test_settings_accept_a_sentinel_url_with_a_master_name() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"dgs_redis_url": URL},
-         "dgs_redis_url is a sentinel:// URL: set dgs_redis_master_name to the primary's "
-         "name the sentinels monitor (SENTINEL MONITOR <name> ...)"),
-        ({"dgs_redis_url": "redis://h:6379/0", "dgs_redis_master_name": "m"},
-         "dgs_redis_master_name is set, but dgs_redis_url is not a sentinel://host:port URL "
-         "(list the sentinels there, separated by ';')"),
-        ({"dgs_redis_master_name": "m"},
-         "dgs_redis_master_name is set, but dgs_redis_url is not a sentinel://host:port URL"),
-        ({"dgs_redis_url": "redis://h", "dgs_redis_sentinel_kwargs": {"password": "x"}},
-         "dgs_redis_sentinel_kwargs is set, but dgs_redis_url is not a sentinel://"),
-        ({"dgs_redis_url": URL, "dgs_redis_master_name": "  "},
-         "dgs_redis_master_name must be the primary's name the sentinels monitor, got '  '"),
-        ({"dgs_redis_url": URL, "dgs_redis_master_name": "m", "dgs_redis_sentinel_kwargs": "pw"},
-         "dgs_redis_sentinel_kwargs must be a mapping of connection options for the sentinels"),
-        ({"dgs_redis_url": URL + ";redis://h4:6379", "dgs_redis_master_name": "m"},
-         "dgs_redis_url part 4 (redis://h4:6379) is not a sentinel://host:port URL"),
-        ({"dgs_redis_url": "sentinel://:pw@h1:26379;sentinel://:pw2@:26379",
-          "dgs_redis_master_name": "m"},
-         "dgs_redis_url part 2 (sentinel://:**@:26379) names no host"),
-        ({"dgs_redis_url": URL, "dgs_redis_master_name": "m", "dgs_redis_cluster": True,
-          "dgs_redis_cluster_hash_tag": True},
-         "dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other"),
+        (
+            {"dgs_redis_url": URL},
+            "dgs_redis_url is a sentinel:// URL: set dgs_redis_master_name to the primary's "
+            "name the sentinels monitor (SENTINEL MONITOR <name> ...)",
+        ),
+        (
+            {"dgs_redis_url": "redis://h:6379/0", "dgs_redis_master_name": "m"},
+            "dgs_redis_master_name is set, but dgs_redis_url is not a sentinel://host:port URL "
+            "(list the sentinels there, separated by ';')",
+        ),
+        (
+            {"dgs_redis_master_name": "m"},
+            "dgs_redis_master_name is set, but dgs_redis_url is not a sentinel://host:port URL",
+        ),
+        (
+            {"dgs_redis_url": "redis://h", "dgs_redis_sentinel_kwargs": {"password": "x"}},
+            "dgs_redis_sentinel_kwargs is set, but dgs_redis_url is not a sentinel://",
+        ),
+        (
+            {"dgs_redis_url": URL, "dgs_redis_master_name": "  "},
+            "dgs_redis_master_name must be the primary's name the sentinels monitor, got '  '",
+        ),
+        (
+            {"dgs_redis_url": URL, "dgs_redis_master_name": "m", "dgs_redis_sentinel_kwargs": "pw"},
+            "dgs_redis_sentinel_kwargs must be a mapping of connection options for the sentinels",
+        ),
+        (
+            {"dgs_redis_url": URL + ";redis://h4:6379", "dgs_redis_master_name": "m"},
+            "dgs_redis_url part 4 (redis://h4:6379) is not a sentinel://host:port URL",
+        ),
+        (
+            {
+                "dgs_redis_url": "sentinel://:pw@h1:26379;sentinel://:pw2@:26379",
+                "dgs_redis_master_name": "m",
+            },
+            "dgs_redis_url part 2 (sentinel://:**@:26379) names no host",
+        ),
+        (
+            {
+                "dgs_redis_url": URL,
+                "dgs_redis_master_name": "m",
+                "dgs_redis_cluster": True,
+                "dgs_redis_cluster_hash_tag": True,
+            },
+            "dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_misconfiguration_is_one_line_naming_the_setting(
     conf: dict[str, object], message: str
 ) -> None:
@@ -93,8 +120,7 @@ def test_the_client_s_connections_are_tls_with_ssl_true() -> None:
     from redis.connection import SSLConnection
 
     plain = redis_from_url("sentinel://h1:26379/0", sentinel_master="m")
-    tls = redis_from_url("sentinel://h1:26379/0?ssl=true&ssl_cert_reqs=none",
-                         sentinel_master="m")  # fmt: skip
+    tls = redis_from_url("sentinel://h1:26379/0?ssl=true&ssl_cert_reqs=none", sentinel_master="m")
     assert not issubclass(plain.connection_pool.connection_class, SSLConnection)
     assert issubclass(tls.connection_pool.connection_class, SSLConnection)
     assert tls.connection_pool.connection_kwargs["ssl_cert_reqs"] == "none"

@@ -20,9 +20,12 @@ def test_beat_with_a_sentinel_url_and_no_master_name_exits_after_one_line(
 ) -> None:
     conf = {"dgs_redis_url": "sentinel://:pw@127.0.0.1:26379;sentinel://127.0.0.1:26380"}
     cluster = type("StartupCluster", (Cluster,), {"app_module": "tests.e2e.robust_proj"})(
-        tmp_path, redis_url, ["marker"], E2E_MARKER=str(tmp_path / "marker"),
+        tmp_path,
+        redis_url,
+        ["marker"],
+        E2E_MARKER=str(tmp_path / "marker"),
         E2E_EXTRA_CONF=json.dumps(conf),
-    )  # fmt: skip
+    )
     try:
         beat = cluster.start_beat()
         assert exit_status(beat) == EX_CONFIG

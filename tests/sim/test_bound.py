@@ -22,17 +22,26 @@ def periodic(name: str, period: float, duration: float, failure_rate: float = 0.
 
 
 def workload(*schedules: SimSchedule, slots: int = 1, outages: tuple[Outage, ...] = ()) -> Workload:
-    return Workload(list(schedules), make_workers(slots), horizon_s=W, warmup_s=0.0,
-                    outages=list(outages))  # fmt: skip
+    return Workload(
+        list(schedules), make_workers(slots), horizon_s=W, warmup_s=0.0, outages=list(outages)
+    )
 
 
 def test_under_capacity_the_bound_is_zero() -> None:
     assert error_bound_s(workload(periodic("a", 1000, 100), periodic("b", 1000, 100))) == 0
     # Exactly 0, not a rounding residue (ratios to it are printed by the benchmark).
     for load, spread in ((0.7, 1.0), (0.9, 4.0)):
-        generated = generate(GeneratorOptions(schedules=1000, slots=20, load=load, seed=1,
-                                              share_spread=spread, horizon_s=4 * 86400.0,
-                                              warmup_s=2 * 86400.0))  # fmt: skip
+        generated = generate(
+            GeneratorOptions(
+                schedules=1000,
+                slots=20,
+                load=load,
+                seed=1,
+                share_spread=spread,
+                horizon_s=4 * 86400.0,
+                warmup_s=2 * 86400.0,
+            )
+        )
         assert error_bound_s(generated) == 0
 
 
@@ -74,8 +83,9 @@ def test_a_cron_schedule_counts_its_within() -> None:
     # - 300 = 600 s of OK for 300 slot-seconds. Two of them on one slot: OK
     # <= 2W, so no ERROR is forced; three: OK <= 2W of 3W.
     def cron(name: str) -> SimSchedule:
-        spec = CronSpec(task=name, cron_schedule="*/10 * * * *",
-                        cron_max_schedule_duration=timedelta(minutes=5))  # fmt: skip
+        spec = CronSpec(
+            task=name, cron_schedule="*/10 * * * *", cron_max_schedule_duration=timedelta(minutes=5)
+        )
         return SimSchedule(spec, 300.0, 0.0)
 
     assert error_bound_s(workload(cron("a"), cron("b"))) == 0
@@ -89,8 +99,15 @@ def test_policies_stay_above_the_bound_over_a_long_window(spread: float, at_boun
     # shares: every order that keeps the slots busy is at the bound, beat
     # included. Mixed shares (16-fold): the bound starves the costly schedules;
     # restore does not, but is well below beat.
-    opts = GeneratorOptions(schedules=40, slots=2, load=1.5, horizon_s=30 * 86400.0,
-                            warmup_s=3 * 86400.0, share_spread=spread, seed=3)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=40,
+        slots=2,
+        load=1.5,
+        horizon_s=30 * 86400.0,
+        warmup_s=3 * 86400.0,
+        share_spread=spread,
+        seed=3,
+    )
     work = generate(opts)
     bound = error_bound_s(work)
     ratio = {p: simulate(work, p).error_s / bound for p in ("dgs", "dgs-greedy", "beat")}

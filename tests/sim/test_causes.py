@@ -35,15 +35,19 @@ from celery_dgs.sim.workload import (
 
 
 def periodic(task: str, period: float, cooldown: float, **spec: object) -> PeriodicSpec:
-    return PeriodicSpec(task=task, scheduling_period=timedelta(seconds=period),
-                        cooldown_duration=timedelta(seconds=cooldown), **spec)  # type: ignore[arg-type]  # fmt: skip
+    return PeriodicSpec(
+        task=task,
+        scheduling_period=timedelta(seconds=period),
+        cooldown_duration=timedelta(seconds=cooldown),
+        **spec,
+    )  # type: ignore[arg-type]
 
 
-def cold(scheds: list[SimSchedule], workers: list[SimWorker], horizon: float,
-         **options: object) -> Workload:  # fmt: skip
+def cold(
+    scheds: list[SimSchedule], workers: list[SimWorker], horizon: float, **options: object
+) -> Workload:
     """Nothing ever ran; everything measured from t = 0."""
-    return Workload(scheds, workers, horizon_s=horizon, warmup_s=0.0, warm_start=False,
-                    **options)  # type: ignore[arg-type]  # fmt: skip
+    return Workload(scheds, workers, horizon_s=horizon, warmup_s=0.0, warm_start=False, **options)  # type: ignore[arg-type]
 
 
 def only(result: SimResult, cause: str) -> float:
@@ -91,8 +95,7 @@ def test_blackout_longer_than_the_gap_to_the_deadline() -> None:
     # (3720, 01:02) falls in the 01:00-03:00 window and moves to its end (10800).
     # Deadline 1860 + 3600 = 5460: ERROR until that run ends at 10860, all of it
     # blackout (the run started late because of it).
-    sched = SimSchedule(periodic("a", 3600, 1800, blackout_periods=[("01:00", "03:00")]),
-                        60.0, 0.0)  # fmt: skip
+    sched = SimSchedule(periodic("a", 3600, 1800, blackout_periods=[("01:00", "03:00")]), 60.0, 0.0)
     result = simulate(cold([sched], make_workers(1), 20000.0), "dgs")
     assert only(result, BLACKOUT) == pytest.approx(5400.0)
 
@@ -117,9 +120,11 @@ def test_overrun_a_run_started_in_time_that_outlasts_its_margin() -> None:
         last_good_start_at=start - timedelta(seconds=900),
         last_good_end_at=start - timedelta(seconds=890),
         last_start_at=start - timedelta(seconds=900),
-        last_end_at=start - timedelta(seconds=890), failure_count=0,
-        average_good_duration=timedelta(seconds=10), duration_deviation=timedelta(0),
-    )  # fmt: skip
+        last_end_at=start - timedelta(seconds=890),
+        failure_count=0,
+        average_good_duration=timedelta(seconds=10),
+        duration_deviation=timedelta(0),
+    )
     workload = cold([sched], make_workers(1), 400.0)
     trace: list[tuple[float, str, str]] = []
     result = Simulator(workload, "dgs", initial_stats={"a": stats}, trace=trace).run()
@@ -155,8 +160,10 @@ def test_slot_history_measures_each_state_of_each_group() -> None:
 def test_staleness_of_cycles_with_a_failed_run_is_kept_apart() -> None:
     # b's runs always fail: its data only ages (max_staleness), while a's
     # cycles, without failures, stay within one period.
-    scheds = [SimSchedule(periodic("a", 100, 50), 10.0, 0.0),
-              SimSchedule(periodic("b", 100, 50), 10.0, 0.0, failure_rate=1.0)]  # fmt: skip
+    scheds = [
+        SimSchedule(periodic("a", 100, 50), 10.0, 0.0),
+        SimSchedule(periodic("b", 100, 50), 10.0, 0.0, failure_rate=1.0),
+    ]
     result = simulate(warm(scheds, make_workers(2), 2000.0), "dgs")
     assert result.max_staleness > 15  # b: about 20 periods since its last good start
     assert 0.5 < result.max_staleness_without_failures <= 1.0

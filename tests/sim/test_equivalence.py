@@ -45,17 +45,23 @@ def build_specs(rng: random.Random, n: int) -> list[tuple[ScheduleSpec, float]]:
         if i % 11 == 5:  # a blackout around NOW: beat and simulator must both hold it back
             fields["blackout_periods"] = [("09:30", "10:30")]
         spec = PeriodicSpec(
-            task="eq.job", configuration=f"s{i:02d}", scheduling_period=timedelta(seconds=period),
+            task="eq.job",
+            configuration=f"s{i:02d}",
+            scheduling_period=timedelta(seconds=period),
             cooldown_duration=timedelta(seconds=period * rng.choice((0.0, 0.3, 0.6))),
             **fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         specs.append((spec, rng.uniform(10, 300)))
     return specs
 
 
-def write_history(store: SqlScheduleStore, rng: random.Random,
-                  specs: Sequence[tuple[ScheduleSpec, float]], *,
-                  ago: tuple[float, float] = (0.2, 1.4)) -> None:  # fmt: skip
+def write_history(
+    store: SqlScheduleStore,
+    rng: random.Random,
+    specs: Sequence[tuple[ScheduleSpec, float]],
+    *,
+    ago: tuple[float, float] = (0.2, 1.4),
+) -> None:
     """Most schedules ran before NOW (some late, some failed); a few never ran.
     The last good start was ``ago`` (a range, in periods) before NOW."""
     for spec, duration in specs:
@@ -67,9 +73,15 @@ def write_history(store: SqlScheduleStore, rng: random.Random,
             run_id = uuid.uuid4().hex
             token = (store.get(spec.name).current_token or 0) + 1
             store.record_run_start(
-                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
-                owner_name="celery@w0", owner_tag=run_id, token=token, started_at=started,
-            )  # fmt: skip
+                schedule=spec.name,
+                run_id=run_id,
+                dispatch_id=None,
+                owner_node="w0",
+                owner_name="celery@w0",
+                owner_tag=run_id,
+                token=token,
+                started_at=started,
+            )
             ended = started + timedelta(seconds=duration)
             store.record_run_end(run_id=run_id, outcome=outcome, ended_at=ended)
             started = ended + timedelta(seconds=rng.uniform(0, 60))
@@ -77,13 +89,22 @@ def write_history(store: SqlScheduleStore, rng: random.Random,
                 break
 
 
-def real_beat_round(store: SqlScheduleStore, client: redis.Redis,
-                    settings: DgsSettings) -> list[DispatchOrder]:  # fmt: skip
+def real_beat_round(
+    store: SqlScheduleStore, client: redis.Redis, settings: DgsSettings
+) -> list[DispatchOrder]:
     keys = KeySpace(settings.key_prefix)
     registry = WorkerRegistry(client, keys, ttl=600)
     for w in WORKERS:
-        registry.register(WorkerInfo(name=w.name, node=w.node, queues=tuple(w.queues),
-                                     slots=w.slots, pool="prefork", pid=1))  # fmt: skip
+        registry.register(
+            WorkerInfo(
+                name=w.name,
+                node=w.node,
+                queues=tuple(w.queues),
+                slots=w.slots,
+                pool="prefork",
+                pid=1,
+            )
+        )
     published: list[DispatchOrder] = []
 
     def publish(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
@@ -91,10 +112,14 @@ def real_beat_round(store: SqlScheduleStore, client: redis.Redis,
         return []
 
     engine = BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=registry, dispatches=DispatchRecords(client, keys), publish=publish,
-        settings=settings, clock=FakeClock(NOW),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
+        settings=settings,
+        clock=FakeClock(NOW),
+    )
     engine.load()
     engine.tick()
     return published
@@ -107,15 +132,24 @@ LATE, ON_TIME = (0.2, 1.4), (0.3, 0.7)
 
 @pytest.mark.parametrize(
     ("overload", "laxity", "policy"),
-    [("restore", 60.0, "dgs"), ("restore", None, "dgs-deadline"), ("greedy", 60.0, "dgs-greedy"),
-     ("shed", 60.0, "dgs-shed")],
-)  # fmt: skip
+    [
+        ("restore", 60.0, "dgs"),
+        ("restore", None, "dgs-deadline"),
+        ("greedy", 60.0, "dgs-greedy"),
+        ("shed", 60.0, "dgs-shed"),
+    ],
+)
 @pytest.mark.parametrize("ago", [LATE, ON_TIME], ids=["late", "on_time"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulator_chooses_what_beat_chooses(
-    sqlite_url: str, redis_client: redis.Redis, overload: str, laxity: float | None,
-    policy: str, ago: tuple[float, float], seed: int,
-) -> None:  # fmt: skip
+    sqlite_url: str,
+    redis_client: redis.Redis,
+    overload: str,
+    laxity: float | None,
+    policy: str,
+    ago: tuple[float, float],
+    seed: int,
+) -> None:
     rng = random.Random(seed)
     specs = build_specs(rng, 40)
     store = SqlScheduleStore.open(sqlite_url)
@@ -124,17 +158,22 @@ def test_simulator_chooses_what_beat_chooses(
         write_history(store, rng, specs, ago=ago)
         rows, _ = store.load_active()
         prefix = f"simeq{uuid.uuid4().hex[:8]}"
-        settings = DgsSettings(key_prefix=prefix, overload_policy=overload, shed_horizon=600,
-                               laxity_floor=laxity)  # fmt: skip
+        settings = DgsSettings(
+            key_prefix=prefix, overload_policy=overload, shed_horizon=600, laxity_floor=laxity
+        )
         beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
     finally:
         store.close()
 
     trace: list[tuple[float, str, str]] = []
-    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
-                        start=NOW, warm_start=False)  # fmt: skip
-    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
-              trace=trace).run()  # fmt: skip
+    workload = Workload(
+        [SimSchedule(s, d, 0.0) for s, d in specs],
+        WORKERS,
+        horizon_s=1.0,
+        start=NOW,
+        warm_start=False,
+    )
+    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace).run()
     sim = [(name, worker) for t, name, worker in trace if t == 0.0]
 
     assert len(beat) == sum(w.slots for w in WORKERS), "the state must fill every slot"
@@ -154,14 +193,14 @@ def test_restore_reorders_the_late_schedules_in_the_real_beat(
         write_history(store, rng, specs)
         chosen = {}
         for overload in ("greedy", "restore"):
-            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}",
-                                   overload_policy=overload)  # fmt: skip
+            settings = DgsSettings(
+                key_prefix=f"simeq{uuid.uuid4().hex[:8]}", overload_policy=overload
+            )
             chosen[overload] = [o.schedule for o in real_beat_round(store, redis_client, settings)]
     finally:
         store.close()
     assert chosen["restore"] != chosen["greedy"]
     assert sorted(chosen["restore"]) == sorted(chosen["greedy"])  # every late one fits: order
-
 
 
 def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
@@ -174,8 +213,9 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
     whose run time leaves them less room. Beat and the simulator agree on both."""
     specs: list[tuple[ScheduleSpec, float]] = []
     for i in range(20):
-        spec = PeriodicSpec(task="eq.job", configuration=f"l{i:02d}",
-                            scheduling_period=timedelta(hours=1))  # fmt: skip
+        spec = PeriodicSpec(
+            task="eq.job", configuration=f"l{i:02d}", scheduling_period=timedelta(hours=1)
+        )
         specs.append((spec, 20.0 if i < 10 else 600.0))
     store = SqlScheduleStore.open(sqlite_url)
     try:
@@ -185,22 +225,34 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
             started = NOW - timedelta(hours=1) + timedelta(seconds=ahead)
             run_id = uuid.uuid4().hex
             store.record_run_start(
-                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
-                owner_name="celery@w0", owner_tag=run_id, token=1, started_at=started,
-            )  # fmt: skip
-            store.record_run_end(run_id=run_id, outcome="success",
-                                 ended_at=started + timedelta(seconds=duration))  # fmt: skip
+                schedule=spec.name,
+                run_id=run_id,
+                dispatch_id=None,
+                owner_node="w0",
+                owner_name="celery@w0",
+                owner_tag=run_id,
+                token=1,
+                started_at=started,
+            )
+            store.record_run_end(
+                run_id=run_id, outcome="success", ended_at=started + timedelta(seconds=duration)
+            )
         rows, _ = store.load_active()
         chosen: dict[str, list[tuple[str, str]]] = {}
         for laxity, policy in ((None, "dgs-deadline"), (60.0, "dgs")):
-            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}",
-                                   laxity_floor=laxity)  # fmt: skip
+            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}", laxity_floor=laxity)
             beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
             trace: list[tuple[float, str, str]] = []
-            workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS,
-                                horizon_s=1.0, start=NOW, warm_start=False)  # fmt: skip
-            Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
-                      trace=trace).run()  # fmt: skip
+            workload = Workload(
+                [SimSchedule(s, d, 0.0) for s, d in specs],
+                WORKERS,
+                horizon_s=1.0,
+                start=NOW,
+                warm_start=False,
+            )
+            Simulator(
+                workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace
+            ).run()
             assert [(n, w) for t, n, w in trace if t == 0.0] == beat, policy
             chosen[policy] = [n for n, _ in beat]
     finally:
@@ -209,8 +261,9 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
     assert sorted(chosen["dgs"]) == [f"eq.job@l{i:02d}" for i in range(10, 20)]
 
 
-@pytest.mark.parametrize(("elevator", "policy"),
-                         [(7200.0, "dgs"), (600.0, "dgs-elevator-600"), (None, "dgs-strict")])
+@pytest.mark.parametrize(
+    ("elevator", "policy"), [(7200.0, "dgs"), (600.0, "dgs-elevator-600"), (None, "dgs-strict")]
+)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulator_chooses_what_beat_chooses_with_priorities(
     sqlite_url: str, redis_client: redis.Redis, elevator: float | None, policy: str, seed: int
@@ -219,8 +272,9 @@ def test_simulator_chooses_what_beat_chooses_with_priorities(
     the elevator has moved some up): the simulator's first round is beat's, and
     the classes change it."""
     rng = random.Random(seed)
-    specs = [(with_priority(s, (20, 50, 80)[i % 3]), d)
-             for i, (s, d) in enumerate(build_specs(rng, 40))]  # fmt: skip
+    specs = [
+        (with_priority(s, (20, 50, 80)[i % 3]), d) for i, (s, d) in enumerate(build_specs(rng, 40))
+    ]
     store = SqlScheduleStore.open(sqlite_url)
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
@@ -230,26 +284,33 @@ def test_simulator_chooses_what_beat_chooses_with_priorities(
         for label, interval, classes in (("classes", elevator, True), ("plain", None, False)):
             if not classes:
                 store.sync([with_priority(s, 50) for s, _ in specs], NOW - timedelta(hours=3))
-            settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}",
-                                   elevator_interval=interval)  # fmt: skip
-            beat[label] = [(o.schedule, o.worker)
-                           for o in real_beat_round(store, redis_client, settings)]  # fmt: skip
+            settings = DgsSettings(
+                key_prefix=f"simeq{uuid.uuid4().hex[:8]}", elevator_interval=interval
+            )
+            beat[label] = [
+                (o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)
+            ]
     finally:
         store.close()
 
     trace: list[tuple[float, str, str]] = []
-    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
-                        start=NOW, warm_start=False)  # fmt: skip
-    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows},
-              trace=trace).run()  # fmt: skip
+    workload = Workload(
+        [SimSchedule(s, d, 0.0) for s, d in specs],
+        WORKERS,
+        horizon_s=1.0,
+        start=NOW,
+        warm_start=False,
+    )
+    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace).run()
     sim = [(name, worker) for t, name, worker in trace if t == 0.0]
     assert len(beat["classes"]) == sum(w.slots for w in WORKERS)
     assert sim == beat["classes"]
     assert [n for n, _ in beat["classes"]] != [n for n, _ in beat["plain"]]
     if elevator == 600.0:  # the elevator has moved some up: not the strict order
         strict: list[tuple[float, str, str]] = []
-        Simulator(workload, "dgs-strict", initial_stats={r.name: r.stats for r in rows},
-                  trace=strict).run()  # fmt: skip
+        Simulator(
+            workload, "dgs-strict", initial_stats={r.name: r.stats for r in rows}, trace=strict
+        ).run()
         assert sim != [(name, worker) for t, name, worker in strict if t == 0.0]
 
 
@@ -271,12 +332,26 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
     simulator's ``dgs-lookahead`` chooses the same."""
     specs: list[tuple[ScheduleSpec, float]] = []
     for i in range(20):
-        specs.append((PeriodicSpec(task="eq.short", configuration=f"s{i:02d}",
-                                   scheduling_period=timedelta(seconds=600),
-                                   cooldown_duration=timedelta(seconds=400)), 200.0))  # fmt: skip
+        specs.append(
+            (
+                PeriodicSpec(
+                    task="eq.short",
+                    configuration=f"s{i:02d}",
+                    scheduling_period=timedelta(seconds=600),
+                    cooldown_duration=timedelta(seconds=400),
+                ),
+                200.0,
+            )
+        )
     for i in range(12):
-        specs.append((PeriodicSpec(task="eq.long", configuration=f"l{i:02d}",
-                                   scheduling_period=timedelta(days=2)), 6 * 3600.0))  # fmt: skip
+        specs.append(
+            (
+                PeriodicSpec(
+                    task="eq.long", configuration=f"l{i:02d}", scheduling_period=timedelta(days=2)
+                ),
+                6 * 3600.0,
+            )
+        )
     store = SqlScheduleStore.open(sqlite_url)
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(days=3))
@@ -285,24 +360,38 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
             started = NOW - timedelta(seconds=ago)
             run_id = uuid.uuid4().hex
             store.record_run_start(
-                schedule=spec.name, run_id=run_id, dispatch_id=None, owner_node="w0",
-                owner_name="celery@w0", owner_tag=run_id, token=1, started_at=started,
-            )  # fmt: skip
-            store.record_run_end(run_id=run_id, outcome="success",
-                                 ended_at=started + timedelta(seconds=duration))  # fmt: skip
+                schedule=spec.name,
+                run_id=run_id,
+                dispatch_id=None,
+                owner_node="w0",
+                owner_name="celery@w0",
+                owner_tag=run_id,
+                token=1,
+                started_at=started,
+            )
+            store.record_run_end(
+                run_id=run_id, outcome="success", ended_at=started + timedelta(seconds=duration)
+            )
         rows, _ = store.load_active()
         beat = {}
         for lookahead in (False, True):
             settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}", lookahead=lookahead)
-            beat[lookahead] = [(o.schedule, o.worker)
-                               for o in real_beat_round(store, redis_client, settings)]  # fmt: skip
+            beat[lookahead] = [
+                (o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)
+            ]
     finally:
         store.close()
     trace: list[tuple[float, str, str]] = []
-    workload = Workload([SimSchedule(s, d, 0.0) for s, d in specs], WORKERS, horizon_s=1.0,
-                        start=NOW, warm_start=False)  # fmt: skip
-    Simulator(workload, "dgs-lookahead", initial_stats={r.name: r.stats for r in rows},
-              trace=trace).run()  # fmt: skip
+    workload = Workload(
+        [SimSchedule(s, d, 0.0) for s, d in specs],
+        WORKERS,
+        horizon_s=1.0,
+        start=NOW,
+        warm_start=False,
+    )
+    Simulator(
+        workload, "dgs-lookahead", initial_stats={r.name: r.stats for r in rows}, trace=trace
+    ).run()
     assert [(name, worker) for t, name, worker in trace if t == 0.0] == beat[True]
     # The longest waiting first (l11 started its last run earliest).
     assert [name for name, _ in beat[False]] == [f"eq.long@l{i:02d}" for i in range(11, 1, -1)]

@@ -9,8 +9,9 @@ from celery_dgs.sim.workload import WorkloadError
 
 
 def shares(spread: float) -> list[float]:
-    workload = generate(GeneratorOptions(schedules=400, slots=10, load=1.5, seed=3,
-                                         share_spread=spread))  # fmt: skip
+    workload = generate(
+        GeneratorOptions(schedules=400, slots=10, load=1.5, seed=3, share_spread=spread)
+    )
     return [s.duration_s / s.spec.scheduling_period.total_seconds() for s in workload.schedules]
 
 
@@ -21,8 +22,10 @@ def test_equal_shares_by_default_mixed_with_a_spread_same_total_demand() -> None
     assert max(mixed) / min(mixed) > 10  # up to 16-fold
     assert max(mixed) / min(mixed) <= 16 + 1e-9
     periods = [s.spec.scheduling_period for s in generate(GeneratorOptions(seed=3)).schedules]
-    assert periods == [s.spec.scheduling_period for s in
-                       generate(GeneratorOptions(seed=3, share_spread=4.0)).schedules]  # fmt: skip
+    assert periods == [
+        s.spec.scheduling_period
+        for s in generate(GeneratorOptions(seed=3, share_spread=4.0)).schedules
+    ]
 
 
 def test_a_spread_below_one_is_refused() -> None:

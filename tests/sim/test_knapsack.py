@@ -32,9 +32,17 @@ def test_ok_seconds_per_slot_second() -> None:
 
 
 def test_under_overload_it_is_closer_to_the_bound_than_shed_and_restore() -> None:
-    opts = GeneratorOptions(schedules=200, slots=4, load=1.5, horizon_s=3 * DAY, warmup_s=DAY,
-                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1,
-                            share_spread=4.0)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=200,
+        slots=4,
+        load=1.5,
+        horizon_s=3 * DAY,
+        warmup_s=DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=1,
+        share_spread=4.0,
+    )
     workload = generate(opts)
     bound = error_bound_s(workload)
     error = {p: simulate(workload, p).error_s for p in ("dgs", "dgs-shed", "dgs-knapsack")}

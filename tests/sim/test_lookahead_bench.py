@@ -9,8 +9,7 @@ from benchmarks import lookahead
 
 def test_a_pool_of_k_slots_caps_the_long_runs_and_lowers_the_short_jobs_error() -> None:
     plain = lookahead.run_one("dgs", 0.9, 1, schedules=150, slots=6, days=1.0)
-    capped = lookahead.run_one("dgs", 0.9, 1, schedules=150, slots=6, days=1.0,
-                               long_pool_slots=1)  # fmt: skip
+    capped = lookahead.run_one("dgs", 0.9, 1, schedules=150, slots=6, days=1.0, long_pool_slots=1)
     assert capped["long_pool_slots"] == 1
     assert capped["short_error_s"] < plain["short_error_s"], (plain, capped)
     # both bounds are printed; run-time variance only raises the bound
@@ -20,8 +19,11 @@ def test_a_pool_of_k_slots_caps_the_long_runs_and_lowers_the_short_jobs_error() 
 def test_the_pool_keeps_every_slot_and_runs_long_jobs_only_on_its_worker() -> None:
     from celery_dgs.sim.generate import GeneratorOptions, generate
 
-    workload = generate(GeneratorOptions(schedules=50, slots=4, load=0.9, long_fraction=0.15,
-                                         long_share=0.1, seed=1))  # fmt: skip
+    workload = generate(
+        GeneratorOptions(
+            schedules=50, slots=4, load=0.9, long_fraction=0.15, long_share=0.1, seed=1
+        )
+    )
     capped = lookahead.capped_long_pool(workload, 1)
     assert capped.slots == workload.slots
     longs = [s for s in capped.schedules if s.spec.task == "sim.long"]

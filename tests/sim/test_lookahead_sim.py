@@ -23,15 +23,21 @@ def fleet(seed: int) -> Workload:
     schedules = []
     for i in range(75):
         period = rng.choice((300, 600, 900, 1200))
-        spec = PeriodicSpec(task="s", configuration=f"s{i}",
-                            scheduling_period=timedelta(seconds=period),
-                            cooldown_duration=timedelta(seconds=int(period * 0.8)))  # fmt: skip
+        spec = PeriodicSpec(
+            task="s",
+            configuration=f"s{i}",
+            scheduling_period=timedelta(seconds=period),
+            cooldown_duration=timedelta(seconds=int(period * 0.8)),
+        )
         schedules.append(SimSchedule(spec, period * 0.1, 0.0, 0.0))
     for i in range(6):
-        spec = PeriodicSpec(task="l", configuration=f"l{i}",
-                            scheduling_period=timedelta(days=1),
-                            cooldown_duration=timedelta(hours=12),
-                            default_cooldown=True)  # fmt: skip
+        spec = PeriodicSpec(
+            task="l",
+            configuration=f"l{i}",
+            scheduling_period=timedelta(days=1),
+            cooldown_duration=timedelta(hours=12),
+            default_cooldown=True,
+        )
         schedules.append(SimSchedule(spec, 6 * 3600.0, 0.0, 0.0))
     return Workload(schedules, make_workers(10), horizon_s=2 * DAY, warmup_s=WARMUP, seed=seed)
 

@@ -17,9 +17,17 @@ CLASSES = ((20, 0.30), (50, 0.35), (80, 0.35))
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, SimResult]:
-    opts = GeneratorOptions(schedules=150, slots=3, load=1.5, horizon_s=2 * DAY, warmup_s=DAY,
-                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1,
-                            priority_classes=CLASSES)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=150,
+        slots=3,
+        load=1.5,
+        horizon_s=2 * DAY,
+        warmup_s=DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=1,
+        priority_classes=CLASSES,
+    )
     workload = generate(opts)
     return {p: simulate(workload, p) for p in ("dgs", *PRIORITY_POLICIES)}
 
@@ -52,9 +60,18 @@ def test_below_capacity_the_classes_choose_nothing_after_warm_up(
     the overload policy's own. Under
     overload (the fixture's 1.5) the classes choose; `dgs-classes-always`
     lets them choose below capacity too."""
-    opts = GeneratorOptions(schedules=150, slots=3, load=0.9, horizon_s=2 * DAY, warmup_s=DAY,
-                            duration_sigma=0.3, cooldown_fraction=0.5, seed=1, share_spread=4.0,
-                            priority_classes=CLASSES)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=150,
+        slots=3,
+        load=0.9,
+        horizon_s=2 * DAY,
+        warmup_s=DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=1,
+        share_spread=4.0,
+        priority_classes=CLASSES,
+    )
     workload = generate(opts)
     assert simulate(workload, "dgs").class_picks == 0
     assert (simulate(workload, "dgs-classes-always").class_picks or 0) > 0
@@ -67,16 +84,28 @@ def test_when_half_the_workers_die_the_top_class_keeps_precedence_at_once() -> N
     exceeds the live slots, so the classes take over at once. Waiting for a
     due schedule's long wait instead leaves the top class in ERROR for the
     first half interval."""
-    opts = GeneratorOptions(schedules=150, slots=4, slots_per_worker=2, load=0.6,
-                            horizon_s=3 * DAY, warmup_s=DAY, duration_sigma=0.3,
-                            cooldown_fraction=0.5, seed=1, priority_classes=CLASSES,
-                            outage_s=12 * 3600.0, outage_at_s=1.5 * DAY,
-                            outage_workers=0.5)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=150,
+        slots=4,
+        slots_per_worker=2,
+        load=0.6,
+        horizon_s=3 * DAY,
+        warmup_s=DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=1,
+        priority_classes=CLASSES,
+        outage_s=12 * 3600.0,
+        outage_at_s=1.5 * DAY,
+        outage_workers=0.5,
+    )
     workload = generate(opts)
     [outage] = workload.outages
     assert len(outage.nodes) == 1  # one of the two 2-slot workers
     dgs, by_wait = simulate(workload, "dgs"), simulate(workload, "dgs-short-by-wait")
-    print(f"top class ERROR-s: dgs {dgs.by_class[20]['error_s']:.0f}, "
-          f"short only after a wait {by_wait.by_class[20]['error_s']:.0f}")
+    print(
+        f"top class ERROR-s: dgs {dgs.by_class[20]['error_s']:.0f}, "
+        f"short only after a wait {by_wait.by_class[20]['error_s']:.0f}"
+    )
     assert by_wait.by_class[20]["error_s"] > 10_000
     assert dgs.by_class[20]["error_s"] < 0.05 * by_wait.by_class[20]["error_s"]

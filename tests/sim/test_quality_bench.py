@@ -17,7 +17,8 @@ def test_realistic_mix_keeps_periods_and_means_and_draws_the_rest() -> None:
     plain = generate(GeneratorOptions(schedules=2000, slots=20, slots_per_worker=5, seed=3))
     mixed = quality.realistic(plain, 3)
     assert [s.spec.scheduling_period for s in mixed.schedules] == [
-        s.spec.scheduling_period for s in plain.schedules]  # fmt: skip
+        s.spec.scheduling_period for s in plain.schedules
+    ]
     assert [s.duration_s for s in mixed.schedules] == [s.duration_s for s in plain.schedules]
     assert all(0.1 <= s.duration_sigma <= 1.0 for s in mixed.schedules)
     n = len(mixed.schedules)
@@ -27,17 +28,37 @@ def test_realistic_mix_keeps_periods_and_means_and_draws_the_rest() -> None:
     assert 0.03 < flaky / n < 0.07
     assert 0.03 < blackouts / n < 0.07
     assert 0.07 < len(kept_off) / n < 0.13
-    assert all(len(nodes) == 1 and next(iter(nodes)) in {"w0", "w1", "w2", "w3"}
-               for nodes in kept_off)  # fmt: skip
+    assert all(
+        len(nodes) == 1 and next(iter(nodes)) in {"w0", "w1", "w2", "w3"} for nodes in kept_off
+    )
 
 
 def test_a_tiny_realistic_run_prints_causes_ratios_and_goals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "q.json"
-    assert quality.main(["--schedules", "30", "--slots", "2", "--slots-per-worker", "1",
-                         "--seeds", "1", "--mix", "realistic", "--policies", "dgs,dgs-shed",
-                         "--no-priorities", "--json", str(out)]) == 0  # fmt: skip
+    assert (
+        quality.main(
+            [
+                "--schedules",
+                "30",
+                "--slots",
+                "2",
+                "--slots-per-worker",
+                "1",
+                "--seeds",
+                "1",
+                "--mix",
+                "realistic",
+                "--policies",
+                "dgs,dgs-shed",
+                "--no-priorities",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "ERROR by cause" in text
     assert "seed 1 mixed 1.5 dgs-shed:" in text  # the goals, per seed

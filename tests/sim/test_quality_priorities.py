@@ -20,5 +20,7 @@ def test_the_priority_scenarios_run_and_report_their_goals(
     [line] = [x for x in lines if x.startswith("seed 1 prio onset:")]
     assert "dgs top class (p20) ERROR-s" in line
     assert "(short only after a wait: " in line
-    assert any(x.startswith("seed 1 prio mixed 0.9:") and "dispatches the classes chose" in x
-               for x in lines)  # fmt: skip
+    assert any(
+        x.startswith("seed 1 prio mixed 0.9:") and "dispatches the classes chose" in x
+        for x in lines
+    )

@@ -25,16 +25,31 @@ from celery_dgs.sim.revisit import (
 from celery_dgs.sim.upstream import Source, Upstream
 from celery_dgs.sim.workload import nominal_period, workload_from_dict
 
-ONE = RevisitOptions(sources=1, slots=1, duration_s=60.0, duration_sigma=0.0,
-                     horizon_s=30 * DAY, warmup_s=0.0, interval_unit_s=HOUR)  # fmt: skip
+ONE = RevisitOptions(
+    sources=1,
+    slots=1,
+    duration_s=60.0,
+    duration_sigma=0.0,
+    horizon_s=30 * DAY,
+    warmup_s=0.0,
+    interval_unit_s=HOUR,
+)
 NAME = source_name(0)
 
 
-def _run(opts: RevisitOptions, source: Source, changes: list[float] | None = None,
-         ) -> tuple[Simulator, Upstream, list[tuple[float, str, str]]]:  # fmt: skip
+def _run(
+    opts: RevisitOptions,
+    source: Source,
+    changes: list[float] | None = None,
+) -> tuple[Simulator, Upstream, list[tuple[float, str, str]]]:
     workload = adaptive_workload(opts, [NAME])
-    upstream = Upstream({NAME: source}, horizon_s=opts.horizon_s, window_start=opts.warmup_s,
-                        hint_delay_s=opts.hint_delay_s, seed=3)  # fmt: skip
+    upstream = Upstream(
+        {NAME: source},
+        horizon_s=opts.horizon_s,
+        window_start=opts.warmup_s,
+        hint_delay_s=opts.hint_delay_s,
+        seed=3,
+    )
     if changes is not None:
         upstream.changes(NAME).extend(changes)
     trace: list[tuple[float, str, str]] = []
@@ -96,8 +111,9 @@ def test_a_hinted_change_is_visited_as_its_hint_arrives_when_a_slot_is_free() ->
 
 
 def test_results_are_deterministic_for_a_seed() -> None:
-    opts = RevisitOptions(sources=200, slots=2, horizon_s=6 * DAY, warmup_s=2 * DAY,
-                          hint_fraction=0.3, seed=4)  # fmt: skip
+    opts = RevisitOptions(
+        sources=200, slots=2, horizon_s=6 * DAY, warmup_s=2 * DAY, hint_fraction=0.3, seed=4
+    )
     a, b = simulate_revisit(opts), simulate_revisit(opts)
     assert a.upstream == b.upstream
     assert a.sim.runs == b.sim.runs
@@ -120,8 +136,16 @@ def test_the_fixed_baseline_spends_the_same_visits_and_adaptive_wins_on_this_fle
 
 
 def test_a_workload_file_may_hold_adaptive_schedules_that_stay_at_their_step() -> None:
-    workload = workload_from_dict({"slots": 1, "horizon": 2 * DAY, "warmup": 0, "schedules": [
-        {"task": "src.a", "kind": "adaptive", "interval_unit": HOUR, "duration": 60}]})
+    workload = workload_from_dict(
+        {
+            "slots": 1,
+            "horizon": 2 * DAY,
+            "warmup": 0,
+            "schedules": [
+                {"task": "src.a", "kind": "adaptive", "interval_unit": HOUR, "duration": 60}
+            ],
+        }
+    )
     result = simulate(workload, "dgs")
     # index 4 (2 units) throughout: about one run every 0.9 * 2 h
     assert 2 * DAY / (2 * HOUR * 1.1) <= result.runs <= 2 * DAY / (2 * HOUR * 0.8) + 1

@@ -28,5 +28,6 @@ def test_quick_revisit_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert abs(fixed["visits"] / adaptive["visits"] - 1) <= 0.02  # the same visit budget
     assert adaptive["mean_lag_s"] * 2 <= fixed["mean_lag_s"]  # the lag goal holds here
     assert len(figures["goals"]) == 4
-    assert any(line.startswith("hinted lag") and line.endswith(": met")
-               for line in figures["goals"])  # fmt: skip
+    assert any(
+        line.startswith("hinted lag") and line.endswith(": met") for line in figures["goals"]
+    )

@@ -14,8 +14,11 @@ STREAM = CheckStream(per_hour=30, delay_s=600, duration_s=20, again_s=300, withi
 
 
 def small_fleet(load: float) -> object:
-    return generate(GeneratorOptions(schedules=20, slots=2, load=load, horizon_s=8 * 3600.0,
-                                     warmup_s=3600.0, seed=3))  # fmt: skip
+    return generate(
+        GeneratorOptions(
+            schedules=20, slots=2, load=load, horizon_s=8 * 3600.0, warmup_s=3600.0, seed=3
+        )
+    )
 
 
 def test_each_check_runs_twice_at_or_after_its_times_and_ends() -> None:
@@ -40,10 +43,18 @@ def test_each_check_runs_twice_at_or_after_its_times_and_ends() -> None:
 
 
 def test_checks_first_is_prompt_checks_last_waits_under_load() -> None:
-    results = {r.order: r for r in compare_check_orders(
-        0.95, seed=3, stream=STREAM, schedules=40, slots=4, horizon_s=12 * 3600.0,
-        warmup_s=3600.0,
-    )}  # fmt: skip
+    results = {
+        r.order: r
+        for r in compare_check_orders(
+            0.95,
+            seed=3,
+            stream=STREAM,
+            schedules=40,
+            slots=4,
+            horizon_s=12 * 3600.0,
+            warmup_s=3600.0,
+        )
+    }
     assert results["checks-first"].check_p50_late_s < results["deadline"].check_p50_late_s
     assert results["deadline"].check_p99_late_s <= results["checks-last"].check_p99_late_s
     quiet = run_check_order(small_fleet(0.2), STREAM, "deadline")  # type: ignore[arg-type]

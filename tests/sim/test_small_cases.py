@@ -16,10 +16,17 @@ from celery_dgs.sim.workload import Outage, SimSchedule, Workload, make_workers
 def two_on_one_slot(cooldown: float = 20.0, **options: object) -> Workload:
     """a and b: period 100 s, runs of exactly 30 s, one slot, never ran at t=0."""
     scheds = [
-        SimSchedule(PeriodicSpec(task=t, scheduling_period=timedelta(seconds=100),
-                                 cooldown_duration=timedelta(seconds=cooldown)), 30.0, 0.0)
+        SimSchedule(
+            PeriodicSpec(
+                task=t,
+                scheduling_period=timedelta(seconds=100),
+                cooldown_duration=timedelta(seconds=cooldown),
+            ),
+            30.0,
+            0.0,
+        )
         for t in ("a", "b")
-    ]  # fmt: skip
+    ]
     opts: dict[str, object] = {"horizon_s": 1000.0, "warmup_s": 0.0, "warm_start": False}
     opts.update(options)
     return Workload(scheds, make_workers(1), **opts)  # type: ignore[arg-type]
@@ -87,8 +94,9 @@ def test_outage_interrupts_and_recovery_is_measured() -> None:
 
 
 def test_same_seed_same_result_and_different_seed_differs() -> None:
-    opts = GeneratorOptions(schedules=60, slots=3, load=1.0, horizon_s=86400.0,
-                            failure_rate=0.05, seed=7)  # fmt: skip
+    opts = GeneratorOptions(
+        schedules=60, slots=3, load=1.0, horizon_s=86400.0, failure_rate=0.05, seed=7
+    )
     first = simulate(generate(opts), "dgs").to_dict()
     again = simulate(generate(opts), "dgs").to_dict()
     first.pop("wall_s"), again.pop("wall_s")
@@ -105,17 +113,25 @@ def test_dispatch_rechecks_blackouts_like_beat() -> None:
     # eligible (can 0). At 700 a is the most urgent (b's should is now 9300), but
     # the re-check at dispatch time finds it inside its window: b goes again
     # (700-1400) and a runs at 1400 (plain deadline order among on-time schedules).
-    a = SimSchedule(PeriodicSpec(task="a", scheduling_period=timedelta(seconds=3000),
-                                 blackout_periods=[("00:10", "00:20")]), 10.0, 0.0)  # fmt: skip
+    a = SimSchedule(
+        PeriodicSpec(
+            task="a",
+            scheduling_period=timedelta(seconds=3000),
+            blackout_periods=[("00:10", "00:20")],
+        ),
+        10.0,
+        0.0,
+    )
     b = SimSchedule(PeriodicSpec(task="b", scheduling_period=timedelta(seconds=10000)), 700.0, 0.0)
-    workload = Workload([a, b], make_workers(1), horizon_s=3000.0, warmup_s=0.0,
-                        warm_start=False)  # fmt: skip
+    workload = Workload([a, b], make_workers(1), horizon_s=3000.0, warmup_s=0.0, warm_start=False)
     t0 = workload.start
     b_stats = ScheduleStats(
-        registered_at=t0 - timedelta(days=1), last_good_start_at=t0 - timedelta(seconds=9500),
-        last_good_end_at=t0 - timedelta(seconds=8800), failure_count=0,
+        registered_at=t0 - timedelta(days=1),
+        last_good_start_at=t0 - timedelta(seconds=9500),
+        last_good_end_at=t0 - timedelta(seconds=8800),
+        failure_count=0,
         average_good_duration=timedelta(seconds=700),
-    )  # fmt: skip
+    )
     trace: list[tuple[float, str, str]] = []
     # Plain deadline order for the on-time ones: in relative-laxity order (dgs)
     # b (laxity 9300/760 at 1400) would go before a (1600/60), see test_laxity_*.
@@ -126,11 +142,11 @@ def test_dispatch_rechecks_blackouts_like_beat() -> None:
 def test_cron_schedule_runs_at_each_fire_time_under_dgs_and_beat() -> None:
     # Every 10 minutes, within 5 minutes, 60 s runs, one slot, one day from
     # midnight: both policies start at each fire time (144 a day), no ERROR.
-    spec = CronSpec(task="c", cron_schedule="*/10 * * * *",
-                    cron_max_schedule_duration=timedelta(minutes=5))
+    spec = CronSpec(
+        task="c", cron_schedule="*/10 * * * *", cron_max_schedule_duration=timedelta(minutes=5)
+    )
     cron = SimSchedule(spec, 60.0, 0.0)
-    workload = Workload([cron], make_workers(1), horizon_s=86400.0, warmup_s=0.0,
-                        warm_start=False)  # fmt: skip
+    workload = Workload([cron], make_workers(1), horizon_s=86400.0, warmup_s=0.0, warm_start=False)
     for policy in ("dgs", "beat"):
         got = starts(workload, policy)
         assert [t for t, _ in got[:3]] == [600, 1200, 1800], policy

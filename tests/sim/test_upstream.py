@@ -23,10 +23,12 @@ def test_change_streams_are_poisson_within_the_horizon_and_seeded() -> None:
         Source(-1.0)
 
 
-def _upstream(changes: list[float], *, window: float = 0.0, hinted: bool = False,
-              delay: float = 0.0) -> Upstream:  # fmt: skip
-    up = Upstream({"s": Source(0.0, hinted, "g")}, horizon_s=1000.0, window_start=window,
-                  hint_delay_s=delay)  # fmt: skip
+def _upstream(
+    changes: list[float], *, window: float = 0.0, hinted: bool = False, delay: float = 0.0
+) -> Upstream:
+    up = Upstream(
+        {"s": Source(0.0, hinted, "g")}, horizon_s=1000.0, window_start=window, hint_delay_s=delay
+    )
     up.changes("s").extend(changes)
     return up
 

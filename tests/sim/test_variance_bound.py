@@ -18,13 +18,23 @@ DAY = 86400.0
 
 
 def fleet(load: float, sigma: float, seed: int = 3) -> object:
-    return generate(GeneratorOptions(schedules=200, slots=4, load=load, horizon_s=2 * DAY,
-                                     warmup_s=DAY, duration_sigma=sigma,
-                                     cooldown_fraction=0.5, seed=seed))  # fmt: skip
+    return generate(
+        GeneratorOptions(
+            schedules=200,
+            slots=4,
+            load=load,
+            horizon_s=2 * DAY,
+            warmup_s=DAY,
+            duration_sigma=sigma,
+            cooldown_fraction=0.5,
+            seed=seed,
+        )
+    )
 
 
-@pytest.mark.parametrize(("mean", "sigma", "k"), [(100.0, 0.5, 150.0), (100.0, 1.0, 80.0),
-                                                  (10.0, 0.3, 12.0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mean", "sigma", "k"), [(100.0, 0.5, 150.0), (100.0, 1.0, 80.0), (10.0, 0.3, 12.0)]
+)
 def test_the_expected_excess_is_what_sampling_gives(mean: float, sigma: float, k: float) -> None:
     rng = random.Random(7)
     mu = math.log(mean) - sigma * sigma / 2  # as the simulator draws run times

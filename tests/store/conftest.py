@@ -38,9 +38,7 @@ def _open_sql(url: str) -> Iterator[SqlScheduleStore]:
     store.close()
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest) -> Iterator[ScheduleStore]:
     """Each backend in turn: the contract every :class:`ScheduleStore` keeps."""
     if request.param == "memory":
@@ -56,10 +54,14 @@ def sql_store(database_url: str) -> Iterator[SqlScheduleStore]:
     yield from _open_sql(database_url)
 
 
-def start(
-    store: ScheduleStore, schedule: str, run_id: str, token: int, at: datetime = T0
-) -> None:
+def start(store: ScheduleStore, schedule: str, run_id: str, token: int, at: datetime = T0) -> None:
     store.record_run_start(
-        schedule=schedule, run_id=run_id, dispatch_id=f"d-{run_id}", owner_node="node-1",
-        owner_name="w1@node-1", owner_tag=run_id, token=token, started_at=at,
-    )  # fmt: skip
+        schedule=schedule,
+        run_id=run_id,
+        dispatch_id=f"d-{run_id}",
+        owner_node="node-1",
+        owner_name="w1@node-1",
+        owner_tag=run_id,
+        token=token,
+        started_at=at,
+    )

@@ -28,9 +28,15 @@ def main(url: str, own: str, shared: str, rounds: int) -> None:
                 token = i + 1 if schedule == own else store.token_floor(schedule) + 1
                 try:
                     store.record_run_start(
-                        schedule=schedule, run_id=run_id, dispatch_id=None, owner_node=own,
-                        owner_name=own, owner_tag=run_id, token=token, started_at=at,
-                    )  # fmt: skip
+                        schedule=schedule,
+                        run_id=run_id,
+                        dispatch_id=None,
+                        owner_node=own,
+                        owner_name=own,
+                        owner_tag=run_id,
+                        token=token,
+                        started_at=at,
+                    )
                     break
                 except StaleTokenError:
                     assert schedule == shared, "own tokens always rise"

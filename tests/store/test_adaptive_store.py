@@ -27,13 +27,17 @@ def visit(**kw: object) -> AdaptiveSpec:
 
 
 def run(
-    store: ScheduleStore, token: int, outcome: str, eventful: bool | None = None,
+    store: ScheduleStore,
+    token: int,
+    outcome: str,
+    eventful: bool | None = None,
     at: timedelta = timedelta(0),
-) -> None:  # fmt: skip
+) -> None:
     begin = T0 + at
     start(store, NAME, f"r{token}", token, begin)
-    store.record_run_end(run_id=f"r{token}", outcome=outcome, ended_at=begin + 2 * S,
-                         eventful=eventful)  # fmt: skip
+    store.record_run_end(
+        run_id=f"r{token}", outcome=outcome, ended_at=begin + 2 * S, eventful=eventful
+    )
 
 
 def test_runs_move_the_ladder_with_the_run_record(store: ScheduleStore) -> None:
@@ -89,8 +93,9 @@ def test_interruptions_and_fenced_ends_leave_the_ladder(store: ScheduleStore) ->
     start(store, NAME, "r3", 3, T0 + timedelta(minutes=6))
     start(store, NAME, "r4", 4, T0 + timedelta(minutes=7))
     with pytest.raises(Exception, match="current token"):
-        store.record_run_end(run_id="r3", outcome="success", ended_at=T0 + timedelta(minutes=8),
-                             eventful=True)  # fmt: skip
+        store.record_run_end(
+            run_id="r3", outcome="success", ended_at=T0 + timedelta(minutes=8), eventful=True
+        )
     assert store.get(NAME).stats.interval_index == before.interval_index
 
 
@@ -122,8 +127,9 @@ def test_a_malformed_interval_index_names_the_schedule_and_field(
 ) -> None:
     sql_store.upsert_runtime([visit()], T0)
     with sql_store.engine.begin() as conn:
-        conn.execute(text("UPDATE dgs_schedules SET interval_index = 42 WHERE name = :n"),
-                     {"n": NAME})  # fmt: skip
+        conn.execute(
+            text("UPDATE dgs_schedules SET interval_index = 42 WHERE name = :n"), {"n": NAME}
+        )
     for row in (sql_store.get(NAME), sql_store.load_active()[0][0]):
         assert row.spec is None, "beat cannot schedule it"
         assert row.spec_error is not None
@@ -188,4 +194,5 @@ def test_run_ends_and_lister_upserts_racing_lose_no_update(store: ScheduleStore)
     assert row.stats.upstream_modified_at == hints[-1]
     assert len(store.runs(NAME, limit=100)) == rounds, "no run record lost"
     assert row.stats.next_target_at == T0 + timedelta(minutes=rounds) + ladder_interval(
-        10, 60 * S) * fudge_factor(NAME, rounds)  # fmt: skip
+        10, 60 * S
+    ) * fudge_factor(NAME, rounds)

@@ -24,8 +24,10 @@ def store(sql_store: SqlScheduleStore) -> SqlScheduleStore:
 
 def set_average(store: SqlScheduleStore, name: str, value: float) -> None:
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.execute(text("UPDATE dgs_schedules SET average_good_duration_s = :v "
-                          "WHERE name = :n"), {"v": value, "n": name})  # fmt: skip
+        conn.execute(
+            text("UPDATE dgs_schedules SET average_good_duration_s = :v WHERE name = :n"),
+            {"v": value, "n": name},
+        )
     store.request_run(name, T0)  # writes through the store bump the change cursor
     store.clear_run_request(name)
 
@@ -89,9 +91,14 @@ def test_beat_logs_schedule_and_field_and_serves_the_others(
     store.sync([periodic("t.good"), periodic("t.bad")], T0)
     set_average(store, "t.bad", bad_values(store)[-1])
     engine = BeatEngine(
-        store=store, leases=Leases(), registry=Nothing(), dispatches=Nothing(),
-        publish=lambda orders: [], settings=DgsSettings(), clock=SystemClock(),
-    )  # fmt: skip
+        store=store,
+        leases=Leases(),
+        registry=Nothing(),
+        dispatches=Nothing(),
+        publish=lambda orders: [],
+        settings=DgsSettings(),
+        clock=SystemClock(),
+    )
     engine.adopt_pending = lambda: None  # type: ignore[method-assign]  # no Redis here
     with caplog.at_level(logging.ERROR, logger="celery_dgs.beat"):
         engine.load()
@@ -106,8 +113,7 @@ def test_recording_a_run_over_a_bad_average_repairs_it(
     store.sync([periodic("t.bad")], T0)
     set_average(store, "t.bad", bad_values(store)[-1])
     start(store, "t.bad", "r1", token=1)
-    ended = store.record_run_end(run_id="r1", outcome="success",
-                                 ended_at=T0.replace(minute=5))  # fmt: skip
+    ended = store.record_run_end(run_id="r1", outcome="success", ended_at=T0.replace(minute=5))
     assert ended.spec is not None
     assert ended.stats.average_good_duration is not None
     assert ended.stats.average_good_duration.total_seconds() == 300
@@ -117,8 +123,9 @@ def test_recording_a_run_over_a_bad_average_repairs_it(
 def test_a_bad_duration_deviation_is_reported_with_its_field(store: SqlScheduleStore) -> None:
     store.sync([periodic("t.good"), periodic("t.bad")], T0)
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.execute(text("UPDATE dgs_schedules SET duration_deviation_s = -2.5 "
-                          "WHERE name = 't.bad'"))  # fmt: skip
+        conn.execute(
+            text("UPDATE dgs_schedules SET duration_deviation_s = -2.5 WHERE name = 't.bad'")
+        )
     by_name = {r.name: r for r in store.iter_active()[1]}
     assert by_name["t.good"].spec is not None
     assert by_name["t.bad"].spec is None

@@ -32,8 +32,15 @@ def test_the_engine_benchmark_store_serves_beat_and_its_reaper(
     start(store, names[0], "leaked", token=1)  # a run whose owner holds no lease
     mono = [0.0]
     leases = RedisLeases(redis_client, KeySpace("benchstore"), ping_timeout=1, steal_delay=1)
-    reaper = RunReaper(store, leases, FakeClock(T0 + timedelta(minutes=1)), grace_s=1.0,
-                       interval_s=1.0, batch_size=10, monotonic=lambda: mono[0])  # fmt: skip
+    reaper = RunReaper(
+        store,
+        leases,
+        FakeClock(T0 + timedelta(minutes=1)),
+        grace_s=1.0,
+        interval_s=1.0,
+        batch_size=10,
+        monotonic=lambda: mono[0],
+    )
     mono[0] = 2.0
     assert reaper.maybe_reap() == 0  # first look: a suspect
     mono[0] = 4.0

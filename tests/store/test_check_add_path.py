@@ -38,14 +38,22 @@ def checks(store: Any, **fields: Any) -> DeferredChecks:
     return DeferredChecks(store, {TASK: template}, clock=FakeClock(T0))
 
 
-@pytest.mark.parametrize("fields", [{}, {"slot": timedelta(minutes=1), "priority": 7,
-                                         "max_checks": 9, "tz": "Europe/Paris"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"slot": timedelta(minutes=1), "priority": 7, "max_checks": 9, "tz": "Europe/Paris"}],
+)
 def test_each_check_carries_its_specs_canonical_json(fields: dict[str, Any]) -> None:
     api = checks(MemoryScheduleStore(), **fields)
     for key, args, kwargs in AWKWARD * 2:  # the second round: the template's text is cut
         check = api.new_check(TASK, key, after=60, args=args, kwargs=kwargs)
-        built = CheckSpec(task=TASK, key=str(key), args=args, kwargs=kwargs,
-                          within=timedelta(minutes=10), **fields)  # fmt: skip
+        built = CheckSpec(
+            task=TASK,
+            key=str(key),
+            args=args,
+            kwargs=kwargs,
+            within=timedelta(minutes=10),
+            **fields,
+        )
         assert check.spec == built  # what the validating constructor builds
         assert check.spec.name == built.name
         assert check.spec_text == spec_json(check.spec) == spec_json(built)
@@ -66,14 +74,14 @@ def test_bulk_add_stores_what_the_specs_give(sql_store: SqlScheduleStore) -> Non
     items = [
         {"task": TASK, "key": key, "after": 91 + i, "args": args, "kwargs": kwargs}
         for i, (key, args, kwargs) in enumerate(AWKWARD)
-    ]  # fmt: skip
+    ]
     report = api.at_many(items)
     assert len(report.added) == len(AWKWARD)
     assert api.at_many(items).kept == report.added  # nothing added twice
     with sql_store.engine.connect() as conn:
-        raw = dict(conn.execute(text(
-            "SELECT name, spec FROM dgs_schedules WHERE kind = 'check'"
-        )).all())  # fmt: skip
+        raw = dict(
+            conn.execute(text("SELECT name, spec FROM dgs_schedules WHERE kind = 'check'")).all()
+        )
     for key, args, kwargs in AWKWARD:
         spec = api.new_check(TASK, key, after=1, args=args, kwargs=kwargs).spec
         row = sql_store.get(spec.name)

@@ -30,13 +30,18 @@ def add(store: ScheduleStore, *items: tuple[CheckSpec, datetime], on_exists: str
 
 
 def run(
-    store: ScheduleStore, name: str, token: int, at: datetime, outcome: str = "success",
+    store: ScheduleStore,
+    name: str,
+    token: int,
+    at: datetime,
+    outcome: str = "success",
     verdict: object = None,
-) -> None:  # fmt: skip
+) -> None:
     start(store, name, f"r{token}", token, at)
     error = "boom" if outcome == "failure" else None
-    store.record_run_end(run_id=f"r{token}", outcome=outcome, ended_at=at + 2 * S,
-                         verdict=verdict, error=error)  # fmt: skip
+    store.record_run_end(
+        run_id=f"r{token}", outcome=outcome, ended_at=at + 2 * S, verdict=verdict, error=error
+    )
 
 
 def test_add_keeps_or_moves_an_existing_check(store: ScheduleStore) -> None:
@@ -202,8 +207,11 @@ def test_due_checks_read_a_window_in_time_then_name_order(store: ScheduleStore) 
     rest = store.due_checks((last.stats.next_target_at, last.name), T0 + 10 * M, 10)
     assert [c.configuration for c in rest] == ["check:k3", "check:k4", "check:k5"]
     assert [c.configuration for c in store.due_checks(None, T0 + M, 10)] == [
-        "check:k0", "check:k1", "check:k2", "check:k3",
-    ]  # fmt: skip
+        "check:k0",
+        "check:k1",
+        "check:k2",
+        "check:k3",
+    ]
 
 
 def test_change_poll_skips_checks_never_due_in_the_window(store: ScheduleStore) -> None:
@@ -226,8 +234,12 @@ def test_change_poll_skips_checks_never_due_in_the_window(store: ScheduleStore) 
 
 
 def test_summary_and_pending_reads(store: ScheduleStore) -> None:
-    add(store, (check("a"), T0 - M), (check("b"), T0 + M),
-        (CheckSpec(task="mail.remind", key="u1"), T0 - 2 * M))  # fmt: skip
+    add(
+        store,
+        (check("a"), T0 - M),
+        (check("b"), T0 + M),
+        (CheckSpec(task="mail.remind", key="u1"), T0 - 2 * M),
+    )
     summary = store.check_summary(T0)
     assert summary.pending == {"mail.remind": 1, "shop.check_order": 2}
     assert summary.overdue == {"mail.remind": 1, "shop.check_order": 1}

@@ -16,8 +16,10 @@ pytestmark = [
     pytest.mark.postgres,
     pytest.mark.skipif(not postgres_available(), reason="PostgreSQL is not installed"),
     # About 20 s: run by `make bench-deferred-smoke`, not by `make test`.
-    pytest.mark.skipif(os.environ.get("DGS_BENCH_SMOKE") != "1",
-                       reason="a benchmark smoke: make bench-deferred-smoke"),
+    pytest.mark.skipif(
+        os.environ.get("DGS_BENCH_SMOKE") != "1",
+        reason="a benchmark smoke: make bench-deferred-smoke",
+    ),
     pytest.mark.timeout(300),
 ]
 
@@ -26,8 +28,22 @@ def test_small_deferred_checks_benchmark(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "deferred.json"
-    argv = ["--n", "2000", "--batch", "500", "--due", "300", "--window-size", "400",
-            "--catch-up", "1000", "--repeats", "1", "--json", str(out)]  # fmt: skip
+    argv = [
+        "--n",
+        "2000",
+        "--batch",
+        "500",
+        "--due",
+        "300",
+        "--window-size",
+        "400",
+        "--catch-up",
+        "1000",
+        "--repeats",
+        "1",
+        "--json",
+        str(out),
+    ]
     assert deferred_checks.main(argv) == 0
     text = capsys.readouterr().out
     assert "| DeferredChecks.at_many: 2,000 new checks into PostgreSQL, 500 per call" in text

@@ -47,9 +47,13 @@ def _periodic(task: str, configuration: str, **kw: object) -> PeriodicSpec:
 
 def _cron(task: str, configuration: str, expr: str, tz: str, **kw: object) -> CronSpec:
     return CronSpec(
-        task=task, configuration=configuration, cron_schedule=expr, tz=tz,
-        cron_max_schedule_duration=timedelta(minutes=20), **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
+        task=task,
+        configuration=configuration,
+        cron_schedule=expr,
+        tz=tz,
+        cron_max_schedule_duration=timedelta(minutes=20),
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 # Shapes shared by several names (and tasks), shapes of their own, name fields that
@@ -64,11 +68,17 @@ SPECS: list[ScheduleSpec] = [
     _periodic("scrape", 'q"uo\\te', args=(1,)),
     _periodic("scrape", "café", args=(1,)),
     _periodic("scrape", "cool", cooldown_duration=H, pool="io", dont_run_on_nodes=["n1"]),
-    _periodic("scrape", "night", blackout_periods=[("22:00", "02:00")], tz="Europe/London",
-              avoid_blackout_overlap=True, duration_override=30 * 60),
+    _periodic(
+        "scrape",
+        "night",
+        blackout_periods=[("22:00", "02:00")],
+        tz="Europe/London",
+        avoid_blackout_overlap=True,
+        duration_override=30 * 60,
+    ),
     *(_cron("nightly", c, "0 2 * * *", "America/New_York") for c in ("x", "y", "z")),
     *(_cron("hourly", c, "30 * * * *", "Europe/Berlin") for c in ("x", "y")),
-]  # fmt: skip
+]
 
 
 def _fill(store: SqlScheduleStore) -> None:
@@ -91,10 +101,14 @@ def engine(store: SqlScheduleStore, redis_url: str) -> Iterator[BeatEngine]:
     client = redis_from_url(redis_url)
     keys = KeySpace("loadtest")
     yield BeatEngine(
-        store=store, leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(client, keys, ttl=60), dispatches=DispatchRecords(client, keys),
-        publish=lambda orders: [], settings=DgsSettings(), clock=FakeClock(T0),
-    )  # fmt: skip
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
+        registry=WorkerRegistry(client, keys, ttl=60),
+        dispatches=DispatchRecords(client, keys),
+        publish=lambda orders: [],
+        settings=DgsSettings(),
+        clock=FakeClock(T0),
+    )
     client.close()
 
 
@@ -136,7 +150,8 @@ def test_beat_indexes_the_validated_start_times(
             continue
         want = start_times(row.spec, row.stats, now, retry_ladder=ladder)
         assert (got.can_start_by, got.should_start_by) == (
-            want.can_start_by.timestamp(), want.should_start_by.timestamp()
+            want.can_start_by.timestamp(),
+            want.should_start_by.timestamp(),
         ), row.name
     assert len(engine.index) == len(SPECS) - 1
 
@@ -163,8 +178,10 @@ def test_same_shape_different_names_share_no_state(store: SqlScheduleStore) -> N
 def _set_spec(store: SqlScheduleStore, name: str, spec_text: str, **columns: str) -> None:
     sets = ", ".join(["spec = :spec", *(f"{c} = :{c}" for c in columns)])
     with store.engine.begin() as conn:
-        conn.execute(text(f"UPDATE dgs_schedules SET {sets} WHERE name = :name"),
-                     {"spec": spec_text, "name": name, **columns})  # fmt: skip
+        conn.execute(
+            text(f"UPDATE dgs_schedules SET {sets} WHERE name = :name"),
+            {"spec": spec_text, "name": name, **columns},
+        )
 
 
 def test_malformed_rows_are_reported_with_schedule_and_field_and_skipped(
@@ -186,8 +203,12 @@ def test_malformed_rows_are_reported_with_schedule_and_field_and_skipped(
     _set_spec(store, "scrape@d", edited(configuration="d@x"), configuration="d@x")
     _set_spec(store, "scrape@e", edited(configuration="e", tz="Mars/Olympus"))
     _set_spec(store, "scrape@f", edited(configuration="f", kind="hourly"))
-    expected_fields = {"scrape@c": "scheduling_period", "scrape@d": "configuration",
-                       "scrape@e": "tz", "scrape@f": "kind"}  # fmt: skip
+    expected_fields = {
+        "scrape@c": "scheduling_period",
+        "scrape@d": "configuration",
+        "scrape@e": "tz",
+        "scrape@f": "kind",
+    }
 
     rows = {r.name: r for r in store.load_active()[0]}
     assert rows["scrape@a"] == good
@@ -207,8 +228,9 @@ def test_malformed_rows_are_reported_with_schedule_and_field_and_skipped(
     for name in ["scrape@b", *expected_fields]:
         assert any(repr(name) in r.getMessage() for r in caplog.records), name
     for name, field in expected_fields.items():
-        assert any(repr(name) in r.getMessage() and repr(field) in r.getMessage()
-                   for r in caplog.records), name  # fmt: skip
+        assert any(
+            repr(name) in r.getMessage() and repr(field) in r.getMessage() for r in caplog.records
+        ), name
 
 
 @pytest.mark.postgres
@@ -218,9 +240,15 @@ def test_a_large_sync_analyzes_so_the_poll_uses_the_index(pg_url: str) -> None:
         store.sync([_periodic("bulk", f"c{i}") for i in range(store.analyze_after_sync_rows)], T0)
         _, cursor = store.load_active()
         with store.engine.connect() as conn:
-            plan = "\n".join(conn.execute(text(
-                "EXPLAIN SELECT * FROM dgs_schedules WHERE change_seq > :c "
-                "ORDER BY change_seq, name"), {"c": cursor}).scalars())  # fmt: skip
+            plan = "\n".join(
+                conn.execute(
+                    text(
+                        "EXPLAIN SELECT * FROM dgs_schedules WHERE change_seq > :c "
+                        "ORDER BY change_seq, name"
+                    ),
+                    {"c": cursor},
+                ).scalars()
+            )
         assert "Seq Scan" not in plan, plan
         assert "ix_dgs_schedules_change_seq" in plan, plan
     finally:

@@ -31,9 +31,14 @@ H = timedelta(hours=1)
 
 
 def _spec(task: str, configuration: str, **kw: object) -> PeriodicSpec:
-    return PeriodicSpec(task=task, configuration=configuration, scheduling_period=6 * H,
-                        args=(f"https://{configuration}.example.org",),
-                        kwargs={"depth": len(configuration)}, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return PeriodicSpec(
+        task=task,
+        configuration=configuration,
+        scheduling_period=6 * H,
+        args=(f"https://{configuration}.example.org",),
+        kwargs={"depth": len(configuration)},
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def _fill(store: SqlScheduleStore, n: int = 40) -> list[PeriodicSpec]:
@@ -49,8 +54,9 @@ def _fill(store: SqlScheduleStore, n: int = 40) -> list[PeriodicSpec]:
 
 def _update(store: SqlScheduleStore, name: str, sets: str, **params: object) -> None:
     with store.engine.begin() as conn:
-        conn.execute(text(f"UPDATE dgs_schedules SET {sets} WHERE name = :name"),
-                     {"name": name, **params})  # fmt: skip
+        conn.execute(
+            text(f"UPDATE dgs_schedules SET {sets} WHERE name = :name"), {"name": name, **params}
+        )
 
 
 def test_the_fast_paths_load_what_the_validated_path_loads(sql_store: SqlScheduleStore) -> None:
@@ -59,8 +65,10 @@ def test_the_fast_paths_load_what_the_validated_path_loads(sql_store: SqlSchedul
     rows, _ = sql_store.load_active()
     assert rows == validated
     assert [r.spec for r in rows] == sorted(specs, key=lambda s: s.name)
-    assert all(r.stats == v.stats and type(r.stats) is ScheduleStats
-               for r, v in zip(rows, validated, strict=True))  # fmt: skip
+    assert all(
+        r.stats == v.stats and type(r.stats) is ScheduleStats
+        for r, v in zip(rows, validated, strict=True)
+    )
     assert sql_store._spec_cache.hits >= len(specs) - 3
     # Each schedule has its own arguments and its own kwargs dict.
     assert len({id(r.spec.kwargs) for r in rows if r.spec is not None}) == len(rows)
@@ -76,8 +84,9 @@ def test_postgres_streams_the_rows(pg_url: str) -> None:
         _fill(store, 5)
         with connection_transaction(store.engine, write=False) as conn:
             conn.exec_driver_sql("SET LOCAL TIME ZONE 'UTC'")
-            rows = streamed_rows(conn, "SELECT name, registered_at FROM dgs_schedules "
-                                       "ORDER BY name", 2)  # fmt: skip
+            rows = streamed_rows(
+                conn, "SELECT name, registered_at FROM dgs_schedules ORDER BY name", 2
+            )
             assert rows is not None
             got = list(rows)
         assert [name for name, _ in got] == sorted(s.name for s in store.list_schedules())
@@ -115,8 +124,9 @@ def test_malformed_rows_on_the_fast_paths_name_schedule_and_field(
         spec_text = conn.execute(text("SELECT spec FROM dgs_schedules WHERE name = 'scrape@s002'"))
         canonical = json.loads(spec_text.scalar_one())
     # Same shape as the others (a cache hit), but a name the check refuses.
-    bad_name = json.dumps({**canonical, "configuration": "s@2"}, sort_keys=True,
-                          separators=(",", ":"))  # fmt: skip
+    bad_name = json.dumps(
+        {**canonical, "configuration": "s@2"}, sort_keys=True, separators=(",", ":")
+    )
     _update(sql_store, "scrape@s002", "spec = :spec, configuration = 's@2'", spec=bad_name)
     # The task column disagrees with the text's task: parsed in full, as before.
     _update(sql_store, "scrape@s004", "task = 'other'")
@@ -125,8 +135,12 @@ def test_malformed_rows_on_the_fast_paths_name_schedule_and_field(
     _update(sql_store, "scrape@s008", "interval_index = -2")
     rows = {r.name: r for r in sql_store.load_active()[0]}
     assert rows == {r.name: r for r in sql_store.list_schedules()}
-    expected = {"scrape@s002": "configuration", "scrape@s006": "average_good_duration_s",
-                "scrape@s007": "duration_deviation_s", "scrape@s008": "interval_index"}  # fmt: skip
+    expected = {
+        "scrape@s002": "configuration",
+        "scrape@s006": "average_good_duration_s",
+        "scrape@s007": "duration_deviation_s",
+        "scrape@s008": "interval_index",
+    }
     for name, field in expected.items():
         assert rows[name].spec is None, name
         assert field in str(rows[name].spec_error), (name, rows[name].spec_error)
@@ -139,8 +153,19 @@ def test_malformed_rows_on_the_fast_paths_name_schedule_and_field(
 def test_new_stats_is_the_dataclass() -> None:
     assert tuple(f.name for f in dataclasses.fields(ScheduleStats)) == STATS_FIELDS
     assert list(inspect.signature(new_stats).parameters) == list(STATS_FIELDS)
-    values: list[Any] = [T0, T0 - H, T0 - H / 2, T0, T0 + H, 2, timedelta(seconds=3),
-                         timedelta(1), 4, T0 + 2 * H, T0 - 3 * H]  # fmt: skip
+    values: list[Any] = [
+        T0,
+        T0 - H,
+        T0 - H / 2,
+        T0,
+        T0 + H,
+        2,
+        timedelta(seconds=3),
+        timedelta(1),
+        4,
+        T0 + 2 * H,
+        T0 - 3 * H,
+    ]
     built = new_stats(*values)
     assert built == ScheduleStats(**dict(zip(STATS_FIELDS, values, strict=True)))
     assert built.has_succeeded

@@ -94,10 +94,14 @@ def test_0004_adds_the_declaration_error_to_existing_rows(database_url: str) -> 
                     " spec_format, active, paused, change_seq, updated_at) VALUES"
                     " ('kept', 'kept', '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
                 ),
-                {"spec": json.dumps(periodic("kept").to_dict()), "t": True, "f": False,
-                 "ts": "2026-03-01 12:00:00" + ("+00:00" if engine.dialect.name ==
-                                                "postgresql" else "")},
-            )  # fmt: skip
+                {
+                    "spec": json.dumps(periodic("kept").to_dict()),
+                    "t": True,
+                    "f": False,
+                    "ts": "2026-03-01 12:00:00"
+                    + ("+00:00" if engine.dialect.name == "postgresql" else ""),
+                },
+            )
             conn.execute(text("UPDATE dgs_counter SET value = 1"))
     finally:
         old.close()
@@ -132,10 +136,15 @@ def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
                         " spec_format, active, paused, change_seq, updated_at) VALUES"
                         " (:n, :n, '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
                     ),
-                    {"n": name, "spec": json.dumps(periodic(name).to_dict()), "t": True,
-                     "f": False, "ts": "2026-03-01 12:00:00" + (
-                         "+00:00" if engine.dialect.name == "postgresql" else "")},
-                )  # fmt: skip
+                    {
+                        "n": name,
+                        "spec": json.dumps(periodic(name).to_dict()),
+                        "t": True,
+                        "f": False,
+                        "ts": "2026-03-01 12:00:00"
+                        + ("+00:00" if engine.dialect.name == "postgresql" else ""),
+                    },
+                )
             conn.execute(text("UPDATE dgs_counter SET value = 1"))
     finally:
         old.close()

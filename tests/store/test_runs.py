@@ -63,8 +63,14 @@ def test_ewma_and_outcome_mapping(one: ScheduleStore) -> None:
     assert good.last_good_end_at == T0 + timedelta(hours=2) + 30 * S
 
     token = 10
-    for outcome, failures in [("failure", 1), ("terminated", 2), ("lost", 3), ("stolen", 3),
-                              ("cancelled", 3), ("yielded", 3)]:  # fmt: skip
+    for outcome, failures in [
+        ("failure", 1),
+        ("terminated", 2),
+        ("lost", 3),
+        ("stolen", 3),
+        ("cancelled", 3),
+        ("yielded", 3),
+    ]:
         token += 1
         at = T0 + timedelta(hours=token)
         start(one, "a", outcome, token=token, at=at)
@@ -134,15 +140,32 @@ def test_bad_calls(one: ScheduleStore) -> None:
 
 def test_skips_progress_and_history_order(one: ScheduleStore) -> None:
     before = one.get("a")
-    one.record_skip(schedule="a", run_id="s1", dispatch_id="d1", owner_node="n",
-                    owner_name="w@n", reason="lease held by w2@n", at=T0)  # fmt: skip
-    one.record_skip(schedule="a", run_id="s1", dispatch_id="d1", owner_node="n",
-                    owner_name="w@n", reason="again", at=T0)  # fmt: skip
+    one.record_skip(
+        schedule="a",
+        run_id="s1",
+        dispatch_id="d1",
+        owner_node="n",
+        owner_name="w@n",
+        reason="lease held by w2@n",
+        at=T0,
+    )
+    one.record_skip(
+        schedule="a",
+        run_id="s1",
+        dispatch_id="d1",
+        owner_node="n",
+        owner_name="w@n",
+        reason="again",
+        at=T0,
+    )
     assert one.get("a") == before  # skips leave the schedule alone
     [skip] = one.runs("a")
     assert (skip.outcome, skip.error, skip.token, skip.ended_at) == (
-        "skipped", "lease held by w2@n", None, T0,
-    )  # fmt: skip
+        "skipped",
+        "lease held by w2@n",
+        None,
+        T0,
+    )
     start(one, "a", "r1", token=1, at=T0 + S)
     start(one, "b", "r2", token=1, at=T0 + 2 * S)
     assert [(r.run_id, r.progress) for r in one.running_runs()] == [("r1", None), ("r2", None)]
@@ -156,8 +179,15 @@ def test_skips_progress_and_history_order(one: ScheduleStore) -> None:
 
 def _runs_to_prune(one: ScheduleStore) -> None:
     for i in range(25):
-        one.record_skip(schedule="a", run_id=f"s{i}", dispatch_id=None, owner_node="n",
-                        owner_name="w", reason="x", at=T0 + i * S)  # fmt: skip
+        one.record_skip(
+            schedule="a",
+            run_id=f"s{i}",
+            dispatch_id=None,
+            owner_node="n",
+            owner_name="w",
+            reason="x",
+            at=T0 + i * S,
+        )
     start(one, "b", "still-running", token=1, at=T0 - timedelta(days=30))
 
 
@@ -199,8 +229,11 @@ def test_durable_floor_refuses_a_start_whose_token_is_not_above_the_recorded_one
         assert one.get("a") == before  # floor, stats and change_seq untouched
         row = next(r for r in one.runs("a") if r.run_id == run_id)
         assert (row.outcome, row.fenced, row.token, row.ended_at) == (
-            "skipped", True, token, T0 + 9 * S,
-        )  # fmt: skip
+            "skipped",
+            True,
+            token,
+            T0 + 9 * S,
+        )
         assert "not started" in (row.error or "")
     assert [r.run_id for r in one.running_runs()] == ["r5"]
     start(one, "a", "r6", token=6, at=T0 + 10 * S)
@@ -214,8 +247,15 @@ def test_running_runs_page_pages_by_row_id(one: ScheduleStore) -> None:
     seen, in ``id`` order, ended and skipped runs left out."""
     for i in range(5):
         start(one, "a" if i % 2 else "b", f"r{i}", token=i + 1, at=T0 - i * S)
-    one.record_skip(schedule="a", run_id="skip", dispatch_id=None, owner_node="n",
-                    owner_name="w", reason="x", at=T0)  # fmt: skip
+    one.record_skip(
+        schedule="a",
+        run_id="skip",
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w",
+        reason="x",
+        at=T0,
+    )
     one.record_run_end(run_id="r4", outcome="success", ended_at=T0 + S)
     first = one.running_runs_page(after_id=0, limit=2)
     assert [r.run_id for r in first] == ["r0", "r1"]

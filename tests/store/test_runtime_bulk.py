@@ -23,9 +23,11 @@ N = 1_500
 
 def row(i: int, period: int = 3600) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "name": f"t.scrape@s{i:05d}", "period": period + 60 * (i % 7),
-        "args": [f"https://s{i}.example/feed"], "kwargs": {"depth": i % 3, "tag": f"é{i}"},
-    }  # fmt: skip
+        "name": f"t.scrape@s{i:05d}",
+        "period": period + 60 * (i % 7),
+        "args": [f"https://s{i}.example/feed"],
+        "kwargs": {"depth": i % 3, "tag": f"é{i}"},
+    }
     if i % 5 == 0:
         out["blackouts"] = [["01:00", "02:00"]]
     return out
@@ -43,10 +45,10 @@ def _stored_texts(store: SqlScheduleStore) -> dict[str, tuple[str, str, int, str
     with store.engine.connect() as conn:
         return {
             name: (spec, kind, change_seq, owner)
-            for name, spec, kind, change_seq, owner in conn.execute(text(
-                "SELECT name, spec, kind, change_seq, owner FROM dgs_schedules"
-            ))
-        }  # fmt: skip
+            for name, spec, kind, change_seq, owner in conn.execute(
+                text("SELECT name, spec, kind, change_seq, owner FROM dgs_schedules")
+            )
+        }
 
 
 def test_bulk_rows_are_stored_as_validated_and_bad_rows_reported(
@@ -135,8 +137,9 @@ def test_a_failure_after_the_inserts_applies_nothing(
 
 def _set_spec(store: SqlScheduleStore, name: str, spec_text: str) -> None:
     with store.engine.begin() as conn:
-        conn.execute(text("UPDATE dgs_schedules SET spec = :s WHERE name = :n"),
-                     {"s": spec_text, "n": name})  # fmt: skip
+        conn.execute(
+            text("UPDATE dgs_schedules SET spec = :s WHERE name = :n"), {"s": spec_text, "n": name}
+        )
 
 
 def test_the_loader_shares_a_template_across_arguments_and_reads_edits_as_validated(

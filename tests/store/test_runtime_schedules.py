@@ -21,17 +21,22 @@ LATER = T0 + timedelta(hours=1)
 
 def scraper(source: str, hours: float = 24, url: str = "") -> PeriodicSpec:
     return PeriodicSpec(
-        task="t.scrape", configuration=source, scheduling_period=timedelta(hours=hours),
-        args=(url or f"https://{source}.example",), kwargs={"depth": 2},
-    )  # fmt: skip
+        task="t.scrape",
+        configuration=source,
+        scheduling_period=timedelta(hours=hours),
+        args=(url or f"https://{source}.example",),
+        kwargs={"depth": 2},
+    )
 
 
 def test_upsert_inserts_runtime_rows_that_beat_sees(store: ScheduleStore) -> None:
     _, cursor = store.load_active()
     report = store.upsert_runtime([scraper("a"), scraper("b")], T0)
     assert (report.inserted, report.updated, report.unchanged) == (
-        ["t.scrape@a", "t.scrape@b"], [], [],
-    )  # fmt: skip
+        ["t.scrape@a", "t.scrape@b"],
+        [],
+        [],
+    )
     row = store.get("t.scrape@a")
     assert row.owner == OWNER_RUNTIME
     assert row.spec == scraper("a")
@@ -149,8 +154,9 @@ def test_list_by_owner(store: ScheduleStore) -> None:
     store.remove_runtime(["t.scrape@b"], T0)
     assert [s.name for s in store.list_schedules(owner=OWNER_RUNTIME)] == ["t.scrape@a"]
     assert [s.name for s in store.list_schedules(True, owner=OWNER_RUNTIME)] == [
-        "t.scrape@a", "t.scrape@b",
-    ]  # fmt: skip
+        "t.scrape@a",
+        "t.scrape@b",
+    ]
     assert [s.name for s in store.list_schedules(owner=OWNER_DECLARED)] == ["t.code"]
     assert len(store.list_schedules()) == 2
 
@@ -206,8 +212,14 @@ def test_concurrent_upserts_removals_and_syncs_never_interleave(
             assert report.deactivated == []
 
     with ThreadPoolExecutor(6) as pool:
-        futures = [pool.submit(lister, 0), pool.submit(lister, 20), pool.submit(lister, 40),
-                   pool.submit(remover), pool.submit(deploy), pool.submit(deploy)]  # fmt: skip
+        futures = [
+            pool.submit(lister, 0),
+            pool.submit(lister, 20),
+            pool.submit(lister, 40),
+            pool.submit(remover),
+            pool.submit(deploy),
+            pool.submit(deploy),
+        ]
         for future in futures:
             future.result(timeout=120)
     rows = {s.name: s for s in sql_store.list_schedules(include_inactive=True)}

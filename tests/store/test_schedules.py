@@ -179,8 +179,9 @@ def test_a_spec_reads_back_as_stored_json(store: ScheduleStore) -> None:
     """Specs come back as the store's JSON gives them (tuples inside args and
     kwargs become lists), and changing the declared spec afterwards changes
     nothing stored."""
-    declared = PeriodicSpec(task="t", scheduling_period=timedelta(hours=1),
-                            args=((1, 2),), kwargs={"k": (3,)})  # fmt: skip
+    declared = PeriodicSpec(
+        task="t", scheduling_period=timedelta(hours=1), args=((1, 2),), kwargs={"k": (3,)}
+    )
     store.sync([declared], T0)
     got = store.get("t").spec
     assert got is not None

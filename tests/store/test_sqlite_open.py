@@ -22,7 +22,8 @@ def test_simultaneous_first_connects_to_a_new_database(tmp_path: Path) -> None:
         errors: list[BaseException] = []
 
         def open_store(
-            url: str = url, barrier: threading.Barrier = barrier,
+            url: str = url,
+            barrier: threading.Barrier = barrier,
             errors: list[BaseException] = errors,
         ) -> None:
             engine = make_engine(url)

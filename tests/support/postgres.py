@@ -59,11 +59,31 @@ class PostgresServer:
         os.chmod(self.root, 0o755)
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
-        self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", "--no-sync")  # fmt: skip
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data_dir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         opts = f"-p {self.port} -k {self.root} -h 127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run("pg_ctl", "-D", str(self.data_dir), "-o", opts, "-l", str(self.log),
-                  "-w", "-t", "60", "start")  # fmt: skip
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-o",
+            opts,
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self
 
     def url(self, database: str = "postgres") -> str:

@@ -29,11 +29,15 @@ def cluster_args(config_file: Path, bus_port: int) -> tuple[str, ...]:
     # The bus port is chosen too: by default it is the client port + 10000,
     # which a free port above 55535 cannot have.
     return (
-        "--cluster-enabled", "yes",
-        "--cluster-config-file", str(config_file),
-        "--cluster-node-timeout", "2000",
-        "--cluster-port", str(bus_port),
-    )  # fmt: skip
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        str(config_file),
+        "--cluster-node-timeout",
+        "2000",
+        "--cluster-port",
+        str(bus_port),
+    )
 
 
 class RedisClusterProcesses:

@@ -41,9 +41,15 @@ MAX_LAG = 1
 #: writes under ``min-replicas-to-write 1`` before the old primary is back.
 REPLICAS = 2
 DATA_ARGS = (
-    "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
-    "--min-replicas-to-write", "1", "--min-replicas-max-lag", str(MAX_LAG),
-)  # fmt: skip
+    "--repl-diskless-sync-delay",
+    "0",
+    "--repl-ping-replica-period",
+    "1",
+    "--min-replicas-to-write",
+    "1",
+    "--min-replicas-max-lag",
+    str(MAX_LAG),
+)
 
 
 class SentinelModeUnsupported(EmbeddedServerError):
@@ -55,9 +61,15 @@ class SentinelProcess:
     it rewrites as it learns (a sentinel needs a writable config)."""
 
     def __init__(
-        self, data_dir: Path, binary: Path, monitor: tuple[str, int], host: str = "127.0.0.1",
-        *, primary_password: str | None = None, password: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        data_dir: Path,
+        binary: Path,
+        monitor: tuple[str, int],
+        host: str = "127.0.0.1",
+        *,
+        primary_password: str | None = None,
+        password: str | None = None,
+    ) -> None:
         self.host, self.port = host, free_port(host)
         self.password = password
         auth = [f"sentinel auth-pass {MASTER_NAME} {primary_password}"] if primary_password else []
@@ -66,19 +78,23 @@ class SentinelProcess:
         self.binary, self.data_dir = binary, data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = data_dir / "sentinel.conf"
-        self.config.write_text("\n".join([
-            f"port {self.port}",
-            f"bind {host}",
-            "protected-mode no",
-            f"dir {data_dir}",
-            f"logfile {data_dir / 'sentinel.log'}",
-            f"sentinel monitor {MASTER_NAME} {monitor[0]} {monitor[1]} 2",
-            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
-            f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}",
-            f"sentinel parallel-syncs {MASTER_NAME} 1",
-            *auth,
-            "",
-        ]))  # fmt: skip
+        self.config.write_text(
+            "\n".join(
+                [
+                    f"port {self.port}",
+                    f"bind {host}",
+                    "protected-mode no",
+                    f"dir {data_dir}",
+                    f"logfile {data_dir / 'sentinel.log'}",
+                    f"sentinel monitor {MASTER_NAME} {monitor[0]} {monitor[1]} 2",
+                    f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}",
+                    f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}",
+                    f"sentinel parallel-syncs {MASTER_NAME} 1",
+                    *auth,
+                    "",
+                ]
+            )
+        )
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -88,8 +104,10 @@ class SentinelProcess:
     def start(self, timeout: float = 15.0) -> SentinelProcess:
         self._proc = subprocess.Popen(
             [str(self.binary), str(self.config), "--sentinel"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + timeout
         client = redis.Redis(self.host, self.port, socket_timeout=0.5, password=self.password)
         try:
@@ -135,9 +153,13 @@ class RedisSentinelProcesses:
     replicas); ``sentinel_password``: the sentinels' own."""
 
     def __init__(
-        self, data_dir: Path, *, via_proxy: bool = False, password: str | None = None,
+        self,
+        data_dir: Path,
+        *,
+        via_proxy: bool = False,
+        password: str | None = None,
         sentinel_password: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         from tests.faults.proxy import TcpProxy
 
         self.binary = find_server_binary()
@@ -145,9 +167,11 @@ class RedisSentinelProcesses:
         auth = ("--masterauth", password) if password else ()
         self.data_args = (*DATA_ARGS, *auth)
         self.primary = RedisServerProcess(
-            data_dir=data_dir / "primary", binary=self.binary, extra_args=self.data_args,
+            data_dir=data_dir / "primary",
+            binary=self.binary,
+            extra_args=self.data_args,
             password=password,
-        )  # fmt: skip
+        )
         self.proxy = TcpProxy(self.primary.host, self.primary.port) if via_proxy else None
         #: Where everyone reaches the first primary (the proxy, with ``via_proxy``).
         self.primary_address = (
@@ -155,27 +179,36 @@ class RedisSentinelProcesses:
         )
         self.replicas = [
             RedisServerProcess(
-                data_dir=data_dir / f"replica{i}", binary=self.binary, password=password,
+                data_dir=data_dir / f"replica{i}",
+                binary=self.binary,
+                password=password,
                 extra_args=(*self.data_args, "--replicaof", *map(str, self.primary_address)),
             )
             for i in range(REPLICAS)
-        ]  # fmt: skip
+        ]
         self.servers = [self.primary, *self.replicas]
         for server in self.servers:
             server.data_dir.mkdir(parents=True, exist_ok=True)
         self.sentinels = [
-            SentinelProcess(data_dir / f"sentinel{i}", self.binary, self.primary_address,
-                            primary_password=password, password=sentinel_password)
+            SentinelProcess(
+                data_dir / f"sentinel{i}",
+                self.binary,
+                self.primary_address,
+                primary_password=password,
+                password=sentinel_password,
+            )
             for i in range(3)
-        ]  # fmt: skip
+        ]
 
     @property
     def url(self) -> str:
         """The ``sentinel://`` URL of the three sentinels (database 0; the data
         servers' password in the first part)."""
         auth = f":{self.password}@" if self.password else ""
-        return ";".join(f"sentinel://{auth if i == 0 else ''}{s.host}:{s.port}/0"
-                        for i, s in enumerate(self.sentinels))  # fmt: skip
+        return ";".join(
+            f"sentinel://{auth if i == 0 else ''}{s.host}:{s.port}/0"
+            for i, s in enumerate(self.sentinels)
+        )
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> RedisSentinelProcesses:
         try:
@@ -191,8 +224,13 @@ class RedisSentinelProcesses:
 
     def sentinel_client(self, i: int = 0) -> redis.Redis:
         s = self.sentinels[i]
-        return redis.Redis(s.host, s.port, socket_timeout=1.0, decode_responses=True,
-                           password=self.sentinel_password)  # fmt: skip
+        return redis.Redis(
+            s.host,
+            s.port,
+            socket_timeout=1.0,
+            decode_responses=True,
+            password=self.sentinel_password,
+        )
 
     def primary_addr(self) -> tuple[str, int]:
         """The primary's address as the first sentinel that answers has it."""
@@ -233,16 +271,26 @@ class RedisSentinelProcesses:
         client = self.sentinel_client(i)
         try:
             master = client.execute_command("SENTINEL", "MASTER", MASTER_NAME)
-            info = dict(zip(master[::2], master[1::2], strict=True)) if isinstance(
-                master, list) else master  # fmt: skip
-            if "s_down" in info["flags"] or "o_down" in info["flags"] or int(
-                info["num-other-sentinels"]) < 2 or int(info["num-slaves"]) < REPLICAS:  # fmt: skip
+            info = (
+                dict(zip(master[::2], master[1::2], strict=True))
+                if isinstance(master, list)
+                else master
+            )
+            if (
+                "s_down" in info["flags"]
+                or "o_down" in info["flags"]
+                or int(info["num-other-sentinels"]) < 2
+                or int(info["num-slaves"]) < REPLICAS
+            ):
                 return False
             replicas = client.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
             synced = 0
             for entry in replicas:
-                r = dict(zip(entry[::2], entry[1::2], strict=True)) if isinstance(
-                    entry, list) else entry  # fmt: skip
+                r = (
+                    dict(zip(entry[::2], entry[1::2], strict=True))
+                    if isinstance(entry, list)
+                    else entry
+                )
                 if "s_down" not in r["flags"] and r.get("master-link-status") == "ok":
                     synced += 1
             return synced >= REPLICAS

@@ -90,8 +90,9 @@ def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tup
     in a thread (stop: ``server.should_exit = True``, then join ``server.thread``)."""
     asgi = create_app(Env(app=app), refresh=refresh, max_age=max_age)
     # Port 0: the kernel picks a free port as uvicorn binds (no race with other processes).
-    server = Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning",
-                                   lifespan="off"))  # fmt: skip
+    server = Server(
+        uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
     server.thread = threading.Thread(target=server.run, daemon=True)
     server.thread.start()
     deadline = time.monotonic() + 10
@@ -108,14 +109,19 @@ class WebWorld(World):
     registry: WorkerRegistry = field(default=None)  # type: ignore[assignment]
     servers: list[Server] = field(default_factory=list)
 
-    def register_worker(self, name: str = "w1@node1", slots: int = 2,
-                        queues: tuple[str, ...] = ("celery",)) -> None:  # fmt: skip
+    def register_worker(
+        self, name: str = "w1@node1", slots: int = 2, queues: tuple[str, ...] = ("celery",)
+    ) -> None:
         node = name.partition("@")[2]
-        self.registry.register(WorkerInfo(name=name, node=node, queues=queues, slots=slots,
-                                          pool="prefork", pid=os.getpid()))  # fmt: skip
+        self.registry.register(
+            WorkerInfo(
+                name=name, node=node, queues=queues, slots=slots, pool="prefork", pid=os.getpid()
+            )
+        )
 
-    def serve(self, *, app: Celery | None = None, max_age: float = 0.0,
-              refresh: float = 0.5) -> Site:  # fmt: skip
+    def serve(
+        self, *, app: Celery | None = None, max_age: float = 0.0, refresh: float = 0.5
+    ) -> Site:
         """Serve the page of ``app`` (the world's, with the token, by default)."""
         site, server = serve_app(app or self.app, max_age=max_age, refresh=refresh)
         self.servers.append(server)
@@ -130,8 +136,14 @@ class WebWorld(World):
 
 def make_web_app(sqlite_url: str, redis_url: str, token: str | None = None) -> Celery:
     app = Celery("webtest", broker=redis_url, set_as_current=False)
-    app.conf.update(dgs_database_url=sqlite_url, dgs_key_prefix=PREFIX, dgs_ping_interval=1.0,
-                    dgs_ping_timeout=5.0, dgs_steal_delay=2.0, dgs_web_token=token)  # fmt: skip
+    app.conf.update(
+        dgs_database_url=sqlite_url,
+        dgs_key_prefix=PREFIX,
+        dgs_ping_interval=1.0,
+        dgs_ping_timeout=5.0,
+        dgs_steal_delay=2.0,
+        dgs_web_token=token,
+    )
     from celery_dgs.dgs import DGS
 
     DGS(app, install_worker_hooks=False)
@@ -146,8 +158,13 @@ def web(sqlite_url: str, redis_url: str, redis_client: redis.Redis) -> Iterator[
     store = SqlScheduleStore.open(sqlite_url)
     keys = KeySpace(PREFIX)
     leases = RedisLeases(redis_client, keys, ping_timeout=5.0, steal_delay=2.0)
-    world = WebWorld(app=app, store=store, leases=leases, runner=CliRunner(),
-                     registry=WorkerRegistry(redis_client, keys, ttl=60.0))  # fmt: skip
+    world = WebWorld(
+        app=app,
+        store=store,
+        leases=leases,
+        runner=CliRunner(),
+        registry=WorkerRegistry(redis_client, keys, ttl=60.0),
+    )
     yield world
     world.stop()
     store.close()
@@ -183,10 +200,18 @@ def browser() -> Iterator[Any]:
     profile = tempfile.mkdtemp(prefix="dgs-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1360,1000", f"--user-data-dir={profile}"):  # fmt: skip
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1360,1000",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(20)
@@ -220,7 +245,8 @@ def attribute_of(driver: Any, selector: str, name: str) -> str | None:
     return driver.execute_script(  # type: ignore[no-any-return]
         "const e = document.querySelector(arguments[0]);"
         "return e ? e.getAttribute(arguments[1]) : null",
-        selector, name,
+        selector,
+        name,
     )
 
 

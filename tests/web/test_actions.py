@@ -61,22 +61,25 @@ def test_cancel_through_the_page_aims_at_the_live_run(web: WebWorld, site: Site)
     csrf = sign_in(site)
     page = site.get("/schedule?name=t.job").body
     assert 'data-action="cancel"' in page
-    reply = site.post("/action", {"op": "cancel", "name": "t.job", "csrf": csrf,
-                                  "token": str(token + 1)})  # fmt: skip
+    reply = site.post(
+        "/action", {"op": "cancel", "name": "t.job", "csrf": csrf, "token": str(token + 1)}
+    )
     assert "is not running" in reply.body
     lease = web.leases.get("t.job")
     assert lease is not None
     assert not lease.cancel_requested
-    reply = site.post("/action", {"op": "cancel", "name": "t.job", "csrf": csrf,
-                                  "token": str(token)})  # fmt: skip
+    reply = site.post(
+        "/action", {"op": "cancel", "name": "t.job", "csrf": csrf, "token": str(token)}
+    )
     assert "requested cancel of t.job's run" in html.unescape(reply.body)
     lease = web.leases.get("t.job")
     assert lease is not None
     assert lease.cancel_requested
 
 
-@pytest.mark.parametrize("case", ["no session", "no csrf", "wrong csrf", "other origin",
-                                  "wrong token"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case", ["no session", "no csrf", "wrong csrf", "other origin", "wrong token"]
+)
 def test_refused_without_token_and_csrf(web: WebWorld, site: Site, case: str) -> None:
     form = {"op": "pause", "name": "t.job"}
     headers: dict[str, str] = {}
@@ -160,8 +163,9 @@ def test_a_page_bound_to_this_machine_refuses_other_host_names(site: Site) -> No
 def test_a_disabled_schedule_is_resumed_through_the_page(web: WebWorld, site: Site) -> None:
     from celery_dgs.core.spec import make_spec
 
-    web.store.upsert_runtime([make_spec("adaptive", task="crawl.broken", interval_unit=H,
-                                        max_failures=1)], now() - 2 * H)  # fmt: skip
+    web.store.upsert_runtime(
+        [make_spec("adaptive", task="crawl.broken", interval_unit=H, max_failures=1)], now() - 2 * H
+    )
     web.record("crawl.broken", "failure", now() - H / 6, error="HTTP 500")
     assert web.store.get("crawl.broken").disabled_reason is not None
     csrf = sign_in(site)
@@ -177,11 +181,12 @@ def test_a_disabled_schedule_is_resumed_through_the_page(web: WebWorld, site: Si
 def test_run_now_in_a_priority_class(web: WebWorld, site: Site) -> None:
     csrf = sign_in(site)
     for bad in ("100", "-1", "x", "1.5"):
-        reply = site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf,
-                                      "priority": bad})  # fmt: skip
+        reply = site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf, "priority": bad})
         assert reply.status == 409
-        assert (f"t.job: the run&#39;s priority must be a whole number from 0 (first) to 99 "
-                f"(last), got &#39;{bad}&#39;") in reply.body  # fmt: skip
+        assert (
+            f"t.job: the run&#39;s priority must be a whole number from 0 (first) to 99 "
+            f"(last), got &#39;{bad}&#39;"
+        ) in reply.body
         assert web.store.get("t.job").run_requested_at is None
     reply = site.post("/action", {"op": "run", "name": "t.job", "csrf": csrf, "priority": "30"})
     assert "in priority class 30" in reply.body

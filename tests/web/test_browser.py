@@ -36,27 +36,39 @@ def no_alert(driver: Any) -> None:
 
 def fleet(web: WebWorld) -> None:
     t = now()
-    web.sync(*(spec(f"proj.scrape_{i:02d}") for i in range(24)), spec("proj.report"),
-             spec(EVIL, args=("<img src=x onerror=alert(2)>",)),
-             spec("etl.bulk_export", priority=80), at=t - 3 * H)  # fmt: skip
+    web.sync(
+        *(spec(f"proj.scrape_{i:02d}") for i in range(24)),
+        spec("proj.report"),
+        spec(EVIL, args=("<img src=x onerror=alert(2)>",)),
+        spec("etl.bulk_export", priority=80),
+        at=t - 3 * H,
+    )
     for i in range(24):
-        web.record(f"proj.scrape_{i:02d}", "success", t - timedelta(minutes=4 * i + 1),
-                   20.0 + i)  # fmt: skip
+        web.record(f"proj.scrape_{i:02d}", "success", t - timedelta(minutes=4 * i + 1), 20.0 + i)
     for k in reversed(range(8)):  # oldest first, as they ran
-        web.record("proj.report", "failure" if k == 5 else "success",
-                   t - timedelta(minutes=60 * k + 15), 90.0 + 30 * (k % 3),
-                   error="<svg onload=alert(3)>" if k == 5 else None)  # fmt: skip
+        web.record(
+            "proj.report",
+            "failure" if k == 5 else "success",
+            t - timedelta(minutes=60 * k + 15),
+            90.0 + 30 * (k % 3),
+            error="<svg onload=alert(3)>" if k == 5 else None,
+        )
     web.record("proj.report", "running", t - 2 * M)
     web.hold_lease("proj.report", progress=0.35)
     web.record(EVIL, "failure", t - 10 * M, 3.0, error="<img src=x onerror=alert(4)>")
     adaptive = make_spec("adaptive", task="crawl.example_org", interval_unit=H)
     broken = make_spec("adaptive", task="crawl.broken_site", interval_unit=H, max_failures=2)
-    web.store.upsert_runtime([adaptive, broken], t - 6 * H,
-                             last_modified={"crawl.example_org": t - 40 * M})  # fmt: skip
+    web.store.upsert_runtime(
+        [adaptive, broken], t - 6 * H, last_modified={"crawl.example_org": t - 40 * M}
+    )
     for k in (3, 1):  # two uneventful visits: step 4 -> 6
         run = web.record("crawl.example_org", "running", t - k * H)
-        web.store.record_run_end(run_id=run, outcome="success", eventful=False,
-                                 ended_at=t - k * H + timedelta(seconds=12))  # fmt: skip
+        web.store.record_run_end(
+            run_id=run,
+            outcome="success",
+            eventful=False,
+            ended_at=t - k * H + timedelta(seconds=12),
+        )
     for k in (2, 1):
         web.record("crawl.broken_site", "failure", t - k * 20 * M, 2.0, error="HTTP 503")
     web.record("etl.bulk_export", "success", t - 40 * M, 300.0)

@@ -53,19 +53,29 @@ def test_without_the_extra_the_command_names_it(
 
 def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
     env = {
-        **os.environ, "PYTHONPATH": str(ROOT), "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url, "DECL_PREFIX": f"web{uuid.uuid4().hex[:6]}",
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url,
+        "DECL_PREFIX": f"web{uuid.uuid4().hex[:6]}",
         "DECL_PERIOD": "3600",
-    }  # fmt: skip
+    }
     script = Path(sys.executable).with_name("celery")
     celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
     base = [*celery, "-A", "tests.cli.decl_proj", "dgs"]
-    synced = subprocess.run([*base, "sync"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    synced = subprocess.run(
+        [*base, "sync"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert synced.returncode == 0, synced.stderr
     port = free_port()
-    proc = subprocess.Popen([*base, "web", "--bind", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*base, "web", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         body = None

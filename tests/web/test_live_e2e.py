@@ -38,10 +38,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 def page_app(tmp_path: Path, redis_url: str) -> Iterator[tuple[Cluster, Site]]:
     cluster = Cluster(tmp_path, redis_url, ["cli_long", "cli_fail", "p10"])
     app = Celery("e2e-web", broker=cluster.redis_url, set_as_current=False)
-    app.conf.update(dgs_database_url=cluster.database_url, dgs_key_prefix="e2e",
-                    dgs_ping_interval=0.5, dgs_ping_timeout=1.5, dgs_steal_delay=1.0,
-                    dgs_worker_ttl=3.0, dgs_beat_leader_timeout=2.0,
-                    dgs_web_token=TOKEN)  # fmt: skip
+    app.conf.update(
+        dgs_database_url=cluster.database_url,
+        dgs_key_prefix="e2e",
+        dgs_ping_interval=0.5,
+        dgs_ping_timeout=1.5,
+        dgs_steal_delay=1.0,
+        dgs_worker_ttl=3.0,
+        dgs_beat_leader_timeout=2.0,
+        dgs_web_token=TOKEN,
+    )
     DGS(app, install_worker_hooks=False)
     site, server = serve_app(app, refresh=0.5)
     try:
@@ -58,9 +64,14 @@ def stop(server: Server) -> None:
 
 
 def status_json(cluster: Cluster) -> dict[str, Any]:
-    done = subprocess.run([*celery_command(), "-A", "tests.e2e.proj", "dgs", "status", "--json"],
-                          cwd=ROOT, env=cluster.env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [*celery_command(), "-A", "tests.e2e.proj", "dgs", "status", "--json"],
+        cwd=ROOT,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode in (0, 1), done.stderr
     return dict(json.loads(done.stdout))
 
@@ -114,8 +125,11 @@ def test_the_page_follows_a_live_fleet(page_app: tuple[Cluster, Site], browser: 
         cli = status_json(cluster)
         shown = counts_shown(browser)
         token = text_of(browser, "[data-leader-token]")
-        return ({k: shown[k] for k in cli["counts"]} == cli["counts"] and token is not None
-                and int(token) == cli["beat_leader"]["token"])  # fmt: skip
+        return (
+            {k: shown[k] for k in cli["counts"]} == cli["counts"]
+            and token is not None
+            and int(token) == cli["beat_leader"]["token"]
+        )
 
     wait_for(same, 10, "the overview matching status --json")
     assert cluster.outcomes("e2e.p10") == []

@@ -27,10 +27,13 @@ def fleet(web: WebWorld) -> datetime:
     live run at 40 %."""
     t = now()
     web.sync(
-        spec("t.ok"), spec("t.late"), spec("t.never", pool="slow"), spec("t.failed"),
+        spec("t.ok"),
+        spec("t.late"),
+        spec("t.never", pool="slow"),
+        spec("t.failed"),
         spec("t.running"),
         at=t - 2 * H,
-    )  # fmt: skip
+    )
     web.record("t.ok", "success", t - 10 * M, 2.0)
     web.record("t.ok", "success", t - 70 * M, 4.0)
     web.record("t.late", "success", t - 150 * M)
@@ -85,8 +88,11 @@ def test_overview_shows_the_beat_leader_and_its_token(
 def test_schedules_table_pages_filters_and_sorts_by_time_to_error(web: WebWorld) -> None:
     t = now()
     names = [f"proj.scrape_{i:03d}" for i in range(120)]
-    web.sync(*(spec(n, pool="slow" if i % 3 == 0 else None) for i, n in enumerate(names)),
-             spec("other.report"), at=t - 2 * H)  # fmt: skip
+    web.sync(
+        *(spec(n, pool="slow" if i % 3 == 0 else None) for i, n in enumerate(names)),
+        spec("other.report"),
+        at=t - 2 * H,
+    )
     for i, name in enumerate(names):  # older good runs reach ERROR sooner
         web.record(name, "success", t - timedelta(minutes=i % 50))
     site = web.serve()
@@ -107,8 +113,10 @@ def test_schedules_table_pages_filters_and_sorts_by_time_to_error(web: WebWorld)
     assert set(rows).isdisjoint(third)
 
     assert listed(site.get("/schedules?q=proj.scrape_01*").body) == [
-        n for n in sorted(names, key=lambda n: (-(int(n[-3:]) % 50), n)) if n.startswith(
-            "proj.scrape_01")]  # fmt: skip
+        n
+        for n in sorted(names, key=lambda n: (-(int(n[-3:]) % 50), n))
+        if n.startswith("proj.scrape_01")
+    ]
     slow = listed(site.get("/schedules?pool=slow&page=1").body)
     assert len(slow) == 40
     assert all(int(n[-3:]) % 3 == 0 for n in slow)
@@ -150,9 +158,14 @@ def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
 def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
     from celery_dgs.core.spec import make_spec
 
-    cron = make_spec("cron", task="proj.nightly", cron_schedule="0 0 * * *",
-                     tz="America/New_York", cron_max_schedule_duration=6 * H,
-                     blackout_periods=[("12:00", "14:00")])  # fmt: skip
+    cron = make_spec(
+        "cron",
+        task="proj.nightly",
+        cron_schedule="0 0 * * *",
+        tz="America/New_York",
+        cron_max_schedule_duration=6 * H,
+        blackout_periods=[("12:00", "14:00")],
+    )
     web.sync(cron, at=now() - 2 * H)
     body = web.serve().get("/schedule?name=proj.nightly").body
     assert "cron 0 0 * * * America/New_York, done within 6h00m; blackout 12:00-14:00" in body
@@ -227,8 +240,7 @@ def adaptive_and_prioritised(web: WebWorld) -> datetime:
     t = now()
     crawl = make_spec("adaptive", task="crawl.site", interval_unit=H)
     broken = make_spec("adaptive", task="crawl.broken", interval_unit=H, max_failures=1)
-    web.store.upsert_runtime([crawl, broken], t - 5 * H,
-                             last_modified={"crawl.site": t - 30 * M})  # fmt: skip
+    web.store.upsert_runtime([crawl, broken], t - 5 * H, last_modified={"crawl.site": t - 30 * M})
     web.record("crawl.site", "success", t - 2 * H)
     web.record("crawl.broken", "failure", t - 10 * M, error="HTTP 500")
     web.sync(spec("etl.low", priority=80), at=t - 2 * H)
@@ -241,8 +253,9 @@ def test_adaptive_and_priority_state_is_shown(web: WebWorld) -> None:
     adaptive_and_prioritised(web)
     site = web.serve()
     table = site.get("/schedules").body
-    assert re.search(r"data-ladder>adaptive, every 2h00m now \(step 4 of 0-10, unit 1h00m\)<",
-                     table)  # fmt: skip
+    assert re.search(
+        r"data-ladder>adaptive, every 2h00m now \(step 4 of 0-10, unit 1h00m\)<", table
+    )
     assert "data-priority>80→20<" in table
     assert "data-priority>50<" in table
     assert 'data-tag="disabled"' in table
@@ -274,4 +287,3 @@ def test_the_overviews_urgent_list_tags_paused_and_disabled_schedules(web: WebWo
     assert 'data-tag="paused"' in rows["etl.stuck"], urgent
     assert 'data-tag="disabled"' in rows["crawl.broken"], urgent
     assert "data-tag" not in rows.get("etl.low", ""), urgent
-

@@ -84,47 +84,77 @@ def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
 
 
 def test_spec_in_words() -> None:
-    periodic = make_spec("periodic", task="t.a", scheduling_period=24 * H, cooldown_duration=H,
-                         blackout_periods=[("12:00", "14:00")], tz="Europe/Paris", pool="slow",
-                         max_expected_duration=timedelta(minutes=5),
-                         dont_run_on_nodes=["n2", "n1"])  # fmt: skip
+    periodic = make_spec(
+        "periodic",
+        task="t.a",
+        scheduling_period=24 * H,
+        cooldown_duration=H,
+        blackout_periods=[("12:00", "14:00")],
+        tz="Europe/Paris",
+        pool="slow",
+        max_expected_duration=timedelta(minutes=5),
+        dont_run_on_nodes=["n2", "n1"],
+    )
     assert views.spec_words(periodic) == (
         "fresh within 1d00h; cooldown 1h00m; blackout 12:00-14:00 Europe/Paris; pool slow; "
         "expected under 5m00s; never on n1, n2"
     )
-    cron = make_spec("cron", task="t.b", cron_schedule="0 0 * * *", tz="America/New_York",
-                     cron_max_schedule_duration=6 * H)
+    cron = make_spec(
+        "cron",
+        task="t.b",
+        cron_schedule="0 0 * * *",
+        tz="America/New_York",
+        cron_max_schedule_duration=6 * H,
+    )
     assert views.spec_words(cron) == "cron 0 0 * * * America/New_York, done within 6h00m"
 
 
 def test_freshness_buckets() -> None:
     store = MemoryScheduleStore()
-    store.sync([make_spec("periodic", task=f"t.{i}", scheduling_period=100 * H)
-                for i in range(4)], T0 - 200 * H)  # fmt: skip
+    store.sync(
+        [make_spec("periodic", task=f"t.{i}", scheduling_period=100 * H) for i in range(4)],
+        T0 - 200 * H,
+    )
     for i, hours_ago in enumerate((1, 30, 95, 150)):  # left: 99 %, 70 %, 5 %, overdue
         start = T0 - hours_ago * H
-        store.record_run_start(schedule=f"t.{i}", run_id=f"r{i}", dispatch_id=None,
-                               owner_node="n", owner_name="w@n", owner_tag=f"r{i}", token=1,
-                               started_at=start)  # fmt: skip
+        store.record_run_start(
+            schedule=f"t.{i}",
+            run_id=f"r{i}",
+            dispatch_id=None,
+            owner_node="n",
+            owner_name="w@n",
+            owner_tag=f"r{i}",
+            token=1,
+            started_at=start,
+        )
         store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=start + H / 60)
     counts = dict(views.histogram(snapshot(store)))
-    assert counts == {"overdue": 1, "< 10%": 1, "10-25%": 0, "25-50%": 0, "50-75%": 1,
-                      "≥ 75%": 1}  # fmt: skip
+    assert counts == {"overdue": 1, "< 10%": 1, "10-25%": 0, "25-50%": 0, "50-75%": 1, "≥ 75%": 1}
 
 
 def test_the_run_chart_draws_each_run_and_the_deadlines() -> None:
     store = MemoryScheduleStore()
     store.sync([make_spec("periodic", task="t.a", scheduling_period=H)], T0 - 5 * H)
-    for k, (ago, seconds, outcome) in enumerate(((3 * H, 60, "success"),
-                                                 (2 * H, 120, "failure"),
-                                                 (H / 2, 30, "success"))):  # fmt: skip
+    for k, (ago, seconds, outcome) in enumerate(
+        ((3 * H, 60, "success"), (2 * H, 120, "failure"), (H / 2, 30, "success"))
+    ):
         start = T0 - ago
-        store.record_run_start(schedule="t.a", run_id=f"r{k}", dispatch_id=None, owner_node="n",
-                               owner_name="w@n", owner_tag=f"r{k}", token=k + 1,
-                               started_at=start)  # fmt: skip
-        store.record_run_end(run_id=f"r{k}", outcome=outcome,
-                             ended_at=start + timedelta(seconds=seconds),
-                             error="boom" if outcome == "failure" else None)  # fmt: skip
+        store.record_run_start(
+            schedule="t.a",
+            run_id=f"r{k}",
+            dispatch_id=None,
+            owner_node="n",
+            owner_name="w@n",
+            owner_tag=f"r{k}",
+            token=k + 1,
+            started_at=start,
+        )
+        store.record_run_end(
+            run_id=f"r{k}",
+            outcome=outcome,
+            ended_at=start + timedelta(seconds=seconds),
+            error="boom" if outcome == "failure" else None,
+        )
     snap = snapshot(store)
     runs = store.runs("t.a")
     chart = views.timeline(runs, snap.by_name["t.a"], T0)
@@ -155,8 +185,9 @@ def test_the_benchmark_runs_at_a_small_size(capsys: Any) -> None:
 
 
 def test_an_adaptive_schedule_in_words() -> None:
-    adaptive = make_spec("adaptive", task="t.crawl", interval_unit=H, initial_interval_index=4,
-                         max_failures=3)  # fmt: skip
+    adaptive = make_spec(
+        "adaptive", task="t.crawl", interval_unit=H, initial_interval_index=4, max_failures=3
+    )
     assert views.spec_words(adaptive) == (
         "adaptive, unit 1h00m, starting at step 4 of 0-10, disabled after 3 failures in a row"
     )
@@ -193,7 +224,9 @@ def test_a_disabled_schedule_is_tagged_like_a_paused_one() -> None:
     row = snapshot(store).by_name["t.a"]
     assert views.tags_of(row) == []
     assert views.tags_of(dataclasses.replace(row, paused=True, disabled_reason="3 failures")) == [
-        "paused", "disabled"]  # fmt: skip
+        "paused",
+        "disabled",
+    ]
 
 
 def test_every_password_of_the_connections_is_hidden() -> None:
@@ -204,14 +237,18 @@ def test_every_password_of_the_connections_is_hidden() -> None:
     from celery_dgs.cli.context import Env
     from celery_dgs.dgs import DGS
 
-    app = Celery("secrets", set_as_current=False,
-                 broker="sentinel://:brk1@b1:26379;sentinel://:brk%2F2@b2:26379")  # fmt: skip
+    app = Celery(
+        "secrets",
+        set_as_current=False,
+        broker="sentinel://:brk1@b1:26379;sentinel://:brk%2F2@b2:26379",
+    )
     app.conf.update(
         dgs_database_url="postgresql+psycopg://u:dbpw@db/x",
         dgs_redis_url="sentinel://:pw1@h1:26379;sentinel://user:pw2@h2:26379/0?password=pw4",
-        dgs_redis_master_name="mymaster", dgs_redis_sentinel_kwargs={"password": "pw3"},
+        dgs_redis_master_name="mymaster",
+        dgs_redis_sentinel_kwargs={"password": "pw3"},
         broker_transport_options={"master_name": "m", "sentinel_kwargs": {"password": "brk3"}},
-    )  # fmt: skip
+    )
     DGS(app, install_worker_hooks=False)
     try:
         hidden = secrets_of(Env(app=app))

@@ -34,15 +34,21 @@ def upgrade() -> None:
     op.add_column("dgs_schedules", sa.Column("check_count", sa.Integer()))
     op.add_column("dgs_schedules", sa.Column("earliest_check_at", sa.DateTime(timezone=True)))
     op.create_index(
-        "ix_dgs_schedules_check_due", "dgs_schedules", ["next_target_at", "name"],
-        postgresql_where=_PENDING_CHECK, sqlite_where=_PENDING_CHECK,
-    )  # fmt: skip
+        "ix_dgs_schedules_check_due",
+        "dgs_schedules",
+        ["next_target_at", "name"],
+        postgresql_where=_PENDING_CHECK,
+        sqlite_where=_PENDING_CHECK,
+    )
     # Schedules by name without the checks: list_schedules (status, the status
     # page) reads them without scanning a million checks.
     op.create_index(
-        "ix_dgs_schedules_schedule_names", "dgs_schedules", ["name"],
-        postgresql_where=_NOT_CHECK, sqlite_where=_NOT_CHECK,
-    )  # fmt: skip
+        "ix_dgs_schedules_schedule_names",
+        "dgs_schedules",
+        ["name"],
+        postgresql_where=_NOT_CHECK,
+        sqlite_where=_NOT_CHECK,
+    )
     op.create_table(
         "dgs_check_history",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
