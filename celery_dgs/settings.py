@@ -25,6 +25,7 @@ from .core.overload import (
     OVERLOAD_POLICIES,
 )
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
+from .core.ranking import OrderPolicy
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, validate_cooldown_fraction
 from .errors import SettingsError
 from .keys import KeySpace
@@ -437,6 +438,18 @@ class DgsSettings:
         """Seconds a Redis call may take (``fence_after``): a call that hangs on a
         dead connection must fail, not block the worker beyond self-fencing."""
         return self.fence_after
+
+    @property
+    def order_policy(self) -> OrderPolicy:
+        """The settings that change beat's dispatch order, as one value."""
+        return OrderPolicy(
+            overload=self.overload_policy,
+            shed_horizon_s=self.shed_horizon,
+            restore_aging=self.restore_aging,
+            laxity_floor_s=self.laxity_floor,
+            elevator_interval_s=self.elevator_interval,
+            lookahead=self.lookahead,
+        )
 
     def keyspace(self) -> KeySpace:
         """The Redis key names of this deployment (prefix and cluster hash tag)."""

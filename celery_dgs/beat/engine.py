@@ -43,15 +43,10 @@ from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
-from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds, make_index
+from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from ..core.priority import (
-    PriorityIndex,
-    demand_exceeds,
-    short_after_s,
-    short_hold_s,
-    top_lead_s,
-)
+from ..core.priority import demand_exceeds
+from ..core.ranking import RankingSources, build_index
 from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
@@ -124,24 +119,14 @@ class BeatEngine(DispatchSending):
         # (a due schedule waited half an elevator interval, or the schedules'
         # demand exceeds the live workers' slots, or either held within the
         # last interval); the top class's work then counts as due 1.5 margins early.
-        self.index: DeadlineIndex = PriorityIndex(
-            make_index(
-                settings.overload_policy,
-                settings.shed_horizon,
-                lambda n: expected_seconds(self.tracked.get(n)),
-                settings.restore_aging,
+        self.index: DeadlineIndex = build_index(
+            settings.order_policy,
+            RankingSources(
+                expected_s=lambda n: expected_seconds(self.tracked.get(n)),
                 margin_s=self._margin_s,
-                laxity_floor_s=settings.laxity_floor,
+                priority_of=self._priority_of,
+                overloaded=self._overloaded,
             ),
-            self._priority_of,
-            elevator_interval_s=settings.elevator_interval,
-            lead_s=top_lead_s(self._margin_s),
-            lead_top_only=True,
-            lead_when_short=True,
-            classes_when_short=True,
-            short_when_waited_s=short_after_s(settings.elevator_interval),
-            overloaded=self._overloaded,
-            short_hold_s=short_hold_s(settings.elevator_interval),
         )
         #: The schedulable schedules' shares of a slot, kept at load and refresh
         #: once built: at load with the look-ahead, else the first time the

@@ -3,10 +3,10 @@
 Replays beat's order on a virtual clock from ``now``: slots become free
 when the runs holding them are expected to end (their start plus the
 schedule's expected duration) or now if free; each time a slot frees, the
-index of beat's overload policy (the same
-:func:`~celery_dgs.core.overload.make_index` beat decides with: lowest
+index of beat's overload policy (built by the same
+:func:`~celery_dgs.core.ranking.overload_index` as beat's: lowest
 ``should_start_by`` first, late ones shortest first under ``restore``)
-chooses who takes it. Every
+chooses who takes it; the priority classes are not replayed. Every
 projected run lasts its expected duration. A schedule projected to start
 after its ``should_start_by`` gets the WARNING reason ``projected_late``
 before the per-schedule rule (``now + expected > error_at``) fires: the
@@ -28,14 +28,11 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .laxity import DEFAULT_LAXITY_FLOOR_S
 from .lookahead import AdmissionRound, CapQueue, DemandBook
-from .overload import (
-    DEFAULT_OVERLOAD_POLICY,
-    DEFAULT_RESTORE_AGING,
-    DEFAULT_SHED_HORIZON_S,
-    make_index,
-)
+from .ranking import OrderPolicy, overload_index
+
+#: Beat's default order.
+_DEFAULT_ORDER = OrderPolicy()
 
 
 @dataclass(frozen=True)
@@ -57,10 +54,7 @@ def project_starts(
     now: float,
     *,
     horizon_s: float = 86400.0,
-    overload_policy: str = DEFAULT_OVERLOAD_POLICY,
-    shed_horizon_s: float = DEFAULT_SHED_HORIZON_S,
-    restore_aging: float = DEFAULT_RESTORE_AGING,
-    laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S,
+    order: OrderPolicy = _DEFAULT_ORDER,
     lookahead: DemandBook | None = None,
     busy_run_s: Sequence[float] | None = None,
     held_now: set[str] | None = None,
@@ -69,7 +63,8 @@ def project_starts(
 
     ``busy_until``: expected end of each run in progress (one slot each);
     ``free_slots``: slots free now. Times are float seconds (epoch). The order
-    is beat's ``overload_policy`` (:func:`~celery_dgs.core.overload.make_index`).
+    is the overload policy's index of ``order``
+    (:func:`~celery_dgs.core.ranking.overload_index`), without the priority classes.
     ``lookahead``: the shares of every schedule, to apply the look-ahead
     admission; ``busy_run_s``: the expected run time of each run in
     ``busy_until`` (same order; without it they count as short runs);
@@ -78,14 +73,7 @@ def project_starts(
     """
     expected: dict[str, float] = {}
     margins: dict[str, float] = {}
-    index = make_index(
-        overload_policy,
-        shed_horizon_s,
-        expected.__getitem__,
-        restore_aging,
-        margin_s=margins.__getitem__,
-        laxity_floor_s=laxity_floor_s,
-    )
+    index = overload_index(order, expected_s=expected.__getitem__, margin_s=margins.__getitem__)
     waiting = list(waiting)
     for w in waiting:
         expected[w.name] = max(w.expected_s, 0.0)

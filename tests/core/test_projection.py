@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery_dgs.core.lookahead import DemandBook
 from celery_dgs.core.projection import Waiting, project_starts
+from celery_dgs.core.ranking import OrderPolicy
 
 
 def test_one_slot_serves_in_should_order_and_waits_for_eligibility() -> None:
@@ -28,7 +29,7 @@ def test_the_projection_follows_beats_overload_policy() -> None:
     waiting = [Waiting("long", 0.0, 10.0, 500.0), Waiting("short", 0.0, 50.0, 20.0)]
     restore = project_starts(waiting, busy_until=[], free_slots=1, now=100.0)
     assert restore == {"short": 100.0, "long": 120.0}  # the default, as beat's
-    greedy = project_starts(waiting, [], 1, 100.0, overload_policy="greedy")
+    greedy = project_starts(waiting, [], 1, 100.0, order=OrderPolicy(overload="greedy"))
     assert greedy == {"long": 100.0, "short": 600.0}
 
 
