@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,10 +22,19 @@ from .models import COUNTER_ID, ScheduleRow
 
 logger = logging.getLogger("celery_dgs.store")
 
+_T = TypeVar("_T")
+
 BUMP_COUNTER = text(
     f"UPDATE dgs_counter SET value = value + 1 WHERE id = {COUNTER_ID} RETURNING value"
 )
 READ_COUNTER = text(f"SELECT value FROM dgs_counter WHERE id = {COUNTER_ID}")
+
+
+def chunks(names: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
+    """``names`` in consecutive slices of at most ``size`` (one query's worth)."""
+    for i in range(0, len(names), size):
+        yield names[i : i + size]
+
 
 #: pg_advisory_xact_lock key held by :meth:`SqlScheduleStore.sync` ("dgssync").
 PG_SYNC_LOCK_KEY = 0x64677373796E63

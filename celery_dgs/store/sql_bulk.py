@@ -20,7 +20,7 @@ What is written is exactly what the set-based SQLAlchemy statements wrote
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Table
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from .base import OWNER_RUNTIME
 from .models import ScheduleRow
-from .sql_base import PG_SYNC_LOCK_KEY
+from .sql_base import PG_SYNC_LOCK_KEY, chunks
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``name = ANY(%s)`` array parameter (PostgreSQL).
@@ -87,11 +87,6 @@ _PG_UPDATE_FROM_BATCH = (
 )
 
 
-def _chunks(names: Sequence[str], size: int) -> Iterator[Sequence[str]]:
-    for i in range(0, len(names), size):
-        yield names[i : i + size]
-
-
 def _driver(conn: Connection) -> Any:
     """The psycopg connection under ``conn`` (in ``conn``'s transaction)."""
     return conn.connection.driver_connection
@@ -109,7 +104,7 @@ def pg_read_rows(conn: Connection, names: Sequence[str]) -> dict[str, StoredStat
     stored: dict[str, StoredState] = {}
     with _driver(conn).cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (PG_SYNC_LOCK_KEY,))
-        for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+        for chunk in chunks(names, PG_NAMES_PER_QUERY):
             cur.execute(_PG_READ, (list(chunk),))
             for name, spec, spec_format, active, owner, disabled, hint in cur:
                 stored[name] = (spec, spec_format, bool(active), owner, disabled, hint)
@@ -120,7 +115,7 @@ def pg_lock_rows(conn: Connection, names: Sequence[str]) -> None:
     """PostgreSQL: lock the stored rows ``names`` (sorted) ``FOR NO KEY UPDATE``,
     in name order: the store's lock order is schedule rows, then the counter."""
     with _driver(conn).cursor() as cur:
-        for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+        for chunk in chunks(names, PG_NAMES_PER_QUERY):
             cur.execute(_PG_LOCK, (list(chunk),))
 
 

@@ -31,18 +31,13 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.orm import Session
 
 from ..core.checks import (
     CHECK_CANCELLED,
     ON_EXISTS_MOVE,
-    CheckAgain,
     CheckEnded,
-    CheckState,
-    check_end,
 )
 from ..core.spec import SPEC_FORMAT_VERSION, CheckSpec
-from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
 from .base import StoredSchedule
 from .check_types import (
@@ -58,7 +53,8 @@ from .convert import parse_spec, spec_json, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import CheckHistoryRow, RunRow, ScheduleRow, utc_from_db
-from .sql_base import BUMP_COUNTER, SqlStoreBase
+from .sql_base import BUMP_COUNTER, SqlStoreBase, chunks
+from .sql_check_rows import copy_text, history_row_record, history_values
 
 _T = cast(Table, ScheduleRow.__table__)
 _H = cast(Table, CheckHistoryRow.__table__)
@@ -94,94 +90,6 @@ _PG_STORED_CHECKS = (
     "SELECT name, kind, active, earliest_check_at FROM dgs_schedules "
     "WHERE name = ANY(%s) ORDER BY name FOR UPDATE"
 )
-
-
-def _copy_text(value: str) -> str:
-    """``value`` as a field of ``COPY``'s text format (backslash, tab and line ends escaped)."""
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        value = (
-            value.replace("\\", "\\\\")
-            .replace("\t", "\\t")
-            .replace("\n", "\\n")
-            .replace("\r", "\\r")
-        )
-    return value
-
-
-def _chunks(names: list[str], size: int) -> list[list[str]]:
-    return [names[i : i + size] for i in range(0, len(names), size)]
-
-
-def _history_values(record: CheckHistoryRecord) -> dict[str, Any]:
-    return {
-        "name": record.name,
-        "task": record.task,
-        "key": record.key,
-        "outcome": record.outcome,
-        "reason": record.reason,
-        "check_count": record.check_count,
-        "failure_count": record.failure_count,
-        "added_at": record.added_at,
-        "first_check_at": record.first_check_at,
-        "last_check_at": record.last_check_at,
-        "ended_at": record.ended_at,
-    }
-
-
-def _history_record(row: CheckHistoryRow) -> CheckHistoryRecord:
-    return CheckHistoryRecord(
-        name=row.name,
-        task=row.task,
-        key=row.key,
-        outcome=row.outcome,
-        reason=row.reason,
-        check_count=row.check_count,
-        failure_count=row.failure_count,
-        added_at=row.added_at,
-        first_check_at=row.first_check_at,
-        last_check_at=row.last_check_at,
-        ended_at=row.ended_at,
-    )
-
-
-def apply_check_end(
-    session: Session,
-    row: ScheduleRow,
-    new_stats: ScheduleStats,
-    outcome: str,
-    verdict: object,
-    ended_at: datetime,
-    error: str | None,
-    last_check_at: datetime | None,
-) -> None:
-    """Move or end the pending check ``row`` after a run (its stats already
-    applied): :func:`~celery_dgs.core.checks.check_end`. An inactive row (a
-    cancelled check) or an unreadable spec is left as it is."""
-    spec = parse_spec(row.spec)[0]
-    if not row.active or not isinstance(spec, CheckSpec):
-        return
-    state = CheckState(row.first_check_at or ended_at, row.check_count or 0)
-    step = check_end(spec, state, new_stats, outcome, verdict, ended_at, error)
-    if isinstance(step, CheckAgain):
-        row.next_target_at = step.next_check_at
-        row.check_count = step.check_count
-        earliest = row.earliest_check_at
-        row.earliest_check_at = (
-            step.next_check_at if earliest is None else min(earliest, step.next_check_at)
-        )
-    elif isinstance(step, CheckEnded):
-        row.active = False
-        row.check_count = step.check_count
-        record = history_record(
-            spec,
-            step,
-            failure_count=new_stats.failure_count,
-            added_at=row.registered_at,
-            first_check_at=row.first_check_at,
-            last_check_at=last_check_at,
-            ended_at=ended_at,
-        )
-        session.execute(insert(_H), [_history_values(record)])
 
 
 class CheckMethods(SqlStoreBase):
@@ -270,13 +178,13 @@ class CheckMethods(SqlStoreBase):
             # The driver's own array parameter: SQLAlchemy would bind (and
             # compile) one parameter per name.
             with conn.connection.driver_connection.cursor() as cur:  # type: ignore[union-attr]
-                for chunk in _chunks(names, PG_NAMES_PER_QUERY):
+                for chunk in chunks(names, PG_NAMES_PER_QUERY):
                     cur.execute(_PG_STORED_CHECKS, (chunk,))
                     for name, kind, active, earliest in cur:
                         found[name] = (kind, bool(active), utc_from_db(earliest))
             return found
         size = _NAMES_PER_QUERY.get(conn.dialect.name, 900)
-        for chunk in _chunks(names, size):
+        for chunk in chunks(names, size):
             stmt = select(_T.c.name, _T.c.kind, _T.c.active, _T.c.earliest_check_at).where(
                 _T.c.name.in_(chunk)
             )
@@ -312,11 +220,11 @@ class CheckMethods(SqlStoreBase):
             lines.append(
                 "\t".join(
                     (
-                        _copy_text(spec.name),
-                        _copy_text(spec.task),
-                        _copy_text(spec.configuration),
+                        copy_text(spec.name),
+                        copy_text(spec.task),
+                        copy_text(spec.configuration),
                         spec.kind,
-                        _copy_text(spec_text),
+                        copy_text(spec_text),
                     )
                 )
                 + head
@@ -382,7 +290,7 @@ class CheckMethods(SqlStoreBase):
                 session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_CHECK_LOCK_KEY})
             size = _NAMES_PER_QUERY.get(dialect, 900)
             rows: list[ScheduleRow] = []
-            for chunk in _chunks(wanted, size):
+            for chunk in chunks(wanted, size):
                 stmt = select(ScheduleRow).where(ScheduleRow.name.in_(chunk), _PENDING)
                 rows.extend(session.scalars(stmt.with_for_update()))
             if not rows:
@@ -394,7 +302,7 @@ class CheckMethods(SqlStoreBase):
                 if isinstance(spec, CheckSpec):
                     ended = CheckEnded(CHECK_CANCELLED, "cancelled", row.check_count or 0)
                     history.append(
-                        _history_values(
+                        history_values(
                             history_record(
                                 spec,
                                 ended,
@@ -477,7 +385,7 @@ class CheckMethods(SqlStoreBase):
             stmt = stmt.where(CheckHistoryRow.task == task)
         stmt = stmt.order_by(CheckHistoryRow.ended_at.desc(), CheckHistoryRow.id.desc())
         with self._read() as session:
-            return [_history_record(r) for r in session.scalars(stmt.limit(limit))]
+            return [history_row_record(r) for r in session.scalars(stmt.limit(limit))]
 
     def prune_checks(self, older_than: datetime, batch_size: int = 1000) -> int:
         if batch_size < 1:

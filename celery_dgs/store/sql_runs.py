@@ -24,7 +24,7 @@ from .base import (
 from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
 from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
-from .sql_checks import apply_check_end
+from .sql_check_rows import apply_check_end
 
 
 def _run_exists(session: Session, run_id: str) -> bool:

@@ -11,7 +11,7 @@ whole batch is one transaction with one new ``change_seq``, serialised with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, cast
 
@@ -29,7 +29,7 @@ from .base import (
 from .convert import spec_json, utc
 from .engine import connection_transaction
 from .models import ScheduleRow
-from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase
+from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase, chunks
 from .sql_bulk import StoredState, insert_new, pg_lock_rows, pg_read_rows, update_changed
 
 _T = cast(Table, ScheduleRow.__table__)
@@ -58,11 +58,6 @@ def _by_name(specs: Sequence[tuple[ScheduleSpec, str]]) -> dict[str, tuple[Sched
         elif first[1] != spec_text:
             declared_by_name([first[0], spec], {})  # raises, naming the field
     return wanted
-
-
-def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
-    for i in range(0, len(names), size):
-        yield names[i : i + size]
 
 
 class RuntimeMethods(SqlStoreBase):
@@ -148,7 +143,7 @@ class RuntimeMethods(SqlStoreBase):
                 return report
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             size = NAMES_PER_QUERY.get(conn.dialect.name, 900)
-            for chunk in _chunks(report.removed, size):
+            for chunk in chunks(report.removed, size):
                 conn.execute(
                     update(_T)
                     .where(_T.c.name.in_(chunk))
@@ -165,7 +160,7 @@ class RuntimeMethods(SqlStoreBase):
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SYNC_LOCK_KEY})
         size = NAMES_PER_QUERY.get(conn.dialect.name, 900)
         stored: dict[str, _Stored] = {}
-        for chunk in _chunks(names, size):
+        for chunk in chunks(names, size):
             stmt = (
                 select(
                     _T.c.name,
