@@ -64,13 +64,9 @@ from .core.priority import (
     short_after_s,
 )
 from .core.projection import Waiting, project_starts
-from .core.spec import (
-    AD_HOC_PRIORITY,
-    CHECK_CONFIGURATION_PREFIX,
-    AdaptiveSpec,
-    ScheduleSpec,
-    split_schedule_name,
-)
+from .core.schedule_names import CHECK_CONFIGURATION_PREFIX, split_schedule_name
+from .core.spec import AdaptiveSpec, ScheduleSpec
+from .core.spec_values import AD_HOC_PRIORITY
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,

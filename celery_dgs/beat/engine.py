@@ -52,7 +52,7 @@ from ..core.priority import (
     short_hold_s,
     top_lead_s,
 )
-from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
+from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend

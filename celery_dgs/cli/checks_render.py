@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec
+from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX
+from ..core.spec import CheckSpec
 from ..store.base import RunRecord, StoredSchedule
 from ..store.check_types import CheckHistoryRecord, CheckSummary
 from .output import NONE, Cell, duration, iso, relative, short_time, styled, table
