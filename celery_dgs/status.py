@@ -77,8 +77,8 @@ from .core.timing import (
 )
 from .leases.types import LeaseInfo
 from .settings import DgsSettings
-from .store.base import StoredSchedule
 from .store.check_types import CheckSummary
+from .store.records import StoredSchedule
 
 logger = logging.getLogger("celery_dgs.status")
 

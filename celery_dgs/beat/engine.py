@@ -59,7 +59,8 @@ from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
 from ..registry import RegistryBackend
 from ..settings import DgsSettings
-from ..store.base import ScheduleStore, StoredSchedule
+from ..store.base import ScheduleStore
+from ..store.records import StoredSchedule
 from .leader import BeatLeadership, Role
 from .lookahead import BeatLookahead, note_demand
 from .reaper import RunReaper

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX
 from ..core.spec import CheckSpec
-from ..store.base import RunRecord, StoredSchedule
 from ..store.check_types import CheckHistoryRecord, CheckSummary
+from ..store.records import RunRecord, StoredSchedule
 from .output import NONE, Cell, duration, iso, relative, short_time, styled, table
 from .render import run_json, runs_text
 

@@ -13,8 +13,8 @@ from ..core.spec import MAX_INTERVAL_INDEX, SPEC_FORMAT_VERSION, ScheduleSpec
 from ..core.spec_build import spec_from_dict
 from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
-from .base import RunRecord, StoredSchedule
 from .models import RunRow, ScheduleRow
+from .records import RunRecord, StoredSchedule
 
 log = logging.getLogger(__name__)
 

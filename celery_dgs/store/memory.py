@@ -27,37 +27,40 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.clock import Clock, SystemClock
+from ..core.run_end import disabled_after, stats_after
 from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import (
-    OWNER_DECLARED,
-    OWNER_RUNTIME,
-    RemoveReport,
-    RunRecord,
-    ScheduleStore,
-    StoredSchedule,
-    SyncReport,
-    SyncRowState,
-    UpsertReport,
-    check_eventful,
-    check_run_end,
-    declared_by_name,
-    disabled_after,
-    end_fenced,
-    fenced_end_error,
-    plan_sync,
-    remove_action,
-    run_duration_s,
-    stale_start,
-    state_unchanged,
-    stats_after,
-    upsert_action,
-)
+from .base import ScheduleStore
 from .check_types import CheckHistoryRecord
 from .convert import spec_json, utc
 from .loader import SpecCache
 from .memory_checks import MemoryCheckMethods
+from .ownership import (
+    SyncRowState,
+    declared_by_name,
+    plan_sync,
+    remove_action,
+    state_unchanged,
+    upsert_action,
+)
+from .records import (
+    OWNER_DECLARED,
+    OWNER_RUNTIME,
+    RemoveReport,
+    RunRecord,
+    StoredSchedule,
+    SyncReport,
+    UpsertReport,
+)
+from .run_rules import (
+    check_eventful,
+    check_run_end,
+    end_fenced,
+    fenced_end_error,
+    run_duration_s,
+    stale_start,
+)
 
 
 class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):

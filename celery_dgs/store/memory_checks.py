@@ -20,7 +20,6 @@ from ..core.checks import (
 from ..core.spec import CheckSpec
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
-from .base import StoredSchedule
 from .check_types import (
     OWNER_CHECK,
     CheckAddReport,
@@ -31,6 +30,7 @@ from .check_types import (
     history_record,
 )
 from .convert import spec_json, utc
+from .records import StoredSchedule
 
 
 class MemoryCheckMethods:
