@@ -69,8 +69,8 @@ from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.leases.types import BeatView
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
-from celery_dgs.store.base import StoredSchedule
 from celery_dgs.store.memory import MemoryScheduleStore
+from celery_dgs.store.records import StoredSchedule
 
 from .common import Profile, Result, current_rss_mib, gc_paused, log, median, repeat
 

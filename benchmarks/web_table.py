@@ -30,7 +30,7 @@ import uvicorn
 from celery import Celery
 
 from celery_dgs.cli.context import Env
-from celery_dgs.core.spec import make_spec
+from celery_dgs.core.spec_build import make_spec
 from celery_dgs.dgs import DGS
 from celery_dgs.embedded import RedisServerProcess, free_port
 from celery_dgs.registry import WorkerInfo

@@ -12,21 +12,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .core.spec import (
-    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
-)
-from .core.spec import (
-    SPEC_KINDS,
-    PeriodicSpec,
-    ScheduleSpec,
-    differing_fields,
-    make_spec,
-    schedule_name,
-    spec_class,
-    spec_fields,
-    split_schedule_name,
-    suggestion,
-)
+from .core.schedule_names import schedule_name, split_schedule_name
+from .core.spec import PeriodicSpec, ScheduleSpec, differing_fields
+from .core.spec_build import SPEC_KINDS, make_spec, spec_class, spec_fields, suggestion
+from .core.spec_values import DEFAULT_PRIORITY as DEFAULT_PRIORITY
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
 

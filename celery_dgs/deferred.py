@@ -17,7 +17,9 @@ from typing import Any, cast
 
 from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
 from .core.clock import Clock, SystemClock
-from .core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec, check_key, schedule_name, spec_fields
+from .core.schedule_names import CHECK_CONFIGURATION_PREFIX, check_key, schedule_name
+from .core.spec import CheckSpec
+from .core.spec_build import spec_fields
 from .errors import ScheduleConfigError
 from .store.base import ScheduleStore
 from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck

@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .core.spec import ScheduleSpec, split_schedule_name, with_name
+from .core.schedule_names import split_schedule_name
+from .core.spec import ScheduleSpec, with_name
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .declarations import entry_spec
 from .errors import ScheduleConfigError

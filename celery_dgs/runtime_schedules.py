@@ -34,15 +34,10 @@ from .core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .entry_shapes import EntryShapes
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
-from .store.base import (
-    OWNER_RUNTIME,
-    RemoveReport,
-    ScheduleStore,
-    StoredSchedule,
-    UpsertReport,
-    owned_by_sync,
-)
+from .store.base import ScheduleStore
 from .store.convert import spec_json
+from .store.ownership import owned_by_sync
+from .store.records import OWNER_RUNTIME, RemoveReport, StoredSchedule, UpsertReport
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec

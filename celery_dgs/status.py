@@ -64,13 +64,9 @@ from .core.priority import (
     short_after_s,
 )
 from .core.projection import Waiting, project_starts
-from .core.spec import (
-    AD_HOC_PRIORITY,
-    CHECK_CONFIGURATION_PREFIX,
-    AdaptiveSpec,
-    ScheduleSpec,
-    split_schedule_name,
-)
+from .core.schedule_names import CHECK_CONFIGURATION_PREFIX, split_schedule_name
+from .core.spec import AdaptiveSpec, ScheduleSpec
+from .core.spec_values import AD_HOC_PRIORITY
 from .core.stats import ScheduleStats
 from .core.timing import (
     DEFAULT_RETRY_LADDER,
@@ -81,8 +77,8 @@ from .core.timing import (
 )
 from .leases.types import LeaseInfo
 from .settings import DgsSettings
-from .store.base import StoredSchedule
 from .store.check_types import CheckSummary
+from .store.records import StoredSchedule
 
 logger = logging.getLogger("celery_dgs.status")
 

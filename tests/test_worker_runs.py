@@ -20,7 +20,7 @@ import pytest
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
-from celery_dgs.store.base import RunRecord
+from celery_dgs.store.records import RunRecord
 from celery_dgs.worker import runs as runs_module
 from celery_dgs.worker.runs import supervised_run
 from celery_dgs.worker.supervisor import RunSupervisor, RunTerminated, current_supervisor

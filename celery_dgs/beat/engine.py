@@ -47,14 +47,15 @@ from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from ..core.priority import demand_exceeds
 from ..core.ranking import RankingSources, build_index
-from ..core.spec import AD_HOC_PRIORITY, DEFAULT_PRIORITY
+from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
 from ..registry import RegistryBackend
 from ..settings import DgsSettings
-from ..store.base import ScheduleStore, StoredSchedule
+from ..store.base import ScheduleStore
+from ..store.records import StoredSchedule
 from .leader import BeatLeadership, Role
 from .lookahead import BeatLookahead, note_demand
 from .reaper import RunReaper

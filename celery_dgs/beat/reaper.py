@@ -27,7 +27,8 @@ from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo
-from ..store.base import RunRecord, ScheduleStore
+from ..store.base import ScheduleStore
+from ..store.records import RunRecord
 
 logger = logging.getLogger("celery_dgs.beat")
 

@@ -33,7 +33,7 @@ from ..dgs import get_dgs
 from ..errors import SettingsError
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
-from ..store.base import owned_by_api
+from ..store.ownership import owned_by_api
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
 from .leader import BeatLeadership
 

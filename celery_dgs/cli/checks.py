@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import click
 
-from ..core.spec import CHECK_CONFIGURATION_PREFIX, check_key, split_schedule_name
+from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX, check_key, split_schedule_name
 from ..errors import ScheduleConfigError, UnknownScheduleError
-from ..store.base import RunRecord, StoredSchedule
 from ..store.check_types import CheckHistoryRecord
+from ..store.records import RunRecord, StoredSchedule
 from .checks_render import (
     check_json,
     check_text,

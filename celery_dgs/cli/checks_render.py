@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..core.spec import CHECK_CONFIGURATION_PREFIX, CheckSpec
-from ..store.base import RunRecord, StoredSchedule
+from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX
+from ..core.spec import CheckSpec
 from ..store.check_types import CheckHistoryRecord, CheckSummary
+from ..store.records import RunRecord, StoredSchedule
 from .output import NONE, Cell, duration, iso, relative, short_time, styled, table
 from .render import run_json, runs_text
 

@@ -25,7 +25,7 @@ from ..errors import (
 )
 from ..runtime import Runtime, runtime_for
 from ..settings import DgsSettings
-from ..store.base import StoredSchedule
+from ..store.records import StoredSchedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 

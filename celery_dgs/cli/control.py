@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import click
 
-from ..core.spec import AD_HOC_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
+from ..core.spec_values import AD_HOC_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from ..leases.types import CancelStatus
 from .context import Env, get_env, resolve_schedule, utcnow, wrap_errors
 from .output import duration, short_time

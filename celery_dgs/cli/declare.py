@@ -7,8 +7,8 @@ import click
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
-from ..store.base import owned_by_api
 from ..store.engine import masked_url
+from ..store.ownership import owned_by_api
 from .context import Env, get_env, utcnow, wrap_errors
 from .output import styled
 

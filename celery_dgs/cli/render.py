@@ -19,7 +19,7 @@ from ..status import (
     ping_age,
     steal_state,
 )
-from ..store.base import RunRecord
+from ..store.records import RunRecord
 from .output import (
     NONE,
     Cell,

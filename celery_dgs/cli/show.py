@@ -14,7 +14,7 @@ from ..core.condition import Level
 from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
 from ..status import StatusRow, any_error, build_rows, matches
-from ..store.base import StoredSchedule
+from ..store.records import StoredSchedule
 from .checks_render import status_checks_json, status_checks_line
 from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
 from .leader_view import leader_json, leader_text, read_leader

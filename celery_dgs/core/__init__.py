@@ -17,22 +17,13 @@ from .blackout import (
     window_on,
     windows_between,
 )
+from .blackout_periods import Blackout, parse_blackouts
 from .clock import Clock, FakeClock, MonotonicClock, SystemClock
 from .condition import Condition, Level, Reason, RunningState, condition
 from .cron import next_cron_time, shortest_cron_gap, wall_instants
-from .spec import (
-    SPEC_FORMAT_VERSION,
-    AdaptiveSpec,
-    Blackout,
-    CronSpec,
-    PeriodicSpec,
-    ScheduleSpec,
-    make_spec,
-    parse_blackouts,
-    schedule_name,
-    spec_from_dict,
-    split_schedule_name,
-)
+from .schedule_names import schedule_name, split_schedule_name
+from .spec import SPEC_FORMAT_VERSION, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
+from .spec_build import make_spec, spec_from_dict
 from .stats import (
     DEFAULT_EWMA_ALPHA,
     ScheduleStats,

@@ -1,6 +1,6 @@
 """Blackout windows: daily local-time spans in which a schedule must not run.
 
-A :class:`~celery_dgs.core.spec.Blackout` ``start``-``end`` is read in the
+A :class:`~celery_dgs.core.blackout_periods.Blackout` ``start``-``end`` is read in the
 schedule's zone every day; ``end <= start`` crosses midnight (``22:00``-``02:00``
 runs into the next day). Windows become UTC ``[start, end)`` intervals, and on
 DST days they are resolved *conservatively* (the window never shrinks below
@@ -23,8 +23,8 @@ from datetime import date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from itertools import pairwise
 
+from .blackout_periods import Blackout
 from .cron import wall_instants
-from .spec import Blackout
 from .tz import ensure_utc, get_zone, zone_name
 
 Window = tuple[datetime, datetime]

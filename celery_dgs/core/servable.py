@@ -33,8 +33,9 @@ from datetime import datetime, time, timedelta
 from functools import lru_cache
 
 from .blackout import first_fit, longest_free_gap, move_out_of_blackout, windows_between
+from .blackout_periods import Blackout
 from .cron import next_cron_time
-from .spec import AdaptiveSpec, Blackout, CronSpec, PeriodicSpec, ScheduleSpec
+from .spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .tz import ensure_utc, get_zone
 
 #: Days examined from ``start`` (a week: weekday patterns and a DST change).

@@ -3,204 +3,43 @@ deferred checks (seed 002), validated at construction.
 
 A spec is a frozen, keyword-only value. Invalid values raise
 :class:`~celery_dgs.errors.ScheduleConfigError` naming the schedule and field.
-``to_dict`` / ``spec_from_dict`` give the JSON form the store persists
-(``SPEC_FORMAT_VERSION`` is written with it).
+``to_dict`` gives the JSON form the store persists (``SPEC_FORMAT_VERSION``
+is written with it); :func:`~celery_dgs.core.spec_build.spec_from_dict` reads
+it back.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import json
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta, timezone
-from functools import lru_cache
+from datetime import timedelta
 from typing import Any, ClassVar
 
-from croniter import croniter
-
 from ..errors import ScheduleConfigError
+from .blackout_periods import Blackout, parse_blackouts
+from .schedule_names import (
+    CHECK_CONFIGURATION_PREFIX,
+    check_key,
+    check_schedule_name,
+    schedule_name,
+)
+from .spec_values import (
+    DEFAULT_PRIORITY,
+    MAX_DURATION,
+    bounded_int,
+    check_priority,
+    cron_is_valid,
+    cron_never_fires,
+    is_list,
+    optional_timedelta,
+    to_timedelta,
+)
 from .tz import ZoneLike, zone_name
 
 SPEC_FORMAT_VERSION = 1
-_CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
-#: The longest duration a spec field may have: deadlines past year 9999 overflow.
-MAX_DURATION = timedelta(days=36500)
-#: Cron expressions (and expression/zone pairs) whose checks are remembered.
-CRON_CHECK_CACHE_SIZE = 4096
-#: Priorities run from 0 (first) to 99 (last). Scheduled work defaults to the
-#: middle; an operator's ad-hoc run (``celery dgs run``) defaults to 0.
-MIN_PRIORITY, MAX_PRIORITY = 0, 99
-DEFAULT_PRIORITY = 50
-AD_HOC_PRIORITY = 0
-
-
-def check_priority(name: str, value: Any, field_name: str = "priority") -> int:
-    """``value`` as a priority (an int from 0 to 99); ScheduleConfigError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScheduleConfigError(
-            name,
-            field_name,
-            f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}",
-        )
-    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ScheduleConfigError(
-            name,
-            field_name,
-            f"must be from {MIN_PRIORITY} (first) to {MAX_PRIORITY} (last), got {value}",
-        )
-    return int(value)
-
-
-#: A deferred check's configuration is this prefix and its key: the check of
-#: ``task`` for key ``k`` is the schedule ``task@check:k``.
-CHECK_CONFIGURATION_PREFIX = "check:"
-#: The longest key a deferred check may have (its name must fit the store's 255).
-MAX_CHECK_KEY_LENGTH = 200
-
-
-def schedule_name(task: str, configuration: str = "") -> str:
-    """``task`` for the default configuration, ``task@configuration`` otherwise."""
-    return f"{task}@{configuration}" if configuration else task
-
-
-def split_schedule_name(name: str) -> tuple[str, str]:
-    """Inverse of :func:`schedule_name`."""
-    task, _, configuration = name.partition("@")
-    return task, configuration
-
-
-@dataclass(frozen=True)
-class Blackout:
-    """A daily window, in the schedule's local time, when it must not run.
-
-    ``end <= start`` means the window crosses midnight (``22:00``-``02:00``).
-    """
-
-    start: time
-    end: time
-
-    def __str__(self) -> str:
-        return f"{self.start.isoformat()}-{self.end.isoformat()}"
-
-    def as_pair(self) -> list[str]:
-        return [self.start.isoformat(), self.end.isoformat()]
-
-
-def _parse_clock(value: Any) -> time:
-    if isinstance(value, time):
-        return value.replace(tzinfo=None)
-    if isinstance(value, str):
-        try:
-            return time.fromisoformat(value.strip())
-        except ValueError:
-            pass
-    raise ValueError(f"{value!r} is not a time of day like '13:30' or '13:30:00'")
-
-
-def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
-    """Accepts ``[("12:00", "14:00"), {"start": "00:00", "end": "01:00"}, Blackout]``."""
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise ScheduleConfigError(name, "blackout_periods", "must be a list of (start, end) pairs")
-    result = []
-    for i, item in enumerate(value):
-        try:
-            if isinstance(item, Blackout):
-                window = item
-            elif isinstance(item, Mapping):
-                window = Blackout(_parse_clock(item["start"]), _parse_clock(item["end"]))
-            else:
-                start, end = item
-                window = Blackout(_parse_clock(start), _parse_clock(end))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ScheduleConfigError(
-                name, "blackout_periods", f"item {i} ({item!r}) is not a (start, end) pair: {exc}"
-            ) from exc
-        if window.start == window.end:
-            raise ScheduleConfigError(
-                name, "blackout_periods", f"item {i} ({window}) is empty: start equals end"
-            )
-        result.append(window)
-    if _covers_whole_day(result):
-        raise ScheduleConfigError(
-            name, "blackout_periods", "the windows cover the whole day: it could never run"
-        )
-    return tuple(result)
-
-
-def _covers_whole_day(windows: list[Blackout]) -> bool:
-    """Whether the union of the daily windows is all 24 hours."""
-
-    def second(t: time) -> float:
-        return t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6
-
-    spans: list[tuple[float, float]] = []
-    for w in windows:
-        start, end = second(w.start), second(w.end)
-        spans.extend([(start, end)] if end > start else [(start, 86400.0), (0.0, end)])
-    reached = 0.0
-    for start, end in sorted(spans):
-        if start > reached:
-            return False
-        reached = max(reached, end)
-    return reached >= 86400.0
-
-
-def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = False) -> timedelta:
-    """Seconds (int/float) or ``timedelta`` → a positive ``timedelta``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise ScheduleConfigError(
-            name, field_name, f"must be a timedelta or a number of seconds, got {value!r}"
-        )
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ScheduleConfigError(name, field_name, f"must be finite, got {value!r}")
-    try:
-        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
-    except OverflowError:
-        delta = timedelta.max
-    if delta > MAX_DURATION:
-        raise ScheduleConfigError(
-            name, field_name, f"{value!r} is too long: at most {MAX_DURATION.days} days (100 years)"
-        )
-    seconds = delta.total_seconds()
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = "zero or more" if allow_zero else "more than zero"
-        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {seconds:g} s")
-    return delta
-
-
-def _is_list(value: Any) -> bool:
-    """An iterable of items that is not a string, bytes or a mapping (whose
-    iteration would give characters or keys)."""
-    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
-
-
-def _optional_timedelta(name: str, field_name: str, value: Any) -> timedelta | None:
-    return None if value is None else to_timedelta(name, field_name, value)
-
-
-def _check_name(task: Any, configuration: Any, *, check: bool = False) -> str:
-    """The schedule name of ``task``/``configuration``; ScheduleConfigError if invalid.
-
-    Only a deferred check's configuration (``check=True``) starts with
-    :data:`CHECK_CONFIGURATION_PREFIX`, and only its key may contain ``@``
-    (the name splits at the first ``@``, which is after the task)."""
-    name = schedule_name(task, configuration) if isinstance(task, str) else repr(task)
-    if not isinstance(task, str) or not task.strip() or "@" in task:
-        raise ScheduleConfigError(name, "task", "must be a non-empty task name without '@'")
-    if not isinstance(configuration, str) or ("@" in configuration and not check):
-        raise ScheduleConfigError(name, "configuration", "must be a string without '@'")
-    if configuration.startswith(CHECK_CONFIGURATION_PREFIX) != check:
-        raise ScheduleConfigError(
-            name,
-            "configuration",
-            f"must not start with {CHECK_CONFIGURATION_PREFIX!r} (the names of deferred checks)",
-        )
-    return name
+#: The interval ladder's top index (``celery_dgs.core.adaptive``): 4**6 units.
+MAX_INTERVAL_INDEX = 10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,14 +77,14 @@ class ScheduleSpec:
         return schedule_name(self.task, self.configuration)
 
     def __post_init__(self) -> None:
-        name = _check_name(self.task, self.configuration, check=self.kind == "check")
+        name = check_schedule_name(self.task, self.configuration, check=self.kind == "check")
         try:
             object.__setattr__(self, "tz", zone_name(self.tz))
         except ValueError as exc:
             raise ScheduleConfigError(name, "tz", str(exc)) from exc
         object.__setattr__(self, "blackout_periods", parse_blackouts(name, self.blackout_periods))
         for fname in ("max_expected_duration", "max_allowed_duration", "duration_override"):
-            object.__setattr__(self, fname, _optional_timedelta(name, fname, getattr(self, fname)))
+            object.__setattr__(self, fname, optional_timedelta(name, fname, getattr(self, fname)))
         if (
             self.max_expected_duration is not None
             and self.max_allowed_duration is not None
@@ -255,7 +94,7 @@ class ScheduleSpec:
                 name, "max_expected_duration", "must not exceed max_allowed_duration"
             )
         nodes: Any = self.dont_run_on_nodes
-        nodes = tuple(nodes) if _is_list(nodes) else nodes  # a generator is read once
+        nodes = tuple(nodes) if is_list(nodes) else nodes  # a generator is read once
         if not isinstance(nodes, tuple) or not all(isinstance(n, str) for n in nodes):
             raise ScheduleConfigError(
                 name, "dont_run_on_nodes", f"must be a list of node names, got {nodes!r}"
@@ -270,7 +109,7 @@ class ScheduleSpec:
                 "avoid_blackout_overlap",
                 f"must be True or False, got {self.avoid_blackout_overlap!r}",
             )
-        if not _is_list(self.args):
+        if not is_list(self.args):
             raise ScheduleConfigError(name, "args", f"must be a list or tuple, got {self.args!r}")
         kwargs: Any = self.kwargs
         if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
@@ -369,12 +208,12 @@ class CronSpec(ScheduleSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         expr = self.cron_schedule
-        if not isinstance(expr, str) or not _cron_is_valid(expr) or len(expr.split()) != 5:
+        if not isinstance(expr, str) or not cron_is_valid(expr) or len(expr.split()) != 5:
             raise ScheduleConfigError(
                 self.name, "cron_schedule", f"{expr!r} is not a 5-field cron expression"
             )
         object.__setattr__(self, "cron_schedule", " ".join(expr.split()))
-        never = _cron_never_fires(self.cron_schedule, self.tz)
+        never = cron_never_fires(self.cron_schedule, self.tz)
         if never is not None:  # croniter accepts dates that never come, like "0 0 30 2 *"
             raise ScheduleConfigError(self.name, "cron_schedule", f"{expr!r} never fires: {never}")
         within = to_timedelta(
@@ -400,18 +239,6 @@ class CronSpec(ScheduleSpec):
             "cron_schedule": self.cron_schedule,
             "cron_max_schedule_duration": self.cron_max_schedule_duration.total_seconds(),
         }
-
-
-#: The interval ladder's top index (``celery_dgs.core.adaptive``): 4**6 units.
-MAX_INTERVAL_INDEX = 10
-
-
-def _index(name: str, field_name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ScheduleConfigError(
-            name, field_name, f"must be a whole number from {low} to {high}, got {value!r}"
-        )
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -441,10 +268,10 @@ class AdaptiveSpec(ScheduleSpec):
                 f"stay within {MAX_DURATION.days} days",
             )
         object.__setattr__(self, "interval_unit", unit)
-        _index(
+        bounded_int(
             self.name, "initial_interval_index", self.initial_interval_index, 0, MAX_INTERVAL_INDEX
         )
-        _index(self.name, "max_failures", self.max_failures, 1, 1_000_000)
+        bounded_int(self.name, "max_failures", self.max_failures, 1, 1_000_000)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -453,22 +280,6 @@ class AdaptiveSpec(ScheduleSpec):
             "initial_interval_index": self.initial_interval_index,
             "max_failures": self.max_failures,
         }
-
-
-def check_key(task: Any, key: Any) -> str:
-    """``key`` as a deferred check's key: a non-empty string of at most
-    :data:`MAX_CHECK_KEY_LENGTH` characters (ints are accepted and written in
-    decimal); ScheduleConfigError naming the check and field ``key`` otherwise."""
-    if isinstance(key, int) and not isinstance(key, bool):
-        key = str(key)
-    name = f"{task}@{CHECK_CONFIGURATION_PREFIX}{key}"
-    if not isinstance(key, str) or not key.strip():
-        raise ScheduleConfigError(name, "key", f"must be a non-empty string, got {key!r}")
-    if len(key) > MAX_CHECK_KEY_LENGTH or any(ch in key for ch in "\x00\n\r"):
-        raise ScheduleConfigError(
-            name, "key", f"must be at most {MAX_CHECK_KEY_LENGTH} characters on one line"
-        )
-    return key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -509,9 +320,9 @@ class CheckSpec(ScheduleSpec):
         name = self.name
         object.__setattr__(self, "within", to_timedelta(name, "within", self.within))
         object.__setattr__(self, "horizon", to_timedelta(name, "horizon", self.horizon))
-        object.__setattr__(self, "slot", _optional_timedelta(name, "slot", self.slot))
-        _index(name, "max_checks", self.max_checks, 1, 1_000_000)
-        _index(name, "max_failures", self.max_failures, 1, 1_000_000)
+        object.__setattr__(self, "slot", optional_timedelta(name, "slot", self.slot))
+        bounded_int(name, "max_checks", self.max_checks, 1, 1_000_000)
+        bounded_int(name, "max_failures", self.max_failures, 1, 1_000_000)
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
@@ -525,47 +336,6 @@ class CheckSpec(ScheduleSpec):
             "max_failures": self.max_failures,
             "slot": _seconds(self.slot),
         }
-
-
-@lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
-def _cron_is_valid(expr: str) -> bool:
-    # croniter.is_valid expands the expression: ~0.3 ms, paid once per expression.
-    return bool(croniter.is_valid(expr))
-
-
-@lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
-def _cron_never_fires(expr: str, tz: str) -> str | None:
-    """Why ``expr`` has no fire time in ``tz``, or None if it fires."""
-    from .cron import next_cron_time
-
-    try:
-        next_cron_time(expr, tz, _CRON_PROBE)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-SPEC_KINDS: dict[str, type[ScheduleSpec]] = {
-    "periodic": PeriodicSpec,
-    "cron": CronSpec,
-    "adaptive": AdaptiveSpec,
-    "check": CheckSpec,
-}
-
-
-def spec_from_dict(data: Mapping[str, Any]) -> ScheduleSpec:
-    """Rebuild a spec from :meth:`ScheduleSpec.to_dict` output (validating it again)."""
-    data = dict(data)
-    version = data.pop("format", SPEC_FORMAT_VERSION)
-    name = schedule_name(str(data.get("task", "?")), str(data.get("configuration", "")))
-    if version != SPEC_FORMAT_VERSION:
-        raise ScheduleConfigError(name, "format", f"unsupported spec format {version!r}")
-    cls = spec_class(data.pop("kind", None), name)
-    for key in ("dont_run_on_nodes",):
-        if _is_list(data.get(key)):
-            data[key] = frozenset(data[key])
-    check_field_names(cls, name, data)
-    return cls(**data)
 
 
 def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec:
@@ -586,7 +356,7 @@ def with_name(spec: ScheduleSpec, task: str, configuration: str) -> ScheduleSpec
     ):
         task = spec.task  # already checked; and one string object for all its schedules
     else:
-        _check_name(task, configuration, check=check)
+        check_schedule_name(task, configuration, check=check)
     clone = object.__new__(type(spec))
     clone.__dict__.update(spec.__dict__)
     object.__setattr__(clone, "task", task)
@@ -602,81 +372,6 @@ def differing_fields(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
     """The spec fields (``kind`` included) whose values differ, in spec order."""
     a, b = first.to_dict(), second.to_dict()
     return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
-
-
-def spec_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
-    """The field names a spec class takes, in declaration order."""
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
-
-
-def required_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
-    """The fields of ``cls`` that have no default."""
-    return tuple(
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    )
-
-
-def suggestion(word: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, Any]) -> None:
-    """ScheduleConfigError naming the first field ``cls`` does not take (with the
-    closest valid name) or the first required field missing from ``fields``."""
-    known = spec_fields(cls)
-    for key in fields:
-        if key not in known:
-            others = (k for k, c in SPEC_KINDS.items() if c is not cls and key in spec_fields(c))
-            where = next(others, None)
-            hint = (
-                f"; it is a field of a {where} schedule"
-                if where is not None
-                else suggestion(str(key), known)
-            )
-            raise ScheduleConfigError(
-                name, str(key), f"is not a field of a {cls.kind} schedule{hint}"
-            )
-    for key in required_fields(cls):
-        if key not in fields:
-            raise ScheduleConfigError(name, key, f"is required for a {cls.kind} schedule")
-
-
-#: The kinds a schedule may be declared or added as (a deferred check is
-#: added with ``dgs.check_at``, never declared).
-SCHEDULE_KINDS = ("periodic", "cron", "adaptive")
-
-
-def spec_class(kind: Any, name: str) -> type[ScheduleSpec]:
-    """The spec class of ``kind``; ScheduleConfigError naming field ``kind`` otherwise."""
-    cls = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        hint = suggestion(str(kind).lower(), SCHEDULE_KINDS)
-        raise ScheduleConfigError(
-            name, "kind", f"must be one of {sorted(SCHEDULE_KINDS)}, got {kind!r}{hint}"
-        )
-    return cls
-
-
-def make_spec(kind: str, **fields: Any) -> ScheduleSpec:
-    """Build a spec of ``kind`` ('periodic' or 'cron') from keyword fields.
-
-    Every problem, an unknown or missing field included, is a
-    ScheduleConfigError naming the schedule and the field."""
-    name = schedule_name(str(fields.get("task", "?")), str(fields.get("configuration", "")))
-    if kind == CheckSpec.kind:
-        raise ScheduleConfigError(
-            name,
-            "kind",
-            "a deferred check is not declared as a schedule: declare its task "
-            "with @dgs.deferred and add checks with dgs.check_at(task, key, at=...)",
-        )
-    cls = spec_class(kind, name)
-    check_field_names(cls, name, fields)
-    return cls(**fields)
 
 
 def _seconds(delta: timedelta | None) -> float | None:

@@ -29,7 +29,8 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..core.spec import DEFAULT_PRIORITY, PeriodicSpec
+from ..core.spec import PeriodicSpec
+from ..core.spec_values import DEFAULT_PRIORITY
 from .workload import (
     DEFAULT_DURATION_SIGMA,
     DEFAULT_HORIZON_S,

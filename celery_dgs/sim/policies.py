@@ -36,7 +36,8 @@ from ..core.priority import (
     short_hold_s,
     top_lead_s,
 )
-from ..core.spec import DEFAULT_PRIORITY, CronSpec
+from ..core.spec import CronSpec
+from ..core.spec_values import DEFAULT_PRIORITY
 from ..core.timing import start_times
 from .bound import ok_period_s
 from .knapsack import KnapsackIndex, ok_seconds_per_slot_second

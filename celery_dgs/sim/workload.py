@@ -19,14 +19,8 @@ from typing import Any
 
 from ..core.adaptive import ladder_interval
 from ..core.cron import shortest_cron_gap
-from ..core.spec import (
-    AdaptiveSpec,
-    CheckSpec,
-    CronSpec,
-    PeriodicSpec,
-    ScheduleSpec,
-    spec_from_dict,
-)
+from ..core.spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
+from ..core.spec_build import spec_from_dict
 from ..errors import DgsError, ScheduleConfigError
 
 #: Where simulations start when the workload does not say (a Monday, UTC).

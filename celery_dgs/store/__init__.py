@@ -8,24 +8,21 @@ reference backend for tests and benchmarks).
 
 from __future__ import annotations
 
-from .base import (
+from ..core.run_end import END_OUTCOMES, FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, SUCCESS_OUTCOMES
+from .base import ScheduleStore
+from .memory import MemoryScheduleStore
+from .migrate import upgrade_url
+from .records import (
     ALL_OUTCOMES,
-    END_OUTCOMES,
-    FAILURE_OUTCOMES,
-    INTERRUPTION_OUTCOMES,
     OWNER_DECLARED,
     OWNER_RUNTIME,
-    SUCCESS_OUTCOMES,
     RemoveReport,
     RunOutcome,
     RunRecord,
-    ScheduleStore,
     StoredSchedule,
     SyncReport,
     UpsertReport,
 )
-from .memory import MemoryScheduleStore
-from .migrate import upgrade_url
 from .sql import SqlScheduleStore
 
 __all__ = [

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..core.spec import MAX_INTERVAL_INDEX, SPEC_FORMAT_VERSION, ScheduleSpec, spec_from_dict
+from ..core.spec import MAX_INTERVAL_INDEX, SPEC_FORMAT_VERSION, ScheduleSpec
+from ..core.spec_build import spec_from_dict
 from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
-from .base import RunRecord, StoredSchedule
 from .models import RunRow, ScheduleRow
+from .records import RunRecord, StoredSchedule
 
 log = logging.getLogger(__name__)
 

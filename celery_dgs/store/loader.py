@@ -23,7 +23,7 @@ each row through the ORM, made start-up cost ~120 µs per schedule. Here:
   so always what the spec's checks accept) and given to the copy; otherwise
   the shape keeps them.
 * **Rows without the ORM.** :func:`stored_schedule_from_values` builds the
-  :class:`~celery_dgs.store.base.StoredSchedule` from the driver's raw values,
+  :class:`~celery_dgs.store.records.StoredSchedule` from the driver's raw values,
   and equal datetimes / durations are shared (:class:`ValueMemo`): most
   schedules share ``registered_at`` (one sync) and their last start/end pairs.
 """
@@ -40,9 +40,9 @@ from typing import Any
 from ..core.spec import ScheduleSpec, with_name
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
-from .base import StoredSchedule
 from .convert import checked_durations, checked_index, parse_spec, spec_json, stored_duration
 from .models import utc_from_db
+from .records import StoredSchedule
 
 #: Distinct spec shapes remembered by one store; the cache is emptied past it
 #: (a store with more distinct shapes than this gains little from caching).

@@ -20,69 +20,42 @@ against both), but nothing is durable and it lives in one process.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-from ..core.clock import Clock, SystemClock
 from ..core.spec import ScheduleSpec
-from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
-from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import (
+from ..core.stats import ScheduleStats
+from .convert import spec_json, utc
+from .memory_checks import MemoryCheckMethods
+from .memory_runs import MemoryRunMethods
+from .ownership import (
+    SyncRowState,
+    declared_by_name,
+    plan_sync,
+    remove_action,
+    state_unchanged,
+    upsert_action,
+)
+from .records import (
     OWNER_DECLARED,
     OWNER_RUNTIME,
     RemoveReport,
-    RunRecord,
-    ScheduleStore,
     StoredSchedule,
     SyncReport,
-    SyncRowState,
     UpsertReport,
-    check_eventful,
-    check_run_end,
-    declared_by_name,
-    disabled_after,
-    end_fenced,
-    fenced_end_error,
-    plan_sync,
-    remove_action,
-    run_duration_s,
-    stale_start,
-    state_unchanged,
-    stats_after,
-    upsert_action,
 )
-from .check_types import CheckHistoryRecord
-from .convert import spec_json, utc
-from .loader import SpecCache
-from .memory_checks import MemoryCheckMethods
 
 
-class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
+class MemoryScheduleStore(MemoryCheckMethods, MemoryRunMethods):
     """Schedules, statistics and run history in this process's memory.
 
     ``clock`` gives ``updated_at`` for writes that take no time argument (as
-    the SQL store's). Not durable: everything is gone with the object.
+    the SQL store's). Not durable: everything is gone with the object. The
+    schedule methods are here; the run and check methods are
+    :class:`~celery_dgs.store.memory_runs.MemoryRunMethods` and
+    :class:`~celery_dgs.store.memory_checks.MemoryCheckMethods`, on the state
+    of :class:`~celery_dgs.store.memory_base.MemoryStoreBase`.
     """
-
-    def __init__(self, *, clock: Clock | None = None) -> None:
-        self._clock: Clock = clock or SystemClock()
-        self._lock = threading.RLock()
-        self._specs = SpecCache()
-        #: name -> row, in change order: the row changed last is last.
-        self._rows: OrderedDict[str, StoredSchedule] = OrderedDict()
-        self._seq = 0  # the last change_seq handed out
-        self._runs: dict[str, RunRecord] = {}  # by run_id, in id (insertion) order
-        self._next_run_id = 1
-        self._check_history: list[CheckHistoryRecord] = []
-        self._earliest: dict[str, datetime] = {}
-
-    # -- schedules ----------------------------------------------------------------
-
-    def upgrade(self) -> None:
-        """Nothing to migrate."""
 
     def sync(
         self,
@@ -340,238 +313,6 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
                 return
             self._touch(row, run_requested_at=None, run_requested_priority=None)
 
-    # -- runs -----------------------------------------------------------------------
-
-    def record_run_start(
-        self,
-        *,
-        schedule: str,
-        run_id: str,
-        dispatch_id: str | None,
-        owner_node: str,
-        owner_name: str,
-        owner_tag: str,
-        token: int,
-        started_at: datetime,
-    ) -> None:
-        """Add the run (``running``), set ``last_start_at`` and make ``token`` the
-        schedule's ``current_token``. A ``run_id`` already recorded is a no-op.
-        A token not above the current one is stored as a fenced skip, then
-        :class:`~celery_dgs.errors.StaleTokenError` is raised."""
-        started_at = utc(started_at, "started_at")
-        stale: str | None = None
-        with self._lock:
-            row = self._row(schedule)
-            if run_id in self._runs:
-                return
-            run = self._new_run(
-                run_id=run_id,
-                schedule=schedule,
-                dispatch_id=dispatch_id,
-                owner_node=owner_node,
-                owner_name=owner_name,
-                owner_tag=owner_tag,
-                token=token,
-                started_at=started_at,
-                ended_at=None,
-                outcome="running",
-                error=None,
-                duration_s=None,
-            )
-            stale = stale_start(schedule, token, row.current_token)
-            if stale is not None:
-                run = dataclasses.replace(
-                    run,
-                    outcome="skipped",
-                    error=stale,
-                    fenced=True,
-                    ended_at=started_at,
-                    duration_s=0.0,
-                )
-                self._runs[run_id] = run
-            else:
-                self._runs[run_id] = run
-                self._touch(row, stats=record_start(row.stats, started_at), current_token=token)
-        if stale is not None:
-            raise StaleTokenError(stale)
-
-    def record_run_end(
-        self,
-        *,
-        run_id: str,
-        outcome: str,
-        ended_at: datetime,
-        error: str | None = None,
-        progress: float | None = None,
-        alpha: float = DEFAULT_EWMA_ALPHA,
-        duration_s: float | None = None,
-        eventful: bool | None = None,
-        verdict: object = None,
-    ) -> StoredSchedule:
-        """Record how the run ended and update the schedule's statistics, fenced
-        and idempotent exactly as the SQL store's (see
-        :meth:`ScheduleStore.record_run_end`)."""
-        check_run_end(outcome, progress, duration_s)
-        check_eventful(eventful)
-        ended_at = utc(ended_at, "ended_at")
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                raise UnknownRunError(f"no run {run_id!r} in the store")
-            row = self._row(run.schedule)
-            fenced = run.fenced
-            if run.outcome == "running":
-                fenced = end_fenced(run.token, row.current_token)
-                run = self._runs[run_id] = dataclasses.replace(
-                    run,
-                    outcome=outcome,
-                    ended_at=ended_at,
-                    error=error,
-                    fenced=fenced,
-                    duration_s=run_duration_s(run.started_at, ended_at, duration_s),
-                    progress=run.progress if progress is None else progress,
-                )
-                if not fenced:
-                    stats = stats_after(
-                        row.stats,
-                        outcome,
-                        run.started_at,
-                        ended_at,
-                        alpha,
-                        timedelta(seconds=run.duration_s or 0.0),
-                        spec=row.spec,
-                        eventful=eventful,
-                        run_key=run.token or 0,
-                    )
-                    disabled = disabled_after(row.spec, outcome, stats, row.disabled_reason)
-                    changes = {
-                        "stats": stats,
-                        "disabled_reason": disabled,
-                        **self._check_after_run(
-                            row, stats, outcome, verdict, ended_at, error, run.started_at
-                        ),
-                    }
-                    row = self._touch(row, **changes)
-        if fenced:
-            raise StaleTokenError(fenced_end_error(run_id, row.name, run.token, row.current_token))
-        return row
-
-    def record_skip(
-        self,
-        *,
-        schedule: str,
-        run_id: str,
-        dispatch_id: str | None,
-        owner_node: str,
-        owner_name: str,
-        reason: str,
-        at: datetime,
-    ) -> None:
-        """Record a dispatch that did not run (``skipped``, ``reason`` in ``error``);
-        the schedule is not touched. A ``run_id`` already recorded is a no-op."""
-        at = utc(at, "at")
-        with self._lock:
-            self._row(schedule)
-            if run_id in self._runs:
-                return
-            self._runs[run_id] = self._new_run(
-                run_id=run_id,
-                schedule=schedule,
-                dispatch_id=dispatch_id,
-                owner_node=owner_node,
-                owner_name=owner_name,
-                owner_tag=None,
-                token=None,
-                started_at=at,
-                ended_at=at,
-                outcome="skipped",
-                error=reason,
-                duration_s=0.0,
-            )
-
-    def token_floor(self, schedule: str) -> int:
-        """The highest fencing token recorded for ``schedule`` (0: none yet)."""
-        with self._lock:
-            return self._row(schedule).current_token or 0
-
-    def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
-        """The schedule's latest ``limit`` runs (skips included), newest first."""
-        with self._lock:
-            self._row(name)
-            found = [r for r in self._runs.values() if r.schedule == name]
-        found.sort(key=lambda r: (r.started_at, r.id), reverse=True)
-        return found[: max(limit, 0)]
-
-    def running_runs(self) -> list[RunRecord]:
-        """Every run still marked ``running``, oldest first."""
-        with self._lock:
-            found = [r for r in self._runs.values() if r.outcome == "running"]
-        found.sort(key=lambda r: (r.started_at, r.id))
-        return found
-
-    def running_runs_page(self, *, after_id: int, limit: int) -> list[RunRecord]:
-        """At most ``limit`` ``running`` runs with ``id > after_id``, by ``id``."""
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit!r}")
-        page: list[RunRecord] = []
-        with self._lock:
-            for run in self._runs.values():  # insertion order is id order
-                if run.id > after_id and run.outcome == "running":
-                    page.append(run)
-                    if len(page) == limit:
-                        break
-        return page
-
-    def outcome_counts(self) -> dict[str, int]:
-        """How many stored runs ended (or are) in each outcome."""
-        with self._lock:
-            return dict(Counter(r.outcome for r in self._runs.values()))
-
-    def prune_runs(self, older_than: datetime, batch_size: int = 1000) -> int:
-        """Delete finished runs that ended before ``older_than``; running runs are
-        never deleted. Returns how many were deleted. (``batch_size`` is checked
-        as the SQL store checks it; here the whole delete is one step.)"""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        older_than = utc(older_than, "older_than")
-        with self._lock:
-            old = [
-                run_id
-                for run_id, r in self._runs.items()
-                if r.outcome != "running" and r.ended_at is not None and r.ended_at < older_than
-            ]
-            for run_id in old:
-                del self._runs[run_id]
-        return len(old)
-
-    # -- helpers (call with the lock held) -------------------------------------------
-
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def _row(self, name: str) -> StoredSchedule:
-        row = self._rows.get(name)
-        if row is None:
-            raise UnknownScheduleError(f"no schedule named {name!r} in the store")
-        return row
-
-    def _put(self, row: StoredSchedule) -> None:
-        """Store ``row`` as the last changed one (``changes_since`` reads from the end)."""
-        self._rows[row.name] = row
-        self._rows.move_to_end(row.name)
-
-    def _touch(self, row: StoredSchedule, **changes: Any) -> StoredSchedule:
-        """``row`` with ``changes``, a new ``change_seq`` and ``updated_at`` now, stored."""
-        changes.update(change_seq=self._next_seq(), updated_at=self._clock.now())
-        new = dataclasses.replace(row, **changes)
-        self._put(new)
-        return new
-
-    def _parse(self, spec: ScheduleSpec, text: str) -> tuple[ScheduleSpec | None, str | None]:
-        """The spec as a store reads it back from its canonical JSON ``text``."""
-        return self._specs.parse(text, spec.task, spec.configuration)
-
     def _new_row(
         self, spec: ScheduleSpec, now: datetime, seq: int, *, owner: str = OWNER_DECLARED
     ) -> StoredSchedule:
@@ -592,9 +333,3 @@ class MemoryScheduleStore(MemoryCheckMethods, ScheduleStore):
             updated_at=now,
             owner=owner,
         )
-
-    def _new_run(self, **fields: Any) -> RunRecord:
-        """A run record with the next row id (ids only go up, as in SQL)."""
-        run = RunRecord(id=self._next_run_id, progress=None, fenced=False, **fields)
-        self._next_run_id += 1
-        return run

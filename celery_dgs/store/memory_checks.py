@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.checks import (
     CHECK_CANCELLED,
@@ -20,7 +19,6 @@ from ..core.checks import (
 from ..core.spec import CheckSpec
 from ..core.stats import ScheduleStats
 from ..errors import ScheduleConfigError
-from .base import StoredSchedule
 from .check_types import (
     OWNER_CHECK,
     CheckAddReport,
@@ -31,42 +29,79 @@ from .check_types import (
     history_record,
 )
 from .convert import spec_json, utc
+from .memory_base import MemoryStoreBase
+from .records import StoredSchedule
 
 
-class MemoryCheckMethods:
-    """Mixed into :class:`~celery_dgs.store.memory.MemoryScheduleStore`, whose
-    rows, lock and ``change_seq`` helpers it uses."""
+def check_after_run(
+    row: StoredSchedule,
+    stats: ScheduleStats,
+    outcome: str,
+    verdict: object,
+    ended_at: datetime,
+    error: str | None,
+    last_check_at: datetime,
+    *,
+    earliest: dict[str, datetime],
+    history: list[CheckHistoryRecord],
+) -> dict[str, Any]:
+    """The row changes a check's run end makes (``celery_dgs.core.checks.check_end``):
+    a next check is noted in ``earliest``, an ended check's record appended to
+    ``history`` (the in-memory store's own state, its lock held)."""
+    spec = row.spec
+    if row.kind != "check" or not row.active or not isinstance(spec, CheckSpec):
+        return {}
+    state = CheckState(row.first_check_at or ended_at, row.check_count or 0)
+    step = check_end(spec, state, stats, outcome, verdict, ended_at, error)
+    if isinstance(step, CheckAgain):
+        at = step.next_check_at
+        earliest[row.name] = min(earliest.get(row.name, at), at)
+        return {
+            "check_count": step.check_count,
+            "stats": dataclasses.replace(stats, next_target_at=at),
+        }
+    if isinstance(step, CheckEnded):
+        history.append(
+            history_record(
+                spec,
+                step,
+                failure_count=stats.failure_count,
+                added_at=stats.registered_at,
+                first_check_at=row.first_check_at,
+                last_check_at=last_check_at,
+                ended_at=ended_at,
+            )
+        )
+        return {"check_count": step.check_count, "active": False}
+    return {}
 
-    _rows: OrderedDict[str, StoredSchedule]
-    _check_history: list[CheckHistoryRecord]
-    #: The earliest next check time each check row has had (see ``changes_since``).
-    _earliest: dict[str, datetime]
-    _lock: Any
-    _runs: dict[str, Any]
 
-    if TYPE_CHECKING:  # the store's own helpers (call with the lock held)
+def checks_by_name(checks: Sequence[NewCheck]) -> dict[str, tuple[NewCheck, str]]:
+    """``checks`` by name, each with its spec's canonical JSON text, its time in
+    UTC. A name given twice with different fields raises ScheduleConfigError; a
+    spec that is not a ``CheckSpec``, ``TypeError``."""
+    wanted: dict[str, tuple[NewCheck, str]] = {}
+    for check in checks:
+        if not isinstance(check.spec, CheckSpec):
+            raise TypeError(f"add_checks takes CheckSpec checks, got {check.spec!r}")
+        name, text = check.spec.name, spec_json(check.spec)
+        at = utc(check.at, "at")
+        first = wanted.get(name)
+        if first is not None and (first[1] != text or first[0].at != at):
+            raise ScheduleConfigError(name, "key", "given twice with different fields")
+        wanted[name] = (NewCheck(check.spec, at), text)
+    return wanted
 
-        def _next_seq(self) -> int: ...
 
-        def _put(self, row: StoredSchedule) -> None: ...
-
-        def _parse(self, spec: Any, text: str) -> tuple[Any, str | None]: ...
+class MemoryCheckMethods(MemoryStoreBase):
+    """Deferred-check methods of :class:`~celery_dgs.store.memory.MemoryScheduleStore`."""
 
     def add_checks(
         self, checks: Sequence[NewCheck], now: datetime, *, on_exists: str = "keep"
     ) -> CheckAddReport:
         check_on_exists(on_exists)
         now = utc(now, "now")
-        wanted: dict[str, tuple[NewCheck, str]] = {}
-        for check in checks:
-            if not isinstance(check.spec, CheckSpec):
-                raise TypeError(f"add_checks takes CheckSpec checks, got {check.spec!r}")
-            name, text = check.spec.name, spec_json(check.spec)
-            at = utc(check.at, "at")
-            first = wanted.get(name)
-            if first is not None and (first[1] != text or first[0].at != at):
-                raise ScheduleConfigError(name, "key", "given twice with different fields")
-            wanted[name] = (NewCheck(check.spec, at), text)
+        wanted = checks_by_name(checks)
         report = CheckAddReport()
         with self._lock:
             writes: list[tuple[str, NewCheck, str, StoredSchedule | None]] = []
@@ -162,44 +197,6 @@ class MemoryCheckMethods:
                     )
                 self._put(dataclasses.replace(row, active=False, change_seq=seq, updated_at=now))
             return [row.name for row in pending]
-
-    def _check_after_run(
-        self,
-        row: StoredSchedule,
-        stats: ScheduleStats,
-        outcome: str,
-        verdict: object,
-        ended_at: datetime,
-        error: str | None,
-        last_check_at: datetime,
-    ) -> dict[str, Any]:
-        """The row changes a check's run end makes (``celery_dgs.core.checks.check_end``)."""
-        spec = row.spec
-        if row.kind != "check" or not row.active or not isinstance(spec, CheckSpec):
-            return {}
-        state = CheckState(row.first_check_at or ended_at, row.check_count or 0)
-        step = check_end(spec, state, stats, outcome, verdict, ended_at, error)
-        if isinstance(step, CheckAgain):
-            at = step.next_check_at
-            self._earliest[row.name] = min(self._earliest.get(row.name, at), at)
-            return {
-                "check_count": step.check_count,
-                "stats": dataclasses.replace(stats, next_target_at=at),
-            }
-        if isinstance(step, CheckEnded):
-            self._check_history.append(
-                history_record(
-                    spec,
-                    step,
-                    failure_count=stats.failure_count,
-                    added_at=stats.registered_at,
-                    first_check_at=row.first_check_at,
-                    last_check_at=last_check_at,
-                    ended_at=ended_at,
-                )
-            )
-            return {"check_count": step.check_count, "active": False}
-        return {}
 
     def _in_window(self, row: StoredSchedule, until: datetime | None) -> bool:
         """Whether ``changes_since(check_until=until)`` returns the changed ``row``."""

@@ -29,18 +29,12 @@ from sqlalchemy.orm import Session
 from ..core.clock import Clock
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from ..errors import UnknownScheduleError
-from .base import (
-    OWNER_DECLARED,
-    StoredSchedule,
-    SyncReport,
-    SyncRowState,
-    declared_by_name,
-    plan_sync,
-)
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow, UTCDateTime
+from .ownership import SyncRowState, declared_by_name, plan_sync
+from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
 from .sql_runs import RunMethods

@@ -27,8 +27,8 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
-from .base import OWNER_RUNTIME
 from .models import ScheduleRow
+from .records import OWNER_RUNTIME
 from .sql_base import PG_SYNC_LOCK_KEY, chunks
 
 _T = cast(Table, ScheduleRow.__table__)

@@ -39,7 +39,6 @@ from ..core.checks import (
 )
 from ..core.spec import SPEC_FORMAT_VERSION, CheckSpec
 from ..errors import ScheduleConfigError
-from .base import StoredSchedule
 from .check_types import (
     OWNER_CHECK,
     CheckAddReport,
@@ -53,6 +52,7 @@ from .convert import parse_spec, spec_json, utc
 from .engine import connection_transaction
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import CheckHistoryRow, RunRow, ScheduleRow, utc_from_db
+from .records import StoredSchedule
 from .sql_base import BUMP_COUNTER, SqlStoreBase, chunks
 from .sql_check_rows import copy_text, history_row_record, history_values
 

@@ -7,22 +7,20 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
+from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .base import (
-    RunRecord,
-    StoredSchedule,
+from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
+from .models import RunRow, ScheduleRow
+from .records import RunRecord, StoredSchedule
+from .run_rules import (
     check_eventful,
     check_run_end,
-    disabled_after,
     end_fenced,
     fenced_end_error,
     run_duration_s,
     stale_start,
-    stats_after,
 )
-from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
-from .models import RunRow, ScheduleRow
 from .sql_base import SqlStoreBase
 from .sql_check_rows import apply_check_end
 

@@ -18,17 +18,11 @@ from typing import NamedTuple, cast
 from sqlalchemy import Connection, Table, select, text, update
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
-from .base import (
-    RemoveReport,
-    UpsertReport,
-    declared_by_name,
-    remove_action,
-    state_unchanged,
-    upsert_action,
-)
 from .convert import spec_json, utc
 from .engine import connection_transaction
 from .models import ScheduleRow
+from .ownership import declared_by_name, remove_action, state_unchanged, upsert_action
+from .records import RemoveReport, UpsertReport
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase, chunks
 from .sql_bulk import StoredState, insert_new, pg_lock_rows, pg_read_rows, update_changed
 

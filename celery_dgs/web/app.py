@@ -36,7 +36,8 @@ from ..cli.context import Env, utcnow
 from ..cli.control import ActionResult, cancel_run, request_run, set_paused
 from ..cli.output import duration, iso, relative, short_time
 from ..core.condition import Level
-from ..core.spec import MAX_PRIORITY, MIN_PRIORITY, CheckSpec
+from ..core.spec import CheckSpec
+from ..core.spec_values import MAX_PRIORITY, MIN_PRIORITY
 from ..errors import DgsError
 from ..status import CachedCheckSummary, is_check_name
 from . import views

@@ -23,6 +23,7 @@ from ..cli.output import duration, relative, short_time
 from ..cli.show import State, read_state
 from ..core.condition import Level
 from ..core.cron import next_cron_time
+from ..core.run_end import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES
 from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
 from ..status import (
@@ -33,8 +34,8 @@ from ..status import (
     ping_age,
     steal_state,
 )
-from ..store.base import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES, RunRecord, StoredSchedule
 from ..store.check_types import CheckSummary
+from ..store.records import RunRecord, StoredSchedule
 
 #: Rows on one page of the schedules table.
 PAGE_SIZE = 50

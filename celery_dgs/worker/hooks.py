@@ -32,7 +32,8 @@ from celery import signals
 
 from ..celery_settings import check_celery_settings
 from ..connection import log_failure
-from ..core.spec import ScheduleSpec, split_schedule_name
+from ..core.schedule_names import split_schedule_name
+from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler

@@ -19,8 +19,8 @@ from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..runtime import Runtime
-from ..store.base import OWNER_RUNTIME
 from ..store.check_types import OWNER_CHECK
+from ..store.records import OWNER_RUNTIME
 from .runs import node_of, record_skipped
 
 logger = logging.getLogger("celery_dgs.worker")

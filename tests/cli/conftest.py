@@ -17,7 +17,8 @@ from celery.bin.base import CLIContext
 from click.testing import CliRunner, Result
 
 from celery_dgs.cli import dgs as dgs_group
-from celery_dgs.core.spec import ScheduleSpec, make_spec
+from celery_dgs.core.spec import ScheduleSpec
+from celery_dgs.core.spec_build import make_spec
 from celery_dgs.dgs import DGS
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases

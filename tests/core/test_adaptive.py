@@ -19,7 +19,8 @@ from celery_dgs.core.adaptive import (
     target,
 )
 from celery_dgs.core.condition import Level, Reason
-from celery_dgs.core.spec import AdaptiveSpec, make_spec, spec_from_dict
+from celery_dgs.core.spec import AdaptiveSpec
+from celery_dgs.core.spec_build import make_spec, spec_from_dict
 from celery_dgs.core.stats import record_failure, record_success
 from celery_dgs.core.timing import backoff_exceeding_deadline
 from celery_dgs.errors import ScheduleConfigError

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from celery_dgs.core.spec import spec_from_dict
+from celery_dgs.core.spec_build import spec_from_dict
 from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.core.timing import (
     DEFAULT_COOLDOWN_FRACTION,

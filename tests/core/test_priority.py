@@ -15,7 +15,9 @@ from celery_dgs.core.priority import (
     effective_priority,
     elevator_steps,
 )
-from celery_dgs.core.spec import DEFAULT_PRIORITY, CronSpec, PeriodicSpec, spec_from_dict
+from celery_dgs.core.spec import CronSpec, PeriodicSpec
+from celery_dgs.core.spec_build import spec_from_dict
+from celery_dgs.core.spec_values import DEFAULT_PRIORITY
 from celery_dgs.errors import ScheduleConfigError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from celery_dgs.core.spec import make_spec
+from celery_dgs.core.spec_build import make_spec
 from tests.e2e.harness import ROOT, Cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]

@@ -26,7 +26,7 @@ from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store import SqlScheduleStore
-from celery_dgs.store.base import StoredSchedule
+from celery_dgs.store.records import StoredSchedule
 
 from .conftest import T0, start
 

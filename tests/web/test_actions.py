@@ -161,7 +161,7 @@ def test_a_page_bound_to_this_machine_refuses_other_host_names(site: Site) -> No
 
 
 def test_a_disabled_schedule_is_resumed_through_the_page(web: WebWorld, site: Site) -> None:
-    from celery_dgs.core.spec import make_spec
+    from celery_dgs.core.spec_build import make_spec
 
     web.store.upsert_runtime(
         [make_spec("adaptive", task="crawl.broken", interval_unit=H, max_failures=1)], now() - 2 * H

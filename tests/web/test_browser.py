@@ -15,7 +15,7 @@ from urllib.parse import quote
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
-from celery_dgs.core.spec import make_spec
+from celery_dgs.core.spec_build import make_spec
 from celery_dgs.leases.leader import RedisLeader
 from tests.cli.conftest import now, spec
 from tests.e2e.harness import wait_for

@@ -156,7 +156,7 @@ def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
 
 
 def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
-    from celery_dgs.core.spec import make_spec
+    from celery_dgs.core.spec_build import make_spec
 
     cron = make_spec(
         "cron",
@@ -235,7 +235,7 @@ def test_the_leases_page_reads_the_failures_once_per_snapshot(
 def adaptive_and_prioritised(web: WebWorld) -> datetime:
     """An adaptive schedule with a lister's hint, one disabled after its
     failures, and a priority-80 schedule whose run request is served in class 20."""
-    from celery_dgs.core.spec import make_spec
+    from celery_dgs.core.spec_build import make_spec
 
     t = now()
     crawl = make_spec("adaptive", task="crawl.site", interval_unit=H)

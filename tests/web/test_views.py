@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery_dgs.cli.show import State
-from celery_dgs.core.spec import make_spec
+from celery_dgs.core.spec_build import make_spec
 from celery_dgs.status import build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.web import views

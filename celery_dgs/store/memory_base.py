@@ -1,0 +1,71 @@
+"""The state of the in-memory store and the row helpers its schedule, run
+and check methods share (:class:`~celery_dgs.store.memory.MemoryScheduleStore`).
+
+Every helper is called with the lock held.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from datetime import datetime
+from typing import Any
+
+from ..core.clock import Clock, SystemClock
+from ..core.spec import ScheduleSpec
+from ..errors import UnknownScheduleError
+from .base import ScheduleStore
+from .check_types import CheckHistoryRecord
+from .loader import SpecCache
+from .records import RunRecord, StoredSchedule
+
+
+class MemoryStoreBase(ScheduleStore):
+    """Rows, runs, check history, the lock and the ``change_seq`` counter.
+
+    ``clock`` gives ``updated_at`` for writes that take no time argument (as
+    the SQL store's).
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._lock = threading.RLock()
+        self._specs = SpecCache()
+        #: name -> row, in change order: the row changed last is last.
+        self._rows: OrderedDict[str, StoredSchedule] = OrderedDict()
+        self._seq = 0  # the last change_seq handed out
+        self._runs: dict[str, RunRecord] = {}  # by run_id, in id (insertion) order
+        self._next_run_id = 1
+        self._check_history: list[CheckHistoryRecord] = []
+        #: The earliest next check time each check row has had (see ``changes_since``).
+        self._earliest: dict[str, datetime] = {}
+
+    def upgrade(self) -> None:
+        """Nothing to migrate."""
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _row(self, name: str) -> StoredSchedule:
+        row = self._rows.get(name)
+        if row is None:
+            raise UnknownScheduleError(f"no schedule named {name!r} in the store")
+        return row
+
+    def _put(self, row: StoredSchedule) -> None:
+        """Store ``row`` as the last changed one (``changes_since`` reads from the end)."""
+        self._rows[row.name] = row
+        self._rows.move_to_end(row.name)
+
+    def _touch(self, row: StoredSchedule, **changes: Any) -> StoredSchedule:
+        """``row`` with ``changes``, a new ``change_seq`` and ``updated_at`` now, stored."""
+        changes.update(change_seq=self._next_seq(), updated_at=self._clock.now())
+        new = dataclasses.replace(row, **changes)
+        self._put(new)
+        return new
+
+    def _parse(self, spec: ScheduleSpec, text: str) -> tuple[ScheduleSpec | None, str | None]:
+        """The spec as a store reads it back from its canonical JSON ``text``."""
+        return self._specs.parse(text, spec.task, spec.configuration)
