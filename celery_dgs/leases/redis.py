@@ -142,6 +142,10 @@ class RedisLeases(LeaseBackend):
                 self.run_id_override,
             ],
         )
+        return self._acquire_result(schedule, reply)
+
+    def _acquire_result(self, schedule: str, reply: Any) -> AcquireResult:
+        """The :class:`AcquireResult` of ``acquire.lua``'s reply."""
         status = AcquireStatus(text(reply[0]))
         now = ms_to_datetime(int(reply[1]))
         if status is AcquireStatus.GRANTED:

@@ -296,6 +296,23 @@ class _Memo(dict[Any, Any]):
         return value
 
 
+def _checked_numbers(
+    average_s: Any, deviation_s: Any, interval_index: Any, duration: Callable[[Any], Any]
+) -> tuple[Any, Any, Any, str | None]:
+    """A row's average and deviation (through the memo's ``duration``) and its
+    interval index, with why one of them is refused (``None``: all valid)."""
+    bad = None
+    try:  # the memo's converter raises ValueError for a value checked_durations refuses
+        average, deviation = duration(average_s), duration(deviation_s)
+    except ValueError:
+        (average, deviation), bad = checked_durations((average_s, deviation_s), duration)
+    index = interval_index
+    if interval_index is not None:
+        index, bad_index = checked_index(interval_index)
+        bad = bad or bad_index
+    return average, deviation, index, bad
+
+
 def stored_schedule_from_values(
     values: Sequence[Any], specs: SpecCache, memo: ValueMemo
 ) -> StoredSchedule:
@@ -332,16 +349,9 @@ def stored_schedule_from_values(
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
-    duration = memo.durations.__getitem__
-    bad = None
-    try:  # the memo's converter raises ValueError for a value checked_durations refuses
-        average, deviation = duration(average_s), duration(deviation_s)
-    except ValueError:
-        (average, deviation), bad = checked_durations((average_s, deviation_s), duration)
-    index = interval_index
-    if interval_index is not None:
-        index, bad_index = checked_index(interval_index)
-        bad = bad or bad_index
+    average, deviation, index, bad = _checked_numbers(
+        average_s, deviation_s, interval_index, memo.durations.__getitem__
+    )
     if bad is not None:  # a hand-edited row: unschedulable, reported by beat
         spec, error = None, bad
     stats = new_stats(

@@ -248,6 +248,27 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
     )
 
 
+def _log_start_advice(app: Any, dgs: DgsPlugin) -> None:
+    """Log the invalid declarations, the unsafe Celery settings and the
+    settings that weaken a guarantee, at the worker's start."""
+    for name, err in dgs.declarations.errors.items():
+        logger.error(
+            "celery-dgs: schedule %s: invalid declaration; its runs, if beat "
+            "serves a stored version, use that version: %s",
+            name,
+            err,
+        )
+    try:
+        specs = dgs.declarations.specs
+        tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
+        for advice in check_celery_settings(app.conf, specs, tasks):
+            logger.warning("celery-dgs: %s", advice)
+        for warning in dgs.settings.warnings():
+            logger.warning("celery-dgs: %s", warning)
+    except Exception:
+        logger.exception("celery-dgs: checking the Celery settings failed")
+
+
 def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     presence = _WorkerPresence(app, dgs)
 
@@ -268,22 +289,7 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             logger.critical("celery-dgs: installing the worker hooks failed", exc_info=True)
             refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
-        for name, err in dgs.declarations.errors.items():
-            logger.error(
-                "celery-dgs: schedule %s: invalid declaration; its runs, if beat "
-                "serves a stored version, use that version: %s",
-                name,
-                err,
-            )
-        try:
-            specs = dgs.declarations.specs
-            tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}
-            for advice in check_celery_settings(app.conf, specs, tasks):
-                logger.warning("celery-dgs: %s", advice)
-            for warning in dgs.settings.warnings():
-                logger.warning("celery-dgs: %s", warning)
-        except Exception:
-            logger.exception("celery-dgs: checking the Celery settings failed")
+        _log_start_advice(app, dgs)
         logger.info("celery-dgs: supervising %d task(s): %s", len(names), ", ".join(names))
 
     def on_process_init(**_: Any) -> None:
