@@ -20,10 +20,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..connection import log_failure
 from ..core.checks import CheckInfo
 from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError, UnknownScheduleError
+from ..failures import log_failure
 from ..leases.types import AcquireResult, AcquireStatus, PingResult, PingStatus
 from ..runtime import Runtime
 from .shutdown import SHUTDOWN_REASON, pool_process_terminating, wait_unless_leaving

@@ -15,9 +15,9 @@ import socket
 import uuid
 from typing import Any
 
-from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
+from ..failures import log_failure
 from ..runtime import Runtime
 from ..store.base import OWNER_RUNTIME
 from ..store.check_types import OWNER_CHECK
