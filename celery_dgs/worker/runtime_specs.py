@@ -21,7 +21,8 @@ from ..failures import log_failure
 from ..runtime import Runtime
 from ..store.base import OWNER_RUNTIME
 from ..store.check_types import OWNER_CHECK
-from .runs import node_of, record_skipped
+from .run_records import record_skipped
+from .runs import node_of
 
 logger = logging.getLogger("celery_dgs.worker")
 
