@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 import redis
 from redis.client import Pipeline
 
-from .connection import call_script
 from .errors import LeaseError, MalformedDataError, NotLeaderError
 from .keys import KeySpace
 from .leases.codec import (
@@ -43,7 +42,7 @@ from .leases.codec import (
     text,
 )
 from .leases.leader import BEAT_ROLE, LEADER_FORMAT_VERSION, LeaderFence
-from .leases.lua import SCRIPTS
+from .leases.lua import SCRIPTS, call_script
 from .leases.types import DISPATCH_FORMAT_VERSION
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 
 import redis
 
-from .connection import call_script
 from .errors import LeaseError
 from .keys import KeySpace
 from .leases.codec import (
@@ -32,7 +31,7 @@ from .leases.codec import (
     records_from_reply,
     seconds_to_ms,
 )
-from .leases.lua import SCRIPTS
+from .leases.lua import SCRIPTS, call_script
 
 log = logging.getLogger(__name__)
 

@@ -10,25 +10,43 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
-from .core.overload import (
-    DEFAULT_OVERLOAD_POLICY,
-    DEFAULT_RESTORE_AGING,
-    DEFAULT_SHED_HORIZON_S,
-    OVERLOAD_POLICIES,
-)
+from .core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, DEFAULT_SHED_HORIZON_S
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from .core.ranking import OrderPolicy
-from .core.timing import DEFAULT_COOLDOWN_FRACTION, validate_cooldown_fraction
+from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .errors import SettingsError
 from .keys import KeySpace
+from .setting_checks import (
+    BATCH_SIZE,
+    FLAG,
+    POSITIVE_INT,
+    SECONDS,
+    checked_fields,
+    cooldown_fraction,
+    delays,
+    master_name,
+    non_empty_string,
+    non_negative,
+    option_mapping,
+    policy_name,
+    positive_int,
+    schedule_table,
+    seconds,
+    seconds_or_zero,
+    secret_token,
+    sentinel_parts,
+    setting,
+    tcp_port,
+    text,
+    url_string,
+    weight,
+)
 
 #: Deferred checks: how far ahead beat holds pending checks, how many at most,
 #: and how long an ended check's history is kept (30 days).
@@ -76,154 +94,120 @@ MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
 
 
-#: The longest duration setting, in seconds (100 years): longer ones overflow
-#: sleeps and Redis expiries.
-MAX_SETTING_SECONDS = 100 * 365 * 86400.0
-#: The largest batch a ``*_batch_size`` setting may ask the database for.
-MAX_BATCH_SIZE = 1_000_000
-
-
-def _redacted(url: str) -> str:
-    """``url`` with the password of its user part replaced by ``**``."""
-    scheme, sep, rest = url.partition("://")
-    auth, at, host = rest.rpartition("@")
-    if not at or ":" not in auth:
-        return url
-    return f"{scheme}{sep}{auth.split(':', 1)[0]}:**@{host}"
-
-
-def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingsError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise SettingsError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    if value > MAX_SETTING_SECONDS:
-        raise SettingsError(
-            f"{name} must be at most {MAX_SETTING_SECONDS:.0f} seconds (100 years), got {value!r}"
-        )
-    return float(value)
-
-
-#: Settings where ``None`` in app.conf is a value (off), not "use the default".
-_NONE_MEANS_OFF = ("redis_url", "capacity", "metrics_port", "laxity_floor", "elevator_interval")
-
-
-#: The shortest ``dgs_web_token`` accepted: a short token is guessable.
-MIN_WEB_TOKEN_LENGTH = 16
-
-
 @dataclass(frozen=True, kw_only=True)
 class DgsSettings:
     """Validated settings. Build with :meth:`from_conf` (``app.conf``) or directly."""
 
-    database_url: str = DEFAULT_DATABASE_URL
+    database_url: str = field(
+        default=DEFAULT_DATABASE_URL, metadata=setting(text("a database URL string"))
+    )
     #: Redis for leases, registry and dispatch records; ``None``: the broker URL
     #: when it is a Redis URL.
-    redis_url: str | None = None
-    key_prefix: str = DEFAULT_KEY_PREFIX
+    redis_url: str | None = field(default=None, metadata=setting(url_string, optional=True))
+    key_prefix: str = field(default=DEFAULT_KEY_PREFIX, metadata=setting(non_empty_string))
     #: Wrap the prefix in ``{...}`` (a Redis Cluster hash tag): every key of
     #: celery-dgs then lives in one slot. Required on Redis Cluster.
-    redis_cluster_hash_tag: bool = DEFAULT_REDIS_CLUSTER_HASH_TAG
+    redis_cluster_hash_tag: bool = field(default=DEFAULT_REDIS_CLUSTER_HASH_TAG, metadata=FLAG)
     #: ``dgs_redis_url`` is a node of a Redis Cluster (needs the hash tag, and
     #: an explicit ``dgs_redis_url``: the Celery broker cannot be a cluster).
-    redis_cluster: bool = DEFAULT_REDIS_CLUSTER
+    redis_cluster: bool = field(default=DEFAULT_REDIS_CLUSTER, metadata=FLAG)
     #: Redis Sentinel: the name of the primary the sentinels monitor (Celery's
     #: ``master_name`` transport option); needed with a ``sentinel://`` dgs_redis_url.
-    redis_master_name: str | None = None
+    redis_master_name: str | None = field(
+        default=None, metadata=setting(master_name, optional=True)
+    )
     #: Redis Sentinel: options of the connections to the sentinels themselves
     #: (e.g. ``{"password": ...}``; Celery's ``sentinel_kwargs`` transport option).
-    redis_sentinel_kwargs: Mapping[str, Any] | None = None
-    ping_interval: float = DEFAULT_PING_INTERVAL_S
-    ping_timeout: float = DEFAULT_PING_TIMEOUT_S
-    steal_delay: float = DEFAULT_STEAL_DELAY_S
-    dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_S
-    worker_ttl: float = DEFAULT_WORKER_TTL_S
-    ewma_alpha: float = DEFAULT_EWMA_ALPHA
-    retry_backoff: tuple[float, ...] = DEFAULT_RETRY_BACKOFF_S
+    redis_sentinel_kwargs: Mapping[str, Any] | None = field(
+        default=None, metadata=setting(option_mapping, optional=True)
+    )
+    ping_interval: float = field(default=DEFAULT_PING_INTERVAL_S, metadata=SECONDS)
+    ping_timeout: float = field(default=DEFAULT_PING_TIMEOUT_S, metadata=SECONDS)
+    steal_delay: float = field(default=DEFAULT_STEAL_DELAY_S, metadata=SECONDS)
+    dispatch_timeout: float = field(default=DEFAULT_DISPATCH_TIMEOUT_S, metadata=SECONDS)
+    worker_ttl: float = field(default=DEFAULT_WORKER_TTL_S, metadata=SECONDS)
+    ewma_alpha: float = field(default=DEFAULT_EWMA_ALPHA, metadata=setting(weight))
+    retry_backoff: tuple[float, ...] = field(
+        default=DEFAULT_RETRY_BACKOFF_S, metadata=setting(delays)
+    )
     #: Fixed worker-slot capacity used when no worker has registered: beat then
     #: runs at most this many at a time and publishes to each schedule's pool queue.
-    capacity: int | None = None
+    capacity: int | None = field(default=None, metadata=setting(positive_int, optional=True))
     #: Workers: register in Redis at start (beat places runs on registered
     #: workers). False: this worker stays anonymous (fixed-capacity mode).
-    worker_register: bool = DEFAULT_WORKER_REGISTER
-    run_retention: float = DEFAULT_RUN_RETENTION_S
-    prune_batch_size: int = DEFAULT_PRUNE_BATCH_SIZE
+    worker_register: bool = field(default=DEFAULT_WORKER_REGISTER, metadata=FLAG)
+    run_retention: float = field(default=DEFAULT_RUN_RETENTION_S, metadata=SECONDS)
+    prune_batch_size: int = field(default=DEFAULT_PRUNE_BATCH_SIZE, metadata=BATCH_SIZE)
     #: Seconds between two looks of beat's reaper at the runs still marked running.
-    reap_interval: float = DEFAULT_REAP_INTERVAL_S
+    reap_interval: float = field(default=DEFAULT_REAP_INTERVAL_S, metadata=SECONDS)
     #: Runs the reaper reads per look (it pages through them across looks).
-    reap_batch_size: int = DEFAULT_REAP_BATCH_SIZE
-    termination_grace: float = DEFAULT_TERMINATION_GRACE_S
-    store_poll_interval: float = DEFAULT_STORE_POLL_INTERVAL_S
-    max_dispatches_per_tick: int = DEFAULT_MAX_DISPATCHES_PER_TICK
+    reap_batch_size: int = field(default=DEFAULT_REAP_BATCH_SIZE, metadata=BATCH_SIZE)
+    termination_grace: float = field(default=DEFAULT_TERMINATION_GRACE_S, metadata=SECONDS)
+    store_poll_interval: float = field(default=DEFAULT_STORE_POLL_INTERVAL_S, metadata=SECONDS)
+    max_dispatches_per_tick: int = field(
+        default=DEFAULT_MAX_DISPATCHES_PER_TICK, metadata=POSITIVE_INT
+    )
     #: Seconds without a renewal after which a standby beat takes the leader lease.
-    beat_leader_timeout: float = DEFAULT_BEAT_LEADER_TIMEOUT_S
+    beat_leader_timeout: float = field(default=DEFAULT_BEAT_LEADER_TIMEOUT_S, metadata=SECONDS)
     #: Port for the Prometheus endpoint served by beat (``/metrics``); ``None``: disabled.
-    metrics_port: int | None = None
+    metrics_port: int | None = field(default=None, metadata=setting(tcp_port, optional=True))
     #: Address the metrics endpoint binds to.
-    metrics_addr: str = "0.0.0.0"
+    metrics_addr: str = field(default="0.0.0.0", metadata=setting(text("an address to bind to")))
     #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
     #: should_start_by first), ``"shed"`` or ``"restore"`` (late schedules
     #: shortest run first, with aging; see celery_dgs/core/overload.py).
-    overload_policy: str = DEFAULT_OVERLOAD_POLICY
+    overload_policy: str = field(default=DEFAULT_OVERLOAD_POLICY, metadata=setting(policy_name))
     #: ``shed``: on-time schedules whose should_start_by is within this many
     #: seconds go before late ones.
-    shed_horizon: float = DEFAULT_SHED_HORIZON_S
+    shed_horizon: float = field(default=DEFAULT_SHED_HORIZON_S, metadata=SECONDS)
     #: ``restore``: a late schedule's key is ``should_start_by + restore_aging *
     #: expected run time``: seconds of lateness per second of run time (>= 0).
-    restore_aging: float = DEFAULT_RESTORE_AGING
+    restore_aging: float = field(default=DEFAULT_RESTORE_AGING, metadata=setting(non_negative))
     #: ``restore``: on-time schedules go in relative-laxity order, least
     #: ``(error_at - now) / (margin + laxity_floor)`` first (seconds, >= 0;
     #: celery_dgs/core/laxity.py); ``None``: lowest should_start_by first.
-    laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S
+    laxity_floor: float | None = field(
+        default=DEFAULT_LAXITY_FLOOR_S, metadata=setting(seconds_or_zero, optional=True)
+    )
     #: Seconds between two steps of the priority elevator: each due schedule
     #: moves up to the next class with due work (celery_dgs/core/priority.py);
     #: ``None``: no elevator (strict priority among due schedules).
-    elevator_interval: float | None = DEFAULT_ELEVATOR_INTERVAL_S
+    elevator_interval: float | None = field(
+        default=DEFAULT_ELEVATOR_INTERVAL_S, metadata=setting(seconds, optional=True)
+    )
     #: Deferred checks: beat holds the pending checks due within this many
     #: seconds (and those overdue), at most ``check_window_size`` of them, and
     #: reads the next ones from the store as the window moves on or empties.
-    check_window: float = DEFAULT_CHECK_WINDOW_S
-    check_window_size: int = DEFAULT_CHECK_WINDOW_SIZE
+    check_window: float = field(default=DEFAULT_CHECK_WINDOW_S, metadata=SECONDS)
+    check_window_size: int = field(default=DEFAULT_CHECK_WINDOW_SIZE, metadata=POSITIVE_INT)
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
-    check_retention: float = DEFAULT_CHECK_RETENTION_S
+    check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much
     #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
-    lookahead: bool = False
+    lookahead: bool = field(default=False, metadata=FLAG)
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
     #: (``ping_timeout + steal_delay``). ``None``: see DEFAULT_SELF_FENCE_MARGIN_FRACTION.
-    self_fence_margin: float | None = None
+    self_fence_margin: float | None = field(default=None, metadata=setting(seconds, optional=True))
     #: A periodic schedule declared without a cooldown waits this fraction (a
     #: number in [0, 1)) of the time from its last good end to its should_start_by
     #: (at most fraction x period) before it may run again; 0: at once (seed 000's
     #: rule, which re-runs it whenever a slot is free). core/timing.py.
-    default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
+    default_cooldown_fraction: float = field(
+        default=DEFAULT_COOLDOWN_FRACTION, metadata=setting(cooldown_fraction)
+    )
     #: The status page's operator token: actions (pause, resume, run, cancel)
     #: need it; ``None``: the page is read-only.
-    web_token: str | None = None
+    web_token: str | None = field(default=None, metadata=setting(secret_token, optional=True))
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
-    schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    schedules: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=dict, metadata=setting(schedule_table)
+    )
 
     def __post_init__(self) -> None:
-        for name in (
-            "ping_interval",
-            "ping_timeout",
-            "steal_delay",
-            "dispatch_timeout",
-            "worker_ttl",
-            "run_retention",
-            "termination_grace",
-            "store_poll_interval",
-            "beat_leader_timeout",
-            "shed_horizon",
-            "reap_interval",
-            "check_window",
-            "check_retention",
-        ):
-            object.__setattr__(self, name, _seconds(f"dgs_{name}", getattr(self, name)))
+        for name, check in checked_fields(type(self)):
+            object.__setattr__(self, name, check(f"dgs_{name}", getattr(self, name)))
         if self.ping_timeout <= self.ping_interval:
             raise SettingsError(
                 f"dgs_ping_timeout ({self.ping_timeout}s) must be longer than "
@@ -235,76 +219,6 @@ class DgsSettings:
                 f"(the leader renews every third of it), got {self.beat_leader_timeout!r}"
             )
         self._check_self_fence_margin()
-        if not 0.0 < self.ewma_alpha <= 1.0:
-            raise SettingsError(f"dgs_ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
-        if not isinstance(self.retry_backoff, (list, tuple)):
-            raise SettingsError(
-                f"dgs_retry_backoff must be a list of delays in seconds, e.g. [300, 3600], "
-                f"got {self.retry_backoff!r}"
-            )
-        backoff = tuple(_seconds("dgs_retry_backoff", v) for v in self.retry_backoff)
-        if not backoff:
-            raise SettingsError("dgs_retry_backoff must list at least one delay")
-        object.__setattr__(self, "retry_backoff", backoff)
-        if self.capacity is not None and (
-            isinstance(self.capacity, bool)
-            or not isinstance(self.capacity, int)
-            or self.capacity < 1
-        ):
-            raise SettingsError(f"dgs_capacity must be a positive integer, got {self.capacity!r}")
-        for name in (
-            "prune_batch_size",
-            "max_dispatches_per_tick",
-            "reap_batch_size",
-            "check_window_size",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SettingsError(f"dgs_{name} must be a positive integer, got {value!r}")
-            if name.endswith("batch_size") and value > MAX_BATCH_SIZE:
-                raise SettingsError(f"dgs_{name} must be at most {MAX_BATCH_SIZE}, got {value!r}")
-        if self.metrics_port is not None and (
-            isinstance(self.metrics_port, bool)
-            or not isinstance(self.metrics_port, int)
-            or not 0 < self.metrics_port < 65536
-        ):
-            raise SettingsError(f"dgs_metrics_port must be a TCP port, got {self.metrics_port!r}")
-        if self.overload_policy not in OVERLOAD_POLICIES:
-            raise SettingsError(
-                f"dgs_overload_policy must be one of {', '.join(OVERLOAD_POLICIES)}, "
-                f"got {self.overload_policy!r}"
-            )
-        aging = self.restore_aging
-        if (
-            isinstance(aging, bool)
-            or not isinstance(aging, (int, float))
-            or not (0.0 <= aging < float("inf"))
-        ):
-            raise SettingsError(f"dgs_restore_aging must be a finite number >= 0, got {aging!r}")
-        if self.laxity_floor is not None:
-            floor = _seconds("dgs_laxity_floor", self.laxity_floor, allow_zero=True)
-            object.__setattr__(self, "laxity_floor", floor)
-        if self.elevator_interval is not None:
-            interval = _seconds("dgs_elevator_interval", self.elevator_interval)
-            object.__setattr__(self, "elevator_interval", interval)
-        self._check_urls()
-        if not isinstance(self.metrics_addr, str) or not self.metrics_addr:
-            raise SettingsError(
-                f"dgs_metrics_addr must be an address to bind to, got {self.metrics_addr!r}"
-            )
-        if not isinstance(self.key_prefix, str) or not self.key_prefix:
-            raise SettingsError("dgs_key_prefix must be a non-empty string")
-        if not isinstance(self.worker_register, bool):
-            raise SettingsError(
-                f"dgs_worker_register must be True or False, got {self.worker_register!r}"
-            )
-        if not isinstance(self.lookahead, bool):
-            raise SettingsError(f"dgs_lookahead must be True or False, got {self.lookahead!r}")
-        if not isinstance(self.redis_cluster_hash_tag, bool):
-            raise SettingsError(
-                f"dgs_redis_cluster_hash_tag must be True or False, "
-                f"got {self.redis_cluster_hash_tag!r}"
-            )
         self._check_cluster()
         self._check_sentinel()
         if self.redis_cluster_hash_tag and ("{" in self.key_prefix or "}" in self.key_prefix):
@@ -312,47 +226,8 @@ class DgsSettings:
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
                 "dgs_redis_cluster_hash_tag is on (the prefix becomes the hash tag)"
             )
-        try:
-            fraction = validate_cooldown_fraction(self.default_cooldown_fraction)
-        except ValueError:
-            raise SettingsError(
-                "dgs_default_cooldown_fraction must be a fraction of the period in [0, 1), "
-                f"got {self.default_cooldown_fraction!r}"
-            ) from None
-        object.__setattr__(self, "default_cooldown_fraction", fraction)
-        if self.web_token is not None and (
-            not isinstance(self.web_token, str) or len(self.web_token) < MIN_WEB_TOKEN_LENGTH
-        ):
-            raise SettingsError(
-                f"dgs_web_token must be a string of at least {MIN_WEB_TOKEN_LENGTH} characters "
-                "(or None: the status page is read-only)"
-            )
-        if not isinstance(self.schedules, Mapping):
-            raise SettingsError("dgs_schedules must be a mapping of schedule name to fields")
-
-    def _check_urls(self) -> None:
-        if not isinstance(self.database_url, str) or not self.database_url:
-            raise SettingsError(
-                f"dgs_database_url must be a database URL string, got {self.database_url!r}"
-            )
-        url = self.redis_url
-        if url is None:
-            return
-        if not isinstance(url, str):
-            raise SettingsError(f"dgs_redis_url must be a redis:// URL string, got {url!r}")
-        if url.split("://", 1)[0].lower() == "sentinel":
-            return  # several URLs: _check_sentinel reads each
-        try:
-            urlsplit(url).port  # noqa: B018 - parsing the port is the check
-        except ValueError as exc:
-            masked = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
-            raise SettingsError(f"dgs_redis_url {masked.geturl()!r}: {exc}") from None
 
     def _check_cluster(self) -> None:
-        if not isinstance(self.redis_cluster, bool):
-            raise SettingsError(
-                f"dgs_redis_cluster must be True or False, got {self.redis_cluster!r}"
-            )
         if not self.redis_cluster:
             return
         if not self.redis_cluster_hash_tag:
@@ -369,24 +244,11 @@ class DgsSettings:
 
     def _check_sentinel(self) -> None:
         url, name, kwargs = self.redis_url, self.redis_master_name, self.redis_sentinel_kwargs
-        is_sentinel = isinstance(url, str) and url.split("://", 1)[0].lower() == "sentinel"
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise SettingsError(
-                f"dgs_redis_master_name must be the primary's name the sentinels monitor, "
-                f"got {name!r}"
-            )
-        if kwargs is not None and (
-            not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs)
-        ):
-            raise SettingsError(
-                "dgs_redis_sentinel_kwargs must be a mapping of connection options for the "
-                f"sentinels, e.g. {{'password': '...'}}, got {type(kwargs).__name__}"
-            )
-        if not is_sentinel:
-            for setting, value in (("master_name", name), ("sentinel_kwargs", kwargs)):
+        if url is None or url.split("://", 1)[0].lower() != "sentinel":
+            for setting_name, value in (("master_name", name), ("sentinel_kwargs", kwargs)):
                 if value is not None:
                     raise SettingsError(
-                        f"dgs_redis_{setting} is set, but dgs_redis_url is not a "
+                        f"dgs_redis_{setting_name} is set, but dgs_redis_url is not a "
                         "sentinel://host:port URL (list the sentinels there, separated by ';')"
                     )
             return
@@ -399,27 +261,14 @@ class DgsSettings:
             raise SettingsError(
                 "dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other"
             )
-        for i, part in enumerate(p.strip() for p in str(url).split(";")):
-            where = f"dgs_redis_url part {i + 1} ({_redacted(part) or 'empty'})"
-            if not part.lower().startswith("sentinel://"):
-                raise SettingsError(
-                    f"{where} is not a sentinel://host:port URL: list every sentinel as "
-                    "sentinel://host:port, separated by ';'"
-                )
-            try:
-                host = urlsplit(part).hostname
-                urlsplit(part).port  # noqa: B018 - parsing the port is the check
-            except ValueError as exc:
-                raise SettingsError(f"{where}: {exc}") from None
-            if not host:
-                raise SettingsError(f"{where} names no host")
+        sentinel_parts(url)
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval
         if self.self_fence_margin is None:
             margin = min(self.ping_timeout * DEFAULT_SELF_FENCE_MARGIN_FRACTION, slack / 2)
         else:
-            margin = _seconds("dgs_self_fence_margin", self.self_fence_margin)
+            margin = self.self_fence_margin
             if margin >= slack:
                 raise SettingsError(
                     f"dgs_self_fence_margin ({margin}s) must be shorter than dgs_ping_timeout "
@@ -482,6 +331,8 @@ class DgsSettings:
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> DgsSettings:
         """Read every ``dgs_*`` key of a Celery ``app.conf`` (or a plain mapping)."""
+        # None is a value (off) for an optional setting, else it means "the default".
+        none_is_a_value = {name: check.optional for name, check in checked_fields(cls)}
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key in list(conf.keys()):
@@ -496,7 +347,7 @@ class DgsSettings:
                     f"{', '.join(cls.valid_keys())}"
                 )
             value = conf[key]
-            if value is not None or short in _NONE_MEANS_OFF:
+            if value is not None or none_is_a_value.get(short, False):
                 values[short] = value
         return cls(**values)
 

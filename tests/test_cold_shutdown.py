@@ -86,7 +86,7 @@ GRACE_WAIT = """
 import threading, time
 from datetime import datetime, timedelta, timezone
 from celery_dgs.leases.types import AcquireResult, AcquireStatus
-from celery_dgs.worker.runs import _wait_out_grace
+from celery_dgs.worker.lease_grant import wait_out_grace
 from celery_dgs.worker.shutdown import mark_leaving
 
 now = datetime.now(timezone.utc)
@@ -94,10 +94,10 @@ def recovering(seconds):
     return AcquireResult(status=AcquireStatus.RECOVERING, now=now,
                          grace_ends_at=now + timedelta(seconds=seconds))
 t = time.monotonic()
-print("short", _wait_out_grace(recovering(0.3)), time.monotonic() - t)
+print("short", wait_out_grace(recovering(0.3)), time.monotonic() - t)
 threading.Timer(0.3, mark_leaving).start()
 t = time.monotonic()
-print("leaving", _wait_out_grace(recovering(30)), time.monotonic() - t)
+print("leaving", wait_out_grace(recovering(30)), time.monotonic() - t)
 """
 
 

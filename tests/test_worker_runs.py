@@ -21,6 +21,7 @@ from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.records import RunRecord
+from celery_dgs.worker import run_records
 from celery_dgs.worker import runs as runs_module
 from celery_dgs.worker.runs import supervised_run
 from celery_dgs.worker.supervisor import RunSupervisor, RunTerminated, current_supervisor
@@ -99,7 +100,7 @@ def test_a_start_recorded_after_the_fence_time_never_runs_the_body(
         def now(cls, tz: Any = None) -> Any:
             return datetime.now(tz) + timedelta(days=1)
 
-    monkeypatch.setattr(runs_module, "datetime", JumpedClock)
+    monkeypatch.setattr(run_records, "datetime", JumpedClock)
     ran: list[bool] = []
     box = in_thread(lambda: supervised_run(rt, SPEC, Request(), lambda: ran.append(True), (), {}))
     blocker.close()
@@ -366,7 +367,7 @@ def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
 
     def body() -> None:
         fresh_redis_server.stop()
-        monkeypatch.setattr(runs_module, "datetime", JumpedClock)
+        monkeypatch.setattr(run_records, "datetime", JumpedClock)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             time.sleep(0.01)

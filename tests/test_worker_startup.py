@@ -1,5 +1,5 @@
 """The worker's start-up check (celery_dgs/worker/startup.py) and the one-line
-explanations of connection failures (celery_dgs/connection.py), against real
+explanations of connection failures (celery_dgs/failures.py), against real
 Redis servers; a worker process refusing to start is in
 tests/e2e/test_startup_e2e.py."""
 
@@ -13,10 +13,10 @@ import redis
 from celery import Celery
 from sqlalchemy import exc as sa_exc
 
-from celery_dgs.connection import connection_failure, explain_failure, redact_url
 from celery_dgs.dgs import DGS
 from celery_dgs.embedded import RedisServerProcess, free_port
 from celery_dgs.errors import LeaseError
+from celery_dgs.failures import connection_failure, explain_failure, redact_url
 from celery_dgs.worker.startup import StartRefused, check_before_start
 
 

@@ -37,7 +37,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from ..connection import log_failure
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.index import DeadlineIndex
@@ -50,6 +49,7 @@ from ..core.ranking import RankingSources, build_index
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..dispatches import DispatchBackend
+from ..failures import log_failure
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
 from ..registry import RegistryBackend

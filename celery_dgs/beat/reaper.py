@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..connection import log_failure
 from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
+from ..failures import log_failure
 from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo
 from ..store.base import ScheduleStore

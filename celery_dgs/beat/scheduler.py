@@ -26,11 +26,11 @@ from celery.beat import Scheduler
 from celery.utils.nodenames import worker_direct
 from kombu.entity import Queue
 
-from ..connection import connection_failure, explain_failure, failure_summary, redact_url
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
 from ..errors import SettingsError
+from ..failures import connection_failure, explain_failure, failure_summary, redact_url
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
 from ..store.ownership import owned_by_api
@@ -198,7 +198,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     def _explain(self, exc: BaseException) -> tuple[str, bool] | None:
         """One line for a failure to reach Redis or the database (see
-        :func:`~celery_dgs.connection.explain_failure`), or ``None``."""
+        :func:`~celery_dgs.failures.explain_failure`), or ``None``."""
         settings = self.dgs.settings
         return explain_failure(
             exc,

@@ -12,10 +12,10 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from ..connection import log_failure
 from ..core.index import DeadlineIndex
 from ..dispatches import DispatchBackend, DispatchRecord
 from ..errors import NotLeaderError
+from ..failures import log_failure
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from .leader import BeatLeadership

@@ -21,11 +21,10 @@ from typing import cast
 
 import redis
 
-from ..connection import call_script
 from ..errors import LeaseError, MalformedDataError
 from ..keys import KeySpace
 from .codec import HashReader, ms_to_datetime, pairs, seconds_to_ms, text
-from .lua import SCRIPTS
+from .lua import SCRIPTS, call_script
 
 #: Written as ``format`` in the leader hash; bump it when the layout changes.
 LEADER_FORMAT_VERSION = 1

@@ -17,12 +17,11 @@ from typing import Any, cast
 
 import redis
 
-from ..connection import call_script
 from ..errors import LeaseError, MalformedDataError
 from ..keys import KeySpace
 from .base import LeaseBackend
 from .codec import hash_reply, ms_to_datetime, pairs, seconds_to_ms, text
-from .lua import SCRIPTS
+from .lua import SCRIPTS, call_script
 from .types import (
     DISPATCH_FORMAT_VERSION,
     LEASE_FORMAT_VERSION,

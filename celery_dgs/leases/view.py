@@ -19,11 +19,10 @@ from typing import Any
 
 import redis
 
-from ..connection import call_script
 from ..keys import KeySpace
 from .base import BeatViewSource
 from .codec import ms_to_datetime, text
-from .lua import SCRIPTS
+from .lua import SCRIPTS, call_script
 from .types import LEASE_FORMAT_VERSION, BeatView
 
 __all__ = ["FULL_READ_EVERY_S", "BeatView", "BeatViewReader"]

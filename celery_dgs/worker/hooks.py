@@ -31,10 +31,10 @@ from typing import Any
 from celery import signals
 
 from ..celery_settings import check_celery_settings
-from ..connection import log_failure
 from ..core.schedule_names import split_schedule_name
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
+from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import RunStoppedOnRequest, node_of, supervised_run

@@ -15,13 +15,14 @@ import socket
 import uuid
 from typing import Any
 
-from ..connection import log_failure
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
+from ..failures import log_failure
 from ..runtime import Runtime
 from ..store.check_types import OWNER_CHECK
 from ..store.records import OWNER_RUNTIME
-from .runs import node_of, record_skipped
+from .run_records import record_skipped
+from .runs import node_of
 
 logger = logging.getLogger("celery_dgs.worker")
 

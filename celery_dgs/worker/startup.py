@@ -15,9 +15,10 @@ from typing import Any, NoReturn, Protocol
 
 import redis
 
-from ..connection import explain_failure, redis_from_url
+from ..connection import redis_from_url
 from ..declarations import Declarations
 from ..errors import SettingsError
+from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..settings import DgsSettings
 

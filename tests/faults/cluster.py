@@ -104,7 +104,7 @@ class FaultCluster(Cluster):
     def wait_recorded(self, schedule: str, run_id: str, timeout: float = 5) -> Any:
         """The stored run record of ``run_id`` once its outcome is written. The
         history's ``end`` comes from the task body; the run's wrapper stores the
-        outcome after the body returns (``worker/runs.py``: ``_finish``), so a
+        outcome after the body returns (``worker/run_records.py``: ``finish_run``), so a
         test that reads the row right after ``wait_end`` waits here for that
         write."""
         return wait_for(

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from redis.exceptions import ResponseError
 
-from celery_dgs.connection import ScriptSet, redis_from_url
+from celery_dgs.connection import redis_from_url
 from celery_dgs.dispatches import DispatchRecord
 from celery_dgs.errors import MalformedDataError, SettingsError
 from celery_dgs.keys import KeySpace
@@ -21,6 +21,7 @@ from celery_dgs.leases.codec import (
     records_from_reply,
     seconds_to_ms,
 )
+from celery_dgs.leases.lua import ScriptSet
 from celery_dgs.registry import WorkerInfo
 
 GOOD = {

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from celery_dgs.connection import parse_sentinel_url, redact_url, redis_from_url
+from celery_dgs.connection import redis_from_url
 from celery_dgs.errors import SettingsError
+from celery_dgs.failures import redact_url
+from celery_dgs.sentinel import parse_sentinel_url
 from celery_dgs.settings import DgsSettings
 
 URL = "sentinel://:s3cret@h1:26380/2;sentinel://h2;sentinel://h3:26382"

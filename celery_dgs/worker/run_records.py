@@ -1,0 +1,258 @@
+"""A supervised run's bookkeeping: the token floor it reads, the end it
+records (then the release of its lease), the skips, and a check's stored state.
+
+Store calls are retried with a doubling back-off (:func:`retried`); an end is
+dated by Redis time, else the local clock, and its duration is read on the
+run's monotonic :class:`RunClock`. Failures of the end and of a skip are
+logged, never raised: they do not change the task's own result.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..core.checks import CheckInfo
+from ..core.spec import CheckSpec, ScheduleSpec
+from ..errors import DgsError, StaleTokenError, UnknownScheduleError
+from ..failures import log_failure
+from ..runtime import Runtime
+
+logger = logging.getLogger("celery_dgs.worker")
+
+STORE_WRITE_ATTEMPTS = 5
+
+
+class RunClock:
+    """A run's start: the grant's Redis time and this worker's monotonic clock
+    then. Durations are read on the monotonic clock, which wall-clock steps
+    (on the worker or on the Redis server) do not move."""
+
+    def __init__(
+        self,
+        started_at: datetime,
+        started_mono: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.started_at = started_at
+        self.started_mono = started_mono
+        self._monotonic = monotonic
+
+    def elapsed(self) -> float:
+        """Seconds since the start (never negative)."""
+        return max(self._monotonic() - self.started_mono, 0.0)
+
+
+def retried(
+    what: str,
+    fn: Callable[[], Any],
+    attempts: int = STORE_WRITE_ATTEMPTS,
+    give_up_at: float | None = None,
+) -> Any:
+    """``fn()``, retried with a doubling back-off; no retry would start after
+    the monotonic time ``give_up_at`` (the last error is raised instead)."""
+    delay = 0.2
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except DgsError:
+            raise  # a definite answer (unknown schedule, stale token): retrying cannot help
+        except Exception as exc:
+            late = give_up_at is not None and time.monotonic() + delay >= give_up_at
+            if attempt == attempts or late:
+                log_failure(logger, exc, "celery-dgs: %s failed after %d attempts", what, attempt)
+                raise
+            logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
+            time.sleep(delay)
+            delay *= 2
+    return None
+
+
+def token_floor(rt: Runtime, spec: ScheduleSpec) -> int:
+    schedule = spec.name
+    try:
+        return int(
+            retried(
+                f"reading the token floor of {schedule}", lambda: rt.store.token_floor(schedule)
+            )
+        )
+    except UnknownScheduleError:
+        _store_declared(rt, spec)
+    return int(
+        retried(f"reading the token floor of {schedule}", lambda: rt.store.token_floor(schedule))
+    )
+
+
+def _store_declared(rt: Runtime, spec: ScheduleSpec) -> None:
+    """The schedule is declared in this app but not stored: beat has not synced
+    since it was added (or ``task.delay()`` came first). Store it as the next
+    sync would (``insert_if_missing``: never touches a stored row), so the run
+    and its record happen as usual."""
+    now = rt.leases.now()
+    if retried(f"storing {spec.name}", lambda: rt.store.insert_if_missing(spec, now)):
+        logger.warning(
+            "celery-dgs: schedule %s was not in the store (beat has not synced the "
+            "declarations since it was added; `celery dgs sync` does it): stored it from "
+            "this worker's declarations",
+            spec.name,
+        )
+
+
+def check_info(rt: Runtime, spec: CheckSpec) -> CheckInfo | None:
+    """The running check's stored state, for :func:`celery_dgs.current_check`
+    (None, logged, if the store cannot be read: the check still runs)."""
+    try:
+        row = rt.store.get(spec.name)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: reading the state of check %s failed", spec.name)
+        return None
+    return CheckInfo(
+        task=spec.task,
+        key=spec.key,
+        first_check_at=row.first_check_at,
+        check_count=row.check_count or 0,
+        due_at=row.stats.next_target_at,
+    )
+
+
+def redis_now_or_local(rt: Runtime) -> datetime:
+    """Redis time, the clock of every lease; the local clock when Redis is unreachable."""
+    try:
+        return rt.leases.now()
+    except Exception:
+        return datetime.now(timezone.utc)
+
+
+def release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
+    """Release the lease; a Redis error is logged (the lease then expires)."""
+    try:
+        rt.leases.release(schedule, run_id)
+    except Exception as exc:
+        log_failure(
+            logger,
+            exc,
+            "celery-dgs: releasing the lease of %s failed; it expires after ping_timeout",
+            schedule,
+        )
+
+
+def finish_run(
+    rt: Runtime,
+    spec: ScheduleSpec,
+    run_id: str,
+    outcome: str,
+    error: str | None,
+    progress: float | None = None,
+    attempts: int = STORE_WRITE_ATTEMPTS,
+    ended_at: datetime | None = None,
+    clock: RunClock | None = None,
+    eventful: bool | None = None,
+    verdict: object = None,
+) -> None:
+    """Record the run's end and release its lease. ``ended_at``: the end as
+    estimated by the caller (a self-fenced run passes the grant's Redis time
+    plus the monotonic time since: Redis is presumed unreachable and the local
+    wall clock may have jumped); otherwise Redis's clock, or the local one.
+
+    ``clock``: the run's duration is measured on it (monotonic), not as the
+    difference of two wall-clock readings; an end read before the start (the
+    clock stepped back) is replaced by the start plus that duration."""
+    schedule = spec.name
+    # A self-fenced owner presumes Redis unreachable: the lease is left to
+    # expire (a release could hang until the socket timeout and would only
+    # free the lease a little earlier).
+    duration = clock.elapsed() if clock is not None else None
+    if ended_at is None:
+        ended_at = redis_now_or_local(rt)
+    if clock is not None and duration is not None and ended_at < clock.started_at:
+        ended_at = clock.started_at + timedelta(seconds=duration)
+    try:
+        retried(
+            f"recording the end of {schedule}",
+            lambda: rt.store.record_run_end(
+                run_id=run_id,
+                outcome=outcome,
+                ended_at=ended_at,
+                error=error,
+                progress=progress,
+                alpha=rt.settings.ewma_alpha,
+                duration_s=duration,
+                eventful=eventful,
+                verdict=verdict,
+            ),
+            attempts=attempts,
+        )
+    except StaleTokenError as exc:
+        # A newer run holds the schedule: this late write is kept in the run
+        # history (flagged fenced) but refused for the statistics.
+        logger.warning(
+            "celery-dgs: late outcome %s of run %s refused for the statistics: %s",
+            outcome,
+            run_id,
+            exc,
+        )
+    except Exception as exc:
+        log_failure(
+            logger,
+            exc,
+            "celery-dgs: the outcome %s of run %s of %s could not be stored",
+            outcome,
+            run_id,
+            schedule,
+        )
+    try:
+        if outcome not in ("stolen", "self_fenced"):
+            rt.leases.release(schedule, run_id)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
+    logger.info(
+        "celery-dgs: run %s of %s ended: %s%s",
+        run_id,
+        schedule,
+        outcome,
+        f" ({error})" if error else "",
+    )
+
+
+def record_skipped(
+    rt: Runtime,
+    schedule: str,
+    *,
+    run_id: str,
+    dispatch_id: str | None,
+    node: str,
+    owner: str,
+    reason: str,
+    declared: ScheduleSpec | None = None,
+) -> None:
+    """Record a delivery of ``schedule`` that did not run (a skip row, dated by
+    Redis time, else the local clock). With ``declared``, a schedule not stored
+    yet is stored first from this worker's declaration, as ``sync`` would.
+    Failures are logged in one line, never raised."""
+    logger.info("celery-dgs: skipped %s on %s: %s", schedule, owner, reason)
+
+    def record() -> None:
+        at = redis_now_or_local(rt)
+        rt.store.record_skip(
+            schedule=schedule,
+            run_id=run_id,
+            dispatch_id=dispatch_id,
+            owner_node=node,
+            owner_name=owner,
+            reason=reason,
+            at=at,
+        )
+
+    try:
+        try:
+            record()
+        except UnknownScheduleError:
+            if declared is None:
+                raise
+            _store_declared(rt, declared)
+            record()
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: could not record the skip of %s", schedule)
