@@ -18,7 +18,7 @@ import pytest
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.runtime import Runtime
 from celery_dgs.worker.runs import supervised_run
-from tests.test_worker_runs import SPEC, Request, in_thread, make_runtime
+from tests.worker.test_runs import SPEC, Request, in_thread, make_runtime
 
 RUN_S = 0.3
 

@@ -148,8 +148,8 @@ def test_bad_decorator_arguments_are_recorded_not_raised() -> None:
         app.task(name=f"t.job{i}", shared=False)(dgs.periodic(60, kwargs=kwargs)(job))  # type: ignore[arg-type]
     errors = dgs.declarations.errors
     assert {name: err.field for name, err in errors.items()} == {
-        "tests.test_declarations.job0": "kwargs",
-        "tests.test_declarations.job1": "kwargs",
+        "tests.api.test_declarations.job0": "kwargs",
+        "tests.api.test_declarations.job1": "kwargs",
     }
 
 
