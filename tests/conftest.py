@@ -8,7 +8,10 @@
 - ``pg_server``: a PostgreSQL server (initdb + pg_ctl) when the binaries exist.
   Missing binaries skip locally but fail under CI (CI=true), so CI never
   silently loses the PostgreSQL half of the store tests.
+- ``db_path``, ``sqlite_url``: the test's SQLite file and its URL;
+  ``sqlite_store``: the SQL store opened on it (migrated), closed after the test.
 - ``database_url``: parametrised over SQLite (a real file) and PostgreSQL.
+- ``memory_app``: a Celery app on the in-memory broker, not the current app.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import Celery
 
 from celery_dgs.embedded import RedisServerProcess
+from celery_dgs.store.sql import SqlScheduleStore
 from tests.support.postgres import PostgresServer, postgres_available
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -77,15 +82,34 @@ def pg_url(pg_server: PostgresServer) -> str:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
+def db_path(tmp_path: Path) -> Path:
+    """The test's SQLite file (created by the first store that opens it)."""
+    return tmp_path / "dgs.sqlite3"
+
+
+@pytest.fixture
+def sqlite_url(db_path: Path) -> str:
+    return f"sqlite:///{db_path}"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[SqlScheduleStore]:
+    store = SqlScheduleStore.open(sqlite_url)
+    yield store
+    store.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
-    return str(request.getfixturevalue("pg_url"))
+def database_url(request: pytest.FixtureRequest) -> str:
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def memory_app() -> Iterator[Celery]:
+    app = Celery("dgs-test", broker="memory://", set_as_current=False)
+    yield app
+    app.close()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

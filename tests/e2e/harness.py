@@ -9,26 +9,51 @@ import signal as signals
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 
+from tests.support.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
+
+__all__ = ["ROOT", "Cluster", "beat_args", "wait_for", "worker_args"]
 
 
-def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+def worker_args(hostname: str, *, pool: str = "solo", concurrency: int = 1) -> list[str]:
+    """``celery worker`` arguments of a test worker: no gossip, mingle or heartbeat."""
+    return [
+        "worker",
+        "-n",
+        hostname,
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-l",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+
+
+def beat_args(
+    folder: Path, key: str = "beat", scheduler: str = "celery_dgs:DeadlineScheduler"
+) -> list[str]:
+    """``celery beat`` arguments with its pidfile and schedule file in ``folder``."""
+    return [
+        "beat",
+        "-S",
+        scheduler,
+        "-l",
+        "INFO",
+        "--pidfile",
+        str(folder / f"{key}.pid"),
+        "-s",
+        str(folder / f"{key}-schedule"),
+    ]
 
 
 class Cluster:
@@ -50,12 +75,16 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.redis = redis.Redis.from_url(redis_url)
 
+    def process_env(self, key: str, node: str) -> dict[str, str]:
+        """The environment of process ``key`` on ``node``."""
+        return {**self.env, "E2E_NODE": node}
+
     def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
         with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", self.app_module, *args],
                 cwd=ROOT,
-                env={**self.env, "E2E_NODE": node},
+                env=self.process_env(key, node),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -69,22 +98,7 @@ class Cluster:
         """A worker; returns once it registered (or, with ``E2E_WORKER_REGISTER=0``,
         once it logged that it is ready)."""
         proc = self._start(
-            name,
-            [
-                "worker",
-                "-n",
-                f"{name}@{node}",
-                "-P",
-                pool,
-                "-c",
-                str(concurrency),
-                "-l",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            node=node,
+            name, worker_args(f"{name}@{node}", pool=pool, concurrency=concurrency), node=node
         )
         if self.env.get("E2E_WORKER_REGISTER", "1") == "1":
             ready = lambda: self.worker_registered(f"{name}@{node}")  # noqa: E731
@@ -109,20 +123,7 @@ class Cluster:
         self, key: str = "beat", scheduler: str = "celery_dgs:DeadlineScheduler"
     ) -> subprocess.Popen[bytes]:
         """A beat process; give each of several beats its own ``key`` (log, pidfile)."""
-        return self._start(
-            key,
-            [
-                "beat",
-                "-S",
-                scheduler,
-                "-l",
-                "INFO",
-                "--pidfile",
-                str(self.tmp / f"{key}.pid"),
-                "-s",
-                str(self.tmp / f"{key}-schedule"),
-            ],
-        )
+        return self._start(key, beat_args(self.tmp, key, scheduler))
 
     def beat_leader(self) -> Any:
         """The stored beat leader lease (``LeaderInfo``), or None."""
@@ -189,6 +190,22 @@ class Cluster:
             return []
         finally:
             store.close()
+
+    def wait_ended_run(self, schedule: str, what: str, timeout: float = 10, **fields: Any) -> Any:
+        """The first stored run of ``schedule`` whose outcome is written and whose
+        ``fields`` have the given values (``token=3``, ``run_id="..."``)."""
+        return wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in self.runs(schedule)
+                    if r.outcome != "running" and all(getattr(r, k) == v for k, v in fields.items())
+                ),
+                None,
+            ),
+            timeout,
+            what,
+        )
 
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(e) for e in self.redis.lrange("e2e:events", 0, -1)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.e2e.harness import ROOT, wait_for
+from tests.e2e.harness import ROOT, beat_args, wait_for, worker_args
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -36,14 +36,13 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
-    tmp_path: Path, redis_url: str, processes: list[subprocess.Popen[bytes]]
+    tmp_path: Path, sqlite_url: str, redis_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    database_url = f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": database_url,
+        "DECL_DATABASE_URL": sqlite_url,
         "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
     }
     celery = [sys.executable, "-m", "celery", "-A", "tests.cli.decl_proj"]
@@ -59,37 +58,8 @@ def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
 
     broken = {**env, "DECL_PERIOD": "0"}  # the next deploy: period 0 is invalid
     for key, args in (
-        (
-            "worker",
-            [
-                "worker",
-                "-n",
-                "w1@node1",
-                "-P",
-                "solo",
-                "-c",
-                "1",
-                "-l",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-        ),
-        (
-            "beat",
-            [
-                "beat",
-                "-S",
-                "celery_dgs:DeadlineScheduler",
-                "-l",
-                "INFO",
-                "--pidfile",
-                str(tmp_path / "beat.pid"),
-                "-s",
-                str(tmp_path / "beat-s"),
-            ],
-        ),
+        ("worker", worker_args("w1@node1")),
+        ("beat", beat_args(tmp_path)),
     ):
         with open(tmp_path / f"{key}.log", "ab") as log:
             processes.append(
@@ -103,7 +73,7 @@ def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
                 )
             )
 
-    store = SqlScheduleStore.open(database_url)
+    store = SqlScheduleStore.open(sqlite_url)
     try:
 
         def succeeded() -> bool:

@@ -79,18 +79,7 @@ def test_owner_cut_off_from_redis_fences_itself_before_anyone_can_steal(
     )
     assert stopped_after <= FENCE_AFTER + SLACK
     assert stopped_after < PING_TIMEOUT + STEAL_DELAY
-    run = wait_for(
-        lambda: next(
-            (
-                r
-                for r in cluster.runs("e2e.long_run")
-                if r.token == first["token"] and r.outcome != "running"
-            ),
-            None,
-        ),
-        10,
-        "the fenced run's record",
-    )
+    run = cluster.wait_ended_run("e2e.long_run", "the fenced run's record", token=first["token"])
     assert run.outcome == "self_fenced", run
     assert "no successful ping" in (run.error or "")
     second = wait_for(
@@ -116,11 +105,7 @@ def test_a_retry_of_a_scheduled_task_sends_no_broker_message(
     cluster.start_worker("w1", "node1")
     cluster.sync_declarations()
     cluster.send(f"e2e.{task}", queue="w1@node1.dq2")
-    run = wait_for(
-        lambda: next((r for r in cluster.runs(f"e2e.{task}") if r.outcome != "running"), None),
-        30,
-        "the run to end",
-    )
+    run = cluster.wait_ended_run(f"e2e.{task}", "the run to end", 30)
     assert run.outcome == "failure", run
     assert "RetryRefused" in (run.error or "")
     assert "flaky upstream" in (run.error or "")
@@ -191,17 +176,8 @@ def test_after_redis_loses_its_data_tokens_keep_rising_and_grants_wait_out_the_g
         fresh_redis_server.restart(kill=True)
         restarted_at = time.time()
         cluster.redis = redis.Redis.from_url(fresh_redis_server.url)
-        old = wait_for(
-            lambda: next(
-                (
-                    r
-                    for r in cluster.runs("e2e.long_run")
-                    if r.token == 1 and r.outcome != "running"
-                ),
-                None,
-            ),
-            10,
-            "the run whose lease was lost to stop",
+        old = cluster.wait_ended_run(
+            "e2e.long_run", "the run whose lease was lost to stop", token=1
         )
         assert old.outcome == "stolen", old
         assert "lost with Redis's data" in (old.error or "")

@@ -98,18 +98,7 @@ def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(cluster_factory,
     # The taker records the paused run as stolen when it takes the lease (it cannot
     # tell a paused owner from a dead one); the resumed owner's own "stolen" end is
     # then a no-op. A steal never counts as a failure.
-    old = wait_for(
-        lambda: next(
-            (
-                r
-                for r in cluster.runs("e2e.long_run")
-                if r.token == first["token"] and r.outcome != "running"
-            ),
-            None,
-        ),
-        10,
-        "the paused run's record",
-    )
+    old = cluster.wait_ended_run("e2e.long_run", "the paused run's record", token=first["token"])
     time.sleep(PING_INTERVAL)  # let the resumed owner write whatever it writes
     stored = cluster.schedule("e2e.long_run")
     print(

@@ -8,12 +8,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.harness import ROOT, Cluster, wait_for
+from tests.e2e.harness import Cluster, wait_for
 from tests.faults.checker import Bounds, Report, check
 from tests.faults.history import History
 
@@ -28,6 +27,8 @@ BOUNDS = Bounds(
 
 
 class FaultCluster(Cluster):
+    app_module = "tests.faults.proj"
+
     def __init__(self, tmp: Path, redis_url: str, schedules: list[str], **env: str) -> None:
         self.history = History(tmp / "history.jsonl")
         super().__init__(tmp, redis_url, schedules, FAULTS_HISTORY=str(self.history.path), **env)
@@ -45,19 +46,8 @@ class FaultCluster(Cluster):
         if test_failed:
             print(self.logs())
 
-    def _start(self, key: str, args: list[str], node: str = "beat") -> subprocess.Popen[bytes]:
-        env = {**self.env, "E2E_NODE": node, **self.proc_env.get(key, {})}
-        with open(self.tmp / f"{key}.log", "ab") as log:  # the child keeps its own copy
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "tests.faults.proj", *args],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.procs[key] = proc
-        return proc
+    def process_env(self, key: str, node: str) -> dict[str, str]:
+        return {**super().process_env(key, node), **self.proc_env.get(key, {})}
 
     def start_worker(
         self,
@@ -70,6 +60,17 @@ class FaultCluster(Cluster):
     ) -> subprocess.Popen[bytes]:
         self.proc_env[name] = env or {}
         return super().start_worker(name, node, pool=pool, concurrency=concurrency)
+
+    def first_run_on_two_workers(
+        self, schedule: str = "victim", *, pool: str = "solo"
+    ) -> tuple[dict[str, Any], str]:
+        """Workers ``w1`` and ``w2`` (one slot each, on two nodes) and a beat:
+        the first start of ``schedule`` and the key of the worker running it."""
+        self.start_worker("w1", "node1", pool=pool, concurrency=1)
+        self.start_worker("w2", "node2", pool=pool, concurrency=1)
+        self.start_beat()
+        first = self.wait_start(schedule)
+        return first, self.worker_of(first)
 
     # -- the history ------------------------------------------------------------------
     def starts(self, schedule: str | None = None) -> list[dict[str, Any]]:  # type: ignore[override]
@@ -107,13 +108,8 @@ class FaultCluster(Cluster):
         outcome after the body returns (``worker/run_records.py``: ``finish_run``), so a
         test that reads the row right after ``wait_end`` waits here for that
         write."""
-        return wait_for(
-            lambda: next(
-                (r for r in self.runs(schedule) if r.run_id == run_id and r.outcome != "running"),
-                None,
-            ),
-            timeout,
-            f"the stored outcome of run {run_id}",
+        return self.wait_ended_run(
+            schedule, f"the stored outcome of run {run_id}", timeout, run_id=run_id
         )
 
     def worker_of(self, start: dict[str, Any]) -> str:

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.faults.proxy import TcpProxy
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[TcpProxy]:
-    kwargs = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
-    p = TcpProxy(kwargs["host"], kwargs["port"])
-    yield p
-    p.close()
 
 
 def test_blackhole_holds_traffic_until_heal(proxy: TcpProxy) -> None:

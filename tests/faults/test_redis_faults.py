@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
 
 import pytest
-import redis
 
 from celery_dgs.embedded import RedisServerProcess
 from tests.faults.cluster import BOUNDS
@@ -27,14 +25,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(120)]
 #: there) and dispatches; the worker holds that dispatch through the rest of
 #: ping_timeout + steal_delay of grace and starts it: one tick + the grace.
 RESTART_RECOVERY = BOUNDS.tick + BOUNDS.ping_timeout + BOUNDS.steal_delay + BOUNDS.slack
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[TcpProxy]:
-    kwargs = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
-    p = TcpProxy(kwargs["host"], kwargs["port"])
-    yield p
-    p.close()
 
 
 def test_redis_restarted_without_persistence_just_after_a_grant(

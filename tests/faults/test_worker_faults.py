@@ -42,11 +42,7 @@ def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
     killed; the orphaned child running the task ends too (billiard), unlogged,
     and the test logs it exited when it is gone."""
     cluster = fault_cluster(["victim"])
-    cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
-    cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
-    cluster.start_beat()
-    first = cluster.wait_start("victim")
-    owner = cluster.worker_of(first)
+    first, owner = cluster.first_run_on_two_workers(pool=pool)
     time.sleep(BOUNDS.ping_interval)
     cluster.sigkill_main(owner)
     second = cluster.wait_start("victim", after=first, timeout=15)
@@ -59,11 +55,7 @@ def test_sigstop_of_the_owner_past_the_steal_bound_then_sigcont(fault_cluster) -
     schedule over; after SIGCONT the old run finds it lost the lease at its next
     ping and stops (the checker allows exactly that window)."""
     cluster = fault_cluster(["victim"])
-    cluster.start_worker("w1", "node1")
-    cluster.start_worker("w2", "node2")
-    cluster.start_beat()
-    first = cluster.wait_start("victim")
-    owner = cluster.worker_of(first)
+    first, owner = cluster.first_run_on_two_workers()
     time.sleep(BOUNDS.ping_interval)
     cluster.sigstop(owner)
     try:
@@ -88,11 +80,7 @@ def test_worker_shutdown_mid_run(fault_cluster, pool: str, cold: bool) -> None:
     registry before the lease is freed, and the next run follows on the other
     worker within the standard recovery bound."""
     cluster = fault_cluster(["victim"])
-    cluster.start_worker("w1", "node1", pool=pool, concurrency=1)
-    cluster.start_worker("w2", "node2", pool=pool, concurrency=1)
-    cluster.start_beat()
-    first = cluster.wait_start("victim")
-    owner = cluster.worker_of(first)
+    first, owner = cluster.first_run_on_two_workers(pool=pool)
     time.sleep(BOUNDS.ping_interval)
     code = cluster.shutdown(owner, cold=cold)
     second = cluster.wait_start("victim", after=first, timeout=15)
@@ -114,11 +102,7 @@ def test_cold_shutdown_with_a_soft_shutdown_timeout(fault_cluster) -> None:
     starts (beat sends nothing more there), the run yields when it is
     cancelled, and the next run follows on the other worker within the bound."""
     cluster = fault_cluster(["victim"], FAULTS_SOFT_SHUTDOWN="1")
-    cluster.start_worker("w1", "node1", pool="prefork", concurrency=1)
-    cluster.start_worker("w2", "node2", pool="prefork", concurrency=1)
-    cluster.start_beat()
-    first = cluster.wait_start("victim")
-    owner = cluster.worker_of(first)
+    first, owner = cluster.first_run_on_two_workers(pool="prefork")
     time.sleep(BOUNDS.ping_interval)
     cluster.shutdown(owner, cold=True)
     second = cluster.wait_start("victim", after=first, timeout=15)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
-from celery_dgs.connection import redis_from_url
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import RedisLeases
@@ -16,10 +13,8 @@ from tests.leases.helpers import PING_TIMEOUT_S, STEAL_DELAY_S, MsClock
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis_from_url(redis_url)
-    yield c
-    c.close()
+def client(redis_client: redis.Redis) -> redis.Redis:
+    return redis_client
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
@@ -10,6 +9,7 @@ from typing import TypeVar
 from celery_dgs.errors import MalformedDataError
 from celery_dgs.leases.codec import text
 from celery_dgs.leases.redis import RedisLeases
+from tests.support.waiting import wait_for as poll
 
 T = TypeVar("T")
 
@@ -33,15 +33,9 @@ class MsClock:
 
 
 def wait_for(condition: Callable[[], T | None], *, timeout: float = 5.0, step: float = 0.01) -> T:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(step)
+    """Poll ``condition`` every ``step`` s until it returns something truthy;
+    fail after ``timeout`` s."""
+    return poll(condition, timeout, "the condition", interval=step)
 
 
 def running_names(leases: RedisLeases) -> set[str]:

@@ -75,13 +75,8 @@ def test_dispatch_names_are_sent_only_when_the_count_differs(
         leases.beat_view(expected_dispatches=-1)
 
 
-def test_agrees_with_reading_every_lease(
-    client: redis.Redis, keys: KeySpace, clock: MsClock
-) -> None:
+def test_agrees_with_reading_every_lease(leases: RedisLeases, clock: MsClock) -> None:
     rng = random.Random(7)
-    leases = RedisLeases(
-        client, keys, ping_timeout=PING_TIMEOUT_S, steal_delay=STEAL_DELAY_S, clock_ms=clock
-    )
     workers = [f"celery@w{i}" for i in range(5)]
     owner: dict[str, str] = {}
     reader = leases.beat_view_reader()  # one reader: owners kept between generations

@@ -5,7 +5,9 @@
 a migrated SQLite file, PostgreSQL), so the tests that take it hold for all of
 them and no backend can drift from the others. ``sql_store`` is for the
 tests about the SQL store itself (hand-edited rows, transactions, processes,
-the raw load path): SQLite and PostgreSQL only.
+the raw load path): SQLite and PostgreSQL only; ``pg_store`` for what only
+PostgreSQL does (streamed reads, ANALYZE). The SQLite store alone is the
+suite-wide ``sqlite_store``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ def store(request: pytest.FixtureRequest) -> Iterator[ScheduleStore]:
 def sql_store(database_url: str) -> Iterator[SqlScheduleStore]:
     """The SQL store on SQLite and on PostgreSQL (``database_url``)."""
     yield from _open_sql(database_url)
+
+
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[SqlScheduleStore]:
+    """The SQL store on PostgreSQL alone, for what only PostgreSQL does."""
+    yield from _open_sql(pg_url)
 
 
 def start(store: ScheduleStore, schedule: str, run_id: str, token: int, at: datetime = T0) -> None:

@@ -9,24 +9,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import redis
 from sqlalchemy import text
 
 from celery_dgs.beat.engine import RUN_REQUEST_PRIORITY_S, BeatEngine
-from celery_dgs.connection import redis_from_url
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import CronSpec, PeriodicSpec, ScheduleSpec
 from celery_dgs.core.timing import start_times
-from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
-from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store import SqlScheduleStore
 from celery_dgs.store.records import StoredSchedule
+from tests.support.beat import beat_engine
 
 from .conftest import T0, start
 
@@ -97,19 +94,8 @@ def _fill(store: SqlScheduleStore) -> None:
 
 
 @pytest.fixture
-def engine(store: SqlScheduleStore, redis_url: str) -> Iterator[BeatEngine]:
-    client = redis_from_url(redis_url)
-    keys = KeySpace("loadtest")
-    yield BeatEngine(
-        store=store,
-        leases=RedisLeases(client, keys, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(client, keys, ttl=60),
-        dispatches=DispatchRecords(client, keys),
-        publish=lambda orders: [],
-        settings=DgsSettings(),
-        clock=FakeClock(T0),
-    )
-    client.close()
+def engine(store: SqlScheduleStore, redis_client: redis.Redis) -> BeatEngine:
+    return beat_engine(store, redis_client, KeySpace("loadtest"), clock=FakeClock(T0))
 
 
 def test_loaded_rows_equal_the_validated_path(store: SqlScheduleStore) -> None:
@@ -234,25 +220,21 @@ def test_malformed_rows_are_reported_with_schedule_and_field_and_skipped(
 
 
 @pytest.mark.postgres
-def test_a_large_sync_analyzes_so_the_poll_uses_the_index(pg_url: str) -> None:
-    store = SqlScheduleStore.open(pg_url)
-    try:
-        store.sync([_periodic("bulk", f"c{i}") for i in range(store.analyze_after_sync_rows)], T0)
-        _, cursor = store.load_active()
-        with store.engine.connect() as conn:
-            plan = "\n".join(
-                conn.execute(
-                    text(
-                        "EXPLAIN SELECT * FROM dgs_schedules WHERE change_seq > :c "
-                        "ORDER BY change_seq, name"
-                    ),
-                    {"c": cursor},
-                ).scalars()
-            )
-        assert "Seq Scan" not in plan, plan
-        assert "ix_dgs_schedules_change_seq" in plan, plan
-    finally:
-        store.close()
+def test_a_large_sync_analyzes_so_the_poll_uses_the_index(pg_store: SqlScheduleStore) -> None:
+    pg_store.sync([_periodic("bulk", f"c{i}") for i in range(pg_store.analyze_after_sync_rows)], T0)
+    _, cursor = pg_store.load_active()
+    with pg_store.engine.connect() as conn:
+        plan = "\n".join(
+            conn.execute(
+                text(
+                    "EXPLAIN SELECT * FROM dgs_schedules WHERE change_seq > :c "
+                    "ORDER BY change_seq, name"
+                ),
+                {"c": cursor},
+            ).scalars()
+        )
+    assert "Seq Scan" not in plan, plan
+    assert "ix_dgs_schedules_change_seq" in plan, plan
 
 
 def test_a_large_load_moves_the_loaded_objects_out_of_the_gcs_reach(

@@ -78,30 +78,20 @@ def test_the_fast_paths_load_what_the_validated_path_loads(sql_store: SqlSchedul
 
 
 @pytest.mark.postgres
-def test_postgres_streams_the_rows(pg_url: str) -> None:
-    store = SqlScheduleStore.open(pg_url)
-    try:
-        _fill(store, 5)
-        with connection_transaction(store.engine, write=False) as conn:
-            conn.exec_driver_sql("SET LOCAL TIME ZONE 'UTC'")
-            rows = streamed_rows(
-                conn, "SELECT name, registered_at FROM dgs_schedules ORDER BY name", 2
-            )
-            assert rows is not None
-            got = list(rows)
-        assert [name for name, _ in got] == sorted(s.name for s in store.list_schedules())
-        assert all(moment.tzinfo is timezone.utc for _, moment in got)
-    finally:
-        store.close()
+def test_postgres_streams_the_rows(pg_store: SqlScheduleStore) -> None:
+    _fill(pg_store, 5)
+    with connection_transaction(pg_store.engine, write=False) as conn:
+        conn.exec_driver_sql("SET LOCAL TIME ZONE 'UTC'")
+        rows = streamed_rows(conn, "SELECT name, registered_at FROM dgs_schedules ORDER BY name", 2)
+        assert rows is not None
+        got = list(rows)
+    assert [name for name, _ in got] == sorted(s.name for s in pg_store.list_schedules())
+    assert all(moment.tzinfo is timezone.utc for _, moment in got)
 
 
-def test_sqlite_is_not_streamed(sqlite_url: str) -> None:
-    store = SqlScheduleStore.open(sqlite_url)
-    try:
-        with connection_transaction(store.engine, write=False) as conn:
-            assert streamed_rows(conn, "SELECT 1", 10) is None
-    finally:
-        store.close()
+def test_sqlite_is_not_streamed(sqlite_store: SqlScheduleStore) -> None:
+    with connection_transaction(sqlite_store.engine, write=False) as conn:
+        assert streamed_rows(conn, "SELECT 1", 10) is None
 
 
 def test_a_load_closed_early_leaves_the_store_usable(sql_store: SqlScheduleStore) -> None:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, inspect, text
 
 from celery_dgs.store import SqlScheduleStore
 from celery_dgs.store.engine import make_engine
@@ -17,6 +17,26 @@ from celery_dgs.store.migrate import VERSION_TABLE, current_revision, head_revis
 from celery_dgs.store.models import Base
 
 from .conftest import T0, periodic
+
+
+def insert_periodic_row(conn: Connection, name: str) -> None:
+    """An active periodic schedule ``name`` written by hand, with only the
+    columns every revision has (change_seq 1, updated 2026-03-01 12:00 UTC)."""
+    postgres = conn.dialect.name == "postgresql"
+    conn.execute(
+        text(
+            "INSERT INTO dgs_schedules (name, task, configuration, kind, spec,"
+            " spec_format, active, paused, change_seq, updated_at) VALUES"
+            " (:n, :n, '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
+        ),
+        {
+            "n": name,
+            "spec": json.dumps(periodic(name).to_dict()),
+            "t": True,
+            "f": False,
+            "ts": "2026-03-01 12:00:00" + ("+00:00" if postgres else ""),
+        },
+    )
 
 
 def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> None:
@@ -88,20 +108,7 @@ def test_0004_adds_the_declaration_error_to_existing_rows(database_url: str) -> 
     old = SqlScheduleStore(database_url)  # the 0003 schema, written by this version's sync
     try:
         with old.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO dgs_schedules (name, task, configuration, kind, spec,"
-                    " spec_format, active, paused, change_seq, updated_at) VALUES"
-                    " ('kept', 'kept', '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
-                ),
-                {
-                    "spec": json.dumps(periodic("kept").to_dict()),
-                    "t": True,
-                    "f": False,
-                    "ts": "2026-03-01 12:00:00"
-                    + ("+00:00" if engine.dialect.name == "postgresql" else ""),
-                },
-            )
+            insert_periodic_row(conn, "kept")
             conn.execute(text("UPDATE dgs_counter SET value = 1"))
     finally:
         old.close()
@@ -130,21 +137,7 @@ def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
     try:
         with old.engine.begin() as conn:
             for name in ("old.a", "old.b"):
-                conn.execute(
-                    text(
-                        "INSERT INTO dgs_schedules (name, task, configuration, kind, spec,"
-                        " spec_format, active, paused, change_seq, updated_at) VALUES"
-                        " (:n, :n, '', 'periodic', :spec, 1, :t, :f, 1, :ts)"
-                    ),
-                    {
-                        "n": name,
-                        "spec": json.dumps(periodic(name).to_dict()),
-                        "t": True,
-                        "f": False,
-                        "ts": "2026-03-01 12:00:00"
-                        + ("+00:00" if engine.dialect.name == "postgresql" else ""),
-                    },
-                )
+                insert_periodic_row(conn, name)
             conn.execute(text("UPDATE dgs_counter SET value = 1"))
     finally:
         old.close()

@@ -4,7 +4,6 @@ celery-dgs reads (``DGS.all_declarations``: beat, sync, simulate, workers)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -33,13 +32,6 @@ def test_bad_values_name_the_setting(bad: object) -> None:
         r"of the period in \[0, 1\)",
     ):
         DgsSettings.from_conf({"dgs_default_cooldown_fraction": bad})
-
-
-@pytest.fixture
-def app() -> Iterator[Celery]:
-    app = Celery("cooldown-test", broker="memory://", set_as_current=False)
-    yield app
-    app.close()
 
 
 def _declare(app: Celery) -> DGS:
@@ -72,8 +64,8 @@ def cooldowns(dgs: DGS) -> dict[str, tuple[timedelta, bool]]:
     return out
 
 
-def test_unset_cooldowns_get_the_default_explicit_ones_are_kept(app: Celery) -> None:
-    dgs = _declare(app)
+def test_unset_cooldowns_get_the_default_explicit_ones_are_kept(memory_app: Celery) -> None:
+    dgs = _declare(memory_app)
     assert cooldowns(dgs) == {
         "t.unset": (timedelta(minutes=5), True),
         "t.conf": (timedelta(minutes=5), True),
@@ -88,6 +80,6 @@ def test_unset_cooldowns_get_the_default_explicit_ones_are_kept(app: Celery) -> 
     assert dgs.all_declarations().errors == {}
 
 
-def test_the_setting_chooses_the_fraction(app: Celery) -> None:
-    app.conf.dgs_default_cooldown_fraction = 0.1
-    assert cooldowns(_declare(app))["t.unset"] == (timedelta(minutes=1), True)
+def test_the_setting_chooses_the_fraction(memory_app: Celery) -> None:
+    memory_app.conf.dgs_default_cooldown_fraction = 0.1
+    assert cooldowns(_declare(memory_app))["t.unset"] == (timedelta(minutes=1), True)

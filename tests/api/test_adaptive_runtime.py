@@ -4,7 +4,6 @@ real SQLite store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,10 +17,8 @@ T = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 
 
 @pytest.fixture
-def api(sqlite_url: str) -> Iterator[RuntimeSchedules]:
-    store = SqlScheduleStore.open(sqlite_url)
-    yield RuntimeSchedules(store, known_tasks=lambda: {"t.visit", "t.other"})
-    store.close()
+def api(sqlite_store: SqlScheduleStore) -> RuntimeSchedules:
+    return RuntimeSchedules(sqlite_store, known_tasks=lambda: {"t.visit", "t.other"})
 
 
 def test_upsert_an_adaptive_schedule_with_its_hint(api: RuntimeSchedules) -> None:

@@ -10,7 +10,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -18,69 +17,13 @@ from typing import Any
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.runtime import Runtime
-from celery_dgs.settings import DgsSettings
-from celery_dgs.store.records import RunRecord
 from celery_dgs.worker import run_records
 from celery_dgs.worker import runs as runs_module
 from celery_dgs.worker.runs import supervised_run
-from celery_dgs.worker.supervisor import RunSupervisor, RunTerminated, current_supervisor
-
-SPEC = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1))
-
-
-class Request:
-    hostname = "celery@node-a"
-    dgs_dispatch_id = None
-
-
-def make_runtime(redis_url: str, db_path: Path) -> Runtime:
-    settings = DgsSettings.from_conf(
-        {
-            "dgs_redis_url": redis_url,
-            "dgs_database_url": f"sqlite:///{db_path}",
-            "dgs_ping_interval": 0.2,
-            "dgs_ping_timeout": 1.0,
-            "dgs_steal_delay": 1.0,
-        }
-    )
-    assert settings.fence_after == pytest.approx(0.75)
-    rt = Runtime(settings)
-    rt.store.insert_if_missing(SPEC, rt.leases.now())
-    return rt
-
-
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "dgs.sqlite3"
-
-
-@pytest.fixture
-def rt(redis_url: str, db_path: Path) -> Iterator[Runtime]:
-    runtime = make_runtime(redis_url, db_path)
-    yield runtime
-    runtime.close()
-
-
-def only_run(rt: Runtime) -> RunRecord:
-    (run,) = rt.store.runs(SPEC.name)
-    return run
-
-
-def in_thread(fn: Any) -> dict[str, Any]:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["raised"] = exc
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join(timeout=30)
-    assert not t.is_alive()
-    return box
+from celery_dgs.worker.supervisor import RunTerminated, current_supervisor
+from tests.worker.helpers import SPEC, Request, in_thread, only_run, supervisor
 
 
 def test_a_start_recorded_after_the_fence_time_never_runs_the_body(
@@ -168,46 +111,38 @@ def test_an_interruption_racing_the_return_is_recorded_and_releases_the_lease(
 
 
 def test_a_redis_failure_at_acquire_records_a_skip(
-    fresh_redis_server: Any,
-    db_path: Path,
+    fresh_redis_server: RedisServerProcess,
+    fresh_rt: Runtime,
 ) -> None:
-    runtime = make_runtime(fresh_redis_server.url, db_path)
     fresh_redis_server.stop()
-    try:
-        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), lambda: 1, (), {}))
-        assert "raised" not in box, box.get("raised")
-        assert box["value"] is None
-        run = only_run(runtime)
-        assert run.outcome == "skipped"
-        assert run.error is not None
-        assert "acquiring the lease failed" in run.error
-        assert abs(run.started_at - datetime.now(timezone.utc)) < timedelta(seconds=30)
-    finally:
-        runtime.close()
+    box = in_thread(lambda: supervised_run(fresh_rt, SPEC, Request(), lambda: 1, (), {}))
+    assert "raised" not in box, box.get("raised")
+    assert box["value"] is None
+    run = only_run(fresh_rt)
+    assert run.outcome == "skipped"
+    assert run.error is not None
+    assert "acquiring the lease failed" in run.error
+    assert abs(run.started_at - datetime.now(timezone.utc)) < timedelta(seconds=30)
 
 
 def test_a_redis_failure_taking_back_an_excluded_dispatch_records_the_skip(
-    fresh_redis_server: Any,
-    db_path: Path,
+    fresh_redis_server: RedisServerProcess,
+    fresh_rt: Runtime,
 ) -> None:
     spec = PeriodicSpec(
         task="s", scheduling_period=timedelta(hours=1), dont_run_on_nodes=("node-a",)
     )
-    runtime = make_runtime(fresh_redis_server.url, db_path)
     fresh_redis_server.stop()
 
     class Dispatched(Request):
         dgs_dispatch_id = "d1"
 
-    try:
-        box = in_thread(lambda: supervised_run(runtime, spec, Dispatched(), lambda: 1, (), {}))
-        assert "raised" not in box, box.get("raised")
-        run = only_run(runtime)
-        assert run.outcome == "skipped"
-        assert run.error is not None
-        assert "excluded" in run.error
-    finally:
-        runtime.close()
+    box = in_thread(lambda: supervised_run(fresh_rt, spec, Dispatched(), lambda: 1, (), {}))
+    assert "raised" not in box, box.get("raised")
+    run = only_run(fresh_rt)
+    assert run.outcome == "skipped"
+    assert run.error is not None
+    assert "excluded" in run.error
 
 
 def test_an_interruption_from_another_thread_never_lands_after_finish() -> None:
@@ -226,17 +161,7 @@ def test_an_interruption_from_another_thread_never_lands_after_finish() -> None:
     box: dict[str, Any] = {}
 
     def task_thread() -> None:
-        sup = RunSupervisor(
-            schedule="s",
-            run_id="r",
-            spec=SPEC,
-            token=1,
-            ping=lambda p: "OK",
-            now=lambda: datetime.now(timezone.utc),
-            ping_interval=10,
-            termination_grace=10,
-            on_unresponsive=lambda stop: None,
-        )
+        sup = supervisor(ping_interval=10, termination_grace=10)
         box["sup"] = sup
         sup.start()
         try:
@@ -270,13 +195,8 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
     box: dict[str, Any] = {}
 
     def task_thread() -> None:
-        sup = RunSupervisor(
-            schedule="s",
-            run_id="r",
-            spec=SPEC,
-            token=1,
+        sup = supervisor(
             ping=lambda p: "NOT_OWNER",
-            now=lambda: datetime.now(timezone.utc),
             ping_interval=0.4,
             termination_grace=10,
             on_unresponsive=lambda stop: ended.append(time.monotonic()),
@@ -351,14 +271,13 @@ def test_the_takers_stolen_record_is_retried(
 
 
 def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
-    fresh_redis_server: Any,
-    db_path: Path,
+    fresh_redis_server: RedisServerProcess,
+    fresh_rt: Runtime,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Redis goes away mid-run: the run fences itself after fence_after (0.75 s)
     and its end is dated from the grant's Redis time plus the monotonic time
     since, not by the local wall clock (which here has jumped a day ahead)."""
-    runtime = make_runtime(fresh_redis_server.url, db_path)
 
     class JumpedClock(datetime):
         @classmethod
@@ -372,12 +291,9 @@ def test_a_self_fenced_end_is_dated_on_the_monotonic_clock(
         while time.monotonic() < deadline:
             time.sleep(0.01)
 
-    try:
-        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), body, (), {}))
-        assert "self_fenced" in str(box.get("raised"))
-        run = only_run(runtime)
-        assert run.outcome == "self_fenced"
-        assert run.ended_at is not None
-        assert timedelta(seconds=0.75) <= run.ended_at - run.started_at < timedelta(seconds=3)
-    finally:
-        runtime.close()
+    box = in_thread(lambda: supervised_run(fresh_rt, SPEC, Request(), body, (), {}))
+    assert "self_fenced" in str(box.get("raised"))
+    run = only_run(fresh_rt)
+    assert run.outcome == "self_fenced"
+    assert run.ended_at is not None
+    assert timedelta(seconds=0.75) <= run.ended_at - run.started_at < timedelta(seconds=3)

@@ -136,20 +136,19 @@ def test_the_same_declaration_twice_is_fine() -> None:
     assert list(decl.specs) == ["t.x"]
 
 
-def test_bad_decorator_arguments_are_recorded_not_raised() -> None:
-    app = Celery("decl-test", set_as_current=False)
-    dgs = DGS(app, install_worker_hooks=False)
+def test_bad_decorator_arguments_are_recorded_not_raised(memory_app: Celery) -> None:
+    dgs = DGS(memory_app, install_worker_hooks=False)
 
     def job() -> None:
         pass
 
     for i, kwargs in enumerate(("x", [1])):
         job.__name__ = f"job{i}"
-        app.task(name=f"t.job{i}", shared=False)(dgs.periodic(60, kwargs=kwargs)(job))  # type: ignore[arg-type]
+        memory_app.task(name=f"t.job{i}", shared=False)(dgs.periodic(60, kwargs=kwargs)(job))  # type: ignore[arg-type]
     errors = dgs.declarations.errors
     assert {name: err.field for name, err in errors.items()} == {
-        "tests.test_declarations.job0": "kwargs",
-        "tests.test_declarations.job1": "kwargs",
+        "tests.api.test_declarations.job0": "kwargs",
+        "tests.api.test_declarations.job1": "kwargs",
     }
 
 

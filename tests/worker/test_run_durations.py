@@ -8,26 +8,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.runtime import Runtime
 from celery_dgs.worker.runs import supervised_run
-from tests.test_worker_runs import SPEC, Request, in_thread, make_runtime
+from tests.worker.helpers import SPEC, Request, in_thread
 
 RUN_S = 0.3
-
-
-@pytest.fixture
-def rt(redis_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = make_runtime(redis_url, tmp_path / "dgs.sqlite3")
-    yield runtime
-    runtime.close()
 
 
 def run_with_clock_step(rt: Runtime, step: timedelta) -> float:
@@ -99,17 +90,15 @@ def test_the_store_takes_a_measured_duration(rt: Runtime) -> None:
 
 
 def test_a_run_while_redis_is_down_logs_one_line_without_a_traceback(
-    fresh_redis_server: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    fresh_redis_server: RedisServerProcess,
+    fresh_rt: Runtime,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Every dispatch a worker receives while Redis is down is skipped: each
     says why in one line, not a traceback per run."""
-    runtime = make_runtime(fresh_redis_server.url, tmp_path / "dgs.sqlite3")
     fresh_redis_server.stop()
     caplog.set_level(logging.INFO, logger="celery_dgs")
-    try:
-        box = in_thread(lambda: supervised_run(runtime, SPEC, Request(), lambda: 1, (), {}))
-    finally:
-        runtime.close()
+    box = in_thread(lambda: supervised_run(fresh_rt, SPEC, Request(), lambda: 1, (), {}))
     assert box.get("value") is None
     (failed,) = [
         r

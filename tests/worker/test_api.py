@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import celery_dgs
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.worker.supervisor import RunSupervisor
+from tests.worker.helpers import supervisor
 
 
 def _supervisor() -> RunSupervisor:
-    return RunSupervisor(
-        schedule="s",
-        run_id="r",
-        spec=PeriodicSpec(task="s", scheduling_period=timedelta(hours=1)),
-        ping=lambda progress: "OK",
-        now=lambda: datetime.now(timezone.utc),
-        ping_interval=60,
-        termination_grace=1,
-        on_unresponsive=lambda stop: None,
-        token=7,
-    )
+    return supervisor(ping_interval=60, termination_grace=1, token=7)
 
 
 def test_outside_a_run_progress_and_token_are_inert() -> None:

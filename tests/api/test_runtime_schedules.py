@@ -36,14 +36,7 @@ def app(sqlite_url: str, redis_url: str) -> Iterator[Celery]:
     app.close()
 
 
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[SqlScheduleStore]:
-    store = SqlScheduleStore.open(sqlite_url)
-    yield store
-    store.close()
-
-
-def test_upsert_get_list_remove(app: Celery, store: SqlScheduleStore) -> None:
+def test_upsert_get_list_remove(app: Celery, sqlite_store: SqlScheduleStore) -> None:
     api = DGS(app).schedules
     action = api.upsert(
         "t.scrape@example.org",
@@ -63,7 +56,7 @@ def test_upsert_get_list_remove(app: Celery, store: SqlScheduleStore) -> None:
         args=("https://example.org",),
         kwargs={"depth": 2},
     )
-    seq = store.get("t.scrape@example.org").change_seq
+    seq = sqlite_store.get("t.scrape@example.org").change_seq
     assert (
         api.upsert(
             "t.scrape",
@@ -75,9 +68,9 @@ def test_upsert_get_list_remove(app: Celery, store: SqlScheduleStore) -> None:
         )
         == "unchanged"
     )
-    assert store.get("t.scrape@example.org").change_seq == seq, "nothing written"
+    assert sqlite_store.get("t.scrape@example.org").change_seq == seq, "nothing written"
     assert api.upsert("t.scrape@example.org", cron="0 * * * *", within=600) == "updated"
-    assert isinstance(store.get("t.scrape@example.org").spec, CronSpec)
+    assert isinstance(sqlite_store.get("t.scrape@example.org").spec, CronSpec)
     assert [s.name for s in api.list()] == ["t.scrape@example.org"]
     assert api.remove("t.scrape@example.org") is True
     assert api.remove("t.scrape@example.org") is False
@@ -87,7 +80,7 @@ def test_upsert_get_list_remove(app: Celery, store: SqlScheduleStore) -> None:
         api.get("t.nothing")
 
 
-def test_validation_is_the_declarations(app: Celery, store: SqlScheduleStore) -> None:
+def test_validation_is_the_declarations(app: Celery, sqlite_store: SqlScheduleStore) -> None:
     api = DGS(app).schedules
     with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", period=60, cooldown=120)
@@ -105,14 +98,14 @@ def test_validation_is_the_declarations(app: Celery, store: SqlScheduleStore) ->
     with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", configuration="b", period=60)
     assert (err.value.schedule, err.value.field) == ("t.scrape@a", "configuration")
-    assert store.list_schedules(include_inactive=True) == []
+    assert sqlite_store.list_schedules(include_inactive=True) == []
 
 
-def test_the_api_refuses_a_declared_schedule(app: Celery, store: SqlScheduleStore) -> None:
+def test_the_api_refuses_a_declared_schedule(app: Celery, sqlite_store: SqlScheduleStore) -> None:
     dgs = DGS(app)
     decl = dgs.all_declarations()
-    store.sync(list(decl.specs.values()), store._clock.now())
-    before = store.get("t.code")
+    sqlite_store.sync(list(decl.specs.values()), sqlite_store._clock.now())
+    before = sqlite_store.get("t.code")
     with pytest.raises(OwnershipError) as err:
         dgs.schedules.upsert("t.code", period=60)
     assert err.value.schedule == "t.code"
@@ -122,12 +115,14 @@ def test_the_api_refuses_a_declared_schedule(app: Celery, store: SqlScheduleStor
         dgs.schedules.remove("t.code")
     with pytest.raises(UnknownScheduleError, match="declared schedule"):
         dgs.schedules.get("t.code")
-    assert store.get("t.code") == before
+    assert sqlite_store.get("t.code") == before
 
 
-def test_bulk_reports_bad_rows_and_applies_the_good(app: Celery, store: SqlScheduleStore) -> None:
+def test_bulk_reports_bad_rows_and_applies_the_good(
+    app: Celery, sqlite_store: SqlScheduleStore
+) -> None:
     dgs = DGS(app)
-    store.sync(list(dgs.all_declarations().specs.values()), store._clock.now())
+    sqlite_store.sync(list(dgs.all_declarations().specs.values()), sqlite_store._clock.now())
     rows: list[object] = [
         {"name": "t.scrape@a", "period": 3600},
         {"name": "t.scrape@b", "period": -1},  # line 2: bad field
@@ -154,10 +149,10 @@ def test_bulk_reports_bad_rows_and_applies_the_good(app: Celery, store: SqlSched
     ]
     assert "first on line 1" in report.errors[3].message
     assert str(report.errors[0]).startswith("line 2: schedule 't.scrape@b', field ")
-    assert {s.name for s in store.list_schedules()} == {"t.code", "t.scrape@a", "t.scrape@c"}
+    assert {s.name for s in sqlite_store.list_schedules()} == {"t.code", "t.scrape@a", "t.scrape@c"}
 
 
-def test_a_store_failure_applies_nothing(app: Celery, store: SqlScheduleStore) -> None:
+def test_a_store_failure_applies_nothing(app: Celery, sqlite_store: SqlScheduleStore) -> None:
     class Broken(Exception):
         pass
 
@@ -165,16 +160,16 @@ def test_a_store_failure_applies_nothing(app: Celery, store: SqlScheduleStore) -
         def upsert_runtime_texts(self, specs, now, *, last_modified=None):  # type: ignore[no-untyped-def]
             raise Broken("database went away")
 
-    failing = FailingStore(store.url)
+    failing = FailingStore(sqlite_store.url)
     api = RuntimeSchedules(failing)
     with pytest.raises(Broken):
         api.upsert_many([{"name": "t.scrape@a", "period": 60}])
     failing.close()
-    assert store.list_schedules(include_inactive=True) == []
+    assert sqlite_store.list_schedules(include_inactive=True) == []
 
 
-def test_jsonl_and_csv_round_trip(store: SqlScheduleStore) -> None:
-    api = RuntimeSchedules(store)
+def test_jsonl_and_csv_round_trip(sqlite_store: SqlScheduleStore) -> None:
+    api = RuntimeSchedules(sqlite_store)
     specs = [
         PeriodicSpec(
             task="t.scrape",
@@ -201,7 +196,7 @@ def test_jsonl_and_csv_round_trip(store: SqlScheduleStore) -> None:
         assert [line for line, _ in rows] == ([1, 2] if fmt == "jsonl" else [2, 3])
         report = api.upsert_lines(rows)
         assert report.ok, report.errors
-        assert [store.get(s.name).spec for s in specs] == specs
+        assert [sqlite_store.get(s.name).spec for s in specs] == specs
         # The second format writes the same schedules: nothing changes.
         assert report.applied.unchanged == ([] if fmt == "jsonl" else ["t.scrape@a", "t.scrape@b"])
 
@@ -239,7 +234,7 @@ def test_file_errors_name_their_line() -> None:
 
 
 def test_no_cooldown_gets_the_default_a_declaration_gets(
-    app: Celery, store: SqlScheduleStore
+    app: Celery, sqlite_store: SqlScheduleStore
 ) -> None:
     dgs = DGS(app)
     assert dgs.schedules.upsert("t.scrape@a", period=3600) == "inserted"
@@ -249,7 +244,7 @@ def test_no_cooldown_gets_the_default_a_declaration_gets(
     expected = decl.with_default_cooldown(fraction).specs["t.scrape@a"]
     assert isinstance(expected, PeriodicSpec)
     assert expected.default_cooldown
-    assert store.get("t.scrape@a").spec == expected
+    assert sqlite_store.get("t.scrape@a").spec == expected
     assert dgs.schedules.upsert("t.scrape@a", period=3600) == "unchanged"
     out = io.StringIO()
     write_rows(out, "jsonl", [expected])

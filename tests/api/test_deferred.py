@@ -24,13 +24,12 @@ def _noop(*args: Any, **kwargs: Any) -> None:
 
 
 @pytest.fixture
-def dgs() -> DGS:
-    app = Celery("deferred-api", broker="memory://", set_as_current=False)
-    dgs = DGS(app, install_worker_hooks=False)
+def dgs(memory_app: Celery) -> DGS:
+    dgs = DGS(memory_app, install_worker_hooks=False)
     dgs.deferred(within=60, slot=timedelta(minutes=15), max_checks=3)(
-        app.task(name="shop.check_order", shared=False)(_noop)
+        memory_app.task(name="shop.check_order", shared=False)(_noop)
     )
-    dgs.deferred(on_exists="move")(app.task(name="mail.remind", shared=False)(_noop))
+    dgs.deferred(on_exists="move")(memory_app.task(name="mail.remind", shared=False)(_noop))
     return dgs
 
 
@@ -103,10 +102,11 @@ def test_bad_input_names_the_check_and_field(dgs: DGS, call: dict[str, Any], fie
         ({"slot": "15m"}, "slot"),
     ],
 )
-def test_bad_deferred_options_name_the_task_and_field(options: dict[str, Any], field: str) -> None:
-    app = Celery("deferred-bad", broker="memory://", set_as_current=False)
-    dgs = DGS(app, install_worker_hooks=False)
+def test_bad_deferred_options_name_the_task_and_field(
+    memory_app: Celery, options: dict[str, Any], field: str
+) -> None:
+    dgs = DGS(memory_app, install_worker_hooks=False)
     with pytest.raises(ScheduleConfigError) as raised:
-        dgs.deferred(**options)(app.task(name="t.bad", shared=False)(_noop))
+        dgs.deferred(**options)(memory_app.task(name="t.bad", shared=False)(_noop))
     assert raised.value.field == field
     assert "t.bad" in str(raised.value)

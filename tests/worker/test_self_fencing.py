@@ -10,16 +10,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
-from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.errors import SettingsError
 from celery_dgs.settings import DgsSettings
 from celery_dgs.worker.supervisor import RunSupervisor, RunTerminated
-
-SPEC = PeriodicSpec(task="s", scheduling_period=timedelta(hours=1))
+from tests.worker.helpers import supervisor
 
 
 def run_under(
@@ -37,13 +35,8 @@ def run_under(
     unresponsive: list[RunTerminated] = []
 
     def body() -> None:
-        sup = RunSupervisor(
-            schedule="s",
-            run_id="r",
-            spec=SPEC,
-            token=1,
+        sup = supervisor(
             ping=ping,
-            now=lambda: datetime.now(timezone.utc),
             ping_interval=0.05,
             termination_grace=5,
             on_unresponsive=unresponsive.append,
