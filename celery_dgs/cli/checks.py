@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from ..ops.checks import cancel_check, check_name, read_check, require_task, summary_json
-from ..ops.env import utcnow
+from ..ops.env import Env, utcnow
 from ..ops.timetext import iso
 from .checks_render import check_json, check_text, pending_json, pending_text, summary_text
 from .context import get_env, use_color, wrap_errors
@@ -73,35 +73,10 @@ def checks(
     if task is None:
         if cancel:
             raise click.UsageError("--cancel needs the check: TASK KEY")
-        now = utcnow()
         if overdue or task_filter is not None:
-            rows = store.pending_checks(
-                task=task_filter, due_before=now if overdue else None, limit=limit
-            )
-            if task_filter is not None and not rows:
-                require_task(env, task_filter)
-            if as_json:
-                click.echo(
-                    dump_json(
-                        {
-                            "now": iso(now),
-                            "task": task_filter,
-                            "overdue_only": overdue,
-                            "limit": limit,
-                            "checks": [pending_json(r, now) for r in rows],
-                        }
-                    )
-                )
-                return
-            of = f" of {task_filter}" if task_filter is not None else ""
-            which = (
-                f"overdue checks{of}, oldest first"
-                if overdue
-                else f"pending checks{of}, earliest first"
-            )
-            title = f"{which} ({len(rows)} shown, --limit {limit})"
-            click.echo(pending_text(title, rows, now, color=color), color=color)
+            _list_checks(env, task_filter, overdue, limit, as_json=as_json, color=color)
             return
+        now = utcnow()
         summary = store.check_summary(now)
         if as_json:
             click.echo(dump_json(summary_json(summary, now)))
@@ -129,3 +104,34 @@ def checks(
     else:
         text = check_text(doc, detail.row, detail.runs, detail.history, now, color=color)
         click.echo(text, color=color)
+
+
+def _list_checks(
+    env: Env, task: str | None, overdue: bool, limit: int, *, as_json: bool, color: bool
+) -> None:
+    """``checks --overdue`` / ``--task``: the overdue checks oldest first, or
+    the pending ones of ``task`` earliest first, at most ``limit``."""
+    now = utcnow()
+    rows = env.runtime.store.pending_checks(
+        task=task, due_before=now if overdue else None, limit=limit
+    )
+    if task is not None and not rows:
+        require_task(env, task)
+    if as_json:
+        click.echo(
+            dump_json(
+                {
+                    "now": iso(now),
+                    "task": task,
+                    "overdue_only": overdue,
+                    "limit": limit,
+                    "checks": [pending_json(r, now) for r in rows],
+                }
+            )
+        )
+        return
+    of = f" of {task}" if task is not None else ""
+    order = "oldest first" if overdue else "earliest first"
+    which = f"{'overdue' if overdue else 'pending'} checks{of}, {order}"
+    title = f"{which} ({len(rows)} shown, --limit {limit})"
+    click.echo(pending_text(title, rows, now, color=color), color=color)

@@ -153,27 +153,9 @@ def holds_for(
             holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
     if run_requested or running:
         return tuple(holds)
-    if isinstance(spec, AdaptiveSpec):  # its retry: the ladder's shortest interval
-        retry_ladder = (adaptive.ladder_interval(0, spec.interval_unit),)
-    retry = retry_at(stats, retry_ladder) if retry_ladder else None
-    if retry is not None and retry > now:
-        failures = stats.failure_count or 0
-        step = min(failures, len(retry_ladder))
-        delay = retry_ladder[step - 1]
-        holds.append(
-            Hold(
-                reason=HOLD_BACKOFF,
-                until=retry,
-                retry_step=step,
-                retry_steps=len(retry_ladder),
-                retry_delay=delay,
-                message=(
-                    f"{name} is backing off after {failures} consecutive failures: retry "
-                    f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
-                    f"{_iso(retry)}"
-                ),
-            )
-        )
+    backoff = backoff_hold(name, spec, stats, now, retry_ladder)
+    if backoff is not None:
+        holds.append(backoff)
     window = blackout_containing(spec.blackout_periods, spec.tz, now)
     if window is not None:
         holds.append(
@@ -184,6 +166,38 @@ def holds_for(
             )
         )
     return tuple(holds)
+
+
+def backoff_hold(
+    name: str,
+    spec: ScheduleSpec,
+    stats: ScheduleStats,
+    now: datetime,
+    retry_ladder: Sequence[timedelta],
+) -> Hold | None:
+    """The :data:`HOLD_BACKOFF` hold while the retry step after its last
+    failures lasts (an adaptive schedule's step: its ladder's shortest
+    interval), else ``None``."""
+    if isinstance(spec, AdaptiveSpec):
+        retry_ladder = (adaptive.ladder_interval(0, spec.interval_unit),)
+    retry = retry_at(stats, retry_ladder) if retry_ladder else None
+    if retry is None or retry <= now:
+        return None
+    failures = stats.failure_count or 0
+    step = min(failures, len(retry_ladder))
+    delay = retry_ladder[step - 1]
+    return Hold(
+        reason=HOLD_BACKOFF,
+        until=retry,
+        retry_step=step,
+        retry_steps=len(retry_ladder),
+        retry_delay=delay,
+        message=(
+            f"{name} is backing off after {failures} consecutive failures: retry "
+            f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
+            f"{_iso(retry)}"
+        ),
+    )
 
 
 def _iso(moment: datetime) -> str:

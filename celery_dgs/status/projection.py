@@ -90,32 +90,37 @@ def apply_projection(
         busy_run_s=busy_run_s,
         held_now=held_now,
     )
-    out = []
-    for row in rows:
-        if row.name in held_now:
-            hold = Hold(
-                reason=HOLD_LOOKAHEAD,
-                message=(
-                    f"{row.name}: the look-ahead holds it while the long runs in progress "
-                    f"take the slots the shorter schedules need (dgs_lookahead)"
-                ),
-            )
-            row = dataclasses.replace(row, holds=(*row.holds, hold), may_run_at=None)
-        start = projected.get(row.name)
-        if (
-            row.level is Level.OK
-            and start is not None
-            and row.should_start_by is not None
-            and start > row.should_start_by.timestamp()
-        ):
-            at = datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="seconds")
-            row = dataclasses.replace(
-                row,
-                level=Level.WARNING,
-                reason=Reason.PROJECTED_LATE.value,
-                message=f"{row.name}: the queue ahead of it on {slots} slots is projected "
-                f"to start it at {at}, after its should_start_by "
-                f"{row.should_start_by.isoformat(timespec='seconds')}",
-            )
-        out.append(row)
-    return out
+    return [
+        _projected_row(row, projected.get(row.name), row.name in held_now, slots) for row in rows
+    ]
+
+
+def _projected_row(row: StatusRow, start: float | None, held: bool, slots: int) -> StatusRow:
+    """``row`` with the look-ahead's hold when ``held``, and WARNING
+    ``projected_late`` when it is OK and projected to ``start`` after its
+    ``should_start_by``."""
+    if held:
+        hold = Hold(
+            reason=HOLD_LOOKAHEAD,
+            message=(
+                f"{row.name}: the look-ahead holds it while the long runs in progress "
+                f"take the slots the shorter schedules need (dgs_lookahead)"
+            ),
+        )
+        row = dataclasses.replace(row, holds=(*row.holds, hold), may_run_at=None)
+    if (
+        row.level is Level.OK
+        and start is not None
+        and row.should_start_by is not None
+        and start > row.should_start_by.timestamp()
+    ):
+        at = datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="seconds")
+        row = dataclasses.replace(
+            row,
+            level=Level.WARNING,
+            reason=Reason.PROJECTED_LATE.value,
+            message=f"{row.name}: the queue ahead of it on {slots} slots is projected "
+            f"to start it at {at}, after its should_start_by "
+            f"{row.should_start_by.isoformat(timespec='seconds')}",
+        )
+    return row
