@@ -2,16 +2,16 @@
 ``python -m benchmarks.web_table [--schedules N] [--requests N]``.
 
 The real app (``celery_dgs.web.app``) served by uvicorn on 127.0.0.1, read
-through the CLI's own read, over a real Redis-compatible server (leases,
-workers) and the in-memory store (``celery_dgs/store/memory.py``) holding N
-schedules (periodic and cron, three pools, most with a good run, some
-failing, 200 running). Two figures:
+as ``celery dgs status`` reads (``celery_dgs.ops``), over a real
+Redis-compatible server (leases, workers) and the in-memory store
+(``celery_dgs/store/memory.py``) holding N schedules (periodic and cron,
+three pools, most with a good run, some failing, 200 running). Two figures:
 
 1. the schedules table: wall time of ``GET /schedules`` over HTTP (first
    page, deep pages, each filter and a name search, in a fixed random mix),
    p50 / p95 / max, with the state's snapshot already read (the page re-reads
    it at most once per ``max_age`` however many browsers poll);
-2. the snapshot read itself (``views.take_snapshot``: every schedule's row
+2. the snapshot read itself (``snapshot.take_snapshot``: every schedule's row
    through ``status.build_rows``, leases, workers, leader), median of 3.
 """
 
@@ -29,14 +29,16 @@ from urllib.parse import urlencode
 import uvicorn
 from celery import Celery
 
-from celery_dgs.cli.context import Env
 from celery_dgs.core.spec_build import make_spec
 from celery_dgs.dgs import DGS
 from celery_dgs.embedded import RedisServerProcess, free_port
+from celery_dgs.ops.env import Env
 from celery_dgs.registry import WorkerInfo
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.web import views
 from celery_dgs.web.app import create_app
+from celery_dgs.web.overview import overview
+from celery_dgs.web.snapshot import take_snapshot
 
 POOLS = ("celery", "slow", "gpu")
 
@@ -150,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         reads = []
         for _ in range(3):
             t0 = time.perf_counter()
-            snap = views.take_snapshot(env)
+            snap = take_snapshot(env)
             reads.append(time.perf_counter() - t0)
-        counts = views.overview(snap)["counts"]
+        counts = overview(snap)["counts"]
         print(
             f"snapshot read (build_rows over {len(snap.ordered):,} rows): "
             f"median {statistics.median(reads) * 1000:.0f} ms; counts {counts}"

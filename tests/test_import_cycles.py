@@ -1,4 +1,6 @@
-"""No module of celery_dgs imports, directly or through others, a module that imports it.
+"""No module of celery_dgs imports, directly or through others, a module that imports it;
+and the layers keep their direction: the status page (``web``) imports no CLI
+module, the operations layer (``ops``) neither the CLI nor the page.
 
 Every module is parsed with :mod:`ast` (nothing is imported). Its imports of
 package modules are edges of a graph: top-level ones, those inside functions
@@ -123,6 +125,65 @@ def _cycle_in(graph: dict[str, set[str]], component: set[str], start: str) -> li
                     following.append(child)
         frontier = following
     raise AssertionError(f"{start} is in no cycle of {sorted(component)}")
+
+
+def _in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def paths_into(graph: dict[str, set[str]], source: str, target: str) -> list[list[str]]:
+    """For each module of package ``target`` that a module of package
+    ``source`` imports, directly or through others, one shortest import path
+    to it (breadth first from ``source``'s modules)."""
+    starts = sorted(m for m in graph if _in_package(m, source))
+    previous: dict[str, str | None] = dict.fromkeys(starts)
+    frontier = starts
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    paths = []
+    for module in sorted(previous):
+        if not _in_package(module, target):
+            continue
+        path = [module]
+        while (parent := previous[path[-1]]) is not None:
+            path.append(parent)
+        paths.append(path[::-1])
+    return paths
+
+
+def test_the_status_page_imports_no_cli_module() -> None:
+    found = paths_into(import_graph(), "celery_dgs.web", "celery_dgs.cli")
+    assert not found, "web imports cli:\n" + "\n".join(" -> ".join(p) for p in found)
+
+
+def test_the_operations_layer_imports_neither_cli_nor_web() -> None:
+    graph = import_graph()
+    found = paths_into(graph, "celery_dgs.ops", "celery_dgs.cli")
+    found += paths_into(graph, "celery_dgs.ops", "celery_dgs.web")
+    assert not found, "ops imports cli or web:\n" + "\n".join(" -> ".join(p) for p in found)
+
+
+def test_the_layer_check_follows_imports_through_other_modules(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    for folder in ("web", "cli", "ops"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "web" / "page.py").write_text("from ..ops import act\n")
+    (pkg / "ops" / "act.py").write_text("def f():\n    from ..cli import out\n")
+    (pkg / "cli" / "out.py").write_text("")
+    graph = import_graph(pkg, "pkg")
+    assert paths_into(graph, "pkg.web", "pkg.cli") == [
+        ["pkg.web.page", "pkg.ops.act", "pkg.cli"],
+        ["pkg.web.page", "pkg.ops.act", "pkg.cli.out"],
+    ]
+    assert paths_into(graph, "pkg.ops", "pkg.web") == []
 
 
 def test_the_package_has_no_import_cycle() -> None:

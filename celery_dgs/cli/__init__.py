@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from ..web.command import web
 from .checks import checks
 from .context import make_env
 from .control import cancel, pause, resume, run
@@ -20,6 +19,7 @@ from .declare import check, sync
 from .runtime import add, export, import_, remove
 from .show import leases, runs, status
 from .simulate import simulate
+from .web import web
 
 __all__ = ["dgs"]
 

@@ -9,9 +9,11 @@ from typing import Any
 
 from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX
 from ..core.spec import CheckSpec
+from ..ops.checks import lateness_s, summary_json
+from ..ops.timetext import NONE, iso, late_text, short_time
 from ..store.check_types import CheckHistoryRecord, CheckSummary
 from ..store.records import RunRecord, StoredSchedule
-from .output import NONE, Cell, duration, iso, relative, short_time, styled, table
+from .output import Cell, styled, table
 from .render import run_json, runs_text
 
 #: Colour of each way a check ended (when colour is on).
@@ -25,42 +27,7 @@ def check_key_of(row: StoredSchedule) -> str:
     return row.configuration.removeprefix(CHECK_CONFIGURATION_PREFIX)
 
 
-def lateness_s(due: datetime | None, now: datetime) -> float | None:
-    """Seconds ``due`` is behind ``now`` (negative: not due yet)."""
-    return None if due is None else round((now - due).total_seconds(), 3)
-
-
-def late_text(due: datetime | None, now: datetime) -> str:
-    """``3m05s late`` for a time past, ``due in 12m`` for one ahead."""
-    if due is None:
-        return NONE
-    if due <= now:
-        return f"{duration(now - due)} late"
-    return f"due {relative(due, now)}"
-
-
 # -- the summary ----------------------------------------------------------------
-
-
-def summary_json(summary: CheckSummary, now: datetime) -> dict[str, Any]:
-    oldest = min(summary.oldest_due.values(), default=None)
-    return {
-        "now": iso(now),
-        "pending": summary.total_pending,
-        "overdue": summary.total_overdue,
-        "oldest_due_at": iso(oldest),
-        "oldest_lateness_s": lateness_s(oldest, now),
-        "tasks": [
-            {
-                "task": task,
-                "pending": count,
-                "overdue": summary.overdue.get(task, 0),
-                "oldest_due_at": iso(summary.oldest_due.get(task)),
-                "oldest_lateness_s": lateness_s(summary.oldest_due.get(task), now),
-            }
-            for task, count in sorted(summary.pending.items())
-        ],
-    }
 
 
 def status_checks_json(summary: CheckSummary, now: datetime) -> dict[str, Any]:

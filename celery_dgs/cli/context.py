@@ -1,21 +1,18 @@
-"""What every ``celery dgs`` command needs: the app, its settings and clients,
-colour, schedule-name resolution and error handling."""
+"""What every ``celery dgs`` command needs: the operations' environment
+(:class:`~celery_dgs.ops.env.Env`: the app, its settings and clients), colour,
+and error handling (exit statuses)."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 import click
 import redis
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..dgs import DGS, get_dgs
 from ..errors import (
     DgsError,
     LeaseError,
@@ -23,9 +20,8 @@ from ..errors import (
     SettingsError,
     UnknownScheduleError,
 )
-from ..runtime import Runtime, runtime_for
-from ..settings import DgsSettings
-from ..store.records import StoredSchedule
+from ..ops.env import Env
+from ..ops.errors import ActionRefused, UnknownTarget
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +36,7 @@ EXIT_CONFIG = 4
 
 
 _META_KEY = "celery_dgs.cli.env"
+_NO_COLOR_KEY = "celery_dgs.cli.no_color"
 
 
 class StateUnavailable(click.ClickException):
@@ -54,54 +51,15 @@ class ConfigurationError(click.ClickException):
     exit_code = EXIT_CONFIG
 
 
-@dataclass
-class Env:
-    """The resolved context of one command."""
-
-    app: Any
-    no_color: bool = False
-    _runtime: Runtime | None = field(default=None, repr=False)
-
-    @property
-    def dgs(self) -> DGS:
-        return get_dgs(self.app)
-
-    @property
-    def settings(self) -> DgsSettings:
-        return self.dgs.settings
-
-    @property
-    def runtime(self) -> Runtime:
-        if self._runtime is None:
-            settings = self.settings
-            rt = runtime_for(self.app, settings)
-            if rt.settings != settings:  # a cached bundle of another app (id reuse)
-                rt = Runtime(settings, broker_url=self.app.conf.broker_url)
-            self._runtime = rt
-        return self._runtime
-
-    @property
-    def default_pool(self) -> str:
-        return str(self.app.conf.task_default_queue or "celery")
-
-    def color(self) -> bool:
-        """Colour only when stdout is a terminal and ``--no-color``/``NO_COLOR`` is unset."""
-        return not self.no_color and sys.stdout.isatty()
-
-    def close(self) -> None:
-        if self._runtime is not None:
-            self._runtime.close()
-            self._runtime = None
-
-
 def make_env(ctx: click.Context) -> Env:
     """The group's :class:`Env`, from Celery's CLI context (``ctx.obj.app``)."""
     obj = ctx.obj
     app = getattr(obj, "app", None)
     if app is None:
         raise click.UsageError("run this as `celery -A proj dgs ...`")
-    env = Env(app=app, no_color=bool(getattr(obj, "no_color", False)))
+    env = Env(app=app)
     ctx.meta[_META_KEY] = env
+    ctx.meta[_NO_COLOR_KEY] = bool(getattr(obj, "no_color", False))
     ctx.call_on_close(env.close)
     return env
 
@@ -114,14 +72,16 @@ def get_env(ctx: click.Context) -> Env:
     return env
 
 
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+def use_color(ctx: click.Context) -> bool:
+    """Colour only when stdout is a terminal and ``--no-color``/``NO_COLOR`` is unset."""
+    return not ctx.meta.get(_NO_COLOR_KEY, False) and sys.stdout.isatty()
 
 
 def wrap_errors(fn: F) -> F:
     """Turn Redis and database failures into one clear line and exit status
     :data:`EXIT_UNAVAILABLE`, configuration errors into one clear line and
-    :data:`EXIT_CONFIG`, instead of a traceback."""
+    :data:`EXIT_CONFIG`, instead of a traceback; an unknown name is a usage
+    error (exit status 2), a refused action exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -129,6 +89,10 @@ def wrap_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except click.ClickException:
             raise
+        except UnknownTarget as exc:
+            raise click.BadParameter(exc.message, param_hint=f"'{exc.argument}'") from None
+        except ActionRefused as exc:
+            raise click.ClickException(exc.message) from None
         except (redis.RedisError, LeaseError) as exc:
             raise StateUnavailable(f"Redis: {exc}") from exc
         except SQLAlchemyError as exc:
@@ -141,18 +105,3 @@ def wrap_errors(fn: F) -> F:
             raise StateUnavailable(str(exc)) from exc
 
     return cast("F", wrapper)
-
-
-def resolve_schedule(env: Env, name: str) -> StoredSchedule:
-    """The stored schedule called ``name``; a usage error (exit 2) naming the
-    closest stored names otherwise."""
-    store = env.runtime.store
-    try:
-        return store.get(name)
-    except UnknownScheduleError:
-        known = [s.name for s in store.list_schedules(include_inactive=True)]
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        if not known:
-            hint = " (the store has no schedules: run `celery dgs sync` or start beat)"
-        raise click.BadParameter(f"no schedule named {name!r}{hint}", param_hint="'NAME'") from None

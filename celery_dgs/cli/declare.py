@@ -7,9 +7,10 @@ import click
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
+from ..ops.env import Env, utcnow
 from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
-from .context import Env, get_env, utcnow, wrap_errors
+from .context import get_env, use_color, wrap_errors
 from .output import styled
 
 
@@ -48,7 +49,7 @@ def check(ctx: click.Context) -> None:
     """
     env = get_env(ctx)
     decl = _declarations(env)
-    color = env.color()
+    color = use_color(ctx)
     _report_problems(decl, color=color)
     specs = decl.specs
     now, hints = utcnow(), []
@@ -91,7 +92,7 @@ def sync(ctx: click.Context) -> None:
     """
     env = get_env(ctx)
     decl = _declarations(env)
-    _report_problems(decl, color=env.color())
+    _report_problems(decl, color=use_color(ctx))
     report = env.runtime.store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
     where = masked_url(env.settings.database_url)
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")

@@ -1,5 +1,5 @@
-"""Text and JSON formatting for ``celery dgs``: aligned tables, optional colour,
-times and durations.
+"""Text and JSON formatting for ``celery dgs``: aligned tables, optional colour
+(times and durations as text: :mod:`celery_dgs.ops.timetext`).
 
 JSON output is stable: fixed keys (always present, ``null`` when unknown),
 times as ISO-8601 UTC strings (``2026-01-02T03:04:05.123+00:00``), durations and
@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import click
+
+from ..ops.timetext import NONE
 
 #: Colour of each condition and run outcome (when colour is on).
 STYLES: dict[str, dict[str, Any]] = {
@@ -36,8 +38,6 @@ STYLES: dict[str, dict[str, Any]] = {
     "takeable": {"fg": "red"},
 }
 
-NONE = "-"
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -47,53 +47,8 @@ class Cell:
     style: str | None = None
 
 
-def iso(moment: datetime | None) -> str | None:
-    """ISO-8601 in UTC with milliseconds; ``None`` stays ``None``."""
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def seconds(delta: timedelta | None) -> float | None:
     return None if delta is None else round(delta.total_seconds(), 3)
-
-
-def short_time(moment: datetime | None) -> str:
-    """``2026-01-02 03:04:05Z`` (UTC, to the second)."""
-    if moment is None:
-        return NONE
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def duration(value: timedelta | float | None) -> str:
-    """``0.8s``, ``12s``, ``3m05s``, ``2h04m``, ``3d04h``; ``-`` for ``None``."""
-    if value is None:
-        return NONE
-    total = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    sign, total = ("-" if total < 0 else ""), abs(total)
-    if total < 10:
-        return f"{sign}{total:.1f}s"
-    secs = round(total)
-    days, rest = divmod(secs, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{sign}{days}d{hours:02d}h"
-    if hours:
-        return f"{sign}{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{sign}{minutes}m{secs:02d}s"
-    return f"{sign}{secs}s"
-
-
-def relative(moment: datetime | None, now: datetime) -> str:
-    """``in 1m40s`` / ``12s ago`` / ``now``; ``-`` for ``None``."""
-    if moment is None:
-        return NONE
-    delta = (moment - now).total_seconds()
-    if abs(delta) < 0.05:
-        return "now"
-    return f"in {duration(delta)}" if delta > 0 else f"{duration(-delta)} ago"
 
 
 def percent(progress: float | None) -> str:

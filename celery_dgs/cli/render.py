@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..leases.types import LeaseInfo
+from ..ops.timetext import NONE, duration, iso, relative, short_time
 from ..registry import WorkerInfo
 from ..status import (
     HOLD_BACKOFF,
@@ -20,19 +21,7 @@ from ..status import (
     steal_state,
 )
 from ..store.records import RunRecord
-from .output import (
-    NONE,
-    Cell,
-    duration,
-    first_line,
-    iso,
-    percent,
-    relative,
-    seconds,
-    short_time,
-    styled,
-    table,
-)
+from .output import Cell, first_line, percent, seconds, styled, table
 
 # -- status ---------------------------------------------------------------------
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import click
 
+from ..ops.env import Env
 from ..runtime_schedules import BulkReport, RuntimeSchedules
 from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
-from .context import Env, get_env, wrap_errors
+from .context import get_env, wrap_errors
 
 
 def _api(env: Env) -> RuntimeSchedules:

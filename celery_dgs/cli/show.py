@@ -1,24 +1,26 @@
-"""Read-only commands: ``status``, ``leases``, ``runs``."""
+"""Read-only commands: ``status``, ``leases``, ``runs`` (their reads:
+:mod:`celery_dgs.ops`)."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
 
 import click
 
 from ..core.condition import Level
-from ..leases.types import LeaseInfo
-from ..registry import WorkerInfo
-from ..status import StatusRow, any_error, build_rows, matches
-from ..store.records import StoredSchedule
+from ..ops.env import utcnow
+from ..ops.leader import leader_json, read_leader
+from ..ops.leases import read_leases
+from ..ops.runs import read_runs
+from ..ops.state import read_status
+from ..ops.timetext import iso
+from ..status import any_error
 from .checks_render import status_checks_json, status_checks_line
-from .context import Env, StateUnavailable, get_env, resolve_schedule, utcnow, wrap_errors
-from .leader_view import leader_json, leader_text, read_leader
-from .output import dump_json, iso
+from .context import StateUnavailable, get_env, use_color, wrap_errors
+from .leader_view import leader_text
+from .output import dump_json
 from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
 
 LEVELS = [level.name for level in sorted(Level, reverse=True)]
@@ -38,52 +40,6 @@ def _not_nan(param: click.Parameter, value: float | None) -> float | None:
 
 #: A frame of ``status``: its text, and whether a listed schedule is in ERROR.
 Frame = Callable[[], tuple[str, bool]]
-
-
-@dataclass(frozen=True)
-class State:
-    """Every stored active schedule, its status row (most urgent first), the
-    live leases and workers, and the ``now`` the rows were computed at."""
-
-    schedules: list[StoredSchedule]
-    rows: list[StatusRow]
-    leases: dict[str, LeaseInfo]
-    workers: list[WorkerInfo]
-    now: datetime
-
-
-def read_state(env: Env) -> State:
-    """The state ``status`` shows (and the status page): rows through
-    :func:`~celery_dgs.status.build_rows` with the live workers' slots."""
-    rt = env.runtime
-    schedules = rt.store.list_schedules()
-    leases = {lease.schedule: lease for lease in rt.leases.all()}
-    workers = rt.registry.live_workers()
-    now = utcnow()
-    slots = sum(w.slots for w in workers) if workers else env.settings.capacity
-    rows = build_rows(
-        schedules,
-        leases,
-        now,
-        retry_ladder=env.settings.retry_ladder,
-        default_pool=env.default_pool,
-        slots=slots,
-        settings=env.settings,
-        workers=workers,
-    )
-    return State(schedules, rows, leases, workers, now)
-
-
-def read_status(
-    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
-) -> tuple[list[StatusRow], list[WorkerInfo], datetime]:
-    """The filtered rows, most urgent first, the live workers, and the ``now``
-    the conditions were computed at."""
-    state = read_state(env)
-    kept = [
-        r for r in state.rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)
-    ]
-    return kept, state.workers, state.now
 
 
 @click.command()
@@ -137,7 +93,7 @@ def status(
     pending and overdue ones (celery dgs checks shows them).
     """
     env = get_env(ctx)
-    color = env.color() and not as_json
+    color = use_color(ctx) and not as_json
 
     @wrap_errors
     def frame() -> tuple[str, bool]:
@@ -194,19 +150,19 @@ def leases(ctx: click.Context, as_json: bool) -> None:
     (beat treats the schedule as not running). Times come from Redis.
     """
     env = get_env(ctx)
-    rt, settings = env.runtime, env.settings
-    scan = rt.leases.scan()
-    now = rt.leases.now()
+    settings = env.settings
+    live = read_leases(env)
+    now = live.now
     docs = [
         lease_json(lease, now, ping_timeout=settings.ping_timeout, steal_delay=settings.steal_delay)
-        for lease in sorted(scan.leases, key=lambda lease: (lease.started_at, lease.schedule))
+        for lease in live.leases
     ]
-    problems = [str(exc) for exc in scan.malformed]
     if as_json:
-        click.echo(dump_json({"now": iso(now), "leases": docs, "malformed": problems}))
+        click.echo(dump_json({"now": iso(now), "leases": docs, "malformed": live.malformed}))
     else:
-        click.echo(leases_text(docs, now, color=env.color()), color=env.color())
-    for problem in problems:
+        color = use_color(ctx)
+        click.echo(leases_text(docs, now, color=color), color=color)
+    for problem in live.malformed:
         click.echo(f"warning: unreadable lease: {problem}", err=True)
 
 
@@ -226,10 +182,9 @@ def leases(ctx: click.Context, as_json: bool) -> None:
 def runs(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
     """Run history of schedule NAME: outcome, owner, start, duration, error."""
     env = get_env(ctx)
-    schedule = resolve_schedule(env, name)
-    history = env.runtime.store.runs(schedule.name, limit=limit)
+    schedule, history = read_runs(env, name, limit)
     if as_json:
         click.echo(dump_json({"schedule": schedule.name, "runs": [run_json(r) for r in history]}))
     else:
-        color = env.color()
+        color = use_color(ctx)
         click.echo(runs_text(schedule.name, history, utcnow(), color=color), color=color)

@@ -7,7 +7,7 @@ worker with a free slot, place it, and repeat while slots and schedules last.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from .index import DeadlineIndex
@@ -20,6 +20,16 @@ class Constraints:
 
     pool: str | None = None
     excluded_nodes: frozenset[str] = frozenset()
+
+
+def worker_allowed(
+    queue: str, excluded_nodes: Collection[str], *, name: str, node: str, queues: Collection[str]
+) -> bool:
+    """Whether the worker ``name`` on host ``node``, consuming ``queues``, may
+    run a schedule of the pool ``queue`` that must not run on ``excluded_nodes``:
+    it consumes the queue, and neither its node nor its name is excluded. A
+    dispatch also needs one of its slots free."""
+    return queue in queues and node not in excluded_nodes and name not in excluded_nodes
 
 
 @dataclass
@@ -51,9 +61,13 @@ class Placement:
         for worker in self.workers:
             if (
                 worker.free > 0
-                and queue in worker.queues
-                and worker.node not in constraints.excluded_nodes
-                and worker.name not in constraints.excluded_nodes
+                and worker_allowed(
+                    queue,
+                    constraints.excluded_nodes,
+                    name=worker.name,
+                    node=worker.node,
+                    queues=worker.queues,
+                )
                 and (best is None or worker.free > best.free)
             ):
                 best = worker

@@ -1,6 +1,10 @@
-"""``celery dgs web``: the status page (optional extra ``celery-dgs[web]``).
+"""The status page of ``celery dgs web`` (optional extra ``celery-dgs[web]``).
 
-:mod:`.command` is the click command (importable without the extra);
-:mod:`.app` the Starlette application, :mod:`.views` what the pages show,
-:mod:`.auth` the operator token and CSRF checks.
+:mod:`.app` the Starlette application, :mod:`.pages` and :mod:`.operator`
+its routes (reading; signing in and acting), :mod:`.snapshot` the state read
+once for the pages and :mod:`.cache` how often it is read, :mod:`.overview`
+and :mod:`.views` what the pages show, :mod:`.templating` the HTML and its
+headers, :mod:`.auth` the operator token and CSRF checks, :mod:`.scrub` the
+passwords kept out of the page. The click command is
+:mod:`celery_dgs.cli.web`; the reads and actions are :mod:`celery_dgs.ops`'s.
 """

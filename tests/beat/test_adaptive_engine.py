@@ -14,13 +14,13 @@ import redis
 from celery import Celery
 
 from celery_dgs.beat.engine import BeatEngine, DispatchOrder
-from celery_dgs.cli.output import iso
 from celery_dgs.cli.render import status_row_json
 from celery_dgs.core.adaptive import fudge_factor
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.dgs import DGS
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.ops.timetext import iso
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.status import HOLD_DISABLED, build_row

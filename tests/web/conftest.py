@@ -25,9 +25,9 @@ import redis
 import uvicorn
 from celery import Celery
 
-from celery_dgs.cli.context import Env
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.ops.env import Env
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.store.sql import SqlScheduleStore
 from celery_dgs.web.app import create_app

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import pytest
 
-from celery_dgs.web.command import EXTRA, parse_bind
+from celery_dgs.cli.web import EXTRA, parse_bind
 from tests.web.conftest import WebWorld, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def test_bind_defaults_to_localhost() -> None:
     assert parse_bind(":9000") == ("127.0.0.1", 9000)
     with pytest.raises(click.BadParameter, match="HOST:PORT"):
         parse_bind("localhost:http")
-    from celery_dgs.web.command import web
+    from celery_dgs.cli.web import web
 
     bind = next(p for p in web.params if p.name == "bind")
     assert str(bind.default).startswith("127.0.0.1:")

@@ -10,21 +10,23 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from celery_dgs.cli.show import State
 from celery_dgs.core.spec_build import make_spec
+from celery_dgs.ops.state import State
 from celery_dgs.status import build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
-from celery_dgs.web import views
-from celery_dgs.web.app import SnapshotCache, scrub, secrets_of
+from celery_dgs.web import overview, views
+from celery_dgs.web.cache import SnapshotCache
+from celery_dgs.web.scrub import scrub, secrets_of
+from celery_dgs.web.snapshot import Snapshot, snapshot_of
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 H = timedelta(hours=1)
 
 
-def snapshot(store: MemoryScheduleStore, now: datetime = T0) -> views.Snapshot:
+def snapshot(store: MemoryScheduleStore, now: datetime = T0) -> Snapshot:
     schedules = store.list_schedules()
     state = State(schedules, build_rows(schedules, {}, now), {}, [], now)
-    return views.snapshot_of(state, None, 0)
+    return snapshot_of(state, None, 0)
 
 
 def test_the_cache_rereads_when_stale_and_serves_the_old_one_meanwhile() -> None:
@@ -128,7 +130,7 @@ def test_freshness_buckets() -> None:
             started_at=start,
         )
         store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=start + H / 60)
-    counts = dict(views.histogram(snapshot(store)))
+    counts = dict(overview.histogram(snapshot(store)))
     assert counts == {"overdue": 1, "< 10%": 1, "10-25%": 0, "25-50%": 0, "50-75%": 1, "≥ 75%": 1}
 
 
@@ -204,7 +206,7 @@ def test_an_adaptive_schedule_in_words() -> None:
 def test_the_freshness_of_an_adaptive_schedule_is_measured_against_its_interval() -> None:
     store = MemoryScheduleStore()
     store.sync([make_spec("adaptive", task="t.crawl", interval_unit=H)], T0 - 3 * H)
-    counts = dict(views.histogram(snapshot(store)))
+    counts = dict(overview.histogram(snapshot(store)))
     assert sum(counts.values()) == 1  # never succeeded: its target passed 1 h after registering
     assert counts["overdue"] == 1
 
@@ -234,8 +236,8 @@ def test_every_password_of_the_connections_is_hidden() -> None:
     options of dgs and of the broker: none shows on an error page."""
     from celery import Celery
 
-    from celery_dgs.cli.context import Env
     from celery_dgs.dgs import DGS
+    from celery_dgs.ops.env import Env
 
     app = Celery(
         "secrets",

@@ -1,4 +1,4 @@
-"""``celery -A proj dgs web``: serve the status page.
+"""``celery -A proj dgs web``: serve the status page (:mod:`celery_dgs.web`).
 
 Importable without the ``web`` extra: the command then stops with a message
 naming the extra to install.
@@ -10,8 +10,8 @@ import logging
 
 import click
 
-from ..cli.context import ConfigurationError, get_env, wrap_errors
-from .auth import loopback_bind
+from ..web.auth import loopback_bind
+from .context import ConfigurationError, get_env, wrap_errors
 
 #: What ``pip install`` needs for the page.
 EXTRA = "celery-dgs[web]"
@@ -55,7 +55,7 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
     try:
         import uvicorn
 
-        from .app import create_app
+        from ..web.app import create_app
     except ImportError as exc:
         raise ConfigurationError(
             f"the status page needs the web extra: pip install '{EXTRA}' ({exc})"

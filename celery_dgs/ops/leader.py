@@ -1,0 +1,39 @@
+"""The beat leader: which beat dispatches (node/pid), since when, under which
+token, and whether its lease has expired (no renewal for
+``dgs_beat_leader_timeout``: a standby takes over at its next check, or no
+beat is running)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..leases.leader import LeaderInfo, RedisLeader
+from .env import Env
+from .timetext import iso
+
+
+def read_leader(env: Env) -> tuple[LeaderInfo | None, float]:
+    """The stored beat leader lease and the leader timeout (seconds)."""
+    timeout = env.settings.beat_leader_timeout
+    rt = env.runtime
+    return RedisLeader(rt.redis, rt.keys, timeout=timeout).current(), timeout
+
+
+def leader_expired(info: LeaderInfo, now: datetime, timeout: float) -> bool:
+    """Whether the leader has not renewed its lease for ``timeout`` seconds."""
+    return (now - info.last_ping_at).total_seconds() > timeout
+
+
+def leader_json(info: LeaderInfo | None, now: datetime, timeout: float) -> dict[str, Any] | None:
+    """The leader as a JSON object (``None``: no leader)."""
+    if info is None:
+        return None
+    return {
+        "node": info.owner_node,
+        "pid": info.owner_pid,
+        "since": iso(info.since),
+        "token": info.token,
+        "last_renewal_at": iso(info.last_ping_at),
+        "expired": leader_expired(info, now, timeout),
+    }

@@ -1,0 +1,67 @@
+"""Every schedule's status row, most urgent first: each row built, then the
+projection and the priority classes applied over them all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..core.lookahead import DemandBook
+from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, demand_exceeds
+from ..core.timing import DEFAULT_RETRY_LADDER
+from ..leases.types import LeaseInfo
+from ..settings import DgsSettings
+from ..store.records import StoredSchedule
+from .priorities import apply_priorities
+from .projection import apply_projection
+from .row import StatusRow, build_row, urgency_key
+from .workers import WorkerCheck
+
+if TYPE_CHECKING:
+    from ..registry import WorkerInfo
+
+
+def build_rows(
+    schedules: Iterable[StoredSchedule],
+    leases: Mapping[str, LeaseInfo],
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    default_pool: str = "celery",
+    slots: int | None = None,
+    settings: DgsSettings | None = None,
+    workers: Sequence[WorkerInfo] | None = None,
+) -> list[StatusRow]:
+    """Every schedule's row, most urgent first (see :func:`urgency_key`).
+
+    With ``slots`` (the live workers' slots), OK schedules projected to start
+    late become WARNING ``projected_late`` (:func:`apply_projection`). With
+    ``workers`` (the live ones), rows say when no worker can run them."""
+    schedules = list(schedules)
+    check = None
+    if workers is not None:
+        check = WorkerCheck(workers, settings.capacity if settings is not None else None)
+    rows = [
+        build_row(
+            s,
+            leases.get(s.name),
+            now,
+            retry_ladder=retry_ladder,
+            default_pool=default_pool,
+            workers=check,
+        )
+        for s in schedules
+    ]
+    overloaded = False
+    if slots is not None:
+        # The demand matters to the classes (more than one in use) and to the look-ahead.
+        classes = {r.priority for r in rows if r.priority is not None and r.active}
+        lookahead = settings is not None and settings.lookahead
+        book = DemandBook() if len(classes) > 1 or lookahead else None
+        rows = apply_projection(
+            rows, schedules, leases, now, slots=slots, settings=settings, book=book
+        )
+        overloaded = book is not None and demand_exceeds(book.total(), slots)
+    interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
+    return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)

@@ -1,0 +1,61 @@
+"""Whether any live worker can run a schedule, and why not (the
+:data:`~celery_dgs.status.holds.HOLD_NO_WORKER` hold's reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..core.placement import worker_allowed
+
+if TYPE_CHECKING:
+    from ..registry import WorkerInfo
+
+#: The :data:`HOLD_NO_WORKER` reason shared by every schedule when no worker is live.
+NO_LIVE_WORKER = "no live worker is registered (and dgs_capacity is not set)"
+
+
+class WorkerCheck:
+    """Whether any live worker can run a schedule of a pool with given excluded
+    nodes, as beat places it (:func:`~celery_dgs.core.placement.worker_allowed`,
+    and a slot). Each (pool, excluded nodes) pair is checked once: schedules
+    share a few of them."""
+
+    def __init__(self, workers: Sequence[WorkerInfo], capacity: int | None = None) -> None:
+        self.workers = list(workers)
+        self.capacity = capacity
+        self._why: dict[tuple[str, frozenset[str]], str | None] = {}
+
+    def why_none(self, queue: str, excluded: frozenset[str]) -> str | None:
+        """Why no live worker can run it, or ``None`` when one can."""
+        key = (queue, excluded)
+        if key not in self._why:
+            self._why[key] = self._check(queue, excluded)
+        return self._why[key]
+
+    def _check(self, queue: str, excluded: frozenset[str]) -> str | None:
+        workers = self.workers
+        if not workers:
+            if self.capacity:
+                return None  # fixed-capacity mode: beat publishes to the pool's queue
+            return NO_LIVE_WORKER
+        allowed = [w for w in workers if _allowed(w, queue, excluded)]
+        if any(w.slots > 0 for w in allowed):
+            return None
+        if allowed:
+            return f"the live workers of its pool {queue!r} it may run on have no slots"
+        in_pool = [w for w in workers if _allowed(w, queue, frozenset())]
+        if not in_pool:
+            consumed = sorted({q for w in workers for q in w.queues})
+            return (
+                f"no live worker consumes its pool {queue!r} (live workers consume: "
+                f"{', '.join(consumed) or 'nothing'})"
+            )
+        nodes = ", ".join(sorted({w.node for w in in_pool}))
+        return (
+            f"dont_run_on_nodes excludes every live worker of its pool {queue!r} (nodes: {nodes})"
+        )
+
+
+def _allowed(worker: WorkerInfo, queue: str, excluded: frozenset[str]) -> bool:
+    return worker_allowed(queue, excluded, name=worker.name, node=worker.node, queues=worker.queues)

@@ -1,0 +1,212 @@
+"""The status page's read-only routes: the overview (also as JSON), the
+schedules table, one schedule or deferred check, and the leases. Each reads
+the shared :class:`~.cache.SnapshotCache`; a schedule's runs are read from
+the store when its page is shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..core.condition import Level
+from ..core.spec import CheckSpec
+from ..leases.types import LeaseInfo
+from ..ops.actions import ActionResult
+from ..ops.checks import check_name, read_check, summary_json
+from ..ops.env import Env
+from ..ops.errors import UnknownTarget
+from ..ops.runs import recent_runs
+from ..ops.timetext import iso
+from ..status import StatusRow, is_check_name
+from ..store.records import RunRecord
+from . import views
+from .cache import SnapshotCache
+from .overview import HIST_H, HIST_W, histogram_bars
+from .overview import overview as figures_of
+from .snapshot import Snapshot
+from .templating import HEADERS, Renderer, is_fragment
+
+#: Runs shown on a schedule's page.
+RUNS_SHOWN = 30
+#: Failing schedules shown on the leases page.
+FAILURES_SHOWN = 20
+
+
+class Pages:
+    """The read-only routes over ``env``'s state, as of the cached snapshot.
+    What a page derives from a whole snapshot (the overview's figures, the
+    recent failures) is computed once per snapshot, not on every poll."""
+
+    def __init__(self, env: Env, cache: SnapshotCache, renderer: Renderer) -> None:
+        self.env = env
+        self.cache = cache
+        self.renderer = renderer
+        self._overview: tuple[Snapshot, dict[str, Any]] | None = None
+        self._failures: tuple[Snapshot, list[tuple[StatusRow, RunRecord | None]]] | None = None
+
+    def overview_of(self, snap: Snapshot) -> dict[str, Any]:
+        memo = self._overview
+        if memo is not None and memo[0] is snap:
+            return memo[1]
+        data = figures_of(snap)
+        self._overview = (snap, data)
+        return data
+
+    def overview(self, request: Request) -> Response:
+        snap = self.cache.get()
+        data = self.overview_of(snap)
+        bars = histogram_bars(data["histogram"])
+        page = "overview_live.html" if is_fragment(request) else "overview.html"
+        return self.renderer.render(
+            page, request, snap=snap, o=data, bars=bars, hist=(HIST_W, HIST_H)
+        )
+
+    def overview_json(self, request: Request) -> Response:
+        snap = self.cache.get()
+        data = self.overview_of(snap)
+        return JSONResponse(
+            {
+                "now": iso(snap.now),
+                "counts": data["counts"],
+                "reasons": {k: dict(v) for k, v in data["reasons"].items()},
+                "beat_leader": data["leader"],
+                "workers": [
+                    {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
+                    for w in data["workers"]
+                ],
+                "pending_dispatches": data["pending_dispatches"],
+                "histogram": dict(data["histogram"]),
+                "checks": summary_json(snap.checks, snap.now),
+            },
+            headers=HEADERS,
+        )
+
+    def schedules(self, request: Request) -> Response:
+        snap = self.cache.get()
+        p = request.query_params
+        page_no = p.get("page", "1")
+        query = views.Query(
+            q=p.get("q", ""),
+            condition=p.get("condition", ""),
+            pool=p.get("pool", ""),
+            task=p.get("task", ""),
+            page=int(page_no) if page_no.isdigit() else 1,
+        )
+        page = views.page_of(snap, query)
+        name = "schedules_table.html" if is_fragment(request) else "schedules.html"
+        return self.renderer.render(
+            name,
+            request,
+            snap=snap,
+            page=page,
+            pools=views.pools_of(snap),
+            levels=[lv.name for lv in sorted(Level, reverse=True)],
+        )
+
+    def schedule(
+        self,
+        request: Request,
+        notice: ActionResult | None = None,
+        problem: str | None = None,
+        status: int = 200,
+    ) -> Response:
+        """A schedule's page (a deferred check's: :meth:`check`), with a notice
+        or a problem after an action."""
+        snap = self.cache.get()
+        name = request.query_params.get("name", "")
+        row = snap.by_name.get(name)
+        if row is None and is_check_name(name):
+            return self.check(request, name, notice, problem, status)
+        if row is None:
+            return self.renderer.render("missing.html", request, status=404, name=name)
+        stored = snap.stored[name]
+        runs = recent_runs(self.env, name, RUNS_SHOWN)
+        lease = None
+        if row.running is not None:
+            lease = self.lease_view(row.running, snap)
+        avg, dev = views.average_of(stored)
+        page = "schedule_live.html" if is_fragment(request) else "schedule.html"
+        return self.renderer.render(
+            page,
+            request,
+            status=status,
+            snap=snap,
+            row=row,
+            stored=stored,
+            runs=runs,
+            words=views.spec_words(stored.spec) if stored.spec is not None else "",
+            tl=views.timeline(runs, row, snap.now),
+            lease=lease,
+            avg=avg,
+            dev=dev,
+            notice=notice,
+            problem=problem,
+        )
+
+    def check(
+        self,
+        request: Request,
+        name: str,
+        notice: ActionResult | None = None,
+        problem: str | None = None,
+        status: int = 200,
+    ) -> Response:
+        """A deferred check's page: pending (next check, counts) or ended
+        (its history), and its runs; with a notice after an action."""
+        try:
+            full_name, task, key = check_name(name, None)
+            detail = read_check(self.env, full_name, task, key)
+        except UnknownTarget:
+            return self.renderer.render("missing.html", request, status=404, name=name)
+        row = detail.row
+        page = "check_live.html" if is_fragment(request) else "check.html"
+        return self.renderer.render(
+            page,
+            request,
+            status=status,
+            notice=notice,
+            problem=problem,
+            snap=self.cache.get(),
+            c=detail,
+            row=row,
+            pending=row is not None and row.active,
+            spec=row.spec if row is not None and isinstance(row.spec, CheckSpec) else None,
+        )
+
+    def leases(self, request: Request) -> Response:
+        snap = self.cache.get()
+        leases = [
+            self.lease_view(lease, snap)
+            for lease in sorted(snap.state.leases.values(), key=lambda x: x.started_at)
+        ]
+        page = "leases_live.html" if is_fragment(request) else "leases.html"
+        return self.renderer.render(
+            page, request, snap=snap, leases=leases, failures=self.failures_of(snap)
+        )
+
+    def lease_view(self, lease: LeaseInfo, snap: Snapshot) -> views.LeaseView:
+        settings = self.env.settings
+        return views.lease_view(
+            lease, snap.now, ping_timeout=settings.ping_timeout, steal_delay=settings.steal_delay
+        )
+
+    def failures_of(self, snap: Snapshot) -> list[tuple[StatusRow, RunRecord | None]]:
+        """The failing schedules most recently ended, with their last run."""
+        memo = self._failures
+        if memo is not None and memo[0] is snap:
+            return list(memo[1])
+        failing = sorted(
+            (r for r in snap.ordered if r.failure_count),
+            key=lambda r: (
+                r.last_end_at is None,
+                -(r.last_end_at.timestamp() if r.last_end_at else 0.0),
+            ),
+        )[:FAILURES_SHOWN]
+        failures = []
+        for row in failing:
+            last = recent_runs(self.env, row.name, 1)
+            failures.append((row, last[0] if last else None))
+        self._failures = (snap, failures)
+        return failures
