@@ -28,7 +28,8 @@ from typing import Any
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.lookahead import AdmissionRound, CapQueue, DemandBook
 from celery_dgs.core.overload import make_index
-from celery_dgs.core.priority import PriorityIndex, short_after_s, short_hold_s, top_lead_s
+from celery_dgs.core.ranking import OrderPolicy, RankingSources, overload_index
+from celery_dgs.core.ranking import build_index as ranking_index
 
 from .common import Profile, Result, gc_paused, log, median, repeat
 
@@ -107,21 +108,13 @@ def beat_index_decision_us(n: int, repeats: int, kind: str, seed: int = 1) -> li
         name: (20, 50, 80)[i % 3] if kind.endswith("3 classes") else 50
         for i, name in enumerate(expected)
     }
-    index = make_index(
-        "restore", expected_s=expected.__getitem__, margin_s=margin.__getitem__, laxity_floor_s=60.0
-    )
-    if kind != BEAT_INDEXES[0]:  # as beat builds it: the elevator and the top class's lead
-        index = PriorityIndex(
-            index,
-            classes.__getitem__,
-            elevator_interval_s=7200.0,
-            lead_s=top_lead_s(margin.__getitem__),
-            lead_top_only=True,
-            lead_when_short=True,
-            classes_when_short=True,
-            short_when_waited_s=short_after_s(7200.0),
-            short_hold_s=short_hold_s(7200.0),
-        )
+    order = OrderPolicy()  # beat's defaults: restore, laxity floor 60 s, elevator 2 h
+    index: DeadlineIndex
+    if kind == BEAT_INDEXES[0]:
+        index = overload_index(order, expected_s=expected.__getitem__, margin_s=margin.__getitem__)
+    else:  # as beat builds it: the elevator and the top class's lead
+        sources = RankingSources(expected.__getitem__, margin.__getitem__, classes.__getitem__)
+        index = ranking_index(order, sources)
     entries = start_times(expected, now, rng)
     index.upsert_many(entries)
     index.pop(now)

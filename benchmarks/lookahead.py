@@ -25,9 +25,10 @@ from typing import Any
 
 from celery_dgs.sim.bound import error_bound_s
 from celery_dgs.sim.generate import GeneratorOptions, generate
-from celery_dgs.sim.loop import Simulator
 from celery_dgs.sim.variance_bound import variance_error_bound_s
 from celery_dgs.sim.workload import SimWorker, Workload
+
+from .variants import simulator
 
 DAY = 86400.0
 POLICIES = ("dgs", "dgs-lookahead")
@@ -79,7 +80,7 @@ def run_one(
     if long_pool_slots:
         workload = capped_long_pool(workload, long_pool_slots)
     start = time.perf_counter()
-    sim = Simulator(workload, policy)
+    sim = simulator(workload, policy)
     # Classes only label the accounting here (every schedule has one priority).
     sim.tally.class_of = {s.name: int(s.spec.task == "sim.long") for s in workload.schedules}
     result = sim.run()

@@ -49,14 +49,15 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from celery_dgs.core.priority import DEFAULT_ELEVATOR_INTERVAL_S, DEFAULT_TOP_HOLD_STEPS
+from celery_dgs.core.priority import DEFAULT_ELEVATOR_INTERVAL_S, TOP_HOLD_STEPS
 from celery_dgs.sim.bound import error_bound_s
 from celery_dgs.sim.generate import GeneratorOptions, generate
-from celery_dgs.sim.loop import simulate
 from celery_dgs.sim.metrics import CAPACITY, CAUSES, FAILURE, SimResult
 from celery_dgs.sim.report import format_table
 from celery_dgs.sim.variance_bound import variance_error_bound_s
 from celery_dgs.sim.workload import SimSchedule, Workload
+
+from .variants import simulate
 
 RESULTS = Path(__file__).resolve().parent / "quality-latest.json"
 POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
@@ -82,32 +83,13 @@ PRIORITY_LOADS: tuple[tuple[str, float, float, dict[str, float]], ...] = (
     ("prio 1.5", 1.5, 1.0, {}),
     ("prio onset", 0.6, 1.0, ONSET),
 )
-#: dgs-noprio: classes ignored; dgs-weights: classes as weights on laxity and
-#: run time; dgs-strict: strict class order of due work, no elevator; dgs:
-#: with the elevator (default interval) and the top class's lead while
-#: capacity is short, then without the lead, with elevated work going over
-#: the top class's own at once, and at other intervals; dgs-seed004: elevated
-#: work ahead of each level's own, at most up to the top level; dgs-lead:
-#: every class orders work one margin before should_start_by (no elevator);
-#: dgs-classes-always: dgs with the classes ordering due work whether or not
-#: capacity is short; dgs-short-by-wait: capacity counts as short only after a
-#: due schedule's long wait (not when the demand exceeds the live slots).
-PRIORITY_POLICIES = (
-    "dgs-noprio",
-    "dgs-weights",
-    "dgs-strict",
-    "dgs",
-    "dgs-nolead",
-    "dgs-over-top",
-    "dgs-elevator-3600",
-    "dgs-elevator-14400",
-    "dgs-seed004",
-    "dgs-lead",
-    "dgs-classes-always",
-    "dgs-short-by-wait",
-)
+#: dgs-noprio: classes ignored (benchmarks/variants.py); dgs-strict: strict
+#: class order of due work, no elevator; dgs: with the elevator (default
+#: interval) and the top class's lead while capacity is short, then at other
+#: intervals.
+PRIORITY_POLICIES = ("dgs-noprio", "dgs-strict", "dgs", "dgs-elevator-3600", "dgs-elevator-14400")
 #: The priority orders also run on the other seeds.
-PRIORITY_SEED_POLICIES = ("dgs-noprio", "dgs", "dgs-short-by-wait")
+PRIORITY_SEED_POLICIES = ("dgs-noprio", "dgs")
 
 
 #: The realistic mix: sigma range, flaky share and failure rate, blackout
@@ -440,11 +422,11 @@ def priority_goals(rows: list[tuple[str, int, SimResult]]) -> list[str]:
     decision is the policy's own, as without classes; the ERROR beside it
     differs only by the warm-up's path); at 1.1 and 1.5, and when half the
     workers die (onset), none in the top class; the lowest class's latest
-    start within the elevator's bound, ``(classes + DEFAULT_TOP_HOLD_STEPS) x``
+    start within the elevator's bound, ``(classes + TOP_HOLD_STEPS) x``
     the interval."""
     by = {(label, seed, r.policy): r for label, seed, r in rows}
     top, bottom = PRIORITY_CLASSES[0][0], PRIORITY_CLASSES[-1][0]
-    bound_h = (len(PRIORITY_CLASSES) + DEFAULT_TOP_HOLD_STEPS) * DEFAULT_ELEVATOR_INTERVAL_S / 3600
+    bound_h = (len(PRIORITY_CLASSES) + TOP_HOLD_STEPS) * DEFAULT_ELEVATOR_INTERVAL_S / 3600
     lines = []
     for seed in sorted({seed for _, seed, _ in rows}):
         for label, load, _, extra in PRIORITY_LOADS:
@@ -462,14 +444,8 @@ def priority_goals(rows: list[tuple[str, int, SimResult]]) -> list[str]:
             top_error = dgs.by_class[top]["error_s"]
             late_h = dgs.by_class[bottom]["max_lateness_s"] / 3600
             within = "met" if late_h <= bound_h else "NOT met"
-            by_wait = by.get((label, seed, "dgs-short-by-wait"))
-            compared = (
-                ""
-                if by_wait is None
-                else f" (short only after a wait: {by_wait.by_class[top]['error_s']:.0f})"
-            )
             lines.append(
-                f"{where}: dgs top class (p{top}) ERROR-s {top_error:.0f}{compared} "
+                f"{where}: dgs top class (p{top}) ERROR-s {top_error:.0f} "
                 f"(goal 0): {'met' if top_error == 0 else 'NOT met'}; lowest class "
                 f"(p{bottom}) latest start {late_h:.2f} h after should_start_by (bound "
                 f"{bound_h:g} h): {within}"

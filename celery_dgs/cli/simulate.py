@@ -11,21 +11,28 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import replace
-from datetime import timedelta
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ..core.servable import Unservable, never_servable
+from ..core.overload import OVERLOAD_POLICIES
+from ..core.ranking import OrderPolicy
+from ..core.servable import Unservable
+from ..errors import SettingsError
 from ..sim.generate import GeneratorOptions, generate
 from ..sim.policies import POLICIES
 from ..sim.report import (
     AMPLE_DEMAND_FACTOR,
     ample_slots,
     find_slots,
+    format_order,
     format_table,
     run_policies,
+    unservable,
+    workload_summary,
 )
 from ..sim.workload import (
     DEFAULT_SLOTS_PER_WORKER,
@@ -59,6 +66,54 @@ def _outage(value: str) -> Outage:
     if t2 <= t1:
         raise click.BadParameter(f"{value!r}: END must be after START", param_hint="--outage")
     return Outage(t1, t2)
+
+
+def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The settings that change ``dgs``'s order (:class:`OrderPolicy`) as
+    options; unset ones come from the app's settings (beat's defaults without
+    an app)."""
+    options: tuple[tuple[str, Any, str | None, str], ...] = (
+        ("--overload-policy", click.Choice(OVERLOAD_POLICIES), None, "dgs_overload_policy"),
+        ("--shed-horizon", str, "DURATION", "dgs_shed_horizon (shed)"),
+        ("--restore-aging", click.FloatRange(min=0), None, "dgs_restore_aging (restore)"),
+        ("--laxity-floor", str, "DURATION|off", 'dgs_laxity_floor, or "off" (restore)'),
+        ("--elevator-interval", str, "DURATION|off", 'dgs_elevator_interval, or "off"'),
+    )
+    command = click.option(
+        "--lookahead/--no-lookahead", default=None, help="dgs's order: dgs_lookahead"
+    )(command)
+    for flag, kind, metavar, what in reversed(options):
+        option = click.option(flag, type=kind, metavar=metavar, help=f"dgs's order: {what}")
+        command = option(command)
+    return command
+
+
+def _order(ctx: click.Context, given: dict[str, Any]) -> OrderPolicy:
+    """``dgs``'s order: the app's ``settings.order_policy`` (beat's defaults
+    without an app), with the options given."""
+    from .context import get_env
+
+    try:
+        order = get_env(ctx).settings.order_policy
+    except click.UsageError:  # python -m celery_dgs.sim: no app
+        order = OrderPolicy()
+    except SettingsError as exc:
+        raise click.UsageError(f"configuration: {exc}") from exc
+    changes: dict[str, Any] = {}
+    for option, field in (("overload_policy", "overload"), ("restore_aging", "restore_aging")):
+        if given[option] is not None:
+            changes[field] = given[option]
+    if given["lookahead"] is not None:
+        changes["lookahead"] = given["lookahead"]
+    for option in ("shed_horizon", "laxity_floor", "elevator_interval"):
+        value, flag = given[option], "--" + option.replace("_", "-")
+        if value is None:
+            continue
+        off = option != "shed_horizon" and value.strip() == "off"
+        changes[f"{option}_s"] = None if off else parse_duration(value, flag)
+        if option == "elevator_interval" and changes[f"{option}_s"] == 0:
+            raise click.BadParameter(f"{value!r}: must be > 0 or off", param_hint=flag)
+    return replace(order, **changes)
 
 
 #: Upper bounds of the generated fleet's options: a typo such as an extra
@@ -145,10 +200,12 @@ MAX_SLOTS = 10_000_000
     help="search the smallest slot count with no ERROR after warm-up (first policy); "
     "names the schedules no slot count keeps out of ERROR",
 )
+@_order_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table")
 @click.pass_context
 def simulate(
     ctx: click.Context,
+    /,
     workload_path: Path | None,
     schedules: int | None,
     slots: int | None,
@@ -167,6 +224,7 @@ def simulate(
     policies: tuple[str, ...],
     find_slots: bool,
     as_json: bool,
+    **order_options: Any,
 ) -> None:
     """Simulate the scheduler on a virtual clock and compare policies.
 
@@ -176,6 +234,8 @@ def simulate(
       celery -A proj dgs simulate --workload fleet.json --json
       celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1 --share-spread 4
       celery -A proj dgs simulate --duration 5m --find-slots
+    dgs runs with the app's dgs_* order settings (beat's defaults without an
+    app); --overload-policy ... --lookahead change them.
     Schedules that can never be served (e.g. cron times inside a blackout) are
     named on stderr with the reason.
     Exit status: 0 done; 1 ERROR after warm-up under the first policy (or no
@@ -203,18 +263,23 @@ def simulate(
         )
     except WorkloadError as exc:
         raise click.UsageError(str(exc)) from exc
-    problems = _unservable(workload)
+    problems = unservable(workload)
     for problem in problems.values():
         click.echo(f"WARNING {problem}", err=True)
     chosen = list(policies) or list(POLICIES)
+    order = _order(ctx, order_options)
     if find_slots:
-        _find(workload, chosen[0], slots_per_worker, as_json, problems)
+        _find(workload, chosen[0], slots_per_worker, as_json, problems, order)
         return
-    results = run_policies(workload, chosen)
+    results = run_policies(workload, chosen, order)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        rows = [
+            r.to_dict() | ({"order": asdict(order)} if r.policy == "dgs" else {}) for r in results
+        ]
+        click.echo(json.dumps(rows, indent=2))
     else:
-        click.echo(_summary(workload))
+        shown = format_order(order) if "dgs" in chosen else ""
+        click.echo(workload_summary(workload) + (f"; {shown}" if shown else ""))
         click.echo(format_table(results))
     ctx.exit(1 if results[0].error_s > 0 else 0)
 
@@ -305,36 +370,13 @@ def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workl
     return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
 
 
-def _summary(w: Workload, *, searching: bool = False) -> str:
-    """The workload in one line; ``searching`` (``--find-slots``): the demand in
-    slots instead of the slot count and load."""
-    outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
-    size = (
-        f"demand {w.load() * w.slots:.2f} slots"
-        if searching
-        else f"{w.slots} slots, load {w.load():.2f}"
-    )
-    return (
-        f"{len(w.schedules)} schedules, {size}, "
-        f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
-        f"seed {w.seed}" + (f", outages {outages}" if outages else "")
-    )
-
-
-def _unservable(workload: Workload) -> dict[str, Unservable]:
-    """Schedules that can never be served with their mean run time, by name."""
-    found = {}
-    for sched in workload.schedules:
-        problem = never_servable(
-            sched.spec, workload.start, duration=timedelta(seconds=sched.duration_s)
-        )
-        if problem is not None:
-            found[sched.name] = problem
-    return found
-
-
 def _find(
-    workload: Workload, policy: str, per_worker: int, as_json: bool, problems: dict[str, Unservable]
+    workload: Workload,
+    policy: str,
+    per_worker: int,
+    as_json: bool,
+    problems: dict[str, Unservable],
+    order: OrderPolicy,
 ) -> None:
     unlimited = ample_slots(workload)
     ample = (
@@ -354,13 +396,15 @@ def _find(
             click.echo(f"  {shown}: ERROR (stopped at the first)", err=True)
 
     if not as_json:
-        click.echo(_summary(workload, searching=True))
-    search = find_slots(workload, policy, per_worker=per_worker, progress=progress)
+        shown = f"; {format_order(order)}" if policy == "dgs" else ""
+        click.echo(workload_summary(workload, searching=True) + shown)
+    search = find_slots(workload, policy, per_worker=per_worker, progress=progress, order=order)
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "policy": policy,
+                    **({"order": asdict(order)} if policy == "dgs" else {}),
                     "slots": search.slots,
                     "tried": {str(k): v for k, v in sorted(search.tried.items())},
                     "unservable": {

@@ -19,54 +19,43 @@ rank)``:
   with indexed schedules, always keeps level 0), minus the elevator steps it
   has waited.
 - ``rank``: at its own class's level a schedule is native and goes first;
-  elevated work (moved up from a lower level) goes after it
-  (``elevated_first`` reverses that: seed 004's literal elevator, measured in
-  ``docs/simulator.md``).
+  elevated work (moved up from a lower level) goes after it.
 
 Among due schedules of one place, the one due longest goes first. With one
-class (no priorities set) every place ties and the choice is ``main``'s:
-priorities change nothing then.
+class (no priorities set) the choice is always ``main``'s.
 
-**Elevator.** Every ``elevator_interval_s`` (at the multiples of it since the
-Unix epoch, shifted by ``clock_offset_s``: beat, the simulator and
-``celery dgs status`` elevate at the same instants), each due schedule moves
-up one level, to the next non-empty class. At the top level it waits
-``top_hold_steps`` further steps behind the top class's own due work, then
+**Elevator** (:mod:`~celery_dgs.core.elevator`). Every ``elevator_interval_s``
+(since the Unix epoch, shifted by ``clock_offset_s``) each due schedule
+moves up one level, to the next non-empty class. At the top level it waits
+:data:`TOP_HOLD_STEPS` further step behind the top class's own due work, then
 goes ahead of it. A schedule of the lowest of ``k`` classes is therefore
-ahead of every class's own due work after ``k - 1 + top_hold_steps + 1``
+ahead of every class's own due work after ``k - 1 + TOP_HOLD_STEPS + 1``
 steps, the first within one interval: low-priority work is delayed but never
 starves.
 
-**Capacity short.** Capacity counts as short while some due schedule has
-waited ``short_when_waited_s`` past its ``due_at``, or while ``overloaded()``
-(beat: the schedules' demand exceeds the live workers' slots,
-:func:`demand_exceeds`; an overload is then seen as soon as it begins, when
-half the workers die, say, not after the first long wait), and for
-``short_hold_s`` after the last moment either held (so a backlog that is
-being worked off does not flip the order back and forth), and while an
-operator's run request is due (beat indexes one with ``should_start_by`` pushed back by
-``RUN_REQUEST_PRIORITY_S``: it goes in its asked class, ahead of scheduled
-work or behind a higher class). With ``classes_when_short`` the classes
-order due work only while capacity is short; otherwise every choice is
-``main``'s. Below capacity a due schedule waits at most a few run times for a
-slot, never ``short_when_waited_s`` (half an elevator interval in beat), and
-the demand fits the slots: priorities then change no decision, and the
-freshness the deadline order wins there is kept whatever the classes
-(``docs/simulator.md``, "Priorities").
+**Capacity short.** The classes order due work only while capacity is
+short: while some due schedule has waited ``short_when_waited_s`` past its
+``due_at`` (``None``: always short), or while ``overloaded()`` (beat: the
+demand exceeds the live workers' slots, :func:`demand_exceeds`, seen as soon
+as half the workers die, say, not after the first long wait), for
+``short_hold_s`` after the last moment either held (a backlog being worked
+off does not flip the order back and forth), and while an operator's run
+request is due (indexed with ``should_start_by`` pushed back by
+``RUN_REQUEST_PRIORITY_S``: it goes in its asked class). Otherwise every
+choice is ``main``'s: below capacity no due schedule waits that long and the
+demand fits the slots, so priorities change no decision and the freshness
+the deadline order wins there is kept (``docs/simulator.md``, "Priorities").
 
-**Lead.** A due top-class schedule starts with only its margin left, and a
-run longer than that margin puts it in ERROR even when it is served first.
-With ``lead_s`` (beat: :data:`TOP_LEAD_MARGINS` of the schedule's margin), a
-schedule counts as due ``lead_s`` before its ``should_start_by``: in every
-class, or only in the top class (``lead_top_only``); always, or
-(``lead_when_short``) only while capacity is short.
+**Lead.** A due top-class schedule starts with only its margin left (a run
+longer than that is in ERROR even if served first), so with ``lead_s``
+(beat: :func:`~celery_dgs.core.ranking.top_lead_s`) it counts as due
+``lead_s`` before its ``should_start_by`` while capacity is short.
 
 Cost: one heap of due schedules per non-empty class, ordered by ``due_at``
 (its top is the class's longest-waiting, hence most elevated, schedule), and
 one heap of not-yet-due schedules by the time they count as due: O(log N)
-per upsert or move, O(classes + log N) per decision (at most 100 classes).
-The elevator is arithmetic on ``due_at``: no schedule is touched when it
-steps.
+per upsert or move, O(classes + log N) per decision (at most 100 classes);
+no schedule is touched when the elevator steps.
 """
 
 from __future__ import annotations
@@ -76,6 +65,9 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator
 
+from .elevator import effective_priority as effective_priority
+from .elevator import elevator_steps
+from .elevator import level_classes as level_classes
 from .index import DeadlineIndex, IndexedTimes
 from .late_order import is_run_request
 
@@ -83,14 +75,7 @@ from .late_order import is_run_request
 DEFAULT_ELEVATOR_INTERVAL_S = 7200.0
 #: Elevator steps work waits at the top level behind the top class's own
 #: due work before it goes ahead of it.
-DEFAULT_TOP_HOLD_STEPS = 1
-#: The top class's lead while capacity is short, in margins.
-TOP_LEAD_MARGINS = 1.5
-
-
-def top_lead_s(margin_s: Callable[[str], float]) -> Callable[[str], float]:
-    """The top class's lead: :data:`TOP_LEAD_MARGINS` of a schedule's margin."""
-    return lambda name: TOP_LEAD_MARGINS * margin_s(name)
+TOP_HOLD_STEPS = 1
 
 
 def short_after_s(elevator_interval_s: float | None) -> float:
@@ -108,63 +93,12 @@ def demand_exceeds(demand_slots: float, live_slots: int | None) -> bool:
     return live_slots is not None and live_slots > 0 and demand_slots > live_slots
 
 
-def short_hold_s(elevator_interval_s: float | None) -> float:
-    """How long capacity still counts as short after no due schedule has
-    waited :func:`short_after_s` any more: one elevator interval (the default
-    one without the elevator)."""
-    return elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S
-
-
 #: A due schedule in its class heap: due_at, name, version.
 _Due = tuple[float, str, int]
 #: A candidate place and its schedule: level, rank, due_at, name, its class.
 _Candidate = tuple[int, int, float, str, int]
 #: A class's place: level, rank and the due_at of its longest-waiting schedule.
 _Place = tuple[int, int, float]
-
-
-def elevator_steps(
-    due_at: float, now: float, interval_s: float | None, clock_offset_s: float = 0.0
-) -> int:
-    """How many elevator steps a schedule due since ``due_at`` has waited at ``now``
-    (steps happen at the multiples of ``interval_s`` since ``-clock_offset_s``)."""
-    if not interval_s or due_at >= now:
-        return 0
-    if not math.isfinite(due_at):
-        return 1 << 20
-    return max(
-        0,
-        math.floor((now + clock_offset_s) / interval_s)
-        - math.floor((due_at + clock_offset_s) / interval_s),
-    )
-
-
-def effective_priority(
-    priority: int,
-    due_at: float | None,
-    now: float,
-    due_classes: list[int],
-    interval_s: float | None,
-    clock_offset_s: float = 0.0,
-) -> int:
-    """The class a schedule of ``priority`` is served in at ``now``: its own when it
-    is not due (``due_at`` None or ahead), else the class ``elevator_steps`` levels
-    up among ``due_classes`` (the sorted classes with due work)."""
-    if due_at is None or due_at > now or not due_classes:
-        return priority
-    level = bisect.bisect_left(due_classes, priority)
-    level = max(0, level - elevator_steps(due_at, now, interval_s, clock_offset_s))
-    return min(priority, due_classes[level])
-
-
-def level_classes(due_classes: Iterable[int], top_class: int | None) -> list[int]:
-    """The classes the elevator's levels count, highest (lowest number) first:
-    ``due_classes`` (those with due work) and ``top_class`` (the highest class in
-    use, which keeps level 0 even with no due work; None: none kept)."""
-    levels = set(due_classes)
-    if top_class is not None:
-        levels.add(top_class)
-    return sorted(levels)
 
 
 class PriorityIndex(DeadlineIndex):
@@ -179,22 +113,14 @@ class PriorityIndex(DeadlineIndex):
         priority_of: Callable[[str], int],
         *,
         elevator_interval_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S,
-        elevated_first: bool = False,
         clock_offset_s: float = 0.0,
         lead_s: Callable[[str], float] | None = None,
-        lead_top_only: bool = False,
-        lead_when_short: bool = False,
-        classes_when_short: bool = False,
         short_when_waited_s: float | None = None,
         overloaded: Callable[[], bool] | None = None,
         short_hold_s: float = 0.0,
-        top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
     ) -> None:
         super().__init__()
         self.lead_s = lead_s
-        self.lead_top_only = lead_top_only
-        self.lead_when_short = lead_when_short
-        self.classes_when_short = classes_when_short
         self.short_when_waited_s = short_when_waited_s
         self.overloaded = overloaded
         self.short_hold_s = short_hold_s
@@ -206,7 +132,6 @@ class PriorityIndex(DeadlineIndex):
         #: indexed run requests, and how many of them are due
         self._requests: set[str] = set()
         self._due_requests = 0
-        self.top_hold_steps = top_hold_steps
         if elevator_interval_s is not None and not (
             math.isfinite(elevator_interval_s) and elevator_interval_s > 0
         ):
@@ -216,7 +141,6 @@ class PriorityIndex(DeadlineIndex):
         self.main = main
         self.priority_of = priority_of
         self.elevator_interval_s = elevator_interval_s
-        self.elevated_first = elevated_first
         self.clock_offset_s = clock_offset_s
         self._class: dict[str, int] = {}
         #: indexed schedules per class: with one class, every choice is main's
@@ -375,18 +299,16 @@ class PriorityIndex(DeadlineIndex):
         self, now: float, tops: list[tuple[int, _Due]], short: bool
     ) -> list[tuple[int, _Due]]:
         """``tops`` that count as due: those past their ``due_at``, and while
-        the lead applies (always, or while ``short``) those inside it."""
-        if self.lead_s is None or (self.lead_when_short and not short):
+        capacity is ``short`` the top class's inside its lead."""
+        if self.lead_s is None or not short or not self._class_sizes:
             return [(cls, top) for cls, top in tops if top[0] <= now]
-        if self.lead_top_only and self._class_sizes:
-            top_class = min(self._class_sizes)
-            return [(cls, top) for cls, top in tops if top[0] <= now or cls == top_class]
-        return tops
+        top_class = min(self._class_sizes)
+        return [(cls, top) for cls, top in tops if top[0] <= now or cls == top_class]
 
     def _level_classes(self, due_tops: list[tuple[int, _Due]]) -> list[int]:
         """:func:`level_classes` of the classes with due work; the top class is
-        the highest with indexed schedules (kept only with ``top_hold_steps``)."""
-        top = min(self._class_sizes) if self.top_hold_steps and self._class_sizes else None
+        the highest with indexed schedules."""
+        top = min(self._class_sizes) if self._class_sizes else None
         return level_classes((cls for cls, _ in due_tops), top)
 
     def due_classes(self, now: float) -> list[int]:
@@ -413,12 +335,9 @@ class PriorityIndex(DeadlineIndex):
             if due_at is None
             else elevator_steps(due_at, now, self.elevator_interval_s, self.clock_offset_s)
         )
-        if self.elevated_first:  # seed 004: elevated work ahead of the level's own
-            level = max(0, level_of_class - steps)
-            return level, int(level == level_of_class)
         level = level_of_class - steps
         if level < 0:  # at the top level: held behind its own work, then above it
-            level = min(0, level + self.top_hold_steps)
+            level = min(0, level + TOP_HOLD_STEPS)
         return level, int(level < level_of_class)
 
     def _best_due(
@@ -444,14 +363,13 @@ class PriorityIndex(DeadlineIndex):
     def _choose(self, now: float) -> tuple[str, _Candidate | None] | None:
         """``main``'s choice, or the due schedule of another class in a better
         place, or in the same place and due longer (with its entry). Within a
-        class, and with ``classes_when_short`` while capacity is not short,
-        ``main`` decides."""
+        class, and while capacity is not short, ``main`` decides."""
         x = self.main.peek(now)
         if x is None:
             return None
         tops = self._tops(now)
         short = self._capacity_short(now, tops)
-        if self.classes_when_short and not short:
+        if not short:
             return x, None
         best, places, levels = self._best_due(now, self._due_tops(now, tops, short))
         if best is None or best[3] == x:

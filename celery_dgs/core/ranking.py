@@ -22,15 +22,32 @@ from .overload import (
     DEFAULT_SHED_HORIZON_S,
     make_index,
 )
-from .priority import (
-    DEFAULT_ELEVATOR_INTERVAL_S,
-    PriorityIndex,
-    short_after_s,
-    short_hold_s,
-    top_lead_s,
-)
+from .priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex, short_after_s
 
-__all__ = ["OrderPolicy", "RankingSources", "build_index", "overload_index"]
+__all__ = [
+    "TOP_LEAD_MARGINS",
+    "OrderPolicy",
+    "RankingSources",
+    "build_index",
+    "overload_index",
+    "short_hold_s",
+    "top_lead_s",
+]
+
+#: The top class's lead while capacity is short, in margins.
+TOP_LEAD_MARGINS = 1.5
+
+
+def top_lead_s(margin_s: Callable[[str], float]) -> Callable[[str], float]:
+    """The top class's lead: :data:`TOP_LEAD_MARGINS` of a schedule's margin."""
+    return lambda name: TOP_LEAD_MARGINS * margin_s(name)
+
+
+def short_hold_s(elevator_interval_s: float | None) -> float:
+    """How long capacity still counts as short after no due schedule has
+    waited :func:`~celery_dgs.core.priority.short_after_s` any more: one
+    elevator interval (the default one without the elevator)."""
+    return elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -100,9 +117,6 @@ def build_index(policy: OrderPolicy, sources: RankingSources) -> PriorityIndex:
         elevator_interval_s=elevator,
         clock_offset_s=sources.clock_offset_s,
         lead_s=top_lead_s(sources.margin_s),
-        lead_top_only=True,
-        lead_when_short=True,
-        classes_when_short=True,
         short_when_waited_s=short_after_s(elevator),
         overloaded=sources.overloaded,
         short_hold_s=short_hold_s(elevator),

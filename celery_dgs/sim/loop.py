@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.placement import WorkerSlots
+from ..core.ranking import OrderPolicy
 from ..core.run_end import disabled_after, stats_after
 from ..core.spec import CheckSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
@@ -47,7 +48,7 @@ from .metrics import (
     placement_groups,
     summarise,
 )
-from .policies import BeatPolicy, make_policy
+from .policies import DEFAULT_ORDER, BeatPolicy, PolicyFactory, make_policy
 from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver
 from .workload import Workload, nominal_period
 
@@ -64,14 +65,17 @@ class Simulator:
     def __init__(
         self,
         workload: Workload,
-        policy: str,
+        policy: str | PolicyFactory,
         *,
+        order: OrderPolicy = DEFAULT_ORDER,
         retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
         initial_stats: Mapping[str, ScheduleStats] | None = None,
         trace: list[tuple[float, str, str]] | None = None,
         upstream: VisitObserver | None = None,
     ) -> None:
-        """``initial_stats`` replaces the generated starting stats (e.g. a store's);
+        """``policy``: one of :data:`~celery_dgs.sim.policies.POLICIES`, ordered
+        by ``order`` when it is ``dgs``, or a factory that builds one on the loop;
+        ``initial_stats`` replaces the generated starting stats (e.g. a store's);
         ``trace`` receives ``(time, schedule, worker)`` for every run started;
         ``upstream`` says whether each good run was eventful (adaptive schedules)."""
         self.workload = workload
@@ -123,7 +127,7 @@ class Simulator:
         for outage in workload.outages:
             self.schedule_event(outage.start_s, self.DOWN, outage)
             self.schedule_event(outage.end_s, self.UP, outage)
-        self.policy = make_policy(policy, self)
+        self.policy = make_policy(policy, self, order) if isinstance(policy, str) else policy(self)
         for name in self.states:
             self.policy.idle(name, 0.0)
 
@@ -419,6 +423,7 @@ class Simulator:
             tally.down_slot_s += self._spec_workers[name].slots * tally.overlap(since, horizon)
 
 
-def simulate(workload: Workload, policy: str = "dgs", **options: Any) -> SimResult:
-    """Run ``workload`` under ``policy`` (see :data:`~celery_dgs.sim.policies.POLICIES`)."""
+def simulate(workload: Workload, policy: str | PolicyFactory = "dgs", **options: Any) -> SimResult:
+    """Run ``workload`` under ``policy`` (see :class:`Simulator`; ``order=`` an
+    :class:`~celery_dgs.core.ranking.OrderPolicy` orders ``dgs``)."""
     return Simulator(workload, policy, **options).run()

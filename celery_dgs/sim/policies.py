@@ -1,18 +1,18 @@
-"""Scheduling policies the simulator compares.
+"""The scheduling policies the simulator offers (:data:`POLICIES`).
 
-``dgs`` (beat's default ``dgs_overload_policy = "restore"``), ``dgs-greedy``
-and ``dgs-shed`` are the real beat's decision: the same index beat builds
-(:func:`~celery_dgs.core.overload.make_index`: a
-:class:`~celery_dgs.core.overload.RestoringIndex`, a plain
-:class:`~celery_dgs.core.index.DeadlineIndex` or a
-:class:`~celery_dgs.core.overload.SheddingIndex`), keyed by
-:func:`~celery_dgs.core.timing.start_times`, and the same
-:func:`~celery_dgs.core.placement.choose_dispatches`, with the same
-re-check of start times before a dispatch. ``fifo`` is the same machinery
-keyed by ``can_start_by`` (the oldest due first). ``beat`` is what Celery
-beat does: enqueue every schedule at fixed times (every period from its
-phase, or at each cron time) into a FIFO queue served by free worker slots;
-a message whose schedule is running when a slot takes it is skipped.
+``dgs`` is beat's decision under an
+:class:`~celery_dgs.core.ranking.OrderPolicy` (the settings that change
+beat's order: ``settings.order_policy``): the ranking index of
+:func:`~celery_dgs.core.ranking.build_index`, keyed by
+:func:`~celery_dgs.core.timing.start_times`, the same
+:func:`~celery_dgs.core.placement.choose_dispatches` with a re-check of
+start times before a dispatch, and with ``lookahead`` the long-run admission
+of :mod:`~celery_dgs.core.lookahead`. ``fifo`` is the same machinery keyed
+by ``can_start_by`` (the oldest due first) with the ``greedy`` overload
+policy. ``beat`` is what Celery beat does: enqueue every schedule at fixed
+times (every period from its phase, or at each cron time) into a FIFO queue
+served by free worker slots; a message whose schedule is running when a slot
+takes it is skipped.
 """
 
 from __future__ import annotations
@@ -20,53 +20,25 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal
 
 from ..core.cron import next_cron_time
-from ..core.laxity import DEFAULT_LAXITY_FLOOR_S
+from ..core.index import DeadlineIndex
 from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
-from ..core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, make_index
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.priority import (
-    DEFAULT_ELEVATOR_INTERVAL_S,
-    DEFAULT_TOP_HOLD_STEPS,
-    PriorityIndex,
-    demand_exceeds,
-    short_after_s,
-    short_hold_s,
-    top_lead_s,
-)
+from ..core.priority import PriorityIndex, demand_exceeds
+from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.spec import CronSpec
-from ..core.spec_values import DEFAULT_PRIORITY
 from ..core.timing import start_times
-from .bound import ok_period_s
-from .knapsack import KnapsackIndex, ok_seconds_per_slot_second
 from .state import FIRE, PolicyHost
 
-POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
-#: The priority orders compared in ``docs/simulator.md`` ("Priorities"); also
-#: ``dgs-lead[-<seconds>]`` and ``dgs-elevator-<seconds>``.
-PRIORITY_POLICIES = (
-    "dgs-noprio",
-    "dgs-strict",
-    "dgs-seed004",
-    "dgs-weights",
-    "dgs-over-top",
-    "dgs-nolead",
-    "dgs-classes-always",
-    "dgs-short-by-wait",
-)
-#: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
-ELEVATOR_PREFIX = "dgs-elevator-"
+#: What a user chooses between: beat's order (with its settings), FIFO and
+#: Celery beat.
+POLICIES = ("dgs", "fifo", "beat")
+#: ``fifo``'s order settings: plain deadline order, keyed by ``can_start_by``.
+FIFO_ORDER = OrderPolicy(overload="greedy")
+#: ``dgs``'s order settings unless told: beat's defaults.
+DEFAULT_ORDER = OrderPolicy()
 _NO_LIMIT = 1 << 62
-#: ``dgs-weights``: a class's weight halves every this many priority steps.
-WEIGHT_HALVING = 15.0
-
-
-def priority_weight(priority: int) -> float:
-    """``dgs-weights``: how much more urgent a schedule of ``priority`` looks
-    than one of the default priority (2 per 15 steps up)."""
-    return float(2.0 ** ((DEFAULT_PRIORITY - priority) / WEIGHT_HALVING))
 
 
 class Policy:
@@ -98,76 +70,27 @@ class Policy:
 
 
 class DeadlinePolicy(Policy):
-    """The beat's own decision code on the simulator's state."""
+    """Beat's decision code on the simulator's state, ordered by ``order``
+    (``fifo``: keyed by ``can_start_by`` alone)."""
 
     def __init__(
-        self,
-        sim: PolicyHost,
-        *,
-        overload: str = DEFAULT_OVERLOAD_POLICY,
-        fifo: bool = False,
-        aging: float = DEFAULT_RESTORE_AGING,
-        laxity_floor: float | None = DEFAULT_LAXITY_FLOOR_S,
-        priorities: bool = True,
-        elevator_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S,
-        elevated_first: bool = False,
-        weights: bool = False,
-        lead: Literal["short", "always", "off"] = "short",
-        classes: Literal["short", "always"] = "short",
-        short_on_demand: bool = True,
-        top_hold_steps: int = DEFAULT_TOP_HOLD_STEPS,
-        lookahead: bool = False,
-        name: str | None = None,
+        self, sim: PolicyHost, order: OrderPolicy = DEFAULT_ORDER, *, fifo: bool = False
     ) -> None:
         super().__init__(sim)
-        default = overload == DEFAULT_OVERLOAD_POLICY
-        self.name = "fifo" if fifo else "dgs" if default else f"dgs-{overload}"
-        if default and not fifo and laxity_floor is None:
-            self.name = "dgs-deadline"
-        self.name = name or self.name
-        self.priority = {s.name: s.spec.priority for s in sim.workload.schedules}
-        self.weights = weights
-        main = make_index(
-            overload,
-            expected_s=self._expected_s,
-            restore_aging=aging,
-            margin_s=self._margin_s,
-            laxity_floor_s=laxity_floor,
-        )
-        # Beat's index: priority classes with the elevator over the policy's order.
-        self.index = (
-            PriorityIndex(
-                main,
-                self.priority.__getitem__,
-                elevator_interval_s=elevator_s,
-                elevated_first=elevated_first,
-                clock_offset_s=sim.at(0.0).timestamp(),
-                lead_s={"off": None, "always": self._margin_s, "short": top_lead_s(self._margin_s)}[
-                    lead
-                ],
-                lead_top_only=lead == "short",
-                lead_when_short=lead == "short",
-                classes_when_short=classes == "short",
-                short_when_waited_s=short_after_s(elevator_s),
-                overloaded=(lambda: demand_exceeds(self.book.total(), sim.live_slots))
-                if short_on_demand
-                else None,
-                short_hold_s=short_hold_s(elevator_s),
-                top_hold_steps=top_hold_steps,
-            )
-            if priorities
-            else main
-        )
+        self.name = "fifo" if fifo else "dgs"
+        self.order = order
         self.fifo = fifo
-        #: the index's class picks when the warm-up ended (None: not yet)
-        self._picks_at_window: int | None = None
+        self.priority = {s.name: s.spec.priority for s in sim.workload.schedules}
         #: The shares of the indexed schedules (as beat keeps them: the
         #: priority classes' overload signal, the look-ahead's book).
         self.book = DemandBook()
+        self.index = self.make_index()
+        #: the index's class picks when the warm-up ended (None: not yet)
+        self._picks_at_window: int | None = None
         #: Look-ahead admission (``core/lookahead.py``): the long candidates
         #: its cap holds, each one's should_start_by when indexed, and the runs
         #: this policy started: (expected end, expected run time).
-        self.lookahead = lookahead
+        self.lookahead = order.lookahead
         self.cap_queue = CapQueue()
         self.should: dict[str, float] = {}
         self.running: dict[str, tuple[float, float]] = {}
@@ -178,14 +101,32 @@ class DeadlinePolicy(Policy):
             for s in sim.workload.schedules
         }
 
-    # Kept by the loop with the stats (unchanged while a schedule is indexed).
-    def _expected_s(self, name: str) -> float:
-        expected = self.sim.states[name].expected
-        return expected / priority_weight(self.priority[name]) if self.weights else expected
+    def make_index(self) -> DeadlineIndex:
+        """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
+        ``order`` over :meth:`sources`."""
+        return build_index(self.order, self.sources())
 
-    def _margin_s(self, name: str) -> float:
-        margin = self.sim.states[name].margin
-        return margin * priority_weight(self.priority[name]) if self.weights else margin
+    def sources(self) -> RankingSources:
+        """What the index reads: the loop's expected run times and margins
+        (kept with the stats, unchanged while a schedule is indexed), each
+        schedule's class, and whether the demand exceeds the live slots."""
+        return RankingSources(
+            expected_s=self.expected_s,
+            margin_s=self.margin_s,
+            priority_of=self.priority.__getitem__,
+            overloaded=self.overloaded,
+            clock_offset_s=self.sim.at(0.0).timestamp(),
+        )
+
+    def expected_s(self, name: str) -> float:
+        return self.sim.states[name].expected
+
+    def margin_s(self, name: str) -> float:
+        return self.sim.states[name].margin
+
+    def overloaded(self) -> bool:
+        """Whether the indexed schedules' demand exceeds the live workers' slots."""
+        return demand_exceeds(self.book.total(), self.sim.live_slots)
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
@@ -203,13 +144,14 @@ class DeadlinePolicy(Policy):
             self.should[name] = should
 
     def held(self, name: str) -> None:
-        self.book.forget(name)  # as beat: a held schedule's share does not count
+        self.book.forget(name)  # a held schedule's share does not count
 
     def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
-        # As beat's _reindex_if_not_due: the index holds times computed earlier.
-        # Without blackouts start_times does not depend on ``now`` (the anchor is
-        # set, the stats have not changed since indexing): the re-check would
-        # return the indexed times, so it is skipped for speed.
+        # The index holds the times computed when the schedule was indexed; a
+        # schedule with blackouts has them computed again at ``now`` and goes
+        # back to the index when it cannot start yet. Without blackouts
+        # start_times does not depend on ``now`` (the anchor is set, the stats
+        # have not changed since indexing), so the re-check is skipped.
         if name in self.blackout_names:
             can, should = self._times(name, now)
             if can > now:
@@ -331,63 +273,16 @@ class BeatPolicy(Policy):
         return best
 
 
-def knapsack_policy(sim: PolicyHost) -> DeadlinePolicy:
-    """``dgs`` with the late schedules in the bound's order (``sim/knapsack.py``),
-    no priority classes."""
-    policy = DeadlinePolicy(sim, priorities=False, name="dgs-knapsack")
-    period = {s.name: ok_period_s(s.spec) for s in sim.workload.schedules}
-    policy.index = KnapsackIndex(
-        lambda n: ok_seconds_per_slot_second(period[n], sim.states[n].expected)
-    )
-    return policy
+#: Builds a policy on the loop (e.g. a benchmark's own order).
+PolicyFactory = Callable[[PolicyHost], Policy]
 
 
-def make_policy(name: str, sim: PolicyHost) -> Policy:
-    factories: dict[str, Callable[[], Policy]] = {
-        "dgs": lambda: DeadlinePolicy(sim),
-        "dgs-deadline": lambda: DeadlinePolicy(sim, laxity_floor=None),
-        "dgs-greedy": lambda: DeadlinePolicy(sim, overload="greedy"),
-        "dgs-shed": lambda: DeadlinePolicy(sim, overload="shed"),
-        "dgs-lookahead": lambda: DeadlinePolicy(sim, lookahead=True, name="dgs-lookahead"),
-        "dgs-knapsack": lambda: knapsack_policy(sim),
-        "fifo": lambda: DeadlinePolicy(sim, fifo=True, overload="greedy"),
-        "beat": lambda: BeatPolicy(sim),
-        # Priority orders compared in docs/simulator.md ("Priorities").
-        "dgs-noprio": lambda: DeadlinePolicy(sim, priorities=False, name="dgs-noprio"),
-        "dgs-strict": lambda: DeadlinePolicy(sim, elevator_s=None, name="dgs-strict"),
-        "dgs-seed004": lambda: DeadlinePolicy(
-            sim, elevated_first=True, lead="off", name="dgs-seed004"
-        ),
-        "dgs-over-top": lambda: DeadlinePolicy(
-            sim, top_hold_steps=0, lead="off", name="dgs-over-top"
-        ),
-        "dgs-nolead": lambda: DeadlinePolicy(sim, lead="off", name="dgs-nolead"),
-        "dgs-classes-always": lambda: DeadlinePolicy(
-            sim, classes="always", name="dgs-classes-always"
-        ),
-        "dgs-short-by-wait": lambda: DeadlinePolicy(
-            sim, short_on_demand=False, name="dgs-short-by-wait"
-        ),
-        "dgs-weights": lambda: DeadlinePolicy(
-            sim, priorities=False, weights=True, name="dgs-weights"
-        ),
-    }
-    leads: tuple[tuple[str, Literal["always", "short"]], ...] = (
-        ("dgs-lead-", "always"),
-        (ELEVATOR_PREFIX, "short"),
-    )
-    for prefix, lead in leads:
-        if name.startswith(prefix):
-            try:
-                interval = float(name[len(prefix) :])
-            except ValueError:
-                interval = 0.0
-            if interval > 0:
-                return DeadlinePolicy(sim, elevator_s=interval, lead=lead, name=name)
-    if name == "dgs-lead":
-        return DeadlinePolicy(sim, elevator_s=None, lead="always", name=name)
-    if name not in factories:
-        raise ValueError(
-            f"policy must be one of {list(POLICIES + PRIORITY_POLICIES)}, got {name!r}"
-        )
-    return factories[name]()
+def make_policy(name: str, sim: PolicyHost, order: OrderPolicy = DEFAULT_ORDER) -> Policy:
+    """The policy ``name`` of :data:`POLICIES`; ``order`` orders ``dgs``."""
+    if name == "dgs":
+        return DeadlinePolicy(sim, order)
+    if name == "fifo":
+        return DeadlinePolicy(sim, FIFO_ORDER, fifo=True)
+    if name == "beat":
+        return BeatPolicy(sim)
+    raise ValueError(f"policy must be one of {list(POLICIES)}, got {name!r}")

@@ -1,13 +1,18 @@
-"""Running several policies, searching the slot count, and printing the table."""
+"""Running several policies, searching the slot count, and the lines and
+table ``celery dgs simulate`` prints."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from ..core.ranking import OrderPolicy
+from ..core.servable import Unservable, never_servable
 from .loop import Simulator, simulate
 from .metrics import CAUSES, SimResult, Tally
+from .policies import DEFAULT_ORDER
 from .workload import DEFAULT_SLOTS_PER_WORKER, Workload
 
 #: (header, SimResult field, format) of the table's columns.
@@ -54,8 +59,53 @@ def format_table(results: Sequence[SimResult], *, label: Sequence[str] | None = 
     return "\n".join(lines)
 
 
-def run_policies(workload: Workload, policies: Sequence[str]) -> list[SimResult]:
-    return [simulate(workload, p) for p in policies]
+def workload_summary(w: Workload, *, searching: bool = False) -> str:
+    """The workload in one line; ``searching`` (``--find-slots``): the demand in
+    slots instead of the slot count and load."""
+    outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
+    size = (
+        f"demand {w.load() * w.slots:.2f} slots"
+        if searching
+        else f"{w.slots} slots, load {w.load():.2f}"
+    )
+    return (
+        f"{len(w.schedules)} schedules, {size}, "
+        f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
+        f"seed {w.seed}" + (f", outages {outages}" if outages else "")
+    )
+
+
+def unservable(workload: Workload) -> dict[str, Unservable]:
+    """Schedules that can never be served with their mean run time, by name."""
+    found = {}
+    for sched in workload.schedules:
+        problem = never_servable(
+            sched.spec, workload.start, duration=timedelta(seconds=sched.duration_s)
+        )
+        if problem is not None:
+            found[sched.name] = problem
+    return found
+
+
+def format_order(order: OrderPolicy) -> str:
+    """``dgs``'s order settings in one line."""
+
+    def seconds(value: float | None) -> str:
+        return "off" if value is None else f"{value:g} s"
+
+    return (
+        f"dgs order: overload {order.overload}, shed horizon {seconds(order.shed_horizon_s)}, "
+        f"restore aging {order.restore_aging:g}, laxity floor {seconds(order.laxity_floor_s)}, "
+        f"elevator {seconds(order.elevator_interval_s)}, "
+        f"look-ahead {'on' if order.lookahead else 'off'}"
+    )
+
+
+def run_policies(
+    workload: Workload, policies: Sequence[str], order: OrderPolicy = DEFAULT_ORDER
+) -> list[SimResult]:
+    """``workload`` under each of ``policies``, ``dgs`` ordered by ``order``."""
+    return [simulate(workload, p, order=order) for p in policies]
 
 
 @dataclass(frozen=True)
@@ -106,10 +156,10 @@ class _ErrorTally(Tally):
 
 
 def _run(
-    workload: Workload, policy: str, *, stop_on_error: bool
+    workload: Workload, policy: str, order: OrderPolicy, *, stop_on_error: bool
 ) -> tuple[SimResult | None, _ErrorTally]:
     """Simulate; ``(None, tally)`` when stopped at the first ERROR."""
-    sim = Simulator(workload, policy)
+    sim = Simulator(workload, policy, order=order)
     tally = _ErrorTally(sim.tally.window_start, sim.tally.window_end, stop_on_error=stop_on_error)
     sim.tally = tally
     try:
@@ -140,6 +190,7 @@ def find_slots(
     *,
     per_worker: int = DEFAULT_SLOTS_PER_WORKER,
     progress: Callable[[int, float, bool], None] | None = None,
+    order: OrderPolicy = DEFAULT_ORDER,
 ) -> SlotSearch:
     """The smallest slot count with no ERROR after warm-up.
 
@@ -149,7 +200,8 @@ def find_slots(
     doubles from the demand (sum of mean duration / period, rounded up) until
     one has no ERROR, then bisects; a run that fails is stopped at its first
     ERROR. More slots never add ERROR for the greedy policies; the search
-    assumes it. ``progress(slots, error_s, complete)`` is told each run."""
+    assumes it. ``progress(slots, error_s, complete)`` is told each run;
+    ``order`` orders ``dgs``."""
     tried: dict[int, float] = {}
     results: dict[int, SimResult] = {}
     demand = workload.load() * workload.slots
@@ -157,7 +209,8 @@ def find_slots(
 
     def ok(slots: int) -> bool:
         stop = slots != unlimited
-        result, tally = _run(workload.with_slots(slots, per_worker), policy, stop_on_error=stop)
+        sized = workload.with_slots(slots, per_worker)
+        result, tally = _run(sized, policy, order, stop_on_error=stop)
         tried[slots] = tally.error_s
         if result is not None:
             results[slots] = result
@@ -165,7 +218,8 @@ def find_slots(
             progress(slots, tally.error_s, result is not None)
         return tally.error_s == 0
 
-    result, tally = _run(workload.with_slots(unlimited, per_worker), policy, stop_on_error=False)
+    ample = workload.with_slots(unlimited, per_worker)
+    result, tally = _run(ample, policy, order, stop_on_error=False)
     tried[unlimited] = tally.error_s
     if progress is not None:
         progress(unlimited, tally.error_s, True)

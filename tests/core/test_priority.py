@@ -174,8 +174,6 @@ def test_the_top_class_leads_only_while_capacity_is_short() -> None:
         ix = index(
             {"top": 20, "top2": 20, "mid": 50, "low": 80},
             lead_s=lambda n: 50.0,
-            lead_top_only=True,
-            lead_when_short=True,
             short_when_waited_s=100.0,
         )
         ix.upsert("top", 0, 200)
@@ -220,14 +218,6 @@ def test_without_the_elevator_the_order_is_strict() -> None:
         classes[f"top{t}"] = 0
         ix.upsert(f"top{t}", t, t)
         assert ix.pop(float(t)) != "low"
-
-
-def test_seed_004_order_puts_elevated_work_ahead_of_each_level() -> None:
-    ix = index({"a": 20, "c": 80}, interval=100, elevated_first=True)
-    ix.upsert("c", 0, 10)
-    ix.upsert("a", 0, 90)
-    assert ix.peek(99) == "a"
-    assert ix.peek(150) == "c"  # one step: c reaches the top level, ahead of a
 
 
 def test_elevator_steps_are_aligned_to_the_clock() -> None:
@@ -276,9 +266,7 @@ def test_heaps_stay_bounded_under_churn() -> None:
 def gated(classes: dict[str, int], **kw: object) -> PriorityIndex:
     """Classes order due work only while capacity is short: a due schedule has
     waited 100 s, or did less than 500 s ago."""
-    return index(
-        classes, classes_when_short=True, short_when_waited_s=100.0, short_hold_s=500.0, **kw
-    )
+    return index(classes, short_when_waited_s=100.0, short_hold_s=500.0, **kw)
 
 
 def test_below_capacity_the_classes_change_no_choice() -> None:

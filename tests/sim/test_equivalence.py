@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -131,13 +132,7 @@ LATE, ON_TIME = (0.2, 1.4), (0.3, 0.7)
 
 
 @pytest.mark.parametrize(
-    ("overload", "laxity", "policy"),
-    [
-        ("restore", 60.0, "dgs"),
-        ("restore", None, "dgs-deadline"),
-        ("greedy", 60.0, "dgs-greedy"),
-        ("shed", 60.0, "dgs-shed"),
-    ],
+    ("overload", "laxity"), [("restore", 60.0), ("restore", None), ("greedy", 60.0), ("shed", 60.0)]
 )
 @pytest.mark.parametrize("ago", [LATE, ON_TIME], ids=["late", "on_time"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -146,7 +141,6 @@ def test_simulator_chooses_what_beat_chooses(
     redis_client: redis.Redis,
     overload: str,
     laxity: float | None,
-    policy: str,
     ago: tuple[float, float],
     seed: int,
 ) -> None:
@@ -173,7 +167,13 @@ def test_simulator_chooses_what_beat_chooses(
         start=NOW,
         warm_start=False,
     )
-    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace).run()
+    Simulator(
+        workload,
+        "dgs",
+        order=settings.order_policy,
+        initial_stats={r.name: r.stats for r in rows},
+        trace=trace,
+    ).run()
     sim = [(name, worker) for t, name, worker in trace if t == 0.0]
 
     assert len(beat) == sum(w.slots for w in WORKERS), "the state must fill every slot"
@@ -239,7 +239,7 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
             )
         rows, _ = store.load_active()
         chosen: dict[str, list[tuple[str, str]]] = {}
-        for laxity, policy in ((None, "dgs-deadline"), (60.0, "dgs")):
+        for laxity, label in ((None, "deadline"), (60.0, "laxity")):
             settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}", laxity_floor=laxity)
             beat = [(o.schedule, o.worker) for o in real_beat_round(store, redis_client, settings)]
             trace: list[tuple[float, str, str]] = []
@@ -251,22 +251,24 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
                 warm_start=False,
             )
             Simulator(
-                workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace
+                workload,
+                "dgs",
+                order=settings.order_policy,
+                initial_stats={r.name: r.stats for r in rows},
+                trace=trace,
             ).run()
-            assert [(n, w) for t, n, w in trace if t == 0.0] == beat, policy
-            chosen[policy] = [n for n, _ in beat]
+            assert [(n, w) for t, n, w in trace if t == 0.0] == beat, label
+            chosen[label] = [n for n, _ in beat]
     finally:
         store.close()
-    assert chosen["dgs-deadline"] == [f"eq.job@l{i:02d}" for i in range(10)]
-    assert sorted(chosen["dgs"]) == [f"eq.job@l{i:02d}" for i in range(10, 20)]
+    assert chosen["deadline"] == [f"eq.job@l{i:02d}" for i in range(10)]
+    assert sorted(chosen["laxity"]) == [f"eq.job@l{i:02d}" for i in range(10, 20)]
 
 
-@pytest.mark.parametrize(
-    ("elevator", "policy"), [(7200.0, "dgs"), (600.0, "dgs-elevator-600"), (None, "dgs-strict")]
-)
+@pytest.mark.parametrize("elevator", [7200.0, 600.0, None])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulator_chooses_what_beat_chooses_with_priorities(
-    sqlite_url: str, redis_client: redis.Redis, elevator: float | None, policy: str, seed: int
+    sqlite_url: str, redis_client: redis.Redis, elevator: float | None, seed: int
 ) -> None:
     """Schedules in three priority classes, many due for up to 1.4 periods (so
     the elevator has moved some up): the simulator's first round is beat's, and
@@ -281,6 +283,7 @@ def test_simulator_chooses_what_beat_chooses_with_priorities(
         write_history(store, rng, specs, ago=LATE)
         rows, _ = store.load_active()
         beat: dict[str, list[tuple[str, str]]] = {}
+        order = DgsSettings(elevator_interval=elevator).order_policy
         for label, interval, classes in (("classes", elevator, True), ("plain", None, False)):
             if not classes:
                 store.sync([with_priority(s, 50) for s, _ in specs], NOW - timedelta(hours=3))
@@ -301,22 +304,20 @@ def test_simulator_chooses_what_beat_chooses_with_priorities(
         start=NOW,
         warm_start=False,
     )
-    Simulator(workload, policy, initial_stats={r.name: r.stats for r in rows}, trace=trace).run()
+    initial = {r.name: r.stats for r in rows}
+    Simulator(workload, "dgs", order=order, initial_stats=initial, trace=trace).run()
     sim = [(name, worker) for t, name, worker in trace if t == 0.0]
     assert len(beat["classes"]) == sum(w.slots for w in WORKERS)
     assert sim == beat["classes"]
     assert [n for n, _ in beat["classes"]] != [n for n, _ in beat["plain"]]
     if elevator == 600.0:  # the elevator has moved some up: not the strict order
         strict: list[tuple[float, str, str]] = []
-        Simulator(
-            workload, "dgs-strict", initial_stats={r.name: r.stats for r in rows}, trace=strict
-        ).run()
+        no_elevator = replace(order, elevator_interval_s=None)
+        Simulator(workload, "dgs", order=no_elevator, initial_stats=initial, trace=strict).run()
         assert sim != [(name, worker) for t, name, worker in strict if t == 0.0]
 
 
 def with_priority(spec: ScheduleSpec, priority: int) -> ScheduleSpec:
-    from dataclasses import replace
-
     return replace(spec, priority=priority)
 
 
@@ -329,7 +330,7 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
     slot to a long job; with ``dgs_lookahead`` beat starts two (the long runs
     may hold 10 - 6.7 / 0.95 = 2.98 slots) and holds the others back for the
     short ones. The
-    simulator's ``dgs-lookahead`` chooses the same."""
+    simulator's ``dgs`` with the look-ahead chooses the same."""
     specs: list[tuple[ScheduleSpec, float]] = []
     for i in range(20):
         specs.append(
@@ -374,6 +375,7 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
             )
         rows, _ = store.load_active()
         beat = {}
+        order = DgsSettings(lookahead=True).order_policy
         for lookahead in (False, True):
             settings = DgsSettings(key_prefix=f"simeq{uuid.uuid4().hex[:8]}", lookahead=lookahead)
             beat[lookahead] = [
@@ -390,7 +392,7 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
         warm_start=False,
     )
     Simulator(
-        workload, "dgs-lookahead", initial_stats={r.name: r.stats for r in rows}, trace=trace
+        workload, "dgs", order=order, initial_stats={r.name: r.stats for r in rows}, trace=trace
     ).run()
     assert [(name, worker) for t, name, worker in trace if t == 0.0] == beat[True]
     # The longest waiting first (l11 started its last run earliest).

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from celery_dgs.core.ranking import OrderPolicy
 from celery_dgs.core.spec import CronSpec, PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.sim.generate import GeneratorOptions, generate
@@ -135,7 +136,8 @@ def test_dispatch_rechecks_blackouts_like_beat() -> None:
     trace: list[tuple[float, str, str]] = []
     # Plain deadline order for the on-time ones: in relative-laxity order (dgs)
     # b (laxity 9300/760 at 1400) would go before a (1600/60), see test_laxity_*.
-    Simulator(workload, "dgs-deadline", initial_stats={"b": b_stats}, trace=trace).run()
+    order = OrderPolicy(laxity_floor_s=None)
+    Simulator(workload, "dgs", order=order, initial_stats={"b": b_stats}, trace=trace).run()
     assert [(t, name) for t, name, _ in trace][:3] == [(0, "b"), (700, "b"), (1400, "a")]
 
 

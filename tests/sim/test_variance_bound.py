@@ -73,6 +73,6 @@ def test_near_capacity_variance_raises_it_above_the_fluid_bound() -> None:
 def test_simulated_policies_stay_at_or_above_it(load: float, sigma: float) -> None:
     workload = fleet(load, sigma)
     bound = variance_error_bound_s(workload)
-    for policy in ("dgs", "beat", "dgs-knapsack"):
+    for policy in ("dgs", "beat", "fifo"):
         # a long-run bound: over a finite window a few per cent below it is chance
         assert simulate(workload, policy).error_s >= 0.95 * bound, policy
