@@ -15,6 +15,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:leader_token:<role>  string the leader's fencing-token counter (INCR), never deleted
     P:epoch                hash   run_id of the Redis server last seen by a lease
                                   grant, and since when (ms); see acquire.lua
+    P:beat:wake            list   a worker's "a slot is free" signals to the leading
+                                  beat (celery_dgs/wake.py)
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -119,6 +121,10 @@ class KeySpace:
     def leader_token(self, role: str = "beat") -> str:
         """The leader lease's token counter (strictly increasing, never deleted)."""
         return f"{self._base}:leader_token:{self._name('role', role)}"
+
+    def beat_wake(self) -> str:
+        """The list workers push to when a slot frees; the leading beat waits on it."""
+        return f"{self._base}:beat:wake"
 
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""

@@ -28,6 +28,7 @@ from .registry import RegistryBackend, WorkerRegistry
 from .settings import DgsSettings
 from .store.base import ScheduleStore
 from .store.sql import SqlScheduleStore
+from .wake import BeatWake
 
 
 class Runtime:
@@ -64,6 +65,13 @@ class Runtime:
     @cached_property
     def registry(self) -> RegistryBackend:
         return WorkerRegistry(self.redis, self.keys, ttl=self.settings.worker_ttl)
+
+    @cached_property
+    def wake(self) -> BeatWake:
+        """Workers signal a free slot on it; the leading beat waits on it."""
+        return BeatWake(
+            self.redis, self.keys, max_block_s=max(0.05, self.settings.redis_socket_timeout / 2)
+        )
 
     @cached_property
     def dispatches(self) -> DispatchRecords:

@@ -165,6 +165,7 @@ class _WorkerPresence:
                 slots,
                 ", ".join(self.info.queues),
             )
+            runtime_for(self.app, self.dgs.settings).wake.notify()  # new slots: beat looks now
         self.thread = threading.Thread(
             target=self._keep_registered, args=(why,), name="dgs-registry", daemon=True
         )

@@ -208,6 +208,8 @@ def finish_run(
             rt.leases.release(schedule, run_id)
     except Exception as exc:
         log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
+    if outcome != "self_fenced":
+        rt.wake.notify()  # after the release: the round it starts sees the slot free
     logger.info(
         "celery-dgs: run %s of %s ended: %s%s",
         run_id,
