@@ -30,8 +30,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .core.clock import Clock, SystemClock
-from .core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
+from .core.spec import AdaptiveSpec, ScheduleSpec, given_differences
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
+from .declarations import friendly_name, given_names
 from .entry_shapes import EntryShapes
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from .store.base import ScheduleStore
@@ -68,6 +69,27 @@ class BulkReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+def _given_again(
+    line: int, first: tuple[int, ScheduleSpec, str], spec: ScheduleSpec, text: str, row: Entry
+) -> RowError | None:
+    """The error of a row naming a schedule an earlier row of the batch gave
+    with other fields (named as this row gives them, else by their friendly
+    name; fields derived from others, like a default cooldown, left out);
+    None for the same schedule."""
+    differ = [] if first[2] == text else given_differences(first[1], spec)
+    if not differ:
+        return None
+    names = given_names(row) if isinstance(row, Mapping) else {}
+    shown = [names.get(key, friendly_name(key)) for key in differ]
+    return RowError(
+        line,
+        spec.name,
+        shown[0],
+        f"schedule given again with different {', '.join(shown)} "
+        f"(first on line {first[0]}, which is applied)",
+    )
 
 
 def parse_last_modified(name: str, raw: Any) -> datetime:
@@ -211,19 +233,9 @@ class RuntimeSchedules:
             name = spec.name
             first = good.get(name)
             if first is not None:
-                differ = [] if first[2] == text else differing_fields(first[1], spec)
-                if differ:
-                    errors.append(
-                        RowError(
-                            line,
-                            spec.name,
-                            differ[0],
-                            (
-                                f"schedule given again with different {', '.join(differ)} "
-                                f"(first on line {first[0]}, which is applied)"
-                            ),
-                        )
-                    )
+                error = _given_again(line, first, spec, text, row)
+                if error is not None:
+                    errors.append(error)
                 continue
             good[name] = (line, spec, text)
             if hint is not None:

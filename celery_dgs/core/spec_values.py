@@ -15,6 +15,7 @@ from typing import Any
 from croniter import croniter
 
 from ..errors import ScheduleConfigError
+from .durations import format_duration
 
 #: The instant from which a cron expression must have a next fire time.
 _CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -59,13 +60,15 @@ def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = F
     except OverflowError:
         delta = timedelta.max
     if delta > MAX_DURATION:
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
         raise ScheduleConfigError(
-            name, field_name, f"{value!r} is too long: at most {MAX_DURATION.days} days (100 years)"
+            name, field_name, f"{shown} is too long: at most {MAX_DURATION.days} days (100 years)"
         )
-    seconds = delta.total_seconds()
-    if seconds < 0 or (seconds == 0 and not allow_zero):
+    if delta < timedelta(0) or (not delta and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
-        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {seconds:g} s")
+        raise ScheduleConfigError(
+            name, field_name, f"must be {bound}, got {format_duration(delta)}"
+        )
     return delta
 
 
