@@ -26,6 +26,7 @@ from .core.spec_build import (
 from .core.spec_values import DEFAULT_PRIORITY as DEFAULT_PRIORITY
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
+from .task_arguments import ArgumentChecks
 
 logger = logging.getLogger("celery_dgs.declarations")
 
@@ -338,12 +339,25 @@ class Declarations:
             kind, task, fields = split_entry(str(key), raw)
             self.declare(kind, task, fields, source="app.conf.dgs_schedules", text_durations=True)
 
-    def check_tasks(self, known_tasks: Mapping[str, Any]) -> list[ScheduleConfigError]:
-        """Record an error for every schedule whose task is not registered."""
+    def check_tasks(
+        self, known_tasks: Mapping[str, Any], *, max_argument_bytes: int | None = None
+    ) -> list[ScheduleConfigError]:
+        """Record an error for every schedule whose task is not registered,
+        whose ``args``/``kwargs`` its task cannot take (they are bound to its
+        signature), or whose arguments take more than ``max_argument_bytes``
+        as JSON (``dgs_max_argument_bytes``; None: no limit)."""
+        checks = ArgumentChecks(known_tasks, max_argument_bytes=max_argument_bytes)
         found = []
         for name, spec in list(self.specs.items()):
+            err = None
             if spec.task not in known_tasks:
                 err = ScheduleConfigError(name, "task", f"unknown task {spec.task!r}")
+            else:
+                try:
+                    checks.check(spec)
+                except ScheduleConfigError as exc:
+                    err = exc
+            if err is not None:
                 self.errors[name] = err
                 del self.specs[name]
                 found.append(err)

@@ -184,3 +184,33 @@ def test_import_reads_durations_as_text(world: World, tmp_path: Path) -> None:
     spec = world.store.get("t.scrape@d").spec
     assert isinstance(spec, PeriodicSpec)
     assert spec.scheduling_period == timedelta(minutes=30)
+
+
+BLOB = "x" * (10 * 1024 * 1024)  # the 10 MB value of the report
+
+
+def scrape(url: str, depth: int = 1) -> None:
+    """A task with a signature."""
+
+
+def test_the_cli_holds_add_and_import_to_the_same_checks(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    world.app.task(name="t.typed", shared=False)(scrape)
+    bad = world.invoke(
+        "add", "t.typed@a", "--period", "1h", "--args", '["https://a"]', "--kwargs", '{"blob": 1}'
+    )
+    assert bad.exit_code == 1
+    assert "schedule 't.typed@a', option --kwargs: task 't.typed' cannot take" in bad.stderr
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"name": "t.scrape@a", "period": "1h", "args": ["https://a"]}\n'
+        f'{{"name": "t.scrape@b", "period": "1h", "kwargs": {{"url": "{BLOB}"}}}}\n'
+    )
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 1
+    [error] = result.stderr.splitlines()
+    assert error.startswith(f"ERROR {path}: line 2: schedule 't.scrape@b', field 'kwargs': ")
+    assert "1 inserted" in result.stdout
+    assert [s.name for s in world.store.list_schedules()] == ["t.scrape@a"]
+    assert "unexpected keyword" not in result.stderr, "t.scrape takes any arguments"
+    assert "more than the 65536 allowed (dgs_max_argument_bytes)" in error
