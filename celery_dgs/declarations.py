@@ -12,12 +12,21 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from .core.durations import format_duration, parse_duration
 from .core.schedule_names import schedule_name, split_schedule_name
-from .core.spec import PeriodicSpec, ScheduleSpec, differing_fields
-from .core.spec_build import SPEC_KINDS, make_spec, spec_class, spec_fields, suggestion
+from .core.spec import PeriodicSpec, ScheduleSpec, given_differences
+from .core.spec_build import (
+    SPEC_KINDS,
+    duration_fields,
+    make_spec,
+    spec_class,
+    spec_fields,
+    suggestion,
+)
 from .core.spec_values import DEFAULT_PRIORITY as DEFAULT_PRIORITY
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
+from .task_arguments import ArgumentChecks
 
 logger = logging.getLogger("celery_dgs.declarations")
 
@@ -65,6 +74,42 @@ def normalise_fields(
     return out
 
 
+def given_names(*given: Mapping[str, Any]) -> dict[str, str]:
+    """Spec field name -> the key it was given as, over the keys of ``given``
+    (declarations or rows; a spec field given under its own name maps to itself)."""
+    return {FIELD_ALIASES.get(key, key): key for fields in given for key in fields}
+
+
+def friendly_name(field: str) -> str:
+    """The first friendly name of spec field ``field`` (``period`` for
+    ``scheduling_period``), or ``field`` when it has none."""
+    return next((alias for alias, real in FIELD_ALIASES.items() if real == field), field)
+
+
+def as_given(exc: ScheduleConfigError, names: Mapping[str, str]) -> ScheduleConfigError:
+    """``exc`` naming its field as the user gave it (``period``, not
+    ``scheduling_period``); ``exc`` itself when the names agree."""
+    given = names.get(exc.field, exc.field)
+    return exc if given == exc.field else ScheduleConfigError(exc.schedule, given, exc.message)
+
+
+def read_text_durations(
+    kind: str, fields: Mapping[str, Any], *, name: str, names: Mapping[str, str]
+) -> dict[str, Any]:
+    """``fields`` (spec field names) with each duration given as text
+    (``"1h30m"``, ``"90"``: :func:`~celery_dgs.core.durations.parse_duration`)
+    read as a timedelta; ScheduleConfigError naming the key as given otherwise."""
+    out = dict(fields)
+    for key in duration_fields(spec_class(kind, name)):
+        value = out.get(key)
+        if isinstance(value, str):
+            try:
+                out[key] = parse_duration(value)
+            except ValueError as exc:
+                raise ScheduleConfigError(name, names.get(key, key), str(exc)) from None
+    return out
+
+
 def _unknown_key(name: str, kind: str, key: Any) -> ScheduleConfigError:
     others = [k for k in SPEC_KINDS if k != kind and key in accepted_names(k)]
     if others:
@@ -76,17 +121,33 @@ def _unknown_key(name: str, kind: str, key: Any) -> ScheduleConfigError:
     return ScheduleConfigError(name, str(key), f"is not a field of a {kind} schedule{hint}")
 
 
-def build_spec(kind: str, task: str, fields: Mapping[str, Any], *, name: str) -> ScheduleSpec:
+def build_spec(
+    kind: str,
+    task: str,
+    fields: Mapping[str, Any],
+    *,
+    name: str,
+    text_durations: bool = False,
+) -> ScheduleSpec:
     """The validated spec of one declaration; every problem is a
-    ScheduleConfigError naming schedule ``name`` and the field."""
+    ScheduleConfigError naming schedule ``name`` and the field as the
+    declaration gave it (``period``, not ``scheduling_period``).
+    ``text_durations``: durations may be given as text (``"1h"``), as in
+    ``dgs_schedules``, schedule files and the command line."""
     real = normalise_fields(fields, name=name, kind=kind)
+    names = given_names(fields)
     real["task"] = task
     if kind == "periodic" and real.get("cooldown_duration") is None:
         real.pop("cooldown_duration", None)  # the default cooldown applies
     try:
+        if text_durations:
+            real = read_text_durations(kind, real, name=name, names=names)
         return make_spec(kind, **real)
-    except ScheduleConfigError:
-        raise
+    except ScheduleConfigError as exc:
+        named = as_given(exc, names)
+        if named is exc:
+            raise
+        raise named from exc
     except (TypeError, ValueError, ArithmeticError) as exc:  # never out of a decorator
         raise ScheduleConfigError(name, "?", f"{type(exc).__name__}: {exc}") from exc
 
@@ -137,10 +198,41 @@ def entry_spec(
         raise ScheduleConfigError(
             name, "name", f"disagrees with task/configuration, which name {full!r}"
         )
-    spec = build_spec(kind, task, fields, name=full)
+    spec = build_spec(kind, task, fields, name=full, text_durations=True)
     if isinstance(spec, PeriodicSpec) and cooldown_unset(fields):
         spec = with_default_cooldown(spec, default_cooldown_fraction)
     return spec
+
+
+def _declared_twice(
+    earlier: ScheduleSpec, spec: ScheduleSpec, names: Mapping[str, str], source: str
+) -> ScheduleConfigError:
+    """The error of a name declared twice with different values: the fields
+    that differ, as the declarations named them, and their values."""
+    differ = given_differences(earlier, spec) or ["?"]
+    before, after = earlier.to_dict(), spec.to_dict()
+    values = ", ".join(
+        f"{names.get(key, key)}: {shown_value(key, before.get(key))} and "
+        f"{shown_value(key, after.get(key))}"
+        for key in differ
+    )
+    return ScheduleConfigError(
+        spec.name,
+        names.get(differ[0], differ[0]),
+        f"declared twice with different values ({values}; from {source})",
+    )
+
+
+#: The spec fields that hold durations, over every kind.
+_DURATION_FIELDS = frozenset(f for cls in SPEC_KINDS.values() for f in duration_fields(cls))
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A stored field value as an error shows it: a duration as one types it
+    (``1h30m``), anything else as its ``repr``."""
+    if field in _DURATION_FIELDS and isinstance(value, (int, float)):
+        return format_duration(value)
+    return repr(value)
 
 
 def cooldown_unset(fields: Mapping[str, Any]) -> bool:
@@ -165,6 +257,8 @@ class Declarations:
         self.errors: dict[str, ScheduleConfigError] = {}
         self.warnings: list[str] = []
         self._conflicting: set[str] = set()
+        #: The keys each valid declaration was given with (errors name fields so).
+        self._given: dict[str, Mapping[str, Any]] = {}
         #: Periodic schedules declared without a cooldown (``None`` or absent):
         #: :meth:`with_default_cooldown` gives them the default one.
         self.default_cooldown: set[str] = set()
@@ -178,21 +272,31 @@ class Declarations:
         out.errors, out.warnings = dict(self.errors), list(self.warnings)
         out.default_cooldown = set(self.default_cooldown)
         out._conflicting = set(self._conflicting)
+        out._given = dict(self._given)
         for name, spec in self.specs.items():
             if name in self.default_cooldown and isinstance(spec, PeriodicSpec):
                 spec = with_default_cooldown(spec, fraction)
             out.specs[name] = spec
         return out
 
-    def declare(self, kind: str, task: str, fields: Mapping[str, Any], *, source: str) -> None:
-        """Validate and add one declaration; a bad one is recorded, not raised."""
+    def declare(
+        self,
+        kind: str,
+        task: str,
+        fields: Mapping[str, Any],
+        *,
+        source: str,
+        text_durations: bool = False,
+    ) -> None:
+        """Validate and add one declaration; a bad one is recorded, not raised.
+        ``text_durations``: durations may be text (``"1h"``: ``dgs_schedules``)."""
         configuration = str(fields.get("configuration", "") or "")
         name = schedule_name(task, configuration)
         if name in self._conflicting:
             logger.error("celery-dgs: %s (again, from %s)", self.errors[name], source)
             return
         try:
-            spec = build_spec(kind, task, fields, name=name)
+            spec = build_spec(kind, task, fields, name=name, text_durations=text_durations)
             unset_cooldown = kind == "periodic" and cooldown_unset(fields)
         except ScheduleConfigError as exc:
             self.errors[name] = exc
@@ -201,20 +305,15 @@ class Declarations:
             return
         earlier = self.specs.get(name)
         if earlier is not None and earlier != spec:
-            differ = differing_fields(earlier, spec)
-            field = differ[0] if differ else "?"
-            values = ", ".join(
-                f"{key}: {earlier.to_dict().get(key)!r} and {spec.to_dict().get(key)!r}"
-                for key in differ
-            )
-            self.errors[name] = ScheduleConfigError(
-                name, field, f"declared twice with different values ({values}; from {source})"
+            self.errors[name] = _declared_twice(
+                earlier, spec, given_names(self._given.get(name, {}), fields), source
             )
             del self.specs[name]
             self._conflicting.add(name)
             logger.error("celery-dgs: %s", self.errors[name])
             return
         self.specs[name] = spec
+        self._given[name] = fields
         self.errors.pop(name, None)
         if unset_cooldown:
             self.default_cooldown.add(name)
@@ -238,14 +337,27 @@ class Declarations:
                 )
                 continue
             kind, task, fields = split_entry(str(key), raw)
-            self.declare(kind, task, fields, source="app.conf.dgs_schedules")
+            self.declare(kind, task, fields, source="app.conf.dgs_schedules", text_durations=True)
 
-    def check_tasks(self, known_tasks: Mapping[str, Any]) -> list[ScheduleConfigError]:
-        """Record an error for every schedule whose task is not registered."""
+    def check_tasks(
+        self, known_tasks: Mapping[str, Any], *, max_argument_bytes: int | None = None
+    ) -> list[ScheduleConfigError]:
+        """Record an error for every schedule whose task is not registered,
+        whose ``args``/``kwargs`` its task cannot take (they are bound to its
+        signature), or whose arguments take more than ``max_argument_bytes``
+        as JSON (``dgs_max_argument_bytes``; None: no limit)."""
+        checks = ArgumentChecks(known_tasks, max_argument_bytes=max_argument_bytes)
         found = []
         for name, spec in list(self.specs.items()):
+            err = None
             if spec.task not in known_tasks:
                 err = ScheduleConfigError(name, "task", f"unknown task {spec.task!r}")
+            else:
+                try:
+                    checks.check(spec)
+                except ScheduleConfigError as exc:
+                    err = exc
+            if err is not None:
                 self.errors[name] = err
                 del self.specs[name]
                 found.append(err)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -19,12 +20,15 @@ from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
 from .core.clock import Clock, SystemClock
 from .core.schedule_names import CHECK_CONFIGURATION_PREFIX, check_key, schedule_name
 from .core.spec import CheckSpec
-from .core.spec_build import spec_fields
+from .core.spec_build import spec_fields, suggestion
+from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .errors import ScheduleConfigError
+from .runtime_schedules import RowError
 from .store.base import ScheduleStore
 from .store.check_types import CheckAddReport, CheckHistoryRecord, NewCheck
 from .store.convert import spec_json
 from .store.spec_text import ENCODER, SpecPieces, encode_str, plain_dict, plain_list
+from .task_arguments import ArgumentChecks, TaskRegistry
 
 #: The fields of an item of :meth:`DeferredChecks.at_many`.
 _ITEM_FIELDS = frozenset({"task", "key", "at", "after", "args", "kwargs"})
@@ -159,11 +163,28 @@ class _TemplateText:
         return joined
 
 
+@dataclass(frozen=True, kw_only=True)
+class CheckBulkReport(CheckAddReport):
+    """What :meth:`DeferredChecks.at_many` did: the store's report of the good
+    items, and the items that were not added, by line (their 1-based position)."""
+
+    errors: list[RowError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
 class DeferredChecks:
     """Add, move, cancel and read deferred checks (``dgs.checks``).
 
     ``templates``: the declared check tasks, by task name (``@dgs.deferred``).
-    ``store``: the store, or a callable giving it (read on first use)."""
+    ``store``: the store, or a callable giving it (read on first use).
+    ``tasks``: the app's registered tasks by name (``app.tasks``), or a
+    callable giving them: a check's ``args``/``kwargs`` must then fit its
+    task's signature, and a task name that is not registered is named so.
+    ``max_argument_bytes``: the most bytes a check's ``args`` and ``kwargs``
+    may take as JSON (``dgs_max_argument_bytes``; None: no limit)."""
 
     def __init__(
         self,
@@ -172,11 +193,15 @@ class DeferredChecks:
         *,
         clock: Clock | None = None,
         on_exists: Mapping[str, str] | None = None,
+        tasks: TaskRegistry | Callable[[], TaskRegistry] | None = None,
+        max_argument_bytes: int | None = DEFAULT_MAX_ARGUMENT_BYTES,
     ) -> None:
         self._store = store
         self._templates = templates
         self._on_exists = on_exists or {}
         self._clock: Clock = clock or SystemClock()
+        self._tasks = tasks
+        self._arguments = ArgumentChecks(tasks, max_argument_bytes=max_argument_bytes)
         #: Each template's JSON text in pieces, by task (with the template it was cut from).
         self._texts: dict[str, tuple[CheckSpec, _TemplateText]] = {}
 
@@ -188,10 +213,17 @@ class DeferredChecks:
         templates: Mapping[str, CheckSpec],
         on_exists: Mapping[str, str],
     ) -> DeferredChecks:
-        """The API on the process's store of ``app`` (``dgs_database_url``)."""
+        """The API on the process's store of ``app`` (``dgs_database_url``),
+        checking arguments against the app's registered tasks."""
         from .runtime import runtime_for
 
-        return cls(lambda: runtime_for(app, settings).store, templates, on_exists=on_exists)
+        return cls(
+            lambda: runtime_for(app, settings).store,
+            templates,
+            on_exists=on_exists,
+            tasks=lambda: app.tasks,
+            max_argument_bytes=settings.max_argument_bytes,
+        )
 
     @property
     def store(self) -> ScheduleStore:
@@ -203,11 +235,13 @@ class DeferredChecks:
             raise ScheduleConfigError(repr(task), "task", "must be a task or a task name")
         template = self._templates.get(name)
         if template is None:
-            raise ScheduleConfigError(
-                name,
-                "task",
-                "is not declared as a deferred check (decorate it with @dgs.deferred(...))",
-            )
+            tasks = self._tasks() if callable(self._tasks) else self._tasks
+            if tasks is None or name in tasks:
+                why = "is not declared as a deferred check (decorate it with @dgs.deferred(...))"
+            else:
+                hint = suggestion(name, self._templates)
+                why = f"no such task {name!r} is registered{hint}"
+            raise ScheduleConfigError(name, "task", why)
         return template
 
     def new_check(
@@ -225,6 +259,7 @@ class DeferredChecks:
         (a timedelta or seconds), validated; nothing is stored."""
         template = self._template(task)
         spec, args_text, kwargs_text = _check_and_texts(template, key, args, kwargs)
+        self._arguments.check(spec, texts=(args_text, kwargs_text))
         delay: Any = after
         if isinstance(after, (int, float)) and not isinstance(after, bool):
             delay = timedelta(seconds=after)
@@ -257,43 +292,62 @@ class DeferredChecks:
             [{"task": task, "key": key, "at": at, "after": after, "args": args, "kwargs": kwargs}],
             on_exists=on_exists,
         )
+        if report.errors:
+            err = report.errors[0]
+            raise ScheduleConfigError(err.schedule, err.field, err.message)
         return "added" if report.added else "moved" if report.moved else "kept"
+
+    def _item_check(self, item: Any, now: datetime) -> NewCheck:
+        """The validated check of one :meth:`at_many` item."""
+        if not isinstance(item, Mapping):
+            raise ScheduleConfigError("?", "item", f"must be a mapping of fields, got {item!r}")
+        if not _ITEM_FIELDS.issuperset(item):
+            unknown = set(item) - _ITEM_FIELDS
+            raise ScheduleConfigError(
+                str(item.get("task")), sorted(map(str, unknown))[0], "is not a field of a check"
+            )
+        return self.new_check(
+            item.get("task"),
+            item.get("key"),
+            at=item.get("at"),
+            after=item.get("after"),
+            args=item.get("args") or (),
+            kwargs=item.get("kwargs"),
+            now=now,
+        )
 
     def at_many(
         self, items: Iterable[Mapping[str, Any]], *, on_exists: str | None = None
-    ) -> CheckAddReport:
-        """Add many checks in one store transaction. Each item has ``task``,
-        ``key``, ``at`` or ``after``, and optionally ``args``/``kwargs``. The
-        first invalid item raises ScheduleConfigError naming the check and
-        field; nothing is stored then. ``on_exists``: for every item (default:
-        the task's ``@dgs.deferred(on_exists=...)``, else ``"keep"``)."""
+    ) -> CheckBulkReport:
+        """Add many checks in one store transaction (one per ``on_exists``
+        choice). Each item has ``task``, ``key``, ``at`` or ``after``, and
+        optionally ``args``/``kwargs``. An invalid item is reported in
+        :attr:`CheckBulkReport.errors` with its line (its 1-based position),
+        check and field, and is not added; the good items are, as
+        :meth:`RuntimeSchedules.upsert_many
+        <celery_dgs.runtime_schedules.RuntimeSchedules.upsert_many>` does.
+        ``on_exists``: for every item (default: the task's
+        ``@dgs.deferred(on_exists=...)``, else ``"keep"``); an invalid one
+        raises ScheduleConfigError before anything is stored."""
+        if on_exists is not None and on_exists not in ON_EXISTS_CHOICES:
+            raise ScheduleConfigError(
+                "?",
+                "on_exists",
+                f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
+            )
         now = self._clock.now()
         by_choice: dict[str, list[NewCheck]] = {}
-        for item in items:
-            if not _ITEM_FIELDS.issuperset(item):
-                unknown = set(item) - _ITEM_FIELDS
-                raise ScheduleConfigError(
-                    str(item.get("task")), sorted(unknown)[0], "is not a field of a check"
-                )
-            check = self.new_check(
-                item.get("task"),
-                item.get("key"),
-                at=item.get("at"),
-                after=item.get("after"),
-                args=item.get("args") or (),
-                kwargs=item.get("kwargs"),
-                now=now,
-            )
+        errors: list[RowError] = []
+        for line, item in enumerate(items, start=1):
+            try:
+                check = self._item_check(item, now)
+            except ScheduleConfigError as exc:
+                errors.append(RowError(line, exc.schedule, exc.field, exc.message))
+                continue
             choice = on_exists or self._on_exists.get(check.spec.task, ON_EXISTS_KEEP)
             by_choice.setdefault(choice, []).append(check)
-        report = CheckAddReport()
+        report = CheckBulkReport(errors=errors)
         for choice, checks in by_choice.items():
-            if choice not in ON_EXISTS_CHOICES:
-                raise ScheduleConfigError(
-                    checks[0].spec.name,
-                    "on_exists",
-                    f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {choice!r}",
-                )
             part = self.store.add_checks(checks, now, on_exists=choice)
             report.added.extend(part.added)
             report.kept.extend(part.kept)

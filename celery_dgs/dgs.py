@@ -125,7 +125,7 @@ class DGS:
             self.app.loader.import_default_modules()
             self.app.finalize(auto=True)
         decl = self.load_conf_schedules()
-        decl.check_tasks(self.app.tasks)
+        decl.check_tasks(self.app.tasks, max_argument_bytes=self.settings.max_argument_bytes)
         return decl.with_default_cooldown(self.settings.default_cooldown_fraction)
 
     def _task_name(self, task: Any) -> str:

@@ -30,14 +30,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .core.clock import Clock, SystemClock
-from .core.spec import AdaptiveSpec, ScheduleSpec, differing_fields
+from .core.spec import AdaptiveSpec, ScheduleSpec, given_differences
+from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
+from .declarations import friendly_name, given_names
 from .entry_shapes import EntryShapes
 from .errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from .store.base import ScheduleStore
 from .store.convert import spec_json
 from .store.ownership import owned_by_sync
 from .store.records import OWNER_RUNTIME, RemoveReport, StoredSchedule, UpsertReport
+from .task_arguments import ArgumentChecks
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec
@@ -68,6 +71,27 @@ class BulkReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+def _given_again(
+    line: int, first: tuple[int, ScheduleSpec, str], spec: ScheduleSpec, text: str, row: Entry
+) -> RowError | None:
+    """The error of a row naming a schedule an earlier row of the batch gave
+    with other fields (named as this row gives them, else by their friendly
+    name; fields derived from others, like a default cooldown, left out);
+    None for the same schedule."""
+    differ = [] if first[2] == text else given_differences(first[1], spec)
+    if not differ:
+        return None
+    names = given_names(row) if isinstance(row, Mapping) else {}
+    shown = [names.get(key, friendly_name(key)) for key in differ]
+    return RowError(
+        line,
+        spec.name,
+        shown[0],
+        f"schedule given again with different {', '.join(shown)} "
+        f"(first on line {first[0]}, which is applied)",
+    )
 
 
 def parse_last_modified(name: str, raw: Any) -> datetime:
@@ -106,8 +130,13 @@ class RuntimeSchedules:
     ``known_tasks``: a callable giving the registered task names; a schedule
     of any other task is refused (field ``task``), as a declaration is. None:
     tasks are not checked (the store alone, no app).
+    When it gives the tasks by name (``app.tasks``), a schedule's ``args``
+    and ``kwargs`` must fit its task's signature
+    (:mod:`celery_dgs.task_arguments`).
     ``default_cooldown_fraction``: the cooldown of a periodic schedule given
     none, as ``dgs_default_cooldown_fraction`` gives a declaration's.
+    ``max_argument_bytes``: the most bytes a schedule's ``args`` and
+    ``kwargs`` may take as JSON (``dgs_max_argument_bytes``; None: no limit).
     """
 
     def __init__(
@@ -117,11 +146,13 @@ class RuntimeSchedules:
         known_tasks: Callable[[], Collection[str]] | None = None,
         clock: Clock | None = None,
         default_cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
+        max_argument_bytes: int | None = DEFAULT_MAX_ARGUMENT_BYTES,
     ) -> None:
         self._store = store
         self._known_tasks = known_tasks
         self._clock: Clock = clock or SystemClock()
         self._cooldown_fraction = default_cooldown_fraction
+        self._max_argument_bytes = max_argument_bytes
 
     @classmethod
     def for_app(
@@ -141,14 +172,14 @@ class RuntimeSchedules:
                 loaded.append(app.tasks)
             return loaded[0]
 
-        fraction = settings.default_cooldown_fraction
+        options: dict[str, Any] = {
+            "known_tasks": known,
+            "default_cooldown_fraction": settings.default_cooldown_fraction,
+            "max_argument_bytes": settings.max_argument_bytes,
+        }
         if store is not None:
-            return cls(store, known_tasks=known, default_cooldown_fraction=fraction)
-        return cls(
-            lambda: runtime_for(app, settings).store,
-            known_tasks=known,
-            default_cooldown_fraction=fraction,
-        )
+            return cls(store, **options)
+        return cls(lambda: runtime_for(app, settings).store, **options)
 
     @property
     def store(self) -> ScheduleStore:
@@ -195,6 +226,10 @@ class RuntimeSchedules:
         hints: dict[str, datetime] = {}
         errors: list[RowError] = []
         known = self._known_tasks() if self._known_tasks is not None else None
+        arguments = ArgumentChecks(
+            known if isinstance(known, Mapping) else None,
+            max_argument_bytes=self._max_argument_bytes,
+        )
         shapes = EntryShapes(self._cooldown_fraction)
         for line, row in rows:
             if isinstance(row, RowError):
@@ -208,22 +243,17 @@ class RuntimeSchedules:
             if known is not None and spec.task not in known:
                 errors.append(RowError(line, spec.name, "task", f"unknown task {spec.task!r}"))
                 continue
+            try:
+                arguments.check(spec, size_known_below=len(text))
+            except ScheduleConfigError as exc:
+                errors.append(RowError(line, exc.schedule, exc.field, exc.message))
+                continue
             name = spec.name
             first = good.get(name)
             if first is not None:
-                differ = [] if first[2] == text else differing_fields(first[1], spec)
-                if differ:
-                    errors.append(
-                        RowError(
-                            line,
-                            spec.name,
-                            differ[0],
-                            (
-                                f"schedule given again with different {', '.join(differ)} "
-                                f"(first on line {first[0]}, which is applied)"
-                            ),
-                        )
-                    )
+                error = _given_again(line, first, spec, text, row)
+                if error is not None:
+                    errors.append(error)
                 continue
             good[name] = (line, spec, text)
             if hint is not None:

@@ -19,6 +19,7 @@ from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, DEFAULT_SHED_HORIZON_S
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from .core.ranking import OrderPolicy
+from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .errors import SettingsError
 from .keys import KeySpace
@@ -196,6 +197,12 @@ class DgsSettings:
     #: rule, which re-runs it whenever a slot is free). core/timing.py.
     default_cooldown_fraction: float = field(
         default=DEFAULT_COOLDOWN_FRACTION, metadata=setting(cooldown_fraction)
+    )
+    #: The most bytes a schedule's (or a deferred check's) ``args`` and
+    #: ``kwargs`` may take as JSON, together; a larger one is refused where it
+    #: is declared or added. ``None``: no limit.
+    max_argument_bytes: int | None = field(
+        default=DEFAULT_MAX_ARGUMENT_BYTES, metadata=setting(positive_int, optional=True)
     )
     #: The status page's operator token: actions (pause, resume, run, cancel)
     #: need it; ``None``: the page is read-only.

@@ -13,14 +13,44 @@ from typing import Any
 
 import click
 
+from ..core.durations import DURATION_SYNTAX, parse_duration
 from ..ops.env import Env
-from ..runtime_schedules import BulkReport, RuntimeSchedules
+from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
 from .context import get_env, wrap_errors
 
 
 def _api(env: Env) -> RuntimeSchedules:
     return RuntimeSchedules.for_app(env.app, env.settings, store=env.runtime.store)
+
+
+#: The fields ``add`` takes as options, by the option's name.
+_OPTIONS = {
+    "kind": "--kind",
+    "period": "--period",
+    "cron": "--cron",
+    "within": "--within",
+    "args": "--args",
+    "kwargs": "--kwargs",
+}
+
+
+def _duration_option(value: str, option: str) -> Any:
+    """An option's duration (``3600``, ``1h``, ``1h30m``) as a timedelta."""
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a duration: give {DURATION_SYNTAX}", param_hint=option
+        ) from None
+
+
+def _row_error(err: RowError, options: set[str]) -> str:
+    """``err`` of ``add``'s one row, naming the option that gave the field
+    (``options``: the fields given by their own option)."""
+    option = _OPTIONS.get(err.field) if err.field in options else None
+    where = f"option {option}" if option else f"field {err.field!r}"
+    return f"schedule {err.schedule!r}, {where}: {err.message}"
 
 
 def _json_option(value: str | None, what: str) -> Any:
@@ -40,9 +70,13 @@ def _json_option(value: str | None, what: str) -> Any:
     default=None,
     help="Default: cron when --cron is given, else periodic.",
 )
-@click.option("--period", default=None, help="Freshness period, in seconds (periodic).")
+@click.option(
+    "--period", default=None, help="Freshness period (periodic): 3600, 90s, 30m, 1h30m, 7d."
+)
 @click.option("--cron", "cron_expr", default=None, help="5-field cron expression (cron).")
-@click.option("--within", default=None, help="Seconds a cron run must finish within.")
+@click.option(
+    "--within", default=None, help="How long after its time a cron run must finish: 600, 10m."
+)
 @click.option(
     "--args", "args_json", default=None, help="Task arguments, a JSON list: '[\"x\", 1]'."
 )
@@ -86,19 +120,21 @@ def add(
             fields[key] = raw
     for key, raw in (("period", period), ("within", within)):
         if raw is not None:
-            fields[key] = cell_value(key, raw)
+            fields[key] = _duration_option(raw, _OPTIONS[key])
     for key, raw in (("args", args_json), ("kwargs", kwargs_json)):
         decoded = _json_option(raw, key)
         if decoded is not None:
             fields[key] = decoded
+    options = set(fields) - {"name"}
     for item in extra:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
         fields[key.strip()] = cell_value(key.strip(), raw)
+        options.discard(key.strip())
     report = _api(env).upsert_many([fields])
     if report.errors:
-        raise click.ClickException(str(report.errors[0]).removeprefix("line 1: "))
+        raise click.ClickException(_row_error(report.errors[0], options))
     applied = report.applied
     for action in ("inserted", "updated", "reactivated"):
         if getattr(applied, action):

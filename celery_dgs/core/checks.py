@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from .durations import format_duration
 from .run_end import FAILURE_OUTCOMES, SUCCESS_OUTCOMES
 from .spec import CheckSpec
 from .stats import ScheduleStats
@@ -97,7 +98,7 @@ def first_check_time(
         when = at
     else:
         if not isinstance(after, timedelta) or after < timedelta(0):
-            got = f"{after.total_seconds():g} s" if isinstance(after, timedelta) else repr(after)
+            got = format_duration(after) if isinstance(after, timedelta) else repr(after)
             raise ValueError(
                 f"check {name!r}, field 'after': must be a timedelta (or seconds) of zero or "
                 f"more, got {got}"
@@ -107,7 +108,7 @@ def first_check_time(
     if when - now > spec.horizon:
         raise ValueError(
             f"check {name!r}, field 'at': {when.isoformat()} is further ahead than the "
-            f"horizon ({spec.horizon}) allows"
+            f"horizon ({format_duration(spec.horizon)}) allows"
         )
     return when
 
@@ -206,7 +207,7 @@ def check_end(
             return CheckEnded(
                 CHECK_HORIZON,
                 f"the next check it asked for ({when.isoformat()}) is further "
-                f"ahead than the horizon ({spec.horizon})",
+                f"ahead than the horizon ({format_duration(spec.horizon)})",
                 done,
             )
         if done >= spec.max_checks:

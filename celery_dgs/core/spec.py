@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from ..errors import ScheduleConfigError
 from .blackout_periods import Blackout, parse_blackouts
+from .durations import format_duration
 from .schedule_names import (
     CHECK_CONFIGURATION_PREFIX,
     check_key,
@@ -173,7 +174,10 @@ class PeriodicSpec(ScheduleSpec):
         )
         if cooldown >= period:
             raise ScheduleConfigError(
-                self.name, "cooldown_duration", f"({cooldown}) must be shorter than the period"
+                self.name,
+                "cooldown_duration",
+                f"({format_duration(cooldown)}) must be shorter than the period "
+                f"({format_duration(period)})",
             )
         if not isinstance(self.default_cooldown, bool):
             raise ScheduleConfigError(
@@ -264,8 +268,8 @@ class AdaptiveSpec(ScheduleSpec):
             raise ScheduleConfigError(
                 self.name,
                 "interval_unit",
-                f"{unit} is too long: the ladder's longest interval (4096 units) must "
-                f"stay within {MAX_DURATION.days} days",
+                f"{format_duration(unit)} is too long: the ladder's longest interval "
+                f"(4096 units) must stay within {MAX_DURATION.days} days",
             )
         object.__setattr__(self, "interval_unit", unit)
         bounded_int(
@@ -372,6 +376,21 @@ def differing_fields(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
     """The spec fields (``kind`` included) whose values differ, in spec order."""
     a, b = first.to_dict(), second.to_dict()
     return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
+def given_differences(first: ScheduleSpec, second: ScheduleSpec) -> list[str]:
+    """:func:`differing_fields` without the fields nobody declared:
+    ``default_cooldown`` (it says how the cooldown was set: a difference is
+    reported as ``cooldown_duration``), and ``cooldown_duration`` when both
+    cooldowns are the default one (derived from the period)."""
+    differ = differing_fields(first, second)
+    derived = getattr(first, "default_cooldown", False) and getattr(
+        second, "default_cooldown", False
+    )
+    if "default_cooldown" in differ and "cooldown_duration" not in differ:
+        differ[differ.index("default_cooldown")] = "cooldown_duration"
+    drop = {"default_cooldown", *(("cooldown_duration",) if derived else ())}
+    return [key for key in differ if key not in drop]
 
 
 def _seconds(delta: timedelta | None) -> float | None:

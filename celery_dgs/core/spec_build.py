@@ -51,6 +51,11 @@ def spec_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
 
+def duration_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
+    """The fields of ``cls`` that hold a duration (a ``timedelta``)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init and "timedelta" in str(f.type))
+
+
 def required_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
     """The fields of ``cls`` that have no default."""
     return tuple(

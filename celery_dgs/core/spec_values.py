@@ -6,6 +6,7 @@ field.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
@@ -15,6 +16,7 @@ from typing import Any
 from croniter import croniter
 
 from ..errors import ScheduleConfigError
+from .durations import format_duration
 
 #: The instant from which a cron expression must have a next fire time.
 _CRON_PROBE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -27,6 +29,46 @@ CRON_CHECK_CACHE_SIZE = 4096
 MIN_PRIORITY, MAX_PRIORITY = 0, 99
 DEFAULT_PRIORITY = 50
 AD_HOC_PRIORITY = 0
+#: The default most bytes a schedule's ``args`` and ``kwargs`` may take as
+#: JSON, together (``dgs_max_argument_bytes``): 64 KiB.
+DEFAULT_MAX_ARGUMENT_BYTES = 64 * 1024
+#: How the size of arguments is measured: the store's encoding (ASCII, so
+#: one byte a character).
+_ARGUMENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def check_argument_size(
+    name: str,
+    args: Any,
+    kwargs: Any,
+    limit: int | None,
+    *,
+    texts: tuple[str | None, str | None] = (None, None),
+) -> None:
+    """ScheduleConfigError naming schedule ``name`` and the larger of ``args``
+    and ``kwargs`` when their JSON (as the store writes it) is more than
+    ``limit`` bytes together; ``None``: no limit. ``texts``: their JSON texts
+    when the caller has them already."""
+    if limit is None:
+        return
+    args_text, kwargs_text = texts
+    args_size = len(args_text) if args_text is not None else _json_size(list(args))
+    kwargs_size = len(kwargs_text) if kwargs_text is not None else _json_size(dict(kwargs))
+    if args_size + kwargs_size > limit:
+        raise ScheduleConfigError(
+            name,
+            "args" if args_size > kwargs_size else "kwargs",
+            f"args and kwargs take {args_size + kwargs_size} bytes as JSON, more than the "
+            f"{limit} allowed (dgs_max_argument_bytes)",
+        )
+
+
+def _json_size(value: Any) -> int:
+    """The length of ``value``'s JSON (ASCII): sorted keys where they sort."""
+    try:
+        return len(_ARGUMENT_ENCODER.encode(value))
+    except TypeError:  # keys of several types, which do not sort
+        return len(json.dumps(value, separators=(",", ":")))
 
 
 def check_priority(name: str, value: Any, field_name: str = "priority") -> int:
@@ -59,13 +101,15 @@ def to_timedelta(name: str, field_name: str, value: Any, *, allow_zero: bool = F
     except OverflowError:
         delta = timedelta.max
     if delta > MAX_DURATION:
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
         raise ScheduleConfigError(
-            name, field_name, f"{value!r} is too long: at most {MAX_DURATION.days} days (100 years)"
+            name, field_name, f"{shown} is too long: at most {MAX_DURATION.days} days (100 years)"
         )
-    seconds = delta.total_seconds()
-    if seconds < 0 or (seconds == 0 and not allow_zero):
+    if delta < timedelta(0) or (not delta and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
-        raise ScheduleConfigError(name, field_name, f"must be {bound}, got {seconds:g} s")
+        raise ScheduleConfigError(
+            name, field_name, f"must be {bound}, got {format_duration(delta)}"
+        )
     return delta
 
 

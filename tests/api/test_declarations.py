@@ -85,13 +85,13 @@ def test_an_unknown_kind_suggests_the_right_one() -> None:
         ("dont_run_on_nodes", 5, "dont_run_on_nodes", "must be a list of node names"),
         ("dont_run_on_nodes", "node1", "dont_run_on_nodes", "must be a list of node names"),
         ("avoid_blackout_overlap", "yes", "avoid_blackout_overlap", "must be True or False"),
-        ("period", float("nan"), "scheduling_period", "must be finite"),
-        ("period", float("inf"), "scheduling_period", "must be finite"),
-        ("period", 1e30, "scheduling_period", "is too long"),
-        ("period", 10**30, "scheduling_period", "is too long"),
-        ("expected", 1e300, "max_expected_duration", "is too long"),
-        ("period", timedelta.max, "scheduling_period", "is too long: at most 36500 days"),
-        ("period", 1e13, "scheduling_period", "is too long: at most 36500 days"),
+        ("period", float("nan"), "period", "must be finite"),
+        ("period", float("inf"), "period", "must be finite"),
+        ("period", 1e30, "period", "is too long"),
+        ("period", 10**30, "period", "is too long"),
+        ("expected", 1e300, "expected", "is too long"),
+        ("period", timedelta.max, "period", "is too long: at most 36500 days"),
+        ("period", 1e13, "period", "is too long: at most 36500 days"),
         ("duration_override", timedelta(days=40000), "duration_override", "is too long"),
     ],
 )
@@ -109,8 +109,8 @@ def test_a_period_that_differs_between_two_declarations_is_named() -> None:
     decl.declare("periodic", "t.x", {"period": 3600}, source="first")
     decl.declare("periodic", "t.x", {"period": 60}, source="second")
     err = decl.errors["t.x"]
-    assert err.field == "scheduling_period"
-    assert "declared twice with different values (scheduling_period: 3600.0 and 60.0" in str(err)
+    assert err.field == "period"
+    assert "declared twice with different values (period: 1h and 1m" in str(err)
     assert "from second" in str(err)
     assert "t.x" not in decl.specs  # which one is first depends on import order: neither
     decl.declare("periodic", "t.x", {"period": 3600}, source="third")
@@ -165,3 +165,45 @@ def test_iterables_given_as_generators_are_read_once_and_kept() -> None:
     assert spec.args == (0, 1)
     assert spec.dont_run_on_nodes == frozenset({"node1", "node2"})
     assert len(spec.blackout_periods) == 1
+
+
+# --- durations as text, and fields named as the declaration wrote them ---
+
+
+def test_dgs_schedules_take_durations_as_text() -> None:
+    decl = Declarations()
+    decl.declare_from_conf(
+        {
+            "t.p": {"period": "1h30m", "cooldown": "10m", "expected": "90s"},
+            "t.c": {"cron": "0 6 * * *", "within": "2h"},
+        }
+    )
+    assert decl.errors == {}
+    assert decl.specs["t.p"].scheduling_period == timedelta(hours=1, minutes=30)  # type: ignore[attr-defined]
+    assert decl.specs["t.p"].cooldown_duration == timedelta(minutes=10)  # type: ignore[attr-defined]
+    assert decl.specs["t.p"].max_expected_duration == timedelta(seconds=90)
+    assert decl.specs["t.c"].cron_max_schedule_duration == timedelta(hours=2)  # type: ignore[attr-defined]
+
+
+def test_a_bad_duration_is_named_as_the_user_wrote_it() -> None:
+    err = conf_error({"period": "abc"})
+    assert err.field == "period"
+    assert str(err) == (
+        "schedule 't.x', field 'period': 'abc' is not a duration: give seconds, "
+        "or a duration like 90s, 30m, 1h30m, 7d"
+    )
+    assert conf_error({"scheduling_period": "abc"}).field == "scheduling_period"
+    assert conf_error({"period": 60, "cooldown": "2m"}).field == "cooldown"
+    assert conf_error({"period": 0}).message == "must be more than zero, got 0s"
+    assert conf_error({"kind": "cron", "cron": "0 6 * * *", "within": -1}).field == "within"
+
+
+def test_two_declarations_compare_only_the_fields_they_gave() -> None:
+    decl = Declarations()
+    decl.declare("periodic", "t.x", {"period": 3600}, source="code")
+    decl.declare_from_conf({"t.x": {"period": "2h"}})
+    err = decl.errors["t.x"]
+    assert err.field == "period"
+    assert err.message == (
+        "declared twice with different values (period: 1h and 2h; from app.conf.dgs_schedules)"
+    )

@@ -84,7 +84,7 @@ def test_validation_is_the_declarations(app: Celery, sqlite_store: SqlScheduleSt
     api = DGS(app).schedules
     with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", period=60, cooldown=120)
-    assert (err.value.schedule, err.value.field) == ("t.scrape@a", "cooldown_duration")
+    assert (err.value.schedule, err.value.field) == ("t.scrape@a", "cooldown")
     with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", period=60, perod=5)
     assert err.value.field == "perod"
@@ -139,10 +139,10 @@ def test_bulk_reports_bad_rows_and_applies_the_good(
     assert report.applied.inserted == ["t.scrape@a", "t.scrape@c"]
     got = [(e.line, e.schedule, e.field) for e in report.errors]
     assert got == [
-        (2, "t.scrape@b", "scheduling_period"),
+        (2, "t.scrape@b", "period"),
         (4, "t.code", "owner"),
         (5, "t.nope", "task"),
-        (6, "t.scrape@a", "scheduling_period"),
+        (6, "t.scrape@a", "period"),
         (8, "?", "row"),
         (9, "?", "task"),
         (10, "t.scrape@d", "name"),
@@ -250,3 +250,49 @@ def test_no_cooldown_gets_the_default_a_declaration_gets(
     write_rows(out, "jsonl", [expected])
     report = dgs.schedules.upsert_lines(read_rows(io.StringIO(out.getvalue()), "jsonl"))
     assert report.applied.unchanged == ["t.scrape@a"], "an exported row imports unchanged"
+
+
+def test_a_row_given_again_names_only_the_fields_it_gave(
+    app: Celery, store: SqlScheduleStore
+) -> None:
+    """The default cooldown is derived from the period: a second row with
+    another period differs in the period alone."""
+    report = DGS(app).schedules.upsert_many(
+        [
+            {"name": "t.scrape@a", "period": 3600},
+            {"name": "t.scrape@a", "period": "2h"},
+            {"name": "t.scrape@b", "period": 3600},
+            {"name": "t.scrape@b", "period": 3600, "cooldown": 60},
+        ]
+    )
+    assert [(e.line, e.field, e.message) for e in report.errors] == [
+        (
+            2,
+            "period",
+            "schedule given again with different period (first on line 1, which is applied)",
+        ),
+        (
+            4,
+            "cooldown",
+            "schedule given again with different cooldown (first on line 3, which is applied)",
+        ),
+    ]
+    assert report.applied.inserted == ["t.scrape@a", "t.scrape@b"]
+
+
+def test_rows_take_durations_as_text(app: Celery, store: SqlScheduleStore) -> None:
+    api = DGS(app).schedules
+    assert api.upsert("t.scrape@a", period="1h", cooldown="5m") == "inserted"
+    spec = store.get("t.scrape@a").spec
+    assert isinstance(spec, PeriodicSpec)
+    assert (spec.scheduling_period, spec.cooldown_duration) == (
+        timedelta(hours=1),
+        timedelta(minutes=5),
+    )
+    assert api.upsert("t.scrape@a", period=3600, cooldown=300) == "unchanged"
+    with pytest.raises(ScheduleConfigError) as err:
+        api.upsert("t.scrape@b", period="soon")
+    assert (err.value.field, err.value.message) == (
+        "period",
+        "'soon' is not a duration: give seconds, or a duration like 90s, 30m, 1h30m, 7d",
+    )

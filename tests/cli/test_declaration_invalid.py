@@ -79,9 +79,7 @@ def test_a_broken_edit_keeps_the_schedule_served_and_status_shows_why(
     deploy(world, sqlite_url, redis_url, BROKEN)
     synced = world.invoke("sync")
     assert synced.exit_code == 1
-    assert "ERROR schedule 't.a', field 'scheduling_period': must be more than zero" in (
-        synced.stderr
-    )
+    assert "ERROR schedule 't.a', field 'period': must be more than zero" in (synced.stderr)
     assert "deactivated" not in synced.stdout
     assert (
         "  kept:        t.a (declaration invalid: its last valid stored version is still served)"
@@ -93,7 +91,7 @@ def test_a_broken_edit_keeps_the_schedule_served_and_status_shows_why(
     expected = with_default_cooldown(PeriodicSpec(task="t.a", scheduling_period=timedelta(hours=1)))
     assert stored.spec == expected
     assert stored.declaration_error is not None
-    assert "'scheduling_period'" in (stored.declaration_error)
+    assert "'period'" in (stored.declaration_error)
 
     # Beat, started with the broken declaration, still loads (serves) it.
     tracked, conditions = beat_tracked(world.app)
@@ -111,14 +109,14 @@ def test_a_broken_edit_keeps_the_schedule_served_and_status_shows_why(
     assert "2 schedules (1 ERROR, 0 WARNING, 1 OK)" in result.stdout
     row = next(line for line in result.stdout.splitlines() if " t.a " in line)
     assert row.split()[:3] == ["ERROR", "t.a", "declaration_invalid"]
-    assert "field 'scheduling_period'" in result.stdout
+    assert "field 'period'" in result.stdout
     assert "the last valid stored version is served, its condition OK ok" in result.stdout
 
     doc = json.loads(world.invoke("status", "--json").stdout)
     by_name = {r["name"]: r for r in doc["schedules"]}
     assert by_name["t.a"]["condition"] == "ERROR"
     assert by_name["t.a"]["reason"] == "declaration_invalid"
-    assert "field 'scheduling_period'" in by_name["t.a"]["message"]
+    assert "field 'period'" in by_name["t.a"]["message"]
     assert by_name["t.a"]["should_start_by"] is not None  # the served version's times
 
     deploy(world, sqlite_url, redis_url, GOOD)
@@ -183,7 +181,7 @@ def test_status_in_another_process_shows_the_invalid_declaration(
         "ERROR",
         "declaration_invalid",
     )
-    assert "field 'scheduling_period': must be more than zero" in row["message"]
+    assert "field 'period': must be more than zero" in row["message"]
     text = run_dgs({**env, "DECL_PERIOD": "0"}, "status")
     assert text.returncode == 1
     assert "declaration_invalid" in text.stdout

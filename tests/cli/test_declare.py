@@ -69,8 +69,8 @@ def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
     result = world.invoke("check")
     assert result.exit_code == 1
     err = result.stderr
-    assert "ERROR schedule 't.a', field 'scheduling_period': must be more than zero" in err
-    assert "ERROR schedule 't.b@slow', field 'cooldown_duration'" in err
+    assert "ERROR schedule 't.a', field 'period': must be more than zero" in err
+    assert "ERROR schedule 't.b@slow', field 'cooldown'" in err
     assert "ERROR schedule 't.missing', field 'task': unknown task 't.missing'" in err
     assert result.stdout.splitlines()[-1] == "2 valid, 3 invalid, 3 warnings"
 

@@ -4,6 +4,7 @@ schedules alone, on a real SQLite store."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from celery import Celery
@@ -73,7 +74,7 @@ def test_add_reports_the_field_and_refuses_a_declared_schedule(world: World) -> 
     tasks(world.app)
     bad = world.invoke("add", "t.scrape@a", "--period", "60", "--set", "cooldown=120")
     assert bad.exit_code == 1
-    assert "schedule 't.scrape@a', field 'cooldown_duration'" in bad.stderr
+    assert "schedule 't.scrape@a', field 'cooldown'" in bad.stderr
     assert world.invoke("sync").exit_code == 0
     refused = world.invoke("add", "t.code", "--period", "60")
     assert refused.exit_code == 1
@@ -98,9 +99,7 @@ def test_import_reports_rows_and_applies_the_good_ones(world: World, tmp_path: P
     result = world.invoke("import", str(path))
     assert result.exit_code == 1
     errors = result.stderr.splitlines()
-    assert errors[0].startswith(
-        f"ERROR {path}: line 2: schedule 't.scrape@b', field 'scheduling_period'"
-    )
+    assert errors[0].startswith(f"ERROR {path}: line 2: schedule 't.scrape@b', field 'period'")
     assert errors[1].startswith(f"ERROR {path}: line 3: schedule 't.code', field 'owner'")
     assert result.stdout == (
         f"imported {path}: 2 inserted, 0 updated, 0 reactivated, 0 unchanged, 2 rows not applied\n"
@@ -140,3 +139,78 @@ def test_sync_leaves_runtime_schedules_alone(world: World) -> None:
     assert "schedule 't.code' is a runtime schedule" in result.stderr
     assert "deactivated" not in result.stdout
     assert {n: world.store.get(n) for n in before} == before
+
+
+def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World) -> None:
+    tasks(world.app)
+    result = world.invoke("add", "t.scrape@a", "--period", "1h", "--set", "cooldown=5m")
+    assert result.exit_code == 0, result.output
+    spec = world.store.get("t.scrape@a").spec
+    assert isinstance(spec, PeriodicSpec)
+    assert spec.scheduling_period == timedelta(hours=1)
+    assert spec.cooldown_duration == timedelta(minutes=5)
+    cron = world.invoke("add", "t.scrape@b", "--cron", "0 * * * *", "--within", "1m30s")
+    assert cron.exit_code == 0, cron.output
+    assert world.store.get("t.scrape@b").spec.cron_max_schedule_duration == timedelta(seconds=90)  # type: ignore[union-attr]
+    bad = world.invoke("add", "t.scrape@c", "--period", "abc")
+    assert bad.exit_code == 2
+    assert "Invalid value for --period: 'abc' is not a duration: give seconds, or a " in (
+        bad.stderr
+    )
+    zero = world.invoke("add", "t.scrape@c", "--period", "0")
+    assert zero.exit_code == 1
+    assert "schedule 't.scrape@c', option --period: must be more than zero, got 0s" in zero.stderr
+
+
+def test_import_reads_durations_as_text(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    jsonl = tmp_path / "sources.jsonl"
+    jsonl.write_text(
+        '{"name": "t.scrape@a", "period": "1h", "cooldown": "10m"}\n'
+        '{"name": "t.scrape@b", "cron": "0 * * * *", "within": "90s"}\n'
+        '{"name": "t.scrape@c", "period": "an hour"}\n'
+    )
+    result = world.invoke("import", str(jsonl))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"ERROR {jsonl}: line 3: schedule 't.scrape@c', field 'period': 'an hour' is not a "
+        "duration: give seconds, or a duration like 90s, 30m, 1h30m, 7d"
+    ]
+    csv = tmp_path / "sources.csv"
+    csv.write_text("name,period,cooldown\nt.scrape@a,1h,10m\nt.scrape@d,30m,\n")
+    again = world.invoke("import", str(csv))
+    assert again.exit_code == 0, again.output
+    assert "1 inserted, 0 updated, 0 reactivated, 1 unchanged" in again.stdout
+    spec = world.store.get("t.scrape@d").spec
+    assert isinstance(spec, PeriodicSpec)
+    assert spec.scheduling_period == timedelta(minutes=30)
+
+
+BLOB = "x" * (10 * 1024 * 1024)  # the 10 MB value of the report
+
+
+def scrape(url: str, depth: int = 1) -> None:
+    """A task with a signature."""
+
+
+def test_the_cli_holds_add_and_import_to_the_same_checks(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    world.app.task(name="t.typed", shared=False)(scrape)
+    bad = world.invoke(
+        "add", "t.typed@a", "--period", "1h", "--args", '["https://a"]', "--kwargs", '{"blob": 1}'
+    )
+    assert bad.exit_code == 1
+    assert "schedule 't.typed@a', option --kwargs: task 't.typed' cannot take" in bad.stderr
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"name": "t.scrape@a", "period": "1h", "args": ["https://a"]}\n'
+        f'{{"name": "t.scrape@b", "period": "1h", "kwargs": {{"url": "{BLOB}"}}}}\n'
+    )
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 1
+    [error] = result.stderr.splitlines()
+    assert error.startswith(f"ERROR {path}: line 2: schedule 't.scrape@b', field 'kwargs': ")
+    assert "1 inserted" in result.stdout
+    assert [s.name for s in world.store.list_schedules()] == ["t.scrape@a"]
+    assert "unexpected keyword" not in result.stderr, "t.scrape takes any arguments"
+    assert "more than the 65536 allowed (dgs_max_argument_bytes)" in error

@@ -90,7 +90,7 @@ def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
         assert stored.spec is not None
         assert stored.spec.scheduling_period.total_seconds() == 3600  # type: ignore[attr-defined]
         assert stored.declaration_error is not None
-        assert "field 'scheduling_period'" in stored.declaration_error
+        assert "field 'period'" in stored.declaration_error
         assert stored.stats.last_good_start_at is not None
         # A dispatch taken back under load leaves a skip row beside the run: the
         # run that succeeded is the one to check.

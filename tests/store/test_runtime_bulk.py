@@ -61,7 +61,7 @@ def test_bulk_rows_are_stored_as_validated_and_bad_rows_reported(
     api = RuntimeSchedules(sql_store, clock=Clock())
     report = api.upsert_many(rows)
     assert [(e.line, e.schedule, e.field) for e in report.errors] == [
-        (11, "t.scrape@s00010", "scheduling_period"),
+        (11, "t.scrape@s00010", "period"),
         (701, "t.scrape@s00700", "args"),
         (702, "t.scrape@s00701", "kwargs"),
     ]
