@@ -9,7 +9,6 @@ an app. Format and metrics: ``docs/simulator.md``.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -18,6 +17,7 @@ from typing import Any
 
 import click
 
+from ..core.durations import parse_duration as core_parse_duration
 from ..core.overload import OVERLOAD_POLICIES
 from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable
@@ -43,17 +43,17 @@ from ..sim.workload import (
     workload_from_specs,
 )
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
 
 def parse_duration(value: str, what: str) -> float:
-    """``90``, ``90s``, ``30m``, ``6h``, ``7d`` -> seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
-    if not match:
-        raise click.BadParameter(
-            f"{value!r} is not a duration like 90s, 30m, 6h, 7d", param_hint=what
-        )
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    """A typed duration (``90``, ``90s``, ``30m``, ``1h30m``, ``7d``) in
+    seconds, > 0; ``BadParameter`` naming the option otherwise."""
+    try:
+        seconds = core_parse_duration(value).total_seconds()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from None
+    if seconds < 0:
+        raise click.BadParameter(f"{value!r} must not be negative", param_hint=what)
+    return seconds
 
 
 def _outage(value: str) -> Outage:

@@ -253,7 +253,7 @@ def test_no_cooldown_gets_the_default_a_declaration_gets(
 
 
 def test_a_row_given_again_names_only_the_fields_it_gave(
-    app: Celery, store: SqlScheduleStore
+    app: Celery, sqlite_store: SqlScheduleStore
 ) -> None:
     """The default cooldown is derived from the period: a second row with
     another period differs in the period alone."""
@@ -280,10 +280,10 @@ def test_a_row_given_again_names_only_the_fields_it_gave(
     assert report.applied.inserted == ["t.scrape@a", "t.scrape@b"]
 
 
-def test_rows_take_durations_as_text(app: Celery, store: SqlScheduleStore) -> None:
+def test_rows_take_durations_as_text(app: Celery, sqlite_store: SqlScheduleStore) -> None:
     api = DGS(app).schedules
     assert api.upsert("t.scrape@a", period="1h", cooldown="5m") == "inserted"
-    spec = store.get("t.scrape@a").spec
+    spec = sqlite_store.get("t.scrape@a").spec
     assert isinstance(spec, PeriodicSpec)
     assert (spec.scheduling_period, spec.cooldown_duration) == (
         timedelta(hours=1),
