@@ -134,9 +134,11 @@ class CountingStore(MemoryScheduleStore):
         super().__init__()
         self.changes_calls = 0
 
-    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+    def changes_since(
+        self, cursor: int, *, check_until: datetime | None = None
+    ) -> tuple[list[StoredSchedule], int]:
         self.changes_calls += 1
-        return super().changes_since(cursor)
+        return super().changes_since(cursor, check_until=check_until)
 
 
 def build_store(n: int, due: int, t0: datetime, seed: int = 3) -> tuple[CountingStore, list[str]]:
