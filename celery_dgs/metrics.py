@@ -405,8 +405,8 @@ def slot_counts(workers: WorkerCheck, *, running: int, pending: int) -> tuple[in
 
 def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> CollectorRegistry:
     """A registry with beat's collector and the dispatch lateness histograms,
-    hooked to the engine's dispatches (its sender's ``on_dispatch``; a deferred
-    check's: ``on_check_dispatch``)."""
+    hooked to the engine's dispatches and those of deferred checks
+    (``engine.sender.observe``)."""
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine, store, clock))
     lateness = Histogram(
@@ -415,12 +415,11 @@ def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> Collect
         buckets=LATENESS_BUCKETS_S,
         registry=registry,
     )
-    engine.sender.on_dispatch = lateness.observe
     check_lateness = Histogram(
         "dgs_check_lateness_seconds",
         "now - a deferred check's check time at its dispatch",
         buckets=CHECK_LATENESS_BUCKETS_S,
         registry=registry,
     )
-    engine.sender.on_check_dispatch = lambda late_s: check_lateness.observe(max(0.0, late_s))
+    engine.sender.observe(lateness.observe, lambda late_s: check_lateness.observe(max(0.0, late_s)))
     return registry

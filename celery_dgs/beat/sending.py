@@ -42,11 +42,18 @@ class DispatchSender:
         self.state, self.requeue = state, requeue
         self.dispatches, self.publish, self.store = dispatches, publish, store
         self.settings, self.leadership, self.monotonic = settings, leadership, monotonic
-        #: Called with each dispatch's lateness (seconds past should_start_by).
-        self.on_dispatch: Callable[[float], None] | None = None
-        #: Called with each deferred check's start lateness (seconds past its
-        #: check time, ``next_target_at``) when it is dispatched.
-        self.on_check_dispatch: Callable[[float], None] | None = None
+        self._on_dispatch: Callable[[float], None] | None = None
+        self._on_check_dispatch: Callable[[float], None] | None = None
+
+    def observe(
+        self,
+        on_dispatch: Callable[[float], None],
+        on_check_dispatch: Callable[[float], None] | None = None,
+    ) -> None:
+        """Call ``on_dispatch`` with each dispatch's lateness (seconds past its
+        should_start_by), and ``on_check_dispatch`` with each deferred check's
+        start lateness (seconds past its check time, ``next_target_at``)."""
+        self._on_dispatch, self._on_check_dispatch = on_dispatch, on_check_dispatch
 
     def order(self, name: str, worker: str, should_start_by: float) -> DispatchOrder:
         """The order for a chosen schedule (no longer in the index: the caller
@@ -119,12 +126,12 @@ class DispatchSender:
         for order in published:
             self._clear_run_request(order.schedule)
             lateness = now - order.should_start_by
-            if self.on_dispatch is not None:
-                self.on_dispatch(lateness)
-            if self.on_check_dispatch is not None and order.schedule in self.state.checks:
+            if self._on_dispatch is not None:
+                self._on_dispatch(lateness)
+            if self._on_check_dispatch is not None and order.schedule in self.state.checks:
                 check = self.state.tracked.get(order.schedule)
                 if check is not None and check.stats.next_target_at is not None:
-                    self.on_check_dispatch(now - check.stats.next_target_at.timestamp())
+                    self._on_check_dispatch(now - check.stats.next_target_at.timestamp())
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
                 order.schedule,
