@@ -129,7 +129,10 @@ class MetricsServer:
 def serve_metrics(
     engine: BeatEngine, store: ScheduleStore, clock: Clock, port: int, addr: str = "0.0.0.0"
 ) -> MetricsServer:
-    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
+    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness.
+    Called on beat's thread, it publishes the snapshot the first scrapes serve
+    (until beat's next round after a scrape publishes a newer one)."""
+    engine.snapshot()
     app = endpoint_app(metrics_registry(engine, store, clock), engine)
     family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0][0]
 

@@ -141,7 +141,7 @@ class BeatEngine:
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
         self.lease_view: BeatViewSource = leases.beat_view_reader()
         self.snapshots = SnapshotSlot()
-        self._thread: int | None = None  # the thread that loads and ticks
+        self._thread: int | None = None  # the thread that loads (and ticks)
 
     @property
     def last_tick(self) -> float | None:
@@ -156,7 +156,6 @@ class BeatEngine:
         count = self.loader.load()
         self.loader.read_check_window()
         self.pending_dispatches.adopt()
-        self.snapshots.publish(BeatSnapshot.of(self.state))
         logger.info(
             "celery-dgs beat: loaded %d schedules and %d deferred checks (cursor %d)",
             count,
@@ -165,11 +164,14 @@ class BeatEngine:
         )
 
     def snapshot(self, timeout_s: float = SNAPSHOT_WAIT_S) -> BeatSnapshot:
-        """The state for the metrics: asked from beat's own thread (between its
-        rounds), built at once; from another, the one the next round publishes
-        (waited for up to ``timeout_s``), else the latest."""
+        """The state for the metrics: asked from beat's own thread (the one
+        that loaded it, between its rounds), built and published at once; from
+        another, the one the next round publishes (waited for up to
+        ``timeout_s``), else the latest (an empty one before any)."""
         if threading.get_ident() == self._thread:
-            return BeatSnapshot.of(self.state)
+            snapshot = BeatSnapshot.of(self.state)
+            self.snapshots.publish(snapshot)
+            return snapshot
         return self.snapshots.request(timeout_s)
 
     # -- the tick ------------------------------------------------------------------
@@ -177,7 +179,6 @@ class BeatEngine:
         """One round; returns how long to sleep. Records when it completed
         (``last_tick``, monotonic) for the health endpoint: a tick that raised
         does not count. Publishes a snapshot if the metrics asked for one."""
-        self._thread = threading.get_ident()
         sleep = self._tick()
         self.state.last_tick = self.monotonic()
         if self.snapshots.asked:
@@ -205,7 +206,10 @@ class BeatEngine:
             self._dispatch_round(now)
         self.pruner.maybe_prune(mono)
         self.reaper.maybe_reap()
-        state.most_urgent_should_start_by = self.ranking.most_urgent_should_start_by(now)
+        top = index.peek(now)
+        state.most_urgent_should_start_by = (
+            None if top is None else self.ranking.should_start_by(top)
+        )
         wake = index.next_wakeup()
         sleep = self.max_interval if wake is None else max(0.0, wake - now)
         if state.parked:

@@ -132,11 +132,6 @@ class BeatRanking:
         )
         return real.should_start_by.timestamp()
 
-    def most_urgent_should_start_by(self, now: float) -> float | None:
-        """``should_start_by`` of the eligible schedule the index would give next."""
-        top = self.index.peek(now)
-        return None if top is None else self.should_start_by(top)
-
     # -- the policy's sources ----------------------------------------------------------
     def priority_of(self, name: str) -> int:
         """The class ``name`` is indexed in: its spec's priority, or its run

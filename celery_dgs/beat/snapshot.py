@@ -63,19 +63,15 @@ class SnapshotSlot:
         self._changed = threading.Condition()
         self._latest = BeatSnapshot()
         self._serial = 0
-        self._asked = False
-
-    @property
-    def asked(self) -> bool:
-        """Whether a reader waits for a new snapshot (read by beat each round)."""
-        return self._asked
+        #: Whether a reader waits for a new snapshot (read by beat each round).
+        self.asked = False
 
     def publish(self, snapshot: BeatSnapshot) -> None:
         """Beat's thread: make ``snapshot`` the latest; wake the readers."""
         with self._changed:
             self._latest = snapshot
             self._serial += 1
-            self._asked = False
+            self.asked = False
             self._changed.notify_all()
 
     def latest(self) -> BeatSnapshot:
@@ -87,6 +83,6 @@ class SnapshotSlot:
         then the latest one (the new one, or the one before it)."""
         with self._changed:
             serial = self._serial
-            self._asked = True
+            self.asked = True
             self._changed.wait_for(lambda: self._serial != serial, timeout_s)
             return self._latest
