@@ -315,7 +315,7 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
     engine.store.sync(declared_specs(), datetime.now(timezone.utc))
     engine.load()
     load_s = time.perf_counter() - start
-    held_after_load = len(engine.checks)
+    held_after_load = len(engine.state.checks)
     gc.collect()
     rss_load = current_rss_mib()
     for _ in range(3):
@@ -323,7 +323,7 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
     ended, ticks, rss_max = 0, 0, current_rss_mib()
     start = time.perf_counter()
     while ended < catch_up:
-        pending = list(engine.pending)
+        pending = list(engine.state.pending)
         if pending:  # the dispatched checks end (verdict None) and their records go
             ended += _end_checks(ender, pending)
             pipe = probe.pipeline(transaction=False)
@@ -344,8 +344,8 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
         "rss_mib": current_rss_mib(),
         "rss_max_mib": rss_max,
         "peak_mib": peak_rss_mib(),
-        "tracked": len(engine.tracked),
-        "held": len(engine.checks),
+        "tracked": len(engine.state.tracked),
+        "held": len(engine.state.checks),
         "held_after_load": held_after_load,
         "load_s": load_s,
         "sent": sent[0],
@@ -528,7 +528,7 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
             start = time.perf_counter()
             self.engine.load()
             self.load_s = time.perf_counter() - start
-            assert len(self.engine.checks) == self.due, len(self.engine.checks)
+            assert len(self.engine.state.checks) == self.due, len(self.engine.state.checks)
             self.queue = f"{WORKER}.dq2"
             self.trips = RoundTrips()
 

@@ -2,7 +2,7 @@
 
 One engine with N schedules (1,000,000 by default) serves both.
 
-What is real: ``BeatEngine`` (``load``, ``tick``, ``_dispatch_round``, ``_send``),
+What is real: ``BeatEngine`` (``load``, ``tick``, its dispatch round, ``DispatchSender.send``),
 ``DeadlineIndex``, ``start_times``, the specs and stats, ``RedisLeases``,
 ``WorkerRegistry`` and ``DispatchRecords`` on a real valkey/redis server
 (:class:`~celery_dgs.embedded.RedisServerProcess`), and the publisher: the real
@@ -134,9 +134,11 @@ class CountingStore(MemoryScheduleStore):
         super().__init__()
         self.changes_calls = 0
 
-    def changes_since(self, cursor: int) -> tuple[list[StoredSchedule], int]:
+    def changes_since(
+        self, cursor: int, *, check_until: datetime | None = None
+    ) -> tuple[list[StoredSchedule], int]:
         self.changes_calls += 1
-        return super().changes_since(cursor)
+        return super().changes_since(cursor, check_until=check_until)
 
 
 def build_store(n: int, due: int, t0: datetime, seed: int = 3) -> tuple[CountingStore, list[str]]:
@@ -252,7 +254,7 @@ class Bench:
             self.settings, store_poll_interval=1e-9 if poll_every_tick else 2.0
         )
         engine.tick()  # the first tick also runs the (hourly) prune
-        assert engine.index.peek(self.t0.timestamp()) is None, "something is due"
+        assert engine.ranking.index.peek(self.t0.timestamp()) is None, "something is due"
         calls = self.store.changes_calls
 
         def one() -> float:
@@ -268,7 +270,7 @@ class Bench:
         trips = sum((self.trips.snapshot() - before).values()) / (IDLE_TICKS * repeats)
         polled = self.store.changes_calls - calls
         assert (polled >= IDLE_TICKS * repeats) == poll_every_tick, polled
-        assert engine.dispatched_total == 0
+        assert engine.state.dispatched_total == 0
         engine.settings = self.settings
         return samples, trips
 
@@ -289,13 +291,13 @@ class Bench:
         """Forget the previous round: no records, no messages, schedules back in the index."""
         pipe = self.probe.pipeline(transaction=False)
         pipe.delete(self.queue, self.keys.dispatch_index())
-        for name in self.engine.pending:
+        for name in self.engine.state.pending:
             pipe.delete(self.keys.dispatch(name))
         pipe.execute()
         self.registry.deregister(WORKER)
         self.engine.tick()  # sees the dispatches gone, re-indexes them; no worker: no dispatch
-        assert not self.engine.parked
-        assert not self.engine.pending
+        assert not self.engine.state.parked
+        assert not self.engine.state.pending
         self._register()
 
     def dispatch(self, repeats: int) -> dict[str, Any]:
@@ -306,7 +308,9 @@ class Bench:
         are taken per repeat."""
         self.clock.set(self.t0 + timedelta(seconds=60))
         now = self.clock.now().timestamp()
-        assert self.engine.index.ready_count(now) == self.due, self.engine.index.ready_count(now)
+        assert self.engine.ranking.index.ready_count(now) == self.due, (
+            self.engine.ranking.index.ready_count(now)
+        )
         self._register()
         self._round()  # warm-up (script loading, producer pool, queue declaration)
         self._raw(one_producer=True, count=min(self.due, 1_000))
@@ -366,9 +370,9 @@ class Bench:
         interleaved (ABBA) so the drift of a shared machine stays out of the ratio.
         Returns (samples, round trips per tick) for the current way, then the old."""
         engine = self.engine
-        assert len(engine.pending) == self.due
+        assert len(engine.state.pending) == self.due
         if running:
-            for name, pend in list(engine.pending.items()):
+            for name, pend in list(engine.state.pending.items()):
                 result = self.leases.acquire(
                     name,
                     owner_node="node-1",
@@ -378,9 +382,9 @@ class Bench:
                 )
                 assert result.token, result
             engine.tick()  # sees the records consumed: pending -> running
-            assert not engine.pending
+            assert not engine.state.pending
         now = self.clock.now().timestamp()
-        assert engine.index.peek(now) is None
+        assert engine.ranking.index.peek(now) is None
         current = engine._read_state
 
         legacy = LegacyReads(engine)
@@ -414,20 +418,22 @@ class Bench:
                 else:
                     old_samples.append(value)
                     old_trips.append(trips)
-        assert len(engine.parked) == self.due
-        assert len(engine.pending) == (0 if running else self.due)
+        assert len(engine.state.parked) == self.due
+        assert len(engine.state.pending) == (0 if running else self.due)
         return new_samples, median(new_trips), old_samples, median(old_trips)
 
     def _round(self) -> tuple[float, int]:
         engine = self.engine
-        base = engine.dispatched_total
+        base = engine.state.dispatched_total
         ticks = 0
         start = time.perf_counter()
-        while engine.dispatched_total - base < self.due:
+        while engine.state.dispatched_total - base < self.due:
             engine.tick()
             ticks += 1
             if ticks > 100:
-                raise RuntimeError(f"only {engine.dispatched_total - base} of {self.due} sent")
+                raise RuntimeError(
+                    f"only {engine.state.dispatched_total - base} of {self.due} sent"
+                )
         elapsed = time.perf_counter() - start
         queued = self.probe.llen(self.queue)
         assert queued == self.due, f"{queued} messages in {self.queue}, expected {self.due}"

@@ -274,11 +274,11 @@ def child_beat(
     startup_s = time.perf_counter() - start
     cpu_s = time.process_time() - cpu_start
     peak = peak_rss_mib()
-    tracked = len(engine.tracked)
+    tracked = len(engine.state.tracked)
 
     engine.tick()  # the first tick also runs the hourly prune and the reaper
     now = time.time()
-    assert engine.index.peek(now) is None, "something is due: the tick would not be idle"
+    assert engine.ranking.index.peek(now) is None, "something is due: the tick would not be idle"
 
     def idle_ticks(poll: bool) -> float:
         engine.settings = dataclass_replace(settings, store_poll_interval=1e-9 if poll else 2.0)
@@ -306,14 +306,14 @@ def child_beat(
         with store.engine.connect() as conn:
             t = time.perf_counter()
             fetched = conn.exec_driver_sql(
-                "SELECT * FROM dgs_schedules WHERE change_seq > %(c)s", {"c": engine.cursor}
+                "SELECT * FROM dgs_schedules WHERE change_seq > %(c)s", {"c": engine.state.cursor}
             ).fetchall()
             fetches.append(time.perf_counter() - t)
         t = time.perf_counter()
-        applied = engine.refresh()
+        applied = engine.loader.refresh()
         applies.append(time.perf_counter() - t)
         assert applied == changed == len(fetched) == len(rows), (applied, changed, len(fetched))
-        assert engine.index.peek(time.time()) is None
+        assert engine.ranking.index.peek(time.time()) is None
         ticks_after.append(idle_ticks(False))
     return {
         "tracked": tracked,

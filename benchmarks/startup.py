@@ -11,7 +11,7 @@ start-up alone. The peak is /proc's ``VmHWM``: ``ru_maxrss`` carries the
 parent's high-water mark over ``execve`` on Linux (it is kept in the JSON).
 All of it is real: ``SqlScheduleStore`` on the migrated
 database, ``BeatEngine.load()`` (``iter_active()`` streaming the rows,
-``_apply_row`` → ``start_times`` per row, one ``DeadlineIndex.upsert_many``,
+``ScheduleLoader.apply_row`` → ``start_times`` per row, one ``DeadlineIndex.upsert_many``,
 then the pending dispatch records from a real Redis server). A third child
 times the store's part alone: ``iter_active()`` consumed, nothing kept. Each
 child also reports its CPU time (``time.process_time``): on a shared machine
@@ -205,12 +205,12 @@ def child_real(url: str, redis_url: str) -> dict[str, Any]:
     polls = []
     for _ in range(20):
         t = time.perf_counter()
-        rows, _cursor = store.changes_since(engine.cursor)
+        rows, _cursor = store.changes_since(engine.state.cursor)
         polls.append(time.perf_counter() - t)
         assert not rows
     return {
-        "rows": len(engine.tracked),
-        "indexed": len(engine.index),
+        "rows": len(engine.state.tracked),
+        "indexed": len(engine.ranking.index),
         "total_s": total,
         "cpu_s": cpu,
         "rss_before_mib": rss_before,

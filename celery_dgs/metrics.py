@@ -1,7 +1,9 @@
 """Prometheus metrics, served by beat when ``dgs_metrics_port`` is set.
 
-Collected at scrape time from beat's own state (the schedules it tracks, its
-last Redis snapshot) and, for run counts, one grouped query on the store:
+Collected at scrape time from a snapshot of beat's state (the schedules it
+tracks, as of its round after the scrape asked: :mod:`celery_dgs.beat.snapshot`),
+the leases and live workers read then and, for run counts, one grouped query
+on the store:
 
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
@@ -45,29 +47,27 @@ last Redis snapshot) and, for run counts, one grouped query on the store:
 
 A scrape computes every schedule's condition: O(N) per scrape, not per tick.
 
-The endpoint answers ``/metrics`` (the metrics above), ``/healthz`` (200 ``ok``
-while beat's loop completed a tick within :func:`tick_limit` seconds: three
-times the longest sleep a tick asks for, at least 30 s; 503 otherwise, with a
-short text body saying why) and 404 on any other path.
+Beat serves them on ``/metrics`` of its HTTP endpoint
+(:mod:`celery_dgs.beat.endpoint`, with ``/healthz``).
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .core.clock import Clock
 from .core.condition import Level
+from .core.spec import ScheduleSpec
+from .core.stats import ScheduleStats
 from .status import (
     HOLD_INVALID_SPEC,
     INVALID_SPEC,
@@ -115,7 +115,43 @@ class MonotonicCounts:
             return {o: n + self._pruned.get(o, 0) for o, n in sorted(self._last.items())}
 
 
+class TrackedSchedule(Protocol):
+    """A schedule beat tracks, as the metrics read it."""
+
+    @property
+    def spec(self) -> ScheduleSpec: ...
+    @property
+    def stats(self) -> ScheduleStats: ...
+    @property
+    def run_requested_at(self) -> datetime | None: ...
+    @property
+    def declaration_error(self) -> str | None: ...
+    @property
+    def disabled_reason(self) -> str | None: ...
+
+
+class BeatStateView(Protocol):
+    """Beat's state as the metrics read it: the snapshot beat's engine
+    publishes (``engine.snapshot()``, :mod:`celery_dgs.beat.snapshot`)."""
+
+    @property
+    def tracked(self) -> Mapping[str, TrackedSchedule]: ...
+    @property
+    def held(self) -> Set[str]: ...
+    @property
+    def checks(self) -> Set[str]: ...
+    @property
+    def unschedulable(self) -> Mapping[str, str]: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def most_urgent_should_start_by(self) -> float | None: ...
+
+
 class EngineCollector:
+    """Beat's metrics at scrape time: a :class:`~celery_dgs.beat.snapshot.BeatSnapshot`
+    of its state, and the leases, workers and run counts read then."""
+
     def __init__(self, engine: Any, store: ScheduleStore, clock: Clock) -> None:
         self.engine, self.store, self.clock = engine, store, clock
         self.run_counts = MonotonicCounts()
@@ -124,115 +160,55 @@ class EngineCollector:
         )
 
     def collect(self) -> Iterator[Metric]:
-        now = self.clock.now()
-        engine = self.engine
-        level = GaugeMetricFamily(
-            "dgs_schedule_condition",
-            "Schedule condition: 0 OK, 1 WARNING, 2 ERROR",
-            labels=["schedule", "reason"],
+        now, engine = self.clock.now(), self.engine
+        snapshot: BeatStateView = engine.snapshot()
+        leases = self.read_leases()  # read at scrape time: a tick never pays for metrics
+        workers = self.read_workers()
+        view = ScheduleView(
+            now, leases, workers, engine.settings.retry_ladder, engine.default_queue
         )
-        until = GaugeMetricFamily(
-            "dgs_schedule_seconds_until_error",
-            "Seconds until the schedule is in ERROR",
-            labels=["schedule"],
-        )
-        held = GaugeMetricFamily(
-            "dgs_schedule_held",
-            "1 for each reason beat will not dispatch the schedule now",
-            labels=["schedule", "reason"],
-        )
-        try:  # read at scrape time: a tick never pays for metrics
-            leases = {lease.schedule: lease for lease in engine.leases.all()}
-        except Exception:
-            logger.exception("celery-dgs: reading leases for metrics failed")
-            leases = {}
-        try:
-            workers: WorkerCheck | None = WorkerCheck(
-                engine.registry.live_workers(), engine.settings.capacity
-            )
-        except Exception:
-            logger.exception("celery-dgs: reading live workers for metrics failed")
-            workers = None
-        slot_state = (
-            None
-            if workers is None
-            else slot_counts(workers, running=len(leases), pending=len(engine.pending))
-        )
-        settings, paused = engine.settings, engine.held
-        by_class: Counter[tuple[int, str]] = Counter()
-        checks: set[str] = getattr(engine, "checks", set())  # beat's window of deferred checks
         schedules = [
             (name, t)
-            for name, t in list(engine.tracked.items())
-            if name not in checks and t.spec.kind != "check"
+            for name, t in snapshot.tracked.items()
+            if name not in snapshot.checks and t.spec.kind != "check"
         ]
-        for name, tracked in schedules:
-            lease = leases.get(name)
-            cond = schedule_condition(
-                name,
-                tracked.spec,
-                tracked.stats,
-                lease,
-                now,
-                declaration_error=tracked.declaration_error,
-            )
-            level.add_metric([name, cond.reason.value], int(cond.level))
-            by_class[(tracked.spec.priority, cond.level.name)] += 1
-            if cond.error_at is not None:
-                until.add_metric([name], (cond.error_at - now).total_seconds())
-            disabled = tracked.disabled_reason  # held too, but not paused
-            for hold in holds_for(
-                name,
-                tracked.spec,
-                tracked.stats,
-                now,
-                paused=name in paused and not disabled,
-                running=lease is not None,
-                run_requested=tracked.run_requested_at is not None,
-                retry_ladder=settings.retry_ladder,
-                default_pool=engine.default_queue,
-                workers=workers,
-                disabled_reason=disabled,
-            ):
-                held.add_metric([name, hold.reason], 1)
-        summary = adaptive_summary(
-            (
-                (t.spec, t.stats, t.disabled_reason is not None, name in leases)
-                for name, t in schedules
-            ),
-            now,
-        )
-        for name in list(engine.unschedulable):
-            if is_check_name(name):
-                continue
-            level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
-            held.add_metric([name, HOLD_INVALID_SPEC], 1)
-        yield level
-        yield until
-        yield held
-        groups = GaugeMetricFamily(
-            "dgs_adaptive_schedules", "Adaptive schedules by group", labels=["group"]
-        )
-        for group, count in summary.counts.items():
-            groups.add_metric([group], count)
-        yield groups
-        drift_s = summary.target_drift
-        yield GaugeMetricFamily(
-            "dgs_adaptive_target_drift_seconds",
-            "now - the earliest freshness target of the enabled adaptive schedules not "
-            "running (positive: beat serves targets already past; 0 when none)",
-            value=0.0 if drift_s is None else drift_s.total_seconds(),
-        )
-        classes = GaugeMetricFamily(
-            "dgs_priority_class_schedules",
-            "Schedules of each priority class, by condition",
-            labels=["priority", "condition"],
-        )
-        for cls in sorted({c for c, _ in by_class}):
-            for cond_name in ("OK", "WARNING", "ERROR"):
-                classes.add_metric([str(cls), cond_name], by_class.get((cls, cond_name), 0))
-        yield classes
+        yield from schedule_families(view, schedules, snapshot)
+        yield from adaptive_families(now, schedules, leases)
         yield from self.check_families()
+        yield from self.run_families()
+        if workers is not None:
+            yield slot_family(slot_counts(workers, running=len(leases), pending=snapshot.pending))
+        yield GaugeMetricFamily(
+            "dgs_dispatches_pending", "Dispatched runs not started yet", value=snapshot.pending
+        )
+        drift = GaugeMetricFamily(
+            "dgs_most_urgent_drift_seconds",
+            "now - should_start_by of the eligible schedule beat would dispatch next, "
+            "as of its last tick (0 when none, or standing by)",
+        )
+        should = snapshot.most_urgent_should_start_by
+        drift.add_metric([], now.timestamp() - should if should is not None else 0.0)
+        yield drift
+        if engine.leadership is not None:
+            yield from leader_families(engine.leadership)
+
+    def read_leases(self) -> dict[str, Any]:
+        try:
+            return {lease.schedule: lease for lease in self.engine.leases.all()}
+        except Exception:
+            logger.exception("celery-dgs: reading leases for metrics failed")
+            return {}
+
+    def read_workers(self) -> WorkerCheck | None:
+        engine = self.engine
+        try:
+            return WorkerCheck(engine.registry.live_workers(), engine.settings.capacity)
+        except Exception:
+            logger.exception("celery-dgs: reading live workers for metrics failed")
+            return None
+
+    def run_families(self) -> Iterator[Metric]:
+        """``dgs_runs_total``, ``dgs_runs_running``, ``dgs_lease_steals_total``."""
         try:
             stored = dict(self.store.outcome_counts())
         except Exception:
@@ -253,39 +229,6 @@ class EngineCollector:
             "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),
         )
-        if slot_state is not None:
-            slots = GaugeMetricFamily(
-                "dgs_worker_slots",
-                "Slots of the live workers (or dgs_capacity), by state",
-                labels=["state"],
-            )
-            slots.add_metric(["free"], slot_state[0])
-            slots.add_metric(["used"], slot_state[1])
-            yield slots
-        yield GaugeMetricFamily(
-            "dgs_dispatches_pending", "Dispatched runs not started yet", value=len(engine.pending)
-        )
-        drift = GaugeMetricFamily(
-            "dgs_most_urgent_drift_seconds",
-            "now - should_start_by of the eligible schedule beat would dispatch next, "
-            "as of its last tick (0 when none, or standing by)",
-        )
-        # Read what beat's thread recorded: the index is not thread-safe.
-        should = getattr(engine, "most_urgent_should_start_by", None)
-        drift.add_metric([], now.timestamp() - should if should is not None else 0.0)
-        yield drift
-        leadership = getattr(engine, "leadership", None)
-        if leadership is not None:
-            yield GaugeMetricFamily(
-                "dgs_beat_leader",
-                "1 while this beat leads (dispatches), 0 while it stands by",
-                value=1 if leadership.leading else 0,
-            )
-            holder = leadership.holder
-            token = leadership.token if leadership.leading or holder is None else holder.token
-            yield GaugeMetricFamily(
-                "dgs_beat_leader_token", "The beat leader token this beat last saw", value=token
-            )
 
     def check_families(self) -> Iterator[Metric]:
         """``dgs_checks_pending`` and ``dgs_checks_overdue`` per task (none
@@ -308,6 +251,147 @@ class EngineCollector:
         yield overdue
 
 
+@dataclass(frozen=True)
+class ScheduleView:
+    """What a scrape read besides beat's snapshot, for each schedule's gauges."""
+
+    now: datetime
+    leases: Mapping[str, Any]
+    workers: WorkerCheck | None
+    retry_ladder: tuple[timedelta, ...]
+    default_pool: str
+
+
+def schedule_families(
+    view: ScheduleView, schedules: list[tuple[str, TrackedSchedule]], snapshot: BeatStateView
+) -> Iterator[Metric]:
+    """``dgs_schedule_condition``, ``dgs_schedule_seconds_until_error``,
+    ``dgs_schedule_held`` per schedule, and ``dgs_priority_class_schedules``."""
+    level = GaugeMetricFamily(
+        "dgs_schedule_condition",
+        "Schedule condition: 0 OK, 1 WARNING, 2 ERROR",
+        labels=["schedule", "reason"],
+    )
+    until = GaugeMetricFamily(
+        "dgs_schedule_seconds_until_error",
+        "Seconds until the schedule is in ERROR",
+        labels=["schedule"],
+    )
+    held = GaugeMetricFamily(
+        "dgs_schedule_held",
+        "1 for each reason beat will not dispatch the schedule now",
+        labels=["schedule", "reason"],
+    )
+    now, by_class = view.now, Counter[tuple[int, str]]()
+    for name, tracked in schedules:
+        lease = view.leases.get(name)
+        cond = schedule_condition(
+            name,
+            tracked.spec,
+            tracked.stats,
+            lease,
+            now,
+            declaration_error=tracked.declaration_error,
+        )
+        level.add_metric([name, cond.reason.value], int(cond.level))
+        by_class[(tracked.spec.priority, cond.level.name)] += 1
+        if cond.error_at is not None:
+            until.add_metric([name], (cond.error_at - now).total_seconds())
+        for reason in hold_reasons(view, name, tracked, paused=name in snapshot.held):
+            held.add_metric([name, reason], 1)
+    for name in snapshot.unschedulable:
+        if not is_check_name(name):
+            level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
+            held.add_metric([name, HOLD_INVALID_SPEC], 1)
+    yield level
+    yield until
+    yield held
+    yield class_family(by_class)
+
+
+def hold_reasons(
+    view: ScheduleView, name: str, tracked: TrackedSchedule, *, paused: bool
+) -> list[str]:
+    """Why beat will not dispatch ``name`` now (``paused``: beat holds it; a
+    disabled one is held too, but not paused)."""
+    disabled = tracked.disabled_reason
+    holds = holds_for(
+        name,
+        tracked.spec,
+        tracked.stats,
+        view.now,
+        paused=paused and not disabled,
+        running=name in view.leases,
+        run_requested=tracked.run_requested_at is not None,
+        retry_ladder=view.retry_ladder,
+        default_pool=view.default_pool,
+        workers=view.workers,
+        disabled_reason=disabled,
+    )
+    return [hold.reason for hold in holds]
+
+
+def class_family(by_class: Counter[tuple[int, str]]) -> Metric:
+    """``dgs_priority_class_schedules``: each class's schedules per condition."""
+    classes = GaugeMetricFamily(
+        "dgs_priority_class_schedules",
+        "Schedules of each priority class, by condition",
+        labels=["priority", "condition"],
+    )
+    for cls in sorted({c for c, _ in by_class}):
+        for cond_name in ("OK", "WARNING", "ERROR"):
+            classes.add_metric([str(cls), cond_name], by_class.get((cls, cond_name), 0))
+    return classes
+
+
+def adaptive_families(
+    now: datetime, schedules: list[tuple[str, TrackedSchedule]], leases: Mapping[str, Any]
+) -> Iterator[Metric]:
+    """``dgs_adaptive_schedules`` and ``dgs_adaptive_target_drift_seconds``."""
+    summary = adaptive_summary(
+        ((t.spec, t.stats, t.disabled_reason is not None, name in leases) for name, t in schedules),
+        now,
+    )
+    groups = GaugeMetricFamily(
+        "dgs_adaptive_schedules", "Adaptive schedules by group", labels=["group"]
+    )
+    for group, count in summary.counts.items():
+        groups.add_metric([group], count)
+    yield groups
+    drift_s = summary.target_drift
+    yield GaugeMetricFamily(
+        "dgs_adaptive_target_drift_seconds",
+        "now - the earliest freshness target of the enabled adaptive schedules not "
+        "running (positive: beat serves targets already past; 0 when none)",
+        value=0.0 if drift_s is None else drift_s.total_seconds(),
+    )
+
+
+def slot_family(slot_state: tuple[int, int]) -> Metric:
+    slots = GaugeMetricFamily(
+        "dgs_worker_slots",
+        "Slots of the live workers (or dgs_capacity), by state",
+        labels=["state"],
+    )
+    slots.add_metric(["free"], slot_state[0])
+    slots.add_metric(["used"], slot_state[1])
+    return slots
+
+
+def leader_families(leadership: Any) -> Iterator[Metric]:
+    """``dgs_beat_leader`` and ``dgs_beat_leader_token``."""
+    yield GaugeMetricFamily(
+        "dgs_beat_leader",
+        "1 while this beat leads (dispatches), 0 while it stands by",
+        value=1 if leadership.leading else 0,
+    )
+    holder = leadership.holder
+    token = leadership.token if leadership.leading or holder is None else holder.token
+    yield GaugeMetricFamily(
+        "dgs_beat_leader_token", "The beat leader token this beat last saw", value=token
+    )
+
+
 def slot_counts(workers: WorkerCheck, *, running: int, pending: int) -> tuple[int, int]:
     """(free, used) slots, read at scrape time: the live workers' slots (or
     ``dgs_capacity`` with none registered), used by running leases and pending
@@ -321,8 +405,8 @@ def slot_counts(workers: WorkerCheck, *, running: int, pending: int) -> tuple[in
 
 def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> CollectorRegistry:
     """A registry with beat's collector and the dispatch lateness histograms,
-    hooked to the engine's dispatches (``engine.on_dispatch``; a deferred
-    check's: ``engine.on_check_dispatch``)."""
+    hooked to the engine's dispatches and those of deferred checks
+    (``engine.sender.observe``)."""
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine, store, clock))
     lateness = Histogram(
@@ -331,130 +415,11 @@ def metrics_registry(engine: Any, store: ScheduleStore, clock: Clock) -> Collect
         buckets=LATENESS_BUCKETS_S,
         registry=registry,
     )
-    engine.on_dispatch = lateness.observe
     check_lateness = Histogram(
         "dgs_check_lateness_seconds",
         "now - a deferred check's check time at its dispatch",
         buckets=CHECK_LATENESS_BUCKETS_S,
         registry=registry,
     )
-    engine.on_check_dispatch = lambda late_s: check_lateness.observe(max(0.0, late_s))
+    engine.sender.observe(lateness.observe, lambda late_s: check_lateness.observe(max(0.0, late_s)))
     return registry
-
-
-#: ``/healthz`` answers 503 once beat's loop has not completed a tick for this
-#: many of its longest sleeps ...
-HEALTHZ_TICK_INTERVALS = 3
-#: ... or for this many seconds, whichever is longer (a tick applying many
-#: store changes takes a while by itself).
-HEALTHZ_MIN_LIMIT_S = 30.0
-
-
-def tick_limit(engine: Any) -> float:
-    """Seconds beat's loop may go without completing a tick and still be
-    healthy: :data:`HEALTHZ_TICK_INTERVALS` times the longest sleep a tick asks
-    for (as :meth:`~celery_dgs.beat.engine.BeatEngine.tick` caps it: its
-    ``max_interval``, 5 x ``store_poll_interval``, the leader's renewal
-    interval), at least :data:`HEALTHZ_MIN_LIMIT_S`."""
-    longest = min(float(engine.max_interval), float(engine.settings.store_poll_interval) * 5)
-    leadership = getattr(engine, "leadership", None)
-    if leadership is not None:
-        longest = min(longest, float(leadership.renew_interval))
-    return max(HEALTHZ_TICK_INTERVALS * longest, HEALTHZ_MIN_LIMIT_S)
-
-
-@dataclass(frozen=True)
-class Health:
-    healthy: bool
-    text: str
-
-
-def beat_health(engine: Any) -> Health:
-    """Whether beat's loop is alive: its last completed tick (``engine.last_tick``,
-    on the engine's monotonic clock) is at most :func:`tick_limit` seconds old.
-    A tick that raised does not count."""
-    limit = tick_limit(engine)
-    last = getattr(engine, "last_tick", None)
-    if last is None:
-        return Health(False, f"unhealthy: beat has not completed a tick yet (limit {limit:g}s)")
-    age = max(0.0, engine.monotonic() - last)
-    leadership = getattr(engine, "leadership", None)
-    role = "" if leadership is None else (" (leader)" if leadership.leading else " (standby)")
-    if age > limit:
-        return Health(
-            False,
-            f"unhealthy: beat's last tick was {age:.1f}s ago, over the {limit:g}s limit{role}",
-        )
-    return Health(True, f"ok: beat's last tick was {age:.1f}s ago{role}")
-
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-def endpoint_app(registry: CollectorRegistry, engine: Any) -> WsgiApp:
-    """The WSGI app: ``/metrics``, ``/healthz``, 404 elsewhere."""
-    metrics = make_wsgi_app(registry)
-
-    def text(start: Callable[..., Any], status: str, body: str) -> list[bytes]:
-        data = (body + "\n").encode()
-        start(
-            status,
-            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))],
-        )
-        return [data]
-
-    def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO") or "/"
-        if path == "/metrics":
-            return metrics(environ, start)  # type: ignore[no-any-return]
-        if path == "/healthz":
-            health = beat_health(engine)
-            status = "200 OK" if health.healthy else "503 Service Unavailable"
-            return text(start, status, health.text)
-        return text(start, "404 Not Found", f"not found: {path} (try /metrics or /healthz)")
-
-    return app
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not logged (one every few seconds)."""
-
-
-@dataclass
-class MetricsServer:
-    """The running endpoint (a daemon thread); ``port`` is the bound port."""
-
-    server: WSGIServer
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_port)
-
-    def shutdown(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-def serve_metrics(
-    engine: Any, store: ScheduleStore, clock: Clock, port: int, addr: str = "0.0.0.0"
-) -> MetricsServer:
-    """Start the HTTP endpoint (a daemon thread) and hook dispatch lateness."""
-    app = endpoint_app(metrics_registry(engine, store, clock), engine)
-    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0][0]
-
-    class Server(_Server):
-        address_family = family  # IPv6 too (dgs_metrics_addr "::")
-
-    server = make_server(addr, port, app, Server, _QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="dgs-metrics", daemon=True)
-    thread.start()
-    logger.info("celery-dgs: metrics on http://%s:%d/metrics (health: /healthz)", addr, port)
-    return MetricsServer(server, thread)

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.beat.loading import ScheduleLoader
 from celery_dgs.beat.reaper import RunReaper
-from celery_dgs.beat.sending import DispatchSending
+from celery_dgs.beat.state import BeatState
 from celery_dgs.dispatches import DispatchBackend, DispatchRecords
 from celery_dgs.leases.base import BeatViewSource, LeaseBackend
 from celery_dgs.leases.redis import RedisLeases
@@ -60,8 +61,8 @@ def test_has_any_finds_any_however_deep() -> None:
     "func",
     [
         BeatEngine.__init__,
-        BeatEngine._apply_row,
-        BeatEngine._apply_row_safely,
+        ScheduleLoader.apply_row,
+        ScheduleLoader.apply_row_safely,
         BeatEngine._read_state,
         RunReaper.__init__,
     ],
@@ -72,7 +73,7 @@ def test_the_engine_boundaries_have_no_any(func: Any) -> None:
 
 
 def test_the_engine_attributes_set_by_the_engine_have_no_any() -> None:
-    hints = typing.get_type_hints(DispatchSending)
+    hints = typing.get_type_hints(BeatState)
     assert {name: hint for name, hint in hints.items() if has_any(hint)} == {}
 
 

@@ -1,4 +1,5 @@
-"""Beat's run reaper: ends, as ``lost``, the runs nobody is left to end.
+"""Beat's run reaper: ends, as ``lost``, the runs nobody is left to end; and
+beat's hourly pruning of the run and check history (:class:`HistoryPruner`).
 
 A run row stays ``running`` until its owner (or the worker that took its lease
 over, as ``stolen``) records its end. When Redis loses its data while the owner
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
 from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..failures import log_failure
 from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo
+from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import RunRecord
 
@@ -137,3 +140,32 @@ class RunReaper:
             missing_s,
         )
         return True
+
+
+class HistoryPruner:
+    """Hourly: deletes the run history older than ``dgs_run_retention`` and the
+    ended deferred checks older than ``dgs_check_retention``."""
+
+    def __init__(self, store: ScheduleStore, clock: Clock, settings: DgsSettings) -> None:
+        self.store, self.clock, self.settings = store, clock, settings
+        self._last_prune = float("-inf")
+
+    def maybe_prune(self, mono: float) -> None:
+        """Prune if an hour has passed since the last time (``mono``: beat's
+        monotonic clock). Errors are logged, never raised."""
+        if mono - self._last_prune < 3600:
+            return
+        self._last_prune = mono
+        settings = self.settings
+        self._prune("runs", self.store.prune_runs, settings.run_retention)
+        self._prune("deferred checks", self.store.prune_checks, settings.check_retention)
+
+    def _prune(self, what: str, prune: Callable[..., int], retention_s: float) -> None:
+        cutoff = self.clock.now() - timedelta(seconds=retention_s)
+        try:
+            removed = prune(cutoff, batch_size=self.settings.prune_batch_size)
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: pruning %s failed", what)
+            return
+        if removed:
+            logger.info("celery-dgs: pruned %d %s that ended before %s", removed, what, cutoff)

@@ -136,7 +136,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         if attempt > 1:
             logger.info("celery-dgs beat: started at attempt %d", attempt)
         if settings.metrics_port is not None:
-            from ..metrics import serve_metrics
+            from .endpoint import serve_metrics
 
             assert self.engine is not None
             try:
@@ -297,5 +297,5 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     @property
     def info(self) -> str:
-        count = len(self.engine.tracked) if self.engine else 0
+        count = len(self.engine.state.tracked) if self.engine else 0
         return f"celery-dgs deadline scheduler: {count} schedules"

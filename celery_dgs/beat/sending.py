@@ -1,59 +1,64 @@
 """How beat sends what a round chose: dispatch records first (fenced by the
 leader token), then the messages, then the bookkeeping.
 
-Part of :class:`~celery_dgs.beat.engine.BeatEngine` (a base class of it, kept
-apart so that the round and the sending each fit in one module). Every path
-puts each chosen schedule back in the index or in ``pending``/``parked``.
+Every path puts each chosen schedule back in the index or in
+``pending``/``parked``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
 
-from ..core.index import DeadlineIndex
 from ..dispatches import DispatchBackend, DispatchRecord
 from ..errors import NotLeaderError
 from ..failures import log_failure
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from .leader import BeatLeadership
-from .types import DispatchOrder, Pending, Publisher, Tracked
+from .state import BeatState
+from .types import DispatchOrder, Pending, Publisher
 
 logger = logging.getLogger("celery_dgs.beat")
 
 
-class DispatchSending:
-    """The sending half of :class:`~celery_dgs.beat.engine.BeatEngine`."""
+class DispatchSender:
+    """Sends a round's chosen schedules and books them in the state."""
 
-    # Set by BeatEngine.__init__.
-    store: ScheduleStore
-    dispatches: DispatchBackend
-    publish: Publisher
-    settings: DgsSettings
-    monotonic: Callable[[], float]
-    index: DeadlineIndex
-    tracked: dict[str, Tracked]
-    parked: set[str]
-    pending: dict[str, Pending]
-    leadership: BeatLeadership | None
-    dispatched_total: int
-    on_dispatch: Callable[[float], None] | None
-    #: Called with each deferred check's start lateness (seconds past its
-    #: check time, ``next_target_at``) when it is dispatched.
-    on_check_dispatch: Callable[[float], None] | None = None
-    checks: set[str]
-    _dispatch_index_exact: bool
+    def __init__(
+        self,
+        *,
+        state: BeatState,
+        requeue: Callable[[str], None],
+        dispatches: DispatchBackend,
+        publish: Publisher,
+        store: ScheduleStore,
+        settings: DgsSettings,
+        leadership: BeatLeadership | None,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.state, self.requeue = state, requeue
+        self.dispatches, self.publish, self.store = dispatches, publish, store
+        self.settings, self.leadership, self.monotonic = settings, leadership, monotonic
+        self._on_dispatch: Callable[[float], None] | None = None
+        self._on_check_dispatch: Callable[[float], None] | None = None
 
-    def _reindex(self, name: str) -> None:
-        """Put ``name`` back in the index at its current start times."""
-        raise NotImplementedError("BeatEngine implements _reindex")
+    def observe(
+        self,
+        on_dispatch: Callable[[float], None],
+        on_check_dispatch: Callable[[float], None] | None = None,
+    ) -> None:
+        """Call ``on_dispatch`` with each dispatch's lateness (seconds past its
+        should_start_by), and ``on_check_dispatch`` with each deferred check's
+        start lateness (seconds past its check time, ``next_target_at``)."""
+        self._on_dispatch, self._on_check_dispatch = on_dispatch, on_check_dispatch
 
-    def _order(self, name: str, worker: str, should_start_by: float) -> DispatchOrder:
+    def order(self, name: str, worker: str, should_start_by: float) -> DispatchOrder:
         """The order for a chosen schedule (no longer in the index: the caller
         passes the ``should_start_by`` it was confirmed due with)."""
-        spec = self.tracked[name].spec
+        spec = self.state.tracked[name].spec
         return DispatchOrder(
             schedule=name,
             task=spec.task,
@@ -66,7 +71,7 @@ class DispatchSending:
             should_start_by=should_start_by,
         )
 
-    def _send(self, orders: list[DispatchOrder], now: float) -> None:
+    def send(self, orders: list[DispatchOrder], now: float) -> None:
         """Write the dispatch records, publish, then book the published orders.
 
         The orders' schedules have left the index (``choose_dispatches``): every
@@ -92,16 +97,16 @@ class DispatchSending:
                 fence=fence,
             )
         except NotLeaderError as exc:
-            self._dispatch_index_exact = False  # earlier chunks may have been written
+            self.state.dispatch_index_exact = False  # earlier chunks may have been written
             for order in orders:  # nothing was published; the new leader decides
-                self._reindex(order.schedule)
+                self.requeue(order.schedule)
             if self.leadership is not None:
                 self.leadership.lost(f"{exc}; {len(orders)} dispatches not sent")
             return
         except BaseException:
-            self._dispatch_index_exact = False  # earlier chunks may have been written
+            self.state.dispatch_index_exact = False  # earlier chunks may have been written
             for order in orders:  # nothing was published: schedulable again
-                self._reindex(order.schedule)
+                self.requeue(order.schedule)
             raise
         try:
             failed = {o.dispatch_id for o in self.publish(orders)}
@@ -113,22 +118,20 @@ class DispatchSending:
         published = [o for o in orders if o.dispatch_id not in failed]
         unsent = [o for o in orders if o.dispatch_id in failed]
         for order in unsent:
-            self._reindex(order.schedule)
+            self.requeue(order.schedule)
         for order in published:
-            self.pending[order.schedule] = Pending(order.dispatch_id, order.worker, mono)
-            self.parked.add(order.schedule)
-            self.dispatched_total += 1
+            self.state.book_dispatch(order.schedule, Pending(order.dispatch_id, order.worker, mono))
         for order in unsent:
             self._take_back_unsent(order)
         for order in published:
             self._clear_run_request(order.schedule)
             lateness = now - order.should_start_by
-            if self.on_dispatch is not None:
-                self.on_dispatch(lateness)
-            if self.on_check_dispatch is not None and order.schedule in self.checks:
-                check = self.tracked.get(order.schedule)
+            if self._on_dispatch is not None:
+                self._on_dispatch(lateness)
+            if self._on_check_dispatch is not None and order.schedule in self.state.checks:
+                check = self.state.tracked.get(order.schedule)
                 if check is not None and check.stats.next_target_at is not None:
-                    self.on_check_dispatch(now - check.stats.next_target_at.timestamp())
+                    self._on_check_dispatch(now - check.stats.next_target_at.timestamp())
             logger.info(
                 "celery-dgs: dispatched %s to %s (dispatch %s, should_start_by lateness %+.1fs)",
                 order.schedule,
@@ -151,15 +154,17 @@ class DispatchSending:
                 order.dispatch_id,
                 order.schedule,
             )
-        self._dispatch_index_exact = False
+        self.state.dispatch_index_exact = False
 
     def _clear_run_request(self, name: str) -> None:
-        """Clear a served ``celery dgs run`` request in the store (logged on error:
-        the request then stays stored and is served again after a beat restart)."""
-        tracked = self.tracked.get(name)
+        """Clear a served ``celery dgs run`` request, in the state (a new
+        :class:`~celery_dgs.beat.types.Tracked`) and in the store (logged on error: the request then
+        stays stored and is served again after a beat restart)."""
+        tracked = self.state.tracked.get(name)
         if tracked is None or tracked.run_requested_at is None:
             return
-        requested_at, tracked.run_requested_at = tracked.run_requested_at, None
+        requested_at = tracked.run_requested_at
+        self.state.tracked[name] = dataclasses.replace(tracked, run_requested_at=None)
         try:
             self.store.clear_run_request(name, requested_at=requested_at)
         except Exception as exc:

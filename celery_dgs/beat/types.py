@@ -1,6 +1,6 @@
 """The values the beat engine passes around: orders, tracked schedules,
-pending dispatches (split from ``engine.py``). A round's lease and dispatch
-state is a :class:`~celery_dgs.leases.types.BeatView`."""
+pending dispatches. A round's lease and dispatch state is a
+:class:`~celery_dgs.leases.types.BeatView`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
+from ..store.records import StoredSchedule
 
 #: Pseudo-worker used when no worker has registered and dgs_capacity is set.
 ANY_WORKER = "*"
@@ -37,6 +38,10 @@ class Publisher(Protocol):
 
 @dataclass(slots=True)
 class Tracked:
+    """A tracked schedule as of its stored row. Replaced when it changes,
+    never changed in place: a :class:`~celery_dgs.beat.snapshot.BeatSnapshot`
+    shares it with the metrics' thread."""
+
     spec: ScheduleSpec
     stats: ScheduleStats
     run_requested_at: datetime | None = None
@@ -46,6 +51,18 @@ class Tracked:
     disabled_reason: str | None = None
     #: The class a pending run request is served in (``None``: 0).
     run_requested_priority: int | None = None
+
+
+def tracked_of(row: StoredSchedule, spec: ScheduleSpec) -> Tracked:
+    """The tracked schedule of a stored row (``spec``: the row's, checked not ``None``)."""
+    return Tracked(
+        spec,
+        row.stats,
+        row.run_requested_at,
+        row.declaration_error,
+        row.disabled_reason,
+        row.run_requested_priority,
+    )
 
 
 @dataclass

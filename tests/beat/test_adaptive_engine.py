@@ -104,14 +104,14 @@ def test_beat_follows_the_ladder_holds_disabled_and_status_shows_it(
         engine.tick()
         assert published == [NAME]
         # Three failures: disabled, held by beat, shown with its reason.
-        engine.pending.clear()
+        engine.state.pending.clear()
         for token in (2, 3, 4):
             _run(store, token, "failure", clock.now() + timedelta(seconds=token))
         stored = store.get(NAME)
         assert stored.disabled_reason is not None
         clock.set(NOW + timedelta(hours=1))
-        engine.refresh()
-        assert NAME in engine.held
+        engine.loader.refresh()
+        assert NAME in engine.state.held
         engine.tick()
         assert published == [NAME]
         row = build_row(stored, None, clock.now())
@@ -123,8 +123,8 @@ def test_beat_follows_the_ladder_holds_disabled_and_status_shows_it(
         assert shown["next_target_at"] == iso(target)
         # The lister's next upsert enables it: beat serves it again.
         assert api.upsert(NAME, **unit) == "updated"
-        engine.refresh()
-        assert NAME not in engine.held
+        engine.loader.refresh()
+        assert NAME not in engine.state.held
         engine.tick()
         assert published == [NAME, NAME]
     finally:

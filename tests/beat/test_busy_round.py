@@ -27,7 +27,12 @@ PING_TIMEOUT_S, STEAL_DELAY_S, TTL_S = 2.0, 1.0, 30.0
 
 
 class World:
-    def __init__(self, client: redis.Redis, store: SqlScheduleStore) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: SqlScheduleStore,
+        settings: DgsSettings | None = None,
+    ) -> None:
         self.clock = MsClock(int(time.time() * 1000))
         self.leases = RedisLeases(
             client,
@@ -46,7 +51,7 @@ class World:
             registry=self.registry,
             dispatches=self.dispatches,
             publish=self.publish,
-            settings=DgsSettings(store_poll_interval=0.001),
+            settings=settings or DgsSettings(store_poll_interval=0.001),
             clock=SystemClock(),
         )
         real = self.engine.lease_view.read
@@ -95,7 +100,7 @@ def test_a_worker_owning_a_stale_lease_gets_no_new_dispatch_until_heard_from(
     w.engine.load()
     w.engine.tick()
     assert w.sent_to() == ["celery@a"]  # the most free slots
-    pend = w.engine.pending["t.p1"]
+    pend = w.engine.state.pending["t.p1"]
     assert w.leases.acquire(
         "t.p1",
         owner_node="a",
@@ -108,22 +113,22 @@ def test_a_worker_owning_a_stale_lease_gets_no_new_dispatch_until_heard_from(
     w.registry.heartbeat("celery@b")
     sync(store, 1, 2, 3)  # two new schedules fall due
     w.engine.tick()
-    assert "celery@a" in w.engine.stalled
+    assert "celery@a" in w.engine.placement.stalled
     assert w.sent_to() == ["celery@b"], "a has 2 free slots but is stalled"
 
     w.clock.advance(int(STEAL_DELAY_S * 1000) + 1)  # t.p1 takeable; b takes it over
     assert w.leases.acquire(
         "t.p1", owner_node="b", owner_name="celery@b", owner_tag="run-2"
     ).granted
-    w.engine.dispatches.take_back("t.p2", w.engine.pending["t.p2"].dispatch_id)
+    w.engine.dispatches.take_back("t.p2", w.engine.state.pending["t.p2"].dispatch_id)
     w.engine.tick()  # a owns nothing stale, but has not been heard from since
-    assert "celery@a" in w.engine.stalled
+    assert "celery@a" in w.engine.placement.stalled
     assert w.sent_to() == [], "b is full; a is still set aside"
 
     w.clock.advance(10)
     assert w.registry.heartbeat("celery@a")  # resumed: its main process heartbeats
     w.engine.tick()
-    assert "celery@a" not in w.engine.stalled
+    assert "celery@a" not in w.engine.placement.stalled
     assert w.sent_to() == ["celery@a", "celery@a"]  # t.p2 (taken back) and t.p3
 
 
@@ -131,8 +136,7 @@ def test_all_workers_stalled_is_not_no_worker(client: redis.Redis, store: SqlSch
     """With dgs_capacity, no registered worker means 'publish to the pool queue';
     registered workers that are all stalled must not fall back to that."""
     sync(store, 1, 2)
-    w = World(client, store)
-    w.engine.settings = DgsSettings(store_poll_interval=0.001, capacity=5)
+    w = World(client, store, DgsSettings(store_poll_interval=0.001, capacity=5))
     w.register("celery@a", 3)
     w.engine.load()
     w.engine.tick()
@@ -143,9 +147,9 @@ def test_all_workers_stalled_is_not_no_worker(client: redis.Redis, store: SqlSch
             owner_node="a",
             owner_name="celery@a",
             owner_tag=name,
-            dispatch_id=w.engine.pending[name].dispatch_id,
+            dispatch_id=w.engine.state.pending[name].dispatch_id,
         ).granted
-    w.dispatches.take_back("t.p2", w.engine.pending["t.p2"].dispatch_id)
+    w.dispatches.take_back("t.p2", w.engine.state.pending["t.p2"].dispatch_id)
     w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)
     w.engine.tick()
     assert w.sent_to() == []
@@ -169,11 +173,11 @@ def test_the_dispatch_index_is_read_only_when_it_changed(
         owner_node="a",
         owner_name="celery@a",
         owner_tag="r",
-        dispatch_id=w.engine.pending[started].dispatch_id,
+        dispatch_id=w.engine.state.pending[started].dispatch_id,
     ).granted
     w.engine.tick()  # the size differs: names read, the start seen
-    assert set(w.engine.pending) == {"t.p1", "t.p3"}
-    assert w.engine.parked == {"t.p1", "t.p2", "t.p3"}
+    assert set(w.engine.state.pending) == {"t.p1", "t.p3"}
+    assert w.engine.state.parked == {"t.p1", "t.p2", "t.p3"}
     w.engine.tick()
     assert w.expected[-1] == 2
 
@@ -188,11 +192,11 @@ def test_the_dispatch_index_is_read_only_when_it_changed(
         owner_node="a",
         owner_name="celery@a",
         owner_tag="r1",
-        dispatch_id=w.engine.pending["t.p1"].dispatch_id,
+        dispatch_id=w.engine.state.pending["t.p1"].dispatch_id,
     ).granted
     w.engine.tick()  # 2 records again (t.p3, t.foreign): beat must not trust the size
     assert w.expected[-1] is None
-    assert set(w.engine.pending) == {"t.p3"}
+    assert set(w.engine.state.pending) == {"t.p3"}
 
 
 def test_a_worker_whose_main_process_heartbeats_is_back_after_one_refresh(
@@ -212,18 +216,18 @@ def test_a_worker_whose_main_process_heartbeats_is_back_after_one_refresh(
         owner_node="a",
         owner_name="celery@a",
         owner_tag="run-1",
-        dispatch_id=w.engine.pending["t.p1"].dispatch_id,
+        dispatch_id=w.engine.state.pending["t.p1"].dispatch_id,
     ).granted
     sync(store, 1, 2)
     w.clock.advance(int(PING_TIMEOUT_S * 1000) + 1)  # the child stops pinging
     w.engine.tick()
-    assert "celery@a" in w.engine.stalled
+    assert "celery@a" in w.engine.placement.stalled
     assert w.sent_to() == []
     w.clock.advance(10)
     assert w.registry.heartbeat("celery@a")  # the main process is alive
     w.engine.tick()
-    assert "celery@a" not in w.engine.stalled
+    assert "celery@a" not in w.engine.placement.stalled
     assert w.sent_to() == ["celery@a"]
     w.clock.advance(int(STEAL_DELAY_S * 1000))
     w.engine.tick()  # still owns the stale lease, but has been heard from since
-    assert "celery@a" not in w.engine.stalled
+    assert "celery@a" not in w.engine.placement.stalled

@@ -75,7 +75,7 @@ def test_check_gauges_lateness_and_no_per_schedule_series(
     )
     metrics = metrics_registry(engine, store, clock)
     engine.load()
-    assert engine.checks == {f"{ORDER}@check:late-90", f"{PAYMENT}@check:late-30"}
+    assert engine.state.checks == {f"{ORDER}@check:late-90", f"{PAYMENT}@check:late-30"}
     engine.tick()
     assert sorted(o.schedule for o in publish.sent) == [
         f"{ORDER}@check:late-90",

@@ -72,14 +72,14 @@ def test_beat_holds_only_the_window_and_reads_on_as_time_moves(
     publish = Recorder()
     engine = make_engine(store, redis_client, clock, publish, check_window=600)
     engine.load()
-    assert engine.checks == {f"t.check@check:k{i:02d}" for i in range(11)}  # due by +10 min
+    assert engine.state.checks == {f"t.check@check:k{i:02d}" for i in range(11)}  # due by +10 min
     engine.tick()
     assert publish.names() == ["t.check@check:k00"]  # only k00 is due
     clock.advance(6 * M)  # the window's end is now less than half a window ahead
     engine.tick()
-    assert len(engine.checks) == 17, "k00 (dispatched) to k16: read up to now + 10 min"
-    assert "t.check@check:k16" in engine.checks
-    assert "t.check@check:k17" not in engine.checks
+    assert len(engine.state.checks) == 17, "k00 (dispatched) to k16: read up to now + 10 min"
+    assert "t.check@check:k16" in engine.state.checks
+    assert "t.check@check:k17" not in engine.state.checks
 
 
 def test_a_full_window_reads_the_next_checks_as_it_empties(
@@ -91,23 +91,23 @@ def test_a_full_window_reads_the_next_checks_as_it_empties(
     publish = Recorder()
     engine = make_engine(store, redis_client, clock, publish, check_window_size=10)
     engine.load()
-    assert engine.checks == {f"t.check@check:k{i:02d}" for i in range(10)}
+    assert engine.state.checks == {f"t.check@check:k{i:02d}" for i in range(10)}
     engine.tick()
     assert publish.names() == [f"t.check@check:k{i:02d}" for i in range(3)]  # 3 slots
     # The three end (done): their rows become inactive and leave the window.
     store.cancel_checks([f"t.check@check:k{i:02d}" for i in range(3)], NOW)
     for name in [f"t.check@check:k{i:02d}" for i in range(3)]:
-        engine.dispatches.take_back(name, engine.pending[name].dispatch_id)
-    engine.refresh()
+        engine.dispatches.take_back(name, engine.state.pending[name].dispatch_id)
+    engine.loader.refresh()
     engine.tick()
-    assert not {f"t.check@check:k{i:02d}" for i in range(3)} & engine.checks
+    assert not {f"t.check@check:k{i:02d}" for i in range(3)} & engine.state.checks
     assert publish.names() == [f"t.check@check:k{i:02d}" for i in range(3, 6)]
     # Fewer than half the window's size held: the next ones are read.
     store.cancel_checks([f"t.check@check:k{i:02d}" for i in range(3, 6)], NOW)
-    engine.refresh()
-    engine.read_check_window()
-    assert len(engine.checks) == 10
-    assert max(engine.checks) == "t.check@check:k15"
+    engine.loader.refresh()
+    engine.loader.read_check_window()
+    assert len(engine.state.checks) == 10
+    assert max(engine.state.checks) == "t.check@check:k15"
 
 
 def test_a_check_moved_past_the_window_is_dropped_and_comes_back_when_due(
@@ -119,11 +119,11 @@ def test_a_check_moved_past_the_window_is_dropped_and_comes_back_when_due(
     publish = Recorder()
     engine = make_engine(store, redis_client, clock, publish)
     engine.load()
-    assert engine.checks == {"t.check@check:near"}
+    assert engine.state.checks == {"t.check@check:near"}
     store.add_checks([NewCheck(check("near"), NOW + timedelta(hours=2))], NOW, on_exists="move")
-    engine.refresh()
-    assert engine.checks == set()
-    assert "t.check@check:near" not in engine.tracked
+    engine.loader.refresh()
+    assert engine.state.checks == set()
+    assert "t.check@check:near" not in engine.state.tracked
     clock.advance(timedelta(hours=2))
     engine.tick()
     assert "t.check@check:near" in publish.names()

@@ -89,10 +89,10 @@ def places(engine: BeatEngine, name: str) -> list[str]:
     found = [
         where
         for where, there in (
-            ("index", name in engine.index),
-            ("parked", name in engine.parked and name not in engine.pending),
-            ("held", name in engine.held),
-            ("pending", name in engine.pending),
+            ("index", name in engine.ranking.index),
+            ("parked", name in engine.state.parked and name not in engine.state.pending),
+            ("held", name in engine.state.held),
+            ("pending", name in engine.state.pending),
         )
         if there
     ]
@@ -130,7 +130,7 @@ def test_store_down_when_a_parked_schedule_is_freed_keeps_it_parked(
     engine.tick()
     assert publish.names() == ["t.p1"]
     leases = engine.leases
-    pend = engine.pending["t.p1"]
+    pend = engine.state.pending["t.p1"]
     assert leases.acquire(
         "t.p1", owner_node="w1", owner_name=WORKER, owner_tag="run-1", dispatch_id=pend.dispatch_id
     ).granted
@@ -273,7 +273,7 @@ def test_a_new_leader_reads_the_store_before_dispatching(
     a.tick()
     assert a_pub.names() == ["t.p1"]
     b.tick()  # standby: index warm, stats as loaded (t.p1 never ran)
-    run_once(real_store, a.leases, "t.p1", a.pending["t.p1"].dispatch_id)
+    run_once(real_store, a.leases, "t.p1", a.state.pending["t.p1"].dispatch_id)
     # a stops; b takes over within its poll interval (30 s): its stats are old.
     leader_clock.advance(3001)
     b_mono.t += 1
@@ -281,7 +281,7 @@ def test_a_new_leader_reads_the_store_before_dispatching(
     assert b.leadership is not None
     assert b.leadership.leading
     assert b_pub.names() == ["t.p2"], "t.p1 ran a second ago and must not run again"
-    assert b.tracked["t.p1"].stats.last_good_start_at is not None
+    assert b.state.tracked["t.p1"].stats.last_good_start_at is not None
 
 
 def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
@@ -294,7 +294,7 @@ def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
     engine = make_engine(client, real_store, dispatches, publish, slots=1, dispatch_timeout=10)
     engine.tick()
     assert publish.names() == ["t.p1"]
-    first = engine.pending["t.p1"].dispatch_id
+    first = engine.state.pending["t.p1"].dispatch_id
     mono = engine.monotonic
     assert isinstance(mono, Mono)
     mono.t += 11  # not started within dispatch_timeout
@@ -305,7 +305,7 @@ def test_redis_down_while_taking_back_an_expired_dispatch_keeps_it_pending(
     dispatches.fail = False
     engine.tick()  # taken back now, and dispatched again (the slot is free)
     assert publish.names() == ["t.p1"]
-    assert engine.pending["t.p1"].dispatch_id != first
+    assert engine.state.pending["t.p1"].dispatch_id != first
 
 
 def test_a_row_that_cannot_be_applied_is_held_and_the_rest_of_the_batch_applied(
@@ -315,22 +315,22 @@ def test_a_row_that_cannot_be_applied_is_held_and_the_rest_of_the_batch_applied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine = make_engine(client, real_store, DispatchRecords(client, KEYS), Recorder(), slots=0)
-    real_reindex = engine._reindex
+    real_reindex = engine.ranking.reindex
 
     def reindex(name: str, batch: Any = None) -> None:
         if name == "t.p2":
             raise OverflowError("date value out of range")
         real_reindex(name, batch)
 
-    monkeypatch.setattr(engine, "_reindex", reindex)
+    monkeypatch.setattr(engine.ranking, "reindex", reindex)
     now = datetime.now(timezone.utc)
     for name in ("t.p1", "t.p2", "t.p3"):
         real_store.request_run(name, now)
-    assert engine.refresh() == 3
+    assert engine.loader.refresh() == 3
     assert places(engine, "t.p2") == ["held"]
     assert "'t.p2': cannot apply its stored row" in caplog.text
     for name in ("t.p1", "t.p3"):  # applied after the failing row
-        assert engine.tracked[name].run_requested_at is not None, name
+        assert engine.state.tracked[name].run_requested_at is not None, name
         assert places(engine, name) == ["index"]
 
 
@@ -352,11 +352,11 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
     b, b_pub, b_mono = leader_beat("b", client, real_store, registry, leader_clock)
     a.tick()
     assert a_pub.names() == ["t.p1"]
-    run_once(real_store, a.leases, "t.p1", a.pending["t.p1"].dispatch_id)
+    run_once(real_store, a.leases, "t.p1", a.state.pending["t.p1"].dispatch_id)
     slots(0)
     a_mono.t += 0.1
     a.tick()  # a round: t.p1 freed (store read), nothing parked, no slot
-    assert not a.parked
+    assert not a.state.parked
     b.tick()  # standby
     leader_clock.advance(3001)  # a stops; b takes over
     slots(1)
@@ -367,7 +367,7 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
     a.tick()
     assert a.leadership is not None
     assert not a.leadership.leading
-    run_once(real_store, b.leases, "t.p2", b.pending["t.p2"].dispatch_id)
+    run_once(real_store, b.leases, "t.p2", b.state.pending["t.p2"].dispatch_id)
     slots(0)
     b_mono.t += 0.1
     b.tick()  # t.p2 freed under b

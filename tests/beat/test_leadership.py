@@ -102,7 +102,7 @@ def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
     a.engine.tick()
     assert a.leadership.leading
     assert a.sent() == ["t.p1"]  # one slot: the most urgent one
-    assert a.engine.live_slots == 1  # the priority classes' overload signal compares with it
+    assert a.engine.state.live_slots == 1  # the priority classes' overload signal compares with it
     sleep = b.engine.tick()
     assert not b.leadership.leading
     assert b.sent() == []  # a standby never dispatches
@@ -123,7 +123,7 @@ def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
     assert b.leadership.token == a.leadership.token + 1
     # a's pending dispatch of t.p1 is adopted, not sent again
     assert sorted(b.sent()) == ["t.p2", "t.p3"]
-    assert set(b.engine.pending) == {"t.p1", "t.p2", "t.p3"}
+    assert set(b.engine.state.pending) == {"t.p1", "t.p2", "t.p3"}
     record = b.engine.dispatches.current("t.p1")
     assert record is not None
     assert record.dispatch_id == a.publish.sent[0].dispatch_id
@@ -137,11 +137,11 @@ def test_only_the_leader_dispatches_and_a_new_leader_adopts_pending_dispatches(
     assert not a.leadership.leading
     assert "lost leadership (token 1): dispatch refused" in caplog.text
     assert a.engine.tick() == a.leadership.standby_interval  # next check: standby
-    assert a.engine.live_slots is None  # unknown until it places as leader again
+    assert a.engine.state.live_slots is None  # unknown until it places as leader again
     assert a.leadership.holder is not None
     assert a.leadership.holder.owner_node == "b"
-    assert "t.p2" in a.engine.index  # re-indexed, not lost
-    assert "t.p3" in a.engine.index
+    assert "t.p2" in a.engine.ranking.index  # re-indexed, not lost
+    assert "t.p3" in a.engine.ranking.index
     assert sorted(b.engine.dispatches.pending_names()) == ["t.p1", "t.p2", "t.p3"]
 
 
@@ -222,18 +222,18 @@ def test_drift_gauge_reads_what_beat_recorded_and_never_the_index(
     assert len(a.sent()) == 1
     assert b.sent() == []
     now = SystemClock().now().timestamp()
-    top = a.engine.index.peek(now)
-    times = a.engine.index.times(top) if top is not None else None
+    top = a.engine.ranking.index.peek(now)
+    times = a.engine.ranking.index.times(top) if top is not None else None
     assert times is not None
-    assert a.engine.most_urgent_should_start_by == times.should_start_by
-    assert b.engine.most_urgent_should_start_by is None  # standing by
+    assert a.engine.state.most_urgent_should_start_by == times.should_start_by
+    assert b.engine.state.most_urgent_should_start_by is None  # standing by
 
     class Untouchable:
         def __getattr__(self, name: str) -> Any:
             raise AssertionError(f"the scrape touched the index ({name})")
 
     def drift(beat: Beat) -> float:
-        beat.engine.index = Untouchable()
+        beat.engine.ranking.index = Untouchable()
         collector = EngineCollector(beat.engine, store, SystemClock())
         return next(
             m.samples[0].value

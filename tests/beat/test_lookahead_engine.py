@@ -109,7 +109,7 @@ def test_beat_holds_the_second_weekly_job_back_and_the_hourly_job_gets_the_slot(
     engine, publish = engine_of(redis_client, store, clock, 2, lookahead=True)
     engine.tick()
     assert publish.names() == [WEEKLY.name]  # the second one is held: a slot waits
-    times = engine.index.times(WEEKLY2.name)
+    times = engine.ranking.index.times(WEEKLY2.name)
     assert times is not None
     assert NOW.timestamp() < times.can_start_by <= NOW.timestamp() + 600
     clock.set(NOW + timedelta(minutes=36))
@@ -132,7 +132,7 @@ def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
     engine, publish = engine_of(redis_client, store, clock, 2, lookahead=True)
     engine.tick()
     assert publish.names() == [WEEKLY.name]
-    pend = engine.pending[WEEKLY.name]
+    pend = engine.state.pending[WEEKLY.name]
     assert engine.leases.acquire(
         WEEKLY.name,
         owner_node="w1",
@@ -144,7 +144,7 @@ def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
     # goes on past its expected 12 hours. Two weekly runs on two slots would
     # leave the hourly job none, so the second waits past its should_start_by.
     record_run(store, HOURLY.name, WEEKLY2_DUE - timedelta(minutes=3), 60)
-    engine.refresh()
+    engine.loader.refresh()
     for at in (
         WEEKLY2_DUE - timedelta(seconds=60),
         WEEKLY2_DUE + timedelta(seconds=1),

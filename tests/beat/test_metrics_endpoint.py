@@ -14,20 +14,20 @@ from pathlib import Path
 import pytest
 import redis
 
+from celery_dgs.beat.endpoint import (
+    HEALTHZ_MIN_LIMIT_S,
+    HEALTHZ_TICK_INTERVALS,
+    MetricsServer,
+    serve_metrics,
+    tick_limit,
+)
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.metrics import (
-    HEALTHZ_MIN_LIMIT_S,
-    HEALTHZ_TICK_INTERVALS,
-    MetricsServer,
-    metrics_registry,
-    serve_metrics,
-    tick_limit,
-)
+from celery_dgs.metrics import metrics_registry
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
@@ -149,7 +149,7 @@ def test_a_tick_that_raises_does_not_count(
 
     monkeypatch.setattr(engine.lease_view, "read", down)
     mono.t += 61  # past the 60 s limit
-    assert engine.parked  # t.p1 was dispatched: the next tick reads Redis
+    assert engine.state.parked  # t.p1 was dispatched: the next tick reads Redis
     with pytest.raises(redis.ConnectionError):
         engine.tick()
     assert engine.last_tick == first

@@ -199,10 +199,10 @@ def test_the_demand_book_is_built_on_first_need_and_kept_at_each_change_poll(
 ) -> None:
     busy_store(store)
     engine, _ = make_engine(redis_client, store, BUSY_NOW)
-    assert engine.demand is None  # not at load: a fleet with one class never needs it
+    assert engine.ranking.demand is None  # not at load: a fleet with one class never needs it
     engine.tick()
-    assert engine.demand is not None
-    assert engine.demand.total() == pytest.approx(0.6 + 0.5)
+    assert engine.ranking.demand is not None
+    assert engine.ranking.demand.total() == pytest.approx(0.6 + 0.5)
     store.set_paused("t.low", True)
-    engine.refresh()
-    assert engine.demand.total() == pytest.approx(0.5)
+    engine.loader.refresh()
+    assert engine.ranking.demand.total() == pytest.approx(0.5)

@@ -74,23 +74,23 @@ def test_runtime_changes_reach_a_running_engine_one_row_each(
     time.sleep(0.002)
     engine.tick()
     assert sorted(publish.names()) == [f"t.scrape@s{i}" for i in range(4)]
-    assert engine.tracked.keys() == {"t.p1", *(f"t.scrape@s{i}" for i in range(4))}
+    assert engine.state.tracked.keys() == {"t.p1", *(f"t.scrape@s{i}" for i in range(4))}
 
     # An unchanged upsert: nothing for the poll to read.
     store.upsert_runtime([scrape(f"s{i}") for i in range(4)], now)
-    assert engine.refresh() == 0
+    assert engine.loader.refresh() == 0
     # A change: one row, re-read with its new args.
     store.upsert_runtime([scrape("s1", "new")], now)
-    assert engine.refresh() == 1
-    assert engine.tracked["t.scrape@s1"].spec.args == ("new",)
+    assert engine.loader.refresh() == 1
+    assert engine.state.tracked["t.scrape@s1"].spec.args == ("new",)
     # A removal: one row, gone from beat; a run request cannot bring it back.
     store.remove_runtime(["t.scrape@s2"], now)
     store.request_run("t.scrape@s2", now)
-    assert engine.refresh() == 1, "one row, changed twice"
-    assert "t.scrape@s2" not in engine.tracked
+    assert engine.loader.refresh() == 1, "one row, changed twice"
+    assert "t.scrape@s2" not in engine.state.tracked
     store.request_run("t.scrape@s3", now)
     for name in ("t.scrape@s2", "t.scrape@s3"):
-        record = engine.pending.get(name)
+        record = engine.state.pending.get(name)
         if record is not None:
             engine.dispatches.take_back(name, record.dispatch_id)
     time.sleep(0.002)

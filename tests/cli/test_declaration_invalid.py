@@ -62,7 +62,7 @@ def beat_tracked(app: Celery) -> Any:
             if family.name == "dgs_schedule_condition"
             for sample in family.samples
         }
-        return dict(sched.engine.tracked), conditions
+        return dict(sched.engine.state.tracked), conditions
     finally:
         sched.close()
 

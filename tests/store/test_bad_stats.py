@@ -99,11 +99,11 @@ def test_beat_logs_schedule_and_field_and_serves_the_others(
         settings=DgsSettings(),
         clock=SystemClock(),
     )
-    engine.adopt_pending = lambda: None  # type: ignore[method-assign]  # no Redis here
+    engine.pending_dispatches.adopt = lambda: None  # type: ignore[method-assign]  # no Redis here
     with caplog.at_level(logging.ERROR, logger="celery_dgs.beat"):
         engine.load()
-    assert "t.good" in engine.index
-    assert "t.bad" not in engine.index
+    assert "t.good" in engine.ranking.index
+    assert "t.bad" not in engine.ranking.index
     assert "'t.bad' is not schedulable: average_good_duration_s" in caplog.text
 
 

@@ -15,8 +15,9 @@ import pytest
 import redis
 from sqlalchemy import text
 
-from celery_dgs.beat.engine import RUN_REQUEST_PRIORITY_S, BeatEngine
+from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.overload import RUN_REQUEST_PRIORITY_S
 from celery_dgs.core.spec import CronSpec, PeriodicSpec, ScheduleSpec
 from celery_dgs.core.timing import start_times
 from celery_dgs.keys import KeySpace
@@ -122,13 +123,13 @@ def test_beat_indexes_the_validated_start_times(
     ladder = DgsSettings().retry_ladder
     for row in store.list_schedules():
         assert row.spec is not None
-        assert engine.tracked[row.name].spec == row.spec
-        assert engine.tracked[row.name].stats == row.stats
+        assert engine.state.tracked[row.name].spec == row.spec
+        assert engine.state.tracked[row.name].stats == row.stats
         if row.paused:
-            assert row.name in engine.held
-            assert row.name not in engine.index
+            assert row.name in engine.state.held
+            assert row.name not in engine.ranking.index
             continue
-        got = engine.index.times(row.name)
+        got = engine.ranking.index.times(row.name)
         assert got is not None, row.name
         if row.run_requested_at is not None:
             at = row.run_requested_at.timestamp()
@@ -139,7 +140,7 @@ def test_beat_indexes_the_validated_start_times(
             want.can_start_by.timestamp(),
             want.should_start_by.timestamp(),
         ), row.name
-    assert len(engine.index) == len(SPECS) - 1
+    assert len(engine.ranking.index) == len(SPECS) - 1
 
 
 def test_same_shape_different_names_share_no_state(store: SqlScheduleStore) -> None:
@@ -209,8 +210,8 @@ def test_malformed_rows_are_reported_with_schedule_and_field_and_skipped(
 
     with caplog.at_level(logging.ERROR, logger="celery_dgs.beat"):
         engine.load()
-    assert sorted(engine.index) == ["scrape@a", "scrape@g"]
-    assert sorted(engine.tracked) == ["scrape@a", "scrape@g"]
+    assert sorted(engine.ranking.index) == ["scrape@a", "scrape@g"]
+    assert sorted(engine.state.tracked) == ["scrape@a", "scrape@g"]
     for name in ["scrape@b", *expected_fields]:
         assert any(repr(name) in r.getMessage() for r in caplog.records), name
     for name, field in expected_fields.items():
@@ -246,7 +247,7 @@ def test_a_large_load_moves_the_loaded_objects_out_of_the_gcs_reach(
     before = gc.get_freeze_count()
     engine.load()  # below gc_freeze_rows: nothing frozen
     assert gc.get_freeze_count() == before
-    engine.gc_freeze_rows = len(SPECS) - 1
+    engine.loader.gc_freeze_rows = len(SPECS) - 1
     try:
         engine.load()
         assert gc.get_freeze_count() > before

@@ -1,0 +1,148 @@
+"""Beat's loading and refreshing: stored rows into the state and the index.
+
+:meth:`ScheduleLoader.load` reads every active schedule at start-up;
+:meth:`ScheduleLoader.refresh` applies the rows changed since the cursor (the
+change poll); :meth:`ScheduleLoader.read_check_window` the next deferred
+checks. Each row goes through :meth:`ScheduleLoader.apply_row`.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable
+
+from ..core.clock import Clock
+from ..settings import DgsSettings
+from ..store.base import ScheduleStore
+from ..store.records import StoredSchedule
+from .check_window import CheckWindow
+from .ranking import BeatRanking, IndexBatch
+from .state import BeatState
+from .types import tracked_of
+
+logger = logging.getLogger("celery_dgs.beat")
+
+
+class ScheduleLoader:
+    #: A load of this many schedules or more ends with ``gc.freeze()`` (see :meth:`load`).
+    gc_freeze_rows = 100_000
+
+    def __init__(
+        self,
+        state: BeatState,
+        ranking: BeatRanking,
+        window: CheckWindow,
+        store: ScheduleStore,
+        settings: DgsSettings,
+        clock: Clock,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.state, self.ranking, self.window, self.store = state, ranking, window, store
+        self.settings, self.clock, self.monotonic = settings, clock, monotonic
+        #: When the store was last read for changes (``monotonic``).
+        self.last_poll = float("-inf")
+
+    def load(self) -> int:
+        """Load every active schedule; returns how many rows were read.
+
+        Rows are streamed from the store (``iter_active``) and their start times
+        computed at one ``now`` with one retry ladder and one
+        :class:`~celery_dgs.core.cron_cache.CronFireCache`; the index is built
+        once at the end (``upsert_many``: one heapify instead of a push per row).
+        The cyclic GC is paused meanwhile: the load allocates millions of
+        objects and almost no cycles, and each collection would walk all of them.
+        After a load of ``gc_freeze_rows`` schedules or more, everything alive is
+        moved to the GC's permanent generation (``gc.freeze()``), so no later
+        collection walks it (its objects are still freed when unreferenced).
+        """
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.state.cursor, rows = self.store.iter_active()
+            batch = IndexBatch(self.clock.now(), self.settings.retry_ladder)
+            apply, note = self.apply_row_safely, self.ranking.note_demand
+            count = 0
+            for row in rows:
+                count += 1
+                apply(row, batch)
+                note(row.name)
+            self.ranking.index.upsert_many(batch.entries)
+            if count >= self.gc_freeze_rows:
+                # Move what was loaded out of the cyclic GC's reach: each of its
+                # generations would otherwise walk all of it once more, a pause of
+                # seconds in a later tick (a change poll) at a million schedules.
+                gc.freeze()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self.last_poll = self.monotonic()
+        self.state.refresh_after_read = True
+        return count
+
+    def refresh(self) -> int:
+        """Apply store changes since the cursor (deferred checks: those ever due
+        within the window); returns how many rows changed."""
+        state = self.state
+        rows, state.cursor = self.store.changes_since(state.cursor, check_until=self.window.until())
+        for row in rows:
+            self.apply_row_safely(row)
+            self.ranking.note_demand(row.name)
+        self.last_poll = self.monotonic()
+        return len(rows)
+
+    def read_check_window(self) -> int:
+        """Apply the next pending checks if the window needs them
+        (:meth:`CheckWindow.next_rows`); returns how many rows it read."""
+        rows = self.window.next_rows()
+        for row in rows:
+            self.apply_row_safely(row)
+        return len(rows)
+
+    def apply_row_safely(self, row: StoredSchedule, batch: IndexBatch | None = None) -> None:
+        """:meth:`apply_row`; a row it cannot apply is logged and held (the cursor
+        has moved past it: raising would skip the rest of the batch for good)."""
+        try:
+            self.apply_row(row, batch)
+        except Exception:
+            logger.exception(
+                "celery-dgs: schedule %r: cannot apply its stored row; held until the row changes",
+                row.name,
+            )
+            self.ranking.hold(row.name)
+
+    def apply_row(self, row: StoredSchedule, batch: IndexBatch | None = None) -> None:
+        """Track, hold, index or forget ``row``'s schedule as its row says (with
+        a ``batch``: indexed at the batch's ``now`` when the batch ends)."""
+        name, spec, state = row.name, row.spec, self.state
+        is_check = row.kind == "check"
+        if is_check and row.active and not self.window.holds(row):
+            self.window.drop(row)
+            return
+        if spec is None or not row.active:
+            self._untrack(row)
+            return
+        if state.unschedulable:
+            state.unschedulable.pop(name, None)
+        if is_check:
+            state.checks.add(name)
+        state.tracked[name] = tracked_of(row, spec)
+        if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
+            self.ranking.index.remove(name)
+            state.held.add(name)
+            return
+        if state.held:
+            state.held.discard(name)
+        if name not in state.parked:
+            self.ranking.reindex(name, batch)
+
+    def _untrack(self, row: StoredSchedule) -> None:
+        """An inactive row, or an active one whose spec is invalid (unschedulable)."""
+        name, state = row.name, self.state
+        state.checks.discard(name)
+        if row.active:
+            logger.error("celery-dgs: schedule %r is not schedulable: %s", name, row.spec_error)
+            state.unschedulable[name] = row.spec_error or "invalid stored spec"
+        else:
+            state.unschedulable.pop(name, None)
+        self.ranking.forget(name)

@@ -1,0 +1,86 @@
+"""Beat's side of placement: a round's free slots per worker, and the
+look-ahead admission of the schedules it chooses.
+
+The slots are the live workers' (less the stalled ones), less their running
+leases and pending dispatches; with no worker registered, ``dgs_capacity``
+slots on a pseudo-worker that takes every queue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Set
+from datetime import datetime, timedelta
+
+from ..core.lookahead import AdmissionRound
+from ..core.placement import Placement, WorkerSlots
+from ..leases.base import LeaseBackend
+from ..registry import RegistryBackend
+from ..settings import DgsSettings
+from .lookahead import BeatLookahead
+from .stalled import StalledWorkers
+from .state import BeatState
+from .types import ANY_WORKER
+
+
+class BeatPlacement:
+    def __init__(
+        self,
+        state: BeatState,
+        registry: RegistryBackend,
+        leases: LeaseBackend,
+        settings: DgsSettings,
+        default_queue: str,
+        lookahead: BeatLookahead | None,
+    ) -> None:
+        self.state, self.registry, self.leases = state, registry, leases
+        self.settings, self.default_queue, self.lookahead = settings, default_queue, lookahead
+        #: Workers that stopped pinging a lease: no new dispatches to them.
+        self.stalled = StalledWorkers()
+
+    def placement(
+        self, running_by_worker: Mapping[str, int], stale_workers: Mapping[str, datetime]
+    ) -> Placement:
+        """The round's free slots per worker; records ``live_slots`` in the state."""
+        state = self.state
+        workers = self.stalled.placeable(
+            self.registry.live_workers(),
+            stale_workers,
+            ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
+            worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
+        )
+        pending_by_worker = Counter(pend.worker for pend in state.pending.values())
+        capacity = self.settings.capacity
+        if not workers and not self.stalled and capacity:
+            state.live_slots = capacity
+            used = sum(running_by_worker.values()) + len(state.pending)
+            return Placement(
+                [WorkerSlots(ANY_WORKER, "", _AllQueues(), capacity - used)], self.default_queue
+            )
+        state.live_slots = sum(w.slots for w in workers)
+        slots = [
+            WorkerSlots(
+                w.name,
+                w.node,
+                frozenset(w.queues),
+                w.slots - running_by_worker.get(w.name, 0) - pending_by_worker.get(w.name, 0),
+            )
+            for w in workers
+        ]
+        return Placement(slots, self.default_queue)
+
+    def admission(self, now: float, free: int, running: Set[str]) -> AdmissionRound | None:
+        """The round's look-ahead admission (``None`` without ``dgs_lookahead``)
+        over ``free`` slots, given the schedules running and dispatched."""
+        if self.lookahead is None:
+            return None
+        pending = self.state.pending
+        busy = [*running, *(n for n in pending if n not in running)]
+        return self.lookahead.round(now, free, self.state.tracked, busy)
+
+
+class _AllQueues(frozenset[str]):
+    """A queue set that contains every queue (fixed-capacity mode)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True

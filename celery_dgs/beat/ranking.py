@@ -1,0 +1,168 @@
+"""Beat's ranking index: the order policy's index over the tracked schedules,
+kept at their start times.
+
+The index is built by :func:`~celery_dgs.core.ranking.build_index` from the
+settings' order policy. Its keys are each schedule's ``can_start_by`` and
+``should_start_by`` (a run request's: its request time, ordered
+:data:`~celery_dgs.core.overload.RUN_REQUEST_PRIORITY_S` ahead). Due work by
+priority class with the elevator while capacity is short (a due schedule
+waited half an elevator interval, or the schedules' demand exceeds the live
+workers' slots, or either held within the last interval); the top class's
+work then counts as due 1.5 margins early.
+
+The demand book (the schedulable schedules' shares of a slot) is kept at load
+and refresh once built: at start with the look-ahead, else the first time the
+classes ask for the overload signal (a fleet with one class never does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..core.clock import Clock
+from ..core.cron_cache import CronFireCache
+from ..core.index import DeadlineIndex
+from ..core.laxity import margin_seconds
+from ..core.lookahead import DemandBook
+from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
+from ..core.priority import demand_exceeds
+from ..core.ranking import RankingSources, build_index
+from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
+from ..core.timing import start_times
+from ..settings import DgsSettings
+from .lookahead import BeatLookahead, note_demand
+from .state import BeatState
+
+
+@dataclass(slots=True)
+class IndexBatch:
+    """Start times computed at one ``now`` during a load, indexed at its end."""
+
+    now: datetime
+    retry_ladder: tuple[timedelta, ...]
+    entries: list[tuple[str, float, float]] = field(default_factory=list)
+    cron_times: CronFireCache = field(default_factory=CronFireCache)
+
+
+class BeatRanking:
+    """The index of the tracked schedules that may be dispatched."""
+
+    def __init__(self, state: BeatState, settings: DgsSettings, clock: Clock) -> None:
+        self.state, self.settings, self.clock = state, settings, clock
+        tracked = state.tracked
+        self.index: DeadlineIndex = build_index(
+            settings.order_policy,
+            RankingSources(
+                expected_s=lambda n: expected_seconds(tracked.get(n)),
+                margin_s=lambda n: margin_seconds(tracked.get(n)),
+                priority_of=self.priority_of,
+                overloaded=self.overloaded,
+            ),
+        )
+        self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
+        #: Look-ahead admission (``dgs_lookahead``) over the demand book.
+        self.lookahead = BeatLookahead(self.demand) if self.demand is not None else None
+
+    # -- where a schedule is -----------------------------------------------------
+    def reindex(self, name: str, batch: IndexBatch | None = None) -> None:
+        """Put ``name`` in the index at its current start times (with a
+        ``batch``: at the batch's ``now``, indexed when the batch ends)."""
+        tracked = self.state.tracked[name]
+        if tracked.run_requested_at is not None:
+            at = tracked.run_requested_at.timestamp()
+            can, should = at, at - RUN_REQUEST_PRIORITY_S
+        else:
+            if batch is None:
+                now, ladder, cron = self.clock.now(), self.settings.retry_ladder, None
+            else:
+                now, ladder, cron = batch.now, batch.retry_ladder, batch.cron_times
+            times = start_times(
+                tracked.spec, tracked.stats, now, retry_ladder=ladder, cron_times=cron
+            )
+            can, should = times.can_start_by.timestamp(), times.should_start_by.timestamp()
+        if batch is None:
+            self.index.upsert(name, can, should)
+        else:
+            batch.entries.append((name, can, should))
+
+    def hold(self, name: str) -> None:
+        """Out of the index and ``parked``; held."""
+        self.index.remove(name)
+        self.state.hold(name)
+
+    def forget(self, name: str) -> None:
+        """Out of the index, ``parked``, ``held`` and ``tracked``."""
+        self.index.remove(name)
+        self.state.forget(name)
+
+    def park(self, name: str) -> None:
+        """Out of the index; parked (running or dispatched)."""
+        self.index.remove(name)
+        self.state.park(name)
+
+    # -- times -----------------------------------------------------------------------
+    def due_should_start_by(self, name: str, now: float) -> float | None:
+        """Re-check a chosen schedule's start times at ``now``: the index holds times
+        computed earlier, and whether ``now`` is inside a blackout window changes
+        with time. If it may not start yet, re-inserts it and returns None;
+        otherwise returns its ``should_start_by`` (a run request's too: the
+        index orders those by a priority key, not by their real time)."""
+        tracked = self.state.tracked[name]
+        times = start_times(
+            tracked.spec, tracked.stats, self.clock.now(), retry_ladder=self.settings.retry_ladder
+        )
+        should = times.should_start_by.timestamp()
+        if tracked.run_requested_at is not None or times.can_start_by.timestamp() <= now:
+            return should
+        self.index.upsert(name, times.can_start_by.timestamp(), should)
+        return None
+
+    def should_start_by(self, name: str) -> float | None:
+        """The indexed schedule's ``should_start_by``; a run request's real one
+        (the index holds it at a priority key far in the past)."""
+        times = self.index.times(name)
+        if times is None:
+            return None
+        tracked = self.state.tracked.get(name)
+        if tracked is None or tracked.run_requested_at is None:
+            return times.should_start_by
+        real = start_times(
+            tracked.spec, tracked.stats, self.clock.now(), retry_ladder=self.settings.retry_ladder
+        )
+        return real.should_start_by.timestamp()
+
+    # -- the policy's sources ----------------------------------------------------------
+    def priority_of(self, name: str) -> int:
+        """The class ``name`` is indexed in: its spec's priority, or its run
+        request's (an operator's ad-hoc run: 0 unless asked otherwise)."""
+        tracked = self.state.tracked.get(name)
+        if tracked is None:
+            return DEFAULT_PRIORITY
+        if tracked.run_requested_at is not None:
+            priority = tracked.run_requested_priority
+            return AD_HOC_PRIORITY if priority is None else priority
+        return tracked.spec.priority
+
+    def overloaded(self) -> bool:
+        """The priority classes' overload signal: the schedules' demand
+        exceeds the live workers' slots (the book is built on the first call
+        that has them: one pass over the tracked schedules)."""
+        state = self.state
+        if not state.live_slots:
+            return False
+        if self.demand is None:
+            self.demand = DemandBook()
+            for name, tracked in state.tracked.items():
+                note_demand(self.demand, name, tracked, name in state.held)
+        return demand_exceeds(self.demand.total(), state.live_slots)
+
+    def note_demand(self, name: str) -> None:
+        """Keep ``name``'s share in the demand book once it is built (and the
+        look-ahead's queue)."""
+        if self.demand is None:
+            return
+        tracked, held = self.state.tracked.get(name), name in self.state.held
+        note_demand(self.demand, name, tracked, held)
+        if self.lookahead is not None:
+            self.lookahead.note(name, tracked, held)
