@@ -34,6 +34,7 @@ from ..failures import connection_failure, explain_failure, failure_summary, red
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
 from ..store.ownership import owned_by_api
+from ..wake import BeatWake
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
 from .leader import BeatLeadership
 
@@ -89,6 +90,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         self.dgs = get_dgs(app)
         self._synced = False  # the declarations are synced once, not at every attempt
         self.engine: BeatEngine | None = None
+        #: The workers' freed-slot signal the leader waits on between rounds.
+        self.wake: BeatWake | None = None
         self.leadership: BeatLeadership | None = None
         #: The worker's own queue (``worker_direct``), built once per worker.
         self._direct: Callable[[str], Queue] = functools.lru_cache(maxsize=DIRECT_QUEUE_CACHE_SIZE)(
@@ -194,7 +197,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             leadership=leadership,
         )
         engine.load()
-        self.leadership, self.engine = leadership, engine
+        self.leadership, self.engine, self.wake = leadership, engine, rt.wake
 
     def _explain(self, exc: BaseException) -> tuple[str, bool] | None:
         """One line for a failure to reach Redis or the database (see
@@ -263,7 +266,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         if self.engine is None:
             return float(self.max_interval)
         try:
-            return self.engine.tick()
+            sleep = self.engine.tick()
         except Exception as exc:
             backoff = min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
             if self.leadership is not None:  # a leader must not miss its renewals
@@ -279,6 +282,13 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             else:
                 logger.exception("celery-dgs: beat tick failed; retrying in %.1fs", backoff)
             return backoff
+        if self.wake is None or self.leadership is None or not self.leadership.leading:
+            return sleep
+        # The leader spends its sleep waiting for a worker's freed-slot signal:
+        # the next round starts as soon as a run ends (Celery's loop then
+        # calls tick again at once).
+        self.wake.wait(sleep)
+        return 0.0
 
     @property
     def schedule(self) -> dict[str, Any]:

@@ -39,13 +39,13 @@ app.conf.update(
     dgs_steal_delay=float(os.environ.get("E2E_STEAL_DELAY", "1.0")),
     dgs_dispatch_timeout=float(os.environ.get("E2E_DISPATCH_TIMEOUT", "4")),
     dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "3")),
-    dgs_store_poll_interval=0.2,
+    dgs_store_poll_interval=float(os.environ.get("E2E_STORE_POLL", "0.2")),
     dgs_termination_grace=2.0,
     dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
     # Schedules declared without a cooldown are eligible again as soon as they
     # end (seed 000's rule), as these tests were written for.
     dgs_default_cooldown_fraction=0,
-    beat_max_loop_interval=1,
+    beat_max_loop_interval=float(os.environ.get("E2E_MAX_LOOP", "1")),
     # Fixed-capacity mode (tests/e2e/test_capacity_e2e.py).
     dgs_worker_register=os.environ.get("E2E_WORKER_REGISTER", "1") == "1",
     dgs_capacity=int(os.environ["E2E_CAPACITY"]) if "E2E_CAPACITY" in os.environ else None,
