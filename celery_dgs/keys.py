@@ -17,6 +17,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
                                   grant, and since when (ms); see acquire.lua
     P:beat:wake            list   a worker's "a slot is free" signals to the leading
                                   beat (celery_dgs/wake.py)
+    P:beat:pace            string the leading beat's dispatch pace over the last
+                                  minute, JSON (celery_dgs/beat_pace.py)
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -125,6 +127,10 @@ class KeySpace:
     def beat_wake(self) -> str:
         """The list workers push to when a slot frees; the leading beat waits on it."""
         return f"{self._base}:beat:wake"
+
+    def beat_pace(self) -> str:
+        """The leading beat's dispatch pace (JSON), for ``status`` and the page."""
+        return f"{self._base}:beat:pace"
 
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""

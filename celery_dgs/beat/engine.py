@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Set
 
 from ..core.clock import Clock
+from ..core.pace import RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
@@ -141,6 +142,8 @@ class BeatEngine:
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
         self.lease_view: BeatViewSource = leases.beat_view_reader()
         self.snapshots = SnapshotSlot()
+        #: The dispatch rounds of the last minute: who limits the runs per second.
+        self.pace = RoundPace()
         self._thread: int | None = None  # the thread that loads (and ticks)
 
     @property
@@ -243,8 +246,17 @@ class BeatEngine:
             self.ranking.reindex(name)
 
     def _dispatch_round(self, now: float) -> None:
+        started = self.monotonic()
+        dispatched = 0
+        try:
+            dispatched = self._round(now, started)
+        finally:
+            limit = self.settings.max_dispatches_per_tick
+            self.pace.note(started, self.monotonic(), dispatched, capped=dispatched >= limit)
+
+    def _round(self, now: float, mono: float) -> int:
+        """The round: returns how many runs it dispatched."""
         state = self.state
-        mono = self.monotonic()
         view = self._read_state()
         refreshed = state.refresh_after_read
         if refreshed:
@@ -256,10 +268,11 @@ class BeatEngine:
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view.running_by_worker, view.stale_workers)
         if placement.free <= 0:
-            return
+            return 0
         orders = self._choose(now, placement, view.running)
         if orders:
             self.sender.send(orders, now)
+        return len(orders)
 
     def _choose(self, now: float, placement: Placement, running: Set[str]) -> list[DispatchOrder]:
         """The orders for the schedules ``choose_dispatches`` pops from the index

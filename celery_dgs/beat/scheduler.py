@@ -26,6 +26,7 @@ from celery.beat import Scheduler
 from celery.utils.nodenames import worker_direct
 from kombu.entity import Queue
 
+from ..beat_pace import PaceBoard
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
@@ -92,6 +93,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         self.engine: BeatEngine | None = None
         #: The workers' freed-slot signal the leader waits on between rounds.
         self.wake: BeatWake | None = None
+        #: Where the leader keeps its dispatch pace for ``status`` and the page.
+        self.pace: PaceBoard | None = None
         self.leadership: BeatLeadership | None = None
         #: The worker's own queue (``worker_direct``), built once per worker.
         self._direct: Callable[[str], Queue] = functools.lru_cache(maxsize=DIRECT_QUEUE_CACHE_SIZE)(
@@ -198,6 +201,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         )
         engine.load()
         self.leadership, self.engine, self.wake = leadership, engine, rt.wake
+        self.pace = PaceBoard(rt.redis, rt.keys)
 
     def _explain(self, exc: BaseException) -> tuple[str, bool] | None:
         """One line for a failure to reach Redis or the database (see
@@ -284,6 +288,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             return backoff
         if self.wake is None or self.leadership is None or not self.leadership.leading:
             return sleep
+        if self.pace is not None:
+            engine = self.engine
+            self.pace.maybe_write(lambda: engine.pace.figures(engine.monotonic()))
         # The leader spends its sleep waiting for a worker's freed-slot signal:
         # the next round starts as soon as a run ends (Celery's loop then
         # calls tick again at once).

@@ -11,7 +11,7 @@ import click
 
 from ..core.condition import Level
 from ..ops.env import utcnow
-from ..ops.leader import leader_json, read_leader
+from ..ops.leader import leader_json, read_leader, read_pace
 from ..ops.leases import read_leases
 from ..ops.runs import read_runs
 from ..ops.state import read_status
@@ -19,7 +19,7 @@ from ..ops.timetext import iso
 from ..status import any_error
 from .checks_render import status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
-from .leader_view import leader_text
+from .leader_view import leader_text, pace_text
 from .output import dump_json
 from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
 
@@ -99,16 +99,18 @@ def status(
     def frame() -> tuple[str, bool]:
         rows, workers, now = read_status(env, conditions, pools, patterns)
         leader, timeout = read_leader(env)
+        pace = read_pace(env)
         checks = env.runtime.store.check_summary(now)  # one grouped query
         if as_json:
             doc = status_json(rows, now, workers)
             doc["beat_leader"] = leader_json(leader, now, timeout)
+            doc["beat_pace"] = None if pace is None else pace.to_dict()
             doc["checks"] = status_checks_json(checks, now)
             return dump_json(doc), any_error(rows)
         text = status_text(rows, now, workers, color=color, capacity=env.settings.capacity)
-        checks_line = status_checks_line(checks, now, color=color)
-        tail = "" if checks_line is None else f"\n{checks_line}"
-        return f"{text}\n{leader_text(leader, now, timeout)}{tail}", any_error(rows)
+        lines = [text, leader_text(leader, now, timeout), pace_text(pace)]
+        lines.append(status_checks_line(checks, now, color=color))
+        return "\n".join(line for line in lines if line is not None), any_error(rows)
 
     if watch is None:
         text, error = frame()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..beat_pace import PaceBoard
+from ..core.pace import PaceFigures
 from ..leases.leader import LeaderInfo, RedisLeader
 from .env import Env
 from .timetext import iso
@@ -18,6 +20,13 @@ def read_leader(env: Env) -> tuple[LeaderInfo | None, float]:
     timeout = env.settings.beat_leader_timeout
     rt = env.runtime
     return RedisLeader(rt.redis, rt.keys, timeout=timeout).current(), timeout
+
+
+def read_pace(env: Env) -> PaceFigures | None:
+    """The leading beat's dispatch pace over the last minute (``None``: no
+    beat wrote one in the last seconds)."""
+    rt = env.runtime
+    return PaceBoard(rt.redis, rt.keys).read()
 
 
 def leader_expired(info: LeaderInfo, now: datetime, timeout: float) -> bool:

@@ -109,7 +109,15 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
     result = world.invoke("status", "--json")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert list(doc) == ["now", "counts", "workers", "schedules", "beat_leader", "checks"]
+    assert list(doc) == [
+        "now",
+        "counts",
+        "workers",
+        "schedules",
+        "beat_leader",
+        "beat_pace",
+        "checks",
+    ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
     assert [r["name"] for r in doc["schedules"]][:3] == ["t.late", "t.never", "t.failed"]
@@ -470,3 +478,25 @@ def test_the_no_worker_hold_names_its_cause(world: World) -> None:
         "t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
         "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"],
     }
+
+
+def test_the_pace_line_says_when_beat_not_the_slots_limits(
+    world: World, crafted: datetime, redis_client: redis.Redis
+) -> None:
+    quiet = world.invoke("status")
+    assert "beat pace" not in quiet.stdout, "no leading beat wrote a pace"
+    key = KeySpace(PREFIX).beat_pace()
+    slots_limit = {"window_s": 60, "rounds": 600, "dispatches": 2400}
+    redis_client.set(key, json.dumps({**slots_limit, "busy_share": 0.1, "capped_rounds": 0}))
+    result = world.invoke("status")
+    assert "beat pace: 40.0 dispatches/s over the last 1m (600 rounds, busy 10% of" in result.stdout
+    assert "limits the runs per second" not in result.stdout
+    redis_client.set(key, json.dumps({**slots_limit, "busy_share": 0.85, "capped_rounds": 0}))
+    busy = world.invoke("status")
+    assert (
+        "WARNING: beat, not the slots, limits the runs per second: its rounds take 85% of its time"
+        in busy.stdout
+    )
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["beat_pace"]["beat_limited"] is True
+    assert doc["beat_pace"]["dispatches_per_s"] == 40.0

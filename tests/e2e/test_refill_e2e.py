@@ -9,6 +9,8 @@ import statistics
 
 import pytest
 
+from celery_dgs.beat_pace import PaceBoard
+from celery_dgs.keys import KeySpace
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from tests.e2e.harness import wait_for
 
@@ -59,3 +61,8 @@ def test_short_runs_keep_the_slots_busy(cluster_factory) -> None:
     )
     assert rate >= MIN_RUNS_PER_S
     assert statistics.median(gaps) < 0.2
+    # The leader's pace, as `celery dgs status` reads it.
+    board = PaceBoard(cluster.redis, KeySpace("e2e"))
+    pace = wait_for(lambda: board.read(), 15, "the leader's pace")
+    print(f"beat pace: {pace.to_dict()}")
+    assert pace.dispatches > 0

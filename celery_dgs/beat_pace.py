@@ -1,0 +1,73 @@
+"""The leading beat's dispatch pace, kept in Redis for ``status`` and the page.
+
+The leader writes its :class:`~celery_dgs.core.pace.PaceFigures` as JSON at
+``KeySpace.beat_pace()`` every few seconds; the value expires after three
+writes' worth of silence, so a stopped beat leaves no pace behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import redis
+
+from .core.pace import PaceFigures
+from .keys import KeySpace
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two writes of the leader's pace.
+PACE_WRITE_INTERVAL_S = 5.0
+
+
+class PaceBoard:
+    """Writes (the leader) and reads (``status``, the page) the pace on ``client``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        *,
+        every_s: float = PACE_WRITE_INTERVAL_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.key = keys.beat_pace()
+        self.every_s = every_s
+        self._monotonic = monotonic
+        #: The first write comes ``every_s`` after start: a pace over a few seconds.
+        self._written = monotonic()
+
+    def maybe_write(self, figures: Callable[[], PaceFigures]) -> None:
+        """Write ``figures()`` if the last write is ``every_s`` old (failures
+        are logged at DEBUG: the pace is advice, never worth a failed tick)."""
+        now = self._monotonic()
+        if now - self._written < self.every_s:
+            return
+        self._written = now
+        try:
+            text = json.dumps(figures().to_dict())
+            self.client.set(self.key, text, px=int(self.every_s * 3000))
+        except redis.RedisError as exc:
+            logger.debug("celery-dgs: writing beat's pace failed: %s", exc)
+
+    def read(self) -> PaceFigures | None:
+        """The leader's last pace, or ``None`` (none written lately, or unreadable)."""
+        raw = self.client.get(self.key)
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            return PaceFigures(
+                window_s=float(data["window_s"]),
+                rounds=int(data["rounds"]),
+                dispatches=int(data["dispatches"]),
+                busy_share=float(data["busy_share"]),
+                capped_rounds=int(data["capped_rounds"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            logger.warning("celery-dgs: beat's pace at %s is malformed: %.200r", self.key, raw)
+            return None
