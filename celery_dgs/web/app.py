@@ -117,11 +117,18 @@ def unavailable_page(
     def unavailable(request: Request, exc: Exception) -> Response:
         text = scrub(f"{type(exc).__name__}: {exc}", hidden)
         log.warning("status page: cannot read the state: %s", text)
-        failure = connection_failure(exc)
-        service = {"redis": "Redis", "database": "the schedule store"}.get(
-            failure[0] if failure else "", "Redis or the schedule store"
-        )
-        shown = f"{service} could not be read ({type(exc).__name__}); the page's log says why"
+        shown = unavailable_text(exc)
         return renderer.render("unavailable.html", request, status=503, error=shown)
 
     return unavailable
+
+
+def unavailable_text(exc: Exception) -> str:
+    """What the 503 page says of ``exc``: which service failed and how, never
+    where it runs."""
+    failure = connection_failure(exc)
+    if failure is None:
+        return f"Redis or the schedule store could not be read ({type(exc).__name__})"
+    service = "Redis" if failure[0] == "redis" else "The schedule store"
+    how = "refused the credentials" if failure[1] else "could not be reached"
+    return f"{service} {how}; the page's log names the server and the cause"

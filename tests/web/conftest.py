@@ -110,6 +110,8 @@ def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tup
 class WebWorld(World):
     registry: WorkerRegistry = field(default=None)  # type: ignore[assignment]
     servers: list[Server] = field(default_factory=list)
+    #: Apps served besides the world's own, closed by :meth:`stop`.
+    apps: list[Celery] = field(default_factory=list)
 
     def register_worker(
         self, name: str = "w1@node1", slots: int = 2, queues: tuple[str, ...] = ("celery",)
@@ -134,6 +136,8 @@ class WebWorld(World):
             server.should_exit = True
         for server in self.servers:
             server.thread.join(10)
+        for app in self.apps:
+            app.close()
 
 
 def make_web_app(
