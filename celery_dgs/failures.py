@@ -5,14 +5,11 @@ as one line naming the cause when Redis or the database could not be reached;
 :func:`explain_failure` names the server (password redacted by
 :func:`redact_url`) and the setting it comes from; :func:`cluster_misconfiguration`
 names the settings a Redis Cluster needs when a call fails for want of them.
-:func:`redact_text` applies :func:`redact_url` to every URL of a free text
-(an error message).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,14 +17,14 @@ import redis
 from redis.exceptions import ClusterCrossSlotError, MovedError, RedisClusterException
 
 
-def redact_url(url: str, mask: str = "**") -> str:
-    """``url`` with any password replaced by ``mask`` (safe to log): the one in
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``**`` (safe to log): the one in
     the user part and a ``password=`` query parameter (redis-py takes both).
     Each ``;``-separated part of a ``sentinel://`` URL is redacted."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     if ";" in url and url.split("://", 1)[0].lower() == "sentinel":
-        return ";".join(redact_url(part, mask) for part in url.split(";"))
+        return ";".join(redact_url(part) for part in url.split(";"))
 
     try:
         parts = urlsplit(url)
@@ -39,31 +36,14 @@ def redact_url(url: str, mask: str = "**") -> str:
         host = parts.hostname or ""
         if ":" in host:  # IPv6
             host = f"[{host}]"
-        netloc = f"{user}:{mask}@{host}" + (f":{port}" if port is not None else "")
+        netloc = f"{user}:**@{host}" + (f":{port}" if port is not None else "")
         parts = parts._replace(netloc=netloc)
     query = parse_qsl(parts.query, keep_blank_values=True)
     in_query = any(key.lower() == "password" for key, _ in query)
     if in_query:
-        masked = [(k, mask if k.lower() == "password" else v) for k, v in query]
+        masked = [(k, "**" if k.lower() == "password" else v) for k, v in query]
         parts = parts._replace(query=urlencode(masked, safe="*"))
     return urlunsplit(parts) if password is not None or in_query else url
-
-
-#: A URL inside free text: a scheme, ``://`` and everything up to a space or quote.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
-
-
-def redact_text(text: str, mask: str = "**") -> str:
-    """``text`` with each URL in it passed through :func:`redact_url` (its
-    password replaced by ``mask``); the rest unchanged. Punctuation closing
-    the sentence around a URL (``).,;:``) is kept as it was."""
-
-    def redact(match: re.Match[str]) -> str:
-        found = match.group(0)
-        url = found.rstrip(".,;:!?)]}")
-        return redact_url(url, mask) + found[len(url) :]
-
-    return _URL_IN_TEXT.sub(redact, text)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

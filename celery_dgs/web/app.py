@@ -28,7 +28,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import DgsError
-from ..failures import connection_failure
 from ..ops.env import Env, utcnow
 from ..status import CachedCheckSummary
 from .auth import Guard
@@ -124,11 +123,21 @@ def unavailable_page(
 
 
 def unavailable_text(exc: Exception) -> str:
-    """What the 503 page says of ``exc``: which service failed and how, never
-    where it runs."""
-    failure = connection_failure(exc)
-    if failure is None:
-        return f"Redis or the schedule store could not be read ({type(exc).__name__})"
-    service = "Redis" if failure[0] == "redis" else "The schedule store"
-    how = "refused the credentials" if failure[1] else "could not be reached"
-    return f"{service} {how}; the page's log names the server and the cause"
+    """What the 503 page says of ``exc``: which service failed and the error's
+    kind, never where the service runs."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    for err in seen:
+        if isinstance(err, redis.AuthenticationError):
+            return "Redis refused the credentials; the page's log names the server"
+        if isinstance(err, redis.RedisError):
+            return f"Redis could not be read ({type(err).__name__}); the page's log says why"
+        if isinstance(err, SQLAlchemyError):
+            return (
+                f"The schedule store could not be read ({type(err).__name__}); "
+                "the page's log says why"
+            )
+    return f"Redis or the schedule store could not be read ({type(exc).__name__})"

@@ -3,8 +3,8 @@
 Every free text the page shows or logs (a run's error, a condition's
 message, an action's problem, the reason of a 503) goes through
 :func:`scrub`: the passwords of the configured connections, the password of
-any URL in it (:func:`~celery_dgs.failures.redact_text`, as the logs redact
-URLs) and the value after a credential-like word (``password=...``,
+any URL in it (in its user part or a ``password=`` parameter, as the logs
+redact URLs) and the value after a credential-like word (``password=...``,
 ``api_key: ...``, ``Authorization: Bearer ...``) become ``***``. A
 schedule's arguments, to a reader who has not signed in, go through
 :func:`redact_value`: a value under a credential-like key is ``***``, every
@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..failures import redact_text
 from ..ops.env import Env
 
 #: What replaces a secret.
@@ -39,6 +38,14 @@ _CREDENTIAL_IN_TEXT = re.compile(
     r"(?P<value>[^\s\"',;&)}\]]+)",
     re.IGNORECASE,
 )
+
+
+#: A URL inside free text: a scheme, ``://`` and everything up to a space or quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+#: The password of a URL's user part (``scheme://user:password@``).
+_URL_USER_PASSWORD = re.compile(r"^([^/?#:@]*:)[^/?#]*(@)")
+#: A ``password=`` query parameter's value.
+_URL_PASSWORD_PARAM = re.compile(r"([?&;]password=)[^&#]*", re.IGNORECASE)
 
 
 def secrets_of(env: Env) -> list[str]:
@@ -81,8 +88,20 @@ def scrub(text: str, secrets: list[str]) -> str:
     URL and the value after each credential-like word replaced by ``***``."""
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, HIDDEN)
-    text = redact_text(text, HIDDEN)
+    text = _URL_IN_TEXT.sub(_redact_url, text)
     return _CREDENTIAL_IN_TEXT.sub(lambda m: m.group("key") + HIDDEN, text)
+
+
+def _redact_url(match: re.Match[str]) -> str:
+    """One URL found in text with the password of each ``;``-separated part
+    (its user part, a ``password=`` parameter) replaced by ``***``."""
+    parts = []
+    for part in match.group(0).split(";"):
+        scheme, sep, rest = part.partition("://")
+        if sep:
+            rest = _URL_USER_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<2>", rest, count=1)
+        parts.append(scheme + sep + _URL_PASSWORD_PARAM.sub(rf"\g<1>{HIDDEN}", rest))
+    return ";".join(parts)
 
 
 def looks_secret(key: str) -> bool:
