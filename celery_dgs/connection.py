@@ -4,7 +4,10 @@ URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://`` (TLS),
 ``unix://`` and ``sentinel://`` (:mod:`celery_dgs.sentinel`). TLS options
 (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ...)
 are passed through to redis-py; they are rejected on a non-TLS URL, where
-redis-py would only fail at the first command.
+redis-py would only fail at the first command. The TLS handshake must end
+within the connect timeout, and at most :data:`TLS_HANDSHAKE_TIMEOUT_S`: a
+server that does not speak TLS never answers one, and the client then fails
+with one line saying so instead of waiting out its read timeout.
 
 With ``cluster=True`` the URL names one node of a Redis Cluster and the client
 is redis-py's :class:`~redis.cluster.RedisCluster`, which finds the other nodes
@@ -31,6 +34,31 @@ from .failures import redact_url
 from .sentinel import sentinel_client
 
 _SCHEMES = ("redis", "rediss", "unix", "sentinel")
+
+#: The longest a TLS handshake with Redis may take (the connect timeout when
+#: it is shorter).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class HandshakeTimedSSLConnection(redis.SSLConnection):
+    """redis-py's TLS connection, whose handshake is bounded by the connect
+    timeout (at most :data:`TLS_HANDSHAKE_TIMEOUT_S`) instead of the read
+    timeout; a handshake that does not finish is a connection error naming TLS."""
+
+    def _wrap_socket_with_ssl(self, sock: Any) -> Any:
+        limit = min(self.socket_connect_timeout or TLS_HANDSHAKE_TIMEOUT_S, TLS_HANDSHAKE_TIMEOUT_S)
+        sock.settimeout(limit)
+        try:
+            wrapped = super()._wrap_socket_with_ssl(sock)  # type: ignore[no-untyped-call]
+        except TimeoutError:
+            # redis-py words it "Error <first> connecting to <host:port>. <second>."
+            raise OSError(
+                "in the TLS handshake",
+                f"No answer within {limit:g} s: is the server serving TLS on this port "
+                "(rediss:// needs a TLS port, redis:// a plain one)",
+            ) from None
+        wrapped.settimeout(self.socket_timeout)
+        return wrapped
 
 
 def redis_from_url(
@@ -90,4 +118,6 @@ def redis_from_url(
             # handled like an unreachable server (runs skipped until it answers).
             raise redis.ConnectionError(f"Redis Cluster at {redact_url(url)}: {exc}") from exc
         return cast(redis.Redis, client)
+    if scheme == "rediss":
+        options.setdefault("connection_class", HandshakeTimedSSLConnection)
     return redis.Redis.from_url(url, **options)

@@ -12,7 +12,9 @@ relate several settings are methods of ``DgsSettings`` and run after these.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -219,6 +221,52 @@ def secret_token(name: str, value: Any) -> str:
             "(or None: the status page is read-only)"
         )
     return value
+
+
+def _names(name: str, value: Any, what: str) -> tuple[str, ...]:
+    """A list (or a comma-separated string) of non-empty strings, as a tuple."""
+    if isinstance(value, str) and not value.strip():
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)) or not all(
+        isinstance(v, str) and v.strip() for v in items
+    ):
+        raise SettingsError(f"{name} must be a list of {what}, got {value!r}")
+    return tuple(v.strip() for v in items)
+
+
+#: A host name (letters, digits, ``-``, ``_``, dot-separated labels) or an IP address.
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
+
+
+def host_names(name: str, value: Any) -> tuple[str, ...]:
+    """Host names or IP addresses, without a scheme or port, lower-cased."""
+    found = []
+    for host in _names(name, value, "host names (e.g. ['dgs.example.com'])"):
+        bare = host.lower().removeprefix("[").removesuffix("]")
+        try:
+            ipaddress.ip_address(bare)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(bare):
+                raise SettingsError(
+                    f"{name}: {host!r} is not a host name or an IP address (give the name "
+                    "alone, without a scheme, port or wildcard)"
+                ) from None
+        found.append(bare)
+    return tuple(found)
+
+
+def proxy_addresses(name: str, value: Any) -> tuple[str, ...]:
+    """IP addresses or networks (``10.0.0.0/8``)."""
+    found = _names(name, value, "proxy addresses (e.g. ['127.0.0.1'])")
+    for address in found:
+        try:
+            ipaddress.ip_network(address, strict=False)
+        except ValueError:
+            raise SettingsError(
+                f"{name}: {address!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
+    return found
 
 
 def schedule_table(name: str, value: Any) -> Mapping[str, Any]:

@@ -31,12 +31,14 @@ from .setting_checks import (
     checked_fields,
     cooldown_fraction,
     delays,
+    host_names,
     master_name,
     non_empty_string,
     non_negative,
     option_mapping,
     policy_name,
     positive_int,
+    proxy_addresses,
     schedule_table,
     seconds,
     seconds_or_zero,
@@ -54,6 +56,9 @@ from .setting_checks import (
 DEFAULT_CHECK_WINDOW_S = 600.0
 DEFAULT_CHECK_WINDOW_SIZE = 10_000
 DEFAULT_CHECK_RETENTION_S = 30 * 86400.0
+
+#: How long a status page session lasts (8 hours).
+DEFAULT_WEB_SESSION_LIFETIME_S = 8 * 3600.0
 
 DEFAULT_DATABASE_URL = "sqlite:///dgs.sqlite3"
 DEFAULT_KEY_PREFIX = "dgs"
@@ -207,6 +212,15 @@ class DgsSettings:
     #: The status page's operator token: actions (pause, resume, run, cancel)
     #: need it; ``None``: the page is read-only.
     web_token: str | None = field(default=None, metadata=setting(secret_token, optional=True))
+    #: Host names (or IP addresses) the status page answers to besides
+    #: ``localhost`` and loopback addresses; a request for another ``Host`` gets
+    #: 421 (DNS rebinding). ``celery dgs web`` on a non-loopback address needs it.
+    web_allowed_hosts: tuple[str, ...] = field(default=(), metadata=setting(host_names))
+    #: Seconds a status page session lasts after signing in.
+    web_session_lifetime: float = field(default=DEFAULT_WEB_SESSION_LIFETIME_S, metadata=SECONDS)
+    #: Addresses (or networks) of reverse proxies whose ``X-Forwarded-For`` and
+    #: ``X-Forwarded-Proto`` the status page believes; empty: nobody's.
+    web_trusted_proxies: tuple[str, ...] = field(default=(), metadata=setting(proxy_addresses))
     #: Schedules declared in configuration: ``{name: {"kind": ..., fields}}``.
     schedules: Mapping[str, Mapping[str, Any]] = field(
         default_factory=dict, metadata=setting(schedule_table)

@@ -10,7 +10,7 @@ import logging
 
 import click
 
-from ..web.auth import loopback_bind
+from ..web.hosts import is_loopback_name
 from .context import ConfigurationError, get_env, wrap_errors
 
 #: What ``pip install`` needs for the page.
@@ -34,7 +34,7 @@ def parse_bind(value: str) -> tuple[str, int]:
     default="127.0.0.1:8377",
     show_default=True,
     metavar="HOST:PORT",
-    help="Address to serve on (127.0.0.1: this machine only).",
+    help="Address to serve on (127.0.0.1: this machine only; another needs dgs_web_allowed_hosts).",
 )
 @click.option(
     "--refresh",
@@ -56,19 +56,23 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
         import uvicorn
 
         from ..web.app import create_app
+        from ..web.server import server_config
     except ImportError as exc:
         raise ConfigurationError(
             f"the status page needs the web extra: pip install '{EXTRA}' ({exc})"
         ) from None
     env = get_env(ctx)
+    if not is_loopback_name(host) and not env.settings.web_allowed_hosts:
+        raise ConfigurationError(
+            f"--bind {bind} serves the page beyond this machine: set dgs_web_allowed_hosts "
+            "to the host names it is reached by (requests for other names get 421)"
+        )
     env.runtime  # noqa: B018 - build the clients once, before the server's threads
-    app = create_app(
-        env, refresh=refresh, max_age=min(refresh / 2, 1.0), loopback_only=loopback_bind(host)
-    )
+    app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
     logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
     mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(app, host, port, log_level="warning")).run()
 
 
 def _url_host(host: str) -> str:

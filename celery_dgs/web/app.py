@@ -7,8 +7,9 @@ and re-read at most every ``max_age`` seconds however many browsers poll.
 The routes are the methods of :class:`~.pages.Pages` (reading) and
 :class:`~.operator.Operator` (signing in, actions through
 :mod:`celery_dgs.ops.actions`, guarded by :class:`~.auth.Guard`), given
-their parts here. Errors reading Redis or the store give a 503 page whose
-text never contains a password of a configured URL.
+their parts here. Errors reading Redis or the store give a 503 page that
+names the failing service only (the server and the cause go to the log, with
+the passwords of the configured URLs scrubbed).
 """
 
 from __future__ import annotations
@@ -20,21 +21,27 @@ from typing import Any
 import redis
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import DgsError
 from ..ops.env import Env, utcnow
 from ..status import CachedCheckSummary
-from .auth import Guard, host_allowed
+from .auth import Guard
 from .cache import SnapshotCache
+from .hosts import HostCheck, HostPolicy
+from .limits import BodyLimit
 from .operator import Operator
 from .pages import Pages
-from .scrub import scrub, secrets_of
+from .proxies import TrustedProxies
+from .scrub import Scrubber, scrub, secrets_of
+from .sessions import Sessions
 from .snapshot import Snapshot, take_snapshot
-from .templating import HERE, Renderer
+from .templating import HEADERS, HERE, Renderer
+from .throttle import LoginThrottle
 
 log = logging.getLogger("celery_dgs.web")
 
@@ -49,22 +56,23 @@ def create_app(
     refresh: float = 2.0,
     max_age: float = 1.0,
     read: Callable[[], Snapshot] | None = None,
-    loopback_only: bool = True,
 ) -> Starlette:
     """The status page of ``env``'s app. ``refresh``: seconds between the live
     parts' updates in the browser; ``max_age``: how old a snapshot may be;
-    ``read``: how a snapshot is read (default: :func:`~.snapshot.take_snapshot`);
-    ``loopback_only`` (bound to a loopback address): requests whose ``Host``
-    names another machine are refused with 421 (DNS rebinding)."""
-    guard = Guard(env.settings.web_token)
+    ``read``: how a snapshot is read (default: :func:`~.snapshot.take_snapshot`).
+    Around the routes, outermost first: the forwarded client of a trusted
+    proxy (:mod:`.proxies`), the ``Host`` check (:mod:`.hosts`, 421) and the
+    body limit (:mod:`.limits`, 413)."""
+    settings = env.settings
+    guard = Guard(settings.web_token, Sessions(settings.web_session_lifetime))
     checks_cache = CachedCheckSummary(
         lambda: env.runtime.store.check_summary(utcnow()), cost_factor=CHECK_SUMMARY_COST_FACTOR
     )
     cache = SnapshotCache(read or (lambda: take_snapshot(env, checks_cache)), max_age)
     hidden = secrets_of(env)
-    renderer = Renderer(guard, refresh)
+    renderer = Renderer(guard, refresh, Scrubber(hidden))
     pages = Pages(env, cache, renderer)
-    operator = Operator(env, guard, cache, renderer, pages, hidden)
+    operator = Operator(env, guard, cache, renderer, pages, hidden, LoginThrottle())
     routes = [
         Route("/", pages.overview),
         Route("/api/overview", pages.overview_json),
@@ -81,49 +89,55 @@ def create_app(
         redis.RedisError: unavailable,
         SQLAlchemyError: unavailable,
         DgsError: unavailable,
+        HTTPException: plain_error,
     }
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.cache = cache
-    if loopback_only:
-        app.add_middleware(LoopbackHostOnly)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostCheck, policy=HostPolicy(settings.web_allowed_hosts))
+    if settings.web_trusted_proxies:
+        app.add_middleware(TrustedProxies, proxies=settings.web_trusted_proxies)
     return app
+
+
+def plain_error(request: Request, exc: Exception) -> Response:
+    """An HTTP error raised by a route (400: a bad parameter) as one line of text."""
+    assert isinstance(exc, HTTPException)
+    return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code, headers=HEADERS)
 
 
 def unavailable_page(
     renderer: Renderer, hidden: list[str]
 ) -> Callable[[Request, Exception], Response]:
-    """The handler of an error reading the state: a 503 page naming it, with
-    each of ``hidden`` scrubbed from its text."""
+    """The handler of an error reading the state: a 503 page saying which
+    service failed (Redis, the database) and the error's kind; the error
+    itself, which names the server, is logged (scrubbed of ``hidden``)."""
 
     def unavailable(request: Request, exc: Exception) -> Response:
         text = scrub(f"{type(exc).__name__}: {exc}", hidden)
         log.warning("status page: cannot read the state: %s", text)
-        return renderer.render("unavailable.html", request, status=503, error=text)
+        shown = unavailable_text(exc)
+        return renderer.render("unavailable.html", request, status=503, error=shown)
 
     return unavailable
 
 
-class LoopbackHostOnly:
-    """ASGI middleware: a request whose ``Host`` is not this machine's gets 421."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            host = headers.get(b"host", b"").decode("latin-1")
-            if not host_allowed(host):
-                log.warning(
-                    "celery-dgs web: refused a request for host %r (the page is "
-                    "bound to this machine only)",
-                    host,
-                )
-                response = Response(
-                    "misdirected request: this page answers to localhost names only\n",
-                    status_code=421,
-                    media_type="text/plain",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def unavailable_text(exc: Exception) -> str:
+    """What the 503 page says of ``exc``: which service failed and the error's
+    kind, never where the service runs."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    for err in seen:
+        if isinstance(err, redis.AuthenticationError):
+            return "Redis refused the credentials; the page's log names the server"
+        if isinstance(err, redis.RedisError):
+            return f"Redis could not be read ({type(err).__name__}); the page's log says why"
+        if isinstance(err, SQLAlchemyError):
+            return (
+                f"The schedule store could not be read ({type(err).__name__}); "
+                "the page's log says why"
+            )
+    return f"Redis or the schedule store could not be read ({type(exc).__name__})"

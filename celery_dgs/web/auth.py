@@ -3,7 +3,9 @@
 * Without ``dgs_web_token`` the page is read-only: every action is refused.
 * An operator signs in by posting the token once; the page then sets a
   session cookie ``<nonce>.<mac>`` (HttpOnly, SameSite=Strict), where ``mac``
-  is an HMAC of the nonce under the token. Changing the token ends every session.
+  is an HMAC of the nonce under the token. The session is held by the server
+  (:class:`~.sessions.Sessions`): it ends after ``dgs_web_session_lifetime``,
+  at sign-out, when the page restarts, and when the token changes.
 * Each action form carries a CSRF value, an HMAC of the session's nonce under
   the token for a different purpose: a page of another site can make the
   browser send the cookie, but cannot read the value. An action needs both,
@@ -14,18 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from urllib.parse import urlsplit
+
+from .sessions import Sessions
 
 #: The session cookie's name.
 COOKIE = "dgs_web_session"
 
 
 class Guard:
-    """Checks the session cookie and CSRF values of one configured token."""
+    """Checks the session cookie and CSRF values of one configured token;
+    the sessions themselves are ``sessions``'."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, sessions: Sessions) -> None:
         self._key = token.encode() if token else None
+        self.sessions = sessions
 
     @property
     def enabled(self) -> bool:
@@ -40,27 +45,39 @@ class Guard:
         """A new session cookie value if ``given`` is the token, else ``None``."""
         if self._key is None or not hmac.compare_digest(given.encode(), self._key):
             return None
-        nonce = secrets.token_hex(16)
+        nonce = self.sessions.start()
         return f"{nonce}.{self._mac('session', nonce)}"
 
     def session(self, cookie: str | None) -> str | None:
-        """The nonce of a valid session cookie, else ``None``."""
+        """The nonce of a valid cookie of a live session, else ``None``."""
         if self._key is None or not cookie or "." not in cookie:
             return None
         nonce, _, mac = cookie.partition(".")
-        return nonce if _same(mac, self._mac("session", nonce)) else None
+        if not _same(mac, self._mac("session", nonce)):
+            return None
+        return nonce if self.sessions.alive(nonce) else None
+
+    def sign_out(self, nonce: str) -> None:
+        """End session ``nonce``."""
+        self.sessions.end(nonce)
 
     def csrf(self, nonce: str) -> str:
         """The CSRF value the forms of session ``nonce`` carry."""
         return self._mac("csrf", nonce)
 
-    def allows(self, cookie: str | None, csrf: str | None, origin: str | None, host: str) -> bool:
-        """Whether an action request may proceed: a valid session, its CSRF
-        value, and no ``Origin`` of another host."""
+    def authorized(
+        self, cookie: str | None, csrf: str | None, origin: str | None, host: str
+    ) -> str | None:
+        """The session of a request that may act (an action, sign-out): a live
+        session, its CSRF value, and no ``Origin`` of another host; else ``None``."""
         nonce = self.session(cookie)
         if nonce is None or not csrf or not _same(csrf, self.csrf(nonce)):
-            return False
-        return same_origin(origin, host)
+            return None
+        return nonce if same_origin(origin, host) else None
+
+    def allows(self, cookie: str | None, csrf: str | None, origin: str | None, host: str) -> bool:
+        """Whether an action request may proceed (:meth:`authorized`)."""
+        return self.authorized(cookie, csrf, origin, host) is not None
 
 
 def _same(given: str, expected: str) -> bool:
@@ -74,25 +91,3 @@ def same_origin(origin: str | None, host: str) -> bool:
     if origin is None:
         return True
     return urlsplit(origin).netloc == host
-
-
-#: Host names a page bound to a loopback address answers to.
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def loopback_bind(host: str) -> bool:
-    """Whether the page is bound to this machine only (127.0.0.0/8, ::1, localhost)."""
-    return host in LOOPBACK_NAMES or host.startswith("127.")
-
-
-def host_allowed(header: str | None) -> bool:
-    """Whether a request's ``Host`` names this machine (checked when the page
-    is bound to a loopback address): a page on 127.0.0.1 read through another
-    name is a DNS-rebinding attempt by some web site in the operator's browser."""
-    if not header:
-        return False
-    try:
-        name = urlsplit(f"//{header}").hostname
-    except ValueError:
-        return False
-    return name is not None and loopback_bind(name)

@@ -1,7 +1,7 @@
-"""The status page's operator routes: sign in and out with the token, and
-the actions (pause, resume, run now, cancel a run or a deferred check), each
-guarded by :class:`~.auth.Guard` and logged, through
-:mod:`celery_dgs.ops.actions`."""
+"""The status page's operator routes: sign in (with a per-client backoff on
+wrong tokens, :mod:`.throttle`) and out with the token, and the actions
+(pause, resume, run now, cancel a run or a deferred check), each guarded by
+:class:`~.auth.Guard` and logged, through :mod:`celery_dgs.ops.actions`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from urllib.parse import parse_qs, urlencode
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -23,6 +24,7 @@ from .cache import SnapshotCache
 from .pages import Pages
 from .scrub import scrub
 from .templating import HEADERS, Renderer
+from .throttle import LoginThrottle
 
 log = logging.getLogger("celery_dgs.web")
 
@@ -31,9 +33,7 @@ ACTIONS: dict[str, Callable[[Env, str, dict[str, str]], ActionResult]] = {
     "pause": lambda env, name, _f: set_paused(env, name, True),
     "resume": lambda env, name, _f: set_paused(env, name, False),
     "run": lambda env, name, form: request_run(env, name, priority_of(name, form)),
-    "cancel": lambda env, name, form: cancel_run(
-        env, name, token=int(form["token"]) if form.get("token", "").isdigit() else None
-    ),
+    "cancel": lambda env, name, form: cancel_run(env, name, token=token_of(name, form)),
     "cancel_check": lambda env, name, _f: cancel_check_named(env, name),
 }
 
@@ -53,6 +53,19 @@ def priority_of(name: str, form: dict[str, str]) -> int | None:
     return int(text)
 
 
+def token_of(name: str, form: dict[str, str]) -> int | None:
+    """The cancel form's run token (empty: ``None``, the live run); anything
+    but a whole number is a 400 naming the schedule."""
+    text = form.get("token", "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise HTTPException(
+            400, f"{name}: a run's token is a whole number, got {text[:20]!r}; nothing changed"
+        )
+    return int(text)
+
+
 async def form_of(request: Request) -> dict[str, str]:
     body = (await request.body()).decode("utf-8", "replace")
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
@@ -63,11 +76,17 @@ def client_of(request: Request) -> str:
     return f"{client.host}:{client.port}" if client is not None else "unknown client"
 
 
+def address_of(request: Request) -> str:
+    """The client's address without its port: whom the sign-in backoff counts."""
+    return request.client.host if request.client is not None else "unknown"
+
+
 class Operator:
     """Sign-in, sign-out and the actions on ``env``'s schedules. After an
     action the snapshot is read again and the schedule's page shown with what
     changed; a refused one shows why (404: no such schedule, 409: refused).
-    ``hidden``: the passwords scrubbed from every message."""
+    ``hidden``: the passwords scrubbed from every message; ``throttle``: the
+    backoff on wrong tokens."""
 
     def __init__(
         self,
@@ -77,6 +96,7 @@ class Operator:
         renderer: Renderer,
         pages: Pages,
         hidden: list[str],
+        throttle: LoginThrottle,
     ) -> None:
         self.env = env
         self.guard = guard
@@ -84,21 +104,69 @@ class Operator:
         self.renderer = renderer
         self.pages = pages
         self.hidden = hidden
+        self.throttle = throttle
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return self.renderer.render("login.html", request, failed=False)
+            return self.renderer.render("login.html", request, failed=False, wait=0)
+        who, address = client_of(request), address_of(request)
+        wait = self.throttle.wait(address)
+        if wait > 0:
+            log.warning(
+                "status page: refused sign-in from %s: wrong tokens, %.0f s to wait", who, wait
+            )
+            return self.too_soon(request, wait)
         form = await form_of(request)
+        if not same_origin(request.headers.get("origin"), request.url.netloc):
+            log.warning("status page: refused sign-in from %s: from another origin", who)
+            return self.renderer.render("login.html", request, status=403, failed=True, wait=0)
         cookie = self.guard.sign_in(form.get("token", ""))
-        if cookie is None or not same_origin(request.headers.get("origin"), request.url.netloc):
-            log.warning("status page: refused sign-in from %s", client_of(request))
-            return self.renderer.render("login.html", request, status=403, failed=True)
-        log.info("status page: operator signed in from %s", client_of(request))
+        if cookie is None:
+            wait = self.throttle.failed(address) if self.guard.enabled else 0
+            log.warning("status page: refused sign-in from %s: wrong token", who)
+            return self.renderer.render("login.html", request, status=403, failed=True, wait=wait)
+        self.throttle.succeeded(address)
+        log.info("status page: operator signed in from %s", who)
         response = RedirectResponse("/", status_code=303, headers=HEADERS)
-        response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", path="/")
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=int(self.env.settings.web_session_lifetime),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
 
+    def too_soon(self, request: Request, wait: float) -> Response:
+        """429: the client must wait ``wait`` seconds before its next token."""
+        seconds = max(1, round(wait))
+        return self.renderer.render(
+            "login.html",
+            request,
+            status=429,
+            headers={"Retry-After": str(seconds)},
+            failed=False,
+            wait=seconds,
+        )
+
     async def logout(self, request: Request) -> Response:
+        """Sign out: the session ends on the server, and its cookie is deleted.
+        Needs the session's CSRF value, as an action does."""
+        form = await form_of(request)
+        nonce = self.guard.authorized(
+            request.cookies.get(COOKIE),
+            form.get("csrf"),
+            request.headers.get("origin"),
+            request.url.netloc,
+        )
+        if nonce is None:
+            log.warning("status page: refused sign-out from %s", client_of(request))
+            why = "not signed in with the token, or the CSRF check failed"
+            return self.renderer.render("refused.html", request, status=403, why=why)
+        self.guard.sign_out(nonce)
+        log.info("status page: operator signed out from %s", client_of(request))
         response = RedirectResponse("/", status_code=303, headers=HEADERS)
         response.delete_cookie(COOKIE, path="/")
         return response

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -32,6 +33,21 @@ from .templating import HEADERS, Renderer, is_fragment
 RUNS_SHOWN = 30
 #: Failing schedules shown on the leases page.
 FAILURES_SHOWN = 20
+
+#: The most digits of a page number (a larger one is past the last page anyway).
+PAGE_DIGITS = 12
+
+
+def page_number(text: str) -> int:
+    """The ``page`` parameter (empty: 1); anything but a whole number of at
+    most :data:`PAGE_DIGITS` digits is a 400. A number past the last page
+    shows the last."""
+    text = text.strip()
+    if not text:
+        return 1
+    if not (text.isascii() and text.isdigit()) or len(text) > PAGE_DIGITS:
+        raise HTTPException(400, f"page must be a whole number from 1, got {text[:20]!r}")
+    return max(1, int(text))
 
 
 class Pages:
@@ -86,13 +102,12 @@ class Pages:
     def schedules(self, request: Request) -> Response:
         snap = self.cache.get()
         p = request.query_params
-        page_no = p.get("page", "1")
         query = views.Query(
             q=p.get("q", ""),
             condition=p.get("condition", ""),
             pool=p.get("pool", ""),
             task=p.get("task", ""),
-            page=int(page_no) if page_no.isdigit() else 1,
+            page=page_number(p.get("page", "")),
         )
         page = views.page_of(snap, query)
         name = "schedules_table.html" if is_fragment(request) else "schedules.html"

@@ -16,6 +16,7 @@ from ..core.condition import Level
 from ..ops.timetext import duration, iso, late_text, relative, short_time
 from . import views
 from .auth import COOKIE, Guard
+from .scrub import Scrubber
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,7 +35,9 @@ HEADERS = {
 }
 
 
-def templates() -> jinja2.Environment:
+def templates(scrubber: Scrubber) -> jinja2.Environment:
+    """The templates, with the helpers they call; ``scrubber`` keeps secrets
+    out of free text (``|scrub``) and arguments (``arguments(spec, full)``)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
@@ -47,12 +50,14 @@ def templates() -> jinja2.Environment:
         prio=views.priority_words,
         tags=views.tags_of,
         late=late_text,
+        arguments=lambda spec, full: scrubber.arguments(spec.args, spec.kwargs, full),
     )
     env.filters.update(
         dur=duration,
         short=short_time,
         iso=iso,
         pct=lambda p: "-" if p is None else f"{p * 100:.0f}%",
+        scrub=scrubber.text,
     )
     return env
 
@@ -65,13 +70,18 @@ def is_fragment(request: Request) -> bool:
 class Renderer:
     """Renders a template into a response, with the context every page shares."""
 
-    def __init__(self, guard: Guard, refresh: float) -> None:
+    def __init__(self, guard: Guard, refresh: float, scrubber: Scrubber) -> None:
         self.guard = guard
         self.refresh = refresh
-        self.templates = templates()
+        self.templates = templates(scrubber)
 
     def render(
-        self, template: str, request: Request, status: int = 200, **context: Any
+        self,
+        template: str,
+        request: Request,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        **context: Any,
     ) -> HTMLResponse:
         guard = self.guard
         nonce = guard.session(request.cookies.get(COOKIE))
@@ -84,4 +94,4 @@ class Renderer:
             path=request.url.path,
         )
         html = self.templates.get_template(template).render(**context)
-        return HTMLResponse(html, status_code=status, headers=HEADERS)
+        return HTMLResponse(html, status_code=status, headers={**HEADERS, **(headers or {})})

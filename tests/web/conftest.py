@@ -5,6 +5,7 @@ headless Debian Chromium driven through chromedriver."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -31,6 +32,7 @@ from celery_dgs.ops.env import Env
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.store.sql import SqlScheduleStore
 from celery_dgs.web.app import create_app
+from celery_dgs.web.server import server_config
 from tests.cli.conftest import PREFIX, World
 from tests.conftest import IN_CI
 
@@ -86,13 +88,13 @@ class Server(uvicorn.Server):
 
 
 def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tuple[Site, Server]:
-    """The real status page of ``app`` on uvicorn, on a free port of 127.0.0.1,
-    in a thread (stop: ``server.should_exit = True``, then join ``server.thread``)."""
+    """The real status page of ``app`` on uvicorn as ``celery dgs web`` serves
+    it (:func:`~celery_dgs.web.server.server_config`), on a free port of
+    127.0.0.1, in a thread (stop: ``server.should_exit = True``, then join
+    ``server.thread``)."""
     asgi = create_app(Env(app=app), refresh=refresh, max_age=max_age)
     # Port 0: the kernel picks a free port as uvicorn binds (no race with other processes).
-    server = Server(
-        uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    )
+    server = Server(server_config(asgi, "127.0.0.1", 0, log_level="warning", lifespan="off"))
     server.thread = threading.Thread(target=server.run, daemon=True)
     server.thread.start()
     deadline = time.monotonic() + 10
@@ -108,6 +110,8 @@ def serve_app(app: Celery, *, max_age: float = 0.0, refresh: float = 0.5) -> tup
 class WebWorld(World):
     registry: WorkerRegistry = field(default=None)  # type: ignore[assignment]
     servers: list[Server] = field(default_factory=list)
+    #: Apps served besides the world's own, closed by :meth:`stop`.
+    apps: list[Celery] = field(default_factory=list)
 
     def register_worker(
         self, name: str = "w1@node1", slots: int = 2, queues: tuple[str, ...] = ("celery",)
@@ -132,9 +136,15 @@ class WebWorld(World):
             server.should_exit = True
         for server in self.servers:
             server.thread.join(10)
+        for app in self.apps:
+            app.close()
 
 
-def make_web_app(sqlite_url: str, redis_url: str, token: str | None = None) -> Celery:
+def make_web_app(
+    sqlite_url: str, redis_url: str, token: str | None = None, **settings: Any
+) -> Celery:
+    """A Celery app with celery-dgs on the test store and Redis; ``settings``:
+    more ``dgs_*`` settings."""
     app = Celery("webtest", broker=redis_url, set_as_current=False)
     app.conf.update(
         dgs_database_url=sqlite_url,
@@ -143,6 +153,7 @@ def make_web_app(sqlite_url: str, redis_url: str, token: str | None = None) -> C
         dgs_ping_timeout=5.0,
         dgs_steal_delay=2.0,
         dgs_web_token=token,
+        **settings,
     )
     from celery_dgs.dgs import DGS
 
@@ -185,10 +196,10 @@ def browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the session (a new one costs about a second).
-    Missing: skipped locally, a failure under CI=true."""
+@contextlib.contextmanager
+def chromium(*flags: str) -> Iterator[Any]:
+    """A headless Chromium driven through chromedriver, with more command-line
+    ``flags``. Missing: skipped locally, a failure under CI=true."""
     missing = browser_missing()
     if missing is not None:
         if IN_CI:
@@ -211,13 +222,23 @@ def browser() -> Iterator[Any]:
         "--disable-dev-shm-usage",
         "--window-size=1360,1000",
         f"--user-data-dir={profile}",
+        *flags,
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(20)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the session (a new one costs about a second)."""
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
