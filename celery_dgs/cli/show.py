@@ -11,7 +11,7 @@ import click
 
 from ..core.condition import Level
 from ..ops.env import utcnow
-from ..ops.leader import leader_json, read_leader, read_pace
+from ..ops.leader import leader_json, pace_text, read_leader, read_pace
 from ..ops.leases import read_leases
 from ..ops.runs import read_runs
 from ..ops.state import read_status
@@ -19,7 +19,7 @@ from ..ops.timetext import iso
 from ..status import any_error
 from .checks_render import status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
-from .leader_view import leader_text, pace_text
+from .leader_view import leader_text
 from .output import dump_json
 from .render import lease_json, leases_text, run_json, runs_text, status_json, status_text
 

@@ -5,11 +5,12 @@ beat is running)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..beat_pace import PaceBoard
-from ..core.pace import PaceFigures
+from ..core.durations import format_duration
+from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures
 from ..leases.leader import LeaderInfo, RedisLeader
 from .env import Env
 from .timetext import iso
@@ -46,3 +47,25 @@ def leader_json(info: LeaderInfo | None, now: datetime, timeout: float) -> dict[
         "last_renewal_at": iso(info.last_ping_at),
         "expired": leader_expired(info, now, timeout),
     }
+
+
+def pace_text(pace: PaceFigures | None) -> str | None:
+    """The leader's dispatch pace, and whether beat, not the slots, limits the
+    runs per second (``None``: no pace written lately)."""
+    if pace is None:
+        return None
+    line = (
+        f"beat pace: {pace.dispatches_per_s:.1f} dispatches/s over the last "
+        f"{format_duration(timedelta(seconds=round(pace.window_s)))} "
+        f"({pace.rounds} rounds, busy {pace.busy_share:.0%} of the time)"
+    )
+    if not pace.beat_limited:
+        return line
+    if pace.busy_share >= BEAT_LIMITED_SHARE:
+        why = f"its rounds take {pace.busy_share:.0%} of its time"
+    else:
+        why = (
+            f"{pace.capped_rounds} of {pace.rounds} rounds stopped at "
+            "dgs_max_dispatches_per_tick with more due"
+        )
+    return f"{line}; WARNING: beat, not the slots, limits the runs per second: {why}"

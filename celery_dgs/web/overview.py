@@ -14,6 +14,7 @@ from typing import Any
 from ..core.condition import Level
 from ..core.cron import next_cron_time
 from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec
+from ..ops.leader import pace_text
 from ..status import StatusRow, count_levels
 from ..store.records import StoredSchedule
 from .snapshot import Snapshot
@@ -147,6 +148,8 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "counts": count_levels(rows),
         "reasons": reasons_by_level(rows),
         "leader": snap.leader,
+        "pace": None if snap.pace is None else snap.pace.to_dict(),
+        "pace_text": pace_text(snap.pace),
         "workers": workers,
         "slots": sum(w.slots for w in workers),
         "busy": sum(w.busy for w in workers),

@@ -88,6 +88,8 @@ class Pages:
                 "counts": data["counts"],
                 "reasons": {k: dict(v) for k, v in data["reasons"].items()},
                 "beat_leader": data["leader"],
+                "beat_pace": data["pace"],
+                "beat_pace_text": data["pace_text"],
                 "workers": [
                     {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
                     for w in data["workers"]

@@ -13,8 +13,9 @@ from functools import cached_property
 from typing import Any
 
 from ..core.condition import Level
+from ..core.pace import PaceFigures
 from ..ops.env import Env
-from ..ops.leader import leader_json, read_leader
+from ..ops.leader import leader_json, read_leader, read_pace
 from ..ops.state import State, read_state
 from ..status import CachedCheckSummary, StatusRow
 from ..store.check_types import CheckSummary
@@ -42,6 +43,8 @@ class Snapshot:
     #: overdue ones (at most :data:`OVERDUE_CHECKS_SHOWN`).
     checks: CheckSummary = dataclasses.field(default_factory=CheckSummary)
     overdue_checks: list[StoredSchedule] = dataclasses.field(default_factory=list)
+    #: The leading beat's dispatch pace over the last minute (None: none written).
+    pace: PaceFigures | None = None
 
     @property
     def now(self) -> datetime:
@@ -80,6 +83,7 @@ def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> S
     started = time.perf_counter()
     state = read_state(env)
     info, timeout = read_leader(env)
+    pace = read_pace(env)
     pending = env.runtime.dispatches.pending_count()
     store = env.runtime.store
     checks = (
@@ -97,6 +101,7 @@ def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> S
         read_seconds=time.perf_counter() - started,
         checks=checks,
         overdue_checks=overdue,
+        pace=pace,
     )
 
 
@@ -108,6 +113,7 @@ def snapshot_of(
     read_seconds: float = 0.0,
     checks: CheckSummary | None = None,
     overdue_checks: Sequence[StoredSchedule] = (),
+    pace: PaceFigures | None = None,
 ) -> Snapshot:
     ordered = sorted(state.rows, key=error_order)
     return Snapshot(
@@ -120,4 +126,5 @@ def snapshot_of(
         read_seconds=read_seconds,
         checks=checks or CheckSummary(),
         overdue_checks=list(overdue_checks),
+        pace=pace,
     )

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from tests.cli.conftest import now, spec
+from celery_dgs.keys import KeySpace
+from tests.cli.conftest import PREFIX, now, spec
 from tests.web.conftest import WebWorld, free_port, make_web_app
 
 H = timedelta(hours=1)
@@ -287,3 +288,16 @@ def test_the_overviews_urgent_list_tags_paused_and_disabled_schedules(web: WebWo
     assert 'data-tag="paused"' in rows["etl.stuck"], urgent
     assert 'data-tag="disabled"' in rows["crawl.broken"], urgent
     assert "data-tag" not in rows.get("etl.low", ""), urgent
+
+
+def test_the_overview_says_when_beat_not_the_slots_limits(
+    web: WebWorld, fleet: datetime, redis_client: redis.Redis
+) -> None:
+    pace = {"window_s": 60, "rounds": 600, "dispatches": 2400, "capped_rounds": 0}
+    redis_client.set(KeySpace(PREFIX).beat_pace(), json.dumps({**pace, "busy_share": 0.85}))
+    site = web.serve()
+    api = json.loads(site.get("/api/overview").body)
+    assert api["beat_pace"]["beat_limited"] is True
+    assert api["beat_pace_text"].startswith("beat pace: 40.0 dispatches/s over the last 1m")
+    page = html.unescape(site.get("/").body)
+    assert "beat, not the slots, limits the runs per second" in page
