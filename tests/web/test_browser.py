@@ -7,6 +7,7 @@ prioritised schedule among them) and one schedule page."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ def fleet(web: WebWorld) -> None:
     web.register_worker("w2@node2", slots=2)
     leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
     leader.elect(owner_tag="beat-1", owner_node="beat-host", owner_pid=4242)
+    pace = {"window_s": 60, "rounds": 320, "dispatches": 1800, "busy_share": 0.62}
+    web.leases.client.set(web.leases.keys.beat_pace(), json.dumps({**pace, "capped_rounds": 0}))
 
 
 def test_nothing_in_a_name_executes_and_screenshots(
@@ -88,6 +91,9 @@ def test_nothing_in_a_name_executes_and_screenshots(
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-count=ERROR]"), 10, "overview")
     no_alert(browser)
     assert "beat-host/4242" in (text_of(browser, "#live") or "")
+    assert "beat, not the slots, limits the runs per second" in (
+        text_of(browser, "[data-beat-pace]") or ""
+    )
     assert text_of(browser, "[data-tag=disabled]") == "disabled"  # in "Needs attention"
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
