@@ -48,6 +48,11 @@ def _outage(value: str) -> Outage:
     return Outage(t1, t2)
 
 
+#: A sample's slots rounded by more than this fraction change its load: the
+#: first line then gives the whole fleet's.
+ROUNDING_SAID = 0.05
+
+
 @dataclass(frozen=True)
 class WorkloadOptions:
     """The options of ``simulate`` that choose and shape the workload."""
@@ -186,4 +191,8 @@ def _app_fleet(env: Env | None, opts: WorkloadOptions, horizon_s: float) -> Buil
         source += f"; sampled {len(sample.entries)} of {sample.total} (--sample)"
         if not opts.find_slots:
             source += f", slots scaled {slots} -> {workload.slots}"
+            exact = slots * len(sample.entries) / sample.total
+            if abs(workload.slots / exact - 1) > ROUNDING_SAID:
+                fleet_load = workload.load() * workload.slots / exact
+                source += f" (rounded: the whole fleet's load is about {fleet_load:.2f})"
     return Built(workload, source, sample)

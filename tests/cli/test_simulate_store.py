@@ -46,7 +46,8 @@ def test_runtime_schedules_without_declarations_are_simulated_and_sampled(world:
     assert first.startswith("12 schedules, 4 slots, load "), first
     assert (
         "source: the store and the app's declarations: 31 runtime, 2 pending checks "
-        "(1 adaptive, 30 periodic); sampled 12 of 33 (--sample), slots scaled 10 -> 4"
+        "(1 adaptive, 30 periodic); sampled 12 of 33 (--sample), slots scaled 10 -> 4 "
+        "(rounded: the whole fleet's load is about "
     ) in first
     assert result.exit_code in (0, 1), result.output
     # Below the limit: every stored schedule, on the slots given.

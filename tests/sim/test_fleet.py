@@ -121,3 +121,15 @@ def test_the_workloads_ewma_alpha_weights_the_run_time_average() -> None:
         last = stats.last_good_end_at - stats.last_good_start_at
         # Alpha 1: the average is the last run; the default keeps the earlier ones.
         assert (stats.average_good_duration == last) is (alpha == 1.0)
+
+
+def test_celery_beat_sends_a_check_once_at_its_time() -> None:
+    # Celery beat has no deferred checks: a task sent with a countdown, one message.
+    check = CheckSpec(task="c", key="k")
+    stats = ScheduleStats(registered_at=NOW, next_target_at=NOW + HOUR)
+    workload = fleet_workload(
+        sample_fleet([FleetEntry(check, stats, "check")], 10), slots=1, duration_s=60.0, now=NOW
+    )
+    trace: list[tuple[float, str, str]] = []
+    Simulator(replace(workload, horizon_s=86400.0), "beat", trace=trace).run()
+    assert [t for t, _, _ in trace] == [3600.0]
