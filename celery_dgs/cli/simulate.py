@@ -1,9 +1,11 @@
 """``celery -A proj dgs simulate``: will the schedules stay fresh on these workers?
 
-Three sources of schedules: the app's own declarations (default), a workload
-file (``--workload``) or a generated workload (``--schedules N``). Also
-``python -m celery_dgs.sim`` for a workload file or a generated one, without
-an app. Format and metrics: ``docs/simulator.md``.
+Three sources of schedules: the app's fleet (default: its declarations and
+what its store holds, sampled above ``--sample``), a workload file
+(``--workload``) or a generated workload (``--schedules N``); the workload is
+built in :mod:`.simulate_workload`. Also ``python -m celery_dgs.sim`` for a
+workload file or a generated one, without an app. Format and metrics:
+``docs/simulator.md``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from typing import Any
 
 import click
 
-from ..core.durations import parse_duration as core_parse_duration
 from ..core.overload import OVERLOAD_POLICIES
 from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable
 from ..errors import SettingsError
-from ..sim.generate import GeneratorOptions, generate
+from ..ops.env import Env
+from ..sim.fleet import DEFAULT_SAMPLE_LIMIT
 from ..sim.policies import POLICIES
 from ..sim.report import (
     AMPLE_DEMAND_FACTOR,
+    SlotSearch,
     ample_slots,
     find_slots,
     format_order,
@@ -34,38 +37,23 @@ from ..sim.report import (
     unservable,
     workload_summary,
 )
-from ..sim.workload import (
-    DEFAULT_SLOTS_PER_WORKER,
-    Outage,
-    Workload,
-    WorkloadError,
-    load_workload,
-    workload_from_specs,
-)
+from ..sim.workload import DEFAULT_SLOTS_PER_WORKER, WorkloadError
+from .simulate_workload import Built, WorkloadOptions, build_workload, parse_duration
 
 
-def parse_duration(value: str, what: str) -> float:
-    """A typed duration (``90``, ``90s``, ``30m``, ``1h30m``, ``7d``) in
-    seconds, > 0; ``BadParameter`` naming the option otherwise."""
+def _app_env(ctx: click.Context) -> Env | None:
+    """The app's environment; ``None`` without an app (``python -m celery_dgs.sim``)."""
+    from .context import get_env
+
     try:
-        seconds = core_parse_duration(value).total_seconds()
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=what) from None
-    if seconds < 0:
-        raise click.BadParameter(f"{value!r} must not be negative", param_hint=what)
-    return seconds
-
-
-def _outage(value: str) -> Outage:
-    start, sep, end = value.partition(":")
-    if not sep:
-        raise click.BadParameter(
-            f"{value!r}: expected START:END, e.g. 3d:3d6h", param_hint="--outage"
-        )
-    t1, t2 = parse_duration(start, "--outage"), parse_duration(end, "--outage")
-    if t2 <= t1:
-        raise click.BadParameter(f"{value!r}: END must be after START", param_hint="--outage")
-    return Outage(t1, t2)
+        env = get_env(ctx)
+    except click.UsageError:
+        return None
+    try:
+        env.settings  # noqa: B018 - read once: a bad setting is a usage error here
+    except SettingsError as exc:
+        raise click.UsageError(f"configuration: {exc}") from exc
+    return env
 
 
 def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,17 +76,10 @@ def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _order(ctx: click.Context, given: dict[str, Any]) -> OrderPolicy:
+def _order(env: Env | None, given: dict[str, Any]) -> OrderPolicy:
     """``dgs``'s order: the app's ``settings.order_policy`` (beat's defaults
     without an app), with the options given."""
-    from .context import get_env
-
-    try:
-        order = get_env(ctx).settings.order_policy
-    except click.UsageError:  # python -m celery_dgs.sim: no app
-        order = OrderPolicy()
-    except SettingsError as exc:
-        raise click.UsageError(f"configuration: {exc}") from exc
+    order = env.settings.order_policy if env is not None else OrderPolicy()
     changes: dict[str, Any] = {}
     for option, field in (("overload_policy", "overload"), ("restore_aging", "restore_aging")):
         if given[option] is not None:
@@ -174,7 +155,16 @@ MAX_SLOTS = 10_000_000
     "--duration",
     default="60s",
     show_default=True,
-    help="declared schedules: mean run time (unless duration_override)",
+    help="the app's schedules: mean run time of one with none measured "
+    "(else its duration_override)",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(1, MAX_SCHEDULES),
+    default=DEFAULT_SAMPLE_LIMIT,
+    show_default=True,
+    help="the app's schedules: simulate a random sample of this many when more "
+    "are stored, on slots scaled alike",
 )
 @click.option("--horizon", help="simulated time, e.g. 7d (default: the workload's, else 7d)")
 @click.option(
@@ -206,25 +196,10 @@ MAX_SLOTS = 10_000_000
 def simulate(
     ctx: click.Context,
     /,
-    workload_path: Path | None,
-    schedules: int | None,
-    slots: int | None,
-    slots_per_worker: int,
-    load: float,
-    period_min: str,
-    period_max: str,
-    cooldown_fraction: float,
-    failure_rate: float,
-    share_spread: float,
-    duration: str,
-    horizon: str | None,
-    warmup: str | None,
-    outages: tuple[str, ...],
-    seed: int | None,
     policies: tuple[str, ...],
     find_slots: bool,
     as_json: bool,
-    **order_options: Any,
+    **options: Any,
 ) -> None:
     """Simulate the scheduler on a virtual clock and compare policies.
 
@@ -234,150 +209,57 @@ def simulate(
       celery -A proj dgs simulate --workload fleet.json --json
       celery -A proj dgs simulate --schedules 1000 --slots 20 --load 1.1 --share-spread 4
       celery -A proj dgs simulate --duration 5m --find-slots
+    Without --workload or --schedules it runs the app's fleet: its declarations
+    and the runtime and adaptive schedules and pending checks its store holds
+    (a random sample above --sample, said on the first line).
     dgs runs with the app's dgs_* order settings (beat's defaults without an
-    app); --overload-policy ... --lookahead change them.
+    app); --overload-policy ... --lookahead change them. Retries follow
+    dgs_retry_backoff (the workload file's retry_backoff when it has one).
     Schedules that can never be served (e.g. cron times inside a blackout) are
     named on stderr with the reason.
     Exit status: 0 done; 1 ERROR after warm-up under the first policy (or no
     slot count found); 2 bad options or workload.
     """
+    env = _app_env(ctx)
+    opts = WorkloadOptions.take(options | {"find_slots": find_slots})
     try:
-        workload = _build(
-            ctx,
-            workload_path,
-            schedules,
-            slots,
-            slots_per_worker,
-            load,
-            period_min,
-            period_max,
-            cooldown_fraction,
-            failure_rate,
-            share_spread,
-            duration,
-            horizon,
-            warmup,
-            outages,
-            seed,
-            find_slots,
-        )
+        built = build_workload(env, opts)
     except WorkloadError as exc:
         raise click.UsageError(str(exc)) from exc
+    workload = built.workload
     problems = unservable(workload)
     for problem in problems.values():
         click.echo(f"WARNING {problem}", err=True)
     chosen = list(policies) or list(POLICIES)
-    order = _order(ctx, order_options)
+    order = _order(env, options)
     if find_slots:
-        _find(workload, chosen[0], slots_per_worker, as_json, problems, order)
+        _find(built, chosen[0], opts.slots_per_worker, as_json, problems, order)
         return
     results = run_policies(workload, chosen, order)
     if as_json:
+        source = {"source": built.source} if built.source else {}
         rows = [
-            r.to_dict() | ({"order": asdict(order)} if r.policy == "dgs" else {}) for r in results
+            r.to_dict() | ({"order": asdict(order)} if r.policy == "dgs" else {}) | source
+            for r in results
         ]
         click.echo(json.dumps(rows, indent=2))
     else:
         shown = format_order(order) if "dgs" in chosen else ""
-        click.echo(workload_summary(workload) + (f"; {shown}" if shown else ""))
+        notes = built.first_line_notes() + (f"; {shown}" if shown else "")
+        click.echo(f"{workload_summary(workload)}, {notes}")
         click.echo(format_table(results))
     ctx.exit(1 if results[0].error_s > 0 else 0)
 
 
-def _build(
-    ctx: click.Context,
-    workload_path: Path | None,
-    schedules: int | None,
-    slots: int | None,
-    per_worker: int,
-    load: float,
-    period_min: str,
-    period_max: str,
-    cooldown_fraction: float,
-    failure_rate: float,
-    share_spread: float,
-    duration: str,
-    horizon: str | None,
-    warmup: str | None,
-    outages: tuple[str, ...],
-    seed: int | None,
-    find_slots: bool = False,
-) -> Workload:
-    horizon_s = parse_duration(horizon, "--horizon") if horizon else None
-    warmup_s = parse_duration(warmup, "--warmup") if warmup else None
-    outage_list = [_outage(o) for o in outages]
-    if workload_path is not None and schedules is not None:
-        raise click.UsageError("give --workload or --schedules, not both")
-    if workload_path is not None:
-        workload = load_workload(workload_path)
-    elif schedules is not None:
-        if slots is None:
-            raise click.UsageError("--schedules needs --slots")
-        workload = generate(
-            GeneratorOptions(
-                schedules=schedules,
-                slots=slots,
-                load=load,
-                period_min_s=parse_duration(period_min, "--period-min"),
-                period_max_s=parse_duration(period_max, "--period-max"),
-                cooldown_fraction=cooldown_fraction,
-                failure_rate=failure_rate,
-                share_spread=share_spread,
-                slots_per_worker=per_worker,
-                seed=seed or 0,
-            )
-        )
-    else:
-        # --find-slots chooses the slot count itself: one slot to start from.
-        first = 1 if slots is None and find_slots else slots
-        workload = _declared(ctx, first, parse_duration(duration, "--duration"))
-    if slots is not None and workload_path is not None:
-        workload = workload.with_slots(slots, per_worker)
-    updates: dict[str, object] = {}
-    if horizon_s is not None:
-        updates["horizon_s"] = horizon_s
-    if warmup_s is not None:
-        updates["warmup_s"] = warmup_s
-    if outage_list:
-        updates["outages"] = [*workload.outages, *outage_list]
-    if seed is not None:
-        updates["seed"] = seed
-    return replace(workload, **updates) if updates else workload  # type: ignore[arg-type]
-
-
-def _declared(ctx: click.Context, slots: int | None, duration_s: float) -> Workload:
-    from .context import get_env
-
-    if slots is None:
-        raise click.UsageError(
-            "simulating the app's schedules needs --slots (or --find-slots "
-            "to search the slot count)"
-        )
-    try:
-        env = get_env(ctx)
-    except click.UsageError:
-        raise click.UsageError(
-            "give --workload or --schedules, or run as `celery -A proj dgs simulate`"
-        ) from None
-    decl = env.dgs.all_declarations()
-    for err in decl.errors.values():
-        click.echo(
-            f"ERROR schedule {err.schedule!r}, field {err.field!r}: {err.message} (left out)",
-            err=True,
-        )
-    if not decl.specs:
-        raise click.UsageError("the app declares no valid schedules")
-    return workload_from_specs(list(decl.specs.values()), slots=slots, duration_s=duration_s)
-
-
 def _find(
-    workload: Workload,
+    built: Built,
     policy: str,
     per_worker: int,
     as_json: bool,
     problems: dict[str, Unservable],
     order: OrderPolicy,
 ) -> None:
+    workload = built.workload
     unlimited = ample_slots(workload)
     ample = (
         "a slot for every schedule"
@@ -397,29 +279,11 @@ def _find(
 
     if not as_json:
         shown = f"; {format_order(order)}" if policy == "dgs" else ""
-        click.echo(workload_summary(workload, searching=True) + shown)
+        summary = workload_summary(workload, searching=True)
+        click.echo(f"{summary}, {built.first_line_notes()}{shown}")
     search = find_slots(workload, policy, per_worker=per_worker, progress=progress, order=order)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "policy": policy,
-                    **({"order": asdict(order)} if policy == "dgs" else {}),
-                    "slots": search.slots,
-                    "tried": {str(k): v for k, v in sorted(search.tried.items())},
-                    "unservable": {
-                        name: {
-                            "error_s": error_s,
-                            "reason": problems[name].reason if name in problems else None,
-                            "detail": problems[name].detail if name in problems else None,
-                        }
-                        for name, error_s in search.unservable.items()
-                    },
-                    "result": search.result.to_dict() if search.result else None,
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(_search_json(built, search, policy, order, problems), indent=2))
     elif search.slots is None:
         window_h = (workload.horizon_s - workload.effective_warmup()) / 3600
         click.echo(
@@ -435,6 +299,44 @@ def _find(
             click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
     else:
         click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after warm-up")
+        sample = built.sample
+        if sample is not None and sample.sampled:
+            click.echo(
+                f"on a sample of {len(sample.entries)} of {sample.total} schedules: "
+                f"about {sample.fleet_slots(search.slots)} slots for the whole fleet"
+            )
         assert search.result is not None
         click.echo(format_table([search.result]))
     sys.exit(0 if search.slots is not None else 1)
+
+
+def _search_json(
+    built: Built,
+    search: SlotSearch,
+    policy: str,
+    order: OrderPolicy,
+    problems: dict[str, Unservable],
+) -> dict[str, Any]:
+    """``--find-slots --json``'s document; with a sample, ``fleet_slots``: the
+    answer scaled to the whole fleet."""
+    doc: dict[str, Any] = {
+        "policy": policy,
+        **({"order": asdict(order)} if policy == "dgs" else {}),
+        "slots": search.slots,
+        "tried": {str(k): v for k, v in sorted(search.tried.items())},
+        "unservable": {
+            name: {
+                "error_s": error_s,
+                "reason": problems[name].reason if name in problems else None,
+                "detail": problems[name].detail if name in problems else None,
+            }
+            for name, error_s in search.unservable.items()
+        },
+        "result": search.result.to_dict() if search.result else None,
+    }
+    if built.source:
+        doc["source"] = built.source
+    sample = built.sample
+    if sample is not None and sample.sampled and search.slots is not None:
+        doc["fleet_slots"] = sample.fleet_slots(search.slots)
+    return doc

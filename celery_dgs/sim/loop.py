@@ -68,21 +68,24 @@ class Simulator:
         policy: str | PolicyFactory,
         *,
         order: OrderPolicy = DEFAULT_ORDER,
-        retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER,
+        retry_ladder: tuple[timedelta, ...] | None = None,
         initial_stats: Mapping[str, ScheduleStats] | None = None,
         trace: list[tuple[float, str, str]] | None = None,
         upstream: VisitObserver | None = None,
     ) -> None:
         """``policy``: one of :data:`~celery_dgs.sim.policies.POLICIES`, ordered
         by ``order`` when it is ``dgs``, or a factory that builds one on the loop;
-        ``initial_stats`` replaces the generated starting stats (e.g. a store's);
+        ``retry_ladder`` replaces the workload's (beat's default when it has none);
+        ``initial_stats`` are added to the workload's, replacing the generated
+        starting stats (e.g. a store's);
         ``trace`` receives ``(time, schedule, worker)`` for every run started;
         ``upstream`` says whether each good run was eventful (adaptive schedules)."""
         self.workload = workload
         self.upstream = upstream
         self.trace = trace
-        self._initial_stats = initial_stats or {}
-        self.retry_ladder = retry_ladder
+        self._initial_stats = {**workload.initial_stats, **(initial_stats or {})}
+        self.retry_ladder = retry_ladder or workload.retry_ladder or DEFAULT_RETRY_LADDER
+        self._alpha = workload.ewma_alpha or DEFAULT_EWMA_ALPHA
         self.start = workload.start
         self._start_ts = workload.start.timestamp()
         self._at_t, self._at_dt = 0.0, workload.start
@@ -262,7 +265,7 @@ class Simulator:
             outcome,
             begin,
             end,
-            DEFAULT_EWMA_ALPHA,
+            self._alpha,
             spec=st.sched.spec,
             eventful=eventful,
             run_key=st.run,
@@ -411,7 +414,8 @@ class Simulator:
             if st.running_since is not None:
                 tally.busy_slot_s += tally.overlap(st.running_since, horizon)
             good = st.stats.last_good_start_at
-            if good is not None:
+            # A deferred check has no period to grow stale against after its run.
+            if good is not None and not isinstance(st.sched.spec, CheckSpec):
                 tally.add_staleness(
                     st.name,
                     (horizon - self.rel(good)) / st.period,

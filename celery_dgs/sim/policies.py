@@ -27,7 +27,7 @@ from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import PriorityIndex, demand_exceeds
 from ..core.ranking import OrderPolicy, RankingSources, build_index
-from ..core.spec import CronSpec
+from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
 
@@ -228,6 +228,8 @@ class BeatPolicy(Policy):
         st = self.sim.states[name]
         spec = st.sched.spec
         anchor = st.stats.last_good_start_at or self.sim.at(0.0)
+        if isinstance(spec, CheckSpec) and st.stats.next_target_at is not None:
+            return max(0.0, self.sim.rel(st.stats.next_target_at))
         if isinstance(spec, CronSpec):
             return self.sim.rel(next_cron_time(spec.cron_schedule, spec.tz, self.sim.at(0.0)))
         return self.sim.rel(anchor) + st.period  # Celery: last_run_at + run_every
@@ -237,6 +239,8 @@ class BeatPolicy(Policy):
         spec = st.sched.spec
         self.queues[spec.pool or self.sim.workload.default_queue].append((now, name))
         self.queued += 1
+        if isinstance(spec, CheckSpec):
+            return  # one message at its time: a Celery task sent with a countdown
         if isinstance(spec, CronSpec):
             nxt = self.sim.rel(
                 next_cron_time(spec.cron_schedule, spec.tz, self.sim.at(now) + timedelta(seconds=1))

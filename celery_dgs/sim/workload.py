@@ -1,9 +1,10 @@
 """The simulator's input: schedules with run-time behaviour, workers, outages, horizon.
 
 A workload is built from a JSON file (:func:`load_workload`, format in
-``docs/simulator.md``), from the app's declared schedules
-(:func:`workload_from_specs`) or by :func:`celery_dgs.sim.generate.generate`.
-Times inside the simulation are float seconds from the workload's ``start``.
+``docs/simulator.md``), from schedule specs (:func:`workload_from_specs`), from
+an app's stored fleet (:mod:`celery_dgs.sim.fleet`) or by
+:func:`celery_dgs.sim.generate.generate`. Times inside the simulation are float
+seconds from the workload's ``start``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..core.adaptive import ladder_interval
 from ..core.cron import shortest_cron_gap
 from ..core.spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..core.spec_build import spec_from_dict
+from ..core.stats import ScheduleStats
+from ..core.timing import validate_retry_ladder
 from ..errors import DgsError, ScheduleConfigError
 
 #: Where simulations start when the workload does not say (a Monday, UTC).
@@ -95,6 +98,15 @@ class Workload:
     warm_start: bool = True
     default_queue: str = "celery"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: The retry backoff after a failed run (``dgs_retry_backoff``); None:
+    #: beat's default (:data:`~celery_dgs.core.timing.DEFAULT_RETRY_LADDER`).
+    retry_ladder: tuple[timedelta, ...] | None = None
+    #: Weight of the latest run in the average run time (``dgs_ewma_alpha``);
+    #: None: beat's default.
+    ewma_alpha: float | None = None
+    #: Starting statistics by schedule name (e.g. a store's, measured from
+    #: ``start``); a schedule without them starts as ``warm_start`` says.
+    initial_stats: Mapping[str, ScheduleStats] = field(default_factory=dict)
 
     @property
     def slots(self) -> int:
@@ -107,9 +119,16 @@ class Workload:
         return min(WARMUP_PERIODS * longest, self.horizon_s / 2)
 
     def load(self) -> float:
-        """Demand / capacity: sum of mean duration / period over the slots."""
-        demand = sum(s.duration_s / nominal_period(s.spec) for s in self.schedules)
+        """Demand / capacity: sum of mean duration / period over the slots (a
+        deferred check: its runs' time over the horizon)."""
+        demand = sum(self._demand(s) for s in self.schedules)
         return demand / self.slots if self.slots else math.inf
+
+    def _demand(self, sched: SimSchedule) -> float:
+        if isinstance(sched.spec, CheckSpec):
+            runs = 1 + len(sched.check_again_s)
+            return sched.duration_s * runs / self.horizon_s
+        return sched.duration_s / nominal_period(sched.spec)
 
     def queues(self) -> frozenset[str]:
         """The default queue and every schedule's pool."""
@@ -268,8 +287,35 @@ _WORKLOAD_KEYS = {
     "seed",
     "start",
     "warm_start",
+    "retry_backoff",
+    "ewma_alpha",
     "comment",
 }
+
+
+def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of beat a workload may give: ``retry_backoff`` (seconds,
+    ``dgs_retry_backoff``) and ``ewma_alpha`` (``dgs_ewma_alpha``)."""
+    found: dict[str, Any] = {}
+    if "retry_backoff" in data:
+        steps = data["retry_backoff"]
+        bad = WorkloadError(
+            "field 'retry_backoff': must be a non-empty list of non-decreasing seconds "
+            f"(the delays after the 1st, 2nd, ... consecutive failure), got {steps!r}"
+        )
+        if not isinstance(steps, list):
+            raise bad
+        seconds = [_number("workload", "retry_backoff", step) for step in steps]
+        try:
+            found["retry_ladder"] = validate_retry_ladder([timedelta(seconds=s) for s in seconds])
+        except ValueError:
+            raise bad from None
+    if "ewma_alpha" in data:
+        alpha = _number("workload", "ewma_alpha", data["ewma_alpha"], maximum=1.0)
+        if alpha == 0:
+            raise WorkloadError("field 'ewma_alpha': must be in (0, 1], got 0")
+        found["ewma_alpha"] = alpha
+    return found
 
 
 def workload_from_dict(data: Any) -> Workload:
@@ -325,6 +371,7 @@ def workload_from_dict(data: Any) -> Workload:
         seed=seed,
         start=start.astimezone(timezone.utc),
         warm_start=bool(data.get("warm_start", True)),
+        **_run_settings(data),
     )
 
 
