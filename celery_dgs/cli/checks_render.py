@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from ..core.durations import format_duration
 from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX
 from ..core.spec import CheckSpec
-from ..ops.checks import lateness_s, summary_json
+from ..ops.checks import PastWithin, lateness_s, summary_json
 from ..ops.timetext import NONE, iso, late_text, short_time
 from ..store.check_types import CheckHistoryRecord, CheckSummary
 from ..store.records import RunRecord, StoredSchedule
@@ -47,6 +48,16 @@ def status_checks_line(summary: CheckSummary, now: datetime, *, color: bool) -> 
     return (
         f"deferred checks: {summary.total_pending:,} pending, {count}{late}; "
         "details: celery dgs checks"
+    )
+
+
+def past_within_text(past: PastWithin, *, color: bool) -> str:
+    """``status``'s ERROR line for a task whose oldest overdue check is past its ``within``."""
+    head = styled("ERROR", "ERROR", color=color)
+    return (
+        f"{head} deferred checks of {past.task} past their within: {past.name} is "
+        f"{format_duration(timedelta(seconds=round(past.late_s)))} late "
+        f"(within {format_duration(timedelta(seconds=past.within_s))})"
     )
 
 

@@ -12,6 +12,7 @@ from ..registry import WorkerInfo
 from ..status import (
     HOLD_BACKOFF,
     HOLD_BLACKOUT,
+    HOLD_DISABLED,
     HOLD_NO_WORKER,
     NO_LIVE_WORKER,
     Hold,
@@ -131,6 +132,8 @@ def hold_text(row: StatusRow, hold: Hold, now: datetime) -> str:
         return f"{row.name} in a blackout window: it ends {relative(hold.until, now)}"
     if hold.reason == HOLD_NO_WORKER:
         return f"{hold.message}: it cannot run until one can"
+    if hold.reason == HOLD_DISABLED:
+        return f"{hold.message}; `celery dgs resume {row.name}` enables it now"
     return hold.message
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import click
 
 from ..core.condition import Level
+from ..ops.checks import checks_past_within
 from ..ops.env import utcnow
 from ..ops.leader import leader_json, pace_text, read_leader, read_pace
 from ..ops.leases import read_leases
@@ -17,7 +18,7 @@ from ..ops.runs import read_runs
 from ..ops.state import read_status
 from ..ops.timetext import iso
 from ..status import any_error
-from .checks_render import status_checks_json, status_checks_line
+from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
 from .output import dump_json
@@ -78,15 +79,17 @@ def status(
     case-sensitive; several patterns list the schedules matching any of them.
 
     MAY RUN says when beat may dispatch a schedule next: 'now', 'in 59m', or
-    'running', 'paused', 'no worker', 'invalid spec'. Below the table, 'held'
+    'running', 'paused', 'disabled' (an adaptive schedule after max_failures:
+    `celery dgs resume` or an upsert enables it), 'no worker', 'lookahead',
+    'inactive', 'invalid spec'. Below the table, 'held'
     lines say what holds a schedule back: a retry backoff after failures
     ('retry in 59m, failure 2 (retry step 2 of 3: 1h00m)'), a pause, no live
     worker able to run it (none consumes its pool, or dont_run_on_nodes
     excludes each one that does), a blackout window. Times in the table are
     relative to now; --json gives ISO-8601 UTC times and durations in seconds.
 
-    Exit status: 1 if any listed schedule is in ERROR (a health check), 0
-    otherwise; 3 if Redis or the store cannot be read; 4 on a configuration
+    Exit status: 1 if any listed schedule is in ERROR, or a deferred check is
+    overdue past its within (a health check), 0 otherwise; 3 if Redis or the store cannot be read; 4 on a configuration
     error. Only active schedules are listed (one whose declaration is invalid
     is listed as stored, in ERROR declaration_invalid); a paused one keeps its
     real condition. Deferred checks are not listed: one line counts the
@@ -101,16 +104,20 @@ def status(
         leader, timeout = read_leader(env)
         pace = read_pace(env)
         checks = env.runtime.store.check_summary(now)  # one grouped query
+        past = checks_past_within(env, checks, now)  # one read per task with overdue checks
+        error = any_error(rows) or bool(past)
         if as_json:
             doc = status_json(rows, now, workers)
             doc["beat_leader"] = leader_json(leader, now, timeout)
             doc["beat_pace"] = None if pace is None else pace.to_dict()
             doc["checks"] = status_checks_json(checks, now)
-            return dump_json(doc), any_error(rows)
+            doc["checks"]["past_within"] = [p.task for p in past]
+            return dump_json(doc), error
         text = status_text(rows, now, workers, color=color, capacity=env.settings.capacity)
         lines = [text, leader_text(leader, now, timeout), pace_text(pace)]
         lines.append(status_checks_line(checks, now, color=color))
-        return "\n".join(line for line in lines if line is not None), any_error(rows)
+        lines += [past_within_text(p, color=color) for p in past]
+        return "\n".join(line for line in lines if line is not None), error
 
     if watch is None:
         text, error = frame()

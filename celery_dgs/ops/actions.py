@@ -79,9 +79,18 @@ def request_run(env: Env, name: str, priority: int | None = None) -> ActionResul
 
 
 def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
-    """Pause or resume ``name`` (``celery dgs pause`` / ``resume``)."""
+    """Pause or resume ``name`` (``celery dgs pause`` / ``resume``). Raises
+    :class:`~.errors.ActionRefused` for an inactive schedule (an ended
+    deferred check, or a schedule removed or no longer declared)."""
     rt = env.runtime
     schedule = resolve_schedule(env, name)
+    if not schedule.active:
+        what = "pause" if paused else "resume"
+        if schedule.kind == "check":
+            why = "the deferred check has ended: beat never dispatches it again"
+        else:
+            why = "it is inactive (removed, or no longer declared): beat does not schedule it"
+        raise ActionRefused(f"cannot {what} {schedule.name}: {why}; nothing changed")
     if not rt.store.set_paused(schedule.name, paused):
         state = "paused" if paused else "not paused"
         return ActionResult(False, (f"{schedule.name} was already {state}; nothing changed",))

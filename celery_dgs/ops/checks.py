@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core.schedule_names import CHECK_CONFIGURATION_PREFIX, check_key, split_schedule_name
+from ..core.spec import CheckSpec
 from ..errors import ScheduleConfigError, UnknownScheduleError
 from ..store.check_types import CheckHistoryRecord, CheckSummary
 from ..store.records import RunRecord, StoredSchedule
@@ -146,3 +147,32 @@ def summary_json(summary: CheckSummary, now: datetime) -> dict[str, Any]:
             for task, count in sorted(summary.pending.items())
         ],
     }
+
+
+@dataclass(frozen=True)
+class PastWithin:
+    """A task whose oldest overdue check is past its ``within`` (its deadline):
+    the check, how late it is, and its ``within`` (seconds)."""
+
+    task: str
+    name: str
+    late_s: float
+    within_s: float
+
+
+def checks_past_within(env: Env, summary: CheckSummary, now: datetime) -> list[PastWithin]:
+    """The tasks whose oldest overdue check started later than its ``within``
+    allows: one read of that check per task with overdue checks."""
+    found = []
+    store = env.runtime.store
+    for task in sorted(summary.overdue):
+        oldest = store.pending_checks(task=task, due_before=now, limit=1)
+        due = oldest[0].stats.next_target_at if oldest else None
+        if due is None:
+            continue
+        row = oldest[0]
+        within = row.spec.within if isinstance(row.spec, CheckSpec) else None
+        late = (now - due).total_seconds()
+        if within is not None and late > within.total_seconds():
+            found.append(PastWithin(task, row.name, late, within.total_seconds()))
+    return found

@@ -39,3 +39,30 @@ def test_add_an_adaptive_schedule_and_see_its_ladder(world: World) -> None:
     assert entry["disabled_reason"] is None
     text = world.invoke("status").stdout
     assert "interval-4:" in text
+
+
+def test_a_disabled_adaptive_schedule_says_resume_enables_it(world: World) -> None:
+    def noop(*args: object, **kwargs: object) -> None:
+        pass
+
+    world.app.task(name="t.visit", shared=False)(noop)
+    added = world.invoke(
+        "add",
+        "t.visit@b",
+        "--kind",
+        "adaptive",
+        "--set",
+        "interval_unit=60",
+        "--set",
+        "max_failures=1",
+    )
+    assert added.exit_code == 0, added.output
+    world.record("t.visit@b", "failure", datetime.now(timezone.utc), error="HTTP 503")
+    assert world.store.get("t.visit@b").disabled_reason is not None
+    text = world.invoke("status").stdout
+    assert "disabled" in text
+    assert "`celery dgs resume t.visit@b` enables it now" in text
+    assert "'disabled'" in world.invoke("status", "--help").stdout
+    resumed = world.invoke("resume", "t.visit@b")
+    assert resumed.exit_code == 0, resumed.output
+    assert world.store.get("t.visit@b").disabled_reason is None

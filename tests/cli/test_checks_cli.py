@@ -226,6 +226,18 @@ def test_one_ended_check_shows_its_history(checks_world: World) -> None:
     ]
 
 
+def test_pause_or_resume_of_an_ended_check_is_refused(checks_world: World) -> None:
+    name = f"{ORDER}@check:7"
+    for command, verb in (("pause", "pause"), ("resume", "resume")):
+        result = checks_world.invoke(command, name)
+        assert result.exit_code == 1, result.output
+        assert (
+            f"cannot {verb} {name}: the deferred check has ended: beat never dispatches it "
+            "again; nothing changed"
+        ) in result.output
+    assert not checks_world.store.get(name).paused
+
+
 def test_cancel_says_what_it_changed(checks_world: World) -> None:
     name = f"{PAYMENT}@check:p-1"
     result = checks_world.invoke("checks", PAYMENT, "p-1", "--cancel")
@@ -264,18 +276,39 @@ def test_cancel_of_a_running_check_says_its_run_keeps_going(checks_world: World)
 
 def test_status_counts_checks_in_one_line_and_never_lists_them(checks_world: World) -> None:
     result = checks_world.invoke("status")
-    assert result.exit_code == 0, result.output
+    # Both overdue checks are past their within (5m): the health check fails.
+    assert result.exit_code == 1, result.output
     out = result.stdout
     assert "1 schedules" in out
-    assert "check_order@check" not in out
-    assert "check_payment" not in out
-    line = out.splitlines()[-1]
+    assert "shop.check_order@check:42 is" not in out.splitlines()[0]
+    [line, *past] = [x for x in out.splitlines() if "deferred checks" in x]
     assert line.startswith("deferred checks: 3 pending, 2 overdue (oldest 30m")
     assert line.endswith("late); details: celery dgs checks")
+    assert (
+        past
+        == [
+            f"ERROR deferred checks of {ORDER} past their within: {ORDER}@check:42 is 30m late "
+            "(within 5m)",
+            f"ERROR deferred checks of {PAYMENT} past their within: {PAYMENT}@check:p-1 is 5m late "
+            "(within 5m)",
+        ][: len(past)]
+    )
     doc = json.loads(checks_world.invoke("status", "--json").stdout)
     assert [s["name"] for s in doc["schedules"]] == ["t.periodic"]
-    assert list(doc["checks"]) == ["pending", "overdue", "oldest_due_at", "oldest_lateness_s"]
+    assert list(doc["checks"]) == [
+        *("pending", "overdue", "oldest_due_at", "oldest_lateness_s", "past_within"),
+    ]
     assert (doc["checks"]["pending"], doc["checks"]["overdue"]) == (3, 2)
+    assert ORDER in doc["checks"]["past_within"]
+
+
+def test_overdue_checks_within_their_within_keep_the_health_check_green(world: World) -> None:
+    t = now()
+    world.sync(spec("t.periodic"), at=t)
+    add(world, ORDER, "late-but-on-time", t - 2 * M, t - 60 * M)  # within 5m: not past it
+    result = world.invoke("status")
+    assert result.exit_code == 0, result.output
+    assert "past their within" not in result.stdout
 
 
 def test_status_without_checks_has_no_check_line(world: World) -> None:
@@ -288,6 +321,7 @@ def test_status_without_checks_has_no_check_line(world: World) -> None:
         "overdue": 0,
         "oldest_due_at": None,
         "oldest_lateness_s": None,
+        "past_within": [],
     }
 
 
