@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 ## pytest runs in two processes (pytest-xdist), each test file whole in one of them;
 ## PYTEST_ARGS="-n 0" runs it in one
 PYTEST_ARGS ?= -n 2 --dist loadfile
-pytest: $(STAMP) browser
+pytest: $(STAMP) browser redis-tls
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## browser: Debian's chromium and chromium-driver for the status page's browser tests (tests/web),
@@ -51,6 +51,22 @@ browser:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 			$(CHROMIUM_PACKAGES); \
 	else echo "no apt-get: install Chromium and chromedriver for the browser tests (tests/web)"; fi
+
+## redis-tls: Debian's redis-server, built with TLS, and openssl (a throwaway CA) for the
+## rediss:// tests (tests/leases/test_connection.py), installed with apt-get when missing (as
+## root, or through sudo); without them those tests are skipped locally and fail under CI=true
+.PHONY: redis-tls
+REDIS_TLS_PACKAGES := redis-server openssl
+REDIS_TLS_BIN ?= /usr/bin/redis-server
+redis-tls:
+	@if [ -x $(REDIS_TLS_BIN) ] && command -v openssl >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		echo "installing $(REDIS_TLS_PACKAGES) for the rediss:// tests"; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			$(REDIS_TLS_PACKAGES); \
+	else echo "no apt-get: install openssl and a redis-server built with TLS for the rediss:// tests (tests/leases)"; fi
 
 ## bench: performance benchmarks, one table (BENCH_ARGS=--quick for a short run, --full for 1M start-up)
 .PHONY: bench

@@ -353,6 +353,18 @@ def run_child(args: list[str]) -> dict[str, Any]:
     return result
 
 
+def one_million_startup_goal(n: int, startup_s: float) -> tuple[str, bool | None]:
+    """Beat's start-up goal at 1M runtime schedules as ``(goal, met)``: met or
+    not only when 1M were loaded; from fewer, the time is projected linearly,
+    the goal says "projected" (or "projected over") and ``met`` is ``None``."""
+    if n >= 1_000_000:
+        return f"< {GOAL_STARTUP_S:.0f} s at 1M", startup_s < GOAL_STARTUP_S
+    scale = 1_000_000 / n
+    proj = startup_s * scale
+    verdict = "projected" if proj < GOAL_STARTUP_S else "projected over"
+    return f"< {GOAL_STARTUP_S:.0f} s at 1M: {verdict}, {proj:.0f} s (x{scale:.0f} this run)", None
+
+
 def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Result]:
     from celery_dgs.store.sql import SqlScheduleStore
 
@@ -410,7 +422,7 @@ def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Res
     polls = [r["tick_poll_s"] * 1e3 for r in runs]
     rows = runs[0]["batch_rows"]
     scale = 1_000_000 / n if n < 1_000_000 else 1.0
-    label = "" if scale == 1.0 else f" (projected x{scale:.0f}: {startup_s * scale:.0f} s)"
+    startup_goal, startup_met = one_million_startup_goal(n, startup_s)
     return [
         Result(
             name=f"beat start-up: sync of {DECLARED:,} declared + load",
@@ -421,8 +433,8 @@ def beat(url: str, redis_url: str, n: int, batch: int, repeats: int) -> list[Res
             baseline_name="driver fetch of the rows",
             ratio=startup_s / raw_s,
             ratio_note="(dgs/fetch)",
-            goal=f"< {GOAL_STARTUP_S:.0f} s at 1M{label}",
-            met=startup_s * scale < GOAL_STARTUP_S,
+            goal=startup_goal,
+            met=startup_met,
             samples=[r["startup_s"] for r in runs],
             notes=f"of which sync() {median([r['sync_s'] for r in runs]):.2f} s (the first "
             f"sync, inserting the declarations: {first_sync_s:.2f} s); CPU "

@@ -9,10 +9,15 @@ is (the answer with the newest configuration epoch wins), and a connection to
 a server that refuses writes (``READONLY``: demoted; ``NOREPLICAS``: cut off
 from its replicas under ``min-replicas-to-write``) is dropped, so after a
 fail-over the next call reaches the new primary.
+
+:func:`min_replicas_warning` reads the primary's ``min-replicas-to-write``,
+which docs/guarantees.md requires to be at least 1: the worker and beat log
+its line at start-up, and ``celery dgs check`` prints it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -30,6 +35,8 @@ DEFAULT_SENTINEL_PORT = 26379
 #: ``sentinel_kwargs`` names one: a silent sentinel delays the search for the
 #: primary by that much before the next sentinel is asked.
 SENTINEL_SOCKET_TIMEOUT_S = 2.0
+#: Where the documentation says why a Sentinel primary needs ``min-replicas-to-write 1``.
+MIN_REPLICAS_DOC = "docs/guarantees.md#redis-sentinel-fail-over"
 
 
 def parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
@@ -210,3 +217,45 @@ def sentinel_client(
     connection_kwargs["connection_class"] = _PrimarySSLConnection if ssl else _PrimaryConnection
     client = manager.master_for(master_name, **connection_kwargs)  # type: ignore[no-untyped-call]
     return cast(redis.Redis, client)
+
+
+def min_replicas_warning(client: redis.Redis, master_name: str) -> str | None:
+    """``None`` when the primary ``client`` reaches has ``min-replicas-to-write``
+    of at least 1; otherwise one line saying that it is 0, or that it cannot be
+    read (``CONFIG`` renamed or refused by an ACL, Redis not answering)."""
+    try:
+        reply = cast("dict[Any, Any]", client.config_get("min-replicas-to-write"))
+    except redis.RedisError as exc:
+        why = f"CONFIG GET failed: {type(exc).__name__}: {exc}"
+    else:
+        raw = reply.get(b"min-replicas-to-write", reply.get("min-replicas-to-write"))
+        try:
+            value = int(str(raw, "ascii") if isinstance(raw, bytes) else str(raw))
+        except ValueError:
+            why = f"CONFIG GET min-replicas-to-write answered {reply!r}"
+        else:
+            if value >= 1:
+                return None
+            return (
+                f"the Redis primary {master_name!r} has min-replicas-to-write {value}: after a "
+                "fail-over the old primary takes writes until the sentinels demote it, and two "
+                "runs of one schedule can then be live at once; set min-replicas-to-write 1 on "
+                f"every data server ({MIN_REPLICAS_DOC})"
+            )
+    return (
+        f"cannot read min-replicas-to-write of the Redis primary {master_name!r} ({why}): "
+        "make sure it is at least 1 on every data server, or two runs of one schedule can "
+        f"be live at once after a fail-over ({MIN_REPLICAS_DOC})"
+    )
+
+
+def log_min_replicas_warning(
+    client: redis.Redis, master_name: str | None, log: logging.Logger
+) -> None:
+    """With a Sentinel primary (``master_name`` set), log
+    :func:`min_replicas_warning`'s line, if any, as a warning on ``log``."""
+    if master_name is None:
+        return
+    warning = min_replicas_warning(client, master_name)
+    if warning is not None:
+        log.warning("celery-dgs: %s", warning)

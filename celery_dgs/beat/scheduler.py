@@ -34,6 +34,7 @@ from ..errors import SettingsError
 from ..failures import connection_failure, explain_failure, failure_summary, redact_url
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
+from ..sentinel import log_min_replicas_warning
 from ..store.ownership import owned_by_api
 from ..wake import BeatWake
 from .engine import ANY_WORKER, BeatEngine, DispatchOrder
@@ -141,6 +142,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     delay, attempt = min(delay * 2, STARTUP_RETRY_MAX_S), attempt + 1
         if attempt > 1:
             logger.info("celery-dgs beat: started at attempt %d", attempt)
+        log_min_replicas_warning(rt.redis, settings.redis_master_name, logger)
         if settings.metrics_port is not None:
             from .endpoint import serve_metrics
 

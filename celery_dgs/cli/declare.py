@@ -8,6 +8,7 @@ from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
 from ..ops.env import Env, utcnow
+from ..sentinel import min_replicas_warning
 from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
 from .context import get_env, use_color, wrap_errors
@@ -44,8 +45,10 @@ def check(ctx: click.Context) -> None:
     log at start-up), and a warning for each schedule that runs again at once
     when a slot is free (no cooldown), that one failure puts in ERROR (retry
     backoff not shorter than its period), or that can never be served (named
-    with the reason, e.g. cron times in a blackout). Exit status 1 if any
-    declaration is invalid. Neither Redis nor the store is used.
+    with the reason, e.g. cron times in a blackout). With a sentinel://
+    dgs_redis_url, a warning when the primary's min-replicas-to-write is 0 or
+    cannot be read (the one Redis command it sends). Exit status 1 if any
+    declaration is invalid. The store is not used.
     """
     env = get_env(ctx)
     decl = _declarations(env)
@@ -63,6 +66,10 @@ def check(ctx: click.Context) -> None:
         label = styled("WARNING", "WARNING", color=color)
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
     setting_warnings = env.settings.warnings()
+    master = env.settings.redis_master_name
+    if master is not None:
+        primary = min_replicas_warning(env.runtime.redis, master)
+        setting_warnings += [primary] if primary is not None else []
     for warning in setting_warnings:
         click.echo(f"{styled('WARNING', 'WARNING', color=color)} {warning}", err=True, color=color)
     for name in sorted(decl.specs):

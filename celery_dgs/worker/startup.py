@@ -20,6 +20,7 @@ from ..declarations import Declarations
 from ..errors import SettingsError
 from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
+from ..sentinel import log_min_replicas_warning
 from ..settings import DgsSettings
 
 logger = logging.getLogger("celery_dgs.worker")
@@ -64,7 +65,8 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
     """Raise :class:`StartRefused` (one line naming the setting) when the worker
     could not supervise its scheduled tasks: invalid ``dgs_*`` settings, no Redis
     URL, or a Redis that refuses the password. Redis merely unreachable is no
-    reason to refuse: runs are skipped (never run unleased) until it answers."""
+    reason to refuse: runs are skipped (never run unleased) until it answers.
+    A Sentinel primary that answers has its ``min-replicas-to-write`` checked."""
     try:
         rt = runtime_for(app, dgs.settings)
     except SettingsError as exc:
@@ -86,6 +88,7 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
         return rt
     try:
         client.ping()
+        log_min_replicas_warning(client, rt.settings.redis_master_name, logger)
     except redis.RedisError as exc:
         _unanswered(rt, exc)
     finally:

@@ -145,13 +145,16 @@ class Cluster:
             f.seek(offset)
             return f.read().decode(errors="replace")
 
-    def send(self, task: str, *args: Any, queue: str = "celery") -> None:
-        """Call a task ad hoc (outside beat), as ``task.delay()`` would."""
+    def send(
+        self, task: str, *args: Any, queue: str = "celery", countdown: float | None = None
+    ) -> None:
+        """Call a task ad hoc (outside beat), as ``task.delay()`` would (with
+        ``countdown``: as ``apply_async(countdown=...)`` would)."""
         from celery import Celery
 
         client = Celery("e2e-client", broker=self.redis_url)
         client.conf.task_serializer = "json"
-        client.send_task(task, args=args, queue=queue)
+        client.send_task(task, args=args, queue=queue, countdown=countdown)
         client.close()
 
     def sync_declarations(self) -> None:

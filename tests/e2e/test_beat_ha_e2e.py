@@ -127,7 +127,17 @@ def test_sigstopped_leader_resumes_as_standby_without_dispatching(cluster_factor
         20,
         "beat1 to notice it lost the leadership",
     )
-    time.sleep(3 * LEADER_TIMEOUT_S)  # a resumed beat1 would dispatch in this window
+    # A resumed beat1 that still thought it led would dispatch the schedules as
+    # they fall due: let each fall due and run three more times (under beat2).
+    noticed_at = time.time()
+    wait_for(
+        lambda: all(
+            sum(e["name"] == name for e in starts_after(cluster, noticed_at)) >= 3
+            for name in SCHEDULES
+        ),
+        30,
+        "every schedule to run three more times after beat1 resumed",
+    )
     tail = resumed("beat1", offset)
     before, _, after = tail.partition("lost leadership")
     assert "celery-dgs: dispatched" not in after, tail

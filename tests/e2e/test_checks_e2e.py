@@ -46,6 +46,16 @@ def ended(store: Any, order: str) -> Any:
     return found[0] if found else None
 
 
+def later_check_ends(cluster: Cluster, store: Any, order: str) -> None:
+    """A check of a shipped order, added now and due in 0.5 s, runs and ends:
+    beat has run its rounds and a worker has taken its messages since every
+    earlier check ended, so a wrong extra run of one of them would have started."""
+    cluster.redis.set(f"e2e:order:{order}", "shipped")
+    checks(store).at(TASK, order, after=0.5, kwargs={"order": order})
+    wait_for(lambda: ended(store, order), 20, f"the later check of {order} to run and end")
+    assert len(starts_of(cluster, order)) == 1
+
+
 def test_order_checks_alert_escalate_and_survive_a_killed_worker(cluster_factory: Any) -> None:
     cluster = cluster_factory(["check_order"])  # no schedule: checks only
     store = cluster.store()
@@ -93,7 +103,7 @@ def test_order_checks_alert_escalate_and_survive_a_killed_worker(cluster_factory
         wait_for(lambda: ended(store, "killed"), 30, "the killed check to run again and end")
         record = ended(store, "killed")
         assert (record.outcome, record.check_count) == ("done", 1)
-        time.sleep(1.5)  # room for a wrong third run (none may come: the check has ended)
+        later_check_ends(cluster, store, "after-killed")  # a wrong third run had its chance
         assert len(starts_of(cluster, "killed")) == 2
         outcomes = sorted(r.outcome for r in store.runs(f"{TASK}@check:killed"))
         assert outcomes in (["stolen", "success"], ["lost", "success"]), outcomes
@@ -160,7 +170,7 @@ def test_a_check_survives_a_beat_fail_over_and_runs_once(cluster_factory: Any) -
         wait_for(lambda: cluster.leader_pid() == beat2.pid, 20, "beat2 to take over", interval=0.05)
         for order in ["slow", *orders]:
             wait_for(lambda o=order: ended(store, o), 30, f"the check of {order} to end")
-        time.sleep(1.5)  # room for a wrong second run (none may come: each has ended)
+        later_check_ends(cluster, store, "after-failover")  # a wrong second run had its chance
         for order in ["slow", *orders]:
             assert len(starts_of(cluster, order)) == 1, (order, starts_of(cluster, order))
         for order in orders:

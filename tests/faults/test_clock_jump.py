@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from celery_dgs.embedded import RedisServerProcess
 from tests.faults.cluster import BOUNDS
-from tests.faults.faketime import faketime_env
+from tests.faults.faketime import faketime_env, faketime_server_binary
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(90)]
 
@@ -30,6 +31,18 @@ RUN_SECONDS = 4.0
 #: How far the stored duration of a run may be from its real length: the run
 #: is timed between the grant and the recording of its end (store writes).
 DURATION_TOLERANCE_S = 0.5
+
+
+#: How far a history event's wall clock may be from the expected shift: the
+#: event's two clock readings are taken one after the other.
+CLOCK_TOLERANCE_S = 0.5
+
+
+def wall_clock_shift(event: dict[str, Any]) -> float:
+    """How far the wall clock of the process that wrote ``event`` was from this
+    one's: the event records both ``time.time()`` (``wall``) and the machine's
+    one monotonic clock (``t``)."""
+    return float(event["wall"] - event["t"]) - (time.time() - time.monotonic())
 
 
 def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
@@ -49,6 +62,10 @@ def test_worker_wall_clock_jumps_mid_run(fault_cluster, tmp_path: Path) -> None:
     end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
     assert end["outcome"] == "success"
     assert abs(end["t"] - first["t"] - RUN_SECONDS) < BOUNDS.slack
+    # The worker wrote its history events with its own wall clock: libfaketime
+    # did shift it, by nothing at the start and by -3600 s at the end.
+    assert abs(wall_clock_shift(first)) < CLOCK_TOLERANCE_S, first
+    assert abs(wall_clock_shift(end) + 3600) < CLOCK_TOLERANCE_S, end
     row = cluster.wait_recorded("faults.victim", first["run_id"])
     assert row.outcome == "success"
     assert row.duration_s is not None
@@ -75,7 +92,7 @@ def test_the_redis_servers_clock_steps_mid_run(
     with monkeypatch.context() as env:  # only the Redis server runs under faketime
         for key, value in faketime_env(offset).items():
             env.setenv(key, value)
-        server = RedisServerProcess().start()
+        server = RedisServerProcess(binary=faketime_server_binary()).start()
     try:
         cluster = fault_cluster(
             ["victim"], redis_url=server.url, FAULTS_RUN_SECONDS=str(RUN_SECONDS)

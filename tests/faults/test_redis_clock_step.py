@@ -38,7 +38,7 @@ from celery_dgs.keys import KeySpace
 from tests.e2e.harness import wait_for
 from tests.faults.checker import Bounds
 from tests.faults.cluster import FaultCluster
-from tests.faults.faketime import faketime_env
+from tests.faults.faketime import faketime_env, faketime_server_binary
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -89,7 +89,7 @@ class SteppedClock:
 def stepped_redis(tmp_path: Path) -> Iterator[tuple[RedisServerProcess, SteppedClock]]:
     offset = tmp_path / "redis-faketime.rc"
     offset.write_text("+0\n")
-    server = RedisServerProcess()
+    server = RedisServerProcess(binary=faketime_server_binary())
     with pytest.MonkeyPatch.context() as mp:  # the server inherits this environment
         for name, value in faketime_env(offset).items():
             mp.setenv(name, value)

