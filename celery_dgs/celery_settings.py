@@ -12,6 +12,8 @@ and recorded as a skip, never run twice). Recommended::
     # only if task_acks_late is True, on a Redis broker:
     broker_transport_options = {"visibility_timeout": <above the longest max_allowed_duration>}
 
+``DGS(app)`` sets the ones in :data:`PLUGIN_DEFAULTS` that the application did
+not set (:func:`apply_plugin_defaults`), and logs it.
 :func:`check_celery_settings` returns one :class:`CeleryAdvice` per unsafe
 value, naming the setting and the safe value; the worker logs each as a warning.
 """
@@ -41,6 +43,42 @@ class CeleryAdvice:
             f"{self.setting} = {self.found!r} is unsafe with celery-dgs: {self.why}; "
             f"use {self.safe}"
         )
+
+
+#: Celery settings celery-dgs needs, with the value ``DGS(app)`` gives them
+#: when the application did not set them, and why.
+PLUGIN_DEFAULTS: dict[str, tuple[Any, str]] = {
+    "worker_prefetch_multiplier": (
+        1,
+        "Celery's default of 4 lets a worker reserve dispatches it cannot start yet",
+    ),
+}
+#: The names Celery's old-style configuration gives them.
+_OLD_NAMES = {"worker_prefetch_multiplier": "CELERYD_PREFETCH_MULTIPLIER"}
+
+
+def set_by_application(conf: Any, setting: str) -> bool:
+    """Whether the application gave ``setting`` a value in ``conf`` (a Celery
+    ``Settings``): in its changes, its configuration source or another
+    plugin's defaults; not only Celery's own default (the last map)."""
+    names = {setting, _OLD_NAMES.get(setting, setting)}
+    own = [conf.changes, *conf.defaults[:-1]]
+    return any(name in m for m in own for name in names)
+
+
+def apply_plugin_defaults(conf: Any) -> list[str]:
+    """Set each of :data:`PLUGIN_DEFAULTS` the application did not set; one
+    line for each set, saying so."""
+    lines = []
+    for setting, (value, why) in PLUGIN_DEFAULTS.items():
+        if set_by_application(conf, setting):
+            continue
+        conf[setting] = value
+        lines.append(
+            f"{setting} = {value!r} set by celery-dgs ({why}); set it in the app's "
+            "configuration to choose another value"
+        )
+    return lines
 
 
 def _redis_broker(conf: Mapping[str, Any]) -> bool:

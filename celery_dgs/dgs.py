@@ -7,12 +7,14 @@ each dispatch to one chosen worker) and installs the worker signal hooks.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .celery_settings import apply_plugin_defaults
 from .core.spec import CheckSpec
 from .declarations import DEFAULT_PRIORITY, Declarations
 from .errors import ScheduleConfigError
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from .runtime_schedules import RuntimeSchedules
 
 T = TypeVar("T")
+
+logger = logging.getLogger("celery_dgs")
 
 _INSTANCES: weakref.WeakKeyDictionary[Any, DGS] = weakref.WeakKeyDictionary()
 
@@ -54,13 +58,41 @@ class DGS:
         )
         self._settings: DgsSettings | None = None
         self._conf_loaded = False
+        #: The Celery settings this object set (:func:`apply_plugin_defaults`), one line each.
+        self.celery_defaults_set: list[str] = (
+            existing.celery_defaults_set if existing is not None else []
+        )
         _INSTANCES[app] = self
         # Beat routes every dispatch to one worker's own queue.
         app.conf.worker_direct = True
+        if existing is None:
+            if app.configured:
+                self._set_celery_defaults()
+            else:
+                app.on_after_configure.connect(self._set_celery_defaults, weak=False)
         if install_worker_hooks:
             from .worker.hooks import install_worker_hooks as install
 
             install(app, self)
+
+    def _set_celery_defaults(self, **_: Any) -> None:
+        """Give the Celery settings the plugin needs their value where the
+        application did not set them; a worker or beat logs each line when it
+        starts (its logging is set up by then)."""
+        lines = apply_plugin_defaults(self.app.conf)
+        if not lines:
+            return
+        self.celery_defaults_set.extend(lines)
+        from celery.signals import beat_init, worker_init
+
+        worker_init.connect(self._log_celery_defaults, weak=False)
+        beat_init.connect(self._log_celery_defaults, weak=False)
+
+    def _log_celery_defaults(self, sender: Any = None, **_: Any) -> None:
+        if sender is not None and getattr(sender, "app", None) is not self.app:
+            return
+        for line in self.celery_defaults_set:
+            logger.info("celery-dgs: %s", line)
 
     # -- settings and declarations ------------------------------------------------
     @property

@@ -52,6 +52,10 @@ class WorkerInfo(HashRecord):
     pid: int
     #: None when registering: Redis time of the first registration of this pid.
     started_at: datetime | None = None
+    #: Set by the registry: Redis time of this instance's first registration (an
+    #: instance is a pid and a ``started_at``; a new one under the same name, as
+    #: after a restart, gets a new time). ``None`` for a hash written without it.
+    registered_at: datetime | None = None
     #: Set by the registry (Redis time + ttl).
     expires_at: datetime | None = None
 
@@ -74,6 +78,7 @@ class WorkerInfo(HashRecord):
             pool=r.get_str("pool"),
             pid=r.get_int("pid"),
             started_at=r.get_time("started_at"),
+            registered_at=r.opt_time("registered_at"),
             expires_at=r.get_time("expires_at"),
         )
 
@@ -88,7 +93,8 @@ class RegistryBackend(ABC):
 
     @abstractmethod
     def register(self, info: WorkerInfo) -> WorkerInfo:
-        """Register (or re-register) ``info``; returns it with ``started_at``/``expires_at`` set."""
+        """Register (or re-register) ``info``; returns it with ``started_at``,
+        ``registered_at`` and ``expires_at`` set."""
 
     @abstractmethod
     def heartbeat(self, name: str) -> bool:
@@ -132,7 +138,8 @@ class WorkerRegistry(RegistryBackend):
         return call_script(SCRIPTS, self.client, name, keys, args)
 
     def register(self, info: WorkerInfo) -> WorkerInfo:
-        """Register (or re-register) ``info``; returns it with ``started_at``/``expires_at`` set."""
+        """Register (or re-register) ``info``; returns it with ``started_at``,
+        ``registered_at`` and ``expires_at`` set."""
         if info.slots < 0:
             raise ValueError(f"worker {info.name!r}: slots must be >= 0, got {info.slots}")
         started = "" if info.started_at is None else str(datetime_to_ms(info.started_at))
@@ -160,6 +167,7 @@ class WorkerRegistry(RegistryBackend):
             pool=info.pool,
             pid=info.pid,
             started_at=ms_to_datetime(int(reply[0])),
+            registered_at=ms_to_datetime(int(reply[2])),
             expires_at=ms_to_datetime(int(reply[1])),
         )
 

@@ -266,7 +266,7 @@ class BeatEngine:
             state.refresh_after_read = False
         self.pending_dispatches.settle(view.dispatch_names, mono)
         self._free_parked(view, refreshed)
-        placement = self.placement.placement(view.running_by_worker, view.stale_workers)
+        placement = self.placement.placement(view)
         if placement.free <= 0:
             return 0
         orders = self._choose(now, placement, view.running)

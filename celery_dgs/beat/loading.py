@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..core.clock import Clock
 from ..settings import DgsSettings
@@ -22,6 +23,36 @@ from .state import BeatState
 from .types import tracked_of
 
 logger = logging.getLogger("celery_dgs.beat")
+
+
+@dataclass
+class PollChanges:
+    """The rows of one change poll, counted by what they did: schedules
+    ``added`` (active, not tracked before), ``removed`` (made inactive),
+    ``changed`` (active and tracked before: a new spec, a pause, new
+    statistics), and deferred ``checks`` (added, moved or ended)."""
+
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    checks: int = 0
+
+    def note(self, row: StoredSchedule, *, known: bool) -> None:
+        """Count ``row``; ``known``: beat tracked its schedule before the poll."""
+        if row.kind == "check":
+            self.checks += 1
+        elif not row.active:
+            self.removed += 1
+        elif known:
+            self.changed += 1
+        else:
+            self.added += 1
+
+    def __str__(self) -> str:
+        return (
+            f"{self.added} added, {self.removed} removed, {self.changed} changed, "
+            f"{self.checks} deferred checks"
+        )
 
 
 class ScheduleLoader:
@@ -82,13 +113,18 @@ class ScheduleLoader:
 
     def refresh(self) -> int:
         """Apply store changes since the cursor (deferred checks: those ever due
-        within the window); returns how many rows changed."""
+        within the window); returns how many rows changed. A poll that read
+        any row logs one INFO line with the counts (:class:`PollChanges`)."""
         state = self.state
         rows, state.cursor = self.store.changes_since(state.cursor, check_until=self.window.until())
+        changes = PollChanges()
         for row in rows:
+            changes.note(row, known=row.name in state.tracked or row.name in state.unschedulable)
             self.apply_row_safely(row)
             self.ranking.note_demand(row.name)
         self.last_poll = self.monotonic()
+        if rows:
+            logger.info("celery-dgs beat: store changes: %s (cursor %d)", changes, state.cursor)
         return len(rows)
 
     def read_check_window(self) -> int:

@@ -9,13 +9,14 @@ slots on a pseudo-worker that takes every queue.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Set
-from datetime import datetime, timedelta
+from collections.abc import Set
+from datetime import timedelta
 
 from ..core.lookahead import AdmissionRound
 from ..core.placement import Placement, WorkerSlots
 from ..leases.base import LeaseBackend
-from ..registry import RegistryBackend
+from ..leases.types import BeatView
+from ..registry import RegistryBackend, WorkerInfo
 from ..settings import DgsSettings
 from .lookahead import BeatLookahead
 from .stalled import StalledWorkers
@@ -38,14 +39,16 @@ class BeatPlacement:
         #: Workers that stopped pinging a lease: no new dispatches to them.
         self.stalled = StalledWorkers()
 
-    def placement(
-        self, running_by_worker: Mapping[str, int], stale_workers: Mapping[str, datetime]
-    ) -> Placement:
-        """The round's free slots per worker; records ``live_slots`` in the state."""
-        state = self.state
+    def placement(self, view: BeatView) -> Placement:
+        """The round's free slots per worker; records ``live_slots`` in the state.
+
+        A worker's running leases last pinged before it registered are an
+        earlier instance's (restarted under the same name): they take none of
+        the new instance's slots, and are taken over as a dead owner's."""
+        state, running_by_worker = self.state, view.running_by_worker
         workers = self.stalled.placeable(
             self.registry.live_workers(),
-            stale_workers,
+            view.stale_workers,
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),
         )
@@ -63,7 +66,9 @@ class BeatPlacement:
                 w.name,
                 w.node,
                 frozenset(w.queues),
-                w.slots - running_by_worker.get(w.name, 0) - pending_by_worker.get(w.name, 0),
+                w.slots
+                - _running_on(w, view, running_by_worker.get(w.name, 0))
+                - pending_by_worker.get(w.name, 0),
             )
             for w in workers
         ]
@@ -77,6 +82,13 @@ class BeatPlacement:
         pending = self.state.pending
         busy = [*running, *(n for n in pending if n not in running)]
         return self.lookahead.round(now, free, self.state.tracked, busy)
+
+
+def _running_on(worker: WorkerInfo, view: BeatView, running: int) -> int:
+    """``worker``'s ``running`` leases less those of its earlier instances."""
+    if not running or worker.registered_at is None:
+        return running
+    return running - view.running_pinged_before(worker.name, worker.registered_at)
 
 
 class _AllQueues(frozenset[str]):

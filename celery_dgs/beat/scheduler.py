@@ -316,5 +316,18 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
 
     @property
     def info(self) -> str:
-        count = len(self.engine.state.tracked) if self.engine else 0
-        return f"celery-dgs deadline scheduler: {count} schedules"
+        """The scheduler's line in Celery's beat banner. Celery prints the
+        banner from a scheduler it builds without setting it up (``lazy``),
+        before the one that runs has loaded anything: that line says the count
+        follows in the log (``celery-dgs beat: loaded N schedules ...``)."""
+        if self.engine is None:
+            return (
+                "celery-dgs deadline scheduler: loads the stored schedules after this "
+                "banner and logs how many"
+            )
+        state = self.engine.state
+        checks = len(state.checks)
+        return (
+            f"celery-dgs deadline scheduler: {len(state.tracked) - checks} schedules and "
+            f"{checks} deferred checks loaded"
+        )

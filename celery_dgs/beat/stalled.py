@@ -13,7 +13,15 @@ aside while it has not refreshed its registration since the lease went stale
 nothing and stays aside, also after another worker took its lease over; a
 worker whose main process still heartbeats (one pool child stuck) is back
 within one registration heartbeat (``worker_ttl / 3``), so its other pool
-processes can take the stuck run over.
+processes can take the stuck run over. Once back, the leases that went stale
+before that refresh do not set it aside again (only a lease that goes stale
+later does), until they are taken over.
+
+A worker restarted under the same name is a new instance (a new
+``registered_at``): a lease last pinged before the instance registered is an
+earlier instance's, and is taken over as any dead owner's (after
+``ping_timeout + steal_delay``); it never sets the new instance aside
+(:func:`own_stale_ping`).
 """
 
 from __future__ import annotations
@@ -27,12 +35,25 @@ from ..registry import WorkerInfo
 logger = logging.getLogger("celery_dgs.beat")
 
 
+def own_stale_ping(worker: WorkerInfo, last_ping: datetime | None) -> datetime | None:
+    """``last_ping`` (the latest ping of ``worker``'s stale leases) when those
+    leases may be this instance's; ``None`` when it is older than the
+    instance's first registration: an earlier instance under the same name
+    owned them (a worker registers before it takes any lease)."""
+    if last_ping is None or worker.registered_at is None:
+        return last_ping
+    return last_ping if last_ping >= worker.registered_at else None
+
+
 class StalledWorkers:
     """Remembers set-aside workers across rounds; :meth:`placeable` filters a round's workers."""
 
     def __init__(self) -> None:
         #: worker name -> the moment it must have refreshed its registration after.
         self._set_aside: dict[str, datetime] = {}
+        #: worker name -> the stale moment it was heard from after: leases stale
+        #: by then do not set it aside again.
+        self._answered: dict[str, datetime] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._set_aside
@@ -55,29 +76,58 @@ class StalledWorkers:
         ``expires_at - worker_ttl``.
         """
         out: list[WorkerInfo] = []
-        live: set[str] = set()
         for w in workers:
-            live.add(w.name)
+            self._forget_earlier_instance(w, ping_timeout)
+            last_ping = own_stale_ping(w, stale_owners.get(w.name))
+            if last_ping is None:
+                self._answered.pop(w.name, None)
+            else:
+                self._note_stale(w.name, last_ping + ping_timeout, ping_timeout)
             since = self._set_aside.get(w.name)
-            last_ping = stale_owners.get(w.name)
-            if last_ping is not None and (since is None or last_ping + ping_timeout > since):
-                if since is None:
-                    logger.warning(
-                        "celery-dgs: worker %s owns a lease not pinged for over ping_timeout "
-                        "(%.1fs) by the Redis server's clock (last ping %s): the worker is "
-                        "paused, partitioned or dead, or the Redis host's clock was stepped "
-                        "forward; no new dispatches to it until it refreshes its registration",
-                        w.name,
-                        ping_timeout.total_seconds(),
-                        last_ping.isoformat(),
-                    )
-                since = self._set_aside[w.name] = last_ping + ping_timeout
             if since is not None:
                 if w.expires_at is None or w.expires_at - worker_ttl <= since:
                     continue
                 del self._set_aside[w.name]
+                self._answered[w.name] = since
                 logger.info("celery-dgs: worker %s is heard from again; dispatching to it", w.name)
             out.append(w)
-        for name in [n for n in self._set_aside if n not in live]:
-            del self._set_aside[name]  # its registration expired: forgotten
+        live = {w.name for w in workers}
+        for known in (self._set_aside, self._answered):
+            for name in [n for n in known if n not in live]:
+                del known[name]  # its registration expired: forgotten
         return out
+
+    def _forget_earlier_instance(self, w: WorkerInfo, ping_timeout: timedelta) -> None:
+        """A worker set aside for a lease pinged before its current instance
+        registered is back at once: that lease was an earlier instance's."""
+        since = self._set_aside.get(w.name)
+        if since is None or own_stale_ping(w, since - ping_timeout) is not None:
+            return
+        del self._set_aside[w.name]
+        logger.info(
+            "celery-dgs: worker %s registered again as a new instance (pid %d); the leases "
+            "of its earlier instance are taken over as a dead owner's; dispatching to it",
+            w.name,
+            w.pid,
+        )
+
+    def _note_stale(self, name: str, stale_at: datetime, ping_timeout: timedelta) -> None:
+        """Set ``name`` aside for a lease stale since ``stale_at``, unless it was
+        heard from after that moment already."""
+        answered = self._answered.get(name)
+        if answered is not None and stale_at <= answered:
+            return
+        since = self._set_aside.get(name)
+        if since is not None and stale_at <= since:
+            return
+        if since is None:
+            logger.warning(
+                "celery-dgs: worker %s owns a lease not pinged for over ping_timeout "
+                "(%.1fs) by the Redis server's clock (last ping %s): the worker is "
+                "paused, partitioned or dead, or the Redis host's clock was stepped "
+                "forward; no new dispatches to it until it refreshes its registration",
+                name,
+                ping_timeout.total_seconds(),
+                (stale_at - ping_timeout).isoformat(),
+            )
+        self._set_aside[name] = stale_at

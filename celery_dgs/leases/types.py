@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Set
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
 from ..errors import MalformedDataError
-from .codec import HashReader, HashRecord
+from .codec import HashReader, HashRecord, datetime_to_ms
 
 #: Written as ``format`` in every lease hash; bump it when the layout changes.
 LEASE_FORMAT_VERSION = 1
@@ -185,6 +186,11 @@ class BeatView:
     #: Workers (``owner_name``) owning a lease not pinged within ``ping_timeout``,
     #: and the latest ``last_ping_at`` among those leases.
     stale_workers: dict[str, datetime]
+    #: Per worker (``owner_name``), the last pings (ms) of its leases, sorted,
+    #: as of the last read of the owners (takeable leases included).
+    owner_pings: Mapping[str, Sequence[int]]
+    #: Per worker, the last pings (as in ``owner_pings``) of its takeable leases.
+    takeable_pings: Mapping[str, Sequence[int]]
     #: Schedule -> what is wrong with the data under its lease key (those read now).
     malformed: dict[str, str]
     dispatch_count: int
@@ -193,3 +199,14 @@ class BeatView:
     dispatch_names: frozenset[str] | None
     #: Whether every owner was read this round (the lease generation changed).
     owners_read: bool
+
+    def running_pinged_before(self, worker: str, before: datetime) -> int:
+        """How many of ``worker``'s running leases (not takeable) were last
+        pinged before ``before``, by the pings of the last read of the owners.
+        A ping since that read only moves a lease later, so a lease counted
+        here had no ping at or after ``before`` by then."""
+        cut = datetime_to_ms(before)
+        pinged = bisect_left(self.owner_pings.get(worker, ()), cut)
+        if not pinged:
+            return 0
+        return pinged - sum(1 for ms in self.takeable_pings.get(worker, ()) if ms < cut)

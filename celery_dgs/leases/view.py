@@ -57,9 +57,25 @@ class BeatViewReader(BeatViewSource):
         self._generation = ""
         self._read_at = float("-inf")
         self._owners: dict[str, str] = {}  # schedule -> owner_name ("" for foreign data)
+        self._pings: dict[str, int] = {}  # schedule -> last ping (ms) when the owners were read
+        self._owner_pings: dict[str, list[int]] = {}  # owner_name -> sorted last pings
         self._counts: Counter[str] = Counter()
         #: Tests only: the server run_id the restart epoch believes it sees.
         self.run_id_override = ""
+
+    def _read_owners(self, flat: list[Any]) -> None:
+        """Keep the owners' reply: {schedule, owner_name, last ping ms, ...}."""
+        owners, pings = {}, {}
+        by_owner: dict[str, list[int]] = {}
+        for i in range(0, len(flat) - 2, 3):
+            schedule, owner, ping = text(flat[i]), text(flat[i + 1]), int(float(flat[i + 2]))
+            owners[schedule], pings[schedule] = owner, ping
+            if owner:
+                by_owner.setdefault(owner, []).append(ping)
+        for owned in by_owner.values():
+            owned.sort()
+        self._owners, self._pings, self._owner_pings = owners, pings, by_owner
+        self._counts = Counter({o: len(p) for o, p in by_owner.items()})
 
     def read(self, *, expected_dispatches: int | None = None) -> BeatView:
         """Sweep and read the round's state in one round trip.
@@ -101,9 +117,7 @@ class BeatViewReader(BeatViewSource):
         generation = text(reply[5])
         owners_read = not known or generation != known
         if owners_read:
-            flat = reply[6]
-            self._owners = {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
-            self._counts = Counter(o for o in self._owners.values() if o)
+            self._read_owners(reply[6])
             self._generation = generation
             self._read_at = mono
         takeable = frozenset(text(n) for n in reply[1])
@@ -114,12 +128,14 @@ class BeatViewReader(BeatViewSource):
             last_ping[worker] = max(ping, last_ping.get(worker, ping))
         stale_workers = {worker: ms_to_datetime(ms) for worker, ms in last_ping.items()}
         counts = self._counts
+        takeable_pings: dict[str, list[int]] = {}
         for name in takeable:
             owner = self._owners.get(name)
             if owner:
                 if counts is self._counts:
                     counts = Counter(self._counts)
                 counts[owner] -= 1
+                takeable_pings.setdefault(owner, []).append(self._pings[name])
         running = self._owners.keys() - takeable if takeable else self._owners.keys()
         count = int(reply[7])
         names = None
@@ -132,6 +148,8 @@ class BeatViewReader(BeatViewSource):
             running=running,
             running_by_worker={w: c for w, c in counts.items() if c > 0},
             stale_workers=stale_workers,
+            owner_pings=self._owner_pings,
+            takeable_pings=takeable_pings,
             malformed=malformed,
             dispatch_count=count,
             dispatch_names=names,

@@ -19,6 +19,9 @@ must match the result: ``tests/store/test_migrations.py`` compares them).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,8 @@ from .engine import connection_transaction, make_engine
 
 if TYPE_CHECKING:  # alembic is imported only when migrating: it is slow to import
     from alembic.config import Config
+
+logger = logging.getLogger("celery_dgs.store")
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 VERSION_TABLE = "dgs_alembic_version"
@@ -48,30 +53,63 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 def head_revision() -> str:
     """The newest revision of the shipped scripts."""
-    from alembic.script import ScriptDirectory
+    with alembic_quiet():
+        from alembic.script import ScriptDirectory
 
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "no migration scripts found"
     return head
 
 
 def current_revision(engine: Engine) -> str | None:
     """The database's revision (``None``: never migrated)."""
-    from alembic.runtime.migration import MigrationContext
+    with alembic_quiet(), engine.connect() as conn:
+        from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
         return context.get_current_revision()
 
 
-def upgrade_engine(engine: Engine, revision: str = "head") -> None:
-    """Upgrade (idempotently) the database behind ``engine`` to ``revision``."""
-    from alembic import command
+@contextlib.contextmanager
+def alembic_quiet() -> Iterator[None]:
+    """alembic's own INFO lines (a "setup plugin" line per plugin when it is
+    first imported, the dialect, each revision run) held back while celery-dgs
+    migrates: its ``alembic`` logger is set to WARNING, unless the application
+    set a level for it, and put back afterwards."""
+    alembic_logger = logging.getLogger("alembic")
+    if alembic_logger.level != logging.NOTSET:
+        yield
+        return
+    alembic_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        alembic_logger.setLevel(logging.NOTSET)
 
-    with connection_transaction(engine, write=True) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY})
-        command.upgrade(alembic_config(conn), revision)
+
+def upgrade_engine(engine: Engine, revision: str = "head") -> None:
+    """Upgrade (idempotently) the database behind ``engine`` to ``revision``;
+    one INFO line when the schema changed (alembic's own lines are held back:
+    :func:`alembic_quiet`)."""
+    with alembic_quiet():
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+
+        with connection_transaction(engine, write=True) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK_KEY}
+                )
+            opts = {"version_table": VERSION_TABLE}
+            before = MigrationContext.configure(conn, opts=opts).get_current_revision()
+            command.upgrade(alembic_config(conn), revision)
+            after = MigrationContext.configure(conn, opts=opts).get_current_revision()
+    if after != before:
+        logger.info(
+            "celery-dgs: upgraded the store's schema from revision %s to %s",
+            before or "(none)",
+            after,
+        )
 
 
 def upgrade_url(url: str, revision: str = "head") -> None:

@@ -9,6 +9,7 @@ Schedules:
 
 - ``victim``: one long run (``FAULTS_RUN_SECONDS``, 30 s by default): the run a
   scenario hits with its fault;
+- ``quick``: a run of 0.5 s, once an hour (or when a run is requested);
 - ``soak_0`` .. ``soak_<N-1>`` (``FAULTS_SOAK_N`` > 0): period
   ``FAULTS_SOAK_PERIOD`` seconds, runs of a random 0.2 .. ``FAULTS_SOAK_RUN``
   seconds, for the soak mode.
@@ -125,6 +126,14 @@ if _declared("victim"):
     @app.task(name="faults.victim")
     def victim() -> str:
         return work("victim", float(os.environ.get("FAULTS_RUN_SECONDS", "30")))
+
+
+if _declared("quick"):
+
+    @dgs.periodic(period=timedelta(hours=1))
+    @app.task(name="faults.quick")
+    def quick() -> str:
+        return work("quick", 0.5)
 
 
 def _soak_task(i: int) -> Any:

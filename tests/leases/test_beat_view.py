@@ -252,3 +252,32 @@ def test_a_foreign_index_is_a_clear_error(
     client.set(key, "x")
     with pytest.raises(MalformedDataError, match=rf"{key}.*string"):
         leases.beat_view()
+
+
+def test_running_leases_pinged_before_a_moment_per_worker(
+    leases: RedisLeases, clock: MsClock
+) -> None:
+    """What placement reads to leave an earlier instance's leases out of a
+    restarted worker's slots: its running leases last pinged before the
+    instance registered (takeable ones are not running)."""
+    grab(leases, "old1", "celery@a")
+    grab(leases, "old2", "celery@a")
+    registered = clock.advance(10)
+    grab(leases, "new1", "celery@a")
+    grab(leases, "b1", "celery@b")
+    view = leases.beat_view()
+    at = ms_to_datetime(registered)
+    assert view.running_by_worker == {"celery@a": 3, "celery@b": 1}
+    assert view.running_pinged_before("celery@a", at) == 2
+    assert view.running_pinged_before("celery@b", at) == 0
+    assert view.running_pinged_before("celery@c", at) == 0
+    clock.advance(PT - 9)  # old1 and old2 stale, new1 and b1 not
+    assert leases.beat_view().marked == {"old1", "old2"}
+    for _ in range(2):
+        for schedule, worker in (("new1", "celery@a"), ("b1", "celery@b")):
+            assert leases.ping(schedule, f"{worker}/{schedule}").token
+        clock.advance(SD // 2 + 1)
+    view = leases.beat_view()
+    assert view.takeable == {"old1", "old2"}
+    assert view.running_by_worker == {"celery@a": 1, "celery@b": 1}
+    assert view.running_pinged_before("celery@a", at) == 0

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
@@ -21,8 +22,7 @@ def worker(name: str = "celery@host1", slots: int = 4, **kw: object) -> WorkerIn
         queues=("celery", "dgs.w1"),
         slots=slots,
         pool="prefork",
-        pid=1234,
-        **kw,
+        **{"pid": 1234, **kw},
     )  # type: ignore[arg-type]
 
 
@@ -96,3 +96,28 @@ def test_foreign_worker_data_is_skipped(
         assert [w.name for w in registry.live_workers()] == ["celery@ok"]
     assert "queues" in caplog.text
     assert keys.worker("celery@bad") in caplog.text
+
+
+def test_registered_at_is_kept_by_the_same_instance_and_new_for_a_restart(
+    registry: WorkerRegistry, clock: MsClock
+) -> None:
+    """An instance is a pid and a started_at: its refreshes keep the Redis time
+    of its first registration; a restart under the same name (a new pid, or
+    the same pid with a new started_at, as in a container) gets a new one."""
+    started = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    first = registry.register(worker(started_at=started))
+    assert first.registered_at == ms_to_datetime(T0_MS)
+    clock.advance(100)
+    assert registry.register(worker(started_at=started)).registered_at == first.registered_at
+    [live] = registry.live_workers()
+    assert live.registered_at == first.registered_at
+    clock.advance(100)
+    restarted = registry.register(worker(started_at=started + timedelta(seconds=5)))
+    assert restarted.registered_at == ms_to_datetime(T0_MS + 200)
+    clock.advance(100)
+    other_pid = registry.register(
+        dataclasses.replace(worker(started_at=started + timedelta(seconds=5)), pid=99)
+    )
+    assert other_pid.registered_at == ms_to_datetime(T0_MS + 300)
+    clock.advance(100)
+    assert registry.register(worker(pid=99)).registered_at == other_pid.registered_at

@@ -33,8 +33,9 @@
 --                 leases not pinged within ping_timeout, state "stale" (steal
 --                 pending) or "takeable" (the lease is no longer running)
 --   generation    the lease generation ("" if absent or foreign data)
---   owners        when sent: flat {schedule, owner_name, ...} of every lease
---                 in the index; owner_name "" for foreign data under the lease
+--   owners        when sent: flat {schedule, owner_name, last_ping_at, ...} of
+--                 every lease in the index (last_ping_at: its index score, ms);
+--                 owner_name "" for foreign data under the lease
 --                 key (also in malformed): it counts as running, nothing is
 --                 dispatched for it until an operator removes it. When not
 --                 sent: {} and the generation equals ARGV[7].
@@ -123,7 +124,9 @@ if ARGV[7] == "" or generation == "" or generation ~= ARGV[7] then
   for i = 1, #malformed, 2 do
     bad[malformed[i]] = true
   end
-  for _, schedule in ipairs(redis.call("ZRANGE", KEYS[1], 0, -1)) do
+  local scored = redis.call("ZRANGE", KEYS[1], 0, -1, "WITHSCORES")
+  for i = 1, #scored - 1, 2 do
+    local schedule = scored[i]
     local key = prefix .. schedule
     local got = redis.pcall("HMGET", key, "format", "owner_name")
     local owner = nil
@@ -146,6 +149,7 @@ if ARGV[7] == "" or generation == "" or generation ~= ARGV[7] then
     if owner then
       table.insert(owners, schedule)
       table.insert(owners, owner)
+      table.insert(owners, scored[i + 1])
     end
   end
 end

@@ -7,8 +7,13 @@
 -- ARGV[8] pool   ARGV[9] pid   ARGV[10] started_at ms, or "": keep the started_at
 --   of a registration of the same pid that is still there, else now
 --
+-- registered_at: when this instance first registered. The registration still
+-- there is the same instance when its pid is ARGV[9] and its started_at is
+-- ARGV[10] (any started_at when ARGV[10] is ""): its registered_at is kept;
+-- otherwise (a restart under the same name, or none there) it is now.
+--
 -- The hash also gets a Redis TTL, so a dead worker's hash disappears by itself.
--- Returns {started_at, expires_at}, or {"MALFORMED", key, reason}.
+-- Returns {started_at, expires_at, registered_at}, or {"MALFORMED", key, reason}.
 
 local now = dgs_now(ARGV[1])
 for _, pair in ipairs({{KEYS[1], "hash"}, {KEYS[2], "zset"}}) do
@@ -19,16 +24,20 @@ for _, pair in ipairs({{KEYS[1], "hash"}, {KEYS[2], "zset"}}) do
 end
 local ttl = tonumber(ARGV[3])
 local expires = now + ttl
+local old = redis.call("HMGET", KEYS[1], "pid", "started_at", "registered_at")
+local same_pid = old[1] == ARGV[9]
 local started = tonumber(ARGV[10])
+local same = same_pid and (not started or tonumber(old[2]) == started)
 if not started then
-  local old = redis.call("HMGET", KEYS[1], "pid", "started_at")
-  started = old[1] == ARGV[9] and tonumber(old[2]) or now
+  started = same_pid and tonumber(old[2]) or now
 end
+local registered = same and tonumber(old[3]) or now
 redis.call("DEL", KEYS[1])
 redis.call("HSET", KEYS[1],
   "format", ARGV[2], "name", ARGV[4], "node", ARGV[5], "queues", ARGV[6],
   "slots", ARGV[7], "pool", ARGV[8], "pid", ARGV[9],
-  "started_at", dgs_int(started), "expires_at", dgs_int(expires))
+  "started_at", dgs_int(started), "registered_at", dgs_int(registered),
+  "expires_at", dgs_int(expires))
 redis.call("PEXPIRE", KEYS[1], dgs_int(ttl))
 redis.call("ZADD", KEYS[2], dgs_int(expires), ARGV[4])
-return {started, expires}
+return {started, expires, registered}

@@ -1,0 +1,52 @@
+"""What a migration run writes to the log: one celery-dgs line when the schema
+changed, none of alembic's INFO lines (a "setup plugin" line per plugin at its
+first import, the dialect, each revision), which opened every beat and worker
+log. In a fresh interpreter: alembic sets its plugins up once per process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.harness import ROOT
+
+SCRIPT = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
+from celery_dgs.store.migrate import upgrade_url
+upgrade_url(sys.argv[1])
+print("--- again")
+upgrade_url(sys.argv[1])
+if len(sys.argv) > 2:
+    logging.getLogger("alembic").setLevel(logging.INFO)
+    print("--- alembic set to INFO by the application")
+    upgrade_url(sys.argv[1])
+"""
+
+
+def migrate(tmp_path: Path, *extra: str) -> str:
+    url = f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, url, *extra],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_a_migration_logs_one_line_of_its_own_and_none_of_alembics(tmp_path: Path) -> None:
+    first, again = migrate(tmp_path).split("--- again\n")
+    assert "alembic" not in first + again, first + again
+    [line] = first.splitlines()
+    assert line.startswith("celery_dgs.store celery-dgs: upgraded the store's schema from ")
+    assert again == ""
+
+
+def test_an_alembic_level_the_application_set_is_left_alone(tmp_path: Path) -> None:
+    out = migrate(tmp_path, "alembic-info").split("--- alembic set to INFO by the application\n")
+    assert "alembic.runtime.migration Context impl SQLiteImpl." in out[1], out[1]
