@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -48,6 +48,11 @@ log = logging.getLogger("celery_dgs.web")
 #: The deferred-check summary is read again once its last reading is this many
 #: times as old as that reading took (a million checks: every ~10 s; a few: always).
 CHECK_SUMMARY_COST_FACTOR = 10.0
+
+
+def favicon(request: Request) -> Response:
+    """Browsers that ask for ``/favicon.ico`` before reading the page's icon link."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
 
 
 def create_app(
@@ -83,6 +88,7 @@ def create_app(
         Route("/logout", operator.logout, methods=["POST"]),
         Route("/action", operator.action, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Route("/favicon.ico", favicon),
     ]
     unavailable = unavailable_page(renderer, hidden)
     handlers: dict[Any, Callable[[Request, Exception], Response]] = {

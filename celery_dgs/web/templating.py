@@ -4,6 +4,7 @@ the security headers of every response."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -58,8 +59,15 @@ def templates(scrubber: Scrubber) -> jinja2.Environment:
         iso=iso,
         pct=lambda p: "-" if p is None else f"{p * 100:.0f}%",
         scrub=scrubber.text,
+        json=as_json,
     )
     return env
+
+
+def as_json(value: object) -> str:
+    """``value`` as JSON, as the API and ``celery dgs add`` take it (keys
+    sorted; autoescape escapes it for the page)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def is_fragment(request: Request) -> bool:

@@ -301,3 +301,13 @@ def test_the_overview_says_when_beat_not_the_slots_limits(
     assert api["beat_pace_text"].startswith("beat pace: 40.0 dispatches/s over the last 1m")
     page = html.unescape(site.get("/").body)
     assert "beat, not the slots, limits the runs per second" in page
+
+
+def test_the_page_has_an_icon(web: WebWorld, fleet: datetime) -> None:
+    site = web.serve()
+    assert '<link rel="icon" href="/static/favicon.svg"' in site.get("/").body
+    icon = site.get("/static/favicon.svg")
+    assert icon.status == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.body.startswith("<svg")
+    assert site.get("/favicon.ico").status == 200  # redirected to the SVG

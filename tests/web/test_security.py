@@ -173,8 +173,8 @@ def test_an_anonymous_reader_sees_no_secret(secret_world: WebWorld) -> None:
             assert secret not in reply.body, (path, secret)
     page = site.get("/schedule?name=t.feed").body
     assert "https://reader:***@api.example.com/feed" in page  # the shape stays readable
-    assert "(&#39;api_key&#39;, &#39;***&#39;)" in page
-    assert "(&#39;limit&#39;, 5)" in page
+    # The arguments as JSON, as the API and `celery dgs add` take them.
+    assert "kwargs {&#34;api_key&#34;: &#34;***&#34;, &#34;limit&#34;: 5}" in page
     assert "redis://:***@127.0.0.1:6379/0" in page
     assert "redis://:***@127.0.0.1:6379/0" in site.get("/leases").body
 
