@@ -10,7 +10,6 @@ import logging
 
 import click
 
-from ..web.hosts import is_loopback_name
 from .context import ConfigurationError, get_env, wrap_errors
 
 #: What ``pip install`` needs for the page.
@@ -56,6 +55,7 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
         import uvicorn
 
         from ..web.app import create_app
+        from ..web.hosts import is_loopback_name
         from ..web.server import server_config
     except ImportError as exc:
         raise ConfigurationError(
