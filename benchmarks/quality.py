@@ -376,8 +376,10 @@ def check_goals(
     return lines
 
 
-def run_priorities(quick: bool, seeds: list[int]) -> list[tuple[str, int, SimResult]]:
-    n, slots = (300, 6) if quick else (1000, 20)
+def run_priorities(
+    quick: bool, seeds: list[int], *, size: tuple[int, int] | None = None
+) -> list[tuple[str, int, SimResult]]:
+    n, slots = size or ((300, 6) if quick else (1000, 20))
     out = []
     for seed in seeds:
         policies = PRIORITY_POLICIES if seed == seeds[0] else PRIORITY_SEED_POLICIES
@@ -547,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         "cycles in which no run failed):"
     )
     print(cause_table(runs, bounds))
-    prio_rows = [] if args.no_priorities else run_priorities(args.quick, list(seeds))
+    prio_rows = [] if args.no_priorities else run_priorities(args.quick, list(seeds), size=size)
     if prio_rows:
         print(
             f"\npriority classes {PRIORITY_CLASSES} (priority, share); stale: worst "
