@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import redis.connection
 from sqlalchemy import event
@@ -37,10 +37,14 @@ from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
 from celery_dgs.worker.runs import supervised_run
 
 GOAL_REDIS_ROUND_TRIPS = 4
 GOAL_RUN_END_TRANSACTIONS = 1
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Meter:
@@ -77,7 +81,10 @@ def instrument(rt: Runtime, meter: Meter) -> None:
 
     redis.connection.AbstractConnection.send_packed_command = send_packed_command  # type: ignore[method-assign]
 
-    engine = rt.store.engine
+    store = rt.store
+    if not isinstance(store, SqlScheduleStore):
+        raise TypeError(f"the benchmark measures the SQL store, got {type(store).__name__}")
+    engine = store.engine
 
     @event.listens_for(engine, "before_cursor_execute")
     def _statement(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
@@ -87,8 +94,11 @@ def instrument(rt: Runtime, meter: Meter) -> None:
     def _commit(conn: Any) -> None:
         meter.transactions[meter.phase] += 1
 
-    def phased(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
+    def phased(name: str, fn: Callable[P, R]) -> Callable[P, R]:
+        """``fn`` timed and counted as phase ``name``, with ``fn``'s own signature (so
+        mypy checks each wrapped method against the interface it replaces)."""
+
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
             t0 = time.perf_counter()
             try:
                 with meter.in_phase(name):
@@ -98,7 +108,7 @@ def instrument(rt: Runtime, meter: Meter) -> None:
 
         return call
 
-    leases, store = rt.leases, rt.store
+    leases = rt.leases
     leases.acquire = phased("acquire", leases.acquire)  # type: ignore[method-assign]
     leases.release = phased("release", leases.release)  # type: ignore[method-assign]
     leases.now = phased("leases.now (TIME)", leases.now)  # type: ignore[method-assign]

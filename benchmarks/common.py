@@ -21,7 +21,9 @@ RESULTS_DIR = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Profile:
-    """Sizes of one run: the default, ``--quick`` (smoke run) or ``--full`` (1M start-up)."""
+    """Sizes of one run: the default, ``--quick`` (a short run), ``--full`` (1M
+    start-up) or ``--smoke`` (every step at a tiny size, once: seconds; for the
+    test suite, which checks that the benchmarks run, not their figures)."""
 
     name: str
     decision_sizes: tuple[int, ...]
@@ -38,6 +40,7 @@ PROFILES = {
         "default", (10_000, 100_000, 1_000_000), (10_000, 100_000), 1_000_000, 10_000, 100_000, 5, 3
     ),
     "quick": Profile("quick", (10_000, 100_000), (10_000,), 100_000, 2_000, 10_000, 3, 1),
+    "smoke": Profile("smoke", (1_000,), (1_000,), 2_000, 200, 1_000, 1, 1),
     "full": Profile(
         "full", (10_000, 100_000, 1_000_000), (10_000, 100_000), 1_000_000, 10_000, 1_000_000, 5, 1
     ),

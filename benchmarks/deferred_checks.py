@@ -46,7 +46,17 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis
+
+    from celery_dgs.beat.engine import BeatEngine
+    from celery_dgs.beat.types import Publisher
+    from celery_dgs.core.clock import Clock
+    from celery_dgs.core.spec import CheckSpec, ScheduleSpec
+    from celery_dgs.settings import DgsSettings
+    from celery_dgs.store.sql import SqlScheduleStore
 
 from .common import (
     RESULTS_DIR,
@@ -88,7 +98,7 @@ _COPY_COLUMNS = (
 
 
 # -- the checks ---------------------------------------------------------------------------------
-def template() -> Any:
+def template() -> CheckSpec:
     from celery_dgs.deferred import check_template
 
     return check_template(
@@ -112,7 +122,7 @@ def items(n: int, t0: datetime) -> list[dict[str, Any]]:
     ]
 
 
-def declared_specs() -> list[Any]:
+def declared_specs() -> list[ScheduleSpec]:
     from celery_dgs.core.spec import PeriodicSpec
 
     return [
@@ -144,7 +154,7 @@ def declare(url: str) -> None:
     store.close()
 
 
-def _truncate(store: Any) -> None:
+def _truncate(store: SqlScheduleStore) -> None:
     with store.engine.begin() as conn:
         conn.exec_driver_sql("TRUNCATE dgs_runs, dgs_schedules, dgs_check_history")
 
@@ -265,23 +275,25 @@ def bulk(
 
 # -- children: beat's memory, the dispatch rate ----------------------------------------------
 def _engine(
-    url: str, redis_url: str, settings: Any, publish: Any, clock: Any = None, **client: Any
-) -> Any:
+    url: str,
+    settings: DgsSettings,
+    publish: Publisher,
+    client: redis.Redis,
+    clock: Clock | None = None,
+) -> BeatEngine:
+    """A beat engine on the SQL store at ``url`` and beat's Redis parts on ``client``."""
     from celery_dgs.beat.engine import BeatEngine
-    from celery_dgs.connection import redis_from_url
     from celery_dgs.core.clock import SystemClock
-    from celery_dgs.dispatches import DispatchRecords
-    from celery_dgs.leases.redis import RedisLeases
-    from celery_dgs.registry import WorkerRegistry
     from celery_dgs.store.sql import SqlScheduleStore
 
-    redis_client = redis_from_url(redis_url, **client)
-    keys = settings.keyspace()
+    from .engine_bench import redis_backends
+
+    leases, registry, dispatches = redis_backends(client, settings.keyspace())
     return BeatEngine(
         store=SqlScheduleStore(url),
-        leases=RedisLeases(redis_client, keys, ping_timeout=90, steal_delay=60),
-        registry=WorkerRegistry(redis_client, keys, ttl=3_600),
-        dispatches=DispatchRecords(redis_client, keys),
+        leases=leases,
+        registry=registry,
+        dispatches=dispatches,
         publish=publish,
         settings=settings,
         clock=clock or SystemClock(),
@@ -294,6 +306,7 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
     import psycopg
     import redis
 
+    from celery_dgs.connection import redis_from_url
     from celery_dgs.settings import DgsSettings
 
     prefix = f"bench-rss-{uuid.uuid4().hex[:8]}"
@@ -306,7 +319,8 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
         sent[0] += len(orders)
         return []
 
-    engine = _engine(url, redis_url, settings, publish)
+    engine = _engine(url, settings, publish, redis_from_url(redis_url))
+    keys = settings.keyspace()
     probe = redis.Redis.from_url(redis_url)
     ender = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"))
     gc.collect()
@@ -327,9 +341,9 @@ def child_rss(url: str, redis_url: str, window_size: int, catch_up: int) -> dict
         if pending:  # the dispatched checks end (verdict None) and their records go
             ended += _end_checks(ender, pending)
             pipe = probe.pipeline(transaction=False)
-            pipe.delete(engine.dispatches.keys.dispatch_index())
+            pipe.delete(keys.dispatch_index())
             for name in pending:
-                pipe.delete(engine.dispatches.keys.dispatch(name))
+                pipe.delete(keys.dispatch(name))
             pipe.execute()
         engine.tick()
         ticks += 1
@@ -362,7 +376,7 @@ def _end_checks(conn: Any, names: list[str]) -> int:
     """End the pending checks ``names`` as their workers' run ends would (row
     inactive, a new ``change_seq``), from a connection of its own: the workers'
     work is not beat's, so none of it is allocated in beat's process."""
-    from celery_dgs.store.sql_base import COUNTER_ID
+    from celery_dgs.store.models import COUNTER_ID
 
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(
@@ -417,7 +431,9 @@ def memory(
     catch_up: int,
     repeats: int,
 ) -> tuple[list[Result], dict[str, Any]]:
-    later, none, overdue = [], [], []
+    later: list[dict[str, Any]] = []
+    none: list[dict[str, Any]] = []
+    overdue: list[dict[str, Any]] = []
     args = ["--redis-url", redis_url, "--window-size", str(window_size)]
     for r in range(repeats):
         pair = [("later", url), ("none", none_url)]
@@ -497,6 +513,7 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
             from redis import Redis
 
             from celery_dgs.beat.scheduler import DeadlineScheduler
+            from celery_dgs.connection import redis_from_url
             from celery_dgs.dgs import DGS
             from celery_dgs.settings import DgsSettings
 
@@ -513,18 +530,12 @@ def child_dispatch(url: str, redis_url: str, due: int, repeats: int) -> dict[str
             self.t0 = t0
             self.clock = FakeClock(t0)
             self.names = due_names
+            self.client = redis_from_url(redis_url, connection_class=DgsConnection)
             self.engine = _engine(
-                url,
-                redis_url,
-                self.settings,
-                self.scheduler.publish,
-                self.clock,
-                connection_class=DgsConnection,
+                url, self.settings, self.scheduler.publish, self.client, self.clock
             )
-            self.client = self.engine.leases.client
             self.leases, self.registry = self.engine.leases, self.engine.registry
             self.dispatches = self.engine.dispatches
-            self.store = self.engine.store
             start = time.perf_counter()
             self.engine.load()
             self.load_s = time.perf_counter() - start

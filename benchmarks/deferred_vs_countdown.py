@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -89,9 +90,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.e2e.harness import wait_for
+
+if TYPE_CHECKING:
+    from celery_dgs.deferred import DeferredChecks
+    from celery_dgs.store.base import ScheduleStore
+    from celery_dgs.store.sql import SqlScheduleStore
 
 from .common import RESULTS_DIR, Profile, Result, log, median, table, write_json
 
@@ -246,7 +252,7 @@ class Bench:
                 full_env,
             )
         for name in names:
-            wait_for(lambda name=name: self.ping(name), 60, f"worker {name} to answer a ping")
+            wait_for(functools.partial(self.ping, name), 60, f"worker {name} to answer a ping")
 
     def start_beat(self, name: str, transport_options: dict[str, Any], env: dict[str, str]) -> str:
         """Start ``celery beat -S celery_dgs:DeadlineScheduler`` of the celery-dgs
@@ -461,7 +467,7 @@ def dgs_memory(bench: Bench, count: int) -> MemoryFigure:
     )
 
 
-def dgs_store(bench: Bench, name: str) -> tuple[Any, Any, dict[str, str]]:
+def dgs_store(bench: Bench, name: str) -> tuple[SqlScheduleStore, DeferredChecks, dict[str, str]]:
     """A new SQLite store for one round (schema created), the deferred-check API on it
     with the celery-dgs project's declaration, and the processes' environment."""
     from celery_dgs.core.clock import SystemClock
@@ -476,7 +482,7 @@ def dgs_store(bench: Bench, name: str) -> tuple[Any, Any, dict[str, str]]:
     return store, api, {"DGS_BENCH_DATABASE_URL": url}
 
 
-def add_checks(api: Any, keys: Sequence[str], after: float, counter: str) -> None:
+def add_checks(api: DeferredChecks, keys: Sequence[str], after: float, counter: str) -> None:
     """``DeferredChecks.at_many`` of the checks of ``keys``, due ``after`` seconds from
     now, in batches of :data:`ADD_BATCH`; each counts its executions in ``counter``."""
     from .dgs_app import CHECK_TASK
@@ -502,7 +508,7 @@ def check_name(key: str) -> str:
     return f"{CHECK_TASK}@check:{key}"
 
 
-def run_probe(store: Any, api: Any, counter: str, key: str) -> None:
+def run_probe(store: ScheduleStore, api: DeferredChecks, counter: str, key: str) -> None:
     """Add a check due now and wait until it ran and ended: beat has read the store up
     to it and dispatched it, and a worker ran it."""
     add_checks(api, [key], 0, counter)
@@ -512,6 +518,11 @@ def run_probe(store: Any, api: Any, counter: str, key: str) -> None:
         f"the check {key!r} to run and end",
         interval=0.2,
     )
+
+
+def _text(value: bytes | str) -> str:
+    """A Redis reply of the bench's client (``bytes``) as text."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def beat_checks_loaded(line: str) -> int:
@@ -672,9 +683,9 @@ def countdown_duplicates(bench: Bench, scenario: DuplicateScenario) -> Duplicate
             return len(quiet) >= 2 and quiet[-1] and quiet[-2]
 
         wait_for(nothing_left, slack + scenario.countdown_s, "no copy left to run", interval=1.0)
-        runs = {k.decode(): int(v) for k, v in bench.redis.hgetall(key).items()}
+        runs = {_text(k): int(v) for k, v in bench.redis.hgetall(key).items()}
         hosts = {
-            i: {h.decode() for h in bench.redis.lrange(f"{key}:{i}", 0, -1)}
+            i: {_text(h) for h in bench.redis.lrange(f"{key}:{i}", 0, -1)}
             for i, n in runs.items()
             if n > 1
         }
@@ -728,9 +739,9 @@ def dgs_duplicates(bench: Bench, scenario: DuplicateScenario) -> DuplicateFigure
             return len(quiet) >= 2 and quiet[-1] and quiet[-2]
 
         wait_for(nothing_left, slack + scenario.countdown_s, "no copy left to run", interval=1.0)
-        runs = {k.decode(): int(v) for k, v in bench.redis.hgetall(counter).items()}
+        runs = {_text(k): int(v) for k, v in bench.redis.hgetall(counter).items()}
         hosts = {
-            k: {h.decode() for h in bench.redis.lrange(f"{counter}:{k}", 0, -1)}
+            k: {_text(h) for h in bench.redis.lrange(f"{counter}:{k}", 0, -1)}
             for k, n in runs.items()
             if n > 1
         }

@@ -48,6 +48,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from celery_dgs.core.priority import DEFAULT_ELEVATOR_INTERVAL_S, TOP_HOLD_STEPS
 from celery_dgs.sim.bound import error_bound_s
@@ -337,8 +338,8 @@ def quality_goals(
     return lines
 
 
-def _with(opts: GeneratorOptions, **changes: object) -> GeneratorOptions:
-    return GeneratorOptions(**{**opts.__dict__, **changes})  # type: ignore[arg-type]
+def _with(opts: GeneratorOptions, **changes: Any) -> GeneratorOptions:
+    return replace(opts, **changes)
 
 
 def check_goals(
@@ -375,8 +376,10 @@ def check_goals(
     return lines
 
 
-def run_priorities(quick: bool, seeds: list[int]) -> list[tuple[str, int, SimResult]]:
-    n, slots = (300, 6) if quick else (1000, 20)
+def run_priorities(
+    quick: bool, seeds: list[int], *, size: tuple[int, int] | None = None
+) -> list[tuple[str, int, SimResult]]:
+    n, slots = size or ((300, 6) if quick else (1000, 20))
     out = []
     for seed in seeds:
         policies = PRIORITY_POLICIES if seed == seeds[0] else PRIORITY_SEED_POLICIES
@@ -392,9 +395,8 @@ def run_priorities(quick: bool, seeds: list[int]) -> list[tuple[str, int, SimRes
                 seed=seed,
                 share_spread=spread,
                 priority_classes=PRIORITY_CLASSES,
-                **extra,
-            )  # type: ignore[arg-type]
-            workload = generate(opts)
+            )
+            workload = generate(_with(opts, **extra))
             for policy in policies:
                 out.append((label, seed, simulate(workload, policy)))
             print(f"  seed {seed} {label}: done", file=sys.stderr, flush=True)
@@ -547,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         "cycles in which no run failed):"
     )
     print(cause_table(runs, bounds))
-    prio_rows = [] if args.no_priorities else run_priorities(args.quick, list(seeds))
+    prio_rows = [] if args.no_priorities else run_priorities(args.quick, list(seeds), size=size)
     if prio_rows:
         print(
             f"\npriority classes {PRIORITY_CLASSES} (priority, share); stale: worst "

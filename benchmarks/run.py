@@ -8,8 +8,10 @@
 
 Every figure is a median over repeats; every baseline is measured in the same
 run. The table is also written as JSON to ``benchmarks/results-latest.json``.
-``--quick`` (or ``BENCH_QUICK=1``) is a smaller smoke run; ``--full`` (or
-``BENCH_FULL=1``) loads 1,000,000 schedules in the start-up benchmark.
+``--quick`` (or ``BENCH_QUICK=1``) is a shorter run; ``--full`` (or
+``BENCH_FULL=1``) loads 1,000,000 schedules in the start-up benchmark;
+``--smoke`` runs every step at a tiny size, once, in seconds (the test suite's
+check that the benchmarks still run).
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         default=_env("BENCH_FULL"),
         help="start-up with 1,000,000 schedules (adds several minutes)",
     )
+    size.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every step at a tiny size, once (seconds): checks that it runs",
+    )
     parser.add_argument(
         "--only", choices=STEPS, action="append", help="run only this benchmark (repeatable)"
     )
@@ -58,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         help="where to write the results (default: %(default)s)",
     )
     args = parser.parse_args(argv)
-    if args.quick and args.full:
-        parser.error("--quick and --full exclude each other")
-    profile = PROFILES["quick" if args.quick else "full" if args.full else "default"]
+    chosen = [name for name in ("quick", "full", "smoke") if getattr(args, name)]
+    if len(chosen) > 1:
+        parser.error(f"--{chosen[0]} and --{chosen[1]} exclude each other")
+    profile = PROFILES[chosen[0] if chosen else "default"]
     if args.repeats:
         profile = dataclasses.replace(profile, repeats=args.repeats)
     steps = args.only or list(STEPS)

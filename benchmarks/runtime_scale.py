@@ -31,6 +31,7 @@ The table is also written as JSON to ``benchmarks/results-runtime-latest.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -39,7 +40,12 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from celery_dgs.core.spec import ScheduleSpec
+    from celery_dgs.runtime_schedules import BulkReport, RuntimeSchedules
+    from celery_dgs.store.sql import SqlScheduleStore
 
 from .common import (
     RESULTS_DIR,
@@ -86,7 +92,7 @@ def runtime_row(i: int, version: int = 0) -> dict[str, Any]:
     return row
 
 
-def declared_specs() -> list[Any]:
+def declared_specs() -> list[ScheduleSpec]:
     from celery_dgs.core.spec import PeriodicSpec
 
     return [
@@ -105,12 +111,12 @@ def expected_bad(n: int) -> list[int]:
 
 
 # -- 1. bulk upsert ---------------------------------------------------------------------------
-def _truncate(store: Any) -> None:
+def _truncate(store: SqlScheduleStore) -> None:
     with store.engine.begin() as conn:
         conn.exec_driver_sql("TRUNCATE dgs_runs, dgs_schedules")
 
 
-def _raw_copy(store: Any, rows: list[tuple[Any, ...]]) -> float:
+def _raw_copy(store: SqlScheduleStore, rows: list[tuple[Any, ...]]) -> float:
     """The baseline: psycopg ``COPY`` of the final column values, one transaction."""
     now = datetime.now(timezone.utc)
     start = time.perf_counter()
@@ -128,7 +134,7 @@ def _raw_copy(store: Any, rows: list[tuple[Any, ...]]) -> float:
 CPU: list[float] = []  # this process's CPU time of each _upsert
 
 
-def _upsert(api: Any, rows: list[dict[str, Any]], n: int) -> tuple[float, Any]:
+def _upsert(api: RuntimeSchedules, rows: list[dict[str, Any]], n: int) -> tuple[float, BulkReport]:
     start, cpu = time.perf_counter(), time.process_time()
     report = api.upsert_many(rows)
     elapsed = time.perf_counter() - start
@@ -281,7 +287,7 @@ def child_beat(
     assert engine.ranking.index.peek(now) is None, "something is due: the tick would not be idle"
 
     def idle_ticks(poll: bool) -> float:
-        engine.settings = dataclass_replace(settings, store_poll_interval=1e-9 if poll else 2.0)
+        engine.settings = dataclasses.replace(settings, store_poll_interval=1e-9 if poll else 2.0)
         samples = []
         for _ in range(5):
             t = time.perf_counter()
@@ -330,12 +336,6 @@ def child_beat(
         "tick_after_s": ticks_after,
         "batch_rows": changed,
     }
-
-
-def dataclass_replace(obj: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
 
 
 def run_child(args: list[str]) -> dict[str, Any]:

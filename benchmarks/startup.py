@@ -41,7 +41,12 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+from celery_dgs.core.blackout_periods import parse_blackouts
+
+if TYPE_CHECKING:
+    from celery_dgs.core.spec import ScheduleSpec
 
 from .common import Profile, Result, current_rss_mib, log, median, peak_rss_mib, ru_maxrss_mib
 
@@ -92,11 +97,12 @@ _CRON_EXPRESSIONS = (
 CRON_EVERY = 5  # one row in 5 is a cron schedule
 BLACKOUT_EVERY = 10  # one periodic row in 10 has a blackout window
 FAILED_EVERY = 20  # one row in 20 failed its last run (retry backoff applies)
+BLACKOUT = parse_blackouts("bench.task", [("01:00", "02:00")])
 UNIQUE_EVERY = 50
 PERIOD_SHAPES = 200
 
 
-def bench_spec(i: int) -> Any:
+def bench_spec(i: int) -> ScheduleSpec:
     """The spec of row ``i`` of the benchmark's store."""
     from celery_dgs.core.spec import CronSpec, PeriodicSpec
 
@@ -112,7 +118,7 @@ def bench_spec(i: int) -> Any:
             cron_max_schedule_duration=timedelta(minutes=10),
             args=args,
         )
-    blackouts = [("01:00", "02:00")] if i % BLACKOUT_EVERY == 1 else []
+    blackouts = BLACKOUT if i % BLACKOUT_EVERY == 1 else ()
     return PeriodicSpec(
         task="bench.task",
         configuration=configuration,
@@ -126,7 +132,7 @@ def bench_spec(i: int) -> Any:
 def populate(url: str, n: int) -> float:
     """Migrate and fill the database with ``n`` active schedules (:func:`bench_spec`);
     returns seconds."""
-    from sqlalchemy import insert, update
+    from sqlalchemy import Table, insert, update
 
     from celery_dgs.core.spec import SPEC_FORMAT_VERSION
     from celery_dgs.store.convert import spec_json
@@ -136,7 +142,7 @@ def populate(url: str, n: int) -> float:
     store = SqlScheduleStore.open(url)
     start = time.perf_counter()
     now = datetime.now(timezone.utc).replace(microsecond=0)
-    table = ScheduleRow.__table__
+    table = cast(Table, ScheduleRow.__table__)
     with store.engine.begin() as conn:
         for lo in range(0, n, CHUNK):
             rows = []
@@ -168,7 +174,7 @@ def populate(url: str, n: int) -> float:
                     }
                 )
             conn.execute(insert(table), rows)
-        conn.execute(update(CounterRow.__table__).values(value=1))
+        conn.execute(update(cast(Table, CounterRow.__table__)).values(value=1))
     elapsed = time.perf_counter() - start
     store.close()
     return elapsed

@@ -26,6 +26,7 @@ PACKAGE = ROOT / "celery_dgs"
 _NOT_SOURCE = shutil.ignore_patterns(
     ".git",
     ".venv",
+    ".venv-py3*",
     "build",
     "dist",
     "*.egg-info",

@@ -202,6 +202,9 @@ def update_changed(conn: Connection, rows: Sequence[Prepared], now: datetime, se
 
 
 def _bound_moment(conn: Connection, moment: datetime | None) -> Any:
-    """``moment`` as a ``UTCDateTime`` column's type hands it to the driver."""
-    process = _T.c.updated_at.type.bind_processor(conn.dialect)
+    """``moment`` as a ``UTCDateTime`` column's type hands it to the driver: on
+    SQLite the dialect's text form (the ``sqlite3`` module's own datetime
+    adapter is deprecated from Python 3.12 on)."""
+    column_type = _T.c.updated_at.type
+    process = column_type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
     return moment if process is None else process(moment)

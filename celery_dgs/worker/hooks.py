@@ -39,7 +39,13 @@ from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import RunStoppedOnRequest, node_of, supervised_run
 from .runtime_specs import runtime_spec, skip_dispatch
-from .shutdown import SHUTDOWN_REASON, give_back_dispatches, hook_cold_shutdown, mark_leaving
+from .shutdown import (
+    SHUTDOWN_REASON,
+    flag_worker_stopping,
+    give_back_dispatches,
+    hook_cold_shutdown,
+    mark_leaving,
+)
 from .startup import DgsPlugin, StartRefused, check_before_start, explain, refuse_to_start
 from .supervisor import INTERRUPT_SIGNAL, install_interrupt_handler, live_supervisors
 
@@ -313,7 +319,7 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
         for sup in live_supervisors():
             sup.interrupt("yielded", SHUTDOWN_REASON)
 
-    def on_shutting_down(**_: Any) -> None:
+    def on_shutting_down(how: str = "Warm", exitcode: int = 0, **_: Any) -> None:
         # Runs in the worker's main process: leave the registry first (beat
         # must not send the freed schedule back here), then signal prefork
         # children to yield their runs and yield the runs in this process
@@ -328,6 +334,7 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
                     os.kill(child.pid, INTERRUPT_SIGNAL)
         except Exception:
             logger.exception("celery-dgs: signalling pool processes to yield failed")
+        flag_worker_stopping(how, exitcode)
         stop_runs()
 
     def on_shutdown(sender: Any = None, **_: Any) -> None:

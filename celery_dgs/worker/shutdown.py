@@ -54,6 +54,19 @@ def wait_unless_leaving(seconds: float) -> bool:
     return _leaving.wait(max(seconds, 0.0))
 
 
+def flag_worker_stopping(how: str, exitcode: int) -> None:
+    """Set Celery's own stop flag (``should_stop`` for a warm shutdown,
+    ``should_terminate`` for a cold one) from ``worker_shutting_down``.
+
+    Celery sets it after that signal's receivers return; before Celery 5.7 it
+    is skipped when a receiver raises, as the solo pool's run interruption
+    does (it raises in the task, on the signal handler's thread), and the
+    worker would go on consuming instead of stopping."""
+    from celery.worker import state
+
+    setattr(state, "should_terminate" if how == "Cold" else "should_stop", exitcode)
+
+
 def pool_process_terminating(exc: BaseException) -> bool:
     """``exc`` is the SystemExit of billiard's terminate-signal handler: this
     pool process is being ended by its worker (a cold shutdown's cancel)."""

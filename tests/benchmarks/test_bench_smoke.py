@@ -1,0 +1,141 @@
+"""Every benchmark runs, at a tiny size, as ``make bench*`` runs it:
+``python -m benchmarks.<name>`` in a process of its own, on the real servers
+it starts itself (valkey, PostgreSQL, celery workers and beat). Each must exit
+with status 0 and print its table; the figures are not checked (a few
+seconds of work on a shared machine say nothing), only that the benchmark
+still runs against the code it measures. ``make typecheck`` checks the types
+of its wrappers of the store and the Redis parts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.postgres import postgres_available
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@dataclass(frozen=True)
+class Smoke:
+    args: tuple[str, ...]
+    #: A line the benchmark prints once it has measured (a row of its table).
+    prints: str
+    postgres: bool = False
+    #: The JSON file it writes, under the test's directory (None: it writes none).
+    writes: str | None = None
+
+
+#: Each benchmark with a ``__main__``, at its smallest useful size.
+SMOKES = {
+    # decision, engine (idle/busy tick, dispatch) and start-up steps: `make bench`
+    "run": Smoke(
+        ("--smoke", "--json", "{tmp}/run.json"),
+        "| dispatch: BeatEngine rounds, 200 due, index of 2,000",
+        writes="run.json",
+    ),
+    "bench_worker_overhead": Smoke(
+        ("--runs", "20"), "outcomes of the measured runs: {'success': 20}"
+    ),
+    "deferred_checks": Smoke(
+        (
+            *("--n", "300", "--batch", "100", "--due", "50", "--window-size", "100"),
+            *("--catch-up", "150", "--repeats", "1", "--json", "{tmp}/deferred.json"),
+        ),
+        "| beat dispatch: 50 checks due at once among 300 pending",
+        postgres=True,
+        writes="deferred.json",
+    ),
+    # The celery-dgs kind (worker and beat memory, duplicate runs); the countdown
+    # kind runs plain Celery only, in the same harness.
+    "deferred_vs_countdown": Smoke(
+        (
+            *("--kinds", "dgs", "--count", "20", "--tasks", "3"),
+            *("--visibility-timeout", "1", "--scenarios", "below-vt", "--json", "{tmp}/dvc.json"),
+        ),
+        "| [dgs] duplicate executions: checks due in 0.5 s, visibility_timeout 1 s",
+        writes="dvc.json",
+    ),
+    "lookahead": Smoke(
+        (
+            *("--loads", "0.9", "--seeds", "1", "--policies", "dgs", "--schedules", "50"),
+            *("--slots", "4", "--days", "0.5", "--json", "{tmp}/lookahead.json"),
+        ),
+        "load  0.9 seed 1: ERROR",
+        writes="lookahead.json",
+    ),
+    "quality": Smoke(
+        (
+            *("--schedules", "20", "--slots", "2", "--slots-per-worker", "1", "--seeds", "1"),
+            *("--policies", "dgs", "--json", "{tmp}/quality.json"),
+        ),
+        "seed 1 prio onset: dgs top class",
+        writes="quality.json",
+    ),
+    "revisit": Smoke(
+        (
+            *("--quick", "--sources", "200", "--days", "10", "--warmup-days", "3"),
+            *("--json", "{tmp}/revisit.json"),
+        ),
+        "| 1.0d | adaptive |",
+        writes="revisit.json",
+    ),
+    "runtime_scale": Smoke(
+        ("--n", "2000", "--batch", "200", "--repeats", "1", "--json", "{tmp}/runtime.json"),
+        "| running beat: change batch of 200 applied (refresh)",
+        postgres=True,
+        writes="runtime.json",
+    ),
+    "web_table": Smoke(
+        ("--schedules", "600", "--requests", "12"),
+        "GET /schedules at 600 schedules, 12 requests: p50",
+    ),
+}
+
+#: Entry points that only another benchmark starts, as its child process, and
+#: the benchmark whose smoke runs them.
+CHILDREN = {"startup": "run"}
+
+
+def _has_main(path: Path) -> bool:
+    return 'if __name__ == "__main__":' in path.read_text()
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    with_main = {p.stem for p in BENCHMARKS.glob("*.py") if _has_main(p)}
+    assert with_main == set(SMOKES) | set(CHILDREN)
+    assert set(CHILDREN.values()) <= set(SMOKES)
+
+
+@pytest.mark.parametrize("name", sorted(SMOKES))
+def test_the_benchmark_runs_at_a_tiny_size(name: str, tmp_path: Path) -> None:
+    smoke = SMOKES[name]
+    if smoke.postgres and not postgres_available():
+        if IN_CI:
+            pytest.fail("PostgreSQL binaries (initdb, pg_ctl, postgres) are required in CI")
+        pytest.skip("PostgreSQL binaries not found")
+    args = [a.format(tmp=tmp_path) for a in smoke.args]
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    output = f"{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, output[-6000:]
+    assert smoke.prints in done.stdout, output[-6000:]
+    if smoke.writes is not None:
+        assert json.loads((tmp_path / smoke.writes).read_text())
