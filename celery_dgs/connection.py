@@ -45,20 +45,44 @@ class HandshakeTimedSSLConnection(redis.SSLConnection):
     timeout (at most :data:`TLS_HANDSHAKE_TIMEOUT_S`) instead of the read
     timeout; a handshake that does not finish is a connection error naming TLS."""
 
+    def _handshake_limit(self) -> float:
+        return min(self.socket_connect_timeout or TLS_HANDSHAKE_TIMEOUT_S, TLS_HANDSHAKE_TIMEOUT_S)
+
+    @staticmethod
+    def _no_handshake(limit: float) -> OSError:
+        # redis-py words it "Error <first> connecting to <host:port>. <second>."
+        return OSError(
+            "in the TLS handshake",
+            f"No answer within {limit:g} s: is the server serving TLS on this port "
+            "(rediss:// needs a TLS port, redis:// a plain one)",
+        )
+
     def _wrap_socket_with_ssl(self, sock: Any) -> Any:
-        limit = min(self.socket_connect_timeout or TLS_HANDSHAKE_TIMEOUT_S, TLS_HANDSHAKE_TIMEOUT_S)
+        """The handshake alone (the hook newer redis-py releases call)."""
+        limit = self._handshake_limit()
         sock.settimeout(limit)
         try:
             wrapped = super()._wrap_socket_with_ssl(sock)  # type: ignore[no-untyped-call]
         except TimeoutError:
-            # redis-py words it "Error <first> connecting to <host:port>. <second>."
-            raise OSError(
-                "in the TLS handshake",
-                f"No answer within {limit:g} s: is the server serving TLS on this port "
-                "(rediss:// needs a TLS port, redis:// a plain one)",
-            ) from None
+            raise self._no_handshake(limit) from None
         wrapped.settimeout(self.socket_timeout)
         return wrapped
+
+    def _connect(self) -> Any:
+        """The connection; before redis-py has the handshake hook, the whole
+        connect and handshake are bounded by the handshake's limit."""
+        if hasattr(redis.SSLConnection, "_wrap_socket_with_ssl"):
+            return super()._connect()  # type: ignore[no-untyped-call]
+        limit, read_timeout = self._handshake_limit(), self.socket_timeout
+        self.socket_timeout = limit
+        try:
+            sock = super()._connect()  # type: ignore[no-untyped-call]
+        except TimeoutError:
+            raise self._no_handshake(limit) from None
+        finally:
+            self.socket_timeout = read_timeout
+        sock.settimeout(read_timeout)
+        return sock
 
 
 def redis_from_url(
