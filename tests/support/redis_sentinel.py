@@ -101,7 +101,21 @@ class SentinelProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self, timeout: float = 15.0) -> SentinelProcess:
+    def start(self, timeout: float = 15.0, attempts: int = 3) -> SentinelProcess:
+        """Start it; a port that another process took since it was picked
+        (``bind: Address already in use``) is replaced by a new free one."""
+        for attempt in range(attempts):
+            try:
+                return self._start_once(timeout)
+            except EmbeddedServerError as exc:
+                if "Address already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+                old_port, self.port = self.port, free_port(self.host)
+                text = self.config.read_text()
+                self.config.write_text(text.replace(f"port {old_port}\n", f"port {self.port}\n", 1))
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> SentinelProcess:
         self._proc = subprocess.Popen(
             [str(self.binary), str(self.config), "--sentinel"],
             stdin=subprocess.DEVNULL,
