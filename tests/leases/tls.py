@@ -34,9 +34,24 @@ def make_certificate(directory: Path) -> tuple[Path, Path, Path]:
     ca, ca_key = directory / "ca.pem", directory / "ca-key.pem"
     cert, key, request = directory / "cert.pem", directory / "key.pem", directory / "cert.csr"
     extensions = directory / "cert.ext"
-    extensions.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    # The extensions a strict verifier (Python 3.13's VERIFY_X509_STRICT) asks for.
+    extensions.write_text(
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid:always\n"
+    )
     ca_args = ["-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=celery-dgs test CA"]
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *ca_args)
+    ca_extensions = [
+        *("-addext", "basicConstraints=critical,CA:TRUE"),
+        *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+        *("-addext", "subjectKeyIdentifier=hash"),
+    ]
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *ca_args, *ca_extensions
+    )
     request_args = ["-keyout", str(key), "-out", str(request), "-subj", "/CN=localhost"]
     _openssl("req", "-newkey", "rsa:2048", "-nodes", *request_args)
     signing = ["-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-days", "1"]
