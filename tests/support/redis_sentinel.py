@@ -108,6 +108,7 @@ class SentinelProcess:
             try:
                 return self._start_once(timeout)
             except EmbeddedServerError as exc:
+                self.stop()  # the exited process's pipe
                 if "Address already in use" not in str(exc) or attempt == attempts - 1:
                     raise
                 old_port, self.port = self.port, free_port(self.host)
