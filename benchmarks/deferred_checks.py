@@ -77,24 +77,13 @@ REGIONS = ("eu", "us", "apac", "latam")
 GOAL_ADDS_PER_S = 10_000.0
 GOAL_RSS_MIB = 300.0
 GOAL_DISPATCH_RATIO = 0.8
-_COPY_COLUMNS = (
-    "name",
-    "task",
-    "configuration",
-    "kind",
-    "spec",
-    "spec_format",
-    "active",
-    "paused",
-    "registered_at",
-    "updated_at",
-    "owner",
-    "next_target_at",
-    "first_check_at",
-    "earliest_check_at",
-    "check_count",
-    "change_seq",
-)
+
+
+def _copy_columns() -> tuple[str, ...]:
+    """The columns of a new check row, in the order the store copies them."""
+    from celery_dgs.store.sql_checks import NEW_CHECK_COLUMNS
+
+    return NEW_CHECK_COLUMNS
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -193,7 +182,7 @@ def _raw_copy(url: str, stored: list[tuple[Any, ...]], batch: int) -> float:
     from celery_dgs.store.sql import SqlScheduleStore
 
     store = SqlScheduleStore(url)
-    sql = f"COPY dgs_schedules ({', '.join(_COPY_COLUMNS)}) FROM STDIN"
+    sql = f"COPY dgs_schedules ({', '.join(_copy_columns())}) FROM STDIN"
     gc.collect()
     start = time.perf_counter()
     for i in range(0, len(stored), batch):
@@ -233,7 +222,7 @@ def bulk(
                         stored = [
                             tuple(v)
                             for v in conn.exec_driver_sql(
-                                f"SELECT {', '.join(_COPY_COLUMNS)} "
+                                f"SELECT {', '.join(_copy_columns())} "
                                 "FROM dgs_schedules ORDER BY name"
                             )
                         ]

@@ -67,7 +67,7 @@ PG_NAMES_PER_QUERY = 100_000
 _COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
 _PENDING = and_(_T.c.kind == "check", _T.c.active)
 #: The new rows' columns, in the order :meth:`CheckMethods._insert_new` copies them.
-_NEW_COLUMNS = (
+NEW_CHECK_COLUMNS = (
     "name",
     "task",
     "configuration",
@@ -85,7 +85,7 @@ _NEW_COLUMNS = (
     "check_count",
     "change_seq",
 )
-_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_NEW_COLUMNS)}) FROM STDIN"
+_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(NEW_CHECK_COLUMNS)}) FROM STDIN"
 _PG_STORED_CHECKS = (
     "SELECT name, kind, active, earliest_check_at FROM dgs_schedules "
     "WHERE name = ANY(%s) ORDER BY name FOR UPDATE"
