@@ -157,6 +157,13 @@ bench-quality: $(STAMP)
 bench-revisit: $(STAMP)
 	$(BIN)/python -m benchmarks.revisit $(BENCH_ARGS)
 
+## sim-vs-real: the simulator against a real beat and workers for SIM_VS_REAL_SECONDS (1200); figures in benchmarks/sim-vs-real-latest.json
+.PHONY: sim-vs-real
+SIM_VS_REAL_SECONDS ?= 1200
+sim-vs-real: $(STAMP)
+	DGS_SIM_VS_REAL_S=$(SIM_VS_REAL_SECONDS) DGS_SIM_VS_REAL_JSON=benchmarks/sim-vs-real-latest.json \
+		$(BIN)/pytest -p no:cacheprovider -n 0 -q -s tests/e2e/test_sim_vs_real_e2e.py
+
 ## soak: the fault suite's soak mode: random faults for SOAK_SECONDS (120), then the history checker
 .PHONY: soak
 SOAK_SECONDS ?= 120

@@ -36,6 +36,7 @@ from ..core.spec import CheckSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
 from .checks import end_of_check
+from .draws import RunDraw, StreamDraw
 from .metrics import (
     NONE_FREE,
     OTHER_FREE,
@@ -72,6 +73,7 @@ class Simulator:
         initial_stats: Mapping[str, ScheduleStats] | None = None,
         trace: list[tuple[float, str, str]] | None = None,
         upstream: VisitObserver | None = None,
+        draw: RunDraw | None = None,
     ) -> None:
         """``policy``: one of :data:`~celery_dgs.sim.policies.POLICIES`, ordered
         by ``order`` when it is ``dgs``, or a factory that builds one on the loop;
@@ -79,7 +81,9 @@ class Simulator:
         ``initial_stats`` are added to the workload's, replacing the generated
         starting stats (e.g. a store's);
         ``trace`` receives ``(time, schedule, worker)`` for every run started;
-        ``upstream`` says whether each good run was eventful (adaptive schedules)."""
+        ``upstream`` says whether each good run was eventful (adaptive schedules);
+        ``draw`` gives each run's duration and failure (default: one random
+        stream seeded by the workload, :class:`~.draws.StreamDraw`)."""
         self.workload = workload
         self.upstream = upstream
         self.trace = trace
@@ -95,7 +99,7 @@ class Simulator:
             workload.horizon_s,
             class_of={s.name: s.spec.priority for s in workload.schedules},
         )
-        self.rng = random.Random(workload.seed + 1)
+        self.draw: RunDraw = draw or StreamDraw(workload.seed + 1)
         self._groups, group_of = placement_groups(workload)
         # One group holding every worker: its state is whether any slot is free.
         self._one_group = self._groups == [tuple(range(len(workload.workers)))]
@@ -229,13 +233,7 @@ class Simulator:
             if good is not None and now < self.rel(good) + WASTED_FRACTION * st.period:
                 tally.wasted += 1
         sched = st.sched
-        mean = sched.duration_s
-        if sched.duration_sigma > 0 and mean > 0:
-            sigma = sched.duration_sigma
-            duration = self.rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
-        else:
-            duration = mean
-        failed = sched.failure_rate > 0 and self.rng.random() < sched.failure_rate
+        duration, failed = self.draw(sched, st.run)
         limit = sched.spec.max_allowed_duration
         if limit is not None and duration > limit.total_seconds():
             duration, failed = limit.total_seconds(), True

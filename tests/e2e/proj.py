@@ -379,6 +379,17 @@ def scrape(source: str, seconds: float = 0.05) -> str:
     return work(f"scrape@{source}", seconds)
 
 
+# The simulator against a real run (tests/e2e/test_sim_vs_real_e2e.py): each run
+# lasts what the simulator's keyed draw gives that schedule's run of that number.
+@app.task(name="e2e.drawn")
+def drawn(name: str, mean_s: float, sigma: float, seed: int) -> str:
+    from celery_dgs.sim.draws import keyed_run
+
+    run = int(_events.incr(f"e2e:drawn:{name}")) - 1
+    seconds, failed = keyed_run(seed, name, run, mean_s, sigma)
+    return work(name, seconds, fail=failed)
+
+
 @app.task(name="e2e.lister")
 def lister(count: int) -> int:
     rows = [

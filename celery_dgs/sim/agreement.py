@@ -1,0 +1,93 @@
+"""Whether a simulation and a real run of the same fleet agree.
+
+:func:`fleet_figures` reads the figures the comparison is about from a
+simulator that has run (a simulation, or a :func:`~.replay.replay` of real
+runs): ERROR-seconds after the warm-up, runs per schedule, and the lateness
+of the starts (start minus ``should_start_by``; negative: early) at the median
+and the 95th percentile. :func:`agreement` compares two sets of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+from .loop import Simulator
+from .metrics import percentile
+
+#: Two figures agree when they differ by at most this fraction of the larger.
+TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class FleetFigures:
+    error_s: float
+    runs_per_schedule: float
+    lateness_median_s: float
+    lateness_p95_s: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def fleet_figures(sim: Simulator) -> FleetFigures:
+    """The figures of ``sim``, which has run to its horizon."""
+    tally = sim.tally
+    late = sorted(tally.lateness)
+    return FleetFigures(
+        error_s=tally.error_s,
+        runs_per_schedule=tally.runs / max(len(sim.states), 1),
+        lateness_median_s=statistics.median(late) if late else 0.0,
+        lateness_p95_s=percentile(late, 95),
+    )
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One figure of both runs; ``slack`` is the absolute difference allowed
+    beside :data:`TOLERANCE` (what the measurement cannot resolve)."""
+
+    figure: str
+    simulated: float
+    real: float
+    slack: float
+
+    @property
+    def difference(self) -> float:
+        return abs(self.real - self.simulated)
+
+    @property
+    def agrees(self) -> bool:
+        scale = max(abs(self.real), abs(self.simulated))
+        return self.difference <= max(TOLERANCE * scale, self.slack)
+
+    def line(self) -> str:
+        verdict = "agree" if self.agrees else "DIFFER"
+        return (
+            f"{self.figure:20} simulated {self.simulated:12,.2f}  real {self.real:12,.2f}  "
+            f"difference {self.difference:10,.2f}  {verdict}"
+        )
+
+
+def agreement(
+    simulated: FleetFigures,
+    real: FleetFigures,
+    *,
+    error_slack_s: float = 0.0,
+    lateness_slack_s: float = 0.0,
+) -> list[Agreement]:
+    """Each figure of the two, with the slack the caller's measurement needs
+    (the resolution of its clocks and of beat's rounds)."""
+    return [
+        Agreement("ERROR-seconds", simulated.error_s, real.error_s, error_slack_s),
+        Agreement("runs per schedule", simulated.runs_per_schedule, real.runs_per_schedule, 0.0),
+        Agreement(
+            "lateness median (s)",
+            simulated.lateness_median_s,
+            real.lateness_median_s,
+            lateness_slack_s,
+        ),
+        Agreement(
+            "lateness p95 (s)", simulated.lateness_p95_s, real.lateness_p95_s, lateness_slack_s
+        ),
+    ]

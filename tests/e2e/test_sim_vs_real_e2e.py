@@ -1,0 +1,164 @@
+"""End to end: the simulator against a real beat and real workers on the same
+fleet.
+
+A generated fleet (30 periodic schedules, periods 15-45 s, lognormal run
+times, near full load on 3 workers of 2 slots) runs for ``DGS_SIM_VS_REAL_S``
+seconds (default 120; ``make sim-vs-real`` runs 1,200) under a real beat, and
+in the simulator under beat's order. Each run lasts what the simulator's keyed
+draw gives that schedule's run of that number (``celery_dgs/sim/draws.py``),
+in both. The real runs, read from the store, are replayed through the
+simulator's accounting (``celery_dgs/sim/replay.py``), so both sides' figures
+come from the same code: ERROR-seconds after the warm-up, runs per schedule,
+and the lateness of the starts at the median and p95. They must agree within
+10 % (``celery_dgs/sim/agreement.py``), less what the measurement cannot
+resolve: beat's rounds and the worker's start (a fraction of a second of
+lateness, and the ERROR-seconds that much lateness makes).
+
+``DGS_SIM_VS_REAL_JSON`` names a file for the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+
+from celery_dgs.core.stats import ScheduleStats
+from celery_dgs.runtime_schedules import RuntimeSchedules
+from celery_dgs.sim.agreement import agreement, fleet_figures
+from celery_dgs.sim.draws import KeyedDraw
+from celery_dgs.sim.generate import GeneratorOptions, generate
+from celery_dgs.sim.loop import Simulator
+from celery_dgs.sim.replay import RecordedRun, replay
+from celery_dgs.sim.workload import SimSchedule, Workload
+from tests.e2e.harness import wait_for
+
+SECONDS = float(os.environ.get("DGS_SIM_VS_REAL_S", "120"))
+SEED = 7
+WORKERS, SLOTS_PER_WORKER = 3, 2
+#: What a real run adds to a start or an end that the simulator does not:
+#: beat's round, the message, the worker's lease and its 50 ms sleep steps.
+LATENESS_SLACK_S = 0.5
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SECONDS + 180)]
+
+
+def fleet(horizon_s: float) -> Workload:
+    """The fleet, its schedules named as the runtime API stores them."""
+    workload = generate(
+        GeneratorOptions(
+            schedules=30,
+            slots=WORKERS * SLOTS_PER_WORKER,
+            slots_per_worker=SLOTS_PER_WORKER,
+            load=0.85,
+            period_min_s=15,
+            period_max_s=45,
+            duration_sigma=0.3,
+            cooldown_fraction=0.5,
+            horizon_s=horizon_s,
+            warmup_s=min(60.0, horizon_s / 3),
+            seed=SEED,
+        )
+    )
+    schedules = [
+        SimSchedule(
+            replace(s.spec, task="e2e.drawn", configuration=f"f{i:02d}"),
+            s.duration_s,
+            s.duration_sigma,
+        )
+        for i, s in enumerate(workload.schedules)
+    ]
+    return replace(workload, schedules=schedules, warm_start=False)
+
+
+def rows(workload: Workload) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for s in workload.schedules:
+        spec = s.spec
+        out.append(
+            {
+                "name": spec.name,
+                "period": spec.scheduling_period.total_seconds(),  # type: ignore[attr-defined]
+                "cooldown": spec.cooldown_duration.total_seconds(),  # type: ignore[attr-defined]
+                "kwargs": {
+                    "name": spec.name,
+                    "mean_s": s.duration_s,
+                    "sigma": s.duration_sigma,
+                    "seed": SEED,
+                },
+            }
+        )
+    return out
+
+
+def recorded(cluster, workload: Workload, start: datetime) -> list[RecordedRun]:
+    store = cluster.store()
+    try:
+        runs: list[RecordedRun] = []
+        for s in workload.schedules:
+            for r in store.runs(s.name, limit=100_000):
+                if r.outcome == "skipped":
+                    continue
+                end = None if r.ended_at is None else (r.ended_at - start).total_seconds()
+                failed = r.outcome not in ("success", "running")
+                runs.append(
+                    RecordedRun(s.name, (r.started_at - start).total_seconds(), end, failed)
+                )
+        return runs
+    finally:
+        store.close()
+
+
+def test_the_simulator_agrees_with_a_real_run(cluster_factory) -> None:
+    cluster = cluster_factory(["drawn"], E2E_STORE_POLL="0.5")
+    for i in range(WORKERS):
+        cluster.start_worker(f"w{i}", f"node{i}", pool="threads", concurrency=SLOTS_PER_WORKER)
+    cluster.start_beat()
+    wait_for(cluster.beat_leader, 30, "beat to lead")
+    workload = fleet(SECONDS)
+    store = cluster.store()
+    try:
+        start = datetime.now(timezone.utc)
+        report = RuntimeSchedules(store).upsert_many(rows(workload))
+        assert report.ok, report.errors
+    finally:
+        store.close()
+    time.sleep(max(0.0, start.timestamp() + SECONDS - time.time()))
+    workload = replace(workload, start=start)
+    runs = recorded(cluster, workload, start)
+    registered = {s.name: ScheduleStats(registered_at=start) for s in workload.schedules}
+    real = fleet_figures(replay(workload, runs, initial_stats=registered))
+    simulator = Simulator(workload, "dgs", draw=KeyedDraw(SEED))
+    simulator.run()
+    simulated = fleet_figures(simulator)
+    runs_in_window = max(simulated.runs_per_schedule, real.runs_per_schedule)
+    error_slack = LATENESS_SLACK_S * runs_in_window * len(workload.schedules)
+    rows_of = agreement(
+        simulated, real, error_slack_s=error_slack, lateness_slack_s=LATENESS_SLACK_S
+    )
+    print(
+        f"\n{len(workload.schedules)} schedules, {WORKERS} workers x {SLOTS_PER_WORKER} slots, "
+        f"load {workload.load():.2f}, {SECONDS:.0f} s ({workload.effective_warmup():.0f} s "
+        f"warm-up), {len(runs)} real runs"
+    )
+    for row in rows_of:
+        print(row.line())
+    target = os.environ.get("DGS_SIM_VS_REAL_JSON")
+    if target:
+        with open(target, "w") as f:
+            json.dump(
+                {
+                    "seconds": SECONDS,
+                    "load": workload.load(),
+                    "simulated": simulated.to_dict(),
+                    "real": real.to_dict(),
+                    "agree": {row.figure: row.agrees for row in rows_of},
+                },
+                f,
+                indent=1,
+            )
+    assert all(row.agrees for row in rows_of), [row.line() for row in rows_of]
