@@ -2,7 +2,8 @@
 
 The simulator's policies (``dgs``, ``fifo``, ``beat``), ``dgs`` under other
 settings (an :class:`~celery_dgs.core.ranking.OrderPolicy`: ``dgs-deadline``
-without the laxity floor, ``dgs-greedy``, ``dgs-shed``, ``dgs-lookahead``,
+without the laxity floor, ``dgs-greedy``, ``dgs-shed``, ``dgs-lookahead``, ``dgs-fewest``
+(``dgs_overload = "fewest_errors"``),
 ``dgs-strict`` without the elevator, ``dgs-elevator-<seconds>``), and
 ``dgs-noprio``: ``dgs`` without the priority classes (the overload policy's
 index alone, the order before priorities), which the priority scenarios of
@@ -29,6 +30,7 @@ SETTINGS: dict[str, OrderPolicy] = {
     "dgs-greedy": OrderPolicy(overload="greedy"),
     "dgs-shed": OrderPolicy(overload="shed"),
     "dgs-lookahead": OrderPolicy(lookahead=True),
+    "dgs-fewest": OrderPolicy(goal="fewest_errors"),
     "dgs-strict": OrderPolicy(elevator_interval_s=None),
 }
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.
@@ -41,7 +43,13 @@ class WithoutClasses(DeadlinePolicy):
     """``dgs`` ordered by the overload policy's index alone."""
 
     def make_index(self) -> DeadlineIndex:
-        return overload_index(self.order, expected_s=self.expected_s, margin_s=self.margin_s)
+        return overload_index(
+            self.order,
+            expected_s=self.expected_s,
+            margin_s=self.margin_s,
+            period_s=self.period_s,
+            overloaded=self.overloaded,
+        )
 
 
 def order_of(name: str) -> OrderPolicy:

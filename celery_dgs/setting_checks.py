@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from .core.fewest_errors import OVERLOAD_GOALS
 from .core.overload import OVERLOAD_POLICIES
 from .core.timing import validate_cooldown_fraction
 from .errors import SettingsError
@@ -154,6 +155,23 @@ def policy_name(name: str, value: Any) -> Any:
     if value not in OVERLOAD_POLICIES:
         raise SettingsError(f"{name} must be one of {', '.join(OVERLOAD_POLICIES)}, got {value!r}")
     return value
+
+
+def overload_goal(name: str, value: Any) -> Any:
+    if value not in OVERLOAD_GOALS:
+        raise SettingsError(f"{name} must be one of {', '.join(OVERLOAD_GOALS)}, got {value!r}")
+    return value
+
+
+def periods_at_least_one(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 1
+    ):
+        raise SettingsError(f"{name} must be a number of periods >= 1, got {value!r}")
+    return float(value)
 
 
 def cooldown_fraction(name: str, value: Any) -> float:

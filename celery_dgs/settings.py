@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from .core.fewest_errors import DEFAULT_FLOOR_PERIODS, DEFAULT_OVERLOAD_GOAL
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, DEFAULT_SHED_HORIZON_S
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
@@ -36,6 +37,8 @@ from .setting_checks import (
     non_empty_string,
     non_negative,
     option_mapping,
+    overload_goal,
+    periods_at_least_one,
     policy_name,
     positive_int,
     proxy_addresses,
@@ -163,6 +166,15 @@ class DgsSettings:
     #: should_start_by first), ``"shed"`` or ``"restore"`` (late schedules
     #: shortest run first, with aging; see celery_dgs/core/overload.py).
     overload_policy: str = field(default=DEFAULT_OVERLOAD_POLICY, metadata=setting(policy_name))
+    #: What beat gives up while the demand exceeds the live slots: ``"fair"``
+    #: (every schedule served in turn, staleness bounded) or ``"fewest_errors"``
+    #: (the schedules whose runs buy the least fresh time per slot-second wait,
+    #: each served again once ``overload_floor`` periods stale; needs
+    #: ``overload_policy = "restore"`` with a laxity floor: celery_dgs/core/fewest_errors.py).
+    overload: str = field(default=DEFAULT_OVERLOAD_GOAL, metadata=setting(overload_goal))
+    overload_floor: float = field(
+        default=DEFAULT_FLOOR_PERIODS, metadata=setting(periods_at_least_one)
+    )
     #: ``shed``: on-time schedules whose should_start_by is within this many
     #: seconds go before late ones.
     shed_horizon: float = field(default=DEFAULT_SHED_HORIZON_S, metadata=SECONDS)
@@ -240,12 +252,23 @@ class DgsSettings:
                 f"(the leader renews every third of it), got {self.beat_leader_timeout!r}"
             )
         self._check_self_fence_margin()
+        self._check_overload()
         self._check_cluster()
         self._check_sentinel()
         if self.redis_cluster_hash_tag and ("{" in self.key_prefix or "}" in self.key_prefix):
             raise SettingsError(
                 f"dgs_key_prefix {self.key_prefix!r} must not contain braces when "
                 "dgs_redis_cluster_hash_tag is on (the prefix becomes the hash tag)"
+            )
+
+    def _check_overload(self) -> None:
+        if self.overload == "fewest_errors" and (
+            self.overload_policy != "restore" or self.laxity_floor is None
+        ):
+            raise SettingsError(
+                'dgs_overload = "fewest_errors" orders the schedules in ERROR of the '
+                'default order: it needs dgs_overload_policy = "restore" (got '
+                f"{self.overload_policy!r}) and a dgs_laxity_floor (got {self.laxity_floor!r})"
             )
 
     def _check_cluster(self) -> None:
@@ -314,6 +337,8 @@ class DgsSettings:
         """The settings that change beat's dispatch order, as one value."""
         return OrderPolicy(
             overload=self.overload_policy,
+            goal=self.overload,
+            floor_periods=self.overload_floor,
             shed_horizon_s=self.shed_horizon,
             restore_aging=self.restore_aging,
             laxity_floor_s=self.laxity_floor,

@@ -17,11 +17,13 @@ classes ask for the overload signal (a fleet with one class never does).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
+from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
@@ -58,6 +60,7 @@ class BeatRanking:
                 margin_s=lambda n: margin_seconds(tracked.get(n)),
                 priority_of=self.priority_of,
                 overloaded=self.overloaded,
+                period_s=self.period_s,
             ),
         )
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
@@ -143,6 +146,11 @@ class BeatRanking:
             priority = tracked.run_requested_priority
             return AD_HOC_PRIORITY if priority is None else priority
         return tracked.spec.priority
+
+    def period_s(self, name: str) -> float:
+        """Seconds between ``name``'s obligations (infinite when unknown)."""
+        tracked = self.state.tracked.get(name)
+        return math.inf if tracked is None else period_seconds(tracked.spec, tracked.stats)
 
     def overloaded(self) -> bool:
         """The priority classes' overload signal: the schedules' demand

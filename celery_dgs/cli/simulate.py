@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from ..core.fewest_errors import OVERLOAD_GOALS
 from ..core.overload import OVERLOAD_POLICIES
 from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable
@@ -61,6 +62,8 @@ def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options; unset ones come from the app's settings (beat's defaults without
     an app)."""
     options: tuple[tuple[str, Any, str | None, str], ...] = (
+        ("--overload", click.Choice(OVERLOAD_GOALS), None, "dgs_overload"),
+        ("--overload-floor", click.FloatRange(min=1), "PERIODS", "dgs_overload_floor"),
         ("--overload-policy", click.Choice(OVERLOAD_POLICIES), None, "dgs_overload_policy"),
         ("--shed-horizon", str, "DURATION", "dgs_shed_horizon (shed)"),
         ("--restore-aging", click.FloatRange(min=0), None, "dgs_restore_aging (restore)"),
@@ -81,7 +84,12 @@ def _order(env: Env | None, given: dict[str, Any]) -> OrderPolicy:
     without an app), with the options given."""
     order = env.settings.order_policy if env is not None else OrderPolicy()
     changes: dict[str, Any] = {}
-    for option, field in (("overload_policy", "overload"), ("restore_aging", "restore_aging")):
+    for option, field in (
+        ("overload", "goal"),
+        ("overload_floor", "floor_periods"),
+        ("overload_policy", "overload"),
+        ("restore_aging", "restore_aging"),
+    ):
         if given[option] is not None:
             changes[field] = given[option]
     if given["lookahead"] is not None:
@@ -94,7 +102,15 @@ def _order(env: Env | None, given: dict[str, Any]) -> OrderPolicy:
         changes[f"{option}_s"] = None if off else parse_duration(value, flag)
         if option == "elevator_interval" and changes[f"{option}_s"] == 0:
             raise click.BadParameter(f"{value!r}: must be > 0 or off", param_hint=flag)
-    return replace(order, **changes)
+    chosen = replace(order, **changes)
+    if chosen.goal == "fewest_errors" and (
+        chosen.overload != "restore" or chosen.laxity_floor_s is None
+    ):
+        raise click.UsageError(
+            "--overload fewest_errors orders the schedules in ERROR of the default order: "
+            "it needs --overload-policy restore and a --laxity-floor"
+        )
+    return chosen
 
 
 #: Upper bounds of the generated fleet's options: a typo such as an extra

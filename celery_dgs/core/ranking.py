@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .fewest_errors import DEFAULT_FLOOR_PERIODS, DEFAULT_OVERLOAD_GOAL, FewestErrorsIndex
 from .index import DeadlineIndex
 from .laxity import DEFAULT_LAXITY_FLOOR_S
 from .overload import (
@@ -59,9 +60,13 @@ class OrderPolicy:
     (``None``: strict classes) is the priority classes' elevator;
     ``lookahead`` turns on the long-run admission
     (:mod:`~celery_dgs.core.lookahead`), which beat applies to the index's
-    choices."""
+    choices; ``goal`` (``dgs_overload``) and ``floor_periods``
+    (``dgs_overload_floor``) say what is given up while the demand exceeds the
+    slots (:mod:`~celery_dgs.core.fewest_errors`)."""
 
     overload: str = DEFAULT_OVERLOAD_POLICY
+    goal: str = DEFAULT_OVERLOAD_GOAL
+    floor_periods: float = DEFAULT_FLOOR_PERIODS
     shed_horizon_s: float = DEFAULT_SHED_HORIZON_S
     restore_aging: float = DEFAULT_RESTORE_AGING
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S
@@ -78,13 +83,15 @@ class RankingSources:
     is indexed in, read when it is upserted; ``overloaded()``: whether the
     schedules' demand exceeds the live slots (``None``: never);
     ``clock_offset_s``: where the elevator's instants start (beat: 0, the Unix
-    epoch; the simulator: its start)."""
+    epoch; the simulator: its start); ``period_s(name)``: seconds between its
+    obligations (the ``fewest_errors`` goal's value of a run)."""
 
     expected_s: Callable[[str], float]
     margin_s: Callable[[str], float]
     priority_of: Callable[[str], int]
     overloaded: Callable[[], bool] | None = None
     clock_offset_s: float = 0.0
+    period_s: Callable[[str], float] | None = None
 
 
 def overload_index(
@@ -92,8 +99,27 @@ def overload_index(
     *,
     expected_s: Callable[[str], float],
     margin_s: Callable[[str], float],
+    period_s: Callable[[str], float] | None = None,
+    overloaded: Callable[[], bool] | None = None,
 ) -> DeadlineIndex:
-    """The overload policy's index alone, without the priority classes."""
+    """The overload policy's index alone, without the priority classes; with
+    the ``fewest_errors`` goal, :class:`~celery_dgs.core.fewest_errors.FewestErrorsIndex`
+    (it needs ``period_s``; without ``overloaded`` it is never overloaded,
+    so it orders as ``fair``)."""
+    if policy.goal == "fewest_errors":
+        if policy.overload != "restore" or policy.laxity_floor_s is None:
+            raise ValueError("the fewest_errors goal needs the restore policy with a laxity floor")
+        if period_s is None:
+            raise ValueError("the fewest_errors goal needs the schedules' periods")
+        return FewestErrorsIndex(
+            expected_s,
+            margin_s,
+            period_s,
+            overloaded or _never,
+            policy.restore_aging,
+            policy.laxity_floor_s,
+            policy.floor_periods,
+        )
     return make_index(
         policy.overload,
         policy.shed_horizon_s,
@@ -104,6 +130,10 @@ def overload_index(
     )
 
 
+def _never() -> bool:
+    return False
+
+
 def build_index(policy: OrderPolicy, sources: RankingSources) -> PriorityIndex:
     """Beat's ranking index: due work by priority class with the elevator
     while capacity is short (a due schedule waited half an elevator interval,
@@ -112,7 +142,13 @@ def build_index(policy: OrderPolicy, sources: RankingSources) -> PriorityIndex:
     policy's order."""
     elevator = policy.elevator_interval_s
     return PriorityIndex(
-        overload_index(policy, expected_s=sources.expected_s, margin_s=sources.margin_s),
+        overload_index(
+            policy,
+            expected_s=sources.expected_s,
+            margin_s=sources.margin_s,
+            period_s=sources.period_s,
+            overloaded=sources.overloaded,
+        ),
         sources.priority_of,
         elevator_interval_s=elevator,
         clock_offset_s=sources.clock_offset_s,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from ..core.cron import next_cron_time
+from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
 from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.placement import Constraints, Placement, choose_dispatches
@@ -116,6 +117,7 @@ class DeadlinePolicy(Policy):
             priority_of=self.priority.__getitem__,
             overloaded=self.overloaded,
             clock_offset_s=self.sim.at(0.0).timestamp(),
+            period_s=self.period_s,
         )
 
     def expected_s(self, name: str) -> float:
@@ -123,6 +125,10 @@ class DeadlinePolicy(Policy):
 
     def margin_s(self, name: str) -> float:
         return self.sim.states[name].margin
+
+    def period_s(self, name: str) -> float:
+        st = self.sim.states[name]
+        return period_seconds(st.sched.spec, st.stats)
 
     def overloaded(self) -> bool:
         """Whether the indexed schedules' demand exceeds the live workers' slots."""

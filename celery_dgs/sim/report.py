@@ -97,12 +97,17 @@ def format_order(order: OrderPolicy) -> str:
     def seconds(value: float | None) -> str:
         return "off" if value is None else f"{value:g} s"
 
-    return (
-        f"dgs order: overload {order.overload}, shed horizon {seconds(order.shed_horizon_s)}, "
-        f"restore aging {order.restore_aging:g}, laxity floor {seconds(order.laxity_floor_s)}, "
-        f"elevator {seconds(order.elevator_interval_s)}, "
-        f"look-ahead {'on' if order.lookahead else 'off'}"
-    )
+    parts = [f"dgs order: overload {order.overload}"]
+    if order.overload == "shed":
+        parts.append(f"shed horizon {seconds(order.shed_horizon_s)}")
+    if order.overload == "restore":
+        parts.append(f"restore aging {order.restore_aging:g}")
+        parts.append(f"laxity floor {seconds(order.laxity_floor_s)}")
+    if order.goal != "fair":
+        parts.append(f"giving up: {order.goal} (floor {order.floor_periods:g} periods)")
+    parts.append(f"elevator {seconds(order.elevator_interval_s)}")
+    parts.append(f"look-ahead {'on' if order.lookahead else 'off'}")
+    return ", ".join(parts)
 
 
 def run_policies(

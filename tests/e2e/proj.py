@@ -73,6 +73,10 @@ if "E2E_ELEVATOR_INTERVAL" in os.environ:
 # Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
 if os.environ.get("E2E_LOOKAHEAD") == "1":
     app.conf.dgs_lookahead = True
+# What beat gives up under overload (tests/e2e/test_overload_e2e.py).
+if "E2E_OVERLOAD" in os.environ:
+    app.conf.dgs_overload = os.environ["E2E_OVERLOAD"]
+    app.conf.dgs_overload_floor = float(os.environ.get("E2E_OVERLOAD_FLOOR", "5"))
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
