@@ -70,29 +70,46 @@ class Agreement:
 
 
 def agreement(
-    simulated: FleetFigures,
-    real: FleetFigures,
-    *,
-    error_slack_s: float = 0.0,
-    lateness_slack_s: float = 0.0,
-    runs_slack: float = 0.0,
+    simulated: FleetFigures, real: FleetFigures, slack: FleetFigures | None = None
 ) -> list[Agreement]:
-    """Each figure of the two, with the slack the caller's measurement needs
-    (the resolution of its clocks and of beat's rounds; ``runs_slack``: runs
-    per schedule, for a window so short that a run starting on either side
-    of its edges moves the figure by more than the tolerance)."""
+    """Each figure of the two; ``slack`` holds, per figure, the absolute
+    difference the caller's measurement cannot resolve (its clocks, beat's
+    rounds, a window so short that one run more or less moves a figure)."""
+    slack = slack or FleetFigures(0.0, 0.0, 0.0, 0.0)
     return [
-        Agreement("ERROR-seconds", simulated.error_s, real.error_s, error_slack_s),
+        Agreement("ERROR-seconds", simulated.error_s, real.error_s, slack.error_s),
         Agreement(
-            "runs per schedule", simulated.runs_per_schedule, real.runs_per_schedule, runs_slack
+            "runs per schedule",
+            simulated.runs_per_schedule,
+            real.runs_per_schedule,
+            slack.runs_per_schedule,
         ),
         Agreement(
             "lateness median (s)",
             simulated.lateness_median_s,
             real.lateness_median_s,
-            lateness_slack_s,
+            slack.lateness_median_s,
         ),
         Agreement(
-            "lateness p95 (s)", simulated.lateness_p95_s, real.lateness_p95_s, lateness_slack_s
+            "lateness p95 (s)",
+            simulated.lateness_p95_s,
+            real.lateness_p95_s,
+            slack.lateness_p95_s,
         ),
     ]
+
+
+def spread(figures: list[FleetFigures]) -> FleetFigures:
+    """Per figure, how far apart ``figures`` are (e.g. simulations of the same
+    fleet under slightly different latencies: how much a perturbation the
+    measurement cannot see moves each figure)."""
+
+    def width(values: list[float]) -> float:
+        return max(values) - min(values)
+
+    return FleetFigures(
+        width([f.error_s for f in figures]),
+        width([f.runs_per_schedule for f in figures]),
+        width([f.lateness_median_s for f in figures]),
+        width([f.lateness_p95_s for f in figures]),
+    )

@@ -217,20 +217,22 @@ class Simulator:
         )
 
     def start_run(self, name: str, worker: str, now: float, *, slot_taken: bool) -> None:
-        """Start ``name`` on ``worker`` (whose slot the policy already took)."""
+        """Start ``name`` on ``worker`` (whose slot the policy already took):
+        dispatched at ``now``, started the workload's dispatch latency later."""
         st = self.states[name]
         tally = self.tally
         if self.trace is not None:
             self.trace.append((now, name, worker))
         self._account(st, now)
-        late = now - (st.deadline - st.margin)  # after should_start_by
+        started = now + self.workload.dispatch_latency_s
+        late = started - (st.deadline - st.margin)  # after should_start_by
         self.causes.started(name, late)
-        if now >= tally.window_start:
+        if started >= tally.window_start:
             tally.runs += 1
             tally.add_lateness(name, late)
             tally.late_starts += late > 0
             good = st.stats.last_good_start_at
-            if good is not None and now < self.rel(good) + WASTED_FRACTION * st.period:
+            if good is not None and started < self.rel(good) + WASTED_FRACTION * st.period:
                 tally.wasted += 1
         sched = st.sched
         duration, failed = self.draw(sched, st.run)
@@ -238,9 +240,9 @@ class Simulator:
         if limit is not None and duration > limit.total_seconds():
             duration, failed = limit.total_seconds(), True
         self.free_slots -= 1
-        st.stats = record_start(st.stats, self.at(now))
+        st.stats = record_start(st.stats, self.at(started))
         st.running_since, st.worker = now, worker
-        self.schedule_event(now + duration, self.END, name, (st.run, failed))
+        self.schedule_event(started + duration, self.END, name, (st.run, failed))
 
     def _end_run(self, name: str, now: float, failed: bool | None) -> None:
         """A run ends: ``failed`` True/False, or None when its node went down."""

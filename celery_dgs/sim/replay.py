@@ -10,10 +10,11 @@ two can be compared on the same fleet.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.stats import ScheduleStats
 from .draws import RecordedDraw
@@ -32,6 +33,8 @@ class RecordedRun:
     start_s: float
     end_s: float | None
     failed: bool = False
+    #: the worker that ran it (for :func:`refill_gaps`)
+    worker: str = ""
 
 
 class ReplayPolicy(Policy):
@@ -66,8 +69,28 @@ def in_order(runs: Iterable[RecordedRun]) -> dict[str, list[RecordedRun]]:
         for i, run in enumerate(seq[:-1]):
             following = seq[i + 1].start_s
             if run.end_s is None or run.end_s > following:
-                seq[i] = RecordedRun(run.name, run.start_s, following, run.failed)
+                seq[i] = replace(run, end_s=following)
     return by_name
+
+
+def refill_gaps(runs: Iterable[RecordedRun], *, busy_within_s: float = 1.0) -> list[float]:
+    """Seconds from each run's end to the next start on its worker, where that
+    start came within ``busy_within_s`` (work was waiting for the slot: the
+    real dispatch latency the simulator's ``dispatch_latency_s`` stands for)."""
+    starts: dict[str, list[float]] = defaultdict(list)
+    ends: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        starts[run.worker].append(run.start_s)
+        if run.end_s is not None:
+            ends[run.worker].append(run.end_s)
+    gaps: list[float] = []
+    for worker, worker_ends in ends.items():
+        ordered = sorted(starts[worker])
+        for end in worker_ends:
+            i = bisect.bisect_left(ordered, end)
+            if i < len(ordered) and ordered[i] - end <= busy_within_s:
+                gaps.append(ordered[i] - end)
+    return gaps
 
 
 def replay(
@@ -88,7 +111,7 @@ def replay(
     }
     ordered = [run for seq in by_name.values() for run in seq]
     sim = Simulator(
-        workload,
+        replace(workload, dispatch_latency_s=0.0),  # the records hold the real starts
         lambda host: ReplayPolicy(host, ordered),
         draw=RecordedDraw(durations),
         initial_stats=initial_stats,

@@ -107,6 +107,10 @@ class Workload:
     #: Starting statistics by schedule name (e.g. a store's, measured from
     #: ``start``); a schedule without them starts as ``warm_start`` says.
     initial_stats: Mapping[str, ScheduleStats] = field(default_factory=dict)
+    #: Seconds from a dispatch to its run's start (the broker, the worker's
+    #: lease and hooks): the slot is held from the dispatch, the run's start
+    #: (its lateness, its statistics) and its end come this much later.
+    dispatch_latency_s: float = 0.0
 
     @property
     def slots(self) -> int:
@@ -289,13 +293,15 @@ _WORKLOAD_KEYS = {
     "warm_start",
     "retry_backoff",
     "ewma_alpha",
+    "dispatch_latency",
     "comment",
 }
 
 
 def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of beat a workload may give: ``retry_backoff`` (seconds,
-    ``dgs_retry_backoff``) and ``ewma_alpha`` (``dgs_ewma_alpha``)."""
+    ``dgs_retry_backoff``) and ``ewma_alpha`` (``dgs_ewma_alpha``), and the
+    ``dispatch_latency`` of its workers (seconds)."""
     found: dict[str, Any] = {}
     if "retry_backoff" in data:
         steps = data["retry_backoff"]
@@ -315,6 +321,10 @@ def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
         if alpha == 0:
             raise WorkloadError("field 'ewma_alpha': must be in (0, 1], got 0")
         found["ewma_alpha"] = alpha
+    if "dispatch_latency" in data:
+        found["dispatch_latency_s"] = _number(
+            "workload", "dispatch_latency", data["dispatch_latency"]
+        )
     return found
 
 

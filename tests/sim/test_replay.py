@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from celery_dgs.sim.agreement import Agreement, agreement, fleet_figures
+from celery_dgs.sim.agreement import Agreement, agreement, fleet_figures, spread
 from celery_dgs.sim.draws import KeyedDraw, RecordedDraw, StreamDraw, keyed_run
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator
@@ -78,6 +78,7 @@ def test_a_replay_that_starts_runs_later_shows_more_error() -> None:
     simulated = fleet_figures(simulation)
     assert delayed.error_s > simulated.error_s
     assert not all(row.agrees for row in agreement(simulated, delayed))
+    assert all(row.agrees for row in agreement(simulated, delayed, spread([simulated, delayed])))
 
 
 def test_the_keyed_draw_depends_only_on_its_keys() -> None:
