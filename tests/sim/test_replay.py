@@ -12,7 +12,7 @@ from celery_dgs.sim.agreement import Agreement, agreement, fleet_figures, spread
 from celery_dgs.sim.draws import KeyedDraw, RecordedDraw, StreamDraw, keyed_run
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator
-from celery_dgs.sim.replay import RecordedRun, in_order, replay
+from celery_dgs.sim.replay import RecordedRun, in_order, refill_gaps, replay
 from celery_dgs.sim.workload import Workload
 
 
@@ -34,9 +34,9 @@ def small_fleet(load: float, failure_rate: float = 0.0) -> Workload:
     return replace(workload, warm_start=False)
 
 
-@pytest.mark.parametrize(("load", "failure_rate"), [(0.8, 0.0), (1.2, 0.0), (0.9, 0.1)])
-def test_replaying_a_simulation_gives_its_figures(load: float, failure_rate: float) -> None:
-    workload = small_fleet(load, failure_rate)
+def simulated_runs(workload: Workload, delay_s: float = 0.0):
+    """A simulation of ``workload`` and its runs as records, the k-th run of
+    each schedule started ``k * delay_s`` later than simulated."""
     draw = KeyedDraw(11)
     trace: list[tuple[float, str, str]] = []
     simulation = Simulator(workload, "dgs", draw=draw, trace=trace)
@@ -44,12 +44,19 @@ def test_replaying_a_simulation_gives_its_figures(load: float, failure_rate: flo
     by_name = {s.name: s for s in workload.schedules}
     counts: dict[str, int] = {}
     runs = []
-    for t, name, _worker in trace:
+    for t, name, worker in trace:
         k = counts.get(name, 0)
         counts[name] = k + 1
         duration, failed = draw(by_name[name], k)
-        runs.append(RecordedRun(name, t, t + duration, failed))
-    replayed = fleet_figures(replay(workload, runs))
+        start = t + delay_s * k
+        runs.append(RecordedRun(name, start, start + duration, failed, worker))
+    return simulation, runs
+
+
+@pytest.mark.parametrize(("load", "failure_rate"), [(0.8, 0.0), (1.2, 0.0), (0.9, 0.1)])
+def test_replaying_a_simulation_gives_its_figures(load: float, failure_rate: float) -> None:
+    simulation, runs = simulated_runs(small_fleet(load, failure_rate))
+    replayed = fleet_figures(replay(simulation.workload, runs))
     simulated = fleet_figures(simulation)
     assert simulated.runs_per_schedule > 5
     assert replayed.runs_per_schedule == simulated.runs_per_schedule
@@ -61,24 +68,29 @@ def test_replaying_a_simulation_gives_its_figures(load: float, failure_rate: flo
 
 
 def test_a_replay_that_starts_runs_later_shows_more_error() -> None:
-    workload = small_fleet(0.8)
-    draw = KeyedDraw(11)
-    trace: list[tuple[float, str, str]] = []
-    simulation = Simulator(workload, "dgs", draw=draw, trace=trace)
-    simulation.run()
-    by_name = {s.name: s for s in workload.schedules}
-    counts: dict[str, int] = {}
-    late = []
-    for t, name, _worker in trace:
-        k = counts.get(name, 0)
-        counts[name] = k + 1
-        duration, failed = draw(by_name[name], k)
-        late.append(RecordedRun(name, t + 30 * k, t + 30 * k + duration, failed))
-    delayed = fleet_figures(replay(workload, late))
+    simulation, late = simulated_runs(small_fleet(0.8), delay_s=30.0)
+    delayed = fleet_figures(replay(simulation.workload, late))
     simulated = fleet_figures(simulation)
     assert delayed.error_s > simulated.error_s
     assert not all(row.agrees for row in agreement(simulated, delayed))
     assert all(row.agrees for row in agreement(simulated, delayed, spread([simulated, delayed])))
+
+
+def test_a_dispatch_latency_delays_every_start() -> None:
+    workload = small_fleet(0.8)
+    at_once, _ = simulated_runs(workload)
+    later, _ = simulated_runs(replace(workload, dispatch_latency_s=2.0))
+    assert fleet_figures(later).lateness_median_s > fleet_figures(at_once).lateness_median_s
+
+
+def test_refill_gaps_are_a_slot_s_wait_for_its_next_run() -> None:
+    runs = [
+        RecordedRun("a", 0.0, 10.0, worker="w1"),
+        RecordedRun("b", 10.2, 20.0, worker="w1"),  # 0.2 s after a's end
+        RecordedRun("c", 25.0, 30.0, worker="w1"),  # 5 s: idle, not a wait
+        RecordedRun("d", 10.0, 11.0, worker="w2"),
+    ]
+    assert refill_gaps(runs) == pytest.approx([0.2])
 
 
 def test_the_keyed_draw_depends_only_on_its_keys() -> None:
