@@ -28,6 +28,7 @@ from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.priority import demand_exceeds
 from ..core.ranking import RankingSources, build_index
+from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..settings import DgsSettings
@@ -58,6 +59,7 @@ class BeatRanking:
                 margin_s=lambda n: margin_seconds(tracked.get(n)),
                 priority_of=self.priority_of,
                 overloaded=self.overloaded,
+                revisit_key_of=self.revisit_key_of,
             ),
         )
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
@@ -143,6 +145,11 @@ class BeatRanking:
             priority = tracked.run_requested_priority
             return AD_HOC_PRIORITY if priority is None else priority
         return tracked.spec.priority
+
+    def revisit_key_of(self, name: str) -> RevisitKey | None:
+        """An adaptive schedule's revisit group and key (None: another kind)."""
+        tracked = self.state.tracked.get(name)
+        return None if tracked is None else revisit_key(tracked.spec, tracked.stats)
 
     def overloaded(self) -> bool:
         """The priority classes' overload signal: the schedules' demand

@@ -1,10 +1,13 @@
 """The ranking index: one factory for beat, the simulator and ``status`` (pure).
 
-Beat's order is an overload policy's index (:func:`~celery_dgs.core.overload.make_index`)
-with the priority classes and the elevator over it
+Beat's order is an overload policy's index (:func:`~celery_dgs.core.overload.make_index`),
+with seed 001's revisit groups choosing among its adaptive schedules
+(:class:`~celery_dgs.core.revisit_groups.GroupIndex`), and the priority
+classes and the elevator over both
 (:class:`~celery_dgs.core.priority.PriorityIndex`). Which index, and how it is
 tuned, depends only on the settings in :class:`OrderPolicy`; what it reads about
-each schedule (expected run time, margin, class, the overload signal) comes from
+each schedule (expected run time, margin, class, revisit group, the overload
+signal) comes from
 :class:`RankingSources`. :func:`build_index` wires the two together, so every
 caller that orders schedules as beat does gets the same index.
 """
@@ -23,6 +26,7 @@ from .overload import (
     make_index,
 )
 from .priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex, short_after_s
+from .revisit_groups import DEFAULT_GROUP_SHARES, GroupIndex, GroupShares, RevisitKey
 
 __all__ = [
     "TOP_LEAD_MARGINS",
@@ -59,7 +63,8 @@ class OrderPolicy:
     (``None``: strict classes) is the priority classes' elevator;
     ``lookahead`` turns on the long-run admission
     (:mod:`~celery_dgs.core.lookahead`), which beat applies to the index's
-    choices."""
+    choices; ``group_shares`` are the revisit groups' shares among adaptive
+    schedules (``None``: adaptive schedules in the overload policy's order)."""
 
     overload: str = DEFAULT_OVERLOAD_POLICY
     shed_horizon_s: float = DEFAULT_SHED_HORIZON_S
@@ -67,6 +72,7 @@ class OrderPolicy:
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S
     elevator_interval_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S
     lookahead: bool = False
+    group_shares: GroupShares | None = DEFAULT_GROUP_SHARES
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,17 @@ class RankingSources:
     is indexed in, read when it is upserted; ``overloaded()``: whether the
     schedules' demand exceeds the live slots (``None``: never);
     ``clock_offset_s``: where the elevator's instants start (beat: 0, the Unix
-    epoch; the simulator: its start)."""
+    epoch; the simulator: its start); ``revisit_key_of(name)``: an adaptive
+    schedule's revisit group and key
+    (:func:`~celery_dgs.core.revisit_groups.revisit_key`), ``None`` for
+    other kinds, read when it is upserted (``None``: no groups)."""
 
     expected_s: Callable[[str], float]
     margin_s: Callable[[str], float]
     priority_of: Callable[[str], int]
     overloaded: Callable[[], bool] | None = None
     clock_offset_s: float = 0.0
+    revisit_key_of: Callable[[str], RevisitKey | None] | None = None
 
 
 def overload_index(
@@ -109,10 +119,14 @@ def build_index(policy: OrderPolicy, sources: RankingSources) -> PriorityIndex:
     while capacity is short (a due schedule waited half an elevator interval,
     or ``overloaded()``, or either held within the last interval), the top
     class's work counting as due 1.5 margins early; otherwise the overload
-    policy's order."""
+    policy's order, in which the revisit groups choose the adaptive schedule
+    that takes an adaptive pick."""
     elevator = policy.elevator_interval_s
+    main = overload_index(policy, expected_s=sources.expected_s, margin_s=sources.margin_s)
+    if policy.group_shares is not None and sources.revisit_key_of is not None:
+        main = GroupIndex(main, sources.revisit_key_of, policy.group_shares)
     return PriorityIndex(
-        overload_index(policy, expected_s=sources.expected_s, margin_s=sources.margin_s),
+        main,
         sources.priority_of,
         elevator_interval_s=elevator,
         clock_offset_s=sources.clock_offset_s,
