@@ -21,9 +21,9 @@ keep their order, and adaptive work as a whole keeps its places.
 **Shares.** The picks go to the groups in set shares
 (:class:`GroupShares`, ``dgs_adaptive_group_shares``), over every run of
 consecutive picks whatever the size of each dispatch round: start-time fair
-queueing over the three groups (:class:`GroupTurns`). A group with no
-eligible schedule gives its share to the next group in the order above (the
-rest's to never visited). A group that was empty starts level with the
+queueing over the three groups (:class:`GroupTurns`). The turns of a group
+with no eligible schedule go to the groups after it (and before it), in
+proportion to their shares: no pick is lost. A group that was empty starts level with the
 group served last, and among level groups the first in the order goes
 first: a source its lister just added is the next adaptive pick unless the
 never-visited group has just had more than its share (then it waits its
@@ -145,38 +145,25 @@ class GroupTurns:
 
     Each group has a start tag; the pick goes to the non-empty group with the
     lowest tag (ties: the first in the group order), and moves that tag on by
-    one over the group's effective weight (its share, plus the shares of the
-    empty groups just before it, cyclically). A group's tag is never behind
-    the tag of the last pick, so a group that was empty neither saved turns
-    nor lost them."""
+    one over the group's share. A group's tag is never behind the tag of the
+    last pick, so a group that was empty neither saved turns nor lost them,
+    and while it is empty the others share its turns in proportion to their
+    shares."""
 
     def __init__(self, shares: GroupShares) -> None:
         self.weights = shares.fractions()
         self._tags = [0.0] * len(GROUP_NAMES)
         self._last = 0.0
 
-    def effective(self, non_empty: Sequence[bool]) -> list[float]:
-        """Each group's weight with the empty groups' shares given to the next
-        non-empty group."""
-        out = [0.0] * len(GROUP_NAMES)
-        count = len(GROUP_NAMES)
-        for g, weight in enumerate(self.weights):
-            for step in range(count):
-                taker = (g + step) % count
-                if non_empty[taker]:
-                    out[taker] += weight
-                    break
-        return out
-
     def order(self, non_empty: Sequence[bool]) -> list[int]:
-        """The non-empty groups, the one whose turn it is first."""
-        weights = self.effective(non_empty)
+        """The non-empty groups, the one whose turn it is first (a group with
+        a share of 0 only after the others)."""
         groups = [g for g in _GROUPS if non_empty[g]]
-        return sorted(groups, key=lambda g: (weights[g] <= 0, self._start(g), g))
+        return sorted(groups, key=lambda g: (self.weights[g] <= 0, self._start(g), g))
 
-    def take(self, group: int, non_empty: Sequence[bool]) -> None:
-        """A pick from ``group`` (``non_empty``: the groups with work at the pick)."""
-        weight = self.effective(non_empty)[group]
+    def take(self, group: int) -> None:
+        """A pick from ``group``."""
+        weight = self.weights[group]
         start = self._start(group)
         self._last = start
         self._tags[group] = start + (1.0 / weight if weight > 0 else 0.0)
@@ -344,7 +331,7 @@ class GroupIndex(DeadlineIndex):
         """Pop ``name`` (of ``group``) in place of ``chosen.main_choice``, which
         takes over its place in ``main``."""
         if group is not None:
-            self.turns.take(group, chosen.non_empty)
+            self.turns.take(group)
             self.picks[group] += 1
         self._untrack(name)
         x = chosen.main_choice

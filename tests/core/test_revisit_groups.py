@@ -38,7 +38,7 @@ def picks(turns: GroupTurns, non_empty: list[bool], n: int) -> Counter[int]:
     out: Counter[int] = Counter()
     for _ in range(n):
         group = turns.order(non_empty)[0]
-        turns.take(group, non_empty)
+        turns.take(group)
         out[group] += 1
     return out
 
@@ -61,13 +61,13 @@ def test_every_run_of_picks_follows_the_shares() -> None:
 @pytest.mark.parametrize(
     ("non_empty", "expected"),
     [
-        ([False, True, True], {HINTED: 800, REST: 200}),  # never visited's share: hinted
-        ([True, False, True], {NEVER_VISITED: 400, REST: 600}),  # hinted's: the rest
-        ([True, True, False], {NEVER_VISITED: 600, HINTED: 400}),  # the rest's: never visited
+        ([False, True, True], {HINTED: 667, REST: 333}),
+        ([True, False, True], {NEVER_VISITED: 667, REST: 333}),
+        ([True, True, False], {NEVER_VISITED: 500, HINTED: 500}),
         ([False, False, True], {REST: 1000}),
     ],
 )
-def test_an_empty_groups_share_goes_to_the_next_group(
+def test_an_empty_groups_turns_go_to_the_others_in_proportion(
     non_empty: list[bool], expected: dict[int, int]
 ) -> None:
     assert picks(GroupTurns(DEFAULT_GROUP_SHARES), non_empty, 1000) == expected
