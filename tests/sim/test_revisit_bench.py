@@ -27,7 +27,11 @@ def test_quick_revisit_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[s
     adaptive, fixed = run["adaptive"]["upstream"]["total"], run["fixed"]["upstream"]["total"]
     assert abs(fixed["visits"] / adaptive["visits"] - 1) <= 0.02  # the same visit budget
     assert adaptive["mean_lag_s"] * 2 <= fixed["mean_lag_s"]  # the lag goal holds here
-    assert len(figures["goals"]) == 4
+    assert len(figures["goals"]) == 7
+    assert "| groups 40/40/20 |" in text
+    assert "| today's order |" in text
+    assert figures["goals"][4].startswith("backlog: every new source visited")
+    assert figures["goals"][4].endswith(": met")
     assert any(
         line.startswith("hinted lag") and line.endswith(": met") for line in figures["goals"]
     )
