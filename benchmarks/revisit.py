@@ -223,7 +223,7 @@ def run_backlog(opts: RevisitOptions) -> tuple[list[str], list[str], dict[str, o
         backlog_row(f"groups {DEFAULT_GROUP_SHARES.describe()}", groups),
         backlog_row("today's order", today),
     ]
-    figures = {"groups": asdict(groups), "today": asdict(today)}
+    figures: dict[str, object] = {"groups": asdict(groups), "today": asdict(today)}
     return lines, backlog_goals(groups, today), figures
 
 

@@ -201,8 +201,9 @@ class DgsSettings:
     #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
     lookahead: bool = field(default=False, metadata=FLAG)
     #: Seed 001's revisit groups: the shares of the adaptive picks that go to
-    #: never-visited sources, hinted ones and the rest, e.g. ``{"never_visited":
-    #: 40, "hinted": 40, "rest": 20}`` (celery_dgs/core/revisit_groups.py);
+    #: never-visited sources, those modified since their last visit and the
+    #: others, e.g. ``{"never_visited": 40, "modified_since_visit": 40,
+    #: "other": 20}`` (celery_dgs/core/revisit_groups.py);
     #: ``None``: adaptive schedules in the overload policy's order.
     adaptive_group_shares: GroupShares | None = field(
         default=DEFAULT_GROUP_SHARES, metadata=setting(group_shares, optional=True)

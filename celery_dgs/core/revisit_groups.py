@@ -3,11 +3,13 @@ deadline order gives to adaptive work (pure).
 
 An adaptive schedule is in one of three groups, in this order:
 
-1. **never visited** (no good run yet): oldest first, by the lister's
+1. ``never_visited`` (no good run yet): oldest first, by the lister's
    last-modified hint, else by its registration;
-2. **hinted** (a hint newer than the last good run's start): the largest gap
-   between that start and the hint first;
-3. **the rest**: the earliest next visit target first.
+2. ``modified_since_visit`` (a hint newer than the last good run's start):
+   the largest gap between that start and the hint first;
+3. ``other``: the earliest next visit target first.
+
+(The groups of the ``dgs_adaptive_schedules`` metric.)
 
 :class:`GroupIndex` wraps the overload policy's index. When that index's
 choice is an adaptive schedule, the pick goes to adaptive work, and the
@@ -52,9 +54,9 @@ from .stats import ScheduleStats
 from .tz import ensure_utc
 
 #: The groups, in their order.
-NEVER_VISITED, HINTED, REST = 0, 1, 2
+NEVER_VISITED, MODIFIED_SINCE_VISIT, OTHER = 0, 1, 2
 #: Their names (the keys of ``dgs_adaptive_group_shares``).
-GROUP_NAMES = ("never_visited", "hinted", "rest")
+GROUP_NAMES = ("never_visited", "modified_since_visit", "other")
 _GROUPS = range(len(GROUP_NAMES))
 
 
@@ -64,8 +66,8 @@ class GroupShares:
     ratios count)."""
 
     never_visited: float
-    hinted: float
-    rest: float
+    modified_since_visit: float
+    other: float
 
     def __post_init__(self) -> None:
         for name, value in zip(GROUP_NAMES, self.weights(), strict=True):
@@ -77,7 +79,7 @@ class GroupShares:
             raise ValueError("at least one share must be > 0")
 
     def weights(self) -> tuple[float, float, float]:
-        return (self.never_visited, self.hinted, self.rest)
+        return (self.never_visited, self.modified_since_visit, self.other)
 
     def fractions(self) -> tuple[float, ...]:
         """Each group's share of the picks while every group has work."""
@@ -89,9 +91,9 @@ class GroupShares:
 
 
 #: swh-scheduler's default weights (module docstring).
-DEFAULT_GROUP_SHARES = GroupShares(never_visited=40, hinted=40, rest=20)
+DEFAULT_GROUP_SHARES = GroupShares(never_visited=40, modified_since_visit=40, other=20)
 #: swh-scheduler's weights for version-control origins.
-VCS_GROUP_SHARES = GroupShares(never_visited=49, hinted=49, rest=2)
+VCS_GROUP_SHARES = GroupShares(never_visited=49, modified_since_visit=49, other=2)
 
 
 def parse_group_shares(value: object) -> GroupShares:
@@ -102,7 +104,7 @@ def parse_group_shares(value: object) -> GroupShares:
     if not isinstance(value, Mapping):
         raise ValueError(
             f"must be a mapping of {', '.join(GROUP_NAMES)} to weights, e.g. "
-            f"{{'never_visited': 40, 'hinted': 40, 'rest': 20}}, got {value!r}"
+            f"{{'never_visited': 40, 'modified_since_visit': 40, 'other': 20}}, got {value!r}"
         )
     unknown = sorted(str(k) for k in value if k not in GROUP_NAMES)
     missing = [k for k in GROUP_NAMES if k not in value]
@@ -136,8 +138,8 @@ def revisit_key(spec: ScheduleSpec, stats: ScheduleStats) -> RevisitKey | None:
     last = ensure_utc(last, what="last_good_start_at")
     if hint is not None and upstream_changed(stats):
         gap = ensure_utc(hint, what="upstream_modified_at") - last
-        return RevisitKey(HINTED, -gap.total_seconds())
-    return RevisitKey(REST, target(spec, stats, last).timestamp())
+        return RevisitKey(MODIFIED_SINCE_VISIT, -gap.total_seconds())
+    return RevisitKey(OTHER, target(spec, stats, last).timestamp())
 
 
 class GroupTurns:

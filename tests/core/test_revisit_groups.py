@@ -14,9 +14,9 @@ from celery_dgs.core.priority import PriorityIndex
 from celery_dgs.core.ranking import OrderPolicy, RankingSources, build_index
 from celery_dgs.core.revisit_groups import (
     DEFAULT_GROUP_SHARES,
-    HINTED,
+    MODIFIED_SINCE_VISIT,
     NEVER_VISITED,
-    REST,
+    OTHER,
     VCS_GROUP_SHARES,
     GroupIndex,
     GroupShares,
@@ -53,18 +53,18 @@ def test_default_shares_are_swh_schedulers_default_policy_weights() -> None:
 
 def test_every_run_of_picks_follows_the_shares() -> None:
     turns = GroupTurns(DEFAULT_GROUP_SHARES)
-    assert picks(turns, ALL, 1000) == {NEVER_VISITED: 400, HINTED: 400, REST: 200}
+    assert picks(turns, ALL, 1000) == {NEVER_VISITED: 400, MODIFIED_SINCE_VISIT: 400, OTHER: 200}
     for _ in range(7):  # any window of 5 consecutive picks: 2, 2, 1
-        assert picks(turns, ALL, 5) == {NEVER_VISITED: 2, HINTED: 2, REST: 1}
+        assert picks(turns, ALL, 5) == {NEVER_VISITED: 2, MODIFIED_SINCE_VISIT: 2, OTHER: 1}
 
 
 @pytest.mark.parametrize(
     ("non_empty", "expected"),
     [
-        ([False, True, True], {HINTED: 667, REST: 333}),
-        ([True, False, True], {NEVER_VISITED: 667, REST: 333}),
-        ([True, True, False], {NEVER_VISITED: 500, HINTED: 500}),
-        ([False, False, True], {REST: 1000}),
+        ([False, True, True], {MODIFIED_SINCE_VISIT: 667, OTHER: 333}),
+        ([True, False, True], {NEVER_VISITED: 667, OTHER: 333}),
+        ([True, True, False], {NEVER_VISITED: 500, MODIFIED_SINCE_VISIT: 500}),
+        ([False, False, True], {OTHER: 1000}),
     ],
 )
 def test_an_empty_groups_turns_go_to_the_others_in_proportion(
@@ -85,12 +85,12 @@ def test_a_group_that_was_empty_takes_the_next_pick_and_saves_no_turns() -> None
     ("value", "words"),
     [
         ([40, 40, 20], "must be a mapping"),
-        ({"never_visited": 1}, "missing: hinted, rest"),
-        ({"never_visited": 1, "hinted": 1, "rest": 1, "fresh": 1}, "unknown: fresh"),
-        ({"never_visited": -1, "hinted": 1, "rest": 1}, "never_visited must be a finite"),
-        ({"never_visited": 1, "hinted": "x", "rest": 1}, "hinted must be a number"),
-        ({"never_visited": 1, "hinted": 1, "rest": float("nan")}, "rest must be a finite"),
-        ({"never_visited": 0, "hinted": 0, "rest": 0}, "at least one share"),
+        ({"never_visited": 1}, "missing: modified_since_visit, other"),
+        ({"never_visited": 1, "modified_since_visit": 1, "other": 1, "x": 1}, "unknown: x"),
+        ({"never_visited": -1, "modified_since_visit": 1, "other": 1}, "never_visited must be a"),
+        ({"never_visited": 1, "modified_since_visit": "x", "other": 1}, "since_visit must be a"),
+        ({"never_visited": 1, "modified_since_visit": 1, "other": float("nan")}, "other must be"),
+        ({"never_visited": 0, "modified_since_visit": 0, "other": 0}, "at least one share"),
     ],
 )
 def test_bad_shares_get_an_error_naming_the_setting_and_the_group(
@@ -102,7 +102,7 @@ def test_bad_shares_get_an_error_naming_the_setting_and_the_group(
 
 
 def test_shares_from_a_mapping() -> None:
-    shares = parse_group_shares({"never_visited": 49, "hinted": 49, "rest": 2})
+    shares = parse_group_shares({"never_visited": 49, "modified_since_visit": 49, "other": 2})
     assert shares == VCS_GROUP_SHARES
     assert parse_group_shares(shares) is shares
 
@@ -126,11 +126,11 @@ def test_the_group_of_an_adaptive_schedule() -> None:
         next_target_at=T0 + timedelta(days=3),
         interval_index=2,
     )
-    assert revisit_key(SPEC, visited) == RevisitKey(REST, (T0 + timedelta(days=3)).timestamp())
+    assert revisit_key(SPEC, visited) == RevisitKey(OTHER, (T0 + timedelta(days=3)).timestamp())
     older_hint = replace(visited, upstream_modified_at=T0)
-    assert revisit_key(SPEC, older_hint) == RevisitKey(REST, (T0 + timedelta(days=3)).timestamp())
+    assert revisit_key(SPEC, older_hint) == RevisitKey(OTHER, (T0 + timedelta(days=3)).timestamp())
     newer = replace(visited, upstream_modified_at=T0 + timedelta(days=2))
-    assert revisit_key(SPEC, newer) == RevisitKey(HINTED, -86400.0)
+    assert revisit_key(SPEC, newer) == RevisitKey(MODIFIED_SINCE_VISIT, -86400.0)
     assert revisit_key(periodic(), new) is None
 
 
@@ -152,10 +152,10 @@ def test_groups_choose_among_adaptive_picks_and_other_kinds_keep_their_place() -
     keys: dict[str, RevisitKey | None] = {
         "new-old": RevisitKey(NEVER_VISITED, 1.0),
         "new-young": RevisitKey(NEVER_VISITED, 5.0),
-        "hint-small": RevisitKey(HINTED, -10.0),
-        "hint-big": RevisitKey(HINTED, -99.0),
-        "rest-late": RevisitKey(REST, 50.0),
-        "rest-soon": RevisitKey(REST, 20.0),
+        "hint-small": RevisitKey(MODIFIED_SINCE_VISIT, -10.0),
+        "hint-big": RevisitKey(MODIFIED_SINCE_VISIT, -99.0),
+        "rest-late": RevisitKey(OTHER, 50.0),
+        "rest-soon": RevisitKey(OTHER, 20.0),
     }
     ix = grouped(keys)
     # should_start_by: the periodic one is second in the deadline order.
@@ -164,7 +164,7 @@ def test_groups_choose_among_adaptive_picks_and_other_kinds_keep_their_place() -
     for i, name in enumerate(["rest-soon", "hint-small", "hint-big", "new-young", "new-old"]):
         ix.upsert(name, 0, 10 + i)
     order = drain(ix, 100)
-    # Adaptive picks by turn (never visited, hinted, rest, never visited, hinted),
+    # Adaptive picks by turn (never visited, modified, other, never visited, modified),
     # each group's own order inside; the periodic schedule keeps its place.
     assert order == [
         "new-old",
@@ -179,7 +179,7 @@ def test_groups_choose_among_adaptive_picks_and_other_kinds_keep_their_place() -
 
 
 def test_a_new_source_is_the_next_pick_under_a_backlog() -> None:
-    keys: dict[str, RevisitKey | None] = {f"old{i}": RevisitKey(REST, float(i)) for i in range(50)}
+    keys: dict[str, RevisitKey | None] = {f"old{i}": RevisitKey(OTHER, float(i)) for i in range(50)}
     ix = grouped(keys)
     ix.upsert_many((f"old{i}", 0, float(i)) for i in range(50))
     assert [ix.pop(100) for _ in range(10)] == [f"old{i}" for i in range(10)]
@@ -193,8 +193,8 @@ def test_a_new_source_is_the_next_pick_under_a_backlog() -> None:
 def test_not_eligible_yet_is_not_chosen_and_run_requests_keep_their_place() -> None:
     keys: dict[str, RevisitKey | None] = {
         "later": RevisitKey(NEVER_VISITED, 0.0),
-        "asked": RevisitKey(REST, 99.0),
-        "rest": RevisitKey(REST, 1.0),
+        "asked": RevisitKey(OTHER, 99.0),
+        "rest": RevisitKey(OTHER, 1.0),
     }
     ix = grouped(keys)
     ix.upsert("later", 50, 60)
@@ -210,8 +210,8 @@ def test_not_eligible_yet_is_not_chosen_and_run_requests_keep_their_place() -> N
 def test_pop_placeable_skips_what_cannot_be_placed_in_turn_order() -> None:
     keys: dict[str, RevisitKey | None] = {
         "new-elsewhere": RevisitKey(NEVER_VISITED, 0.0),
-        "hint": RevisitKey(HINTED, 0.0),
-        "rest": RevisitKey(REST, 0.0),
+        "hint": RevisitKey(MODIFIED_SINCE_VISIT, 0.0),
+        "rest": RevisitKey(OTHER, 0.0),
     }
     ix = grouped(keys)
     for i, name in enumerate(keys):
@@ -225,14 +225,14 @@ def test_pop_placeable_skips_what_cannot_be_placed_in_turn_order() -> None:
 
 
 def test_removed_and_reindexed_schedules_move_between_groups() -> None:
-    keys: dict[str, RevisitKey | None] = {"a": RevisitKey(REST, 1.0), "b": RevisitKey(REST, 2.0)}
+    keys: dict[str, RevisitKey | None] = {"a": RevisitKey(OTHER, 1.0), "b": RevisitKey(OTHER, 2.0)}
     ix = grouped(keys)
     ix.upsert("a", 0, 1)
     ix.upsert("b", 0, 2)
     assert ix.peek(0) == "a"
-    keys["b"] = RevisitKey(HINTED, -5.0)  # a hint arrived: re-indexed
+    keys["b"] = RevisitKey(MODIFIED_SINCE_VISIT, -5.0)  # a hint arrived: re-indexed
     ix.upsert("b", 0, 2)
-    assert ix.group_of("b") == HINTED
+    assert ix.group_of("b") == MODIFIED_SINCE_VISIT
     assert ix.remove("a")
     assert drain(ix, 0) == ["b"]
 
@@ -242,7 +242,7 @@ def test_build_index_puts_the_groups_under_the_priority_classes() -> None:
         expected_s=lambda n: 1.0,
         margin_s=lambda n: 1.0,
         priority_of=lambda n: 50,
-        revisit_key_of=lambda n: RevisitKey(REST, 0.0),
+        revisit_key_of=lambda n: RevisitKey(OTHER, 0.0),
     )
     index = build_index(OrderPolicy(), sources)
     assert isinstance(index, PriorityIndex)
