@@ -6,7 +6,7 @@ visited by an adaptive schedule (beat's ``dgs`` policy, the store's run-end
 rule moving the ladder) and, for the baseline, by a periodic schedule of the
 one fixed period that spends the same number of visits on the same slots
 (:func:`~celery_dgs.sim.revisit.matched_fixed`). For each interval unit
-(``--unit``, hours; default 24, the spec's default, and 12 and 48 beside it)
+(``--unit``, hours; default 36, the spec's default, and 24 and 48 beside it)
 it prints visits, useless visits (found no change), visits to dead sources,
 and the lag from a change to the end of the visit that captured it (mean,
 p95, over the changes after warm-up), then the figures per rate class and a
@@ -27,7 +27,7 @@ they waited. Goals: every new source visited in the first round after its
 listing; the others' useless visits and mean lag not worse than today's
 (within :data:`NOISE`).
 
-``--quick``: 600 sources, 20 days (7 warm-up), unit 24 h only, and a backlog
+``--quick``: 600 sources, 20 days (7 warm-up), unit 36 h only, and a backlog
 fleet of 300: seconds. Deterministic for a seed.
 """
 
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="600 sources, 20 days, unit 24 h")
+    parser.add_argument("--quick", action="store_true", help="600 sources, 20 days, unit 36 h")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sources", type=int, help="default 10,000 (quick: 600)")
     parser.add_argument("--slots", type=int, help="default 20 (quick: 4)")
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         "--unit",
         type=float,
         action="append",
-        help="interval unit in hours, repeatable (default 24 12 48; quick: 24)",
+        help="interval unit in hours, repeatable (default 36 24 48; quick: 36)",
     )
     parser.add_argument("--hint-fraction", type=float, default=0.5)
     parser.add_argument("--hint-delay", type=float, default=600.0, help="seconds")
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup_days is not None:
         changes["warmup_s"] = args.warmup_days * DAY
     opts = replace(opts, **changes)  # type: ignore[arg-type]
-    units = args.unit or ([24.0] if args.quick else [24.0, 12.0, 48.0])
+    units = args.unit or ([36.0] if args.quick else [36.0, 24.0, 48.0])
     started = time.perf_counter()
     print(
         f"celery-dgs adaptive revisit: {opts.sources:,} sources "

@@ -79,7 +79,7 @@ class RevisitOptions:
     failure_rate: float = 0.0
     horizon_s: float = 60 * DAY
     warmup_s: float = 14 * DAY
-    interval_unit_s: float = DAY  # AdaptiveSpec's default
+    interval_unit_s: float = 1.5 * DAY  # AdaptiveSpec's default
     initial_interval_index: int = 4
     hint_fraction: float = 0.0
     hint_delay_s: float = 600.0
