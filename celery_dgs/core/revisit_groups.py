@@ -24,10 +24,10 @@ keep their order, and adaptive work as a whole keeps its places.
 (:class:`GroupShares`, ``dgs_adaptive_group_shares``), over every run of
 consecutive picks whatever the size of each dispatch round: start-time fair
 queueing over the three groups (:class:`GroupTurns`). The turns of a group
-with no eligible schedule go to the groups after it (and before it), in
-proportion to their shares: no pick is lost. A group that was empty starts level with the
-group served last, and among level groups the first in the order goes
-first: a source its lister just added is the next adaptive pick unless the
+with no eligible schedule go to the other groups in proportion to their
+shares: no pick is lost. A group that was empty starts level with the group
+served last, and among level groups the first in the order goes first: a
+source its lister just added is the next adaptive pick unless the
 never-visited group has just had more than its share (then it waits its
 turn, as a backlog of new sources shares the slots with the others).
 
