@@ -227,7 +227,7 @@ def run_backlog(opts: RevisitOptions) -> tuple[list[str], list[str], dict[str, o
     return lines, backlog_goals(groups, today), figures
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.revisit",
         description=__doc__,
@@ -251,7 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-backlog", action="store_true", help="skip the groups against today's order"
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def options(args: argparse.Namespace) -> RevisitOptions:
+    """The main fleet's options: the full or quick ones, with the arguments' changes."""
     opts = quick_options(args.seed) if args.quick else full_options(args.seed)
     changes: dict[str, object] = {}
     if args.sources is not None:
@@ -262,7 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         changes["horizon_s"] = args.days * DAY
     if args.warmup_days is not None:
         changes["warmup_s"] = args.warmup_days * DAY
-    opts = replace(opts, **changes)  # type: ignore[arg-type]
+    return replace(opts, **changes)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    opts = options(args)
     units = args.unit or ([36.0] if args.quick else [36.0, 24.0, 48.0])
     started = time.perf_counter()
     print(
