@@ -6,7 +6,7 @@ visited by an adaptive schedule (beat's ``dgs`` policy, the store's run-end
 rule moving the ladder) and, for the baseline, by a periodic schedule of the
 one fixed period that spends the same number of visits on the same slots
 (:func:`~celery_dgs.sim.revisit.matched_fixed`). For each interval unit
-(``--unit``, hours; default 24, the spec's default, and 12 and 48 beside it)
+(``--unit``, hours; default 36, the spec's default, and 24 and 48 beside it)
 it prints visits, useless visits (found no change), visits to dead sources,
 and the lag from a change to the end of the visit that captured it (mean,
 p95, over the changes after warm-up), then the figures per rate class and a
@@ -17,8 +17,18 @@ visited without waiting for the ladder (hint to visit start: p95 within one
 dispatch round of beat, its 2 s store poll), so its lag from the hint is one
 round plus the run time.
 
-``--quick``: 600 sources, 20 days (7 warm-up), unit 24 h only: seconds.
-Deterministic for a seed.
+Then seed 001's revisit groups against today's order (``dgs_adaptive_group_shares
+= None``) under a backlog: a fleet of its own on too few slots (more eligible
+adaptive schedules than slots at every moment), half of it hinted, with a
+tenth more sources listed during the window. It prints, for both orders, the
+visits, useless visits and lag of the listed-before sources, and for the new
+ones the lag from listing to their first visit's end and the dispatch rounds
+they waited. Goals: every new source visited in the first round after its
+listing; the others' useless visits and mean lag not worse than today's
+(within :data:`NOISE`).
+
+``--quick``: 600 sources, 20 days (7 warm-up), unit 36 h only, and a backlog
+fleet of 300: seconds. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from celery_dgs.core.ranking import OrderPolicy
+from celery_dgs.core.revisit_groups import DEFAULT_GROUP_SHARES
 from celery_dgs.settings import DEFAULT_STORE_POLL_INTERVAL_S
 from celery_dgs.sim.revisit import (
     DAY,
@@ -42,6 +54,7 @@ from celery_dgs.sim.revisit import (
     simulate_revisit,
     sources,
 )
+from celery_dgs.sim.upstream import GroupFigures
 
 #: The hint to visit start wait allowed for a hinted change: one dispatch
 #: round of beat, which sees a hint within its store poll (``dgs_store_poll_interval``,
@@ -49,6 +62,9 @@ from celery_dgs.sim.revisit import (
 DISPATCH_ROUND_S = DEFAULT_STORE_POLL_INTERVAL_S
 LAG_GOAL = 2.0
 USELESS_GOAL = 0.5
+#: The groups against today's order: "not worse" allows this relative margin
+#: (the spread between seeds of one order's figures is about 1 %).
+NOISE = 0.02
 
 
 def full_options(seed: int) -> RevisitOptions:
@@ -59,6 +75,32 @@ def full_options(seed: int) -> RevisitOptions:
 
 def quick_options(seed: int) -> RevisitOptions:
     return RevisitOptions(sources=600, slots=4, horizon_s=20 * DAY, warmup_s=7 * DAY, seed=seed)
+
+
+def backlog_options(seed: int, quick: bool) -> RevisitOptions:
+    """The groups' fleet: visits of 300 s on too few slots, half of the
+    sources hinted 600 s after each change, a tenth more listed in the window."""
+    if quick:
+        return RevisitOptions(
+            sources=300,
+            slots=1,
+            duration_s=300.0,
+            horizon_s=15 * DAY,
+            warmup_s=5 * DAY,
+            hint_fraction=0.5,
+            new_sources=30,
+            seed=seed,
+        )
+    return RevisitOptions(
+        sources=3000,
+        slots=4,
+        duration_s=300.0,
+        horizon_s=30 * DAY,
+        warmup_s=7 * DAY,
+        hint_fraction=0.5,
+        new_sources=300,
+        seed=seed,
+    )
 
 
 def _h(seconds: float) -> str:
@@ -126,13 +168,72 @@ def hint_lines(opts: RevisitOptions, r: RevisitResult) -> list[str]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _others(r: RevisitResult) -> GroupFigures:
+    return r.upstream.total
+
+
+BACKLOG_HEADER = (
+    "| order | visits | useless | mean lag h | p95 lag h | new: rounds waited 0 | "
+    "new: max rounds | new: mean lag h | new: p95 lag h | hint wait p95 s | util |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def backlog_row(label: str, r: RevisitResult) -> str:
+    t, new, waited = r.upstream.total, r.upstream.new, r.new_rounds
+    on_time = sum(w == 0 for w in waited)
+    return (
+        f"| {label} | {r.visits:,} | {100 * t.useless_fraction:.1f} % | {_h(t.mean_lag_s)} | "
+        f"{_h(t.p95_lag_s)} | {on_time} / {new.sources} | {max(waited, default=0)} | "
+        f"{_h(new.mean_lag_s)} | {_h(new.p95_lag_s)} | {r.upstream.hints.p95_wait_s:.0f} | "
+        f"{100 * r.sim.utilization:.1f} % |"
+    )
+
+
+def backlog_goals(groups: RevisitResult, today: RevisitResult) -> list[str]:
+    g, t = groups.upstream.total, today.upstream.total
+    waited, new = groups.new_rounds, groups.upstream.new
+    first = bool(waited) and max(waited) == 0 and new.censored == 0
+    useless = g.useless_fraction <= t.useless_fraction * (1 + NOISE)
+    lag = g.mean_lag_s <= t.mean_lag_s * (1 + NOISE)
+    return [
+        f"backlog: every new source visited in the first round after its listing "
+        f"({sum(w == 0 for w in waited)} of {new.sources}; today's order: "
+        f"{sum(w == 0 for w in today.new_rounds)}): {'met' if first else 'NOT met'}",
+        f"backlog: useless visits {100 * g.useless_fraction:.1f} % vs today's "
+        f"{100 * t.useless_fraction:.1f} % (not worse, {100 * NOISE:g} % noise): "
+        f"{'met' if useless else 'NOT met'}",
+        f"backlog: mean lag {_h(g.mean_lag_s)} h vs today's {_h(t.mean_lag_s)} h (not worse, "
+        f"{100 * NOISE:g} % noise): {'met' if lag else 'NOT met'}",
+    ]
+
+
+def run_backlog(opts: RevisitOptions) -> tuple[list[str], list[str], dict[str, object]]:
+    """The groups against today's order on the backlog fleet: table lines,
+    goal lines and the figures."""
+    srcs = sources(opts)
+    groups = simulate_revisit(opts, srcs=srcs)
+    today = simulate_revisit(opts, srcs=srcs, order=OrderPolicy(group_shares=None))
+    lines = [
+        f"\nrevisit groups under a backlog: {opts.sources:,} sources + {opts.new_sources:,} "
+        f"listed in the window, {100 * opts.hint_fraction:g} % hinted, {opts.slots} slots, "
+        f"visits {opts.duration_s:g} s, {opts.horizon_s / DAY:g} days ({opts.warmup_s / DAY:g} "
+        f"warm-up), unit {format_s(opts.interval_unit_s)}:",
+        BACKLOG_HEADER,
+        backlog_row(f"groups {DEFAULT_GROUP_SHARES.describe()}", groups),
+        backlog_row("today's order", today),
+    ]
+    figures: dict[str, object] = {"groups": asdict(groups), "today": asdict(today)}
+    return lines, backlog_goals(groups, today), figures
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.revisit",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="600 sources, 20 days, unit 24 h")
+    parser.add_argument("--quick", action="store_true", help="600 sources, 20 days, unit 36 h")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sources", type=int, help="default 10,000 (quick: 600)")
     parser.add_argument("--slots", type=int, help="default 20 (quick: 4)")
@@ -142,12 +243,19 @@ def main(argv: list[str] | None = None) -> int:
         "--unit",
         type=float,
         action="append",
-        help="interval unit in hours, repeatable (default 24 12 48; quick: 24)",
+        help="interval unit in hours, repeatable (default 36 24 48; quick: 36)",
     )
     parser.add_argument("--hint-fraction", type=float, default=0.5)
     parser.add_argument("--hint-delay", type=float, default=600.0, help="seconds")
+    parser.add_argument(
+        "--no-backlog", action="store_true", help="skip the groups against today's order"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def options(args: argparse.Namespace) -> RevisitOptions:
+    """The main fleet's options: the full or quick ones, with the arguments' changes."""
     opts = quick_options(args.seed) if args.quick else full_options(args.seed)
     changes: dict[str, object] = {}
     if args.sources is not None:
@@ -158,8 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         changes["horizon_s"] = args.days * DAY
     if args.warmup_days is not None:
         changes["warmup_s"] = args.warmup_days * DAY
-    opts = replace(opts, **changes)  # type: ignore[arg-type]
-    units = args.unit or ([24.0] if args.quick else [24.0, 12.0, 48.0])
+    return replace(opts, **changes)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    opts = options(args)
+    units = args.unit or ([36.0] if args.quick else [36.0, 24.0, 48.0])
     started = time.perf_counter()
     print(
         f"celery-dgs adaptive revisit: {opts.sources:,} sources "
@@ -207,12 +320,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     goal_lines += hint_lines(o, hinted)
-    print("\n".join(["", *rows, *classes, "", *goal_lines]))
+    backlog_lines: list[str] = []
+    backlog: dict[str, object] = {}
+    if not args.no_backlog:
+        backlog_lines, more_goals, backlog = run_backlog(backlog_options(args.seed, args.quick))
+        goal_lines += more_goals
+    print("\n".join(["", *rows, *classes, *backlog_lines, "", *goal_lines]))
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"runs": out, "hinted": asdict(hinted), "goals": goal_lines}, indent=2, default=str
+                {"runs": out, "hinted": asdict(hinted), "backlog": backlog, "goals": goal_lines},
+                indent=2,
+                default=str,
             )
         )
         print(f"written: {args.json}")

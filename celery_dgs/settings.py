@@ -20,6 +20,7 @@ from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, DEFAULT_SHED_HORIZON_S
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from .core.ranking import OrderPolicy
+from .core.revisit_groups import DEFAULT_GROUP_SHARES, GroupShares, parse_group_shares
 from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .core.timing import DEFAULT_COOLDOWN_FRACTION
 from .errors import SettingsError
@@ -101,6 +102,14 @@ MIN_BEAT_LEADER_TIMEOUT_S = 0.3  # a third of it must fit a Redis round trip and
 #: = 67.5 s, 2.25 ping intervals), capped at half of ping_timeout - ping_interval
 #: so that a slow but healthy ping cycle never fences.
 DEFAULT_SELF_FENCE_MARGIN_FRACTION = 0.25
+
+
+def group_shares(name: str, value: Any) -> GroupShares:
+    """The revisit groups' shares (:func:`~celery_dgs.core.revisit_groups.parse_group_shares`)."""
+    try:
+        return parse_group_shares(value)
+    except ValueError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,6 +212,14 @@ class DgsSettings:
     #: Look-ahead admission: hold a long run back while it would leave the much
     #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
     lookahead: bool = field(default=False, metadata=FLAG)
+    #: Seed 001's revisit groups: the shares of the adaptive picks that go to
+    #: never-visited sources, those modified since their last visit and the
+    #: others, e.g. ``{"never_visited": 40, "modified_since_visit": 40,
+    #: "other": 20}`` (celery_dgs/core/revisit_groups.py);
+    #: ``None``: adaptive schedules in the overload policy's order.
+    adaptive_group_shares: GroupShares | None = field(
+        default=DEFAULT_GROUP_SHARES, metadata=setting(group_shares, optional=True)
+    )
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal
@@ -344,6 +361,7 @@ class DgsSettings:
             laxity_floor_s=self.laxity_floor,
             elevator_interval_s=self.elevator_interval,
             lookahead=self.lookahead,
+            group_shares=self.adaptive_group_shares,
         )
 
     def keyspace(self) -> KeySpace:

@@ -30,6 +30,7 @@ from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.priority import demand_exceeds
 from ..core.ranking import RankingSources, build_index
+from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..settings import DgsSettings
@@ -61,6 +62,7 @@ class BeatRanking:
                 priority_of=self.priority_of,
                 overloaded=self.overloaded,
                 period_s=self.period_s,
+                revisit_key_of=self.revisit_key_of,
             ),
         )
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
@@ -151,6 +153,11 @@ class BeatRanking:
         """Seconds between ``name``'s obligations (infinite when unknown)."""
         tracked = self.state.tracked.get(name)
         return math.inf if tracked is None else period_seconds(tracked.spec, tracked.stats)
+
+    def revisit_key_of(self, name: str) -> RevisitKey | None:
+        """An adaptive schedule's revisit group and key (None: another kind)."""
+        tracked = self.state.tracked.get(name)
+        return None if tracked is None else revisit_key(tracked.spec, tracked.stats)
 
     def overloaded(self) -> bool:
         """The priority classes' overload signal: the schedules' demand

@@ -1,10 +1,13 @@
 """The ranking index: one factory for beat, the simulator and ``status`` (pure).
 
-Beat's order is an overload policy's index (:func:`~celery_dgs.core.overload.make_index`)
-with the priority classes and the elevator over it
+Beat's order is an overload policy's index (:func:`~celery_dgs.core.overload.make_index`),
+with seed 001's revisit groups choosing among its adaptive schedules
+(:class:`~celery_dgs.core.revisit_groups.GroupIndex`), and the priority
+classes and the elevator over both
 (:class:`~celery_dgs.core.priority.PriorityIndex`). Which index, and how it is
 tuned, depends only on the settings in :class:`OrderPolicy`; what it reads about
-each schedule (expected run time, margin, class, the overload signal) comes from
+each schedule (expected run time, margin, class, revisit group, the overload
+signal) comes from
 :class:`RankingSources`. :func:`build_index` wires the two together, so every
 caller that orders schedules as beat does gets the same index.
 """
@@ -24,6 +27,7 @@ from .overload import (
     make_index,
 )
 from .priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex, short_after_s
+from .revisit_groups import DEFAULT_GROUP_SHARES, GroupIndex, GroupShares, RevisitKey
 
 __all__ = [
     "TOP_LEAD_MARGINS",
@@ -62,7 +66,9 @@ class OrderPolicy:
     (:mod:`~celery_dgs.core.lookahead`), which beat applies to the index's
     choices; ``goal`` (``dgs_overload``) and ``floor_periods``
     (``dgs_overload_floor``) say what is given up while the demand exceeds the
-    slots (:mod:`~celery_dgs.core.fewest_errors`)."""
+    slots (:mod:`~celery_dgs.core.fewest_errors`); ``group_shares`` are the
+    revisit groups' shares among adaptive schedules (``None``: adaptive
+    schedules in the overload policy's order)."""
 
     overload: str = DEFAULT_OVERLOAD_POLICY
     goal: str = DEFAULT_OVERLOAD_GOAL
@@ -72,6 +78,7 @@ class OrderPolicy:
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S
     elevator_interval_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S
     lookahead: bool = False
+    group_shares: GroupShares | None = DEFAULT_GROUP_SHARES
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,10 @@ class RankingSources:
     schedules' demand exceeds the live slots (``None``: never);
     ``clock_offset_s``: where the elevator's instants start (beat: 0, the Unix
     epoch; the simulator: its start); ``period_s(name)``: seconds between its
-    obligations (the ``fewest_errors`` goal's value of a run)."""
+    obligations (the ``fewest_errors`` goal's value of a run);
+    ``revisit_key_of(name)``: an adaptive schedule's revisit group and key
+    (:func:`~celery_dgs.core.revisit_groups.revisit_key`), ``None`` for
+    other kinds, read when it is upserted (``None``: no groups)."""
 
     expected_s: Callable[[str], float]
     margin_s: Callable[[str], float]
@@ -92,6 +102,7 @@ class RankingSources:
     overloaded: Callable[[], bool] | None = None
     clock_offset_s: float = 0.0
     period_s: Callable[[str], float] | None = None
+    revisit_key_of: Callable[[str], RevisitKey | None] | None = None
 
 
 def overload_index(
@@ -139,16 +150,20 @@ def build_index(policy: OrderPolicy, sources: RankingSources) -> PriorityIndex:
     while capacity is short (a due schedule waited half an elevator interval,
     or ``overloaded()``, or either held within the last interval), the top
     class's work counting as due 1.5 margins early; otherwise the overload
-    policy's order."""
+    policy's order, in which the revisit groups choose the adaptive schedule
+    that takes an adaptive pick."""
     elevator = policy.elevator_interval_s
+    main = overload_index(
+        policy,
+        expected_s=sources.expected_s,
+        margin_s=sources.margin_s,
+        period_s=sources.period_s,
+        overloaded=sources.overloaded,
+    )
+    if policy.group_shares is not None and sources.revisit_key_of is not None:
+        main = GroupIndex(main, sources.revisit_key_of, policy.group_shares)
     return PriorityIndex(
-        overload_index(
-            policy,
-            expected_s=sources.expected_s,
-            margin_s=sources.margin_s,
-            period_s=sources.period_s,
-            overloaded=sources.overloaded,
-        ),
+        main,
         sources.priority_of,
         elevator_interval_s=elevator,
         clock_offset_s=sources.clock_offset_s,

@@ -256,7 +256,7 @@ class AdaptiveSpec(ScheduleSpec):
 
     kind: ClassVar[str] = "adaptive"
 
-    interval_unit: timedelta = timedelta(days=1)
+    interval_unit: timedelta = timedelta(hours=36)
     initial_interval_index: int = 4
     max_failures: int = 3
 

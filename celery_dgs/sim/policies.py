@@ -28,6 +28,7 @@ from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import PriorityIndex, demand_exceeds
 from ..core.ranking import OrderPolicy, RankingSources, build_index
+from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
@@ -36,7 +37,7 @@ from .state import FIRE, PolicyHost
 #: Celery beat.
 POLICIES = ("dgs", "fifo", "beat")
 #: ``fifo``'s order settings: plain deadline order, keyed by ``can_start_by``.
-FIFO_ORDER = OrderPolicy(overload="greedy")
+FIFO_ORDER = OrderPolicy(overload="greedy", group_shares=None)
 #: ``dgs``'s order settings unless told: beat's defaults.
 DEFAULT_ORDER = OrderPolicy()
 _NO_LIMIT = 1 << 62
@@ -110,7 +111,8 @@ class DeadlinePolicy(Policy):
     def sources(self) -> RankingSources:
         """What the index reads: the loop's expected run times and margins
         (kept with the stats, unchanged while a schedule is indexed), each
-        schedule's class, and whether the demand exceeds the live slots."""
+        schedule's class, whether the demand exceeds the live slots, and an
+        adaptive schedule's revisit group."""
         return RankingSources(
             expected_s=self.expected_s,
             margin_s=self.margin_s,
@@ -118,7 +120,12 @@ class DeadlinePolicy(Policy):
             overloaded=self.overloaded,
             clock_offset_s=self.sim.at(0.0).timestamp(),
             period_s=self.period_s,
+            revisit_key_of=self.revisit_key_of,
         )
+
+    def revisit_key_of(self, name: str) -> RevisitKey | None:
+        st = self.sim.states[name]
+        return revisit_key(st.sched.spec, st.stats)
 
     def expected_s(self, name: str) -> float:
         return self.sim.states[name].expected

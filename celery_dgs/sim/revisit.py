@@ -9,6 +9,10 @@ fixed period, under beat's own decision (policy ``dgs``), with the
 :class:`~celery_dgs.sim.upstream.Upstream` saying whether each visit was
 eventful. :func:`matched_fixed` finds the fixed period that spends the same
 number of visits as an adaptive run, on the same slots: the fair baseline.
+``new_sources`` more are listed during the window (evenly spread over its
+first 90 %), as a lister adds them: never visited, eligible from then on;
+:func:`rounds_waited` counts the dispatch rounds each one waited for its
+first visit.
 
 A fixed-period schedule's cooldown is ``1 - EARLY_FRACTION`` of its period,
 so it becomes eligible as early, relative to its period, as an adaptive one
@@ -19,14 +23,18 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from ..core.adaptive import EARLY_FRACTION
+from ..core.ranking import OrderPolicy
 from ..core.spec import AdaptiveSpec, PeriodicSpec, ScheduleSpec
+from ..core.stats import ScheduleStats
 from .loop import Simulator
 from .metrics import SimResult
+from .policies import DEFAULT_ORDER
 from .upstream import Source, Upstream, UpstreamFigures
 from .workload import DEFAULT_SLOTS_PER_WORKER, SimSchedule, Workload, WorkloadError, make_workers
 
@@ -60,7 +68,8 @@ class RevisitOptions:
     lasts ``duration_s`` on average (lognormal, ``duration_sigma``);
     ``hint_fraction`` of every class is hinted, each hint ``hint_delay_s``
     after its change; adaptive schedules use ``interval_unit_s`` and start at
-    ``initial_interval_index``."""
+    ``initial_interval_index``; ``new_sources`` are listed during the window
+    (classes drawn by their shares)."""
 
     sources: int = 10_000
     slots: int = 40
@@ -70,14 +79,17 @@ class RevisitOptions:
     failure_rate: float = 0.0
     horizon_s: float = 60 * DAY
     warmup_s: float = 14 * DAY
-    interval_unit_s: float = DAY  # AdaptiveSpec's default
+    interval_unit_s: float = 1.5 * DAY  # AdaptiveSpec's default
     initial_interval_index: int = 4
     hint_fraction: float = 0.0
     hint_delay_s: float = 600.0
     slots_per_worker: int = DEFAULT_SLOTS_PER_WORKER
+    new_sources: int = 0
     seed: int = 0
 
     def check(self) -> None:
+        if self.new_sources < 0:
+            raise WorkloadError(f"new sources must be >= 0, got {self.new_sources}")
         if self.sources < 1 or self.slots < 1:
             raise WorkloadError(f"sources ({self.sources}) and slots ({self.slots}) must be >= 1")
         if not self.classes or any(c.share < 0 for c in self.classes):
@@ -115,6 +127,38 @@ def sources(opts: RevisitOptions) -> dict[str, Source]:
         for _ in range(size):
             out[source_name(i)] = Source(rate, rng.random() < opts.hint_fraction, klass.label)
             i += 1
+    spread = 0.9 * opts.window_s / max(opts.new_sources, 1)
+    for k in range(opts.new_sources):
+        klass = rng.choices(opts.classes, weights=[c.share for c in opts.classes])[0]
+        rate = 0.0 if klass.mean_change_s is None else 1.0 / klass.mean_change_s
+        hinted = rng.random() < opts.hint_fraction
+        listed = opts.warmup_s + (k + 0.5) * spread
+        out[source_name(i)] = Source(rate, hinted, klass.label, listed_at=listed)
+        i += 1
+    return out
+
+
+def rounds_waited(
+    trace: Sequence[tuple[float, str, str]], listed: Mapping[str, float]
+) -> list[int]:
+    """For each source of ``listed`` (name: listing time) that ran: how many
+    dispatch rounds (distinct start times in ``trace``) after its listing
+    started others before its first visit (0: the first round after its
+    listing started it)."""
+    times = [t for t, _, _ in trace]
+    rounds, count, last = [], -1, None
+    for t in times:
+        if t != last:
+            count, last = count + 1, t
+        rounds.append(count)
+    first: dict[str, int] = {}
+    for i, (_, name, _) in enumerate(trace):
+        if name in listed and name not in first:
+            first[name] = i
+    out = []
+    for name, i in first.items():
+        lo = bisect_left(times, listed[name])
+        out.append(rounds[i] - rounds[lo] if lo <= i else 0)
     return out
 
 
@@ -170,6 +214,8 @@ class RevisitResult:
     period_s: float | None  # the fixed period; None: adaptive
     upstream: UpstreamFigures
     sim: SimResult
+    #: per new source that ran, the rounds it waited (:func:`rounds_waited`)
+    new_rounds: tuple[int, ...] = ()
 
     @property
     def visits(self) -> int:
@@ -177,9 +223,14 @@ class RevisitResult:
 
 
 def simulate_revisit(
-    opts: RevisitOptions, period_s: float | None = None, *, srcs: Mapping[str, Source] | None = None
+    opts: RevisitOptions,
+    period_s: float | None = None,
+    *,
+    srcs: Mapping[str, Source] | None = None,
+    order: OrderPolicy = DEFAULT_ORDER,
 ) -> RevisitResult:
-    """Run the sources adaptively (``period_s`` None) or with one fixed period."""
+    """Run the sources adaptively (``period_s`` None) or with one fixed
+    period, under beat's order ``order``."""
     srcs = sources(opts) if srcs is None else srcs
     names = list(srcs)
     if period_s is None:
@@ -195,10 +246,19 @@ def simulate_revisit(
         hint_delay_s=opts.hint_delay_s,
         seed=opts.seed + 7,
     )
-    sim = Simulator(workload, "dgs", upstream=upstream)
+    listed = {n: s.listed_at for n, s in srcs.items() if s.listed_at is not None}
+    start = workload.start
+    new_stats = {
+        n: ScheduleStats(registered_at=start + timedelta(seconds=t)) for n, t in listed.items()
+    }
+    trace: list[tuple[float, str, str]] | None = [] if listed else None
+    sim = Simulator(
+        workload, "dgs", order=order, upstream=upstream, initial_stats=new_stats, trace=trace
+    )
     upstream.attach(sim)
     result = sim.run()
-    return RevisitResult(label, period_s, upstream.figures(), result)
+    waited = tuple(rounds_waited(trace, listed)) if trace is not None else ()
+    return RevisitResult(label, period_s, upstream.figures(), result, waited)
 
 
 def matched_period_estimate(opts: RevisitOptions, visits: int) -> float:

@@ -22,7 +22,11 @@ Measured over the window ``[window_start, horizon]``:
   eventful), and those spent on dead sources;
 * for a hinted change captured by a visit that started after its hint: the
   **hint wait** (visit start minus hint arrival) and the **hint lag** (visit
-  end minus hint arrival).
+  end minus hint arrival);
+* for a source its lister adds during the run (``listed_at``: its changes
+  start then) in the window: the **new-source lag**, from its listing to the
+  end of its first good visit (``horizon - listed_at`` when there is none by
+  the horizon, counted as censored).
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Source:
     """How one source behaves: ``rate_per_s`` changes per second (0: dead),
-    whether its lister sends hints, and the class it is reported under."""
+    whether its lister sends hints, the class it is reported under, and when
+    its lister adds it (``None``: before the start)."""
 
     rate_per_s: float
     hinted: bool = False
     group: str = ""
+    listed_at: float | None = None
 
     def __post_init__(self) -> None:
         if not self.rate_per_s >= 0:
@@ -104,30 +110,48 @@ class HintFigures:
 
 
 @dataclass(frozen=True)
+class NewSourceFigures:
+    """Sources listed in the window: from listing to their first good visit's end."""
+
+    sources: int
+    censored: int
+    mean_lag_s: float
+    p95_lag_s: float
+    max_lag_s: float
+
+
+@dataclass(frozen=True)
 class UpstreamFigures:
     total: GroupFigures
     groups: Mapping[str, GroupFigures]
     dead_visits: int
     hints: HintFigures
+    new: NewSourceFigures
 
 
 class _Stream:
-    __slots__ = ("captured", "changes", "dead", "group", "hinted")
+    __slots__ = ("captured", "changes", "dead", "group", "hinted", "listed_at", "visited")
 
-    def __init__(self, changes: array[float], group: str, hinted: bool, dead: bool) -> None:
+    def __init__(
+        self, changes: array[float], group: str, hinted: bool, dead: bool, listed_at: float | None
+    ) -> None:
         self.changes = changes
         self.captured = 0  # changes[:captured] are captured by a good visit
         self.group = group
         self.hinted = hinted
         self.dead = dead
+        self.listed_at = listed_at
+        self.visited = False  # a good visit happened
 
 
-def draw_changes(rate_per_s: float, horizon_s: float, rng: random.Random) -> array[float]:
-    """Poisson change times in ``(0, horizon_s]`` at ``rate_per_s``."""
+def draw_changes(
+    rate_per_s: float, horizon_s: float, rng: random.Random, start: float = 0.0
+) -> array[float]:
+    """Poisson change times in ``(start, horizon_s]`` at ``rate_per_s``."""
     out: array[float] = array("d")
     if rate_per_s <= 0:
         return out
-    t = rng.expovariate(rate_per_s)
+    t = start + rng.expovariate(rate_per_s)
     while t <= horizon_s:
         out.append(t)
         t += rng.expovariate(rate_per_s)
@@ -155,10 +179,11 @@ class Upstream:
         self.hint_delay_s = hint_delay_s
         self._streams = {
             name: _Stream(
-                draw_changes(src.rate_per_s, horizon_s, rng),
+                draw_changes(src.rate_per_s, horizon_s, rng, src.listed_at or 0.0),
                 src.group,
                 src.hinted,
                 src.rate_per_s == 0,
+                src.listed_at,
             )
             for name, src in sources.items()
         }
@@ -170,6 +195,8 @@ class Upstream:
         self.dead_visits = 0
         self.hint_waits: array[float] = array("d")
         self.hint_lags: array[float] = array("d")
+        self.new_lags: array[float] = array("d")
+        self.new_censored = 0
         self._sim: Simulator | None = None
         self._finished = False
 
@@ -198,6 +225,10 @@ class Upstream:
 
     def visited(self, name: str, started: float, ended: float) -> bool:
         stream = self._streams[name]
+        if not stream.visited:
+            stream.visited = True
+            if stream.listed_at is not None and stream.listed_at >= self.window_start:
+                self.new_lags.append(ended - stream.listed_at)
         changes, first = stream.changes, stream.captured
         last = bisect_right(changes, started, first)
         stream.captured = last
@@ -227,6 +258,10 @@ class Upstream:
             return
         self._finished = True
         for stream in self._streams.values():
+            listed = stream.listed_at
+            if not stream.visited and listed is not None and listed >= self.window_start:
+                self.new_censored += 1
+                self.new_lags.append(self.horizon_s - listed)
             tally = self._tallies[stream.group]
             for change in stream.changes[stream.captured :]:
                 if change >= self.window_start:
@@ -245,6 +280,7 @@ class Upstream:
             groups=groups,
             dead_visits=self.dead_visits,
             hints=_hint_figures(self.hint_waits, self.hint_lags),
+            new=_new_figures(self.new_lags, self.new_censored),
         )
 
 
@@ -275,4 +311,15 @@ def _hint_figures(waits: array[float], lags: array[float]) -> HintFigures:
         mean_lag_s=_mean(lg, len(lg)),
         p95_lag_s=percentile(lg, 95),
         max_lag_s=lg[-1] if lg else 0.0,
+    )
+
+
+def _new_figures(lags: array[float], censored: int) -> NewSourceFigures:
+    ordered = sorted(lags)
+    return NewSourceFigures(
+        sources=len(ordered),
+        censored=censored,
+        mean_lag_s=_mean(ordered, len(ordered)),
+        p95_lag_s=percentile(ordered, 95),
+        max_lag_s=ordered[-1] if ordered else 0.0,
     )

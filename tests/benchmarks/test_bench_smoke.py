@@ -88,7 +88,7 @@ SMOKES = {
             *("--quick", "--sources", "200", "--days", "10", "--warmup-days", "3"),
             *("--json", "{tmp}/revisit.json"),
         ),
-        "| 1.0d | adaptive |",
+        "| 1.5d | adaptive |",
         writes="revisit.json",
     ),
     "runtime_scale": Smoke(

@@ -70,6 +70,9 @@ if "E2E_LAXITY_FLOOR" in os.environ:
 if "E2E_ELEVATOR_INTERVAL" in os.environ:
     _interval = os.environ["E2E_ELEVATOR_INTERVAL"]
     app.conf.dgs_elevator_interval = None if _interval.lower() == "none" else float(_interval)
+# Revisit groups (tests/e2e/test_revisit_groups_e2e.py); "none": today's order.
+if os.environ.get("E2E_ADAPTIVE_GROUPS") == "none":
+    app.conf.dgs_adaptive_group_shares = None
 # Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
 if os.environ.get("E2E_LOOKAHEAD") == "1":
     app.conf.dgs_lookahead = True
@@ -412,9 +415,10 @@ def lister(count: int) -> int:
 
 # Adaptive runtime schedules (tests/e2e/test_adaptive_e2e.py): the test sets
 # each source's behaviour in Redis (e2e:visit:<source>): "eventful" or
-# "quiet" (reported with celery_dgs.eventful), "fail", or "silent".
+# "quiet" (reported with celery_dgs.eventful), "fail", or "silent"; a visit
+# lasts ``seconds``.
 @app.task(name="e2e.visit")
-def visit(source: str) -> str:
+def visit(source: str, seconds: float = 0.05) -> str:
     mode = (_events.get(f"e2e:visit:{source}") or b"silent").decode()
     log_event("start", f"visit@{source}", mode=mode, token=celery_dgs.current_token())
     try:
@@ -422,7 +426,7 @@ def visit(source: str) -> str:
             raise RuntimeError(f"{source} is unreachable")
         if mode in ("eventful", "quiet"):
             celery_dgs.eventful(mode == "eventful")
-        time.sleep(0.05)
+        time.sleep(seconds)
         return mode
     finally:
         log_event("end", f"visit@{source}", mode=mode)
