@@ -63,7 +63,7 @@ def batches_publishes(producer: Any) -> bool:
     return bool(getattr(producer, "supports_batch_publish", False))
 
 
-class _Round:
+class _PublishOutcome:
     """The outcome of one publish call: orders in the broker, orders refused on
     their own (not a broker failure: logged, the others go on), and orders
     buffered in the pipeline not sent yet."""
@@ -88,20 +88,21 @@ class CeleryPublisher:
     """Publishes a round's orders on a Celery app's broker; returns the orders
     not published (see the module doc)."""
 
-    def __init__(self, app: Any, *, chunk_size: int = PUBLISH_CHUNK) -> None:
+    def __init__(self, app: Any, *, chunk_size: int = PUBLISH_CHUNK, batched: bool = True) -> None:
+        """``batched=False``: one publish per message on every transport."""
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, not {chunk_size}")
-        self.app, self.chunk_size = app, chunk_size
+        self.app, self.chunk_size, self.batched = app, chunk_size, batched
         #: The worker's own queue (``worker_direct``), built once per worker.
         self.direct_queue: Callable[[str], Queue] = functools.lru_cache(
             maxsize=DIRECT_QUEUE_CACHE_SIZE
         )(worker_direct)
 
     def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        outcome = _Round()
+        outcome = _PublishOutcome()
         try:
             with self.app.producer_or_acquire() as producer:
-                if batches_publishes(producer):
+                if self.batched and batches_publishes(producer):
                     self._publish_batched(producer, orders, outcome)
                 else:
                     for order in orders:
@@ -111,7 +112,7 @@ class CeleryPublisher:
         return outcome.not_published(orders)
 
     def _publish_batched(
-        self, producer: Any, orders: Sequence[DispatchOrder], outcome: _Round
+        self, producer: Any, orders: Sequence[DispatchOrder], outcome: _PublishOutcome
     ) -> None:
         """Buffer the messages and flush every :attr:`chunk_size` of them. An
         error leaving the batch (a failed flush, the broker unreachable) makes
