@@ -69,4 +69,4 @@ def test_a_batched_round_reaches_the_worker_as_send_task_would(cluster_factory) 
         "every run stored as a success",
     )
     published = Counter(e["name"] for e in cluster.events() if e["kind"] == "published")
-    assert published == Counter(by_name), published
+    assert published == Counter(list(by_name)), published
