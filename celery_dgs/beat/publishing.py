@@ -7,7 +7,7 @@ routing, priority, expiry, and the ``before_task_publish`` /
 or, without a worker (``dgs_capacity``), to the schedule's pool queue.
 
 Where the broker's transport batches publishes (kombu's ``Producer.batch``:
-kombu 5.7 or later on its Redis transport, Sentinel included, unless the
+kombu 5.7 or later on its Redis transport and the Sentinel one, unless the
 connection retries its commands), a round's messages are buffered and sent
 in pipelines of :data:`PUBLISH_CHUNK` messages: one broker round trip each.
 Elsewhere (AMQP, ``memory://``, older kombu) each message is published on its
