@@ -118,10 +118,15 @@ class CeleryPublisher:
         error leaving the batch (a failed flush, the broker unreachable) makes
         kombu discard what is still buffered, after the messages buffered
         before a failed ``send_task`` were flushed if the broker allows."""
+        from kombu.exceptions import BatchPublishError
+
+        # kombu refuses a batch whose producer got a new channel (its connection
+        # was revived by a retry) or whose pipeline failed: the round stops.
+        batch_over = (RuntimeError, BatchPublishError)
         with producer.batch(max_size=_BATCH_MAX_COMMANDS) as batch:
             for order in orders:
                 try:
-                    self._send(producer, order, outcome.buffered, outcome.refused)
+                    self._send(producer, order, outcome.buffered, outcome.refused, batch_over)
                 except Exception:
                     batch.flush()  # what was buffered before it may still go
                     outcome.flushed()
@@ -138,10 +143,12 @@ class CeleryPublisher:
         order: DispatchOrder,
         published: list[DispatchOrder],
         refused: list[DispatchOrder],
+        stop_on: tuple[type[Exception], ...] = (),
     ) -> None:
         """``send_task`` of one order, appended to ``published`` (buffered, with a
         batch), or to ``refused`` if it failed on its own; raises when the broker
-        is unreachable (every other order would wait out the same retries)."""
+        is unreachable (every other order would wait out the same retries) or
+        the error is one of ``stop_on``."""
         queue = order.queue if order.worker == ANY_WORKER else self.direct_queue(order.worker)
         try:
             self.app.send_task(
@@ -155,7 +162,7 @@ class CeleryPublisher:
                 producer=producer,
             )
         except Exception as exc:
-            if broker_unreachable(exc):
+            if isinstance(exc, stop_on) or broker_unreachable(exc):
                 raise
             logger.exception("celery-dgs: publishing %s failed", order.schedule)
             refused.append(order)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -224,6 +225,63 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
+def proxied(server: RedisServerProcess) -> TcpProxy:
+    host, port = server.url.split("//")[1].split("/")[0].split(":")
+    return TcpProxy(host, int(port))
+
+
+def test_a_connection_revived_mid_round_ends_the_round_in_one_line(
+    broker: RedisServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker stops answering while the round's second message is sent and
+    answers again 2.5 s later; the third message, for a worker whose queue is
+    not declared yet, waits for it through kombu's retries, which give the
+    producer a new channel. kombu refuses the batch from then on: the round
+    stops with one log line, and every order is either in the broker or
+    reported as not published."""
+    proxy = proxied(broker)
+    app = make_app(
+        proxy.url(),
+        broker_transport_options={"socket_timeout": 1, "socket_connect_timeout": 1},
+        task_publish_retry_policy={"max_retries": 20, "interval_start": 0, "interval_step": 0.2},
+    )
+    tag = uuid.uuid4().hex[:6]
+    known, new = f"celery@k-{tag}", f"celery@n-{tag}"
+    publish = CeleryPublisher(app)
+    assert publish([order(known, 0)]) == []
+    messages = 0
+
+    def stall(**_: Any) -> None:
+        nonlocal messages
+        messages += 1
+        if messages == 2:
+            proxy.blackhole()
+            proxy.cut()
+            threading.Timer(2.5, proxy.heal).start()
+
+    orders = [order(known, 1), order(known, 2), order(new, 3), order(known, 4), order(known, 5)]
+    before_task_publish.connect(stall, weak=False)
+    direct = redis.Redis.from_url(broker.url)
+    try:
+        with caplog.at_level(logging.INFO, logger="celery_dgs"):
+            failed = publish(orders)
+        landed = {m["headers"]["id"] for m in queued(direct, f"{known}.dq2")[1:]}
+        landed |= {m["headers"]["id"] for m in queued(direct, f"{new}.dq2")}
+    finally:
+        before_task_publish.disconnect(stall)
+        app.close()
+        proxy.close()
+        direct.close()
+    assert failed, "the producer kept its channel: nothing was revived"
+    assert landed.isdisjoint(o.dispatch_id for o in failed)
+    assert landed | {o.dispatch_id for o in failed} == {o.dispatch_id for o in orders}
+    records = [r for r in caplog.records if r.name.startswith("celery_dgs")]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert f"{len(failed)} dispatch(es) not published (or not known to be)" in (
+        records[0].getMessage()
+    )
+
+
 def test_a_broker_lost_mid_round_takes_back_the_unsent_and_keeps_the_sent(
     client: redis.Redis,
     store: SqlScheduleStore,
@@ -236,8 +294,7 @@ def test_a_broker_lost_mid_round_takes_back_the_unsent_and_keeps_the_sent(
     dispatches stay pending; the other three's records are taken back and their
     schedules are back in the index, and the next round sends them."""
     keys, worker = KeySpace(f"bp{uuid.uuid4().hex[:6]}"), "celery@w1"
-    host, port = broker.url.split("//")[1].split("/")[0].split(":")
-    proxy = TcpProxy(host, int(port))
+    proxy = proxied(broker)
     app = make_app(
         proxy.url(),
         broker_connection_timeout=1,
