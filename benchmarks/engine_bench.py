@@ -6,13 +6,15 @@ What is real: ``BeatEngine`` (``load``, ``tick``, its dispatch round, ``Dispatch
 ``DeadlineIndex``, ``start_times``, the specs and stats, ``RedisLeases``,
 ``WorkerRegistry`` and ``DispatchRecords`` on a real valkey/redis server
 (:class:`~celery_dgs.embedded.RedisServerProcess`), and the publisher: the real
-``DeadlineScheduler.publish`` (a :class:`~celery_dgs.beat.publishing.CeleryPublisher`)
-of a ``DeadlineScheduler`` on a Celery app whose broker is that server
+``DeadlineScheduler.publish`` (a
+:class:`~celery_dgs.beat.publishing.CeleryPublisher`) of a
+``DeadlineScheduler`` on a Celery app whose broker is that server
 (``send_task`` to the worker's ``<name>.dq2`` queue, in kombu's Redis
-pipelines of 1000 messages; the messages land in Redis and are counted).
-The same rounds with one publish per message (``CeleryPublisher(batched=False)``,
-the path of a broker whose transport does not batch) are measured beside them. One worker
-is registered with as many slots as there are due schedules.
+pipelines of 1000 messages; the messages land in Redis and are counted). The
+same rounds publishing one message at a time
+(``CeleryPublisher(batched=False)``, the path of a broker whose transport
+does not batch) are measured beside them. One worker is registered with as
+many slots as there are due schedules.
 
 The schedule store is the package's in-memory one
 (:class:`~celery_dgs.store.memory.MemoryScheduleStore`: the same contract as
@@ -315,11 +317,12 @@ class Bench:
         self._register()
 
     def dispatch(self, repeats: int) -> dict[str, Any]:
-        """Interleaved repeats of: raw ``send_task`` of ``due`` messages in one producer
-        a BeatEngine round dispatching ``due`` schedules and a round publishing one
-        message at a time (the three in alternating order), then raw ``send_task``
-        with a producer per call (a smaller batch). Interleaving keeps the drift of a shared machine
-        out of the ratios, which are taken per repeat."""
+        """Interleaved repeats of: raw ``send_task`` of ``due`` messages in one
+        producer, a BeatEngine round dispatching ``due`` schedules and a round
+        publishing one message at a time (the three in alternating order), then
+        raw ``send_task`` with a producer per call (a smaller batch). Interleaving
+        keeps the drift of a shared machine out of the ratios, which are taken
+        per repeat."""
         self.clock.set(self.t0 + timedelta(seconds=60))
         now = self.clock.now().timestamp()
         assert self.engine.ranking.index.ready_count(now) == self.due, (
