@@ -12,33 +12,31 @@ the others stand by and take over when it stops renewing (docs/beat-ha.md).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from celery.beat import Scheduler
-from celery.utils.nodenames import worker_direct
-from kombu.entity import Queue
 
 from ..beat_pace import PaceBoard
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
 from ..errors import SettingsError
-from ..failures import connection_failure, explain_failure, failure_summary, redact_url
+from ..failures import explain_failure
 from ..leases.leader import RedisLeader
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..store.ownership import owned_by_api
 from ..wake import BeatWake
-from .engine import ANY_WORKER, BeatEngine, DispatchOrder
+from .engine import BeatEngine
 from .leader import BeatLeadership
+from .publishing import CeleryPublisher
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -51,9 +49,6 @@ STARTUP_RETRY_MAX_S = 30.0
 #: Exit status of a beat that refuses to start on a configuration error
 #: (``EX_CONFIG`` of sysexits.h).
 EX_CONFIG = 78
-#: Workers whose direct queue (a kombu ``Queue``, ~25 µs to build) ``publish``
-#: keeps; the least recently used is dropped beyond that (workers come and go).
-DIRECT_QUEUE_CACHE_SIZE = 1024
 
 
 @contextlib.contextmanager
@@ -77,13 +72,6 @@ def _signals_end_the_wait() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _broker_unreachable(exc: BaseException) -> bool:
-    """kombu's connection error (it wraps the transport's), or one of Redis."""
-    from kombu.exceptions import OperationalError
-
-    return isinstance(exc, OperationalError) or connection_failure(exc) is not None
-
-
 class DeadlineScheduler(Scheduler):  # type: ignore[misc]
     """Dispatches the eligible schedule closest to its deadline whenever a worker
     slot is free (see docs/architecture.md)."""
@@ -97,10 +85,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         #: Where the leader keeps its dispatch pace for ``status`` and the page.
         self.pace: PaceBoard | None = None
         self.leadership: BeatLeadership | None = None
-        #: The worker's own queue (``worker_direct``), built once per worker.
-        self._direct: Callable[[str], Queue] = functools.lru_cache(maxsize=DIRECT_QUEUE_CACHE_SIZE)(
-            worker_direct
-        )
+        #: Publishes a round's orders on the app's broker (in pipelines on Redis).
+        self.publish = CeleryPublisher(app)
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -221,52 +207,6 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         if rt is not None:
             rt.close()
         raise SystemExit(EX_CONFIG)
-
-    def publish(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        failed: list[DispatchOrder] = []
-        sent: set[str] = set()  # dispatch ids published (never reported as failed)
-        try:
-            with self.app.producer_or_acquire() as producer:
-                for order in orders:
-                    queue = (
-                        order.queue if order.worker == ANY_WORKER else self._direct(order.worker)
-                    )
-                    try:
-                        self.app.send_task(
-                            order.task,
-                            args=order.args,
-                            kwargs=order.kwargs,
-                            task_id=order.dispatch_id,
-                            queue=queue,
-                            expires=order.expires_s,
-                            headers={
-                                "dgs_schedule": order.schedule,
-                                "dgs_dispatch_id": order.dispatch_id,
-                            },
-                            producer=producer,
-                        )
-                        sent.add(order.dispatch_id)
-                    except Exception as exc:
-                        if not _broker_unreachable(exc):
-                            logger.exception("celery-dgs: publishing %s failed", order.schedule)
-                            failed.append(order)
-                            continue
-                        raise  # every other order would wait out the same retries
-        except Exception as exc:
-            done = sent | {o.dispatch_id for o in failed}
-            left = [o for o in orders if o.dispatch_id not in done]
-            if _broker_unreachable(exc):  # one line, not a traceback per order and tick
-                logger.warning(
-                    "celery-dgs: the broker at %s is unreachable (%s): %d dispatch(es) not "
-                    "published; beat retries them",
-                    redact_url(str(self.app.conf.broker_url)),
-                    failure_summary(exc),
-                    len(left),
-                )
-            else:
-                logger.exception("celery-dgs: no connection to the broker; will retry")
-            failed.extend(left)
-        return failed
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self.engine is None:

@@ -32,7 +32,9 @@ class DispatchOrder:
 
 class Publisher(Protocol):
     def __call__(self, orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
-        """Send the messages; return the orders that could NOT be published."""
+        """Send the messages; return the orders that could NOT be published, and
+        those whose publication is not known to have happened (a broker pipeline
+        that failed part-way): beat takes back their dispatch records."""
         ...
 
 

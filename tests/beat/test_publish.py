@@ -1,5 +1,6 @@
-"""DeadlineScheduler.publish on a real broker: messages reach each worker's own
-queue, and the worker's kombu Queue is built once (bounded cache)."""
+"""DeadlineScheduler.publish (a ``CeleryPublisher``) on a real broker: messages
+reach each worker's own queue, and the worker's kombu Queue is built once
+(bounded cache)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import redis
 from celery import Celery
 
-from celery_dgs.beat import scheduler as scheduler_module
+from celery_dgs.beat import publishing as publishing_module
 from celery_dgs.beat.engine import DispatchOrder
 from celery_dgs.beat.scheduler import DeadlineScheduler
 from celery_dgs.dgs import DGS
@@ -49,14 +50,14 @@ def test_messages_reach_each_worker_queue_and_queues_are_built_once(
     tag = uuid.uuid4().hex[:6]
     workers = [f"celery@{tag}-{i}" for i in range(3)]
     built: list[str] = []
-    real = scheduler_module.worker_direct
+    real = publishing_module.worker_direct
 
     def counting(name: str) -> object:
         built.append(name)
         return real(name)
 
-    monkeypatch.setattr(scheduler_module, "worker_direct", counting)
-    monkeypatch.setattr(scheduler_module, "DIRECT_QUEUE_CACHE_SIZE", 2)
+    monkeypatch.setattr(publishing_module, "worker_direct", counting)
+    monkeypatch.setattr(publishing_module, "DIRECT_QUEUE_CACHE_SIZE", 2)
     sched = DeadlineScheduler(app, lazy=True)  # its cache is sized when it is built
     assert sched.publish([order(workers[0]), order(workers[1]), order(workers[0])]) == []
     assert built == workers[:2]
@@ -105,7 +106,7 @@ def test_broker_down_fails_every_order_without_raising_and_recovers(
 
 def test_the_direct_queue_cache_keeps_1024_workers(app: Celery) -> None:
     sched = DeadlineScheduler(app, lazy=True)
-    assert sched._direct.cache_info().maxsize == 1024  # type: ignore[attr-defined]
+    assert sched.publish.direct_queue.cache_info().maxsize == 1024  # type: ignore[attr-defined]
 
 
 def test_orders_sent_before_the_broker_went_away_are_not_reported_failed(

@@ -459,3 +459,37 @@ def check_order(order: str, escalate_after: float = 3.0) -> Any:
         return None
     finally:
         log_event("end", f"check_order:{order}")
+
+
+# -- a round's messages as the worker receives them (tests/e2e/test_batch_publish_e2e.py)
+#: Each run reports what its request carries: its arguments, task id and the
+#: headers beat set (the worker hooks read ``dgs_schedule``/``dgs_dispatch_id``).
+@app.task(name="e2e.echo", bind=True)
+def echo(self: Any, *args: Any, **kwargs: Any) -> str:
+    request = self.request
+    log_event(
+        "echo",
+        str(getattr(request, "dgs_schedule", "")),
+        args=list(args),
+        kwargs=kwargs,
+        task_id=request.id,
+        dispatch_id=getattr(request, "dgs_dispatch_id", None),
+        stamp=getattr(request, "e2e_stamp", None),
+    )
+    return "echoed"
+
+
+if os.environ.get("E2E_PUBLISH_SIGNALS") == "1":
+    # Beat's publish signals: a header added before publishing (as a tracing
+    # library adds its context) reaches the worker; each publish is counted.
+    from celery.signals import after_task_publish, before_task_publish
+
+    @before_task_publish.connect(weak=False)
+    def _stamp(headers: dict[str, Any] | None = None, **_: Any) -> None:
+        if headers is not None and headers.get("dgs_schedule"):
+            headers["e2e_stamp"] = f"stamped {headers['dgs_schedule']}"
+
+    @after_task_publish.connect(weak=False)
+    def _published(headers: dict[str, Any] | None = None, **_: Any) -> None:
+        if headers is not None and headers.get("dgs_schedule"):
+            log_event("published", str(headers["dgs_schedule"]), stamp=headers.get("e2e_stamp"))
