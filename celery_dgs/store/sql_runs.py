@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
+from ..core.items import ItemCounts
 from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
@@ -15,6 +16,7 @@ from .models import RunRow, ScheduleRow
 from .records import RunRecord, StoredSchedule
 from .run_rules import (
     check_eventful,
+    check_items,
     check_run_end,
     end_fenced,
     fenced_end_error,
@@ -99,6 +101,7 @@ class RunMethods(SqlStoreBase):
         duration_s: float | None = None,
         eventful: bool | None = None,
         verdict: object = None,
+        items: ItemCounts | None = None,
     ) -> StoredSchedule:
         """One transaction: record how the run ended and update the schedule's stats
         (an adaptive schedule's ladder and ``disabled_reason`` too, with ``eventful``;
@@ -122,6 +125,7 @@ class RunMethods(SqlStoreBase):
         """
         check_run_end(outcome, progress, duration_s)
         check_eventful(eventful)
+        items = check_items(items)
         ended_at = utc(ended_at, "ended_at")
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
@@ -135,6 +139,8 @@ class RunMethods(SqlStoreBase):
                 run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
                 if progress is not None:
                     run.progress = progress
+                if items is not None:
+                    run.items_ok, run.items_failed = items.ok, items.failed
                 fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
                     spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
@@ -148,6 +154,7 @@ class RunMethods(SqlStoreBase):
                         spec=spec,
                         eventful=eventful,
                         run_key=run.token or 0,
+                        items=items,
                     )
                     apply_stats(row, new)
                     row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)
