@@ -70,6 +70,9 @@ if "E2E_LAXITY_FLOOR" in os.environ:
 if "E2E_ELEVATOR_INTERVAL" in os.environ:
     _interval = os.environ["E2E_ELEVATOR_INTERVAL"]
     app.conf.dgs_elevator_interval = None if _interval.lower() == "none" else float(_interval)
+# The retry backoff in seconds, comma-separated (tests/e2e/test_items_e2e.py).
+if "E2E_RETRY_BACKOFF" in os.environ:
+    app.conf.dgs_retry_backoff = [float(s) for s in os.environ["E2E_RETRY_BACKOFF"].split(",")]
 # Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
 if os.environ.get("E2E_LOOKAHEAD") == "1":
     app.conf.dgs_lookahead = True
@@ -440,3 +443,24 @@ def check_order(order: str, escalate_after: float = 3.0) -> Any:
         return None
     finally:
         log_event("end", f"check_order:{order}")
+
+
+# -- partial failures (tests/e2e/test_items_e2e.py) ---------------------------------
+#: Each run reads e2e:items, a JSON object {"ok": n, "failed": n, "seconds": s},
+#: works for ``seconds`` and reports its items with celery_dgs.report_items.
+@declare(
+    "periodic",
+    period=timedelta(hours=1),
+    cooldown=timedelta(minutes=50),
+    partial_failure_threshold=0.2,
+)
+@app.task(name="e2e.items")
+def items() -> str:
+    plan = json.loads(_events.get("e2e:items") or b'{"ok": 1, "failed": 0, "seconds": 0}')
+    log_event("start", "items", **plan)
+    try:
+        time.sleep(float(plan["seconds"]))
+        celery_dgs.report_items(ok=plan["ok"], failed=plan["failed"])
+        return "scraped"
+    finally:
+        log_event("end", "items")
