@@ -105,28 +105,7 @@ def condition(
     expected = expected_duration(spec, stats)
     name = spec.name
     if now > deadline:
-        if isinstance(spec, CheckSpec):
-            return Condition(
-                Level.ERROR,
-                Reason.DEADLINE_PASSED,
-                f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
-                f"by {_fmt(deadline)} (within {spec.within})",
-                deadline,
-            )
-        if not stats.has_succeeded:
-            return Condition(
-                Level.ERROR,
-                Reason.NEVER_SUCCEEDED,
-                f"{name} has never succeeded and its first deadline {_fmt(deadline)} has "
-                f"passed{_items_note(stats)}",
-                deadline,
-            )
-        return Condition(
-            Level.ERROR,
-            Reason.DEADLINE_PASSED,
-            f"{name} missed its deadline {_fmt(deadline)}{_items_note(stats)}",
-            deadline,
-        )
+        return _deadline_passed(spec, stats, deadline)
     if running is not None:
         started = ensure_utc(running.started_at, what="started_at")
         if started + expected > deadline:
@@ -156,7 +135,42 @@ def condition(
                 f"max_expected_duration ({limit})",
                 deadline,
             )
-    items = stats.last_items if stats.last_run_failed else None
+    if stats.last_run_failed:
+        return _last_run_failed(name, stats, deadline)
+    return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)
+
+
+def _deadline_passed(spec: ScheduleSpec, stats: ScheduleStats, deadline: datetime) -> Condition:
+    """ERROR: ``deadline_passed``, or ``never_succeeded`` without a good run."""
+    name = spec.name
+    if isinstance(spec, CheckSpec):
+        return Condition(
+            Level.ERROR,
+            Reason.DEADLINE_PASSED,
+            f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
+            f"by {_fmt(deadline)} (within {spec.within})",
+            deadline,
+        )
+    if not stats.has_succeeded:
+        return Condition(
+            Level.ERROR,
+            Reason.NEVER_SUCCEEDED,
+            f"{name} has never succeeded and its first deadline {_fmt(deadline)} has "
+            f"passed{_items_note(stats)}",
+            deadline,
+        )
+    return Condition(
+        Level.ERROR,
+        Reason.DEADLINE_PASSED,
+        f"{name} missed its deadline {_fmt(deadline)}{_items_note(stats)}",
+        deadline,
+    )
+
+
+def _last_run_failed(name: str, stats: ScheduleStats, deadline: datetime) -> Condition:
+    """WARNING after a failure: ``items_failed`` (a partial failure, its counts
+    named) or ``last_run_failed``."""
+    items = stats.last_items
     if items is not None:
         return Condition(
             Level.WARNING,
@@ -166,15 +180,13 @@ def condition(
             f"deadline {_fmt(deadline)}",
             deadline,
         )
-    if stats.last_run_failed:
-        return Condition(
-            Level.WARNING,
-            Reason.LAST_RUN_FAILED,
-            f"{name}: the last run failed ({stats.failure_count} consecutive failures); "
-            f"deadline {_fmt(deadline)}",
-            deadline,
-        )
-    return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)
+    return Condition(
+        Level.WARNING,
+        Reason.LAST_RUN_FAILED,
+        f"{name}: the last run failed ({stats.failure_count} consecutive failures); "
+        f"deadline {_fmt(deadline)}",
+        deadline,
+    )
 
 
 def declaration_invalid(name: str, error: str, served: Condition) -> Condition:

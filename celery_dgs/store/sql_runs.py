@@ -31,6 +31,24 @@ def _run_exists(session: Session, run_id: str) -> bool:
     return bool(session.scalar(select(exists().where(RunRow.run_id == run_id))))
 
 
+def _end_row(
+    run: RunRow,
+    outcome: str,
+    ended_at: datetime,
+    error: str | None,
+    progress: float | None,
+    duration_s: float | None,
+    items: ItemCounts | None,
+) -> None:
+    """Write a run's end on its row (its statistics are the caller's)."""
+    run.outcome, run.ended_at, run.error = outcome, ended_at, error
+    run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
+    if progress is not None:
+        run.progress = progress
+    if items is not None:
+        run.items_ok, run.items_failed = items.ok, items.failed
+
+
 class RunMethods(SqlStoreBase):
     """Run history methods of :class:`~celery_dgs.store.sql.SqlScheduleStore`."""
 
@@ -135,12 +153,7 @@ class RunMethods(SqlStoreBase):
             row = self._locked(session, run.schedule)
             fenced = run.fenced
             if run.outcome == "running":
-                run.outcome, run.ended_at, run.error = outcome, ended_at, error
-                run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
-                if progress is not None:
-                    run.progress = progress
-                if items is not None:
-                    run.items_ok, run.items_failed = items.ok, items.failed
+                _end_row(run, outcome, ended_at, error, progress, duration_s, items)
                 fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
                     spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
@@ -150,7 +163,7 @@ class RunMethods(SqlStoreBase):
                         run.started_at,
                         ended_at,
                         alpha,
-                        timedelta(seconds=run.duration_s),
+                        timedelta(seconds=run.duration_s or 0.0),
                         spec=spec,
                         eventful=eventful,
                         run_key=run.token or 0,

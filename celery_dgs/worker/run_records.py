@@ -213,6 +213,13 @@ def finish_run(
         log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
     if outcome != "self_fenced":
         rt.wake.notify()  # after the release: the round it starts sees the slot free
+    _log_end(run_id, schedule, outcome, error, items)
+
+
+def _log_end(
+    run_id: str, schedule: str, outcome: str, error: str | None, items: ItemCounts | None
+) -> None:
+    """The INFO line of a run's end: its outcome, error and item counts."""
     logger.info(
         "celery-dgs: run %s of %s ended: %s%s%s",
         run_id,
