@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from ..core import adaptive
 from ..core.blackout import blackout_containing
+from ..core.durations import format_duration
 from ..core.spec import AdaptiveSpec, ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import (
@@ -196,7 +197,8 @@ def backoff_hold(
     delay = retry - stats.last_end_at
     by_duration = ""
     if delay > retry_ladder[step - 1]:
-        by_duration = f", lengthened by the failed run's {failed_run_duration(stats)}"
+        ran = format_duration(failed_run_duration(stats))
+        by_duration = f", as long as the failed run's {ran}"
     return Hold(
         reason=HOLD_BACKOFF,
         until=retry,

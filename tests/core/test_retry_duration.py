@@ -112,3 +112,17 @@ def test_ladders_carry_their_fraction() -> None:
     assert getattr(settings.retry_ladder, "duration_fraction", None) == 0.5
     # A plain sequence of steps gets the default fraction.
     assert retry_delay(failed(12 * H), (M,)) == 12 * H
+
+
+def test_status_shows_the_wait_and_why() -> None:
+    from celery_dgs.status.holds import backoff_hold
+
+    weekly = periodic(scheduling_period=WEEK)
+    hold = backoff_hold("scrape", weekly, failed(12 * H), T0 + 13 * H, DEFAULT_RETRY_LADDER)
+    assert hold is not None
+    assert (hold.until, hold.retry_delay, hold.retry_step) == (T0 + 24 * H, 12 * H, 1)
+    assert "as long as the failed run's 12h" in hold.message
+    short = backoff_hold("scrape", weekly, failed(5 * S), T0 + M, DEFAULT_RETRY_LADDER)
+    assert short is not None
+    assert short.retry_delay == 5 * M
+    assert "failed run" not in short.message
