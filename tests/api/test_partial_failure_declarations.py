@@ -18,23 +18,21 @@ from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store import MemoryScheduleStore
 
 
-def test_the_decorators_declare_it() -> None:
-    app = Celery("t", set_as_current=False)
-    app.conf.dgs_database_url = "sqlite://"
-    dgs = DGS(app)
+def test_the_decorators_declare_it(memory_app: Celery) -> None:
+    dgs = DGS(memory_app, install_worker_hooks=False)
 
     @dgs.periodic(period=timedelta(hours=1), partial_failure_threshold=0.2)
-    @app.task(name="t.scrape")
+    @memory_app.task(name="t.pft_scrape", shared=False)
     def scrape() -> None: ...
 
     @dgs.cron("0 0 * * *", within=timedelta(hours=6), partial_failure_threshold=1.5)
-    @app.task(name="t.nightly")
+    @memory_app.task(name="t.pft_nightly", shared=False)
     def nightly() -> None: ...
 
     decl = dgs.all_declarations(import_modules=False)
-    assert decl.specs["t.scrape"].partial_failure_threshold == 0.2
-    error = decl.errors["t.nightly"]
-    assert (error.schedule, error.field) == ("t.nightly", "partial_failure_threshold")
+    assert decl.specs["t.pft_scrape"].partial_failure_threshold == 0.2
+    error = decl.errors["t.pft_nightly"]
+    assert (error.schedule, error.field) == ("t.pft_nightly", "partial_failure_threshold")
     assert "(0, 1]" in str(error)
 
 
