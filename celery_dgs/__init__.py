@@ -2,8 +2,8 @@
 
 ``DGS(app)`` declares schedules and installs the worker hooks;
 ``DeadlineScheduler`` is the beat scheduler class (``-S celery_dgs:DeadlineScheduler``);
-``progress()``, ``current_token()``, ``eventful()`` and ``current_check()`` are
-for task code.
+``progress()``, ``current_token()``, ``eventful()``, ``report_items()`` and
+``current_check()`` are for task code.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ __all__ = [
     "current_token",
     "eventful",
     "progress",
+    "report_items",
 ]
 
 if TYPE_CHECKING:
     from .beat.scheduler import DeadlineScheduler
     from .dgs import DGS
-    from .worker.api import current_check, current_token, eventful, progress
+    from .worker.api import current_check, current_token, eventful, progress, report_items
 
 
 def __getattr__(name: str) -> Any:
@@ -38,7 +39,7 @@ def __getattr__(name: str) -> Any:
         from .beat.scheduler import DeadlineScheduler
 
         return DeadlineScheduler
-    if name in ("progress", "current_token", "eventful", "current_check"):
+    if name in ("progress", "current_token", "eventful", "report_items", "current_check"):
         from .worker import api
 
         return getattr(api, name)

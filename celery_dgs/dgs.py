@@ -190,6 +190,7 @@ class DGS:
         avoid_blackout_overlap: bool = False,
         pool: str | None = None,
         priority: int = DEFAULT_PRIORITY,
+        partial_failure_threshold: float | None = None,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Callable[[T], T]:
@@ -202,6 +203,9 @@ class DGS:
         eligible again as soon as it ends (seed 000's rule). ``priority``
         (0-99, lower first) decides who waits when not every due schedule can
         start (``docs/configuration.md``, "Priorities").
+        ``partial_failure_threshold`` (a share in (0, 1]; ``None``:
+        ``dgs_partial_failure_threshold``): a run that reports its items with
+        ``celery_dgs.report_items`` has failed when more than this share failed.
         """
         return self._decorator("periodic", _fields(locals()))
 
@@ -220,11 +224,13 @@ class DGS:
         avoid_blackout_overlap: bool = False,
         pool: str | None = None,
         priority: int = DEFAULT_PRIORITY,
+        partial_failure_threshold: float | None = None,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Callable[[T], T]:
         """Declare a run at each ``schedule`` time (5-field cron, in ``tz``) that
-        must finish ``within`` that long after it."""
+        must finish ``within`` that long after it (other fields as for
+        :meth:`periodic`)."""
         return self._decorator("cron", _fields(locals()))
 
     def deferred(

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .core.fewest_errors import OVERLOAD_GOALS
+from .core.items import check_threshold
 from .core.overload import OVERLOAD_POLICIES
 from .core.timing import validate_cooldown_fraction
 from .errors import SettingsError
@@ -126,6 +127,14 @@ def weight(name: str, value: Any) -> Any:
     if not 0.0 < value <= 1.0:
         raise SettingsError(f"{name} must be in (0, 1], got {value!r}")
     return value
+
+
+def item_share(name: str, value: Any) -> float:
+    """A share of a run's items in (0, 1] (:func:`~celery_dgs.core.items.check_threshold`)."""
+    try:
+        return check_threshold(value)
+    except ValueError as exc:
+        raise SettingsError(f"{name} {exc}") from None
 
 
 def non_negative(name: str, value: Any) -> Any:

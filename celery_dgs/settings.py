@@ -16,13 +16,14 @@ from datetime import timedelta
 from typing import Any
 
 from .core.fewest_errors import DEFAULT_FLOOR_PERIODS, DEFAULT_OVERLOAD_GOAL
+from .core.items import DEFAULT_PARTIAL_FAILURE_THRESHOLD
 from .core.laxity import DEFAULT_LAXITY_FLOOR_S
 from .core.overload import DEFAULT_OVERLOAD_POLICY, DEFAULT_RESTORE_AGING, DEFAULT_SHED_HORIZON_S
 from .core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from .core.ranking import OrderPolicy
 from .core.revisit_groups import DEFAULT_GROUP_SHARES, GroupShares, parse_group_shares
 from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
-from .core.timing import DEFAULT_COOLDOWN_FRACTION
+from .core.timing import DEFAULT_COOLDOWN_FRACTION, DEFAULT_RETRY_DURATION_FRACTION, RetryLadder
 from .errors import SettingsError
 from .keys import KeySpace
 from .setting_checks import (
@@ -34,6 +35,7 @@ from .setting_checks import (
     cooldown_fraction,
     delays,
     host_names,
+    item_share,
     master_name,
     non_empty_string,
     non_negative,
@@ -147,6 +149,18 @@ class DgsSettings:
     ewma_alpha: float = field(default=DEFAULT_EWMA_ALPHA, metadata=setting(weight))
     retry_backoff: tuple[float, ...] = field(
         default=DEFAULT_RETRY_BACKOFF_S, metadata=setting(delays)
+    )
+    #: A retry waits at least this fraction (a number >= 0) of the failed run's
+    #: duration, at most the schedule's period; 0: the ladder's step alone
+    #: (seed 000's rule). core/timing.py, ``retry_delay``.
+    retry_duration_fraction: float = field(
+        default=DEFAULT_RETRY_DURATION_FRACTION, metadata=setting(non_negative)
+    )
+    #: A run that reports its items (``celery_dgs.report_items``) has failed when
+    #: the failed share of them is above this (a number in (0, 1]); a schedule's
+    #: ``partial_failure_threshold`` overrides it. core/items.py.
+    partial_failure_threshold: float = field(
+        default=DEFAULT_PARTIAL_FAILURE_THRESHOLD, metadata=setting(item_share)
     )
     #: Fixed worker-slot capacity used when no worker has registered: beat then
     #: runs at most this many at a time and publishes to each schedule's pool queue.
@@ -385,8 +399,13 @@ class DgsSettings:
 
     @functools.cached_property
     def retry_ladder(self) -> tuple[timedelta, ...]:
-        """``dgs_retry_backoff`` as timedeltas (built once: beat reads it per re-index)."""
-        return tuple(timedelta(seconds=s) for s in self.retry_backoff)
+        """``dgs_retry_backoff`` as timedeltas: a
+        :class:`~celery_dgs.core.timing.RetryLadder` carrying
+        ``dgs_retry_duration_fraction`` (built once: beat reads it per re-index)."""
+        return RetryLadder(
+            (timedelta(seconds=s) for s in self.retry_backoff),
+            float(self.retry_duration_fraction),
+        )
 
     @classmethod
     def valid_keys(cls) -> list[str]:

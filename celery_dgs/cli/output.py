@@ -26,6 +26,7 @@ STYLES: dict[str, dict[str, Any]] = {
     "success": {"fg": "green"},
     "running": {"fg": "cyan"},
     "failure": {"fg": "red"},
+    "partial_failure": {"fg": "red"},
     "terminated": {"fg": "red"},
     "lost": {"fg": "red"},
     "cancelled": {"fg": "yellow"},

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
 from ..ops.timetext import NONE, duration, iso, relative, short_time
 from ..registry import WorkerInfo
@@ -71,6 +72,8 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         "last_end_at": iso(row.last_end_at),
         "average_duration_s": seconds(row.average_duration),
         "failure_count": row.failure_count,
+        "last_items_ok": row.last_items_ok,
+        "last_items_failed": row.last_items_failed,
         "paused": row.paused,
         "active": row.active,
         "run_requested_at": iso(row.run_requested_at),
@@ -322,9 +325,16 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "duration_s": None if run.duration_s is None else round(run.duration_s, 3),
         "error": run.error,
         "progress": run.progress,
+        "items_ok": run.items_ok,
+        "items_failed": run.items_failed,
         "fenced": run.fenced,
         "dispatch_id": run.dispatch_id,
     }
+
+
+def items_cell(items: ItemCounts | None) -> str:
+    """A run's item counts in a table cell: ``3/10 failed``, or ``-`` for none."""
+    return NONE if items is None else f"{items.failed}/{items.total} failed"
 
 
 def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: bool) -> str:
@@ -332,7 +342,7 @@ def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: boo
     if not runs:
         return f"{head}\nno runs recorded"
     body = table(
-        ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ERROR"],
+        ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ITEMS", "ERROR"],
         [
             [
                 short_time(r.started_at),
@@ -342,6 +352,7 @@ def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: boo
                 duration(r.duration if r.outcome != "running" else now - r.started_at)
                 + ("…" if r.outcome == "running" else ""),
                 NONE if r.token is None else str(r.token),
+                items_cell(r.items),
                 first_line(r.error),
             ]
             for r in runs

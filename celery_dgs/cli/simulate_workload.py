@@ -15,7 +15,7 @@ import click
 
 from ..core.durations import format_duration
 from ..core.durations import parse_duration as core_parse_duration
-from ..core.timing import DEFAULT_RETRY_LADDER
+from ..core.timing import DEFAULT_RETRY_LADDER, RetryLadder
 from ..ops.env import Env
 from ..settings import DgsSettings
 from ..sim.fleet import FleetSample, fleet_workload
@@ -131,12 +131,17 @@ def build_workload(env: Env | None, opts: WorkloadOptions) -> Built:
 
 def outcome_settings(workload: Workload, settings: DgsSettings) -> dict[str, Any]:
     """The app's settings that change outcomes and the workload leaves unset
-    (``dgs_retry_backoff``, ``dgs_ewma_alpha``), as workload fields. The
+    (``dgs_retry_backoff``, ``dgs_ewma_alpha``), as workload fields; a
+    workload's own ladder takes ``dgs_retry_duration_fraction``. The
     order's settings are passed apart (``settings.order_policy``); the default
     cooldown fraction is in the specs already (declarations and the store)."""
     found: dict[str, Any] = {}
     if workload.retry_ladder is None:
         found["retry_ladder"] = settings.retry_ladder
+    else:
+        found["retry_ladder"] = RetryLadder(
+            workload.retry_ladder, float(settings.retry_duration_fraction)
+        )
     if workload.ewma_alpha is None:
         found["ewma_alpha"] = settings.ewma_alpha
     return found

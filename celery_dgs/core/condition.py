@@ -40,6 +40,9 @@ class Reason(str, Enum):
     LIKELY_LATE = "likely_late"
     OVER_EXPECTED_DURATION = "over_expected_duration"
     LAST_RUN_FAILED = "last_run_failed"
+    #: The last run returned, but its failed share of items was above its
+    #: threshold (:mod:`celery_dgs.core.items`).
+    ITEMS_FAILED = "items_failed"
     #: The schedule's declaration is invalid; beat serves the last valid stored version.
     DECLARATION_INVALID = "declaration_invalid"
     # Reserved for later layers (projection, load shedding, operator pause).
@@ -70,6 +73,13 @@ def _fmt(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
+def _items_note(stats: ScheduleStats) -> str:
+    """``"; the last run failed: 3 of 10 items failed"`` after a partial
+    failure, else ``""``."""
+    items = stats.last_items if stats.last_run_failed else None
+    return "" if items is None else f"; the last run failed: {items}"
+
+
 def condition(
     spec: ScheduleSpec, stats: ScheduleStats, running: RunningState | None, now: datetime
 ) -> Condition:
@@ -83,35 +93,19 @@ def condition(
        error_at``;
     4. WARNING ``over_expected_duration`` while a run has been going for
        longer than ``max_expected_duration``;
-    5. WARNING ``last_run_failed`` when ``failure_count > 0``;
+    5. WARNING ``items_failed`` when ``failure_count > 0`` and the last
+       failure was a partial one (its item counts kept in ``stats``), else
+       WARNING ``last_run_failed`` when ``failure_count > 0``;
     6. OK.
+
+    An ERROR's message also names the item counts of a last partial failure.
     """
     now = ensure_utc(now, what="now")
     deadline = error_at(spec, stats, now)
     expected = expected_duration(spec, stats)
     name = spec.name
     if now > deadline:
-        if isinstance(spec, CheckSpec):
-            return Condition(
-                Level.ERROR,
-                Reason.DEADLINE_PASSED,
-                f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
-                f"by {_fmt(deadline)} (within {spec.within})",
-                deadline,
-            )
-        if not stats.has_succeeded:
-            return Condition(
-                Level.ERROR,
-                Reason.NEVER_SUCCEEDED,
-                f"{name} has never succeeded and its first deadline {_fmt(deadline)} has passed",
-                deadline,
-            )
-        return Condition(
-            Level.ERROR,
-            Reason.DEADLINE_PASSED,
-            f"{name} missed its deadline {_fmt(deadline)}",
-            deadline,
-        )
+        return _deadline_passed(spec, stats, deadline)
     if running is not None:
         started = ensure_utc(running.started_at, what="started_at")
         if started + expected > deadline:
@@ -142,14 +136,57 @@ def condition(
                 deadline,
             )
     if stats.last_run_failed:
+        return _last_run_failed(name, stats, deadline)
+    return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)
+
+
+def _deadline_passed(spec: ScheduleSpec, stats: ScheduleStats, deadline: datetime) -> Condition:
+    """ERROR: ``deadline_passed``, or ``never_succeeded`` without a good run."""
+    name = spec.name
+    if isinstance(spec, CheckSpec):
+        return Condition(
+            Level.ERROR,
+            Reason.DEADLINE_PASSED,
+            f"{name}: the check due at {_fmt(deadline - spec.within)} has not run "
+            f"by {_fmt(deadline)} (within {spec.within})",
+            deadline,
+        )
+    if not stats.has_succeeded:
+        return Condition(
+            Level.ERROR,
+            Reason.NEVER_SUCCEEDED,
+            f"{name} has never succeeded and its first deadline {_fmt(deadline)} has "
+            f"passed{_items_note(stats)}",
+            deadline,
+        )
+    return Condition(
+        Level.ERROR,
+        Reason.DEADLINE_PASSED,
+        f"{name} missed its deadline {_fmt(deadline)}{_items_note(stats)}",
+        deadline,
+    )
+
+
+def _last_run_failed(name: str, stats: ScheduleStats, deadline: datetime) -> Condition:
+    """WARNING after a failure: ``items_failed`` (a partial failure, its counts
+    named) or ``last_run_failed``."""
+    items = stats.last_items
+    if items is not None:
         return Condition(
             Level.WARNING,
-            Reason.LAST_RUN_FAILED,
-            f"{name}: the last run failed ({stats.failure_count} consecutive failures); "
+            Reason.ITEMS_FAILED,
+            f"{name}: the last run failed: {items} ({items.failed_share:.0%}), above its "
+            f"partial-failure threshold ({stats.failure_count} consecutive failures); "
             f"deadline {_fmt(deadline)}",
             deadline,
         )
-    return Condition(Level.OK, Reason.OK, f"{name} is OK until {_fmt(deadline)}", deadline)
+    return Condition(
+        Level.WARNING,
+        Reason.LAST_RUN_FAILED,
+        f"{name}: the last run failed ({stats.failure_count} consecutive failures); "
+        f"deadline {_fmt(deadline)}",
+        deadline,
+    )
 
 
 def declaration_invalid(name: str, error: str, served: Condition) -> Condition:

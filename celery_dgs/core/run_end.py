@@ -8,14 +8,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from . import adaptive
+from .items import PARTIAL_FAILURE, ItemCounts
 from .spec import AdaptiveSpec, ScheduleSpec
 from .stats import ScheduleStats, record_failure, record_interruption, record_success
 
 #: Outcomes that count as a good run (``record_success``).
 SUCCESS_OUTCOMES = frozenset({"success"})
 #: Outcomes that count as a failed run (``record_failure``): an exception, a run
-#: terminated for ``max_allowed_duration`` or a blackout, a worker that died.
-FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost"})
+#: terminated for ``max_allowed_duration`` or a blackout, a worker that died, a
+#: run whose failed share of items is above its threshold (``partial_failure``,
+#: :mod:`celery_dgs.core.items`).
+FAILURE_OUTCOMES = frozenset({"failure", "terminated", "lost", PARTIAL_FAILURE})
 #: Outcomes that end a run neither good nor failed (``record_interruption``).
 #: ``self_fenced``: the owner lost contact with Redis and stopped the run itself
 #: before its lease could be taken over.
@@ -35,18 +38,24 @@ def stats_after(
     spec: ScheduleSpec | None = None,
     eventful: bool | None = None,
     run_key: int = 0,
+    items: ItemCounts | None = None,
 ) -> ScheduleStats:
     """The statistics after a run that ended with ``outcome`` (``duration``: see
     :func:`~celery_dgs.core.stats.record_success`). A good run of an adaptive
     ``spec`` also moves its interval ladder (``eventful``, ``run_key``: see
-    :func:`~celery_dgs.core.adaptive.after_good_run`)."""
+    :func:`~celery_dgs.core.adaptive.after_good_run`). ``items``: the run's
+    item counts, kept in the statistics after a good run or a partial failure
+    (any other failure clears them; an interruption leaves them)."""
     if outcome in SUCCESS_OUTCOMES:
-        new = record_success(stats, started_at, ended_at, alpha=alpha, duration=duration)
+        new = record_success(
+            stats, started_at, ended_at, alpha=alpha, duration=duration, items=items
+        )
         if isinstance(spec, AdaptiveSpec):
             new = adaptive.after_good_run(spec, new, started_at, eventful, run_key)
         return new
     if outcome in FAILURE_OUTCOMES:
-        return record_failure(stats, started_at, ended_at)
+        kept = items if outcome == PARTIAL_FAILURE else None
+        return record_failure(stats, started_at, ended_at, kept)
     return record_interruption(stats, started_at, ended_at)
 
 

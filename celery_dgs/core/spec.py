@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ..errors import ScheduleConfigError
 from .blackout_periods import Blackout, parse_blackouts
 from .durations import format_duration
+from .items import check_threshold
 from .schedule_names import (
     CHECK_CONFIGURATION_PREFIX,
     check_key,
@@ -54,7 +55,9 @@ class ScheduleSpec:
     holds back a start that is expected, by the average duration, to run into a
     blackout window (seed future direction 6). ``priority`` (0-99, lower
     first, default 50) decides who waits when not every due schedule can start
-    (:mod:`celery_dgs.core.priority`).
+    (:mod:`celery_dgs.core.priority`). ``partial_failure_threshold`` (a share in
+    ``(0, 1]``; ``None``: ``dgs_partial_failure_threshold``): a run whose failed
+    share of reported items is above it has failed (:mod:`celery_dgs.core.items`).
     """
 
     kind: ClassVar[str] = ""
@@ -70,6 +73,7 @@ class ScheduleSpec:
     avoid_blackout_overlap: bool = False
     pool: str | None = None
     priority: int = DEFAULT_PRIORITY
+    partial_failure_threshold: float | None = None
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
@@ -104,6 +108,12 @@ class ScheduleSpec:
         if self.pool is not None and (not isinstance(self.pool, str) or not self.pool):
             raise ScheduleConfigError(name, "pool", "must be a non-empty queue name or None")
         object.__setattr__(self, "priority", check_priority(name, self.priority))
+        if self.partial_failure_threshold is not None:
+            try:
+                threshold = check_threshold(self.partial_failure_threshold)
+            except ValueError as exc:
+                raise ScheduleConfigError(name, "partial_failure_threshold", str(exc)) from None
+            object.__setattr__(self, "partial_failure_threshold", threshold)
         if not isinstance(self.avoid_blackout_overlap, bool):
             raise ScheduleConfigError(
                 name,
@@ -145,6 +155,11 @@ class ScheduleSpec:
             "avoid_blackout_overlap": self.avoid_blackout_overlap,
             "pool": self.pool,
             **({"priority": self.priority} if self.priority != DEFAULT_PRIORITY else {}),
+            **(
+                {"partial_failure_threshold": self.partial_failure_threshold}
+                if self.partial_failure_threshold is not None
+                else {}
+            ),
             "args": list(self.args),
             "kwargs": dict(self.kwargs),
         }

@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .items import ItemCounts
+
 #: Weight of the latest run in the EWMA of good durations: 75 % of the weight
 #: lies on the last three runs (seed 000, "average_good_duration").
 DEFAULT_EWMA_ALPHA = 0.37
@@ -24,7 +26,10 @@ class ScheduleStats:
     the EWMA of successful run durations (``None``: never succeeded);
     ``duration_deviation`` the EWMA of ``|duration - previous average|`` over
     the same runs (TCP's RTTVAR next to SRTT; ``None``: fewer than one
-    success recorded with it, read as zero).
+    success recorded with it, read as zero). ``last_items_ok`` and
+    ``last_items_failed`` are the item counts the last good or partially
+    failed run reported (:mod:`celery_dgs.core.items`); ``None`` after a run
+    that reported none or failed outright.
     """
 
     registered_at: datetime | None = None
@@ -38,6 +43,8 @@ class ScheduleStats:
     interval_index: int | None = None
     next_target_at: datetime | None = None
     upstream_modified_at: datetime | None = None
+    last_items_ok: int | None = None
+    last_items_failed: int | None = None
 
     @property
     def has_succeeded(self) -> bool:
@@ -46,6 +53,13 @@ class ScheduleStats:
     @property
     def last_run_failed(self) -> bool:
         return bool(self.failure_count)
+
+    @property
+    def last_items(self) -> ItemCounts | None:
+        """The item counts of the last good or partially failed run (``None``: none)."""
+        if self.last_items_ok is None or self.last_items_failed is None:
+            return None
+        return ItemCounts(self.last_items_ok, self.last_items_failed)
 
 
 def ewma(previous: timedelta | None, latest: timedelta, alpha: float) -> timedelta:
@@ -75,6 +89,8 @@ def record_start(stats: ScheduleStats, started_at: datetime) -> ScheduleStats:
         interval_index=stats.interval_index,
         next_target_at=stats.next_target_at,
         upstream_modified_at=stats.upstream_modified_at,
+        last_items_ok=stats.last_items_ok,
+        last_items_failed=stats.last_items_failed,
     )
 
 
@@ -85,12 +101,14 @@ def record_success(
     *,
     alpha: float = DEFAULT_EWMA_ALPHA,
     duration: timedelta | None = None,
+    items: ItemCounts | None = None,
 ) -> ScheduleStats:
     """A run that started at ``started_at`` succeeded at ``ended_at``.
 
     ``duration``: how long it ran, as measured on a monotonic clock (a step of
     the wall clock between start and end would otherwise enter the EWMA);
-    ``None``: ``ended_at - started_at``. Negative values count as zero."""
+    ``None``: ``ended_at - started_at``. Negative values count as zero.
+    ``items``: the item counts it reported (``None``: none)."""
     if duration is None:
         duration = ended_at - started_at
     duration = max(duration, timedelta(0))
@@ -109,16 +127,27 @@ def record_success(
         interval_index=stats.interval_index,
         next_target_at=stats.next_target_at,
         upstream_modified_at=stats.upstream_modified_at,
+        last_items_ok=None if items is None else items.ok,
+        last_items_failed=None if items is None else items.failed,
     )
 
 
-def record_failure(stats: ScheduleStats, started_at: datetime, ended_at: datetime) -> ScheduleStats:
-    """A run failed (an exception, or terminated for max_allowed_duration / blackout)."""
+def record_failure(
+    stats: ScheduleStats,
+    started_at: datetime,
+    ended_at: datetime,
+    items: ItemCounts | None = None,
+) -> ScheduleStats:
+    """A run failed (an exception, terminated for max_allowed_duration / blackout,
+    or a partial failure: ``items``, its item counts; ``None`` for
+    a run that failed outright)."""
     return dataclasses.replace(
         stats,
         last_start_at=_latest(stats.last_start_at, started_at),
         last_end_at=ended_at,
         failure_count=(stats.failure_count or 0) + 1,
+        last_items_ok=None if items is None else items.ok,
+        last_items_failed=None if items is None else items.failed,
     )
 
 

@@ -15,7 +15,9 @@ Never-succeeded schedules (``last_good_start_at`` is ``None``) count from
   workers. ERROR at that fire time ``+ cron_max_schedule_duration``.
 
 The retry backoff applies to never-succeeded schedules as to the others: it
-only looks at ``failure_count`` and ``last_end_at``.
+only looks at ``failure_count``, ``last_end_at`` and the failed run's duration
+(:func:`retry_delay`: the ladder's step, or a fraction of how long the failed
+run took when that is longer; seed 000, future direction 9).
 
 The default cooldown: seed 000 makes any periodic schedule past
 ``can_start_by`` eligible, so with free worker slots and a cooldown of 0 a
@@ -31,7 +33,8 @@ for its period is not held until it is late.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -45,16 +48,45 @@ from .spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 from .tz import ensure_utc
 
-#: Backoff after 1, 2 and 3 or more consecutive failures (seed "Retrying").
-DEFAULT_RETRY_LADDER: tuple[timedelta, ...] = (
-    timedelta(minutes=5),
-    timedelta(hours=1),
-    timedelta(hours=4),
-)
+#: ``dgs_retry_duration_fraction``: a retry waits at least this fraction of
+#: the failed run's duration (a run that failed after 12 hours waits 12 hours,
+#: one that failed after 5 seconds only the ladder's step).
+DEFAULT_RETRY_DURATION_FRACTION = 1.0
 
 
-def validate_retry_ladder(ladder: Sequence[timedelta]) -> tuple[timedelta, ...]:
-    """A non-empty, non-decreasing sequence of non-negative delays, as a tuple.
+def validate_duration_fraction(fraction: float) -> float:
+    """A finite number >= 0, as a float; ``ValueError`` otherwise."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not 0.0 <= fraction < math.inf
+    ):
+        raise ValueError(f"the retry duration fraction must be a number >= 0, got {fraction!r}")
+    return float(fraction)
+
+
+class RetryLadder(tuple[timedelta, ...]):
+    """The retry backoff: the delays after 1, 2, ... consecutive failures (the
+    last one repeats), and ``duration_fraction``: the least share of the failed
+    run's duration a retry waits (:func:`retry_delay`)."""
+
+    duration_fraction: float
+
+    def __new__(
+        cls,
+        steps: Iterable[timedelta],
+        duration_fraction: float = DEFAULT_RETRY_DURATION_FRACTION,
+    ) -> RetryLadder:
+        ladder = super().__new__(cls, steps)
+        ladder.duration_fraction = validate_duration_fraction(duration_fraction)
+        return ladder
+
+
+def validate_retry_ladder(
+    ladder: Sequence[timedelta], duration_fraction: float = DEFAULT_RETRY_DURATION_FRACTION
+) -> RetryLadder:
+    """A non-empty, non-decreasing sequence of non-negative delays, as a
+    :class:`RetryLadder` with ``duration_fraction``.
 
     Raises ``ValueError`` otherwise (a decreasing ladder would retry a schedule
     that keeps failing *more* eagerly)."""
@@ -65,7 +97,12 @@ def validate_retry_ladder(ladder: Sequence[timedelta]) -> tuple[timedelta, ...]:
         raise ValueError(f"retry ladder steps must be non-negative timedeltas, got {steps!r}")
     if any(b < a for a, b in pairwise(steps)):
         raise ValueError(f"retry ladder must be non-decreasing, got {steps!r}")
-    return steps
+    return RetryLadder(steps, duration_fraction)
+
+
+#: Backoff after 1, 2 and 3 or more consecutive failures (seed "Retrying"),
+#: at least as long as the failed run (:data:`DEFAULT_RETRY_DURATION_FRACTION`).
+DEFAULT_RETRY_LADDER = RetryLadder((timedelta(minutes=5), timedelta(hours=1), timedelta(hours=4)))
 
 
 #: ``dgs_default_cooldown_fraction``: a periodic schedule declared without a
@@ -234,15 +271,63 @@ def check_time(stats: ScheduleStats, now: datetime | None = None) -> datetime:
     return ensure_utc(stats.next_target_at or _anchor(stats, now), what="next_check_at")
 
 
-def retry_at(
-    stats: ScheduleStats, ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER
-) -> datetime | None:
-    """``last_end_at`` plus the ladder step for ``failure_count`` (1, 2, ...;
-    the last step repeats); ``None`` without failures or an end time."""
-    if not stats.failure_count or stats.last_end_at is None or not ladder:
+def retry_cap(spec: ScheduleSpec) -> timedelta | None:
+    """The longest wait a failed run's duration adds to a retry: the period
+    (periodic), ``cron_max_schedule_duration`` (cron), ``within`` (a deferred
+    check); ``None`` for an adaptive schedule (its retry is its own)."""
+    if isinstance(spec, PeriodicSpec):
+        return spec.scheduling_period
+    if isinstance(spec, CronSpec):
+        return spec.cron_max_schedule_duration
+    if isinstance(spec, CheckSpec):
+        return spec.within
+    return None
+
+
+def failed_run_duration(stats: ScheduleStats) -> timedelta:
+    """How long the last run took: ``last_end_at - last_start_at`` (zero when
+    either is unknown or a later run has started since)."""
+    start, end = stats.last_start_at, stats.last_end_at
+    if start is None or end is None or end < start:
+        return timedelta(0)
+    return end - start
+
+
+def retry_delay(
+    stats: ScheduleStats,
+    ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    cap: timedelta | None = None,
+) -> timedelta | None:
+    """How long after the last failure a schedule may retry: the ladder's step
+    for ``failure_count`` (1, 2, ...; the last step repeats), or the ladder's
+    ``duration_fraction`` (:data:`DEFAULT_RETRY_DURATION_FRACTION` for a plain
+    sequence) of the failed run's duration (:func:`failed_run_duration`), at
+    most ``cap``, whichever is longer. ``None`` without failures."""
+    if not stats.failure_count or not ladder:
         return None
     step = ladder[min(stats.failure_count, len(ladder)) - 1]
-    return ensure_utc(stats.last_end_at, what="last_end_at") + step
+    fraction = getattr(ladder, "duration_fraction", DEFAULT_RETRY_DURATION_FRACTION)
+    if not fraction:
+        return step
+    by_duration = failed_run_duration(stats) * fraction
+    if cap is not None:
+        by_duration = min(by_duration, cap)
+    return max(step, by_duration)
+
+
+def retry_at(
+    stats: ScheduleStats,
+    ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    cap: timedelta | None = None,
+) -> datetime | None:
+    """``last_end_at`` plus :func:`retry_delay`; ``None`` without failures or
+    an end time."""
+    if stats.last_end_at is None:
+        return None
+    delay = retry_delay(stats, ladder, cap)
+    if delay is None:
+        return None
+    return ensure_utc(stats.last_end_at, what="last_end_at") + delay
 
 
 def start_times(
@@ -276,7 +361,9 @@ def start_times(
        002): ``can = next_check_at`` (after a failure, not before the retry
        ladder's step), ``should = can + within - margin``.
     2. ``can = max(can, retry_at)`` after failures (adaptive: its own retry,
-       one minimal interval after the failure, instead of ``retry_ladder``).
+       one minimal interval after the failure, instead of ``retry_ladder``):
+       the ladder's step, or a fraction of the failed run's duration when
+       that is longer (:func:`retry_delay`, capped by :func:`retry_cap`).
     3. Blackouts move ``can`` only: a ``can`` inside a window moves to its end
        (through touching windows); and if ``can <= now`` while ``now`` is in a
        window, ``can`` becomes that window's end, so a due schedule is not
@@ -296,7 +383,7 @@ def start_times(
         can, should = times.can_start_by, times.should_start_by
     elif isinstance(spec, CheckSpec):
         can = check_time(stats, now)
-        retry = retry_at(stats, retry_ladder)
+        retry = retry_at(stats, retry_ladder, spec.within)
         if retry is not None:
             can = max(can, retry)
         should = can + spec.within - margin
@@ -309,7 +396,7 @@ def start_times(
         if isinstance(spec, PeriodicSpec) and spec.default_cooldown and stats.has_succeeded:
             end = ensure_utc(stats.last_good_end_at or anchor, what="last_good_end_at")
             can = end + _default_cooldown_wait(spec, should - end)
-        retry = retry_at(stats, retry_ladder)
+        retry = retry_at(stats, retry_ladder, retry_cap(spec))
         if retry is not None:
             can = max(can, retry)
     blackouts, tz = spec.blackout_periods, spec.tz

@@ -18,9 +18,16 @@ from datetime import datetime, timedelta
 
 from ..core import adaptive
 from ..core.blackout import blackout_containing
+from ..core.durations import format_duration
 from ..core.spec import AdaptiveSpec, ScheduleSpec
 from ..core.stats import ScheduleStats
-from ..core.timing import DEFAULT_RETRY_LADDER, retry_at
+from ..core.timing import (
+    DEFAULT_RETRY_LADDER,
+    RetryLadder,
+    failed_run_duration,
+    retry_at,
+    retry_cap,
+)
 from ..leases.types import LeaseInfo
 from ..store.records import StoredSchedule
 from .workers import WorkerCheck
@@ -175,17 +182,23 @@ def backoff_hold(
     now: datetime,
     retry_ladder: Sequence[timedelta],
 ) -> Hold | None:
-    """The :data:`HOLD_BACKOFF` hold while the retry step after its last
-    failures lasts (an adaptive schedule's step: its ladder's shortest
-    interval), else ``None``."""
+    """The :data:`HOLD_BACKOFF` hold while the retry after its last failures
+    waits (:func:`~celery_dgs.core.timing.retry_delay`: the ladder's step, or
+    a share of the failed run's duration when longer; an adaptive schedule's
+    step: its ladder's shortest interval), else ``None``."""
+    cap = retry_cap(spec)
     if isinstance(spec, AdaptiveSpec):
-        retry_ladder = (adaptive.ladder_interval(0, spec.interval_unit),)
-    retry = retry_at(stats, retry_ladder) if retry_ladder else None
-    if retry is None or retry <= now:
+        retry_ladder = RetryLadder((adaptive.ladder_interval(0, spec.interval_unit),), 0.0)
+    retry = retry_at(stats, retry_ladder, cap) if retry_ladder else None
+    if retry is None or retry <= now or stats.last_end_at is None:
         return None
     failures = stats.failure_count or 0
     step = min(failures, len(retry_ladder))
-    delay = retry_ladder[step - 1]
+    delay = retry - stats.last_end_at
+    by_duration = ""
+    if delay > retry_ladder[step - 1]:
+        ran = format_duration(failed_run_duration(stats))
+        by_duration = f", as long as the failed run's {ran}"
     return Hold(
         reason=HOLD_BACKOFF,
         until=retry,
@@ -194,8 +207,8 @@ def backoff_hold(
         retry_delay=delay,
         message=(
             f"{name} is backing off after {failures} consecutive failures: retry "
-            f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s) ends at "
-            f"{_iso(retry)}"
+            f"step {step} of {len(retry_ladder)} ({delay.total_seconds():g}s{by_duration}) "
+            f"ends at {_iso(retry)}"
         ),
     )
 

@@ -74,6 +74,9 @@ class StatusRow:
     effective_priority: int | None = None
     #: The class a pending run request is served in (``None``: 0).
     run_requested_priority: int | None = None
+    #: The item counts of the last good or partially failed run (``None``: none).
+    last_items_ok: int | None = None
+    last_items_failed: int | None = None
 
     @property
     def condition(self) -> str:
@@ -158,6 +161,8 @@ def build_row(
         holds=holds,
         may_run_at=may_run_at(can, lease, holds, schedule.run_requested_at),
         disabled_reason=schedule.disabled_reason,
+        last_items_ok=stats.last_items_ok,
+        last_items_failed=stats.last_items_failed,
         **ladder,
         priority=None if spec is None else spec.priority,
         run_requested_priority=schedule.run_requested_priority,

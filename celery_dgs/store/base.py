@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from ..core.checks import ON_EXISTS_KEEP
+from ..core.items import ItemCounts
 from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA
 from .check_types import CheckAddReport, CheckHistoryRecord, CheckSummary, NewCheck
@@ -247,6 +248,7 @@ class ScheduleStore(ABC):
         duration_s: float | None = None,
         eventful: bool | None = None,
         verdict: object = None,
+        items: ItemCounts | None = None,
     ) -> StoredSchedule:
         """In one transaction: record the run's outcome and update the statistics.
 
@@ -260,6 +262,11 @@ class ScheduleStore(ABC):
 
         ``duration_s``: measured by the worker on its monotonic clock (wall-clock
         steps must not enter the statistics); ``None``: ``ended_at - started_at``.
+
+        ``items``: the item counts the run reported (kept on the run record;
+        on the schedule too after a good run or a ``partial_failure``, see
+        :func:`~celery_dgs.core.run_end.stats_after`); ``ValueError`` for
+        counts that are not whole numbers >= 0.
 
         Raises :class:`~celery_dgs.errors.StaleTokenError` (after committing the
         run record) when the run's token is no longer the schedule's current one.

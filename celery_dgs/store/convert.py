@@ -101,6 +101,8 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
         interval_index=checked_index(row.interval_index)[0],
         next_target_at=row.next_target_at,
         upstream_modified_at=row.upstream_modified_at,
+        last_items_ok=row.last_items_ok,
+        last_items_failed=row.last_items_failed,
     )
 
 
@@ -117,6 +119,8 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.interval_index = stats.interval_index
     row.next_target_at = stats.next_target_at
     row.upstream_modified_at = stats.upstream_modified_at
+    row.last_items_ok = stats.last_items_ok
+    row.last_items_failed = stats.last_items_failed
 
 
 def stored_schedule(row: ScheduleRow) -> StoredSchedule:
@@ -166,6 +170,8 @@ def run_record(row: RunRow) -> RunRecord:
         duration_s=row.duration_s,
         progress=row.progress,
         fenced=bool(row.fenced),
+        items_ok=row.items_ok,
+        items_failed=row.items_failed,
     )
 
 

@@ -104,6 +104,8 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "run_requested_priority",
     "first_check_at",
     "check_count",
+    "last_items_ok",
+    "last_items_failed",
 )
 
 
@@ -121,6 +123,8 @@ STATS_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Schedul
     _set_interval_index,
     _set_next_target_at,
     _set_upstream_modified_at,
+    _set_last_items_ok,
+    _set_last_items_failed,
 ) = (getattr(ScheduleStats, field).__set__ for field in STATS_FIELDS)
 
 
@@ -136,6 +140,8 @@ def new_stats(
     interval_index: Any,
     next_target_at: Any,
     upstream_modified_at: Any,
+    last_items_ok: Any,
+    last_items_failed: Any,
 ) -> ScheduleStats:
     """``ScheduleStats`` of the values in :data:`STATS_FIELDS` order, as its
     ``__init__`` would build them (it checks nothing), its slots set directly:
@@ -153,6 +159,8 @@ def new_stats(
     _set_interval_index(stats, interval_index)
     _set_next_target_at(stats, next_target_at)
     _set_upstream_modified_at(stats, upstream_modified_at)
+    _set_last_items_ok(stats, last_items_ok)
+    _set_last_items_failed(stats, last_items_failed)
     return stats
 
 
@@ -346,6 +354,7 @@ def stored_schedule_from_values(
         run_priority,
         first_check_at,
         check_count,
+        *last_items,  # ok, failed
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
@@ -366,10 +375,9 @@ def stored_schedule_from_values(
         index,
         moment(next_target_at),
         moment(upstream_modified_at),
+        *last_items,
     )
-    # StoredSchedule's frozen-dataclass __init__ (one object.__setattr__ per
-    # field, nothing checked) costs ~3x filling its __dict__ at once; these
-    # are exactly its fields (tests/store/test_load_path.py compares the two).
+    # Exactly its fields (tests/store/test_load_path.py), at a third of __init__'s cost:
     row = object.__new__(StoredSchedule)
     row.__dict__.update(
         name=name,

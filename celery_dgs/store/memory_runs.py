@@ -9,6 +9,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..core.items import ItemCounts
 from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError
@@ -18,6 +19,7 @@ from .memory_checks import check_after_run
 from .records import RunRecord, StoredSchedule
 from .run_rules import (
     check_eventful,
+    check_items,
     check_run_end,
     end_fenced,
     fenced_end_error,
@@ -94,12 +96,14 @@ class MemoryRunMethods(MemoryStoreBase):
         duration_s: float | None = None,
         eventful: bool | None = None,
         verdict: object = None,
+        items: ItemCounts | None = None,
     ) -> StoredSchedule:
         """Record how the run ended and update the schedule's statistics, fenced
         and idempotent exactly as the SQL store's (see
         :meth:`ScheduleStore.record_run_end`)."""
         check_run_end(outcome, progress, duration_s)
         check_eventful(eventful)
+        items = check_items(items)
         ended_at = utc(ended_at, "ended_at")
         with self._lock:
             run = self._runs.get(run_id)
@@ -117,6 +121,8 @@ class MemoryRunMethods(MemoryStoreBase):
                     fenced=fenced,
                     duration_s=run_duration_s(run.started_at, ended_at, duration_s),
                     progress=run.progress if progress is None else progress,
+                    items_ok=None if items is None else items.ok,
+                    items_failed=None if items is None else items.failed,
                 )
                 if not fenced:
                     stats = stats_after(
@@ -129,6 +135,7 @@ class MemoryRunMethods(MemoryStoreBase):
                         spec=row.spec,
                         eventful=eventful,
                         run_key=run.token or 0,
+                        items=items,
                     )
                     disabled = disabled_after(row.spec, outcome, stats, row.disabled_reason)
                     changes = {

@@ -131,6 +131,10 @@ class ScheduleRow(Base):
     first_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     check_count: Mapped[int | None] = mapped_column(Integer)
     earliest_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: The item counts of the last good or partially failed run
+    #: (``celery_dgs.core.items``; NULL: none).
+    last_items_ok: Mapped[int | None] = mapped_column(Integer)
+    last_items_failed: Mapped[int | None] = mapped_column(Integer)
 
 
 #: The pending checks by time: beat reads its window of due checks with it.
@@ -204,3 +208,6 @@ class RunRow(Base):
     fenced: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=False, server_default=false()
     )
+    #: The item counts the run reported (``celery_dgs.report_items``; NULL: none).
+    items_ok: Mapped[int | None] = mapped_column(Integer)
+    items_failed: Mapped[int | None] = mapped_column(Integer)

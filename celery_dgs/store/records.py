@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from ..core.items import ItemCounts
 from ..core.run_end import END_OUTCOMES
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
@@ -19,6 +20,7 @@ RunOutcome = Literal[
     "running",
     "success",
     "failure",
+    "partial_failure",
     "terminated",
     "stolen",
     "cancelled",
@@ -89,7 +91,9 @@ class RunRecord:
     ``outcome`` is ``running`` until the run ends. ``fenced`` is true when the
     run's end was recorded but its statistics were refused because a newer run
     had been granted (its token was stale). A skipped dispatch has
-    ``started_at == ended_at`` and the reason in ``error``.
+    ``started_at == ended_at`` and the reason in ``error``. ``items_ok`` and
+    ``items_failed`` are the item counts the run reported
+    (``celery_dgs.report_items``; ``None``: none).
     """
 
     id: int
@@ -107,10 +111,19 @@ class RunRecord:
     duration_s: float | None
     progress: float | None
     fenced: bool
+    items_ok: int | None = None
+    items_failed: int | None = None
 
     @property
     def duration(self) -> timedelta | None:
         return None if self.duration_s is None else timedelta(seconds=self.duration_s)
+
+    @property
+    def items(self) -> ItemCounts | None:
+        """The item counts the run reported (``None``: none)."""
+        if self.items_ok is None or self.items_failed is None:
+            return None
+        return ItemCounts(self.items_ok, self.items_failed)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from ..core.items import ItemCounts, item_counts
 from ..core.run_end import END_OUTCOMES
 
 
@@ -17,6 +18,16 @@ def check_eventful(eventful: object) -> bool | None:
     if eventful is not None and not isinstance(eventful, bool):
         raise ValueError(f"eventful must be True, False or None, got {eventful!r}")
     return eventful
+
+
+def check_items(items: object) -> ItemCounts | None:
+    """``record_run_end``'s ``items``: ``None`` or :class:`ItemCounts` of whole
+    numbers >= 0 (``ValueError`` naming the field otherwise)."""
+    if items is None:
+        return None
+    if not isinstance(items, ItemCounts):
+        raise ValueError(f"items must be ItemCounts or None, got {items!r}")
+    return item_counts(items.ok, items.failed)
 
 
 def check_finite(field_name: str, value: float | None) -> None:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
+from ..core.items import ItemCounts
 from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
@@ -15,6 +16,7 @@ from .models import RunRow, ScheduleRow
 from .records import RunRecord, StoredSchedule
 from .run_rules import (
     check_eventful,
+    check_items,
     check_run_end,
     end_fenced,
     fenced_end_error,
@@ -27,6 +29,24 @@ from .sql_check_rows import apply_check_end
 
 def _run_exists(session: Session, run_id: str) -> bool:
     return bool(session.scalar(select(exists().where(RunRow.run_id == run_id))))
+
+
+def _end_row(
+    run: RunRow,
+    outcome: str,
+    ended_at: datetime,
+    error: str | None,
+    progress: float | None,
+    duration_s: float | None,
+    items: ItemCounts | None,
+) -> None:
+    """Write a run's end on its row (its statistics are the caller's)."""
+    run.outcome, run.ended_at, run.error = outcome, ended_at, error
+    run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
+    if progress is not None:
+        run.progress = progress
+    if items is not None:
+        run.items_ok, run.items_failed = items.ok, items.failed
 
 
 class RunMethods(SqlStoreBase):
@@ -99,6 +119,7 @@ class RunMethods(SqlStoreBase):
         duration_s: float | None = None,
         eventful: bool | None = None,
         verdict: object = None,
+        items: ItemCounts | None = None,
     ) -> StoredSchedule:
         """One transaction: record how the run ended and update the schedule's stats
         (an adaptive schedule's ladder and ``disabled_reason`` too, with ``eventful``;
@@ -122,6 +143,7 @@ class RunMethods(SqlStoreBase):
         """
         check_run_end(outcome, progress, duration_s)
         check_eventful(eventful)
+        items = check_items(items)
         ended_at = utc(ended_at, "ended_at")
         with self._write() as session:
             stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
@@ -131,10 +153,7 @@ class RunMethods(SqlStoreBase):
             row = self._locked(session, run.schedule)
             fenced = run.fenced
             if run.outcome == "running":
-                run.outcome, run.ended_at, run.error = outcome, ended_at, error
-                run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
-                if progress is not None:
-                    run.progress = progress
+                _end_row(run, outcome, ended_at, error, progress, duration_s, items)
                 fenced = run.fenced = end_fenced(run.token, row.current_token)
                 if not fenced:
                     spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
@@ -144,10 +163,11 @@ class RunMethods(SqlStoreBase):
                         run.started_at,
                         ended_at,
                         alpha,
-                        timedelta(seconds=run.duration_s),
+                        timedelta(seconds=run.duration_s or 0.0),
                         spec=spec,
                         eventful=eventful,
                         run_key=run.token or 0,
+                        items=items,
                     )
                     apply_stats(row, new)
                     row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)

@@ -6,6 +6,7 @@ import logging
 import math
 
 from ..core.checks import CheckInfo
+from ..core.items import item_counts
 from .supervisor import current_supervisor
 
 logger = logging.getLogger("celery_dgs.worker")
@@ -63,6 +64,35 @@ def eventful(changed: object = True) -> bool:
         )
         return False
     sup.eventful = changed
+    return True
+
+
+def report_items(*, ok: int, failed: int) -> bool:
+    """Report how many of the current run's items succeeded (``ok``) and failed
+    (``failed``): totals so far, the last call of a run counts. When the run
+    returns, a failed share above the schedule's ``partial_failure_threshold``
+    (else ``dgs_partial_failure_threshold``) makes it a ``partial_failure``: it
+    counts as failed for the condition and the retry backoff. Either way its
+    run record keeps the counts.
+
+    Returns True when recorded. Bookkeeping never fails the task: counts that
+    are not whole numbers >= 0 are ignored (an error logged naming the
+    schedule and the field), and a call outside a run of a schedule is
+    ignored with a warning (False)."""
+    sup = current_supervisor()
+    if sup is None:
+        logger.warning(
+            "celery-dgs: report_items(ok=%r, failed=%r) ignored: not inside a run of a "
+            "schedule (only a run that celery-dgs supervises keeps item counts)",
+            ok,
+            failed,
+        )
+        return False
+    try:
+        sup.items = item_counts(ok, failed)
+    except ValueError as exc:
+        logger.error("celery-dgs: report_items of schedule %s ignored: %s", sup.schedule, exc)
+        return False
     return True
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..core.checks import CheckInfo
+from ..core.items import ItemCounts
 from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownScheduleError
 from ..failures import log_failure
@@ -151,6 +152,7 @@ def finish_run(
     clock: RunClock | None = None,
     eventful: bool | None = None,
     verdict: object = None,
+    items: ItemCounts | None = None,
 ) -> None:
     """Record the run's end and release its lease. ``ended_at``: the end as
     estimated by the caller (a self-fenced run passes the grant's Redis time
@@ -182,6 +184,7 @@ def finish_run(
                 duration_s=duration,
                 eventful=eventful,
                 verdict=verdict,
+                items=items,
             ),
             attempts=attempts,
         )
@@ -210,12 +213,20 @@ def finish_run(
         log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
     if outcome != "self_fenced":
         rt.wake.notify()  # after the release: the round it starts sees the slot free
+    _log_end(run_id, schedule, outcome, error, items)
+
+
+def _log_end(
+    run_id: str, schedule: str, outcome: str, error: str | None, items: ItemCounts | None
+) -> None:
+    """The INFO line of a run's end: its outcome, error and item counts."""
     logger.info(
-        "celery-dgs: run %s of %s ended: %s%s",
+        "celery-dgs: run %s of %s ended: %s%s%s",
         run_id,
         schedule,
         outcome,
         f" ({error})" if error else "",
+        f" [{items.ok} ok, {items.failed} failed]" if items is not None else "",
     )
 
 

@@ -4,7 +4,8 @@
 :class:`SupervisedRun`: skip on an excluded node, acquire the lease (or record
 a skip), record a take-over's previous run as stolen, record the start, fence
 before the body when that took too long, run under a :class:`RunSupervisor`,
-record the outcome (one store transaction with the stats; see
+record the outcome (a returned run whose failed share of reported items is
+above its threshold as ``partial_failure``; one store transaction with the stats; see
 :mod:`celery_dgs.worker.run_records`) and release the lease. Bookkeeping errors
 are logged and never change the task's own result, except where the design
 says to stop the run.
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from ..core.items import outcome_with_items
 from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownRunError
 from ..failures import log_failure
@@ -100,6 +102,13 @@ class SupervisedRun:
         self.node = node_of(self.owner_name)
         self.run_id = uuid.uuid4().hex
         self.settings = rt.settings
+        #: A returned run whose failed share of reported items is above this
+        #: has failed (``partial_failure``, :mod:`celery_dgs.core.items`).
+        self.partial_failure_threshold = (
+            spec.partial_failure_threshold
+            if spec.partial_failure_threshold is not None
+            else rt.settings.partial_failure_threshold
+        )
 
     def skip(self, reason: str) -> None:
         """Record this delivery as skipped (the body does not run)."""
@@ -353,6 +362,9 @@ class SupervisedRun:
             finally:  # recorded even if an interruption surfaced in the heartbeat's stop
                 if supervisor.interruption is not None and outcome == "success":
                     outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
+                outcome, error = outcome_with_items(
+                    outcome, error, supervisor.items, self.partial_failure_threshold
+                )
                 finish_run(
                     self.rt,
                     spec,
@@ -364,6 +376,7 @@ class SupervisedRun:
                     ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
                     eventful=supervisor.eventful,
                     verdict=verdict,
+                    items=supervisor.items,
                 )
 
 

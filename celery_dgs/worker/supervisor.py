@@ -41,6 +41,7 @@ from typing import Any
 
 from ..core.blackout import blackout_containing, next_blackout_start
 from ..core.checks import CheckInfo
+from ..core.items import ItemCounts
 from ..core.spec import ScheduleSpec
 from .shutdown import SHUTDOWN_REASON, mark_leaving
 
@@ -140,6 +141,8 @@ class RunSupervisor:
         self.progress: float | None = None
         #: What the run reported with ``celery_dgs.eventful()`` (None: nothing).
         self.eventful: bool | None = None
+        #: What the run reported with ``celery_dgs.report_items()`` (None: nothing).
+        self.items: ItemCounts | None = None
         #: The deferred check this run is (``celery_dgs.current_check()``); None otherwise.
         self.check: CheckInfo | None = None
         self.interruption: RunTerminated | None = None

@@ -17,6 +17,7 @@ from celery.bin.base import CLIContext
 from click.testing import CliRunner, Result
 
 from celery_dgs.cli import dgs as dgs_group
+from celery_dgs.core.items import ItemCounts
 from celery_dgs.core.spec import ScheduleSpec
 from celery_dgs.core.spec_build import make_spec
 from celery_dgs.dgs import DGS
@@ -58,6 +59,7 @@ class World:
         *,
         node: str = "node1",
         error: str | None = None,
+        items: ItemCounts | None = None,
     ) -> str:
         run_id = uuid.uuid4().hex
         token = (self.store.get(name).current_token or 0) + 1
@@ -77,6 +79,7 @@ class World:
                 outcome=outcome,
                 ended_at=started + timedelta(seconds=seconds),
                 error=error,
+                items=items,
             )
         return run_id
 

@@ -124,7 +124,16 @@ def test_runs_table_json_and_limit(world: World) -> None:
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     assert lines[0] == "runs of t.a, newest first (3 shown)"
-    assert lines[1].split() == ["STARTED", "OUTCOME", "OWNER", "NODE", "DURATION", "TOKEN", "ERROR"]
+    assert lines[1].split() == [
+        "STARTED",
+        "OUTCOME",
+        "OWNER",
+        "NODE",
+        "DURATION",
+        "TOKEN",
+        "ITEMS",
+        "ERROR",
+    ]
     assert [line.split()[2] for line in lines[2:]] == ["running", "failure", "success"]
     assert "w1@node2" in lines[3]
     assert "RuntimeError: boom" in lines[3]

@@ -25,7 +25,8 @@ T10, T11 = utc(2026, 6, 1, 10), utc(2026, 6, 1, 11)
 
 
 def fail(stats: ScheduleStats, count: int, end: object) -> ScheduleStats:
-    return dataclasses.replace(stats, failure_count=count, last_end_at=end)
+    # A failed run that ended as it started: its retry waits the ladder step alone.
+    return dataclasses.replace(stats, failure_count=count, last_start_at=end, last_end_at=end)
 
 
 # --- expected_duration ---

@@ -73,6 +73,9 @@ if "E2E_ELEVATOR_INTERVAL" in os.environ:
 # Revisit groups (tests/e2e/test_revisit_groups_e2e.py); "none": today's order.
 if os.environ.get("E2E_ADAPTIVE_GROUPS") == "none":
     app.conf.dgs_adaptive_group_shares = None
+# The retry backoff in seconds, comma-separated (tests/e2e/test_items_e2e.py).
+if "E2E_RETRY_BACKOFF" in os.environ:
+    app.conf.dgs_retry_backoff = [float(s) for s in os.environ["E2E_RETRY_BACKOFF"].split(",")]
 # Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
 if os.environ.get("E2E_LOOKAHEAD") == "1":
     app.conf.dgs_lookahead = True
@@ -493,3 +496,24 @@ if os.environ.get("E2E_PUBLISH_SIGNALS") == "1":
     def _published(headers: dict[str, Any] | None = None, **_: Any) -> None:
         if headers is not None and headers.get("dgs_schedule"):
             log_event("published", str(headers["dgs_schedule"]), stamp=headers.get("e2e_stamp"))
+
+
+# -- partial failures (tests/e2e/test_items_e2e.py) ---------------------------------
+#: Each run reads e2e:items, a JSON object {"ok": n, "failed": n, "seconds": s},
+#: works for ``seconds`` and reports its items with celery_dgs.report_items.
+@declare(
+    "periodic",
+    period=timedelta(hours=1),
+    cooldown=timedelta(minutes=50),
+    partial_failure_threshold=0.2,
+)
+@app.task(name="e2e.items")
+def items() -> str:
+    plan = json.loads(_events.get("e2e:items") or b'{"ok": 1, "failed": 0, "seconds": 0}')
+    log_event("start", "items", **plan)
+    try:
+        time.sleep(float(plan["seconds"]))
+        celery_dgs.report_items(ok=plan["ok"], failed=plan["failed"])
+        return "scraped"
+    finally:
+        log_event("end", "items")

@@ -155,6 +155,8 @@ def test_new_stats_is_the_dataclass() -> None:
         4,
         T0 + 2 * H,
         T0 - 3 * H,
+        7,
+        3,
     ]
     built = new_stats(*values)
     assert built == ScheduleStats(**dict(zip(STATS_FIELDS, values, strict=True)))
