@@ -18,13 +18,13 @@ long jobs, whose runs buy the least fresh time per slot-second (the long-run
 bound's order, :mod:`celery_dgs.sim.bound`), while one long run at a time
 still serves them all by their deadline order.
 
-Two checks, in this order:
+Only a candidate whose expected run is longer than the short schedules'
+mean period (weighted by share) is checked: they could not wait for it to
+end. A run shorter than that frees its slot before they miss a period;
+holding it would only reorder fleets whose run times merely spread widely
+(its slot goes to a run not yet due, or idles). Two checks, in this order:
 
-- *the cap*, for a candidate whose expected run is longer than the short
-  schedules' mean period (weighted by share: they could not wait for it to
-  end; a run shorter than that frees its slot before they miss a period,
-  and holding it would idle slots on fleets whose run times merely spread
-  widely): it is held while as many long runs as the allowance are in
+- *the cap*: it is held while as many long runs as the allowance are in
   progress, counted until they end, however far past their expected end (a
   run that overruns still holds its slot). This holds a due candidate too:
   it waits for a long run to end instead of taking a slot the short
@@ -43,9 +43,10 @@ Two checks, in this order:
   its ``should_start_by`` has come, only the cap holds it.
 
 A candidate with no shorter schedules beside it is never held, nor one
-with no other long run in progress or waiting before it (the allowance is
-at least one slot). The shares and run times are kept in buckets of
-expected run time (four per octave) by :class:`DemandBook`, so a decision
+no longer than their mean period, nor one with no other long run in
+progress or waiting before it (the allowance is at least one slot). The
+shares and run times are kept in buckets of expected run time (four per
+octave) by :class:`DemandBook`, so a decision
 costs slice sums of the buckets and a pass over the runs in progress and
 the held candidates, not a pass over the schedules.
 
@@ -207,10 +208,10 @@ def admit(
     allowed = long_run_allowance(book, slots, short)
     if (len(busy) if busy_count is None else busy_count) + 1 + ahead <= allowed:
         return None, False  # even if every run in progress were long
+    if expected_s <= book.period_below(cut):
+        return None, False  # the short schedules can wait for it to end
     long_ends = [end for end, run_s in busy if run_s >= cut]
-    # The cap, due or not, for a run longer than the short schedules' periods:
-    # they could not wait for it to end.
-    if len(long_ends) + 1 + ahead > allowed and expected_s > book.period_below(cut):
+    if len(long_ends) + 1 + ahead > allowed:
         return now + _recheck_step(expected_s), True
     if now >= should_start_by:
         return None, False
