@@ -65,6 +65,7 @@ from operator import itemgetter
 
 from .adaptive import current_interval
 from .cron import shortest_cron_gap
+from .run_estimate import RunEstimates
 from .spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 
@@ -113,7 +114,8 @@ class DemandBook:
     """Each indexed schedule's share of a slot (expected run time / period)
     and expected run time, summed per bucket of expected run time. ``note``
     on every (re)index, ``forget`` when a schedule leaves (removed, paused,
-    invalid)."""
+    invalid). A schedule without an expected run time yet has no share; the
+    admission gives its run the estimate of :attr:`estimates`."""
 
     def __init__(self) -> None:
         self.rates = [0.0] * _BUCKETS
@@ -121,11 +123,17 @@ class DemandBook:
         self._of: dict[str, tuple[int, float, float]] = {}
         #: the sum of ``rates``, kept with them (read on every priority decision)
         self._total = 0.0
+        #: the expected run times per task, for a run without one
+        self.estimates = RunEstimates()
 
     def __len__(self) -> int:
         return len(self._of)
 
-    def note(self, name: str, expected_s: float, period_s: float) -> None:
+    def note(self, name: str, expected_s: float, period_s: float, task: str | None = None) -> None:
+        """``task``: the schedule's task, to estimate the run time of its
+        others (None: not counted in :attr:`estimates`)."""
+        if task is not None:
+            self.estimates.note(name, task, expected_s)
         positive = period_s > 0 and expected_s > 0
         rate = expected_s / period_s if positive else 0.0
         run_s = expected_s if positive else 0.0
@@ -150,9 +158,15 @@ class DemandBook:
         if isinstance(spec, CheckSpec):
             self.forget(name)
         else:
-            self.note(name, expected_s, demand_period_s(spec, stats))
+            self.note(name, expected_s, demand_period_s(spec, stats), spec.task)
+
+    def expected_s(self, name: str, expected_s: float) -> float:
+        """``expected_s`` when known (above 0), else the estimate of
+        :class:`~celery_dgs.core.run_estimate.RunEstimates`."""
+        return expected_s if expected_s > 0 else self.estimates.expected_s(name, expected_s)
 
     def forget(self, name: str) -> None:
+        self.estimates.forget(name)
         old = self._of.pop(name, None)
         if old is not None:
             self.rates[old[0]] -= old[1]
@@ -326,7 +340,9 @@ class AdmissionRound:
         """:func:`admit` for this round's candidate ``name``: None to start it,
         else the time to look at it again; an admitted
         one is then counted busy until ``now + expected_s``, one held by the
-        cap waits in the queue."""
+        cap waits in the queue. A candidate without an expected run time
+        (0) takes the book's estimate (:meth:`DemandBook.expected_s`)."""
+        expected_s = self.book.expected_s(name, expected_s)
         wake, capped = None, False
         if expected_s > 0 and self.book.share_below(expected_s / SHORT_RATIO) > 0:
             if self._busy is None:
