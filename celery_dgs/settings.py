@@ -189,8 +189,9 @@ class DgsSettings:
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much
-    #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
-    lookahead: bool = field(default=False, metadata=FLAG)
+    #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py);
+    #: False: every chosen schedule starts on a free slot (seed 000's greedy order).
+    lookahead: bool = field(default=True, metadata=FLAG)
     #: Self-fencing, seconds: a run whose owner has had no successful ping for
     #: ``ping_timeout - self_fence_margin`` (its monotonic clock) stops on its own,
     #: and its process is gone by ``ping_timeout``, before anyone may steal

@@ -161,8 +161,8 @@ def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
     assert publish.names() == [WEEKLY2.name]
 
 
-def test_the_setting_is_off_by_default_and_must_be_a_boolean() -> None:
-    assert DgsSettings.from_conf({}).lookahead is False
-    assert DgsSettings.from_conf({"dgs_lookahead": True}).lookahead is True
+def test_the_setting_is_on_by_default_and_must_be_a_boolean() -> None:
+    assert DgsSettings.from_conf({}).lookahead is True
+    assert DgsSettings.from_conf({"dgs_lookahead": False}).lookahead is False
     with pytest.raises(SettingsError, match="dgs_lookahead must be True or False, got 'yes'"):
         DgsSettings.from_conf({"dgs_lookahead": "yes"})

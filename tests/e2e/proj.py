@@ -70,9 +70,9 @@ if "E2E_LAXITY_FLOOR" in os.environ:
 if "E2E_ELEVATOR_INTERVAL" in os.environ:
     _interval = os.environ["E2E_ELEVATOR_INTERVAL"]
     app.conf.dgs_elevator_interval = None if _interval.lower() == "none" else float(_interval)
-# Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
-if os.environ.get("E2E_LOOKAHEAD") == "1":
-    app.conf.dgs_lookahead = True
+# Look-ahead admission: on by default (tests/e2e/test_lookahead_e2e.py); "0": off.
+if os.environ.get("E2E_LOOKAHEAD") == "0":
+    app.conf.dgs_lookahead = False
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
