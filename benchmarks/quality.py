@@ -372,7 +372,11 @@ def quality_goals(
                     f"{where} capacity ERROR {cap:,.0f} s (goal 0): "
                     f"{'met' if cap == 0 else 'NOT met'} [{causes or 'no ERROR'}]"
                 )
-            if policy == "dgs" and opts.share_spread == 1 and opts.outage_s == 0:
+            if (
+                policy == "dgs"
+                and opts.share_spread == 1
+                and not (opts.outage_s or opts.long_fraction)
+            ):
                 lines.append(
                     f"{where} {rest:,.0f} s without failures, bound {bound:,.0f} "
                     f"(goal <= 1.02x): {ratio:.3f}x "
