@@ -1,6 +1,7 @@
 """Scheduling-quality benchmark: ``python -m benchmarks.quality [--quick] [--scale]``.
 
-Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity;
+Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity
+and the look-ahead admission; ``dgs-nolookahead``: the same without it;
 ``dgs-deadline``: ``restore`` with plain deadline order for on-time schedules;
 ``dgs-greedy``, ``dgs-shed``, ``fifo``, ``beat``)
 on generated workloads at load 0.7, 0.9, 1.0, 1.1, 1.5 and 2.0, at load 0.9
