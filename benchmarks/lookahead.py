@@ -4,8 +4,9 @@ Generated fleets (``GeneratorOptions.long_fraction``): ``--schedules`` short
 jobs on ``--slots`` slots (periods 10-60 min, run times sigma 0.3, cooldown half
 the period) and long jobs carrying 15 % of the demand, 100-1000 times the
 short ones' mean run time, each a tenth of a slot (default cooldown rule).
-For each load and seed: ``dgs`` (beat's default order) and
-``dgs-lookahead`` (the same with ``dgs_lookahead``), ERROR-seconds after the
+For each load and seed: ``dgs-nolookahead`` (beat's order with
+``dgs_lookahead = False``) and ``dgs`` (beat's default, the look-ahead
+admission on), ERROR-seconds after the
 warm-up (40 % of the horizon) of the short and the long jobs, the ratio to
 the long-run bound (``celery_dgs/sim/bound.py``) and to the bound with
 run-time variance priced (``celery_dgs/sim/variance_bound.py``), the worst
@@ -31,7 +32,7 @@ from celery_dgs.sim.workload import SimWorker, Workload
 from .variants import simulator
 
 DAY = 86400.0
-POLICIES = ("dgs", "dgs-lookahead")
+POLICIES = ("dgs-nolookahead", "dgs")
 LONG_POOL = "long"
 
 

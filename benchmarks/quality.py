@@ -1,20 +1,26 @@
 """Scheduling-quality benchmark: ``python -m benchmarks.quality [--quick] [--scale]``.
 
-Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity;
+Runs the policies (``dgs``: beat's default, ``restore`` with relative laxity
+and the look-ahead admission; ``dgs-nolookahead``: the same without it;
 ``dgs-deadline``: ``restore`` with plain deadline order for on-time schedules;
 ``dgs-greedy``, ``dgs-shed``, ``fifo``, ``beat``)
 on generated workloads at load 0.7, 0.9, 1.0, 1.1, 1.5 and 2.0, at load 0.9
 with a 6-hour outage of every worker, and with mixed capacity shares (``share
 spread`` 4: a schedule's duration / period varies 16-fold) at 0.9, 1.0, 1.1,
-1.5 and 2.0, for each seed (``--seeds``, default 1,2,3). Prints the table of the
+1.5 and 2.0, and on seed 000's example fleet (weekly 12-hour jobs beside
+hourly 1-minute ones at load 0.89, two simulated weeks: ``seed000_options``),
+for each seed (``--seeds``, default 1,2,3). Prints the table of the
 first seed, then the median ERROR-seconds over the seeds with the median
 ratios to ``beat``, to ``dgs-greedy`` and to the long-run bound (the least
 ERROR any scheduler can reach: ``celery_dgs/sim/bound.py``). Checks the
 issue's goals per seed: at load <= 0.9 ``dgs`` starts every run by its
 ``should_start_by`` and has no ERROR after warm-up; at every load its
 ERROR-seconds are below ``beat``'s, and where they are not, how far each is
-from the bound (with equal shares every busy order is at it).
-ERROR-seconds are deterministic per seed.
+from the bound (with equal shares every busy order is at it). On every
+scenario, priorities included, ``dgs`` against ``dgs-nolookahead``
+(``dgs_lookahead = False``), and seed 000's
+fleet's ERROR percentage (goal 0.000 %). ERROR-seconds are deterministic per
+seed.
 
 Priorities: three classes (priority 20, 50, 80 on 30 %, 35 %, 35 % of the
 schedules and of the demand) at load 0.9, 1.1 and 1.5 and mixed 0.9, under
@@ -61,7 +67,9 @@ from celery_dgs.sim.workload import SimSchedule, Workload
 from .variants import simulate
 
 RESULTS = Path(__file__).resolve().parent / "quality-latest.json"
-POLICIES = ("dgs", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
+POLICIES = ("dgs", "dgs-nolookahead", "dgs-deadline", "dgs-greedy", "dgs-shed", "fifo", "beat")
+#: ``dgs`` without the look-ahead admission (``dgs_lookahead = False``).
+NO_LOOKAHEAD = "dgs-nolookahead"
 LOADS = (0.7, 0.9, 1.0, 1.1, 1.5, 2.0)
 MIXED_LOADS = (0.9, 1.0, 1.1, 1.5, 2.0)
 MIXED_SPREAD = 4.0
@@ -88,9 +96,16 @@ PRIORITY_LOADS: tuple[tuple[str, float, float, dict[str, float]], ...] = (
 #: class order of due work, no elevator; dgs: with the elevator (default
 #: interval) and the top class's lead while capacity is short, then at other
 #: intervals.
-PRIORITY_POLICIES = ("dgs-noprio", "dgs-strict", "dgs", "dgs-elevator-3600", "dgs-elevator-14400")
+PRIORITY_POLICIES = (
+    "dgs-noprio",
+    "dgs-strict",
+    "dgs",
+    NO_LOOKAHEAD,
+    "dgs-elevator-3600",
+    "dgs-elevator-14400",
+)
 #: The priority orders also run on the other seeds.
-PRIORITY_SEED_POLICIES = ("dgs-noprio", "dgs")
+PRIORITY_SEED_POLICIES = ("dgs-noprio", "dgs", NO_LOOKAHEAD)
 
 
 #: The realistic mix: sigma range, flaky share and failure rate, blackout
@@ -99,6 +114,18 @@ SIGMA_RANGE = (0.1, 1.0)
 FLAKY_SHARE, FLAKY_FAILURE_RATE = 0.05, 0.2
 BLACKOUT_SHARE, BLACKOUT_HOURS = 0.05, 1
 EXCLUDED_NODE_SHARE = 0.10
+
+#: Seed 000's example fleet ("Greedy"): weekly 12-hour jobs carrying
+#: ``SEED000_LONG_FRACTION`` of the demand beside hourly 1-minute ones, at
+#: nominal load ``SEED000_LOAD``; the number of hourly jobs follows from the
+#: slots (908 and 37 weekly jobs on 20 slots, 272 and 11 on 6). Two simulated
+#: weeks, the first one warm-up (a weekly job's random phase settles in one
+#: period).
+SEED000_LOAD = 0.89
+SEED000_LONG_FRACTION = 0.15
+SEED000_LABEL = f"seed 000 {SEED000_LOAD:g}"
+SEED000_DAYS = 14
+SHORT_RUN_S, LONG_RUN_S, LONG_PERIOD_S = 60.0, 12 * 3600.0, 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +153,29 @@ def realistic(workload: Workload, seed: int) -> Workload:
         spec = replace(s.spec, **changes) if changes else s.spec  # type: ignore[arg-type]
         out.append(SimSchedule(spec, s.duration_s, sigma, failure))
     return replace(workload, schedules=out)
+
+
+def seed000_options(slots: int, seed: int, per_worker: int) -> GeneratorOptions:
+    """Seed 000's example fleet on ``slots`` (``SEED000_LOAD``)."""
+    hourly = max(1, round(SEED000_LOAD * slots * (1 - SEED000_LONG_FRACTION) * 3600 / SHORT_RUN_S))
+    ratio = LONG_RUN_S / SHORT_RUN_S
+    return GeneratorOptions(
+        schedules=hourly,
+        slots=slots,
+        load=SEED000_LOAD,
+        period_min_s=3600.0,
+        period_max_s=3600.0,
+        horizon_s=SEED000_DAYS * DAY,
+        warmup_s=SEED000_DAYS / 2 * DAY,
+        duration_sigma=0.3,
+        cooldown_fraction=0.5,
+        seed=seed,
+        slots_per_worker=per_worker,
+        long_fraction=SEED000_LONG_FRACTION,
+        long_ratio_min=ratio,
+        long_ratio_max=ratio,
+        long_share=LONG_RUN_S / LONG_PERIOD_S,
+    )
 
 
 def workload_of(scenario: Scenario, mix: str) -> Workload:
@@ -157,6 +207,7 @@ def scenarios(
         Scenario(f"mixed {load}", _with(base, load=load, share_spread=MIXED_SPREAD))
         for load in MIXED_LOADS
     ]
+    out.append(Scenario(SEED000_LABEL, seed000_options(slots, seed, per_worker)))
     return out
 
 
@@ -249,6 +300,34 @@ def cause_table(
     return "\n".join(lines)
 
 
+def lookahead_goals(rows: list[tuple[str, int, SimResult]]) -> list[str]:
+    """Per seed and scenario (``(label, seed, result)`` rows): ``dgs``
+    against ``dgs`` without the look-ahead, ERROR-seconds
+    (goal: not more; the noise is in ``docs/simulator.md``); on seed 000's
+    example fleet also the ERROR percentage (goal 0.000 %)."""
+    by = {(label, seed, r.policy): r for label, seed, r in rows}
+    lines = []
+    for label, seed, dgs in rows:
+        plain = by.get((label, seed, NO_LOOKAHEAD))
+        if dgs.policy != "dgs" or plain is None:
+            continue
+        ratio = f"{dgs.error_s / plain.error_s:.3f}x" if plain.error_s else "-"
+        where = f"seed {seed} {label}:"
+        lines.append(
+            f"{where} dgs ERROR-s {dgs.error_s:,.0f}, without the look-ahead "
+            f"{plain.error_s:,.0f} ({ratio}; goal not more): "
+            f"{'met' if dgs.error_s <= plain.error_s else 'NOT met'}"
+        )
+        if label == SEED000_LABEL:
+            pct = 100 * dgs.error_fraction
+            lines.append(
+                f"{where} dgs ERROR {pct:.3f} % of schedule-time (goal 0.000 %), without "
+                f"the look-ahead {100 * plain.error_fraction:.3f} %: "
+                f"{'met' if round(pct, 3) == 0 else 'NOT met'}"
+            )
+    return lines
+
+
 #: A recovery within this factor of backlog / spare capacity meets the goal.
 RECOVERY_FACTOR = 1.2
 
@@ -294,7 +373,11 @@ def quality_goals(
                     f"{where} capacity ERROR {cap:,.0f} s (goal 0): "
                     f"{'met' if cap == 0 else 'NOT met'} [{causes or 'no ERROR'}]"
                 )
-            if policy == "dgs" and opts.share_spread == 1 and opts.outage_s == 0:
+            if (
+                policy == "dgs"
+                and opts.share_spread == 1
+                and not (opts.outage_s or opts.long_fraction)
+            ):
                 lines.append(
                     f"{where} {rest:,.0f} s without failures, bound {bound:,.0f} "
                     f"(goal <= 1.02x): {ratio:.3f}x "
@@ -559,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     goals = [line for seed in seeds for line in check_goals(runs[seed], bounds)]
     goals += priority_goals(prio_rows) if prio_rows else []
     goals += quality_goals(runs, bounds, backlogs, variance_bounds)
+    goals += lookahead_goals([(s.label, seed, r) for seed in seeds for s, r in runs[seed]])
+    goals += lookahead_goals(prio_rows)
     print("\n" + "\n".join(goals))
     scale = run_scale() if args.scale else None
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")

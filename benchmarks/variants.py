@@ -2,9 +2,10 @@
 
 The simulator's policies (``dgs``, ``fifo``, ``beat``), ``dgs`` under other
 settings (an :class:`~celery_dgs.core.ranking.OrderPolicy`: ``dgs-deadline``
-without the laxity floor, ``dgs-greedy``, ``dgs-shed``, ``dgs-lookahead``, ``dgs-fewest``
-(``dgs_overload = "fewest_errors"``),
-``dgs-strict`` without the elevator, ``dgs-elevator-<seconds>``), and
+without the laxity floor, ``dgs-greedy``, ``dgs-shed``, ``dgs-lookahead``,
+``dgs-nolookahead`` without the look-ahead admission, ``dgs-fewest``
+(``dgs_overload = "fewest_errors"``), ``dgs-strict`` without the elevator,
+``dgs-elevator-<seconds>``), and
 ``dgs-noprio``: ``dgs`` without the priority classes (the overload policy's
 index alone, the order before priorities), which the priority scenarios of
 ``benchmarks/quality.py`` compare with. A result carries the name it was
@@ -31,6 +32,7 @@ SETTINGS: dict[str, OrderPolicy] = {
     "dgs-shed": OrderPolicy(overload="shed"),
     "dgs-lookahead": OrderPolicy(lookahead=True),
     "dgs-fewest": OrderPolicy(goal="fewest_errors"),
+    "dgs-nolookahead": OrderPolicy(lookahead=False),
     "dgs-strict": OrderPolicy(elevator_interval_s=None),
 }
 #: ``dgs`` with another elevator interval: ``dgs-elevator-<seconds>``.

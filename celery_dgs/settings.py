@@ -224,8 +224,9 @@ class DgsSettings:
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much
-    #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py).
-    lookahead: bool = field(default=False, metadata=FLAG)
+    #: shorter schedules too few slots during its run (celery_dgs/core/lookahead.py);
+    #: False: every chosen schedule starts on a free slot (seed 000's greedy order).
+    lookahead: bool = field(default=True, metadata=FLAG)
     #: Seed 001's revisit groups: the shares of the adaptive picks that go to
     #: never-visited sources, those modified since their last visit and the
     #: others, e.g. ``{"never_visited": 40, "modified_since_visit": 40,

@@ -37,8 +37,9 @@ class BeatLookahead:
         self, now: float, free: int, tracked: Mapping[str, Tracked], busy: Iterable[str]
     ) -> AdmissionRound:
         """The round's admission: ``free`` slots, and the schedules running or
-        dispatched (each expected to end its expected run time after its
-        recorded start, or after ``now`` if its start is not recorded yet)."""
+        dispatched (each expected to end its expected run time, or the book's
+        estimate of it, after its recorded start, or after ``now`` if its start
+        is not recorded yet)."""
         names = list(busy)
 
         def runs() -> list[tuple[float, float]]:
@@ -47,7 +48,7 @@ class BeatLookahead:
                 t = tracked.get(name)
                 if t is None:
                     continue
-                expected = expected_seconds(t)
+                expected = self.book.expected_s(name, expected_seconds(t))
                 start = t.stats.last_start_at
                 end = t.stats.last_end_at
                 started = (

@@ -18,13 +18,13 @@ long jobs, whose runs buy the least fresh time per slot-second (the long-run
 bound's order, :mod:`celery_dgs.sim.bound`), while one long run at a time
 still serves them all by their deadline order.
 
-Two checks, in this order:
+Only a candidate whose expected run is longer than the short schedules'
+mean period (weighted by share) is checked: they could not wait for it to
+end. A run shorter than that frees its slot before they miss a period;
+holding it would only reorder fleets whose run times merely spread widely
+(its slot goes to a run not yet due, or idles). Two checks, in this order:
 
-- *the cap*, for a candidate whose expected run is longer than the short
-  schedules' mean period (weighted by share: they could not wait for it to
-  end; a run shorter than that frees its slot before they miss a period,
-  and holding it would idle slots on fleets whose run times merely spread
-  widely): it is held while as many long runs as the allowance are in
+- *the cap*: it is held while as many long runs as the allowance are in
   progress, counted until they end, however far past their expected end (a
   run that overruns still holds its slot). This holds a due candidate too:
   it waits for a long run to end instead of taking a slot the short
@@ -43,9 +43,10 @@ Two checks, in this order:
   its ``should_start_by`` has come, only the cap holds it.
 
 A candidate with no shorter schedules beside it is never held, nor one
-with no other long run in progress or waiting before it (the allowance is
-at least one slot). The shares and run times are kept in buckets of
-expected run time (four per octave) by :class:`DemandBook`, so a decision
+no longer than their mean period, nor one with no other long run in
+progress or waiting before it (the allowance is at least one slot). The
+shares and run times are kept in buckets of expected run time (four per
+octave) by :class:`DemandBook`, so a decision
 costs slice sums of the buckets and a pass over the runs in progress and
 the held candidates, not a pass over the schedules.
 
@@ -64,6 +65,7 @@ from operator import itemgetter
 
 from .adaptive import current_interval
 from .cron import shortest_cron_gap
+from .run_estimate import RunEstimates
 from .spec import AdaptiveSpec, CheckSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .stats import ScheduleStats
 
@@ -112,7 +114,8 @@ class DemandBook:
     """Each indexed schedule's share of a slot (expected run time / period)
     and expected run time, summed per bucket of expected run time. ``note``
     on every (re)index, ``forget`` when a schedule leaves (removed, paused,
-    invalid)."""
+    invalid). A schedule without an expected run time yet has no share; the
+    admission gives its run the estimate of :attr:`estimates`."""
 
     def __init__(self) -> None:
         self.rates = [0.0] * _BUCKETS
@@ -120,11 +123,17 @@ class DemandBook:
         self._of: dict[str, tuple[int, float, float]] = {}
         #: the sum of ``rates``, kept with them (read on every priority decision)
         self._total = 0.0
+        #: the expected run times per task, for a run without one
+        self.estimates = RunEstimates()
 
     def __len__(self) -> int:
         return len(self._of)
 
-    def note(self, name: str, expected_s: float, period_s: float) -> None:
+    def note(self, name: str, expected_s: float, period_s: float, task: str | None = None) -> None:
+        """``task``: the schedule's task, to estimate the run time of its
+        others (None: not counted in :attr:`estimates`)."""
+        if task is not None:
+            self.estimates.note(name, task, expected_s)
         positive = period_s > 0 and expected_s > 0
         rate = expected_s / period_s if positive else 0.0
         run_s = expected_s if positive else 0.0
@@ -149,9 +158,15 @@ class DemandBook:
         if isinstance(spec, CheckSpec):
             self.forget(name)
         else:
-            self.note(name, expected_s, demand_period_s(spec, stats))
+            self.note(name, expected_s, demand_period_s(spec, stats), spec.task)
+
+    def expected_s(self, name: str, expected_s: float) -> float:
+        """``expected_s`` when known (above 0), else the estimate of
+        :class:`~celery_dgs.core.run_estimate.RunEstimates`."""
+        return expected_s if expected_s > 0 else self.estimates.expected_s(name, expected_s)
 
     def forget(self, name: str) -> None:
+        self.estimates.forget(name)
         old = self._of.pop(name, None)
         if old is not None:
             self.rates[old[0]] -= old[1]
@@ -207,10 +222,10 @@ def admit(
     allowed = long_run_allowance(book, slots, short)
     if (len(busy) if busy_count is None else busy_count) + 1 + ahead <= allowed:
         return None, False  # even if every run in progress were long
+    if expected_s <= book.period_below(cut):
+        return None, False  # the short schedules can wait for it to end
     long_ends = [end for end, run_s in busy if run_s >= cut]
-    # The cap, due or not, for a run longer than the short schedules' periods:
-    # they could not wait for it to end.
-    if len(long_ends) + 1 + ahead > allowed and expected_s > book.period_below(cut):
+    if len(long_ends) + 1 + ahead > allowed:
         return now + _recheck_step(expected_s), True
     if now >= should_start_by:
         return None, False
@@ -325,7 +340,9 @@ class AdmissionRound:
         """:func:`admit` for this round's candidate ``name``: None to start it,
         else the time to look at it again; an admitted
         one is then counted busy until ``now + expected_s``, one held by the
-        cap waits in the queue."""
+        cap waits in the queue. A candidate without an expected run time
+        (0) takes the book's estimate (:meth:`DemandBook.expected_s`)."""
+        expected_s = self.book.expected_s(name, expected_s)
         wake, capped = None, False
         if expected_s > 0 and self.book.share_below(expected_s / SHORT_RATIO) > 0:
             if self._busy is None:

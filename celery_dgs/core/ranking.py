@@ -62,7 +62,7 @@ class OrderPolicy:
     ``overload``, ``shed_horizon_s``, ``restore_aging`` and ``laxity_floor_s``
     choose and tune the overload policy's index; ``elevator_interval_s``
     (``None``: strict classes) is the priority classes' elevator;
-    ``lookahead`` turns on the long-run admission
+    ``lookahead`` (on by default) is the long-run admission
     (:mod:`~celery_dgs.core.lookahead`), which beat applies to the index's
     choices; ``goal`` (``dgs_overload``) and ``floor_periods``
     (``dgs_overload_floor``) say what is given up while the demand exceeds the
@@ -77,7 +77,7 @@ class OrderPolicy:
     restore_aging: float = DEFAULT_RESTORE_AGING
     laxity_floor_s: float | None = DEFAULT_LAXITY_FLOOR_S
     elevator_interval_s: float | None = DEFAULT_ELEVATOR_INTERVAL_S
-    lookahead: bool = False
+    lookahead: bool = True
     group_shares: GroupShares | None = DEFAULT_GROUP_SHARES
 
 

@@ -174,7 +174,7 @@ class DeadlinePolicy(Policy):
         if admission is None:
             return False
         should = self.should[name]
-        expected = self.sim.states[name].expected
+        expected = self.book.expected_s(name, self.sim.states[name].expected)
         wake = admission.hold_until(expected, should, name)
         if wake is not None:  # held back: looked at again at `wake`
             self.index.upsert(name, wake, should)

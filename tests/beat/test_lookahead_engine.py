@@ -161,8 +161,30 @@ def test_the_held_job_waits_past_due_for_the_long_run_and_goes_when_it_ends(
     assert publish.names() == [WEEKLY2.name]
 
 
-def test_the_setting_is_off_by_default_and_must_be_a_boolean() -> None:
-    assert DgsSettings.from_conf({}).lookahead is False
-    assert DgsSettings.from_conf({"dgs_lookahead": True}).lookahead is True
+def test_the_setting_is_on_by_default_and_must_be_a_boolean() -> None:
+    assert DgsSettings.from_conf({}).lookahead is True
+    assert DgsSettings.from_conf({"dgs_lookahead": False}).lookahead is False
     with pytest.raises(SettingsError, match="dgs_lookahead must be True or False, got 'yes'"):
         DgsSettings.from_conf({"dgs_lookahead": "yes"})
+
+
+def test_a_new_weekly_schedule_without_runs_counts_as_its_tasks_12_hours(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """A third weekly schedule of ``t.weekly``, added at NOW, has no run yet
+    (0 s expected): it takes its task's 12 hours, so on three slots it is the
+    third long run and is held for the hourly job (counted as 0 s it would
+    start)."""
+    new = PeriodicSpec(
+        task="t.weekly",
+        configuration="new",
+        scheduling_period=timedelta(days=7),
+        cooldown_duration=timedelta(days=3),
+    )
+    store.sync([WEEKLY, WEEKLY2, HOURLY, new], NOW)
+    assert store.get(new.name).stats.average_good_duration is None
+    engine, publish = engine_of(redis_client, store, FakeClock(NOW), 3, lookahead=True)
+    engine.tick()
+    assert publish.names() == [WEEKLY.name, WEEKLY2.name]
+    assert engine.ranking.demand is not None
+    assert engine.ranking.demand.expected_s(new.name, 0.0) == pytest.approx(12 * 3600)

@@ -128,7 +128,7 @@ def test_python_m_runs_another_overload_policy() -> None:
     assert row["error_s"] != dgs_row(default.stdout)["error_s"]
     text = python_m(*OVERLOADED, "--overload-policy", "shed", "--elevator-interval", "off").stdout
     assert "dgs order: overload shed, shed horizon 600 s," in text
-    assert ", elevator off, look-ahead off" in text
+    assert ", elevator off, look-ahead on" in text  # the default
 
 
 def test_celery_dgs_simulate_starts_from_the_apps_settings(world: World) -> None:
@@ -157,8 +157,10 @@ def test_celery_dgs_simulate_runs_the_lookahead_and_another_overload_policy(
     assert row["order"] == asdict(order)
     expected = run_sim(load_workload(path), "dgs", order=order)
     assert (row["error_s"], row["runs"]) == (expected.error_s, expected.runs)
-    plain = dgs_row(world.invoke(*args).stdout)
+    plain = dgs_row(world.invoke(*args, "--no-lookahead").stdout)
     assert row["error_s"] < plain["error_s"] / 2
+    # The app's default has the look-ahead on.
+    assert dgs_row(world.invoke(*args).stdout)["order"]["lookahead"] is True
 
 
 def test_bad_order_options_are_usage_errors() -> None:

@@ -235,6 +235,23 @@ def test_no_cap_for_a_run_shorter_than_the_short_schedules_periods() -> None:
     assert hold_until(book, 0.0, 300.0, 0.0, 2, busy=one_mid) is not None
 
 
+def test_no_fluid_hold_for_a_run_shorter_than_the_short_schedules_periods() -> None:
+    """Not yet due, the same widely spread fleet: a 5-minute run beside one
+    that has 5 minutes left would leave the 10 s schedules 0.03 slot less
+    than their share for 5 minutes, but they can wait that long within their
+    2-hour period: it starts. With a 2-minute period they cannot: held."""
+    book = DemandBook()
+    for i in range(20):
+        book.note(f"quick{i}", 10.0, 2 * HOUR)
+    for i in range(5):
+        book.note(f"mid{i}", 300.0, 2 * HOUR)
+    one_mid = [(300.0, 300.0)]
+    assert hold_until(book, 0.0, 300.0, HOUR, 2, busy=one_mid) is None
+    for i in range(20):
+        book.note(f"quick{i}", 10.0, 120.0)
+    assert hold_until(book, 0.0, 300.0, HOUR, 2, busy=one_mid) is not None
+
+
 def test_the_book_follows_notes_and_forgets() -> None:
     book = DemandBook()
     book.note("a", 60.0, 600.0)

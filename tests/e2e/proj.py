@@ -76,9 +76,9 @@ if os.environ.get("E2E_ADAPTIVE_GROUPS") == "none":
 # The retry backoff in seconds, comma-separated (tests/e2e/test_items_e2e.py).
 if "E2E_RETRY_BACKOFF" in os.environ:
     app.conf.dgs_retry_backoff = [float(s) for s in os.environ["E2E_RETRY_BACKOFF"].split(",")]
-# Look-ahead admission (tests/e2e/test_lookahead_e2e.py).
-if os.environ.get("E2E_LOOKAHEAD") == "1":
-    app.conf.dgs_lookahead = True
+# Look-ahead admission: on by default (tests/e2e/test_lookahead_e2e.py); "0": off.
+if os.environ.get("E2E_LOOKAHEAD") == "0":
+    app.conf.dgs_lookahead = False
 # What beat gives up under overload (tests/e2e/test_overload_e2e.py).
 if "E2E_OVERLOAD" in os.environ:
     app.conf.dgs_overload = os.environ["E2E_OVERLOAD"]

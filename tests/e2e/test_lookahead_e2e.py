@@ -1,4 +1,5 @@
-"""End to end: the look-ahead admission caps the long runs (``dgs_lookahead``).
+"""End to end: the look-ahead admission caps the long runs, with default
+settings (no ``dgs_lookahead`` in the app's configuration: it is on).
 
 Real Redis, SQLite store, two one-slot workers and a real beat
 (tests/e2e/proj.py). Two long jobs run 4 s every 10 s, a short one 0.2 s every
@@ -47,7 +48,7 @@ def overlaps(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list
 def test_two_long_jobs_never_run_at_once_and_the_short_one_keeps_a_slot(
     cluster_factory,
 ) -> None:
-    cluster = cluster_factory([*LONG, "la_short"], E2E_LOOKAHEAD="1")
+    cluster = cluster_factory([*LONG, "la_short"])
     cluster.start_worker("w1", "node1")
     cluster.start_worker("w2", "node2")
     cluster.start_beat()

@@ -7,10 +7,12 @@ cooldown rule: eligible 6 hours before they are due). Run times are exact."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 from celery_dgs.core.ranking import OrderPolicy
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.sim.loop import Simulator
 from celery_dgs.sim.metrics import SimResult
 from celery_dgs.sim.workload import SimSchedule, Workload, make_workers
@@ -60,3 +62,33 @@ def test_lookahead_cuts_the_error_the_long_jobs_cause_and_starves_none() -> None
         assert len(starts) >= 1
         gaps = zip([WARMUP, *starts], [*starts, 2 * DAY], strict=True)
         assert max(b - a for a, b in gaps) <= DAY
+
+
+def test_new_long_schedules_without_runs_count_as_their_tasks_six_hours() -> None:
+    """Two more daily jobs of task ``l``, registered at the start and never run
+    (0 s expected): the admission gives them the task's 6 hours, so at no time
+    do more long runs go on than the cap allows (10 - 7.5 / 0.95 slots: 2)."""
+    base = fleet(1)
+    new = [
+        SimSchedule(
+            PeriodicSpec(
+                task="l",
+                configuration=f"new{i}",
+                scheduling_period=timedelta(days=1),
+                cooldown_duration=timedelta(hours=12),
+                default_cooldown=True,
+            ),
+            6 * 3600.0,
+            0.0,
+            0.0,
+        )
+        for i in range(2)
+    ]
+    never = {s.name: ScheduleStats(registered_at=base.start) for s in new}
+    workload = replace(base, schedules=[*base.schedules, *new], initial_stats=never)
+    trace: list[tuple[float, str, str]] = []
+    Simulator(workload, "dgs", order=OrderPolicy(lookahead=True), trace=trace).run()
+    long_starts = sorted(t for t, name, _ in trace if name.startswith("l@"))
+    assert any(name == "l@new0" for _, name, _ in trace)
+    most = max(sum(1 for s in long_starts if s <= t < s + 6 * 3600.0) for t in long_starts)
+    assert most <= 2, most

@@ -71,3 +71,22 @@ def test_a_tiny_realistic_run_prints_causes_ratios_and_goals(
         assert set(r["error_by_cause"]) == set(CAUSES)
         assert sum(r["error_by_cause"].values()) == pytest.approx(r["error_s"])
         assert r["max_staleness_without_failures"] <= r["max_staleness"]
+
+
+def test_seed_000s_example_fleet_is_weekly_12_hour_jobs_beside_hourly_1_minute_ones() -> None:
+    workload = generate(quality.seed000_options(20, 1, 10))
+    short = [s for s in workload.schedules if s.spec.task == "sim.job"]
+    long = [s for s in workload.schedules if s.spec.task == "sim.long"]
+    assert (len(short), len(long)) == (908, 37)
+    assert {s.spec.scheduling_period.total_seconds() for s in short} == {3600.0}
+    assert all(s.duration_s == pytest.approx(60.0, rel=0.01) for s in short)
+    assert all(s.duration_s == pytest.approx(12 * 3600.0, rel=0.01) for s in long)
+    assert all(
+        s.spec.scheduling_period.total_seconds() == pytest.approx(7 * 86400.0, rel=0.05)
+        for s in long
+    )
+    demand = sum(
+        s.duration_s / s.spec.scheduling_period.total_seconds() for s in workload.schedules
+    )
+    assert demand == pytest.approx(quality.SEED000_LOAD * 20, rel=0.01)
+    assert quality.SEED000_LABEL in {s.label for s in quality.scenarios(True)}
