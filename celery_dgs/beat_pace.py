@@ -41,18 +41,20 @@ class PaceBoard:
         #: The first write comes ``every_s`` after start: a pace over a few seconds.
         self._written = monotonic()
 
-    def maybe_write(self, figures: Callable[[], PaceFigures]) -> None:
+    def maybe_write(self, figures: Callable[[], PaceFigures]) -> bool:
         """Write ``figures()`` if the last write is ``every_s`` old (failures
-        are logged at DEBUG: the pace is advice, never worth a failed tick)."""
+        are logged at DEBUG: the pace is advice, never worth a failed tick);
+        whether it was time to."""
         now = self._monotonic()
         if now - self._written < self.every_s:
-            return
+            return False
         self._written = now
         try:
             text = json.dumps(figures().to_dict())
             self.client.set(self.key, text, px=int(self.every_s * 3000))
         except redis.RedisError as exc:
             logger.debug("celery-dgs: writing beat's pace failed: %s", exc)
+        return True
 
     def read(self) -> PaceFigures | None:
         """The leader's last pace, or ``None`` (none written lately, or unreadable)."""

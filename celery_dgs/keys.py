@@ -19,6 +19,8 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
                                   beat (celery_dgs/wake.py)
     P:beat:pace            string the leading beat's dispatch pace over the last
                                   minute, JSON (celery_dgs/beat_pace.py)
+    P:beat:overload        string what the leading beat's fewest_errors order makes
+                                  wait, JSON (celery_dgs/overload_board.py)
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -131,6 +133,10 @@ class KeySpace:
     def beat_pace(self) -> str:
         """The leading beat's dispatch pace (JSON), for ``status`` and the page."""
         return f"{self._base}:beat:pace"
+
+    def beat_overload(self) -> str:
+        """What the leading beat's ``fewest_errors`` order makes wait (JSON)."""
+        return f"{self._base}:beat:overload"
 
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""

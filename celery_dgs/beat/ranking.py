@@ -23,13 +23,13 @@ from datetime import datetime, timedelta
 
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
-from ..core.fewest_errors import period_seconds
+from ..core.fewest_errors import FewestErrorsIndex, Waiting, period_seconds
 from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.priority import demand_exceeds
-from ..core.ranking import RankingSources, build_index
+from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
@@ -148,6 +148,15 @@ class BeatRanking:
             priority = tracked.run_requested_priority
             return AD_HOC_PRIORITY if priority is None else priority
         return tracked.spec.priority
+
+    def waiting_in_error(self) -> tuple[int, list[Waiting]] | None:
+        """With ``dgs_overload = "fewest_errors"``: how many schedules in ERROR
+        its order makes wait now, and the lowest-value of them; ``None`` with
+        the fair order."""
+        index = overload_part(self.index)
+        if not isinstance(index, FewestErrorsIndex):
+            return None
+        return index.waiting_in_error(self.clock.now().timestamp())
 
     def period_s(self, name: str) -> float:
         """Seconds between ``name``'s obligations (infinite when unknown)."""

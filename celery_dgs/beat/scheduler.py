@@ -30,6 +30,7 @@ from ..dgs import get_dgs
 from ..errors import SettingsError
 from ..failures import explain_failure
 from ..leases.leader import RedisLeader
+from ..overload_board import OverloadBoard, OverloadReport
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..store.ownership import owned_by_api
@@ -84,6 +85,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         self.wake: BeatWake | None = None
         #: Where the leader keeps its dispatch pace for ``status`` and the page.
         self.pace: PaceBoard | None = None
+        #: Where it keeps what the ``fewest_errors`` order makes wait.
+        self.overload: OverloadBoard | None = None
         self.leadership: BeatLeadership | None = None
         #: Publishes a round's orders on the app's broker (in pipelines on Redis).
         self.publish = CeleryPublisher(app)
@@ -190,6 +193,16 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         engine.load()
         self.leadership, self.engine, self.wake = leadership, engine, rt.wake
         self.pace = PaceBoard(rt.redis, rt.keys)
+        self.overload = OverloadBoard(rt.redis, rt.keys)
+
+    def _write_overload(self, engine: BeatEngine) -> None:
+        """With the ``fewest_errors`` order, what it makes wait (with the pace)."""
+        waiting = engine.ranking.waiting_in_error()
+        if waiting is None or self.overload is None:
+            return
+        count, lowest = waiting
+        report = OverloadReport(engine.ranking.overloaded(), count, tuple(lowest))
+        self.overload.write(report)
 
     def _explain(self, exc: BaseException) -> tuple[str, bool] | None:
         """One line for a failure to reach Redis or the database (see
@@ -232,7 +245,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             return sleep
         if self.pace is not None:
             engine = self.engine
-            self.pace.maybe_write(lambda: engine.pace.figures(engine.monotonic()))
+            if self.pace.maybe_write(lambda: engine.pace.figures(engine.monotonic())):
+                self._write_overload(engine)
         # The leader spends its sleep waiting for a worker's freed-slot signal:
         # the next round starts as soon as a run ends (Celery's loop then
         # calls tick again at once).

@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .late_order import is_run_request
 from .laxity import DEFAULT_LAXITY_FLOOR_S, LaxityIndex
@@ -51,6 +52,17 @@ DEFAULT_OVERLOAD_GOAL = "fair"
 DEFAULT_FLOOR_PERIODS = 5.0
 #: The shortest run time the value divides by (a run of no measured duration).
 _MIN_RUN_S = 1.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A schedule in ERROR the ``fewest_errors`` order makes wait: the fresh
+    seconds its run buys per slot-second, and when it reaches the floor of
+    service (seconds on the index's clock)."""
+
+    name: str
+    value: float
+    floor_at: float
 
 
 def run_value(period_s: float, expected_s: float) -> float:
@@ -128,15 +140,18 @@ class FewestErrorsIndex(LaxityIndex):
         self._clean(self._valued)
         return self._valued or heap
 
-    def waiting_in_error(self, now: float) -> list[tuple[str, float, float]]:
-        """While overloaded, the schedules in ERROR the order makes wait: every
-        one but the next choice, lowest value first, each with its value and
-        when it reaches the floor; [] otherwise."""
+    def waiting_in_error(self, now: float, limit: int = 20) -> tuple[int, list[Waiting]]:
+        """While overloaded, the schedules in ERROR the order makes wait (every
+        one but the next choice): how many, and the ``limit`` of the lowest
+        value, lowest first; ``(0, [])`` otherwise."""
         if self._top(now) is not self._valued:
-            return []
-        floor_of = {i[2]: i[0] for i in self._floored if self._version.get(i[2]) == i[3]}
-        live = sorted(i for i in self._valued if self._version.get(i[2]) == i[3])
-        return [(i[2], -i[0], floor_of.get(i[2], math.inf)) for i in reversed(live[1:])]
+            return 0, []
+        version = self._version
+        live = [i for i in self._valued if version.get(i[2]) == i[3]]
+        first = min(live)
+        lowest = heapq.nlargest(limit, (i for i in live if i is not first))
+        floor_of = {i[2]: i[0] for i in self._floored if version.get(i[2]) == i[3]}
+        return len(live) - 1, [Waiting(i[2], -i[0], floor_of.get(i[2], math.inf)) for i in lowest]
 
     def _compact_if_bloated(self) -> None:
         super()._compact_if_bloated()

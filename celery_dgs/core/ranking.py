@@ -35,6 +35,7 @@ __all__ = [
     "RankingSources",
     "build_index",
     "overload_index",
+    "overload_part",
     "short_hold_s",
     "top_lead_s",
 ]
@@ -139,6 +140,14 @@ def overload_index(
         margin_s=margin_s,
         laxity_floor_s=policy.laxity_floor_s,
     )
+
+
+def overload_part(index: DeadlineIndex) -> DeadlineIndex:
+    """The overload policy's index inside one :func:`build_index` built (below
+    the priority classes and the revisit groups)."""
+    while isinstance(index, (PriorityIndex, GroupIndex)):
+        index = index.main
+    return index
 
 
 def _never() -> bool:

@@ -5,13 +5,15 @@ beat is running)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import math
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..beat_pace import PaceBoard
 from ..core.durations import format_duration
 from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures
 from ..leases.leader import LeaderInfo, RedisLeader
+from ..overload_board import OverloadBoard, OverloadReport
 from .env import Env
 from .timetext import iso
 
@@ -28,6 +30,41 @@ def read_pace(env: Env) -> PaceFigures | None:
     beat wrote one in the last seconds)."""
     rt = env.runtime
     return PaceBoard(rt.redis, rt.keys).read()
+
+
+def read_overload(env: Env) -> OverloadReport | None:
+    """What the leading beat's ``fewest_errors`` order makes wait (``None``:
+    the fair order, or no beat wrote a report in the last seconds)."""
+    rt = env.runtime
+    return OverloadBoard(rt.redis, rt.keys).read()
+
+
+def overload_text(report: OverloadReport | None, *, shown: int = 5) -> str | None:
+    """One line on what the ``fewest_errors`` order gives up, or ``None`` when
+    there is nothing to say (no report, or the demand fits the slots)."""
+    if report is None or not report.overloaded:
+        return None
+    if not report.waiting_count:
+        return (
+            "overload: the demand exceeds the live slots; fewest_errors has no "
+            "schedule in ERROR waiting"
+        )
+    names = ", ".join(
+        f"{w.name} ({w.value:.2g} s per slot-second"
+        + ("" if math.isinf(w.floor_at) else f", served by {_utc(w.floor_at):%H:%M:%S} UTC")
+        + ")"
+        for w in report.waiting[:shown]
+    )
+    more = report.waiting_count - min(shown, len(report.waiting))
+    return (
+        f"overload: the demand exceeds the live slots; fewest_errors makes "
+        f"{report.waiting_count} schedule(s) in ERROR wait, whose runs buy the least "
+        f"fresh time per slot-second: {names}" + (f" and {more} more" if more > 0 else "")
+    )
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, timezone.utc)
 
 
 def leader_expired(info: LeaderInfo, now: datetime, timeout: float) -> bool:

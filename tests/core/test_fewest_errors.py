@@ -163,3 +163,22 @@ def test_the_ranking_builds_it_for_the_goal() -> None:
         )
     with pytest.raises(ValueError, match="floor"):
         fleet.index(floor_periods=0.5)
+
+
+def test_it_says_which_schedules_in_error_it_makes_wait() -> None:
+    fleet = Fleet()
+    fleet.add("cheap", expected=10, period=1000)  # value 99: chosen next
+    fleet.add("dear", expected=500, period=1000)  # value 1
+    fleet.add("middle", expected=100, period=1000)  # value 9
+    index = fleet.index(floor_periods=3)
+    for name in ("dear", "middle", "cheap"):
+        index.upsert(name, 0.0, 100.0)  # error_at 110, floor at 2,110
+    count, waiting = index.waiting_in_error(200.0)
+    assert count == 2
+    assert [(w.name, w.value, w.floor_at) for w in waiting] == [
+        ("dear", 1.0, 2110.0),
+        ("middle", 9.0, 2110.0),
+    ]
+    assert index.waiting_in_error(200.0, limit=1)[1][0].name == "dear"
+    fleet.short = False
+    assert index.waiting_in_error(200.0) == (0, [])
