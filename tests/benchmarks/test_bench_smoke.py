@@ -75,6 +75,10 @@ SMOKES = {
         "load  0.9 seed 1: ERROR",
         writes="lookahead.json",
     ),
+    "overload": Smoke(
+        ("--labels", "mixed 2.0", "--seeds", "1", "--floors", "5"),
+        "mixed 2.0  seed 1  fewest floor 5",
+    ),
     "quality": Smoke(
         (
             *("--schedules", "20", "--slots", "2", "--slots-per-worker", "1", "--seeds", "1"),
