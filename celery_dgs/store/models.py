@@ -131,6 +131,52 @@ class ScheduleRow(Base):
     first_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     check_count: Mapped[int | None] = mapped_column(Integer)
     earliest_check_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Kept by every write that changes what they depend on
+    #: (``celery_dgs.core.kept_condition``): when the schedule can next start
+    #: and should start by, its condition while no moment has passed
+    #: (``kept_level``: 0 OK, 1 WARNING, 2 ERROR, and its reason), the moments
+    #: after which it is WARNING and ERROR with their reasons, and its spec's
+    #: pool (NULL: the default queue).
+    next_can_start_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    should_start_by: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    kept_level: Mapped[int | None] = mapped_column(Integer)
+    kept_reason: Mapped[str | None] = mapped_column(String(32))
+    warning_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    warning_reason: Mapped[str | None] = mapped_column(String(32))
+    error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error_reason: Mapped[str | None] = mapped_column(String(32))
+    pool: Mapped[str | None] = mapped_column(String(255))
+
+
+#: The schedules (not checks) by kept time: beat's window reads the next
+#: starts, ``status`` pages them by urgency and counts the conditions.
+_ACTIVE_SCHEDULE = (ScheduleRow.kind != "check") & ScheduleRow.active
+Index(
+    "ix_dgs_schedules_can_start",
+    ScheduleRow.next_can_start_at,
+    postgresql_where=_ACTIVE_SCHEDULE,
+    sqlite_where=_ACTIVE_SCHEDULE,
+)
+Index(
+    "ix_dgs_schedules_should_start",
+    ScheduleRow.should_start_by,
+    ScheduleRow.name,
+    postgresql_where=_ACTIVE_SCHEDULE,
+    sqlite_where=_ACTIVE_SCHEDULE,
+)
+Index(
+    "ix_dgs_schedules_error_at",
+    ScheduleRow.error_at,
+    ScheduleRow.name,
+    postgresql_where=_ACTIVE_SCHEDULE,
+    sqlite_where=_ACTIVE_SCHEDULE,
+)
+Index(
+    "ix_dgs_schedules_warning_at",
+    ScheduleRow.warning_at,
+    postgresql_where=_ACTIVE_SCHEDULE,
+    sqlite_where=_ACTIVE_SCHEDULE,
+)
 
 
 #: The pending checks by time: beat reads its window of due checks with it.
