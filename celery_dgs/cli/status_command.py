@@ -182,8 +182,10 @@ def _more(page: StatusPage) -> str | None:
 def json_chunks(
     head: dict[str, Any], key: str, rows: Iterator[dict[str, Any]], tail: dict[str, Any]
 ) -> Iterator[str]:
-    """``{**head, key: [*rows], **tail}`` as indented JSON (``json.dumps(...,
-    indent=2)``'s layout), one row at a time: the rows are never all held."""
+    """``{**head, key: [*rows], **tail}`` as one JSON document, one row at a
+    time (the rows are never all held): the other members indented, each row
+    on a line of its own (compact: the C encoder, a tenth of the indented
+    encoder's time)."""
     yield "{"
     first = True
     for name, value in head.items():
@@ -192,13 +194,15 @@ def json_chunks(
     yield ("\n" if first else ",\n") + f"  {json.dumps(key)}: ["
     empty = True
     for row in rows:
-        text = json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n    ")
-        yield ("\n    " if empty else ",\n    ") + text
+        yield ("\n    " if empty else ",\n    ") + _compact(row)
         empty = False
     yield "]" if empty else "\n  ]"
     for name, value in tail.items():
         yield ",\n" + _member(name, value)
     yield "\n}"
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 
 
 def _member(name: str, value: Any) -> str:

@@ -149,34 +149,28 @@ class ScheduleRow(Base):
 
 
 #: The schedules (not checks) by kept time: beat's window reads the next
-#: starts, ``status`` pages them by urgency and counts the conditions.
+#: starts; ``status`` counts each condition from the index covering it and
+#: pages each condition in its order (:mod:`celery_dgs.store.sql_status`).
 _ACTIVE_SCHEDULE = (ScheduleRow.kind != "check") & ScheduleRow.active
-Index(
-    "ix_dgs_schedules_can_start",
-    ScheduleRow.next_can_start_at,
-    postgresql_where=_ACTIVE_SCHEDULE,
-    sqlite_where=_ACTIVE_SCHEDULE,
-)
-Index(
-    "ix_dgs_schedules_should_start",
-    ScheduleRow.should_start_by,
-    ScheduleRow.name,
-    postgresql_where=_ACTIVE_SCHEDULE,
-    sqlite_where=_ACTIVE_SCHEDULE,
-)
-Index(
-    "ix_dgs_schedules_error_at",
-    ScheduleRow.error_at,
-    ScheduleRow.name,
-    postgresql_where=_ACTIVE_SCHEDULE,
-    sqlite_where=_ACTIVE_SCHEDULE,
-)
-Index(
-    "ix_dgs_schedules_warning_at",
-    ScheduleRow.warning_at,
-    postgresql_where=_ACTIVE_SCHEDULE,
-    sqlite_where=_ACTIVE_SCHEDULE,
-)
+for _name, _columns in {
+    "ix_dgs_schedules_can_start": ("next_can_start_at",),
+    "ix_dgs_schedules_kept_level": ("kept_level", "kept_reason", "error_at", "warning_at"),
+    "ix_dgs_schedules_error_at": ("error_at", "kept_level", "error_reason"),
+    "ix_dgs_schedules_warning_at": ("warning_at", "error_at", "kept_level", "warning_reason"),
+    "ix_dgs_schedules_should_start": (
+        "should_start_by",
+        "name",
+        "kept_level",
+        "error_at",
+        "warning_at",
+    ),
+}.items():
+    Index(
+        _name,
+        *(getattr(ScheduleRow, c) for c in _columns),
+        postgresql_where=_ACTIVE_SCHEDULE,
+        sqlite_where=_ACTIVE_SCHEDULE,
+    )
 
 
 #: The pending checks by time: beat reads its window of due checks with it.

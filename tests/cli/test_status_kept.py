@@ -58,7 +58,10 @@ def test_json_streams_every_row_as_one_document(world: World, fleet: datetime) -
     result = world.invoke("status", "--json")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert result.stdout == json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    rows = [line for line in result.stdout.splitlines() if line.startswith("    {")]
+    assert [json.loads(line.rstrip(","))["name"] for line in rows] == [
+        r["name"] for r in doc["schedules"]
+    ]
     assert doc["counts"] == {"ERROR": 5, "WARNING": 0, "OK": 120}
     assert len(doc["schedules"]) == 125
     assert [r["name"] for r in doc["schedules"][:6]] == [*(f"g.{i}" for i in range(5)), "f.119"]
@@ -73,10 +76,10 @@ def test_project_reads_the_fleet_and_filters_after(world: World, fleet: datetime
     assert doc["counts"] == {"ERROR": 5, "WARNING": 0, "OK": 0}
 
 
-def test_the_json_writer_keeps_the_indented_layout() -> None:
+def test_the_json_writer_streams_one_document() -> None:
     for rows in ([], [{"a": [1, {"b": None}]}, {"c": "é"}]):
         head = {"now": "t", "counts": {"OK": 1}, "workers": []}
         tail = {"checks": {"pending": 0}}
         text = "".join(json_chunks(head, "schedules", iter(rows), tail))
-        want = {**head, "schedules": rows, **tail}
-        assert text == json.dumps(want, indent=2, ensure_ascii=False)
+        assert json.loads(text) == {**head, "schedules": rows, **tail}
+        assert '"c": "é"' in text or not rows

@@ -5,8 +5,9 @@ condition while no moment has passed (``kept_level``, ``kept_reason``), the
 moments after which it is WARNING and ERROR (``warning_at``, ``error_at``)
 with their reasons, and the spec's ``pool``. Every write that changes what
 they depend on keeps them (``celery_dgs.core.kept_condition``); ``status``
-counts, filters and pages the fleet with them. Indexed for the active
-schedules (not the deferred checks). Existing rows are filled in here.
+counts, filters and pages the fleet with them: the partial indexes (active
+schedules, not the deferred checks) cover each condition's count and order.
+Existing rows are filled in here.
 
 Revision ID: 0010_kept_times
 Revises: 0008
@@ -32,9 +33,16 @@ _REASONS = ("kept_reason", "warning_reason", "error_reason")
 #: Index name -> its columns.
 _INDEXES = {
     "ix_dgs_schedules_can_start": ["next_can_start_at"],
-    "ix_dgs_schedules_should_start": ["should_start_by", "name"],
-    "ix_dgs_schedules_error_at": ["error_at", "name"],
-    "ix_dgs_schedules_warning_at": ["warning_at"],
+    "ix_dgs_schedules_kept_level": ["kept_level", "kept_reason", "error_at", "warning_at"],
+    "ix_dgs_schedules_error_at": ["error_at", "kept_level", "error_reason"],
+    "ix_dgs_schedules_warning_at": ["warning_at", "error_at", "kept_level", "warning_reason"],
+    "ix_dgs_schedules_should_start": [
+        "should_start_by",
+        "name",
+        "kept_level",
+        "error_at",
+        "warning_at",
+    ],
 }
 
 
