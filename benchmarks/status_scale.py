@@ -22,7 +22,7 @@ the child's peak RSS (``VmHWM``), beside the child's RSS before the command.
   ``status --project``: the whole fleet read and every row rebuilt, as
   ``status`` did before the kept columns.
 
-Goal (issue 26): each ``status`` read <= 1 s and <= 200 MB at 10M schedules;
+Goal: each ``status`` read <= 1 s and <= 200 MB at 10M schedules;
 the ``--json`` stream's memory does not grow with the fleet.
 """
 
@@ -216,6 +216,7 @@ def run_fleet(url: str, redis_url: str, n: int, project_max: int, label: str) ->
             f"| {name} | {r['seconds']:.2f} s ({r['seconds'] / n * 1e6:.2f} µs/row) | "
             f"{r['peak_mib']:.0f} MiB ({r['before_mib']:.0f}) | {r['bytes']:,} B | {met} |"
         )
+        log(lines[-1])
     return lines
 
 
