@@ -17,6 +17,7 @@ from ..ops.checks import checks_past_within
 from ..ops.leader import leader_json, pace_text, read_leader, read_pace
 from ..ops.state import StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import iso
+from ..status import StatusRow
 from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
@@ -131,35 +132,20 @@ def status(
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
         if as_json:
-            head: dict[str, Any] = {
-                "now": iso(page.now),
-                "counts": page.counts,
-                "workers": [
-                    {"name": w.name, "node": w.node, "slots": w.slots, "queues": list(w.queues)}
-                    for w in page.workers
-                ],
-            }
-            checks_doc = status_checks_json(checks, page.now)
-            checks_doc["past_within"] = [p.task for p in past]
             tail = {
                 "beat_leader": leader_json(leader, page.now, timeout),
                 "beat_pace": None if pace is None else pace.to_dict(),
-                "checks": checks_doc,
+                "checks": {
+                    **status_checks_json(checks, page.now),
+                    "past_within": [p.task for p in past],
+                },
             }
             listed = page.rows if page.projected or limit is not None else None
-            streamed = iter_rows(env, selection, page.live) if listed is None else iter(listed)
-            docs = (status_row_json(r, page.now) for r in streamed)
-            return json_chunks(head, "schedules", docs, tail), error
-        text = status_text(
-            page.rows,
-            page.now,
-            page.workers,
-            color=color,
-            capacity=env.settings.capacity,
-            counts=page.counts,
-            running=page.running,
-        )
-        lines = [text, _more(page), leader_text(leader, page.now, timeout), pace_text(pace)]
+            return json_frame(
+                page, tail, listed, lambda: iter_rows(env, selection, page.live)
+            ), error
+        text = table_text(page, color=color, capacity=env.settings.capacity)
+        lines = [text, leader_text(leader, page.now, timeout), pace_text(pace)]
         lines.append(status_checks_line(checks, page.now, color=color))
         lines += [past_within_text(p, color=color) for p in past]
         return ["\n".join(line for line in lines if line is not None)], error
@@ -171,12 +157,44 @@ def status(
     ctx.exit(watch_loop(frame, watch, color=color))
 
 
-def _more(page: StatusPage) -> str | None:
-    """The line saying how many selected schedules the table leaves out."""
+def json_frame(
+    page: StatusPage,
+    tail: dict[str, Any],
+    listed: list[StatusRow] | None,
+    every: Callable[[], Iterator[StatusRow]],
+) -> Iterator[str]:
+    """``status --json``: the counts and workers, the rows (``listed``, else
+    ``every()`` streamed), then ``tail``."""
+    head: dict[str, Any] = {
+        "now": iso(page.now),
+        "counts": page.counts,
+        "workers": [
+            {"name": w.name, "node": w.node, "slots": w.slots, "queues": list(w.queues)}
+            for w in page.workers
+        ],
+    }
+    rows = every() if listed is None else iter(listed)
+    docs = (status_row_json(r, page.now) for r in rows)
+    return json_chunks(head, "schedules", docs, tail)
+
+
+def table_text(page: StatusPage, *, color: bool, capacity: int | None) -> str:
+    """The table of a page of rows, with the counts of the whole selection and
+    a line saying how many selected schedules it leaves out."""
+    text = status_text(
+        page.rows,
+        page.now,
+        page.workers,
+        color=color,
+        capacity=capacity,
+        counts=page.counts,
+        running=page.running,
+    )
     hidden = page.total - len(page.rows)
     if hidden <= 0 or not page.rows:
-        return None
-    return f"{hidden:,} more not listed (--limit N, a PATTERN or --condition; --json lists all)"
+        return text
+    more = f"{hidden:,} more not listed (--limit N, a PATTERN or --condition; --json lists all)"
+    return f"{text}\n{more}"
 
 
 def json_chunks(
