@@ -166,3 +166,40 @@ def test_the_migration_backfills_rows_without_them(sql_store: SqlScheduleStore) 
         assert backfill_kept(conn, T0) == 2
     assert sql_store.kept_times("a") == want
     assert_kept(sql_store, "b")
+
+
+def test_the_index_parts_agree_with_the_rule_at_every_moment(store: ScheduleStore) -> None:
+    """Each condition counted and paged by its index parts equals the kept rule
+    (``condition_at``) applied row by row, and the one-query path of a pattern."""
+    specs = [
+        PeriodicSpec(task="w", configuration=str(i), scheduling_period=(i + 1) * H)
+        for i in range(8)
+    ]
+    specs.append(PeriodicSpec(task="slow", scheduling_period=H, duration_override=40 * M))
+    store.sync(specs, T0)
+    for i in range(0, 8, 2):
+        start(store, f"w@{i}", f"r{i}", token=1, at=T0 + i * M)
+        outcome = "failure" if i % 4 == 0 else "success"
+        store.record_run_end(run_id=f"r{i}", outcome=outcome, ended_at=T0 + i * M + M)
+    start(store, "slow", "rs", token=1, at=T0 + 30 * M)  # running, expected late
+    names = [s.name for s in specs]
+    for minutes in (0, 25, 59, 61, 125, 185, 300, 600):
+        at = T0 + minutes * M
+        want: dict[tuple[str, str], int] = {}
+        for name in names:
+            level_, reason = condition_at(store.kept_times(name).condition, at)
+            want[(level_.name, reason)] = want.get((level_.name, reason), 0) + 1
+        assert store.condition_counts(at, Selection()) == want, minutes
+        assert store.condition_counts(at, Selection(patterns=("*",))) == want, minutes
+        paged = [s.name for s in store.status_rows(at, Selection(), limit=len(names))]
+        streamed = [s.name for s in store.status_rows(at, Selection(patterns=("*",)))]
+        assert paged == streamed, minutes
+        for level_name in ("ERROR", "WARNING", "OK"):
+            only = Selection(conditions=(level_name,))
+            got = store.condition_counts(at, only)
+            assert got == {k: n for k, n in want.items() if k[0] == level_name}, minutes
+            assert [s.name for s in store.status_rows(at, only, limit=20)] == [
+                n
+                for n in paged
+                if condition_at(store.kept_times(n).condition, at)[0].name == level_name
+            ]
