@@ -56,6 +56,9 @@ from .sql_base import SqlStoreBase
 _T = cast(Table, ScheduleRow.__table__)
 #: Rows fetched from the driver at a time while a status read streams.
 STREAM_BATCH_ROWS = 2_000
+#: Distinct datetimes a streaming read shares before it starts over (its
+#: memory stays flat however many rows it streams).
+STREAM_MEMO_ENTRIES = 20_000
 
 _NOW = bindparam("now", type_=UTCDateTime())
 _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
@@ -147,7 +150,7 @@ class StatusMethods(SqlStoreBase):
         from ``offset``, at most ``limit`` (``None``: all, streamed in batches
         of :data:`STREAM_BATCH_ROWS` within one read transaction)."""
         params = {"now": utc(now, "now")}
-        memo = ValueMemo()
+        memo = ValueMemo(STREAM_MEMO_ENTRIES)  # bounded: a stream of every row
         with connection_transaction(self.engine, write=False) as conn:
             if limit is not None and _plain(selection):
                 found = _page_by_part(conn, params, _levels(selection), offset + limit)
