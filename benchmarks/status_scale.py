@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--project-max", type=int, default=100_000)
     parser.add_argument("--pg", action="store_true", help="PostgreSQL too (initdb on PATH)")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only (with --pg)")
     args = parser.parse_args(argv)
 
     from celery_dgs.embedded import RedisServerProcess
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="status-scale-") as tmp:
-            for n in args.schedules:
+            for n in [] if args.no_sqlite else args.schedules:
                 url = f"sqlite:///{Path(tmp) / f'status-{n}.db'}"
                 lines += run_fleet(url, server.url, n, args.project_max, "SQLite")
                 os.remove(Path(tmp) / f"status-{n}.db")
