@@ -6,6 +6,8 @@ the leases and live workers read then and, for run counts, one grouped query
 on the store:
 
 - ``dgs_schedule_condition{schedule,reason}``: 0 OK, 1 WARNING, 2 ERROR;
+- ``dgs_schedules{condition,reason}``: how many active schedules are in each,
+  counted by the store over its kept conditions (``store.condition_counts``);
 - ``dgs_schedule_seconds_until_error{schedule}`` (negative once in ERROR);
 - ``dgs_priority_class_schedules{priority,condition}``: schedules of each
   priority class (their spec's) in each condition: alert on ERROR in a high
@@ -79,6 +81,7 @@ from .status import (
     schedule_condition,
 )
 from .store.base import ScheduleStore
+from .store.selection import Selection
 
 logger = logging.getLogger("celery_dgs.metrics")
 
@@ -175,6 +178,7 @@ class EngineCollector:
         yield from schedule_families(view, schedules, snapshot)
         yield from adaptive_families(now, schedules, leases)
         yield from self.check_families()
+        yield from self.condition_families(now)
         yield from self.run_families()
         if workers is not None:
             yield slot_family(slot_counts(workers, running=len(leases), pending=snapshot.pending))
@@ -229,6 +233,23 @@ class EngineCollector:
             "Runs whose lease was taken over (lost or stolen)",
             value=counts.get("lost", 0) + counts.get("stolen", 0),
         )
+
+    def condition_families(self, now: datetime) -> Iterator[Metric]:
+        """``dgs_schedules{condition,reason}``: the store's counts of the kept
+        conditions (a few index-range queries; none if the store fails)."""
+        try:
+            counts = self.store.condition_counts(now, Selection())
+        except Exception:
+            logger.exception("celery-dgs: counting the schedules' conditions failed")
+            return
+        family = GaugeMetricFamily(
+            "dgs_schedules",
+            "Active schedules by condition and reason",
+            labels=["condition", "reason"],
+        )
+        for (level, reason), n in sorted(counts.items()):
+            family.add_metric([level, reason], n)
+        yield family
 
     def check_families(self) -> Iterator[Metric]:
         """``dgs_checks_pending`` and ``dgs_checks_overdue`` per task (none

@@ -81,7 +81,9 @@ class Runtime:
 
     @cached_property
     def store(self) -> ScheduleStore:
-        return SqlScheduleStore.open(self.settings.database_url)
+        store = SqlScheduleStore.open(self.settings.database_url)
+        store.retry_ladder = self.settings.retry_ladder
+        return store
 
     def close(self) -> None:
         if "store" in self.__dict__:

@@ -17,8 +17,9 @@ from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
 from .runtime import add, export, import_, remove
-from .show import leases, runs, status
+from .show import leases, runs
 from .simulate import simulate
+from .status_command import status
 from .web import web
 
 __all__ = ["dgs"]

@@ -183,11 +183,17 @@ def status_text(
     *,
     color: bool,
     capacity: int | None = None,
+    counts: dict[str, int] | None = None,
+    running: int | None = None,
 ) -> str:
     """The table. ``capacity`` (``dgs_capacity``) is the slot count beat uses
-    while no worker is registered."""
-    counts = count_levels(rows)
-    running = sum(1 for r in rows if r.running is not None)
+    while no worker is registered. ``counts`` (by level) and ``running``: of
+    every selected schedule, when ``rows`` are a page of them (else counted
+    over ``rows``)."""
+    if counts is None:
+        counts = count_levels(rows)
+    if running is None:
+        running = sum(1 for r in rows if r.running is not None)
     if workers or not capacity:
         slots = f"{len(workers)} live workers, {sum(w.slots for w in workers)} slots"
     else:
@@ -196,7 +202,7 @@ def status_text(
         styled(f"{n} {level}", level, color=color and n > 0) for level, n in counts.items()
     )
     head = (
-        f"celery-dgs status at {short_time(now)}: {len(rows)} schedules ({summary}); "
+        f"celery-dgs status at {short_time(now)}: {sum(counts.values())} schedules ({summary}); "
         f"{running} running; {slots}"
     )
     if not rows:

@@ -1,17 +1,34 @@
-"""The state ``celery dgs status`` and the status page show: every active
-schedule's status row with the live leases and workers, read once."""
+"""The state ``celery dgs status`` and the status page show.
+
+* :func:`read_page`: the selected schedules' counts by condition (one
+  grouped query over the store's kept columns) and one page of rows, most
+  urgent first (filtered, ordered and limited in the store), each with its
+  live lease; :func:`iter_rows` streams every selected row the same way.
+  Lease state comes from Redis for the rows read, never for the fleet.
+* :func:`read_state`: every active schedule's row with beat's order replayed
+  over them all (``projected_late``, the look-ahead's holds): a read of the
+  whole fleet, for ``status --project``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from ..core.condition import Level
 from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
-from ..status import StatusRow, build_rows, matches
+from ..status import StatusRow, build_page, build_rows, matches
 from ..store.records import StoredSchedule
+from ..store.selection import Selection
 from .env import Env, utcnow
+
+#: Rows read and built together while every selected row is streamed.
+STREAM_CHUNK_ROWS = 2_000
+
+LEVEL_NAMES = tuple(level.name for level in sorted(Level, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -26,18 +43,147 @@ class State:
     now: datetime
 
 
+@dataclass(frozen=True)
+class Live:
+    """The live leases and workers (Redis), and the ``now`` of the read."""
+
+    leases: dict[str, LeaseInfo]
+    workers: list[WorkerInfo]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class StatusPage:
+    """The selected schedules' counts by (condition, reason), how many of them
+    run, and one page of their rows, most urgent first."""
+
+    now: datetime
+    reasons: dict[tuple[str, str], int]
+    rows: list[StatusRow]
+    running: int
+    live: Live
+    #: Whether the rows carry beat's order replayed over the fleet (``--project``).
+    projected: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """``{"ERROR": n, "WARNING": n, "OK": n}``."""
+        counts = dict.fromkeys(LEVEL_NAMES, 0)
+        for (level, _), n in self.reasons.items():
+            counts[level] += n
+        return counts
+
+    @property
+    def total(self) -> int:
+        return sum(self.reasons.values())
+
+    @property
+    def any_error(self) -> bool:
+        return self.counts["ERROR"] > 0
+
+    @property
+    def workers(self) -> list[WorkerInfo]:
+        return self.live.workers
+
+
+def read_live(env: Env) -> Live:
+    """Every lease and live worker (as many as runs and workers, not schedules)."""
+    rt = env.runtime
+    leases = {lease.schedule: lease for lease in rt.leases.all()}
+    return Live(leases, rt.registry.live_workers(), utcnow())
+
+
+def selection_of(
+    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
+) -> Selection:
+    """The filters of ``status`` as a store selection."""
+    return Selection(
+        patterns=tuple(patterns),
+        conditions=tuple(conditions),
+        pools=tuple(pools),
+        default_pool=env.default_pool,
+    )
+
+
+def read_page(
+    env: Env, selection: Selection, *, limit: int | None, project: bool = False
+) -> StatusPage:
+    """Counts and the first ``limit`` rows (``None``: none read here; stream
+    them with :func:`iter_rows`). ``project``: through :func:`read_state`."""
+    if project:
+        return _projected_page(env, selection, limit)
+    live = read_live(env)
+    store = env.runtime.store
+    reasons = store.condition_counts(live.now, selection)
+    running = sum(
+        store.condition_counts(live.now, replace(selection, names=tuple(live.leases))).values()
+    )
+    rows: list[StatusRow] = []
+    if limit:
+        stored = store.status_rows(live.now, selection, limit=limit)
+        rows = _built(env, list(stored), live)
+    return StatusPage(live.now, reasons, rows, running, live)
+
+
+def iter_rows(env: Env, selection: Selection, live: Live) -> Iterator[StatusRow]:
+    """Every selected row, most urgent first, read and built
+    :data:`STREAM_CHUNK_ROWS` at a time (the priority classes are applied
+    within each chunk)."""
+    chunk: list[StoredSchedule] = []
+    for stored in env.runtime.store.status_rows(live.now, selection):
+        chunk.append(stored)
+        if len(chunk) >= STREAM_CHUNK_ROWS:
+            yield from _built(env, chunk, live)
+            chunk = []
+    yield from _built(env, chunk, live)
+
+
+def _built(env: Env, schedules: list[StoredSchedule], live: Live) -> list[StatusRow]:
+    if not schedules:
+        return []
+    return build_page(
+        schedules,
+        live.leases,
+        live.now,
+        settings=env.settings,
+        default_pool=env.default_pool,
+        workers=live.workers,
+    )
+
+
+def _projected_page(env: Env, selection: Selection, limit: int | None) -> StatusPage:
+    """The page of :func:`read_state`'s rows passing the filters (every row
+    when ``limit`` is ``None``)."""
+    state = read_state(env)
+    kept = [
+        r
+        for r in state.rows
+        if matches(
+            r,
+            conditions=selection.conditions,
+            pools=selection.pools,
+            patterns=selection.patterns,
+        )
+    ]
+    reasons = Counter((r.condition, r.reason) for r in kept)
+    running = sum(1 for r in kept if r.running is not None)
+    live = Live(state.leases, state.workers, state.now)
+    rows = kept if limit is None else kept[:limit]
+    return StatusPage(state.now, dict(reasons), rows, running, live, projected=True)
+
+
 def read_state(env: Env) -> State:
-    """The rows through :func:`~celery_dgs.status.build_rows` with the live
-    workers' slots (``dgs_capacity`` when no worker is live)."""
+    """Every active schedule's row through :func:`~celery_dgs.status.build_rows`
+    with the live workers' slots (``dgs_capacity`` when no worker is live):
+    the projection of beat's order over the whole fleet."""
     rt = env.runtime
     schedules = rt.store.list_schedules()
-    leases = {lease.schedule: lease for lease in rt.leases.all()}
-    workers = rt.registry.live_workers()
-    now = utcnow()
+    live = read_live(env)
+    workers, now = live.workers, live.now
     slots = sum(w.slots for w in workers) if workers else env.settings.capacity
     rows = build_rows(
         schedules,
-        leases,
+        live.leases,
         now,
         retry_ladder=env.settings.retry_ladder,
         default_pool=env.default_pool,
@@ -45,17 +191,4 @@ def read_state(env: Env) -> State:
         settings=env.settings,
         workers=workers,
     )
-    return State(schedules, rows, leases, workers, now)
-
-
-def read_status(
-    env: Env, conditions: Sequence[str], pools: Sequence[str], patterns: Sequence[str]
-) -> tuple[list[StatusRow], list[WorkerInfo], datetime]:
-    """The rows passing the filters (:func:`~celery_dgs.status.matches`), most
-    urgent first, the live workers, and the ``now`` the conditions were
-    computed at."""
-    state = read_state(env)
-    kept = [
-        r for r in state.rows if matches(r, conditions=conditions, pools=pools, patterns=patterns)
-    ]
-    return kept, state.workers, state.now
+    return State(schedules, rows, live.leases, workers, now)

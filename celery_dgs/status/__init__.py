@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from .adaptive import ADAPTIVE_GROUPS, AdaptiveSummary, adaptive_fields, adaptive_summary
 from .check_summary import CachedCheckSummary
-from .fleet import build_rows
+from .fleet import build_page, build_rows
 from .holds import (
     HOLD_BACKOFF,
     HOLD_BLACKOUT,
@@ -99,6 +99,7 @@ __all__ = [
     "any_error",
     "apply_priorities",
     "apply_projection",
+    "build_page",
     "build_row",
     "build_rows",
     "count_levels",

@@ -1,5 +1,6 @@
-"""Every schedule's status row, most urgent first: each row built, then the
-projection and the priority classes applied over them all."""
+"""Status rows: a page of rows read from the store (:func:`build_page`), or
+every schedule's row, most urgent first, with the projection and the
+priority classes applied over them all (:func:`build_rows`)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,31 @@ def build_rows(
         overloaded = book is not None and demand_exceeds(book.total(), slots)
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
     return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
+
+
+def build_page(
+    schedules: Iterable[StoredSchedule],
+    leases: Mapping[str, LeaseInfo],
+    now: datetime,
+    *,
+    settings: DgsSettings,
+    default_pool: str = "celery",
+    workers: Sequence[WorkerInfo] | None = None,
+) -> list[StatusRow]:
+    """The rows of ``schedules`` in their order (the store's urgency order),
+    each with its live run (``leases``) and holds, and the priority classes
+    applied over these rows. No projection: that needs every schedule
+    (:func:`build_rows`)."""
+    check = None if workers is None else WorkerCheck(workers, settings.capacity)
+    rows = [
+        build_row(
+            s,
+            leases.get(s.name),
+            now,
+            retry_ladder=settings.retry_ladder,
+            default_pool=default_pool,
+            workers=check,
+        )
+        for s in schedules
+    ]
+    return apply_priorities(rows, now, settings.elevator_interval)

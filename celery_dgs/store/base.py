@@ -15,10 +15,12 @@ from datetime import datetime
 
 from ..core.checks import ON_EXISTS_KEEP
 from ..core.items import ItemCounts
+from ..core.kept_condition import KeptTimes
 from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA
 from .check_types import CheckAddReport, CheckHistoryRecord, CheckSummary, NewCheck
 from .records import RemoveReport, RunRecord, StoredSchedule, SyncReport, UpsertReport
+from .selection import Selection
 
 
 class ScheduleStore(ABC):
@@ -194,6 +196,27 @@ class ScheduleStore(ABC):
         millions: :meth:`pending_checks`); only active ones unless
         ``include_inactive``; only those of ``owner``
         (:data:`~celery_dgs.store.records.OWNERS`) when given."""
+
+    # -- status reads (kept columns: celery_dgs.core.kept_condition) ----------------
+    @abstractmethod
+    def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:
+        """How many schedules of ``selection`` are in each ``(level name,
+        reason)`` at ``now``, from the kept columns (one grouped query)."""
+
+    @abstractmethod
+    def status_rows(
+        self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0
+    ) -> Iterator[StoredSchedule]:
+        """The schedules of ``selection``, most urgent first at ``now`` by their
+        kept columns (ERROR by ``error_at``, then WARNING and OK by
+        ``should_start_by``; rows without that time first in their level; then
+        by name), from ``offset``, at most ``limit`` (``None``: every one,
+        streamed)."""
+
+    @abstractmethod
+    def kept_times(self, name: str) -> KeptTimes:
+        """The named schedule's kept start times and condition;
+        :class:`~celery_dgs.errors.UnknownScheduleError` if none."""
 
     @abstractmethod
     def set_paused(self, name: str, paused: bool) -> bool:

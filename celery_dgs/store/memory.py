@@ -28,6 +28,7 @@ from ..core.stats import ScheduleStats
 from .convert import spec_json, utc
 from .memory_checks import MemoryCheckMethods
 from .memory_runs import MemoryRunMethods
+from .memory_status import MemoryStatusMethods
 from .ownership import (
     SyncRowState,
     declared_by_name,
@@ -46,7 +47,7 @@ from .records import (
 )
 
 
-class MemoryScheduleStore(MemoryCheckMethods, MemoryRunMethods):
+class MemoryScheduleStore(MemoryCheckMethods, MemoryRunMethods, MemoryStatusMethods):
     """Schedules, statistics and run history in this process's memory.
 
     ``clock`` gives ``updated_at`` for writes that take no time argument (as

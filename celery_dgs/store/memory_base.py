@@ -9,14 +9,17 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.clock import Clock, SystemClock
+from ..core.kept_condition import KeptTimes
 from ..core.spec import ScheduleSpec
+from ..core.timing import DEFAULT_RETRY_LADDER
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
 from .check_types import CheckHistoryRecord
+from .kept import times_of
 from .loader import SpecCache
 from .records import RunRecord, StoredSchedule
 
@@ -40,6 +43,10 @@ class MemoryStoreBase(ScheduleStore):
         self._check_history: list[CheckHistoryRecord] = []
         #: The earliest next check time each check row has had (see ``changes_since``).
         self._earliest: dict[str, datetime] = {}
+        #: name -> its kept columns, written with every row stored (:mod:`.kept`).
+        self._kept: dict[str, KeptTimes] = {}
+        #: The retry ladder of the kept ``next_can_start_at`` (``dgs_retry_ladder``).
+        self.retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER
 
     def upgrade(self) -> None:
         """Nothing to migrate."""
@@ -55,9 +62,11 @@ class MemoryStoreBase(ScheduleStore):
         return row
 
     def _put(self, row: StoredSchedule) -> None:
-        """Store ``row`` as the last changed one (``changes_since`` reads from the end)."""
+        """Store ``row`` as the last changed one (``changes_since`` reads from the
+        end), with its kept columns at its ``updated_at``."""
         self._rows[row.name] = row
         self._rows.move_to_end(row.name)
+        self._kept[row.name] = times_of(row, row.updated_at, self.retry_ladder)
 
     def _touch(self, row: StoredSchedule, **changes: Any) -> StoredSchedule:
         """``row`` with ``changes``, a new ``change_seq`` and ``updated_at`` now, stored."""

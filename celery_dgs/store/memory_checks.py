@@ -288,4 +288,5 @@ class MemoryCheckMethods(MemoryStoreBase):
             ]:
                 del self._rows[name]
                 self._earliest.pop(name, None)
+                self._kept.pop(name, None)
         return removed

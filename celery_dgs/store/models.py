@@ -135,6 +135,46 @@ class ScheduleRow(Base):
     #: (``celery_dgs.core.items``; NULL: none).
     last_items_ok: Mapped[int | None] = mapped_column(Integer)
     last_items_failed: Mapped[int | None] = mapped_column(Integer)
+    #: Kept by every write that changes what they depend on
+    #: (``celery_dgs.core.kept_condition``): when the schedule can next start
+    #: and should start by, its condition while no moment has passed
+    #: (``kept_level``: 0 OK, 1 WARNING, 2 ERROR, and its reason), the moments
+    #: after which it is WARNING and ERROR with their reasons, and its spec's
+    #: pool (NULL: the default queue).
+    next_can_start_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    should_start_by: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    kept_level: Mapped[int | None] = mapped_column(Integer)
+    kept_reason: Mapped[str | None] = mapped_column(String(32))
+    warning_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    warning_reason: Mapped[str | None] = mapped_column(String(32))
+    error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error_reason: Mapped[str | None] = mapped_column(String(32))
+    pool: Mapped[str | None] = mapped_column(String(255))
+
+
+#: The schedules (not checks) by kept time: beat's window reads the next
+#: starts; ``status`` counts each condition from the index covering it and
+#: pages each condition in its order (:mod:`celery_dgs.store.sql_status`).
+_ACTIVE_SCHEDULE = (ScheduleRow.kind != "check") & ScheduleRow.active
+for _name, _columns in {
+    "ix_dgs_schedules_can_start": ("next_can_start_at",),
+    "ix_dgs_schedules_kept_level": ("kept_level", "kept_reason", "error_at", "warning_at"),
+    "ix_dgs_schedules_error_at": ("error_at", "kept_level", "error_reason"),
+    "ix_dgs_schedules_warning_at": ("warning_at", "error_at", "kept_level", "warning_reason"),
+    "ix_dgs_schedules_should_start": (
+        "should_start_by",
+        "name",
+        "kept_level",
+        "error_at",
+        "warning_at",
+    ),
+}.items():
+    Index(
+        _name,
+        *(getattr(ScheduleRow, c) for c in _columns),
+        postgresql_where=_ACTIVE_SCHEDULE,
+        sqlite_where=_ACTIVE_SCHEDULE,
+    )
 
 
 #: The pending checks by time: beat reads its window of due checks with it.

@@ -39,6 +39,7 @@ from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  #
 from .sql_checks import CheckMethods
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
+from .sql_status import StatusMethods
 from .streaming import streamed_rows
 
 logger = logging.getLogger("celery_dgs.store")
@@ -64,7 +65,7 @@ _SELECT_CHANGED_IN_WINDOW = text(
 ).bindparams(bindparam("until", type_=UTCDateTime()))
 
 
-class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods):
+class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods):
     """A :class:`~celery_dgs.store.base.ScheduleStore` on any SQLAlchemy URL.
 
     ``url``: ``sqlite:///path/to/file`` or ``postgresql+psycopg://user@host/db``.

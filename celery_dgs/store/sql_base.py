@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from datetime import datetime
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, event, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..core.clock import Clock, SystemClock
+from ..core.timing import DEFAULT_RETRY_LADDER
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
 from .engine import make_engine, session_transaction
 from .loader import SpecCache
 from .migrate import upgrade_engine
 from .models import COUNTER_ID, ScheduleRow
+from .sql_kept import RETRY_LADDER_KEY, keep_on_flush
 
 logger = logging.getLogger("celery_dgs.store")
 
@@ -61,6 +63,8 @@ class SqlStoreBase(ScheduleStore):
         self._clock: Clock = clock or SystemClock()
         #: Parsed specs by shape, shared by every bulk read (see :mod:`.loader`).
         self._spec_cache = SpecCache()
+        #: The retry ladder of the kept ``next_can_start_at`` (``dgs_retry_ladder``).
+        self.retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER
 
     @property
     def engine(self) -> Engine:
@@ -93,8 +97,14 @@ class SqlStoreBase(ScheduleStore):
         except SQLAlchemyError as exc:
             logger.warning("celery-dgs: ANALYZE dgs_schedules after a large write failed: %s", exc)
 
-    def _write(self) -> AbstractContextManager[Session]:
-        return session_transaction(self._engine, write=True)
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A write transaction whose flushes keep the kept columns
+        (:func:`~.sql_kept.keep_on_flush`) of the schedule rows they write."""
+        with session_transaction(self._engine, write=True) as session:
+            session.info[RETRY_LADDER_KEY] = self.retry_ladder
+            event.listen(session, "before_flush", keep_on_flush)
+            yield session
 
     def _read(self) -> AbstractContextManager[Session]:
         return session_transaction(self._engine, write=False)

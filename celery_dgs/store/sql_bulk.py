@@ -27,6 +27,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
+from .kept import KEPT_COLUMNS, NewRowTimes
 from .models import ScheduleRow
 from .records import OWNER_RUNTIME
 from .sql_base import PG_SYNC_LOCK_KEY, chunks
@@ -57,6 +58,7 @@ _INSERT_COLUMNS = (
     "updated_at",
     "owner",
     "upstream_modified_at",
+    *KEPT_COLUMNS,
 )
 _SQLITE_INSERT = (
     f"INSERT INTO dgs_schedules ({', '.join(_INSERT_COLUMNS)}) "
@@ -119,9 +121,12 @@ def pg_lock_rows(conn: Connection, names: Sequence[str]) -> None:
             cur.execute(_PG_LOCK, (list(chunk),))
 
 
-def insert_new(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int) -> None:
+def insert_new(
+    conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int, kept: NewRowTimes
+) -> None:
     """Insert ``rows`` as new, active runtime schedules (``registered_at`` and
-    ``updated_at`` ``now``, ``change_seq`` ``seq``)."""
+    ``updated_at`` ``now``, ``change_seq`` ``seq``), with their kept columns
+    (``kept``)."""
     if conn.dialect.name == "postgresql":
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
             write = copy.write_row
@@ -141,10 +146,12 @@ def insert_new(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: i
                         now,
                         OWNER_RUNTIME,
                         hint,
+                        *kept.row(spec),
                     )
                 )
         return
     at = _bound_moment(conn, now)
+    bound: dict[int, tuple[Any, ...]] = {}
     conn.exec_driver_sql(
         _SQLITE_INSERT,
         [
@@ -162,10 +169,24 @@ def insert_new(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: i
                 at,
                 OWNER_RUNTIME,
                 _bound_moment(conn, hint),
+                *_bound_kept(conn, kept.row(spec), bound),
             )
             for name, spec, text, hint in rows
         ],
     )
+
+
+def _bound_kept(
+    conn: Connection, values: tuple[Any, ...], bound: dict[int, tuple[Any, ...]]
+) -> tuple[Any, ...]:
+    """``values`` (of ``KEPT_COLUMNS``) with their moments bound for SQLite,
+    remembered by identity (:class:`NewRowTimes` shares one tuple per shape)."""
+    found = bound.get(id(values))
+    if found is None or found[0] is not values:
+        converted = tuple(_bound_moment(conn, v) if isinstance(v, datetime) else v for v in values)
+        bound[id(values)] = (values, converted)
+        return converted
+    return cast(tuple[Any, ...], found[1])
 
 
 def update_changed(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int) -> None:

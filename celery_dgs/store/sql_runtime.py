@@ -20,11 +20,13 @@ from sqlalchemy import Connection, Table, select, text, update
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from .convert import spec_json, utc
 from .engine import connection_transaction
+from .kept import NewRowTimes
 from .models import ScheduleRow
 from .ownership import declared_by_name, remove_action, state_unchanged, upsert_action
 from .records import RemoveReport, UpsertReport
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase, chunks
 from .sql_bulk import StoredState, insert_new, pg_lock_rows, pg_read_rows, update_changed
+from .sql_kept import refresh_kept
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``WHERE name IN (...)`` query (SQLite limits bound parameters).
@@ -112,9 +114,13 @@ class RuntimeMethods(SqlStoreBase):
                 pg_lock_rows(conn, sorted(changed))
             seq = int(conn.execute(BUMP_COUNTER).scalar_one())
             if report.inserted:
-                insert_new(conn, [(n, *wanted[n], hints.get(n)) for n in report.inserted], now, seq)
+                new = [(n, *wanted[n], hints.get(n)) for n in report.inserted]
+                insert_new(conn, new, now, seq, NewRowTimes(now, self.retry_ladder))
             if changed:
                 update_changed(conn, [(n, *wanted[n], hints.get(n)) for n in changed], now, seq)
+                refresh_kept(
+                    conn, changed, now, retry_ladder=self.retry_ladder, specs=self._spec_cache
+                )
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
             self._analyze()
         return report

@@ -114,6 +114,11 @@ def test_check_gauges_lateness_and_no_per_schedule_series(
         if s.name == "dgs_priority_class_schedules"
     )
     assert classes == 1
+    # The store's counts of the kept conditions: the one schedule, no check.
+    counted = [
+        s.value for family in metrics.collect() for s in family.samples if s.name == "dgs_schedules"
+    ]
+    assert counted == [1]
 
 
 def test_the_check_summary_is_read_once_per_ttl(store: SqlScheduleStore) -> None:

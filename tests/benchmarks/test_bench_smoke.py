@@ -101,6 +101,10 @@ SMOKES = {
         postgres=True,
         writes="runtime.json",
     ),
+    "status_scale": Smoke(
+        ("--schedules", "1000", "--project-max", "1000"),
+        "| celery dgs status --project --limit 100 |",
+    ),
     "web_table": Smoke(
         ("--schedules", "600", "--requests", "12"),
         "GET /schedules at 600 schedules, 12 requests: p50",

@@ -1,4 +1,4 @@
-"""``celery dgs status`` warns ``projected_late`` from the live state: a real
+"""``celery dgs status --project`` warns ``projected_late`` from the live state: a real
 SQLite store, the real Redis registry of workers, the real CLI."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def register(client: redis.Redis, slots: int) -> None:
 
 
 def reasons(world: World) -> dict[str, tuple[str, str]]:
-    result = world.invoke("status", "--json")
+    result = world.invoke("status", "--json", "--project")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     return {s["name"]: (s["condition"], s["reason"]) for s in doc["schedules"]}
@@ -51,7 +51,7 @@ def test_one_slot_projects_the_third_and_fourth_late(
     assert got["q.a"] == ("OK", "ok")
     for name in ("q.b", "q.c", "q.d"):
         assert got[name] == ("WARNING", "projected_late"), got
-    text = world.invoke("status", "q.c").stdout
+    text = world.invoke("status", "--project", "q.c").stdout
     assert "projected_late" in text
 
 

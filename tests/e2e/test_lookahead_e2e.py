@@ -55,12 +55,12 @@ def test_two_long_jobs_never_run_at_once_and_the_short_one_keeps_a_slot(
     wait_for(
         lambda: all(len(runs_of(cluster, n)) >= 2 for n in LONG), 90, "two runs of each long job"
     )
-    # `status` projects beat's order with the admission: the long job waiting
+    # `status --project` projects beat's order with the admission: the long job waiting
     # for the other leaves the short one its slot, so it is not projected late.
     # The long job waiting for the other shows why it does not start.
     reasons, long_holds = [], []
     for _ in range(5):
-        _, rows = status(cluster)
+        _, rows = status(cluster, "--project")
         reasons.append(rows["e2e.la_short"]["reason"])
         long_holds += [h["reason"] for n in LONG for h in rows[f"e2e.{n}"]["holds"]]
     assert "projected_late" not in reasons, reasons

@@ -1,0 +1,274 @@
+"""``celery dgs status`` at scale: ``python -m benchmarks.status_scale [--schedules N ...]``.
+
+For each fleet size, a SQLite file (and PostgreSQL with ``--pg``) holds N
+runtime schedules (one task, 24 periods from 1 h to 24 h): 1 % never ran,
+2 % failed last, the others last succeeded at a random moment of the last
+1.2 periods (some 15 % past their deadline). The run statistics are written
+with one ``UPDATE`` per row and the kept columns then filled by the
+migration's backfill (timed: the one-off cost of the upgrade).
+
+Each command runs the real CLI (``celery dgs status ...``) in a fresh child
+process against a real Redis-compatible server (its leases, workers, leader);
+its output goes through a pipe to this process, which keeps only the last
+line (``| tail -1``). Figures: the command's wall time inside the child
+(imports and app set-up excluded: they are the same for every command) and
+the child's peak RSS (``VmHWM``), beside the child's RSS before the command.
+
+* ``status``: the counts and the 100 most urgent rows;
+* ``status PATTERN``: a name prefix selecting about 0.1 % of the fleet;
+* ``status --json``: every row, streamed (its bytes reported);
+* baselines in the same run: ``SELECT count(*)`` of the schedules (the
+  cheapest read of the whole fleet) and, up to ``--project-max`` schedules,
+  ``status --project``: the whole fleet read and every row rebuilt, as
+  ``status`` did before the kept columns.
+
+Goal: each ``status`` read <= 1 s and <= 200 MB at 10M schedules;
+the ``--json`` stream's memory does not grow with the fleet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, cast
+
+PERIODS_H = [1 + i for i in range(24)]
+PREFIX = "statusbench"
+TASK = "proj.scrape"
+GOAL_S, GOAL_MIB = 1.0, 200.0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fill(url: str, n: int, now: datetime) -> dict[str, float]:
+    """N runtime schedules with their statistics; the seconds each step took."""
+    from sqlalchemy import text
+
+    from celery_dgs.core.spec_build import make_spec
+    from celery_dgs.store.convert import spec_json
+    from celery_dgs.store.sql import SqlScheduleStore
+    from celery_dgs.store.sql_kept import backfill_kept
+
+    store = SqlScheduleStore.open(url)
+    rng = random.Random(26)
+    steps: dict[str, float] = {}
+    t0 = time.perf_counter()
+    batch: list[Any] = []
+    for i in range(n):
+        spec = make_spec(
+            "periodic",
+            task=TASK,
+            configuration=f"src{i:08d}",
+            scheduling_period=timedelta(hours=PERIODS_H[i % len(PERIODS_H)]),
+        )
+        batch.append((spec, spec_json(spec)))
+        if len(batch) == 100_000 or i == n - 1:
+            store.upsert_runtime_texts(batch, now - timedelta(days=3))
+            batch = []
+    steps["upsert"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rows = []
+    for i in range(n):
+        if i % 100 == 0:
+            continue  # never ran
+        period = timedelta(hours=PERIODS_H[i % len(PERIODS_H)])
+        start = now - period * rng.uniform(0.0, 1.2)
+        failed = i % 50 == 7
+        rows.append(
+            {
+                "n": f"{TASK}@src{i:08d}",
+                "s": start,
+                "e": start + timedelta(seconds=30),
+                "f": 1 if failed else 0,
+            }
+        )
+    from sqlalchemy import Table, bindparam, update
+
+    from celery_dgs.store.models import ScheduleRow
+
+    table = cast(Table, ScheduleRow.__table__)
+    stmt = (
+        update(table)
+        .where(table.c.name == bindparam("n"))
+        .values(
+            last_good_start_at=bindparam("s"),
+            last_good_end_at=bindparam("e"),
+            last_start_at=bindparam("s"),
+            last_end_at=bindparam("e"),
+            failure_count=bindparam("f"),
+            average_good_duration_s=30.0,
+            kept_level=None,
+        )
+    )
+    with store.engine.begin() as conn:
+        for i in range(0, len(rows), 50_000):
+            conn.execute(stmt, rows[i : i + 50_000])
+    steps["statistics"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with store.engine.begin() as conn:
+        backfill_kept(conn, now)
+        if conn.dialect.name == "sqlite":
+            conn.execute(text("ANALYZE"))
+        else:
+            conn.execute(text("ANALYZE dgs_schedules"))
+    steps["backfill"] = time.perf_counter() - t0
+    store.close()
+    return steps
+
+
+def child(url: str, redis_url: str, args: list[str]) -> None:
+    """Run ``celery dgs ARGS`` here; report its time and peak RSS on stderr."""
+    from celery import Celery
+    from celery.bin.base import CLIContext
+
+    from benchmarks.common import current_rss_mib, peak_rss_mib
+    from celery_dgs.cli import dgs
+    from celery_dgs.dgs import DGS
+
+    app = Celery("statusbench", broker=redis_url, set_as_current=False)
+    app.conf.update(dgs_key_prefix=PREFIX, dgs_database_url=url)
+    DGS(app, install_worker_hooks=False)
+    before = current_rss_mib()
+    t0 = time.perf_counter()
+    if args == ["count"]:
+        from sqlalchemy import create_engine, text
+
+        with create_engine(url).connect() as conn:
+            n = conn.execute(text("SELECT count(*) FROM dgs_schedules WHERE active")).scalar()
+        print(n)
+        code = 0
+    else:
+        obj = CLIContext(app=app, no_color=True, workdir=None)
+        try:
+            code = dgs.main(args, obj=obj, standalone_mode=False, prog_name="celery dgs") or 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    sys.stdout.flush()
+    seconds = time.perf_counter() - t0
+    result = {"seconds": seconds, "peak_mib": peak_rss_mib(), "before_mib": before, "exit": code}
+    print("RESULT " + json.dumps(result), file=sys.stderr, flush=True)
+
+
+def measure(url: str, redis_url: str, args: list[str]) -> dict[str, Any]:
+    """One child run: its figures, the bytes it wrote and its last line."""
+    cmd = [sys.executable, "-m", "benchmarks.status_scale", "--child", url, redis_url, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    size, last = 0, b""
+    for line in proc.stdout:  # `| tail -1`
+        size += len(line)
+        if line.strip():
+            last = line
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    proc.wait()
+    found = [ln for ln in err.splitlines() if ln.startswith("RESULT ")]
+    if not found:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{err}")
+    out: dict[str, Any] = json.loads(found[-1][7:])
+    out.update(bytes=size, last=last.decode(errors="replace").strip()[:70])
+    return out
+
+
+def _prefix_pattern(n: int) -> str:
+    """A name prefix selecting about one schedule in a thousand (at least 10)."""
+    digits = max(len(str(max(n // 1000, 10))) - 1, 1)
+    return f"{TASK}@src{'0' * (8 - digits)}{'?' * digits}"
+
+
+def run_fleet(url: str, redis_url: str, n: int, project_max: int, label: str) -> list[str]:
+    now = datetime.now(timezone.utc)
+    log(f"{label}: filling {n:,} schedules ...")
+    steps = fill(url, n, now)
+    lines = [
+        f"### {label}, {n:,} schedules",
+        f"fill: upsert {steps['upsert']:.1f} s, statistics {steps['statistics']:.1f} s, "
+        f"kept-column backfill {steps['backfill']:.1f} s "
+        f"({steps['backfill'] / n * 1e6:.1f} µs per row)",
+        "| command | time | peak RSS (before) | output | goal <= 1 s, 200 MB |",
+        "|---|---|---|---|---|",
+    ]
+    commands = [
+        ["count"],
+        ["status"],
+        ["status", _prefix_pattern(n)],
+        ["status", "--json"],
+    ]
+    if n <= project_max:
+        commands.append(["status", "--project", "--limit", "100"])
+    for args in commands:
+        log(f"{label} {n:,}: {' '.join(args)}")
+        r = measure(url, redis_url, args)
+        name = "SELECT count(*) (baseline)" if args == ["count"] else "celery dgs " + " ".join(args)
+        met = "-"
+        if args[0] == "status" and "--project" not in args:
+            met = "yes" if r["seconds"] <= GOAL_S and r["peak_mib"] <= GOAL_MIB else "NO"
+        lines.append(
+            f"| {name} | {r['seconds']:.2f} s ({r['seconds'] / n * 1e6:.2f} µs/row) | "
+            f"{r['peak_mib']:.0f} MiB ({r['before_mib']:.0f}) | {r['bytes']:,} B | {met} |"
+        )
+        log(lines[-1])
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        child(argv[1], argv[2], argv[3:])
+        return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.status_scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--schedules", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--project-max", type=int, default=100_000)
+    parser.add_argument("--pg", action="store_true", help="PostgreSQL too (initdb on PATH)")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only (with --pg)")
+    args = parser.parse_args(argv)
+
+    from celery_dgs.embedded import RedisServerProcess
+
+    server = RedisServerProcess().start()
+    lines: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="status-scale-") as tmp:
+            for n in [] if args.no_sqlite else args.schedules:
+                url = f"sqlite:///{Path(tmp) / f'status-{n}.db'}"
+                lines += run_fleet(url, server.url, n, args.project_max, "SQLite")
+                os.remove(Path(tmp) / f"status-{n}.db")
+            if args.pg:
+                lines += run_pg(server.url, args.schedules, args.project_max)
+    finally:
+        server.cleanup()
+    print("\n".join(lines))
+    return 0
+
+
+def run_pg(redis_url: str, sizes: list[int], project_max: int) -> list[str]:
+    from tests.support.postgres import PostgresServer, postgres_available
+
+    if not postgres_available():
+        return ["PostgreSQL: initdb/pg_ctl/postgres not on PATH, skipped"]
+    pg = PostgresServer().start()
+    try:
+        lines = []
+        for n in sizes:
+            url = pg.create_database(f"status_{n}")
+            lines += run_fleet(url, redis_url, n, project_max, "PostgreSQL")
+        return lines
+    finally:
+        pg.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,257 @@
+"""``celery dgs status``: the schedules' conditions, counted in the store and
+listed a page at a time (its reads: :mod:`celery_dgs.ops.state`); ``--json``
+streams every selected row."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import click
+
+from ..core.condition import Level
+from ..ops.checks import checks_past_within
+from ..ops.leader import leader_json, pace_text, read_leader, read_pace
+from ..ops.state import StatusPage, iter_rows, read_page, selection_of
+from ..ops.timetext import iso
+from ..status import StatusRow
+from .checks_render import past_within_text, status_checks_json, status_checks_line
+from .context import StateUnavailable, get_env, use_color, wrap_errors
+from .leader_view import leader_text
+from .render import status_row_json, status_text
+
+LEVELS = [level.name for level in sorted(Level, reverse=True)]
+
+#: The longest ``status --watch`` interval, in seconds (a day).
+MAX_WATCH_INTERVAL_S = 86_400.0
+#: Rows the table lists unless ``--limit`` says otherwise.
+DEFAULT_TABLE_ROWS = 100
+#: The largest ``--limit`` (a database LIMIT is a 64-bit integer).
+MAX_LIMIT = 10**12
+
+#: A frame of ``status``: its text in pieces, and whether it has an ERROR.
+Frame = Callable[[], tuple[Iterable[str], bool]]
+
+
+def _not_nan(param: click.Parameter, value: float | None) -> float | None:
+    """``value``, unless it is NaN (which passes every range check)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, got nan", param=param)
+    return value
+
+
+@click.command()
+@click.argument("patterns", nargs=-1, metavar="[PATTERN]...")
+@click.option(
+    "--condition",
+    "conditions",
+    multiple=True,
+    type=click.Choice(LEVELS, case_sensitive=False),
+    help="Only schedules in this condition (repeatable).",
+)
+@click.option("--pool", "pools", multiple=True, help="Only schedules of this pool (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0, max=MAX_LIMIT),
+    help=f"List at most this many schedules, most urgent first (table: {DEFAULT_TABLE_ROWS}; "
+    "--json: all).",
+)
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Replay beat's order over the whole fleet: projected_late warnings and "
+    "look-ahead holds (reads every schedule).",
+)
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=0.1, max=MAX_WATCH_INTERVAL_S),
+    metavar="SECONDS",
+    callback=lambda _ctx, param, value: _not_nan(param, value),
+    help="Redraw every SECONDS until Ctrl-C.",
+)
+@click.pass_context
+@wrap_errors
+def status(
+    ctx: click.Context,
+    patterns: tuple[str, ...],
+    conditions: tuple[str, ...],
+    pools: tuple[str, ...],
+    as_json: bool,
+    limit: int | None,
+    project: bool,
+    watch: float | None,
+) -> None:
+    """Every schedule's condition (OK / WARNING / ERROR) and why, most urgent first.
+
+    PATTERN selects schedules by name: a plain word matches anywhere in the
+    name ('flaky' lists 'proj.flaky_report'); a pattern with a glob character
+    (* ? [) must match the whole name ('proj.scrape_*'). Matching is
+    case-sensitive; several patterns list the schedules matching any of them.
+
+    The counts cover every selected schedule; the table lists the most urgent
+    (--limit, 100 by default), --json every one, streamed. Both read the
+    conditions the store keeps. --project also replays beat's order over
+    the live slots: OK schedules it would start after their should_start_by
+    become WARNING projected_late. It reads every schedule (seconds per
+    100,000).
+
+    MAY RUN says when beat may dispatch a schedule next: 'now', 'in 59m', or
+    'running', 'paused', 'disabled' (an adaptive schedule after max_failures:
+    `celery dgs resume` or an upsert enables it), 'no worker', 'lookahead'
+    (--project), 'inactive', 'invalid spec'. Below the table, 'held'
+    lines say what holds a schedule back: a retry backoff after failures
+    ('retry in 59m, failure 2 (retry step 2 of 3: 1h00m)'), a pause, no live
+    worker able to run it (none consumes its pool, or dont_run_on_nodes
+    excludes each one that does), a blackout window. Times in the table are
+    relative to now; --json gives ISO-8601 UTC times and durations in seconds.
+
+    Exit status: 1 if any selected schedule is in ERROR, or a deferred check is
+    overdue past its within (a health check), 0 otherwise; 3 if Redis or the
+    store cannot be read; 4 on a configuration error. Only active schedules
+    are listed (one whose declaration is invalid is listed as stored, in
+    ERROR declaration_invalid); a paused one keeps its
+    real condition. Deferred checks are not listed: one line counts the
+    pending and overdue ones (celery dgs checks shows them).
+    """
+    env = get_env(ctx)
+    color = use_color(ctx) and not as_json
+    selection = selection_of(env, conditions, pools, patterns)
+
+    @wrap_errors
+    def frame() -> tuple[Iterable[str], bool]:
+        rows = limit if limit is not None or as_json else DEFAULT_TABLE_ROWS
+        page = read_page(env, selection, limit=rows, project=project)
+        leader, timeout = read_leader(env)
+        pace = read_pace(env)
+        checks = env.runtime.store.check_summary(page.now)  # one grouped query
+        past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
+        error = page.any_error or bool(past)
+        if as_json:
+            tail = {
+                "beat_leader": leader_json(leader, page.now, timeout),
+                "beat_pace": None if pace is None else pace.to_dict(),
+                "checks": {
+                    **status_checks_json(checks, page.now),
+                    "past_within": [p.task for p in past],
+                },
+            }
+            listed = page.rows if page.projected or limit is not None else None
+            return json_frame(
+                page, tail, listed, lambda: iter_rows(env, selection, page.live)
+            ), error
+        text = table_text(page, color=color, capacity=env.settings.capacity)
+        lines = [text, leader_text(leader, page.now, timeout), pace_text(pace)]
+        lines.append(status_checks_line(checks, page.now, color=color))
+        lines += [past_within_text(p, color=color) for p in past]
+        return ["\n".join(line for line in lines if line is not None)], error
+
+    if watch is None:
+        chunks, error = frame()
+        write_chunks(chunks, color=color)
+        ctx.exit(1 if error else 0)
+    ctx.exit(watch_loop(frame, watch, color=color))
+
+
+def json_frame(
+    page: StatusPage,
+    tail: dict[str, Any],
+    listed: list[StatusRow] | None,
+    every: Callable[[], Iterator[StatusRow]],
+) -> Iterator[str]:
+    """``status --json``: the counts and workers, the rows (``listed``, else
+    ``every()`` streamed), then ``tail``."""
+    head: dict[str, Any] = {
+        "now": iso(page.now),
+        "counts": page.counts,
+        "workers": [
+            {"name": w.name, "node": w.node, "slots": w.slots, "queues": list(w.queues)}
+            for w in page.workers
+        ],
+    }
+    rows = every() if listed is None else iter(listed)
+    docs = (status_row_json(r, page.now) for r in rows)
+    return json_chunks(head, "schedules", docs, tail)
+
+
+def table_text(page: StatusPage, *, color: bool, capacity: int | None) -> str:
+    """The table of a page of rows, with the counts of the whole selection and
+    a line saying how many selected schedules it leaves out."""
+    text = status_text(
+        page.rows,
+        page.now,
+        page.workers,
+        color=color,
+        capacity=capacity,
+        counts=page.counts,
+        running=page.running,
+    )
+    hidden = page.total - len(page.rows)
+    if hidden <= 0 or not page.rows:
+        return text
+    more = f"{hidden:,} more not listed (--limit N, a PATTERN or --condition; --json lists all)"
+    return f"{text}\n{more}"
+
+
+def json_chunks(
+    head: dict[str, Any], key: str, rows: Iterator[dict[str, Any]], tail: dict[str, Any]
+) -> Iterator[str]:
+    """``{**head, key: [*rows], **tail}`` as one JSON document, one row at a
+    time (the rows are never all held): the other members indented, each row
+    on a line of its own (compact: the C encoder, a tenth of the indented
+    encoder's time)."""
+    yield "{"
+    first = True
+    for name, value in head.items():
+        yield ("\n" if first else ",\n") + _member(name, value)
+        first = False
+    yield ("\n" if first else ",\n") + f"  {json.dumps(key)}: ["
+    empty = True
+    for row in rows:
+        yield ("\n    " if empty else ",\n    ") + _compact(row)
+        empty = False
+    yield "]" if empty else "\n  ]"
+    for name, value in tail.items():
+        yield ",\n" + _member(name, value)
+    yield "\n}"
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+
+
+def _member(name: str, value: Any) -> str:
+    text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    return f"  {json.dumps(name)}: {text}"
+
+
+def write_chunks(chunks: Iterable[str], *, color: bool) -> None:
+    """Write a frame's pieces to stdout as they come, then a newline."""
+    for chunk in chunks:
+        click.echo(chunk, nl=False, color=color)
+    click.echo("")
+
+
+def watch_loop(frame: Frame, interval: float, *, color: bool) -> int:
+    """Redraw ``frame()`` every ``interval`` seconds until Ctrl-C. The exit status
+    is the last successful frame's (1: a schedule in ERROR). A failed read is
+    shown in place of the table and retried at the next frame."""
+    error = False
+    try:
+        while True:
+            try:
+                chunks, error = frame()
+                text = "".join(chunks)
+            except StateUnavailable as exc:
+                text = f"cannot read the state: {exc.message} (retrying every {interval:g}s)"
+            if color:
+                click.clear()
+            click.echo(text, color=color)
+            if not color:
+                click.echo("")  # frames one after another: keep them apart
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 1 if error else 0

@@ -1,0 +1,110 @@
+"""The kept columns of a schedule row: its start times and its condition as
+moments (:mod:`celery_dgs.core.kept_condition`), as column values.
+
+Both stores write them in the transaction that changes what they depend on
+(the SQL store: :mod:`.sql_kept`; the memory store: on every row it stores)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
+from ..core.spec import ScheduleSpec
+from ..core.stats import ScheduleStats
+from ..core.timing import DEFAULT_RETRY_LADDER
+from .records import StoredSchedule
+
+#: The kept columns of ``dgs_schedules``, in the order :func:`kept_row` gives them.
+KEPT_COLUMNS: tuple[str, ...] = (
+    "next_can_start_at",
+    "should_start_by",
+    "kept_level",
+    "kept_reason",
+    "warning_at",
+    "warning_reason",
+    "error_at",
+    "error_reason",
+    "pool",
+)
+
+#: Distinct spec shapes :class:`NewRowTimes` remembers before it starts over.
+NEW_ROW_SHAPES_MAX = 10_000
+
+
+def times_of(
+    stored: StoredSchedule, now: datetime, retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER
+) -> KeptTimes:
+    """What is kept for ``stored`` written at ``now``."""
+    return kept_times(
+        stored.spec,
+        stored.stats,
+        now,
+        declaration_error=stored.declaration_error,
+        retry_ladder=retry_ladder,
+    )
+
+
+def kept_row(times: KeptTimes, pool: str | None) -> tuple[Any, ...]:
+    """The values of :data:`KEPT_COLUMNS`."""
+    kept = times.condition
+    return (
+        times.next_can_start_at,
+        times.should_start_by,
+        int(kept.level),
+        kept.reason,
+        kept.warning_at,
+        kept.warning_reason,
+        kept.error_at,
+        kept.error_reason,
+        pool,
+    )
+
+
+def kept_values(times: KeptTimes, pool: str | None) -> dict[str, Any]:
+    """:func:`kept_row` by column name."""
+    return dict(zip(KEPT_COLUMNS, kept_row(times, pool), strict=True))
+
+
+def condition_of(values: Sequence[Any]) -> KeptCondition:
+    """The kept condition of a row's ``kept_level, kept_reason, warning_at,
+    warning_reason, error_at, error_reason`` (datetimes already aware)."""
+    from ..core.condition import Level
+
+    level, reason, warning_at, warning_reason, error_at, error_reason = values
+    return KeptCondition(
+        Level(level if level is not None else Level.ERROR),
+        reason or "unknown",
+        warning_at,
+        warning_reason,
+        error_at,
+        error_reason,
+    )
+
+
+class NewRowTimes:
+    """Kept values of new rows (registered ``now``, never run), remembered by
+    spec shape (the spec without its name and arguments): a bulk insert of a
+    million schedules of a few shapes computes a few times, not a million."""
+
+    def __init__(self, now: datetime, retry_ladder: Sequence[timedelta]) -> None:
+        self.now = now
+        self.retry_ladder = retry_ladder
+        self._stats = ScheduleStats(registered_at=now)
+        self._by_shape: dict[str, tuple[Any, ...]] = {}
+
+    def row(self, spec: ScheduleSpec) -> tuple[Any, ...]:
+        """:func:`kept_row` of a new row of ``spec``."""
+        fields = spec.to_dict()
+        for key in ("task", "configuration", "args", "kwargs"):
+            fields.pop(key, None)
+        shape = json.dumps(fields, sort_keys=True, default=str)
+        found = self._by_shape.get(shape)
+        if found is None:
+            if len(self._by_shape) >= NEW_ROW_SHAPES_MAX:
+                self._by_shape.clear()
+            times = kept_times(spec, self._stats, self.now, retry_ladder=self.retry_ladder)
+            found = self._by_shape[shape] = kept_row(times, spec.pool)
+        return found

@@ -1,0 +1,115 @@
+"""Writing the kept columns (:mod:`.kept`) in the SQL store.
+
+* ORM writes (``sync``, a run's start and end, a pause, a run request, ...):
+  :func:`keep_on_flush`, a ``before_flush`` hook of the store's write
+  sessions, recomputes them on every new or changed schedule row, so they
+  are written in the same transaction as the change.
+* Set-based writes (the runtime upsert): new rows get them in their
+  ``INSERT``/``COPY`` (:class:`~.kept.NewRowTimes`); updated rows are read
+  back and rewritten by :func:`refresh_kept`, in the same transaction.
+* Rows stored before the columns existed: :func:`backfill_kept` (the
+  migration that adds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, bindparam, select, text, update
+from sqlalchemy.orm import Session
+
+from ..core.kept_condition import kept_times
+from ..core.timing import DEFAULT_RETRY_LADDER
+from .convert import stats_of, utc
+from .kept import KEPT_COLUMNS, kept_values, times_of
+from .loader import SCHEDULE_COLUMNS, SpecCache, ValueMemo, stored_schedule_from_values
+from .models import ScheduleRow
+
+_T = cast(Table, ScheduleRow.__table__)
+#: ``Session.info`` key of the retry ladder the kept start times use.
+RETRY_LADDER_KEY = "dgs_retry_ladder"
+#: Names per ``WHERE name IN (...)`` read (SQLite limits bound parameters).
+REFRESH_CHUNK = 500
+#: Rows per batch of :func:`backfill_kept`.
+BACKFILL_BATCH = 5_000
+
+_UPDATE_KEPT = (
+    update(_T)
+    .where(_T.c.name == bindparam("b_name"))
+    .values({column: bindparam(column) for column in KEPT_COLUMNS})
+)
+_COLUMNS = ", ".join(SCHEDULE_COLUMNS)
+#: Parsed specs of the rows the hook recomputes (by shape: see :mod:`.loader`).
+_SPECS = SpecCache()
+
+
+def keep_on_flush(session: Session, _context: Any, _instances: Any) -> None:
+    """``before_flush``: the kept columns of every new or changed schedule row,
+    from its spec, statistics and declaration error, at its ``updated_at``."""
+    ladder = session.info.get(RETRY_LADDER_KEY, DEFAULT_RETRY_LADDER)
+    for row in (*session.new, *session.dirty):
+        if not isinstance(row, ScheduleRow):
+            continue
+        if row not in session.new and not session.is_modified(row):
+            continue
+        spec, _ = _SPECS.parse(row.spec, row.task, row.configuration)
+        times = kept_times(
+            spec,
+            stats_of(row),
+            row.updated_at,
+            declaration_error=row.declaration_error,
+            retry_ladder=ladder,
+        )
+        pool = None if spec is None else spec.pool
+        for column, value in kept_values(times, pool).items():
+            if getattr(row, column) != value:
+                setattr(row, column, value)
+
+
+def refresh_kept(
+    conn: Connection,
+    names: Sequence[str],
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    specs: SpecCache | None = None,
+) -> None:
+    """Recompute and write the kept columns of the rows ``names`` (in ``conn``'s
+    transaction; the rows are already locked by the caller's write)."""
+    now = utc(now, "now")
+    cache, memo = specs or SpecCache(), ValueMemo()
+    query = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE name IN :names").bindparams(
+        bindparam("names", expanding=True)
+    )
+    for i in range(0, len(names), REFRESH_CHUNK):
+        chunk = list(names[i : i + REFRESH_CHUNK])
+        batch = []
+        for values in conn.execute(query, {"names": chunk}):
+            stored = stored_schedule_from_values(values, cache, memo)
+            pool = None if stored.spec is None else stored.spec.pool
+            times = times_of(stored, now, retry_ladder)
+            batch.append({"b_name": stored.name, **kept_values(times, pool)})
+        if batch:
+            conn.execute(_UPDATE_KEPT, batch)
+
+
+def backfill_kept(conn: Connection, now: datetime) -> int:
+    """Write the kept columns of every row that has none yet (``kept_level``
+    NULL), a batch of names at a time; the number of rows written."""
+    done = 0
+    after = ""
+    while True:
+        stmt = (
+            select(_T.c.name)
+            .where(_T.c.kept_level.is_(None), _T.c.name > after)
+            .order_by(_T.c.name)
+            .limit(BACKFILL_BATCH)
+        )
+        names = list(conn.execute(stmt).scalars())
+        if not names:
+            return done
+        refresh_kept(conn, names, now)
+        done += len(names)
+        after = names[-1]

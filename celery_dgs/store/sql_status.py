@@ -1,0 +1,267 @@
+"""Status reads of the SQL store: count, filter and page the schedules by
+their kept columns (:mod:`.kept`), with ``now`` as a query parameter.
+
+A schedule's level at ``now`` is the comparison of
+:func:`~celery_dgs.core.kept_condition.condition_at`: ERROR when
+``kept_level`` is 2 or ``error_at < now``, else WARNING when ``warning_at <
+now`` or ``kept_level`` is 1, else OK. Each condition is a range of one
+partial index (active schedules, not the deferred checks), which covers its
+count and gives its order:
+
+* ERROR: ``kept_level = 2`` (``ix_dgs_schedules_kept_level``), and
+  ``error_at < now`` (``ix_dgs_schedules_error_at``), by ``error_at``;
+* WARNING: ``warning_at < now <= error_at`` (``ix_dgs_schedules_warning_at``),
+  and ``kept_level = 1`` while no moment passed, by ``should_start_by``;
+* OK: the rest (the count: all active schedules minus the others; the rows:
+  ``ix_dgs_schedules_should_start`` in order, skipping the others).
+
+So a read costs the rows in ERROR and WARNING plus one index-only count,
+not a pass over every row. A selection by name pattern, pool or names is one
+query over the matching rows (a ``CASE`` of the same comparison): a name
+prefix is a range of the primary key; other patterns read every name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+)
+
+from ..core.condition import Level, Reason
+from ..core.kept_condition import KeptTimes
+from ..errors import UnknownScheduleError
+from .convert import utc
+from .engine import connection_transaction
+from .kept import condition_of
+from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
+from .models import ScheduleRow, UTCDateTime
+from .records import StoredSchedule
+from .selection import LIKE_ESCAPE, Selection, like_pattern, regex_pattern, sqlite_glob
+from .sql_base import SqlStoreBase
+
+_T = cast(Table, ScheduleRow.__table__)
+#: Rows fetched from the driver at a time while a status read streams.
+STREAM_BATCH_ROWS = 2_000
+#: Distinct datetimes a streaming read shares before it starts over (its
+#: memory stays flat however many rows it streams).
+STREAM_MEMO_ENTRIES = 20_000
+
+_NOW = bindparam("now", type_=UTCDateTime())
+_OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
+#: The partial indexes' condition, as they state it (so the planner uses them).
+ACTIVE_SCHEDULE = text("active AND kind <> 'check'")
+_LEVEL, _ERROR_AT, _WARNING_AT = _T.c.kept_level, _T.c.error_at, _T.c.warning_at
+#: The level at ``:now`` (``condition_at``: strictly after a moment).
+LEVEL_AT = case(
+    (_LEVEL == _ERROR, _ERROR),
+    (_ERROR_AT < _NOW, _ERROR),
+    (_WARNING_AT < _NOW, _WARNING),
+    else_=func.coalesce(_LEVEL, _ERROR),
+)
+#: The reason at ``:now``.
+REASON_AT = case(
+    (_LEVEL == _ERROR, _T.c.kept_reason),
+    (_ERROR_AT < _NOW, _T.c.error_reason),
+    (_WARNING_AT < _NOW, _T.c.warning_reason),
+    else_=_T.c.kept_reason,
+)
+_LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
+#: Each condition's parts: its level, the rows' reason column, their range
+#: (with ``:now``) and the partial index that covers it.
+_PARTS: tuple[tuple[int, str, str, str], ...] = (
+    (_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
+    (_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
+    (
+        _WARNING,
+        "warning_reason",
+        "warning_at < :now AND error_at >= :now AND kept_level < 2",
+        "ix_dgs_schedules_warning_at",
+    ),
+    (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
+    (_OK, "kept_reason", f"kept_level = 0 AND {_LATER}", "ix_dgs_schedules_should_start"),
+)
+_ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
+
+
+def _part_query(sql: str) -> Any:
+    """``sql`` with its ``:now`` (if any) bound as a stored moment."""
+    query = text(sql)
+    return query.bindparams(bindparam("now", type_=UTCDateTime())) if ":now" in sql else query
+
+
+def _from(index: str, dialect: str) -> str:
+    """``dgs_schedules``, on SQLite with the index the part reads (its planner
+    does not pick a partial index over a scan by itself)."""
+    return f"dgs_schedules INDEXED BY {index}" if dialect == "sqlite" else "dgs_schedules"
+
+
+#: The moment the urgency order sorts a level by: ``error_at`` in ERROR,
+#: else ``should_start_by`` (``celery_dgs.status.urgency_key``).
+_URGENT_AT = case((LEVEL_AT == _ERROR, _ERROR_AT), else_=_T.c.should_start_by)
+_ROW_COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
+_WIDTH = len(SCHEDULE_COLUMNS)
+
+
+def _plain(selection: Selection) -> bool:
+    """Whether ``selection`` is by condition at most (read by index ranges)."""
+    return not (selection.patterns or selection.pools or selection.names is not None)
+
+
+def _levels(selection: Selection) -> set[int]:
+    return {int(Level[name]) for name in selection.levels} or {_OK, _WARNING, _ERROR}
+
+
+class StatusMethods(SqlStoreBase):
+    """``condition_counts``, ``status_rows`` and ``kept_times`` of the SQL store."""
+
+    def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:
+        """How many selected schedules are in each (level name, reason) at ``now``."""
+        params = {"now": utc(now, "now")}
+        with connection_transaction(self.engine, write=False) as conn:
+            if not _plain(selection):
+                stmt = (
+                    select(LEVEL_AT, REASON_AT, func.count())
+                    .where(_where(selection, conn.dialect.name))
+                    .group_by(literal_column("1"), literal_column("2"))
+                )
+                found = conn.execute(stmt, params)
+                return {(Level(level).name, reason or ""): n for level, reason, n in found}
+            return _counts_by_part(conn, params, _levels(selection))
+
+    def status_rows(
+        self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0
+    ) -> Iterator[StoredSchedule]:
+        """The selected schedules, most urgent first at ``now`` (ERROR, WARNING,
+        OK; by ``error_at`` in ERROR, else by ``should_start_by``; then by name),
+        from ``offset``, at most ``limit`` (``None``: all, streamed in batches
+        of :data:`STREAM_BATCH_ROWS` within one read transaction)."""
+        params = {"now": utc(now, "now")}
+        memo = ValueMemo(STREAM_MEMO_ENTRIES)  # bounded: a stream of every row
+        with connection_transaction(self.engine, write=False) as conn:
+            if limit is not None and _plain(selection):
+                found = _page_by_part(conn, params, _levels(selection), offset + limit)
+                for values in found[offset:]:
+                    yield stored_schedule_from_values(values, self._spec_cache, memo)
+                return
+            stmt = (
+                select(*_ROW_COLUMNS)
+                .where(_where(selection, conn.dialect.name))
+                .order_by(LEVEL_AT.desc(), _URGENT_AT.is_not(None), _URGENT_AT, _T.c.name)
+            )
+            if limit is not None:
+                stmt = stmt.limit(limit)
+            if offset:
+                stmt = stmt.offset(offset)
+            result = conn.execution_options(yield_per=STREAM_BATCH_ROWS).execute(stmt, params)
+            for values in result:
+                yield stored_schedule_from_values(values, self._spec_cache, memo)
+
+    def kept_times(self, name: str) -> KeptTimes:
+        """The kept columns of the named schedule; ``UnknownScheduleError`` if none."""
+        columns = (_LEVEL, _T.c.kept_reason, _WARNING_AT, _T.c.warning_reason, _ERROR_AT)
+        stmt = select(
+            *columns, _T.c.error_reason, _T.c.next_can_start_at, _T.c.should_start_by
+        ).where(_T.c.name == name)
+        with connection_transaction(self.engine, write=False) as conn:
+            row = conn.execute(stmt).one_or_none()
+        if row is None:
+            raise UnknownScheduleError(f"no schedule named {name!r} in the store")
+        return KeptTimes(condition_of(row[:6]), row[6], row[7])
+
+
+def _counts_by_part(
+    conn: Connection, params: dict[str, Any], levels: set[int]
+) -> dict[tuple[str, str], int]:
+    """The counts of each condition's parts (one grouped query each, over its
+    index); OK as every active schedule less the ERROR and WARNING ones."""
+    dialect = conn.dialect.name
+    counts: dict[tuple[str, str], int] = {}
+    for level, reason, where, index in _PARTS[:4]:
+        if level in levels or _OK in levels:  # OK: what the others leave
+            sql = (
+                f"SELECT {reason}, count(*) FROM {_from(index, dialect)} "
+                f"WHERE active AND kind <> 'check' AND {where} GROUP BY {reason}"
+            )
+            for why, n in conn.execute(_part_query(sql), params):
+                key = (Level(level).name, why or "")
+                counts[key] = counts.get(key, 0) + n
+    ok = 0
+    if _OK in levels:
+        every = (
+            f"SELECT count(*) FROM {_from('ix_dgs_schedules_can_start', dialect)} "
+            "WHERE active AND kind <> 'check'"
+        )
+        ok = int(conn.execute(text(every)).scalar_one()) - sum(counts.values())
+    counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
+    if ok:
+        counts[(Level.OK.name, Reason.OK.value)] = ok
+    return counts
+
+
+def _page_by_part(
+    conn: Connection, params: dict[str, Any], levels: set[int], count: int
+) -> list[Sequence[Any]]:
+    """The first ``count`` rows (:data:`SCHEDULE_COLUMNS`' values) of the
+    selected levels in urgency order: each part read in its index's order
+    and merged, a level read only while rows are still wanted."""
+    out: list[Sequence[Any]] = []
+    for level in (_ERROR, _WARNING, _OK):
+        if level not in levels or len(out) >= count:
+            continue
+        moment = "error_at" if level == _ERROR else "should_start_by"
+        merged: list[tuple[tuple[bool, Any, str], Sequence[Any]]] = []
+        for part, (part_level, _, where, index) in enumerate(_PARTS):
+            if part_level != level:
+                continue
+            # Only a fixed ERROR (an invalid spec) may have no moment: first.
+            order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
+            sql = (
+                f"SELECT {_ROWS_SQL}, {moment} FROM {_from(index, conn.dialect.name)} "
+                f"WHERE active AND kind <> 'check' AND {where} "
+                f"ORDER BY {order} LIMIT {count - len(out)}"
+            )
+            for values in conn.execute(_part_query(sql), params):
+                at = values[_WIDTH]
+                merged.append(((at is not None, at, values[0]), values[:_WIDTH]))
+        merged.sort(key=lambda item: item[0])
+        out += [values for _, values in merged[: count - len(out)]]
+    return out
+
+
+def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:
+    """The selection as one ``WHERE`` clause."""
+    clauses: list[ColumnElement[bool]] = [ACTIVE_SCHEDULE]  # type: ignore[list-item]
+    if selection.names is not None:
+        clauses.append(_T.c.name.in_(selection.names))
+    if selection.patterns:
+        clauses.append(or_(*(_name_clause(p, dialect) for p in selection.patterns)))
+    if selection.levels:
+        clauses.append(LEVEL_AT.in_([int(Level[name]) for name in selection.levels]))
+    if selection.pools:
+        pool = func.coalesce(_T.c.pool, selection.default_pool)
+        clauses.append(pool.in_(selection.pools))
+    return and_(*clauses)
+
+
+def _name_clause(pattern: str, dialect: str) -> ColumnElement[bool]:
+    """The names matching ``pattern`` (:mod:`.selection`)."""
+    if dialect == "sqlite":
+        return _T.c.name.op("GLOB")(sqlite_glob(pattern))
+    like = like_pattern(pattern)
+    if like is not None:
+        return _T.c.name.like(like, escape=LIKE_ESCAPE)
+    return _T.c.name.regexp_match(regex_pattern(pattern))
