@@ -14,7 +14,14 @@ import click
 
 from ..core.condition import Level
 from ..ops.checks import checks_past_within
-from ..ops.leader import leader_json, pace_text, read_leader, read_pace
+from ..ops.leader import (
+    leader_json,
+    overload_text,
+    pace_text,
+    read_leader,
+    read_overload,
+    read_pace,
+)
 from ..ops.state import StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import iso
 from ..status import StatusRow
@@ -128,6 +135,7 @@ def status(
         page = read_page(env, selection, limit=rows, project=project)
         leader, timeout = read_leader(env)
         pace = read_pace(env)
+        overload = read_overload(env)
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
@@ -135,6 +143,7 @@ def status(
             tail = {
                 "beat_leader": leader_json(leader, page.now, timeout),
                 "beat_pace": None if pace is None else pace.to_dict(),
+                "overload": None if overload is None else overload.to_dict(),
                 "checks": {
                     **status_checks_json(checks, page.now),
                     "past_within": [p.task for p in past],
@@ -146,6 +155,7 @@ def status(
             ), error
         text = table_text(page, color=color, capacity=env.settings.capacity)
         lines = [text, leader_text(leader, page.now, timeout), pace_text(pace)]
+        lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))
         lines += [past_within_text(p, color=color) for p in past]
         return ["\n".join(line for line in lines if line is not None)], error

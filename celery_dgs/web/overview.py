@@ -14,7 +14,7 @@ from typing import Any
 from ..core.condition import Level
 from ..core.cron import next_cron_time
 from ..core.spec import CronSpec, PeriodicSpec, ScheduleSpec
-from ..ops.leader import pace_text
+from ..ops.leader import overload_text, pace_text
 from ..status import StatusRow, count_levels
 from ..store.records import StoredSchedule
 from .snapshot import Snapshot
@@ -150,6 +150,8 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "leader": snap.leader,
         "pace": None if snap.pace is None else snap.pace.to_dict(),
         "pace_text": pace_text(snap.pace),
+        "overload": None if snap.overload is None else snap.overload.to_dict(),
+        "overload_text": overload_text(snap.overload),
         "workers": workers,
         "slots": sum(w.slots for w in workers),
         "busy": sum(w.busy for w in workers),

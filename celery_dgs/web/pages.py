@@ -90,6 +90,8 @@ class Pages:
                 "beat_leader": data["leader"],
                 "beat_pace": data["pace"],
                 "beat_pace_text": data["pace_text"],
+                "overload": data["overload"],
+                "overload_text": data["overload_text"],
                 "workers": [
                     {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
                     for w in data["workers"]

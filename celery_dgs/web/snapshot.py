@@ -15,8 +15,9 @@ from typing import Any
 from ..core.condition import Level
 from ..core.pace import PaceFigures
 from ..ops.env import Env
-from ..ops.leader import leader_json, read_leader, read_pace
+from ..ops.leader import leader_json, read_leader, read_overload, read_pace
 from ..ops.state import State, read_state
+from ..overload_board import OverloadReport
 from ..status import CachedCheckSummary, StatusRow
 from ..store.check_types import CheckSummary
 from ..store.records import StoredSchedule
@@ -45,6 +46,8 @@ class Snapshot:
     overdue_checks: list[StoredSchedule] = dataclasses.field(default_factory=list)
     #: The leading beat's dispatch pace over the last minute (None: none written).
     pace: PaceFigures | None = None
+    #: What the leading beat's fewest_errors order makes wait (None: none written).
+    overload: OverloadReport | None = None
 
     @property
     def now(self) -> datetime:
@@ -84,6 +87,7 @@ def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> S
     state = read_state(env)
     info, timeout = read_leader(env)
     pace = read_pace(env)
+    overload = read_overload(env)
     pending = env.runtime.dispatches.pending_count()
     store = env.runtime.store
     checks = (
@@ -102,6 +106,7 @@ def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> S
         checks=checks,
         overdue_checks=overdue,
         pace=pace,
+        overload=overload,
     )
 
 
@@ -114,6 +119,7 @@ def snapshot_of(
     checks: CheckSummary | None = None,
     overdue_checks: Sequence[StoredSchedule] = (),
     pace: PaceFigures | None = None,
+    overload: OverloadReport | None = None,
 ) -> Snapshot:
     ordered = sorted(state.rows, key=error_order)
     return Snapshot(
@@ -127,4 +133,5 @@ def snapshot_of(
         checks=checks or CheckSummary(),
         overdue_checks=list(overdue_checks),
         pace=pace,
+        overload=overload,
     )

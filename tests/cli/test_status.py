@@ -117,6 +117,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "schedules",
         "beat_leader",
         "beat_pace",
+        "overload",
         "checks",
     ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}

@@ -22,6 +22,7 @@ import pytest
 from celery_dgs.overload_board import OverloadBoard
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from tests.e2e.harness import wait_for
+from tests.e2e.test_cli_e2e import dgs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -77,3 +78,13 @@ def test_fewest_errors_gives_up_the_runs_that_buy_least(cluster_factory) -> None
     )
     assert report.overloaded
     assert report.waiting[0].name in ("e2e.scrape@dear1", "e2e.scrape@dear2")
+
+    # What an operator reads: beat rewrites the report every 5 s, and some of
+    # them find no schedule waiting (the one in ERROR is the next choice).
+    def overload_line() -> str | None:
+        out = dgs(cluster, "status").stdout
+        return out if "fewest_errors makes" in out else None
+
+    shown = wait_for(overload_line, 30, "status to name what the overload gives up")
+    assert "in ERROR wait, whose runs buy the least fresh time per slot-second" in shown
+    assert "e2e.scrape@dear" in shown
