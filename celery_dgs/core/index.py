@@ -161,3 +161,26 @@ class DeadlineIndex:
         self._ready = [r for r in self._ready if version.get(r[2]) == r[3]]
         heapq.heapify(self._waiting)
         heapq.heapify(self._ready)
+
+
+class IndexOver(DeadlineIndex):
+    """An index that orders the schedules another one, ``main``, holds: its
+    size, membership, iteration and times are ``main``'s (the wrapping
+    orders of :mod:`~celery_dgs.core.priority` and
+    :mod:`~celery_dgs.core.revisit_groups`)."""
+
+    def __init__(self, main: DeadlineIndex) -> None:
+        super().__init__()
+        self.main = main
+
+    def __len__(self) -> int:
+        return len(self.main)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.main
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.main)
+
+    def times(self, name: str) -> IndexedTimes | None:
+        return self.main.times(name)

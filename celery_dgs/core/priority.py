@@ -63,12 +63,12 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from .elevator import effective_priority as effective_priority
 from .elevator import elevator_steps
 from .elevator import level_classes as level_classes
-from .index import DeadlineIndex, IndexedTimes
+from .index import DeadlineIndex, IndexOver
 from .late_order import is_run_request
 
 #: Default ``dgs_elevator_interval``: seconds between two elevator steps.
@@ -101,7 +101,7 @@ _Candidate = tuple[int, int, float, str, int]
 _Place = tuple[int, int, float]
 
 
-class PriorityIndex(DeadlineIndex):
+class PriorityIndex(IndexOver):
     """``main`` (an overload policy's index) with priority classes and the elevator.
 
     ``priority_of(name)`` is read when a schedule is upserted (its spec does not
@@ -119,7 +119,7 @@ class PriorityIndex(DeadlineIndex):
         overloaded: Callable[[], bool] | None = None,
         short_hold_s: float = 0.0,
     ) -> None:
-        super().__init__()
+        super().__init__(main)
         self.lead_s = lead_s
         self.short_when_waited_s = short_when_waited_s
         self.overloaded = overloaded
@@ -138,7 +138,6 @@ class PriorityIndex(DeadlineIndex):
             raise ValueError(
                 f"elevator interval must be > 0 seconds or None, got {elevator_interval_s!r}"
             )
-        self.main = main
         self.priority_of = priority_of
         self.elevator_interval_s = elevator_interval_s
         self.clock_offset_s = clock_offset_s
@@ -160,18 +159,6 @@ class PriorityIndex(DeadlineIndex):
         self._pushed = 0
 
     # -- what main answers --------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self.main)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.main
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.main)
-
-    def times(self, name: str) -> IndexedTimes | None:
-        return self.main.times(name)
-
     def ready_count(self, now: float) -> int:
         return self.main.ready_count(now)
 

@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .adaptive import target, upstream_changed
-from .index import DeadlineIndex, IndexedTimes
+from .index import DeadlineIndex, IndexedTimes, IndexOver
 from .late_order import is_run_request
 from .spec import AdaptiveSpec, ScheduleSpec
 from .stats import ScheduleStats
@@ -185,7 +185,7 @@ class _Choice:
     non_empty: list[bool]
 
 
-class GroupIndex(DeadlineIndex):
+class GroupIndex(IndexOver):
     """``main`` (an overload policy's index) with the revisit groups over its
     adaptive schedules (module docstring).
 
@@ -201,8 +201,7 @@ class GroupIndex(DeadlineIndex):
         key_of: Callable[[str], RevisitKey | None],
         shares: GroupShares = DEFAULT_GROUP_SHARES,
     ) -> None:
-        super().__init__()
-        self.main = main
+        super().__init__(main)
         self.key_of = key_of
         self.turns = GroupTurns(shares)
         self.picks = [0] * len(GROUP_NAMES)
@@ -221,15 +220,6 @@ class GroupIndex(DeadlineIndex):
         self._pushed = 0
 
     # -- what main answers --------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self.main)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.main
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.main)
-
     def times(self, name: str) -> IndexedTimes | None:
         own = self._own.get(name)
         return own if own is not None else self.main.times(name)
