@@ -8,12 +8,15 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 import click
 
 from ..core.condition import Level
-from ..ops.checks import checks_past_within
+from ..core.pace import PaceFigures
+from ..leases.leader import LeaderInfo
+from ..ops.checks import PastWithin, checks_past_within
 from ..ops.leader import (
     leader_json,
     overload_text,
@@ -24,7 +27,9 @@ from ..ops.leader import (
 )
 from ..ops.state import StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import iso
+from ..overload_board import OverloadReport
 from ..status import StatusRow
+from ..store.check_types import CheckSummary
 from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
@@ -134,21 +139,12 @@ def status(
         rows = limit if limit is not None or as_json else DEFAULT_TABLE_ROWS
         page = read_page(env, selection, limit=rows, project=project)
         leader, timeout = read_leader(env)
-        pace = read_pace(env)
-        overload = read_overload(env)
+        pace, overload = read_pace(env), read_overload(env)
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
         if as_json:
-            tail = {
-                "beat_leader": leader_json(leader, page.now, timeout),
-                "beat_pace": None if pace is None else pace.to_dict(),
-                "overload": None if overload is None else overload.to_dict(),
-                "checks": {
-                    **status_checks_json(checks, page.now),
-                    "past_within": [p.task for p in past],
-                },
-            }
+            tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
@@ -165,6 +161,24 @@ def status(
         write_chunks(chunks, color=color)
         ctx.exit(1 if error else 0)
     ctx.exit(watch_loop(frame, watch, color=color))
+
+
+def beat_and_checks_json(
+    now: datetime,
+    leader: LeaderInfo | None,
+    timeout: float,
+    pace: PaceFigures | None,
+    overload: OverloadReport | None,
+    checks: CheckSummary,
+    past: list[PastWithin],
+) -> dict[str, Any]:
+    """The keys of ``status --json`` after the schedules."""
+    return {
+        "beat_leader": leader_json(leader, now, timeout),
+        "beat_pace": None if pace is None else pace.to_dict(),
+        "overload": None if overload is None else overload.to_dict(),
+        "checks": {**status_checks_json(checks, now), "past_within": [p.task for p in past]},
+    }
 
 
 def json_frame(
