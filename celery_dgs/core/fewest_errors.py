@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .index import live_heap
 from .late_order import is_run_request
 from .laxity import DEFAULT_LAXITY_FLOOR_S, LaxityIndex
 from .lookahead import demand_period_s
@@ -158,8 +159,5 @@ class FewestErrorsIndex(LaxityIndex):
         valued = getattr(self, "_valued", None)
         if valued is None or len(valued) <= 4 * len(self._times) + 1024:
             return
-        version = self._version
-        for attr in ("_valued", "_floored"):
-            live = [i for i in getattr(self, attr) if version.get(i[2]) == i[3]]
-            heapq.heapify(live)
-            setattr(self, attr, live)
+        self._valued = live_heap(valued, self._version, 2, 3)
+        self._floored = live_heap(self._floored, self._version, 2, 3)

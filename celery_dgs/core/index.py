@@ -20,14 +20,28 @@ upserts it again with fresh start times when that ends.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 
 @dataclass(frozen=True, slots=True)
 class IndexedTimes:
     can_start_by: float
     should_start_by: float
+
+
+def live_heap(
+    items: Iterable[_T], versions: Mapping[str, int], name_at: int, version_at: int
+) -> list[_T]:
+    """The items of a lazily deleted heap whose version (at ``version_at``) is
+    still their name's (at ``name_at``) in ``versions``, as a heap again: the
+    compaction every index runs once stale items dominate."""
+    live = [i for i in items if versions.get(i[name_at]) == i[version_at]]
+    heapq.heapify(live)
+    return live
 
 
 class DeadlineIndex:
@@ -156,11 +170,8 @@ class DeadlineIndex:
         live = len(self._times)
         if len(self._waiting) + len(self._ready) <= 4 * live + 1024:
             return
-        version = self._version
-        self._waiting = [w for w in self._waiting if version.get(w[2]) == w[1]]
-        self._ready = [r for r in self._ready if version.get(r[2]) == r[3]]
-        heapq.heapify(self._waiting)
-        heapq.heapify(self._ready)
+        self._waiting = live_heap(self._waiting, self._version, 2, 1)
+        self._ready = live_heap(self._ready, self._version, 2, 3)
 
 
 class IndexOver(DeadlineIndex):

@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable
 from typing import Protocol
 
-from .index import DeadlineIndex
+from .index import DeadlineIndex, live_heap
 from .spec import ScheduleSpec
 from .stats import ScheduleStats
 from .timing import expected_duration
@@ -152,9 +152,7 @@ class SheddingIndex(DeadlineIndex):
         super()._compact_if_bloated()
         late = getattr(self, "_late", None)
         if late is not None and len(late) > 4 * len(self._times) + 1024:
-            version = self._version
-            self._late = [i for i in late if version.get(i[2]) == i[3]]
-            heapq.heapify(self._late)
+            self._late = live_heap(late, self._version, 2, 3)
 
 
 class RestoringIndex(SheddingIndex):

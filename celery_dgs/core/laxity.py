@@ -53,6 +53,7 @@ import heapq
 import math
 from collections.abc import Callable
 
+from .index import live_heap
 from .late_order import RestoringIndex, _Tracked
 from .timing import start_margin
 
@@ -206,11 +207,9 @@ class LaxityIndex(RestoringIndex):
             return
         if self._bucketed <= 4 * len(self._times) + 1024:  # O(1): runs on every upsert
             return
-        version = self._version
         for bucket_no, bucket in list(buckets.items()):
-            live = [i for i in bucket if version.get(i[2]) == i[3]]
+            live = live_heap(bucket, self._version, 2, 3)
             if live:
-                heapq.heapify(live)
                 buckets[bucket_no] = live
             else:
                 del buckets[bucket_no]

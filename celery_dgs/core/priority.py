@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterable
 from .elevator import effective_priority as effective_priority
 from .elevator import elevator_steps
 from .elevator import level_classes as level_classes
-from .index import DeadlineIndex, IndexOver
+from .index import DeadlineIndex, IndexOver, live_heap
 from .late_order import is_run_request
 
 #: Default ``dgs_elevator_interval``: seconds between two elevator steps.
@@ -426,11 +426,7 @@ class PriorityIndex(IndexOver):
     def _compact_if_bloated(self) -> None:
         if self._pushed <= 4 * len(self._ver) + 1024:  # O(1): runs on every upsert
             return
-        ver = self._ver
-        self._upcoming = [u for u in self._upcoming if ver.get(u[2]) == u[1]]
-        heapq.heapify(self._upcoming)
+        self._upcoming = live_heap(self._upcoming, self._ver, 2, 1)
         for cls, heap in list(self._due.items()):
-            live_items = [d for d in heap if ver.get(d[1]) == d[2]]
-            heapq.heapify(live_items)
-            self._due[cls] = live_items
+            self._due[cls] = live_heap(heap, self._ver, 1, 2)
         self._pushed = len(self._upcoming) + sum(len(h) for h in self._due.values())

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .adaptive import target, upstream_changed
-from .index import DeadlineIndex, IndexedTimes, IndexOver
+from .index import DeadlineIndex, IndexedTimes, IndexOver, live_heap
 from .late_order import is_run_request
 from .spec import AdaptiveSpec, ScheduleSpec
 from .stats import ScheduleStats
@@ -383,10 +383,7 @@ class GroupIndex(IndexOver):
     def _compact_if_bloated(self) -> None:
         if self._pushed <= 4 * len(self._ver) + 1024:  # O(1): runs on every upsert
             return
-        ver = self._ver
-        self._upcoming = [u for u in self._upcoming if ver.get(u[2]) == u[1]]
-        heapq.heapify(self._upcoming)
+        self._upcoming = live_heap(self._upcoming, self._ver, 2, 1)
         for heap in self._heaps:
-            heap[:] = [item for item in heap if ver.get(item[1]) == item[2]]
-            heapq.heapify(heap)
+            heap[:] = live_heap(heap, self._ver, 1, 2)
         self._pushed = len(self._upcoming) + sum(len(h) for h in self._heaps)
