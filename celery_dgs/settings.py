@@ -61,6 +61,7 @@ from .setting_checks import (
 #: and how long an ended check's history is kept (30 days).
 DEFAULT_CHECK_WINDOW_S = 600.0
 DEFAULT_CHECK_WINDOW_SIZE = 10_000
+DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 DEFAULT_CHECK_RETENTION_S = 30 * 86400.0
 
 #: How long a status page session lasts (8 hours).
@@ -221,6 +222,15 @@ class DgsSettings:
     #: reads the next ones from the store as the window moves on or empties.
     check_window: float = field(default=DEFAULT_CHECK_WINDOW_S, metadata=SECONDS)
     check_window_size: int = field(default=DEFAULT_CHECK_WINDOW_SIZE, metadata=POSITIVE_INT)
+    #: Beat's window of schedules (celery_dgs/core/window.py): with a size,
+    #: beat holds the schedules that can start within ``schedule_window``
+    #: seconds (and the overdue), at most ``schedule_window_size`` of them, the
+    #: most urgent first, and reads the next ones from the store as the window
+    #: moves on or empties; ``None``: beat holds every active schedule.
+    schedule_window: float = field(default=DEFAULT_SCHEDULE_WINDOW_S, metadata=SECONDS)
+    schedule_window_size: int | None = field(
+        default=None, metadata=setting(positive_int, optional=True)
+    )
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much

@@ -54,18 +54,9 @@ class CheckWindow:
 
     def drop(self, row: StoredSchedule) -> None:
         """Forget a pending check that moved past the window; the window read
-        brings it back when it is due. A parked one (running or dispatched)
-        keeps its new row until it is freed."""
-        name, state = row.name, self.state
-        if name in state.parked:
-            if row.spec is not None:
-                state.tracked[name] = tracked_of(row, row.spec)
-            return
-        self.ranking.index.remove(name)
-        state.held.discard(name)
-        state.tracked.pop(name, None)
-        state.unschedulable.pop(name, None)
-        state.checks.discard(name)
+        brings it back when it is due (:func:`let_go`)."""
+        self.state.checks.discard(row.name)
+        let_go(self.state, self.ranking, row)
 
     def next_rows(self) -> list[StoredSchedule]:
         """The next pending checks from the store if the window needs them:
@@ -98,3 +89,17 @@ class CheckWindow:
             self.end = (max(until, end[0]) if end is not None else until, None)
             self.full = False
         return rows
+
+
+def let_go(state: BeatState, ranking: BeatRanking, row: StoredSchedule) -> None:
+    """Forget a row that left beat's window (a check's or a schedule's). A
+    parked one (running or dispatched) keeps its new row until it is freed,
+    and is forgotten then (``state.leaving``)."""
+    name = row.name
+    if name in state.parked:
+        if row.spec is not None:
+            state.tracked[name] = tracked_of(row, row.spec)
+        state.leaving.add(name)
+        return
+    ranking.forget(name)
+    state.unschedulable.pop(name, None)

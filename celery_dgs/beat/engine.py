@@ -62,6 +62,7 @@ from .pending import PendingDispatches
 from .placement import BeatPlacement
 from .ranking import BeatRanking
 from .reaper import HistoryPruner, RunReaper
+from .schedule_window import ScheduleWindow
 from .sending import DispatchSender
 from .snapshot import BeatSnapshot, SnapshotSlot
 from .state import BeatState
@@ -113,7 +114,25 @@ class BeatEngine:
         self.state = state = BeatState()
         self.ranking = ranking = BeatRanking(state, settings, clock)
         self.window = CheckWindow(state, ranking, store, settings, clock)
-        self.loader = ScheduleLoader(state, ranking, self.window, store, settings, clock, monotonic)
+        size = settings.schedule_window_size
+        #: Beat's window of schedules (``dgs_schedule_window_size``); ``None``: all held.
+        self.schedule_window = (
+            None
+            if size is None
+            else ScheduleWindow(
+                state, ranking, store, clock, size=size, horizon_s=settings.schedule_window
+            )
+        )
+        self.loader = ScheduleLoader(
+            state,
+            ranking,
+            self.window,
+            store,
+            settings,
+            clock,
+            monotonic,
+            schedules=self.schedule_window,
+        )
         self.pending_dispatches = PendingDispatches(state, ranking, dispatches, settings, monotonic)
         self.placement = BeatPlacement(
             state, registry, leases, settings, default_queue, ranking.lookahead
@@ -157,7 +176,7 @@ class BeatEngine:
         window, and the dispatches a previous beat left pending."""
         self._thread = threading.get_ident()
         count = self.loader.load()
-        self.loader.read_check_window()
+        self.loader.read_windows()
         self.pending_dispatches.adopt()
         logger.info(
             "celery-dgs beat: loaded %d schedules and %d deferred checks (cursor %d)",
@@ -194,7 +213,7 @@ class BeatEngine:
         role = leadership.check() if leadership is not None else Role.LEADER
         if mono - self.loader.last_poll >= self.settings.store_poll_interval:
             self.loader.refresh()
-        self.loader.read_check_window()
+        self.loader.read_windows()
         if leadership is not None and role is Role.STANDBY:
             state.most_urgent_should_start_by = None
             state.live_slots = None  # known again at this beat's next placement as leader
@@ -205,6 +224,9 @@ class BeatEngine:
             state.refresh_after_read = True  # a standby's stats may be a poll old
         now = self.clock.now().timestamp()
         index = self.ranking.index
+        # A full window of schedules may hold none eligible while the fleet has.
+        while index.peek(now) is None and self.loader.read_further():
+            pass
         if index.peek(now) is not None or state.parked:
             self._dispatch_round(now)
         self.pruner.maybe_prune(mono)
@@ -269,12 +291,19 @@ class BeatEngine:
         placement = self.placement.placement(view)
         if placement.free <= 0:
             return 0
-        orders = self._choose(now, placement, view.running)
+        limit = self.settings.max_dispatches_per_tick
+        orders = self._choose(now, placement, view.running, limit)
+        # A full window of schedules may hold none eligible while the fleet has:
+        # read on while slots are free (the order is the whole fleet's).
+        while placement.free > 0 and len(orders) < limit and self.loader.read_further():
+            orders += self._choose(now, placement, view.running, limit - len(orders))
         if orders:
             self.sender.send(orders, now)
         return len(orders)
 
-    def _choose(self, now: float, placement: Placement, running: Set[str]) -> list[DispatchOrder]:
+    def _choose(
+        self, now: float, placement: Placement, running: Set[str], limit: int
+    ) -> list[DispatchOrder]:
         """The orders for the schedules ``choose_dispatches`` pops from the index
         and places; a running or dispatched one is parked, one not due any more
         (e.g. its blackout began) or held back by the look-ahead is re-indexed."""
@@ -310,6 +339,6 @@ class BeatEngine:
             placement,
             constraints_of,
             defer,
-            limit=self.settings.max_dispatches_per_tick,
+            limit=limit,
         )
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

@@ -2,7 +2,7 @@
 
 :meth:`ScheduleLoader.load` reads every active schedule at start-up;
 :meth:`ScheduleLoader.refresh` applies the rows changed since the cursor (the
-change poll); :meth:`ScheduleLoader.read_check_window` the next deferred
+change poll); :meth:`ScheduleLoader.read_windows` the next deferred
 checks. Each row goes through :meth:`ScheduleLoader.apply_row`.
 """
 
@@ -19,6 +19,7 @@ from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
 from .check_window import CheckWindow
 from .ranking import BeatRanking, IndexBatch
+from .schedule_window import ScheduleWindow
 from .state import BeatState
 from .types import tracked_of
 
@@ -68,14 +69,18 @@ class ScheduleLoader:
         settings: DgsSettings,
         clock: Clock,
         monotonic: Callable[[], float],
+        schedules: ScheduleWindow | None = None,
     ) -> None:
         self.state, self.ranking, self.window, self.store = state, ranking, window, store
         self.settings, self.clock, self.monotonic = settings, clock, monotonic
+        #: Beat's window of schedules; ``None``: every active schedule is held.
+        self.schedules = schedules
         #: When the store was last read for changes (``monotonic``).
         self.last_poll = float("-inf")
 
     def load(self) -> int:
-        """Load every active schedule; returns how many rows were read.
+        """Load every active schedule (with a window of schedules: the first
+        slice, :meth:`read_windows`); returns how many rows were read.
 
         Rows are streamed from the store (``iter_active``) and their start times
         computed at one ``now`` with one retry ladder and one
@@ -90,14 +95,19 @@ class ScheduleLoader:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self.state.cursor, rows = self.store.iter_active()
             batch = IndexBatch(self.clock.now(), self.settings.retry_ladder)
-            apply, note = self.apply_row_safely, self.ranking.note_demand
-            count = 0
-            for row in rows:
-                count += 1
-                apply(row, batch)
-                note(row.name)
+            if self.schedules is not None:
+                # The cursor before the slice: a change after it comes with the poll.
+                self.state.cursor = self.store.change_cursor()
+                count = self._read_schedule_window(batch)
+            else:
+                self.state.cursor, rows = self.store.iter_active()
+                apply, note = self.apply_row_safely, self.ranking.note_demand
+                count = 0
+                for row in rows:
+                    count += 1
+                    apply(row, batch)
+                    note(row.name)
             self.ranking.index.upsert_many(batch.entries)
             if count >= self.gc_freeze_rows:
                 # Move what was loaded out of the cyclic GC's reach: each of its
@@ -127,12 +137,48 @@ class ScheduleLoader:
             logger.info("celery-dgs beat: store changes: %s (cursor %d)", changes, state.cursor)
         return len(rows)
 
-    def read_check_window(self) -> int:
-        """Apply the next pending checks if the window needs them
-        (:meth:`CheckWindow.next_rows`); returns how many rows it read."""
+    def read_windows(self) -> int:
+        """Apply the next pending checks (:meth:`CheckWindow.next_rows`) and the
+        next slice of schedules (:meth:`ScheduleWindow.next_read`) if the
+        windows need them; returns how many rows were read."""
         rows = self.window.next_rows()
         for row in rows:
             self.apply_row_safely(row)
+        return len(rows) + self._read_schedule_window()
+
+    def read_further(self) -> int:
+        """A dispatch round has free slots and no eligible schedule left in
+        the window: apply the next slice if the window is full (the schedules
+        past it may be eligible); returns how many rows it read."""
+        window = self.schedules
+        if window is None or not window.bounds.full:
+            return 0
+        return self._read_schedule_window(more=True)
+
+    def _read_schedule_window(self, batch: IndexBatch | None = None, *, more: bool = False) -> int:
+        """Apply the window's next slice of schedules, if it needs one, and let
+        go of the held schedules the window no longer covers."""
+        window = self.schedules
+        if window is None:
+            return 0
+        read = window.next_read(more=more)
+        if read is None:
+            return 0
+        _, rows = read
+        for row in rows:
+            self.apply_row_safely(row, batch)
+            self.ranking.note_demand(row.name)
+        outside = window.outside()
+        for name in outside:
+            window.forget(name)
+            self.ranking.note_demand(name)
+        if rows or outside:
+            logger.debug(
+                "celery-dgs beat: schedule window: read %d, let go of %d, holding %d",
+                len(rows),
+                len(outside),
+                window.held(),
+            )
         return len(rows)
 
     def apply_row_safely(self, row: StoredSchedule, batch: IndexBatch | None = None) -> None:
@@ -151,10 +197,15 @@ class ScheduleLoader:
         """Track, hold, index or forget ``row``'s schedule as its row says (with
         a ``batch``: indexed at the batch's ``now`` when the batch ends)."""
         name, spec, state = row.name, row.spec, self.state
-        is_check = row.kind == "check"
+        is_check, schedules = row.kind == "check", self.schedules
         if is_check and row.active and not self.window.holds(row):
             self.window.drop(row)
             return
+        if schedules is not None and not is_check:
+            if row.active and not schedules.holds(row):
+                schedules.drop(row)
+                return
+            schedules.note(row)
         if spec is None or not row.active:
             self._untrack(row)
             return
@@ -162,6 +213,7 @@ class ScheduleLoader:
             state.unschedulable.pop(name, None)
         if is_check:
             state.checks.add(name)
+        state.leaving.discard(name)
         state.tracked[name] = tracked_of(row, spec)
         if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
             self.ranking.index.remove(name)

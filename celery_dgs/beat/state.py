@@ -35,6 +35,9 @@ class BeatState:
     unschedulable: dict[str, str] = field(default_factory=dict)
     #: Deferred checks held (in the index, parked or held): the check window.
     checks: set[str] = field(default_factory=set)
+    #: Parked schedules whose latest row is outside beat's window: forgotten,
+    #: not re-indexed, when freed.
+    leaving: set[str] = field(default_factory=set)
     #: The store's change cursor.
     cursor: int = 0
     #: Whether the dispatch index is known to hold exactly ``pending``'s
@@ -64,6 +67,8 @@ class BeatState:
         """``name`` is no longer tracked (out of the index: the caller removed it)."""
         self.parked.discard(name)
         self.held.discard(name)
+        self.leaving.discard(name)
+        self.checks.discard(name)
         self.tracked.pop(name, None)
 
     def park(self, name: str) -> None:
@@ -77,6 +82,9 @@ class BeatState:
         self.dispatched_total += 1
 
     def unpark(self, freed: list[str]) -> list[str]:
-        """Leave ``parked`` for ``freed``; returns those to re-index (tracked, not held)."""
+        """Leave ``parked`` for ``freed``; returns those to re-index (tracked,
+        not held). Those ``leaving`` the window are forgotten."""
         self.parked.difference_update(freed)
+        for name in self.leaving.intersection(freed):
+            self.forget(name)
         return [name for name in freed if name in self.tracked and name not in self.held]

@@ -125,6 +125,11 @@ class ScheduleStore(ABC):
         return cursor, iter(rows)
 
     @abstractmethod
+    def change_cursor(self) -> int:
+        """The store's change cursor now: :meth:`changes_since` with it returns
+        the changes made after this call."""
+
+    @abstractmethod
     def changes_since(
         self, cursor: int, *, check_until: datetime | None = None
     ) -> tuple[list[StoredSchedule], int]:
@@ -167,6 +172,23 @@ class ScheduleStore(ABC):
         """At most ``limit`` pending checks whose (next check time, name) is above
         ``after`` (``None``: from the first) and whose time is at or before
         ``until``, in that order: beat's window."""
+
+    @abstractmethod
+    def window_schedules(
+        self,
+        *,
+        can_after: datetime | None,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str] | None,
+        limit: int,
+    ) -> list[StoredSchedule]:
+        """Beat's window of schedules (deferred checks excluded): at most
+        ``limit`` active schedules whose kept ``next_can_start_at`` is above
+        ``can_after`` (``None``: any) and at or before ``can_until``, and whose
+        (kept ``should_start_by``, kept ``next_can_start_at``, name) is above
+        ``key_after`` (``None``: from the first), in that order. A read from
+        the start (both ``None``) first returns the active rows with no kept
+        times (an invalid spec), within ``limit``."""
 
     @abstractmethod
     def pending_checks(

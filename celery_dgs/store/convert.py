@@ -150,6 +150,8 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         run_requested_priority=row.run_requested_priority,
         first_check_at=row.first_check_at,
         check_count=row.check_count,
+        kept_can_start_at=row.next_can_start_at,
+        kept_should_start_by=row.should_start_by,
     )
 
 

@@ -106,6 +106,8 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "check_count",
     "last_items_ok",
     "last_items_failed",
+    "next_can_start_at",
+    "should_start_by",
 )
 
 
@@ -354,7 +356,10 @@ def stored_schedule_from_values(
         run_priority,
         first_check_at,
         check_count,
-        *last_items,  # ok, failed
+        last_items_ok,
+        last_items_failed,
+        kept_can_start_at,
+        kept_should_start_by,
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
@@ -375,7 +380,8 @@ def stored_schedule_from_values(
         index,
         moment(next_target_at),
         moment(upstream_modified_at),
-        *last_items,
+        last_items_ok,
+        last_items_failed,
     )
     # Exactly its fields (tests/store/test_load_path.py), at a third of __init__'s cost:
     row = object.__new__(StoredSchedule)
@@ -399,5 +405,7 @@ def stored_schedule_from_values(
         run_requested_priority=run_priority,
         first_check_at=moment(first_check_at),
         check_count=check_count,
+        kept_can_start_at=moment(kept_can_start_at),
+        kept_should_start_by=moment(kept_should_start_by),
     )
     return row

@@ -29,6 +29,7 @@ from .convert import spec_json, utc
 from .memory_checks import MemoryCheckMethods
 from .memory_runs import MemoryRunMethods
 from .memory_status import MemoryStatusMethods
+from .memory_window import MemoryWindowMethods
 from .ownership import (
     SyncRowState,
     declared_by_name,
@@ -47,7 +48,9 @@ from .records import (
 )
 
 
-class MemoryScheduleStore(MemoryCheckMethods, MemoryRunMethods, MemoryStatusMethods):
+class MemoryScheduleStore(
+    MemoryCheckMethods, MemoryRunMethods, MemoryStatusMethods, MemoryWindowMethods
+):
     """Schedules, statistics and run history in this process's memory.
 
     ``clock`` gives ``updated_at`` for writes that take no time argument (as
@@ -238,6 +241,11 @@ class MemoryScheduleStore(MemoryCheckMethods, MemoryRunMethods, MemoryStatusMeth
         """:meth:`load_active` as the cursor and an iterator (of a snapshot)."""
         rows, cursor = self.load_active()
         return cursor, iter(rows)
+
+    def change_cursor(self) -> int:
+        """The last ``change_seq`` handed out."""
+        with self._lock:
+            return self._seq
 
     def changes_since(
         self, cursor: int, *, check_until: datetime | None = None

@@ -61,19 +61,22 @@ class MemoryStoreBase(ScheduleStore):
             raise UnknownScheduleError(f"no schedule named {name!r} in the store")
         return row
 
-    def _put(self, row: StoredSchedule) -> None:
+    def _put(self, row: StoredSchedule) -> StoredSchedule:
         """Store ``row`` as the last changed one (``changes_since`` reads from the
         end), with its kept columns at its ``updated_at``."""
-        self._rows[row.name] = row
+        kept = self._kept[row.name] = times_of(row, row.updated_at, self.retry_ladder)
+        stored = self._rows[row.name] = dataclasses.replace(
+            row,
+            kept_can_start_at=kept.next_can_start_at,
+            kept_should_start_by=kept.should_start_by,
+        )
         self._rows.move_to_end(row.name)
-        self._kept[row.name] = times_of(row, row.updated_at, self.retry_ladder)
+        return stored
 
     def _touch(self, row: StoredSchedule, **changes: Any) -> StoredSchedule:
         """``row`` with ``changes``, a new ``change_seq`` and ``updated_at`` now, stored."""
         changes.update(change_seq=self._next_seq(), updated_at=self._clock.now())
-        new = dataclasses.replace(row, **changes)
-        self._put(new)
-        return new
+        return self._put(dataclasses.replace(row, **changes))
 
     def _parse(self, spec: ScheduleSpec, text: str) -> tuple[ScheduleSpec | None, str | None]:
         """The spec as a store reads it back from its canonical JSON ``text``."""

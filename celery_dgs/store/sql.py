@@ -40,6 +40,7 @@ from .sql_checks import CheckMethods
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 from .sql_status import StatusMethods
+from .sql_window import WindowMethods
 from .streaming import streamed_rows
 
 logger = logging.getLogger("celery_dgs.store")
@@ -65,7 +66,7 @@ _SELECT_CHANGED_IN_WINDOW = text(
 ).bindparams(bindparam("until", type_=UTCDateTime()))
 
 
-class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods):
+class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, WindowMethods):
     """A :class:`~celery_dgs.store.base.ScheduleStore` on any SQLAlchemy URL.
 
     ``url``: ``sqlite:///path/to/file`` or ``postgresql+psycopg://user@host/db``.
@@ -261,6 +262,11 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods):
         with stack:
             for values in rows:
                 yield stored_schedule_from_values(values, specs, memo)
+
+    def change_cursor(self) -> int:
+        """The store's change counter (see :meth:`changes_since`)."""
+        with connection_transaction(self.engine, write=False) as conn:
+            return int(conn.execute(READ_COUNTER).scalar_one())
 
     def changes_since(
         self, cursor: int, *, check_until: datetime | None = None

@@ -105,7 +105,7 @@ def test_a_full_window_reads_the_next_checks_as_it_empties(
     # Fewer than half the window's size held: the next ones are read.
     store.cancel_checks([f"t.check@check:k{i:02d}" for i in range(3, 6)], NOW)
     engine.loader.refresh()
-    engine.loader.read_check_window()
+    engine.loader.read_windows()
     assert len(engine.state.checks) == 10
     assert max(engine.state.checks) == "t.check@check:k15"
 

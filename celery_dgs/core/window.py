@@ -1,0 +1,124 @@
+"""Beat's window of schedules: which stored schedules beat holds, and which
+slice of the store it reads next.
+
+The window holds every active schedule whose kept ``next_can_start_at`` is at
+or before :attr:`ScheduleBounds.until` and, while the window is *full*, whose
+key (kept ``should_start_by``, ``next_can_start_at``, name) is at or before
+:attr:`ScheduleBounds.end`: the most urgent of them, at most ``size``. A
+run request, and a row with no kept times (an invalid spec, reported), are
+always held.
+
+Reads (:meth:`ScheduleBounds.next_read`), in the order they are considered:
+
+* the first read, and while full a read once ``until`` is less than half the
+  horizon ahead, start over: every schedule that can start within the
+  horizon, most urgent first, at most ``size`` (what is held and not read
+  again is let go);
+* not full, once ``until`` is less than half the horizon ahead: the schedules
+  whose next start entered the horizon since the last read, most urgent
+  first, at most the room left (a read that fills the room makes the window
+  full, its end the last key read);
+* full, once fewer than half of ``size`` are held, or when a dispatch
+  round has free slots and no eligible schedule left in the window: the
+  next most urgent after ``end`` (a read that leaves room makes the window
+  not full).
+
+Every schedule that can start now and is not held is less urgent than every
+held one (its key is above ``end``), so the most urgent eligible schedule
+of the whole fleet is the window's, or the window has none eligible left
+and the round reads on. A schedule let go (its new row is outside
+the window) is read again when the window reaches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+#: A schedule's place in the window's order, the index's among eligible
+#: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
+WindowKey = tuple[datetime, datetime, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRead:
+    """One read of the store (:meth:`ScheduleStore.window_schedules
+    <celery_dgs.store.base.ScheduleStore.window_schedules>`): the schedules
+    whose kept next start is in (``can_after``, ``can_until``] and whose key
+    is above ``key_after``, most urgent first, at most ``limit``. ``restart``:
+    a read from the start, after which what is held and was not read is let go."""
+
+    can_after: datetime | None
+    can_until: datetime
+    key_after: WindowKey | None
+    limit: int
+    restart: bool
+
+
+class ScheduleBounds:
+    """The window's bounds (see the module doc); ``size`` schedules at most,
+    ``horizon`` ahead of now."""
+
+    def __init__(self, size: int, horizon: timedelta) -> None:
+        if size < 1:
+            raise ValueError(f"the schedule window's size must be at least 1, got {size}")
+        if horizon <= timedelta(0):
+            raise ValueError(f"the schedule window must be a positive duration, got {horizon}")
+        self.size, self.horizon = size, horizon
+        #: Every schedule whose next start is at or before it is held (unless
+        #: full); ``None``: nothing read yet.
+        self.until: datetime | None = None
+        #: While full: the last key held. ``None``: not full.
+        self.end: WindowKey | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.end is not None
+
+    def holds(
+        self, can: datetime | None, should: datetime | None, name: str, *, requested: bool
+    ) -> bool:
+        """Whether a schedule whose kept times are ``can`` and ``should`` is in
+        the window (``requested``: a run request is pending)."""
+        if requested or can is None or should is None:
+            return True
+        if self.until is None or can > self.until:
+            return False
+        return self.end is None or (should, can, name) <= self.end
+
+    def next_read(self, now: datetime, held: int, *, more: bool = False) -> SliceRead | None:
+        """The read the window needs at ``now`` with ``held`` schedules held;
+        ``None``: none. ``more``: a dispatch round found no eligible schedule
+        left in a full window while slots were free: the next slice is read
+        whatever is held (it is let go of at the next start-over)."""
+        ahead = now + self.horizon
+        if self.until is None:
+            return SliceRead(None, ahead, None, self.size, restart=True)
+        moving = self.until < now + self.horizon / 2
+        if self.end is None:
+            if not moving:
+                return None
+            return SliceRead(self.until, ahead, None, max(self.size - held, 1), restart=False)
+        if moving:
+            return SliceRead(None, ahead, None, self.size, restart=True)
+        if more:
+            limit = max(self.size - held, (self.size + 1) // 2)
+        elif held < self.size // 2:
+            limit = self.size - held
+        else:
+            return None
+        return SliceRead(None, self.until, self.end, limit, restart=False)
+
+    def after_read(self, read: SliceRead, keys: list[WindowKey | None]) -> None:
+        """Move the bounds past ``read``, which returned rows with these keys
+        (``None``: a row with no kept times), most urgent last."""
+        self.until = read.can_until
+        if len(keys) < read.limit:
+            if read.restart or read.key_after is not None:
+                self.end = None  # everything that can start by ``until`` is held
+            return
+        last = next((key for key in reversed(keys) if key is not None), None)
+        if last is None:  # only rows with no kept times: hold no keyed one yet
+            least = datetime.min.replace(tzinfo=read.can_until.tzinfo)
+            last = (least, least, "")
+        self.end = last if self.end is None or read.restart else max(self.end, last)
