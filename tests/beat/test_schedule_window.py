@@ -1,0 +1,185 @@
+"""Beat's window of schedules (``dgs_schedule_window_size``): it loads only the
+schedules that can start within the window, the most urgent first; reads on
+as time moves and as it dispatches; takes a lister's changes at the next poll;
+lets go of a schedule whose new row is past the window and reads it again
+when the window reaches it. Real Redis and SQLite; an injected clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import Recorder
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+M = timedelta(minutes=1)
+H = timedelta(hours=1)
+
+
+def spec(i: int, period: timedelta = 6 * H, cooldown: timedelta = timedelta(0)) -> PeriodicSpec:
+    return PeriodicSpec(
+        task="t.job",
+        configuration=f"s{i:04d}",
+        scheduling_period=period,
+        cooldown_duration=cooldown,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}")
+    yield s
+    s.close()
+
+
+def make_engine(
+    store: SqlScheduleStore,
+    client: redis.Redis,
+    clock: FakeClock,
+    publish: Recorder,
+    *,
+    slots: int = 2,
+    **settings: object,
+) -> BeatEngine:
+    keys = KeySpace(f"sw{uuid.uuid4().hex[:6]}")
+    registry = WorkerRegistry(client, keys, ttl=600)
+    registry.register(
+        WorkerInfo(
+            name="celery@a", node="a", queues=("celery",), slots=slots, pool="threads", pid=1
+        )
+    )
+    return BeatEngine(
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
+        settings=DgsSettings(store_poll_interval=0.001, **settings),  # type: ignore[arg-type]
+        clock=clock,
+        monotonic=lambda: clock.now().timestamp(),
+    )
+
+
+def run_now(engine: BeatEngine, store: SqlScheduleStore, name: str, at: datetime) -> None:
+    """The dispatched ``name`` runs and ends at ``at`` (its dispatch record taken)."""
+    engine.dispatches.take_back(name, engine.state.pending[name].dispatch_id)
+    run_id = uuid.uuid4().hex
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag=run_id,
+        token=(store.get(name).current_token or 0) + 1,
+        started_at=at,
+    )
+    store.record_run_end(run_id=run_id, outcome="success", ended_at=at + M)
+
+
+def schedules(engine: BeatEngine) -> set[str]:
+    return set(engine.state.tracked) - engine.state.checks
+
+
+def test_beat_loads_only_what_can_start_within_the_window_and_reads_on(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    # Never ran: each can start at its registration, 10 minutes apart.
+    for i in range(30):
+        store.upsert_runtime([spec(i)], NOW + i * 10 * M)
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, schedule_window_size=100, schedule_window=3600
+    )
+    engine.load()
+    assert schedules(engine) == {f"t.job@s{i:04d}" for i in range(7)}, "can start by +60 min"
+    clock.advance(40 * M)  # the window's end is less than half a window ahead
+    engine.tick()
+    assert schedules(engine) >= {f"t.job@s{i:04d}" for i in range(7, 11)}
+    assert "t.job@s0011" not in schedules(engine)
+
+
+def test_under_a_backlog_beat_holds_the_most_urgent_and_reads_the_next_as_it_dispatches(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    # All eligible; the older the registration, the nearer the deadline.
+    for i in range(200):
+        store.upsert_runtime([spec(i)], NOW - 5 * H + i * M)
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, slots=4, schedule_window_size=10)
+    assert engine.loader.load() == 10
+    assert schedules(engine) == {f"t.job@s{i:04d}" for i in range(10)}
+    sent: list[str] = []
+    for _ in range(12):
+        engine.tick()
+        names = publish.names()
+        for name in names:
+            run_now(engine, store, name, clock.now())
+        sent += names
+        clock.advance(M)
+        assert len(schedules(engine)) <= 10 + 4 + 5, "the window, its runs, one slice read on"
+    assert sent == [f"t.job@s{i:04d}" for i in range(48)], "the deadline order, none skipped"
+
+
+def test_a_listers_changes_reach_beat_at_the_next_poll(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    for i in range(20):
+        store.upsert_runtime([spec(i)], NOW + i * 10 * M)
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, schedule_window_size=100, schedule_window=1800
+    )
+    engine.load()
+    assert "t.job@s0010" not in schedules(engine)
+    # A new schedule that can start now, one far ahead, and a removal.
+    store.upsert_runtime([spec(100)], NOW)
+    store.upsert_runtime([spec(101)], NOW + 5 * H)
+    store.remove_runtime(["t.job@s0001"], NOW)
+    engine.tick()
+    assert "t.job@s0100" in schedules(engine)
+    assert "t.job@s0101" not in schedules(engine), "past the window: read when it is reached"
+    assert "t.job@s0001" not in schedules(engine)
+    assert "t.job@s0100" in engine.state.pending, "dispatched at that tick"
+
+
+def test_a_schedule_whose_new_row_is_past_the_window_is_let_go_and_read_again(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    clock = FakeClock(NOW)
+    store.upsert_runtime([spec(0, period=2 * H, cooldown=H)], NOW)
+    store.upsert_runtime([spec(1, period=2 * H, cooldown=H)], NOW + 20 * M)
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, schedule_window_size=100, schedule_window=1800
+    )
+    engine.load()
+    engine.tick()
+    assert publish.names() == ["t.job@s0000"]
+    run_now(engine, store, "t.job@s0000", NOW)
+    clock.advance(M)
+    engine.tick()  # the run's end is read: it can next start in 1 h, past the window
+    assert "t.job@s0000" not in schedules(engine)
+    assert "t.job@s0001" in schedules(engine)
+    assert engine.state.leaving == set()
+    clock.advance(2 * H)
+    engine.tick()
+    engine.tick()
+    assert "t.job@s0000" in publish.names(), "read again when the window reached it"
