@@ -177,7 +177,7 @@ class ScheduleLoader:
                 "celery-dgs beat: schedule window: read %d, let go of %d, holding %d",
                 len(rows),
                 len(outside),
-                window.held(),
+                len(window.held),
             )
         return len(rows)
 

@@ -1,27 +1,25 @@
 """Beat's window of schedules: the stored schedules it holds (with
 ``dgs_schedule_window_size``; without it, every active one).
 
-The bounds and the reads are :class:`~celery_dgs.core.window.ScheduleBounds`'.
-This part reads the slices from the store, answers whether a changed row is
-in the window, and lets go of the held schedules the window left behind;
-the loader applies the rows (:meth:`ScheduleLoader.read_windows
+The bounds and the reads are :class:`~celery_dgs.core.window.ScheduleBounds`',
+what is held :class:`~celery_dgs.core.window.HeldSchedules`'. This part reads
+the slices from the store, answers whether a changed row is in the window,
+and lets go of the held schedules the window left behind; the loader
+applies the rows (:meth:`ScheduleLoader.read_windows
 <celery_dgs.beat.loading.ScheduleLoader.read_windows>`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from ..core.clock import Clock
-from ..core.window import ScheduleBounds, SliceRead, WindowKey
+from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, keys_of
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
 from .check_window import let_go
 from .ranking import BeatRanking
 from .state import BeatState
-
-#: A held schedule's kept times: (next_can_start_at, should_start_by).
-KeptStart = tuple[datetime | None, datetime | None]
 
 
 class ScheduleWindow:
@@ -37,8 +35,8 @@ class ScheduleWindow:
     ) -> None:
         self.state, self.ranking, self.store, self.clock = state, ranking, store, clock
         self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
-        #: The kept times of each schedule held, as of its last row applied.
-        self.kept: dict[str, KeptStart] = {}
+        #: The schedules held, with the kept times of their last row applied.
+        self.held = HeldSchedules(self.bounds)
 
     def holds(self, row: StoredSchedule) -> bool:
         """Whether the active schedule ``row`` is in the window."""
@@ -52,24 +50,20 @@ class ScheduleWindow:
     def note(self, row: StoredSchedule) -> None:
         """``row`` was applied: beat holds it (active) or forgot it."""
         if row.active and row.spec is not None:
-            self.kept[row.name] = (row.kept_can_start_at, row.kept_should_start_by)
+            self.held.note(row.name, (row.kept_can_start_at, row.kept_should_start_by))
         else:
-            self.kept.pop(row.name, None)
+            self.held.forget(row.name)
 
     def drop(self, row: StoredSchedule) -> None:
         """Let go of a schedule whose new row is outside the window."""
-        self.kept.pop(row.name, None)
+        self.held.forget(row.name)
         let_go(self.state, self.ranking, row)
-
-    def held(self) -> int:
-        """How many schedules beat holds (tracked, parked or held; checks aside)."""
-        return len(self.kept)
 
     def next_read(self, *, more: bool = False) -> tuple[SliceRead, list[StoredSchedule]] | None:
         """The next slice of the store if the window needs one (the bounds are
         moved past it); ``None``: none needed. ``more``: see
         :meth:`ScheduleBounds.next_read <celery_dgs.core.window.ScheduleBounds.next_read>`."""
-        read = self.bounds.next_read(self.clock.now(), self.held(), more=more)
+        read = self.bounds.next_read(self.clock.now(), len(self.held), more=more)
         if read is None:
             return None
         rows = self.store.window_schedules(
@@ -78,36 +72,27 @@ class ScheduleWindow:
             key_after=read.key_after,
             limit=read.limit,
         )
-        keys: list[WindowKey | None] = [
-            None
-            if r.kept_should_start_by is None or r.kept_can_start_at is None
-            else (r.kept_should_start_by, r.kept_can_start_at, r.name)
-            for r in rows
-        ]
-        self.bounds.after_read(read, keys)
+        kept = [(r.kept_can_start_at, r.kept_should_start_by) for r in rows]
+        self.bounds.after_read(read, keys_of(kept, [r.name for r in rows]))
         return read, rows
 
     def outside(self) -> list[str]:
         """The held schedules the bounds no longer cover (after a read that
         filled the window or started over): beat lets go of them."""
-        state, holds = self.state, self.bounds.holds
-        return [
-            name
-            for name, (can, should) in self.kept.items()
-            if not holds(can, should, name, requested=_requested(state, name))
-        ]
+        tracked = self.state.tracked
+
+        def requested(name: str) -> bool:
+            held = tracked.get(name)
+            return held is not None and held.run_requested_at is not None
+
+        return self.held.outside(requested)
 
     def forget(self, name: str) -> None:
         """Let go of the held schedule ``name`` (the bounds moved past it)."""
-        self.kept.pop(name, None)
+        self.held.forget(name)
         state = self.state
         if name in state.parked:
             state.leaving.add(name)
             return
         self.ranking.forget(name)
         state.unschedulable.pop(name, None)
-
-
-def _requested(state: BeatState, name: str) -> bool:
-    tracked = state.tracked.get(name)
-    return tracked is not None and tracked.run_requested_at is not None

@@ -32,6 +32,7 @@ the window) is read again when the window reaches it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -122,3 +123,68 @@ class ScheduleBounds:
             least = datetime.min.replace(tzinfo=read.can_until.tzinfo)
             last = (least, least, "")
         self.end = last if self.end is None or read.restart else max(self.end, last)
+
+
+#: A schedule's kept start times: (``next_can_start_at``, ``should_start_by``);
+#: ``None``: not kept (an invalid spec).
+KeptStart = tuple[datetime | None, datetime | None]
+
+
+def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:
+    """The names ``read`` selects among ``kept`` (every active schedule's kept
+    times), in the window's order: what :meth:`ScheduleStore.window_schedules
+    <celery_dgs.store.base.ScheduleStore.window_schedules>` returns, for a fleet
+    held in memory (the simulator, the memory store)."""
+    unkept: list[str] = []
+    keyed: list[tuple[WindowKey, str]] = []
+    start = read.can_after is None and read.key_after is None
+    for name, (can, should) in kept:
+        if can is None or should is None:
+            if start:
+                unkept.append(name)
+            continue
+        if can > read.can_until or (read.can_after is not None and can <= read.can_after):
+            continue
+        key = (should, can, name)
+        if read.key_after is None or key > read.key_after:
+            keyed.append((key, name))
+    unkept.sort()
+    unkept = unkept[: read.limit]
+    keyed.sort()
+    return unkept + [name for _, name in keyed[: read.limit - len(unkept)]]
+
+
+class HeldSchedules:
+    """The schedules a window holds, with the kept times each was read with:
+    the ones to let go of when the bounds move past them."""
+
+    def __init__(self, bounds: ScheduleBounds) -> None:
+        self.bounds = bounds
+        self.kept: dict[str, KeptStart] = {}
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def note(self, name: str, kept: KeptStart) -> None:
+        self.kept[name] = kept
+
+    def forget(self, name: str) -> None:
+        self.kept.pop(name, None)
+
+    def outside(self, requested: Callable[[str], bool]) -> list[str]:
+        """The held schedules the bounds no longer cover (``requested``: whether
+        a run request is pending for one: then it stays)."""
+        holds = self.bounds.holds
+        return [
+            name
+            for name, (can, should) in self.kept.items()
+            if not holds(can, should, name, requested=requested(name))
+        ]
+
+
+def keys_of(kept: Sequence[KeptStart], names: Sequence[str]) -> list[WindowKey | None]:
+    """The window keys of rows read (``None``: one with no kept times)."""
+    return [
+        None if can is None or should is None else (should, can, name)
+        for (can, should), name in zip(kept, names, strict=True)
+    ]
