@@ -19,8 +19,9 @@ What is shown, and why it holds:
   next_can_start_at, name)`` the store held before beat started. The worker's
   *start* order may differ by what 8 parallel slots allow: beat dispatches a
   run only while fewer than 8 are dispatched or running, so when the
-  fleet's ``j``-th run (1-based, in that order) starts, at least ``j - 8`` of
-  the fleet's runs have ended (checked on the run history's times).
+  fleet's ``j``-th schedule (1-based, in that order) starts its run, at least
+  ``j - 8`` of the fleet's schedules have had a run end (checked on the run
+  history's times).
 * **None forgotten, none twice.** The run history holds exactly one
   successful run of each schedule, and its body ran once (a cooldown of 50
   minutes keeps a second one away). Beat dispatches a schedule again only
@@ -50,6 +51,7 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +145,13 @@ class Events:
         return [e for e in self.read() if e["kind"] == "published"]
 
     def names_published(self, name: str) -> list[float]:
+        """When beat published a run of ``name``, in order."""
         return [e["t"] for e in self.published() if e["name"] == name]
+
+    def at_least(self, name: str, count: int = 1) -> list[float] | None:
+        """:meth:`names_published` once there are ``count``; ``None`` before."""
+        times = self.names_published(name)
+        return times if len(times) >= count else None
 
 
 def test_a_window_of_200_serves_5000_in_deadline_order(cluster: Cluster) -> None:
@@ -195,7 +203,7 @@ def test_a_window_of_200_serves_5000_in_deadline_order(cluster: Cluster) -> None
         assert api.remove(removed) is True
         at_change = len(first_runs())
         for name in (NEW, changed):
-            first = wait_for(lambda n=name: events.names_published(n), 10, f"{name} dispatched")[0]
+            first = wait_for(partial(events.at_least, name), 10, f"{name} dispatched")[0]
             print(f"{name}: dispatched {first - before_change:.3f} s after the lister's commit")
             assert first - before_change < POLL_S + ROUND_SLACK_S, name
         print(f"the lister's changes came after {at_change} of the fleet's first runs")
@@ -213,9 +221,7 @@ def test_a_window_of_200_serves_5000_in_deadline_order(cluster: Cluster) -> None
         assert Counter(firsts) == Counter(expected), "a schedule forgotten"
         assert firsts == expected, "the first runs left the deadline order"
         for name in (NEW, changed):
-            wait_for(
-                lambda n=name: len(events.names_published(n)) >= 3, 15, f"{name} again and again"
-            )
+            wait_for(partial(events.at_least, name, 3), 15, f"{name} again and again")
 
         # The new one removed, then one more added: once that one is dispatched,
         # beat's poll has read the removal.
@@ -223,7 +229,7 @@ def test_a_window_of_200_serves_5000_in_deadline_order(cluster: Cluster) -> None
         assert api.remove(NEW) is True
         report = api.upsert_many([{"name": LATER, "args": ["later"], **SHORT}])
         assert report.ok, report
-        [later_at, *_] = wait_for(lambda: events.names_published(LATER), 10, "the later one")
+        [later_at, *_] = wait_for(partial(events.at_least, LATER), 10, "the later one")
         # Two more dispatches of the changed schedule (the removed one ran as often).
         wait_for(
             lambda: len([t for t in events.names_published(changed) if t > later_at]) >= 2,
@@ -301,7 +307,7 @@ def check_holding(cluster: Cluster) -> None:
     held = [
         int(n) for n in re.findall(r"schedule window: read \d+, let go of \d+, holding (\d+)", log)
     ]
+    assert 0 < loaded <= WINDOW, f"beat loaded {loaded} schedules"
+    assert len(held) >= FLEET // WINDOW, f"{len(held)} slices read: fewer than the fleet takes"
     print(f"beat loaded {loaded}, read {len(held)} slices, held at most {max(held)}")
-    assert 0 < loaded <= WINDOW
-    assert len(held) >= FLEET // WINDOW, "fewer slices read than the fleet takes"
     assert max(held) <= 2 * WINDOW
