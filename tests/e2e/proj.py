@@ -83,6 +83,12 @@ if os.environ.get("E2E_LOOKAHEAD") == "0":
 if "E2E_OVERLOAD" in os.environ:
     app.conf.dgs_overload = os.environ["E2E_OVERLOAD"]
     app.conf.dgs_overload_floor = float(os.environ.get("E2E_OVERLOAD_FLOOR", "5"))
+# Beat's window of schedules (tests/e2e/test_schedule_window_e2e.py): at most
+# this many held, those that can start within E2E_SCHEDULE_WINDOW seconds.
+# Unset: beat holds every active schedule.
+if "E2E_SCHEDULE_WINDOW_SIZE" in os.environ:
+    app.conf.dgs_schedule_window_size = int(os.environ["E2E_SCHEDULE_WINDOW_SIZE"])
+    app.conf.dgs_schedule_window = float(os.environ.get("E2E_SCHEDULE_WINDOW", "3600"))
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}
