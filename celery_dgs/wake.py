@@ -58,6 +58,9 @@ class BeatWake:
         self.max_block_s = max_block_s
         self._sleep = sleep
         self._monotonic = monotonic
+        #: True while :meth:`wait` blocks on Redis (a signal handler that runs
+        #: then must leave the client's connections open: the wait holds one).
+        self.waiting = False
 
     def notify(self) -> None:
         """Signal a free slot (one round trip; failures are logged at DEBUG:
@@ -79,6 +82,7 @@ class BeatWake:
             left = deadline - self._monotonic()
             if left < MIN_WAIT_S:
                 return False
+            self.waiting = True
             try:
                 popped = self.client.blpop([self.key], timeout=min(left, self.max_block_s))
                 if popped is not None:
@@ -88,3 +92,5 @@ class BeatWake:
                 logger.debug("celery-dgs: waiting for a free slot's signal failed: %s", exc)
                 self._sleep(max(0.0, deadline - self._monotonic()))
                 return False
+            finally:
+                self.waiting = False

@@ -261,11 +261,18 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         """Nothing to persist: the store is written as things happen."""
 
     def close(self) -> None:
+        """Resign the leadership and close the clients. Celery's SIGTERM and
+        SIGINT handlers call this, then raise ``SystemExit``: one that runs
+        while beat waits for a freed slot leaves the clients open (the wait
+        holds a connection, and closing it under the wait would replace the
+        exit with an error); the process ends with them."""
         if self.leadership is not None:
             try:
                 self.leadership.resign()
             except Exception:
                 logger.exception("celery-dgs: resigning the beat leadership failed")
+        if self.wake is not None and self.wake.waiting:
+            return
         runtime_for(self.app, self.dgs.settings).close()
 
     @property

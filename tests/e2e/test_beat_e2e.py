@@ -131,3 +131,22 @@ def test_run_past_max_allowed_duration_is_terminated(cluster_factory) -> None:
     assert run.duration.total_seconds() < 1.5 + 0.5 + 2.0
     assert "max_allowed_duration" in (run.error or "")
     assert store.get("e2e.too_long").stats.failure_count == 1
+
+
+def test_a_leading_beat_stopped_while_it_waits_for_a_slot_exits_cleanly(cluster_factory) -> None:
+    """SIGTERM reaches the leading beat while it waits for a worker's freed-slot
+    signal (its sleep between rounds): Celery closes the scheduler and exits;
+    the exit code is 0 and nothing is logged as a crash."""
+    cluster = cluster_factory(["p10"])
+    cluster.start_worker("w1", "node1")
+    cluster.start_beat()
+    wait_for(lambda: cluster.ends("p10"), 60, "p10 to run and end")
+    offset = cluster.log_size("beat")
+    # p10 next runs in 10 s: beat now spends its sleep in the wait.
+    wait_for(lambda: cluster.leader_pid() is not None, 10, "beat to lead")
+    beat = cluster.procs["beat"]
+    cluster.stop("beat", signal.SIGTERM)
+    log = cluster.log_since("beat", offset)
+    assert beat.returncode == 0, log
+    assert "CRITICAL" not in log, log
+    assert "Traceback" not in log, log
