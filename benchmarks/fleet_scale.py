@@ -369,6 +369,8 @@ def json_lines(
     small = r["peak_mib"] <= GOAL_MIB
     if r["complete"]:
         total = f"{r['seconds']:.1f} s for {r['rows']:,} rows ({r['bytes'] / 1e6:,.0f} MB)"
+    elif not r["rows"]:
+        total = f"the first row not out after {r['seconds']:.0f} s: stopped"
     else:
         per_row = (r["seconds"] - first) / max(r["rows"], 1)
         total = (
