@@ -139,6 +139,7 @@ def child(url: str, redis_url: str, args: list[str]) -> None:
     app.conf.update(dgs_key_prefix=PREFIX, dgs_database_url=url)
     DGS(app, install_worker_hooks=False)
     before = current_rss_mib()
+    print(f"START {time.time()!r}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     if args == ["count"]:
         from sqlalchemy import create_engine, text
@@ -159,24 +160,55 @@ def child(url: str, redis_url: str, args: list[str]) -> None:
     print("RESULT " + json.dumps(result), file=sys.stderr, flush=True)
 
 
-def measure(url: str, redis_url: str, args: list[str]) -> dict[str, Any]:
-    """One child run: its figures, the bytes it wrote and its last line."""
+def measure(
+    url: str, redis_url: str, args: list[str], *, max_seconds: float | None = None
+) -> dict[str, Any]:
+    """One child run: its figures, the bytes it wrote, its last line, the
+    seconds from the command's start to its first byte (``first_byte_s``) and
+    the rows of a ``--json`` listing it wrote (``rows``). With ``max_seconds``,
+    a command still writing that long after its first byte is stopped there:
+    ``complete`` False, ``seconds`` and ``peak_mib`` as of then."""
     cmd = [sys.executable, "-m", "benchmarks.status_scale", "--child", url, redis_url, *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
-    size, last = 0, b""
+    size, rows, last, first_at, stopped = 0, 0, b"", 0.0, None
     for line in proc.stdout:  # `| tail -1`
+        if not first_at:
+            first_at = time.time()
         size += len(line)
+        rows += line.startswith(b"    {")
         if line.strip():
             last = line
+        if max_seconds is not None and time.time() - first_at > max_seconds:
+            stopped = {"seconds": time.time() - first_at, "peak_mib": child_peak_mib(proc.pid)}
+            proc.kill()
+            break
     err = proc.stderr.read().decode() if proc.stderr else ""
     proc.wait()
+    start = [float(ln[6:]) for ln in err.splitlines() if ln.startswith("START ")]
     found = [ln for ln in err.splitlines() if ln.startswith("RESULT ")]
-    if not found:
+    if stopped is not None and start:
+        out: dict[str, Any] = {"before_mib": 0.0, "exit": None, **stopped}
+        out["seconds"] += first_at - start[-1]
+    elif found:
+        out = json.loads(found[-1][7:])
+    else:
         raise RuntimeError(f"{' '.join(args)} failed:\n{err}")
-    out: dict[str, Any] = json.loads(found[-1][7:])
-    out.update(bytes=size, last=last.decode(errors="replace").strip()[:70])
+    out.update(bytes=size, rows=rows, last=last.decode(errors="replace").strip()[:70])
+    out.update(complete=stopped is None, first_byte_s=first_at - start[-1] if start else None)
     return out
+
+
+def child_peak_mib(pid: int) -> float:
+    """The peak RSS (``VmHWM``) of the running process ``pid``, in MiB (0: unknown)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def _prefix_pattern(n: int) -> str:

@@ -67,6 +67,15 @@ SMOKES = {
         "| [dgs] duplicate executions: checks due in 0.5 s, visibility_timeout 1 s",
         writes="dvc.json",
     ),
+    "fleet_scale": Smoke(
+        (
+            *("--pg-schedules", "2000", "--sqlite-schedules", "1000", "--batch", "500"),
+            *("--requests", "3", "--json-seconds", "5", "--decision-sizes", "2000"),
+            *("--window", "1000", "--quick"),
+        ),
+        "| PostgreSQL seed 001: `celery dgs status` |",
+        postgres=True,
+    ),
     "lookahead": Smoke(
         (
             *("--loads", "0.9", "--seeds", "1", "--policies", "dgs", "--schedules", "50"),
