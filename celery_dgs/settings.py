@@ -24,6 +24,7 @@ from .core.ranking import OrderPolicy
 from .core.revisit_groups import DEFAULT_GROUP_SHARES, GroupShares, parse_group_shares
 from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, DEFAULT_RETRY_DURATION_FRACTION, RetryLadder
+from .core.window import DEFAULT_SCHEDULE_WINDOW_S
 from .errors import SettingsError
 from .keys import KeySpace
 from .setting_checks import (
@@ -61,7 +62,6 @@ from .setting_checks import (
 #: and how long an ended check's history is kept (30 days).
 DEFAULT_CHECK_WINDOW_S = 600.0
 DEFAULT_CHECK_WINDOW_SIZE = 10_000
-DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 DEFAULT_CHECK_RETENTION_S = 30 * 86400.0
 
 #: How long a status page session lasts (8 hours).
@@ -387,6 +387,8 @@ class DgsSettings:
             elevator_interval_s=self.elevator_interval,
             lookahead=self.lookahead,
             group_shares=self.adaptive_group_shares,
+            window_size=self.schedule_window_size,
+            window_s=self.schedule_window,
         )
 
     def keyspace(self) -> KeySpace:

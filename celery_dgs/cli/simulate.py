@@ -73,6 +73,16 @@ def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--lookahead/--no-lookahead", default=None, help="dgs's order: dgs_lookahead"
     )(command)
+    command = click.option(
+        "--window-horizon",
+        metavar="DURATION",
+        help="beat's window of schedules: dgs_schedule_window",
+    )(command)
+    command = click.option(
+        "--window",
+        metavar="SIZE|off",
+        help='beat\'s window of schedules: dgs_schedule_window_size, or "off" (all held)',
+    )(command)
     for flag, kind, metavar, what in reversed(options):
         option = click.option(flag, type=kind, metavar=metavar, help=f"dgs's order: {what}")
         command = option(command)
@@ -102,6 +112,7 @@ def _order(env: Env | None, given: dict[str, Any]) -> OrderPolicy:
         changes[f"{option}_s"] = None if off else parse_duration(value, flag)
         if option == "elevator_interval" and changes[f"{option}_s"] == 0:
             raise click.BadParameter(f"{value!r}: must be > 0 or off", param_hint=flag)
+    changes.update(_window(given))
     chosen = replace(order, **changes)
     if chosen.goal == "fewest_errors" and (
         chosen.overload != "restore" or chosen.laxity_floor_s is None
@@ -111,6 +122,31 @@ def _order(env: Env | None, given: dict[str, Any]) -> OrderPolicy:
             "it needs --overload-policy restore and a --laxity-floor"
         )
     return chosen
+
+
+def _window(given: dict[str, Any]) -> dict[str, Any]:
+    """The window options given, as :class:`OrderPolicy` fields."""
+    changes: dict[str, Any] = {}
+    size = given["window"]
+    if size is not None:
+        if size.strip() == "off":
+            changes["window_size"] = None
+        else:
+            try:
+                changes["window_size"] = int(size)
+            except ValueError:
+                raise click.BadParameter(
+                    f"{size!r}: a whole number of schedules, or off", param_hint="--window"
+                ) from None
+            if changes["window_size"] < 1:
+                raise click.BadParameter(f"{size!r}: must be >= 1, or off", param_hint="--window")
+    horizon = given["window_horizon"]
+    if horizon is not None:
+        seconds = parse_duration(horizon, "--window-horizon")
+        if seconds <= 0:
+            raise click.BadParameter(f"{horizon!r}: must be > 0", param_hint="--window-horizon")
+        changes["window_s"] = seconds
+    return changes
 
 
 #: Upper bounds of the generated fleet's options: a typo such as an extra

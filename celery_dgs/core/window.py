@@ -36,6 +36,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+#: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
+DEFAULT_SCHEDULE_WINDOW_S = 3600.0
+
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
 WindowKey = tuple[datetime, datetime, str]
@@ -76,6 +79,11 @@ class ScheduleBounds:
     def full(self) -> bool:
         return self.end is not None
 
+    def moves_at(self) -> datetime | None:
+        """When the window next reads as time moves (half the horizon before
+        ``until``); ``None``: nothing read yet (it reads at once)."""
+        return None if self.until is None else self.until - self.horizon / 2
+
     def holds(
         self, can: datetime | None, should: datetime | None, name: str, *, requested: bool
     ) -> bool:
@@ -95,7 +103,7 @@ class ScheduleBounds:
         ahead = now + self.horizon
         if self.until is None:
             return SliceRead(None, ahead, None, self.size, restart=True)
-        moving = self.until < now + self.horizon / 2
+        moving = self.until <= now + self.horizon / 2
         if self.end is None:
             if not moving:
                 return None

@@ -32,6 +32,7 @@ from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
 from .state import FIRE, PolicyHost
+from .window import SimWindow
 
 #: What a user chooses between: beat's order (with its settings), FIFO and
 #: Celery beat.
@@ -102,6 +103,14 @@ class DeadlinePolicy(Policy):
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
         }
+        #: Beat's window of schedules (``order.window_size``); ``None``: all indexed.
+        self.window = (
+            None
+            if order.window_size is None
+            else SimWindow(
+                sim, size=order.window_size, horizon_s=order.window_s, retry_ladder=self.ladder
+            )
+        )
 
     def make_index(self) -> DeadlineIndex:
         """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
@@ -148,6 +157,20 @@ class DeadlinePolicy(Policy):
         return (can, can) if self.fifo else (can, self.sim.rel(times.should_start_by))
 
     def idle(self, name: str, now: float) -> None:
+        window = self.window
+        if window is not None:
+            st = self.sim.states[name]
+            if not window.idle(name, st.sched.spec, st.stats, now):
+                self._let_go(name)
+                return
+        self._index(name, now)
+
+    def _let_go(self, name: str) -> None:
+        """Out of the index and the demand book: past the window."""
+        self.index.remove(name)
+        self.book.forget(name)
+
+    def _index(self, name: str, now: float) -> None:
         can, should = self._times(name, now)
         self.index.upsert(name, can, should)
         st = self.sim.states[name]
@@ -158,6 +181,8 @@ class DeadlinePolicy(Policy):
 
     def held(self, name: str) -> None:
         self.book.forget(name)  # a held schedule's share does not count
+        if self.window is not None:
+            self.window.forget(name)
 
     def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
         # The index holds the times computed when the schedule was indexed; a
@@ -195,8 +220,11 @@ class DeadlinePolicy(Policy):
             and isinstance(self.index, PriorityIndex)
         ):
             self._picks_at_window = self.index.class_picks
-        if self.index.peek(now) is None:
-            return
+        if self.window is not None:
+            self._read_window(now)
+        while self.index.peek(now) is None:
+            if not self.read_further(now):
+                return
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
         admission = None
@@ -209,7 +237,16 @@ class DeadlinePolicy(Policy):
                 lambda: list(running.values()),
                 self.cap_queue,
             )
-        chosen = choose_dispatches(
+        chosen = self._choose(now, placement, admission)
+        while placement.free > 0 and self.read_further(now):
+            chosen += self._choose(now, placement, admission)
+        for name, worker in chosen:
+            sim.start_run(name, worker, now, slot_taken=True)
+
+    def _choose(
+        self, now: float, placement: Placement, admission: AdmissionRound | None
+    ) -> list[tuple[str, str]]:
+        return choose_dispatches(
             self.index,
             now,
             placement,
@@ -217,11 +254,37 @@ class DeadlinePolicy(Policy):
             lambda name: self._defer(name, now, admission),
             limit=_NO_LIMIT,
         )
-        for name, worker in chosen:
-            sim.start_run(name, worker, now, slot_taken=True)
+
+    def read_further(self, now: float) -> bool:
+        """A round has free slots and no eligible schedule left: whether more
+        were read (beat's window of schedules, when it is full)."""
+        window = self.window
+        return window is not None and window.bounds.full and self._read_window(now, more=True)
+
+    def _read_window(self, now: float, *, more: bool = False) -> bool:
+        """Index the window's next slice (the idle schedules in it), let go of
+        what it moved past; whether it read any schedule."""
+        assert self.window is not None
+        read = self.window.read(now, more=more)
+        if read is None:
+            return False
+        names, outside = read
+        states = self.sim.states
+        for name in names:
+            if states[name].running_since is None:
+                self._index(name, now)
+        for name in outside:
+            self._let_go(name)
+        return bool(names)
 
     def next_wakeup(self) -> float | None:
-        return self.index.next_wakeup()
+        """The index's next start, or the window's next read if sooner (beat
+        ticks at least every few polls)."""
+        wake = self.index.next_wakeup()
+        if self.window is None:
+            return wake
+        read_at = self.window.next_read_s()
+        return read_at if wake is None else min(wake, read_at)
 
 
 class BeatPolicy(Policy):

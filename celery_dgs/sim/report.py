@@ -107,6 +107,8 @@ def format_order(order: OrderPolicy) -> str:
         parts.append(f"giving up: {order.goal} (floor {order.floor_periods:g} periods)")
     parts.append(f"elevator {seconds(order.elevator_interval_s)}")
     parts.append(f"look-ahead {'on' if order.lookahead else 'off'}")
+    if order.window_size is not None:
+        parts.append(f"window {order.window_size} schedules, {order.window_s:g} s ahead")
     return ", ".join(parts)
 
 

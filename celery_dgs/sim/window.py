@@ -1,0 +1,82 @@
+"""Beat's window of schedules in the simulator (``OrderPolicy.window_size``:
+``dgs_schedule_window_size``, ``simulate --window``), with the window code
+beat runs (:mod:`celery_dgs.core.window`).
+
+Each schedule's kept start times are computed when it becomes idle (a run's
+end, the start: when beat's store writes them); they play the store.
+:class:`~celery_dgs.sim.policies.DeadlinePolicy` indexes only the schedules
+the window holds: one whose kept times are past the window is let go of (its
+demand too: beat's demand book holds what beat holds) and read again when
+the window reaches it. The reads, and the read-further of a round with free
+slots, are beat's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from ..core.spec import ScheduleSpec
+from ..core.stats import ScheduleStats
+from ..core.timing import start_times
+from ..core.window import HeldSchedules, KeptStart, ScheduleBounds, keys_of, slice_of
+from .state import PolicyHost
+
+
+class SimWindow:
+    """The window over the simulator's fleet: at most ``size`` schedules,
+    ``horizon_s`` ahead."""
+
+    def __init__(
+        self,
+        sim: PolicyHost,
+        *,
+        size: int,
+        horizon_s: float,
+        retry_ladder: Sequence[timedelta],
+    ) -> None:
+        self.sim, self.ladder = sim, retry_ladder
+        self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
+        self.held = HeldSchedules(self.bounds)
+        #: Every schedule's kept start times, as of its last write (the store).
+        self.kept: dict[str, KeptStart] = {}
+        #: How many slices were read, and their rows.
+        self.reads = self.rows_read = 0
+
+    def idle(self, name: str, spec: ScheduleSpec, stats: ScheduleStats, now: float) -> bool:
+        """``name`` is idle at ``now`` (its row written): whether the window holds it."""
+        times = start_times(spec, stats, self.sim.at(now), retry_ladder=self.ladder)
+        kept = self.kept[name] = (times.can_start_by, times.should_start_by)
+        if self.bounds.holds(kept[0], kept[1], name, requested=False):
+            self.held.note(name, kept)
+            return True
+        self.held.forget(name)
+        return False
+
+    def forget(self, name: str) -> None:
+        """``name`` is held back (disabled): in no slice until it is idle again."""
+        self.kept.pop(name, None)
+        self.held.forget(name)
+
+    def read(self, now: float, *, more: bool = False) -> tuple[list[str], list[str]] | None:
+        """The next slice if the window needs one: the names read (held now),
+        and the held ones the bounds moved past (let go of); ``None``: none."""
+        read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more)
+        if read is None:
+            return None
+        names = slice_of(read, self.kept.items())
+        kept = [self.kept[name] for name in names]
+        self.bounds.after_read(read, keys_of(kept, names))
+        self.reads += 1
+        self.rows_read += len(names)
+        for name, times in zip(names, kept, strict=True):
+            self.held.note(name, times)
+        outside = self.held.outside(lambda _name: False)
+        for name in outside:
+            self.held.forget(name)
+        return names, outside
+
+    def next_read_s(self) -> float:
+        """When the window next reads as time moves (simulated seconds)."""
+        moves = self.bounds.moves_at()
+        return 0.0 if moves is None else self.sim.rel(moves)

@@ -1,0 +1,54 @@
+"""The simulator runs beat's window of schedules (``OrderPolicy.window_size``,
+``simulate --window``): in the deadline order, a window far smaller than the
+fleet gives every figure of the whole fleet's run; the window reads on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from celery_dgs.core.ranking import OrderPolicy
+from celery_dgs.sim.__main__ import simulate
+from celery_dgs.sim.generate import GeneratorOptions, generate
+from celery_dgs.sim.loop import Simulator
+from celery_dgs.sim.window import SimWindow
+
+DEADLINE = OrderPolicy(overload="greedy", laxity_floor_s=None, lookahead=False)
+
+
+@pytest.mark.parametrize(("load", "seed"), [(0.8, 1), (1.3, 2)])
+def test_a_small_window_gives_the_whole_fleets_figures_in_deadline_order(
+    load: float, seed: int
+) -> None:
+    workload = generate(
+        GeneratorOptions(
+            schedules=300, slots=6, load=load, horizon_s=43_200, seed=seed, failure_rate=0.05
+        )
+    )
+    whole = Simulator(workload, "dgs", order=DEADLINE).run()
+    sim = Simulator(workload, "dgs", order=replace(DEADLINE, window_size=20, window_s=1800))
+    windowed = sim.run()
+    window = sim.policy.window  # type: ignore[attr-defined]
+    assert isinstance(window, SimWindow)
+    assert window.reads > 20, "the window read on as time moved and as it emptied"
+    assert window.rows_read <= 20 * window.reads, "no read over the window's size"
+    assert windowed.error_s == whole.error_s
+    assert windowed.late_starts == whole.late_starts
+    assert windowed.runs == whole.runs
+    assert windowed.max_staleness == whole.max_staleness
+
+
+def test_simulate_takes_the_window_and_says_it() -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        simulate,
+        ["--schedules", "50", "--slots", "2", "--policy", "dgs", "--window", "10"],
+    )
+    assert result.exit_code in (0, 1), result.output
+    assert "window 10 schedules, 3600 s ahead" in result.output
+    bad = runner.invoke(simulate, ["--schedules", "50", "--slots", "2", "--window", "none"])
+    assert bad.exit_code == 2
+    assert "--window" in bad.output
+    assert "a whole number of schedules, or off" in bad.output
