@@ -57,6 +57,14 @@ SMOKES = {
         postgres=True,
         writes="deferred.json",
     ),
+    "beat_window": Smoke(
+        (
+            *("--pg-schedules", "2000", "--sqlite-schedules", "2000", "--batch", "1000"),
+            *("--window", "100", "--mix-window", "200", "--whole-max", "2000"),
+        ),
+        "| SQLite 2,000 seed 001, window 200: first dispatch",
+        postgres=True,
+    ),
     # The celery-dgs kind (worker and beat memory, duplicate runs); the countdown
     # kind runs plain Celery only, in the same harness.
     "deferred_vs_countdown": Smoke(
@@ -113,6 +121,10 @@ SMOKES = {
     "status_scale": Smoke(
         ("--schedules", "1000", "--project-max", "1000"),
         "| celery dgs status --project --limit 100 |",
+    ),
+    "window_quality": Smoke(
+        ("--quick", "--labels", "load 0.9", "--mixes", "synthetic"),
+        "| synthetic load 0.9, window 15 | deadline |",
     ),
     "web_table": Smoke(
         ("--schedules", "600", "--requests", "12"),
