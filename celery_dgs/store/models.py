@@ -177,6 +177,19 @@ for _name, _columns in {
     )
 
 
+#: The active schedules' names for a prefix on PostgreSQL (``status PATTERN``):
+#: ``LIKE 'prefix%'`` reads a range of it whatever the database's collation.
+#: On SQLite, where ``GLOB`` reads a range of the primary key, its predicate is
+#: false: it holds no row.
+Index(
+    "ix_dgs_schedules_name_pattern",
+    ScheduleRow.name,
+    postgresql_ops={"name": "text_pattern_ops"},
+    postgresql_where=_ACTIVE_SCHEDULE,
+    sqlite_where=false(),
+)
+
+
 #: The pending checks by time: beat reads its window of due checks with it.
 Index(
     "ix_dgs_schedules_check_due",

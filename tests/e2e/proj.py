@@ -20,6 +20,7 @@ import redis
 from celery import Celery
 
 import celery_dgs
+from tests.support.window_env import apply_window_env
 
 app = Celery("e2e", broker=os.environ["E2E_REDIS_URL"])
 app.conf.update(
@@ -83,12 +84,7 @@ if os.environ.get("E2E_LOOKAHEAD") == "0":
 if "E2E_OVERLOAD" in os.environ:
     app.conf.dgs_overload = os.environ["E2E_OVERLOAD"]
     app.conf.dgs_overload_floor = float(os.environ.get("E2E_OVERLOAD_FLOOR", "5"))
-# Beat's window of schedules (tests/e2e/test_schedule_window_e2e.py): at most
-# this many held, those that can start within E2E_SCHEDULE_WINDOW seconds.
-# Unset: beat holds every active schedule.
-if "E2E_SCHEDULE_WINDOW_SIZE" in os.environ:
-    app.conf.dgs_schedule_window_size = int(os.environ["E2E_SCHEDULE_WINDOW_SIZE"])
-    app.conf.dgs_schedule_window = float(os.environ.get("E2E_SCHEDULE_WINDOW", "3600"))
+apply_window_env(app)  # beat's window of schedules, if the environment asks for one
 dgs = celery_dgs.DGS(app)
 _events = redis.Redis.from_url(os.environ["E2E_REDIS_URL"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}

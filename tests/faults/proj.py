@@ -28,6 +28,7 @@ from celery import Celery, current_task
 import celery_dgs
 from celery_dgs.worker.supervisor import RunTerminated, current_supervisor
 from tests.faults.history import History
+from tests.support.window_env import apply_window_env
 
 app = Celery("faults", broker=os.environ["E2E_REDIS_URL"])
 app.conf.update(
@@ -74,6 +75,7 @@ app.conf.update(
         else {}
     ),
 )
+apply_window_env(app)  # beat's window of schedules, if the environment asks for one
 dgs = celery_dgs.DGS(app)
 history = History(os.environ["FAULTS_HISTORY"])
 SCHEDULES = set(os.environ.get("E2E_SCHEDULES", "").split(",")) - {""}

@@ -3,6 +3,7 @@
     make soak                      # SOAK_SECONDS=120 by default
     .venv/bin/python -m tests.faults.soak --seconds 600 --schedules 3 --seed 7
     make soak SOAK_ARGS="--topology sentinel"   # celery-dgs's Redis behind Sentinel
+    make soak SOAK_ARGS="--schedules 6 --window 2"   # beat holds 2 of the 6
 
 A real Redis-compatible server, a SQLite store, four workers (solo, prefork
 with two children, solo behind a fault proxy, solo), two beats (one leads),
@@ -254,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 120)))
     parser.add_argument("--schedules", type=int, default=3)
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="beat's window of schedules (dgs_schedule_window_size; default: all held)",
+    )
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument(
         "--topology",
@@ -262,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         help="celery-dgs's Redis: one server, or a Sentinel deployment",
     )
     args = parser.parse_args(argv)
+    if args.window is not None:
+        os.environ["E2E_SCHEDULE_WINDOW_SIZE"] = str(args.window)
+        os.environ["E2E_SCHEDULE_WINDOW"] = "30"
     tmp = Path(tempfile.mkdtemp(prefix="dgs-soak-"))
     print(
         f"soak: {args.seconds:.0f}s, {args.schedules} schedules, seed {args.seed}, "
+        f"window {args.window or 'off'}, "
         f"topology {args.topology}, logs and history in {tmp}",
         flush=True,
     )
