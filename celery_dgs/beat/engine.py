@@ -264,8 +264,11 @@ class BeatEngine:
         # refresh made after this round's snapshot already covers them.
         if not refreshed:
             self.loader.refresh()
+        leaving = state.leaving.intersection(freed)
         for name in state.unpark(freed):
             self.ranking.reindex(name)
+        for name in leaving:  # past the window: forgotten, their demand too
+            self.ranking.note_demand(name)
 
     def _dispatch_round(self, now: float) -> None:
         started = self.monotonic()
