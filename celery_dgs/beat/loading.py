@@ -172,6 +172,7 @@ class ScheduleLoader:
         for name in outside:
             window.forget(name)
             self.ranking.note_demand(name)
+        self._say_when_full(window)
         if rows or outside:
             logger.debug(
                 "celery-dgs beat: schedule window: read %d, let go of %d, holding %d",
@@ -180,6 +181,34 @@ class ScheduleLoader:
                 len(window.held),
             )
         return len(rows)
+
+    def _say_when_full(self, window: ScheduleWindow) -> None:
+        """Log once each time the window fills up, and when it has room again:
+        a full window holds the most urgent by deadline, and only the deadline
+        order (``dgs_overload_policy = "greedy"``, no laxity floor, no
+        look-ahead) is then the whole fleet's."""
+        full = window.bounds.full
+        if full == window.said_full:
+            return
+        window.said_full = full
+        if not full:
+            logger.info("celery-dgs beat: the schedule window holds every schedule due within it")
+            return
+        policy = self.settings.order_policy
+        exact = policy.overload == "greedy" and not policy.lookahead
+        logger.log(
+            logging.INFO if exact else logging.WARNING,
+            "celery-dgs beat: the schedule window is full: it holds the %d most urgent "
+            "schedules by deadline%s",
+            window.bounds.size,
+            ""
+            if exact
+            else (
+                "; the look-ahead, the late order and relative laxity see only those until "
+                "it has room (a dgs_schedule_window_size above the schedules that can start "
+                "within dgs_schedule_window keeps them the whole fleet's)"
+            ),
+        )
 
     def apply_row_safely(self, row: StoredSchedule, batch: IndexBatch | None = None) -> None:
         """:meth:`apply_row`; a row it cannot apply is logged and held (the cursor

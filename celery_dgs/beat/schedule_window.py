@@ -37,6 +37,8 @@ class ScheduleWindow:
         self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
         #: The schedules held, with the kept times of their last row applied.
         self.held = HeldSchedules(self.bounds)
+        #: Whether the log last said the window is full.
+        self.said_full = False
 
     def holds(self, row: StoredSchedule) -> bool:
         """Whether the active schedule ``row`` is in the window."""

@@ -6,6 +6,7 @@ when the window reaches it. Real Redis and SQLite; an injected clock."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -115,7 +116,7 @@ def test_beat_loads_only_what_can_start_within_the_window_and_reads_on(
 
 
 def test_under_a_backlog_beat_holds_the_most_urgent_and_reads_the_next_as_it_dispatches(
-    store: SqlScheduleStore, redis_client: redis.Redis
+    store: SqlScheduleStore, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FakeClock(NOW)
     # All eligible; the older the registration, the nearer the deadline.
@@ -123,8 +124,12 @@ def test_under_a_backlog_beat_holds_the_most_urgent_and_reads_the_next_as_it_dis
         store.upsert_runtime([spec(i)], NOW - 5 * H + i * M)
     publish = Recorder()
     engine = make_engine(store, redis_client, clock, publish, slots=4, schedule_window_size=10)
-    assert engine.loader.load() == 10
+    with caplog.at_level(logging.INFO, logger="celery_dgs.beat"):
+        assert engine.loader.load() == 10
     assert schedules(engine) == {f"t.job@s{i:04d}" for i in range(10)}
+    full = [r for r in caplog.records if "schedule window is full" in r.getMessage()]
+    assert [r.levelno for r in full] == [logging.WARNING], "the default order: said once"
+    assert "the look-ahead, the late order and relative laxity see only those" in full[0].message
     sent: list[str] = []
     for _ in range(12):
         engine.tick()
