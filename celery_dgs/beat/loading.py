@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.clock import Clock
+from ..core.late_order import expected_seconds
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
@@ -168,6 +169,7 @@ class ScheduleLoader:
         for row in rows:
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
+        self._say_short_horizon(window, rows)
         outside = window.outside()
         for name in outside:
             window.forget(name)
@@ -181,6 +183,25 @@ class ScheduleLoader:
                 len(window.held),
             )
         return len(rows)
+
+    def _say_short_horizon(self, window: ScheduleWindow, rows: list[StoredSchedule]) -> None:
+        """Log once if the look-ahead is on and a schedule read runs longer than
+        the window's horizon: the look-ahead weighs a long run against the
+        runs due during it, which beat then does not all hold."""
+        if window.said_short_horizon or not self.settings.lookahead:
+            return
+        horizon_s = window.bounds.horizon.total_seconds()
+        tracked = self.state.tracked
+        longest = max((expected_seconds(tracked.get(r.name)) for r in rows), default=0.0)
+        if longest > horizon_s:
+            window.said_short_horizon = True
+            logger.warning(
+                "celery-dgs beat: a schedule runs %.0f s, longer than dgs_schedule_window "
+                "(%.0f s): the look-ahead sees only the runs due within the window; set it "
+                "to the longest expected run or more",
+                longest,
+                horizon_s,
+            )
 
     def _say_when_full(self, window: ScheduleWindow) -> None:
         """Log once each time the window fills up, and when it has room again:

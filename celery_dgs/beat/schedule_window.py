@@ -37,8 +37,9 @@ class ScheduleWindow:
         self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
         #: The schedules held, with the kept times of their last row applied.
         self.held = HeldSchedules(self.bounds)
-        #: Whether the log last said the window is full.
-        self.said_full = False
+        #: Whether the log last said the window is full; whether it said that
+        #: a schedule runs longer than the horizon.
+        self.said_full = self.said_short_horizon = False
 
     def holds(self, row: StoredSchedule) -> bool:
         """Whether the active schedule ``row`` is in the window."""

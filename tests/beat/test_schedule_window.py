@@ -188,3 +188,32 @@ def test_a_schedule_whose_new_row_is_past_the_window_is_let_go_and_read_again(
     engine.tick()
     engine.tick()
     assert "t.job@s0000" in publish.names(), "read again when the window reached it"
+
+
+def test_beat_says_when_a_run_is_longer_than_the_windows_horizon(
+    store: SqlScheduleStore, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock(NOW)
+    long_run = PeriodicSpec(
+        task="t.job",
+        configuration="long",
+        scheduling_period=timedelta(days=7),
+        duration_override=2 * H,
+    )
+    store.upsert_runtime([spec(0), long_run], NOW)
+    engine = make_engine(
+        store, redis_client, clock, Recorder(), schedule_window_size=100, schedule_window=1800
+    )
+    with caplog.at_level(logging.WARNING, logger="celery_dgs.beat"):
+        engine.load()
+        engine.tick()
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if "longer than dgs_schedule_window" in r.getMessage()
+    ]
+    assert said == [
+        "celery-dgs beat: a schedule runs 7200 s, longer than dgs_schedule_window (1800 s): "
+        "the look-ahead sees only the runs due within the window; set it to the longest "
+        "expected run or more"
+    ]

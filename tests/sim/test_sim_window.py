@@ -40,6 +40,32 @@ def test_a_small_window_gives_the_whole_fleets_figures_in_deadline_order(
     assert windowed.max_staleness == whole.max_staleness
 
 
+def test_beats_default_order_is_the_whole_fleets_while_the_window_holds_every_start() -> None:
+    """Not full, and reaching further than the longest run (the look-ahead
+    weighs a long run against the short runs due during it): beat's default
+    order, look-ahead included, gives the whole fleet's figures."""
+    workload = generate(
+        GeneratorOptions(
+            schedules=80,
+            slots=6,
+            load=0.85,
+            horizon_s=2 * 86_400,
+            seed=3,
+            long_fraction=0.3,
+            long_ratio_min=30,
+            long_ratio_max=60,
+        )
+    )
+    longest = max(s.duration_s for s in workload.schedules)
+    order = OrderPolicy()
+    whole = Simulator(workload, "dgs", order=order).run()
+    sim = Simulator(workload, "dgs", order=replace(order, window_size=800, window_s=2 * longest))
+    windowed = sim.run()
+    assert not sim.policy.window.bounds.full  # type: ignore[attr-defined]
+    assert windowed.error_s == whole.error_s
+    assert windowed.runs == whole.runs
+
+
 def test_simulate_takes_the_window_and_says_it() -> None:
     runner = CliRunner()
     result = runner.invoke(
