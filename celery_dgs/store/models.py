@@ -168,6 +168,8 @@ for _name, _columns in {
         "error_at",
         "warning_at",
     ),
+    # beat's window of schedules reads slices in this order (window_schedules)
+    "ix_dgs_schedules_window": ("should_start_by", "next_can_start_at", "name"),
 }.items():
     Index(
         _name,

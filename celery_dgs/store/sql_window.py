@@ -1,13 +1,13 @@
 """Beat's window of schedules in the SQL store: a slice of the active
 schedules by their kept start times (:meth:`WindowMethods.window_schedules`),
-read along the partial index on ``should_start_by``."""
+read along the partial index in its order (``ix_dgs_schedules_window``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, or_, select, text
+from sqlalchemy import Select, Table, and_, or_, select, text
 
 from .convert import utc
 from .engine import connection_transaction
@@ -20,6 +20,31 @@ _T = cast(Table, ScheduleRow.__table__)
 _COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
 #: As the partial indexes state it: the planner then uses them.
 _ACTIVE_SCHEDULE = text("kind <> 'check' AND active")
+
+
+def window_statement(
+    can_after: datetime | None,
+    can_until: datetime,
+    key_after: tuple[datetime, datetime, str] | None,
+    limit: int,
+) -> Select[Any]:
+    """The ``SELECT`` of one slice (the rows with kept times): a range of
+    ``ix_dgs_schedules_window``, in its order."""
+    can = _T.c.next_can_start_at
+    stmt = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
+    if can_after is not None:
+        stmt = stmt.where(can > utc(can_after, "can_after"))
+    if key_after is not None:
+        should, at = utc(key_after[0], "key_after"), utc(key_after[1], "key_after")
+        by, name = _T.c.should_start_by, _T.c.name
+        stmt = stmt.where(
+            or_(
+                by > should,
+                and_(by == should, can > at),
+                and_(by == should, can == at, name > key_after[2]),
+            )
+        )
+    return stmt.order_by(_T.c.should_start_by, can, _T.c.name).limit(limit)
 
 
 class WindowMethods(SqlStoreBase):
@@ -37,27 +62,13 @@ class WindowMethods(SqlStoreBase):
         <celery_dgs.store.base.ScheduleStore.window_schedules>`."""
         if limit < 1:
             return []
-        can = _T.c.next_can_start_at
         found: list[Any] = []
         with connection_transaction(self.engine, write=False) as conn:
             if can_after is None and key_after is None:
-                unkept = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, can.is_(None))
+                unkept = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, _T.c.next_can_start_at.is_(None))
                 found.extend(conn.execute(unkept.order_by(_T.c.name).limit(limit)))
-            stmt = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
-            if can_after is not None:
-                stmt = stmt.where(can > utc(can_after, "can_after"))
-            if key_after is not None:
-                should, at = utc(key_after[0], "key_after"), utc(key_after[1], "key_after")
-                by, name = _T.c.should_start_by, _T.c.name
-                stmt = stmt.where(
-                    or_(
-                        by > should,
-                        and_(by == should, can > at),
-                        and_(by == should, can == at, name > key_after[2]),
-                    )
-                )
-            stmt = stmt.order_by(_T.c.should_start_by, can, _T.c.name).limit(limit - len(found))
             if len(found) < limit:
+                stmt = window_statement(can_after, can_until, key_after, limit - len(found))
                 found.extend(conn.execute(stmt))
             memo = ValueMemo()
             return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
