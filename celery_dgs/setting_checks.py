@@ -324,4 +324,5 @@ def sentinel_parts(url: str) -> None:
 SECONDS = setting(seconds)
 BATCH_SIZE = setting(batch_size)
 POSITIVE_INT = setting(positive_int)
+OPTIONAL_POSITIVE_INT = setting(positive_int, optional=True)
 FLAG = setting(flag)

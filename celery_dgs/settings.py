@@ -30,6 +30,7 @@ from .keys import KeySpace
 from .setting_checks import (
     BATCH_SIZE,
     FLAG,
+    OPTIONAL_POSITIVE_INT,
     POSITIVE_INT,
     SECONDS,
     checked_fields,
@@ -44,7 +45,6 @@ from .setting_checks import (
     overload_goal,
     periods_at_least_one,
     policy_name,
-    positive_int,
     proxy_addresses,
     schedule_table,
     seconds,
@@ -165,7 +165,7 @@ class DgsSettings:
     )
     #: Fixed worker-slot capacity used when no worker has registered: beat then
     #: runs at most this many at a time and publishes to each schedule's pool queue.
-    capacity: int | None = field(default=None, metadata=setting(positive_int, optional=True))
+    capacity: int | None = field(default=None, metadata=OPTIONAL_POSITIVE_INT)
     #: Workers: register in Redis at start (beat places runs on registered
     #: workers). False: this worker stays anonymous (fixed-capacity mode).
     worker_register: bool = field(default=DEFAULT_WORKER_REGISTER, metadata=FLAG)
@@ -217,20 +217,14 @@ class DgsSettings:
     elevator_interval: float | None = field(
         default=DEFAULT_ELEVATOR_INTERVAL_S, metadata=setting(seconds, optional=True)
     )
-    #: Deferred checks: beat holds the pending checks due within this many
-    #: seconds (and those overdue), at most ``check_window_size`` of them, and
-    #: reads the next ones from the store as the window moves on or empties.
+    #: Deferred checks: beat holds the pending checks due within this many seconds
+    #: (and the overdue), at most ``check_window_size``, read as the window moves.
     check_window: float = field(default=DEFAULT_CHECK_WINDOW_S, metadata=SECONDS)
     check_window_size: int = field(default=DEFAULT_CHECK_WINDOW_SIZE, metadata=POSITIVE_INT)
-    #: Beat's window of schedules (celery_dgs/core/window.py): with a size,
-    #: beat holds the schedules that can start within ``schedule_window``
-    #: seconds (and the overdue), at most ``schedule_window_size`` of them, the
-    #: most urgent first, and reads the next ones from the store as the window
-    #: moves on or empties; ``None``: beat holds every active schedule.
+    #: Beat's window of schedules (core/window.py): it holds at most this many,
+    #: those that can start within ``schedule_window`` s; ``None``: all of them.
     schedule_window: float = field(default=DEFAULT_SCHEDULE_WINDOW_S, metadata=SECONDS)
-    schedule_window_size: int | None = field(
-        default=None, metadata=setting(positive_int, optional=True)
-    )
+    schedule_window_size: int | None = field(default=None, metadata=OPTIONAL_POSITIVE_INT)
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much
@@ -257,11 +251,10 @@ class DgsSettings:
     default_cooldown_fraction: float = field(
         default=DEFAULT_COOLDOWN_FRACTION, metadata=setting(cooldown_fraction)
     )
-    #: The most bytes a schedule's (or a deferred check's) ``args`` and
-    #: ``kwargs`` may take as JSON, together; a larger one is refused where it
-    #: is declared or added. ``None``: no limit.
+    #: The most bytes a schedule's (or a check's) ``args`` and ``kwargs`` may take
+    #: as JSON, together, where it is declared or added. ``None``: no limit.
     max_argument_bytes: int | None = field(
-        default=DEFAULT_MAX_ARGUMENT_BYTES, metadata=setting(positive_int, optional=True)
+        default=DEFAULT_MAX_ARGUMENT_BYTES, metadata=OPTIONAL_POSITIVE_INT
     )
     #: The status page's operator token: actions (pause, resume, run, cancel)
     #: need it; ``None``: the page is read-only.

@@ -356,10 +356,7 @@ def stored_schedule_from_values(
         run_priority,
         first_check_at,
         check_count,
-        last_items_ok,
-        last_items_failed,
-        kept_can_start_at,
-        kept_should_start_by,
+        *last,  # last_items_ok, last_items_failed, next_can_start_at, should_start_by
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
@@ -380,12 +377,9 @@ def stored_schedule_from_values(
         index,
         moment(next_target_at),
         moment(upstream_modified_at),
-        last_items_ok,
-        last_items_failed,
+        *last[:2],
     )
-    # Exactly its fields (tests/store/test_load_path.py), at a third of __init__'s cost:
-    row = object.__new__(StoredSchedule)
-    row.__dict__.update(
+    return _stored(
         name=name,
         task=task,
         configuration=configuration,
@@ -405,7 +399,14 @@ def stored_schedule_from_values(
         run_requested_priority=run_priority,
         first_check_at=moment(first_check_at),
         check_count=check_count,
-        kept_can_start_at=moment(kept_can_start_at),
-        kept_should_start_by=moment(kept_should_start_by),
+        kept_can_start_at=moment(last[2]),
+        kept_should_start_by=moment(last[3]),
     )
+
+
+def _stored(**fields: Any) -> StoredSchedule:
+    """A :class:`StoredSchedule` of exactly ``fields`` (tests/store/test_load_path.py),
+    at a third of ``__init__``'s cost."""
+    row = object.__new__(StoredSchedule)
+    row.__dict__.update(fields)
     return row
