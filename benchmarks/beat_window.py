@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import log, median
-from .fleet_scale import Line, analyze, apply_mix, lister_row, verdict
+from .fleet_scale import Line, analyze, apply_mix, lister_row, status_lines, verdict
 
 GOAL_FIRST_S = 5.0
 GOAL_RSS_BACKLOG_MIB = 500.0
@@ -204,6 +204,8 @@ def fleet_lines(
         )
         for line in lines[-3:]:
             log(line.text())
+        if opts.status:
+            lines += status_lines(url, redis_url, n, f"{label} {mix_name}", 10.0)
     return lines
 
 
@@ -223,6 +225,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--horizon", type=float, default=3600.0, help="dgs_schedule_window, s")
     parser.add_argument(
         "--whole-max", type=int, default=1_000_000, help="run the whole-fleet baseline up to this"
+    )
+    parser.add_argument(
+        "--status", action="store_true", help="also fleet_scale's status commands, each mix"
     )
     parser.add_argument("--no-pg", action="store_true")
     parser.add_argument("--no-sqlite", action="store_true")
