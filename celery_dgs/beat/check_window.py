@@ -56,7 +56,7 @@ class CheckWindow:
         """Forget a pending check that moved past the window; the window read
         brings it back when it is due (:func:`let_go`)."""
         self.state.checks.discard(row.name)
-        let_go(self.state, self.ranking, row)
+        let_go(self.state, self.ranking, row.name, row)
 
     def next_rows(self) -> list[StoredSchedule]:
         """The next pending checks from the store if the window needs them:
@@ -91,13 +91,15 @@ class CheckWindow:
         return rows
 
 
-def let_go(state: BeatState, ranking: BeatRanking, row: StoredSchedule) -> None:
-    """Forget a row that left beat's window (a check's or a schedule's). A
-    parked one (running or dispatched) keeps its new row until it is freed,
-    and is forgotten then (``state.leaving``)."""
-    name = row.name
+def let_go(
+    state: BeatState, ranking: BeatRanking, name: str, row: StoredSchedule | None = None
+) -> None:
+    """Forget ``name``, which left beat's window (a check's or a schedule's;
+    ``row``: its new row, if one moved it out). A parked one (running or
+    dispatched) keeps its new row until it is freed, and is forgotten then
+    (``state.leaving``)."""
     if name in state.parked:
-        if row.spec is not None:
+        if row is not None and row.spec is not None:
             state.tracked[name] = tracked_of(row, row.spec)
         state.leaving.add(name)
         return

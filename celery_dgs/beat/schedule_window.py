@@ -60,7 +60,7 @@ class ScheduleWindow:
     def drop(self, row: StoredSchedule) -> None:
         """Let go of a schedule whose new row is outside the window."""
         self.held.forget(row.name)
-        let_go(self.state, self.ranking, row)
+        let_go(self.state, self.ranking, row.name, row)
 
     def next_read(self, *, more: bool = False) -> tuple[SliceRead, list[StoredSchedule]] | None:
         """The next slice of the store if the window needs one (the bounds are
@@ -93,9 +93,4 @@ class ScheduleWindow:
     def forget(self, name: str) -> None:
         """Let go of the held schedule ``name`` (the bounds moved past it)."""
         self.held.forget(name)
-        state = self.state
-        if name in state.parked:
-            state.leaving.add(name)
-            return
-        self.ranking.forget(name)
-        state.unschedulable.pop(name, None)
+        let_go(self.state, self.ranking, name)
