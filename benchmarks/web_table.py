@@ -1,197 +1,283 @@
-"""The status page's schedules table at 100,000 schedules:
-``python -m benchmarks.web_table [--schedules N] [--requests N]``.
+"""The status page at scale: ``python -m benchmarks.web_table [--schedules N]
+[--requests N] [--pg]``.
 
-The real app (``celery_dgs.web.app``) served by uvicorn on 127.0.0.1, read
-as ``celery dgs status`` reads (``celery_dgs.ops``), over a real
-Redis-compatible server (leases, workers) and the in-memory store
-(``celery_dgs/store/memory.py``) holding N schedules (periodic and cron,
-three pools, most with a good run, some failing, 200 running). Two figures:
+A SQLite file (PostgreSQL with ``--pg``) holds N runtime schedules written as
+:mod:`benchmarks.status_scale` writes them (24 periods from 1 h to 24 h; 1 %
+never ran, 2 % failed last, some 17 % past their deadline); 200 of them run
+(leases in a real Redis-compatible server) and 10 workers are registered.
+The real ``celery dgs web`` serves it from a child process, its address
+space capped at ``--cap-mib``, and is requested over HTTP:
 
-1. the schedules table: wall time of ``GET /schedules`` over HTTP (first
-   page, deep pages, each filter and a name search, in a fixed random mix),
-   p50 / p95 / max, with the state's snapshot already read (the page re-reads
-   it at most once per ``max_age`` however many browsers poll);
-2. the snapshot read itself (``snapshot.take_snapshot``: every schedule's row
-   through ``status.build_rows``, leases, workers, leader), median of 3.
+1. the overview: ``--requests`` polls of ``/``, p50 / p95, and the age of
+   what it shows (``/api/overview``'s ``now``);
+2. the schedules table: ``--requests`` requests of ``/schedules`` in a fixed
+   random mix (first page, deep pages, each condition, a name prefix, a
+   pool, a word of the task), p50 / p95 / max, and the slowest kind of
+   request (a filter by pool or by a word of the task reads every row it
+   selects);
+3. one schedule's page (a random schedule each time), p50 / p95.
+
+Baselines in the same run: ``/favicon.ico`` (the server's floor), and, up to
+``--project-max`` schedules, the whole-fleet read the page made before it
+read kept state (:func:`celery_dgs.ops.state.read_state`: every schedule's
+row with beat's order replayed), timed in this process.
+
+Goals: each p95 <= 300 ms; the overview's age <= 5 s. Exit status 1 when a
+goal is not met.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
-import statistics
-import threading
+import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import urlencode
 
-import uvicorn
-from celery import Celery
+from .common import log, median
+from .fleet_scale import web_child
+from .status_scale import PREFIX, TASK, child_peak_mib
+from .status_scale import fill as fill_fleet
 
-from celery_dgs.core.spec_build import make_spec
-from celery_dgs.dgs import DGS
-from celery_dgs.embedded import RedisServerProcess, free_port
-from celery_dgs.ops.env import Env
-from celery_dgs.registry import WorkerInfo
-from celery_dgs.store.memory import MemoryScheduleStore
-from celery_dgs.web import views
-from celery_dgs.web.app import create_app
-from celery_dgs.web.overview import overview
-from celery_dgs.web.snapshot import take_snapshot
-
-POOLS = ("celery", "slow", "gpu")
+ROOT = Path(__file__).resolve().parents[1]
+GOAL_MS, GOAL_AGE_S = 300.0, 5.0
+RUNNING = 200
 
 
-def fill(store: MemoryScheduleStore, n: int, now: datetime, seed: int = 7) -> list[str]:
+def name_of(i: int) -> str:
+    return f"{TASK}@src{i:08d}"
+
+
+def table_paths(n: int, count: int, seed: int = 11) -> list[tuple[str, str]]:
+    """``(kind, path)`` of ``count`` table requests in a fixed random mix."""
     rng = random.Random(seed)
-    specs = []
-    for i in range(n):
-        pool = POOLS[i % 3]
-        if i % 20 == 0:
-            specs.append(
-                make_spec(
-                    "cron",
-                    task=f"proj.nightly_{i:06d}",
-                    cron_schedule=f"{i % 60} {i % 24} * * *",
-                    cron_max_schedule_duration=timedelta(hours=6),
-                    pool=pool,
-                )
-            )
-        else:
-            period = timedelta(hours=rng.choice((1, 2, 6, 12, 24)))
-            specs.append(
-                make_spec(
-                    "periodic", task=f"proj.scrape_{i:06d}", scheduling_period=period, pool=pool
-                )
-            )
-    store.sync(specs, now - timedelta(days=2))
-    names = [s.name for s in store.list_schedules()]
-    for k, name in enumerate(names):
-        if k % 10 == 9:
-            continue  # never ran
-        start = now - timedelta(seconds=rng.uniform(60, 30 * 3600))
-        run_id = f"r{k}"
-        store.record_run_start(
-            schedule=name,
-            run_id=run_id,
-            dispatch_id=None,
-            owner_node="n1",
-            owner_name="w1@n1",
-            owner_tag=run_id,
-            token=1,
-            started_at=start,
-        )
-        outcome = "failure" if k % 50 == 7 else "success"
-        store.record_run_end(
-            run_id=run_id,
-            outcome=outcome,
-            ended_at=start + timedelta(seconds=rng.uniform(5, 600)),
-            error="boom" if outcome == "failure" else None,
-        )
-    return names
-
-
-def paths(names: list[str], count: int, seed: int = 11) -> list[str]:
-    rng = random.Random(seed)
-    queries: list[dict[str, str]] = []
+    pages = max(min(n, 10_000) // 50, 1)
+    out: list[tuple[str, str]] = []
     for _ in range(count):
-        kind = rng.randrange(6)
-        if kind == 0:
-            queries.append({})
-        elif kind == 1:
-            queries.append({"page": str(rng.randrange(1, len(names) // views.PAGE_SIZE))})
-        elif kind == 2:
-            queries.append({"condition": rng.choice(("ERROR", "WARNING", "OK"))})
-        elif kind == 3:
-            queries.append({"pool": rng.choice(POOLS), "page": str(rng.randrange(1, 50))})
-        elif kind == 4:
-            queries.append({"q": f"proj.scrape_0{rng.randrange(10)}*"})
-        else:
-            queries.append({"task": f"nightly_0{rng.randrange(10)}", "condition": "OK"})
-    return ["/schedules?" + urlencode(q) for q in queries]
+        kind = rng.choice(("first", "deep", "condition", "prefix", "pool", "task"))
+        query: dict[str, str] = {}
+        if kind == "deep":
+            query["page"] = str(rng.randrange(1, pages + 1))
+        elif kind == "condition":
+            query = {"condition": rng.choice(("ERROR", "WARNING", "OK"))}
+            query["page"] = str(rng.randrange(1, 20))
+        elif kind == "prefix":
+            query["q"] = f"{TASK}@src{rng.randrange(10 ** max(len(str(n)) - 4, 1)):0{4}d}*"
+        elif kind == "pool":
+            query = {"pool": "celery", "page": str(rng.randrange(1, 5))}
+        elif kind == "task":
+            query = {"task": "scrape", "condition": "OK"}
+        out.append((kind, "/schedules?" + urlencode(query)))
+    return out
+
+
+def get(url: str, timeout: float = 120.0) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        body: bytes = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {url}: {resp.status}")
+    return time.perf_counter() - start, body
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(int(len(ordered) * 0.95) - 1, 0)]
+
+
+def live_state(url: str, redis_url: str, n: int) -> None:
+    """Workers and ``RUNNING`` leases in Redis, as the page reads them."""
+    from celery import Celery
+
+    from celery_dgs.dgs import DGS
+    from celery_dgs.ops.env import Env
+    from celery_dgs.registry import WorkerInfo
+
+    app = Celery("webbench", broker=redis_url, set_as_current=False)
+    app.conf.update(dgs_key_prefix=PREFIX, dgs_database_url=url)
+    DGS(app, install_worker_hooks=False)
+    env = Env(app=app)
+    try:
+        rt = env.runtime
+        for w in range(10):
+            info = WorkerInfo(
+                name=f"w{w}@n{w}",
+                node=f"n{w}",
+                queues=("celery",),
+                slots=40,
+                pool="prefork",
+                pid=1000 + w,
+            )
+            rt.registry.register(info)
+        for i in range(0, n, max(n // RUNNING, 1)):
+            rt.leases.acquire(name_of(i), owner_node="n0", owner_name="w0@n0", owner_tag=f"t{i}")
+    finally:
+        env.close()
+        app.close()
+
+
+def project_baseline(url: str, redis_url: str) -> float:
+    """Seconds of :func:`~celery_dgs.ops.state.read_state` over the fleet."""
+    from celery import Celery
+
+    from celery_dgs.dgs import DGS
+    from celery_dgs.ops.env import Env
+    from celery_dgs.ops.state import read_state
+
+    app = Celery("webbench", broker=redis_url, set_as_current=False)
+    app.conf.update(dgs_key_prefix=PREFIX, dgs_database_url=url)
+    DGS(app, install_worker_hooks=False)
+    env = Env(app=app)
+    try:
+        start = time.perf_counter()
+        read_state(env)
+        return time.perf_counter() - start
+    finally:
+        env.close()
+        app.close()
+
+
+def measure_page(base: str, n: int, requests: int) -> dict[str, list[float]]:
+    """Latencies (seconds) of each kind of request, and the overview's ages."""
+    rng = random.Random(5)
+    got: dict[str, list[float]] = {"floor": [], "overview": [], "age": [], "schedule": []}
+    for _ in range(20):
+        got["floor"].append(get(base + "/favicon.ico")[0])
+    get(base + "/")  # the first snapshot
+    for _ in range(requests):
+        got["overview"].append(get(base + "/")[0])
+        now = json.loads(get(base + "/api/overview")[1])["now"]
+        shown = datetime.fromisoformat(now.replace("Z", "+00:00")).timestamp()
+        got["age"].append(time.time() - shown)
+        path = f"/schedule?name={name_of(rng.randrange(n))}"
+        got["schedule"].append(get(base + path)[0])
+        time.sleep(0.2)
+    for kind, path in table_paths(n, requests):
+        seconds = get(base + path)[0]
+        got.setdefault("table", []).append(seconds)
+        got.setdefault(f"table {kind}", []).append(seconds)
+    return got
+
+
+def serve_and_measure(url: str, redis_url: str, n: int, args: argparse.Namespace) -> list[str]:
+    from celery_dgs.embedded import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "benchmarks.web_table", "--child-web", url, redis_url]
+    cmd += [str(port), str(args.cap_mib)]
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    get(base + "/favicon.ico", 5)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        err.seek(0)
+                        text = err.read().decode()
+                        raise RuntimeError(f"the status page did not start:\n{text}") from None
+                    time.sleep(0.1)
+            got = measure_page(base, n, args.requests)
+            peak = child_peak_mib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return report(got, n, args.requests, peak)
+
+
+def report(got: dict[str, list[float]], n: int, requests: int, peak: float) -> list[str]:
+    def ms(values: list[float]) -> str:
+        return f"p50 {median(values) * 1e3:.0f} ms, p95 {p95(values) * 1e3:.0f} ms"
+
+    floor = f"baseline `/favicon.ico` p50 {median(got['floor']) * 1e3:.1f} ms"
+    lines = []
+    verdicts = []
+    for label, key in (("overview `/`", "overview"), ("one schedule", "schedule")):
+        met = p95(got[key]) * 1e3 <= GOAL_MS
+        verdicts.append(met)
+        lines.append(f"{label}: {ms(got[key])} ({floor}) — {'met' if met else 'NOT MET'}")
+    age_met = max(got["age"]) <= GOAL_AGE_S
+    verdicts.append(age_met)
+    lines.append(
+        f"overview's age: median {median(got['age']):.1f} s, max {max(got['age']):.1f} s "
+        f"(goal <= {GOAL_AGE_S:.0f} s) — {'met' if age_met else 'NOT MET'}"
+    )
+    table = got["table"]
+    met = p95(table) * 1e3 <= GOAL_MS
+    verdicts.append(met)
+    kinds = sorted(
+        ((k[6:], max(v)) for k, v in got.items() if k.startswith("table ")), key=lambda x: -x[1]
+    )
+    slowest = ", ".join(f"{k} {s * 1e3:.0f} ms" for k, s in kinds)
+    lines.append(
+        f"GET /schedules at {n:,} schedules, {requests} requests: {ms(table)}, max "
+        f"{max(table) * 1e3:.0f} ms ({floor}) — {'met' if met else 'NOT MET'}; "
+        f"slowest of each kind: {slowest}"
+    )
+    lines.append(f"page server's peak RSS: {peak:,.0f} MiB")
+    lines.append("ALL MET" if all(verdicts) else "SOME GOALS NOT MET")
+    return lines
+
+
+def run(url: str, redis_url: str, args: argparse.Namespace, label: str) -> list[str]:
+    now = datetime.now(timezone.utc)
+    log(f"{label}: filling {args.schedules:,} schedules")
+    steps = fill_fleet(url, args.schedules, now)
+    log(f"{label}: filled in {sum(steps.values()):.0f} s")
+    live_state(url, redis_url, args.schedules)
+    lines = [f"{label}, {args.schedules:,} schedules, {os.cpu_count()} CPUs"]
+    if args.schedules <= args.project_max:
+        seconds = project_baseline(url, redis_url)
+        lines.append(
+            f"baseline: the whole-fleet read (`read_state`, every row built) {seconds:.2f} s"
+        )
+    else:
+        lines.append(f"baseline: the whole-fleet read not run above {args.project_max:,}")
+    return lines + serve_and_measure(url, redis_url, args.schedules, args)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child-web":
+        web_child(argv[1], argv[2], int(argv[3]), float(argv[4]))
+        return 0
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.web_table",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--schedules", type=int, default=100_000)
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--schedules", type=int, default=1_000_000)
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--pg", action="store_true", help="PostgreSQL instead of SQLite")
+    parser.add_argument("--cap-mib", type=float, default=4096.0)
+    parser.add_argument("--project-max", type=int, default=100_000)
     args = parser.parse_args(argv)
 
-    server = RedisServerProcess().start()
-    app = Celery("webbench", broker=server.url, set_as_current=False)
-    app.conf.update(dgs_key_prefix="webbench", dgs_database_url="sqlite://")
-    DGS(app, install_worker_hooks=False)
-    env = Env(app=app)
-    try:
-        rt = env.runtime
-        store = MemoryScheduleStore()
-        rt.__dict__["store"] = store  # the in-memory store in place of the SQL one
-        now = datetime.now(timezone.utc)
-        started = time.perf_counter()
-        names = fill(store, args.schedules, now)
-        print(f"filled {len(names):,} schedules in {time.perf_counter() - started:.1f}s")
-        for w in range(10):
-            rt.registry.register(
-                WorkerInfo(
-                    name=f"w{w}@n{w}",
-                    node=f"n{w}",
-                    queues=POOLS,
-                    slots=40,
-                    pool="prefork",
-                    pid=1000 + w,
-                )
-            )
-        for name in names[:200]:
-            rt.leases.acquire(name, owner_node="n0", owner_name="w0@n0", owner_tag=f"t-{name}")
+    from celery_dgs.embedded import RedisServerProcess
 
-        reads = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            snap = take_snapshot(env)
-            reads.append(time.perf_counter() - t0)
-        counts = overview(snap)["counts"]
-        print(
-            f"snapshot read (build_rows over {len(snap.ordered):,} rows): "
-            f"median {statistics.median(reads) * 1000:.0f} ms; counts {counts}"
-        )
+    with RedisServerProcess() as redis, tempfile.TemporaryDirectory(prefix="dgs-web-") as tmp:
+        if args.pg:
+            from tests.support.postgres import PostgresServer
 
-        asgi = create_app(env, max_age=3600.0, read=lambda: snap)
-        port = free_port()
-        srv = uvicorn.Server(
-            uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-        )
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        while not srv.started:
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{port}"
-        times = []
-        for path in ["/schedules"] * 5 + paths(names, args.requests):
-            t0 = time.perf_counter()
-            with urllib.request.urlopen(base + path, timeout=30) as resp:
-                body = resp.read()
-            times.append(time.perf_counter() - t0)
-            if resp.status != 200 or b"data-total" not in body:
-                raise RuntimeError(f"GET {path}: {resp.status}")
-        times = sorted(times[5:])  # the first five warm the templates
-        p50 = times[len(times) // 2] * 1000
-        p95 = times[int(len(times) * 0.95) - 1] * 1000
-        print(
-            f"GET /schedules at {len(names):,} schedules, {len(times)} requests: "
-            f"p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {times[-1] * 1000:.0f} ms"
-        )
-        srv.should_exit = True
-        thread.join(10)
-        return 0 if p95 < 300 else 1
-    finally:
-        env.close()
-        app.close()
-        server.cleanup()
+            pg = PostgresServer().start()
+            try:
+                lines = run(pg.create_database("web"), redis.url, args, "PostgreSQL")
+            finally:
+                pg.stop()
+        else:
+            lines = run(f"sqlite:///{tmp}/web.db", redis.url, args, "SQLite")
+    print("\n".join(lines))
+    return 0 if lines[-1] == "ALL MET" else 1
 
 
 if __name__ == "__main__":

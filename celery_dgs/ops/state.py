@@ -121,7 +121,7 @@ def read_page(
     rows: list[StatusRow] = []
     if limit:
         stored = store.status_rows(live.now, selection, limit=limit)
-        rows = _built(env, list(stored), live)
+        rows = rows_of(env, list(stored), live)
     return StatusPage(live.now, reasons, rows, running, live)
 
 
@@ -133,12 +133,14 @@ def iter_rows(env: Env, selection: Selection, live: Live) -> Iterator[StatusRow]
     for stored in env.runtime.store.status_rows(live.now, selection):
         chunk.append(stored)
         if len(chunk) >= STREAM_CHUNK_ROWS:
-            yield from _built(env, chunk, live)
+            yield from rows_of(env, chunk, live)
             chunk = []
-    yield from _built(env, chunk, live)
+    yield from rows_of(env, chunk, live)
 
 
-def _built(env: Env, schedules: list[StoredSchedule], live: Live) -> list[StatusRow]:
+def rows_of(env: Env, schedules: list[StoredSchedule], live: Live) -> list[StatusRow]:
+    """The status rows of ``schedules`` (in their order) with ``live``'s
+    leases and workers, the priority classes applied over them."""
     if not schedules:
         return []
     return build_page(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..core.checks import ON_EXISTS_KEEP
 from ..core.items import ItemCounts
@@ -234,6 +234,19 @@ class ScheduleStore(ABC):
         ``should_start_by``; rows without that time first in their level; then
         by name), from ``offset``, at most ``limit`` (``None``: every one,
         streamed)."""
+
+    @abstractmethod
+    def time_to_error_counts(self, now: datetime, bounds: Sequence[timedelta]) -> list[int]:
+        """How many active schedules (deferred checks excluded) are in ERROR at
+        ``now``, then how many reach ERROR (kept ``error_at``) before ``now +
+        bounds[0]``, before each next bound, and after the last: a list of
+        ``len(bounds) + 2`` counts. ``bounds`` ascend. Schedules with no
+        ``error_at`` and not in ERROR are not counted. One grouped query."""
+
+    @abstractmethod
+    def failing_schedules(self, limit: int) -> list[StoredSchedule]:
+        """At most ``limit`` active schedules whose last runs failed
+        (``failure_count > 0``), the latest ``last_end_at`` first."""
 
     @abstractmethod
     def kept_times(self, name: str) -> KeptTimes:

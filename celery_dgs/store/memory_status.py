@@ -3,9 +3,10 @@ over the kept columns it stores with every row."""
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Callable, Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 
 from ..core.condition import Level
 from ..core.kept_condition import KeptTimes, condition_at
@@ -40,6 +41,8 @@ class MemoryStatusMethods(MemoryStoreBase):
                 if not row.active or row.kind == "check" or not named(name):
                     continue
                 if names is not None and name not in names:
+                    continue
+                if selection.task_word not in row.task:
                     continue
                 kept = self._kept[name]
                 level, reason = condition_at(kept.condition, now)
@@ -78,6 +81,40 @@ class MemoryStatusMethods(MemoryStoreBase):
         ordered = sorted(self._selected(now, selection), key=key)
         end = None if limit is None else offset + limit
         return iter([item[0] for item in ordered[offset:end]])
+
+    def time_to_error_counts(self, now: datetime, bounds: Sequence[timedelta]) -> list[int]:
+        """See :meth:`ScheduleStore.time_to_error_counts
+        <celery_dgs.store.base.ScheduleStore.time_to_error_counts>`."""
+        now = utc(now, "now")
+        moments = [now + bound for bound in bounds]
+        counts = [0] * (len(bounds) + 2)
+        with self._lock:
+            for name, row in self._rows.items():
+                if not row.active or row.kind == "check":
+                    continue
+                kept = self._kept[name].condition
+                level, _ = condition_at(kept, now)
+                if level is Level.ERROR:
+                    counts[0] += 1
+                elif kept.error_at is not None:
+                    counts[1 + bisect.bisect_right(moments, kept.error_at)] += 1
+        return counts
+
+    def failing_schedules(self, limit: int) -> list[StoredSchedule]:
+        """See :meth:`ScheduleStore.failing_schedules
+        <celery_dgs.store.base.ScheduleStore.failing_schedules>`."""
+        with self._lock:
+            failing = [
+                row
+                for row in self._rows.values()
+                if row.active and row.kind != "check" and row.stats.failure_count
+            ]
+
+        def latest_first(row: StoredSchedule) -> tuple[bool, float, str]:
+            ended = row.stats.last_end_at
+            return (ended is None, -ended.timestamp() if ended else 0.0, row.name)
+
+        return sorted(failing, key=latest_first)[:limit]
 
     def kept_times(self, name: str) -> KeptTimes:
         """See :meth:`ScheduleStore.kept_times <celery_dgs.store.base.ScheduleStore.kept_times>`."""

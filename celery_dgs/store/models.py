@@ -179,6 +179,17 @@ for _name, _columns in {
     )
 
 
+#: The failing schedules by their last end: the status page lists those most
+#: recently ended (``failing_schedules``).
+Index(
+    "ix_dgs_schedules_failing",
+    ScheduleRow.last_end_at,
+    ScheduleRow.name,
+    postgresql_where=_ACTIVE_SCHEDULE & (ScheduleRow.failure_count > 0),
+    sqlite_where=_ACTIVE_SCHEDULE & (ScheduleRow.failure_count > 0),
+)
+
+
 #: The active schedules' names for a prefix on PostgreSQL (``status PATTERN``):
 #: ``LIKE 'prefix%'`` reads a range of it whatever the database's collation.
 #: On SQLite, where ``GLOB`` reads a range of the primary key, its predicate is

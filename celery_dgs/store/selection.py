@@ -24,14 +24,15 @@ class Selection:
     """The active schedules (deferred checks excluded) a status read covers:
     any of ``patterns`` (none: every name), in any of ``conditions`` (level
     names, case-insensitive; none: all), in any of ``pools`` (none: all; a
-    spec without a pool is in ``default_pool``), and among ``names`` when
-    given."""
+    spec without a pool is in ``default_pool``), whose task name contains
+    ``task_word`` (empty: any), and among ``names`` when given."""
 
     patterns: tuple[str, ...] = ()
     conditions: tuple[str, ...] = ()
     pools: tuple[str, ...] = ()
     default_pool: str = "celery"
     names: tuple[str, ...] | None = None
+    task_word: str = ""
 
     @property
     def levels(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ prefix is a range of the primary key; other patterns read every name.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -64,6 +64,8 @@ _NOW = bindparam("now", type_=UTCDateTime())
 _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
 #: The partial indexes' condition, as they state it (so the planner uses them).
 ACTIVE_SCHEDULE = text("active AND kind <> 'check'")
+#: ``ix_dgs_schedules_failing``'s condition: the schedules whose last runs failed.
+FAILING_SCHEDULE = "active AND kind <> 'check' AND failure_count > 0"
 _LEVEL, _ERROR_AT, _WARNING_AT = _T.c.kept_level, _T.c.error_at, _T.c.warning_at
 #: The level at ``:now`` (``condition_at``: strictly after a moment).
 LEVEL_AT = case(
@@ -118,7 +120,9 @@ _WIDTH = len(SCHEDULE_COLUMNS)
 
 def _plain(selection: Selection) -> bool:
     """Whether ``selection`` is by condition at most (read by index ranges)."""
-    return not (selection.patterns or selection.pools or selection.names is not None)
+    return not (
+        selection.patterns or selection.pools or selection.task_word or selection.names is not None
+    )
 
 
 def _levels(selection: Selection) -> set[int]:
@@ -169,6 +173,45 @@ class StatusMethods(SqlStoreBase):
             result = conn.execution_options(yield_per=STREAM_BATCH_ROWS).execute(stmt, params)
             for values in result:
                 yield stored_schedule_from_values(values, self._spec_cache, memo)
+
+    def time_to_error_counts(self, now: datetime, bounds: Sequence[timedelta]) -> list[int]:
+        """See :meth:`ScheduleStore.time_to_error_counts
+        <celery_dgs.store.base.ScheduleStore.time_to_error_counts>`: one
+        grouped query over ``ix_dgs_schedules_kept_level``, which holds both
+        columns it compares."""
+        params: dict[str, Any] = {"now": utc(now, "now")}
+        in_error = or_(_LEVEL.is_(None), _LEVEL == _ERROR, _ERROR_AT < _NOW)
+        whens: list[Any] = [(in_error, 0)]
+        for i, bound in enumerate(bounds):
+            params[f"b{i}"] = params["now"] + bound
+            whens.append((bindparam(f"b{i}", type_=UTCDateTime()) > _ERROR_AT, i + 1))
+        bucket = case(*whens, else_=len(bounds) + 1)
+        stmt = (
+            select(bucket, func.count())
+            .where(ACTIVE_SCHEDULE, or_(_ERROR_AT.is_not(None), in_error))
+            .group_by(literal_column("1"))
+            .with_hint(_T, "INDEXED BY ix_dgs_schedules_kept_level", "sqlite")
+        )
+        counts = [0] * (len(bounds) + 2)
+        with connection_transaction(self.engine, write=False) as conn:
+            for index, n in conn.execute(stmt, params):
+                counts[index] = n
+        return counts
+
+    def failing_schedules(self, limit: int) -> list[StoredSchedule]:
+        """See :meth:`ScheduleStore.failing_schedules
+        <celery_dgs.store.base.ScheduleStore.failing_schedules>`: the last
+        entries of ``ix_dgs_schedules_failing``."""
+        stmt = (
+            select(*_ROW_COLUMNS)
+            .where(text(FAILING_SCHEDULE))
+            .order_by(_T.c.last_end_at.desc().nulls_last(), _T.c.name)
+            .limit(limit)
+        )
+        memo = ValueMemo(STREAM_MEMO_ENTRIES)
+        with connection_transaction(self.engine, write=False) as conn:
+            found = conn.execute(stmt).all()
+        return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
 
     def kept_times(self, name: str) -> KeptTimes:
         """The kept columns of the named schedule; ``UnknownScheduleError`` if none."""
@@ -254,6 +297,10 @@ def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:
     if selection.pools:
         pool = func.coalesce(_T.c.pool, selection.default_pool)
         clauses.append(pool.in_(selection.pools))
+    if selection.task_word:
+        # Case-sensitive, as the memory store's ``in`` (SQLite's LIKE is not).
+        position = func.instr if dialect == "sqlite" else func.strpos
+        clauses.append(position(_T.c.task, selection.task_word) > 0)
     return and_(*clauses)
 
 

@@ -1,9 +1,11 @@
 """The status page's ASGI application (Starlette, Jinja2 templates with
 autoescape, htmx for live refresh).
 
-Every page is rendered on the server from one :class:`~.snapshot.Snapshot`
-of the state, read as ``celery dgs status`` reads it (:mod:`celery_dgs.ops`)
-and re-read at most every ``max_age`` seconds however many browsers poll.
+Every page is rendered on the server from the store's kept state and Redis,
+read as ``celery dgs status`` reads them (:mod:`celery_dgs.ops`): the
+overview from one :class:`~.snapshot.Snapshot`, the schedules table a page
+at a time, each re-read in the background at most every ``max_age`` seconds
+however many browsers poll.
 The routes are the methods of :class:`~.pages.Pages` (reading) and
 :class:`~.operator.Operator` (signing in, actions through
 :mod:`celery_dgs.ops.actions`, guarded by :class:`~.auth.Guard`), given
@@ -28,8 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import DgsError
-from ..ops.env import Env, utcnow
-from ..status import CachedCheckSummary
+from ..ops.env import Env
 from .auth import Guard
 from .cache import SnapshotCache
 from .hosts import HostCheck, HostPolicy
@@ -39,15 +40,11 @@ from .pages import Pages
 from .proxies import TrustedProxies
 from .scrub import Scrubber, scrub, secrets_of
 from .sessions import Sessions
-from .snapshot import Snapshot, take_snapshot
+from .snapshot import FleetReads, Snapshot, take_snapshot
 from .templating import HEADERS, HERE, Renderer
 from .throttle import LoginThrottle
 
 log = logging.getLogger("celery_dgs.web")
-
-#: The deferred-check summary is read again once its last reading is this many
-#: times as old as that reading took (a million checks: every ~10 s; a few: always).
-CHECK_SUMMARY_COST_FACTOR = 10.0
 
 
 def favicon(request: Request) -> Response:
@@ -70,10 +67,8 @@ def create_app(
     body limit (:mod:`.limits`, 413)."""
     settings = env.settings
     guard = Guard(settings.web_token, Sessions(settings.web_session_lifetime))
-    checks_cache = CachedCheckSummary(
-        lambda: env.runtime.store.check_summary(utcnow()), cost_factor=CHECK_SUMMARY_COST_FACTOR
-    )
-    cache = SnapshotCache(read or (lambda: take_snapshot(env, checks_cache)), max_age)
+    fleet = FleetReads(env)
+    cache = SnapshotCache(read or (lambda: take_snapshot(env, fleet)), max_age)
     hidden = secrets_of(env)
     renderer = Renderer(guard, refresh, Scrubber(hidden))
     pages = Pages(env, cache, renderer)

@@ -1,20 +1,25 @@
-"""The status page's snapshot, read again only once it is stale, in the
-background: no request waits for a re-read."""
+"""The status page's reads (the overview's snapshot, each table page), read
+again only once they are stale, in the background: no request waits for a
+re-read."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
-
-from .snapshot import Snapshot
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 logger = logging.getLogger("celery_dgs.web")
 
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
-class SnapshotCache:
-    """The last :class:`~.snapshot.Snapshot`, read again once it is stale: older
+
+class SnapshotCache(Generic[T]):
+    """The last result of ``read`` (a :class:`~.snapshot.Snapshot`, a table
+    page), read again once it is stale: older
     than ``max_age`` seconds, or than four times its own read time (a large
     fleet's read takes seconds; the page then spends at most a fifth of its
     time reading). A request that finds it stale starts the new read in a
@@ -22,24 +27,24 @@ class SnapshotCache:
     only the first read, and :meth:`refresh`, wait. A failed read is logged
     and the current snapshot kept."""
 
-    def __init__(self, read: Callable[[], Snapshot], max_age: float) -> None:
+    def __init__(self, read: Callable[[], T], max_age: float) -> None:
         self._read = read
         self.max_age = max_age
         self._lock = threading.Lock()
-        self._snap: Snapshot | None = None
+        self._snap: T | None = None
         self._at = 0.0
         self._took = 0.0
 
     def _stale(self) -> bool:
         return time.monotonic() - self._at > max(self.max_age, 4 * self._took)
 
-    def _reread(self) -> Snapshot:
+    def _reread(self) -> T:
         started = time.monotonic()
         snap = self._read()
         self._snap, self._at, self._took = snap, time.monotonic(), time.monotonic() - started
         return snap
 
-    def get(self) -> Snapshot:
+    def get(self) -> T:
         snap = self._snap
         if snap is None:
             return self.refresh()
@@ -55,11 +60,39 @@ class SnapshotCache:
             if self._stale():
                 self._reread()
         except Exception:
-            logger.exception("celery-dgs: reading the status page's snapshot failed")
+            logger.exception("celery-dgs: reading the status page's state failed")
         finally:
             self._lock.release()
 
-    def refresh(self) -> Snapshot:
+    def refresh(self) -> T:
         """Read a new snapshot now (after an action, so its page shows the change)."""
         with self._lock:
             return self._reread()
+
+
+class KeyedCaches(Generic[K, T]):
+    """A :class:`SnapshotCache` per key (a table page's filters), of ``read(key)``;
+    the :data:`~KeyedCaches.size` most recently used are kept."""
+
+    def __init__(self, read: Callable[[K], T], max_age: float, size: int = 64) -> None:
+        self._read = read
+        self.max_age = max_age
+        self.size = size
+        self._lock = threading.Lock()
+        self._caches: OrderedDict[K, SnapshotCache[T]] = OrderedDict()
+
+    def get(self, key: K) -> T:
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None:
+                cache = self._caches[key] = SnapshotCache(lambda: self._read(key), self.max_age)
+                while len(self._caches) > self.size:
+                    self._caches.popitem(last=False)
+            else:
+                self._caches.move_to_end(key)
+        return cache.get()
+
+    def forget(self) -> None:
+        """Drop every kept result (after an action: the next read shows its change)."""
+        with self._lock:
+            self._caches.clear()

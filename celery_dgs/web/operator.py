@@ -23,6 +23,7 @@ from .auth import COOKIE, Guard, same_origin
 from .cache import SnapshotCache
 from .pages import Pages
 from .scrub import scrub
+from .snapshot import Snapshot
 from .templating import HEADERS, Renderer
 from .throttle import LoginThrottle
 
@@ -92,7 +93,7 @@ class Operator:
         self,
         env: Env,
         guard: Guard,
-        cache: SnapshotCache,
+        cache: SnapshotCache[Snapshot],
         renderer: Renderer,
         pages: Pages,
         hidden: list[str],
@@ -195,6 +196,7 @@ class Operator:
         try:
             result = await run_in_threadpool(ACTIONS[op], self.env, name, form)
             await run_in_threadpool(self.cache.refresh)
+            self.pages.tables.forget()
         except OperationError as exc:
             message = scrub(exc.message, self.hidden)
             log.warning("status page: %s of %r from %s failed: %s", op, name, who, message)

@@ -1,7 +1,8 @@
 """The status page's read-only routes: the overview (also as JSON), the
-schedules table, one schedule or deferred check, and the leases. Each reads
-the shared :class:`~.cache.SnapshotCache`; a schedule's runs are read from
-the store when its page is shown."""
+schedules table, one schedule or deferred check, and the leases. The
+overview reads the shared :class:`~.cache.SnapshotCache`; each table page
+(filters and page number) is read from the store and kept the same way; a
+schedule's row and runs are read from the store when its page is shown."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.condition import Level
 from ..core.spec import CheckSpec
+from ..errors import UnknownScheduleError
 from ..leases.types import LeaseInfo
 from ..ops.actions import ActionResult
 from ..ops.checks import check_name, read_check, summary_json
 from ..ops.env import Env
 from ..ops.errors import UnknownTarget
 from ..ops.runs import recent_runs
+from ..ops.state import rows_of
 from ..ops.timetext import iso
 from ..status import StatusRow, is_check_name
 from ..store.records import RunRecord
 from . import views
-from .cache import SnapshotCache
+from .cache import KeyedCaches, SnapshotCache
 from .overview import HIST_H, HIST_W, histogram_bars
 from .overview import overview as figures_of
 from .snapshot import Snapshot
@@ -55,10 +58,13 @@ class Pages:
     What a page derives from a whole snapshot (the overview's figures, the
     recent failures) is computed once per snapshot, not on every poll."""
 
-    def __init__(self, env: Env, cache: SnapshotCache, renderer: Renderer) -> None:
+    def __init__(self, env: Env, cache: SnapshotCache[Snapshot], renderer: Renderer) -> None:
         self.env = env
         self.cache = cache
         self.renderer = renderer
+        self.tables: KeyedCaches[views.Query, views.Page] = KeyedCaches(
+            lambda query: views.page_of(env, cache.get(), query), cache.max_age
+        )
         self._overview: tuple[Snapshot, dict[str, Any]] | None = None
         self._failures: tuple[Snapshot, list[tuple[StatusRow, RunRecord | None]]] | None = None
 
@@ -104,7 +110,6 @@ class Pages:
         )
 
     def schedules(self, request: Request) -> Response:
-        snap = self.cache.get()
         p = request.query_params
         query = views.Query(
             q=p.get("q", ""),
@@ -113,14 +118,17 @@ class Pages:
             task=p.get("task", ""),
             page=page_number(p.get("page", "")),
         )
-        page = views.page_of(snap, query)
+        try:
+            views.selection_of(query, self.env.default_pool)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        page = self.tables.get(query)
         name = "schedules_table.html" if is_fragment(request) else "schedules.html"
         return self.renderer.render(
             name,
             request,
-            snap=snap,
             page=page,
-            pools=views.pools_of(snap),
+            pools=views.pools_of(self.cache.get(), self.env, query),
             levels=[lv.name for lv in sorted(Level, reverse=True)],
         )
 
@@ -135,12 +143,15 @@ class Pages:
         or a problem after an action."""
         snap = self.cache.get()
         name = request.query_params.get("name", "")
-        row = snap.by_name.get(name)
-        if row is None and is_check_name(name):
+        if is_check_name(name):
             return self.check(request, name, notice, problem, status)
-        if row is None:
+        try:
+            stored = self.env.runtime.store.get(name)
+        except UnknownScheduleError:
+            stored = None
+        if stored is None or not stored.active:
             return self.renderer.render("missing.html", request, status=404, name=name)
-        stored = snap.stored[name]
+        (row,) = rows_of(self.env, [stored], snap.live)
         runs = recent_runs(self.env, name, RUNS_SHOWN)
         lease = None
         if row.running is not None:
@@ -198,7 +209,7 @@ class Pages:
         snap = self.cache.get()
         leases = [
             self.lease_view(lease, snap)
-            for lease in sorted(snap.state.leases.values(), key=lambda x: x.started_at)
+            for lease in sorted(snap.leases.values(), key=lambda x: x.started_at)
         ]
         page = "leases_live.html" if is_fragment(request) else "leases.html"
         return self.renderer.render(
@@ -216,13 +227,8 @@ class Pages:
         memo = self._failures
         if memo is not None and memo[0] is snap:
             return list(memo[1])
-        failing = sorted(
-            (r for r in snap.ordered if r.failure_count),
-            key=lambda r: (
-                r.last_end_at is None,
-                -(r.last_end_at.timestamp() if r.last_end_at else 0.0),
-            ),
-        )[:FAILURES_SHOWN]
+        stored = self.env.runtime.store.failing_schedules(FAILURES_SHOWN)
+        failing = rows_of(self.env, stored, snap.live)
         failures = []
         for row in failing:
             last = recent_runs(self.env, row.name, 1)

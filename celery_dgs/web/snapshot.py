@@ -1,43 +1,62 @@
-"""One read of the whole state for the status page (:class:`Snapshot`),
-through the operations layer (:func:`~celery_dgs.ops.state.read_state`): no
-condition, time or hold is computed here, only indexed for the pages."""
+"""The overview's state for the status page (:class:`Snapshot`), read from
+the store's kept columns and Redis through the operations layer: counts by
+condition and reason (grouped queries over the store's indexes), the most
+urgent rows, the live runs and workers, the beat leader and its pace. No row
+of the fleet is built here: its size costs index reads, not memory."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from functools import cached_property
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.condition import Level
 from ..core.pace import PaceFigures
-from ..ops.env import Env
+from ..leases.types import LeaseInfo
+from ..ops.env import Env, utcnow
 from ..ops.leader import leader_json, read_leader, read_overload, read_pace
-from ..ops.state import State, read_state
+from ..ops.state import LEVEL_NAMES, Live, read_live, rows_of
 from ..overload_board import OverloadReport
-from ..status import CachedCheckSummary, StatusRow
+from ..registry import WorkerInfo
+from ..status import CachedCheckSummary, CostBoundedRead, StatusRow
 from ..store.check_types import CheckSummary
 from ..store.records import StoredSchedule
+from ..store.selection import Selection
 
 #: The most overdue deferred checks the overview links to.
 OVERDUE_CHECKS_SHOWN = 5
+#: The schedules in ERROR or WARNING the overview lists, most urgent first.
+URGENT_SHOWN = 10
+#: The freshness histogram's bounds of the time left before ERROR.
+TIME_TO_ERROR_BOUNDS: tuple[timedelta, ...] = (
+    timedelta(hours=1),
+    timedelta(hours=6),
+    timedelta(days=1),
+    timedelta(days=7),
+)
+#: Its buckets: in ERROR now, then between the bounds.
+TIME_TO_ERROR_LABELS: tuple[str, ...] = ("in ERROR", "< 1h", "1h-6h", "6h-1d", "1d-7d", "≥ 7d")
+#: The fleet-wide reads (the histogram, the deferred-check summary) are read
+#: again once their last reading is this many times as old as it took.
+FLEET_READ_COST_FACTOR = 10.0
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One read of the whole state, shared by the pages until it is refreshed."""
+    """One read of the overview's state, shared by the pages until it is refreshed."""
 
-    state: State
+    live: Live
+    #: Active schedules per (condition, reason) at ``now``.
+    reasons: dict[tuple[str, str], int]
+    #: The most urgent schedules in ERROR or WARNING (at most :data:`URGENT_SHOWN`).
+    urgent: list[StatusRow]
+    #: Schedules per :data:`TIME_TO_ERROR_LABELS` bucket (empty: not read yet).
+    time_to_error: list[int]
     #: :func:`~celery_dgs.ops.leader.leader_json` of the beat leader.
     leader: dict[str, Any] | None
     pending_dispatches: int
-    #: Rows by time to ERROR: the ones in ERROR (and without times) first.
-    ordered: list[StatusRow]
-    by_name: dict[str, StatusRow]
-    stored: dict[str, StoredSchedule]
     #: Seconds the read took.
     read_seconds: float
     #: Pending deferred checks per task (one grouped query), and the most
@@ -51,87 +70,71 @@ class Snapshot:
 
     @property
     def now(self) -> datetime:
-        return self.state.now
+        return self.live.now
 
-    # Computed once per snapshot, on first use (pages poll the same snapshot).
+    @property
+    def leases(self) -> dict[str, LeaseInfo]:
+        return self.live.leases
 
-    @cached_property
-    def by_condition(self) -> dict[str, list[StatusRow]]:
-        """The ordered rows of each condition."""
-        out: dict[str, list[StatusRow]] = {level.name: [] for level in Level}
-        for row in self.ordered:
-            out[row.condition].append(row)
-        return out
+    @property
+    def workers(self) -> list[WorkerInfo]:
+        return self.live.workers
 
-    @cached_property
-    def by_pool(self) -> dict[str, list[StatusRow]]:
-        """The ordered rows of each pool."""
-        out: dict[str, list[StatusRow]] = {}
-        for row in self.ordered:
-            out.setdefault(row.pool, []).append(row)
-        return out
+    @property
+    def counts(self) -> dict[str, int]:
+        """``{"ERROR": n, "WARNING": n, "OK": n}``."""
+        counts = dict.fromkeys(LEVEL_NAMES, 0)
+        for (level, _), n in self.reasons.items():
+            counts[level] += n
+        return counts
 
 
-def error_order(row: StatusRow) -> tuple[int, float, str]:
-    """Sort key "time to ERROR": ERROR rows and rows without an ``error_at``
-    (an invalid spec) first, then the earliest ``error_at``; then the name."""
-    if row.error_at is None:
-        return (0 if row.level is Level.ERROR else 2, 0.0, row.name)
-    return (1, row.error_at.timestamp(), row.name)
+class FleetReads:
+    """The overview's reads that scan the fleet's index entries (the
+    freshness histogram, the deferred-check summary), each repeated only
+    once it is :data:`FLEET_READ_COST_FACTOR` times as old as it took."""
+
+    def __init__(self, env: Env, checks: CachedCheckSummary | None = None) -> None:
+        store = env.runtime.store
+        self.checks = checks or CachedCheckSummary(
+            lambda: store.check_summary(utcnow()), cost_factor=FLEET_READ_COST_FACTOR
+        )
+        self.time_to_error = CostBoundedRead(
+            lambda: store.time_to_error_counts(utcnow(), TIME_TO_ERROR_BOUNDS),
+            cost_factor=FLEET_READ_COST_FACTOR,
+            what="the freshness histogram",
+        )
 
 
-def take_snapshot(env: Env, checks_cache: CachedCheckSummary | None = None) -> Snapshot:
-    """Read the store and Redis once, as ``celery dgs status`` reads them; the
-    deferred checks' summary through ``checks_cache`` (else read now)."""
+def take_snapshot(env: Env, fleet: FleetReads) -> Snapshot:
+    """Read the overview's state once: the counts and the most urgent rows from
+    the store's kept columns, as ``celery dgs status`` reads them; the leases,
+    workers, leader and pace from Redis; the fleet-wide figures through
+    ``fleet``."""
     started = time.perf_counter()
-    state = read_state(env)
-    info, timeout = read_leader(env)
-    pace = read_pace(env)
-    overload = read_overload(env)
-    pending = env.runtime.dispatches.pending_count()
+    live = read_live(env)
     store = env.runtime.store
-    checks = (
-        store.check_summary(state.now) if checks_cache is None else checks_cache.get()
-    ) or CheckSummary()
+    every = Selection(default_pool=env.default_pool)
+    reasons = store.condition_counts(live.now, every)
+    attention = dataclasses.replace(every, conditions=(Level.ERROR.name, Level.WARNING.name))
+    urgent = rows_of(env, list(store.status_rows(live.now, attention, limit=URGENT_SHOWN)), live)
+    info, timeout = read_leader(env)
+    checks = fleet.checks.get() or CheckSummary()
     overdue = (
-        store.pending_checks(due_before=state.now, limit=OVERDUE_CHECKS_SHOWN)
+        store.pending_checks(due_before=live.now, limit=OVERDUE_CHECKS_SHOWN)
         if checks.total_overdue
         else []
     )
-    return snapshot_of(
-        state,
-        leader_json(info, state.now, timeout),
-        pending,
+    return Snapshot(
+        live=live,
+        reasons=reasons,
+        urgent=urgent,
+        time_to_error=fleet.time_to_error.get() or [],
+        leader=leader_json(info, live.now, timeout),
+        pending_dispatches=env.runtime.dispatches.pending_count(),
         read_seconds=time.perf_counter() - started,
         checks=checks,
         overdue_checks=overdue,
-        pace=pace,
-        overload=overload,
-    )
-
-
-def snapshot_of(
-    state: State,
-    leader: dict[str, Any] | None,
-    pending: int,
-    *,
-    read_seconds: float = 0.0,
-    checks: CheckSummary | None = None,
-    overdue_checks: Sequence[StoredSchedule] = (),
-    pace: PaceFigures | None = None,
-    overload: OverloadReport | None = None,
-) -> Snapshot:
-    ordered = sorted(state.rows, key=error_order)
-    return Snapshot(
-        state=state,
-        leader=leader,
-        pending_dispatches=pending,
-        ordered=ordered,
-        by_name={r.name: r for r in ordered},
-        stored={s.name: s for s in state.schedules},
-        read_seconds=read_seconds,
-        checks=checks or CheckSummary(),
-        overdue_checks=list(overdue_checks),
-        pace=pace,
-        overload=overload,
+        pace=read_pace(env),
+        overload=read_overload(env),
     )

@@ -51,6 +51,7 @@ def templates(scrubber: Scrubber) -> jinja2.Environment:
         prio=views.priority_words,
         tags=views.tags_of,
         late=late_text,
+        max_paged=views.MAX_PAGED_ROWS,
         arguments=lambda spec, full: scrubber.arguments(spec.args, spec.kwargs, full),
     )
     env.filters.update(

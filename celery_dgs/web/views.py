@@ -1,5 +1,6 @@
-"""What the schedule, schedules and leases pages show, from one
-:class:`~.snapshot.Snapshot`: filtered, paged and put into words or pictures.
+"""What the schedule, schedules and leases pages show: the schedules table
+filtered, counted and paged in the store, and a schedule's spec, runs and
+lease put into words or pictures.
 
 No web framework is imported: the pages' templates get these values.
 """
@@ -12,16 +13,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..core.condition import Level
 from ..core.run_end import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES
 from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
+from ..ops.env import Env
+from ..ops.state import rows_of
 from ..ops.timetext import duration, relative, short_time
-from ..status import StatusRow, name_matcher, ping_age, steal_state
+from ..status import StatusRow, ping_age, steal_state
 from ..store.records import RunRecord, StoredSchedule
+from ..store.selection import Selection
 from .snapshot import Snapshot
 
 #: Rows on one page of the schedules table.
 PAGE_SIZE = 50
+#: The most urgent rows the table pages through (deeper pages would read
+#: every row before them); narrower filters reach the others.
+MAX_PAGED_ROWS = 10_000
 
 
 # -- schedules table ------------------------------------------------------------------
@@ -51,38 +59,72 @@ class Query:
 
 @dataclass(frozen=True)
 class Page:
+    """One page of the schedules table, read at ``now``."""
+
     rows: list[StatusRow]
+    #: How many schedules the filters select (at most :data:`MAX_PAGED_ROWS` are paged).
     total: int
     page: int
     pages: int
     query: Query
+    now: datetime
+    #: The rows' specs by name (an adaptive schedule's interval in words).
+    specs: dict[str, ScheduleSpec | None]
+
+    @property
+    def capped(self) -> bool:
+        """Whether more schedules are selected than the pages reach."""
+        return self.total > MAX_PAGED_ROWS
 
 
-def page_of(snap: Snapshot, query: Query, size: int = PAGE_SIZE) -> Page:
-    """One page of the rows passing ``query``, by time to ERROR: ``q`` a name
-    pattern (as ``celery dgs status PATTERN``), ``condition`` a level name,
-    ``pool`` exact, ``task`` a substring of the task name. The condition and
-    pool come from the snapshot's indexes; the other filters scan what is left."""
-    rows = snap.ordered
-    level = query.condition.upper()
-    if level:
-        rows = snap.by_condition.get(level, [])
-    if query.pool:
-        pool_rows = snap.by_pool.get(query.pool, [])
-        rows = [r for r in pool_rows if r.condition == level] if level else pool_rows
-    if query.task:
-        task = query.task
-        rows = [r for r in rows if task in r.task]
-    if query.q:
-        match = name_matcher(query.q)
-        rows = [r for r in rows if match(r.name)]
-    pages = max(1, -(-len(rows) // size))
+def selection_of(query: Query, default_pool: str) -> Selection:
+    """The table's filters as a store selection; a condition that is not a
+    level name is a :class:`ValueError` naming it."""
+    level = query.condition.strip().upper()
+    if level and level not in Level.__members__:
+        raise ValueError(f"condition must be ERROR, WARNING or OK, got {query.condition[:20]!r}")
+    return Selection(
+        patterns=(query.q,) if query.q else (),
+        conditions=(level,) if level else (),
+        pools=(query.pool,) if query.pool else (),
+        default_pool=default_pool,
+        task_word=query.task,
+    )
+
+
+def page_of(env: Env, snap: Snapshot, query: Query, size: int | None = None) -> Page:
+    """One page of the schedules ``query`` selects, most urgent first (the
+    store's order, as ``celery dgs status``), filtered, counted and paged in
+    the store: ``q`` a name pattern (as ``celery dgs status PATTERN``),
+    ``condition`` a level name, ``pool`` exact, ``task`` a word of the task
+    name. Without a name, pool or task filter the total is the snapshot's
+    count (an index count, already read); with one, a count of the rows it
+    selects. The rows get ``snap``'s live runs and workers. ``size``: rows
+    a page (default :data:`PAGE_SIZE`)."""
+    size = size or PAGE_SIZE
+    selection = selection_of(query, env.default_pool)
+    store = env.runtime.store
+    now = snap.now
+    if selection.patterns or selection.pools or selection.task_word:
+        total = sum(store.condition_counts(now, selection).values())
+    else:
+        levels = set(selection.levels) or set(snap.counts)
+        total = sum(n for level, n in snap.counts.items() if level in levels)
+    pages = max(1, -(-min(total, MAX_PAGED_ROWS) // size))
     page = min(max(query.page, 1), pages)
-    return Page(rows[(page - 1) * size : page * size], len(rows), page, pages, query)
+    stored = list(store.status_rows(now, selection, limit=size, offset=(page - 1) * size))
+    rows = rows_of(env, stored, snap.live)
+    specs = {s.name: s.spec for s in stored}
+    return Page(rows, total, page, pages, query, now, specs)
 
 
-def pools_of(snap: Snapshot) -> list[str]:
-    return sorted(snap.by_pool)
+def pools_of(snap: Snapshot, env: Env, query: Query) -> list[str]:
+    """The pools the filter offers: the default one, every live worker's
+    queues, and the one filtered on."""
+    pools = {env.default_pool, *(q for w in snap.workers for q in w.queues)}
+    if query.pool:
+        pools.add(query.pool)
+    return sorted(pools)
 
 
 # -- one schedule ---------------------------------------------------------------------

@@ -57,7 +57,7 @@ def test_overview_numbers_match_status_json(web: WebWorld, fleet: datetime) -> N
     assert api["workers"] == [{"name": "w1@node1", "slots": 2, "busy": 1, "free": 1}]
     assert api["pending_dispatches"] == 0
     assert sum(api["histogram"].values()) == 5
-    assert api["histogram"]["overdue"] >= 1
+    assert api["histogram"]["in ERROR"] == api["counts"]["ERROR"]
     page = site.get("/")
     assert page.status == 200
     for level, n in cli["counts"].items():
@@ -86,7 +86,7 @@ def test_overview_shows_the_beat_leader_and_its_token(
     assert f"data-leader-token>{grant.token}<" in body
 
 
-def test_schedules_table_pages_filters_and_sorts_by_time_to_error(web: WebWorld) -> None:
+def test_schedules_table_pages_filters_and_sorts_most_urgent_first(web: WebWorld) -> None:
     t = now()
     names = [f"proj.scrape_{i:03d}" for i in range(120)]
     web.sync(
@@ -127,6 +127,52 @@ def test_schedules_table_pages_filters_and_sorts_by_time_to_error(web: WebWorld)
     fragment = site.get("/schedules?q=proj.scrape_00*", **{"HX-Request": "true"})
     assert fragment.body.lstrip().startswith('<div id="table"')
     assert len(listed(fragment.body)) == 10
+
+
+def test_no_page_reads_the_whole_fleet(
+    web: WebWorld, fleet: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page reads the store's kept columns a count or a page at a time:
+    its read of every schedule (``list_schedules``) is never called."""
+    from celery_dgs.store.sql import SqlScheduleStore
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the status page read every schedule")
+
+    monkeypatch.setattr(SqlScheduleStore, "list_schedules", refused)
+    site = web.serve()
+    for path in (
+        "/",
+        "/api/overview",
+        "/schedules",
+        "/schedules?condition=error",
+        "/schedules?q=t.*&pool=slow",
+        "/schedules?task=fail&page=2",
+        "/schedule?name=t.running",
+        "/leases",
+    ):
+        reply = site.get(path)
+        assert reply.status == 200, (path, reply.body[:300])
+    assert json.loads(site.get("/api/overview").body)["counts"]["ERROR"] >= 2
+    assert "t.failed" in site.get("/leases").body
+
+
+def test_a_bad_condition_is_refused_and_deep_pages_are_capped(
+    web: WebWorld, fleet: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from celery_dgs.web import views
+
+    site = web.serve()
+    bad = site.get("/schedules?condition=LATE")
+    assert bad.status == 400
+    assert "condition must be ERROR, WARNING or OK, got 'LATE'" in bad.body
+    monkeypatch.setattr(views, "MAX_PAGED_ROWS", 2)
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    capped = web.serve()
+    body = capped.get("/schedules?page=9").body
+    assert "<b data-total>5</b>" in body
+    assert "page 2 of 2" in body  # past the last page: the last one the pages reach
+    assert "data-capped" in body
 
 
 def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:

@@ -1,6 +1,7 @@
-"""The status page's pure parts: the snapshot cache (re-read when stale,
-the previous snapshot served meanwhile), the spec in words, the freshness
-buckets, the run chart's geometry, and the benchmark at a small size."""
+"""The status page's parts: the snapshot cache (re-read when stale, the
+previous snapshot served meanwhile; one per table page), the spec in words,
+the freshness buckets, the run chart's geometry, and the benchmark at a
+small size."""
 
 from __future__ import annotations
 
@@ -11,22 +12,34 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery_dgs.core.spec_build import make_spec
-from celery_dgs.ops.state import State
-from celery_dgs.status import build_rows
+from celery_dgs.ops.state import Live
+from celery_dgs.status import StatusRow, build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.web import overview, views
-from celery_dgs.web.cache import SnapshotCache
+from celery_dgs.web.cache import KeyedCaches, SnapshotCache
 from celery_dgs.web.scrub import scrub, secrets_of
-from celery_dgs.web.snapshot import Snapshot, snapshot_of
+from celery_dgs.web.snapshot import TIME_TO_ERROR_BOUNDS, Snapshot
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 H = timedelta(hours=1)
 
 
 def snapshot(store: MemoryScheduleStore, now: datetime = T0) -> Snapshot:
-    schedules = store.list_schedules()
-    state = State(schedules, build_rows(schedules, {}, now), {}, [], now)
-    return snapshot_of(state, None, 0)
+    """The overview's snapshot of ``store`` at ``now``: no run, no worker."""
+    return Snapshot(
+        live=Live({}, [], now),
+        reasons={},
+        urgent=[],
+        time_to_error=store.time_to_error_counts(now, TIME_TO_ERROR_BOUNDS),
+        leader=None,
+        pending_dispatches=0,
+        read_seconds=0.0,
+    )
+
+
+def row(store: MemoryScheduleStore, name: str, now: datetime = T0) -> StatusRow:
+    (found,) = build_rows([store.get(name)], {}, now)
+    return found
 
 
 def wait_until(check: Any, seconds: float = 5.0) -> None:
@@ -89,6 +102,25 @@ def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
     assert len(reads) == 2
 
 
+def test_each_table_page_is_kept_apart_and_the_least_used_dropped() -> None:
+    reads: list[str] = []
+
+    def read(key: str) -> str:
+        reads.append(key)
+        return f"page {key} read {reads.count(key)}"
+
+    pages: KeyedCaches[str, str] = KeyedCaches(read, max_age=60.0, size=2)
+    assert pages.get("a") == "page a read 1"
+    assert pages.get("b") == "page b read 1"
+    assert pages.get("a") == "page a read 1"  # kept: not read again
+    assert pages.get("c") == "page c read 1"  # drops b, the least recently used
+    assert pages.get("a") == "page a read 1"
+    assert pages.get("b") == "page b read 2"
+    pages.forget()
+    assert pages.get("a") == "page a read 2"
+    assert reads == ["a", "b", "c", "b", "a"]
+
+
 def test_spec_in_words() -> None:
     periodic = make_spec(
         "periodic",
@@ -117,11 +149,11 @@ def test_spec_in_words() -> None:
 
 def test_freshness_buckets() -> None:
     store = MemoryScheduleStore()
-    store.sync(
-        [make_spec("periodic", task=f"t.{i}", scheduling_period=100 * H) for i in range(4)],
-        T0 - 200 * H,
-    )
-    for i, hours_ago in enumerate((1, 30, 95, 150)):  # left: 99 %, 70 %, 5 %, overdue
+    specs = [make_spec("periodic", task=f"t.{i}", scheduling_period=100 * H) for i in range(6)]
+    specs.append(make_spec("periodic", task="t.6", scheduling_period=1000 * H))
+    store.sync(specs, T0 - 200 * H)
+    # left before ERROR: 99 h, 70 h, 15 h, 5 h, 30 min, overdue; 999 h
+    for i, hours_ago in enumerate((1, 30, 85, 95, 99.5, 150, 1)):
         start = T0 - hours_ago * H
         store.record_run_start(
             schedule=f"t.{i}",
@@ -135,7 +167,7 @@ def test_freshness_buckets() -> None:
         )
         store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=start + H / 60)
     counts = dict(overview.histogram(snapshot(store)))
-    assert counts == {"overdue": 1, "< 10%": 1, "10-25%": 0, "25-50%": 0, "50-75%": 1, "≥ 75%": 1}
+    assert counts == {"in ERROR": 1, "< 1h": 1, "1h-6h": 1, "6h-1d": 1, "1d-7d": 2, "≥ 7d": 1}
 
 
 def test_the_run_chart_draws_each_run_and_the_deadlines() -> None:
@@ -161,9 +193,8 @@ def test_the_run_chart_draws_each_run_and_the_deadlines() -> None:
             ended_at=start + timedelta(seconds=seconds),
             error="boom" if outcome == "failure" else None,
         )
-    snap = snapshot(store)
     runs = store.runs("t.a")
-    chart = views.timeline(runs, snap.by_name["t.a"], T0)
+    chart = views.timeline(runs, row(store, "t.a"), T0)
     assert [b.css for b in chart.bars] == ["ok", "error", "ok"]  # newest first
     tallest = max(chart.bars, key=lambda b: b.height)
     assert tallest.css == "error"  # the longest run
@@ -182,14 +213,6 @@ def test_passwords_are_scrubbed() -> None:
     )
 
 
-def test_the_benchmark_runs_at_a_small_size(capsys: Any) -> None:
-    from benchmarks import web_table
-
-    assert web_table.main(["--schedules", "600", "--requests", "12"]) == 0
-    out = capsys.readouterr().out
-    assert "GET /schedules at 600 schedules, 12 requests: p50" in out
-
-
 def test_an_adaptive_schedule_in_words() -> None:
     adaptive = make_spec(
         "adaptive", task="t.crawl", interval_unit=H, initial_interval_index=4, max_failures=3
@@ -199,37 +222,35 @@ def test_an_adaptive_schedule_in_words() -> None:
     )
     store = MemoryScheduleStore()
     store.sync([adaptive, make_spec("periodic", task="t.p", scheduling_period=H)], T0 - H)
-    snap = snapshot(store)
-    row = snap.by_name["t.crawl"]
-    assert views.ladder_words(row, adaptive) == (
+    assert views.ladder_words(row(store, "t.crawl"), adaptive) == (
         "adaptive, every 2h00m now (step 4 of 0-10, unit 1h00m)"
     )
-    assert views.ladder_words(snap.by_name["t.p"], snap.stored["t.p"].spec) == ""
+    assert views.ladder_words(row(store, "t.p"), store.get("t.p").spec) == ""
 
 
-def test_the_freshness_of_an_adaptive_schedule_is_measured_against_its_interval() -> None:
+def test_an_adaptive_schedule_past_its_target_is_in_error_in_the_histogram() -> None:
     store = MemoryScheduleStore()
     store.sync([make_spec("adaptive", task="t.crawl", interval_unit=H)], T0 - 3 * H)
     counts = dict(overview.histogram(snapshot(store)))
     assert sum(counts.values()) == 1  # never succeeded: its target passed 1 h after registering
-    assert counts["overdue"] == 1
+    assert counts["in ERROR"] == 1
 
 
 def test_priority_in_words() -> None:
     store = MemoryScheduleStore()
     store.sync([make_spec("periodic", task="t.a", scheduling_period=H, priority=80)], T0 - H)
-    row = snapshot(store).by_name["t.a"]
-    assert views.priority_words(dataclasses.replace(row, effective_priority=80)) == "80"
-    assert views.priority_words(dataclasses.replace(row, effective_priority=20)) == "80→20"
-    assert views.priority_words(dataclasses.replace(row, priority=None)) == "-"
+    found = row(store, "t.a")
+    assert views.priority_words(dataclasses.replace(found, effective_priority=80)) == "80"
+    assert views.priority_words(dataclasses.replace(found, effective_priority=20)) == "80→20"
+    assert views.priority_words(dataclasses.replace(found, priority=None)) == "-"
 
 
 def test_a_disabled_schedule_is_tagged_like_a_paused_one() -> None:
     store = MemoryScheduleStore()
     store.sync([make_spec("periodic", task="t.a", scheduling_period=H)], T0 - H)
-    row = snapshot(store).by_name["t.a"]
-    assert views.tags_of(row) == []
-    assert views.tags_of(dataclasses.replace(row, paused=True, disabled_reason="3 failures")) == [
+    found = row(store, "t.a")
+    assert views.tags_of(found) == []
+    assert views.tags_of(dataclasses.replace(found, paused=True, disabled_reason="3 failures")) == [
         "paused",
         "disabled",
     ]
