@@ -16,13 +16,18 @@ count and gives its order:
   ``ix_dgs_schedules_should_start`` in order, skipping the others).
 
 So a read costs the rows in ERROR and WARNING plus one index-only count,
-not a pass over every row. A selection by name pattern, pool or names is one
-query over the matching rows (a ``CASE`` of the same comparison): a name
-prefix is a range of the primary key; other patterns read every name.
+not a pass over every row. Every row (``status --json``) streams each part
+in its index's order, merged as they stream: the first row comes once the
+ERROR rows are read, not after a sort of the fleet. A selection by name
+pattern, pool, a word of the task or names is one query over the matching
+rows (a ``CASE`` of the same comparison): a name prefix is a range of the
+primary key; other patterns, a pool and a task word read every row.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -156,9 +161,10 @@ class StatusMethods(SqlStoreBase):
         params = {"now": utc(now, "now")}
         memo = ValueMemo(STREAM_MEMO_ENTRIES)  # bounded: a stream of every row
         with connection_transaction(self.engine, write=False) as conn:
-            if limit is not None and _plain(selection):
-                found = _page_by_part(conn, params, _levels(selection), offset + limit)
-                for values in found[offset:]:
+            if _plain(selection):
+                count = None if limit is None else offset + limit
+                found = _by_part(conn, params, _levels(selection), count)
+                for values in itertools.islice(found, offset, None):
                     yield stored_schedule_from_values(values, self._spec_cache, memo)
                 return
             stmt = (
@@ -255,34 +261,44 @@ def _counts_by_part(
     return counts
 
 
-def _page_by_part(
-    conn: Connection, params: dict[str, Any], levels: set[int], count: int
-) -> list[Sequence[Any]]:
-    """The first ``count`` rows (:data:`SCHEDULE_COLUMNS`' values) of the
-    selected levels in urgency order: each part read in its index's order
-    and merged, a level read only while rows are still wanted."""
-    out: list[Sequence[Any]] = []
+def _by_part(
+    conn: Connection, params: dict[str, Any], levels: set[int], count: int | None
+) -> Iterator[Sequence[Any]]:
+    """The rows (:data:`SCHEDULE_COLUMNS`' values) of the selected levels in
+    urgency order, at most ``count`` (``None``: every one, streamed): each
+    part read in its index's order and merged as it streams, a level read
+    only while rows are still wanted. Nothing is sorted but the rows of a
+    part whose index is not in its order (the ERROR and WARNING ones)."""
+    given = 0
     for level in (_ERROR, _WARNING, _OK):
-        if level not in levels or len(out) >= count:
+        if level not in levels or (count is not None and given >= count):
             continue
         moment = "error_at" if level == _ERROR else "should_start_by"
-        merged: list[tuple[tuple[bool, Any, str], Sequence[Any]]] = []
+        parts = []
         for part, (part_level, _, where, index) in enumerate(_PARTS):
             if part_level != level:
                 continue
             # Only a fixed ERROR (an invalid spec) may have no moment: first.
             order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
+            limit = "" if count is None else f" LIMIT {count - given}"
             sql = (
                 f"SELECT {_ROWS_SQL}, {moment} FROM {_from(index, conn.dialect.name)} "
-                f"WHERE active AND kind <> 'check' AND {where} "
-                f"ORDER BY {order} LIMIT {count - len(out)}"
+                f"WHERE active AND kind <> 'check' AND {where} ORDER BY {order}{limit}"
             )
-            for values in conn.execute(_part_query(sql), params):
-                at = values[_WIDTH]
-                merged.append(((at is not None, at, values[0]), values[:_WIDTH]))
-        merged.sort(key=lambda item: item[0])
-        out += [values for _, values in merged[: count - len(out)]]
-    return out
+            options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
+            parts.append(conn.execution_options(**options).execute(_part_query(sql), params))
+        for values in heapq.merge(*parts, key=_urgency):
+            if count is not None and given >= count:
+                break
+            given += 1
+            yield values[:_WIDTH]
+
+
+def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
+    """The order of a part's row within its level: without a moment first,
+    then by the moment (its last column), then by name."""
+    at = values[_WIDTH]
+    return (at is not None, at, values[0])
 
 
 def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:

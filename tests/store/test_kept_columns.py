@@ -194,6 +194,11 @@ def test_the_index_parts_agree_with_the_rule_at_every_moment(store: ScheduleStor
         paged = [s.name for s in store.status_rows(at, Selection(), limit=len(names))]
         streamed = [s.name for s in store.status_rows(at, Selection(patterns=("*",)))]
         assert paged == streamed, minutes
+        every = [s.name for s in store.status_rows(at, Selection())]  # each part streamed
+        assert every == streamed, minutes
+        assert [s.name for s in store.status_rows(at, Selection(), limit=3, offset=4)] == (
+            streamed[4:7]
+        ), minutes
         for level_name in ("ERROR", "WARNING", "OK"):
             only = Selection(conditions=(level_name,))
             got = store.condition_counts(at, only)
