@@ -112,7 +112,7 @@ redis-tls:
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
-## bench-web: the status page's schedules table at 100,000 schedules (p95 of GET /schedules)
+## bench-web: the status page at 1,000,000 schedules in SQLite (BENCH_ARGS="--pg": PostgreSQL): p95 of the overview, the table and a schedule's page, the overview's age
 .PHONY: bench-web
 bench-web: $(STAMP)
 	$(BIN)/python -m benchmarks.web_table $(BENCH_ARGS)

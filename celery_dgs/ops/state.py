@@ -31,6 +31,14 @@ STREAM_CHUNK_ROWS = 2_000
 LEVEL_NAMES = tuple(level.name for level in sorted(Level, reverse=True))
 
 
+def level_counts(reasons: dict[tuple[str, str], int]) -> dict[str, int]:
+    """``{"ERROR": n, "WARNING": n, "OK": n}`` of counts by (level name, reason)."""
+    counts = dict.fromkeys(LEVEL_NAMES, 0)
+    for (level, _), n in reasons.items():
+        counts[level] += n
+    return counts
+
+
 @dataclass(frozen=True)
 class State:
     """Every stored active schedule, its status row (most urgent first), the
@@ -68,10 +76,7 @@ class StatusPage:
     @property
     def counts(self) -> dict[str, int]:
         """``{"ERROR": n, "WARNING": n, "OK": n}``."""
-        counts = dict.fromkeys(LEVEL_NAMES, 0)
-        for (level, _), n in self.reasons.items():
-            counts[level] += n
-        return counts
+        return level_counts(self.reasons)
 
     @property
     def total(self) -> int:

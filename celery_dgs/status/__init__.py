@@ -36,15 +36,13 @@ holds a schedule back), :mod:`.workers` (whether a live worker can run it),
 :mod:`.projection` and :mod:`.priorities` (beat's order and priority classes
 applied to the rows), :mod:`.fleet` (every row), :mod:`.names` (row filters),
 :mod:`.lease_state` (steal states), :mod:`.adaptive` (adaptive schedules'
-fields and counts), :mod:`.check_summary` (the cached deferred-check summary), :mod:`.cost_bounded`
-(a read repeated only as often as its cost allows).
+fields and counts), :mod:`.check_summary` (the cached deferred-check summary).
 """
 
 from __future__ import annotations
 
 from .adaptive import ADAPTIVE_GROUPS, AdaptiveSummary, adaptive_fields, adaptive_summary
 from .check_summary import CachedCheckSummary
-from .cost_bounded import CostBoundedRead
 from .fleet import build_page, build_rows
 from .holds import (
     HOLD_BACKOFF,
@@ -93,7 +91,6 @@ __all__ = [
     "STEAL_TAKEABLE",
     "AdaptiveSummary",
     "CachedCheckSummary",
-    "CostBoundedRead",
     "Hold",
     "StatusRow",
     "WorkerCheck",

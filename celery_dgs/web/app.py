@@ -67,7 +67,7 @@ def create_app(
     body limit (:mod:`.limits`, 413)."""
     settings = env.settings
     guard = Guard(settings.web_token, Sessions(settings.web_session_lifetime))
-    fleet = FleetReads(env)
+    fleet = FleetReads(env, max_age)
     cache = SnapshotCache(read or (lambda: take_snapshot(env, fleet)), max_age)
     hidden = secrets_of(env)
     renderer = Renderer(guard, refresh, Scrubber(hidden))

@@ -17,13 +17,14 @@ from ..core.pace import PaceFigures
 from ..leases.types import LeaseInfo
 from ..ops.env import Env, utcnow
 from ..ops.leader import leader_json, read_leader, read_overload, read_pace
-from ..ops.state import LEVEL_NAMES, Live, read_live, rows_of
+from ..ops.state import Live, level_counts, read_live, rows_of
 from ..overload_board import OverloadReport
 from ..registry import WorkerInfo
-from ..status import CachedCheckSummary, CostBoundedRead, StatusRow
+from ..status import StatusRow
 from ..store.check_types import CheckSummary
 from ..store.records import StoredSchedule
 from ..store.selection import Selection
+from .cache import SnapshotCache
 
 #: The most overdue deferred checks the overview links to.
 OVERDUE_CHECKS_SHOWN = 5
@@ -83,26 +84,25 @@ class Snapshot:
     @property
     def counts(self) -> dict[str, int]:
         """``{"ERROR": n, "WARNING": n, "OK": n}``."""
-        counts = dict.fromkeys(LEVEL_NAMES, 0)
-        for (level, _), n in self.reasons.items():
-            counts[level] += n
-        return counts
+        return level_counts(self.reasons)
 
 
 class FleetReads:
     """The overview's reads that scan the fleet's index entries (the
-    freshness histogram, the deferred-check summary), each repeated only
-    once it is :data:`FLEET_READ_COST_FACTOR` times as old as it took."""
+    freshness histogram, the deferred-check summary), each kept apart from
+    the snapshot and read again in the background once it is
+    :data:`FLEET_READ_COST_FACTOR` times as old as it took: the snapshot's
+    own read never waits for them but the first time."""
 
-    def __init__(self, env: Env, checks: CachedCheckSummary | None = None) -> None:
+    def __init__(self, env: Env, max_age: float) -> None:
         store = env.runtime.store
-        self.checks = checks or CachedCheckSummary(
-            lambda: store.check_summary(utcnow()), cost_factor=FLEET_READ_COST_FACTOR
+        self.checks = SnapshotCache(
+            lambda: store.check_summary(utcnow()), max_age, FLEET_READ_COST_FACTOR
         )
-        self.time_to_error = CostBoundedRead(
+        self.time_to_error = SnapshotCache(
             lambda: store.time_to_error_counts(utcnow(), TIME_TO_ERROR_BOUNDS),
-            cost_factor=FLEET_READ_COST_FACTOR,
-            what="the freshness histogram",
+            max_age,
+            FLEET_READ_COST_FACTOR,
         )
 
 
@@ -119,7 +119,7 @@ def take_snapshot(env: Env, fleet: FleetReads) -> Snapshot:
     attention = dataclasses.replace(every, conditions=(Level.ERROR.name, Level.WARNING.name))
     urgent = rows_of(env, list(store.status_rows(live.now, attention, limit=URGENT_SHOWN)), live)
     info, timeout = read_leader(env)
-    checks = fleet.checks.get() or CheckSummary()
+    checks = fleet.checks.get()
     overdue = (
         store.pending_checks(due_before=live.now, limit=OVERDUE_CHECKS_SHOWN)
         if checks.total_overdue
@@ -129,7 +129,7 @@ def take_snapshot(env: Env, fleet: FleetReads) -> Snapshot:
         live=live,
         reasons=reasons,
         urgent=urgent,
-        time_to_error=fleet.time_to_error.get() or [],
+        time_to_error=fleet.time_to_error.get(),
         leader=leader_json(info, live.now, timeout),
         pending_dispatches=env.runtime.dispatches.pending_count(),
         read_seconds=time.perf_counter() - started,
