@@ -40,7 +40,7 @@ from .pages import Pages
 from .proxies import TrustedProxies
 from .scrub import Scrubber, scrub, secrets_of
 from .sessions import Sessions
-from .snapshot import FleetReads, Snapshot, take_snapshot
+from .snapshot import OVERVIEW_LONGEST_S, FleetReads, Snapshot, take_snapshot
 from .templating import HEADERS, HERE, Renderer
 from .throttle import LoginThrottle
 
@@ -68,7 +68,9 @@ def create_app(
     settings = env.settings
     guard = Guard(settings.web_token, Sessions(settings.web_session_lifetime))
     fleet = FleetReads(env, max_age)
-    cache = SnapshotCache(read or (lambda: take_snapshot(env, fleet)), max_age)
+    cache = SnapshotCache(
+        read or (lambda: take_snapshot(env, fleet)), max_age, longest=OVERVIEW_LONGEST_S
+    )
     hidden = secrets_of(env)
     renderer = Renderer(guard, refresh, Scrubber(hidden))
     pages = Pages(env, cache, renderer)

@@ -20,24 +20,35 @@ K = TypeVar("K", bound=Hashable)
 class SnapshotCache(Generic[T]):
     """The last result of ``read`` (a :class:`~.snapshot.Snapshot`, a table
     page, a fleet-wide figure), read again once it is stale: older than
-    ``max_age`` seconds, or than ``cost_factor`` times its own read time (a
+    ``max_age`` seconds, and than ``cost_factor`` times its own read time (a
     read taking seconds then costs at most one ``cost_factor``-th of the
-    time). A request that finds it stale starts the new read in a thread
-    and, like every request meanwhile, gets the current one at once; only
-    the first read, and :meth:`refresh`, wait. A failed read is logged and
-    the current result kept."""
+    time) unless that is more than ``longest`` seconds (``None``: no bound).
+    A request that finds it stale starts the new read in a thread and, like
+    every request meanwhile, gets the current one at once; only the first
+    read, and :meth:`refresh`, wait. A failed read is logged and the current
+    result kept."""
 
-    def __init__(self, read: Callable[[], T], max_age: float, cost_factor: float = 4.0) -> None:
+    def __init__(
+        self,
+        read: Callable[[], T],
+        max_age: float,
+        cost_factor: float = 4.0,
+        longest: float | None = None,
+    ) -> None:
         self._read = read
         self.max_age = max_age
         self.cost_factor = cost_factor
+        self.longest = longest
         self._lock = threading.Lock()
         self._snap: T | None = None
         self._at = 0.0
         self._took = 0.0
 
     def _stale(self) -> bool:
-        return time.monotonic() - self._at > max(self.max_age, self.cost_factor * self._took)
+        kept = self.cost_factor * self._took
+        if self.longest is not None:
+            kept = min(kept, self.longest)
+        return time.monotonic() - self._at > max(self.max_age, kept)
 
     def _reread(self) -> T:
         started = time.monotonic()

@@ -102,6 +102,23 @@ def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
     assert len(reads) == 2
 
 
+def test_a_slow_overview_is_read_again_within_its_longest_age() -> None:
+    """However long its read, a cache with ``longest`` is stale once older than it."""
+    reads: list[float] = []
+
+    def read() -> Any:
+        reads.append(time.monotonic())
+        time.sleep(0.3)
+        return object()
+
+    cache: SnapshotCache[Any] = SnapshotCache(read, max_age=0.0, longest=0.5)
+    cache.get()
+    time.sleep(0.6)  # older than longest, well inside four read times (1.2 s)
+    cache.get()
+    wait_until(lambda: len(reads) == 2)
+    assert len(reads) == 2
+
+
 def test_each_table_page_is_kept_apart_and_the_least_used_dropped() -> None:
     reads: list[str] = []
 
