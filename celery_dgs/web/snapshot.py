@@ -41,7 +41,7 @@ TIME_TO_ERROR_BOUNDS: tuple[timedelta, ...] = (
 TIME_TO_ERROR_LABELS: tuple[str, ...] = ("in ERROR", "< 1h", "1h-6h", "6h-1d", "1d-7d", "≥ 7d")
 #: The longest the overview's snapshot is kept once stale, however long it
 #: takes to read: what it shows is at most this plus one read old.
-OVERVIEW_LONGEST_S = 3.0
+OVERVIEW_LONGEST_S = 2.0
 #: The fleet-wide reads (the histogram, the deferred-check summary) are read
 #: again once their last reading is this many times as old as it took.
 FLEET_READ_COST_FACTOR = 10.0
