@@ -16,6 +16,7 @@ runs went through the worker, then counts the runs that end within
 - a slot's idle time between runs: each run's start takes the slot freed
   longest ago (a run's end frees one), and waited from that end to this start;
   median and p95 over the runs that start in the measured span;
+- the CPU time the worker and beat spend per run (``/proc``);
 - where that idle time goes, from the processes' log lines (millisecond
   stamps) and the runs' events: the worker ending the run (its outcome
   stored, its lease released, beat signalled), beat's round up to the publish,
@@ -79,6 +80,8 @@ class Measured:
     pace: dict[str, Any] | None
     #: Each stage of :data:`STAGES`: its milliseconds, one per run.
     stages: dict[str, list[float]] = field(default_factory=dict)
+    #: CPU milliseconds per run of the worker and of beat over the measured span.
+    cpu_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def idle_median_ms(self) -> float:
@@ -94,6 +97,12 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` (all its threads), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def slot_idle_gaps(events: list[dict[str, Any]], since: float, until: float) -> list[float]:
@@ -134,30 +143,35 @@ def _stamp(line: str) -> float | None:
 
 
 def log_times(beat_log: str, worker_log: str) -> dict[str, dict[str, list[float]]]:
-    """Per kind (``dispatched``, ``received``, ``started``, ``ended``), each
-    schedule's times in the logs, in order."""
+    """Per kind (``received``, ``started``, ``ended``), each schedule's times
+    in the logs, in order; ``dispatched``: for each of its receipts, when
+    beat logged that dispatch (beat logs it once published: the worker may
+    receive, and start, the run before)."""
     times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    dispatch_of: dict[str, str] = {}
+    dispatches: dict[str, tuple[str, float]] = {}
     for line in beat_log.splitlines():
         found, at = _DISPATCHED.search(line), _stamp(line)
         if found and at is not None:
-            dispatch_of[found.group(2)] = found.group(1)
-            times["dispatched"][found.group(1)].append(at)
+            dispatches[found.group(2)] = (found.group(1), at)
     for line in worker_log.splitlines():
         at = _stamp(line)
         received, run = _RECEIVED.search(line), _RUN_LINE.search(line)
         if at is None:
             continue
-        if received and received.group(1) in dispatch_of:
-            times["received"][dispatch_of[received.group(1)]].append(at)
+        if received and received.group(1) in dispatches:
+            name, dispatched_at = dispatches[received.group(1)]
+            times["received"][name].append(at)
+            times["dispatched"][name].append(dispatched_at)
         elif run:
             times[run.group(2)][run.group(1)].append(at)
     return times
 
 
-def _last_before(values: list[float], t: float) -> float | None:
+def _last_before(values: list[float], t: float, aligned: list[float] | None = None) -> float | None:
+    """The last of ``values`` at or before ``t`` (or the entry of ``aligned``
+    at its place)."""
     i = bisect.bisect_right(values, t)
-    return values[i - 1] if i else None
+    return (values if aligned is None else aligned)[i - 1] if i else None
 
 
 def _first_after(values: list[float], t: float) -> float | None:
@@ -187,7 +201,7 @@ def idle_stages(
         points = [
             ended_at,
             _first_after(logs["ended"][prev], ended_at - 0.001),
-            _last_before(logs["dispatched"][name], start),
+            _last_before(logs["received"][name], start, logs["dispatched"][name]),
             _last_before(logs["received"][name], start),
             _last_before(logs["started"][name], start),
             start,
@@ -236,16 +250,17 @@ def measure_once(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> Mea
         finally:
             store.close()
         cluster.start_worker("w1", "node1", pool="threads", concurrency=opts.slots)
-        scheduler = (
-            "celery_dgs:DeadlineScheduler" if wake else "benchmarks.refill:PollOnlyScheduler"
-        )
+        scheduler = "celery_dgs:DeadlineScheduler" if wake else f"{MODULE}:PollOnlyScheduler"
         cluster.start_beat(scheduler=scheduler)
         warm = 2 * opts.slots
         wait_for(lambda: len(cluster.ends()) >= warm, 60, f"the first {warm} runs to end")
         time.sleep(opts.warmup)
+        pids = {key: proc.pid for key, proc in cluster.procs.items()}
+        cpu_before = {key: cpu_seconds(pid) for key, pid in pids.items()}
         since = time.time()
         time.sleep(opts.seconds)
         until = time.time()
+        cpu_used = {key: cpu_seconds(pid) - cpu_before[key] for key, pid in pids.items()}
         events = cluster.events()
         pace = PaceBoard(cluster.redis, cluster.keyspace()).read()
         cluster.stop_all()
@@ -261,6 +276,7 @@ def measure_once(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> Mea
         [g * 1000 for g in gaps],
         None if pace is None else pace.to_dict(),
         idle_stages(events, logs, since),
+        {key: used * 1000 / max(1, len(ends)) for key, used in cpu_used.items()},
     )
 
 
@@ -272,7 +288,9 @@ def measure(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> list[Mea
         log(
             f"{label}, repetition {rep + 1}/{opts.repeats}: {got.runs_per_s:.1f} runs/s "
             f"({got.runs} runs), idle median {got.idle_median_ms:.1f} ms, "
-            f"p95 {got.idle_p95_ms:.1f} ms; beat pace {got.pace}"
+            f"p95 {got.idle_p95_ms:.1f} ms; CPU per run: "
+            + ", ".join(f"{key} {ms:.1f} ms" for key, ms in got.cpu_ms.items())
+            + f"; beat pace {got.pace}"
         )
         out.append(got)
     return out
@@ -362,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     print("\n".join(line.text() for line in lines(dgs, poll, opts)))
     print(stage_table(dgs))
+    for key in ("w1", "beat"):
+        costs = [m.cpu_ms[key] for m in dgs if key in m.cpu_ms]
+        if costs:
+            who = "the worker" if key == "w1" else "beat"
+            print(f"CPU per run, {who}: {median(costs):.1f} ms (median of the repetitions)")
     spread = [f"{m.runs_per_s:.1f}" for m in dgs]
     print(f"runs/s of each repetition: {', '.join(spread)} (stdev {stdev(dgs):.1f})")
     return 0
