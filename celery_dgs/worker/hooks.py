@@ -38,7 +38,7 @@ from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .runs import RunStoppedOnRequest, node_of, supervised_run
-from .runtime_specs import runtime_spec, skip_dispatch
+from .runtime_specs import skip_dispatch, stored_runtime_spec
 from .shutdown import (
     SHUTDOWN_REASON,
     flag_worker_stopping,
@@ -92,11 +92,14 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
             rt = runtime_for(app, dgs.settings)
             if spec is None and schedule in decl.errors:
                 spec = served_spec(rt, schedule)
+            floor: int | None = None  # read with the lease unless the spec's row gave it
             if spec is None and dispatched:
-                spec, skip = runtime_spec(rt, schedule)
+                stored, skip = stored_runtime_spec(rt, schedule)
                 if skip is not None:
                     skip_dispatch(rt, schedule, request, skip)
                     return None
+                if stored is not None:
+                    spec, floor = stored.spec, stored.token_floor
             if spec is None:
                 dispatch_id = getattr(request, "dgs_dispatch_id", None)
                 if dispatch_id:  # sent by beat: a scheduled run never runs outside its lease
@@ -111,7 +114,7 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
                     schedule,
                 )
                 return __original(*args, **kwargs)
-            return supervised_run(rt, spec, request, __original, args, kwargs)
+            return supervised_run(rt, spec, request, __original, args, kwargs, token_floor=floor)
 
         run._dgs_wrapped = True  # type: ignore[attr-defined]
         task.run = run

@@ -72,14 +72,17 @@ def supervised_run(
     fun: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    *,
+    token_floor: int | None = None,
 ) -> Any:
     """``fun(*args, **kwargs)`` as one run of ``spec``: under its lease, with its
     start and outcome recorded; ``None`` when the body did not run (a skip, a
-    refused start, a fence before the body)."""
+    refused start, a fence before the body). ``token_floor``: the schedule's
+    stored token, when the caller read its row just before (else read here)."""
     run = SupervisedRun(rt, spec, request)
     if run.on_excluded_node():
         return None
-    grant = run.acquire()
+    grant = run.acquire(token_floor)
     if grant is None:
         return None
     run.record_takeover(grant)
@@ -143,12 +146,14 @@ class SupervisedRun:
         self.skip(f"node {self.node} is excluded")
         return True
 
-    def acquire(self) -> Grant | None:
+    def acquire(self, floor: int | None = None) -> Grant | None:
         """The lease, or ``None`` with the skip recorded. A Redis restart grace is
-        waited out rather than skipped (:func:`acquire_through_grace`)."""
+        waited out rather than skipped (:func:`acquire_through_grace`).
+        ``floor``: the schedule's stored token, if the caller has just read it."""
         # The durable floor: a token above every token the store recorded, even if
         # Redis lost its counter (restart without persistence, failover).
-        floor = token_floor(self.rt, self.spec)
+        if floor is None:
+            floor = token_floor(self.rt, self.spec)
         try:
             result, asked_mono = acquire_through_grace(lambda: self._ask(floor))
         except Exception as exc:

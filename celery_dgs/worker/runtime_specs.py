@@ -5,7 +5,9 @@ import``) is in no worker's declarations: the worker reads it from the store
 when beat's dispatch names it (the ``dgs_schedule`` header), so the run is
 supervised like any other, under its lease, with the stored spec. A dispatch
 that reaches the worker after its schedule was removed is skipped (recorded,
-its dispatch record given back): a removed schedule never runs again.
+its dispatch record given back): a removed schedule never runs again. The row
+read for the spec also gives the run's token floor (its ``current_token``),
+so the lease is asked for without reading the row again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.spec import ScheduleSpec
@@ -27,8 +30,17 @@ from .runs import node_of
 logger = logging.getLogger("celery_dgs.worker")
 
 
-def runtime_spec(rt: Runtime, schedule: str) -> tuple[ScheduleSpec | None, str | None]:
-    """``(spec, None)`` for the active runtime schedule ``schedule``;
+@dataclass(frozen=True)
+class StoredRuntimeSpec:
+    """A runtime schedule's stored spec and its token floor, read together."""
+
+    spec: ScheduleSpec
+    #: The highest fencing token the store recorded for it (0: none yet).
+    token_floor: int
+
+
+def stored_runtime_spec(rt: Runtime, schedule: str) -> tuple[StoredRuntimeSpec | None, str | None]:
+    """``(stored, None)`` for the active runtime schedule ``schedule``;
     ``(None, why)`` for a runtime schedule that must not run (removed, or its
     stored spec invalid: the caller skips the dispatch,
     :func:`skip_dispatch`); ``(None, None)`` when there is no runtime
@@ -43,7 +55,13 @@ def runtime_spec(rt: Runtime, schedule: str) -> tuple[ScheduleSpec | None, str |
         return None, "check ended or cancelled" if row.owner == OWNER_CHECK else "schedule removed"
     if row.spec is None:
         return None, f"stored spec invalid: {row.spec_error}"
-    return row.spec, None
+    return StoredRuntimeSpec(row.spec, int(row.current_token or 0)), None
+
+
+def runtime_spec(rt: Runtime, schedule: str) -> tuple[ScheduleSpec | None, str | None]:
+    """:func:`stored_runtime_spec`'s answer with the spec alone."""
+    stored, why = stored_runtime_spec(rt, schedule)
+    return (None if stored is None else stored.spec), why
 
 
 def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None:

@@ -104,6 +104,7 @@ SMOKES = {
         "seed 1 prio onset: dgs top class",
         writes="quality.json",
     ),
+    "refill": Smoke(("--smoke",), "| runs/s, 4 slots, 50 ms runs, 40 all eligible |"),
     "revisit": Smoke(
         (
             *("--quick", "--sources", "200", "--days", "10", "--warmup-days", "3"),

@@ -66,3 +66,44 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     assert dispatch(None) == "a"
     assert len(store.runs("t.scrape@a")) == 2
     assert runtime_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
+
+
+def test_a_runtime_run_takes_its_token_floor_from_the_row_it_read(app: Celery) -> None:
+    """The row read for the spec gives the lease its durable floor (the
+    schedule's stored token): the store is not read again for it."""
+
+    def scrape(source: str) -> str:
+        return source
+
+    task = app.task(name="t.scrape", shared=False)(scrape)
+    dgs = get_dgs(app)
+    wrap_scheduled_tasks(app, dgs)
+    rt = runtime_for(app, dgs.settings)
+    dgs.schedules.upsert("t.scrape@a", period=3600, args=["a"])
+    floors_read: list[str] = []
+    floors_asked: list[int | None] = []
+    read_floor, acquire = rt.store.token_floor, rt.leases.acquire
+
+    def counted(schedule: str) -> int:
+        floors_read.append(schedule)
+        return read_floor(schedule)
+
+    def asked(schedule: str, **kwargs: Any) -> Any:
+        floors_asked.append(kwargs.get("min_token"))
+        return acquire(schedule, **kwargs)
+
+    rt.store.token_floor = counted  # type: ignore[method-assign]
+    rt.leases.acquire = asked  # type: ignore[method-assign]
+
+    def dispatch() -> Any:
+        task.push_request(dgs_schedule="t.scrape@a", hostname="w1@node1", called_directly=False)
+        try:
+            return task.run("a")
+        finally:
+            task.pop_request()
+
+    assert dispatch() == "a"
+    assert dispatch() == "a"
+    assert [r.token for r in rt.store.runs("t.scrape@a")] == [2, 1]
+    assert floors_asked == [0, 1]
+    assert floors_read == []
