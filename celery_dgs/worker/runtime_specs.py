@@ -58,12 +58,6 @@ def stored_runtime_spec(rt: Runtime, schedule: str) -> tuple[StoredRuntimeSpec |
     return StoredRuntimeSpec(row.spec, int(row.current_token or 0)), None
 
 
-def runtime_spec(rt: Runtime, schedule: str) -> tuple[ScheduleSpec | None, str | None]:
-    """:func:`stored_runtime_spec`'s answer with the spec alone."""
-    stored, why = stored_runtime_spec(rt, schedule)
-    return (None if stored is None else stored.spec), why
-
-
 def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None:
     """Record the dispatch in ``request`` as skipped for ``reason`` and give its
     dispatch record back; failures are logged, never raised."""

@@ -14,7 +14,7 @@ from celery import Celery
 from celery_dgs.dgs import get_dgs
 from celery_dgs.runtime import runtime_for
 from celery_dgs.worker.hooks import wrap_scheduled_tasks
-from celery_dgs.worker.runtime_specs import runtime_spec
+from celery_dgs.worker.runtime_specs import stored_runtime_spec
 from tests.cli.conftest import make_app
 
 
@@ -51,9 +51,10 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     assert dispatch("t.scrape@a") == "a"
     [run] = store.runs("t.scrape@a")
     assert (run.outcome, run.token, run.owner_name) == ("success", 1, "w1@node1")
-    assert runtime_spec(runtime_for(app, dgs.settings), "t.scrape@a")[0] == (
-        store.get("t.scrape@a").spec
-    )
+    stored, why = stored_runtime_spec(runtime_for(app, dgs.settings), "t.scrape@a")
+    assert why is None
+    assert stored is not None
+    assert (stored.spec, stored.token_floor) == (store.get("t.scrape@a").spec, 1)
 
     assert dgs.schedules.remove("t.scrape@a")
     assert dispatch("t.scrape@a") is None
@@ -65,7 +66,7 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     # and touches no store row.
     assert dispatch(None) == "a"
     assert len(store.runs("t.scrape@a")) == 2
-    assert runtime_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
+    assert stored_runtime_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
 
 
 def test_a_runtime_run_takes_its_token_floor_from_the_row_it_read(app: Celery) -> None:
