@@ -22,7 +22,7 @@ from .check_window import CheckWindow
 from .ranking import BeatRanking, IndexBatch
 from .schedule_window import ScheduleWindow
 from .state import BeatState
-from .types import tracked_of
+from .types import Tracked, tracked_of
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -31,30 +31,53 @@ logger = logging.getLogger("celery_dgs.beat")
 class PollChanges:
     """The rows of one change poll, counted by what they did: schedules
     ``added`` (active, not tracked before), ``removed`` (made inactive),
-    ``changed`` (active and tracked before: a new spec, a pause, new
-    statistics), and deferred ``checks`` (added, moved or ended)."""
+    ``changed`` (active and known before: a new spec, a pause or resume, a
+    run request, a declaration error), ``runs`` (tracked, only their
+    statistics new: a run started or ended), and deferred ``checks`` (added,
+    moved or ended)."""
 
     added: int = 0
     removed: int = 0
     changed: int = 0
+    runs: int = 0
     checks: int = 0
 
-    def note(self, row: StoredSchedule, *, known: bool) -> None:
-        """Count ``row``; ``known``: beat tracked its schedule before the poll."""
+    def note(self, row: StoredSchedule, *, known: bool, before: Tracked | None, held: bool) -> None:
+        """Count ``row``; ``known``: beat knew its schedule before the poll,
+        ``before`` as tracked (``held``: paused or disabled)."""
         if row.kind == "check":
             self.checks += 1
         elif not row.active:
             self.removed += 1
-        elif known:
-            self.changed += 1
-        else:
+        elif not known:
             self.added += 1
+        elif before is not None and _statistics_only(before, row, held=held):
+            self.runs += 1
+        else:
+            self.changed += 1
+
+    @property
+    def worth_telling(self) -> bool:
+        """Whether anything but run statistics changed (an INFO line, else DEBUG)."""
+        return bool(self.added or self.removed or self.changed or self.checks)
 
     def __str__(self) -> str:
         return (
             f"{self.added} added, {self.removed} removed, {self.changed} changed, "
-            f"{self.checks} deferred checks"
+            f"{self.runs} with a new run, {self.checks} deferred checks"
         )
+
+
+def _statistics_only(before: Tracked, row: StoredSchedule, *, held: bool) -> bool:
+    """Whether ``row`` differs from ``before`` in its statistics alone."""
+    return (
+        row.spec == before.spec
+        and row.run_requested_at == before.run_requested_at
+        and row.run_requested_priority == before.run_requested_priority
+        and row.declaration_error == before.declaration_error
+        and row.disabled_reason == before.disabled_reason
+        and (row.paused or row.disabled_reason is not None) == held
+    )
 
 
 class ScheduleLoader:
@@ -125,17 +148,25 @@ class ScheduleLoader:
     def refresh(self) -> int:
         """Apply store changes since the cursor (deferred checks: those ever due
         within the window); returns how many rows changed. A poll that read
-        any row logs one INFO line with the counts (:class:`PollChanges`)."""
+        any row logs one line with the counts (:class:`PollChanges`): INFO,
+        or DEBUG when only run statistics changed."""
         state = self.state
         rows, state.cursor = self.store.changes_since(state.cursor, check_until=self.window.until())
         changes = PollChanges()
         for row in rows:
-            changes.note(row, known=row.name in state.tracked or row.name in state.unschedulable)
+            changes.note(
+                row,
+                known=row.name in state.tracked or row.name in state.unschedulable,
+                before=state.tracked.get(row.name),
+                held=row.name in state.held,
+            )
             self.apply_row_safely(row)
             self.ranking.note_demand(row.name)
         self.last_poll = self.monotonic()
         if rows:
-            logger.info("celery-dgs beat: store changes: %s (cursor %d)", changes, state.cursor)
+            level = logging.INFO if changes.worth_telling else logging.DEBUG
+            text = "celery-dgs beat: store changes: %s (cursor %d)"
+            logger.log(level, text, changes, state.cursor)
         return len(rows)
 
     def read_windows(self) -> int:

@@ -1,6 +1,7 @@
 """Beat's change poll says what it picked up: one INFO line per poll that read
-any row, with the schedules added, removed and changed and the deferred
-checks; nothing for a poll that read none. Real Redis and SQLite."""
+any row, with the schedules added, removed and changed, those with a new run
+and the deferred checks; a DEBUG line when only runs changed rows; nothing
+for a poll that read none. Real Redis and SQLite."""
 
 from __future__ import annotations
 
@@ -44,8 +45,12 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
-def poll_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "store changes" in r.getMessage()]
+def poll_lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if "store changes" in r.getMessage() and r.levelno == level
+    ]
 
 
 def test_each_poll_that_changed_anything_logs_its_counts(
@@ -74,10 +79,40 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     time.sleep(0.002)
     engine.tick()
     [line] = poll_lines(caplog)
-    assert "store changes: 2 added, 1 removed, 1 changed, 2 deferred checks" in line, line
+    assert (
+        "store changes: 2 added, 1 removed, 1 changed, 0 with a new run, 2 deferred checks"
+    ) in line, line
 
     caplog.clear()
     for _ in range(3):  # polls that read nothing say nothing
         time.sleep(0.002)
         engine.tick()
     assert poll_lines(caplog) == []
+
+    # Runs ending change rows' statistics only: said at DEBUG, not INFO.
+    caplog.set_level(logging.DEBUG, logger="celery_dgs.beat")
+    caplog.clear()
+    for i, name in enumerate(("t.scrape@s2", "t.scrape@s3")):
+        store.record_run_start(
+            schedule=name,
+            run_id=f"r{i}",
+            dispatch_id=None,
+            owner_node="n",
+            owner_name="w@n",
+            owner_tag=f"r{i}",
+            token=i + 1,
+            started_at=now,
+        )
+        store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=now)
+    time.sleep(0.002)
+    engine.tick()
+    assert poll_lines(caplog) == []
+    [line] = poll_lines(caplog, logging.DEBUG)
+    assert "0 added, 0 removed, 0 changed, 2 with a new run, 0 deferred checks" in line, line
+
+    caplog.clear()
+    assert store.set_paused("t.scrape@s2", True)  # a pause is worth an INFO line
+    time.sleep(0.002)
+    engine.tick()
+    [line] = poll_lines(caplog)
+    assert "0 added, 0 removed, 1 changed, 0 with a new run" in line, line
