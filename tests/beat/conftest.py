@@ -4,14 +4,21 @@ and a settable monotonic clock."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 
-from celery_dgs.beat.engine import DispatchOrder
+from celery_dgs.beat.engine import BeatEngine, DispatchOrder
+from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.dispatches import DispatchRecords
+from celery_dgs.keys import KeySpace
+from celery_dgs.leases.redis import RedisLeases
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
 
 
@@ -65,3 +72,35 @@ class Mono:
 
     def __call__(self) -> float:
         return self.t
+
+
+def fake_clock_engine(
+    store: SqlScheduleStore,
+    client: redis.Redis,
+    clock: FakeClock,
+    publish: Recorder,
+    *,
+    slots: int,
+    monotonic: Callable[[], float] | None = None,
+    **settings: object,
+) -> BeatEngine:
+    """A beat engine on ``clock`` over a real store and Redis (keys of its
+    own), one registered worker of ``slots`` slots, polling the store at
+    every tick; ``settings``: more :class:`DgsSettings` fields."""
+    keys = KeySpace(f"fc{uuid.uuid4().hex[:6]}")
+    registry = WorkerRegistry(client, keys, ttl=600)
+    worker = WorkerInfo(
+        name="celery@a", node="a", queues=("celery",), slots=slots, pool="threads", pid=1
+    )
+    registry.register(worker)
+    extra = {} if monotonic is None else {"monotonic": monotonic}
+    return BeatEngine(
+        store=store,
+        leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
+        registry=registry,
+        dispatches=DispatchRecords(client, keys),
+        publish=publish,
+        settings=DgsSettings(store_poll_interval=0.001, **settings),  # type: ignore[arg-type]
+        clock=clock,
+        **extra,  # type: ignore[arg-type]
+    )

@@ -6,7 +6,6 @@ an ended one. Real Redis and SQLite; an injected clock."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,14 +16,9 @@ import redis
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
-from celery_dgs.dispatches import DispatchRecords
-from celery_dgs.keys import KeySpace
-from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.registry import WorkerInfo, WorkerRegistry
-from celery_dgs.settings import DgsSettings
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.beat.conftest import Recorder
+from tests.beat.conftest import Recorder, fake_clock_engine
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 M = timedelta(minutes=1)
@@ -48,20 +42,7 @@ def make_engine(
     publish: Recorder,
     **settings: object,
 ) -> BeatEngine:
-    keys = KeySpace(f"cw{uuid.uuid4().hex[:6]}")
-    registry = WorkerRegistry(client, keys, ttl=600)
-    registry.register(
-        WorkerInfo(name="celery@a", node="a", queues=("celery",), slots=3, pool="threads", pid=1)
-    )
-    return BeatEngine(
-        store=store,
-        leases=RedisLeases(client, keys, ping_timeout=2.0, steal_delay=1.0),
-        registry=registry,
-        dispatches=DispatchRecords(client, keys),
-        publish=publish,
-        settings=DgsSettings(store_poll_interval=0.001, **settings),  # type: ignore[arg-type]
-        clock=clock,
-    )
+    return fake_clock_engine(store, client, clock, publish, slots=3, **settings)
 
 
 def test_beat_holds_only_the_window_and_reads_on_as_time_moves(
