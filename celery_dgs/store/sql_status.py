@@ -33,12 +33,14 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
+    ColumnClause,
     ColumnElement,
     Connection,
     Table,
     and_,
     bindparam,
     case,
+    column,
     func,
     literal_column,
     or_,
@@ -119,7 +121,8 @@ def _from(index: str, dialect: str) -> str:
 #: The moment the urgency order sorts a level by: ``error_at`` in ERROR,
 #: else ``should_start_by`` (``celery_dgs.status.urgency_key``).
 _URGENT_AT = case((LEVEL_AT == _ERROR, _ERROR_AT), else_=_T.c.should_start_by)
-_ROW_COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
+#: Untyped: the driver's values go to the loader's memo as they are.
+_ROW_COLUMNS: list[ColumnClause[Any]] = [column(name) for name in SCHEDULE_COLUMNS]
 _WIDTH = len(SCHEDULE_COLUMNS)
 
 
@@ -169,6 +172,7 @@ class StatusMethods(SqlStoreBase):
                 return
             stmt = (
                 select(*_ROW_COLUMNS)
+                .select_from(_T)
                 .where(_where(selection, conn.dialect.name))
                 .order_by(LEVEL_AT.desc(), _URGENT_AT.is_not(None), _URGENT_AT, _T.c.name)
             )
@@ -210,6 +214,7 @@ class StatusMethods(SqlStoreBase):
         entries of ``ix_dgs_schedules_failing``."""
         stmt = (
             select(*_ROW_COLUMNS)
+            .select_from(_T)
             .where(text(FAILING_SCHEDULE))
             .order_by(_T.c.last_end_at.desc().nulls_last(), _T.c.name)
             .limit(limit)

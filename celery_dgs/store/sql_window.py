@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, or_, select, text
+from sqlalchemy import ColumnClause, Select, Table, and_, column, or_, select, text
 
 from .convert import utc
 from .engine import connection_transaction
@@ -17,7 +17,10 @@ from .records import StoredSchedule
 from .sql_base import SqlStoreBase
 
 _T = cast(Table, ScheduleRow.__table__)
-_COLUMNS = [_T.c[name] for name in SCHEDULE_COLUMNS]
+#: The columns untyped: the driver's values go to the loader's memo as they
+#: are (:func:`~.loader.stored_schedule_from_values`), not through each
+#: column type's result processing first.
+_COLUMNS: list[ColumnClause[Any]] = [column(name) for name in SCHEDULE_COLUMNS]
 #: As the partial indexes state it: the planner then uses them.
 _ACTIVE_SCHEDULE = text("kind <> 'check' AND active")
 
@@ -31,7 +34,11 @@ def window_statement(
     """The ``SELECT`` of one slice (the rows with kept times): a range of
     ``ix_dgs_schedules_window``, in its order."""
     can = _T.c.next_can_start_at
-    stmt = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
+    stmt = (
+        select(*_COLUMNS)
+        .select_from(_T)
+        .where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
+    )
     if can_after is not None:
         stmt = stmt.where(can > utc(can_after, "can_after"))
     if key_after is not None:
@@ -65,7 +72,11 @@ class WindowMethods(SqlStoreBase):
         found: list[Any] = []
         with connection_transaction(self.engine, write=False) as conn:
             if can_after is None and key_after is None:
-                unkept = select(*_COLUMNS).where(_ACTIVE_SCHEDULE, _T.c.next_can_start_at.is_(None))
+                unkept = (
+                    select(*_COLUMNS)
+                    .select_from(_T)
+                    .where(_ACTIVE_SCHEDULE, _T.c.next_can_start_at.is_(None))
+                )
                 found.extend(conn.execute(unkept.order_by(_T.c.name).limit(limit)))
             if len(found) < limit:
                 stmt = window_statement(can_after, can_until, key_after, limit - len(found))
