@@ -8,7 +8,9 @@ Here the values are handed to the driver as they are (the constant
 
 * **PostgreSQL**: the stored rows of the batch are read with ``name =
   ANY(%s)`` (one array parameter per 100,000 names) and only those that
-  change are locked; new rows go in with ``COPY``; changed rows are copied
+  change are locked; new rows go in with ``COPY`` (each row's line of text
+  built here: its five own columns escaped, the columns it shares with the
+  other rows of its shape formatted once); changed rows are copied
   into a temporary table and written by one ``UPDATE ... FROM``. All on the
   SQLAlchemy connection's own psycopg connection, inside its transaction.
 * **SQLite**: new rows in one driver ``executemany`` ``INSERT``, changed
@@ -89,6 +91,10 @@ _PG_UPDATE_FROM_BATCH = (
 )
 
 
+#: Rows of new schedules per ``COPY`` data message (PostgreSQL).
+COPY_ROWS_PER_WRITE = 5_000
+
+
 def _driver(conn: Connection) -> Any:
     """The psycopg connection under ``conn`` (in ``conn``'s transaction)."""
     return conn.connection.driver_connection
@@ -128,27 +134,10 @@ def insert_new(
     ``updated_at`` ``now``, ``change_seq`` ``seq``), with their kept columns
     (``kept``)."""
     if conn.dialect.name == "postgresql":
+        lines = _CopyLines((SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME), kept)
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
-            write = copy.write_row
-            for name, spec, text, hint in rows:
-                write(
-                    (
-                        name,
-                        spec.task,
-                        spec.configuration,
-                        spec.kind,
-                        text,
-                        SPEC_FORMAT_VERSION,
-                        True,
-                        False,
-                        now,
-                        seq,
-                        now,
-                        OWNER_RUNTIME,
-                        hint,
-                        *kept.row(spec),
-                    )
-                )
+            for at in range(0, len(rows), COPY_ROWS_PER_WRITE):
+                copy.write("".join(map(lines.line, rows[at : at + COPY_ROWS_PER_WRITE])))
         return
     at = _bound_moment(conn, now)
     bound: dict[int, tuple[Any, ...]] = {}
@@ -174,6 +163,59 @@ def insert_new(
             for name, spec, text, hint in rows
         ],
     )
+
+
+def copy_value(value: Any) -> str:
+    """``value`` as a column of a line of ``COPY``'s text format: ``\\N`` for
+    None, ``t``/``f``, a number's digits, a datetime as ``str`` gives it (ISO
+    8601 with its UTC offset), text with backslash, tab, newline and carriage
+    return escaped."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, datetime):
+        return str(value)
+    if isinstance(value, str):
+        return copy_text(value)
+    raise TypeError(f"no COPY text form for {type(value).__name__} {value!r}")
+
+
+def copy_text(text: str) -> str:
+    """``text`` with what ``COPY``'s text format escapes escaped."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+class _CopyLines:
+    """Lines of ``COPY``'s text format of new rows (``_INSERT_COLUMNS``):
+    ``constants`` (the columns from ``spec_format`` to ``owner``) formatted
+    once, each distinct tuple of kept values (:class:`NewRowTimes` shares
+    one per shape) once, and each row's own columns escaped only when they
+    hold what ``COPY`` escapes."""
+
+    def __init__(self, constants: tuple[Any, ...], kept: NewRowTimes) -> None:
+        self._constants = "\t".join(map(copy_value, constants))
+        self._kept = kept
+        self._kept_texts: dict[int, tuple[tuple[Any, ...], str]] = {}
+
+    def line(self, row: Prepared) -> str:
+        name, spec, text, hint = row
+        own = (name, spec.task, spec.configuration, spec.kind, text)
+        body = "\t".join(own)
+        if "\\" in body or "\n" in body or "\r" in body or body.count("\t") != len(own) - 1:
+            body = "\t".join(map(copy_text, own))
+        hint_text = "\\N" if hint is None else copy_value(hint)
+        return f"{body}\t{self._constants}\t{hint_text}\t{self._kept_text(spec)}\n"
+
+    def _kept_text(self, spec: ScheduleSpec) -> str:
+        values = self._kept.row(spec)
+        found = self._kept_texts.get(id(values))
+        if found is None or found[0] is not values:
+            found = (values, "\t".join(map(copy_value, values)))
+            self._kept_texts[id(values)] = found
+        return found[1]
 
 
 def _bound_kept(
