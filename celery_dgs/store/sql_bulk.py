@@ -8,9 +8,10 @@ Here the values are handed to the driver as they are (the constant
 
 * **PostgreSQL**: the stored rows of the batch are read with ``name =
   ANY(%s)`` (one array parameter per 100,000 names) and only those that
-  change are locked; new rows go in with ``COPY`` (each row's line of text
-  built here: its five own columns escaped, the columns it shares with the
-  other rows of its shape formatted once); changed rows are copied
+  change are locked; new rows go in with ``COPY`` in its binary format
+  (:mod:`.copy_binary`; each row's bytes built here: its own columns
+  encoded, the columns it shares with the other rows of its shape encoded
+  once); changed rows are copied
   into a temporary table and written by one ``UPDATE ... FROM``. All on the
   SQLAlchemy connection's own psycopg connection, inside its transaction.
 * **SQLite**: new rows in one driver ``executemany`` ``INSERT``, changed
@@ -29,6 +30,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
+from . import copy_binary
 from .kept import KEPT_COLUMNS, NewRowTimes
 from .models import ScheduleRow
 from .records import OWNER_RUNTIME
@@ -77,7 +79,7 @@ _PG_READ = (
     "FROM dgs_schedules WHERE name = ANY(%s)"
 )
 _PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
-_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN"
+_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN (FORMAT binary)"
 _PG_BATCH_TABLE = (
     "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
     "kind text, spec text, hint timestamptz) ON COMMIT DROP"
@@ -134,10 +136,12 @@ def insert_new(
     ``updated_at`` ``now``, ``change_seq`` ``seq``), with their kept columns
     (``kept``)."""
     if conn.dialect.name == "postgresql":
-        lines = _CopyLines((SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME), kept)
+        encoded = _CopyRows((SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME), kept)
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
+            copy.write(copy_binary.SIGNATURE)
             for at in range(0, len(rows), COPY_ROWS_PER_WRITE):
-                copy.write("".join(map(lines.line, rows[at : at + COPY_ROWS_PER_WRITE])))
+                copy.write(b"".join(map(encoded.row, rows[at : at + COPY_ROWS_PER_WRITE])))
+            copy.write(copy_binary.TRAILER)
         return
     at = _bound_moment(conn, now)
     bound: dict[int, tuple[Any, ...]] = {}
@@ -165,56 +169,66 @@ def insert_new(
     )
 
 
-def copy_value(value: Any) -> str:
-    """``value`` as a column of a line of ``COPY``'s text format: ``\\N`` for
-    None, ``t``/``f``, a number's digits, a datetime as ``str`` gives it (ISO
-    8601 with its UTC offset), text with backslash, tab, newline and carriage
-    return escaped."""
-    if value is None:
-        return "\\N"
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, datetime):
-        return str(value)
-    if isinstance(value, str):
-        return copy_text(value)
-    raise TypeError(f"no COPY text form for {type(value).__name__} {value!r}")
+#: The encoders of ``_INSERT_COLUMNS`` from ``spec_format`` to ``owner``.
+_CONSTANT_ENCODERS = (
+    copy_binary.int4,
+    copy_binary.boolean,
+    copy_binary.boolean,
+    copy_binary.timestamptz,
+    copy_binary.int8,
+    copy_binary.timestamptz,
+    copy_binary.text,
+)
+#: The encoders of :data:`~.kept.KEPT_COLUMNS`.
+_KEPT_ENCODERS = (
+    copy_binary.timestamptz,
+    copy_binary.timestamptz,
+    copy_binary.int4,
+    copy_binary.text,
+    copy_binary.timestamptz,
+    copy_binary.text,
+    copy_binary.timestamptz,
+    copy_binary.text,
+    copy_binary.text,
+)
+_ROW_HEADER = copy_binary.row_header(len(_INSERT_COLUMNS))
 
 
-def copy_text(text: str) -> str:
-    """``text`` with what ``COPY``'s text format escapes escaped."""
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-class _CopyLines:
-    """Lines of ``COPY``'s text format of new rows (``_INSERT_COLUMNS``):
-    ``constants`` (the columns from ``spec_format`` to ``owner``) formatted
+class _CopyRows:
+    """New rows (``_INSERT_COLUMNS``) in ``COPY``'s binary format:
+    ``constants`` (the columns from ``spec_format`` to ``owner``) encoded
     once, each distinct tuple of kept values (:class:`NewRowTimes` shares
-    one per shape) once, and each row's own columns escaped only when they
-    hold what ``COPY`` escapes."""
+    one per shape) once, and each row's own columns (its name, task,
+    configuration, kind, spec text, and ``last_modified`` hint)."""
 
     def __init__(self, constants: tuple[Any, ...], kept: NewRowTimes) -> None:
-        self._constants = "\t".join(map(copy_value, constants))
+        self._constants = copy_binary.values(_CONSTANT_ENCODERS, constants)
         self._kept = kept
-        self._kept_texts: dict[int, tuple[tuple[Any, ...], str]] = {}
+        self._kept_bytes: dict[int, tuple[tuple[Any, ...], bytes]] = {}
 
-    def line(self, row: Prepared) -> str:
+    def row(self, row: Prepared) -> bytes:
         name, spec, text, hint = row
-        own = (name, spec.task, spec.configuration, spec.kind, text)
-        body = "\t".join(own)
-        if "\\" in body or "\n" in body or "\r" in body or body.count("\t") != len(own) - 1:
-            body = "\t".join(map(copy_text, own))
-        hint_text = "\\N" if hint is None else copy_value(hint)
-        return f"{body}\t{self._constants}\t{hint_text}\t{self._kept_text(spec)}\n"
+        encode = copy_binary.text
+        return b"".join(
+            (
+                _ROW_HEADER,
+                encode(name),
+                encode(spec.task),
+                encode(spec.configuration),
+                encode(spec.kind),
+                encode(text),
+                self._constants,
+                copy_binary.timestamptz(hint),
+                self._kept_values(spec),
+            )
+        )
 
-    def _kept_text(self, spec: ScheduleSpec) -> str:
+    def _kept_values(self, spec: ScheduleSpec) -> bytes:
         values = self._kept.row(spec)
-        found = self._kept_texts.get(id(values))
+        found = self._kept_bytes.get(id(values))
         if found is None or found[0] is not values:
-            found = (values, "\t".join(map(copy_value, values)))
-            self._kept_texts[id(values)] = found
+            found = (values, copy_binary.values(_KEPT_ENCODERS, values))
+            self._kept_bytes[id(values)] = found
         return found[1]
 
 

@@ -183,9 +183,9 @@ def test_the_loader_shares_a_template_across_arguments_and_reads_edits_as_valida
 
 
 def test_new_rows_keep_every_character_and_their_kept_values(sql_store: SqlScheduleStore) -> None:
-    """What ``COPY``'s text format escapes (backslash, tab, newline, carriage
-    return), its NULL marker and non-ASCII text, in the names, the arguments
-    and the queue, are stored as given; so are the kept values and the hint."""
+    """Backslash, tab, newline, carriage return, ``COPY``'s text NULL marker,
+    ``%`` and braces, and non-ASCII text, in the names, the arguments and the
+    queue, are stored as given; so are the kept values and the hint."""
     odd = ["tab\there", "new\nline", "cr\rx", "back\\slash", "\\N", "é ü 雪", "%s {0}"]
     rows: list[dict[str, Any]] = [
         {
