@@ -39,7 +39,7 @@ def row_header(columns: int) -> bytes:
     return _INT2(columns)
 
 
-def text(value: str | None) -> bytes:
+def text_bytes(value: str | None) -> bytes:
     """A ``text`` or ``varchar`` value (UTF-8)."""
     if value is None:
         return NULL
@@ -47,30 +47,30 @@ def text(value: str | None) -> bytes:
     return _INT4(len(data)) + data
 
 
-def int4(value: int | None) -> bytes:
+def int4_bytes(value: int | None) -> bytes:
     """An ``integer`` value."""
     return NULL if value is None else _WITH_INT4(4, value)
 
 
-def int8(value: int | None) -> bytes:
+def int8_bytes(value: int | None) -> bytes:
     """A ``bigint`` value."""
     return NULL if value is None else _WITH_INT8(8, value)
 
 
-def boolean(value: bool | None) -> bytes:
+def boolean_bytes(value: bool | None) -> bytes:
     """A ``boolean`` value."""
     if value is None:
         return NULL
     return _TRUE if value else _FALSE
 
 
-def timestamptz(value: datetime | None) -> bytes:
+def timestamptz_bytes(value: datetime | None) -> bytes:
     """A ``timestamptz`` value of an aware datetime (``TypeError`` for a naive one)."""
     if value is None:
         return NULL
     return _WITH_INT8(8, (value - PG_EPOCH) // _MICROSECOND)
 
 
-def values(encoders: tuple[Encoder, ...], row: tuple[Any, ...]) -> bytes:
+def values_bytes(encoders: tuple[Encoder, ...], row: tuple[Any, ...]) -> bytes:
     """The bytes of ``row``'s values, each by its column's encoder."""
     return b"".join([encode(value) for encode, value in zip(encoders, row, strict=True)])

@@ -30,7 +30,17 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
-from . import copy_binary
+from .copy_binary import (
+    SIGNATURE,
+    TRAILER,
+    boolean_bytes,
+    int4_bytes,
+    int8_bytes,
+    row_header,
+    text_bytes,
+    timestamptz_bytes,
+    values_bytes,
+)
 from .kept import KEPT_COLUMNS, NewRowTimes
 from .models import ScheduleRow
 from .records import OWNER_RUNTIME
@@ -138,10 +148,10 @@ def insert_new(
     if conn.dialect.name == "postgresql":
         encoded = _CopyRows((SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME), kept)
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
-            copy.write(copy_binary.SIGNATURE)
+            copy.write(SIGNATURE)
             for at in range(0, len(rows), COPY_ROWS_PER_WRITE):
                 copy.write(b"".join(map(encoded.row, rows[at : at + COPY_ROWS_PER_WRITE])))
-            copy.write(copy_binary.TRAILER)
+            copy.write(TRAILER)
         return
     at = _bound_moment(conn, now)
     bound: dict[int, tuple[Any, ...]] = {}
@@ -171,27 +181,27 @@ def insert_new(
 
 #: The encoders of ``_INSERT_COLUMNS`` from ``spec_format`` to ``owner``.
 _CONSTANT_ENCODERS = (
-    copy_binary.int4,
-    copy_binary.boolean,
-    copy_binary.boolean,
-    copy_binary.timestamptz,
-    copy_binary.int8,
-    copy_binary.timestamptz,
-    copy_binary.text,
+    int4_bytes,
+    boolean_bytes,
+    boolean_bytes,
+    timestamptz_bytes,
+    int8_bytes,
+    timestamptz_bytes,
+    text_bytes,
 )
 #: The encoders of :data:`~.kept.KEPT_COLUMNS`.
 _KEPT_ENCODERS = (
-    copy_binary.timestamptz,
-    copy_binary.timestamptz,
-    copy_binary.int4,
-    copy_binary.text,
-    copy_binary.timestamptz,
-    copy_binary.text,
-    copy_binary.timestamptz,
-    copy_binary.text,
-    copy_binary.text,
+    timestamptz_bytes,
+    timestamptz_bytes,
+    int4_bytes,
+    text_bytes,
+    timestamptz_bytes,
+    text_bytes,
+    timestamptz_bytes,
+    text_bytes,
+    text_bytes,
 )
-_ROW_HEADER = copy_binary.row_header(len(_INSERT_COLUMNS))
+_ROW_HEADER = row_header(len(_INSERT_COLUMNS))
 
 
 class _CopyRows:
@@ -202,13 +212,13 @@ class _CopyRows:
     configuration, kind, spec text, and ``last_modified`` hint)."""
 
     def __init__(self, constants: tuple[Any, ...], kept: NewRowTimes) -> None:
-        self._constants = copy_binary.values(_CONSTANT_ENCODERS, constants)
+        self._constants = values_bytes(_CONSTANT_ENCODERS, constants)
         self._kept = kept
         self._kept_bytes: dict[int, tuple[tuple[Any, ...], bytes]] = {}
 
     def row(self, row: Prepared) -> bytes:
         name, spec, text, hint = row
-        encode = copy_binary.text
+        encode = text_bytes
         return b"".join(
             (
                 _ROW_HEADER,
@@ -218,7 +228,7 @@ class _CopyRows:
                 encode(spec.kind),
                 encode(text),
                 self._constants,
-                copy_binary.timestamptz(hint),
+                timestamptz_bytes(hint),
                 self._kept_values(spec),
             )
         )
@@ -227,7 +237,7 @@ class _CopyRows:
         values = self._kept.row(spec)
         found = self._kept_bytes.get(id(values))
         if found is None or found[0] is not values:
-            found = (values, copy_binary.values(_KEPT_ENCODERS, values))
+            found = (values, values_bytes(_KEPT_ENCODERS, values))
             self._kept_bytes[id(values)] = found
         return found[1]
 

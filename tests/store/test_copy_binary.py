@@ -36,39 +36,46 @@ def psycopg_bytes(dumper: Any, cls: type, value: Any) -> bytes:
     ],
 )
 def test_timestamptz(value: datetime) -> None:
-    assert copy_binary.timestamptz(value) == psycopg_bytes(DatetimeBinaryDumper, datetime, value)
+    assert copy_binary.timestamptz_bytes(value) == psycopg_bytes(
+        DatetimeBinaryDumper, datetime, value
+    )
 
 
 def test_a_naive_datetime_is_refused() -> None:
     with pytest.raises(TypeError):
-        copy_binary.timestamptz(datetime(2026, 3, 1))
+        copy_binary.timestamptz_bytes(datetime(2026, 3, 1))
 
 
 @pytest.mark.parametrize("value", ["", "abc", "tab\t\\N\n", "é 雪 \U0001f600", "x" * 70_000])
 def test_text(value: str) -> None:
-    assert copy_binary.text(value) == psycopg_bytes(StrBinaryDumper, str, value)
+    assert copy_binary.text_bytes(value) == psycopg_bytes(StrBinaryDumper, str, value)
 
 
 @pytest.mark.parametrize("value", [0, 1, -1, 2**31 - 1, -(2**31)])
 def test_int4(value: int) -> None:
-    assert copy_binary.int4(value) == psycopg_bytes(Int4BinaryDumper, int, value)
+    assert copy_binary.int4_bytes(value) == psycopg_bytes(Int4BinaryDumper, int, value)
 
 
 @pytest.mark.parametrize("value", [0, 7, -7, 2**63 - 1, -(2**63)])
 def test_int8(value: int) -> None:
-    assert copy_binary.int8(value) == psycopg_bytes(Int8BinaryDumper, int, value)
+    assert copy_binary.int8_bytes(value) == psycopg_bytes(Int8BinaryDumper, int, value)
 
 
 @pytest.mark.parametrize("value", [True, False])
 def test_boolean(value: bool) -> None:
-    assert copy_binary.boolean(value) == psycopg_bytes(BoolBinaryDumper, bool, value)
+    assert copy_binary.boolean_bytes(value) == psycopg_bytes(BoolBinaryDumper, bool, value)
 
 
 def test_null_and_a_row() -> None:
-    encoders = (copy_binary.text, copy_binary.int4, copy_binary.int8, copy_binary.boolean)
-    for encode in (*encoders, copy_binary.timestamptz):
+    encoders = (
+        copy_binary.text_bytes,
+        copy_binary.int4_bytes,
+        copy_binary.int8_bytes,
+        copy_binary.boolean_bytes,
+    )
+    for encode in (*encoders, copy_binary.timestamptz_bytes):
         assert encode(None) == b"\xff\xff\xff\xff"
-    row = copy_binary.row_header(4) + copy_binary.values(encoders, ("a", None, 2, True))
+    row = copy_binary.row_header(4) + copy_binary.values_bytes(encoders, ("a", None, 2, True))
     assert row == (
         b"\x00\x04"
         + b"\x00\x00\x00\x01a"
@@ -78,4 +85,4 @@ def test_null_and_a_row() -> None:
         + b"\x00\x00\x00\x01\x01"
     )
     with pytest.raises(ValueError, match="zip"):
-        copy_binary.values(encoders, ("a", None))
+        copy_binary.values_bytes(encoders, ("a", None))
