@@ -58,7 +58,7 @@ Prepared = tuple[str, ScheduleSpec, str, datetime | None]
 #: upstream_modified_at)``.
 StoredState = tuple[str, int, bool, str, str | None, datetime | None]
 
-_INSERT_COLUMNS = (
+INSERT_COLUMNS = (
     "name",
     "task",
     "configuration",
@@ -75,8 +75,8 @@ _INSERT_COLUMNS = (
     *KEPT_COLUMNS,
 )
 _SQLITE_INSERT = (
-    f"INSERT INTO dgs_schedules ({', '.join(_INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
+    f"INSERT INTO dgs_schedules ({', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
 _SQLITE_UPDATE = (
     "UPDATE dgs_schedules SET task = ?, configuration = ?, kind = ?, spec = ?, "
@@ -89,7 +89,7 @@ _PG_READ = (
     "FROM dgs_schedules WHERE name = ANY(%s)"
 )
 _PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
-_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN (FORMAT binary)"
+_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT binary)"
 _PG_BATCH_TABLE = (
     "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
     "kind text, spec text, hint timestamptz) ON COMMIT DROP"
@@ -179,7 +179,7 @@ def insert_new(
     )
 
 
-#: The encoders of ``_INSERT_COLUMNS`` from ``spec_format`` to ``owner``.
+#: The encoders of ``INSERT_COLUMNS`` from ``spec_format`` to ``owner``.
 _CONSTANT_ENCODERS = (
     int4_bytes,
     boolean_bytes,
@@ -201,11 +201,18 @@ _KEPT_ENCODERS = (
     text_bytes,
     text_bytes,
 )
-_ROW_HEADER = row_header(len(_INSERT_COLUMNS))
+_ROW_HEADER = row_header(len(INSERT_COLUMNS))
+#: The encoder of each of ``INSERT_COLUMNS``, in their order.
+INSERT_ENCODERS = (
+    *(text_bytes,) * 5,
+    *_CONSTANT_ENCODERS,
+    timestamptz_bytes,
+    *_KEPT_ENCODERS,
+)
 
 
 class _CopyRows:
-    """New rows (``_INSERT_COLUMNS``) in ``COPY``'s binary format:
+    """New rows (``INSERT_COLUMNS``) in ``COPY``'s binary format:
     ``constants`` (the columns from ``spec_format`` to ``owner``) encoded
     once, each distinct tuple of kept values (:class:`NewRowTimes` shares
     one per shape) once, and each row's own columns (its name, task,

@@ -13,10 +13,19 @@ from psycopg.types.bool import BoolBinaryDumper
 from psycopg.types.datetime import DatetimeBinaryDumper
 from psycopg.types.numeric import Int4BinaryDumper, Int8BinaryDumper
 from psycopg.types.string import StrBinaryDumper
+from sqlalchemy import text
 
-from celery_dgs.store import copy_binary
+from celery_dgs.store import SqlScheduleStore, copy_binary, sql_bulk
 
 UTC = timezone.utc
+#: The PostgreSQL column types each encoder writes.
+WRITES: dict[Any, tuple[str, ...]] = {
+    copy_binary.text_bytes: ("text", "character varying"),
+    copy_binary.int4_bytes: ("integer",),
+    copy_binary.int8_bytes: ("bigint",),
+    copy_binary.boolean_bytes: ("boolean",),
+    copy_binary.timestamptz_bytes: ("timestamp with time zone",),
+}
 
 
 def psycopg_bytes(dumper: Any, cls: type, value: Any) -> bytes:
@@ -86,3 +95,20 @@ def test_null_and_a_row() -> None:
     )
     with pytest.raises(ValueError, match="zip"):
         copy_binary.values_bytes(encoders, ("a", None))
+
+
+@pytest.mark.postgres
+def test_the_new_rows_encoders_fit_the_tables_columns(pg_store: SqlScheduleStore) -> None:
+    """Each column ``COPY`` writes for a new row has the type its encoder writes."""
+    with pg_store.engine.connect() as conn:
+        types = dict(
+            conn.execute(
+                text(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'dgs_schedules'"
+                )
+            ).all()
+        )
+    assert len(sql_bulk.INSERT_ENCODERS) == len(sql_bulk.INSERT_COLUMNS)
+    for column, encoder in zip(sql_bulk.INSERT_COLUMNS, sql_bulk.INSERT_ENCODERS, strict=True):
+        assert types[column] in WRITES[encoder], column
