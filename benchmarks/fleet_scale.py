@@ -41,8 +41,9 @@ Figures, each beside its goal and a baseline measured in the same run:
 
 Also: the store's size on disk per row, and the kept-column backfill's cost
 per row (a slice of 100,000 rows written again). ``--quick``: 20,000 / 10,000
-schedules, seconds. The PostgreSQL data and the SQLite file are removed at the
-end unless ``--keep``.
+schedules, seconds. ``--fill-only``: figure 1 alone (with ``--no-sqlite
+--no-decision``: PostgreSQL's fill). The PostgreSQL data and the SQLite file
+are removed at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -637,6 +638,7 @@ class Options:
     web_cap_mib: float
     web_first_s: float
     repeats: int
+    fill_only: bool = False
 
 
 def run_fleet(
@@ -657,6 +659,9 @@ def run_fleet(
     ]
     lines = fill_lines(label, n, got)
     log(lines[-1].text())
+    if opts.fill_only:
+        store.close()
+        return lines, notes
     lines += status_lines(url, redis_url, n, f"{label} backlog", opts.json_seconds)
     lines += changes_lines(store, api, n, f"{label} backlog", opts.repeats, 1)
     log(lines[-1].text())
@@ -706,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         web_cap_mib=args.web_cap_mib,
         web_first_s=args.web_first_s,
         repeats=1 if quick else 3,
+        fill_only=args.fill_only,
     )
     pg_n = args.pg_schedules or (20_000 if quick else 10_000_000)
     sqlite_n = args.sqlite_schedules or (10_000 if quick else 1_000_000)
@@ -733,6 +739,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-decision", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument(
+        "--fill-only", action="store_true", help="only the fill: upsert_many beside raw COPY"
+    )
     return parser.parse_args(argv)
 
 

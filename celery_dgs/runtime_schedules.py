@@ -23,6 +23,7 @@ upsert of a disabled adaptive schedule enables it again.
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,7 +222,20 @@ class RuntimeSchedules:
     def upsert_lines(self, rows: Iterable[tuple[int, Entry | RowError]]) -> BulkReport:
         """:meth:`upsert_many` of rows numbered by the caller (a file's line
         numbers); a :class:`RowError` given in place of a row (a line that
-        did not parse) is reported with the others."""
+        did not parse) is reported with the others.
+
+        The cyclic GC is paused meanwhile, as for beat's load: a batch
+        allocates several objects per row and no cycles, and each collection
+        would walk all of them (a third of the CPU of a 200,000-row call)."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._upsert_lines(rows)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _upsert_lines(self, rows: Iterable[tuple[int, Entry | RowError]]) -> BulkReport:
         good: dict[str, tuple[int, ScheduleSpec, str]] = {}
         hints: dict[str, datetime] = {}
         errors: list[RowError] = []

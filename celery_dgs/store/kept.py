@@ -6,9 +6,10 @@ Both stores write them in the transaction that changes what they depend on
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
@@ -32,6 +33,10 @@ KEPT_COLUMNS: tuple[str, ...] = (
 
 #: Distinct spec shapes :class:`NewRowTimes` remembers before it starts over.
 NEW_ROW_SHAPES_MAX = 10_000
+#: The spec fields a row has of its own: not part of its shape.
+_OWN_FIELDS = frozenset({"task", "configuration", "args", "kwargs"})
+#: Per spec class, the getter of its shape's field values (all but its own).
+_SHAPE_GETTERS: dict[type[ScheduleSpec], Callable[[ScheduleSpec], tuple[Any, ...]]] = {}
 
 
 def times_of(
@@ -84,27 +89,50 @@ def condition_of(values: Sequence[Any]) -> KeptCondition:
     )
 
 
+def _shape_getter(cls: type[ScheduleSpec]) -> Callable[[ScheduleSpec], tuple[Any, ...]]:
+    """The getter of the values of ``cls``'s fields but a row's own, as a tuple."""
+    getter = _SHAPE_GETTERS.get(cls)
+    if getter is None:
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in _OWN_FIELDS]
+        # Every spec class has several such fields: attrgetter gives a tuple.
+        getter = _SHAPE_GETTERS[cls] = attrgetter(*names)
+    return getter
+
+
+def shape_key(spec: ScheduleSpec) -> Hashable:
+    """The spec's shape: its class, and the values and types of its fields but
+    its name fields, ``args`` and ``kwargs`` (a tuple, which may hold an
+    unhashable value). Two specs of one shape have the same kept values as
+    new rows."""
+    values = _shape_getter(type(spec))(spec)
+    return (type(spec), values, tuple(map(type, values)))
+
+
 class NewRowTimes:
     """Kept values of new rows (registered ``now``, never run), remembered by
-    spec shape (the spec without its name and arguments): a bulk insert of a
-    million schedules of a few shapes computes a few times, not a million."""
+    spec shape (:func:`shape_key`: the spec without its name and arguments):
+    a bulk insert of a million schedules of a few shapes computes a few
+    times, not a million."""
 
     def __init__(self, now: datetime, retry_ladder: Sequence[timedelta]) -> None:
         self.now = now
         self.retry_ladder = retry_ladder
         self._stats = ScheduleStats(registered_at=now)
-        self._by_shape: dict[str, tuple[Any, ...]] = {}
+        self._by_shape: dict[Hashable, tuple[Any, ...]] = {}
 
     def row(self, spec: ScheduleSpec) -> tuple[Any, ...]:
         """:func:`kept_row` of a new row of ``spec``."""
-        fields = spec.to_dict()
-        for key in ("task", "configuration", "args", "kwargs"):
-            fields.pop(key, None)
-        shape = json.dumps(fields, sort_keys=True, default=str)
-        found = self._by_shape.get(shape)
+        shape = shape_key(spec)
+        try:
+            found = self._by_shape.get(shape)
+        except TypeError:  # a field value that does not hash: computed for this row alone
+            return self._computed(spec)
         if found is None:
             if len(self._by_shape) >= NEW_ROW_SHAPES_MAX:
                 self._by_shape.clear()
-            times = kept_times(spec, self._stats, self.now, retry_ladder=self.retry_ladder)
-            found = self._by_shape[shape] = kept_row(times, spec.pool)
+            found = self._by_shape[shape] = self._computed(spec)
         return found
+
+    def _computed(self, spec: ScheduleSpec) -> tuple[Any, ...]:
+        times = kept_times(spec, self._stats, self.now, retry_ladder=self.retry_ladder)
+        return kept_row(times, spec.pool)

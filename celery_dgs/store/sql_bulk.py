@@ -8,7 +8,10 @@ Here the values are handed to the driver as they are (the constant
 
 * **PostgreSQL**: the stored rows of the batch are read with ``name =
   ANY(%s)`` (one array parameter per 100,000 names) and only those that
-  change are locked; new rows go in with ``COPY``; changed rows are copied
+  change are locked; new rows go in with ``COPY`` in its binary format
+  (:mod:`.copy_binary`; each row's bytes built here: its own columns
+  encoded, the columns it shares with the other rows of its shape encoded
+  once); changed rows are copied
   into a temporary table and written by one ``UPDATE ... FROM``. All on the
   SQLAlchemy connection's own psycopg connection, inside its transaction.
 * **SQLite**: new rows in one driver ``executemany`` ``INSERT``, changed
@@ -27,6 +30,17 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table
 
 from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
+from .copy_binary import (
+    SIGNATURE,
+    TRAILER,
+    boolean_bytes,
+    int4_bytes,
+    int8_bytes,
+    row_header,
+    text_bytes,
+    timestamptz_bytes,
+    values_bytes,
+)
 from .kept import KEPT_COLUMNS, NewRowTimes
 from .models import ScheduleRow
 from .records import OWNER_RUNTIME
@@ -44,7 +58,7 @@ Prepared = tuple[str, ScheduleSpec, str, datetime | None]
 #: upstream_modified_at)``.
 StoredState = tuple[str, int, bool, str, str | None, datetime | None]
 
-_INSERT_COLUMNS = (
+INSERT_COLUMNS = (
     "name",
     "task",
     "configuration",
@@ -61,8 +75,8 @@ _INSERT_COLUMNS = (
     *KEPT_COLUMNS,
 )
 _SQLITE_INSERT = (
-    f"INSERT INTO dgs_schedules ({', '.join(_INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
+    f"INSERT INTO dgs_schedules ({', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
 _SQLITE_UPDATE = (
     "UPDATE dgs_schedules SET task = ?, configuration = ?, kind = ?, spec = ?, "
@@ -75,7 +89,7 @@ _PG_READ = (
     "FROM dgs_schedules WHERE name = ANY(%s)"
 )
 _PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
-_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(_INSERT_COLUMNS)}) FROM STDIN"
+_PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT binary)"
 _PG_BATCH_TABLE = (
     "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
     "kind text, spec text, hint timestamptz) ON COMMIT DROP"
@@ -87,6 +101,10 @@ _PG_UPDATE_FROM_BATCH = (
     "disabled_reason = NULL, upstream_modified_at = COALESCE(b.hint, s.upstream_modified_at) "
     "FROM dgs_runtime_batch AS b WHERE s.name = b.name"
 )
+
+
+#: Rows of new schedules per ``COPY`` data message (PostgreSQL).
+COPY_ROWS_PER_WRITE = 5_000
 
 
 def _driver(conn: Connection) -> Any:
@@ -128,27 +146,12 @@ def insert_new(
     ``updated_at`` ``now``, ``change_seq`` ``seq``), with their kept columns
     (``kept``)."""
     if conn.dialect.name == "postgresql":
+        encoded = _CopyRows((SPEC_FORMAT_VERSION, True, False, now, seq, now, OWNER_RUNTIME), kept)
         with _driver(conn).cursor() as cur, cur.copy(_PG_COPY_NEW) as copy:
-            write = copy.write_row
-            for name, spec, text, hint in rows:
-                write(
-                    (
-                        name,
-                        spec.task,
-                        spec.configuration,
-                        spec.kind,
-                        text,
-                        SPEC_FORMAT_VERSION,
-                        True,
-                        False,
-                        now,
-                        seq,
-                        now,
-                        OWNER_RUNTIME,
-                        hint,
-                        *kept.row(spec),
-                    )
-                )
+            copy.write(SIGNATURE)
+            for at in range(0, len(rows), COPY_ROWS_PER_WRITE):
+                copy.write(b"".join(map(encoded.row, rows[at : at + COPY_ROWS_PER_WRITE])))
+            copy.write(TRAILER)
         return
     at = _bound_moment(conn, now)
     bound: dict[int, tuple[Any, ...]] = {}
@@ -174,6 +177,76 @@ def insert_new(
             for name, spec, text, hint in rows
         ],
     )
+
+
+#: The encoders of ``INSERT_COLUMNS`` from ``spec_format`` to ``owner``.
+_CONSTANT_ENCODERS = (
+    int4_bytes,
+    boolean_bytes,
+    boolean_bytes,
+    timestamptz_bytes,
+    int8_bytes,
+    timestamptz_bytes,
+    text_bytes,
+)
+#: The encoders of :data:`~.kept.KEPT_COLUMNS`.
+_KEPT_ENCODERS = (
+    timestamptz_bytes,
+    timestamptz_bytes,
+    int4_bytes,
+    text_bytes,
+    timestamptz_bytes,
+    text_bytes,
+    timestamptz_bytes,
+    text_bytes,
+    text_bytes,
+)
+_ROW_HEADER = row_header(len(INSERT_COLUMNS))
+#: The encoder of each of ``INSERT_COLUMNS``, in their order.
+INSERT_ENCODERS = (
+    *(text_bytes,) * 5,
+    *_CONSTANT_ENCODERS,
+    timestamptz_bytes,
+    *_KEPT_ENCODERS,
+)
+
+
+class _CopyRows:
+    """New rows (``INSERT_COLUMNS``) in ``COPY``'s binary format:
+    ``constants`` (the columns from ``spec_format`` to ``owner``) encoded
+    once, each distinct tuple of kept values (:class:`NewRowTimes` shares
+    one per shape) once, and each row's own columns (its name, task,
+    configuration, kind, spec text, and ``last_modified`` hint)."""
+
+    def __init__(self, constants: tuple[Any, ...], kept: NewRowTimes) -> None:
+        self._constants = values_bytes(_CONSTANT_ENCODERS, constants)
+        self._kept = kept
+        self._kept_bytes: dict[int, tuple[tuple[Any, ...], bytes]] = {}
+
+    def row(self, row: Prepared) -> bytes:
+        name, spec, text, hint = row
+        encode = text_bytes
+        return b"".join(
+            (
+                _ROW_HEADER,
+                encode(name),
+                encode(spec.task),
+                encode(spec.configuration),
+                encode(spec.kind),
+                encode(text),
+                self._constants,
+                timestamptz_bytes(hint),
+                self._kept_values(spec),
+            )
+        )
+
+    def _kept_values(self, spec: ScheduleSpec) -> bytes:
+        values = self._kept.row(spec)
+        found = self._kept_bytes.get(id(values))
+        if found is None or found[0] is not values:
+            found = (values, values_bytes(_KEPT_ENCODERS, values))
+            self._kept_bytes[id(values)] = found
+        return found[1]
 
 
 def _bound_kept(

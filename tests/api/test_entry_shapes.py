@@ -43,6 +43,8 @@ GOOD: list[dict[str, Any]] = [
         "args": ["\x00dgs-args\x00"],
     },
     {"name": "t.scrape@m", "period": 3600, "queue": "io", "expected": 60, "args": ["m"]},
+    {"name": "t.scrape@%s", "period": 3600, "queue": "%s%%{0}", "args": ["%d", "{1}"]},
+    {"name": "t.scrape@%d", "period": 3600, "queue": "%s%%{0}", "kwargs": {"%s": "%%"}},
     {
         "name": "t.scrape@o",
         "period": 3600,

@@ -5,16 +5,19 @@ PostgreSQL, one executemany on SQLite) and the loader's shapes without
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
+from celery_dgs.core.kept_condition import kept_times
 from celery_dgs.declarations import entry_spec
+from celery_dgs.errors import ScheduleConfigError
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store import OWNER_RUNTIME, SqlScheduleStore, sql_runtime
 from celery_dgs.store.convert import spec_json
+from celery_dgs.store.models import ScheduleRow
 
 from .conftest import T0, periodic, start
 
@@ -177,3 +180,105 @@ def test_the_loader_shares_a_template_across_arguments_and_reads_edits_as_valida
     # Schedules with their own arguments are copies of a few templates.
     assert sql_store._spec_cache.hits - hits >= 75
     assert len(sql_store._spec_cache) <= 20  # 14 shapes of row(), and the edits
+
+
+def test_new_rows_keep_every_character_and_their_kept_values(sql_store: SqlScheduleStore) -> None:
+    """Backslash, tab, newline, carriage return, ``COPY``'s text NULL marker,
+    ``%`` and braces, and non-ASCII text, in the names, the arguments and the
+    queue, are stored as given; so are the kept values and the hint."""
+    odd = ["tab\there", "new\nline", "cr\rx", "back\\slash", "\\N", "é ü 雪", "%s {0}"]
+    rows: list[dict[str, Any]] = [
+        {
+            "name": f"t.odd@{value}",
+            "period": 3600,
+            "queue": f"q{i % 2}{value}",
+            "args": [value, i],
+            "kwargs": {value: value},
+        }
+        for i, value in enumerate(odd)
+    ]
+    rows.append(
+        {
+            "name": "t.adaptive@a\tb",
+            "kind": "adaptive",
+            "interval_unit": 3600,
+            "last_modified": "2026-02-01T10:30:00.250000+01:00",
+        }
+    )
+    report = RuntimeSchedules(sql_store, clock=Clock()).upsert_many(rows)
+    assert report.ok, report.errors
+    assert len(report.applied.inserted) == len(rows)
+    stored = _stored_texts(sql_store)
+    for given in rows:
+        fields = {k: v for k, v in given.items() if k != "last_modified"}
+        want = entry_spec(fields)
+        assert stored[want.name][0] == spec_json(want), want.name
+        got = sql_store.get(want.name)
+        assert got.spec == want
+        assert got.spec.pool == given.get("queue")
+        assert sql_store.kept_times(want.name) == kept_times(want, got.stats, T0)
+    with sql_store.engine.connect() as conn:
+        hint = conn.execute(
+            select(ScheduleRow.upstream_modified_at).where(ScheduleRow.name == "t.adaptive@a\tb")
+        ).scalar_one()
+    assert hint == datetime(2026, 2, 1, 9, 30, 0, 250000, tzinfo=timezone.utc)
+
+
+def _error_of(row: dict[str, Any]) -> tuple[str, str, str]:
+    with pytest.raises(ScheduleConfigError) as info:
+        entry_spec(row)
+    return info.value.schedule, info.value.field, info.value.message
+
+
+def test_bad_rows_of_a_known_shape_name_their_schedule_and_field(
+    sql_store: SqlScheduleStore,
+) -> None:
+    """Every row is validated, also when its shape was seen before: a bad one
+    is reported by line, schedule and field (the full validation's error),
+    the others written."""
+    bad: list[dict[str, Any]] = [
+        {**row(1), "name": "t.scrape@a@b"},
+        {**row(1), "name": "@s1"},
+        {**row(1), "kwargs": {1: "x"}},
+        {**row(1), "kwargs": []},
+        {**row(1), "args": [object()]},
+        {**row(1), "args": [float("nan")]},
+        {**row(1), "args": "not a list"},
+        {**row(1), "period": -1},
+        {**row(1), "period": True},
+        {**row(1), "priority": 100},
+        {**row(1), "queue": ""},
+        {**row(1), "periodd": 60},
+    ]
+    rows: list[dict[str, Any]] = [row(i) for i in range(50)]
+    for i, bad_row in enumerate(bad):
+        rows.append({**bad_row, "name": bad_row["name"].replace("s00001", f"b{i:02d}")})
+    rows.append({"name": "t.scrape@p", "period": 60, "last_modified": "2026-01-01T00:00:00Z"})
+    rows.append({"name": "t.a@q", "kind": "adaptive", "last_modified": "yesterday"})
+    rows.extend(row(i) for i in range(50, 60))
+    report = RuntimeSchedules(sql_store, clock=Clock()).upsert_many(rows)
+    want = [(51 + i, *_error_of(r)) for i, r in enumerate(rows[50 : 50 + len(bad)])]
+    last = 51 + len(bad)
+    want.append(
+        (last, "t.scrape@p", "last_modified", "only an adaptive schedule takes it (periodic)")
+    )
+    got = [(e.line, e.schedule, e.field, e.message) for e in report.errors]
+    assert got[:-1] == want
+    assert got[-1][:3] == (last + 1, "t.a@q", "last_modified")
+    assert "must be an aware datetime" in got[-1][3]
+    assert [field for _, _, field, _ in want] == [
+        "configuration",
+        "task",
+        "kwargs",
+        "kwargs",
+        "args",
+        "args",
+        "args",
+        "period",
+        "period",
+        "priority",
+        "queue",
+        "periodd",
+        "last_modified",
+    ]
+    assert sorted(report.applied.inserted) == sorted(entry_spec(row(i)).name for i in range(60))
