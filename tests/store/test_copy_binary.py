@@ -9,13 +9,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+
+from celery_dgs.store import SqlScheduleStore, copy_binary, sql_bulk
+
+# Compared with psycopg's own dumpers: psycopg comes with the postgres extra.
+pytest.importorskip("psycopg", reason="psycopg (celery-dgs[postgres]) is not installed")
+
 from psycopg.types.bool import BoolBinaryDumper
 from psycopg.types.datetime import DatetimeBinaryDumper
 from psycopg.types.numeric import Int4BinaryDumper, Int8BinaryDumper
 from psycopg.types.string import StrBinaryDumper
-from sqlalchemy import text
-
-from celery_dgs.store import SqlScheduleStore, copy_binary, sql_bulk
 
 UTC = timezone.utc
 #: The PostgreSQL column types each encoder writes.
