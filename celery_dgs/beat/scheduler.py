@@ -88,6 +88,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         #: Where it keeps what the ``fewest_errors`` order makes wait.
         self.overload: OverloadBoard | None = None
         self.leadership: BeatLeadership | None = None
+        #: Set by :meth:`close`: a tick then does nothing.
+        self.closed = False
         #: Publishes a round's orders on the app's broker (in pipelines on Redis).
         self.publish = CeleryPublisher(app)
         super().__init__(app, *args, **kwargs)
@@ -215,6 +217,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             database_url=settings.database_url,
         )
 
+    def _closed_under_tick(self) -> bool:
+        """Whether :meth:`close` ran while the current tick was running."""
+        return self.closed
+
     def _refuse(self, line: str, rt: Runtime | None = None) -> NoReturn:
         logger.critical("celery-dgs beat: cannot start: %s", line)
         if rt is not None:
@@ -224,9 +230,16 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self.engine is None:
             return float(self.max_interval)
+        if self.closed:
+            return 0.0  # Celery's loop ends: it set its shutdown flag with the close
         try:
             sleep = self.engine.tick()
         except Exception as exc:
+            if self._closed_under_tick():
+                # Closed under this tick (Celery's SIGTERM handler, whose
+                # SystemExit a finalizer running then swallows): its clients
+                # are gone, so the failure is the close's, not an error.
+                return 0.0
             backoff = min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
             if self.leadership is not None:  # a leader must not miss its renewals
                 backoff = min(backoff, self.leadership.renew_interval)
@@ -265,7 +278,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         SIGINT handlers call this, then raise ``SystemExit``: one that runs
         while beat waits for a freed slot leaves the clients open (the wait
         holds a connection, and closing it under the wait would replace the
-        exit with an error); the process ends with them."""
+        exit with an error); the process ends with them. A tick after the
+        close does nothing."""
+        self.closed = True
         if self.leadership is not None:
             try:
                 self.leadership.resign()

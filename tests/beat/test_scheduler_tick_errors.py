@@ -77,6 +77,34 @@ def test_redis_gone_is_one_line_naming_it_without_a_traceback(
     assert "\n" not in text
 
 
+class ClosingUnderTheTick:
+    """An engine whose tick is interrupted by the scheduler's close: Celery's
+    SIGTERM handler closes the clients, and its SystemExit is lost (raised in
+    a finalizer), so the tick goes on and fails on the closed clients."""
+
+    def __init__(self) -> None:
+        self.scheduler: Any = None
+        self.ticks = 0
+
+    def tick(self) -> float:
+        self.ticks += 1
+        self.scheduler.closed = True
+        raise ValueError("I/O operation on closed file.")
+
+
+def test_a_tick_under_the_close_fails_quietly_and_none_follows(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sched = scheduler(RuntimeError("unused"), leading=True)
+    engine = ClosingUnderTheTick()
+    engine.scheduler = sched
+    sched.engine = engine
+    assert sched.tick() == 0.0  # no backoff: Celery's loop ends at once
+    assert messages(caplog) == []
+    assert sched.tick() == 0.0
+    assert engine.ticks == 1  # a tick after the close does nothing
+
+
 def order(schedule: str) -> DispatchOrder:
     return DispatchOrder(
         schedule=schedule,
