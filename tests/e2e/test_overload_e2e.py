@@ -15,10 +15,11 @@ report ``status`` and the page read names the one waiting.
 
 from __future__ import annotations
 
-import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from celery_dgs.core.clock import FakeClock
 from celery_dgs.overload_board import OverloadBoard
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from tests.e2e.harness import wait_for
@@ -50,13 +51,14 @@ def started(cluster_factory, overload: str):
             }
             for row in FLEET
         ]
-        report = RuntimeSchedules(store).upsert_many(rows)
+        # Stored 12.5 s ago: when beat starts, all are past their deadline
+        # (cheap's: 12 s after it was stored), the dear ones not yet at their
+        # floor (10 periods: 27 s after their deadline).
+        stored_at = FakeClock(datetime.now(timezone.utc) - timedelta(seconds=12.5))
+        report = RuntimeSchedules(store, clock=stored_at).upsert_many(rows)
         assert report.ok, report.errors
     finally:
         store.close()
-    # All past their deadline (cheap's: 12 s after it was stored), the dear
-    # ones not yet at their floor (10 periods: 27 s after their deadline).
-    time.sleep(12.5)
     cluster.start_beat()
     wait_for(lambda: len(cluster.starts()) >= 2, 30, "two runs to start")
     return cluster
