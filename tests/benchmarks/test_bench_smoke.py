@@ -146,10 +146,33 @@ def test_every_benchmark_has_a_smoke_run() -> None:
     with_main = {p.stem for p in BENCHMARKS.glob("*.py") if _has_main(p)}
     assert with_main == set(SMOKES) | set(CHILDREN)
     assert set(CHILDREN.values()) <= set(SMOKES)
+    assert SECOND_FILE.issubset(SMOKES)
 
 
-@pytest.mark.parametrize("name", sorted(SMOKES))
+#: The smokes run by ``test_bench_smoke_more.py``: the make test's processes
+#: take each file whole, so the longest smokes are split over two files.
+SECOND_FILE = frozenset(
+    {
+        "bench_worker_overhead",
+        "deferred_vs_countdown",
+        "fleet_scale",
+        "lookahead",
+        "quality",
+        "revisit",
+        "runtime_scale",
+        "web_table",
+    }
+)
+
+
+@pytest.mark.parametrize("name", sorted(set(SMOKES) - SECOND_FILE))
 def test_the_benchmark_runs_at_a_tiny_size(name: str, tmp_path: Path) -> None:
+    run_smoke(name, tmp_path)
+
+
+def run_smoke(name: str, tmp_path: Path) -> None:
+    """``python -m benchmarks.NAME`` with its smoke arguments: exit status 0,
+    its table's line printed, its JSON file written."""
     smoke = SMOKES[name]
     if smoke.postgres and not postgres_available():
         if IN_CI:
