@@ -77,6 +77,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
     """Dispatches the eligible schedule closest to its deadline whenever a worker
     slot is free (see docs/architecture.md)."""
 
+    #: Set by :meth:`close`: a tick then does nothing.
+    closed = False
+
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         self.dgs = get_dgs(app)
         self._synced = False  # the declarations are synced once, not at every attempt
@@ -88,8 +91,6 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         #: Where it keeps what the ``fewest_errors`` order makes wait.
         self.overload: OverloadBoard | None = None
         self.leadership: BeatLeadership | None = None
-        #: Set by :meth:`close`: a tick then does nothing.
-        self.closed = False
         #: Publishes a round's orders on the app's broker (in pipelines on Redis).
         self.publish = CeleryPublisher(app)
         super().__init__(app, *args, **kwargs)

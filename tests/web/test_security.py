@@ -269,6 +269,8 @@ def test_an_idle_kept_alive_connection_is_closed(web: WebWorld) -> None:
 def test_a_session_expires_on_the_server(web: WebWorld, sqlite_url: str, redis_url: str) -> None:
     web.sync(spec("t.job"), at=now() - H)
     site = serve_with(web, sqlite_url, redis_url, dgs_web_session_lifetime=1.5)
+    # The page's first read of the state is made before the session starts.
+    assert site.get("/schedule?name=t.job").status == 200
     csrf = sign_in(site)
     cookie = next(c for c in site.jar if c.name == "dgs_web_session")
     assert cookie.expires is not None  # Max-Age set: the browser drops it too
