@@ -111,17 +111,17 @@ class Pages:
 
     def schedules(self, request: Request) -> Response:
         p = request.query_params
+        try:
+            level = views.condition_level(p.get("condition", ""))
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
         query = views.Query(
             q=p.get("q", ""),
-            condition=p.get("condition", ""),
+            condition=level,
             pool=p.get("pool", ""),
             task=p.get("task", ""),
             page=page_number(p.get("page", "")),
         )
-        try:
-            views.selection_of(query, self.env.default_pool)
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
         page = self.tables.get(query)
         name = "schedules_table.html" if is_fragment(request) else "schedules.html"
         return self.renderer.render(

@@ -37,7 +37,8 @@ MAX_PAGED_ROWS = 10_000
 
 @dataclass(frozen=True)
 class Query:
-    """The schedules table's filters (empty: everything) and page (1-based)."""
+    """The schedules table's filters (empty: everything) and page (1-based);
+    ``condition`` a level name (:func:`condition_level`)."""
 
     q: str = ""
     condition: str = ""
@@ -77,15 +78,21 @@ class Page:
         return self.total > MAX_PAGED_ROWS
 
 
-def selection_of(query: Query, default_pool: str) -> Selection:
-    """The table's filters as a store selection; a condition that is not a
+def condition_level(text: str) -> str:
+    """The level name a condition filter means (``""``: any); anything but a
     level name is a :class:`ValueError` naming it."""
-    level = query.condition.strip().upper()
+    level = text.strip().upper()
     if level and level not in Level.__members__:
-        raise ValueError(f"condition must be ERROR, WARNING or OK, got {query.condition[:20]!r}")
+        raise ValueError(f"condition must be ERROR, WARNING or OK, got {text[:20]!r}")
+    return level
+
+
+def selection_of(query: Query, default_pool: str) -> Selection:
+    """The table's filters as a store selection (``query.condition``: a
+    level name, :func:`condition_level`)."""
     return Selection(
         patterns=(query.q,) if query.q else (),
-        conditions=(level,) if level else (),
+        conditions=(query.condition,) if query.condition else (),
         pools=(query.pool,) if query.pool else (),
         default_pool=default_pool,
         task_word=query.task,
