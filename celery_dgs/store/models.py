@@ -190,6 +190,17 @@ Index(
 )
 
 
+#: The ended deferred checks (kept inactive beside their history) by their
+#: last write: beat's prune deletes those past the retention (``prune_checks``).
+Index(
+    "ix_dgs_schedules_checks_ended",
+    ScheduleRow.updated_at,
+    ScheduleRow.name,
+    postgresql_where=(ScheduleRow.kind == "check") & ~ScheduleRow.active,
+    sqlite_where=(ScheduleRow.kind == "check") & ~ScheduleRow.active,
+)
+
+
 #: The active schedules' names for a prefix on PostgreSQL (``status PATTERN``):
 #: ``LIKE 'prefix%'`` reads a range of it whatever the database's collation.
 #: On SQLite, where ``GLOB`` reads a range of the primary key, its predicate is

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
+    Select,
     Table,
     and_,
     bindparam,
@@ -90,6 +91,27 @@ _PG_STORED_CHECKS = (
     "SELECT name, kind, active, earliest_check_at FROM dgs_schedules "
     "WHERE name = ANY(%s) ORDER BY name FOR UPDATE"
 )
+
+
+#: As the partial index ``ix_dgs_schedules_checks_ended`` states it (literal
+#: values: the planners then use it).
+_ENDED_CHECK = text("kind = 'check' AND NOT active")
+
+
+def ended_checks_statement(older_than: datetime, limit: int) -> Select[Any]:
+    """The names of up to ``limit`` ended checks last written before
+    ``older_than`` that no run refers to: a range of
+    ``ix_dgs_schedules_checks_ended``, not a pass over the fleet."""
+    return (
+        select(_T.c.name)
+        .where(
+            _ENDED_CHECK,
+            _T.c.updated_at < older_than,
+            ~exists().where(RunRow.schedule == _T.c.name),
+        )
+        .order_by(_T.c.updated_at, _T.c.name)
+        .limit(limit)
+    )
 
 
 class CheckMethods(SqlStoreBase):
@@ -397,16 +419,7 @@ class CheckMethods(SqlStoreBase):
             .order_by(_H.c.ended_at, _H.c.id)
             .limit(batch_size)
         )
-        ended_rows = (
-            select(_T.c.name)
-            .where(
-                _T.c.kind == "check",
-                ~_T.c.active,
-                _T.c.updated_at < older_than,
-                ~exists().where(RunRow.schedule == _T.c.name),
-            )
-            .limit(batch_size)
-        )
+        ended_rows = ended_checks_statement(older_than, batch_size)
         total = 0
         while True:
             with self._write() as session:
