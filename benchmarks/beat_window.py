@@ -70,8 +70,13 @@ def beat_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> 
 
     before = rss_mib("VmRSS")
     sent: list[DispatchOrder] = []
+    #: When the first orders went to the broker (the tick goes on after them:
+    #: its hourly prune, for one, is not part of the first dispatch).
+    first_sent: list[float] = []
 
     def publish(orders: Any) -> list[DispatchOrder]:
+        if not first_sent:
+            first_sent.append(time.perf_counter())
         sent.extend(orders)
         return []
 
@@ -90,7 +95,7 @@ def beat_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> 
     loaded = time.perf_counter() - started
     while not sent:
         engine.tick()
-    first = time.perf_counter() - started
+    first = first_sent[0] - started
     rounds = []
     for _ in range(ROUNDS):
         for order in sent:  # the runs end: their slots are free again
