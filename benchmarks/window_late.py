@@ -48,6 +48,7 @@ from celery_dgs.core.placement import Placement, choose_dispatches
 from celery_dgs.core.ranking import OrderPolicy, build_index
 from celery_dgs.core.spec import ScheduleSpec
 from celery_dgs.core.stats import ScheduleStats
+from celery_dgs.sim.draws import KeyedDraw, RunDraw
 from celery_dgs.sim.loop import Simulator
 from celery_dgs.sim.policies import DeadlinePolicy
 from celery_dgs.sim.state import PolicyHost
@@ -257,45 +258,63 @@ class LateWindow(SimWindow):
 
 class PickAudit:
     """The whole fleet's order beside the window's: a shadow index of every
-    idle schedule, mirroring each upsert, pick and deferral, compared with
-    the window's top before each pick."""
+    idle schedule, mirroring each upsert, pick and deferral; each pick of the
+    window is compared with the shadow's (the first schedule that can be
+    placed, as :func:`choose_dispatches` takes it)."""
 
     def __init__(
         self, shadow: DeadlineIndex, in_error: Callable[[IndexedTimes, str], bool]
     ) -> None:
         self.shadow, self.in_error = shadow, in_error
         self.picks = self.same = self.differ_error = self.differ_laxity = 0
-        #: Picks where the window claimed exactness and its top was not the fleet's.
+        #: Picks where the window claimed exactness and its pick was not the fleet's.
         self.broken = 0
 
-    def compare(self, now: float, top: str | None, *, claimed: bool) -> None:
-        """``top``: the window's; ``claimed``: the window says it is the whole
-        fleet's (among schedules in ERROR, or all when not full)."""
-        whole = self.shadow.peek(now)
+    def pick(self, now: float, can_place: Callable[[str], bool]) -> str | None:
+        """The shadow's pick at ``now`` (left in the shadow)."""
+        placed: list[IndexedTimes] = []
+
+        def probe(name: str) -> bool:
+            times = self.shadow.times(name)
+            if not can_place(name) or times is None:
+                return False
+            placed.append(times)
+            return True
+
+        name = self.shadow.pop_placeable(now, probe)
+        if name is not None:
+            self.shadow.upsert(name, placed[-1].can_start_by, placed[-1].should_start_by)
+        return name
+
+    def compare(self, now: float, pick: str | None, whole: str | None, *, claimed: bool) -> None:
+        """The window's ``pick`` against the shadow's, ``whole``; ``claimed``:
+        the window said its top is the fleet's, and it took its top."""
         self.picks += 1
-        if whole == top:
+        if pick is not None:
+            self.shadow.remove(pick)
+        if whole == pick:
             self.same += 1
             return
         times = None if whole is None else self.shadow.times(whole)
-        whole_in_error = whole is not None and times is not None and self.in_error(times, whole)
-        if whole_in_error:
+        if whole is not None and times is not None and self.in_error(times, whole):
             self.differ_error += 1
         else:
             self.differ_laxity += 1
-        if claimed and (whole_in_error or whole is None):
+        if claimed:
             self.broken += 1
-            log(f"at {now:.0f} s the window's top {top} is not the fleet's {whole}")
+            log(f"at {now:.0f} s the window's pick {pick} is not the fleet's {whole}")
 
 
 class _CheckedPicks(IndexOver):
     """The policy's index as :func:`choose_dispatches` sees it (which only
-    pops from it): each pick first runs ``before_pick``, then reports what it took."""
+    pops from it): each pick first runs ``before_pick``, then reports what it
+    took (``None``: nothing)."""
 
     def __init__(
         self,
         main: DeadlineIndex,
-        before_pick: Callable[[float], None],
-        picked: Callable[[str], None],
+        before_pick: Callable[[float, Callable[[str], bool]], None],
+        picked: Callable[[float, str | None], None],
     ) -> None:
         super().__init__(main)
         self.before_pick, self.picked = before_pick, picked
@@ -303,10 +322,9 @@ class _CheckedPicks(IndexOver):
     def pop_placeable(
         self, now: float, can_place: Callable[[str], bool], *, max_skips: int = 1000
     ) -> str | None:
-        self.before_pick(now)
+        self.before_pick(now, can_place)
         name = self.main.pop_placeable(now, can_place, max_skips=max_skips)
-        if name is not None:
-            self.picked(name)
+        self.picked(now, name)
         return name
 
 
@@ -316,9 +334,18 @@ class LatePolicy(DeadlinePolicy):
     compare every pick with the whole fleet's top."""
 
     def __init__(
-        self, sim: PolicyHost, order: OrderPolicy, late: LateSettings | None, *, audit: bool
+        self,
+        sim: PolicyHost,
+        order: OrderPolicy,
+        late: LateSettings | None,
+        *,
+        audit: bool,
+        oracle: bool = False,
     ) -> None:
         super().__init__(sim, order)
+        #: Before each pick, index the whole fleet's top if the window lacks it
+        #: (a diagnostic: what a complete order would give; needs ``audit``).
+        self.oracle, self.oracle_reads = oracle and audit, 0
         assert self.window is not None, "a window size is needed"
         self.late_window: LateWindow | None = None
         if late is not None:
@@ -339,6 +366,9 @@ class LatePolicy(DeadlinePolicy):
         self.rule_reads = 0
         #: The dispatch round's time.
         self.now = 0.0
+        #: Before a pick: the window's top if it claimed it the fleet's, and
+        #: the fleet's pick.
+        self._pending: tuple[str | None, str | None] = (None, None)
 
     def margin_of(self, name: str) -> float:
         """The index's margin (:class:`~celery_dgs.core.laxity.LaxityIndex`)."""
@@ -406,14 +436,22 @@ class LatePolicy(DeadlinePolicy):
             limit=NO_LIMIT,
         )
 
-    def _picked(self, name: str) -> None:
-        if self.audit is not None:
-            self.audit.shadow.remove(name)
-
-    def _before_pick(self, now: float) -> None:
+    def _before_pick(self, now: float, can_place: Callable[[str], bool]) -> None:
         claimed = self._make_certain(now)
-        if self.audit is not None:
-            self.audit.compare(now, self.index.peek(now), claimed=claimed)
+        audit = self.audit
+        if audit is None:
+            return
+        whole = audit.pick(now, can_place)
+        if self.oracle and whole is not None and whole not in self.index:
+            self.oracle_reads += 1
+            self._index(whole, now)
+        self._pending = (self.index.peek(now) if claimed else None, whole)
+
+    def _picked(self, now: float, name: str | None) -> None:
+        if self.audit is None:
+            return
+        top, whole = self._pending
+        self.audit.compare(now, name, whole, claimed=top is not None and top == name)
 
     def _make_certain(self, now: float) -> bool:
         """The certainty rule; whether the window's top is the whole fleet's
@@ -480,19 +518,26 @@ class RunFigures:
     by_key: int = 0
     by_complete: int = 0
     uncertain: int = 0
+    oracle_rows_h: float = 0.0
 
 
 def run_window(
-    workload: Workload, order: OrderPolicy, late: LateSettings | None, *, audit: bool
+    workload: Workload,
+    order: OrderPolicy,
+    late: LateSettings | None,
+    *,
+    audit: bool,
+    oracle: bool = False,
+    draw: RunDraw | None = None,
 ) -> RunFigures:
     """``dgs`` under ``order`` (with its window) and ``late``: its figures."""
     made: list[LatePolicy] = []
 
     def factory(sim: PolicyHost) -> LatePolicy:
-        made.append(LatePolicy(sim, order, late, audit=audit))
+        made.append(LatePolicy(sim, order, late, audit=audit, oracle=oracle))
         return made[0]
 
-    sim = Simulator(workload, factory)
+    sim = Simulator(workload, factory, draw=draw)
     result = sim.run()
     policy, hours = made[0], sim.horizon / HOUR
     window = policy.window
@@ -520,6 +565,7 @@ def run_window(
         policy.by_key,
         policy.by_complete,
         policy.uncertain,
+        policy.oracle_reads / hours,
     )
 
 
@@ -528,6 +574,8 @@ def row(fleet: str, run: str, whole: float, figures: RunFigures) -> str:
     met = "met" if abs(ratio - 1) <= GOAL_RATIO else "not met"
     reads = f"{figures.main_reads_h:.1f} + {figures.late_reads_h:.1f}"
     rows = f"{figures.main_rows_h:,.0f} + {figures.late_rows_h:,.0f}"
+    if figures.oracle_rows_h:
+        rows += f" + {figures.oracle_rows_h:,.0f} by the oracle"
     same = f"{figures.same / figures.picks:.2%}" if figures.picks else "-"
     differ = f"{figures.differ_error:,} / {figures.differ_laxity:,}"
     if figures.broken:
@@ -545,6 +593,35 @@ HEADER = (
     "not | rule: certain by key / by complete slice / uncertain |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def fleet_runs(
+    workload: Workload,
+    windowed: OrderPolicy,
+    late_size: int,
+    errors: Sequence[float],
+    args: argparse.Namespace,
+) -> list[tuple[str, RunFigures]]:
+    """The whole fleet, the window, the window with each late slice (and
+    with the laxity oracle, ``args.oracle``): each run's figures."""
+
+    def draw() -> RunDraw | None:
+        return KeyedDraw(workload.seed) if args.draw == "keyed" else None
+
+    whole_order = replace(windowed, window_size=None)
+    whole = Simulator(workload, "dgs", order=whole_order, draw=draw()).run()
+    runs = [("whole fleet", RunFigures(whole.error_s, most_held=len(workload.schedules)))]
+    audit = not args.no_check
+    runs.append(("window", run_window(workload, windowed, None, audit=audit, draw=draw())))
+    for error_s in errors:
+        late = LateSettings(late_size, error_s, args.reapply)
+        figures = run_window(workload, windowed, late, audit=audit, draw=draw())
+        runs.append((f"+ late, E {error_s:g} s", figures))
+    if args.oracle:
+        late = LateSettings(late_size, errors[-1], args.reapply)
+        figures = run_window(workload, windowed, late, audit=True, oracle=True, draw=draw())
+        runs.append((f"+ late, E {errors[-1]:g} s + laxity oracle", figures))
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -565,10 +642,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", nargs="*", help="only these fleets")
     parser.add_argument("--no-check", action="store_true", help="no shadow index of the fleet")
     parser.add_argument(
+        "--draw",
+        choices=("stream", "keyed"),
+        default="stream",
+        help="run times from one stream (the simulator's default) or keyed per run",
+    )
+    parser.add_argument(
+        "--no-lookahead", action="store_true", help="beat's order without the look-ahead"
+    )
+    parser.add_argument(
+        "--oracle", action="store_true", help="add a run that is given the fleet's top"
+    )
+    parser.add_argument(
         "--reapply", action="store_true", help="a late start-over applies held rows again"
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    order = OrderPolicy()
+    order = OrderPolicy(lookahead=not args.no_lookahead)
     errors = sorted({*args.errors, args.horizon})
     lines = []
     for mix in args.mixes:
@@ -582,19 +671,9 @@ def main(argv: list[str] | None = None) -> int:
             windowed = replace(order, window_size=size, window_s=args.horizon)
             fleet = f"{mix} {scenario.label}, window {size}, late {late_size}"
 
-            whole = Simulator(workload, "dgs", order=order).run().error_s
-            runs = [("whole fleet", RunFigures(whole, most_held=n))]
-            runs.append(("window", run_window(workload, windowed, None, audit=not args.no_check)))
-            for error_s in errors:
-                late = LateSettings(late_size, error_s, args.reapply)
-                runs.append(
-                    (
-                        f"+ late, E {error_s:g} s",
-                        run_window(workload, windowed, late, audit=not args.no_check),
-                    )
-                )
+            runs = fleet_runs(workload, windowed, late_size, errors, args)
             for run, figures in runs:
-                text = row(fleet, run, whole, figures)
+                text = row(fleet, run, runs[0][1].error_s, figures)
                 log(text)
                 lines.append(text)
     print(HEADER)
