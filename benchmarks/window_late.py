@@ -211,25 +211,27 @@ class LateWindow(SimWindow):
         self.late_held.pop(name, None)
 
     def read(self, now: float, *, more: bool = False) -> tuple[list[str], list[str]] | None:
+        held_before = self.held.kept.keys() | self.late_held.keys()
         planned = self.bounds.next_read(self.sim.at(now), len(self.held), more=more)
         main = super().read(now, more=more)
-        names, outside = main if main is not None else ([], [])
-        outside = [name for name in outside if name not in self.late_held]
+        names = [] if main is None else main[0]
         restart = planned is not None and planned.restart
         if restart or now >= self.late_bounds.restarts_at():
             until = self.bounds.until
             assert until is not None  # the main window read first
             read = self.late_bounds.start(now, self.sim.rel(until))
-            # Rows already held are applied again only with ``reapply`` (beat's
-            # apply_row re-indexes every row read, undoing a look-ahead hold-back).
-            skip = set(names) | (set() if self.reapply else self.held.kept.keys() | self.late_held)
-            names += [name for name in self._read_late(now, read) if name not in skip]
-            let_go = [n for n, e in self.late_held.items() if not self.late_bounds.holds(n, e)]
-            for name in let_go:
+            late_names = self._read_late(now, read)
+            for name in [n for n, e in self.late_held.items() if not self.late_bounds.holds(n, e)]:
                 del self.late_held[name]
-            outside += [name for name in let_go if name not in self.held.kept]
+            # Rows held before are applied again only with ``reapply`` (beat's
+            # apply_row re-indexes every row read, undoing a look-ahead hold-back).
+            skip = set(names) | (set() if self.reapply else held_before)
+            names += [name for name in late_names if name not in skip]
         elif main is None:
             return None
+        held = self.held.kept
+        late_held = self.late_held
+        outside = sorted(n for n in held_before if n not in held and n not in late_held)
         return names, outside
 
     def read_late_further(self, now: float) -> list[str] | None:
@@ -341,11 +343,18 @@ class LatePolicy(DeadlinePolicy):
         *,
         audit: bool,
         oracle: bool = False,
+        whole_book: bool = False,
+        wake_fleet: bool = False,
     ) -> None:
+        #: The demand book holds every idle schedule, held or not (a diagnostic).
+        self.whole_book = whole_book
         super().__init__(sim, order)
         #: Before each pick, index the whole fleet's top if the window lacks it
         #: (a diagnostic: what a complete order would give; needs ``audit``).
         self.oracle, self.oracle_reads = oracle and audit, 0
+        #: Wake when the fleet's next schedule becomes eligible, held or not,
+        #: as beat's periodic tick finds it (needs ``audit``; the oracle does).
+        self.wake_fleet = (wake_fleet or oracle) and audit
         assert self.window is not None, "a window size is needed"
         self.late_window: LateWindow | None = None
         if late is not None:
@@ -391,6 +400,9 @@ class LatePolicy(DeadlinePolicy):
 
     def idle(self, name: str, now: float) -> None:
         super().idle(name, now)
+        if self.whole_book and name not in self.index:
+            st = self.sim.states[name]
+            self.book.note_schedule(name, st.sched.spec, st.stats, st.expected)
         if self.audit is not None and name not in self.index:
             self.audit.shadow.upsert(name, *self._times(name, now))
         self._note_held()
@@ -399,6 +411,12 @@ class LatePolicy(DeadlinePolicy):
         read = super()._read_window(now, more=more)
         self._note_held()
         return read
+
+    def _let_go(self, name: str) -> None:
+        if self.whole_book:
+            self.index.remove(name)
+        else:
+            super()._let_go(name)
 
     def _index(self, name: str, now: float) -> None:
         super()._index(name, now)
@@ -422,7 +440,21 @@ class LatePolicy(DeadlinePolicy):
 
     def dispatch(self, now: float) -> None:
         self.now = now
+        if self.oracle and self.audit is not None:
+            whole = self.audit.shadow.peek(now)
+            if whole is not None and whole not in self.index:
+                self.oracle_reads += 1
+                self._index(whole, now)
         super().dispatch(now)
+
+    def next_wakeup(self) -> float | None:
+        """With ``wake_fleet``, also when the fleet's next schedule becomes
+        eligible (the window wakes only for the ones it holds)."""
+        wake = super().next_wakeup()
+        if not self.wake_fleet or self.audit is None:
+            return wake
+        fleet = self.audit.shadow.next_wakeup()
+        return fleet if wake is None else wake if fleet is None else min(wake, fleet)
 
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None
@@ -529,12 +561,14 @@ def run_window(
     audit: bool,
     oracle: bool = False,
     draw: RunDraw | None = None,
+    whole_book: bool = False,
+    wake_fleet: bool = False,
 ) -> RunFigures:
     """``dgs`` under ``order`` (with its window) and ``late``: its figures."""
     made: list[LatePolicy] = []
 
     def factory(sim: PolicyHost) -> LatePolicy:
-        made.append(LatePolicy(sim, order, late, audit=audit, oracle=oracle))
+        made.append(LatePolicy(sim, order, late, audit=audit, oracle=oracle, whole_book=whole_book))
         return made[0]
 
     sim = Simulator(workload, factory, draw=draw)
@@ -611,16 +645,23 @@ def fleet_runs(
     whole_order = replace(windowed, window_size=None)
     whole = Simulator(workload, "dgs", order=whole_order, draw=draw()).run()
     runs = [("whole fleet", RunFigures(whole.error_s, most_held=len(workload.schedules)))]
-    audit = not args.no_check
-    runs.append(("window", run_window(workload, windowed, None, audit=audit, draw=draw())))
+    audit, wake = not args.no_check or args.wake_fleet, args.wake_fleet
+    figures = run_window(workload, windowed, None, audit=audit, draw=draw(), wake_fleet=wake)
+    runs.append(("window", figures))
     for error_s in errors:
         late = LateSettings(late_size, error_s, args.reapply)
-        figures = run_window(workload, windowed, late, audit=audit, draw=draw())
+        figures = run_window(workload, windowed, late, audit=audit, draw=draw(), wake_fleet=wake)
         runs.append((f"+ late, E {error_s:g} s", figures))
     if args.oracle:
         late = LateSettings(late_size, errors[-1], args.reapply)
         figures = run_window(workload, windowed, late, audit=True, oracle=True, draw=draw())
         runs.append((f"+ late, E {errors[-1]:g} s + laxity oracle", figures))
+    if args.whole_book:
+        late = LateSettings(late_size, errors[-1], args.reapply)
+        figures = run_window(
+            workload, windowed, late, audit=True, oracle=True, draw=draw(), whole_book=True
+        )
+        runs.append((f"+ late, E {errors[-1]:g} s + laxity oracle + whole book", figures))
     return runs
 
 
@@ -652,6 +693,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--oracle", action="store_true", help="add a run that is given the fleet's top"
+    )
+    parser.add_argument(
+        "--whole-book",
+        action="store_true",
+        help="add a run given the fleet's top whose demand book holds the whole fleet",
+    )
+    parser.add_argument(
+        "--wake-fleet",
+        action="store_true",
+        help="every run wakes when a schedule it does not hold becomes eligible",
     )
     parser.add_argument(
         "--reapply", action="store_true", help="a late start-over applies held rows again"
