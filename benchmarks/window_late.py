@@ -344,17 +344,14 @@ class LatePolicy(DeadlinePolicy):
         audit: bool,
         oracle: bool = False,
         whole_book: bool = False,
-        wake_fleet: bool = False,
     ) -> None:
         #: The demand book holds every idle schedule, held or not (a diagnostic).
         self.whole_book = whole_book
         super().__init__(sim, order)
-        #: Before each pick, index the whole fleet's top if the window lacks it
-        #: (a diagnostic: what a complete order would give; needs ``audit``).
+        #: A diagnostic (needs ``audit``): before each pick and each round, the
+        #: fleet's pick is indexed if the window lacks it, and the policy wakes
+        #: when the fleet's next schedule becomes eligible, held or not.
         self.oracle, self.oracle_reads = oracle and audit, 0
-        #: Wake when the fleet's next schedule becomes eligible, held or not,
-        #: as beat's periodic tick finds it (needs ``audit``; the oracle does).
-        self.wake_fleet = (wake_fleet or oracle) and audit
         assert self.window is not None, "a window size is needed"
         self.late_window: LateWindow | None = None
         if late is not None:
@@ -448,10 +445,10 @@ class LatePolicy(DeadlinePolicy):
         super().dispatch(now)
 
     def next_wakeup(self) -> float | None:
-        """With ``wake_fleet``, also when the fleet's next schedule becomes
+        """With the oracle, also when the fleet's next schedule becomes
         eligible (the window wakes only for the ones it holds)."""
         wake = super().next_wakeup()
-        if not self.wake_fleet or self.audit is None:
+        if not self.oracle or self.audit is None:
             return wake
         fleet = self.audit.shadow.next_wakeup()
         return fleet if wake is None else wake if fleet is None else min(wake, fleet)
@@ -562,7 +559,6 @@ def run_window(
     oracle: bool = False,
     draw: RunDraw | None = None,
     whole_book: bool = False,
-    wake_fleet: bool = False,
 ) -> RunFigures:
     """``dgs`` under ``order`` (with its window) and ``late``: its figures."""
     made: list[LatePolicy] = []
@@ -645,12 +641,11 @@ def fleet_runs(
     whole_order = replace(windowed, window_size=None)
     whole = Simulator(workload, "dgs", order=whole_order, draw=draw()).run()
     runs = [("whole fleet", RunFigures(whole.error_s, most_held=len(workload.schedules)))]
-    audit, wake = not args.no_check or args.wake_fleet, args.wake_fleet
-    figures = run_window(workload, windowed, None, audit=audit, draw=draw(), wake_fleet=wake)
-    runs.append(("window", figures))
+    audit = not args.no_check
+    runs.append(("window", run_window(workload, windowed, None, audit=audit, draw=draw())))
     for error_s in errors:
         late = LateSettings(late_size, error_s, args.reapply)
-        figures = run_window(workload, windowed, late, audit=audit, draw=draw(), wake_fleet=wake)
+        figures = run_window(workload, windowed, late, audit=audit, draw=draw())
         runs.append((f"+ late, E {error_s:g} s", figures))
     if args.oracle:
         late = LateSettings(late_size, errors[-1], args.reapply)
@@ -698,11 +693,6 @@ def main(argv: list[str] | None = None) -> int:
         "--whole-book",
         action="store_true",
         help="add a run given the fleet's top whose demand book holds the whole fleet",
-    )
-    parser.add_argument(
-        "--wake-fleet",
-        action="store_true",
-        help="every run wakes when a schedule it does not hold becomes eligible",
     )
     parser.add_argument(
         "--reapply", action="store_true", help="a late start-over applies held rows again"
