@@ -21,14 +21,18 @@ slice is read (``late_size / 2`` rows after ``end``) and the top looked at
 again, until certain or the late slice is complete.
 
 Each schedule's ``L`` and ``error_at`` are computed when it becomes idle, as
-a store would keep them. ``--check`` keeps a shadow index of the whole
-fleet's idle schedules (mirroring every upsert, pick and deferral) and
-compares its top with the window's before each pick: the equivalence count,
-and an assertion wherever the window claims exactness.
+a store would keep them. Unless ``--no-check``, a shadow index of the whole
+fleet's idle schedules (mirroring every upsert, pick and deferral) gives the
+fleet's pick beside each of the window's: how many were the same, how many
+differed with the fleet's pick in ERROR or not, and how many the window had
+claimed exact (logged; ``tests/benchmarks/test_window_late.py`` asserts
+there are none).
 
 Runs ``dgs`` (beat's default order) on :mod:`benchmarks.window_quality`'s
 fleets: the whole fleet (the baseline, same run), the current window, and
-the window with a late slice at ``E`` = 60 s and ``E`` = the horizon.
+the window with a late slice at ``E`` = 60 s and ``E`` = the horizon;
+``--oracle`` adds a diagnostic run handed the fleet's pick whenever the
+window lacks it (``--whole-book``: and the whole fleet's demand book).
 """
 
 from __future__ import annotations
