@@ -127,6 +127,10 @@ SMOKES = {
         ("--quick", "--labels", "load 0.9", "--mixes", "synthetic"),
         "| synthetic load 0.9, window 15 | deadline |",
     ),
+    "window_late": Smoke(
+        ("--schedules", "60", "--slots", "2", "--labels", "load 0.9", "--mixes", "synthetic"),
+        "| synthetic load 0.9, window 3, late 3 | + late, E 60 s |",
+    ),
     "web_table": Smoke(
         ("--schedules", "600", "--requests", "12"),
         "GET /schedules at 600 schedules, ",
@@ -161,6 +165,7 @@ SECOND_FILE = frozenset(
         "revisit",
         "runtime_scale",
         "web_table",
+        "window_late",
     }
 )
 
