@@ -110,7 +110,11 @@ class SqlStoreBase(ScheduleStore):
         return session_transaction(self._engine, write=False)
 
     def _next_seq(self, session: Session) -> int:
-        return int(session.execute(BUMP_COUNTER).scalar_one())
+        # The counter's UPDATE needs none of the session's pending changes:
+        # without the autoflush a changed row is written once, at the next
+        # flush, with its kept columns computed once.
+        with session.no_autoflush:
+            return int(session.execute(BUMP_COUNTER).scalar_one())
 
     def _touch(self, session: Session, row: ScheduleRow, now: datetime | None = None) -> None:
         """Mark ``row`` changed: a new ``change_seq`` (take row locks before this)."""
