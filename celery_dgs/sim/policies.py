@@ -157,6 +157,7 @@ class DeadlinePolicy(Policy):
         return (can, can) if self.fifo else (can, self.sim.rel(times.should_start_by))
 
     def idle(self, name: str, now: float) -> None:
+        self.running.pop(name, None)  # its run, if any, ended: held or not, it is not busy
         window = self.window
         if window is not None:
             st = self.sim.states[name]
