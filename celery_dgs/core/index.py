@@ -143,11 +143,11 @@ class DeadlineIndex:
                 name = self.peek(now)
                 if name is None:
                     return None
-                item = heapq.heappop(self._ready)
+                skipped.append(heapq.heappop(self._ready))  # put back if can_place raises
                 if can_place(name):
+                    skipped.pop()
                     self.remove(name)
                     return name
-                skipped.append(item)
             return None
         finally:
             for item in skipped:

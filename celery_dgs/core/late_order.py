@@ -128,10 +128,11 @@ class SheddingIndex(DeadlineIndex):
                 if not heap:
                     return None
                 item = heapq.heappop(heap)
+                skipped.append((heap, item))  # put back if can_place raises
                 if can_place(item[2]):
+                    skipped.pop()
                     self.remove(item[2])
                     return item[2]
-                skipped.append((heap, item))
             return None
         finally:
             for heap, item in skipped:

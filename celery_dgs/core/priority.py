@@ -412,12 +412,12 @@ class PriorityIndex(IndexOver):
                         self._forget(name_or_none)
                     return name_or_none
                 heap = self._due[best[4]]
-                item = heapq.heappop(heap)
+                skipped.append((best[4], heapq.heappop(heap)))  # put back if can_place raises
                 if can_place(name):
+                    skipped.pop()
                     self.class_picks += 1
                     self.remove(name)
                     return name
-                skipped.append((best[4], item))
             return None
         finally:
             for cls, item in skipped:
