@@ -348,10 +348,13 @@ class LatePolicy(DeadlinePolicy):
         audit: bool,
         oracle: bool = False,
         whole_book: bool = False,
+        rule: bool = False,
     ) -> None:
         #: The demand book holds every idle schedule, held or not (a diagnostic).
         self.whole_book = whole_book
         super().__init__(sim, order)
+        if not rule:  # the window as it chose before the certainty rule
+            self.bound = None
         #: A diagnostic (needs ``audit``): before each pick and each round, the
         #: fleet's pick is indexed if the window lacks it, and the policy wakes
         #: when the fleet's next schedule becomes eligible, held or not.
@@ -460,17 +463,22 @@ class LatePolicy(DeadlinePolicy):
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None
     ) -> list[tuple[str, str]]:
-        return choose_dispatches(
+        vouching = self._vouching(now)
+        chosen = choose_dispatches(
             _CheckedPicks(self.index, self._before_pick, self._picked),
             now,
             placement,
             self.constraints.__getitem__,
             lambda name: self._defer(name, now, admission),
             limit=NO_LIMIT,
+            vouch=vouching,
         )
+        self._refused = vouching is not None and vouching.refused is not None
+        self.refusals += self._refused
+        return chosen
 
     def _before_pick(self, now: float, can_place: Callable[[str], bool]) -> None:
-        claimed = self._make_certain(now)
+        claimed = self._make_certain(now) or self.bound is not None
         audit = self.audit
         if audit is None:
             return
@@ -563,12 +571,17 @@ def run_window(
     oracle: bool = False,
     draw: RunDraw | None = None,
     whole_book: bool = False,
+    rule: bool = False,
 ) -> RunFigures:
     """``dgs`` under ``order`` (with its window) and ``late``: its figures."""
     made: list[LatePolicy] = []
 
     def factory(sim: PolicyHost) -> LatePolicy:
-        made.append(LatePolicy(sim, order, late, audit=audit, oracle=oracle, whole_book=whole_book))
+        made.append(
+            LatePolicy(
+                sim, order, late, audit=audit, oracle=oracle, whole_book=whole_book, rule=rule
+            )
+        )
         return made[0]
 
     sim = Simulator(workload, factory, draw=draw)
@@ -647,6 +660,8 @@ def fleet_runs(
     runs = [("whole fleet", RunFigures(whole.error_s, most_held=len(workload.schedules)))]
     audit = not args.no_check
     runs.append(("window", run_window(workload, windowed, None, audit=audit, draw=draw())))
+    figures = run_window(workload, windowed, None, audit=audit, draw=draw(), rule=True)
+    runs.append(("window + certainty rule", figures))
     for error_s in errors:
         late = LateSettings(late_size, error_s, args.reapply)
         figures = run_window(workload, windowed, late, audit=audit, draw=draw())

@@ -24,7 +24,7 @@ from .core.ranking import OrderPolicy
 from .core.revisit_groups import DEFAULT_GROUP_SHARES, GroupShares, parse_group_shares
 from .core.spec_values import DEFAULT_MAX_ARGUMENT_BYTES
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, DEFAULT_RETRY_DURATION_FRACTION, RetryLadder
-from .core.window import DEFAULT_SCHEDULE_WINDOW_S
+from .core.window import DEFAULT_SCHEDULE_WINDOW_S, DEFAULT_WINDOW_READ_ON
 from .errors import SettingsError
 from .keys import KeySpace
 from .setting_checks import (
@@ -225,6 +225,11 @@ class DgsSettings:
     #: those that can start within ``schedule_window`` s; ``None``: all of them.
     schedule_window: float = field(default=DEFAULT_SCHEDULE_WINDOW_S, metadata=SECONDS)
     schedule_window_size: int | None = field(default=None, metadata=OPTIONAL_POSITIVE_INT)
+    #: How far, in window sizes, a full window reads on for the certainty rule
+    #: (core/window_certainty.py); ``None``: as far as the rule needs.
+    schedule_window_read_on: float | None = field(
+        default=DEFAULT_WINDOW_READ_ON, metadata=setting(non_negative, optional=True)
+    )
     #: Seconds the history of an ended deferred check is kept (beat prunes it).
     check_retention: float = field(default=DEFAULT_CHECK_RETENTION_S, metadata=SECONDS)
     #: Look-ahead admission: hold a long run back while it would leave the much
@@ -382,6 +387,7 @@ class DgsSettings:
             group_shares=self.adaptive_group_shares,
             window_size=self.schedule_window_size,
             window_s=self.schedule_window,
+            window_read_on=self.schedule_window_read_on,
         )
 
     def keyspace(self) -> KeySpace:

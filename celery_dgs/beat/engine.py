@@ -48,6 +48,7 @@ from collections.abc import Callable, Set
 from ..core.clock import Clock
 from ..core.pace import RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
+from ..core.window_certainty import Vouching
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
@@ -120,7 +121,13 @@ class BeatEngine:
             None
             if size is None
             else ScheduleWindow(
-                state, ranking, store, clock, size=size, horizon_s=settings.schedule_window
+                state,
+                ranking,
+                store,
+                clock,
+                size=size,
+                horizon_s=settings.schedule_window,
+                read_on=settings.schedule_window_read_on,
             )
         )
         self.loader = ScheduleLoader(
@@ -164,6 +171,8 @@ class BeatEngine:
         #: The dispatch rounds of the last minute: who limits the runs per second.
         self.pace = RoundPace()
         self._thread: int | None = None  # the thread that loads (and ticks)
+        #: Whether the last choice stopped at a schedule the certainty rule refused.
+        self._refused = False
 
     @property
     def last_tick(self) -> float | None:
@@ -296,13 +305,29 @@ class BeatEngine:
             return 0
         limit = self.settings.max_dispatches_per_tick
         orders = self._choose(now, placement, view.running, limit)
-        # A full window of schedules may hold none eligible while the fleet has:
-        # read on while slots are free (the order is the whole fleet's).
-        while placement.free > 0 and len(orders) < limit and self.loader.read_further():
+        # A full window of schedules may hold none eligible while the fleet has,
+        # or offer one the certainty rule cannot vouch for: read on while slots
+        # are free (the order is the whole fleet's).
+        while placement.free > 0 and len(orders) < limit:
+            refused = self._refused
+            read = self.loader.read_further()
+            if not read and not refused:
+                break
             orders += self._choose(now, placement, view.running, limit - len(orders))
+            if not read:  # the window read to its end: it holds every eligible one
+                break
         if orders:
             self.sender.send(orders, now)
         return len(orders)
+
+    def _vouching(self, now: float) -> Vouching | None:
+        """The certainty rule for a choice at ``now`` while the window of
+        schedules is full (``None``: no rule for the order, or no check:
+        :meth:`ScheduleLoader.window_end <celery_dgs.beat.loading.ScheduleLoader.window_end>`)."""
+        bound, end = self.ranking.pick_bound, self.loader.window_end()
+        if bound is None or end is None:
+            return None
+        return Vouching(bound, self.ranking.index.times, now, end)
 
     def _choose(
         self, now: float, placement: Placement, running: Set[str], limit: int
@@ -336,12 +361,9 @@ class BeatEngine:
             should_by[name] = should
             return False
 
+        vouching = self._vouching(now)
         chosen = choose_dispatches(
-            ranking.index,
-            now,
-            placement,
-            constraints_of,
-            defer,
-            limit=limit,
+            ranking.index, now, placement, constraints_of, defer, limit=limit, vouch=vouching
         )
+        self._refused = vouching is not None and vouching.refused is not None
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

@@ -187,6 +187,18 @@ class ScheduleLoader:
             return 0
         return self._read_schedule_window(more=True)
 
+    def window_end(self) -> float | None:
+        """While the window of schedules is full and may read on for the
+        certainty rule, its end's ``should_start_by`` (epoch seconds): every
+        eligible schedule not held has it or a later one; ``None``: the picks
+        are not checked (every eligible schedule is held, or the window holds
+        :data:`~celery_dgs.core.window.READ_ON_LIMIT` times its size)."""
+        window = self.schedules
+        if window is None or not window.bounds.reads_on(len(window.held)):
+            return None
+        end = window.bounds.end
+        return None if end is None else end[0].timestamp()
+
     def _read_schedule_window(self, batch: IndexBatch | None = None, *, more: bool = False) -> int:
         """Apply the window's next slice of schedules, if it needs one, and let
         go of the held schedules the window no longer covers."""
@@ -236,9 +248,10 @@ class ScheduleLoader:
 
     def _say_when_full(self, window: ScheduleWindow) -> None:
         """Log once each time the window fills up, and when it has room again:
-        a full window holds the most urgent by deadline, and only the deadline
-        order (``dgs_overload_policy = "greedy"``, no laxity floor, no
-        look-ahead) is then the whole fleet's."""
+        a full window holds the most urgent by deadline. The deadline order
+        (``dgs_overload_policy = "greedy"``, no look-ahead) is then the whole
+        fleet's; the default order's picks are while the certainty rule may
+        read on; the look-ahead sees only the held schedules."""
         full = window.bounds.full
         if full == window.said_full:
             return
@@ -256,9 +269,11 @@ class ScheduleLoader:
             ""
             if exact
             else (
-                "; the look-ahead, the late order and relative laxity see only those until "
-                "it has room (a dgs_schedule_window_size above the schedules that can start "
-                "within dgs_schedule_window keeps them the whole fleet's)"
+                "; the order's picks are checked against the fleet's and the window reads on "
+                "up to twice its size, past which beat chooses among those held; the "
+                "look-ahead sees only the held ones (a dgs_schedule_window_size above the "
+                "schedules that can start within dgs_schedule_window keeps them the "
+                "whole fleet's)"
             ),
         )
 

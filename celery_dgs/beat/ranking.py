@@ -33,6 +33,7 @@ from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
+from ..core.window_certainty import pick_bound
 from ..settings import DgsSettings
 from .lookahead import BeatLookahead, note_demand
 from .state import BeatState
@@ -54,16 +55,27 @@ class BeatRanking:
     def __init__(self, state: BeatState, settings: DgsSettings, clock: Clock) -> None:
         self.state, self.settings, self.clock = state, settings, clock
         tracked = state.tracked
+
+        def expected_s(name: str) -> float:
+            return expected_seconds(tracked.get(name))
+
+        def margin_s(name: str) -> float:
+            return margin_seconds(tracked.get(name))
+
         self.index: DeadlineIndex = build_index(
             settings.order_policy,
             RankingSources(
-                expected_s=lambda n: expected_seconds(tracked.get(n)),
-                margin_s=lambda n: margin_seconds(tracked.get(n)),
+                expected_s=expected_s,
+                margin_s=margin_s,
                 priority_of=self.priority_of,
                 overloaded=self.overloaded,
                 period_s=self.period_s,
                 revisit_key_of=self.revisit_key_of,
             ),
+        )
+        #: The certainty rule of the order with a full window (None: none).
+        self.pick_bound = pick_bound(
+            settings.order_policy, expected_s=expected_s, margin_s=margin_s
         )
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
         #: Look-ahead admission (``dgs_lookahead``) over the demand book.

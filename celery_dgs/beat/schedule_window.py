@@ -32,9 +32,10 @@ class ScheduleWindow:
         *,
         size: int,
         horizon_s: float,
+        read_on: float | None,
     ) -> None:
         self.state, self.ranking, self.store, self.clock = state, ranking, store, clock
-        self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
+        self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s), read_on)
         #: The schedules held, with the kept times of their last row applied.
         self.held = HeldSchedules(self.bounds)
         #: Whether the log last said the window is full; whether it said that

@@ -68,6 +68,12 @@ _Bucketed = tuple[float, float, str, int, float]
 DEFAULT_LAXITY_FLOOR_S = 60.0
 
 
+def bucket_of(scale: float) -> int:
+    """The bucket of a schedule whose margin plus floor is ``scale`` seconds:
+    it holds the scales in ``[BUCKET_WIDTH ** b, BUCKET_WIDTH ** (b + 1))``."""
+    return math.floor(math.log(scale) * _INV_LOG_WIDTH) if scale > 0 else -(1 << 30)
+
+
 def margin_seconds(tracked: _Tracked | None) -> float:
     """A schedule's ``error_at - should_start_by`` in seconds (0 when unknown):
     the denominator of its laxity."""
@@ -134,7 +140,7 @@ class LaxityIndex(RestoringIndex):
             if not (isfinite(margin) and margin > 0):
                 margin = 0.0
             scale = margin + floor
-            bucket_no = math.floor(math.log(scale) * _INV_LOG_WIDTH) if scale > 0 else -(1 << 30)
+            bucket_no = bucket_of(scale)
             error_at = indexed.should_start_by + margin
             item = (error_at, indexed.can_start_by, name, item_version, margin)
             bucket = buckets.get(bucket_no)

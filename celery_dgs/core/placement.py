@@ -3,6 +3,9 @@
 Beat and the simulator both decide with :func:`plan_dispatches`: take the
 eligible schedule with the lowest ``should_start_by`` that can be placed on a
 worker with a free slot, place it, and repeat while slots and schedules last.
+With a full window of schedules, each schedule the index offers is first
+vouched for (:mod:`~celery_dgs.core.window_certainty`); the round stops at
+the first it cannot vouch for, which stays in the index.
 """
 
 from __future__ import annotations
@@ -91,6 +94,10 @@ class Placement:
                 return
 
 
+class _Unvouched(Exception):
+    """The index offered a schedule ``vouch`` refused (it stays in the index)."""
+
+
 def plan_dispatches(
     index: DeadlineIndex,
     now: float,
@@ -99,17 +106,27 @@ def plan_dispatches(
     *,
     limit: int,
     max_skips: int = 1000,
+    vouch: Callable[[str], bool] | None = None,
 ) -> list[tuple[str, str]]:
     """Pop eligible schedules in ``should_start_by`` order while slots remain.
 
     Returns ``(schedule, worker)`` pairs; the chosen schedules are removed from
-    the index (the caller re-inserts any it fails to dispatch).
+    the index (the caller re-inserts any it fails to dispatch). ``vouch(name)``
+    is asked about each schedule offered, placeable or not, before it is
+    taken or skipped: at the first it refuses, the plan ends there.
     """
+
+    def can_place(name: str) -> bool:
+        if vouch is not None and not vouch(name):
+            raise _Unvouched(name)
+        return placement.can_place(constraints_of(name))
+
     plan: list[tuple[str, str]] = []
     while len(plan) < limit and placement.free > 0:
-        name = index.pop_placeable(
-            now, lambda n: placement.can_place(constraints_of(n)), max_skips=max_skips
-        )
+        try:
+            name = index.pop_placeable(now, can_place, max_skips=max_skips)
+        except _Unvouched:
+            break
         if name is None:
             break
         worker = placement.place(constraints_of(name))
@@ -126,6 +143,7 @@ def choose_dispatches(
     defer: Callable[[str], bool],
     *,
     limit: int,
+    vouch: Callable[[str], bool] | None = None,
 ) -> list[tuple[str, str]]:
     """The whole dispatch decision of one beat round, shared by beat and the simulator.
 
@@ -134,10 +152,13 @@ def choose_dispatches(
     must not go now (it is running, or its start times re-computed at ``now``
     say it is not due: ``defer`` has re-inserted or parked it); its slot is
     then given back. Returns the ``(schedule, worker)`` pairs to dispatch.
+    ``vouch``: as :func:`plan_dispatches` (the caller knows whether it refused).
     """
     chosen: list[tuple[str, str]] = []
     while len(chosen) < limit:
-        plan = plan_dispatches(index, now, placement, constraints_of, limit=limit - len(chosen))
+        plan = plan_dispatches(
+            index, now, placement, constraints_of, limit=limit - len(chosen), vouch=vouch
+        )
         if not plan:
             break
         deferred = False

@@ -28,7 +28,7 @@ from .overload import (
 )
 from .priority import DEFAULT_ELEVATOR_INTERVAL_S, PriorityIndex, short_after_s
 from .revisit_groups import DEFAULT_GROUP_SHARES, GroupIndex, GroupShares, RevisitKey
-from .window import DEFAULT_SCHEDULE_WINDOW_S
+from .window import DEFAULT_SCHEDULE_WINDOW_S, DEFAULT_WINDOW_READ_ON
 
 __all__ = [
     "TOP_LEAD_MARGINS",
@@ -70,9 +70,10 @@ class OrderPolicy:
     (``dgs_overload_floor``) say what is given up while the demand exceeds the
     slots (:mod:`~celery_dgs.core.fewest_errors`); ``group_shares`` are the
     revisit groups' shares among adaptive schedules (``None``: adaptive
-    schedules in the overload policy's order); ``window_size`` and
-    ``window_s`` are beat's window of schedules (:mod:`~celery_dgs.core.window`:
-    beat chooses among the schedules it holds; ``None``: all of them)."""
+    schedules in the overload policy's order); ``window_size``, ``window_s``
+    and ``window_read_on`` are beat's window of schedules
+    (:mod:`~celery_dgs.core.window`: beat chooses among the schedules it
+    holds; ``None``: all of them)."""
 
     overload: str = DEFAULT_OVERLOAD_POLICY
     goal: str = DEFAULT_OVERLOAD_GOAL
@@ -85,6 +86,7 @@ class OrderPolicy:
     group_shares: GroupShares | None = DEFAULT_GROUP_SHARES
     window_size: int | None = None
     window_s: float = DEFAULT_SCHEDULE_WINDOW_S
+    window_read_on: float | None = DEFAULT_WINDOW_READ_ON
 
 
 @dataclass(frozen=True)

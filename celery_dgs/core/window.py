@@ -38,6 +38,10 @@ from datetime import datetime, timedelta
 
 #: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
+#: How far, in window sizes, the certainty rule
+#: (:mod:`~celery_dgs.core.window_certainty`) reads past a full window
+#: (``dgs_schedule_window_read_on``): it holds at most twice its size.
+DEFAULT_WINDOW_READ_ON = 1.0
 
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
@@ -61,14 +65,19 @@ class SliceRead:
 
 class ScheduleBounds:
     """The window's bounds (see the module doc); ``size`` schedules at most,
-    ``horizon`` ahead of now."""
+    ``horizon`` ahead of now; ``read_on``: how far the certainty rule reads
+    past it, in sizes (``None``: as far as it needs)."""
 
-    def __init__(self, size: int, horizon: timedelta) -> None:
+    def __init__(
+        self, size: int, horizon: timedelta, read_on: float | None = DEFAULT_WINDOW_READ_ON
+    ) -> None:
         if size < 1:
             raise ValueError(f"the schedule window's size must be at least 1, got {size}")
         if horizon <= timedelta(0):
             raise ValueError(f"the schedule window must be a positive duration, got {horizon}")
-        self.size, self.horizon = size, horizon
+        if read_on is not None and not 0 <= read_on < float("inf"):
+            raise ValueError(f"the window's read-on must be a finite number >= 0, got {read_on}")
+        self.size, self.horizon, self.read_on = size, horizon, read_on
         #: Every schedule whose next start is at or before it is held (unless
         #: full); ``None``: nothing read yet.
         self.until: datetime | None = None
@@ -78,6 +87,15 @@ class ScheduleBounds:
     @property
     def full(self) -> bool:
         return self.end is not None
+
+    def reads_on(self, held: int) -> bool:
+        """Whether the certainty rule checks the picks with ``held`` schedules
+        held: the window is full and holds fewer than ``(1 + read_on)`` times
+        its size (past that, beat chooses among the held until dispatches or
+        the next start-over make room)."""
+        if self.end is None:
+            return False
+        return self.read_on is None or held < (1 + self.read_on) * self.size
 
     def moves_at(self) -> datetime | None:
         """When the window next reads as time moves (half the horizon before

@@ -31,6 +31,7 @@ from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
+from ..core.window_certainty import Vouching, pick_bound
 from .state import FIRE, PolicyHost
 from .window import SimWindow
 
@@ -108,9 +109,19 @@ class DeadlinePolicy(Policy):
             None
             if order.window_size is None
             else SimWindow(
-                sim, size=order.window_size, horizon_s=order.window_s, retry_ladder=self.ladder
+                sim,
+                size=order.window_size,
+                horizon_s=order.window_s,
+                retry_ladder=self.ladder,
+                read_on=order.window_read_on,
             )
         )
+        #: The certainty rule of the order with a full window (None: none).
+        self.bound = pick_bound(order, expected_s=self.expected_s, margin_s=self.margin_s)
+        #: Candidates the rule refused (each made the window read on); whether
+        #: the last choice ended at one.
+        self.refusals = 0
+        self._refused = False
 
     def make_index(self) -> DeadlineIndex:
         """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
@@ -239,22 +250,43 @@ class DeadlinePolicy(Policy):
                 self.cap_queue,
             )
         chosen = self._choose(now, placement, admission)
-        while placement.free > 0 and self.read_further(now):
-            chosen += self._choose(now, placement, admission)
+        while placement.free > 0:
+            refused = self._refused
+            if self.read_further(now):
+                chosen += self._choose(now, placement, admission)
+            elif refused:  # the window read to its end: it holds the rest
+                chosen += self._choose(now, placement, admission)
+                break
+            else:
+                break
         for name, worker in chosen:
             sim.start_run(name, worker, now, slot_taken=True)
 
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None
     ) -> list[tuple[str, str]]:
-        return choose_dispatches(
+        vouching = self._vouching(now)
+        chosen = choose_dispatches(
             self.index,
             now,
             placement,
             self.constraints.__getitem__,
             lambda name: self._defer(name, now, admission),
             limit=_NO_LIMIT,
+            vouch=vouching,
         )
+        self._refused = vouching is not None and vouching.refused is not None
+        self.refusals += self._refused
+        return chosen
+
+    def _vouching(self, now: float) -> Vouching | None:
+        """The certainty rule for a round at ``now`` (beat's): ``None`` without a
+        window or a rule."""
+        window, bound = self.window, self.bound
+        if window is None or bound is None or not window.bounds.reads_on(len(window.held)):
+            return None
+        end = window.bounds.end
+        return Vouching(bound, self.index.times, now, None if end is None else self.sim.rel(end[0]))
 
     def read_further(self, now: float) -> bool:
         """A round has free slots and no eligible schedule left: whether more
@@ -270,9 +302,10 @@ class DeadlinePolicy(Policy):
         if read is None:
             return False
         names, outside = read
-        states = self.sim.states
+        states, index = self.sim.states, self.index
         for name in names:
-            if states[name].running_since is None:
+            # one indexed already keeps its entry (a look-ahead hold-back with it)
+            if states[name].running_since is None and name not in index:
                 self._index(name, now)
         for name in outside:
             self._let_go(name)

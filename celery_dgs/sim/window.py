@@ -19,7 +19,14 @@ from datetime import timedelta
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import start_times
-from ..core.window import HeldSchedules, KeptStart, ScheduleBounds, keys_of, slice_of
+from ..core.window import (
+    DEFAULT_WINDOW_READ_ON,
+    HeldSchedules,
+    KeptStart,
+    ScheduleBounds,
+    keys_of,
+    slice_of,
+)
 from .state import PolicyHost
 
 
@@ -34,9 +41,10 @@ class SimWindow:
         size: int,
         horizon_s: float,
         retry_ladder: Sequence[timedelta],
+        read_on: float | None = DEFAULT_WINDOW_READ_ON,
     ) -> None:
         self.sim, self.ladder = sim, retry_ladder
-        self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s))
+        self.bounds = ScheduleBounds(size, timedelta(seconds=horizon_s), read_on)
         self.held = HeldSchedules(self.bounds)
         #: Every schedule's kept start times, as of its last write (the store).
         self.kept: dict[str, KeptStart] = {}

@@ -1,6 +1,7 @@
 """The simulator runs beat's window of schedules (``OrderPolicy.window_size``,
-``simulate --window``): in the deadline order, a window far smaller than the
-fleet gives every figure of the whole fleet's run; the window reads on."""
+``simulate --window``): in the deadline order, and in beat's default order
+with the certainty rule, a window far smaller than the fleet gives every
+figure of the whole fleet's run; the window reads on."""
 
 from __future__ import annotations
 
@@ -34,6 +35,39 @@ def test_a_small_window_gives_the_whole_fleets_figures_in_deadline_order(
     assert isinstance(window, SimWindow)
     assert window.reads > 20, "the window read on as time moved and as it emptied"
     assert window.rows_read <= 20 * window.reads, "no read over the window's size"
+    assert windowed.error_s == whole.error_s
+    assert windowed.late_starts == whole.late_starts
+    assert windowed.runs == whole.runs
+    assert windowed.max_staleness == whole.max_staleness
+
+
+@pytest.mark.parametrize(
+    ("load", "seed", "long_fraction", "lookahead"),
+    [(0.9, 1, 0.0, True), (2.0, 3, 0.0, True), (0.9, 2, 0.3, False), (1.3, 3, 0.3, False)],
+)
+def test_a_small_full_window_gives_the_whole_fleets_figures_in_the_default_order(
+    load: float, seed: int, long_fraction: float, lookahead: bool
+) -> None:
+    """The certainty rule, reading on as far as it needs, makes every pick the
+    fleet's. With long runs the look-ahead is left out: a horizon shorter than
+    a run hides the short runs due during it."""
+    workload = generate(
+        GeneratorOptions(
+            schedules=300,
+            slots=6,
+            load=load,
+            horizon_s=43_200,
+            seed=seed,
+            failure_rate=0.05,
+            long_fraction=long_fraction,
+        )
+    )
+    order = OrderPolicy(lookahead=lookahead, window_read_on=None)
+    whole = Simulator(workload, "dgs", order=order).run()
+    sim = Simulator(workload, "dgs", order=replace(order, window_size=20, window_s=1800))
+    windowed = sim.run()
+    refusals = sim.policy.refusals  # type: ignore[attr-defined]
+    assert refusals > 50, "the rule refused picks, and the window read on"
     assert windowed.error_s == whole.error_s
     assert windowed.late_starts == whole.late_starts
     assert windowed.runs == whole.runs

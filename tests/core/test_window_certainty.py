@@ -1,0 +1,144 @@
+"""The certainty rule (``core/window_certainty.py``): with a full window, every
+pick it vouches for is the whole fleet's, in beat's default order
+(``restore`` with relative laxity) and in plain ``restore``; the picks are
+made by the real dispatch planner with pools, so refused placements are
+vouched for too."""
+
+from __future__ import annotations
+
+from hypothesis import event, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from celery_dgs.core.index import DeadlineIndex
+from celery_dgs.core.overload import make_index
+from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
+from celery_dgs.core.ranking import OrderPolicy
+from celery_dgs.core.window_certainty import PickBound, Vouching, pick_bound
+
+NOW = 100_000.0
+#: name -> (should_start_by, margin, expected run, pool)
+Fleet = dict[str, tuple[float, float, float, str]]
+
+
+def index_of(fleet: Fleet, names: list[str], floor: float | None) -> DeadlineIndex:
+    index = make_index(
+        "restore",
+        expected_s=lambda n: fleet[n][2],
+        margin_s=lambda n: fleet[n][1],
+        laxity_floor_s=floor,
+    )
+    for name in names:
+        index.upsert(name, NOW - 1, fleet[name][0])  # every one eligible
+    return index
+
+
+def bound_of(fleet: Fleet, floor: float | None) -> PickBound:
+    return PickBound(lambda n: fleet[n][2], lambda n: fleet[n][1], 10.0, floor)
+
+
+def slots(free: int) -> Placement:
+    """One worker consuming pool ``a`` only: schedules of ``b`` are skipped."""
+    return Placement([WorkerSlots("w1", "n1", frozenset({"a"}), free)], "a")
+
+
+def plans(
+    fleet: Fleet, end: float, floor: float | None, picks: int
+) -> tuple[list[str], list[str], Vouching]:
+    """The fleet's plan, and the window's (the schedules with should <= end)
+    until the rule refuses one."""
+    held = [n for n, v in fleet.items() if v[0] <= end]
+
+    def constraints_of(name: str) -> Constraints:
+        return Constraints(pool=fleet[name][3])
+
+    whole = plan_dispatches(
+        index_of(fleet, list(fleet), floor), NOW, slots(picks), constraints_of, limit=picks
+    )
+    held_index = index_of(fleet, held, floor)
+    vouching = Vouching(bound_of(fleet, floor), held_index.times, NOW, end)
+    window = plan_dispatches(
+        held_index, NOW, slots(picks), constraints_of, limit=picks, vouch=vouching
+    )
+    return [n for n, _ in whole], [n for n, _ in window], vouching
+
+
+def fleet_of(rows: list[tuple[float, float, float, str]]) -> Fleet:
+    return {f"s{i:03d}": row for i, row in enumerate(rows)}
+
+
+def test_a_pick_well_inside_the_window_is_vouched_for() -> None:
+    # s000: laxity (100 + 50 - 100) / (50 + 60) = 0.45, far below the end
+    fleet = fleet_of([(NOW + 50, 100, 30, "a"), (NOW + 400, 100, 30, "a"), (NOW + 900, 10, 1, "a")])
+    whole, window, vouching = plans(fleet, NOW + 400, 60.0, 1)
+    assert window == whole == ["s000"]
+    assert vouching.refused is None
+
+
+def test_a_candidate_an_unheld_schedule_could_beat_is_refused() -> None:
+    # held s000: laxity (6000 - 0) / (3000 + 60) = 1.96, above 1: a schedule past
+    # the end with a longer margin may have a lower one (s001: 7010 / 4060 = 1.73)
+    fleet = fleet_of([(NOW + 3000, 3000, 600, "a"), (NOW + 3010, 4000, 1, "a")])
+    whole, window, vouching = plans(fleet, NOW + 3000, 60.0, 1)
+    assert whole == ["s001"]
+    assert window == []
+    assert vouching.refused == "s000"
+    # held too, s001 is still refused: above 1, any schedule past the end may beat it
+    assert plans(fleet, NOW + 3010, 60.0, 1)[1] == []
+
+
+def test_a_late_pick_needs_its_late_key_below_the_end() -> None:
+    # both in ERROR; late keys (should + 10 x expected): s000 NOW + 500, s001 NOW - 390
+    fleet = fleet_of([(NOW - 500, 10, 100, "a"), (NOW - 400, 10, 1, "a")])
+    # an unheld schedule's should (and late key) may be NOW - 400, below NOW - 390
+    assert plans(fleet, NOW - 400, 60.0, 1)[1] == []
+    fleet["s002"] = (NOW - 300, 10, 1, "a")
+    whole, window, _ = plans(fleet, NOW - 300, 60.0, 1)
+    assert window == whole == ["s001"]
+
+
+def test_without_a_window_end_every_pick_is_vouched_for() -> None:
+    fleet = fleet_of([(NOW + 3000, 3000, 600, "a")])
+    held_index = index_of(fleet, list(fleet), 60.0)
+    assert Vouching(bound_of(fleet, 60.0), held_index.times, NOW, None)("s000")
+
+
+def test_the_rule_is_for_restore_only() -> None:
+    def zero(_name: str) -> float:
+        return 0.0
+
+    assert pick_bound(OrderPolicy(), expected_s=zero, margin_s=zero) is not None
+    assert pick_bound(OrderPolicy(overload="greedy"), expected_s=zero, margin_s=zero) is None
+    assert pick_bound(OrderPolicy(overload="shed"), expected_s=zero, margin_s=zero) is None
+    fewest = OrderPolicy(goal="fewest_errors")
+    assert pick_bound(fewest, expected_s=zero, margin_s=zero) is None
+
+
+rows = st.tuples(
+    st.floats(min_value=NOW - 4000, max_value=NOW + 8000),
+    st.one_of(st.just(0.0), st.floats(min_value=0.5, max_value=5000)),
+    st.floats(min_value=0.0, max_value=900),
+    st.sampled_from(["a", "a", "b"]),
+)
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(
+    rows=st.lists(rows, min_size=2, max_size=40),
+    cut=st.integers(min_value=1, max_value=39),
+    floor=st.sampled_from([60.0, 5.0, 0.0, None]),
+    picks=st.integers(min_value=1, max_value=6),
+)
+def test_every_pick_vouched_for_is_the_whole_fleets(
+    rows: list[tuple[float, float, float, str]],
+    cut: int,
+    floor: float | None,
+    picks: int,
+) -> None:
+    fleet = fleet_of(rows)
+    shoulds = sorted(v[0] for v in fleet.values())
+    end = shoulds[min(cut, len(shoulds)) - 1]
+    whole, window, vouching = plans(fleet, end, floor, picks)
+    assert window == whole[: len(window)]
+    event("refused" if vouching.refused is not None else "every pick vouched for")
+    event(f"{min(len(window), 2)}+ picks vouched for")
