@@ -261,6 +261,12 @@ class ScheduleLoader:
             return
         policy = self.settings.order_policy
         exact = policy.overload == "greedy" and not policy.lookahead
+        read_on = policy.window_read_on
+        reads_on = (
+            "as far as it needs"
+            if read_on is None
+            else f"up to {(1 + read_on) * window.bounds.size:.0f} schedules"
+        )
         logger.log(
             logging.INFO if exact else logging.WARNING,
             "celery-dgs beat: the schedule window is full: it holds the %d most urgent "
@@ -270,7 +276,7 @@ class ScheduleLoader:
             if exact
             else (
                 "; the order's picks are checked against the fleet's and the window reads on "
-                "up to twice its size, past which beat chooses among those held; the "
+                f"{reads_on}, past which beat chooses among those held; the "
                 "look-ahead sees only the held ones (a dgs_schedule_window_size above the "
                 "schedules that can start within dgs_schedule_window keeps them the "
                 "whole fleet's)"

@@ -40,8 +40,8 @@ from datetime import datetime, timedelta
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 #: How far, in window sizes, the certainty rule
 #: (:mod:`~celery_dgs.core.window_certainty`) reads past a full window
-#: (``dgs_schedule_window_read_on``): it holds at most twice its size.
-DEFAULT_WINDOW_READ_ON = 1.0
+#: (``dgs_schedule_window_read_on``): it holds at most four times its size.
+DEFAULT_WINDOW_READ_ON = 3.0
 
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
