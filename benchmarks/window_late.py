@@ -473,8 +473,8 @@ class LatePolicy(DeadlinePolicy):
             limit=NO_LIMIT,
             vouch=vouching,
         )
-        self._refused = vouching is not None and vouching.refused is not None
-        self.refusals += self._refused
+        self._refused = None if vouching is None else vouching.refused
+        self.refusals += self._refused is not None
         return chosen
 
     def _before_pick(self, now: float, can_place: Callable[[str], bool]) -> None:

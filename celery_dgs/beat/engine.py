@@ -172,7 +172,7 @@ class BeatEngine:
         self.pace = RoundPace()
         self._thread: int | None = None  # the thread that loads (and ticks)
         #: Whether the last choice stopped at a schedule the certainty rule refused.
-        self._refused = False
+        self._refused: str | None = None
 
     @property
     def last_tick(self) -> float | None:
@@ -307,9 +307,12 @@ class BeatEngine:
         orders = self._choose(now, placement, view.running, limit)
         # A full window of schedules may hold none eligible while the fleet has,
         # or offer one the certainty rule cannot vouch for: read on while slots
-        # are free (the order is the whole fleet's).
+        # are free and reading may help (the order is the whole fleet's).
         while placement.free > 0 and len(orders) < limit:
             refused = self._refused
+            if refused is not None and not self.loader.reading_on_helps(refused, now):
+                orders += self._choose(now, placement, view.running, limit - len(orders))
+                continue
             read = self.loader.read_further()
             if not read and not refused:
                 break
@@ -365,5 +368,5 @@ class BeatEngine:
         chosen = choose_dispatches(
             ranking.index, now, placement, constraints_of, defer, limit=limit, vouch=vouching
         )
-        self._refused = vouching is not None and vouching.refused is not None
+        self._refused = None if vouching is None else vouching.refused
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

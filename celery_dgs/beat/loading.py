@@ -191,13 +191,17 @@ class ScheduleLoader:
         """While the window of schedules is full and may read on for the
         certainty rule, its end's ``should_start_by`` (epoch seconds): every
         eligible schedule not held has it or a later one; ``None``: the picks
-        are not checked (every eligible schedule is held, or the window holds
-        :data:`~celery_dgs.core.window.READ_ON_LIMIT` times its size)."""
+        are not checked (:meth:`ScheduleWindow.checks_picks
+        <celery_dgs.beat.schedule_window.ScheduleWindow.checks_picks>`)."""
         window = self.schedules
-        if window is None or not window.bounds.reads_on(len(window.held)):
+        if window is None or not window.checks_picks():
             return None
         end = window.bounds.end
         return None if end is None else end[0].timestamp()
+
+    def reading_on_helps(self, refused: str, now: float) -> bool:
+        """:meth:`ScheduleWindow.read_on_helps` (the rule refused ``refused``)."""
+        return self.schedules is None or self.schedules.read_on_helps(refused, now)
 
     def _read_schedule_window(self, batch: IndexBatch | None = None, *, more: bool = False) -> int:
         """Apply the window's next slice of schedules, if it needs one, and let

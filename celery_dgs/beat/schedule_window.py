@@ -11,10 +11,11 @@ applies the rows (:meth:`ScheduleLoader.read_windows
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ..core.clock import Clock
 from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, keys_of
+from ..core.window_certainty import read_on_helps
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
 from .check_window import let_go
@@ -41,6 +42,37 @@ class ScheduleWindow:
         #: Whether the log last said the window is full; whether it said that
         #: a schedule runs longer than the horizon.
         self.said_full = self.said_short_horizon = False
+
+    def checks_picks(self) -> bool:
+        """Whether the certainty rule checks the picks now
+        (:meth:`ScheduleBounds.reads_on <celery_dgs.core.window.ScheduleBounds.reads_on>`)."""
+        return self.bounds.reads_on(len(self.held))
+
+    def reachable_should(self) -> datetime | None:
+        """The kept ``should_start_by`` of the last schedule the window may
+        still read on to; ``None``: every schedule that can start within it
+        fits (reading on leaves the window not full)."""
+        bounds = self.bounds
+        room, end, until = bounds.room(len(self.held)), bounds.end, bounds.until
+        if room is None or end is None or until is None:
+            return None
+        if room < 1:
+            return end[0]
+        return self.store.window_should_at(can_until=until, key_after=end, offset=room - 1)
+
+    def read_on_helps(self, name: str, now: float) -> bool:
+        """Whether reading on (as far as the window may) could let the
+        certainty rule vouch for ``name``, which it refused at ``now``; if
+        not, the picks go unchecked until the window's end moves."""
+        reach = self.reachable_should()
+        return read_on_helps(
+            self.bounds,
+            self.ranking.pick_bound,
+            name,
+            self.ranking.index.times(name),
+            now,
+            None if reach is None else reach.timestamp(),
+        )
 
     def holds(self, row: StoredSchedule) -> bool:
         """Whether the active schedule ``row`` is in the window."""

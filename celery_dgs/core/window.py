@@ -83,6 +83,9 @@ class ScheduleBounds:
         self.until: datetime | None = None
         #: While full: the last key held. ``None``: not full.
         self.end: WindowKey | None = None
+        #: The end at which reading on was found not to help the certainty
+        #: rule: while the end is this one, the picks are not checked.
+        self.unchecked_end: WindowKey | None = None
 
     @property
     def full(self) -> bool:
@@ -90,12 +93,20 @@ class ScheduleBounds:
 
     def reads_on(self, held: int) -> bool:
         """Whether the certainty rule checks the picks with ``held`` schedules
-        held: the window is full and holds fewer than ``(1 + read_on)`` times
-        its size (past that, beat chooses among the held until dispatches or
-        the next start-over make room)."""
-        if self.end is None:
+        held: the window is full, holds fewer than ``(1 + read_on)`` times its
+        size (past that, beat chooses among the held until dispatches or the
+        next start-over make room), and reading on was not found useless at
+        its end (:attr:`unchecked_end`)."""
+        if self.end is None or self.end == self.unchecked_end:
             return False
         return self.read_on is None or held < (1 + self.read_on) * self.size
+
+    def room(self, held: int) -> int | None:
+        """How many more schedules the window may read on to with ``held``
+        held (``None``: no limit)."""
+        if self.read_on is None:
+            return None
+        return max(int((1 + self.read_on) * self.size) - held, 0)
 
     def moves_at(self) -> datetime | None:
         """When the window next reads as time moves (half the horizon before

@@ -40,8 +40,9 @@ from .index import IndexedTimes
 from .late_order import is_run_request
 from .laxity import BUCKET_WIDTH, bucket_of
 from .ranking import OrderPolicy
+from .window import ScheduleBounds
 
-__all__ = ["PickBound", "Vouching", "pick_bound"]
+__all__ = ["PickBound", "Vouching", "pick_bound", "read_on_helps"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,25 @@ class Vouching:
             return True
         self.refused = name
         return False
+
+
+def read_on_helps(
+    bounds: ScheduleBounds,
+    bound: PickBound | None,
+    name: str,
+    times: IndexedTimes | None,
+    now: float,
+    reach: float | None,
+) -> bool:
+    """Whether the window should read on for ``name``, which the rule refused
+    at ``now``: reading on as far as it may would end at ``reach`` (the kept
+    ``should_start_by`` of the last schedule it may read; ``None``: it would
+    hold every schedule within its horizon), and the rule would vouch for
+    ``name`` there. If not, ``bounds`` stop checking the picks until their
+    end moves (:attr:`~celery_dgs.core.window.ScheduleBounds.unchecked_end`):
+    under a backlog past its ``should_start_by`` the rule cannot vouch for
+    anything, and reading on would only fill the window's room."""
+    if bound is None or times is None or reach is None or bound.vouches(name, times, now, reach):
+        return True
+    bounds.unchecked_end = bounds.end
+    return False

@@ -31,7 +31,7 @@ from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
-from ..core.window_certainty import Vouching, pick_bound
+from ..core.window_certainty import Vouching, pick_bound, read_on_helps
 from .state import FIRE, PolicyHost
 from .window import SimWindow
 
@@ -118,10 +118,9 @@ class DeadlinePolicy(Policy):
         )
         #: The certainty rule of the order with a full window (None: none).
         self.bound = pick_bound(order, expected_s=self.expected_s, margin_s=self.margin_s)
-        #: Candidates the rule refused (each made the window read on); whether
-        #: the last choice ended at one.
+        #: Candidates the rule refused; the one the last choice ended at.
         self.refusals = 0
-        self._refused = False
+        self._refused: str | None = None
 
     def make_index(self) -> DeadlineIndex:
         """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
@@ -252,6 +251,9 @@ class DeadlinePolicy(Policy):
         chosen = self._choose(now, placement, admission)
         while placement.free > 0:
             refused = self._refused
+            if refused is not None and not self._read_on_helps(refused, now):
+                chosen += self._choose(now, placement, admission)
+                continue
             if self.read_further(now):
                 chosen += self._choose(now, placement, admission)
             elif refused:  # the window read to its end: it holds the rest
@@ -275,16 +277,25 @@ class DeadlinePolicy(Policy):
             limit=_NO_LIMIT,
             vouch=vouching,
         )
-        self._refused = vouching is not None and vouching.refused is not None
-        self.refusals += self._refused
+        self._refused = None if vouching is None else vouching.refused
+        self.refusals += self._refused is not None
         return chosen
+
+    def _read_on_helps(self, refused: str, now: float) -> bool:
+        """Beat's :meth:`ScheduleWindow.read_on_helps
+        <celery_dgs.beat.schedule_window.ScheduleWindow.read_on_helps>` in the simulator."""
+        window = self.window
+        assert window is not None  # a refusal needs a window
+        reach = window.reachable_should_s()
+        times = self.index.times(refused)
+        return read_on_helps(window.bounds, self.bound, refused, times, now, reach)
 
     def _vouching(self, now: float) -> Vouching | None:
         """The certainty rule for a round at ``now`` (beat's): ``None`` without a
         window or a rule."""
         window, bound = self.window, self.bound
         if window is None or bound is None or not window.bounds.reads_on(len(window.held)):
-            return None
+            return None  # no window, no rule, or no check (ScheduleBounds.reads_on)
         end = window.bounds.end
         return Vouching(bound, self.index.times, now, None if end is None else self.sim.rel(end[0]))
 

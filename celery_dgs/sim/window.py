@@ -24,6 +24,7 @@ from ..core.window import (
     HeldSchedules,
     KeptStart,
     ScheduleBounds,
+    SliceRead,
     keys_of,
     slice_of,
 )
@@ -83,6 +84,22 @@ class SimWindow:
         for name in outside:
             self.held.forget(name)
         return names, outside
+
+    def reachable_should_s(self) -> float | None:
+        """The kept ``should_start_by`` (simulated seconds) of the last schedule
+        the window may still read on to; ``None``: every schedule that can
+        start within it fits (as the store's ``window_should_at`` answers)."""
+        bounds = self.bounds
+        room, end, until = bounds.room(len(self.held)), bounds.end, bounds.until
+        if room is None or end is None or until is None:
+            return None
+        if room < 1:
+            return self.sim.rel(end[0])
+        names = slice_of(SliceRead(None, until, end, room, restart=False), self.kept.items())
+        if len(names) < room:
+            return None
+        should = self.kept[names[-1]][1]
+        return None if should is None else self.sim.rel(should)
 
     def next_read_s(self) -> float:
         """When the window next reads as time moves (simulated seconds)."""

@@ -191,6 +191,20 @@ class ScheduleStore(ABC):
         times (an invalid spec), within ``limit``."""
 
     @abstractmethod
+    def window_should_at(
+        self,
+        *,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str],
+        offset: int,
+    ) -> datetime | None:
+        """The kept ``should_start_by`` of the row ``offset`` rows (0: the
+        first) after ``key_after`` in :meth:`window_schedules`' order, among
+        the active schedules whose kept ``next_can_start_at`` is at or before
+        ``can_until``; ``None``: there are not that many. Reads only the
+        window index's keys."""
+
+    @abstractmethod
     def pending_checks(
         self, *, task: str | None = None, due_before: datetime | None = None, limit: int = 50
     ) -> list[StoredSchedule]:

@@ -40,3 +40,19 @@ class MemoryWindowMethods(MemoryStoreBase):
             rows = {r.name: r for r in self._rows.values() if r.active and r.kind != "check"}
         kept = ((n, (r.kept_can_start_at, r.kept_should_start_by)) for n, r in rows.items())
         return [rows[name] for name in slice_of(read, kept)]
+
+    def window_should_at(
+        self,
+        *,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str],
+        offset: int,
+    ) -> datetime | None:
+        """See :meth:`ScheduleStore.window_should_at
+        <celery_dgs.store.base.ScheduleStore.window_should_at>`."""
+        if offset < 0:
+            raise ValueError(f"the offset must be >= 0, got {offset}")
+        rows = self.window_schedules(
+            can_after=None, can_until=can_until, key_after=key_after, limit=offset + 1
+        )
+        return rows[offset].kept_should_start_by if len(rows) > offset else None

@@ -30,14 +30,14 @@ def window_statement(
     can_until: datetime,
     key_after: tuple[datetime, datetime, str] | None,
     limit: int,
+    *,
+    columns: list[ColumnClause[Any]] = _COLUMNS,
 ) -> Select[Any]:
     """The ``SELECT`` of one slice (the rows with kept times): a range of
     ``ix_dgs_schedules_window``, in its order."""
     can = _T.c.next_can_start_at
     stmt = (
-        select(*_COLUMNS)
-        .select_from(_T)
-        .where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
+        select(*columns).select_from(_T).where(_ACTIVE_SCHEDULE, can <= utc(can_until, "can_until"))
     )
     if can_after is not None:
         stmt = stmt.where(can > utc(can_after, "can_after"))
@@ -83,3 +83,20 @@ class WindowMethods(SqlStoreBase):
                 found.extend(conn.execute(stmt))
             memo = ValueMemo()
             return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
+
+    def window_should_at(
+        self,
+        *,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str],
+        offset: int,
+    ) -> datetime | None:
+        """See :meth:`ScheduleStore.window_should_at
+        <celery_dgs.store.base.ScheduleStore.window_should_at>`."""
+        if offset < 0:
+            raise ValueError(f"the offset must be >= 0, got {offset}")
+        should = cast(ColumnClause[Any], _T.c.should_start_by)  # typed: an aware datetime
+        stmt = window_statement(None, can_until, key_after, 1, columns=[should]).offset(offset)
+        with connection_transaction(self.engine, write=False) as conn:
+            found = conn.execute(stmt).scalar()
+        return cast(datetime | None, found)

@@ -6,15 +6,18 @@ vouched for too."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 from hypothesis import event, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from celery_dgs.core.index import DeadlineIndex
+from celery_dgs.core.index import DeadlineIndex, IndexedTimes
 from celery_dgs.core.overload import make_index
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
 from celery_dgs.core.ranking import OrderPolicy
-from celery_dgs.core.window_certainty import PickBound, Vouching, pick_bound
+from celery_dgs.core.window import ScheduleBounds
+from celery_dgs.core.window_certainty import PickBound, Vouching, pick_bound, read_on_helps
 
 NOW = 100_000.0
 #: name -> (should_start_by, margin, expected run, pool)
@@ -142,3 +145,27 @@ def test_every_pick_vouched_for_is_the_whole_fleets(
     assert window == whole[: len(window)]
     event("refused" if vouching.refused is not None else "every pick vouched for")
     event(f"{min(len(window), 2)}+ picks vouched for")
+
+
+def test_reading_on_stops_where_it_cannot_help() -> None:
+    at = datetime.fromtimestamp(NOW, tz=timezone.utc)
+    bounds = ScheduleBounds(2, timedelta(hours=1), 3.0)
+    read = bounds.next_read(at, 0)
+    assert read is not None
+    bounds.after_read(read, [(at, at, "a"), (at, at, "b")])
+    assert bounds.reads_on(2)
+    fleet = fleet_of([(NOW + 50, 100, 30, "a")])
+    bound = bound_of(fleet, 60.0)
+    times = IndexedTimes(NOW - 1, NOW + 50)
+    # laxity 150 / 160 < 1: certain once the end is 60 s ahead or more
+    assert read_on_helps(bounds, bound, "s000", times, NOW, NOW + 400)
+    assert read_on_helps(bounds, bound, "s000", times, NOW, None), "the rest fits: certain"
+    assert bounds.reads_on(2)
+    # the reachable end is in the past (a backlog): reading on cannot help
+    assert not read_on_helps(bounds, bound, "s000", times, NOW, NOW - 100)
+    assert bounds.unchecked_end == bounds.end
+    assert not bounds.reads_on(2), "no check until the end moves"
+    read = bounds.next_read(at, 0, more=True)
+    assert read is not None
+    bounds.after_read(read, [(at + timedelta(seconds=1), at, "c")] * read.limit)
+    assert bounds.reads_on(3)

@@ -78,3 +78,21 @@ def test_the_stores_and_the_simulators_slice_agree(store: ScheduleStore) -> None
             can_after=read.can_after, can_until=read.can_until, key_after=None, limit=read.limit
         )
         assert names(got) == slice_of(read, kept)
+
+
+def test_the_should_start_by_a_number_of_rows_past_a_key(store: ScheduleStore) -> None:
+    fill(store)
+    until = T0 + 7 * M
+    first = store.window_schedules(can_after=None, can_until=until, key_after=None, limit=2)
+    last = first[-1]
+    assert last.kept_should_start_by is not None
+    assert last.kept_can_start_at is not None
+    key = (last.kept_should_start_by, last.kept_can_start_at, last.name)
+    after = store.window_schedules(can_after=None, can_until=until, key_after=key, limit=20)
+    assert len(after) == 8, "s02..s07, s10, s11: the check and the later ones left out"
+    for offset, row in enumerate(after):
+        found = store.window_should_at(can_until=until, key_after=key, offset=offset)
+        assert found == row.kept_should_start_by
+        assert found is not None
+        assert found.utcoffset() == timedelta(0)
+    assert store.window_should_at(can_until=until, key_after=key, offset=8) is None
