@@ -271,6 +271,15 @@ class ScheduleLoader:
             if read_on is None
             else f"up to {(1 + read_on) * window.bounds.size:.0f} schedules"
         )
+        checked = (
+            "; beat's order chooses among those held, and the look-ahead sees only them"
+            if read_on == 0
+            else (
+                f"; the order's picks are checked against the fleet's and the window reads "
+                f"on {reads_on}, past which beat chooses among those held; the look-ahead "
+                "sees only the held ones"
+            )
+        )
         logger.log(
             logging.INFO if exact else logging.WARNING,
             "celery-dgs beat: the schedule window is full: it holds the %d most urgent "
@@ -279,11 +288,9 @@ class ScheduleLoader:
             ""
             if exact
             else (
-                "; the order's picks are checked against the fleet's and the window reads on "
-                f"{reads_on}, past which beat chooses among those held; the "
-                "look-ahead sees only the held ones (a dgs_schedule_window_size above the "
-                "schedules that can start within dgs_schedule_window keeps them the "
-                "whole fleet's)"
+                checked + " (a dgs_schedule_window_size above the schedules that can start "
+                "within dgs_schedule_window keeps them the whole fleet's; "
+                "dgs_schedule_window_read_on = None checks every pick)"
             ),
         )
 

@@ -40,8 +40,8 @@ from datetime import datetime, timedelta
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 #: How far, in window sizes, the certainty rule
 #: (:mod:`~celery_dgs.core.window_certainty`) reads past a full window
-#: (``dgs_schedule_window_read_on``): it holds at most four times its size.
-DEFAULT_WINDOW_READ_ON = 3.0
+#: (``dgs_schedule_window_read_on``); 0: the picks are not checked.
+DEFAULT_WINDOW_READ_ON = 0.0
 
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
@@ -93,11 +93,11 @@ class ScheduleBounds:
 
     def reads_on(self, held: int) -> bool:
         """Whether the certainty rule checks the picks with ``held`` schedules
-        held: the window is full, holds fewer than ``(1 + read_on)`` times its
-        size (past that, beat chooses among the held until dispatches or the
-        next start-over make room), and reading on was not found useless at
-        its end (:attr:`unchecked_end`)."""
-        if self.end is None or self.end == self.unchecked_end:
+        held: the window is full, may read on (``read_on`` not 0) and holds
+        fewer than ``(1 + read_on)`` times its size (past that, beat chooses
+        among the held until dispatches or the next start-over make room),
+        and reading on was not found useless at its end (:attr:`unchecked_end`)."""
+        if self.end is None or self.end == self.unchecked_end or self.read_on == 0:
             return False
         return self.read_on is None or held < (1 + self.read_on) * self.size
 

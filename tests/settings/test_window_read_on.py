@@ -16,8 +16,8 @@ NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
 
 def test_default_and_accepted_values() -> None:
-    assert DgsSettings().schedule_window_read_on == DEFAULT_WINDOW_READ_ON == 3.0
-    assert DgsSettings().order_policy.window_read_on == 3.0
+    assert DgsSettings().schedule_window_read_on == DEFAULT_WINDOW_READ_ON == 0.0
+    assert DgsSettings().order_policy.window_read_on == 0.0
     conf = DgsSettings.from_conf({"dgs_schedule_window_read_on": 3})
     assert conf.order_policy.window_read_on == 3
     assert DgsSettings.from_conf({"dgs_schedule_window_read_on": 0}).schedule_window_read_on == 0
@@ -44,7 +44,7 @@ def full(read_on: float | None) -> ScheduleBounds:
 def test_the_rule_reads_on_up_to_its_share_of_the_size() -> None:
     assert full(1.0).reads_on(19)
     assert not full(1.0).reads_on(20)
-    assert not full(0.0).reads_on(10)
+    assert not full(0.0).reads_on(0), "0: the picks are not checked"
     assert full(None).reads_on(10**9)
     not_full = ScheduleBounds(10, timedelta(hours=1))
     assert not not_full.reads_on(0), "nothing read: not full, nothing to check"
