@@ -302,6 +302,30 @@ def schedule_table(name: str, value: Any) -> Mapping[str, Any]:
     return value
 
 
+def sentinel_settings(
+    url: str | None, name: str | None, kwargs: Mapping[str, Any] | None, cluster: bool
+) -> None:
+    """``dgs_redis_master_name`` and ``dgs_redis_sentinel_kwargs`` go with a
+    ``sentinel://`` ``dgs_redis_url`` (every part of it a sentinel), which
+    needs the master's name and excludes ``dgs_redis_cluster``."""
+    if url is None or url.split("://", 1)[0].lower() != "sentinel":
+        for setting_name, value in (("master_name", name), ("sentinel_kwargs", kwargs)):
+            if value is not None:
+                raise SettingsError(
+                    f"dgs_redis_{setting_name} is set, but dgs_redis_url is not a "
+                    "sentinel://host:port URL (list the sentinels there, separated by ';')"
+                )
+        return
+    if name is None:
+        raise SettingsError(
+            "dgs_redis_url is a sentinel:// URL: set dgs_redis_master_name to the "
+            "primary's name the sentinels monitor (SENTINEL MONITOR <name> ...)"
+        )
+    if cluster:
+        raise SettingsError("dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other")
+    sentinel_parts(url)
+
+
 def sentinel_parts(url: str) -> None:
     """Each ``;``-separated part of ``url`` is a ``sentinel://host[:port]`` URL."""
     for i, part in enumerate(p.strip() for p in url.split(";")):

@@ -50,7 +50,7 @@ from .setting_checks import (
     seconds,
     seconds_or_zero,
     secret_token,
-    sentinel_parts,
+    sentinel_settings,
     setting,
     tcp_port,
     text,
@@ -327,25 +327,9 @@ class DgsSettings:
             )
 
     def _check_sentinel(self) -> None:
-        url, name, kwargs = self.redis_url, self.redis_master_name, self.redis_sentinel_kwargs
-        if url is None or url.split("://", 1)[0].lower() != "sentinel":
-            for setting_name, value in (("master_name", name), ("sentinel_kwargs", kwargs)):
-                if value is not None:
-                    raise SettingsError(
-                        f"dgs_redis_{setting_name} is set, but dgs_redis_url is not a "
-                        "sentinel://host:port URL (list the sentinels there, separated by ';')"
-                    )
-            return
-        if name is None:
-            raise SettingsError(
-                "dgs_redis_url is a sentinel:// URL: set dgs_redis_master_name to the "
-                "primary's name the sentinels monitor (SENTINEL MONITOR <name> ...)"
-            )
-        if self.redis_cluster:
-            raise SettingsError(
-                "dgs_redis_cluster and a sentinel:// dgs_redis_url exclude each other"
-            )
-        sentinel_parts(url)
+        sentinel_settings(
+            self.redis_url, self.redis_master_name, self.redis_sentinel_kwargs, self.redis_cluster
+        )
 
     def _check_self_fence_margin(self) -> None:
         slack = self.ping_timeout - self.ping_interval

@@ -115,21 +115,8 @@ class BeatEngine:
         self.state = state = BeatState()
         self.ranking = ranking = BeatRanking(state, settings, clock)
         self.window = CheckWindow(state, ranking, store, settings, clock)
-        size = settings.schedule_window_size
         #: Beat's window of schedules (``dgs_schedule_window_size``); ``None``: all held.
-        self.schedule_window = (
-            None
-            if size is None
-            else ScheduleWindow(
-                state,
-                ranking,
-                store,
-                clock,
-                size=size,
-                horizon_s=settings.schedule_window,
-                read_on=settings.schedule_window_read_on,
-            )
-        )
+        self.schedule_window = ScheduleWindow.configured(state, ranking, store, clock, settings)
         self.loader = ScheduleLoader(
             state,
             ranking,

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from ..core.clock import Clock
 from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, keys_of
 from ..core.window_certainty import read_on_helps
+from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
 from .check_window import let_go
@@ -73,6 +74,24 @@ class ScheduleWindow:
             now,
             None if reach is None else reach.timestamp(),
         )
+
+    @classmethod
+    def configured(
+        cls,
+        state: BeatState,
+        ranking: BeatRanking,
+        store: ScheduleStore,
+        clock: Clock,
+        settings: DgsSettings,
+    ) -> ScheduleWindow | None:
+        """The window ``settings`` ask for (``dgs_schedule_window_size``,
+        ``dgs_schedule_window``, ``dgs_schedule_window_read_on``); ``None``:
+        beat holds every active schedule."""
+        size = settings.schedule_window_size
+        if size is None:
+            return None
+        horizon_s, read_on = settings.schedule_window, settings.schedule_window_read_on
+        return cls(state, ranking, store, clock, size=size, horizon_s=horizon_s, read_on=read_on)
 
     def holds(self, row: StoredSchedule) -> bool:
         """Whether the active schedule ``row`` is in the window."""
