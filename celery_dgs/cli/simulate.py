@@ -11,6 +11,7 @@ workload file or a generated one, without an app. Format and metrics:
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -77,6 +78,11 @@ def _order_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "--window-horizon",
         metavar="DURATION",
         help="beat's window of schedules: dgs_schedule_window",
+    )(command)
+    command = click.option(
+        "--window-read-on",
+        metavar="SIZES|unlimited",
+        help='beat\'s window of schedules: dgs_schedule_window_read_on, or "unlimited"',
     )(command)
     command = click.option(
         "--window",
@@ -146,7 +152,25 @@ def _window(given: dict[str, Any]) -> dict[str, Any]:
         if seconds <= 0:
             raise click.BadParameter(f"{horizon!r}: must be > 0", param_hint="--window-horizon")
         changes["window_s"] = seconds
+    read_on = given["window_read_on"]
+    if read_on is not None:
+        changes["window_read_on"] = _read_on(read_on)
     return changes
+
+
+def _read_on(value: str) -> float | None:
+    """``--window-read-on``: window sizes (a number >= 0), or unlimited (``None``)."""
+    if value.strip() == "unlimited":
+        return None
+    try:
+        sizes = float(value)
+    except ValueError:
+        sizes = math.nan
+    if not 0 <= sizes < math.inf:
+        raise click.BadParameter(
+            f"{value!r}: a number of window sizes >= 0, or unlimited", param_hint="--window-read-on"
+        )
+    return sizes
 
 
 #: Upper bounds of the generated fleet's options: a typo such as an extra

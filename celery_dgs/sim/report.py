@@ -109,6 +109,10 @@ def format_order(order: OrderPolicy) -> str:
     parts.append(f"look-ahead {'on' if order.lookahead else 'off'}")
     if order.window_size is not None:
         parts.append(f"window {order.window_size} schedules, {order.window_s:g} s ahead")
+        read_on = order.window_read_on
+        if read_on != 0:
+            far = "as far as needed" if read_on is None else f"{read_on:g} sizes"
+            parts.append(f"picks checked, reading on {far}")
     return ", ".join(parts)
 
 

@@ -108,6 +108,18 @@ def test_simulate_takes_the_window_and_says_it() -> None:
     )
     assert result.exit_code in (0, 1), result.output
     assert "window 10 schedules, 3600 s ahead" in result.output
+    checked = runner.invoke(
+        simulate,
+        ["--schedules", "50", "--slots", "2", "--window", "10", "--window-read-on", "unlimited"],
+    )
+    assert checked.exit_code in (0, 1), checked.output
+    assert "picks checked, reading on as far as needed" in checked.output
+    for bad_read_on in ("-1", "far", "inf"):
+        bad = runner.invoke(
+            simulate, ["--schedules", "50", "--slots", "2", "--window-read-on", bad_read_on]
+        )
+        assert bad.exit_code == 2
+        assert "--window-read-on" in bad.output
     bad = runner.invoke(simulate, ["--schedules", "50", "--slots", "2", "--window", "none"])
     assert bad.exit_code == 2
     assert "--window" in bad.output
