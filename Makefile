@@ -31,8 +31,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-## pytest runs in two processes (pytest-xdist), each test file whole in one of them;
-## PYTEST_ARGS="-n 0" runs it in one
+## pytest runs in two processes (pytest-xdist), each test file whole in one of them, the
+## longest files first (tests/support/file_order.py); PYTEST_ARGS="-n 0" runs it in one
 PYTEST_ARGS ?= -n 2 --dist loadfile
 pytest: $(STAMP) browser redis-tls
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -223,9 +223,11 @@ def _class_of(share: int) -> int | None:
     raise ValueError(share)
 
 
-def bucket_rows(store: SqlScheduleStore, now: datetime) -> list[dict[str, Any]]:
-    """Per bucket of rows (the name's number modulo ``BUCKETS``): its statistics
-    and the kept columns the store computes from them."""
+def bucket_rows(
+    store: SqlScheduleStore, now: datetime, buckets: int = BUCKETS
+) -> list[dict[str, Any]]:
+    """Per bucket of rows (the name's number modulo ``BUCKETS``) of the first
+    ``buckets``: its statistics and the kept columns the store computes from them."""
     from celery_dgs.core.adaptive import ladder_interval
     from celery_dgs.core.kept_condition import kept_times
     from celery_dgs.core.spec import AdaptiveSpec
@@ -234,7 +236,7 @@ def bucket_rows(store: SqlScheduleStore, now: datetime) -> list[dict[str, Any]]:
 
     spec = AdaptiveSpec(task=TASK, configuration="src00000000", interval_unit=UNIT)
     out = []
-    for k in range(BUCKETS):
+    for k in range(buckets):
         index = _class_of(k % 200)
         if index is None:
             continue
@@ -261,6 +263,14 @@ def bucket_rows(store: SqlScheduleStore, now: datetime) -> list[dict[str, Any]]:
     return out
 
 
+def buckets_held(store: SqlScheduleStore) -> int:
+    """The buckets that hold a row: the highest source number plus one, at most
+    ``BUCKETS`` (a fleet smaller than ``BUCKETS`` fills only its first ones)."""
+    with store.engine.connect() as conn:
+        highest = conn.exec_driver_sql("SELECT max(name) FROM dgs_schedules").scalar_one()
+    return BUCKETS if highest is None else min(BUCKETS, int(highest[-8:]) + 1)
+
+
 def apply_mix(store: SqlScheduleStore, now: datetime) -> float:
     """The seed-001 mix written over the backlog (one ``UPDATE ... FROM``); seconds."""
     from sqlalchemy import Column, Integer, MetaData, Table, insert
@@ -269,6 +279,7 @@ def apply_mix(store: SqlScheduleStore, now: datetime) -> float:
     from celery_dgs.store.models import ScheduleRow, UTCDateTime
 
     kept_types = ScheduleRow.__table__.c
+    held = buckets_held(store)
     buckets = Table(
         "dgs_fleet_buckets",
         MetaData(),
@@ -282,7 +293,7 @@ def apply_mix(store: SqlScheduleStore, now: datetime) -> float:
     started = time.perf_counter()
     with store.engine.begin() as conn:
         buckets.create(conn)
-        conn.execute(insert(buckets), bucket_rows(store, now))
+        conn.execute(insert(buckets), bucket_rows(store, now, held))
         pg = conn.dialect.name == "postgresql"
         number = (
             "CAST(right(s.name, 8) AS integer)" if pg else "CAST(substr(s.name, -8) AS INTEGER)"

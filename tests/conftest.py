@@ -29,6 +29,7 @@ from celery import Celery
 
 from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.support.file_order import order_items
 from tests.support.postgres import PostgresServer, postgres_available
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -134,3 +135,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = yield
     setattr(item, "rep_" + rep.when, rep)
     return rep
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (``tests/support/file_order.py``): the order in
+    which pytest-xdist hands them out."""
+    order_items(items)

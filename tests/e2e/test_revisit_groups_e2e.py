@@ -2,7 +2,7 @@
 slot) and Redis. Eight adaptive sources visited every second, each visit
 taking half a second, keep more schedules eligible than the slot serves (a
 backlog, each of them past its freshness target); a source the lister adds
-through the runtime API, with a 20-second unit (its target 20 s away), is
+through the runtime API, with an 8-second unit (its target 8 s away), is
 visited in the first round after beat reads it. Today's order
 (``dgs_adaptive_group_shares = None``) serves the sources past their target
 first, so it waits for them."""
@@ -23,7 +23,7 @@ SOURCES = [f"s{i}" for i in range(8)]
 #: A one-second ladder at its floor; the runs report nothing, so it stays there.
 VISIT = {"kind": "adaptive", "interval_unit": 1, "initial_interval_index": 0}
 RUN_S = 0.5
-NEW_UNIT_S = 20
+NEW_UNIT_S = 8
 
 
 def upsert(api: RuntimeSchedules, source: str, unit_s: float = 1) -> None:

@@ -1,10 +1,10 @@
-"""End to end: beat holds a window of 100 schedules of a fleet of 2,500
+"""End to end: beat holds a window of 100 schedules of a fleet of 1,000
 (``dgs_schedule_window_size``) and serves the whole fleet in the deadline order,
 none forgotten, none twice, and a lister's changes reach it within one poll.
 
 A real beat (the deadline order: no relative laxity, no look-ahead, so the
 order the window reads the store in), two real workers of 4 thread slots
-each, 2,500 never-run runtime schedules of a short task registered together
+each, 1,000 never-run runtime schedules of a short task registered together
 with ``upsert_many`` before beat starts. Their periods (from 1 h to 2 h 40 min,
 a hundred distinct values) make their ``should_start_by`` a permutation of
 their names with ties, which go by ``next_can_start_at``, then name.
@@ -63,7 +63,7 @@ from tests.e2e.harness import Cluster, beat_args, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-FLEET = 2_500
+FLEET = 1_000
 WINDOW = 100
 #: Seconds ahead the window reaches: far less than any first deadline.
 HORIZON_S = 60
@@ -154,7 +154,7 @@ class Events:
         return times if len(times) >= count else None
 
 
-def test_a_window_of_100_serves_2500_in_deadline_order(cluster: Cluster) -> None:
+def test_a_window_of_100_serves_1000_in_deadline_order(cluster: Cluster) -> None:
     store = cluster.store()
     api = RuntimeSchedules(store)
     started = time.monotonic()
