@@ -1,0 +1,204 @@
+"""Each condition's parts as ranges of the partial indexes that cover them,
+counted and read in urgency order: over every active schedule, or
+:class:`Within` the values of a pool or a task.
+
+A part is one range of one index (:data:`PARTS`): a count groups it by
+reason, a read takes its first rows in its moment's order. Within a key,
+each part is read once per value (``pool = 'a'``, ``pool IS NULL``, ``task
+= 'p.x'``) along the same index with that key leading
+(``ix_dgs_schedules_pool_...``, ``ix_dgs_schedules_task_...``), and the
+ranges are merged as they stream, so a read costs the rows it gives plus
+one index probe per part and value, not the rows of the other values.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, bindparam, text
+
+from ..core.condition import Level, Reason
+from .loader import SCHEDULE_COLUMNS
+from .models import UTCDateTime
+
+#: Rows fetched from the driver at a time while a status read streams.
+STREAM_BATCH_ROWS = 2_000
+
+_OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
+_LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
+#: Each condition's parts: its level, the rows' reason column, their range
+#: (with ``:now``) and the partial index that covers it.
+PARTS: tuple[tuple[int, str, str, str], ...] = (
+    (_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
+    (_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
+    (
+        _WARNING,
+        "warning_reason",
+        "warning_at < :now AND error_at >= :now AND kept_level < 2",
+        "ix_dgs_schedules_warning_at",
+    ),
+    (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
+    (_OK, "kept_reason", f"kept_level = 0 AND {_LATER}", "ix_dgs_schedules_should_start"),
+)
+_ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
+_WIDTH = len(SCHEDULE_COLUMNS)
+_PREFIX = "ix_dgs_schedules_"
+
+
+@dataclass(frozen=True)
+class Within:
+    """The schedules whose ``column`` (``pool`` or ``task``) is one of
+    ``values`` (``None``: NULL), and, when ``tasks`` is given, whose task is
+    one of them."""
+
+    column: str
+    values: tuple[str | None, ...]
+    tasks: tuple[str, ...] | None = None
+
+    def index(self, index: str) -> str:
+        """``index`` with this key leading (migration 0014)."""
+        return f"{_PREFIX}{self.column}_{index.removeprefix(_PREFIX)}"
+
+
+def _query(sql: str, tasks: tuple[str, ...] | None = None) -> TextClause:
+    """``sql`` with its ``:now`` bound as a stored moment, and ``:tasks`` as a list."""
+    query = text(sql)
+    if ":now" in sql:
+        query = query.bindparams(bindparam("now", type_=UTCDateTime()))
+    if tasks is not None:
+        query = query.bindparams(bindparam("tasks", value=list(tasks), expanding=True))
+    return query
+
+
+def _from(index: str, dialect: str) -> str:
+    """``dgs_schedules``, on SQLite with the index the part reads (its planner
+    does not pick a partial index over a scan by itself)."""
+    return f"dgs_schedules INDEXED BY {index}" if dialect == "sqlite" else "dgs_schedules"
+
+
+def _ranges(within: Within | None) -> list[tuple[str, dict[str, Any]]]:
+    """The ``WHERE`` terms (beyond a part's) of each range to count, with their
+    parameters: the whole fleet, or the key's values as a list, and NULL apart."""
+    if within is None:
+        return [("", {})]
+    extra = "" if within.tasks is None else " AND task IN :tasks"
+    found = [v for v in within.values if v is not None]
+    out = [(f" AND {within.column} IN :keys{extra}", {"keys": found})] if found else []
+    if None in within.values:
+        out.append((f" AND {within.column} IS NULL{extra}", {}))
+    return out
+
+
+def _count_query(sql: str, where: str, within: Within | None) -> TextClause:
+    query = _query(sql, None if within is None else within.tasks)
+    if ":keys" in where:
+        query = query.bindparams(bindparam("keys", expanding=True))
+    return query
+
+
+def counts_by_part(
+    conn: Connection, params: dict[str, Any], levels: set[int], within: Within | None = None
+) -> dict[tuple[str, str], int]:
+    """The counts of each condition's parts (one grouped query each, over its
+    index, per range of the key); OK as every selected schedule less the
+    ERROR and WARNING ones."""
+    dialect = conn.dialect.name
+    counts: dict[tuple[str, str], int] = {}
+    ranges = _ranges(within)
+    for level, reason, where, index in PARTS[:4]:
+        if level not in levels and _OK not in levels:  # OK: what the others leave
+            continue
+        table = _from(index if within is None else within.index(index), dialect)
+        for terms, keys in ranges:
+            sql = (
+                f"SELECT {reason}, count(*) FROM {table} "
+                f"WHERE active AND kind <> 'check' AND {where}{terms} GROUP BY {reason}"
+            )
+            for why, n in conn.execute(_count_query(sql, terms, within), {**params, **keys}):
+                key = (Level(level).name, why or "")
+                counts[key] = counts.get(key, 0) + n
+    ok = 0
+    if _OK in levels:
+        every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
+        for terms, keys in ranges:
+            sql = (
+                f"SELECT count(*) FROM {_from(every, dialect)} "
+                f"WHERE active AND kind <> 'check'{terms}"
+            )
+            ok += int(conn.execute(_count_query(sql, terms, within), keys).scalar_one())
+        ok -= sum(counts.values())
+    counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
+    if ok:
+        counts[(Level.OK.name, Reason.OK.value)] = ok
+    return counts
+
+
+def rows_by_part(
+    conn: Connection,
+    params: dict[str, Any],
+    levels: set[int],
+    count: int | None,
+    within: Within | None = None,
+) -> Iterator[Sequence[Any]]:
+    """The rows (:data:`SCHEDULE_COLUMNS`' values) of the selected levels in
+    urgency order, at most ``count`` (``None``: every one, streamed): each
+    part (within each value of the key) read in its index's order and merged
+    as it streams, a level read only while rows are still wanted. Nothing is
+    sorted but the rows of a part whose index is not in its order (the ERROR
+    and WARNING ones)."""
+    given = 0
+    for level in (_ERROR, _WARNING, _OK):
+        if level not in levels or (count is not None and given >= count):
+            continue
+        limit = "" if count is None else f" LIMIT {count - given}"
+        parts = []
+        for part, (part_level, _, where, index) in enumerate(PARTS):
+            if part_level == level:
+                for sql, key in _part_reads(part, where, index, within, conn.dialect.name):
+                    options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
+                    query = _query(sql + limit, None if within is None else within.tasks)
+                    found = conn.execution_options(**options).execute(query, {**params, **key})
+                    parts.append(found)
+        for values in heapq.merge(*parts, key=_urgency):
+            if count is not None and given >= count:
+                break
+            given += 1
+            yield values[:_WIDTH]
+
+
+def _part_reads(
+    part: int, where: str, index: str, within: Within | None, dialect: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ordered reads of one part: one over the fleet, or one per value of
+    the key (ordered by the key first: a NULL range is then in the index's
+    order on PostgreSQL too)."""
+    moment = "error_at" if PARTS[part][0] == _ERROR else "should_start_by"
+    # Only a fixed ERROR (an invalid spec) may have no moment: first.
+    order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
+    select = f"SELECT {_ROWS_SQL}, {moment} FROM "
+    where = f"WHERE active AND kind <> 'check' AND {where}"
+    if within is None:
+        return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}", {})]
+    table = _from(within.index(index), dialect)
+    column = within.column
+    if within.tasks is not None:
+        where += " AND task IN :tasks"
+    return [
+        (
+            f"{select}{table} {where} AND {column} IS NULL ORDER BY {column}, {order}"
+            if value is None
+            else f"{select}{table} {where} AND {column} = :key ORDER BY {column}, {order}",
+            {} if value is None else {"key": value},
+        )
+        for value in within.values
+    ]
+
+
+def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
+    """The order of a part's row within its level: without a moment first,
+    then by the moment (its last column), then by name."""
+    at = values[_WIDTH]
+    return (at is not None, at, values[0])
