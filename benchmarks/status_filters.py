@@ -32,10 +32,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import log
 from .status_scale import fill as fill_fleet
+
+if TYPE_CHECKING:
+    from celery_dgs.store.selection import Selection
+    from celery_dgs.store.sql import SqlScheduleStore
 
 GOAL_MS = 300.0
 PAGE = 50
@@ -69,6 +73,17 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - start) * 1e3, out
 
 
+def reads(store: SqlScheduleStore, now: datetime, sel: Selection) -> tuple[int, list[float]]:
+    """How many ``sel`` selects, and the milliseconds of its count, its first
+    page, its page 41 and its first page of OK rows."""
+    count, counts = timed(lambda: store.condition_counts(now, sel))
+    first, _ = timed(lambda: list(store.status_rows(now, sel, limit=PAGE)))
+    deep, _ = timed(lambda: list(store.status_rows(now, sel, limit=PAGE, offset=40 * PAGE)))
+    ok_sel = replace(sel, conditions=("ok",))
+    ok, _ = timed(lambda: list(store.status_rows(now, ok_sel, limit=PAGE)))
+    return sum(counts.values()), [count, first, deep, ok]
+
+
 def measure(url: str, pools: int) -> list[str]:
     from celery_dgs.store.selection import Selection
     from celery_dgs.store.sql import SqlScheduleStore
@@ -92,20 +107,14 @@ def measure(url: str, pools: int) -> list[str]:
         for label, selection in cases:
             for way, chosen in (("indexed", selection), ("baseline", None)):
                 sel = chosen or replace(selection, patterns=("*",))
-                count, counts = timed(lambda s=sel: store.condition_counts(now, s))
-                first, _ = timed(lambda s=sel: list(store.status_rows(now, s, limit=PAGE)))
-                deep, _ = timed(
-                    lambda s=sel: list(store.status_rows(now, s, limit=PAGE, offset=40 * PAGE))
-                )
-                ok_sel = replace(sel, conditions=("ok",))
-                ok, _ = timed(lambda s=ok_sel: list(store.status_rows(now, s, limit=PAGE)))
+                selected, (count, first, deep, ok) = reads(store, now, sel)
                 slowest = max(count, first, deep, ok)
                 verdict = ""
                 if way == "indexed":
                     met = met and slowest <= GOAL_MS
                     verdict = " — met" if slowest <= GOAL_MS else " — NOT MET"
                 lines.append(
-                    f"{label}, {way}: {sum(counts.values()):,} selected; count {count:.0f} ms, "
+                    f"{label}, {way}: {selected:,} selected; count {count:.0f} ms, "
                     f"page 1 {first:.0f} ms, page 41 {deep:.0f} ms, OK page 1 {ok:.0f} ms{verdict}"
                 )
     finally:
