@@ -6,7 +6,8 @@ name contains the word.
 The task names are read as distinct values of ``ix_dgs_schedules_task_kept_level``
 by a loose index scan (one probe per name, in a recursive query), and the
 word is looked for in them here, case-sensitive: a fleet has few tasks for
-its schedules.
+its schedules. With both a pool and a word, the key holding fewer schedules
+leads and the other filters the rows read along it (a look-up of each).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 
 from .selection import Selection
-from .sql_status_parts import Within
+from .sql_status_parts import Within, count_within
 
 _TASK_INDEX = "ix_dgs_schedules_task_kept_level"
 
@@ -45,16 +46,19 @@ def keyed(selection: Selection) -> bool:
 
 
 def within_of(conn: Connection, selection: Selection) -> Within:
-    """The key of a :func:`keyed` selection (the pool, when both are given,
-    the tasks then a filter; no value when no task contains the word)."""
-    tasks = None
-    if selection.task_word:
-        tasks = tuple(t for t in task_names(conn) if selection.task_word in t)
-        if not tasks:
-            return Within("task", ())
-    if not selection.pools:
-        return Within("task", tuple(tasks or ()))
-    pools: list[str | None] = [*sorted(set(selection.pools))]
-    if selection.default_pool in selection.pools:
-        pools.append(None)
-    return Within("pool", tuple(pools), tasks)
+    """The key of a :func:`keyed` selection: its pools or its tasks (no value
+    when no task contains the word); with both, the one holding fewer
+    schedules (an index-only count of each) leads, the other filters."""
+    pools: tuple[str | None, ...] = ()
+    if selection.pools:
+        pools = (*sorted(set(selection.pools)),)
+        if selection.default_pool in selection.pools:
+            pools += (None,)
+    if not selection.task_word:
+        return Within("pool", pools)
+    tasks: tuple[str | None, ...] = tuple(t for t in task_names(conn) if selection.task_word in t)
+    if not tasks or not pools:
+        return Within("task", tasks)
+    if count_within(conn, Within("task", tasks)) <= count_within(conn, Within("pool", pools)):
+        return Within("task", tasks, ("pool", pools))
+    return Within("pool", pools, ("task", tasks))

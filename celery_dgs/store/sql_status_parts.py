@@ -51,25 +51,47 @@ _PREFIX = "ix_dgs_schedules_"
 @dataclass(frozen=True)
 class Within:
     """The schedules whose ``column`` (``pool`` or ``task``) is one of
-    ``values`` (``None``: NULL), and, when ``tasks`` is given, whose task is
-    one of them."""
+    ``values`` (``None``: NULL), and, when ``also`` is given (another
+    column, its values), whose other column is one of those."""
 
     column: str
     values: tuple[str | None, ...]
-    tasks: tuple[str, ...] | None = None
+    also: tuple[str, tuple[str | None, ...]] | None = None
 
     def index(self, index: str) -> str:
         """``index`` with this key leading (migration 0014)."""
         return f"{_PREFIX}{self.column}_{index.removeprefix(_PREFIX)}"
 
+    def ranges(self) -> list[tuple[str, dict[str, Any]]]:
+        """The ``WHERE`` terms of each range of the key with their parameters:
+        its values as a list, and NULL apart."""
+        found = [v for v in self.values if v is not None]
+        out = [(f" AND {self.column} IN :keys", {"keys": found})] if found else []
+        if None in self.values:
+            out.append((f" AND {self.column} IS NULL", {}))
+        return out
 
-def _query(sql: str, tasks: tuple[str, ...] | None = None) -> TextClause:
-    """``sql`` with its ``:now`` bound as a stored moment, and ``:tasks`` as a list."""
+    def also_sql(self) -> str:
+        """The ``WHERE`` term of ``also`` (none without it)."""
+        if self.also is None:
+            return ""
+        column, values = self.also
+        terms = [f"{column} IN :also"] if any(v is not None for v in values) else []
+        if None in values:
+            terms.append(f"{column} IS NULL")
+        return " AND (" + " OR ".join(terms) + ")"
+
+
+def _query(sql: str, within: Within | None = None) -> TextClause:
+    """``sql`` with its ``:now`` bound as a stored moment, and its lists."""
     query = text(sql)
     if ":now" in sql:
         query = query.bindparams(bindparam("now", type_=UTCDateTime()))
-    if tasks is not None:
-        query = query.bindparams(bindparam("tasks", value=list(tasks), expanding=True))
+    if ":keys" in sql:
+        query = query.bindparams(bindparam("keys", expanding=True))
+    if within is not None and within.also is not None and ":also" in sql:
+        found = [v for v in within.also[1] if v is not None]
+        query = query.bindparams(bindparam("also", value=found, expanding=True))
     return query
 
 
@@ -79,24 +101,20 @@ def _from(index: str, dialect: str) -> str:
     return f"dgs_schedules INDEXED BY {index}" if dialect == "sqlite" else "dgs_schedules"
 
 
-def _ranges(within: Within | None) -> list[tuple[str, dict[str, Any]]]:
-    """The ``WHERE`` terms (beyond a part's) of each range to count, with their
-    parameters: the whole fleet, or the key's values as a list, and NULL apart."""
-    if within is None:
-        return [("", {})]
-    extra = "" if within.tasks is None else " AND task IN :tasks"
-    found = [v for v in within.values if v is not None]
-    out = [(f" AND {within.column} IN :keys{extra}", {"keys": found})] if found else []
-    if None in within.values:
-        out.append((f" AND {within.column} IS NULL{extra}", {}))
-    return out
-
-
-def _count_query(sql: str, where: str, within: Within | None) -> TextClause:
-    query = _query(sql, None if within is None else within.tasks)
-    if ":keys" in where:
-        query = query.bindparams(bindparam("keys", expanding=True))
-    return query
+def count_within(conn: Connection, within: Within | None) -> int:
+    """How many active schedules (not deferred checks) are ``within`` (``None``:
+    all of them): an index-only count."""
+    every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
+    ranges = [("", {})] if within is None else within.ranges()
+    also = "" if within is None else within.also_sql()
+    total = 0
+    for terms, keys in ranges:
+        sql = (
+            f"SELECT count(*) FROM {_from(every, conn.dialect.name)} "
+            f"WHERE active AND kind <> 'check'{terms}{also}"
+        )
+        total += int(conn.execute(_query(sql, within), keys).scalar_one())
+    return total
 
 
 def counts_by_part(
@@ -107,7 +125,8 @@ def counts_by_part(
     ERROR and WARNING ones."""
     dialect = conn.dialect.name
     counts: dict[tuple[str, str], int] = {}
-    ranges = _ranges(within)
+    ranges = [("", {})] if within is None else within.ranges()
+    also = "" if within is None else within.also_sql()
     for level, reason, where, index in PARTS[:4]:
         if level not in levels and _OK not in levels:  # OK: what the others leave
             continue
@@ -115,21 +134,12 @@ def counts_by_part(
         for terms, keys in ranges:
             sql = (
                 f"SELECT {reason}, count(*) FROM {table} "
-                f"WHERE active AND kind <> 'check' AND {where}{terms} GROUP BY {reason}"
+                f"WHERE active AND kind <> 'check' AND {where}{terms}{also} GROUP BY {reason}"
             )
-            for why, n in conn.execute(_count_query(sql, terms, within), {**params, **keys}):
+            for why, n in conn.execute(_query(sql, within), {**params, **keys}):
                 key = (Level(level).name, why or "")
                 counts[key] = counts.get(key, 0) + n
-    ok = 0
-    if _OK in levels:
-        every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
-        for terms, keys in ranges:
-            sql = (
-                f"SELECT count(*) FROM {_from(every, dialect)} "
-                f"WHERE active AND kind <> 'check'{terms}"
-            )
-            ok += int(conn.execute(_count_query(sql, terms, within), keys).scalar_one())
-        ok -= sum(counts.values())
+    ok = count_within(conn, within) - sum(counts.values()) if _OK in levels else 0
     counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
     if ok:
         counts[(Level.OK.name, Reason.OK.value)] = ok
@@ -159,7 +169,7 @@ def rows_by_part(
             if part_level == level:
                 for sql, key in _part_reads(part, where, index, within, conn.dialect.name):
                     options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
-                    query = _query(sql + limit, None if within is None else within.tasks)
+                    query = _query(sql + limit, within)
                     found = conn.execution_options(**options).execute(query, {**params, **key})
                     parts.append(found)
         for values in heapq.merge(*parts, key=_urgency):
@@ -184,8 +194,7 @@ def _part_reads(
         return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}", {})]
     table = _from(within.index(index), dialect)
     column = within.column
-    if within.tasks is not None:
-        where += " AND task IN :tasks"
+    where += within.also_sql()
     return [
         (
             f"{select}{table} {where} AND {column} IS NULL ORDER BY {column}, {order}"
