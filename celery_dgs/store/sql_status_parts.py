@@ -7,8 +7,9 @@ reason, a read takes its first rows in its moment's order. Within a key,
 each part is read once per value (``pool = 'a'``, ``pool IS NULL``, ``task
 = 'p.x'``) along the same index with that key leading
 (``ix_dgs_schedules_pool_...``, ``ix_dgs_schedules_task_...``), and the
-ranges are merged as they stream, so a read costs the rows it gives plus
-one index probe per part and value, not the rows of the other values.
+ranges are merged as they stream (on PostgreSQL by the database, in one
+statement per part), so a read costs the rows it gives plus one index probe
+per part and value, not the rows of the other values.
 """
 
 from __future__ import annotations
@@ -167,9 +168,10 @@ def rows_by_part(
         parts = []
         for part, (part_level, _, where, index) in enumerate(PARTS):
             if part_level == level:
-                for sql, key in _part_reads(part, where, index, within, conn.dialect.name):
+                dialect = conn.dialect.name
+                for sql, key in _part_reads(part, where, index, within, dialect, limit):
                     options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
-                    query = _query(sql + limit, within)
+                    query = _query(sql, within)
                     found = conn.execution_options(**options).execute(query, {**params, **key})
                     parts.append(found)
         for values in heapq.merge(*parts, key=_urgency):
@@ -180,30 +182,33 @@ def rows_by_part(
 
 
 def _part_reads(
-    part: int, where: str, index: str, within: Within | None, dialect: str
+    part: int, where: str, index: str, within: Within | None, dialect: str, limit: str
 ) -> list[tuple[str, dict[str, Any]]]:
     """The ordered reads of one part: one over the fleet, or one per value of
     the key (ordered by the key first: a NULL range is then in the index's
-    order on PostgreSQL too)."""
+    order on PostgreSQL too), which PostgreSQL reads as one statement (a
+    ``UNION ALL`` it merges in order, each range read only while wanted)."""
     moment = "error_at" if PARTS[part][0] == _ERROR else "should_start_by"
     # Only a fixed ERROR (an invalid spec) may have no moment: first.
     order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
-    select = f"SELECT {_ROWS_SQL}, {moment} FROM "
+    select = f"SELECT {_ROWS_SQL}, {moment} AS urgent_at FROM "
     where = f"WHERE active AND kind <> 'check' AND {where}"
     if within is None:
-        return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}", {})]
+        return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}{limit}", {})]
     table = _from(within.index(index), dialect)
     column = within.column
     where += within.also_sql()
-    return [
-        (
-            f"{select}{table} {where} AND {column} IS NULL ORDER BY {column}, {order}"
-            if value is None
-            else f"{select}{table} {where} AND {column} = :key ORDER BY {column}, {order}",
-            {} if value is None else {"key": value},
-        )
-        for value in within.values
-    ]
+    arms = []
+    for i, value in enumerate(within.values):
+        term = f"{column} IS NULL" if value is None else f"{column} = :key{i}"
+        sql = f"{select}{table} {where} AND {term} ORDER BY {column}, {order}{limit}"
+        arms.append((sql, {} if value is None else {f"key{i}": value}))
+    if dialect == "sqlite" or len(arms) < 2:
+        return arms
+    union = " UNION ALL ".join(f"({sql})" for sql, _ in arms)
+    urgent = "urgent_at IS NOT NULL, urgent_at, name" if part == 0 else "urgent_at, name"
+    keys = {k: v for _, params in arms for k, v in params.items()}
+    return [(f"SELECT * FROM ({union}) AS arms ORDER BY {urgent}{limit}", keys)]
 
 
 def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
