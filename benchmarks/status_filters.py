@@ -46,7 +46,8 @@ PAGE = 50
 
 
 def spread(url: str, tasks: int, pools: int) -> None:
-    """Every schedule's task and kept pool from its row's hash, then ``ANALYZE``."""
+    """Every schedule's task and kept pool from its row's hash, then ``ANALYZE``
+    (``VACUUM ANALYZE`` on PostgreSQL)."""
     from sqlalchemy import create_engine
 
     engine = create_engine(url)
@@ -55,14 +56,19 @@ def spread(url: str, tasks: int, pools: int) -> None:
             sqlite = conn.dialect.name == "sqlite"
             key = "abs(rowid)" if sqlite else "abs(hashtext(name))"
             mod = "%" if sqlite else "%%"
+            padded = f"'00' || ({key} {mod} {tasks})"
             conn.exec_driver_sql(
-                f"UPDATE dgs_schedules SET task = 'proj.t' || substr('000' || ({key} {mod} "
-                f"{tasks}), -3), pool = CASE WHEN {key} {mod} {pools} = 0 THEN NULL "
+                f"UPDATE dgs_schedules SET task = 'proj.t' || substr({padded}, "
+                f"length({padded}) - 2), pool = CASE WHEN {key} {mod} {pools} = 0 THEN NULL "
                 f"ELSE 'pool' || ({key} {mod} {pools}) END"
             )
-        with engine.connect() as conn:
-            conn.exec_driver_sql("ANALYZE dgs_schedules")
-            conn.commit()
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            # as autovacuum does after a bulk write: until then an index-only
+            # count visits the table's rows too
+            sqlite = conn.dialect.name == "sqlite"
+            conn.exec_driver_sql(
+                "ANALYZE dgs_schedules" if sqlite else "VACUUM ANALYZE dgs_schedules"
+            )
     finally:
         engine.dispose()
 
