@@ -7,9 +7,9 @@ reason, a read takes its first rows in its moment's order. Within a key,
 each part is read once per value (``pool = 'a'``, ``pool IS NULL``, ``task
 = 'p.x'``) along the same index with that key leading
 (``ix_dgs_schedules_pool_...``, ``ix_dgs_schedules_task_...``), and the
-ranges are merged as they stream (on PostgreSQL by the database, in one
-statement per part), so a read costs the rows it gives plus one index probe
-per part and value, not the rows of the other values.
+ranges are merged in order by the database (one ``UNION ALL`` statement
+per part), so a read costs the rows it gives plus one index probe per part
+and value, not the rows of the other values.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from .models import UTCDateTime
 
 #: Rows fetched from the driver at a time while a status read streams.
 STREAM_BATCH_ROWS = 2_000
+#: Ranges of a part in one SQLite statement (its limit of a compound
+#: ``SELECT`` is 500); more are read as several, merged here.
+SQLITE_ARMS = 400
 
 _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
 _LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
@@ -184,10 +187,12 @@ def rows_by_part(
 def _part_reads(
     part: int, where: str, index: str, within: Within | None, dialect: str, limit: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The ordered reads of one part: one over the fleet, or one per value of
-    the key (ordered by the key first: a NULL range is then in the index's
-    order on PostgreSQL too), which PostgreSQL reads as one statement (a
-    ``UNION ALL`` it merges in order, each range read only while wanted)."""
+    """The ordered reads of one part: one over the fleet, or, within a key,
+    one ``UNION ALL`` of a range per value that the database merges in
+    order, each range read only while wanted (SQLite: arms without an order
+    of their own, their index giving it, at most :data:`SQLITE_ARMS` a
+    statement; PostgreSQL: each ordered by the key first, so that a NULL
+    range is in its index's order too)."""
     moment = "error_at" if PARTS[part][0] == _ERROR else "should_start_by"
     # Only a fixed ERROR (an invalid spec) may have no moment: first.
     order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
@@ -198,17 +203,26 @@ def _part_reads(
     table = _from(within.index(index), dialect)
     column = within.column
     where += within.also_sql()
-    arms = []
+    arms: list[tuple[str, dict[str, Any]]] = []
     for i, value in enumerate(within.values):
         term = f"{column} IS NULL" if value is None else f"{column} = :key{i}"
-        sql = f"{select}{table} {where} AND {term} ORDER BY {column}, {order}{limit}"
-        arms.append((sql, {} if value is None else {f"key{i}": value}))
-    if dialect == "sqlite" or len(arms) < 2:
-        return arms
-    union = " UNION ALL ".join(f"({sql})" for sql, _ in arms)
+        arms.append(
+            (f"{select}{table} {where} AND {term}", {} if value is None else {f"key{i}": value})
+        )
+    if dialect == "sqlite":  # NULLs sort first there: no fixed ERROR comes later
+        chunks = [arms[lo : lo + SQLITE_ARMS] for lo in range(0, len(arms), SQLITE_ARMS)]
+        return [_union(chunk, "", f" ORDER BY urgent_at, name{limit}") for chunk in chunks]
+    arms = [(f"({sql} ORDER BY {column}, {order}{limit})", keys) for sql, keys in arms]
     urgent = "urgent_at IS NOT NULL, urgent_at, name" if part == 0 else "urgent_at, name"
+    return [_union(arms, "SELECT * FROM (", f") AS arms ORDER BY {urgent}{limit}")] if arms else []
+
+
+def _union(
+    arms: list[tuple[str, dict[str, Any]]], head: str, tail: str
+) -> tuple[str, dict[str, Any]]:
+    """``arms`` as one ``UNION ALL`` statement between ``head`` and ``tail``."""
     keys = {k: v for _, params in arms for k, v in params.items()}
-    return [(f"SELECT * FROM ({union}) AS arms ORDER BY {urgent}{limit}", keys)]
+    return head + " UNION ALL ".join(sql for sql, _ in arms) + tail, keys
 
 
 def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
-from celery_dgs.store import ScheduleStore
+from celery_dgs.store import ScheduleStore, sql_status_parts
 from celery_dgs.store.records import StoredSchedule
 from celery_dgs.store.selection import Selection
 
@@ -125,3 +125,15 @@ def test_a_word_matching_several_tasks_reads_them_all_in_one_order(mixed: Schedu
     assert sum(counts.values()) == 36
     # checks are not schedules: a check's task does not make it selected
     assert all("@check:" not in r.name for r in rows)
+
+
+def test_many_values_are_read_in_several_statements_merged(
+    mixed: ScheduleStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_status_parts, "SQLITE_ARMS", 2)  # SQLite: 3 tasks in 2 statements
+    now = T0 + 2 * H + M
+    for selection in (Selection(task_word="scrape"), Selection(pools=("celery", "slow"))):
+        expected = _expected(mixed, now, selection)
+        assert [r.name for r in mixed.status_rows(now, selection)] == expected
+        page = mixed.status_rows(now, selection, limit=7, offset=5)
+        assert [r.name for r in page] == expected[5:12]
