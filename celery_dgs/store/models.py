@@ -179,6 +179,24 @@ for _name, _columns in {
     )
 
 
+#: The same indexes with the pool (NULL: a spec without one), and with the
+#: task, leading: a filter by pool or by task reads each condition's parts
+#: within its values; the task ones also give the distinct task names.
+for _key in ("pool", "task"):
+    for _part, _columns in {
+        "kept_level": ("kept_level", "kept_reason", "error_at", "warning_at"),
+        "error_at": ("error_at", "kept_level", "error_reason"),
+        "warning_at": ("warning_at", "error_at", "kept_level", "warning_reason"),
+        "should_start": ("should_start_by", "name", "kept_level", "error_at", "warning_at"),
+    }.items():
+        Index(
+            f"ix_dgs_schedules_{_key}_{_part}",
+            *(getattr(ScheduleRow, c) for c in (_key, *_columns)),
+            postgresql_where=_ACTIVE_SCHEDULE,
+            sqlite_where=_ACTIVE_SCHEDULE,
+        )
+
+
 #: The failing schedules by their last end: the status page lists those most
 #: recently ended (``failing_schedules``).
 Index(

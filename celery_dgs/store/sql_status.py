@@ -18,15 +18,18 @@ count and gives its order:
 So a read costs the rows in ERROR and WARNING plus one index-only count,
 not a pass over every row. Every row (``status --json``) streams each part
 in its index's order, merged as they stream: the first row comes once the
-ERROR rows are read, not after a sort of the fleet. A selection by name
-pattern, pool, a word of the task or names is one query over the matching
-rows (a ``CASE`` of the same comparison): a name prefix is a range of the
-primary key; other patterns, a pool and a task word read every row.
+ERROR rows are read, not after a sort of the fleet (:mod:`.sql_status_parts`).
+
+A selection by pool or by a word of the task reads the same parts within
+each pool, or each task containing the word, along the same indexes with
+the pool or the task leading (:mod:`.sql_status_keys`): the cost is that of
+the selected schedules, not the fleet. A selection by name pattern or names
+is one query over the matching rows (a ``CASE`` of the same comparison): a
+name prefix is a range of the primary key; other patterns read every name.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
@@ -48,7 +51,7 @@ from sqlalchemy import (
     text,
 )
 
-from ..core.condition import Level, Reason
+from ..core.condition import Level
 from ..core.kept_condition import KeptTimes
 from ..errors import UnknownScheduleError
 from .convert import utc
@@ -59,10 +62,10 @@ from .models import ScheduleRow, UTCDateTime
 from .records import StoredSchedule
 from .selection import LIKE_ESCAPE, Selection, like_pattern, regex_pattern, sqlite_glob
 from .sql_base import SqlStoreBase
+from .sql_status_keys import keyed, within_of
+from .sql_status_parts import STREAM_BATCH_ROWS, Within, counts_by_part, rows_by_part
 
 _T = cast(Table, ScheduleRow.__table__)
-#: Rows fetched from the driver at a time while a status read streams.
-STREAM_BATCH_ROWS = 2_000
 #: Distinct datetimes a streaming read shares before it starts over (its
 #: memory stays flat however many rows it streams).
 STREAM_MEMO_ENTRIES = 20_000
@@ -88,42 +91,11 @@ REASON_AT = case(
     (_WARNING_AT < _NOW, _T.c.warning_reason),
     else_=_T.c.kept_reason,
 )
-_LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
-#: Each condition's parts: its level, the rows' reason column, their range
-#: (with ``:now``) and the partial index that covers it.
-_PARTS: tuple[tuple[int, str, str, str], ...] = (
-    (_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
-    (_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
-    (
-        _WARNING,
-        "warning_reason",
-        "warning_at < :now AND error_at >= :now AND kept_level < 2",
-        "ix_dgs_schedules_warning_at",
-    ),
-    (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
-    (_OK, "kept_reason", f"kept_level = 0 AND {_LATER}", "ix_dgs_schedules_should_start"),
-)
-_ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
-
-
-def _part_query(sql: str) -> Any:
-    """``sql`` with its ``:now`` (if any) bound as a stored moment."""
-    query = text(sql)
-    return query.bindparams(bindparam("now", type_=UTCDateTime())) if ":now" in sql else query
-
-
-def _from(index: str, dialect: str) -> str:
-    """``dgs_schedules``, on SQLite with the index the part reads (its planner
-    does not pick a partial index over a scan by itself)."""
-    return f"dgs_schedules INDEXED BY {index}" if dialect == "sqlite" else "dgs_schedules"
-
-
 #: The moment the urgency order sorts a level by: ``error_at`` in ERROR,
 #: else ``should_start_by`` (``celery_dgs.status.urgency_key``).
 _URGENT_AT = case((LEVEL_AT == _ERROR, _ERROR_AT), else_=_T.c.should_start_by)
 #: Untyped: the driver's values go to the loader's memo as they are.
 _ROW_COLUMNS: list[ColumnClause[Any]] = [column(name) for name in SCHEDULE_COLUMNS]
-_WIDTH = len(SCHEDULE_COLUMNS)
 
 
 def _plain(selection: Selection) -> bool:
@@ -137,6 +109,16 @@ def _levels(selection: Selection) -> set[int]:
     return {int(Level[name]) for name in selection.levels} or {_OK, _WARNING, _ERROR}
 
 
+def _along(conn: Connection, selection: Selection) -> tuple[bool, Within | None]:
+    """Whether ``selection`` is read by index ranges, and within which key
+    (``None``: the whole fleet)."""
+    if _plain(selection):
+        return True, None
+    if keyed(selection):
+        return True, within_of(conn, selection)
+    return False, None
+
+
 class StatusMethods(SqlStoreBase):
     """``condition_counts``, ``status_rows`` and ``kept_times`` of the SQL store."""
 
@@ -144,7 +126,8 @@ class StatusMethods(SqlStoreBase):
         """How many selected schedules are in each (level name, reason) at ``now``."""
         params = {"now": utc(now, "now")}
         with connection_transaction(self.engine, write=False) as conn:
-            if not _plain(selection):
+            by_index, within = _along(conn, selection)
+            if not by_index:
                 stmt = (
                     select(LEVEL_AT, REASON_AT, func.count())
                     .where(_where(selection, conn.dialect.name))
@@ -152,7 +135,7 @@ class StatusMethods(SqlStoreBase):
                 )
                 found = conn.execute(stmt, params)
                 return {(Level(level).name, reason or ""): n for level, reason, n in found}
-            return _counts_by_part(conn, params, _levels(selection))
+            return counts_by_part(conn, params, _levels(selection), within)
 
     def status_rows(
         self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0
@@ -164,9 +147,10 @@ class StatusMethods(SqlStoreBase):
         params = {"now": utc(now, "now")}
         memo = ValueMemo(STREAM_MEMO_ENTRIES)  # bounded: a stream of every row
         with connection_transaction(self.engine, write=False) as conn:
-            if _plain(selection):
+            by_index, within = _along(conn, selection)
+            if by_index:
                 count = None if limit is None else offset + limit
-                found = _by_part(conn, params, _levels(selection), count)
+                found = rows_by_part(conn, params, _levels(selection), count, within)
                 for values in itertools.islice(found, offset, None):
                     yield stored_schedule_from_values(values, self._spec_cache, memo)
                 return
@@ -235,75 +219,6 @@ class StatusMethods(SqlStoreBase):
         if row is None:
             raise UnknownScheduleError(f"no schedule named {name!r} in the store")
         return KeptTimes(condition_of(row[:6]), row[6], row[7])
-
-
-def _counts_by_part(
-    conn: Connection, params: dict[str, Any], levels: set[int]
-) -> dict[tuple[str, str], int]:
-    """The counts of each condition's parts (one grouped query each, over its
-    index); OK as every active schedule less the ERROR and WARNING ones."""
-    dialect = conn.dialect.name
-    counts: dict[tuple[str, str], int] = {}
-    for level, reason, where, index in _PARTS[:4]:
-        if level in levels or _OK in levels:  # OK: what the others leave
-            sql = (
-                f"SELECT {reason}, count(*) FROM {_from(index, dialect)} "
-                f"WHERE active AND kind <> 'check' AND {where} GROUP BY {reason}"
-            )
-            for why, n in conn.execute(_part_query(sql), params):
-                key = (Level(level).name, why or "")
-                counts[key] = counts.get(key, 0) + n
-    ok = 0
-    if _OK in levels:
-        every = (
-            f"SELECT count(*) FROM {_from('ix_dgs_schedules_can_start', dialect)} "
-            "WHERE active AND kind <> 'check'"
-        )
-        ok = int(conn.execute(text(every)).scalar_one()) - sum(counts.values())
-    counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
-    if ok:
-        counts[(Level.OK.name, Reason.OK.value)] = ok
-    return counts
-
-
-def _by_part(
-    conn: Connection, params: dict[str, Any], levels: set[int], count: int | None
-) -> Iterator[Sequence[Any]]:
-    """The rows (:data:`SCHEDULE_COLUMNS`' values) of the selected levels in
-    urgency order, at most ``count`` (``None``: every one, streamed): each
-    part read in its index's order and merged as it streams, a level read
-    only while rows are still wanted. Nothing is sorted but the rows of a
-    part whose index is not in its order (the ERROR and WARNING ones)."""
-    given = 0
-    for level in (_ERROR, _WARNING, _OK):
-        if level not in levels or (count is not None and given >= count):
-            continue
-        moment = "error_at" if level == _ERROR else "should_start_by"
-        parts = []
-        for part, (part_level, _, where, index) in enumerate(_PARTS):
-            if part_level != level:
-                continue
-            # Only a fixed ERROR (an invalid spec) may have no moment: first.
-            order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
-            limit = "" if count is None else f" LIMIT {count - given}"
-            sql = (
-                f"SELECT {_ROWS_SQL}, {moment} FROM {_from(index, conn.dialect.name)} "
-                f"WHERE active AND kind <> 'check' AND {where} ORDER BY {order}{limit}"
-            )
-            options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
-            parts.append(conn.execution_options(**options).execute(_part_query(sql), params))
-        for values in heapq.merge(*parts, key=_urgency):
-            if count is not None and given >= count:
-                break
-            given += 1
-            yield values[:_WIDTH]
-
-
-def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
-    """The order of a part's row within its level: without a moment first,
-    then by the moment (its last column), then by name."""
-    at = values[_WIDTH]
-    return (at is not None, at, values[0])
 
 
 def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:

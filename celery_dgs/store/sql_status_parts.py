@@ -1,0 +1,232 @@
+"""Each condition's parts as ranges of the partial indexes that cover them,
+counted and read in urgency order: over every active schedule, or
+:class:`Within` the values of a pool or a task.
+
+A part is one range of one index (:data:`PARTS`): a count groups it by
+reason, a read takes its first rows in its moment's order. Within a key,
+each part is read once per value (``pool = 'a'``, ``pool IS NULL``, ``task
+= 'p.x'``) along the same index with that key leading
+(``ix_dgs_schedules_pool_...``, ``ix_dgs_schedules_task_...``), and the
+ranges are merged in order by the database (one ``UNION ALL`` statement
+per part), so a read costs the rows it gives plus one index probe per part
+and value, not the rows of the other values.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, bindparam, text
+
+from ..core.condition import Level, Reason
+from .loader import SCHEDULE_COLUMNS
+from .models import UTCDateTime
+
+#: Rows fetched from the driver at a time while a status read streams.
+STREAM_BATCH_ROWS = 2_000
+#: Ranges of a part in one SQLite statement (its limit of a compound
+#: ``SELECT`` is 500); more are read as several, merged here.
+SQLITE_ARMS = 400
+
+_OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
+_LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
+#: Each condition's parts: its level, the rows' reason column, their range
+#: (with ``:now``) and the partial index that covers it.
+PARTS: tuple[tuple[int, str, str, str], ...] = (
+    (_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
+    (_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
+    (
+        _WARNING,
+        "warning_reason",
+        "warning_at < :now AND error_at >= :now AND kept_level < 2",
+        "ix_dgs_schedules_warning_at",
+    ),
+    (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
+    (_OK, "kept_reason", f"kept_level = 0 AND {_LATER}", "ix_dgs_schedules_should_start"),
+)
+_ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
+_WIDTH = len(SCHEDULE_COLUMNS)
+_PREFIX = "ix_dgs_schedules_"
+
+
+@dataclass(frozen=True)
+class Within:
+    """The schedules whose ``column`` (``pool`` or ``task``) is one of
+    ``values`` (``None``: NULL), and, when ``also`` is given (another
+    column, its values), whose other column is one of those."""
+
+    column: str
+    values: tuple[str | None, ...]
+    also: tuple[str, tuple[str | None, ...]] | None = None
+
+    def index(self, index: str) -> str:
+        """``index`` with this key leading (migration 0014)."""
+        return f"{_PREFIX}{self.column}_{index.removeprefix(_PREFIX)}"
+
+    def ranges(self) -> list[tuple[str, dict[str, Any]]]:
+        """The ``WHERE`` terms of each range of the key with their parameters:
+        its values as a list, and NULL apart."""
+        found = [v for v in self.values if v is not None]
+        out = [(f" AND {self.column} IN :keys", {"keys": found})] if found else []
+        if None in self.values:
+            out.append((f" AND {self.column} IS NULL", {}))
+        return out
+
+    def also_sql(self) -> str:
+        """The ``WHERE`` term of ``also`` (none without it)."""
+        if self.also is None:
+            return ""
+        column, values = self.also
+        terms = [f"{column} IN :also"] if any(v is not None for v in values) else []
+        if None in values:
+            terms.append(f"{column} IS NULL")
+        return " AND (" + " OR ".join(terms) + ")"
+
+
+def _query(sql: str, within: Within | None = None) -> TextClause:
+    """``sql`` with its ``:now`` bound as a stored moment, and its lists."""
+    query = text(sql)
+    if ":now" in sql:
+        query = query.bindparams(bindparam("now", type_=UTCDateTime()))
+    if ":keys" in sql:
+        query = query.bindparams(bindparam("keys", expanding=True))
+    if within is not None and within.also is not None and ":also" in sql:
+        found = [v for v in within.also[1] if v is not None]
+        query = query.bindparams(bindparam("also", value=found, expanding=True))
+    return query
+
+
+def _from(index: str, dialect: str) -> str:
+    """``dgs_schedules``, on SQLite with the index the part reads (its planner
+    does not pick a partial index over a scan by itself)."""
+    return f"dgs_schedules INDEXED BY {index}" if dialect == "sqlite" else "dgs_schedules"
+
+
+def count_within(conn: Connection, within: Within | None) -> int:
+    """How many active schedules (not deferred checks) are ``within`` (``None``:
+    all of them): an index-only count."""
+    every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
+    ranges = [("", {})] if within is None else within.ranges()
+    also = "" if within is None else within.also_sql()
+    total = 0
+    for terms, keys in ranges:
+        sql = (
+            f"SELECT count(*) FROM {_from(every, conn.dialect.name)} "
+            f"WHERE active AND kind <> 'check'{terms}{also}"
+        )
+        total += int(conn.execute(_query(sql, within), keys).scalar_one())
+    return total
+
+
+def counts_by_part(
+    conn: Connection, params: dict[str, Any], levels: set[int], within: Within | None = None
+) -> dict[tuple[str, str], int]:
+    """The counts of each condition's parts (one grouped query each, over its
+    index, per range of the key); OK as every selected schedule less the
+    ERROR and WARNING ones."""
+    dialect = conn.dialect.name
+    counts: dict[tuple[str, str], int] = {}
+    ranges = [("", {})] if within is None else within.ranges()
+    also = "" if within is None else within.also_sql()
+    for level, reason, where, index in PARTS[:4]:
+        if level not in levels and _OK not in levels:  # OK: what the others leave
+            continue
+        table = _from(index if within is None else within.index(index), dialect)
+        for terms, keys in ranges:
+            sql = (
+                f"SELECT {reason}, count(*) FROM {table} "
+                f"WHERE active AND kind <> 'check' AND {where}{terms}{also} GROUP BY {reason}"
+            )
+            for why, n in conn.execute(_query(sql, within), {**params, **keys}):
+                key = (Level(level).name, why or "")
+                counts[key] = counts.get(key, 0) + n
+    ok = count_within(conn, within) - sum(counts.values()) if _OK in levels else 0
+    counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
+    if ok:
+        counts[(Level.OK.name, Reason.OK.value)] = ok
+    return counts
+
+
+def rows_by_part(
+    conn: Connection,
+    params: dict[str, Any],
+    levels: set[int],
+    count: int | None,
+    within: Within | None = None,
+) -> Iterator[Sequence[Any]]:
+    """The rows (:data:`SCHEDULE_COLUMNS`' values) of the selected levels in
+    urgency order, at most ``count`` (``None``: every one, streamed): each
+    part (within each value of the key) read in its index's order and merged
+    as it streams, a level read only while rows are still wanted. Nothing is
+    sorted but the rows of a part whose index is not in its order (the ERROR
+    and WARNING ones)."""
+    given = 0
+    for level in (_ERROR, _WARNING, _OK):
+        if level not in levels or (count is not None and given >= count):
+            continue
+        limit = "" if count is None else f" LIMIT {count - given}"
+        parts = []
+        for part, (part_level, _, where, index) in enumerate(PARTS):
+            if part_level == level:
+                dialect = conn.dialect.name
+                for sql, key in _part_reads(part, where, index, within, dialect, limit):
+                    options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
+                    query = _query(sql, within)
+                    found = conn.execution_options(**options).execute(query, {**params, **key})
+                    parts.append(found)
+        for values in heapq.merge(*parts, key=_urgency):
+            if count is not None and given >= count:
+                break
+            given += 1
+            yield values[:_WIDTH]
+
+
+def _part_reads(
+    part: int, where: str, index: str, within: Within | None, dialect: str, limit: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ordered reads of one part: one over the fleet, or, within a key,
+    one ``UNION ALL`` of a range per value that the database merges in
+    order, each range read only while wanted (SQLite: arms without an order
+    of their own, their index giving it, at most :data:`SQLITE_ARMS` a
+    statement; PostgreSQL: each ordered by the key first, so that a NULL
+    range is in its index's order too)."""
+    moment = "error_at" if PARTS[part][0] == _ERROR else "should_start_by"
+    # Only a fixed ERROR (an invalid spec) may have no moment: first.
+    order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
+    select = f"SELECT {_ROWS_SQL}, {moment} AS urgent_at FROM "
+    where = f"WHERE active AND kind <> 'check' AND {where}"
+    if within is None:
+        return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}{limit}", {})]
+    table = _from(within.index(index), dialect)
+    column = within.column
+    where += within.also_sql()
+    arms: list[tuple[str, dict[str, Any]]] = []
+    for i, value in enumerate(within.values):
+        term = f"{column} IS NULL" if value is None else f"{column} = :key{i}"
+        arms.append(
+            (f"{select}{table} {where} AND {term}", {} if value is None else {f"key{i}": value})
+        )
+    if dialect == "sqlite":  # NULLs sort first there: no fixed ERROR comes later
+        chunks = [arms[lo : lo + SQLITE_ARMS] for lo in range(0, len(arms), SQLITE_ARMS)]
+        return [_union(chunk, "", f" ORDER BY urgent_at, name{limit}") for chunk in chunks]
+    arms = [(f"({sql} ORDER BY {column}, {order}{limit})", keys) for sql, keys in arms]
+    urgent = "urgent_at IS NOT NULL, urgent_at, name" if part == 0 else "urgent_at, name"
+    return [_union(arms, "SELECT * FROM (", f") AS arms ORDER BY {urgent}{limit}")] if arms else []
+
+
+def _union(
+    arms: list[tuple[str, dict[str, Any]]], head: str, tail: str
+) -> tuple[str, dict[str, Any]]:
+    """``arms`` as one ``UNION ALL`` statement between ``head`` and ``tail``."""
+    keys = {k: v for _, params in arms for k, v in params.items()}
+    return head + " UNION ALL ".join(sql for sql, _ in arms) + tail, keys
+
+
+def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
+    """The order of a part's row within its level: without a moment first,
+    then by the moment (its last column), then by name."""
+    at = values[_WIDTH]
+    return (at is not None, at, values[0])

@@ -1,0 +1,125 @@
+"""A filter by pool or by a word of the task reads only the selected pools'
+or tasks' rows, on SQLite and on PostgreSQL: every statement a count or a
+page runs (caught as the store sends it) is planned, after ``ANALYZE``, on
+the partial indexes with the pool or the task leading (migration 0014),
+none as a pass over the table; a page of OK rows is read in its index's
+order, each range only as far as the page wants (PostgreSQL merges the
+ranges of several values in order); the distinct task names are probes of
+the task index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, event
+
+from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.store.selection import Selection
+from celery_dgs.store.sql import SqlScheduleStore
+from celery_dgs.store.sql_status_keys import task_names
+from tests.store.conftest import T0
+
+TASKS = 40
+POOLS = (None, "slow", "fast", "gpu", "io")
+
+
+def fill(store: SqlScheduleStore) -> None:
+    """20,000 never-run hourly schedules of 40 tasks in 5 pools (one: none)."""
+    for lo in range(0, 20_000, 5_000):
+        specs = [
+            PeriodicSpec(
+                task=f"p.task{i % TASKS:02d}",
+                configuration=f"src{i:05d}",
+                scheduling_period=timedelta(hours=1 + i % 3),
+                pool=POOLS[i % len(POOLS)],
+            )
+            for i in range(lo, lo + 5_000)
+        ]
+        store.upsert_runtime(specs, T0 + timedelta(seconds=lo // 10))
+
+
+@contextmanager
+def caught(store: SqlScheduleStore) -> Iterator[list[tuple[str, Any]]]:
+    """The statements (and parameters) the store sends meanwhile."""
+    sent: list[tuple[str, Any]] = []
+
+    def catch(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            sent.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", catch)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine, "before_cursor_execute", catch)
+
+
+def plan(conn: Connection, statement: str, parameters: Any) -> str:
+    explain = "EXPLAIN QUERY PLAN" if conn.dialect.name == "sqlite" else "EXPLAIN"
+    found = conn.exec_driver_sql(f"{explain} {statement}", parameters)
+    return "\n".join(str(r[-1]) for r in found)
+
+
+def assert_along(plans: list[str], *keys: str) -> None:
+    """Each plan reads an index with one of ``keys`` leading, none the table; the
+    ranges of ``kept_level`` 1 and 2 (a WARNING or ERROR while no moment
+    passed: empty here) may be read from the unkeyed index, which
+    PostgreSQL's estimate of one row picks."""
+    for text in plans:
+        assert "SCAN dgs_schedules\n" not in text + "\n", text
+        assert "Seq Scan" not in text, text
+        rare = "ix_dgs_schedules_kept_level" in text and "(kept_level = " in text
+        assert any(f"ix_dgs_schedules_{key}_" in text for key in keys) or rare, text
+        if "_should_start" in text:  # OK in its index's order, as far as wanted
+            assert "TEMP B-TREE" not in text, text
+            lines = text.splitlines()
+            for before, line in pairwise(lines):
+                if "Scan using ix_dgs_schedules_" in line and "_should_start" in line:
+                    assert "Limit" in before, text
+
+
+@pytest.mark.parametrize(
+    ("selection", "key"),
+    [
+        (Selection(pools=("slow",)), "pool"),
+        (Selection(pools=("celery", "gpu")), "pool"),  # the default: NULL
+        (Selection(task_word="task1"), "task"),  # 10 tasks
+        (Selection(task_word="task07", pools=("fast",)), "pool"),
+    ],
+    ids=["a pool", "the default pool", "a word", "a pool and a word"],
+)
+def test_a_filtered_page_and_count_read_the_keyed_indexes(
+    sql_store: SqlScheduleStore, selection: Selection, key: str
+) -> None:
+    fill(sql_store)
+    with sql_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+        conn.commit()
+    now = T0 + timedelta(hours=1, minutes=30)  # some ERROR, some OK
+    with caught(sql_store) as sent:
+        counts = sql_store.condition_counts(now, selection)
+        rows = list(sql_store.status_rows(now, selection, limit=50, offset=50))
+        ok = list(sql_store.status_rows(now, replace(selection, conditions=("ok",)), limit=50))
+    assert {level for level, _ in counts} == {"ERROR", "OK"}
+    assert len(rows) == len(ok) == 50
+    with sql_store.engine.connect() as conn:
+        plans = [plan(conn, s, p) for s, p in sent if "found(t)" not in s]
+        words = [plan(conn, s, p) for s, p in sent if "found(t)" in s]
+    assert bool(words) == bool(selection.task_word)
+    assert_along(plans, key, *(["task"] if selection.task_word else []))
+    if not (selection.pools and selection.task_word):  # both: few rows, the planner's pick
+        assert any(f"ix_dgs_schedules_{key}_should_start" in text for text in plans), plans
+    assert_along(words, "task")
+
+
+def test_the_distinct_tasks_are_read_along_the_task_index(sql_store: SqlScheduleStore) -> None:
+    fill(sql_store)
+    with sql_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+        assert task_names(conn) == [f"p.task{i:02d}" for i in range(TASKS)]
