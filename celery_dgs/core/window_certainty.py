@@ -25,9 +25,13 @@ can be checked against it before it is taken (:meth:`PickBound.vouches`):
 A candidate the rule cannot vouch for is not taken: the window reads its
 next slice (``E`` moves on) and the round asks again, so the picks are the
 fleet's, at the cost of holding more while the window reads on (the next
-start-over lets the extra go). The priority classes and the revisit groups
-choose among the candidates the rule vouched for; ``shed`` and the
-``fewest_errors`` goal are not checked (they choose among the held).
+start-over lets the extra go). How far it may read on is the window's
+``read_on`` (``dgs_schedule_window_read_on``; 0, the default: no check), and
+:func:`read_on_helps` stops it where reading that far could not make the
+pick certain (under a backlog past its deadlines, nothing can). The
+priority classes and the revisit groups choose among the candidates the
+rule vouched for; ``shed`` and the ``fewest_errors`` goal are not checked
+(they choose among the held).
 """
 
 from __future__ import annotations
