@@ -123,6 +123,10 @@ SMOKES = {
         ("--schedules", "1000", "--project-max", "1000"),
         "| celery dgs status --project --limit 100 |",
     ),
+    "status_filters": Smoke(
+        ("--schedules", "2000", "--tasks", "10", "--pools", "3"),
+        "a word in all 10 tasks' names, indexed: 2,000 selected",
+    ),
     "window_quality": Smoke(
         ("--quick", "--labels", "load 0.9", "--mixes", "synthetic"),
         "| synthetic load 0.9, window 15 | deadline |",
