@@ -48,7 +48,7 @@ from collections.abc import Callable, Set
 from ..core.clock import Clock
 from ..core.pace import RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.window_certainty import Vouching
+from ..core.window_certainty import Vouching, choose_reading_on
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
@@ -291,21 +291,16 @@ class BeatEngine:
         if placement.free <= 0:
             return 0
         limit = self.settings.max_dispatches_per_tick
-        orders = self._choose(now, placement, view.running, limit)
         # A full window of schedules may hold none eligible while the fleet has,
         # or offer one the certainty rule cannot vouch for: read on while slots
         # are free and reading may help (the order is the whole fleet's).
-        while placement.free > 0 and len(orders) < limit:
-            refused = self._refused
-            if refused is not None and not self.loader.reading_on_helps(refused, now):
-                orders += self._choose(now, placement, view.running, limit - len(orders))
-                continue
-            read = self.loader.read_further()
-            if not read and not refused:
-                break
-            orders += self._choose(now, placement, view.running, limit - len(orders))
-            if not read:  # the window read to its end: it holds every eligible one
-                break
+        orders = choose_reading_on(
+            lambda done: self._choose(now, placement, view.running, limit - done),
+            lambda done: placement.free > 0 and done < limit,
+            lambda: self._refused,
+            lambda: self.loader.read_further() > 0,
+            lambda name: self.loader.reading_on_helps(name, now),
+        )
         if orders:
             self.sender.send(orders, now)
         return len(orders)

@@ -191,13 +191,11 @@ class ScheduleLoader:
         """While the window of schedules is full and may read on for the
         certainty rule, its end's ``should_start_by`` (epoch seconds): every
         eligible schedule not held has it or a later one; ``None``: the picks
-        are not checked (:meth:`ScheduleWindow.checks_picks
-        <celery_dgs.beat.schedule_window.ScheduleWindow.checks_picks>`)."""
+        are not checked (:meth:`ScheduleBounds.reads_on
+        <celery_dgs.core.window.ScheduleBounds.reads_on>`)."""
         window = self.schedules
-        if window is None or not window.checks_picks():
-            return None
-        end = window.bounds.end
-        return None if end is None else end[0].timestamp()
+        end = None if window is None else window.bounds.checked_end(len(window.held))
+        return None if end is None else end.timestamp()
 
     def reading_on_helps(self, refused: str, now: float) -> bool:
         """:meth:`ScheduleWindow.read_on_helps` (the rule refused ``refused``)."""

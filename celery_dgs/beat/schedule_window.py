@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.clock import Clock
-from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, keys_of
+from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, WindowKey, keys_of
 from ..core.window_certainty import read_on_helps
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
@@ -44,28 +44,14 @@ class ScheduleWindow:
         #: a schedule runs longer than the horizon.
         self.said_full = self.said_short_horizon = False
 
-    def checks_picks(self) -> bool:
-        """Whether the certainty rule checks the picks now
-        (:meth:`ScheduleBounds.reads_on <celery_dgs.core.window.ScheduleBounds.reads_on>`)."""
-        return self.bounds.reads_on(len(self.held))
-
-    def reachable_should(self) -> datetime | None:
-        """The kept ``should_start_by`` of the last schedule the window may
-        still read on to; ``None``: every schedule that can start within it
-        fits (reading on leaves the window not full)."""
-        bounds = self.bounds
-        room, end, until = bounds.room(len(self.held)), bounds.end, bounds.until
-        if room is None or end is None or until is None:
-            return None
-        if room < 1:
-            return end[0]
-        return self.store.window_should_at(can_until=until, key_after=end, offset=room - 1)
+    def _should_at(self, until: datetime, end: WindowKey, offset: int) -> datetime | None:
+        return self.store.window_should_at(can_until=until, key_after=end, offset=offset)
 
     def read_on_helps(self, name: str, now: float) -> bool:
         """Whether reading on (as far as the window may) could let the
         certainty rule vouch for ``name``, which it refused at ``now``; if
         not, the picks go unchecked until the window's end moves."""
-        reach = self.reachable_should()
+        reach = self.bounds.reachable_should(len(self.held), self._should_at)
         return read_on_helps(
             self.bounds,
             self.ranking.pick_bound,

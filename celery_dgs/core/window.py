@@ -99,7 +99,13 @@ class ScheduleBounds:
         and reading on was not found useless at its end (:attr:`unchecked_end`)."""
         if self.end is None or self.end == self.unchecked_end or self.read_on == 0:
             return False
-        return self.read_on is None or held < (1 + self.read_on) * self.size
+        room = self.room(held)
+        return room is None or room > 0
+
+    def checked_end(self, held: int) -> datetime | None:
+        """The end's ``should_start_by`` while the certainty rule checks the
+        picks (:meth:`reads_on`); ``None``: they are not checked."""
+        return self.end[0] if self.end is not None and self.reads_on(held) else None
 
     def room(self, held: int) -> int | None:
         """How many more schedules the window may read on to with ``held``
@@ -107,6 +113,21 @@ class ScheduleBounds:
         if self.read_on is None:
             return None
         return max(int((1 + self.read_on) * self.size) - held, 0)
+
+    def reachable_should(
+        self, held: int, should_at: Callable[[datetime, WindowKey, int], datetime | None]
+    ) -> datetime | None:
+        """The kept ``should_start_by`` of the last schedule the window may
+        still read on to with ``held`` held; ``None``: every schedule that can
+        start within it fits (reading on leaves the window not full).
+        ``should_at(until, end, offset)`` is the store's
+        :meth:`~celery_dgs.store.base.ScheduleStore.window_should_at`."""
+        room, end, until = self.room(held), self.end, self.until
+        if room is None or end is None or until is None:
+            return None
+        if room < 1:
+            return end[0]
+        return should_at(until, end, room - 1)
 
     def moves_at(self) -> datetime | None:
         """When the window next reads as time moves (half the horizon before

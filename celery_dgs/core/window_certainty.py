@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .index import IndexedTimes
 from .late_order import is_run_request
@@ -46,7 +47,9 @@ from .laxity import BUCKET_WIDTH, bucket_of
 from .ranking import OrderPolicy
 from .window import ScheduleBounds
 
-__all__ = ["PickBound", "Vouching", "pick_bound", "read_on_helps"]
+__all__ = ["PickBound", "Vouching", "choose_reading_on", "pick_bound", "read_on_helps"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -149,3 +152,36 @@ def read_on_helps(
         return True
     bounds.unchecked_end = bounds.end
     return False
+
+
+def choose_reading_on(
+    choose: Callable[[int], list[_T]],
+    wants_more: Callable[[int], bool],
+    refused: Callable[[], str | None],
+    read_further: Callable[[], bool],
+    reading_on_helps: Callable[[str], bool],
+) -> list[_T]:
+    """One dispatch round's choices with a window that may read on (beat's
+    and the simulator's). ``choose(n)`` chooses more, ``n`` chosen so far;
+    ``wants_more(n)``: slots are free and the round's limit not reached;
+    ``refused()``: the schedule the last choice stopped at, refused by the
+    rule; ``read_further()``: whether the window read its next slice.
+
+    While more is wanted: after a refusal that reading on cannot help, the
+    next choice goes unchecked (:func:`read_on_helps` stopped the checks);
+    otherwise the window reads on and the round chooses again. A read that
+    finds nothing ends the round, after one more choice if the last one was
+    refused (the window then holds every eligible schedule)."""
+    chosen = choose(0)
+    while wants_more(len(chosen)):
+        name = refused()
+        if name is not None and not reading_on_helps(name):
+            chosen += choose(len(chosen))
+            continue
+        read = read_further()
+        if not read and name is None:
+            break
+        chosen += choose(len(chosen))
+        if not read:
+            break
+    return chosen

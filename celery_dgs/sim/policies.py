@@ -31,7 +31,7 @@ from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
-from ..core.window_certainty import Vouching, pick_bound, read_on_helps
+from ..core.window_certainty import Vouching, choose_reading_on, pick_bound, read_on_helps
 from .state import FIRE, PolicyHost
 from .window import SimWindow
 
@@ -248,19 +248,13 @@ class DeadlinePolicy(Policy):
                 lambda: list(running.values()),
                 self.cap_queue,
             )
-        chosen = self._choose(now, placement, admission)
-        while placement.free > 0:
-            refused = self._refused
-            if refused is not None and not self._read_on_helps(refused, now):
-                chosen += self._choose(now, placement, admission)
-                continue
-            if self.read_further(now):
-                chosen += self._choose(now, placement, admission)
-            elif refused:  # the window read to its end: it holds the rest
-                chosen += self._choose(now, placement, admission)
-                break
-            else:
-                break
+        chosen = choose_reading_on(
+            lambda _done: self._choose(now, placement, admission),
+            lambda _done: placement.free > 0,
+            lambda: self._refused,
+            lambda: self.read_further(now),
+            lambda name: self._read_on_helps(name, now),
+        )
         for name, worker in chosen:
             sim.start_run(name, worker, now, slot_taken=True)
 
@@ -294,10 +288,10 @@ class DeadlinePolicy(Policy):
         """The certainty rule for a round at ``now`` (beat's): ``None`` without a
         window or a rule."""
         window, bound = self.window, self.bound
-        if window is None or bound is None or not window.bounds.reads_on(len(window.held)):
+        end = None if window is None else window.bounds.checked_end(len(window.held))
+        if bound is None or end is None:
             return None  # no window, no rule, or no check (ScheduleBounds.reads_on)
-        end = window.bounds.end
-        return Vouching(bound, self.index.times, now, None if end is None else self.sim.rel(end[0]))
+        return Vouching(bound, self.index.times, now, self.sim.rel(end))
 
     def read_further(self, now: float) -> bool:
         """A round has free slots and no eligible schedule left: whether more

@@ -14,7 +14,7 @@ slots, are beat's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
@@ -25,6 +25,7 @@ from ..core.window import (
     KeptStart,
     ScheduleBounds,
     SliceRead,
+    WindowKey,
     keys_of,
     slice_of,
 )
@@ -86,20 +87,17 @@ class SimWindow:
         return names, outside
 
     def reachable_should_s(self) -> float | None:
-        """The kept ``should_start_by`` (simulated seconds) of the last schedule
-        the window may still read on to; ``None``: every schedule that can
-        start within it fits (as the store's ``window_should_at`` answers)."""
-        bounds = self.bounds
-        room, end, until = bounds.room(len(self.held)), bounds.end, bounds.until
-        if room is None or end is None or until is None:
-            return None
-        if room < 1:
-            return self.sim.rel(end[0])
-        names = slice_of(SliceRead(None, until, end, room, restart=False), self.kept.items())
-        if len(names) < room:
-            return None
-        should = self.kept[names[-1]][1]
-        return None if should is None else self.sim.rel(should)
+        """:meth:`ScheduleBounds.reachable_should
+        <celery_dgs.core.window.ScheduleBounds.reachable_should>` in simulated
+        seconds, over the fleet's kept times."""
+        reach = self.bounds.reachable_should(len(self.held), self._should_at)
+        return None if reach is None else self.sim.rel(reach)
+
+    def _should_at(self, until: datetime, end: WindowKey, offset: int) -> datetime | None:
+        """The store's ``window_should_at`` over the fleet's kept times."""
+        read = SliceRead(None, until, end, offset + 1, restart=False)
+        names = slice_of(read, self.kept.items())
+        return self.kept[names[offset]][1] if len(names) > offset else None
 
     def next_read_s(self) -> float:
         """When the window next reads as time moves (simulated seconds)."""

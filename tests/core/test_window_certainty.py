@@ -17,7 +17,13 @@ from celery_dgs.core.overload import make_index
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
 from celery_dgs.core.ranking import OrderPolicy
 from celery_dgs.core.window import ScheduleBounds
-from celery_dgs.core.window_certainty import PickBound, Vouching, pick_bound, read_on_helps
+from celery_dgs.core.window_certainty import (
+    PickBound,
+    Vouching,
+    choose_reading_on,
+    pick_bound,
+    read_on_helps,
+)
 
 NOW = 100_000.0
 #: name -> (should_start_by, margin, expected run, pool)
@@ -169,3 +175,44 @@ def test_reading_on_stops_where_it_cannot_help() -> None:
     assert read is not None
     bounds.after_read(read, [(at + timedelta(seconds=1), at, "c")] * read.limit)
     assert bounds.reads_on(3)
+
+
+def test_a_round_reads_on_after_a_refusal_until_the_window_holds_the_rest() -> None:
+    refusals = ["far", None]  # refused once, then the pick goes
+    reads = [True, False]
+
+    def choose(done: int) -> list[str]:
+        return [] if refusals[0] is not None and done == 0 else [f"pick{done}"]
+
+    def refused() -> str | None:
+        return refusals.pop(0) if refusals else None
+
+    chosen = choose_reading_on(
+        choose, lambda done: done < 1, refused, lambda: reads.pop(0), lambda _name: True
+    )
+    assert chosen == ["pick0"]
+    assert reads == [False], "one read on, then the pick"
+
+
+def test_a_refusal_reading_on_cannot_help_gives_an_unchecked_choice() -> None:
+    calls: list[str] = []
+
+    def choose(done: int) -> list[str]:
+        calls.append(f"choose {done}")
+        return [] if done == 0 and len(calls) == 1 else ["held pick"]
+
+    def read_further() -> bool:
+        calls.append("read")
+        return True
+
+    state = {"refused": "far"}
+
+    def refused() -> str | None:
+        name, state["refused"] = state["refused"], None
+        return name
+
+    chosen = choose_reading_on(
+        choose, lambda done: done < 1, refused, read_further, lambda _name: False
+    )
+    assert chosen == ["held pick"]
+    assert "read" not in calls, "no read when reading on cannot make the pick certain"
