@@ -41,13 +41,15 @@ pytest: $(STAMP) browser redis-tls
 ## (built once, reused like .venv): Python 3.10 with the oldest supported releases (ci/oldest.txt
 ## pins pyproject.toml's lower bounds) in .venv-py310, Python 3.13 with the newest in .venv-py313.
 ## Each runs the unit tests (tests/core, tests/store on SQLite and the in-memory store,
-## tests/leases) and the worker's end-to-end tests (tests/e2e/test_worker_e2e.py), in two processes.
+## tests/leases) and the worker's end-to-end tests (tests/e2e/test_worker_e2e.py), in two processes;
+## both ends run at once (ci/test-versions), their output printed when both have ended.
 ## PY310 / PY313 name the interpreters (default: python3.10 / python3.13 on PATH, else pyenv's).
 find_python = $(firstword $(foreach p,python$(1) $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)),$(shell $(p) -c '' >/dev/null 2>&1 && echo $(p))))
 PY310 ?= $(call find_python,3.10)
 PY313 ?= $(call find_python,3.13)
 VERSION_TESTS := tests/core tests/store tests/leases tests/e2e/test_worker_e2e.py
-VERSION_PYTEST := -p no:cacheprovider -q -n 2 --dist loadfile -m "not postgres"
+VERSION_PYTEST := -p no:cacheprovider -q -n 2 --dist loadfile
+VERSION_MARKERS := not postgres
 # These two compare next_cron_time with croniter itself, and croniter before 7 finds no
 # fire time for a day-of-month that never occurs OR-ed with a weekday ("0 * 31 feb 1-5");
 # celery-dgs reads such expressions without croniter.
@@ -69,10 +71,7 @@ OLDEST_DESELECT := --deselect tests/core/test_properties.py::test_cron_in_utc_ma
 	touch $@
 
 test-versions: .venv-py310/.installed .venv-py313/.installed
-	@echo "== Python 3.10, oldest supported releases (ci/oldest.txt)"
-	.venv-py310/bin/python -m pytest $(VERSION_PYTEST) $(OLDEST_DESELECT) $(VERSION_TESTS)
-	@echo "== Python 3.13, newest releases"
-	.venv-py313/bin/python -m pytest $(VERSION_PYTEST) $(VERSION_TESTS)
+	ci/test-versions "$(VERSION_PYTEST)" "$(VERSION_MARKERS)" "$(VERSION_TESTS)" "$(OLDEST_DESELECT)"
 
 ## browser: Debian's chromium and chromium-driver for the status page's browser tests (tests/web),
 ## installed with apt-get when missing (as root, or through sudo); without apt-get they are skipped
