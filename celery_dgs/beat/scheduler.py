@@ -224,6 +224,15 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         test there would read to the type checker as always false)."""
         return self.closed
 
+    @staticmethod
+    def _exit_after_close() -> SystemExit:
+        """What a tick after :meth:`close` raises. Celery's SIGTERM and SIGINT
+        handlers close the scheduler, then raise ``SystemExit``: its beat loop
+        ends only on that exception (closing sets no flag it reads). One raised
+        while a finalizer runs is lost, and the loop ticks again at once:
+        raising it again ends the process as the signal meant (exit code 0)."""
+        return SystemExit(0)
+
     def _refuse(self, line: str, rt: Runtime | None = None) -> NoReturn:
         logger.critical("celery-dgs beat: cannot start: %s", line)
         if rt is not None:
@@ -234,15 +243,13 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         if self.engine is None:
             return float(self.max_interval)
         if self.closed:
-            return 0.0  # Celery's loop ends: it set its shutdown flag with the close
+            raise self._exit_after_close()
         try:
             sleep = self.engine.tick()
         except Exception as exc:
             if self._closed_under_tick():
-                # Closed under this tick (Celery's SIGTERM handler, whose
-                # SystemExit a finalizer running then swallows): its clients
-                # are gone, so the failure is the close's, not an error.
-                return 0.0
+                # Its clients are gone, so the failure is the close's, not an error.
+                raise self._exit_after_close() from None
             backoff = min(TICK_ERROR_BACKOFF_S, float(self.max_interval))
             if self.leadership is not None:  # a leader must not miss its renewals
                 backoff = min(backoff, self.leadership.renew_interval)

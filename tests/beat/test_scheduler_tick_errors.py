@@ -5,12 +5,13 @@ broker) is one line with no traceback."""
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from typing import Any
 
 import pytest
 import redis
-from celery import Celery
+from celery import Celery, beat
 
 from celery_dgs.beat.engine import DispatchOrder
 from celery_dgs.beat.scheduler import TICK_ERROR_BACKOFF_S, DeadlineScheduler
@@ -92,17 +93,38 @@ class ClosingUnderTheTick:
         raise ValueError("I/O operation on closed file.")
 
 
-def test_a_tick_under_the_close_fails_quietly_and_none_follows(
+def test_a_tick_under_the_close_fails_quietly_and_ends_the_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sched = scheduler(RuntimeError("unused"), leading=True)
     engine = ClosingUnderTheTick()
     engine.scheduler = sched
     sched.engine = engine
-    assert sched.tick() == 0.0  # no backoff: Celery's loop ends at once
+    with pytest.raises(SystemExit) as exited:
+        sched.tick()
+    assert exited.value.code == 0
     assert messages(caplog) == []
-    assert sched.tick() == 0.0
+    with pytest.raises(SystemExit):
+        sched.tick()
     assert engine.ticks == 1  # a tick after the close does nothing
+
+
+def test_celerys_beat_loop_ends_when_the_signals_exit_was_lost() -> None:
+    """Celery's ``beat.Service`` loop, as ``celery beat`` runs it, with the
+    scheduler closed by the SIGTERM handler whose ``SystemExit`` was lost:
+    the loop ends at its next tick instead of ticking forever."""
+    sched = scheduler(RuntimeError("unused"), leading=True)
+    engine = ClosingUnderTheTick()
+    engine.scheduler = sched
+    sched.engine = engine
+    service = beat.Service(sched.app, max_interval=1)
+    service.__dict__["scheduler"] = sched  # Celery's cached property, set as it builds it
+    ended = threading.Event()
+    runner = threading.Thread(target=lambda: (service.start(), ended.set()), daemon=True)
+    runner.start()
+    assert ended.wait(5), "Celery's beat loop kept ticking after the close"
+    assert engine.ticks == 1
+    sched.app.close()
 
 
 def order(schedule: str) -> DispatchOrder:
