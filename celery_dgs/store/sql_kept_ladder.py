@@ -3,15 +3,16 @@
 ``dgs_kept_settings`` holds the fingerprint of the ladder the kept columns
 were written with. :func:`adopt_ladder` compares it with the given ladder;
 when it differs (or none is recorded) it rewrites the kept columns of every
-row a retry step can move, the active rows with failures (schedules, along
-the partial index ``ix_dgs_schedules_failing``, then deferred checks), a
-batch of names at a time: one transaction per batch, which locks its rows
-(by name), takes one new ``change_seq`` and writes it to each row with its
-kept columns, so beat's change poll and window read the new times. Each row
-is recomputed at its ``updated_at`` (its last write), as that write would
-have kept it with the new ladder; ``updated_at`` itself is left as it is.
-The new fingerprint is written last: a rewrite cut short is done again
-from the start at the next call.
+row a retry step can move, the active rows with failures: the schedules
+(along the partial index ``ix_dgs_schedules_failing``), then the deferred
+checks (along ``ix_dgs_schedules_check_due``), a batch of names at a time.
+Each batch is one transaction, which locks its rows (by name), takes one
+new ``change_seq`` and writes it to each row with its kept columns, so
+beat's change poll and window read the new times. Each row is recomputed
+at its ``updated_at`` (its last write), as that write would have kept it
+with the new ladder; ``updated_at`` itself is left as it is. The new
+fingerprint is written last: a rewrite cut short is done again from the
+start at the next call.
 """
 
 from __future__ import annotations
