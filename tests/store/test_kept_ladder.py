@@ -4,19 +4,23 @@ nothing the second time; on every backend, and in batches in the SQL store."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import text
 
 from celery_dgs.core.kept_condition import kept_times
 from celery_dgs.core.spec import CheckSpec
 from celery_dgs.core.timing import DEFAULT_RETRY_LADDER, RetryLadder
-from celery_dgs.store import ScheduleStore, SqlScheduleStore
+from celery_dgs.store import ScheduleStore, SqlScheduleStore, StoredSchedule
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.kept_ladder import describe_ladder, ladder_fingerprint
 
 from .conftest import T0, periodic, start
 
+ROOT = Path(__file__).resolve().parents[2]
 M = timedelta(minutes=1)
 OLD = DEFAULT_RETRY_LADDER
 NEW = RetryLadder((timedelta(seconds=30), timedelta(seconds=90)), 0.0)
@@ -160,6 +164,55 @@ def test_batches_rewrite_every_row_once_each_with_its_change_seq(
         assert reopened.kept_times("f0").next_can_start_at == T0 + M + 5 * M
     finally:
         reopened.close()
+
+
+def test_rewrites_racing_writer_processes_lose_nothing_and_tear_nothing(
+    database_url: str, sql_store: SqlScheduleStore
+) -> None:
+    """Writer processes end failed runs (kept with their own ladder, the
+    default) while this store adopts one ladder, then the other, row by row:
+    no writer fails, no run end is lost, the change poll misses no row, and
+    each row's kept columns are those of one ladder or the other at its last
+    write, never a mix."""
+    store = sql_store
+    writers = [f"p{i}" for i in range(3)]
+    rounds = 6
+    store.sync([periodic(n) for n in [*writers, "shared"]], T0)
+    _, cursor = store.load_active()
+    seen: dict[str, StoredSchedule] = {}
+    store.retry_rewrite_batch = 1
+    command = [sys.executable, "-m", "tests.store.run_writer", database_url]
+    procs = [
+        subprocess.Popen(
+            [*command, name, "shared", str(rounds)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in writers
+    ]
+    adoptions = 0
+    while any(proc.poll() is None for proc in procs) or adoptions < 2:
+        store.adopt_retry_ladder(NEW if adoptions % 2 == 0 else OLD)
+        adoptions += 1
+        changed, cursor = store.changes_since(cursor)
+        seen.update((r.name, r) for r in changed)
+    for proc in procs:
+        out, err = proc.communicate(timeout=90)
+        assert (proc.returncode, out.strip()) == (0, "done"), err
+    changed, cursor = store.changes_since(cursor)
+    seen.update((r.name, r) for r in changed)
+    for name in [*writers, "shared"]:
+        row = store.get(name)
+        assert seen[name] == row, name
+        kept = store.kept_times(name)
+        at = row.updated_at
+        wants = [kept_times(row.spec, row.stats, at, retry_ladder=ladder) for ladder in (OLD, NEW)]
+        assert kept in wants, name
+        if name != "shared":
+            assert row.stats.failure_count == rounds
+    print(f"{adoptions} adoptions while the writers ran")
 
 
 def test_the_settings_read_as_the_settings_are_written() -> None:
