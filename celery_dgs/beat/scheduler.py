@@ -153,9 +153,11 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                 )
 
     def _set_up(self, rt: Runtime, decl: Declarations) -> None:
-        """One start-up attempt: sync the store (once), then load the engine.
-        A stored schedule whose declaration is invalid keeps its stored version
-        (``declaration_invalid``); a new invalid one is skipped."""
+        """One start-up attempt: sync the store and have it adopt the retry
+        settings (once: their kept start times rewritten if they changed),
+        then load the engine. A stored schedule whose declaration is invalid
+        keeps its stored version (``declaration_invalid``); a new invalid one
+        is skipped."""
         settings = rt.settings
         if not self._synced:
             report = rt.store.sync(
@@ -174,6 +176,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             for name in report.refused:
                 logger.error("celery-dgs: declaration ignored: %s", owned_by_api(name))
             logger.info("celery-dgs: synced declarations: %s", report)
+            adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)
+            logger.log(
+                logging.INFO if adopted.changed else logging.DEBUG, "celery-dgs: %s", adopted
+            )
             self._synced = True
         leadership = BeatLeadership(
             RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),

@@ -19,6 +19,7 @@ from ..core.kept_condition import KeptTimes
 from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA
 from .check_types import CheckAddReport, CheckHistoryRecord, CheckSummary, NewCheck
+from .kept_ladder import LadderAdoption
 from .records import RemoveReport, RunRecord, StoredSchedule, SyncReport, UpsertReport
 from .selection import Selection
 
@@ -56,6 +57,21 @@ class ScheduleStore(ABC):
         inactive runtime row that is declared is reactivated as a declared
         one (:func:`~celery_dgs.store.ownership.sync_owns`).
         """
+
+    @abstractmethod
+    def adopt_retry_ladder(self, ladder: tuple[timedelta, ...]) -> LadderAdoption:
+        """Keep the start times with ``ladder`` (``dgs_retry_backoff`` and
+        ``dgs_retry_duration_fraction``, a
+        :class:`~celery_dgs.core.timing.RetryLadder`) from now on: it becomes
+        the store's ``retry_ladder``, and when the store's kept columns were
+        written with another one (or with one it did not record), the kept
+        columns of every active row with failures (``failure_count > 0``,
+        deferred checks included) are recomputed with it, each at its
+        ``updated_at``, with a new ``change_seq`` (beat's poll re-reads them);
+        then the store records the ladder
+        (:func:`~celery_dgs.store.kept_ladder.ladder_fingerprint`). Called by
+        beat at start, after its sync; a second call with the same ladder
+        writes nothing (``rewritten`` ``None``)."""
 
     @abstractmethod
     def insert_if_missing(self, spec: ScheduleSpec, now: datetime) -> bool:

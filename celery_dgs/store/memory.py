@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from .convert import spec_json, utc
+from .kept_ladder import LadderAdoption, ladder_fingerprint
 from .memory_checks import MemoryCheckMethods
 from .memory_runs import MemoryRunMethods
 from .memory_status import MemoryStatusMethods
@@ -141,6 +142,29 @@ class MemoryScheduleStore(
                 return False
             self._put(self._new_row(spec, now, self._next_seq()))
         return True
+
+    def adopt_retry_ladder(self, ladder: tuple[timedelta, ...]) -> LadderAdoption:
+        """See :meth:`ScheduleStore.adopt_retry_ladder
+        <celery_dgs.store.base.ScheduleStore.adopt_retry_ladder>`: the
+        fingerprint lives as long as the store; the failing rows are stored
+        again with ``ladder`` (kept at their ``updated_at``), one new
+        ``change_seq`` for them all."""
+        fingerprint = ladder_fingerprint(ladder)
+        with self._lock:
+            self.retry_ladder = ladder
+            previous = self._ladder_fingerprint
+            if previous == fingerprint:
+                return LadderAdoption(ladder, previous, None)
+            rows = self._rows
+            failing = [
+                rows[n] for n in sorted(rows) if rows[n].active and rows[n].stats.failure_count
+            ]
+            if failing:
+                seq = self._next_seq()
+                for row in failing:
+                    self._put(dataclasses.replace(row, change_seq=seq))
+            self._ladder_fingerprint = fingerprint
+            return LadderAdoption(ladder, previous, len(failing))
 
     def upsert_runtime(
         self,

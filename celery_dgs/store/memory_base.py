@@ -47,6 +47,8 @@ class MemoryStoreBase(ScheduleStore):
         self._kept: dict[str, KeptTimes] = {}
         #: The retry ladder of the kept ``next_can_start_at`` (``dgs_retry_ladder``).
         self.retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER
+        #: The fingerprint of the ladder last adopted (``adopt_retry_ladder``).
+        self._ladder_fingerprint: str | None = None
 
     def upgrade(self) -> None:
         """Nothing to migrate."""

@@ -83,6 +83,16 @@ class CounterRow(Base):
     value: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
 
 
+class KeptSettingRow(Base):
+    """A setting the kept columns of ``dgs_schedules`` were written with, as
+    JSON: ``retry_ladder`` (:mod:`celery_dgs.store.kept_ladder`)."""
+
+    __tablename__ = "dgs_kept_settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+
+
 class ScheduleRow(Base):
     """A schedule (declared or runtime): its spec (JSON), operator flags and run statistics."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import chain
 from typing import Any
 
@@ -31,12 +31,14 @@ from ..core.spec import SPEC_FORMAT_VERSION, ScheduleSpec
 from ..errors import UnknownScheduleError
 from .convert import spec_json, stored_schedule, utc
 from .engine import connection_transaction
+from .kept_ladder import LadderAdoption
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow, UTCDateTime
 from .ownership import SyncRowState, declared_by_name, plan_sync
 from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
+from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 from .sql_status import StatusMethods
@@ -161,6 +163,19 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
                 rows[name].active, rows[name].declaration_error = False, None
                 rows[name].change_seq, rows[name].updated_at = seq, now
         return report
+
+    #: Rows per transaction of :meth:`adopt_retry_ladder`'s rewrite.
+    retry_rewrite_batch = REWRITE_BATCH
+
+    def adopt_retry_ladder(self, ladder: tuple[timedelta, ...]) -> LadderAdoption:
+        """See :meth:`ScheduleStore.adopt_retry_ladder
+        <celery_dgs.store.base.ScheduleStore.adopt_retry_ladder>`: the
+        fingerprint is kept in ``dgs_kept_settings``, the rows rewritten in
+        batches (:mod:`.sql_kept_ladder`)."""
+        self.retry_ladder = ladder
+        return adopt_ladder(
+            self.engine, ladder, specs=self._spec_cache, batch=self.retry_rewrite_batch
+        )
 
     @staticmethod
     def _sync_rows(session: Session, names: list[str]) -> dict[str, ScheduleRow]:

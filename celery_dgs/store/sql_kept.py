@@ -9,6 +9,8 @@
   back and rewritten by :func:`refresh_kept`, in the same transaction.
 * Rows stored before the columns existed: :func:`backfill_kept` (the
   migration that adds them).
+* Rows kept with another retry ladder: :func:`refresh_kept` at each row's
+  ``updated_at`` with a new ``change_seq`` (:mod:`.sql_kept_ladder`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _UPDATE_KEPT = (
     .where(_T.c.name == bindparam("b_name"))
     .values({column: bindparam(column) for column in KEPT_COLUMNS})
 )
+_UPDATE_KEPT_AND_SEQ = _UPDATE_KEPT.values(change_seq=bindparam("b_seq"))
 _COLUMNS = ", ".join(SCHEDULE_COLUMNS)
 #: Parsed specs of the rows the hook recomputes (by shape: see :mod:`.loader`).
 _SPECS = SpecCache()
@@ -71,15 +74,20 @@ def keep_on_flush(session: Session, _context: Any, _instances: Any) -> None:
 def refresh_kept(
     conn: Connection,
     names: Sequence[str],
-    now: datetime,
+    now: datetime | None,
     *,
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     specs: SpecCache | None = None,
+    change_seq: int | None = None,
 ) -> None:
     """Recompute and write the kept columns of the rows ``names`` (in ``conn``'s
-    transaction; the rows are already locked by the caller's write)."""
-    now = utc(now, "now")
+    transaction; the rows are already locked by the caller's write) at
+    ``now`` (``None``: each row at its own ``updated_at``, the moment of its
+    last write); with ``change_seq``, the rows get that ``change_seq`` too."""
+    now = None if now is None else utc(now, "now")
     cache, memo = specs or SpecCache(), ValueMemo()
+    statement = _UPDATE_KEPT if change_seq is None else _UPDATE_KEPT_AND_SEQ
+    seq = {} if change_seq is None else {"b_seq": change_seq}
     query = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE name IN :names").bindparams(
         bindparam("names", expanding=True)
     )
@@ -89,10 +97,10 @@ def refresh_kept(
         for values in conn.execute(query, {"names": chunk}):
             stored = stored_schedule_from_values(values, cache, memo)
             pool = None if stored.spec is None else stored.spec.pool
-            times = times_of(stored, now, retry_ladder)
-            batch.append({"b_name": stored.name, **kept_values(times, pool)})
+            times = times_of(stored, now or stored.updated_at, retry_ladder)
+            batch.append({"b_name": stored.name, **seq, **kept_values(times, pool)})
         if batch:
-            conn.execute(_UPDATE_KEPT, batch)
+            conn.execute(statement, batch)
 
 
 def backfill_kept(conn: Connection, now: datetime) -> int:

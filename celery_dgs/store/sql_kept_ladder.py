@@ -1,0 +1,113 @@
+"""The SQL store adopting a retry ladder (:mod:`.kept_ladder`).
+
+``dgs_kept_settings`` holds the fingerprint of the ladder the kept columns
+were written with. :func:`adopt_ladder` compares it with the given ladder;
+when it differs (or none is recorded) it rewrites the kept columns of every
+row a retry step can move, the active rows with failures: the schedules
+(along the partial index ``ix_dgs_schedules_failing``), then the deferred
+checks (along ``ix_dgs_schedules_check_due``), a batch of names at a time.
+Each batch is one transaction, which locks its rows (by name), takes one
+new ``change_seq`` and writes it to each row with its kept columns, so
+beat's change poll and window read the new times. Each row is recomputed
+at its ``updated_at`` (its last write), as that write would have kept it
+with the new ladder; ``updated_at`` itself is left as it is. The new
+fingerprint is written last: a rewrite cut short is done again from the
+start at the next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import cast
+
+from sqlalchemy import ColumnElement, Connection, Engine, Table, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from .engine import connection_transaction
+from .kept_ladder import RETRY_LADDER_SETTING, LadderAdoption, ladder_fingerprint
+from .loader import SpecCache
+from .models import KeptSettingRow, ScheduleRow
+from .sql_base import BUMP_COUNTER
+from .sql_kept import refresh_kept
+
+_T = cast(Table, ScheduleRow.__table__)
+_SETTINGS = cast(Table, KeptSettingRow.__table__)
+#: Rows per transaction of the rewrite.
+REWRITE_BATCH = 2_000
+_FAILING = (_T.c.active, _T.c.failure_count > 0)
+#: The failing schedules (the predicate of ``ix_dgs_schedules_failing``),
+#: then the failing deferred checks.
+_PARTS: tuple[tuple[ColumnElement[bool], ...], ...] = (
+    (_T.c.kind != "check", *_FAILING),
+    (_T.c.kind == "check", *_FAILING),
+)
+
+
+def stored_fingerprint(conn: Connection) -> str | None:
+    """The retry ladder's fingerprint the store holds; ``None``: none."""
+    query = select(_SETTINGS.c.value).where(_SETTINGS.c.key == RETRY_LADDER_SETTING)
+    return conn.execute(query).scalar_one_or_none()
+
+
+def _store_fingerprint(conn: Connection, fingerprint: str) -> None:
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = insert(_SETTINGS).values(key=RETRY_LADDER_SETTING, value=fingerprint)
+    conn.execute(
+        statement.on_conflict_do_update(index_elements=["key"], set_={"value": fingerprint})
+    )
+
+
+def _rewrite_batch(
+    conn: Connection,
+    part: Sequence[ColumnElement[bool]],
+    after: str,
+    ladder: Sequence[timedelta],
+    specs: SpecCache,
+    batch: int,
+) -> list[str]:
+    """Rewrite the next ``batch`` rows of ``part`` whose name is above
+    ``after`` (locked, by name); their names."""
+    query = (
+        select(_T.c.name)
+        .where(*part, _T.c.name > after)
+        .order_by(_T.c.name)
+        .limit(batch)
+        .with_for_update(key_share=True)
+    )
+    names = list(conn.execute(query).scalars())
+    if names:
+        seq = int(conn.execute(BUMP_COUNTER).scalar_one())
+        refresh_kept(conn, names, None, retry_ladder=ladder, specs=specs, change_seq=seq)
+    return names
+
+
+def adopt_ladder(
+    engine: Engine,
+    ladder: tuple[timedelta, ...],
+    *,
+    specs: SpecCache,
+    batch: int = REWRITE_BATCH,
+) -> LadderAdoption:
+    """Make the kept columns of ``engine``'s store those of ``ladder``: nothing
+    when the stored fingerprint is ``ladder``'s; else every failing active
+    row rewritten (see the module docstring), then the fingerprint stored."""
+    fingerprint = ladder_fingerprint(ladder)
+    with connection_transaction(engine, write=False) as conn:
+        previous = stored_fingerprint(conn)
+    if previous == fingerprint:
+        return LadderAdoption(ladder, previous, None)
+    rewritten = 0
+    for part in _PARTS:
+        after = ""
+        while True:
+            with connection_transaction(engine, write=True) as conn:
+                names = _rewrite_batch(conn, part, after, ladder, specs, batch)
+            if not names:
+                break
+            rewritten += len(names)
+            after = names[-1]
+    with connection_transaction(engine, write=True) as conn:
+        _store_fingerprint(conn, fingerprint)
+    return LadderAdoption(ladder, previous, rewritten)
