@@ -95,14 +95,21 @@ def sync(ctx: click.Context) -> None:
     last valid version (still served; `status` shows it in ERROR
     declaration_invalid), a new one is not stored. Runtime schedules (added
     with `add` / `import` or the API) are left alone; a declared name that
-    is one is refused. Exit status 1 if there are any.
+    is one is refused. Exit status 1 if there are any. When the retry
+    settings changed since the store last adopted them, the failing
+    schedules' kept start times are rewritten with the new ones, as beat
+    does when it starts.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     _report_problems(decl, color=use_color(ctx))
-    report = env.runtime.store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
+    store = env.runtime.store
+    report = store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
     where = masked_url(env.settings.database_url)
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
+    adopted = store.adopt_retry_ladder(env.settings.retry_ladder)
+    if adopted.rewritten:
+        click.echo(f"  {adopted}")
     for label, names in (
         ("inserted", report.inserted),
         ("updated", report.updated),
