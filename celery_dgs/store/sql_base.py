@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, event, select, text
+from sqlalchemy import Engine, bindparam, event, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -16,10 +16,11 @@ from ..core.clock import Clock, SystemClock
 from ..core.timing import DEFAULT_RETRY_LADDER
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
-from .engine import make_engine, session_transaction
-from .loader import SpecCache
+from .engine import connection_transaction, make_engine, session_transaction
+from .loader import SCHEDULE_COLUMNS, SpecCache, ValueMemo, stored_schedule_from_values
 from .migrate import upgrade_engine
 from .models import COUNTER_ID, ScheduleRow
+from .records import StoredSchedule
 from .sql_kept import RETRY_LADDER_KEY, keep_on_flush
 
 logger = logging.getLogger("celery_dgs.store")
@@ -30,6 +31,19 @@ BUMP_COUNTER = text(
     f"UPDATE dgs_counter SET value = value + 1 WHERE id = {COUNTER_ID} RETURNING value"
 )
 READ_COUNTER = text(f"SELECT value FROM dgs_counter WHERE id = {COUNTER_ID}")
+#: The schedule row named ``name``, locked for a change of its non-key columns.
+LOCK_SCHEDULE = (
+    select(ScheduleRow).where(ScheduleRow.name == bindparam("name")).with_for_update(key_share=True)
+)
+
+
+class KeptSession(Session):
+    """The session of the store's write transactions: each flush keeps the
+    kept columns of the schedule rows it writes (:func:`~.sql_kept.keep_on_flush`,
+    with the retry ladder in ``info[RETRY_LADDER_KEY]``)."""
+
+
+event.listen(KeptSession, "before_flush", keep_on_flush)
 
 
 def chunks(names: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
@@ -99,22 +113,24 @@ class SqlStoreBase(ScheduleStore):
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        """A write transaction whose flushes keep the kept columns
-        (:func:`~.sql_kept.keep_on_flush`) of the schedule rows they write."""
-        with session_transaction(self._engine, write=True) as session:
+        """A write transaction (flushed before its commit) whose flushes keep
+        the kept columns of the schedule rows they write (:class:`KeptSession`)."""
+        with (
+            connection_transaction(self._engine, write=True) as conn,
+            KeptSession(bind=conn, autoflush=True, expire_on_commit=False) as session,
+        ):
             session.info[RETRY_LADDER_KEY] = self.retry_ladder
-            event.listen(session, "before_flush", keep_on_flush)
             yield session
+            session.flush()
 
     def _read(self) -> AbstractContextManager[Session]:
         return session_transaction(self._engine, write=False)
 
     def _next_seq(self, session: Session) -> int:
-        # The counter's UPDATE needs none of the session's pending changes:
-        # without the autoflush a changed row is written once, at the next
-        # flush, with its kept columns computed once.
-        with session.no_autoflush:
-            return int(session.execute(BUMP_COUNTER).scalar_one())
+        # The counter's UPDATE needs none of the session's pending changes: run
+        # on the session's connection (no autoflush), a changed row is written
+        # once, at the next flush, with its kept columns computed once.
+        return int(session.connection().execute(BUMP_COUNTER).scalar_one())
 
     def _touch(self, session: Session, row: ScheduleRow, now: datetime | None = None) -> None:
         """Mark ``row`` changed: a new ``change_seq`` (take row locks before this)."""
@@ -122,8 +138,15 @@ class SqlStoreBase(ScheduleStore):
         row.updated_at = now or self._clock.now()
 
     def _locked(self, session: Session, name: str) -> ScheduleRow:
-        stmt = select(ScheduleRow).where(ScheduleRow.name == name).with_for_update(key_share=True)
-        row = session.scalars(stmt).one_or_none()
+        row = session.scalars(LOCK_SCHEDULE, {"name": name}).one_or_none()
         if row is None:
             raise UnknownScheduleError(f"no schedule named {name!r} in the store")
         return row
+
+    def _stored(self, row: ScheduleRow) -> StoredSchedule:
+        """``row`` as the store returns it, as :func:`~.convert.stored_schedule`
+        gives it, its spec from the store's :class:`~.loader.SpecCache` (a
+        spec of a shape already parsed is a copy with the row's names and
+        arguments, not a parse and validation of its JSON)."""
+        values = [getattr(row, column) for column in SCHEDULE_COLUMNS]
+        return stored_schedule_from_values(values, self._spec_cache, ValueMemo())

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, exists, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Table, bindparam, delete, exists, func, insert, select, update
 
 from ..core.items import ItemCounts
 from ..core.run_end import disabled_after, stats_after
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
-from .convert import apply_stats, parse_spec, run_record, stats_of, stored_schedule, utc
+from .convert import apply_stats, run_record, stats_of, utc
 from .models import RunRow, ScheduleRow
 from .records import RunRecord, StoredSchedule
 from .run_rules import (
@@ -26,27 +26,46 @@ from .run_rules import (
 from .sql_base import SqlStoreBase
 from .sql_check_rows import apply_check_end
 
+_RUNS = cast(Table, RunRow.__table__)
+_RUN_EXISTS = select(exists().where(_RUNS.c.run_id == bindparam("run_id")))
+_INSERT_RUN = insert(_RUNS)
+#: What a run's end reads of its row, which it locks.
+_RUN_TO_END = (
+    select(_RUNS.c.schedule, _RUNS.c.outcome, _RUNS.c.fenced, _RUNS.c.token, _RUNS.c.started_at)
+    .where(_RUNS.c.run_id == bindparam("run_id"))
+    .with_for_update()
+)
+#: A run's end: the columns set are the keys of the parameters given.
+_END_RUN = update(_RUNS).where(_RUNS.c.run_id == bindparam("b_run_id"))
+_TOKEN_FLOOR = select(ScheduleRow.current_token).where(ScheduleRow.name == bindparam("name"))
 
-def _run_exists(session: Session, run_id: str) -> bool:
-    return bool(session.scalar(select(exists().where(RunRow.run_id == run_id))))
+
+def _run_exists(conn: Connection, run_id: str) -> bool:
+    return bool(conn.execute(_RUN_EXISTS, {"run_id": run_id}).scalar())
 
 
-def _end_row(
-    run: RunRow,
+def _end_values(
+    started_at: datetime,
     outcome: str,
     ended_at: datetime,
     error: str | None,
     progress: float | None,
     duration_s: float | None,
     items: ItemCounts | None,
-) -> None:
-    """Write a run's end on its row (its statistics are the caller's)."""
-    run.outcome, run.ended_at, run.error = outcome, ended_at, error
-    run.duration_s = run_duration_s(run.started_at, ended_at, duration_s)
+) -> dict[str, Any]:
+    """The columns a run's end writes on its row (``fenced`` is the caller's;
+    ``progress`` and the item counts only when given)."""
+    values: dict[str, Any] = {
+        "outcome": outcome,
+        "ended_at": ended_at,
+        "error": error,
+        "duration_s": run_duration_s(started_at, ended_at, duration_s),
+    }
     if progress is not None:
-        run.progress = progress
+        values["progress"] = progress
     if items is not None:
-        run.items_ok, run.items_failed = items.ok, items.failed
+        values["items_ok"], values["items_failed"] = items.ok, items.failed
+    return values
 
 
 class RunMethods(SqlStoreBase):
@@ -77,30 +96,29 @@ class RunMethods(SqlStoreBase):
         the caller never starts the task body with a repeated or lower token.
         """
         started_at = utc(started_at, "started_at")
-        stale: str | None = None
         with self._write() as session:
             row = self._locked(session, schedule)
-            if _run_exists(session, run_id):
+            conn = session.connection()
+            if _run_exists(conn, run_id):
                 return
-            run = RunRow(
-                run_id=run_id,
-                schedule=schedule,
-                dispatch_id=dispatch_id,
-                owner_node=owner_node,
-                owner_name=owner_name,
-                owner_tag=owner_tag,
-                token=token,
-                started_at=started_at,
-                outcome="running",
-                fenced=False,
-            )
+            run: dict[str, Any] = {
+                "run_id": run_id,
+                "schedule": schedule,
+                "dispatch_id": dispatch_id,
+                "owner_node": owner_node,
+                "owner_name": owner_name,
+                "owner_tag": owner_tag,
+                "token": token,
+                "started_at": started_at,
+                "outcome": "running",
+                "fenced": False,
+            }
             stale = stale_start(schedule, token, row.current_token)
             if stale is not None:
-                run.outcome, run.error, run.fenced = "skipped", stale, True
-                run.ended_at, run.duration_s = started_at, 0.0
-                session.add(run)
-            else:
-                session.add(run)
+                run.update(outcome="skipped", error=stale, fenced=True)
+                run.update(ended_at=started_at, duration_s=0.0)
+            conn.execute(_INSERT_RUN, run)
+            if stale is None:
                 apply_stats(row, record_start(stats_of(row), started_at))
                 row.current_token = token
                 self._touch(session, row)
@@ -146,24 +164,29 @@ class RunMethods(SqlStoreBase):
         items = check_items(items)
         ended_at = utc(ended_at, "ended_at")
         with self._write() as session:
-            stmt = select(RunRow).where(RunRow.run_id == run_id).with_for_update()
-            run = session.scalars(stmt).one_or_none()
+            conn = session.connection()
+            run = conn.execute(_RUN_TO_END, {"run_id": run_id}).one_or_none()
             if run is None:
                 raise UnknownRunError(f"no run {run_id!r} in the store")
             row = self._locked(session, run.schedule)
-            fenced = run.fenced
+            fenced = bool(run.fenced)
             if run.outcome == "running":
-                _end_row(run, outcome, ended_at, error, progress, duration_s, items)
-                fenced = run.fenced = end_fenced(run.token, row.current_token)
+                end = _end_values(
+                    run.started_at, outcome, ended_at, error, progress, duration_s, items
+                )
+                fenced = end["fenced"] = end_fenced(run.token, row.current_token)
+                conn.execute(_END_RUN, {"b_run_id": run_id, **end})
                 if not fenced:
-                    spec = parse_spec(row.spec)[0] if row.kind == "adaptive" else None
+                    spec = None
+                    if row.kind == "adaptive":
+                        spec = self._spec_cache.parse(row.spec, row.task, row.configuration)[0]
                     new = stats_after(
                         stats_of(row),
                         outcome,
                         run.started_at,
                         ended_at,
                         alpha,
-                        timedelta(seconds=run.duration_s or 0.0),
+                        timedelta(seconds=end["duration_s"]),
                         spec=spec,
                         eventful=eventful,
                         run_key=run.token or 0,
@@ -177,11 +200,10 @@ class RunMethods(SqlStoreBase):
                         )
                     self._touch(session, row)
             session.flush()
-            result = stored_schedule(row)
-            token = run.token
+            result = self._stored(row)
         if fenced:
             raise StaleTokenError(
-                fenced_end_error(run_id, result.name, token, result.current_token)
+                fenced_end_error(run_id, result.name, run.token, result.current_token)
             )
         return result
 
@@ -204,23 +226,23 @@ class RunMethods(SqlStoreBase):
         with self._write() as session:
             if session.get(ScheduleRow, schedule) is None:
                 raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
-            if _run_exists(session, run_id):
+            conn = session.connection()
+            if _run_exists(conn, run_id):
                 return
-            session.add(
-                RunRow(
-                    run_id=run_id,
-                    schedule=schedule,
-                    dispatch_id=dispatch_id,
-                    owner_node=owner_node,
-                    owner_name=owner_name,
-                    started_at=at,
-                    ended_at=at,
-                    outcome="skipped",
-                    error=reason,
-                    duration_s=0.0,
-                    fenced=False,
-                )
-            )
+            run = {
+                "run_id": run_id,
+                "schedule": schedule,
+                "dispatch_id": dispatch_id,
+                "owner_node": owner_node,
+                "owner_name": owner_name,
+                "started_at": at,
+                "ended_at": at,
+                "outcome": "skipped",
+                "error": reason,
+                "duration_s": 0.0,
+                "fenced": False,
+            }
+            conn.execute(_INSERT_RUN, run)
 
     def token_floor(self, schedule: str) -> int:
         """The highest fencing token recorded for ``schedule`` (0: none yet).
@@ -228,9 +250,8 @@ class RunMethods(SqlStoreBase):
         The lease backend is asked for a token above it, so a token never
         repeats or goes down even after Redis lost its counter.
         ``UnknownScheduleError`` if the schedule is not stored."""
-        stmt = select(ScheduleRow.current_token).where(ScheduleRow.name == schedule)
         with self._read() as session:
-            found = session.execute(stmt).one_or_none()
+            found = session.execute(_TOKEN_FLOOR, {"name": schedule}).one_or_none()
         if found is None:
             raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
         return int(found[0] or 0)

@@ -105,6 +105,10 @@ SMOKES = {
         writes="quality.json",
     ),
     "refill": Smoke(("--smoke",), "| runs/s, 4 slots, 50 ms runs, 40 all eligible |"),
+    "run_records": Smoke(
+        ("--runs", "20", "--repeats", "1", "--fleet", "20"),
+        "| SQLite file | a run (the three calls) |",
+    ),
     "revisit": Smoke(
         (
             *("--quick", "--sources", "200", "--days", "10", "--warmup-days", "3"),
