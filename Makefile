@@ -31,9 +31,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-## pytest runs in two processes (pytest-xdist), each test file whole in one of them, the
-## longest files first (tests/support/file_order.py); PYTEST_ARGS="-n 0" runs it in one
-PYTEST_ARGS ?= -n 2 --dist loadfile
+## pytest runs in three processes (pytest-xdist), each test file whole in one of them, the
+## longest files first (tests/support/file_order.py); most of the suite waits on servers and
+## celery processes, so three keep two cores busier than two do; PYTEST_ARGS="-n 0" runs it in one
+PYTEST_ARGS ?= -n 3 --dist loadfile
 pytest: $(STAMP) browser redis-tls
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, exists, func, inser
 
 from ..core.items import ItemCounts
 from ..core.run_end import disabled_after, stats_after
+from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .convert import apply_stats, run_record, stats_of, utc
@@ -177,9 +178,7 @@ class RunMethods(SqlStoreBase):
                 fenced = end["fenced"] = end_fenced(run.token, row.current_token)
                 conn.execute(_END_RUN, {"b_run_id": run_id, **end})
                 if not fenced:
-                    spec = None
-                    if row.kind == "adaptive":
-                        spec = self._spec_cache.parse(row.spec, row.task, row.configuration)[0]
+                    spec = self._adaptive_spec(row)
                     new = stats_after(
                         stats_of(row),
                         outcome,
@@ -206,6 +205,13 @@ class RunMethods(SqlStoreBase):
                 fenced_end_error(run_id, result.name, run.token, result.current_token)
             )
         return result
+
+    def _adaptive_spec(self, row: ScheduleRow) -> ScheduleSpec | None:
+        """An adaptive schedule's spec (its run's end moves its ladder); ``None``
+        for the other kinds."""
+        if row.kind != "adaptive":
+            return None
+        return self._spec_cache.parse(row.spec, row.task, row.configuration)[0]
 
     def record_skip(
         self,

@@ -4,7 +4,7 @@ in collection order, to the next process with little work queued).
 
 A process stays busy until its last file ends, so the suite ends when the
 last long file does: the longest files go first, and the many short unit-test
-files last, where they fill the time until the other process is done. The
+files last, where they fill the time until the other processes are done. The
 order changes only how long the suite takes, never a result.
 """
 
