@@ -10,11 +10,30 @@ fenced by a newer start is kept but not counted. Prints ``done`` on success.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from celery_dgs.errors import StaleTokenError
 from celery_dgs.store import SqlScheduleStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn(url: str, writers: list[str], shared: str, rounds: int) -> list[subprocess.Popen[str]]:
+    """One writer process per name in ``writers``, each racing on ``shared``."""
+    command = [sys.executable, "-m", "tests.store.run_writer", url]
+    return [
+        subprocess.Popen(
+            [*command, name, shared, str(rounds)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in writers
+    ]
 
 
 def main(url: str, own: str, shared: str, rounds: int) -> None:

@@ -3,13 +3,10 @@ misses no change. Threads: every backend; processes and transactions: SQL."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from sqlalchemy import text
 
@@ -19,8 +16,8 @@ from celery_dgs.store.engine import connection_transaction
 from celery_dgs.store.sql_base import BUMP_COUNTER
 
 from .conftest import T0, periodic, start
+from .run_writer import spawn
 
-ROOT = Path(__file__).resolve().parents[2]
 S = timedelta(seconds=1)
 
 
@@ -115,17 +112,7 @@ def test_separate_processes_lose_no_update(database_url: str, sql_store: SqlSche
     writers = [f"p{i}" for i in range(4)]
     rounds = 8
     store.sync([periodic(n) for n in [*writers, "shared"]], T0)
-    command = [sys.executable, "-m", "tests.store.run_writer", database_url]
-    procs = [
-        subprocess.Popen(
-            [*command, name, "shared", str(rounds)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in writers
-    ]
+    procs = spawn(database_url, writers, "shared", rounds)
     for proc in procs:
         out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err

@@ -4,10 +4,7 @@ nothing the second time; on every backend, and in batches in the SQL store."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from sqlalchemy import text
 
@@ -19,8 +16,8 @@ from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.kept_ladder import describe_ladder, ladder_fingerprint
 
 from .conftest import T0, periodic, start
+from .run_writer import spawn
 
-ROOT = Path(__file__).resolve().parents[2]
 M = timedelta(minutes=1)
 OLD = DEFAULT_RETRY_LADDER
 NEW = RetryLadder((timedelta(seconds=30), timedelta(seconds=90)), 0.0)
@@ -181,17 +178,7 @@ def test_rewrites_racing_writer_processes_lose_nothing_and_tear_nothing(
     _, cursor = store.load_active()
     seen: dict[str, StoredSchedule] = {}
     store.retry_rewrite_batch = 1
-    command = [sys.executable, "-m", "tests.store.run_writer", database_url]
-    procs = [
-        subprocess.Popen(
-            [*command, name, "shared", str(rounds)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in writers
-    ]
+    procs = spawn(database_url, writers, "shared", rounds)
     adoptions = 0
     while any(proc.poll() is None for proc in procs) or adoptions < 2:
         store.adopt_retry_ladder(NEW if adoptions % 2 == 0 else OLD)
