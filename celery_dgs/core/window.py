@@ -32,6 +32,7 @@ the window) is read again when the window reaches it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -190,7 +191,8 @@ KeptStart = tuple[datetime | None, datetime | None]
 
 def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:
     """The names ``read`` selects among ``kept`` (every active schedule's kept
-    times), in the window's order: what :meth:`ScheduleStore.window_schedules
+    times), in the window's order (the ``limit`` smallest, without sorting
+    the rest): what :meth:`ScheduleStore.window_schedules
     <celery_dgs.store.base.ScheduleStore.window_schedules>` returns, for a fleet
     held in memory (the simulator, the memory store)."""
     unkept: list[str] = []
@@ -206,10 +208,8 @@ def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str
         key = (should, can, name)
         if read.key_after is None or key > read.key_after:
             keyed.append((key, name))
-    unkept.sort()
-    unkept = unkept[: read.limit]
-    keyed.sort()
-    return unkept + [name for _, name in keyed[: read.limit - len(unkept)]]
+    unkept = heapq.nsmallest(read.limit, unkept)
+    return unkept + [name for _, name in heapq.nsmallest(read.limit - len(unkept), keyed)]
 
 
 class HeldSchedules:

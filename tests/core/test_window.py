@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from celery_dgs.core.window import ScheduleBounds, SliceRead
+from celery_dgs.core.window import ScheduleBounds, SliceRead, slice_of
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 M = timedelta(minutes=1)
@@ -74,3 +76,50 @@ def test_bad_bounds_are_refused() -> None:
         ScheduleBounds(0, HOUR)
     with pytest.raises(ValueError, match="positive duration"):
         ScheduleBounds(5, timedelta(0))
+
+
+kept_times = st.one_of(
+    st.just((None, None)),
+    st.tuples(st.integers(0, 20), st.integers(0, 20)).map(
+        lambda t: (T0 + timedelta(seconds=t[0]), T0 + timedelta(seconds=t[1]))
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text("abc", min_size=1, max_size=3), kept_times, max_size=40),
+    st.none() | st.integers(0, 20),
+    st.integers(0, 20),
+    st.none() | st.tuples(st.integers(0, 20), st.integers(0, 20), st.text("abc", max_size=3)),
+    st.integers(1, 20),
+)
+def test_a_slice_is_the_sorted_selection_cut_at_its_limit(
+    kept: dict[str, tuple[datetime | None, datetime | None]],
+    can_after: int | None,
+    can_until: int,
+    key_after: tuple[int, int, str] | None,
+    limit: int,
+) -> None:
+    """``slice_of`` (the memory store's and the simulator's read) selects as
+    the store's query does: at the start, rows with no kept times first (by
+    name), then the keyed rows in the window's order, ``limit`` in all."""
+    at = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
+    after = None if key_after is None else (at(key_after[0]), at(key_after[1]), key_after[2])
+    read = SliceRead(
+        None if can_after is None else at(can_after), at(can_until), after, limit, restart=False
+    )
+    start = read.can_after is None and read.key_after is None
+    unkept = sorted(n for n, (can, should) in kept.items() if can is None or should is None)
+    keyed = sorted(
+        (should, can, name)
+        for name, (can, should) in kept.items()
+        if can is not None
+        and should is not None
+        and can <= read.can_until
+        and (read.can_after is None or can > read.can_after)
+        and (after is None or (should, can, name) > after)
+    )
+    expected = (unkept if start else [])[:limit]
+    expected += [name for _, _, name in keyed][: limit - len(expected)]
+    assert slice_of(read, list(kept.items())) == expected
