@@ -6,9 +6,9 @@ twice with the same order: holding the whole fleet (the baseline, in the
 same run) and with a window of ``--share`` of the fleet (``dgs_schedule_window_size``;
 ``--horizon`` ahead), through the window code beat runs
 (:mod:`celery_dgs.core.window`, :mod:`celery_dgs.sim.window`). Three orders:
-beat's default (its certainty rule reading on up to the default
-``dgs_schedule_window_read_on``, once the window's size), the same reading on
-as far as the rule needs (``None``), and the deadline order (``greedy``, no
+beat's default (the window's picks not checked: ``dgs_schedule_window_read_on``
+0, its default), the same with the certainty rule reading on as far as it
+needs (``None``), and the deadline order (``greedy``, no
 laxity floor, no look-ahead), the order the window cuts the store by.
 
 Goal: ERROR-seconds within 1 % of the whole fleet's on every fleet.
