@@ -246,10 +246,10 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         raise SystemExit(EX_CONFIG)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        if self.engine is None:
-            return float(self.max_interval)
         if self.closed:
             raise self._exit_after_close()
+        if self.engine is None:
+            return float(self.max_interval)
         try:
             sleep = self.engine.tick()
         except Exception as exc:
@@ -295,7 +295,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         while beat waits for a freed slot leaves the clients open (the wait
         holds a connection, and closing it under the wait would replace the
         exit with an error); the process ends with them. A tick after the
-        close does nothing."""
+        close raises ``SystemExit`` (:meth:`_exit_after_close`)."""
         self.closed = True
         if self.leadership is not None:
             try:

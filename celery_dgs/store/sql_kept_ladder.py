@@ -3,12 +3,13 @@
 ``dgs_kept_settings`` holds the fingerprint of the ladder the kept columns
 were written with. :func:`adopt_ladder` compares it with the given ladder;
 when it differs (or none is recorded) it rewrites the kept columns of every
-row a retry step can move, the active rows with failures: the schedules
-(along the partial index ``ix_dgs_schedules_failing``), then the deferred
-checks (along ``ix_dgs_schedules_check_due``), a batch of names at a time.
-Each batch is one transaction, which locks its rows (by name), takes one
-new ``change_seq`` and writes it to each row with its kept columns, so
-beat's change poll and window read the new times. Each row is recomputed
+row a retry step can move, the active rows with failures: the schedules,
+then the deferred checks. Their names are read first, in one pass of each
+part's partial index (``ix_dgs_schedules_failing``,
+``ix_dgs_schedules_check_due``), then rewritten a batch of names at a time.
+Each batch is one transaction, which locks those of its rows still failing
+(by name), takes one new ``change_seq`` and writes it to each row with its
+kept columns, so beat's change poll and window read the new times. Each row is recomputed
 at its ``updated_at`` (its last write), as that write would have kept it
 with the new ladder; ``updated_at`` itself is left as it is. The new
 fingerprint is written last: a rewrite cut short is done again from the
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table, select
+from sqlalchemy import ColumnElement, Connection, Engine, Table, bindparam, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -29,8 +30,8 @@ from .engine import connection_transaction
 from .kept_ladder import RETRY_LADDER_SETTING, LadderAdoption, ladder_fingerprint
 from .loader import SpecCache
 from .models import KeptSettingRow, ScheduleRow
-from .sql_base import BUMP_COUNTER
-from .sql_kept import refresh_kept
+from .sql_base import BUMP_COUNTER, chunks
+from .sql_kept import REFRESH_CHUNK, refresh_kept
 
 _T = cast(Table, ScheduleRow.__table__)
 _SETTINGS = cast(Table, KeptSettingRow.__table__)
@@ -59,28 +60,33 @@ def _store_fingerprint(conn: Connection, fingerprint: str) -> None:
     )
 
 
+def _failing_names(conn: Connection, part: Sequence[ColumnElement[bool]]) -> list[str]:
+    """The names of ``part``'s rows, by name: one read of its partial index."""
+    return sorted(conn.execute(select(_T.c.name).where(*part)).scalars())
+
+
 def _rewrite_batch(
     conn: Connection,
     part: Sequence[ColumnElement[bool]],
-    after: str,
+    names: Sequence[str],
     ladder: Sequence[timedelta],
     specs: SpecCache,
-    batch: int,
-) -> list[str]:
-    """Rewrite the next ``batch`` rows of ``part`` whose name is above
-    ``after`` (locked, by name); their names."""
+) -> int:
+    """Rewrite the rows ``names`` that are still in ``part`` (locked, by
+    name); how many."""
     query = (
         select(_T.c.name)
-        .where(*part, _T.c.name > after)
+        .where(_T.c.name.in_(bindparam("names", expanding=True)), *part)
         .order_by(_T.c.name)
-        .limit(batch)
         .with_for_update(key_share=True)
     )
-    names = list(conn.execute(query).scalars())
-    if names:
+    locked: list[str] = []
+    for chunk in chunks(names, REFRESH_CHUNK):
+        locked += conn.execute(query, {"names": list(chunk)}).scalars()
+    if locked:
         seq = int(conn.execute(BUMP_COUNTER).scalar_one())
-        refresh_kept(conn, names, None, retry_ladder=ladder, specs=specs, change_seq=seq)
-    return names
+        refresh_kept(conn, locked, None, retry_ladder=ladder, specs=specs, change_seq=seq)
+    return len(locked)
 
 
 def adopt_ladder(
@@ -100,14 +106,11 @@ def adopt_ladder(
         return LadderAdoption(ladder, previous, None)
     rewritten = 0
     for part in _PARTS:
-        after = ""
-        while True:
+        with connection_transaction(engine, write=False) as conn:
+            names = _failing_names(conn, part)
+        for lot in chunks(names, batch):
             with connection_transaction(engine, write=True) as conn:
-                names = _rewrite_batch(conn, part, after, ladder, specs, batch)
-            if not names:
-                break
-            rewritten += len(names)
-            after = names[-1]
+                rewritten += _rewrite_batch(conn, part, lot, ladder, specs)
     with connection_transaction(engine, write=True) as conn:
         _store_fingerprint(conn, fingerprint)
     return LadderAdoption(ladder, previous, rewritten)

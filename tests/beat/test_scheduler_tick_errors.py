@@ -106,7 +106,7 @@ def test_a_tick_under_the_close_fails_quietly_and_ends_the_loop(
     assert messages(caplog) == []
     with pytest.raises(SystemExit):
         sched.tick()
-    assert engine.ticks == 1  # a tick after the close does nothing
+    assert engine.ticks == 1  # a tick after the close runs no engine tick
 
 
 def test_celerys_beat_loop_ends_when_the_signals_exit_was_lost() -> None:
