@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table, bindparam, select
+from sqlalchemy import Connection, Engine, Table, TextClause, bindparam, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -32,17 +32,18 @@ from .loader import SpecCache
 from .models import KeptSettingRow, ScheduleRow
 from .sql_base import BUMP_COUNTER, chunks
 from .sql_kept import REFRESH_CHUNK, refresh_kept
+from .sql_status import FAILING_SCHEDULE
 
 _T = cast(Table, ScheduleRow.__table__)
 _SETTINGS = cast(Table, KeptSettingRow.__table__)
 #: Rows per transaction of the rewrite.
 REWRITE_BATCH = 2_000
-_FAILING = (_T.c.active, _T.c.failure_count > 0)
-#: The failing schedules (the predicate of ``ix_dgs_schedules_failing``),
-#: then the failing deferred checks.
-_PARTS: tuple[tuple[ColumnElement[bool], ...], ...] = (
-    (_T.c.kind != "check", *_FAILING),
-    (_T.c.kind == "check", *_FAILING),
+#: The failing schedules, then the failing deferred checks. Written as their
+#: indexes' predicates are (``active``, not ``active = 1``): SQLite reads a
+#: partial index only for a query whose terms include its predicate's.
+_PARTS: tuple[TextClause, ...] = (
+    text(FAILING_SCHEDULE),
+    text("active AND kind = 'check' AND failure_count > 0"),
 )
 
 
@@ -60,14 +61,14 @@ def _store_fingerprint(conn: Connection, fingerprint: str) -> None:
     )
 
 
-def _failing_names(conn: Connection, part: Sequence[ColumnElement[bool]]) -> list[str]:
+def _failing_names(conn: Connection, part: TextClause) -> list[str]:
     """The names of ``part``'s rows, by name: one read of its partial index."""
-    return sorted(conn.execute(select(_T.c.name).where(*part)).scalars())
+    return sorted(conn.execute(select(_T.c.name).where(part)).scalars())
 
 
 def _rewrite_batch(
     conn: Connection,
-    part: Sequence[ColumnElement[bool]],
+    part: TextClause,
     names: Sequence[str],
     ladder: Sequence[timedelta],
     specs: SpecCache,
@@ -76,7 +77,7 @@ def _rewrite_batch(
     name); how many."""
     query = (
         select(_T.c.name)
-        .where(_T.c.name.in_(bindparam("names", expanding=True)), *part)
+        .where(_T.c.name.in_(bindparam("names", expanding=True)), part)
         .order_by(_T.c.name)
         .with_for_update(key_share=True)
     )
