@@ -268,14 +268,17 @@ def test_an_idle_kept_alive_connection_is_closed(web: WebWorld) -> None:
 
 def test_a_session_expires_on_the_server(web: WebWorld, sqlite_url: str, redis_url: str) -> None:
     web.sync(spec("t.job"), at=now() - H)
-    site = serve_with(web, sqlite_url, redis_url, dgs_web_session_lifetime=1.5)
+    # Long enough to sign in and read a page on a busy machine.
+    lifetime = 5.0
+    site = serve_with(web, sqlite_url, redis_url, dgs_web_session_lifetime=lifetime)
     # The page's first read of the state is made before the session starts.
     assert site.get("/schedule?name=t.job").status == 200
     csrf = sign_in(site)
+    signed_in = time.monotonic()  # the session started before this
     cookie = next(c for c in site.jar if c.name == "dgs_web_session")
     assert cookie.expires is not None  # Max-Age set: the browser drops it too
     value = cookie.value or ""
-    time.sleep(1.7)
+    time.sleep(max(0.0, signed_in + lifetime + 0.2 - time.monotonic()))
     # The cookie replayed after its lifetime is worth nothing, whatever it says.
     reply = site.post(
         "/action",
