@@ -206,7 +206,6 @@ class ScheduleStore(ABC):
         the start (both ``None``) first returns the active rows with no kept
         times (an invalid spec), within ``limit``."""
 
-    @abstractmethod
     def window_should_at(
         self,
         *,
@@ -219,6 +218,15 @@ class ScheduleStore(ABC):
         the active schedules whose kept ``next_can_start_at`` is at or before
         ``can_until``; ``None``: there are not that many. Reads only the
         window index's keys."""
+        if offset < 0:
+            raise ValueError(f"the offset must be >= 0, got {offset}")
+        return self._window_should_at(can_until, key_after, offset)
+
+    @abstractmethod
+    def _window_should_at(
+        self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int
+    ) -> datetime | None:
+        """:meth:`window_should_at` with ``offset`` checked."""
 
     @abstractmethod
     def pending_checks(

@@ -41,17 +41,9 @@ class MemoryWindowMethods(MemoryStoreBase):
         kept = ((n, (r.kept_can_start_at, r.kept_should_start_by)) for n, r in rows.items())
         return [rows[name] for name in slice_of(read, kept)]
 
-    def window_should_at(
-        self,
-        *,
-        can_until: datetime,
-        key_after: tuple[datetime, datetime, str],
-        offset: int,
+    def _window_should_at(
+        self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int
     ) -> datetime | None:
-        """See :meth:`ScheduleStore.window_should_at
-        <celery_dgs.store.base.ScheduleStore.window_should_at>`."""
-        if offset < 0:
-            raise ValueError(f"the offset must be >= 0, got {offset}")
         rows = self.window_schedules(
             can_after=None, can_until=can_until, key_after=key_after, limit=offset + 1
         )

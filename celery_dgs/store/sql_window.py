@@ -84,17 +84,9 @@ class WindowMethods(SqlStoreBase):
             memo = ValueMemo()
             return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
 
-    def window_should_at(
-        self,
-        *,
-        can_until: datetime,
-        key_after: tuple[datetime, datetime, str],
-        offset: int,
+    def _window_should_at(
+        self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int
     ) -> datetime | None:
-        """See :meth:`ScheduleStore.window_should_at
-        <celery_dgs.store.base.ScheduleStore.window_should_at>`."""
-        if offset < 0:
-            raise ValueError(f"the offset must be >= 0, got {offset}")
         should = cast(ColumnClause[Any], _T.c.should_start_by)  # typed: an aware datetime
         stmt = window_statement(None, can_until, key_after, 1, columns=[should]).offset(offset)
         with connection_transaction(self.engine, write=False) as conn:
