@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
 from celery_dgs.core.window import SliceRead, slice_of
 from celery_dgs.store.base import ScheduleStore
@@ -96,3 +98,5 @@ def test_the_should_start_by_a_number_of_rows_past_a_key(store: ScheduleStore) -
         assert found is not None
         assert found.utcoffset() == timedelta(0)
     assert store.window_should_at(can_until=until, key_after=key, offset=8) is None
+    with pytest.raises(ValueError, match="the offset must be >= 0, got -1"):
+        store.window_should_at(can_until=until, key_after=key, offset=-1)
