@@ -197,7 +197,7 @@ class LateWindow(SimWindow):
 
     def idle(self, name: str, spec: ScheduleSpec, stats: ScheduleStats, now: float) -> bool:
         in_main = super().idle(name, spec, stats, now)
-        can, should = self.kept[name]
+        can, should = self.kept[name][:2]
         entry = None
         if can is not None and should is not None:
             entry = self.entry_of(name, self.sim.rel(can), self.sim.rel(should))

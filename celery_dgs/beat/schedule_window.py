@@ -14,7 +14,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.clock import Clock
-from ..core.window import HeldSchedules, ScheduleBounds, SliceRead, WindowKey, keys_of
+from ..core.window import (
+    HeldSchedules,
+    KeptStart,
+    ScheduleBounds,
+    SliceRead,
+    WindowKey,
+    keys_of,
+)
 from ..core.window_certainty import read_on_helps
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
@@ -91,7 +98,7 @@ class ScheduleWindow:
     def note(self, row: StoredSchedule) -> None:
         """``row`` was applied: beat holds it (active) or forgot it."""
         if row.active and row.spec is not None:
-            self.held.note(row.name, (row.kept_can_start_at, row.kept_should_start_by))
+            self.held.note(row.name, KeptStart(row.kept_can_start_at, row.kept_should_start_by))
         else:
             self.held.forget(row.name)
 
@@ -113,7 +120,7 @@ class ScheduleWindow:
             key_after=read.key_after,
             limit=read.limit,
         )
-        kept = [(r.kept_can_start_at, r.kept_should_start_by) for r in rows]
+        kept = [KeptStart(r.kept_can_start_at, r.kept_should_start_by) for r in rows]
         self.bounds.after_read(read, keys_of(kept, [r.name for r in rows]))
         return read, rows
 

@@ -74,6 +74,28 @@ def bucket_of(scale: float) -> int:
     return math.floor(math.log(scale) * _INV_LOG_WIDTH) if scale > 0 else -(1 << 30)
 
 
+#: The margin bucket of a schedule with no margin (:func:`margin_bucket`).
+NO_MARGIN_BUCKET = bucket_of(0.0)
+
+
+def margin_bucket(margin_s: float) -> int:
+    """The bucket of a schedule's margin alone (``error_at - should_start_by``,
+    seconds; not finite or not above 0: no margin, :data:`NO_MARGIN_BUCKET`):
+    the store keeps it with each schedule (``margin_bucket``), beat's window
+    reads a slice per bucket by ``error_at``. Unlike the laxity's buckets it
+    does not depend on ``dgs_laxity_floor``."""
+    return bucket_of(margin_s) if math.isfinite(margin_s) and margin_s > 0 else NO_MARGIN_BUCKET
+
+
+def margin_bucket_edges(bucket: int) -> tuple[float, float]:
+    """The least margin of ``bucket`` (:func:`margin_bucket`) and the margin
+    above its greatest, in seconds; ``(0, 0)`` for :data:`NO_MARGIN_BUCKET`.
+    Rounded outwards by 1e-9, so a margin computed into the bucket is within."""
+    if bucket == NO_MARGIN_BUCKET:
+        return 0.0, 0.0
+    return BUCKET_WIDTH**bucket * (1 - 1e-9), BUCKET_WIDTH ** (bucket + 1) * (1 + 1e-9)
+
+
 def margin_seconds(tracked: _Tracked | None) -> float:
     """A schedule's ``error_at - should_start_by`` in seconds (0 when unknown):
     the denominator of its laxity."""

@@ -36,6 +36,7 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 #: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
@@ -49,19 +50,40 @@ DEFAULT_WINDOW_READ_ON = 0.0
 WindowKey = tuple[datetime, datetime, str]
 
 
+#: A schedule's place in its margin bucket's slice: its kept ``error_at``,
+#: then ``next_can_start_at``, then name.
+BucketKey = tuple[datetime, datetime, str]
+
+
+class KeptStart(NamedTuple):
+    """A schedule's kept times that the window selects it by: when it can next
+    start, its ``should_start_by``, its ``error_at`` and its margin bucket
+    (:func:`~celery_dgs.core.laxity.margin_bucket`). ``None``: not kept (an
+    invalid spec)."""
+
+    can: datetime | None
+    should: datetime | None
+    error_at: datetime | None = None
+    bucket: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SliceRead:
     """One read of the store (:meth:`ScheduleStore.window_schedules
     <celery_dgs.store.base.ScheduleStore.window_schedules>`): the schedules
     whose kept next start is in (``can_after``, ``can_until``] and whose key
     is above ``key_after``, most urgent first, at most ``limit``. ``restart``:
-    a read from the start, after which what is held and was not read is let go."""
+    a read from the start, after which what is held and was not read is let go.
+    ``bucket``: a read of one margin bucket's slice, whose key is a
+    :data:`BucketKey` (``can_after`` is then ``None``); ``None``: of the
+    window's order (:data:`WindowKey`)."""
 
     can_after: datetime | None
     can_until: datetime
     key_after: WindowKey | None
     limit: int
     restart: bool
+    bucket: int | None = None
 
 
 class ScheduleBounds:
@@ -184,21 +206,18 @@ class ScheduleBounds:
         self.end = last if self.end is None or read.restart else max(self.end, last)
 
 
-#: A schedule's kept start times: (``next_can_start_at``, ``should_start_by``);
-#: ``None``: not kept (an invalid spec).
-KeptStart = tuple[datetime | None, datetime | None]
-
-
 def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:
     """The names ``read`` selects among ``kept`` (every active schedule's kept
-    times), in the window's order (the ``limit`` smallest, without sorting
+    times), in the slice's order (the ``limit`` smallest, without sorting
     the rest): what :meth:`ScheduleStore.window_schedules
     <celery_dgs.store.base.ScheduleStore.window_schedules>` returns, for a fleet
     held in memory (the simulator, the memory store)."""
+    if read.bucket is not None:
+        return _bucket_slice_of(read, kept)
     unkept: list[str] = []
     keyed: list[tuple[WindowKey, str]] = []
     start = read.can_after is None and read.key_after is None
-    for name, (can, should) in kept:
+    for name, (can, should, _, _) in kept:
         if can is None or should is None:
             if start:
                 unkept.append(name)
@@ -210,6 +229,19 @@ def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str
             keyed.append((key, name))
     unkept = heapq.nsmallest(read.limit, unkept)
     return unkept + [name for _, name in heapq.nsmallest(read.limit - len(unkept), keyed)]
+
+
+def _bucket_slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:
+    """:func:`slice_of` for a read of one margin bucket's slice."""
+    keyed: list[BucketKey] = []
+    after, until, bucket = read.key_after, read.can_until, read.bucket
+    for name, (can, should, error_at, of) in kept:
+        if of != bucket or can is None or should is None or error_at is None or can > until:
+            continue
+        key = (error_at, can, name)
+        if after is None or key > after:
+            keyed.append(key)
+    return [key[2] for key in heapq.nsmallest(read.limit, keyed)]
 
 
 class HeldSchedules:
@@ -235,7 +267,7 @@ class HeldSchedules:
         holds = self.bounds.holds
         return [
             name
-            for name, (can, should) in self.kept.items()
+            for name, (can, should, _, _) in self.kept.items()
             if not holds(can, should, name, requested=requested(name))
         ]
 
@@ -244,5 +276,5 @@ def keys_of(kept: Sequence[KeptStart], names: Sequence[str]) -> list[WindowKey |
     """The window keys of rows read (``None``: one with no kept times)."""
     return [
         None if can is None or should is None else (should, can, name)
-        for (can, should), name in zip(kept, names, strict=True)
+        for (can, should, _, _), name in zip(kept, names, strict=True)
     ]

@@ -56,7 +56,7 @@ class SimWindow:
     def idle(self, name: str, spec: ScheduleSpec, stats: ScheduleStats, now: float) -> bool:
         """``name`` is idle at ``now`` (its row written): whether the window holds it."""
         times = start_times(spec, stats, self.sim.at(now), retry_ladder=self.ladder)
-        kept = self.kept[name] = (times.can_start_by, times.should_start_by)
+        kept = self.kept[name] = KeptStart(times.can_start_by, times.should_start_by)
         if self.bounds.holds(kept[0], kept[1], name, requested=False):
             self.held.note(name, kept)
             return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..core.window import SliceRead, slice_of
+from ..core.window import KeptStart, SliceRead, slice_of
 from .convert import utc
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
@@ -38,7 +38,9 @@ class MemoryWindowMethods(MemoryStoreBase):
         )
         with self._lock:
             rows = {r.name: r for r in self._rows.values() if r.active and r.kind != "check"}
-        kept = ((n, (r.kept_can_start_at, r.kept_should_start_by)) for n, r in rows.items())
+        kept = (
+            (n, KeptStart(r.kept_can_start_at, r.kept_should_start_by)) for n, r in rows.items()
+        )
         return [rows[name] for name in slice_of(read, kept)]
 
     def _window_should_at(

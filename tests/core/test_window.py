@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from celery_dgs.core.window import ScheduleBounds, SliceRead, slice_of
+from celery_dgs.core.window import KeptStart, ScheduleBounds, SliceRead, slice_of
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 M = timedelta(minutes=1)
@@ -122,4 +122,45 @@ def test_a_slice_is_the_sorted_selection_cut_at_its_limit(
     )
     expected = (unkept if start else [])[:limit]
     expected += [name for _, _, name in keyed][: limit - len(expected)]
-    assert slice_of(read, list(kept.items())) == expected
+    assert slice_of(read, [(n, KeptStart(*times)) for n, times in kept.items()]) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.text("abc", min_size=1, max_size=3),
+        st.tuples(kept_times, st.none() | st.integers(0, 30), st.integers(-1, 1)),
+        max_size=40,
+    ),
+    st.integers(-1, 1),
+    st.integers(0, 20),
+    st.none() | st.tuples(st.integers(0, 30), st.integers(0, 20), st.text("abc", max_size=3)),
+    st.integers(1, 20),
+)
+def test_a_margin_buckets_slice_is_its_rows_by_error_at_cut_at_its_limit(
+    kept: dict[str, tuple[tuple[datetime | None, datetime | None], int | None, int]],
+    bucket: int,
+    can_until: int,
+    key_after: tuple[int, int, str] | None,
+    limit: int,
+) -> None:
+    """A read of one margin bucket's slice selects that bucket's keyed rows
+    that can start by ``can_until``, by (``error_at``, next start, name)."""
+    at = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
+    after = None if key_after is None else (at(key_after[0]), at(key_after[1]), key_after[2])
+    read = SliceRead(None, at(can_until), after, limit, restart=False, bucket=bucket)
+    entries = {
+        name: KeptStart(can, should, None if error_s is None else at(error_s), of)
+        for name, ((can, should), error_s, of) in kept.items()
+    }
+    keyed = sorted(
+        (e.error_at, e.can, name)
+        for name, e in entries.items()
+        if e.bucket == bucket
+        and e.can is not None
+        and e.should is not None
+        and e.error_at is not None
+        and e.can <= read.can_until
+        and (after is None or (e.error_at, e.can, name) > after)
+    )
+    assert slice_of(read, list(entries.items())) == [name for _, _, name in keyed][:limit]

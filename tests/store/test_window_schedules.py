@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
-from celery_dgs.core.window import SliceRead, slice_of
+from celery_dgs.core.window import KeptStart, SliceRead, slice_of
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.records import StoredSchedule
@@ -71,7 +71,7 @@ def test_a_removed_schedule_is_in_no_slice(store: ScheduleStore) -> None:
 def test_the_stores_and_the_simulators_slice_agree(store: ScheduleStore) -> None:
     fill(store)
     rows = store.list_schedules()
-    kept = [(r.name, (r.kept_can_start_at, r.kept_should_start_by)) for r in rows]
+    kept = [(r.name, KeptStart(r.kept_can_start_at, r.kept_should_start_by)) for r in rows]
     for read in (
         SliceRead(None, T0 + 9 * M, None, 5, restart=True),
         SliceRead(T0 + 2 * M, T0 + 6 * M, None, 3, restart=False),
