@@ -214,10 +214,12 @@ class LateWindow(SimWindow):
         self.entries.pop(name, None)
         self.late_held.pop(name, None)
 
-    def read(self, now: float, *, more: bool = False) -> tuple[list[str], list[str]] | None:
+    def read(
+        self, now: float, *, more: bool = False, bucket: int | None = None
+    ) -> tuple[list[str], list[str]] | None:
         held_before = self.held.kept.keys() | self.late_held.keys()
-        planned = self.bounds.next_read(self.sim.at(now), len(self.held), more=more)
-        main = super().read(now, more=more)
+        planned = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
+        main = super().read(now, more=more, bucket=bucket)
         names = [] if main is None else main[0]
         restart = planned is not None and planned.restart
         if restart or now >= self.late_bounds.restarts_at():
@@ -411,8 +413,8 @@ class LatePolicy(DeadlinePolicy):
             self.audit.shadow.upsert(name, *self._times(name, now))
         self._note_held()
 
-    def _read_window(self, now: float, *, more: bool = False) -> bool:
-        read = super()._read_window(now, more=more)
+    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> bool:
+        read = super()._read_window(now, more=more, bucket=bucket)
         self._note_held()
         return read
 

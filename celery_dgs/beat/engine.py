@@ -48,7 +48,7 @@ from collections.abc import Callable, Set
 from ..core.clock import Clock
 from ..core.pace import RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.window_certainty import Vouching, choose_reading_on
+from ..core.window_certainty import Vouching, choose_reading_on, vouching_for
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
@@ -160,6 +160,9 @@ class BeatEngine:
         self._thread: int | None = None  # the thread that loads (and ticks)
         #: Whether the last choice stopped at a schedule the certainty rule refused.
         self._refused: str | None = None
+        #: The slice that refusal named (a margin bucket's; ``None``: the
+        #: should-order slice's).
+        self._refused_bucket: int | None = None
 
     @property
     def last_tick(self) -> float | None:
@@ -298,7 +301,7 @@ class BeatEngine:
             lambda done: self._choose(now, placement, view.running, limit - done),
             lambda done: placement.free > 0 and done < limit,
             lambda: self._refused,
-            lambda: self.loader.read_further() > 0,
+            lambda: self.loader.read_further(self._take_refused_bucket()),
             lambda name: self.loader.reading_on_helps(name, now),
         )
         if orders:
@@ -309,10 +312,14 @@ class BeatEngine:
         """The certainty rule for a choice at ``now`` while the window of
         schedules is full (``None``: no rule for the order, or no check:
         :meth:`ScheduleLoader.window_end <celery_dgs.beat.loading.ScheduleLoader.window_end>`)."""
-        bound, end = self.ranking.pick_bound, self.loader.window_end()
-        if bound is None or end is None:
-            return None
-        return Vouching(bound, self.ranking.index.times, now, end)
+        ranking = self.ranking
+        return vouching_for(ranking.pick_bound, ranking.index, now, self.loader.window_ends())
+
+    def _take_refused_bucket(self) -> int | None:
+        """The slice the last refusal named (a margin bucket's; ``None``: the
+        should-order slice's), read once."""
+        bucket, self._refused_bucket = self._refused_bucket, None
+        return bucket
 
     def _choose(
         self, now: float, placement: Placement, running: Set[str], limit: int
@@ -351,4 +358,6 @@ class BeatEngine:
             ranking.index, now, placement, constraints_of, defer, limit=limit, vouch=vouching
         )
         self._refused = None if vouching is None else vouching.refused
+        refusal = None if vouching is None else vouching.refusal
+        self._refused_bucket = None if refusal is None else refusal.bucket
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

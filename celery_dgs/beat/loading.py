@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..core.clock import Clock
 from ..core.late_order import expected_seconds
+from ..core.window_buckets import WindowEnds
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
@@ -178,36 +179,40 @@ class ScheduleLoader:
             self.apply_row_safely(row)
         return len(rows) + self._read_schedule_window()
 
-    def read_further(self) -> int:
+    def read_further(self, bucket: int | None = None) -> bool:
         """A dispatch round has free slots and no eligible schedule left in
-        the window: apply the next slice if the window is full (the schedules
-        past it may be eligible); returns how many rows it read."""
+        the window, or the certainty rule refused a pick on ``bucket``'s
+        bound (``None``: the should-order slice's): apply the next slice if
+        the window is full (the schedules past it may be eligible). Whether
+        the window read on: rows, or the end of a margin bucket's slice
+        (which moves its bound)."""
         window = self.schedules
         if window is None or not window.bounds.full:
-            return 0
-        return self._read_schedule_window(more=True)
+            return False
+        bucket_read = bucket is not None and window.bounds.buckets.readable(bucket)
+        return self._read_schedule_window(more=True, bucket=bucket) > 0 or bucket_read
 
-    def window_end(self) -> float | None:
+    def window_ends(self) -> WindowEnds | None:
         """While the window of schedules is full and may read on for the
-        certainty rule, its end's ``should_start_by`` (epoch seconds): every
-        eligible schedule not held has it or a later one; ``None``: the picks
-        are not checked (:meth:`ScheduleBounds.reads_on
+        certainty rule, what its ends say of every eligible schedule it does
+        not hold (epoch seconds); ``None``: the picks are not checked
+        (:meth:`ScheduleBounds.reads_on
         <celery_dgs.core.window.ScheduleBounds.reads_on>`)."""
-        window = self.schedules
-        end = None if window is None else window.bounds.checked_end(len(window.held))
-        return None if end is None else end.timestamp()
+        return None if self.schedules is None else self.schedules.ends()
 
     def reading_on_helps(self, refused: str, now: float) -> bool:
         """:meth:`ScheduleWindow.read_on_helps` (the rule refused ``refused``)."""
         return self.schedules is None or self.schedules.read_on_helps(refused, now)
 
-    def _read_schedule_window(self, batch: IndexBatch | None = None, *, more: bool = False) -> int:
+    def _read_schedule_window(
+        self, batch: IndexBatch | None = None, *, more: bool = False, bucket: int | None = None
+    ) -> int:
         """Apply the window's next slice of schedules, if it needs one, and let
         go of the held schedules the window no longer covers."""
         window = self.schedules
         if window is None:
             return 0
-        read = window.next_read(more=more)
+        read = window.next_read(more=more, bucket=bucket)
         if read is None:
             return 0
         _, rows = read

@@ -22,6 +22,7 @@ from ..core.window import (
     WindowKey,
     keys_of,
 )
+from ..core.window_buckets import WindowEnds
 from ..core.window_certainty import read_on_helps
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
@@ -58,15 +59,15 @@ class ScheduleWindow:
         """Whether reading on (as far as the window may) could let the
         certainty rule vouch for ``name``, which it refused at ``now``; if
         not, the picks go unchecked until the window's end moves."""
-        reach = self.bounds.reachable_should(len(self.held), self._should_at)
+        reach = self.bounds.reach_ends(len(self.held), self._should_at, _seconds)
         return read_on_helps(
-            self.bounds,
-            self.ranking.pick_bound,
-            name,
-            self.ranking.index.times(name),
-            now,
-            None if reach is None else reach.timestamp(),
+            self.bounds, self.ranking.pick_bound, name, self.ranking.index.times(name), now, reach
         )
+
+    def ends(self) -> WindowEnds | None:
+        """:meth:`ScheduleBounds.checked_ends
+        <celery_dgs.core.window.ScheduleBounds.checked_ends>` in epoch seconds."""
+        return self.bounds.checked_ends(len(self.held), _seconds)
 
     @classmethod
     def configured(
@@ -98,7 +99,7 @@ class ScheduleWindow:
     def note(self, row: StoredSchedule) -> None:
         """``row`` was applied: beat holds it (active) or forgot it."""
         if row.active and row.spec is not None:
-            self.held.note(row.name, KeptStart(row.kept_can_start_at, row.kept_should_start_by))
+            self.held.note(row.name, _kept(row))
         else:
             self.held.forget(row.name)
 
@@ -107,11 +108,13 @@ class ScheduleWindow:
         self.held.forget(row.name)
         let_go(self.state, self.ranking, row.name, row)
 
-    def next_read(self, *, more: bool = False) -> tuple[SliceRead, list[StoredSchedule]] | None:
+    def next_read(
+        self, *, more: bool = False, bucket: int | None = None
+    ) -> tuple[SliceRead, list[StoredSchedule]] | None:
         """The next slice of the store if the window needs one (the bounds are
-        moved past it); ``None``: none needed. ``more``: see
+        moved past it); ``None``: none needed. ``more``, ``bucket``: see
         :meth:`ScheduleBounds.next_read <celery_dgs.core.window.ScheduleBounds.next_read>`."""
-        read = self.bounds.next_read(self.clock.now(), len(self.held), more=more)
+        read = self.bounds.next_read(self.clock.now(), len(self.held), more=more, bucket=bucket)
         if read is None:
             return None
         rows = self.store.window_schedules(
@@ -120,8 +123,8 @@ class ScheduleWindow:
             key_after=read.key_after,
             limit=read.limit,
         )
-        kept = [KeptStart(r.kept_can_start_at, r.kept_should_start_by) for r in rows]
-        self.bounds.after_read(read, keys_of(kept, [r.name for r in rows]))
+        kept = [_kept(r) for r in rows]
+        self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]))
         return read, rows
 
     def outside(self) -> list[str]:
@@ -139,3 +142,13 @@ class ScheduleWindow:
         """Let go of the held schedule ``name`` (the bounds moved past it)."""
         self.held.forget(name)
         let_go(self.state, self.ranking, name)
+
+
+def _seconds(moment: datetime) -> float:
+    """A kept time on the certainty rule's clock (epoch seconds)."""
+    return moment.timestamp()
+
+
+def _kept(row: StoredSchedule) -> KeptStart:
+    """The kept times of ``row`` the window selects it by."""
+    return KeptStart(row.kept_can_start_at, row.kept_should_start_by)

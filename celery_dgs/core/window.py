@@ -33,10 +33,13 @@ the window) is read again when the window reaches it.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
+
+from .window_buckets import BucketEnds, BucketKey, WindowEnds
 
 #: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
@@ -48,11 +51,6 @@ DEFAULT_WINDOW_READ_ON = 0.0
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
 WindowKey = tuple[datetime, datetime, str]
-
-
-#: A schedule's place in its margin bucket's slice: its kept ``error_at``,
-#: then ``next_can_start_at``, then name.
-BucketKey = tuple[datetime, datetime, str]
 
 
 class KeptStart(NamedTuple):
@@ -109,6 +107,8 @@ class ScheduleBounds:
         #: The end at which reading on was found not to help the certainty
         #: rule: while the end is this one, the picks are not checked.
         self.unchecked_end: WindowKey | None = None
+        #: While full: the margin buckets' slices (:mod:`.window_buckets`).
+        self.buckets = BucketEnds()
 
     @property
     def full(self) -> bool:
@@ -125,10 +125,30 @@ class ScheduleBounds:
         room = self.room(held)
         return room is None or room > 0
 
-    def checked_end(self, held: int) -> datetime | None:
-        """The end's ``should_start_by`` while the certainty rule checks the
-        picks (:meth:`reads_on`); ``None``: they are not checked."""
-        return self.end[0] if self.end is not None and self.reads_on(held) else None
+    def checked_ends(self, held: int, seconds: Callable[[datetime], float]) -> WindowEnds | None:
+        """The ends the certainty rule checks the picks against (:meth:`reads_on`),
+        on the rule's clock (``seconds``); ``None``: they are not checked."""
+        if self.end is None or not self.reads_on(held):
+            return None
+        return self.buckets.window_ends(seconds(self.end[0]), seconds)
+
+    def reach_ends(
+        self,
+        held: int,
+        should_at: Callable[[datetime, WindowKey, int], datetime | None],
+        seconds: Callable[[datetime], float],
+    ) -> WindowEnds | None:
+        """The ends at best once the window read on as far as it may: the
+        should-order slice to :meth:`reachable_should`, each margin bucket's
+        slice to its end (its reach is not read ahead); ``None``: the window
+        would hold every schedule that can start within it."""
+        reach = self.reachable_should(held, should_at)
+        if reach is None:
+            return None
+        ends = self.buckets.window_ends(seconds(reach), seconds)
+        for bucket in ends.buckets:
+            ends.buckets[bucket] = math.inf
+        return ends
 
     def room(self, held: int) -> int | None:
         """How many more schedules the window may read on to with ``held``
@@ -158,25 +178,43 @@ class ScheduleBounds:
         return None if self.until is None else self.until - self.horizon / 2
 
     def holds(
-        self, can: datetime | None, should: datetime | None, name: str, *, requested: bool
+        self,
+        can: datetime | None,
+        should: datetime | None,
+        name: str,
+        *,
+        requested: bool,
+        error_at: datetime | None = None,
+        bucket: int | None = None,
     ) -> bool:
-        """Whether a schedule whose kept times are ``can`` and ``should`` is in
-        the window (``requested``: a run request is pending)."""
+        """Whether a schedule whose kept times are ``can`` and ``should`` (and
+        ``error_at``, in margin ``bucket``) is in the window (``requested``: a
+        run request is pending)."""
         if requested or can is None or should is None:
             return True
         if self.until is None or can > self.until:
             return False
-        return self.end is None or (should, can, name) <= self.end
+        if self.end is None or (should, can, name) <= self.end:
+            return True
+        return self.buckets.holds(bucket, None if error_at is None else (error_at, can, name))
 
-    def next_read(self, now: datetime, held: int, *, more: bool = False) -> SliceRead | None:
+    def next_read(
+        self, now: datetime, held: int, *, more: bool = False, bucket: int | None = None
+    ) -> SliceRead | None:
         """The read the window needs at ``now`` with ``held`` schedules held;
         ``None``: none. ``more``: a dispatch round found no eligible schedule
-        left in a full window while slots were free: the next slice is read
-        whatever is held (it is let go of at the next start-over)."""
+        left in a full window while slots were free, or the certainty rule
+        refused a pick: the next slice is read whatever is held (it is let go
+        of at the next start-over): margin ``bucket``'s if the rule named it
+        and it has more, else the should-order slice's."""
         ahead = now + self.horizon
         if self.until is None:
             return SliceRead(None, ahead, None, self.size, restart=True)
         moving = self.until <= now + self.horizon / 2
+        full = self.end is not None
+        if bucket is not None and full and not moving and self.buckets.readable(bucket):
+            after, limit = self.buckets.ends.get(bucket), (self.size + 3) // 4
+            return SliceRead(None, self.until, after, limit, restart=False, bucket=bucket)
         if self.end is None:
             if not moving:
                 return None
@@ -191,13 +229,24 @@ class ScheduleBounds:
             return None
         return SliceRead(None, self.until, self.end, limit, restart=False)
 
-    def after_read(self, read: SliceRead, keys: list[WindowKey | None]) -> None:
+    def after_read(
+        self, read: SliceRead, keys: list[WindowKey | None], buckets: Iterable[int] = ()
+    ) -> None:
         """Move the bounds past ``read``, which returned rows with these keys
-        (``None``: a row with no kept times), most urgent last."""
+        (``None``: a row with no kept times; a margin bucket's read: its
+        :data:`BucketKey`), most urgent last. ``buckets``: after a start-over,
+        the margin buckets in use."""
+        if read.bucket is not None:
+            bucket_keys = [key for key in keys if key is not None]
+            self.buckets.after_read(read.bucket, bucket_keys, read.limit)
+            return
         self.until = read.can_until
+        if read.restart:
+            self.buckets.started_over(buckets)
         if len(keys) < read.limit:
             if read.restart or read.key_after is not None:
                 self.end = None  # everything that can start by ``until`` is held
+                self.buckets.ends.clear()
             return
         last = next((key for key in reversed(keys) if key is not None), None)
         if last is None:  # only rows with no kept times: hold no keyed one yet
@@ -267,14 +316,30 @@ class HeldSchedules:
         holds = self.bounds.holds
         return [
             name
-            for name, (can, should, _, _) in self.kept.items()
-            if not holds(can, should, name, requested=requested(name))
+            for name, (can, should, error_at, bucket) in self.kept.items()
+            if not holds(
+                can, should, name, requested=requested(name), error_at=error_at, bucket=bucket
+            )
         ]
 
 
-def keys_of(kept: Sequence[KeptStart], names: Sequence[str]) -> list[WindowKey | None]:
-    """The window keys of rows read (``None``: one with no kept times)."""
+def keys_of(
+    read: SliceRead, kept: Sequence[KeptStart], names: Sequence[str]
+) -> list[WindowKey | None]:
+    """The keys of the rows ``read`` returned, in its slice's order (``None``:
+    one with no kept times)."""
+    if read.bucket is not None:
+        return [
+            None if can is None or error_at is None else (error_at, can, name)
+            for (can, _, error_at, _), name in zip(kept, names, strict=True)
+        ]
     return [
         None if can is None or should is None else (should, can, name)
         for (can, should, _, _), name in zip(kept, names, strict=True)
     ]
+
+
+def buckets_in_use(kept: Iterable[KeptStart]) -> set[int]:
+    """The margin buckets of the schedules with kept times (a start-over's
+    listing, for a fleet held in memory)."""
+    return {k.bucket for k in kept if k.bucket is not None and k.can is not None}

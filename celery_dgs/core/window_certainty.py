@@ -37,19 +37,43 @@ rule vouched for; ``shed`` and the ``fewest_errors`` goal are not checked
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .index import IndexedTimes
+from .index import DeadlineIndex, IndexedTimes
 from .late_order import is_run_request
-from .laxity import BUCKET_WIDTH, bucket_of
+from .laxity import BUCKET_WIDTH, bucket_of, margin_bucket_edges
 from .ranking import OrderPolicy
 from .window import ScheduleBounds
+from .window_buckets import WindowEnds
 
-__all__ = ["PickBound", "Vouching", "choose_reading_on", "pick_bound", "read_on_helps"]
+__all__ = [
+    "PickBound",
+    "Refusal",
+    "Vouching",
+    "choose_reading_on",
+    "pick_bound",
+    "read_on_helps",
+    "vouching_for",
+]
 
 _T = TypeVar("_T")
+
+
+#: The slice a refusal asks the window to read on: a margin bucket's, or
+#: ``None``: the should-order slice's.
+SliceToRead = int | None
+#: The margins of schedules whose bucket is unknown (no bucket listed): any.
+_ANY_MARGIN = (0.0, math.inf)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The rule could not vouch for a candidate: the window reads on
+    ``bucket``'s slice (``None``: the should-order slice)."""
+
+    bucket: SliceToRead
 
 
 @dataclass(frozen=True)
@@ -63,39 +87,125 @@ class PickBound:
     aging: float
     floor_s: float | None
 
-    def vouches(self, name: str, times: IndexedTimes, now: float, end: float | None) -> bool:
-        """Whether ``name``, indexed with ``times``, goes before every schedule
-        the window does not hold, which all have ``should_start_by >= end``
-        (``None``: the window holds every eligible schedule)."""
-        if end is None:
-            return True
+    def vouches(self, name: str, times: IndexedTimes, now: float, ends: WindowEnds | None) -> bool:
+        """Whether ``name``, indexed with ``times``, goes before every eligible
+        schedule the window does not hold (``ends``: what bounds them;
+        ``None``: the window holds every eligible schedule)."""
+        return self.refusal(name, times, now, ends) is None
+
+    def refusal(
+        self, name: str, times: IndexedTimes, now: float, ends: WindowEnds | None
+    ) -> Refusal | None:
+        """:meth:`vouches`, with the slice to read on when it does not."""
+        if ends is None:
+            return None
         should, can = times.should_start_by, times.can_start_by
         if is_run_request(can, should):
-            return True
-        margin = self._margin(name)
-        error_at = should + margin
+            return None
         floor = self.floor_s
-        late = error_at < now if floor is not None else should < now
-        if late:
-            return should + self.aging * max(self.expected_s(name), 0.0) < end
-        if end < now:  # a schedule not held may be late already
-            return False
-        if floor is None:
-            return True
+        if floor is None:  # deadline order until late: the should-order slice decides
+            if should < now:
+                late_key = should + self.aging * max(self.expected_s(name), 0.0)
+                return None if late_key < ends.should else _SHOULD_SLICE
+            return None if ends.should >= now else _SHOULD_SLICE
+        margin = self._margin(name)
+        if should + margin < now:
+            late_key = should + self.aging * max(self.expected_s(name), 0.0)
+            return self._late_refusal(late_key, now, ends)
+        return self._laxity_refusal(should + margin, margin, now, floor, ends)
+
+    def _late_refusal(self, late_key: float, now: float, ends: WindowEnds) -> Refusal | None:
+        """A candidate in ERROR with ``late_key``: it goes first unless a
+        schedule not held may be in ERROR with a late key below it. Such a
+        one's late key is at least its ``should_start_by``: at least the
+        should-order slice's end, and its ``error_at`` less its bucket's
+        greatest margin."""
+        for bucket, (lo, hi), error_end in _bucket_ends(ends):
+            if max(error_end, ends.should + lo) >= now:
+                continue  # none of the bucket's not held is in ERROR
+            from_bucket = error_end - hi
+            if not late_key < max(ends.should, from_bucket):
+                return Refusal(bucket if from_bucket > ends.should else None)
+        return None
+
+    def _laxity_refusal(
+        self,
+        error_at: float,
+        margin: float,
+        now: float,
+        floor: float,
+        ends: WindowEnds,
+    ) -> Refusal | None:
+        """A candidate not in ERROR: it is the fleet's pick if no schedule not
+        held is in ERROR, each has a higher relative laxity, and none in the
+        candidate's laxity bucket enters ERROR before it (the bucket's top)."""
         scale = margin + floor
         if scale <= 0:  # no margin, no floor: taken only once late
-            return False
+            return _SHOULD_SLICE
         laxity = (error_at - now) / scale
-        least = min(1.0, (end - now) / floor) if floor > 0 else 1.0
-        if not laxity < least:
-            return False
-        # 1e-9 below the bucket's edge: a scale rounded into the bucket is above it
-        least_margin = max(0.0, BUCKET_WIDTH ** bucket_of(scale) * (1 - 1e-9) - floor)
-        return error_at < end + least_margin
+        # The laxity bucket's scales, rounded outwards: a scale computed into it is within.
+        top = bucket_of(scale)
+        top_lo, top_hi = BUCKET_WIDTH**top * (1 - 1e-9), BUCKET_WIDTH ** (top + 1) * (1 + 1e-9)
+        for bucket, (lo, hi), error_end in _bucket_ends(ends):
+            read = bucket if error_end < math.inf else None
+            if max(error_end, ends.should + lo) < now:
+                return Refusal(read)  # one of them may be in ERROR
+            least = max(
+                _least_laxity(ends.should - now, lo, hi, floor),
+                _least_laxity_from(error_end - now, lo, hi, floor),
+            )
+            if not laxity < least:
+                return Refusal(read)
+            shared_lo, shared_hi = max(lo, top_lo - floor), min(hi, top_hi - floor)
+            shared = shared_lo < shared_hi or (lo == hi == 0.0 and top_lo <= floor < top_hi)
+            if shared and not error_at < max(error_end, ends.should + max(shared_lo, 0.0)):
+                return Refusal(read)
+        return None
 
     def _margin(self, name: str) -> float:
         margin = self.margin_s(name)
         return margin if math.isfinite(margin) and margin > 0 else 0.0
+
+
+_SHOULD_SLICE = Refusal(None)
+
+
+def _bucket_ends(ends: WindowEnds) -> Iterator[tuple[SliceToRead, tuple[float, float], float]]:
+    """Each margin bucket in use: the slice that reads it, its margins
+    (least, and above the greatest), and its slice's end (``error_at``).
+    With none listed, one bucket of any margin, bounded by the should-order
+    slice alone."""
+    if not ends.buckets:
+        yield None, _ANY_MARGIN, -math.inf
+        return
+    for bucket, error_end in ends.buckets.items():
+        yield bucket, margin_bucket_edges(bucket), error_end
+
+
+def _least_laxity(ahead: float, lo: float, hi: float, floor: float) -> float:
+    """The least relative laxity of a schedule whose ``should_start_by`` is at
+    least ``ahead`` seconds from now and whose margin is in [``lo``, ``hi``]:
+    ``(ahead + margin) / (margin + floor)`` is monotonic in the margin, so
+    the least is at an edge (an infinite margin: 1; no margin and no floor:
+    never urgent before ERROR)."""
+    least = math.inf
+    for margin in (lo, hi):
+        if margin == math.inf:
+            least = min(least, 1.0)
+        elif margin + floor > 0:
+            least = min(least, (ahead + margin) / (margin + floor))
+    return least
+
+
+def _least_laxity_from(ahead: float, lo: float, hi: float, floor: float) -> float:
+    """The least relative laxity of a schedule whose ``error_at`` is at least
+    ``ahead`` seconds from now and whose margin is in [``lo``, ``hi``)."""
+    if ahead == math.inf or ahead == -math.inf:
+        return ahead
+    scale = (hi if ahead >= 0 else lo) + floor
+    if scale <= 0:
+        return math.inf if ahead >= 0 else -math.inf
+    return ahead / scale
 
 
 def pick_bound(
@@ -111,25 +221,42 @@ def pick_bound(
 
 class Vouching:
     """One call of :func:`~celery_dgs.core.placement.choose_dispatches`'s
-    ``vouch`` at ``now`` against a window whose end is ``end`` (``None``: not
-    full); ``refused``: the first schedule it refused, if any."""
+    ``vouch`` at ``now`` against a full window's ``ends``; ``refused``: the
+    first schedule it refused, if any, and ``refusal`` why (the slice to read
+    on)."""
 
     def __init__(
         self,
         bound: PickBound,
         times_of: Callable[[str], IndexedTimes | None],
         now: float,
-        end: float | None,
+        ends: WindowEnds,
     ) -> None:
-        self.bound, self.times_of, self.now, self.end = bound, times_of, now, end
+        self.bound, self.times_of, self.now, self.ends = bound, times_of, now, ends
         self.refused: str | None = None
+        self.refusal: Refusal | None = None
 
     def __call__(self, name: str) -> bool:
         times = self.times_of(name)
-        if times is None or self.bound.vouches(name, times, self.now, self.end):
+        if times is None:
             return True
-        self.refused = name
+        refusal = self.bound.refusal(name, times, self.now, self.ends)
+        if refusal is None:
+            return True
+        self.refused, self.refusal = name, refusal
         return False
+
+
+def vouching_for(
+    bound: PickBound | None, index: DeadlineIndex, now: float, ends: WindowEnds | None
+) -> Vouching | None:
+    """The rule's check of a round at ``now`` against ``index`` (beat's and
+    the simulator's ranking index) while the window is full: ``None`` when
+    there is no rule for the order or the picks are not checked (``ends``
+    ``None``)."""
+    if bound is None or ends is None:
+        return None
+    return Vouching(bound, index.times, now, ends)
 
 
 def read_on_helps(
@@ -138,16 +265,17 @@ def read_on_helps(
     name: str,
     times: IndexedTimes | None,
     now: float,
-    reach: float | None,
+    reach: WindowEnds | None,
 ) -> bool:
     """Whether the window should read on for ``name``, which the rule refused
-    at ``now``: reading on as far as it may would end at ``reach`` (the kept
-    ``should_start_by`` of the last schedule it may read; ``None``: it would
+    at ``now``: reading on the slice the refusal named as far as the window
+    may would leave the ends at ``reach`` (:meth:`ScheduleBounds.reach_ends
+    <celery_dgs.core.window.ScheduleBounds.reach_ends>`; ``None``: it would
     hold every schedule within its horizon), and the rule would vouch for
     ``name`` there. If not, ``bounds`` stop checking the picks until their
     end moves (:attr:`~celery_dgs.core.window.ScheduleBounds.unchecked_end`):
-    under a backlog past its ``should_start_by`` the rule cannot vouch for
-    anything, and reading on would only fill the window's room."""
+    under a backlog in ERROR the rule may not vouch for anything, and reading
+    on would only fill the window's room."""
     if bound is None or times is None or reach is None or bound.vouches(name, times, now, reach):
         return True
     bounds.unchecked_end = bounds.end

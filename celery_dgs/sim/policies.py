@@ -31,7 +31,13 @@ from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
-from ..core.window_certainty import Vouching, choose_reading_on, pick_bound, read_on_helps
+from ..core.window_certainty import (
+    Vouching,
+    choose_reading_on,
+    pick_bound,
+    read_on_helps,
+    vouching_for,
+)
 from .state import FIRE, PolicyHost
 from .window import SimWindow
 
@@ -121,6 +127,9 @@ class DeadlinePolicy(Policy):
         #: Candidates the rule refused; the one the last choice ended at.
         self.refusals = 0
         self._refused: str | None = None
+        #: The slice the last refusal named (a margin bucket's; ``None``: the
+        #: should-order slice's).
+        self._refused_bucket: int | None = None
 
     def make_index(self) -> DeadlineIndex:
         """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
@@ -272,6 +281,8 @@ class DeadlinePolicy(Policy):
             vouch=vouching,
         )
         self._refused = None if vouching is None else vouching.refused
+        refusal = None if vouching is None else vouching.refusal
+        self._refused_bucket = None if refusal is None else refusal.bucket
         self.refusals += self._refused is not None
         return chosen
 
@@ -280,30 +291,35 @@ class DeadlinePolicy(Policy):
         <celery_dgs.beat.schedule_window.ScheduleWindow.read_on_helps>` in the simulator."""
         window = self.window
         assert window is not None  # a refusal needs a window
-        reach = window.reachable_should_s()
+        reach = window.reach_ends()
         times = self.index.times(refused)
         return read_on_helps(window.bounds, self.bound, refused, times, now, reach)
 
     def _vouching(self, now: float) -> Vouching | None:
         """The certainty rule for a round at ``now`` (beat's): ``None`` without a
         window or a rule."""
-        window, bound = self.window, self.bound
-        end = None if window is None else window.bounds.checked_end(len(window.held))
-        if bound is None or end is None:
-            return None  # no window, no rule, or no check (ScheduleBounds.reads_on)
-        return Vouching(bound, self.index.times, now, self.sim.rel(end))
+        window = self.window
+        ends = None if window is None else window.ends()
+        return vouching_for(self.bound, self.index, now, ends)
 
     def read_further(self, now: float) -> bool:
-        """A round has free slots and no eligible schedule left: whether more
-        were read (beat's window of schedules, when it is full)."""
+        """A round has free slots and no eligible schedule left, or the rule
+        refused a pick: whether the window read on (beat's
+        :meth:`ScheduleLoader.read_further
+        <celery_dgs.beat.loading.ScheduleLoader.read_further>`)."""
         window = self.window
-        return window is not None and window.bounds.full and self._read_window(now, more=True)
+        if window is None or not window.bounds.full:
+            return False
+        bucket, self._refused_bucket = self._refused_bucket, None
+        bucket_read = bucket is not None and window.bounds.buckets.readable(bucket)
+        return self._read_window(now, more=True, bucket=bucket) or bucket_read
 
-    def _read_window(self, now: float, *, more: bool = False) -> bool:
-        """Index the window's next slice (the idle schedules in it), let go of
-        what it moved past; whether it read any schedule."""
+    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> bool:
+        """Index the window's next slice (the idle schedules in it; ``more``,
+        ``bucket``: :meth:`SimWindow.read <celery_dgs.sim.window.SimWindow.read>`),
+        let go of what it moved past; whether it read any schedule."""
         assert self.window is not None
-        read = self.window.read(now, more=more)
+        read = self.window.read(now, more=more, bucket=bucket)
         if read is None:
             return False
         names, outside = read

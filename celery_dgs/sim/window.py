@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from ..core.laxity import margin_bucket
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
-from ..core.timing import start_times
+from ..core.timing import start_margin, start_times
 from ..core.window import (
     DEFAULT_WINDOW_READ_ON,
     HeldSchedules,
@@ -26,9 +27,11 @@ from ..core.window import (
     ScheduleBounds,
     SliceRead,
     WindowKey,
+    buckets_in_use,
     keys_of,
     slice_of,
 )
+from ..core.window_buckets import WindowEnds
 from .state import PolicyHost
 
 
@@ -50,14 +53,23 @@ class SimWindow:
         self.held = HeldSchedules(self.bounds)
         #: Every schedule's kept start times, as of its last write (the store).
         self.kept: dict[str, KeptStart] = {}
-        #: How many slices were read, and their rows.
-        self.reads = self.rows_read = 0
+        #: How many slices were read, and their rows; the most schedules held.
+        self.reads = self.rows_read = self.most_held = 0
 
     def idle(self, name: str, spec: ScheduleSpec, stats: ScheduleStats, now: float) -> bool:
         """``name`` is idle at ``now`` (its row written): whether the window holds it."""
         times = start_times(spec, stats, self.sim.at(now), retry_ladder=self.ladder)
-        kept = self.kept[name] = KeptStart(times.can_start_by, times.should_start_by)
-        if self.bounds.holds(kept[0], kept[1], name, requested=False):
+        margin = start_margin(spec, stats)
+        kept = self.kept[name] = KeptStart(
+            times.can_start_by,
+            times.should_start_by,
+            times.should_start_by + margin,
+            margin_bucket(margin.total_seconds()),
+        )
+        self.bounds.buckets.seen(kept.bucket)
+        if self.bounds.holds(
+            kept.can, kept.should, name, requested=False, error_at=kept.error_at, bucket=kept.bucket
+        ):
             self.held.note(name, kept)
             return True
         self.held.forget(name)
@@ -68,30 +80,41 @@ class SimWindow:
         self.kept.pop(name, None)
         self.held.forget(name)
 
-    def read(self, now: float, *, more: bool = False) -> tuple[list[str], list[str]] | None:
-        """The next slice if the window needs one: the names read (held now),
-        and the held ones the bounds moved past (let go of); ``None``: none."""
-        read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more)
+    def read(
+        self, now: float, *, more: bool = False, bucket: int | None = None
+    ) -> tuple[list[str], list[str]] | None:
+        """The next slice if the window needs one (``more``, ``bucket``: see
+        :meth:`ScheduleBounds.next_read
+        <celery_dgs.core.window.ScheduleBounds.next_read>`): the names read
+        (held now), and the held ones the bounds moved past (let go of);
+        ``None``: none."""
+        read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
         if read is None:
             return None
         names = slice_of(read, self.kept.items())
         kept = [self.kept[name] for name in names]
-        self.bounds.after_read(read, keys_of(kept, names))
+        in_use = buckets_in_use(self.kept.values()) if read.restart else ()
+        self.bounds.after_read(read, keys_of(read, kept, names), in_use)
         self.reads += 1
         self.rows_read += len(names)
         for name, times in zip(names, kept, strict=True):
             self.held.note(name, times)
+        self.most_held = max(self.most_held, len(self.held))
         outside = self.held.outside(lambda _name: False)
         for name in outside:
             self.held.forget(name)
         return names, outside
 
-    def reachable_should_s(self) -> float | None:
-        """:meth:`ScheduleBounds.reachable_should
-        <celery_dgs.core.window.ScheduleBounds.reachable_should>` in simulated
+    def ends(self) -> WindowEnds | None:
+        """:meth:`ScheduleBounds.checked_ends
+        <celery_dgs.core.window.ScheduleBounds.checked_ends>` in simulated seconds."""
+        return self.bounds.checked_ends(len(self.held), self.sim.rel)
+
+    def reach_ends(self) -> WindowEnds | None:
+        """:meth:`ScheduleBounds.reach_ends
+        <celery_dgs.core.window.ScheduleBounds.reach_ends>` in simulated
         seconds, over the fleet's kept times."""
-        reach = self.bounds.reachable_should(len(self.held), self._should_at)
-        return None if reach is None else self.sim.rel(reach)
+        return self.bounds.reach_ends(len(self.held), self._should_at, self.sim.rel)
 
     def _should_at(self, until: datetime, end: WindowKey, offset: int) -> datetime | None:
         """The store's ``window_should_at`` over the fleet's kept times."""

@@ -6,6 +6,7 @@ vouched for too."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import event, given
@@ -13,10 +14,12 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from celery_dgs.core.index import DeadlineIndex, IndexedTimes
+from celery_dgs.core.laxity import margin_bucket
 from celery_dgs.core.overload import make_index
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, plan_dispatches
 from celery_dgs.core.ranking import OrderPolicy
 from celery_dgs.core.window import ScheduleBounds
+from celery_dgs.core.window_buckets import WindowEnds
 from celery_dgs.core.window_certainty import (
     PickBound,
     Vouching,
@@ -65,7 +68,7 @@ def plans(
         index_of(fleet, list(fleet), floor), NOW, slots(picks), constraints_of, limit=picks
     )
     held_index = index_of(fleet, held, floor)
-    vouching = Vouching(bound_of(fleet, floor), held_index.times, NOW, end)
+    vouching = Vouching(bound_of(fleet, floor), held_index.times, NOW, WindowEnds(end, {}))
     window = plan_dispatches(
         held_index, NOW, slots(picks), constraints_of, limit=picks, vouch=vouching
     )
@@ -108,8 +111,9 @@ def test_a_late_pick_needs_its_late_key_below_the_end() -> None:
 
 def test_without_a_window_end_every_pick_is_vouched_for() -> None:
     fleet = fleet_of([(NOW + 3000, 3000, 600, "a")])
-    held_index = index_of(fleet, list(fleet), 60.0)
-    assert Vouching(bound_of(fleet, 60.0), held_index.times, NOW, None)("s000")
+    times = index_of(fleet, list(fleet), 60.0).times("s000")
+    assert times is not None
+    assert bound_of(fleet, 60.0).vouches("s000", times, NOW, None)
 
 
 def test_the_rule_is_for_restore_only() -> None:
@@ -164,11 +168,11 @@ def test_reading_on_stops_where_it_cannot_help() -> None:
     bound = bound_of(fleet, 60.0)
     times = IndexedTimes(NOW - 1, NOW + 50)
     # laxity 150 / 160 < 1: certain once the end is 60 s ahead or more
-    assert read_on_helps(bounds, bound, "s000", times, NOW, NOW + 400)
+    assert read_on_helps(bounds, bound, "s000", times, NOW, WindowEnds(NOW + 400, {}))
     assert read_on_helps(bounds, bound, "s000", times, NOW, None), "the rest fits: certain"
     assert bounds.reads_on(2)
     # the reachable end is in the past (a backlog): reading on cannot help
-    assert not read_on_helps(bounds, bound, "s000", times, NOW, NOW - 100)
+    assert not read_on_helps(bounds, bound, "s000", times, NOW, WindowEnds(NOW - 100, {}))
     assert bounds.unchecked_end == bounds.end
     assert not bounds.reads_on(2), "no check until the end moves"
     read = bounds.next_read(at, 0, more=True)
@@ -216,3 +220,110 @@ def test_a_refusal_reading_on_cannot_help_gives_an_unchecked_choice() -> None:
     )
     assert chosen == ["held pick"]
     assert "read" not in calls, "no read when reading on cannot make the pick certain"
+
+
+#: Rows crowded into three margin buckets (about 87 s to 169 s), due around
+#: now: where a bucket's bounds are tight.
+close_rows = st.tuples(
+    st.floats(min_value=NOW - 400, max_value=NOW + 400),
+    st.floats(min_value=1.25**20, max_value=1.25**23 * 0.999),
+    st.floats(min_value=0.0, max_value=60),
+    st.sampled_from(["a", "a", "b"]),
+)
+
+
+@hsettings(max_examples=2000, deadline=None)
+@given(
+    rows=st.lists(rows, min_size=2, max_size=40) | st.lists(close_rows, min_size=2, max_size=40),
+    cut=st.integers(min_value=1, max_value=39),
+    bucket_cuts=st.lists(st.integers(min_value=-1, max_value=12), min_size=60, max_size=60),
+    floor=st.sampled_from([60.0, 5.0, 0.0]),
+    picks=st.integers(min_value=1, max_value=6),
+)
+def test_every_pick_vouched_for_with_margin_bucket_slices_is_the_whole_fleets(
+    rows: list[tuple[float, float, float, str]],
+    cut: int,
+    bucket_cuts: list[int],
+    floor: float,
+    picks: int,
+) -> None:
+    """A full window holding its should-order slice and, per margin bucket,
+    a slice by ``error_at`` (unread, cut after ``k`` rows, or complete): every
+    pick the rule vouches for is the whole fleet's."""
+    whole, window, vouching = bucket_plans(fleet_of(rows), cut, bucket_cuts, floor, picks)
+    assert window == whole[: len(window)]
+    event("refused" if vouching.refused is not None else "every pick vouched for")
+    event(f"{min(len(window), 2)}+ picks vouched for")
+
+
+def bucket_plans(
+    fleet: Fleet, cut: int, bucket_cuts: list[int], floor: float, picks: int
+) -> tuple[list[str], list[str], Vouching]:
+    """The fleet's plan, and that of a window holding the ``cut`` first by
+    ``should_start_by`` and, per margin bucket in turn, the first
+    ``bucket_cuts[i]`` by ``error_at`` (-1: unread; past its size: complete)."""
+    by_should = sorted(fleet, key=lambda n: (fleet[n][0], n))
+    held = set(by_should[: min(cut, len(by_should))])
+    should_end = fleet[by_should[min(cut, len(by_should)) - 1]][0]
+    in_bucket: dict[int, list[str]] = {}
+    for name, (_, margin, _, _) in fleet.items():
+        in_bucket.setdefault(margin_bucket(margin), []).append(name)
+    buckets: dict[int, float] = {}
+    for i, (bucket, names) in enumerate(sorted(in_bucket.items())):
+        names.sort(key=lambda n: (fleet[n][0] + fleet[n][1], n))
+        k = bucket_cuts[i % len(bucket_cuts)]
+        if k >= len(names):
+            buckets[bucket] = math.inf  # complete
+            held.update(names)
+        elif k > 0:
+            last = names[k - 1]
+            buckets[bucket] = fleet[last][0] + fleet[last][1]
+            held.update(names[:k])
+        else:
+            buckets[bucket] = -math.inf  # unread, or read and nothing held yet
+    ends = WindowEnds(should_end, buckets)
+
+    def constraints_of(name: str) -> Constraints:
+        return Constraints(pool=fleet[name][3])
+
+    whole = plan_dispatches(
+        index_of(fleet, list(fleet), floor), NOW, slots(picks), constraints_of, limit=picks
+    )
+    held_index = index_of(fleet, sorted(held), floor)
+    vouching = Vouching(bound_of(fleet, floor), held_index.times, NOW, ends)
+    window = plan_dispatches(
+        held_index, NOW, slots(picks), constraints_of, limit=picks, vouch=vouching
+    )
+    return [n for n, _ in whole], [n for n, _ in window], vouching
+
+
+def test_a_bucket_end_bounds_laxity_by_the_buckets_greatest_margin() -> None:
+    """``x``, not held past its bucket's end (``error_at`` now + 100.5, margin
+    135 s), has a laxity of 100.5 / 195 = 0.515; held ``y`` of the same margin
+    bucket (now + 100, 109 s) has 100 / 169 = 0.592, below the bucket's end
+    (``w``, now + 100.2) over its least margin plus the floor, 0.595."""
+    fleet = {
+        "z": (NOW - 100, 900.0, 0.0, "a"),  # the should-order slice's end
+        "y": (NOW - 9, 109.0, 0.0, "a"),
+        "w": (NOW - 9, 109.2, 0.0, "a"),
+        "x": (NOW - 34.5, 135.0, 0.0, "a"),
+    }
+    whole, window, vouching = bucket_plans(fleet, 1, [2, 9], 60.0, 1)
+    assert whole == ["x"]
+    assert window == []
+    assert vouching.refused == "y"
+
+
+def test_a_bucket_end_bounds_a_late_key_by_the_buckets_greatest_margin() -> None:
+    """Both in ERROR: ``x`` not held (``error_at`` now - 199, margin 135 s:
+    late key now - 334) goes before held ``y`` (now - 200, 109 s: now - 309);
+    the bucket's end less its least margin would vouch for ``y``."""
+    fleet = {
+        "z": (NOW - 600, 900.0, 0.0, "a"),
+        "y": (NOW - 309, 109.0, 0.0, "a"),
+        "x": (NOW - 334, 135.0, 0.0, "a"),
+    }
+    whole, window, vouching = bucket_plans(fleet, 1, [1, 9], 60.0, 1)
+    assert whole == ["x"]
+    assert window == []
+    assert vouching.refused == "y"
