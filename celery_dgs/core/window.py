@@ -23,11 +23,17 @@ Reads (:meth:`ScheduleBounds.next_read`), in the order they are considered:
   next most urgent after ``end`` (a read that leaves room makes the window
   not full).
 
+* full, when the certainty rule refused a pick on a margin bucket's bound:
+  that bucket's next slice by ``error_at`` (:mod:`.window_buckets`), a
+  quarter of ``size`` (a read that returns fewer makes the bucket's slice
+  complete). A start-over reads none and lists the buckets in use.
+
 Every schedule that can start now and is not held is less urgent than every
 held one (its key is above ``end``), so the most urgent eligible schedule
 of the whole fleet is the window's, or the window has none eligible left
-and the round reads on. A schedule let go (its new row is outside
-the window) is read again when the window reaches it.
+and the round reads on. A schedule held by a bucket's slice stays held
+while its key is within that slice. A schedule let go (its new row is
+outside the window) is read again when the window reaches it.
 """
 
 from __future__ import annotations

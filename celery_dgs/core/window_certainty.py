@@ -1,37 +1,45 @@
 """Whether a full window's pick is the whole fleet's (pure): the certainty rule.
 
 While beat's window of schedules is full (:mod:`~celery_dgs.core.window`),
-every eligible schedule it does not hold has a kept ``should_start_by`` at or
-after ``E``, the window's end. In the deadline order that makes the window's
-top the fleet's. Beat's default order (``restore`` with relative laxity,
-:mod:`~celery_dgs.core.laxity`) ranks by what moves with ``now``; ``E``
-still bounds every schedule not held, so each candidate the index offers
-can be checked against it before it is taken (:meth:`PickBound.vouches`):
+every eligible schedule it does not hold is past its ends
+(:class:`~celery_dgs.core.window_buckets.WindowEnds`): its kept
+``should_start_by`` is at or after ``E``, the should-order slice's end, and
+for one of margin bucket ``m`` its ``error_at`` is at or after ``E_m``, that
+bucket's slice end, and at or after ``E`` plus the bucket's least margin
+(together ``B_m``). In the deadline order ``E`` alone makes the window's top
+the fleet's. Beat's default order (``restore`` with relative laxity,
+:mod:`~celery_dgs.core.laxity`) ranks by what moves with ``now``; the ends
+still bound every schedule not held, so each candidate the index offers can
+be checked against them before it is taken (:meth:`PickBound.refusal`):
 
 * a run request is always held: certain;
 * a candidate in ERROR (``error_at = should + margin`` passed) is taken by
   its late key ``k = should + aging * expected run``; a schedule not held
-  has a late key at or after its ``should_start_by``, so ``k < E`` makes it
-  the fleet's first in ERROR;
+  in ERROR has a late key at or after its ``should_start_by``: at or after
+  ``E``, and ``E_m`` less the bucket's greatest margin. ``k`` below that,
+  for every bucket whose ``B_m`` is before now, makes it the fleet's first
+  in ERROR;
 * a candidate not in ERROR is taken by relative laxity ``(error_at - now) /
-  (margin + floor)`` among the tops of the margin buckets (each bucket
-  ordered by ``error_at``). With ``E >= now`` no schedule not held is in
-  ERROR, each has a laxity above ``min(1, (E - now) / floor)``, and one in
-  the candidate's bucket has an ``error_at`` of at least ``E`` plus the
-  bucket's least margin. A candidate below both is the fleet's pick;
+  (margin + floor)`` among the tops of the laxity buckets (each ordered by
+  ``error_at``). It is the fleet's pick if no bucket may hold one not held
+  in ERROR (every ``B_m`` at or after now), its laxity is below the least
+  laxity each bucket's bounds allow over its margins, and its ``error_at``
+  is below ``B_m`` for the buckets that share its laxity bucket (it is that
+  bucket's top);
 * without relative laxity (``dgs_laxity_floor = None``) a candidate not late
   is taken by ``should_start_by``: certain once ``E >= now``.
 
-A candidate the rule cannot vouch for is not taken: the window reads its
-next slice (``E`` moves on) and the round asks again, so the picks are the
-fleet's, at the cost of holding more while the window reads on (the next
-start-over lets the extra go). How far it may read on is the window's
-``read_on`` (``dgs_schedule_window_read_on``; 0, the default: no check), and
-:func:`read_on_helps` stops it where reading that far could not make the
-pick certain (under a backlog past its deadlines, nothing can). The
-priority classes and the revisit groups choose among the candidates the
-rule vouched for; ``shed`` and the ``fewest_errors`` goal are not checked
-(they choose among the held).
+With no bucket listed, one bucket of any margin stands for all: ``E`` alone
+bounds them. A candidate the rule cannot vouch for is not taken: the window
+reads on the slice the refusal names (:class:`Refusal`) and the round asks
+again, so the picks are the fleet's, at the cost of holding more while the
+window reads on (the next start-over lets the extra go). How far it may
+read on is the window's ``read_on`` (``dgs_schedule_window_read_on``; 0,
+the default: no check), and :func:`read_on_helps` stops it where reading
+that far could not make the pick certain. The priority classes and the
+revisit groups choose among the candidates the rule vouched for; ``shed``
+and the ``fewest_errors`` goal are not checked (they choose among the
+held).
 """
 
 from __future__ import annotations
