@@ -206,13 +206,11 @@ class ScheduleStore(ABC):
         the start (both ``None``) first returns the active rows with no kept
         times (an invalid spec), within ``limit``.
 
-        With ``bucket``, one margin bucket's slice: the active schedules whose
-        kept ``margin_bucket`` is ``bucket``
-        (:func:`~celery_dgs.core.laxity.margin_bucket`), whose kept
-        ``next_can_start_at`` is at or before ``can_until`` and whose (kept
-        ``error_at``, kept ``next_can_start_at``, name) is above ``key_after``,
-        in that order; never a row without kept times. ``can_after`` must
-        then be ``None`` (``ValueError`` otherwise)."""
+        With ``bucket``, one margin bucket's slice: the schedules whose kept
+        ``margin_bucket`` (:func:`~celery_dgs.core.laxity.margin_bucket`) is
+        ``bucket``, by (kept ``error_at``, ``next_can_start_at``, name) above
+        ``key_after``, in that order; never a row without kept times;
+        ``can_after`` must be ``None`` (else ``ValueError``)."""
         if bucket is not None and can_after is not None:
             raise ValueError(
                 f"a read of margin bucket {bucket} takes no can_after, got {can_after}"
