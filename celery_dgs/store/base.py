@@ -189,7 +189,6 @@ class ScheduleStore(ABC):
         ``after`` (``None``: from the first) and whose time is at or before
         ``until``, in that order: beat's window."""
 
-    @abstractmethod
     def window_schedules(
         self,
         *,
@@ -197,6 +196,7 @@ class ScheduleStore(ABC):
         can_until: datetime,
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
+        bucket: int | None = None,
     ) -> list[StoredSchedule]:
         """Beat's window of schedules (deferred checks excluded): at most
         ``limit`` active schedules whose kept ``next_can_start_at`` is above
@@ -204,7 +204,38 @@ class ScheduleStore(ABC):
         (kept ``should_start_by``, kept ``next_can_start_at``, name) is above
         ``key_after`` (``None``: from the first), in that order. A read from
         the start (both ``None``) first returns the active rows with no kept
-        times (an invalid spec), within ``limit``."""
+        times (an invalid spec), within ``limit``.
+
+        With ``bucket``, one margin bucket's slice: the schedules whose kept
+        ``margin_bucket`` (:func:`~celery_dgs.core.laxity.margin_bucket`) is
+        ``bucket``, by (kept ``error_at``, ``next_can_start_at``, name) above
+        ``key_after``, in that order; never a row without kept times;
+        ``can_after`` must be ``None`` (else ``ValueError``)."""
+        if bucket is not None and can_after is not None:
+            raise ValueError(
+                f"a read of margin bucket {bucket} takes no can_after, got {can_after}"
+            )
+        if limit < 1:
+            return []
+        return self._window_schedules(can_after, can_until, key_after, limit, bucket)
+
+    @abstractmethod
+    def _window_schedules(
+        self,
+        can_after: datetime | None,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str] | None,
+        limit: int,
+        bucket: int | None,
+    ) -> list[StoredSchedule]:
+        """:meth:`window_schedules` with its arguments checked (``limit`` >= 1)."""
+
+    @abstractmethod
+    def window_margin_buckets(self) -> list[int]:
+        """The distinct kept margin buckets of the active schedules (deferred
+        checks excluded) with kept times, ascending: the buckets
+        :meth:`window_schedules` has a slice of. Reads one index entry per
+        bucket, not the fleet."""
 
     def window_should_at(
         self,

@@ -152,6 +152,8 @@ def stored_schedule(row: ScheduleRow) -> StoredSchedule:
         check_count=row.check_count,
         kept_can_start_at=row.next_can_start_at,
         kept_should_start_by=row.should_start_by,
+        kept_error_at=row.error_at,
+        kept_margin_bucket=row.margin_bucket,
     )
 
 

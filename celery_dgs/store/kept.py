@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
+from ..core.laxity import margin_bucket
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import DEFAULT_RETRY_LADDER
@@ -29,6 +30,7 @@ KEPT_COLUMNS: tuple[str, ...] = (
     "error_at",
     "error_reason",
     "pool",
+    "margin_bucket",
 )
 
 #: Distinct spec shapes :class:`NewRowTimes` remembers before it starts over.
@@ -52,6 +54,15 @@ def times_of(
     )
 
 
+def margin_bucket_of(should_start_by: datetime | None, error_at: datetime | None) -> int | None:
+    """The margin bucket (:func:`~celery_dgs.core.laxity.margin_bucket`) of a
+    row whose kept times are ``should_start_by`` and ``error_at``: of its
+    margin ``error_at - should_start_by``; ``None`` when either is ``None``."""
+    if should_start_by is None or error_at is None:
+        return None
+    return margin_bucket((error_at - should_start_by).total_seconds())
+
+
 def kept_row(times: KeptTimes, pool: str | None) -> tuple[Any, ...]:
     """The values of :data:`KEPT_COLUMNS`."""
     kept = times.condition
@@ -65,6 +76,7 @@ def kept_row(times: KeptTimes, pool: str | None) -> tuple[Any, ...]:
         kept.error_at,
         kept.error_reason,
         pool,
+        margin_bucket_of(times.should_start_by, kept.error_at),
     )
 
 

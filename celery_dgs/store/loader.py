@@ -108,6 +108,8 @@ SCHEDULE_COLUMNS: tuple[str, ...] = (
     "last_items_failed",
     "next_can_start_at",
     "should_start_by",
+    "error_at",
+    "margin_bucket",
 )
 
 
@@ -356,7 +358,9 @@ def stored_schedule_from_values(
         run_priority,
         first_check_at,
         check_count,
-        *last,  # last_items_ok, last_items_failed, next_can_start_at, should_start_by
+        # last_items_ok, last_items_failed, next_can_start_at, should_start_by,
+        # error_at, margin_bucket
+        *last,
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
@@ -401,6 +405,8 @@ def stored_schedule_from_values(
         check_count=check_count,
         kept_can_start_at=moment(last[2]),
         kept_should_start_by=moment(last[3]),
+        kept_error_at=moment(last[4]),
+        kept_margin_bucket=last[5],
     )
 
 

@@ -19,7 +19,7 @@ from ..core.timing import DEFAULT_RETRY_LADDER
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
 from .check_types import CheckHistoryRecord
-from .kept import times_of
+from .kept import margin_bucket_of, times_of
 from .loader import SpecCache
 from .records import RunRecord, StoredSchedule
 
@@ -71,6 +71,8 @@ class MemoryStoreBase(ScheduleStore):
             row,
             kept_can_start_at=kept.next_can_start_at,
             kept_should_start_by=kept.should_start_by,
+            kept_error_at=kept.condition.error_at,
+            kept_margin_bucket=margin_bucket_of(kept.should_start_by, kept.condition.error_at),
         )
         self._rows.move_to_end(row.name)
         return stored

@@ -12,21 +12,24 @@ from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
 
 
+def kept_start(row: StoredSchedule) -> KeptStart:
+    """The kept times ``row`` is selected by in beat's window."""
+    return KeptStart(
+        row.kept_can_start_at, row.kept_should_start_by, row.kept_error_at, row.kept_margin_bucket
+    )
+
+
 class MemoryWindowMethods(MemoryStoreBase):
     """``window_schedules`` of the memory store."""
 
-    def window_schedules(
+    def _window_schedules(
         self,
-        *,
         can_after: datetime | None,
         can_until: datetime,
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
+        bucket: int | None,
     ) -> list[StoredSchedule]:
-        """See :meth:`ScheduleStore.window_schedules
-        <celery_dgs.store.base.ScheduleStore.window_schedules>`."""
-        if limit < 1:
-            return []
         read = SliceRead(
             None if can_after is None else utc(can_after, "can_after"),
             utc(can_until, "can_until"),
@@ -35,18 +38,29 @@ class MemoryWindowMethods(MemoryStoreBase):
             else (utc(key_after[0], "key_after"), utc(key_after[1], "key_after"), key_after[2]),
             limit,
             restart=False,
+            bucket=bucket,
         )
-        with self._lock:
-            rows = {r.name: r for r in self._rows.values() if r.active and r.kind != "check"}
-        kept = (
-            (n, KeptStart(r.kept_can_start_at, r.kept_should_start_by)) for n, r in rows.items()
-        )
+        rows = self._active_schedules()
+        kept = ((n, kept_start(r)) for n, r in rows.items())
         return [rows[name] for name in slice_of(read, kept)]
+
+    def window_margin_buckets(self) -> list[int]:
+        """See :meth:`ScheduleStore.window_margin_buckets
+        <celery_dgs.store.base.ScheduleStore.window_margin_buckets>`."""
+        buckets = {
+            r.kept_margin_bucket
+            for r in self._active_schedules().values()
+            if r.kept_can_start_at is not None
+        }
+        return sorted(b for b in buckets if b is not None)
+
+    def _active_schedules(self) -> dict[str, StoredSchedule]:
+        """The active rows but the deferred checks, by name."""
+        with self._lock:
+            return {r.name: r for r in self._rows.values() if r.active and r.kind != "check"}
 
     def _window_should_at(
         self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int
     ) -> datetime | None:
-        rows = self.window_schedules(
-            can_after=None, can_until=can_until, key_after=key_after, limit=offset + 1
-        )
+        rows = self._window_schedules(None, can_until, key_after, offset + 1, None)
         return rows[offset].kept_should_start_by if len(rows) > offset else None

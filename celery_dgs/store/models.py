@@ -150,7 +150,9 @@ class ScheduleRow(Base):
     #: and should start by, its condition while no moment has passed
     #: (``kept_level``: 0 OK, 1 WARNING, 2 ERROR, and its reason), the moments
     #: after which it is WARNING and ERROR with their reasons, and its spec's
-    #: pool (NULL: the default queue).
+    #: pool (NULL: the default queue); the margin bucket of ``error_at -
+    #: should_start_by`` (``celery_dgs.core.laxity.margin_bucket``; NULL when
+    #: either is NULL), by which beat's window reads a slice per bucket.
     next_can_start_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     should_start_by: Mapped[datetime | None] = mapped_column(UTCDateTime)
     kept_level: Mapped[int | None] = mapped_column(Integer)
@@ -160,6 +162,7 @@ class ScheduleRow(Base):
     error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error_reason: Mapped[str | None] = mapped_column(String(32))
     pool: Mapped[str | None] = mapped_column(String(255))
+    margin_bucket: Mapped[int | None] = mapped_column(Integer)
 
 
 #: The schedules (not checks) by kept time: beat's window reads the next
@@ -180,6 +183,8 @@ for _name, _columns in {
     ),
     # beat's window of schedules reads slices in this order (window_schedules)
     "ix_dgs_schedules_window": ("should_start_by", "next_can_start_at", "name"),
+    # and one margin bucket's slice in this one; the distinct buckets by a skip scan
+    "ix_dgs_schedules_margin_window": ("margin_bucket", "error_at", "next_can_start_at", "name"),
 }.items():
     Index(
         _name,

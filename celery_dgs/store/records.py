@@ -82,11 +82,14 @@ class StoredSchedule:
     #: ``stats.next_target_at``.
     first_check_at: datetime | None = None
     check_count: int | None = None
-    #: The kept start times (:mod:`~celery_dgs.store.kept`), as of the row's
-    #: last write: what beat's window selects the row by. ``None``: an invalid
-    #: spec, or a row built before the store wrote it.
+    #: The kept start times, ``error_at`` and margin bucket
+    #: (:mod:`~celery_dgs.store.kept`), as of the row's last write: what
+    #: beat's window selects the row by. ``None``: an invalid spec, or a row
+    #: built before the store wrote it.
     kept_can_start_at: datetime | None = None
     kept_should_start_by: datetime | None = None
+    kept_error_at: datetime | None = None
+    kept_margin_bucket: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

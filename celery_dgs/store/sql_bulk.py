@@ -200,6 +200,7 @@ _KEPT_ENCODERS = (
     timestamptz_bytes,
     text_bytes,
     text_bytes,
+    int4_bytes,
 )
 _ROW_HEADER = row_header(len(INSERT_COLUMNS))
 #: The encoder of each of ``INSERT_COLUMNS``, in their order.

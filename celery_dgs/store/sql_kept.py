@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, select, text, update
+from sqlalchemy import Connection, Table, Update, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from ..core.kept_condition import kept_times
@@ -37,13 +37,20 @@ REFRESH_CHUNK = 500
 #: Rows per batch of :func:`backfill_kept`.
 BACKFILL_BATCH = 5_000
 
-_UPDATE_KEPT = (
-    update(_T)
-    .where(_T.c.name == bindparam("b_name"))
-    .values({column: bindparam(column) for column in KEPT_COLUMNS})
-)
-_UPDATE_KEPT_AND_SEQ = _UPDATE_KEPT.values(change_seq=bindparam("b_seq"))
-_COLUMNS = ", ".join(SCHEDULE_COLUMNS)
+
+def _update_kept(columns: Sequence[str]) -> Update:
+    """The ``UPDATE`` of ``columns`` (kept columns) of the row ``b_name``."""
+    return (
+        update(_T)
+        .where(_T.c.name == bindparam("b_name"))
+        .values({column: bindparam(column) for column in columns})
+    )
+
+
+_UPDATE_KEPT = _update_kept(KEPT_COLUMNS)
+#: :data:`SCHEDULE_COLUMNS` with the kept ones read as NULL: they are what
+#: is computed, and a migration may run this before the newest exist.
+_COLUMNS = ", ".join(f"NULL AS {c}" if c in KEPT_COLUMNS else c for c in SCHEDULE_COLUMNS)
 #: Parsed specs of the rows the hook recomputes (by shape: see :mod:`.loader`).
 _SPECS = SpecCache()
 
@@ -79,14 +86,19 @@ def refresh_kept(
     retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
     specs: SpecCache | None = None,
     change_seq: int | None = None,
+    columns: Sequence[str] = KEPT_COLUMNS,
 ) -> None:
     """Recompute and write the kept columns of the rows ``names`` (in ``conn``'s
     transaction; the rows are already locked by the caller's write) at
     ``now`` (``None``: each row at its own ``updated_at``, the moment of its
-    last write); with ``change_seq``, the rows get that ``change_seq`` too."""
+    last write); with ``change_seq``, the rows get that ``change_seq`` too.
+    ``columns``: the kept columns written (a migration names those its
+    revision has)."""
     now = None if now is None else utc(now, "now")
     cache, memo = specs or SpecCache(), ValueMemo()
-    statement = _UPDATE_KEPT if change_seq is None else _UPDATE_KEPT_AND_SEQ
+    statement = _UPDATE_KEPT if tuple(columns) == KEPT_COLUMNS else _update_kept(columns)
+    if change_seq is not None:
+        statement = statement.values(change_seq=bindparam("b_seq"))
     seq = {} if change_seq is None else {"b_seq": change_seq}
     query = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE name IN :names").bindparams(
         bindparam("names", expanding=True)
@@ -98,14 +110,16 @@ def refresh_kept(
             stored = stored_schedule_from_values(values, cache, memo)
             pool = None if stored.spec is None else stored.spec.pool
             times = times_of(stored, now or stored.updated_at, retry_ladder)
-            batch.append({"b_name": stored.name, **seq, **kept_values(times, pool)})
+            kept = kept_values(times, pool)
+            batch.append({"b_name": stored.name, **seq, **{c: kept[c] for c in columns}})
         if batch:
             conn.execute(statement, batch)
 
 
-def backfill_kept(conn: Connection, now: datetime) -> int:
-    """Write the kept columns of every row that has none yet (``kept_level``
-    NULL), a batch of names at a time; the number of rows written."""
+def backfill_kept(conn: Connection, now: datetime, columns: Sequence[str] = KEPT_COLUMNS) -> int:
+    """Write the kept ``columns`` of every row that has none yet
+    (``kept_level`` NULL), a batch of names at a time; the number of rows
+    written."""
     done = 0
     after = ""
     while True:
@@ -118,6 +132,6 @@ def backfill_kept(conn: Connection, now: datetime) -> int:
         names = list(conn.execute(stmt).scalars())
         if not names:
             return done
-        refresh_kept(conn, names, now)
+        refresh_kept(conn, names, now, columns=columns)
         done += len(names)
         after = names[-1]

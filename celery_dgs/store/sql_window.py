@@ -1,13 +1,28 @@
 """Beat's window of schedules in the SQL store: a slice of the active
 schedules by their kept start times (:meth:`WindowMethods.window_schedules`),
-read along the partial index in its order (``ix_dgs_schedules_window``)."""
+read along the partial index in its order (``ix_dgs_schedules_window``); a
+slice of one margin bucket by kept ``error_at`` along
+``ix_dgs_schedules_margin_window``, and the buckets in use by a skip scan of
+that index (:meth:`WindowMethods.window_margin_buckets`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnClause, Select, Table, and_, column, or_, select, text
+from sqlalchemy import (
+    ColumnClause,
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    TextClause,
+    and_,
+    column,
+    or_,
+    select,
+    text,
+)
 
 from .convert import utc
 from .engine import connection_transaction
@@ -23,6 +38,31 @@ _T = cast(Table, ScheduleRow.__table__)
 _COLUMNS: list[ColumnClause[Any]] = [column(name) for name in SCHEDULE_COLUMNS]
 #: As the partial indexes state it: the planner then uses them.
 _ACTIVE_SCHEDULE = text("kind <> 'check' AND active")
+#: The margin buckets in use, ascending: a skip scan of
+#: ``ix_dgs_schedules_margin_window``, one ``min`` (one index entry) a bucket.
+MARGIN_BUCKETS: TextClause = text(
+    "WITH RECURSIVE buckets(bucket) AS ("
+    " SELECT min(margin_bucket) FROM dgs_schedules"
+    " WHERE kind <> 'check' AND active AND margin_bucket IS NOT NULL"
+    " UNION ALL"
+    " SELECT (SELECT min(margin_bucket) FROM dgs_schedules"
+    " WHERE kind <> 'check' AND active AND margin_bucket > buckets.bucket)"
+    " FROM buckets WHERE buckets.bucket IS NOT NULL"
+    ") SELECT bucket FROM buckets WHERE bucket IS NOT NULL"
+)
+
+
+def _after(
+    first: ColumnElement[Any], key_after: tuple[datetime, datetime, str]
+) -> ColumnElement[bool]:
+    """The rows whose (``first``, ``next_can_start_at``, name) is above ``key_after``."""
+    by, at = utc(key_after[0], "key_after"), utc(key_after[1], "key_after")
+    can, name = _T.c.next_can_start_at, _T.c.name
+    return or_(
+        first > by,
+        and_(first == by, can > at),
+        and_(first == by, can == at, name > key_after[2]),
+    )
 
 
 def window_statement(
@@ -42,47 +82,79 @@ def window_statement(
     if can_after is not None:
         stmt = stmt.where(can > utc(can_after, "can_after"))
     if key_after is not None:
-        should, at = utc(key_after[0], "key_after"), utc(key_after[1], "key_after")
-        by, name = _T.c.should_start_by, _T.c.name
-        stmt = stmt.where(
-            or_(
-                by > should,
-                and_(by == should, can > at),
-                and_(by == should, can == at, name > key_after[2]),
-            )
-        )
+        stmt = stmt.where(_after(_T.c.should_start_by, key_after))
     return stmt.order_by(_T.c.should_start_by, can, _T.c.name).limit(limit)
+
+
+def bucket_statement(
+    bucket: int,
+    can_until: datetime,
+    key_after: tuple[datetime, datetime, str] | None,
+    limit: int,
+    *,
+    columns: list[ColumnClause[Any]] = _COLUMNS,
+) -> Select[Any]:
+    """The ``SELECT`` of one margin bucket's slice: a range of
+    ``ix_dgs_schedules_margin_window``, in its order."""
+    can, error_at = _T.c.next_can_start_at, _T.c.error_at
+    stmt = (
+        select(*columns)
+        .select_from(_T)
+        .where(_ACTIVE_SCHEDULE, _T.c.margin_bucket == bucket, can <= utc(can_until, "can_until"))
+    )
+    if key_after is not None:
+        stmt = stmt.where(_after(error_at, key_after))
+    return stmt.order_by(error_at, can, _T.c.name).limit(limit)
 
 
 class WindowMethods(SqlStoreBase):
     """``window_schedules`` of the SQL store."""
 
-    def window_schedules(
+    def _window_schedules(
         self,
-        *,
         can_after: datetime | None,
         can_until: datetime,
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
+        bucket: int | None,
     ) -> list[StoredSchedule]:
-        """See :meth:`ScheduleStore.window_schedules
-        <celery_dgs.store.base.ScheduleStore.window_schedules>`."""
-        if limit < 1:
-            return []
         found: list[Any] = []
         with connection_transaction(self.engine, write=False) as conn:
-            if can_after is None and key_after is None:
-                unkept = (
-                    select(*_COLUMNS)
-                    .select_from(_T)
-                    .where(_ACTIVE_SCHEDULE, _T.c.next_can_start_at.is_(None))
-                )
-                found.extend(conn.execute(unkept.order_by(_T.c.name).limit(limit)))
-            if len(found) < limit:
-                stmt = window_statement(can_after, can_until, key_after, limit - len(found))
-                found.extend(conn.execute(stmt))
+            if bucket is not None:
+                found.extend(conn.execute(bucket_statement(bucket, can_until, key_after, limit)))
+            else:
+                found.extend(self._window_rows(conn, can_after, can_until, key_after, limit))
             memo = ValueMemo()
             return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
+
+    @staticmethod
+    def _window_rows(
+        conn: Connection,
+        can_after: datetime | None,
+        can_until: datetime,
+        key_after: tuple[datetime, datetime, str] | None,
+        limit: int,
+    ) -> list[Any]:
+        """The rows of a slice of the window's order: from the start, the rows
+        with no kept times first."""
+        found: list[Any] = []
+        if can_after is None and key_after is None:
+            unkept = (
+                select(*_COLUMNS)
+                .select_from(_T)
+                .where(_ACTIVE_SCHEDULE, _T.c.next_can_start_at.is_(None))
+            )
+            found.extend(conn.execute(unkept.order_by(_T.c.name).limit(limit)))
+        if len(found) < limit:
+            stmt = window_statement(can_after, can_until, key_after, limit - len(found))
+            found.extend(conn.execute(stmt))
+        return found
+
+    def window_margin_buckets(self) -> list[int]:
+        """See :meth:`ScheduleStore.window_margin_buckets
+        <celery_dgs.store.base.ScheduleStore.window_margin_buckets>`."""
+        with connection_transaction(self.engine, write=False) as conn:
+            return sorted(int(b) for b in conn.execute(MARGIN_BUCKETS).scalars())
 
     def _window_should_at(
         self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int

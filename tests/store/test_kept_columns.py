@@ -13,6 +13,7 @@ from celery_dgs.core.condition import Level
 from celery_dgs.core.kept_condition import ALWAYS, condition_at, kept_times
 from celery_dgs.core.spec import AdaptiveSpec, PeriodicSpec
 from celery_dgs.store import ScheduleStore, SqlScheduleStore
+from celery_dgs.store.kept import margin_bucket_of
 from celery_dgs.store.selection import Selection
 from celery_dgs.store.sql_kept import backfill_kept
 
@@ -23,10 +24,15 @@ M = timedelta(minutes=1)
 
 
 def assert_kept(store: ScheduleStore, name: str) -> None:
-    """The stored kept columns are what the core derives from the stored row."""
+    """The stored kept columns are what the core derives from the stored row,
+    the margin bucket that of its kept ``error_at - should_start_by``."""
     stored = store.get(name)
     want = kept_times(stored.spec, stored.stats, T0, declaration_error=stored.declaration_error)
     assert store.kept_times(name) == want
+    assert stored.kept_error_at == want.condition.error_at
+    assert stored.kept_margin_bucket == margin_bucket_of(
+        want.should_start_by, want.condition.error_at
+    )
 
 
 def level(store: ScheduleStore, name: str, at: timedelta) -> tuple[Level, str]:

@@ -11,6 +11,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 
+from celery_dgs.core.laxity import margin_bucket
+from celery_dgs.core.timing import start_margin
 from celery_dgs.store import SqlScheduleStore
 from celery_dgs.store.engine import make_engine
 from celery_dgs.store.migrate import VERSION_TABLE, current_revision, head_revision, upgrade_url
@@ -70,7 +72,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0015_kept_settings"
+        assert current_revision(store.engine) == head_revision() == "0016_margin_bucket"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0
@@ -151,6 +153,61 @@ def test_0005_marks_existing_rows_declared_and_sync_keeps_runtime_ones(
         assert report.deactivated == ["old.b"]
         assert store.get("new.r").active
         assert store.get("new.r").owner == "runtime"
+    finally:
+        store.close()
+
+
+#: Rows of the 0016 test: name -> (average run seconds, deviation seconds).
+_RUN_TIMES = {"none": (None, None), "short": (12.5, 2.0), "mid": (600.0, 90.0), "long": (3600, 0.0)}
+
+
+def test_0016_backfills_the_margin_bucket_of_rows_kept_before(database_url: str) -> None:
+    """Rows written before the kept columns get them at 0010 (without the
+    margin bucket), and their margin bucket at 0016: that of their kept
+    ``error_at - should_start_by``, the margin of their spec and statistics."""
+    upgrade_url(database_url, "0009")
+    old = SqlScheduleStore(database_url)  # the 0009 schema
+    try:
+        with old.engine.begin() as conn:
+            for name, (average, deviation) in _RUN_TIMES.items():
+                insert_periodic_row(conn, name)
+                conn.execute(
+                    text(
+                        "UPDATE dgs_schedules SET average_good_duration_s = :a,"
+                        " duration_deviation_s = :d WHERE name = :n"
+                    ),
+                    {"a": average, "d": deviation, "n": name},
+                )
+            insert_periodic_row(conn, "invalid")
+            conn.execute(text("UPDATE dgs_schedules SET spec = '{' WHERE name = 'invalid'"))
+            conn.execute(text("UPDATE dgs_counter SET value = 1"))
+    finally:
+        old.close()
+    upgrade_url(database_url, "0015_kept_settings")
+    engine = make_engine(database_url)
+    try:
+        columns = {c["name"] for c in inspect(engine).get_columns("dgs_schedules")}
+        assert "error_at" in columns
+        assert "margin_bucket" not in columns
+    finally:
+        engine.dispose()
+    store = SqlScheduleStore.open(database_url)
+    try:
+        assert current_revision(store.engine) == head_revision()
+        buckets = set()
+        for name in _RUN_TIMES:
+            got = store.get(name)
+            assert got.spec is not None
+            assert got.kept_should_start_by is not None
+            assert got.kept_error_at is not None
+            margin = start_margin(got.spec, got.stats).total_seconds()
+            assert got.kept_margin_bucket == margin_bucket(margin), name
+            buckets.add(got.kept_margin_bucket)
+        assert len(buckets) == len(_RUN_TIMES)
+        invalid = store.get("invalid")
+        assert invalid.kept_should_start_by is None
+        assert invalid.kept_margin_bucket is None
+        assert store.window_margin_buckets() == sorted(buckets)
     finally:
         store.close()
 

@@ -1,18 +1,25 @@
-"""``window_schedules``: beat's slices of the fleet by kept start times, the
-same on every store; with the kept times on every row a store returns."""
+"""``window_schedules``: beat's slices of the fleet by kept start times, and
+of one margin bucket by kept ``error_at``, the same on every store; with the
+kept times and margin bucket on every row a store returns;
+``window_margin_buckets``: the buckets in use."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from celery_dgs.core.laxity import NO_MARGIN_BUCKET, margin_bucket
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
+from celery_dgs.core.timing import start_margin
 from celery_dgs.core.window import KeptStart, SliceRead, slice_of
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.check_types import NewCheck
+from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.store.records import StoredSchedule
-from tests.store.conftest import T0
+from tests.store.conftest import T0, start
 
 M = timedelta(minutes=1)
 
@@ -100,3 +107,158 @@ def test_the_should_start_by_a_number_of_rows_past_a_key(store: ScheduleStore) -
     assert store.window_should_at(can_until=until, key_after=key, offset=8) is None
     with pytest.raises(ValueError, match="the offset must be >= 0, got -1"):
         store.window_should_at(can_until=until, key_after=key, offset=-1)
+
+
+#: The margins of the bucket tests' schedules, by configuration number mod 3.
+MARGINS = (timedelta(seconds=30), timedelta(minutes=10), timedelta(hours=1))
+
+
+def with_margin(i: int) -> PeriodicSpec:
+    """b00..b11: a margin of MARGINS[i % 3] (its duration override)."""
+    return PeriodicSpec(
+        task="w.bucket",
+        configuration=f"b{i:02d}",
+        scheduling_period=timedelta(hours=2),
+        duration_override=MARGINS[i % 3],
+    )
+
+
+def fill_buckets(store: ScheduleStore) -> None:
+    """b00..b11 registered a minute apart, b10 and b11 with b05; s00 (no
+    margin); a deferred check."""
+    for i in range(10):
+        store.upsert_runtime([with_margin(i)], T0 + i * M)
+    store.upsert_runtime([with_margin(10), with_margin(11)], T0 + 5 * M)
+    store.upsert_runtime([periodic(0)], T0)
+    store.add_checks([NewCheck(CheckSpec(task="w.check", key="k", within=M), T0)], T0)
+
+
+def kept_of(rows: list[StoredSchedule]) -> list[tuple[str, KeptStart]]:
+    return [
+        (
+            r.name,
+            KeptStart(
+                r.kept_can_start_at, r.kept_should_start_by, r.kept_error_at, r.kept_margin_bucket
+            ),
+        )
+        for r in rows
+        if r.kind != "check" and r.active
+    ]
+
+
+def test_rows_carry_their_kept_error_at_and_margin_bucket(store: ScheduleStore) -> None:
+    fill_buckets(store)
+    for i, margin in enumerate(MARGINS):
+        row = store.get(f"w.bucket@b{i:02d}")
+        assert row.kept_should_start_by is not None
+        assert row.kept_error_at == row.kept_should_start_by + margin
+        assert row.kept_margin_bucket == margin_bucket(margin.total_seconds())
+    listed = {r.name: r for r in store.list_schedules()}
+    assert listed["w.bucket@b04"].kept_margin_bucket == margin_bucket(MARGINS[1].total_seconds())
+    assert store.get("w.job@s00").kept_margin_bucket == NO_MARGIN_BUCKET
+
+
+def test_the_buckets_in_use_are_listed_ascending(store: ScheduleStore) -> None:
+    fill_buckets(store)
+    expected = sorted({NO_MARGIN_BUCKET, *(margin_bucket(m.total_seconds()) for m in MARGINS)})
+    assert store.window_margin_buckets() == expected
+    store.remove_runtime(["w.job@s00"], T0)
+    assert store.window_margin_buckets() == expected[1:], "an inactive row has no bucket"
+
+
+def test_each_bucket_slice_is_the_simulators(store: ScheduleStore) -> None:
+    fill_buckets(store)
+    kept = kept_of(store.list_schedules())
+    buckets = store.window_margin_buckets()
+    assert len(buckets) == 4
+    for bucket in buckets:
+        for until, limit in ((T0 + 9 * M, 20), (T0 + 5 * M, 2), (T0 + 30 * M, 3)):
+            read = SliceRead(None, until, None, limit, restart=False, bucket=bucket)
+            got = store.window_schedules(
+                can_after=None, can_until=until, key_after=None, limit=limit, bucket=bucket
+            )
+            assert names(got) == slice_of(read, kept), (bucket, until, limit)
+            assert all(r.kept_margin_bucket == bucket for r in got)
+            if not got:
+                continue
+            last = got[0]
+            assert last.kept_error_at is not None
+            assert last.kept_can_start_at is not None
+            key = (last.kept_error_at, last.kept_can_start_at, last.name)
+            on = store.window_schedules(
+                can_after=None, can_until=until, key_after=key, limit=limit, bucket=bucket
+            )
+            expected = slice_of(SliceRead(None, until, key, limit, False, bucket=bucket), kept)
+            assert names(on) == expected, (bucket, until, limit, key)
+
+
+def test_a_bucket_slice_goes_by_error_at_then_start_then_name(store: ScheduleStore) -> None:
+    fill_buckets(store)
+    bucket = margin_bucket(MARGINS[2].total_seconds())
+    rows = store.window_schedules(
+        can_after=None, can_until=T0 + 9 * M, key_after=None, limit=10, bucket=bucket
+    )
+    assert names(rows) == ["w.bucket@b02", "w.bucket@b05", "w.bucket@b11", "w.bucket@b08"]
+
+
+def test_a_bucket_read_takes_no_can_after(store: ScheduleStore) -> None:
+    with pytest.raises(ValueError, match="a read of margin bucket 3 takes no can_after"):
+        store.window_schedules(can_after=T0, can_until=T0 + M, key_after=None, limit=1, bucket=3)
+
+
+def test_a_run_end_moves_a_schedule_to_its_new_margins_bucket(store: ScheduleStore) -> None:
+    spec = PeriodicSpec(task="w.alone", scheduling_period=timedelta(hours=2))
+    store.upsert_runtime([spec], T0)
+    assert store.window_margin_buckets() == [NO_MARGIN_BUCKET]
+    start(store, "w.alone", "r1", 1, at=T0 + M)
+    store.record_run_end(run_id="r1", outcome="success", ended_at=T0 + 21 * M)
+    row = store.get("w.alone")
+    assert row.spec is not None
+    margin = start_margin(row.spec, row.stats)
+    assert margin == 20 * M
+    assert store.window_margin_buckets() == [margin_bucket(margin.total_seconds())]
+    rows = store.window_schedules(
+        can_after=None,
+        can_until=T0 + 10 * timedelta(hours=1),
+        key_after=None,
+        limit=5,
+        bucket=margin_bucket(margin.total_seconds()),
+    )
+    assert names(rows) == ["w.alone"]
+    assert rows[0].kept_error_at == rows[0].kept_should_start_by + margin
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.none() | st.integers(1, 7200).map(lambda s: timedelta(seconds=s)),
+    st.lists(
+        st.tuples(
+            st.integers(0, 7200), st.sampled_from(["success", "failure"]), st.integers(0, 90)
+        ),
+        max_size=6,
+    ),
+)
+def test_the_kept_bucket_is_the_margins_after_any_runs(
+    override: timedelta | None, runs: list[tuple[int, str, int]]
+) -> None:
+    """On the memory store: after runs that succeed and fail, a schedule's kept
+    margin bucket is that of its margin (``start_margin``), and its kept
+    ``error_at`` is its kept ``should_start_by`` plus that margin."""
+    store = MemoryScheduleStore()
+    spec = PeriodicSpec(
+        task="w.prop", scheduling_period=timedelta(hours=3), duration_override=override
+    )
+    store.upsert_runtime([spec], T0)
+    at = T0
+    for token, (seconds, outcome, gap) in enumerate(runs, start=1):
+        at += gap * M
+        start(store, "w.prop", f"r{token}", token, at=at)
+        at += timedelta(seconds=seconds)
+        store.record_run_end(run_id=f"r{token}", outcome=outcome, ended_at=at)
+        row = store.get("w.prop")
+        assert row.spec is not None
+        assert row.kept_should_start_by is not None
+        margin = start_margin(row.spec, row.stats)
+        assert row.kept_error_at == row.kept_should_start_by + margin
+        assert row.kept_margin_bucket == margin_bucket(margin.total_seconds())
+        assert store.window_margin_buckets() == [row.kept_margin_bucket]

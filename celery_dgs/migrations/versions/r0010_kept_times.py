@@ -30,6 +30,18 @@ depends_on: str | Sequence[str] | None = None
 _ACTIVE_SCHEDULE = sa.text("kind <> 'check' AND active")
 _MOMENTS = ("next_can_start_at", "should_start_by", "warning_at", "error_at")
 _REASONS = ("kept_reason", "warning_reason", "error_reason")
+#: The kept columns this revision adds, in the order it writes them.
+_KEPT = (
+    "next_can_start_at",
+    "should_start_by",
+    "kept_level",
+    "kept_reason",
+    "warning_at",
+    "warning_reason",
+    "error_at",
+    "error_reason",
+    "pool",
+)
 #: Index name -> its columns.
 _INDEXES = {
     "ix_dgs_schedules_can_start": ["next_can_start_at"],
@@ -58,7 +70,7 @@ def upgrade() -> None:
     op.add_column("dgs_schedules", sa.Column("error_at", sa.DateTime(timezone=True)))
     op.add_column("dgs_schedules", sa.Column("error_reason", sa.String(32)))
     op.add_column("dgs_schedules", sa.Column("pool", sa.String(255)))
-    backfill_kept(op.get_bind(), datetime.now(timezone.utc))
+    backfill_kept(op.get_bind(), datetime.now(timezone.utc), _KEPT)
     for name, columns in _INDEXES.items():
         op.create_index(
             name,
