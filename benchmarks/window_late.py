@@ -56,7 +56,7 @@ from celery_dgs.sim.draws import KeyedDraw, RunDraw
 from celery_dgs.sim.loop import Simulator
 from celery_dgs.sim.policies import DeadlinePolicy
 from celery_dgs.sim.state import PolicyHost
-from celery_dgs.sim.window import SimWindow
+from celery_dgs.sim.window import SimRead, SimWindow
 from celery_dgs.sim.workload import Workload
 
 from .common import log
@@ -214,13 +214,11 @@ class LateWindow(SimWindow):
         self.entries.pop(name, None)
         self.late_held.pop(name, None)
 
-    def read(
-        self, now: float, *, more: bool = False, bucket: int | None = None
-    ) -> tuple[list[str], list[str]] | None:
+    def read(self, now: float, *, more: bool = False, bucket: int | None = None) -> SimRead | None:
         held_before = self.held.kept.keys() | self.late_held.keys()
         planned = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
         main = super().read(now, more=more, bucket=bucket)
-        names = [] if main is None else main[0]
+        names = [] if main is None else main.names
         restart = planned is not None and planned.restart
         if restart or now >= self.late_bounds.restarts_at():
             until = self.bounds.until
@@ -238,7 +236,7 @@ class LateWindow(SimWindow):
         held = self.held.kept
         late_held = self.late_held
         outside = sorted(n for n in held_before if n not in held and n not in late_held)
-        return names, outside
+        return SimRead(names, outside, len(names) + (0 if main is None else main.rows))
 
     def read_late_further(self, now: float) -> list[str] | None:
         """The late slice's next part (held now); ``None``: it is complete."""

@@ -215,8 +215,8 @@ class ScheduleLoader:
         read = window.next_read(more=more, bucket=bucket)
         if read is None:
             return 0
-        _, rows = read
-        for row in rows:
+        sliced, rows = read
+        for row in window.fresh(sliced, rows):
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
         self._say_short_horizon(window, rows)

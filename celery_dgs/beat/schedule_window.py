@@ -21,6 +21,7 @@ from ..core.window import (
     SliceRead,
     WindowKey,
     keys_of,
+    unheld,
 )
 from ..core.window_buckets import WindowEnds
 from ..core.window_certainty import read_on_helps
@@ -88,16 +89,21 @@ class ScheduleWindow:
         return cls(state, ranking, store, clock, size=size, horizon_s=horizon_s, read_on=read_on)
 
     def holds(self, row: StoredSchedule) -> bool:
-        """Whether the active schedule ``row`` is in the window."""
+        """Whether the active schedule ``row`` is in the window (its margin
+        bucket is in use from now on)."""
+        self.bounds.buckets.seen(row.kept_margin_bucket)
         return self.bounds.holds(
             row.kept_can_start_at,
             row.kept_should_start_by,
             row.name,
             requested=row.run_requested_at is not None,
+            error_at=row.kept_error_at,
+            bucket=row.kept_margin_bucket,
         )
 
     def note(self, row: StoredSchedule) -> None:
         """``row`` was applied: beat holds it (active) or forgot it."""
+        self.bounds.buckets.seen(row.kept_margin_bucket)
         if row.active and row.spec is not None:
             self.held.note(row.name, _kept(row))
         else:
@@ -112,7 +118,8 @@ class ScheduleWindow:
         self, *, more: bool = False, bucket: int | None = None
     ) -> tuple[SliceRead, list[StoredSchedule]] | None:
         """The next slice of the store if the window needs one (the bounds are
-        moved past it); ``None``: none needed. ``more``, ``bucket``: see
+        moved past it; the rows to apply: :meth:`fresh`);
+        ``None``: none needed. ``more``, ``bucket``: see
         :meth:`ScheduleBounds.next_read <celery_dgs.core.window.ScheduleBounds.next_read>`."""
         read = self.bounds.next_read(self.clock.now(), len(self.held), more=more, bucket=bucket)
         if read is None:
@@ -122,10 +129,20 @@ class ScheduleWindow:
             can_until=read.can_until,
             key_after=read.key_after,
             limit=read.limit,
+            bucket=read.bucket,
         )
+        in_use = self.store.window_margin_buckets() if read.restart else ()
         kept = [_kept(r) for r in rows]
-        self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]))
+        self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
         return read, rows
+
+    def fresh(self, read: SliceRead, rows: list[StoredSchedule]) -> list[StoredSchedule]:
+        """The rows of ``read`` to apply: all of a start-over's, else those
+        the window did not hold (:func:`~celery_dgs.core.window.unheld`)."""
+        if read.restart:
+            return rows
+        new = set(unheld([r.name for r in rows], self.held))
+        return [r for r in rows if r.name in new]
 
     def outside(self) -> list[str]:
         """The held schedules the bounds no longer cover (after a read that
@@ -151,4 +168,6 @@ def _seconds(moment: datetime) -> float:
 
 def _kept(row: StoredSchedule) -> KeptStart:
     """The kept times of ``row`` the window selects it by."""
-    return KeptStart(row.kept_can_start_at, row.kept_should_start_by)
+    return KeptStart(
+        row.kept_can_start_at, row.kept_should_start_by, row.kept_error_at, row.kept_margin_bucket
+    )

@@ -329,6 +329,14 @@ class HeldSchedules:
         ]
 
 
+def unheld(names: Sequence[str], held: HeldSchedules) -> list[str]:
+    """The names of a slice read on (not a start-over) the window did not
+    hold: the others stay as they were applied (one taken by a round under
+    way is not offered again). A margin bucket's slice, and the should-order
+    slice past a bucket's, may hold some already."""
+    return [name for name in names if name not in held.kept]
+
+
 def keys_of(
     read: SliceRead, kept: Sequence[KeptStart], names: Sequence[str]
 ) -> list[WindowKey | None]:

@@ -317,12 +317,12 @@ class DeadlinePolicy(Policy):
     def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> bool:
         """Index the window's next slice (the idle schedules in it; ``more``,
         ``bucket``: :meth:`SimWindow.read <celery_dgs.sim.window.SimWindow.read>`),
-        let go of what it moved past; whether it read any schedule."""
+        let go of what it moved past; whether the slice had any schedule."""
         assert self.window is not None
         read = self.window.read(now, more=more, bucket=bucket)
         if read is None:
             return False
-        names, outside = read
+        names, outside, rows = read
         states, index = self.sim.states, self.index
         for name in names:
             # one indexed already keeps its entry (a look-ahead hold-back with it)
@@ -330,7 +330,7 @@ class DeadlinePolicy(Policy):
                 self._index(name, now)
         for name in outside:
             self._let_go(name)
-        return bool(names)
+        return rows > 0
 
     def next_wakeup(self) -> float | None:
         """The index's next start, or the window's next read if sooner (beat

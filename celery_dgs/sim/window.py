@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ..core.laxity import margin_bucket
 from ..core.spec import ScheduleSpec
@@ -30,9 +31,20 @@ from ..core.window import (
     buckets_in_use,
     keys_of,
     slice_of,
+    unheld,
 )
 from ..core.window_buckets import WindowEnds
 from .state import PolicyHost
+
+
+class SimRead(NamedTuple):
+    """One read of the window: the names to index (held now; but for a
+    start-over, those not held before), the held ones the bounds moved past
+    (let go of), and how many rows the slice returned."""
+
+    names: list[str]
+    outside: list[str]
+    rows: int
 
 
 class SimWindow:
@@ -80,14 +92,10 @@ class SimWindow:
         self.kept.pop(name, None)
         self.held.forget(name)
 
-    def read(
-        self, now: float, *, more: bool = False, bucket: int | None = None
-    ) -> tuple[list[str], list[str]] | None:
+    def read(self, now: float, *, more: bool = False, bucket: int | None = None) -> SimRead | None:
         """The next slice if the window needs one (``more``, ``bucket``: see
         :meth:`ScheduleBounds.next_read
-        <celery_dgs.core.window.ScheduleBounds.next_read>`): the names read
-        (held now), and the held ones the bounds moved past (let go of);
-        ``None``: none."""
+        <celery_dgs.core.window.ScheduleBounds.next_read>`); ``None``: none."""
         read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
         if read is None:
             return None
@@ -97,13 +105,16 @@ class SimWindow:
         self.bounds.after_read(read, keys_of(read, kept, names), in_use)
         self.reads += 1
         self.rows_read += len(names)
-        for name, times in zip(names, kept, strict=True):
-            self.held.note(name, times)
+        rows = len(names)
+        if not read.restart:
+            names = unheld(names, self.held)
+        for name in names:
+            self.held.note(name, self.kept[name])
         self.most_held = max(self.most_held, len(self.held))
         outside = self.held.outside(lambda _name: False)
         for name in outside:
             self.held.forget(name)
-        return names, outside
+        return SimRead(names, outside, rows)
 
     def ends(self) -> WindowEnds | None:
         """:meth:`ScheduleBounds.checked_ends
