@@ -19,7 +19,10 @@ The window holds the 5 most urgent by ``should_start_by`` (s00...s04); ``far``
 comes last in that order but has the lowest laxity, so the whole fleet's
 first pick is ``far`` (its laxity stays the lowest for minutes). With the
 window reading on as far as the rule needs, beat's first dispatch is
-``far``; with no reading on (``dgs_schedule_window_read_on = 0``) it is
+``far``. So it is with reading on bounded to one window size (10 held):
+``far`` is 31st by ``should_start_by``, out of reach, but it is the only
+schedule of its margin bucket, whose slice the rule reads when it refuses
+``s00``. With no reading on (``dgs_schedule_window_read_on = 0``) it is
 ``s00``, the held schedules' pick.
 """
 
@@ -50,7 +53,9 @@ def fleet() -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize(
-    ("read_on", "first"), [("none", "scrape@far"), ("0", "scrape@s00")], ids=["read-on", "held"]
+    ("read_on", "first"),
+    [("none", "scrape@far"), ("1", "scrape@far"), ("0", "scrape@s00")],
+    ids=["read-on", "read-on-bounded", "held"],
 )
 def test_a_full_window_dispatches_the_fleets_pick(
     cluster_factory, read_on: str, first: str
