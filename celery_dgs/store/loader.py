@@ -358,9 +358,7 @@ def stored_schedule_from_values(
         run_priority,
         first_check_at,
         check_count,
-        # last_items_ok, last_items_failed, next_can_start_at, should_start_by,
-        # error_at, margin_bucket
-        *last,
+        *last,  # last_items_ok, last_items_failed, then the kept columns (_kept_fields)
     ) = values
     spec, error = specs.parse(spec_text, task, configuration)
     moment = memo.moments.__getitem__
@@ -403,11 +401,20 @@ def stored_schedule_from_values(
         run_requested_priority=run_priority,
         first_check_at=moment(first_check_at),
         check_count=check_count,
-        kept_can_start_at=moment(last[2]),
-        kept_should_start_by=moment(last[3]),
-        kept_error_at=moment(last[4]),
-        kept_margin_bucket=last[5],
+        **_kept_fields(last[2:], moment),
     )
+
+
+def _kept_fields(values: Sequence[Any], moment: Callable[[Any], Any]) -> dict[str, Any]:
+    """The kept fields of a row from its ``next_can_start_at, should_start_by,
+    error_at, margin_bucket`` values."""
+    can, should, error_at, bucket = values
+    return {
+        "kept_can_start_at": moment(can),
+        "kept_should_start_by": moment(should),
+        "kept_error_at": moment(error_at),
+        "kept_margin_bucket": bucket,
+    }
 
 
 def _stored(**fields: Any) -> StoredSchedule:
