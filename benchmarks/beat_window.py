@@ -55,7 +55,9 @@ def rss_mib(field: str) -> float:
     return float("nan")
 
 
-def beat_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> dict[str, Any]:
+def beat_child(
+    url: str, redis_url: str, size: int | None, horizon_s: float, read_on: float | None
+) -> dict[str, Any]:
     """A beat's start on ``url``: the figures of the module doc, as a dict."""
     import uuid
 
@@ -86,7 +88,10 @@ def beat_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> 
         WorkerInfo(name="celery@w", node="w", queues=("celery",), slots=4, pool="threads", pid=1)
     )
     settings = DgsSettings(
-        key_prefix=keys.prefix, schedule_window_size=size, schedule_window=horizon_s
+        key_prefix=keys.prefix,
+        schedule_window_size=size,
+        schedule_window=horizon_s,
+        schedule_window_read_on=read_on,
     )
     started = time.perf_counter()
     store = SqlScheduleStore.open(url)
@@ -115,8 +120,11 @@ def beat_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> 
     }
 
 
-def run_child(url: str, redis_url: str, size: int | None, horizon_s: float) -> dict[str, Any]:
-    args = [url, redis_url, "none" if size is None else str(size), str(horizon_s)]
+def run_child(
+    url: str, redis_url: str, size: int | None, horizon_s: float, read_on: float | None = 0.0
+) -> dict[str, Any]:
+    size_arg, read_on_arg = ("none" if v is None else str(v) for v in (size, read_on))
+    args = [url, redis_url, size_arg, str(horizon_s), read_on_arg]
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.beat_window", "--child", *args],
         check=True,
@@ -170,9 +178,11 @@ def fleet_lines(
         if mix_name == "seed 001":
             log(f"{label}: the seed-001 mix")
             mix(url)
-        got = run_child(url, redis_url, size, opts.horizon)
+        got = run_child(url, redis_url, size, opts.horizon, opts.read_on)
         base = run_child(url, redis_url, None, opts.horizon) if whole else None
         what = f"{label} {n:,} {mix_name}, window {size:,}"
+        if opts.read_on != 0:
+            what += f", read-on {opts.read_on}"
         shown = (
             f"{base['first_dispatch_s']:.1f} s (whole fleet, {base['held']:,} held)"
             if base
@@ -234,6 +244,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--status", action="store_true", help="also fleet_scale's status commands, each mix"
     )
+    parser.add_argument(
+        "--read-on",
+        type=lambda text: None if text == "none" else float(text),
+        default=0.0,
+        help="dgs_schedule_window_read_on of the windowed beat (none: as far as needed)",
+    )
     parser.add_argument("--no-pg", action="store_true")
     parser.add_argument("--no-sqlite", action="store_true")
     return parser.parse_args(argv)
@@ -242,8 +258,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
-        url, redis_url, size, horizon = argv[1:5]
-        got = beat_child(url, redis_url, None if size == "none" else int(size), float(horizon))
+        url, redis_url, size, horizon, read_on = argv[1:6]
+        got = beat_child(
+            url,
+            redis_url,
+            None if size == "none" else int(size),
+            float(horizon),
+            None if read_on == "none" else float(read_on),
+        )
         print(json.dumps(got))
         return 0
     opts = parse(argv)

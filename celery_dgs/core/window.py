@@ -39,7 +39,6 @@ outside the window) is read again when the window reaches it.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -144,17 +143,12 @@ class ScheduleBounds:
         should_at: Callable[[datetime, WindowKey, int], datetime | None],
         seconds: Callable[[datetime], float],
     ) -> WindowEnds | None:
-        """The ends at best once the window read on as far as it may: the
-        should-order slice to :meth:`reachable_should`, each margin bucket's
-        slice to its end (its reach is not read ahead); ``None``: the window
-        would hold every schedule that can start within it."""
+        """The ends once the window read the should-order slice on as far as
+        it may (:meth:`reachable_should`), the margin buckets' slices as
+        they are; ``None``: the window would hold every schedule that can
+        start within it."""
         reach = self.reachable_should(held, should_at)
-        if reach is None:
-            return None
-        ends = self.buckets.window_ends(seconds(reach), seconds)
-        for bucket in ends.buckets:
-            ends.buckets[bucket] = math.inf
-        return ends
+        return None if reach is None else self.buckets.window_ends(seconds(reach), seconds)
 
     def room(self, held: int) -> int | None:
         """How many more schedules the window may read on to with ``held``

@@ -170,6 +170,16 @@ class PickBound:
                 return Refusal(read)
         return None
 
+    def in_error(self, name: str, times: IndexedTimes, now: float) -> bool:
+        """Whether ``name`` goes by its late key at ``now``: past its
+        ``error_at`` (without relative laxity: its ``should_start_by``)."""
+        should = times.should_start_by
+        if is_run_request(times.can_start_by, should):
+            return False
+        if self.floor_s is None:
+            return should < now
+        return should + self._margin(name) < now
+
     def _margin(self, name: str) -> float:
         margin = self.margin_s(name)
         return margin if math.isfinite(margin) and margin > 0 else 0.0
@@ -276,15 +286,22 @@ def read_on_helps(
     reach: WindowEnds | None,
 ) -> bool:
     """Whether the window should read on for ``name``, which the rule refused
-    at ``now``: reading on the slice the refusal named as far as the window
-    may would leave the ends at ``reach`` (:meth:`ScheduleBounds.reach_ends
+    at ``now``: reading the should-order slice on as far as the window may
+    would leave the ends at ``reach`` (:meth:`ScheduleBounds.reach_ends
     <celery_dgs.core.window.ScheduleBounds.reach_ends>`; ``None``: it would
     hold every schedule within its horizon), and the rule would vouch for
-    ``name`` there. If not, ``bounds`` stop checking the picks until their
+    ``name`` there, with every margin bucket's slice read to its end too if
+    ``name`` is not in ERROR (in ERROR, a bucket's slice by ``error_at``
+    bounds a late key only by its end less its greatest margin: the
+    buckets are taken as they are). If not, ``bounds`` stop checking the picks until their
     end moves (:attr:`~celery_dgs.core.window.ScheduleBounds.unchecked_end`):
     under a backlog in ERROR the rule may not vouch for anything, and reading
     on would only fill the window's room."""
-    if bound is None or times is None or reach is None or bound.vouches(name, times, now, reach):
+    if bound is None or times is None or reach is None:
+        return True
+    if not bound.in_error(name, times, now):  # the buckets' slices read to their ends
+        reach = WindowEnds(reach.should, dict.fromkeys(reach.buckets, math.inf))
+    if bound.vouches(name, times, now, reach):
         return True
     bounds.unchecked_end = bounds.end
     return False

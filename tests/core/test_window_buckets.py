@@ -10,7 +10,7 @@ from celery_dgs.core.index import IndexedTimes
 from celery_dgs.core.laxity import NO_MARGIN_BUCKET, margin_bucket, margin_bucket_edges
 from celery_dgs.core.window import KeptStart, ScheduleBounds, SliceRead, buckets_in_use, keys_of
 from celery_dgs.core.window_buckets import BucketEnds, WindowEnds
-from celery_dgs.core.window_certainty import PickBound, Refusal
+from celery_dgs.core.window_certainty import PickBound, Refusal, read_on_helps
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 M = timedelta(minutes=1)
@@ -138,3 +138,24 @@ def test_a_late_candidate_is_bounded_by_the_buckets_too() -> None:
     assert refused == Refusal(bucket), "its end less 11.6 s is the higher bound: it reads on"
     unread = rule.refusal("c", times, now, WindowEnds(now - 600, {bucket: -math.inf}))
     assert unread == Refusal(None), "the should-order end is the higher bound"
+
+
+def test_reading_on_helps_a_laxity_pick_with_buckets_not_a_hopeless_late_one() -> None:
+    """Refused on a bucket's bound, a candidate not in ERROR may be vouched
+    for once that bucket's slice is read: the window reads on. A candidate in
+    ERROR whose late key is past what the should-order slice can reach, with
+    the buckets as they are, cannot: the picks go unchecked until the end
+    moves."""
+    now = 100_000.0
+    at = datetime.fromtimestamp(now, tz=timezone.utc)
+    bounds = ScheduleBounds(2, HOUR, 1.0)
+    read = bounds.next_read(at, 0)
+    assert read is not None
+    bounds.after_read(read, [(at, at, "a"), (at, at, "b")], buckets=[5])
+    relaxed = IndexedTimes(now - 100, now - 50)  # margin 300: not in ERROR
+    reach = WindowEnds(now - 200, {5: -math.inf})
+    assert read_on_helps(bounds, bound(300.0), "c", relaxed, now, reach)
+    assert bounds.reads_on(2)
+    late = IndexedTimes(now - 600, now - 500)  # margin 10, expected 100: late key now + 500
+    assert not read_on_helps(bounds, bound(10.0, expected=100.0), "c", late, now, reach)
+    assert bounds.unchecked_end == bounds.end
