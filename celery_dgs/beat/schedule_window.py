@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from ..core.clock import Clock
 from ..core.window import (
     HeldSchedules,
-    KeptStart,
     ScheduleBounds,
     SliceRead,
     WindowKey,
@@ -105,7 +104,7 @@ class ScheduleWindow:
         """``row`` was applied: beat holds it (active) or forgot it."""
         self.bounds.buckets.seen(row.kept_margin_bucket)
         if row.active and row.spec is not None:
-            self.held.note(row.name, _kept(row))
+            self.held.note(row.name, row.kept_start())
         else:
             self.held.forget(row.name)
 
@@ -132,7 +131,7 @@ class ScheduleWindow:
             bucket=read.bucket,
         )
         in_use = self.store.window_margin_buckets() if read.restart else ()
-        kept = [_kept(r) for r in rows]
+        kept = [r.kept_start() for r in rows]
         self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
         return read, rows
 
@@ -164,10 +163,3 @@ class ScheduleWindow:
 def _seconds(moment: datetime) -> float:
     """A kept time on the certainty rule's clock (epoch seconds)."""
     return moment.timestamp()
-
-
-def _kept(row: StoredSchedule) -> KeptStart:
-    """The kept times of ``row`` the window selects it by."""
-    return KeptStart(
-        row.kept_can_start_at, row.kept_should_start_by, row.kept_error_at, row.kept_margin_bucket
-    )

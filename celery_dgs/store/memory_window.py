@@ -6,17 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..core.window import KeptStart, SliceRead, slice_of
+from ..core.window import SliceRead, buckets_in_use, slice_of
 from .convert import utc
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
-
-
-def kept_start(row: StoredSchedule) -> KeptStart:
-    """The kept times ``row`` is selected by in beat's window."""
-    return KeptStart(
-        row.kept_can_start_at, row.kept_should_start_by, row.kept_error_at, row.kept_margin_bucket
-    )
 
 
 class MemoryWindowMethods(MemoryStoreBase):
@@ -41,18 +34,13 @@ class MemoryWindowMethods(MemoryStoreBase):
             bucket=bucket,
         )
         rows = self._active_schedules()
-        kept = ((n, kept_start(r)) for n, r in rows.items())
+        kept = ((n, r.kept_start()) for n, r in rows.items())
         return [rows[name] for name in slice_of(read, kept)]
 
     def window_margin_buckets(self) -> list[int]:
         """See :meth:`ScheduleStore.window_margin_buckets
         <celery_dgs.store.base.ScheduleStore.window_margin_buckets>`."""
-        buckets = {
-            r.kept_margin_bucket
-            for r in self._active_schedules().values()
-            if r.kept_can_start_at is not None
-        }
-        return sorted(b for b in buckets if b is not None)
+        return sorted(buckets_in_use(r.kept_start() for r in self._active_schedules().values()))
 
     def _active_schedules(self) -> dict[str, StoredSchedule]:
         """The active rows but the deferred checks, by name."""

@@ -14,6 +14,7 @@ from ..core.items import ItemCounts
 from ..core.run_end import END_OUTCOMES
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
+from ..core.window import KeptStart
 from .check_types import OWNER_CHECK
 
 RunOutcome = Literal[
@@ -90,6 +91,15 @@ class StoredSchedule:
     kept_should_start_by: datetime | None = None
     kept_error_at: datetime | None = None
     kept_margin_bucket: int | None = None
+
+    def kept_start(self) -> KeptStart:
+        """The kept times beat's window selects the row by."""
+        return KeptStart(
+            self.kept_can_start_at,
+            self.kept_should_start_by,
+            self.kept_error_at,
+            self.kept_margin_bucket,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
