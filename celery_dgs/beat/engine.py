@@ -311,7 +311,7 @@ class BeatEngine:
     def _vouching(self, now: float) -> Vouching | None:
         """The certainty rule for a choice at ``now`` while the window of
         schedules is full (``None``: no rule for the order, or no check:
-        :meth:`ScheduleLoader.window_end <celery_dgs.beat.loading.ScheduleLoader.window_end>`)."""
+        :meth:`ScheduleLoader.window_ends <celery_dgs.beat.loading.ScheduleLoader.window_ends>`)."""
         ranking = self.ranking
         return vouching_for(ranking.pick_bound, ranking.index, now, self.loader.window_ends())
 
