@@ -411,7 +411,7 @@ class LatePolicy(DeadlinePolicy):
             self.audit.shadow.upsert(name, *self._times(name, now))
         self._note_held()
 
-    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> bool:
+    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> int:
         read = super()._read_window(now, more=more, bucket=bucket)
         self._note_held()
         return read
@@ -473,8 +473,8 @@ class LatePolicy(DeadlinePolicy):
             limit=NO_LIMIT,
             vouch=vouching,
         )
-        self._refused = None if vouching is None else vouching.refused
-        self.refusals += self._refused is not None
+        self._refusal = None if vouching is None else vouching.refusal
+        self.refusals += self._refusal is not None
         return chosen
 
     def _before_pick(self, now: float, can_place: Callable[[str], bool]) -> None:
@@ -532,8 +532,8 @@ class LatePolicy(DeadlinePolicy):
         self._note_held()
         return read
 
-    def read_further(self, now: float) -> bool:
-        if super().read_further(now):
+    def read_further(self, now: float, bucket: int | None = None) -> bool:
+        if super().read_further(now, bucket):
             return True
         late = self.late_window
         if late is None or not late.bounds.full or not late.late_bounds.cut:

@@ -48,7 +48,7 @@ from collections.abc import Callable, Set
 from ..core.clock import Clock
 from ..core.pace import RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.window_certainty import Vouching, choose_reading_on, vouching_for
+from ..core.window_certainty import Refusal, Vouching, choose_reading_on, vouching_for
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
@@ -158,11 +158,8 @@ class BeatEngine:
         #: The dispatch rounds of the last minute: who limits the runs per second.
         self.pace = RoundPace()
         self._thread: int | None = None  # the thread that loads (and ticks)
-        #: Whether the last choice stopped at a schedule the certainty rule refused.
-        self._refused: str | None = None
-        #: The slice that refusal named (a margin bucket's; ``None``: the
-        #: should-order slice's).
-        self._refused_bucket: int | None = None
+        #: The certainty rule's refusal of the schedule the last choice stopped at.
+        self._refusal: Refusal | None = None
 
     @property
     def last_tick(self) -> float | None:
@@ -300,8 +297,8 @@ class BeatEngine:
         orders = choose_reading_on(
             lambda done: self._choose(now, placement, view.running, limit - done),
             lambda done: placement.free > 0 and done < limit,
-            lambda: self._refused,
-            lambda: self.loader.read_further(self._take_refused_bucket()),
+            lambda: self._refusal,
+            self.loader.read_further,
             lambda name: self.loader.reading_on_helps(name, now),
         )
         if orders:
@@ -314,12 +311,6 @@ class BeatEngine:
         :meth:`ScheduleLoader.window_ends <celery_dgs.beat.loading.ScheduleLoader.window_ends>`)."""
         ranking = self.ranking
         return vouching_for(ranking.pick_bound, ranking.index, now, self.loader.window_ends())
-
-    def _take_refused_bucket(self) -> int | None:
-        """The slice the last refusal named (a margin bucket's; ``None``: the
-        should-order slice's), read once."""
-        bucket, self._refused_bucket = self._refused_bucket, None
-        return bucket
 
     def _choose(
         self, now: float, placement: Placement, running: Set[str], limit: int
@@ -357,7 +348,5 @@ class BeatEngine:
         chosen = choose_dispatches(
             ranking.index, now, placement, constraints_of, defer, limit=limit, vouch=vouching
         )
-        self._refused = None if vouching is None else vouching.refused
-        refusal = None if vouching is None else vouching.refusal
-        self._refused_bucket = None if refusal is None else refusal.bucket
+        self._refusal = None if vouching is None else vouching.refusal
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

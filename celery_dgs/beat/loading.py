@@ -187,10 +187,11 @@ class ScheduleLoader:
         the window read on: rows, or the end of a margin bucket's slice
         (which moves its bound)."""
         window = self.schedules
-        if window is None or not window.bounds.full:
+        if window is None:
             return False
-        bucket_read = bucket is not None and window.bounds.buckets.readable(bucket)
-        return self._read_schedule_window(more=True, bucket=bucket) > 0 or bucket_read
+        return window.bounds.read_further(
+            bucket, lambda read: self._read_schedule_window(more=True, bucket=read)
+        )
 
     def window_ends(self) -> WindowEnds | None:
         """While the window of schedules is full and may read on for the

@@ -119,6 +119,16 @@ class ScheduleBounds:
     def full(self) -> bool:
         return self.end is not None
 
+    def read_further(self, bucket: int | None, read: Callable[[int | None], int]) -> bool:
+        """While full, ``read(bucket)`` reads on ``bucket``'s slice (``None``:
+        the should-order slice's) and counts its rows: whether the window read
+        on. A margin bucket's slice that had more to read counts even when it
+        returns no row: its end moved to complete, which moves its bound."""
+        if not self.full:
+            return False
+        readable = bucket is not None and self.buckets.readable(bucket)
+        return read(bucket) > 0 or readable
+
     def reads_on(self, held: int) -> bool:
         """Whether the certainty rule checks the picks with ``held`` schedules
         held: the window is full, may read on (``read_on`` not 0) and holds

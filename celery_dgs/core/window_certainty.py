@@ -44,10 +44,11 @@ held).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from .index import DeadlineIndex, IndexedTimes
 from .late_order import is_run_request
@@ -72,15 +73,27 @@ _T = TypeVar("_T")
 #: The slice a refusal asks the window to read on: a margin bucket's, or
 #: ``None``: the should-order slice's.
 SliceToRead = int | None
+
+
+class _Vouched(enum.Enum):
+    """The rule vouched for the candidate: no slice to read."""
+
+    VOUCHED = enum.auto()
+
+
+_VOUCHED: Final = _Vouched.VOUCHED
+#: What the rule says of a candidate: vouched for, or the slice to read on.
+_Verdict = SliceToRead | _Vouched
 #: The margins of schedules whose bucket is unknown (no bucket listed): any.
 _ANY_MARGIN = (0.0, math.inf)
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """The rule could not vouch for a candidate: the window reads on
+    """The rule could not vouch for candidate ``name``: the window reads on
     ``bucket``'s slice (``None``: the should-order slice)."""
 
+    name: str
     bucket: SliceToRead
 
 
@@ -105,24 +118,30 @@ class PickBound:
         self, name: str, times: IndexedTimes, now: float, ends: WindowEnds | None
     ) -> Refusal | None:
         """:meth:`vouches`, with the slice to read on when it does not."""
+        read = self._slice_to_read(name, times, now, ends)
+        return None if read is _VOUCHED else Refusal(name, read)
+
+    def _slice_to_read(
+        self, name: str, times: IndexedTimes, now: float, ends: WindowEnds | None
+    ) -> _Verdict:
         if ends is None:
-            return None
+            return _VOUCHED
         should, can = times.should_start_by, times.can_start_by
         if is_run_request(can, should):
-            return None
+            return _VOUCHED
         floor = self.floor_s
         if floor is None:  # deadline order until late: the should-order slice decides
             if should < now:
                 late_key = should + self.aging * max(self.expected_s(name), 0.0)
-                return None if late_key < ends.should else _SHOULD_SLICE
-            return None if ends.should >= now else _SHOULD_SLICE
+                return _VOUCHED if late_key < ends.should else None
+            return _VOUCHED if ends.should >= now else None
         margin = self._margin(name)
         if should + margin < now:
             late_key = should + self.aging * max(self.expected_s(name), 0.0)
-            return self._late_refusal(late_key, now, ends)
-        return self._laxity_refusal(should + margin, margin, now, floor, ends)
+            return self._late_slice(late_key, now, ends)
+        return self._laxity_slice(should + margin, margin, now, floor, ends)
 
-    def _late_refusal(self, late_key: float, now: float, ends: WindowEnds) -> Refusal | None:
+    def _late_slice(self, late_key: float, now: float, ends: WindowEnds) -> _Verdict:
         """A candidate in ERROR with ``late_key``: it goes first unless a
         schedule not held may be in ERROR with a late key below it. Such a
         one's late key is at least its ``should_start_by``: at least the
@@ -133,23 +152,23 @@ class PickBound:
                 continue  # none of the bucket's not held is in ERROR
             from_bucket = error_end - hi
             if not late_key < max(ends.should, from_bucket):
-                return Refusal(bucket if from_bucket > ends.should else None)
-        return None
+                return bucket if from_bucket > ends.should else None
+        return _VOUCHED
 
-    def _laxity_refusal(
+    def _laxity_slice(
         self,
         error_at: float,
         margin: float,
         now: float,
         floor: float,
         ends: WindowEnds,
-    ) -> Refusal | None:
+    ) -> _Verdict:
         """A candidate not in ERROR: it is the fleet's pick if no schedule not
         held is in ERROR, each has a higher relative laxity, and none in the
         candidate's laxity bucket enters ERROR before it (the bucket's top)."""
         scale = margin + floor
         if scale <= 0:  # no margin, no floor: taken only once late
-            return _SHOULD_SLICE
+            return None
         laxity = (error_at - now) / scale
         # The laxity bucket's scales, rounded outwards: a scale computed into it is within.
         top = bucket_of(scale)
@@ -157,18 +176,18 @@ class PickBound:
         for bucket, (lo, hi), error_end in _bucket_ends(ends):
             read = bucket if error_end < math.inf else None
             if max(error_end, ends.should + lo) < now:
-                return Refusal(read)  # one of them may be in ERROR
+                return read  # one of them may be in ERROR
             least = max(
                 _least_laxity(ends.should - now, lo, hi, floor),
                 _least_laxity_from(error_end - now, lo, hi, floor),
             )
             if not laxity < least:
-                return Refusal(read)
+                return read
             shared_lo, shared_hi = max(lo, top_lo - floor), min(hi, top_hi - floor)
             shared = shared_lo < shared_hi or (lo == hi == 0.0 and top_lo <= floor < top_hi)
             if shared and not error_at < max(error_end, ends.should + max(shared_lo, 0.0)):
-                return Refusal(read)
-        return None
+                return read
+        return _VOUCHED
 
     def in_error(self, name: str, times: IndexedTimes, now: float) -> bool:
         """Whether ``name`` goes by its late key at ``now``: past its
@@ -183,9 +202,6 @@ class PickBound:
     def _margin(self, name: str) -> float:
         margin = self.margin_s(name)
         return margin if math.isfinite(margin) and margin > 0 else 0.0
-
-
-_SHOULD_SLICE = Refusal(None)
 
 
 def _bucket_ends(ends: WindowEnds) -> Iterator[tuple[SliceToRead, tuple[float, float], float]]:
@@ -239,9 +255,8 @@ def pick_bound(
 
 class Vouching:
     """One call of :func:`~celery_dgs.core.placement.choose_dispatches`'s
-    ``vouch`` at ``now`` against a full window's ``ends``; ``refused``: the
-    first schedule it refused, if any, and ``refusal`` why (the slice to read
-    on)."""
+    ``vouch`` at ``now`` against a full window's ``ends``; ``refusal``: the
+    first candidate it refused, if any, and the slice to read on for it."""
 
     def __init__(
         self,
@@ -251,8 +266,12 @@ class Vouching:
         ends: WindowEnds,
     ) -> None:
         self.bound, self.times_of, self.now, self.ends = bound, times_of, now, ends
-        self.refused: str | None = None
         self.refusal: Refusal | None = None
+
+    @property
+    def refused(self) -> str | None:
+        """The first candidate refused, if any."""
+        return None if self.refusal is None else self.refusal.name
 
     def __call__(self, name: str) -> bool:
         times = self.times_of(name)
@@ -261,7 +280,7 @@ class Vouching:
         refusal = self.bound.refusal(name, times, self.now, self.ends)
         if refusal is None:
             return True
-        self.refused, self.refusal = name, refusal
+        self.refusal = refusal
         return False
 
 
@@ -310,15 +329,16 @@ def read_on_helps(
 def choose_reading_on(
     choose: Callable[[int], list[_T]],
     wants_more: Callable[[int], bool],
-    refused: Callable[[], str | None],
-    read_further: Callable[[], bool],
+    refusal: Callable[[], Refusal | None],
+    read_further: Callable[[SliceToRead], bool],
     reading_on_helps: Callable[[str], bool],
 ) -> list[_T]:
     """One dispatch round's choices with a window that may read on (beat's
     and the simulator's). ``choose(n)`` chooses more, ``n`` chosen so far;
     ``wants_more(n)``: slots are free and the round's limit not reached;
-    ``refused()``: the schedule the last choice stopped at, refused by the
-    rule; ``read_further()``: whether the window read its next slice.
+    ``refusal()``: the rule's refusal of the schedule the last choice
+    stopped at, if any; ``read_further(slice)``: whether the window read on
+    that slice (the refusal's; ``None`` after none: the should-order slice).
 
     While more is wanted: after a refusal that reading on cannot help, the
     next choice goes unchecked (:func:`read_on_helps` stopped the checks);
@@ -327,12 +347,12 @@ def choose_reading_on(
     refused (the window then holds every eligible schedule)."""
     chosen = choose(0)
     while wants_more(len(chosen)):
-        name = refused()
-        if name is not None and not reading_on_helps(name):
+        refused = refusal()
+        if refused is not None and not reading_on_helps(refused.name):
             chosen += choose(len(chosen))
             continue
-        read = read_further()
-        if not read and name is None:
+        read = read_further(None if refused is None else refused.bucket)
+        if not read and refused is None:
             break
         chosen += choose(len(chosen))
         if not read:

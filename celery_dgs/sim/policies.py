@@ -32,6 +32,7 @@ from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.spec import CheckSpec, CronSpec
 from ..core.timing import start_times
 from ..core.window_certainty import (
+    Refusal,
     Vouching,
     choose_reading_on,
     pick_bound,
@@ -126,10 +127,7 @@ class DeadlinePolicy(Policy):
         self.bound = pick_bound(order, expected_s=self.expected_s, margin_s=self.margin_s)
         #: Candidates the rule refused; the one the last choice ended at.
         self.refusals = 0
-        self._refused: str | None = None
-        #: The slice the last refusal named (a margin bucket's; ``None``: the
-        #: should-order slice's).
-        self._refused_bucket: int | None = None
+        self._refusal: Refusal | None = None
 
     def make_index(self) -> DeadlineIndex:
         """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
@@ -260,8 +258,8 @@ class DeadlinePolicy(Policy):
         chosen = choose_reading_on(
             lambda _done: self._choose(now, placement, admission),
             lambda _done: placement.free > 0,
-            lambda: self._refused,
-            lambda: self.read_further(now),
+            lambda: self._refusal,
+            lambda bucket: self.read_further(now, bucket),
             lambda name: self._read_on_helps(name, now),
         )
         for name, worker in chosen:
@@ -280,10 +278,8 @@ class DeadlinePolicy(Policy):
             limit=_NO_LIMIT,
             vouch=vouching,
         )
-        self._refused = None if vouching is None else vouching.refused
-        refusal = None if vouching is None else vouching.refusal
-        self._refused_bucket = None if refusal is None else refusal.bucket
-        self.refusals += self._refused is not None
+        self._refusal = None if vouching is None else vouching.refusal
+        self.refusals += self._refusal is not None
         return chosen
 
     def _read_on_helps(self, refused: str, now: float) -> bool:
@@ -302,26 +298,26 @@ class DeadlinePolicy(Policy):
         ends = None if window is None else window.ends()
         return vouching_for(self.bound, self.index, now, ends)
 
-    def read_further(self, now: float) -> bool:
+    def read_further(self, now: float, bucket: int | None = None) -> bool:
         """A round has free slots and no eligible schedule left, or the rule
-        refused a pick: whether the window read on (beat's
+        refused a pick on ``bucket``'s bound: whether the window read on (beat's
         :meth:`ScheduleLoader.read_further
         <celery_dgs.beat.loading.ScheduleLoader.read_further>`)."""
         window = self.window
-        if window is None or not window.bounds.full:
+        if window is None:
             return False
-        bucket, self._refused_bucket = self._refused_bucket, None
-        bucket_read = bucket is not None and window.bounds.buckets.readable(bucket)
-        return self._read_window(now, more=True, bucket=bucket) or bucket_read
+        return window.bounds.read_further(
+            bucket, lambda read: self._read_window(now, more=True, bucket=read)
+        )
 
-    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> bool:
+    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> int:
         """Index the window's next slice (the idle schedules in it; ``more``,
         ``bucket``: :meth:`SimWindow.read <celery_dgs.sim.window.SimWindow.read>`),
-        let go of what it moved past; whether the slice had any schedule."""
+        let go of what it moved past; how many schedules the slice had."""
         assert self.window is not None
         read = self.window.read(now, more=more, bucket=bucket)
         if read is None:
-            return False
+            return 0
         names, outside, rows = read
         states, index = self.sim.states, self.index
         for name in names:
@@ -330,7 +326,7 @@ class DeadlinePolicy(Policy):
                 self._index(name, now)
         for name in outside:
             self._let_go(name)
-        return rows > 0
+        return rows
 
     def next_wakeup(self) -> float | None:
         """The index's next start, or the window's next read if sooner (beat

@@ -121,7 +121,7 @@ def test_the_bucket_slices_vouch_past_the_should_order_end() -> None:
     far = WindowEnds(now - 200, {bucket: now + 5000})
     assert rule.refusal("c", times, now, far) is None
     other = rule.refusal("c", times, now, WindowEnds(now - 200, {bucket: math.inf, 5: -math.inf}))
-    assert other == Refusal(5), "an unread bucket of 3 s margins bounds little: it is read"
+    assert other == Refusal("c", 5), "an unread bucket of 3 s margins bounds little: it is read"
 
 
 def test_a_late_candidate_is_bounded_by_the_buckets_too() -> None:
@@ -132,12 +132,12 @@ def test_a_late_candidate_is_bounded_by_the_buckets_too() -> None:
     rule = bound(10.0, expected=1.0)
     times = IndexedTimes(now - 600, now - 500)  # in ERROR, late key now - 490
     bucket = margin_bucket(10.0)
-    assert rule.refusal("c", times, now, WindowEnds(now - 600, {})) == Refusal(None)
+    assert rule.refusal("c", times, now, WindowEnds(now - 600, {})) == Refusal("c", None)
     assert rule.refusal("c", times, now, WindowEnds(now - 600, {bucket: now - 300})) is None
     refused = rule.refusal("c", times, now, WindowEnds(now - 600, {bucket: now - 480}))
-    assert refused == Refusal(bucket), "its end less 11.6 s is the higher bound: it reads on"
+    assert refused == Refusal("c", bucket), "its end less 11.6 s is the higher bound: it reads on"
     unread = rule.refusal("c", times, now, WindowEnds(now - 600, {bucket: -math.inf}))
-    assert unread == Refusal(None), "the should-order end is the higher bound"
+    assert unread == Refusal("c", None), "the should-order end is the higher bound"
 
 
 def test_reading_on_helps_a_laxity_pick_with_buckets_not_a_hopeless_late_one() -> None:

@@ -22,6 +22,7 @@ from celery_dgs.core.window import ScheduleBounds
 from celery_dgs.core.window_buckets import WindowEnds
 from celery_dgs.core.window_certainty import (
     PickBound,
+    Refusal,
     Vouching,
     choose_reading_on,
     pick_bound,
@@ -181,21 +182,25 @@ def test_reading_on_stops_where_it_cannot_help() -> None:
     assert bounds.reads_on(3)
 
 
-def test_a_round_reads_on_after_a_refusal_until_the_window_holds_the_rest() -> None:
-    refusals = ["far", None]  # refused once, then the pick goes
+def test_a_round_reads_on_the_refused_slice_until_the_window_holds_the_rest() -> None:
+    refusals: list[Refusal | None] = [Refusal("far", 7), None]  # refused once, then the pick goes
     reads = [True, False]
+    slices: list[int | None] = []
 
     def choose(done: int) -> list[str]:
         return [] if refusals[0] is not None and done == 0 else [f"pick{done}"]
 
-    def refused() -> str | None:
+    def refusal() -> Refusal | None:
         return refusals.pop(0) if refusals else None
 
-    chosen = choose_reading_on(
-        choose, lambda done: done < 1, refused, lambda: reads.pop(0), lambda _name: True
-    )
+    def read_further(bucket: int | None) -> bool:
+        slices.append(bucket)
+        return reads.pop(0)
+
+    chosen = choose_reading_on(choose, lambda done: done < 1, refusal, read_further, lambda _: True)
     assert chosen == ["pick0"]
     assert reads == [False], "one read on, then the pick"
+    assert slices == [7], "the read is of the refused bucket's slice"
 
 
 def test_a_refusal_reading_on_cannot_help_gives_an_unchecked_choice() -> None:
@@ -205,18 +210,18 @@ def test_a_refusal_reading_on_cannot_help_gives_an_unchecked_choice() -> None:
         calls.append(f"choose {done}")
         return [] if done == 0 and len(calls) == 1 else ["held pick"]
 
-    def read_further() -> bool:
+    def read_further(_bucket: int | None) -> bool:
         calls.append("read")
         return True
 
-    state = {"refused": "far"}
+    state: dict[str, Refusal | None] = {"refusal": Refusal("far", None)}
 
-    def refused() -> str | None:
-        name, state["refused"] = state["refused"], None
-        return name
+    def refusal() -> Refusal | None:
+        refused, state["refusal"] = state["refusal"], None
+        return refused
 
     chosen = choose_reading_on(
-        choose, lambda done: done < 1, refused, read_further, lambda _name: False
+        choose, lambda done: done < 1, refusal, read_further, lambda _name: False
     )
     assert chosen == ["held pick"]
     assert "read" not in calls, "no read when reading on cannot make the pick certain"
