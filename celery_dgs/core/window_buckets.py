@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 #: A schedule's place in its margin bucket's slice: its kept ``error_at``,
@@ -39,10 +39,15 @@ class WindowEnds:
     after ``should``, and for one in margin bucket ``m`` (a key of
     ``buckets``, every bucket in use) its ``error_at`` is at or after
     ``buckets[m]`` (``-inf``: the bucket's slice is unread; ``inf``: it is
-    complete, every schedule of the bucket is held)."""
+    complete, every schedule of the bucket is held), and if equal to it, its
+    ``(next start, name)`` is after ``cut_at[m]``."""
 
     should: float
     buckets: dict[int, float]
+    #: A cut bucket's last key after its ``error_at``: its next start (seconds)
+    #: and name. A schedule not held of that bucket whose ``error_at`` is the
+    #: end's has a greater ``(next start, name)``.
+    cut_at: dict[int, tuple[float, str]] = field(default_factory=dict)
 
 
 class BucketEnds:
@@ -89,10 +94,15 @@ class BucketEnds:
         """The :class:`WindowEnds` with the should-order slice's end at
         ``should`` (``seconds`` converts a kept time to the rule's clock)."""
         buckets: dict[int, float] = {}
+        cut_at: dict[int, tuple[float, str]] = {}
         for bucket in self.in_use:
             if bucket not in self.ends:
                 buckets[bucket] = -math.inf
+                continue
+            end = self.ends[bucket]
+            if end is None:
+                buckets[bucket] = math.inf
             else:
-                end = self.ends[bucket]
-                buckets[bucket] = math.inf if end is None else seconds(end[0])
-        return WindowEnds(should, buckets)
+                buckets[bucket] = seconds(end[0])
+                cut_at[bucket] = (seconds(end[1]), end[2])
+        return WindowEnds(should, buckets, cut_at)

@@ -21,11 +21,15 @@ be checked against them before it is taken (:meth:`PickBound.refusal`):
   in ERROR;
 * a candidate not in ERROR is taken by relative laxity ``(error_at - now) /
   (margin + floor)`` among the tops of the laxity buckets (each ordered by
-  ``error_at``). It is the fleet's pick if no bucket may hold one not held
-  in ERROR (every ``B_m`` at or after now), its laxity is below the least
-  laxity each bucket's bounds allow over its margins, and its ``error_at``
-  is below ``B_m`` for the buckets that share its laxity bucket (it is that
-  bucket's top);
+  ``(error_at, next start, name)``). It is the fleet's pick if no bucket
+  may hold one not held in ERROR (every ``B_m`` at or after now), its
+  laxity is below the least laxity each bucket's bounds allow over its
+  margins outside the candidate's laxity bucket, and, for the margins
+  inside it, it goes before the bucket's end (it is that laxity bucket's
+  top): its ``error_at`` is below ``B_m``, or equal to a cut slice's last
+  ``error_at`` with its ``(next start, name)`` at most that key's. So a
+  fleet registered at once, whose schedules share one ``error_at``, is
+  taken from its bucket's slice in name order, as the whole fleet takes it;
 * without relative laxity (``dgs_laxity_floor = None``) a candidate not late
   is taken by ``should_start_by``: certain once ``E >= now``.
 
@@ -139,7 +143,7 @@ class PickBound:
         if should + margin < now:
             late_key = should + self.aging * max(self.expected_s(name), 0.0)
             return self._late_slice(late_key, now, ends)
-        return self._laxity_slice(should + margin, margin, now, floor, ends)
+        return self._laxity_slice((should + margin, can, name), margin, now, floor, ends)
 
     def _late_slice(self, late_key: float, now: float, ends: WindowEnds) -> _Verdict:
         """A candidate in ERROR with ``late_key``: it goes first unless a
@@ -157,35 +161,38 @@ class PickBound:
 
     def _laxity_slice(
         self,
-        error_at: float,
+        key: tuple[float, float, str],
         margin: float,
         now: float,
         floor: float,
         ends: WindowEnds,
     ) -> _Verdict:
-        """A candidate not in ERROR: it is the fleet's pick if no schedule not
-        held is in ERROR, each has a higher relative laxity, and none in the
-        candidate's laxity bucket enters ERROR before it (the bucket's top)."""
+        """A candidate not in ERROR whose laxity bucket orders it by ``key``
+        (``error_at``, next start, name): it is the fleet's pick if no
+        schedule not held is in ERROR, each one outside its laxity bucket has
+        a higher relative laxity, and each one inside it has a greater key
+        (the bucket's top)."""
+        error_at = key[0]
         scale = margin + floor
         if scale <= 0:  # no margin, no floor: taken only once late
             return None
         laxity = (error_at - now) / scale
-        # The laxity bucket's scales, rounded outwards: a scale computed into it is within.
         top = bucket_of(scale)
-        top_lo, top_hi = BUCKET_WIDTH**top * (1 - 1e-9), BUCKET_WIDTH ** (top + 1) * (1 + 1e-9)
         for bucket, (lo, hi), error_end in _bucket_ends(ends):
             read = bucket if error_end < math.inf else None
             if max(error_end, ends.should + lo) < now:
                 return read  # one of them may be in ERROR
-            least = max(
-                _least_laxity(ends.should - now, lo, hi, floor),
-                _least_laxity_from(error_end - now, lo, hi, floor),
-            )
-            if not laxity < least:
-                return read
-            shared_lo, shared_hi = max(lo, top_lo - floor), min(hi, top_hi - floor)
-            shared = shared_lo < shared_hi or (lo == hi == 0.0 and top_lo <= floor < top_hi)
-            if shared and not error_at < max(error_end, ends.should + max(shared_lo, 0.0)):
+            for part_lo, part_hi in _outside_laxity_bucket(lo, hi, floor, top):
+                least = max(
+                    _least_laxity(ends.should - now, part_lo, part_hi, floor),
+                    _least_laxity_from(error_end - now, part_lo, part_hi, floor),
+                )
+                if not laxity < least:
+                    return read
+            shared = _inside_laxity_bucket(lo, hi, floor, top)
+            if shared is None or error_at < ends.should + max(shared[0], 0.0):
+                continue
+            if not _before_end(key, error_end, None if bucket is None else ends.cut_at.get(bucket)):
                 return read
         return _VOUCHED
 
@@ -214,6 +221,49 @@ def _bucket_ends(ends: WindowEnds) -> Iterator[tuple[SliceToRead, tuple[float, f
         return
     for bucket, error_end in ends.buckets.items():
         yield bucket, margin_bucket_edges(bucket), error_end
+
+
+def _laxity_bucket_edges(top: int, outwards: bool) -> tuple[float, float]:
+    """Laxity bucket ``top``'s scales (``margin + floor``), rounded outwards
+    (a scale computed into the bucket is within) or inwards (one computed
+    outside it is without)."""
+    grow = 1e-9 if outwards else -1e-9
+    return BUCKET_WIDTH**top * (1 - grow), BUCKET_WIDTH ** (top + 1) * (1 + grow)
+
+
+def _inside_laxity_bucket(
+    lo: float, hi: float, floor: float, top: int
+) -> tuple[float, float] | None:
+    """The margins in [``lo``, ``hi``) (a margin bucket's; ``lo == hi``: that
+    margin alone) that may fall in laxity bucket ``top``; ``None``: none."""
+    top_lo, top_hi = _laxity_bucket_edges(top, outwards=True)
+    if lo == hi:
+        return (lo, hi) if top_lo <= lo + floor < top_hi else None
+    shared_lo, shared_hi = max(lo, top_lo - floor), min(hi, top_hi - floor)
+    return (shared_lo, shared_hi) if shared_lo < shared_hi else None
+
+
+def _outside_laxity_bucket(
+    lo: float, hi: float, floor: float, top: int
+) -> list[tuple[float, float]]:
+    """The ranges of margins in [``lo``, ``hi``) (``lo == hi``: that margin
+    alone) that may fall outside laxity bucket ``top``: below it and above it."""
+    top_lo, top_hi = _laxity_bucket_edges(top, outwards=False)
+    if lo == hi:
+        return [] if top_lo <= lo + floor < top_hi else [(lo, hi)]
+    below, above = (lo, min(hi, top_lo - floor)), (max(lo, top_hi - floor), hi)
+    return [part for part in (below, above) if part[0] < part[1]]
+
+
+def _before_end(
+    key: tuple[float, float, str], error_end: float, cut_at: tuple[float, str] | None
+) -> bool:
+    """Whether ``key`` goes before every key past a bucket's slice that ends
+    at ``error_end`` (and, for one tied with it, after ``cut_at``)."""
+    error_at, can, name = key
+    if error_at != error_end:
+        return error_at < error_end
+    return cut_at is not None and (can, name) <= cut_at
 
 
 def _least_laxity(ahead: float, lo: float, hi: float, floor: float) -> float:

@@ -94,8 +94,8 @@ def test_the_ends_say_what_bounds_the_schedules_not_held() -> None:
     ends.seen(None)
     seconds = lambda moment: (moment - T0).total_seconds()  # noqa: E731
     assert ends.window_ends(10.0, seconds) == WindowEnds(
-        10.0, {1: -math.inf, 2: 60.0, 3: math.inf, 4: -math.inf}
-    )
+        10.0, {1: -math.inf, 2: 60.0, 3: math.inf, 4: -math.inf}, {2: (0.0, "x")}
+    ), "a cut bucket's end key after its error_at breaks ties"
     rows = [KeptStart(T0, T0, T0, 5), KeptStart(None, None, None, 6), KeptStart(T0, T0, T0, None)]
     assert buckets_in_use(rows) == {5}
 

@@ -237,9 +237,24 @@ close_rows = st.tuples(
 )
 
 
-@hsettings(max_examples=2000, deadline=None)
+#: Rows that share their ``error_at`` with many others, as a fleet
+#: registered at once does: their order is their names'. Some share their
+#: ``should_start_by`` and margin too; others tie with a different pair in
+#: the same margin bucket (now - 50 + 100 = now - 40 + 90), so the
+#: should-order slice and a bucket's slice hold them in different orders.
+tied_rows = st.tuples(
+    st.sampled_from([NOW - 50, NOW - 40, NOW + 700]),
+    st.sampled_from([0.0, 90.0, 100.0, 300.0]),
+    st.floats(min_value=0.0, max_value=60),
+    st.sampled_from(["a", "a", "b"]),
+)
+
+
+@hsettings(max_examples=3000, deadline=None)
 @given(
-    rows=st.lists(rows, min_size=2, max_size=40) | st.lists(close_rows, min_size=2, max_size=40),
+    rows=st.lists(rows, min_size=2, max_size=40)
+    | st.lists(close_rows, min_size=2, max_size=40)
+    | st.lists(tied_rows, min_size=2, max_size=40),
     cut=st.integers(min_value=1, max_value=39),
     bucket_cuts=st.lists(st.integers(min_value=-1, max_value=12), min_size=60, max_size=60),
     floor=st.sampled_from([60.0, 5.0, 0.0]),
@@ -253,8 +268,8 @@ def test_every_pick_vouched_for_with_margin_bucket_slices_is_the_whole_fleets(
     picks: int,
 ) -> None:
     """A full window holding its should-order slice and, per margin bucket,
-    a slice by ``error_at`` (unread, cut after ``k`` rows, or complete): every
-    pick the rule vouches for is the whole fleet's."""
+    a slice by ``error_at`` then name (unread, cut after ``k`` rows, or
+    complete): every pick the rule vouches for is the whole fleet's."""
     whole, window, vouching = bucket_plans(fleet_of(rows), cut, bucket_cuts, floor, picks)
     assert window == whole[: len(window)]
     event("refused" if vouching.refused is not None else "every pick vouched for")
@@ -274,6 +289,7 @@ def bucket_plans(
     for name, (_, margin, _, _) in fleet.items():
         in_bucket.setdefault(margin_bucket(margin), []).append(name)
     buckets: dict[int, float] = {}
+    cut_at: dict[int, tuple[float, str]] = {}
     for i, (bucket, names) in enumerate(sorted(in_bucket.items())):
         names.sort(key=lambda n: (fleet[n][0] + fleet[n][1], n))
         k = bucket_cuts[i % len(bucket_cuts)]
@@ -283,10 +299,11 @@ def bucket_plans(
         elif k > 0:
             last = names[k - 1]
             buckets[bucket] = fleet[last][0] + fleet[last][1]
+            cut_at[bucket] = (NOW - 1, last)  # every one's next start: index_of's
             held.update(names[:k])
         else:
             buckets[bucket] = -math.inf  # unread, or read and nothing held yet
-    ends = WindowEnds(should_end, buckets)
+    ends = WindowEnds(should_end, buckets, cut_at)
 
     def constraints_of(name: str) -> Constraints:
         return Constraints(pool=fleet[name][3])
@@ -332,3 +349,30 @@ def test_a_bucket_end_bounds_a_late_key_by_the_buckets_greatest_margin() -> None
     assert whole == ["x"]
     assert window == []
     assert vouching.refused == "y"
+
+
+def test_a_tie_with_a_buckets_end_is_broken_by_next_start_and_name() -> None:
+    """All three enter ERROR at now + 50, in one margin bucket (90 s and
+    100 s) and one laxity bucket: the fleet takes them by name. The window
+    holds ``c`` (the should-order slice's first) and ``a`` (its bucket's
+    slice, cut after one): ``a``, the slice's end itself, goes first; ``c``
+    is refused, since ``b`` (not held, tied) goes before it."""
+    fleet = {
+        "a": (NOW - 40, 90.0, 0.0, "a"),
+        "b": (NOW - 40, 90.0, 0.0, "a"),
+        "c": (NOW - 50, 100.0, 0.0, "a"),
+    }
+    whole, window, vouching = bucket_plans(fleet, 1, [1], 60.0, 3)
+    assert whole == ["a", "b", "c"]
+    assert window == ["a"], "the end's own key goes: every one past it is greater"
+    assert vouching.refused == "c"
+
+
+def test_a_fleet_registered_at_once_is_taken_in_its_buckets_slice() -> None:
+    """A thousand schedules that never ran share one ``error_at``: the
+    window holding its bucket's slice's first ten takes them, as the fleet
+    does, by name."""
+    fleet = {f"s{i:04d}": (NOW + 30, 0.0, 1.0, "a") for i in range(1000)}
+    whole, window, vouching = bucket_plans(fleet, 10, [10], 60.0, 6)
+    assert window == whole == [f"s{i:04d}" for i in range(6)]
+    assert vouching.refused is None
