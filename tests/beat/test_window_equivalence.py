@@ -184,3 +184,33 @@ def test_a_window_far_smaller_than_the_fleet_chooses_alike(
             order=order,
         )
     assert window == whole
+
+
+def test_a_fleet_registered_at_once_is_served_from_a_bounded_window(
+    tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    """Two hundred never-run schedules synced at one moment share their
+    ``error_at``: the fleet takes them by name, and so does the window
+    (size 10, reading on up to 3 sizes), which goes by each tied pick's name
+    against its margin bucket's slice end instead of reading on to its room."""
+    specs: list[ScheduleSpec] = [
+        PeriodicSpec(task="w.job", configuration=f"s{i:03d}", scheduling_period=timedelta(hours=6))
+        for i in range(200)
+    ]
+    order: dict[str, Any] = {"lookahead": False, "schedule_window_read_on": 3.0}
+    durations = {spec.name: 30.0 for spec in specs}
+    whole, window, most_held = run_both(
+        tmp_path,
+        redis_client,
+        specs,
+        durations,
+        size=10,
+        horizon_s=3600,
+        slots=3,
+        steps=30,
+        step_s=60,
+        order=order,
+    )
+    assert window == whole
+    assert [names for names in window if names][0] == ["w.job@s000", "w.job@s001", "w.job@s002"]
+    assert most_held < 2 * 10, "the room is 40: the tied picks did not read on to it"
