@@ -7,7 +7,8 @@ ladder's :func:`ladder_fingerprint` beside the kept columns; a store given
 another ladder (:meth:`ScheduleStore.adopt_retry_ladder
 <celery_dgs.store.base.ScheduleStore.adopt_retry_ladder>`) rewrites the kept
 columns of the rows a retry step can move, and reports it as a
-:class:`LadderAdoption`.
+:class:`LadderAdoption`. A :class:`KeptLadderReader` tells the fingerprint it
+holds (a worker compares it with its own settings).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol, runtime_checkable
 
-from ..core.timing import DEFAULT_RETRY_DURATION_FRACTION
+from ..core.timing import DEFAULT_RETRY_DURATION_FRACTION, RetryLadder
 
 #: The key of the fingerprint in ``dgs_kept_settings``.
 RETRY_LADDER_SETTING = "retry_ladder"
@@ -50,6 +52,28 @@ def describe_ladder(ladder: Sequence[timedelta]) -> str:
     if len(steps) == 1:
         backoff += ","
     return f"dgs_retry_backoff=({backoff}), dgs_retry_duration_fraction={fraction:g}"
+
+
+def describe_fingerprint(fingerprint: str) -> str:
+    """A stored :func:`ladder_fingerprint` in :func:`describe_ladder`'s form;
+    the text itself when it is not a fingerprint."""
+    try:
+        found = json.loads(fingerprint)
+        steps = [timedelta(seconds=float(s)) for s in found["dgs_retry_backoff"]]
+        ladder = RetryLadder(steps, float(found["dgs_retry_duration_fraction"]))
+    except (ValueError, TypeError, KeyError, OverflowError):
+        return fingerprint
+    return describe_ladder(ladder)
+
+
+@runtime_checkable
+class KeptLadderReader(Protocol):
+    """A store that tells which retry ladder its kept columns were written with."""
+
+    def stored_ladder_fingerprint(self) -> str | None:
+        """The :func:`ladder_fingerprint` the store recorded last
+        (``adopt_retry_ladder``); ``None``: none recorded."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,12 @@ class MemoryScheduleStore(
             self._ladder_fingerprint = fingerprint
             return LadderAdoption(ladder, previous, len(failing))
 
+    def stored_ladder_fingerprint(self) -> str | None:
+        """The fingerprint of the ladder last adopted (a
+        :class:`~celery_dgs.store.kept_ladder.KeptLadderReader`); ``None``: none."""
+        with self._lock:
+            return self._ladder_fingerprint
+
     def upsert_runtime(
         self,
         specs: Sequence[ScheduleSpec],

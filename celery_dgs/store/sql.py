@@ -38,7 +38,7 @@ from .ownership import SyncRowState, declared_by_name, plan_sync
 from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
-from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder
+from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder, read_fingerprint
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
 from .sql_status import StatusMethods
@@ -176,6 +176,12 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         return adopt_ladder(
             self.engine, ladder, specs=self._spec_cache, batch=self.retry_rewrite_batch
         )
+
+    def stored_ladder_fingerprint(self) -> str | None:
+        """The retry ladder's fingerprint in ``dgs_kept_settings`` (a
+        :class:`~celery_dgs.store.kept_ladder.KeptLadderReader`): one
+        primary-key read; ``None``: none recorded."""
+        return read_fingerprint(self.engine)
 
     @staticmethod
     def _sync_rows(session: Session, names: list[str]) -> dict[str, ScheduleRow]:

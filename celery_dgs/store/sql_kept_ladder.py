@@ -14,6 +14,10 @@ at its ``updated_at`` (its last write), as that write would have kept it
 with the new ladder; ``updated_at`` itself is left as it is. The new
 fingerprint is written last: a rewrite cut short is done again from the
 start at the next call.
+
+:func:`read_fingerprint` reads the stored fingerprint alone (one primary-key
+read); :func:`read_fingerprint_at` does it on an engine of its own, closed
+after the read, without upgrading the schema.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from sqlalchemy import Connection, Engine, Table, TextClause, bindparam, select,
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from .engine import connection_transaction
+from .engine import connection_transaction, make_engine
 from .kept_ladder import RETRY_LADDER_SETTING, LadderAdoption, ladder_fingerprint
 from .loader import SpecCache
 from .models import KeptSettingRow, ScheduleRow
@@ -51,6 +55,24 @@ def stored_fingerprint(conn: Connection) -> str | None:
     """The retry ladder's fingerprint the store holds; ``None``: none."""
     query = select(_SETTINGS.c.value).where(_SETTINGS.c.key == RETRY_LADDER_SETTING)
     return conn.execute(query).scalar_one_or_none()
+
+
+def read_fingerprint(engine: Engine) -> str | None:
+    """:func:`stored_fingerprint` in a read transaction of its own."""
+    with connection_transaction(engine, write=False) as conn:
+        return stored_fingerprint(conn)
+
+
+def read_fingerprint_at(url: str) -> str | None:
+    """:func:`read_fingerprint` of the store at ``url`` on a new engine,
+    disposed after the read: a process about to fork keeps no pooled
+    connection its children would share. A store not migrated to 0015
+    raises the database's error (no table)."""
+    engine = make_engine(url)
+    try:
+        return read_fingerprint(engine)
+    finally:
+        engine.dispose()
 
 
 def _store_fingerprint(conn: Connection, fingerprint: str) -> None:
@@ -101,8 +123,7 @@ def adopt_ladder(
     when the stored fingerprint is ``ladder``'s; else every failing active
     row rewritten (see the module docstring), then the fingerprint stored."""
     fingerprint = ladder_fingerprint(ladder)
-    with connection_transaction(engine, write=False) as conn:
-        previous = stored_fingerprint(conn)
+    previous = read_fingerprint(engine)
     if previous == fingerprint:
         return LadderAdoption(ladder, previous, None)
     rewritten = 0

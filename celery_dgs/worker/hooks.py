@@ -4,7 +4,8 @@
   can supervise (:mod:`~celery_dgs.worker.startup`), wrap the ``run`` of
   every scheduled task with :func:`~celery_dgs.worker.runs.supervised_run`,
   keep its retries with the scheduler (:mod:`~celery_dgs.worker.retries`) and
-  warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`).
+  warn about unsafe Celery settings (:mod:`~celery_dgs.celery_settings`) and
+  about retry settings other than beat's (:mod:`~celery_dgs.worker.retry_settings`).
   Wrapping ``run`` rather than using ``task_prerun`` is what lets a run be
   skipped (lease held, stale dispatch) and its exception recorded. A worker
   that cannot do that refuses to start (exit status 78).
@@ -37,6 +38,7 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
+from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
 from .runtime_specs import skip_dispatch, stored_runtime_spec
 from .shutdown import (
@@ -300,6 +302,7 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             refuse_to_start(f"installing the worker hooks failed: {type(exc).__name__}: {exc}")
         install_interrupt_handler()
         _log_start_advice(app, dgs)
+        check_at_start(dgs.settings)
         logger.info("celery-dgs: supervising %d task(s): %s", len(names), ", ".join(names))
 
     def on_process_init(**_: Any) -> None:

@@ -4,7 +4,9 @@ records (then the release of its lease), the skips, and a check's stored state.
 Store calls are retried with a doubling back-off (:func:`retried`); an end is
 dated by Redis time, else the local clock, and its duration is read on the
 run's monotonic :class:`RunClock`. Failures of the end and of a skip are
-logged, never raised: they do not change the task's own result.
+logged, never raised: they do not change the task's own result. After a
+failing end, the worker's retry settings are compared with beat's
+(:func:`~celery_dgs.worker.retry_settings.check_after_failure`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 
 from ..core.checks import CheckInfo
 from ..core.items import ItemCounts
+from ..core.run_end import FAILURE_OUTCOMES
 from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime
+from .retry_settings import check_after_failure
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -214,6 +218,8 @@ def finish_run(
     if outcome != "self_fenced":
         rt.wake.notify()  # after the release: the round it starts sees the slot free
     _log_end(run_id, schedule, outcome, error, items)
+    if outcome in FAILURE_OUTCOMES:  # its kept next start waits this worker's retry step
+        check_after_failure(rt)
 
 
 def _log_end(

@@ -1,19 +1,30 @@
 """A store given new retry settings (``adopt_retry_ladder``) rewrites the kept
-start times of exactly its failing rows, records the settings, and does
-nothing the second time; on every backend, and in batches in the SQL store."""
+start times of exactly its failing rows, records the settings (and tells
+them), and does nothing the second time; on every backend, and in batches in
+the SQL store."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timedelta
+from pathlib import Path
 
+import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from celery_dgs.core.kept_condition import kept_times
 from celery_dgs.core.spec import CheckSpec
 from celery_dgs.core.timing import DEFAULT_RETRY_LADDER, RetryLadder
 from celery_dgs.store import ScheduleStore, SqlScheduleStore, StoredSchedule
 from celery_dgs.store.check_types import NewCheck
-from celery_dgs.store.kept_ladder import describe_ladder, ladder_fingerprint
+from celery_dgs.store.kept_ladder import (
+    KeptLadderReader,
+    describe_fingerprint,
+    describe_ladder,
+    ladder_fingerprint,
+)
+from celery_dgs.store.sql_kept_ladder import read_fingerprint_at
 
 from .conftest import T0, periodic, start
 from .run_writer import spawn
@@ -122,6 +133,37 @@ def test_a_fresh_store_records_the_settings(store: ScheduleStore) -> None:
     # Another fraction is other settings.
     other = RetryLadder(NEW, 0.5)
     assert store.adopt_retry_ladder(other).previous == ladder_fingerprint(NEW)
+
+
+def test_a_store_tells_the_settings_it_holds(store: ScheduleStore) -> None:
+    assert isinstance(store, KeptLadderReader)
+    assert store.stored_ladder_fingerprint() is None
+    store.adopt_retry_ladder(NEW)
+    assert store.stored_ladder_fingerprint() == ladder_fingerprint(NEW)
+    store.adopt_retry_ladder(OLD)
+    assert store.stored_ladder_fingerprint() == ladder_fingerprint(OLD)
+
+
+def test_a_stored_fingerprint_is_described_as_its_settings() -> None:
+    assert describe_fingerprint(ladder_fingerprint(OLD)) == describe_ladder(OLD)
+    assert describe_fingerprint(ladder_fingerprint(NEW)) == (
+        "dgs_retry_backoff=(30, 90), dgs_retry_duration_fraction=0"
+    )
+    for odd in ("not json", "{}", '{"dgs_retry_backoff": 5}', "[1]"):
+        assert describe_fingerprint(odd) == odd
+
+
+def test_the_settings_are_read_at_a_url_without_upgrading_it(
+    sqlite_store: SqlScheduleStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    assert read_fingerprint_at(sqlite_url) is None
+    sqlite_store.adopt_retry_ladder(NEW)
+    assert read_fingerprint_at(sqlite_url) == ladder_fingerprint(NEW)
+    bare = tmp_path / "bare.sqlite3"  # a store never migrated: no table, nothing created
+    with pytest.raises(OperationalError, match="dgs_kept_settings"):
+        read_fingerprint_at(f"sqlite:///{bare}")
+    with sqlite3.connect(bare) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
 
 
 def test_a_store_without_recorded_settings_rewrites_its_failing_rows(
