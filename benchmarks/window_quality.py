@@ -5,11 +5,12 @@ shares, seed 000's example; synthetic and realistic mixes), ``dgs`` runs
 twice with the same order: holding the whole fleet (the baseline, in the
 same run) and with a window of ``--share`` of the fleet (``dgs_schedule_window_size``;
 ``--horizon`` ahead), through the window code beat runs
-(:mod:`celery_dgs.core.window`, :mod:`celery_dgs.sim.window`). Three orders:
-beat's default (the window's picks not checked: ``dgs_schedule_window_read_on``
-0, its default), the same with the certainty rule reading on as far as it
-needs (``None``), and the deadline order (``greedy``, no
-laxity floor, no look-ahead), the order the window cuts the store by.
+(:mod:`celery_dgs.core.window`, :mod:`celery_dgs.sim.window`). Four orders:
+beat's default (the certainty rule reading on up to 10 window sizes,
+``dgs_schedule_window_read_on``'s default), the same with the window's picks
+not checked (read-on 0) and with the rule reading on as far as it needs
+(``None``), and the deadline order (``greedy``, no laxity floor, no
+look-ahead), the order the window cuts the store by.
 
 Goal: ERROR-seconds within 1 % of the whole fleet's on every fleet.
 """
@@ -29,6 +30,7 @@ from .quality import scenarios, workload_of
 GOAL_RATIO = 0.01
 ORDERS = {
     "default": OrderPolicy(),
+    "default, no check": OrderPolicy(window_read_on=0.0),
     "default, read on as needed": OrderPolicy(window_read_on=None),
     "deadline": OrderPolicy(overload="greedy", laxity_floor_s=None, lookahead=False),
 }

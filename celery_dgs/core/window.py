@@ -50,8 +50,10 @@ from .window_buckets import BucketEnds, BucketKey, WindowEnds
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 #: How far, in window sizes, the certainty rule
 #: (:mod:`~celery_dgs.core.window_certainty`) reads past a full window
-#: (``dgs_schedule_window_read_on``); 0: the picks are not checked.
-DEFAULT_WINDOW_READ_ON = 0.0
+#: (``dgs_schedule_window_read_on``); 0: the picks are not checked. Reading on
+#: only where a pick may not be the fleet's, a window holds more than its
+#: size mostly under overload.
+DEFAULT_WINDOW_READ_ON = 10.0
 
 #: A schedule's place in the window's order, the index's among eligible
 #: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.

@@ -38,8 +38,8 @@ bounds them. A candidate the rule cannot vouch for is not taken: the window
 reads on the slice the refusal names (:class:`Refusal`) and the round asks
 again, so the picks are the fleet's, at the cost of holding more while the
 window reads on (the next start-over lets the extra go). How far it may
-read on is the window's ``read_on`` (``dgs_schedule_window_read_on``; 0,
-the default: no check), and :func:`read_on_helps` stops it where reading
+read on is the window's ``read_on`` (``dgs_schedule_window_read_on``: 10
+window sizes by default; 0: no check), and :func:`read_on_helps` stops it where reading
 that far could not make the pick certain. The priority classes and the
 revisit groups choose among the candidates the rule vouched for; ``shed``
 and the ``fewest_errors`` goal are not checked (they choose among the

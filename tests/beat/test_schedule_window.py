@@ -116,7 +116,7 @@ def test_under_a_backlog_beat_holds_the_most_urgent_and_reads_the_next_as_it_dis
     assert schedules(engine) == {f"t.job@s{i:04d}" for i in range(10)}
     full = [r for r in caplog.records if "schedule window is full" in r.getMessage()]
     assert [r.levelno for r in full] == [logging.WARNING], "the default order: said once"
-    assert "beat's order chooses among those held" in full[0].message
+    assert "the order's picks are checked against the fleet's" in full[0].message
     sent: list[str] = []
     for _ in range(12):
         engine.tick()

@@ -212,5 +212,5 @@ def test_a_fleet_registered_at_once_is_served_from_a_bounded_window(
         order=order,
     )
     assert window == whole
-    assert [names for names in window if names][0] == ["w.job@s000", "w.job@s001", "w.job@s002"]
+    assert next(names for names in window if names) == ["w.job@s000", "w.job@s001", "w.job@s002"]
     assert most_held < 2 * 10, "the room is 40: the tied picks did not read on to it"

@@ -16,8 +16,8 @@ NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
 
 def test_default_and_accepted_values() -> None:
-    assert DgsSettings().schedule_window_read_on == DEFAULT_WINDOW_READ_ON == 0.0
-    assert DgsSettings().order_policy.window_read_on == 0.0
+    assert DgsSettings().schedule_window_read_on == DEFAULT_WINDOW_READ_ON == 10.0
+    assert DgsSettings().order_policy.window_read_on == 10.0
     conf = DgsSettings.from_conf({"dgs_schedule_window_read_on": 3})
     assert conf.order_policy.window_read_on == 3
     assert DgsSettings.from_conf({"dgs_schedule_window_read_on": 0}).schedule_window_read_on == 0
