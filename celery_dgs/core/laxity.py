@@ -49,6 +49,7 @@ mixed ones; 1.25x, 0 and 484-977.)
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Callable
@@ -87,6 +88,7 @@ def margin_bucket(margin_s: float) -> int:
     return bucket_of(margin_s) if math.isfinite(margin_s) and margin_s > 0 else NO_MARGIN_BUCKET
 
 
+@functools.cache
 def margin_bucket_edges(bucket: int) -> tuple[float, float]:
     """The least margin of ``bucket`` (:func:`margin_bucket`) and the margin
     above its greatest, in seconds; ``(0, 0)`` for :data:`NO_MARGIN_BUCKET`.

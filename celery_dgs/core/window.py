@@ -258,7 +258,7 @@ class ScheduleBounds:
         if len(keys) < read.limit:
             if read.restart or read.key_after is not None:
                 self.end = None  # everything that can start by ``until`` is held
-                self.buckets.ends.clear()
+                self.buckets.not_full()
             return
         last = next((key for key in reversed(keys) if key is not None), None)
         if last is None:  # only rows with no kept times: hold no keyed one yet

@@ -48,6 +48,11 @@ class WindowEnds:
     #: and name. A schedule not held of that bucket whose ``error_at`` is the
     #: end's has a greater ``(next start, name)``.
     cut_at: dict[int, tuple[float, str]] = field(default_factory=dict)
+    #: What the certainty rule computed from these ends, kept while they
+    #: stand (:func:`~celery_dgs.core.laxity_bounds.laxity_summary`).
+    summaries: dict[tuple[float, int], object] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 class BucketEnds:
@@ -59,16 +64,26 @@ class BucketEnds:
         self.in_use: set[int] = set()
         #: A bucket's slice read: its last key (cut) or ``None`` (complete).
         self.ends: dict[int, BucketKey | None] = {}
+        #: The last :meth:`window_ends`, while no bucket or end changed.
+        self._built: WindowEnds | None = None
 
     def seen(self, bucket: int | None) -> None:
         """A schedule row of margin ``bucket`` was written."""
-        if bucket is not None:
+        if bucket is not None and bucket not in self.in_use:
             self.in_use.add(bucket)
+            self._built = None
 
     def started_over(self, buckets: Iterable[int]) -> None:
         """The window started over: ``buckets`` are in use, no slice is read."""
         self.in_use = set(buckets)
         self.ends.clear()
+        self._built = None
+
+    def not_full(self) -> None:
+        """The window holds every schedule that can start within it: no
+        slice is cut any more."""
+        self.ends.clear()
+        self._built = None
 
     def holds(self, bucket: int | None, key: BucketKey | None) -> bool:
         """Whether a schedule of ``bucket`` with ``key`` is in its bucket's
@@ -84,6 +99,7 @@ class BucketEnds:
 
     def after_read(self, bucket: int, keys: list[BucketKey], limit: int) -> None:
         """``bucket``'s slice was read on: ``keys``, in order, of at most ``limit``."""
+        self._built = None
         if len(keys) < limit:
             self.ends[bucket] = None
         elif keys:
@@ -92,7 +108,12 @@ class BucketEnds:
 
     def window_ends(self, should: float, seconds: Callable[[datetime], float]) -> WindowEnds:
         """The :class:`WindowEnds` with the should-order slice's end at
-        ``should`` (``seconds`` converts a kept time to the rule's clock)."""
+        ``should`` (``seconds`` converts a kept time to the rule's clock):
+        the same object while nothing changed, so what the rule computed
+        from it is kept."""
+        built = self._built
+        if built is not None and built.should == should:
+            return built
         buckets: dict[int, float] = {}
         cut_at: dict[int, tuple[float, str]] = {}
         for bucket in self.in_use:
@@ -105,4 +126,5 @@ class BucketEnds:
             else:
                 buckets[bucket] = seconds(end[0])
                 cut_at[bucket] = (seconds(end[1]), end[2])
-        return WindowEnds(should, buckets, cut_at)
+        self._built = WindowEnds(should, buckets, cut_at)
+        return self._built

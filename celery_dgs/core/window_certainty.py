@@ -50,13 +50,23 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from .index import DeadlineIndex, IndexedTimes
 from .late_order import is_run_request
-from .laxity import BUCKET_WIDTH, bucket_of, margin_bucket_edges
+from .laxity import bucket_of
+from .laxity_bounds import (
+    before_end,
+    bucket_ends,
+    inside_laxity_bucket,
+    laxity_bucket_edges,
+    laxity_summary,
+    least_laxity,
+    least_laxity_from,
+    outside_laxity_bucket,
+)
 from .ranking import OrderPolicy
 from .window import ScheduleBounds
 from .window_buckets import WindowEnds
@@ -88,8 +98,6 @@ class _Vouched(enum.Enum):
 _VOUCHED: Final = _Vouched.VOUCHED
 #: What the rule says of a candidate: vouched for, or the slice to read on.
 _Verdict = SliceToRead | _Vouched
-#: The margins of schedules whose bucket is unknown (no bucket listed): any.
-_ANY_MARGIN = (0.0, math.inf)
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,8 @@ class PickBound:
         if should + margin < now:
             late_key = should + self.aging * max(self.expected_s(name), 0.0)
             return self._late_slice(late_key, now, ends)
-        return self._laxity_slice((should + margin, can, name), margin, now, floor, ends)
+        key = (should + margin, can, name)
+        return self._laxity_slice(key, margin, now, floor, ends)
 
     def _late_slice(self, late_key: float, now: float, ends: WindowEnds) -> _Verdict:
         """A candidate in ERROR with ``late_key``: it goes first unless a
@@ -151,7 +160,7 @@ class PickBound:
         one's late key is at least its ``should_start_by``: at least the
         should-order slice's end, and its ``error_at`` less its bucket's
         greatest margin."""
-        for bucket, (lo, hi), error_end in _bucket_ends(ends):
+        for bucket, (lo, hi), error_end in bucket_ends(ends):
             if max(error_end, ends.should + lo) >= now:
                 continue  # none of the bucket's not held is in ERROR
             from_bucket = error_end - hi
@@ -171,28 +180,34 @@ class PickBound:
         (``error_at``, next start, name): it is the fleet's pick if no
         schedule not held is in ERROR, each one outside its laxity bucket has
         a higher relative laxity, and each one inside it has a greater key
-        (the bucket's top)."""
+        (the bucket's top). The summary of every bucket at once answers
+        most; a candidate it does not vouch for is checked bucket by bucket
+        (a tie with a slice's end, or which slice to read)."""
         error_at = key[0]
         scale = margin + floor
         if scale <= 0:  # no margin, no floor: taken only once late
             return None
         laxity = (error_at - now) / scale
         top = bucket_of(scale)
-        for bucket, (lo, hi), error_end in _bucket_ends(ends):
+        summary = laxity_summary(ends, now, floor, top)
+        if summary.clear and laxity < summary.least and error_at < summary.shared_bound:
+            return _VOUCHED
+        inside, outside = laxity_bucket_edges(top, outwards=True), laxity_bucket_edges(top, False)
+        for bucket, (lo, hi), error_end in bucket_ends(ends):
             read = bucket if error_end < math.inf else None
             if max(error_end, ends.should + lo) < now:
                 return read  # one of them may be in ERROR
-            for part_lo, part_hi in _outside_laxity_bucket(lo, hi, floor, top):
+            for part_lo, part_hi in outside_laxity_bucket(lo, hi, floor, outside):
                 least = max(
-                    _least_laxity(ends.should - now, part_lo, part_hi, floor),
-                    _least_laxity_from(error_end - now, part_lo, part_hi, floor),
+                    least_laxity(ends.should - now, part_lo, part_hi, floor),
+                    least_laxity_from(error_end - now, part_lo, part_hi, floor),
                 )
                 if not laxity < least:
                     return read
-            shared = _inside_laxity_bucket(lo, hi, floor, top)
+            shared = inside_laxity_bucket(lo, hi, floor, inside)
             if shared is None or error_at < ends.should + max(shared[0], 0.0):
                 continue
-            if not _before_end(key, error_end, None if bucket is None else ends.cut_at.get(bucket)):
+            if not before_end(key, error_end, None if bucket is None else ends.cut_at.get(bucket)):
                 return read
         return _VOUCHED
 
@@ -209,87 +224,6 @@ class PickBound:
     def _margin(self, name: str) -> float:
         margin = self.margin_s(name)
         return margin if math.isfinite(margin) and margin > 0 else 0.0
-
-
-def _bucket_ends(ends: WindowEnds) -> Iterator[tuple[SliceToRead, tuple[float, float], float]]:
-    """Each margin bucket in use: the slice that reads it, its margins
-    (least, and above the greatest), and its slice's end (``error_at``).
-    With none listed, one bucket of any margin, bounded by the should-order
-    slice alone."""
-    if not ends.buckets:
-        yield None, _ANY_MARGIN, -math.inf
-        return
-    for bucket, error_end in ends.buckets.items():
-        yield bucket, margin_bucket_edges(bucket), error_end
-
-
-def _laxity_bucket_edges(top: int, outwards: bool) -> tuple[float, float]:
-    """Laxity bucket ``top``'s scales (``margin + floor``), rounded outwards
-    (a scale computed into the bucket is within) or inwards (one computed
-    outside it is without)."""
-    grow = 1e-9 if outwards else -1e-9
-    return BUCKET_WIDTH**top * (1 - grow), BUCKET_WIDTH ** (top + 1) * (1 + grow)
-
-
-def _inside_laxity_bucket(
-    lo: float, hi: float, floor: float, top: int
-) -> tuple[float, float] | None:
-    """The margins in [``lo``, ``hi``) (a margin bucket's; ``lo == hi``: that
-    margin alone) that may fall in laxity bucket ``top``; ``None``: none."""
-    top_lo, top_hi = _laxity_bucket_edges(top, outwards=True)
-    if lo == hi:
-        return (lo, hi) if top_lo <= lo + floor < top_hi else None
-    shared_lo, shared_hi = max(lo, top_lo - floor), min(hi, top_hi - floor)
-    return (shared_lo, shared_hi) if shared_lo < shared_hi else None
-
-
-def _outside_laxity_bucket(
-    lo: float, hi: float, floor: float, top: int
-) -> list[tuple[float, float]]:
-    """The ranges of margins in [``lo``, ``hi``) (``lo == hi``: that margin
-    alone) that may fall outside laxity bucket ``top``: below it and above it."""
-    top_lo, top_hi = _laxity_bucket_edges(top, outwards=False)
-    if lo == hi:
-        return [] if top_lo <= lo + floor < top_hi else [(lo, hi)]
-    below, above = (lo, min(hi, top_lo - floor)), (max(lo, top_hi - floor), hi)
-    return [part for part in (below, above) if part[0] < part[1]]
-
-
-def _before_end(
-    key: tuple[float, float, str], error_end: float, cut_at: tuple[float, str] | None
-) -> bool:
-    """Whether ``key`` goes before every key past a bucket's slice that ends
-    at ``error_end`` (and, for one tied with it, after ``cut_at``)."""
-    error_at, can, name = key
-    if error_at != error_end:
-        return error_at < error_end
-    return cut_at is not None and (can, name) <= cut_at
-
-
-def _least_laxity(ahead: float, lo: float, hi: float, floor: float) -> float:
-    """The least relative laxity of a schedule whose ``should_start_by`` is at
-    least ``ahead`` seconds from now and whose margin is in [``lo``, ``hi``]:
-    ``(ahead + margin) / (margin + floor)`` is monotonic in the margin, so
-    the least is at an edge (an infinite margin: 1; no margin and no floor:
-    never urgent before ERROR)."""
-    least = math.inf
-    for margin in (lo, hi):
-        if margin == math.inf:
-            least = min(least, 1.0)
-        elif margin + floor > 0:
-            least = min(least, (ahead + margin) / (margin + floor))
-    return least
-
-
-def _least_laxity_from(ahead: float, lo: float, hi: float, floor: float) -> float:
-    """The least relative laxity of a schedule whose ``error_at`` is at least
-    ``ahead`` seconds from now and whose margin is in [``lo``, ``hi``)."""
-    if ahead == math.inf or ahead == -math.inf:
-        return ahead
-    scale = (hi if ahead >= 0 else lo) + floor
-    if scale <= 0:
-        return math.inf if ahead >= 0 else -math.inf
-    return ahead / scale
 
 
 def pick_bound(

@@ -75,6 +75,7 @@ SMOKES = {
         "| [dgs] duplicate executions: checks due in 0.5 s, visibility_timeout 1 s",
         writes="dvc.json",
     ),
+    "certainty_cost": Smoke(("--sizes", "2000", "--repeats", "1"), "| 2,000 | "),
     "fleet_scale": Smoke(
         (
             *("--pg-schedules", "2000", "--sqlite-schedules", "1000", "--batch", "500"),
