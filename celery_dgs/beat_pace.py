@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import redis
 
-from .core.pace import PaceFigures
+from .core.pace import PaceFigures, WindowFigures
 from .keys import KeySpace
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,24 @@ class PaceBoard:
                 dispatches=int(data["dispatches"]),
                 busy_share=float(data["busy_share"]),
                 capped_rounds=int(data["capped_rounds"]),
+                window=_window_figures(data.get("window")),
             )
         except (ValueError, KeyError, TypeError):
             logger.warning("celery-dgs: beat's pace at %s is malformed: %.200r", self.key, raw)
             return None
+
+
+def _window_figures(data: object) -> WindowFigures | None:
+    """The window's figures of a written pace (``None``: beat holds every
+    schedule, or a pace written before they were)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise TypeError(f"window figures must be an object, got {data!r}")
+    room = data["room"]
+    return WindowFigures(
+        held=int(data["held"]),
+        size=int(data["size"]),
+        full=bool(data["full"]),
+        room=None if room is None else int(room),
+    )

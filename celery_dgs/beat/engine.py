@@ -44,9 +44,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Set
+from dataclasses import replace
 
 from ..core.clock import Clock
-from ..core.pace import RoundPace
+from ..core.pace import PaceFigures, RoundPace
 from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.window_certainty import Refusal, Vouching, choose_reading_on, vouching_for
 from ..dispatches import DispatchBackend
@@ -304,6 +305,13 @@ class BeatEngine:
         if orders:
             self.sender.send(orders, now)
         return len(orders)
+
+    def pace_figures(self) -> PaceFigures:
+        """The dispatch pace of the last minute, with the window of schedules
+        beat holds (what the leader writes for ``status`` and the page)."""
+        window = self.loader.schedules
+        figures = self.pace.figures(self.monotonic())
+        return figures if window is None else replace(figures, window=window.figures())
 
     def _vouching(self, now: float) -> Vouching | None:
         """The certainty rule for a choice at ``now`` while the window of

@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..core.clock import Clock
+from ..core.pace import WindowFigures
 from ..core.window import (
     HeldSchedules,
     ScheduleBounds,
@@ -63,6 +64,10 @@ class ScheduleWindow:
         return read_on_helps(
             self.bounds, self.ranking.pick_bound, name, self.ranking.index.times(name), now, reach
         )
+
+    def figures(self) -> WindowFigures:
+        """How many schedules beat holds, of what size and room (the pace's)."""
+        return self.bounds.figures(len(self.held))
 
     def ends(self) -> WindowEnds | None:
         """:meth:`ScheduleBounds.checked_ends

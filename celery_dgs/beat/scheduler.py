@@ -274,7 +274,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             return sleep
         if self.pace is not None:
             engine = self.engine
-            if self.pace.maybe_write(lambda: engine.pace.figures(engine.monotonic())):
+            if self.pace.maybe_write(engine.pace_figures):
                 self._write_overload(engine)
         # The leader spends its sleep waiting for a worker's freed-slot signal:
         # the next round starts as soon as a run ends (Celery's loop then

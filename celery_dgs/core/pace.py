@@ -24,6 +24,28 @@ MIN_JUDGED_WINDOW_S = 10.0
 
 
 @dataclass(frozen=True)
+class WindowFigures:
+    """Beat's window of schedules (``dgs_schedule_window_size``) as the pace
+    was written: ``held`` schedules (deferred checks aside) of a window of
+    ``size``; ``full``: more can start within its horizon than it holds;
+    ``room``: the most it holds while reading on for the certainty rule
+    (``None``: as far as the rule needs)."""
+
+    held: int
+    size: int
+    full: bool
+    room: int | None
+
+    @property
+    def at_room(self) -> bool:
+        """Whether it reached its room: the picks past it are the held ones'."""
+        return self.full and self.room is not None and self.held >= self.room
+
+    def to_dict(self) -> dict[str, int | bool | None]:
+        return {"held": self.held, "size": self.size, "full": self.full, "room": self.room}
+
+
+@dataclass(frozen=True)
 class PaceFigures:
     """The last ``window_s`` seconds of dispatch rounds."""
 
@@ -34,6 +56,8 @@ class PaceFigures:
     busy_share: float
     #: Rounds that stopped at the per-round dispatch cap with more due.
     capped_rounds: int
+    #: Beat's window of schedules (``None``: beat holds every schedule).
+    window: WindowFigures | None = None
 
     @property
     def dispatches_per_s(self) -> float:
@@ -49,7 +73,7 @@ class PaceFigures:
             or self.capped_rounds / self.rounds >= BEAT_LIMITED_SHARE
         )
 
-    def to_dict(self) -> dict[str, float | int | bool]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "window_s": self.window_s,
             "rounds": self.rounds,
@@ -58,6 +82,7 @@ class PaceFigures:
             "busy_share": round(self.busy_share, 4),
             "capped_rounds": self.capped_rounds,
             "beat_limited": self.beat_limited,
+            "window": None if self.window is None else self.window.to_dict(),
         }
 
 

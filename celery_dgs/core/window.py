@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from .pace import WindowFigures
 from .window_buckets import BucketEnds, BucketKey, WindowEnds
 
 #: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
@@ -161,6 +162,11 @@ class ScheduleBounds:
         start within it."""
         reach = self.reachable_should(held, should_at)
         return None if reach is None else self.buckets.window_ends(seconds(reach), seconds)
+
+    def figures(self, held: int) -> WindowFigures:
+        """What ``status`` shows of the window with ``held`` schedules held."""
+        room = None if self.read_on is None else int((1 + self.read_on) * self.size)
+        return WindowFigures(held=held, size=self.size, full=self.full, room=room)
 
     def room(self, held: int) -> int | None:
         """How many more schedules the window may read on to with ``held``

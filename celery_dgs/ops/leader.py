@@ -11,7 +11,7 @@ from typing import Any
 
 from ..beat_pace import PaceBoard
 from ..core.durations import format_duration
-from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures
+from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures, WindowFigures
 from ..leases.leader import LeaderInfo, RedisLeader
 from ..overload_board import OverloadBoard, OverloadReport
 from .env import Env
@@ -96,6 +96,8 @@ def pace_text(pace: PaceFigures | None) -> str | None:
         f"{format_duration(timedelta(seconds=round(pace.window_s)))} "
         f"({pace.rounds} rounds, busy {pace.busy_share:.0%} of the time)"
     )
+    if pace.window is not None:
+        line += "; " + window_text(pace.window)
     if not pace.beat_limited:
         return line
     if pace.busy_share >= BEAT_LIMITED_SHARE:
@@ -106,3 +108,20 @@ def pace_text(pace: PaceFigures | None) -> str | None:
             "dgs_max_dispatches_per_tick with more due"
         )
     return f"{line}; WARNING: beat, not the slots, limits the runs per second: {why}"
+
+
+def window_text(window: WindowFigures) -> str:
+    """What beat's window of schedules holds: every schedule that can start
+    within its horizon, or (full) the most urgent, reading on for the
+    certainty rule up to its room (at it, the default order's picks are the
+    held ones' until dispatches or the next start-over make room)."""
+    held = f"window: holds {window.held:,} schedules of {window.size:,}"
+    if not window.full:
+        return f"{held} (every one that can start within it)"
+    if window.room is None:
+        return f"{held} (full; reads on as far as the certainty rule needs)"
+    if window.room <= window.size:
+        return f"{held} (full)"
+    if window.at_room:
+        return f"{held} (full, read on to its room of {window.room:,})"
+    return f"{held} (full; reads on up to {window.room:,})"

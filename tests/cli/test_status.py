@@ -505,3 +505,29 @@ def test_the_pace_line_says_when_beat_not_the_slots_limits(
     doc = json.loads(world.invoke("status", "--json").stdout)
     assert doc["beat_pace"]["beat_limited"] is True
     assert doc["beat_pace"]["dispatches_per_s"] == 40.0
+
+
+def test_the_pace_line_says_what_beats_window_holds(
+    world: World, crafted: datetime, redis_client: redis.Redis
+) -> None:
+    key = KeySpace(PREFIX).beat_pace()
+    pace = {"window_s": 60, "rounds": 600, "dispatches": 2400, "busy_share": 0.1}
+
+    def status_with(window: dict[str, object]) -> str:
+        redis_client.set(key, json.dumps({**pace, "capped_rounds": 0, "window": window}))
+        return str(world.invoke("status").stdout)
+
+    reading = {"held": 2345, "size": 1000, "full": True, "room": 11000}
+    assert "window: holds 2,345 schedules of 1,000 (full; reads on up to 11,000)" in status_with(
+        reading
+    )
+    at_room = {**reading, "held": 11000}
+    assert "(full, read on to its room of 11,000)" in status_with(at_room)
+    not_full = {**reading, "held": 40, "full": False}
+    assert "holds 40 schedules of 1,000 (every one that can start within it)" in status_with(
+        not_full
+    )
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["beat_pace"]["window"] == not_full
+    redis_client.set(key, json.dumps({**pace, "capped_rounds": 0, "window": "much"}))
+    assert "beat pace" not in world.invoke("status").stdout, "a malformed pace is not shown"

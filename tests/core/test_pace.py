@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from celery_dgs.core.pace import PaceFigures, RoundPace
+from celery_dgs.core.pace import PaceFigures, RoundPace, WindowFigures
 
 
 def test_no_round_yet_is_no_pace_and_no_limit() -> None:
@@ -62,7 +62,17 @@ def test_the_figures_round_trip_as_a_dict() -> None:
         "busy_share": 0.6,
         "capped_rounds": 0,
         "beat_limited": True,
+        "window": None,
     }
+
+
+def test_a_window_at_its_room_is_said_so() -> None:
+    reading = WindowFigures(held=300, size=100, full=True, room=1100)
+    assert not reading.at_room
+    assert WindowFigures(held=1100, size=100, full=True, room=1100).at_room
+    assert not WindowFigures(held=1100, size=100, full=True, room=None).at_room, "no room"
+    assert not WindowFigures(held=1100, size=100, full=False, room=1100).at_room, "not full"
+    assert reading.to_dict() == {"held": 300, "size": 100, "full": True, "room": 1100}
 
 
 def test_a_beat_that_just_started_is_not_judged() -> None:

@@ -57,6 +57,8 @@ from typing import Any
 
 import pytest
 
+from celery_dgs.beat_pace import PaceBoard
+from celery_dgs.keys import KeySpace
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store import OWNER_RUNTIME
 from tests.e2e.harness import Cluster, beat_args, wait_for
@@ -191,6 +193,7 @@ def test_a_window_of_100_serves_1000_in_deadline_order(cluster: Cluster) -> None
         wait_for(lambda: len(first_runs()) >= FLEET // 5, 90, "a fifth of the fleet dispatched")
         assert removed not in first_runs()
         assert changed not in first_runs()
+        check_pace_window(cluster)
         before_change = time.time()
         report = api.upsert_many(
             [
@@ -254,6 +257,20 @@ def test_a_window_of_100_serves_1000_in_deadline_order(cluster: Cluster) -> None
         )
     finally:
         store.close()
+
+
+def check_pace_window(cluster: Cluster) -> None:
+    """The leader's pace, as ``celery dgs status`` reads it, says what its
+    window holds: of 100, reading on up to 11 times that (the default
+    read-on of 10 window sizes)."""
+    board = PaceBoard(cluster.redis, KeySpace("e2e"))
+    pace = wait_for(
+        lambda: (p := board.read()) is not None and p.window is not None and p, 15, "the pace"
+    )
+    window = pace.window
+    print(f"beat's window in its pace: {window}")
+    assert (window.size, window.room) == (WINDOW, 11 * WINDOW)
+    assert window.held <= 2 * WINDOW
 
 
 def check_history(events: Events, store: Any, expected: list[str], removed: str) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 import redis
 
 from celery_dgs.beat_pace import PaceBoard
-from celery_dgs.core.pace import PaceFigures
+from celery_dgs.core.pace import PaceFigures, WindowFigures
 from celery_dgs.keys import KeySpace
 
 FIGURES = PaceFigures(window_s=60, rounds=120, dispatches=3000, busy_share=0.7, capped_rounds=2)
@@ -33,6 +34,15 @@ def test_the_leader_writes_its_pace_and_status_reads_it(
     board.maybe_write(lambda: FIGURES)
     assert board.read() == FIGURES
     assert 0 < client.pttl(keys.beat_pace()) <= 15_000
+
+
+def test_the_windows_figures_go_with_the_pace(client: redis.Redis, keys: KeySpace) -> None:
+    ticks = Ticks()
+    board = PaceBoard(client, keys, every_s=5.0, monotonic=ticks)
+    figures = replace(FIGURES, window=WindowFigures(held=120, size=100, full=True, room=None))
+    ticks.now += 5.0
+    board.maybe_write(lambda: figures)
+    assert board.read() == figures
 
 
 def test_writes_come_at_most_every_interval(client: redis.Redis, keys: KeySpace) -> None:
