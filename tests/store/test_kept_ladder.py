@@ -6,6 +6,7 @@ the SQL store."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -162,7 +163,7 @@ def test_the_settings_are_read_at_a_url_without_upgrading_it(
     bare = tmp_path / "bare.sqlite3"  # a store never migrated: no table, nothing created
     with pytest.raises(OperationalError, match="dgs_kept_settings"):
         read_fingerprint_at(f"sqlite:///{bare}")
-    with sqlite3.connect(bare) as conn:
+    with closing(sqlite3.connect(bare)) as conn:  # closed: a context alone only commits
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
 
 
