@@ -9,6 +9,7 @@ and the 95th percentile. :func:`agreement` compares two sets of them.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
 
@@ -113,3 +114,20 @@ def spread(figures: list[FleetFigures]) -> FleetFigures:
         width([f.lateness_median_s for f in figures]),
         width([f.lateness_p95_s for f in figures]),
     )
+
+
+def percentile_resolution(sorted_values: list[float], q: float) -> float:
+    """How finely ``sorted_values`` (a sample, sorted) resolve their ``q``-th
+    percentile: half the distance between the values one standard error of
+    its rank below and above it (the rank of a sample's quantile varies by
+    ``sqrt(n q (1 - q))``). A p95 of a hundred starts is the fifth largest;
+    the next draw of the same fleet may give the third or the seventh."""
+    n = len(sorted_values)
+    if n < 2:
+        return 0.0
+    share = q / 100.0
+    spread = math.sqrt(n * share * (1 - share))
+    rank = share * n
+    low = max(0, math.floor(rank - spread) - 1)
+    high = min(n - 1, math.ceil(rank + spread) - 1)
+    return (sorted_values[high] - sorted_values[low]) / 2

@@ -8,7 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from celery_dgs.sim.agreement import Agreement, agreement, fleet_figures, spread
+from celery_dgs.sim.agreement import (
+    Agreement,
+    agreement,
+    fleet_figures,
+    percentile_resolution,
+    spread,
+)
 from celery_dgs.sim.draws import KeyedDraw, RecordedDraw, StreamDraw, keyed_run
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import Simulator
@@ -124,3 +130,14 @@ def test_agreement_allows_the_tolerance_and_the_slack() -> None:
     assert Agreement("x", 0.0, 0.4, 0.5).agrees
     assert not Agreement("x", 0.0, 0.6, 0.5).agrees
     assert "DIFFER" in Agreement("x", 0.0, 0.6, 0.5).line()
+
+
+def test_a_percentile_of_a_small_sample_is_resolved_to_a_few_ranks() -> None:
+    hundred = [float(i) for i in range(100)]
+    # p95: the 95th of 100, give or take sqrt(100 x 0.95 x 0.05) = 2.2 ranks
+    assert percentile_resolution(hundred, 95) == 3.0
+    assert percentile_resolution(hundred, 50) == 5.0, "the median: give or take 5 ranks"
+    many = [float(i) / 100 for i in range(10_000)]
+    assert percentile_resolution(many, 95) < 0.25, "a large sample resolves it finely"
+    assert percentile_resolution([7.0], 95) == 0.0
+    assert percentile_resolution([], 95) == 0.0
