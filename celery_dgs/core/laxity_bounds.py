@@ -108,6 +108,19 @@ def least_laxity_from(ahead: float, lo: float, hi: float, floor: float) -> float
     return ahead / scale
 
 
+def least_past_ends(
+    should_end: float, error_end: float, now: float, lo: float, hi: float, floor: float
+) -> float:
+    """The least relative laxity at ``now`` of a schedule not held whose
+    margin is in [``lo``, ``hi``]: its ``should_start_by`` is at or after
+    ``should_end`` and its ``error_at`` at or after ``error_end``, and each
+    bounds it from below."""
+    return max(
+        least_laxity(should_end - now, lo, hi, floor),
+        least_laxity_from(error_end - now, lo, hi, floor),
+    )
+
+
 #: How far ahead of now a :class:`LaxitySummary` is computed, seconds: it
 #: holds for every moment until then (the bounds only tighten as time
 #: passes), so the rounds of that second share it.
@@ -148,13 +161,7 @@ def laxity_summary(ends: WindowEnds, now: float, floor: float, top: int) -> Laxi
         if max(error_end, ends.should + lo) < at:
             clear = False
         for part_lo, part_hi in outside_laxity_bucket(lo, hi, floor, outside):
-            least = min(
-                least,
-                max(
-                    least_laxity(ends.should - at, part_lo, part_hi, floor),
-                    least_laxity_from(error_end - at, part_lo, part_hi, floor),
-                ),
-            )
+            least = min(least, least_past_ends(ends.should, error_end, at, part_lo, part_hi, floor))
         shared = inside_laxity_bucket(lo, hi, floor, inside)
         if shared is not None:
             shared_bound = min(shared_bound, max(error_end, ends.should + max(shared[0], 0.0)))

@@ -63,8 +63,7 @@ from .laxity_bounds import (
     inside_laxity_bucket,
     laxity_bucket_edges,
     laxity_summary,
-    least_laxity,
-    least_laxity_from,
+    least_past_ends,
     outside_laxity_bucket,
 )
 from .ranking import OrderPolicy
@@ -198,10 +197,7 @@ class PickBound:
             if max(error_end, ends.should + lo) < now:
                 return read  # one of them may be in ERROR
             for part_lo, part_hi in outside_laxity_bucket(lo, hi, floor, outside):
-                least = max(
-                    least_laxity(ends.should - now, part_lo, part_hi, floor),
-                    least_laxity_from(error_end - now, part_lo, part_hi, floor),
-                )
+                least = least_past_ends(ends.should, error_end, now, part_lo, part_hi, floor)
                 if not laxity < least:
                     return read
             shared = inside_laxity_bucket(lo, hi, floor, inside)
