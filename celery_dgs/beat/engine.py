@@ -221,6 +221,7 @@ class BeatEngine:
             state.refresh_after_read = True  # a standby's stats may be a poll old
         now = self.clock.now().timestamp()
         index = self.ranking.index
+        self.ranking.retime_stale(now)  # before the index says what is eligible
         # A full window of schedules may hold none eligible while the fleet has.
         while index.peek(now) is None and self.loader.read_further():
             pass

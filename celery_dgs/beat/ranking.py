@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
+from ..core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.fewest_errors import FewestErrorsIndex, Waiting, period_seconds
@@ -80,6 +81,8 @@ class BeatRanking:
         self.demand: DemandBook | None = DemandBook() if settings.lookahead else None
         #: Look-ahead admission (``dgs_lookahead``) over the demand book.
         self.lookahead = BeatLookahead(self.demand) if self.demand is not None else None
+        #: When the indexed schedules with blackouts need their times again.
+        self.blackouts = BlackoutWatch()
 
     # -- where a schedule is -----------------------------------------------------
     def reindex(self, name: str, batch: IndexBatch | None = None) -> None:
@@ -98,24 +101,62 @@ class BeatRanking:
                 tracked.spec, tracked.stats, now, retry_ladder=ladder, cron_times=cron
             )
             can, should = times.can_start_by.timestamp(), times.should_start_by.timestamp()
+            self._watch(name, times.can_start_by, now)
         if batch is None:
             self.index.upsert(name, can, should)
         else:
             batch.entries.append((name, can, should))
 
+    def retime_stale(self, now: float) -> int:
+        """Re-time the indexed schedules whose times a blackout made stale by
+        ``now`` (:mod:`~celery_dgs.core.blackout_watch`): one computed eligible
+        before its window began no longer heads its bucket through it, and one
+        moved to its window's end takes its own times again when the window
+        ends (:func:`~celery_dgs.core.blackout_watch.takes_new_times`); how
+        many moved."""
+        index, tracked = self.index, self.state.tracked
+        moved = 0
+        for name, moment in self.blackouts.due(now):
+            entry = tracked.get(name)
+            indexed = index.times(name)
+            if entry is None or indexed is None or entry.run_requested_at is not None:
+                continue
+            at = datetime.fromtimestamp(now, tz=timezone.utc)
+            times = start_times(
+                entry.spec, entry.stats, at, retry_ladder=self.settings.retry_ladder
+            )
+            can = times.can_start_by.timestamp()
+            if takes_new_times(indexed.can_start_by, moment, can):
+                index.upsert(name, can, times.should_start_by.timestamp())
+                moved += 1
+            self._watch(name, times.can_start_by, at)
+        return moved
+
+    def _watch(self, name: str, can_start_by: datetime, now: datetime) -> None:
+        """Note when ``name``'s times computed at ``now`` go stale (a blackout)."""
+        tracked = self.state.tracked[name]
+        if tracked.spec.blackout_periods:
+            stale = stale_from(tracked.spec, tracked.stats, can_start_by, now)
+            self.blackouts.note(name, None if stale is None else stale.timestamp())
+        else:
+            self.blackouts.forget(name)
+
     def hold(self, name: str) -> None:
         """Out of the index and ``parked``; held."""
         self.index.remove(name)
+        self.blackouts.forget(name)
         self.state.hold(name)
 
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""
         self.index.remove(name)
+        self.blackouts.forget(name)
         self.state.forget(name)
 
     def park(self, name: str) -> None:
         """Out of the index; parked (running or dispatched)."""
         self.index.remove(name)
+        self.blackouts.forget(name)
         self.state.park(name)
 
     # -- times -----------------------------------------------------------------------
@@ -133,6 +174,7 @@ class BeatRanking:
         if tracked.run_requested_at is not None or times.can_start_by.timestamp() <= now:
             return should
         self.index.upsert(name, times.can_start_by.timestamp(), should)
+        self._watch(name, times.can_start_by, self.clock.now())
         return None
 
     def should_start_by(self, name: str) -> float | None:

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
+from ..core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
 from ..core.cron import next_cron_time
 from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
@@ -107,6 +108,8 @@ class DeadlinePolicy(Policy):
         self.running: dict[str, tuple[float, float]] = {}
         self.ladder = sim.retry_ladder
         self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
+        #: When the indexed schedules with blackouts need their times again (beat's).
+        self.blackouts = BlackoutWatch()
         self.constraints: dict[str, Constraints] = {
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
@@ -169,9 +172,26 @@ class DeadlinePolicy(Policy):
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]
-        times = start_times(st.sched.spec, st.stats, self.sim.at(now), retry_ladder=self.ladder)
+        at = self.sim.at(now)
+        times = start_times(st.sched.spec, st.stats, at, retry_ladder=self.ladder)
         can = self.sim.rel(times.can_start_by)
+        if name in self.blackout_names:
+            stale = stale_from(st.sched.spec, st.stats, times.can_start_by, at)
+            self.blackouts.note(name, None if stale is None else self.sim.rel(stale))
         return (can, can) if self.fifo else (can, self.sim.rel(times.should_start_by))
+
+    def _retime_stale(self, now: float) -> None:
+        """Beat's :meth:`BeatRanking.retime_stale
+        <celery_dgs.beat.ranking.BeatRanking.retime_stale>`: an indexed schedule
+        whose blackout began or ended since it was timed takes its new times."""
+        index = self.index
+        for name, moment in self.blackouts.due(now):
+            indexed = index.times(name)
+            if indexed is None:
+                continue
+            can, should = self._times(name, now)
+            if takes_new_times(indexed.can_start_by, moment, can):
+                index.upsert(name, can, should)
 
     def idle(self, name: str, now: float) -> None:
         self.running.pop(name, None)  # its run, if any, ended: held or not, it is not busy
@@ -186,6 +206,7 @@ class DeadlinePolicy(Policy):
     def _let_go(self, name: str) -> None:
         """Out of the index and the demand book: past the window."""
         self.index.remove(name)
+        self.blackouts.forget(name)
         self.book.forget(name)
 
     def _index(self, name: str, now: float) -> None:
@@ -238,6 +259,7 @@ class DeadlinePolicy(Policy):
             and isinstance(self.index, PriorityIndex)
         ):
             self._picks_at_window = self.index.class_picks
+        self._retime_stale(now)
         if self.window is not None:
             self._read_window(now)
         while self.index.peek(now) is None:

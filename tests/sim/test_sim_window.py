@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from benchmarks import window_quality
 from celery_dgs.core.ranking import OrderPolicy
 from celery_dgs.sim.__main__ import simulate
 from celery_dgs.sim.generate import GeneratorOptions, generate
@@ -124,3 +125,22 @@ def test_simulate_takes_the_window_and_says_it() -> None:
     assert bad.exit_code == 2
     assert "--window" in bad.output
     assert "a whole number of schedules, or off" in bad.output
+
+
+@pytest.mark.parametrize("label", ["load 0.7", "load 0.9"])
+def test_schedules_with_blackouts_are_chosen_as_the_whole_fleet_chooses(label: str) -> None:
+    """The realistic mix gives one schedule in twenty a daily one-hour
+    blackout. The whole fleet re-times an indexed schedule when its window
+    begins and ends (:mod:`celery_dgs.core.blackout_watch`), as the window's
+    reads time it afresh: reading on as far as the certainty rule needs,
+    every figure is the whole fleet's."""
+    scenario = next(s for s in window_quality.scenarios(True, 1) if s.label == label)
+    workload = window_quality.workload_of(scenario, "realistic")
+    assert any(s.spec.blackout_periods for s in workload.schedules)
+    order = OrderPolicy(window_read_on=None)
+    whole = Simulator(workload, "dgs", order=order).run()
+    windowed = Simulator(workload, "dgs", order=replace(order, window_size=15, window_s=3600)).run()
+    assert windowed.error_s == whole.error_s
+    assert windowed.late_starts == whole.late_starts
+    assert windowed.runs == whole.runs
+    assert windowed.max_staleness == whole.max_staleness
