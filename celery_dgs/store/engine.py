@@ -5,7 +5,8 @@ foreign keys on, and SQLAlchemy (not the ``sqlite3`` module) emits ``BEGIN``.
 Write transactions start with ``BEGIN IMMEDIATE`` so that they take the write
 lock before their first read: a read-modify-write can then never work on data
 another process changes underneath it. PostgreSQL uses row locks instead
-(``SELECT ... FOR UPDATE``).
+(``SELECT ... FOR UPDATE``), and a connect gives up after
+:data:`POSTGRES_CONNECT_TIMEOUT_S` unless the URL names a ``connect_timeout``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from ..errors import SettingsError
 
 #: How long a SQLite writer waits for the lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
+#: How long a PostgreSQL connection may take to open (libpq's ``connect_timeout``,
+#: seconds) unless the URL or the engine options say otherwise: an unreachable
+#: server fails a connect in this time instead of the operating system's TCP
+#: timeout of minutes.
+POSTGRES_CONNECT_TIMEOUT_S = 10
+#: The PostgreSQL drivers that take libpq's ``connect_timeout``.
+_LIBPQ_DRIVERS = ("psycopg", "psycopg2")
 _WRITE_OPTION = "dgs_write"
 
 
@@ -86,6 +94,14 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         options.setdefault("pool_pre_ping", True)
+        if (
+            parsed.get_backend_name() == "postgresql"
+            and parsed.get_driver_name() in _LIBPQ_DRIVERS
+            and "connect_timeout" not in parsed.query
+        ):
+            connect_args = dict(options.pop("connect_args", {}))
+            connect_args.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_S)
+            options["connect_args"] = connect_args
         return create_engine(url, **options)
     memory = parsed.database in (None, "", ":memory:")
     connect_args = dict(options.pop("connect_args", {}))
