@@ -25,6 +25,7 @@ from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import CronSpec, PeriodicSpec, ScheduleSpec
 from celery_dgs.settings import DgsSettings
 from celery_dgs.sim.generate import GeneratorOptions, generate
+from celery_dgs.sim.workload import Workload
 from tests.support.lockstep import LockstepBeat, lockstep
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -76,16 +77,9 @@ def run_both(
     return sent[0], sent[1], beats[1].most_held
 
 
-@pytest.mark.parametrize(
-    ("load", "seed"),
-    [(0.8, 1), (1.3, 2), (2.0, 3)],
-    ids=["load-0.8", "backlog-1.3", "backlog-2.0"],
-)
-@ORDERS
-def test_the_window_chooses_as_the_whole_fleet_on_simulator_fleets(
-    tmp_path: Path, redis_client: redis.Redis, load: float, seed: int, order: dict[str, Any]
-) -> None:
-    workload = generate(
+def simulator_fleet(load: float, seed: int) -> Workload:
+    """120 schedules of the simulator's generator on 4 slots, periods 30 min to 4 h."""
+    return generate(
         GeneratorOptions(
             schedules=120,
             slots=4,
@@ -96,11 +90,20 @@ def test_the_window_chooses_as_the_whole_fleet_on_simulator_fleets(
             seed=seed,
         )
     )
-    specs = [s.spec for s in workload.schedules]
-    durations = {s.name: s.duration_s for s in workload.schedules}
-    whole, window, most_held = run_both(
-        tmp_path,
-        redis_client,
+
+
+def run_fleet(
+    tmp: Path,
+    client: redis.Redis,
+    specs: list[ScheduleSpec],
+    durations: dict[str, float],
+    order: dict[str, Any],
+) -> tuple[list[list[str]], list[list[str]], int]:
+    """:func:`run_both` on 4 slots with a window of 12, 15 minutes ahead: 80
+    steps of 2 minutes."""
+    return run_both(
+        tmp,
+        client,
         specs,
         durations,
         size=12,
@@ -110,6 +113,21 @@ def test_the_window_chooses_as_the_whole_fleet_on_simulator_fleets(
         step_s=120,
         order=order,
     )
+
+
+@pytest.mark.parametrize(
+    ("load", "seed"),
+    [(0.8, 1), (1.3, 2), (2.0, 3)],
+    ids=["load-0.8", "backlog-1.3", "backlog-2.0"],
+)
+@ORDERS
+def test_the_window_chooses_as_the_whole_fleet_on_simulator_fleets(
+    tmp_path: Path, redis_client: redis.Redis, load: float, seed: int, order: dict[str, Any]
+) -> None:
+    workload = simulator_fleet(load, seed)
+    specs = [s.spec for s in workload.schedules]
+    durations = {s.name: s.duration_s for s in workload.schedules}
+    whole, window, most_held = run_fleet(tmp_path, redis_client, specs, durations, order)
     assert sum(map(len, whole)) > 100, "the fleet kept the slots busy"
     assert window == whole
     if order is DEADLINE:
@@ -226,17 +244,7 @@ def test_schedules_whose_blackout_begins_while_indexed_are_chosen_alike(
     those entries when their window begins; the window reads them inside it.
     Both choose alike in beat's default order, whose buckets' tops a stale
     entry would otherwise head."""
-    workload = generate(
-        GeneratorOptions(
-            schedules=120,
-            slots=4,
-            slots_per_worker=4,
-            load=0.9,
-            period_min_s=1800,
-            period_max_s=4 * 3600,
-            seed=seed,
-        )
-    )
+    workload = simulator_fleet(0.9, seed)
     specs: list[ScheduleSpec] = []
     for i, sched in enumerate(workload.schedules):
         spec = sched.spec
@@ -246,17 +254,6 @@ def test_schedules_whose_blackout_begins_while_indexed_are_chosen_alike(
             spec = replace(spec, blackout_periods=window)  # type: ignore[arg-type]
         specs.append(spec)
     durations = {s.name: s.duration_s for s in workload.schedules}
-    whole, window, _ = run_both(
-        tmp_path,
-        redis_client,
-        specs,
-        durations,
-        size=12,
-        horizon_s=900,
-        slots=4,
-        steps=80,
-        step_s=120,
-        order=DEFAULT,
-    )
+    whole, window, _ = run_fleet(tmp_path, redis_client, specs, durations, DEFAULT)
     assert sum(map(len, whole)) > 100, "the fleet kept the slots busy"
     assert window == whole
