@@ -19,9 +19,10 @@ from typing import Any
 
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.ranking import OrderPolicy, overload_index
+from celery_dgs.sim.deadline_policy import DeadlinePolicy
 from celery_dgs.sim.loop import Simulator
 from celery_dgs.sim.metrics import SimResult
-from celery_dgs.sim.policies import POLICIES, DeadlinePolicy
+from celery_dgs.sim.policies import POLICIES
 from celery_dgs.sim.workload import Workload
 
 #: ``dgs`` under other settings, by name.

@@ -52,9 +52,9 @@ from celery_dgs.core.placement import Placement, choose_dispatches
 from celery_dgs.core.ranking import OrderPolicy, build_index
 from celery_dgs.core.spec import ScheduleSpec
 from celery_dgs.core.stats import ScheduleStats
+from celery_dgs.sim.deadline_policy import DeadlinePolicy
 from celery_dgs.sim.draws import KeyedDraw, RunDraw
 from celery_dgs.sim.loop import Simulator
-from celery_dgs.sim.policies import DeadlinePolicy
 from celery_dgs.sim.state import PolicyHost
 from celery_dgs.sim.window import SimRead, SimWindow
 from celery_dgs.sim.workload import Workload

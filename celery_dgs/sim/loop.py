@@ -35,7 +35,9 @@ from ..core.run_end import disabled_after, stats_after
 from ..core.spec import CheckSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, ScheduleStats, record_start
 from ..core.timing import DEFAULT_RETRY_LADDER, error_at, expected_duration, start_margin
+from .celery_beat_policy import BeatPolicy
 from .checks import end_of_check
+from .deadline_policy import DEFAULT_ORDER
 from .draws import RunDraw, StreamDraw
 from .metrics import (
     NONE_FREE,
@@ -49,7 +51,8 @@ from .metrics import (
     placement_groups,
     summarise,
 )
-from .policies import DEFAULT_ORDER, BeatPolicy, PolicyFactory, make_policy
+from .policies import make_policy
+from .policy import PolicyFactory
 from .state import CALL, DEADLINE, DOWN, END, FIRE, UP, SchedState, VisitObserver
 from .workload import Workload, nominal_period
 

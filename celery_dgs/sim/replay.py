@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from ..core.stats import ScheduleStats
 from .draws import RecordedDraw
 from .loop import Simulator
-from .policies import Policy
+from .policy import Policy
 from .state import CALL, PolicyHost
 from .workload import Workload
 

@@ -11,9 +11,9 @@ from datetime import timedelta
 from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable, never_servable
 from ..core.spec import CheckSpec
+from .deadline_policy import DEFAULT_ORDER
 from .loop import Simulator, simulate
 from .metrics import CAUSES, SimResult, Tally
-from .policies import DEFAULT_ORDER
 from .workload import DEFAULT_SLOTS_PER_WORKER, Workload
 
 #: (header, SimResult field, format) of the table's columns.

@@ -32,9 +32,9 @@ from ..core.adaptive import EARLY_FRACTION
 from ..core.ranking import OrderPolicy
 from ..core.spec import AdaptiveSpec, PeriodicSpec, ScheduleSpec
 from ..core.stats import ScheduleStats
+from .deadline_policy import DEFAULT_ORDER
 from .loop import Simulator
 from .metrics import SimResult
-from .policies import DEFAULT_ORDER
 from .upstream import Source, Upstream, UpstreamFigures
 from .workload import DEFAULT_SLOTS_PER_WORKER, SimSchedule, Workload, WorkloadError, make_workers
 

@@ -4,7 +4,7 @@ beat runs (:mod:`celery_dgs.core.window`).
 
 Each schedule's kept start times are computed when it becomes idle (a run's
 end, the start: when beat's store writes them); they play the store.
-:class:`~celery_dgs.sim.policies.DeadlinePolicy` indexes only the schedules
+:class:`~celery_dgs.sim.deadline_policy.DeadlinePolicy` indexes only the schedules
 the window holds: one whose kept times are past the window is let go of (its
 demand too: beat's demand book holds what beat holds) and read again when
 the window reaches it. The reads, and the read-further of a round with free

@@ -1,0 +1,324 @@
+"""``dgs`` and ``fifo`` in the simulator: beat's decision code on the
+simulator's state (:class:`DeadlinePolicy`).
+
+``dgs`` is beat's decision under an
+:class:`~celery_dgs.core.ranking.OrderPolicy` (the settings that change
+beat's order: ``settings.order_policy``): the ranking index of
+:func:`~celery_dgs.core.ranking.build_index`, keyed by
+:func:`~celery_dgs.core.timing.start_times` and re-timed as blackouts begin
+and end (:mod:`~celery_dgs.core.blackout_watch`), the same
+:func:`~celery_dgs.core.placement.choose_dispatches` with a re-check of
+start times before a dispatch, beat's window of schedules
+(:mod:`.window`) with the certainty rule, and with ``lookahead`` the
+long-run admission of :mod:`~celery_dgs.core.lookahead`. ``fifo`` is the
+same machinery keyed by ``can_start_by`` (the oldest due first) with the
+``greedy`` overload policy.
+"""
+
+from __future__ import annotations
+
+from ..core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
+from ..core.fewest_errors import period_seconds
+from ..core.index import DeadlineIndex
+from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
+from ..core.placement import Constraints, Placement, choose_dispatches
+from ..core.priority import PriorityIndex, demand_exceeds
+from ..core.ranking import OrderPolicy, RankingSources, build_index
+from ..core.revisit_groups import RevisitKey, revisit_key
+from ..core.timing import start_times
+from ..core.window_certainty import (
+    Refusal,
+    Vouching,
+    choose_reading_on,
+    pick_bound,
+    read_on_helps,
+    vouching_for,
+)
+from .policy import Policy
+from .state import PolicyHost
+from .window import SimWindow
+
+#: ``fifo``'s order settings: plain deadline order, keyed by ``can_start_by``.
+FIFO_ORDER = OrderPolicy(overload="greedy", group_shares=None)
+#: ``dgs``'s order settings unless told: beat's defaults.
+DEFAULT_ORDER = OrderPolicy()
+_NO_LIMIT = 1 << 62
+
+
+class DeadlinePolicy(Policy):
+    """Beat's decision code on the simulator's state, ordered by ``order``
+    (``fifo``: keyed by ``can_start_by`` alone)."""
+
+    def __init__(
+        self, sim: PolicyHost, order: OrderPolicy = DEFAULT_ORDER, *, fifo: bool = False
+    ) -> None:
+        super().__init__(sim)
+        self.name = "fifo" if fifo else "dgs"
+        self.order = order
+        self.fifo = fifo
+        self.priority = {s.name: s.spec.priority for s in sim.workload.schedules}
+        #: The shares of the indexed schedules (as beat keeps them: the
+        #: priority classes' overload signal, the look-ahead's book).
+        self.book = DemandBook()
+        self.index = self.make_index()
+        #: the index's class picks when the warm-up ended (None: not yet)
+        self._picks_at_window: int | None = None
+        #: Look-ahead admission (``core/lookahead.py``): the long candidates
+        #: its cap holds, each one's should_start_by when indexed, and the runs
+        #: this policy started: (expected end, expected run time).
+        self.lookahead = order.lookahead
+        self.cap_queue = CapQueue()
+        self.should: dict[str, float] = {}
+        self.running: dict[str, tuple[float, float]] = {}
+        self.ladder = sim.retry_ladder
+        self.blackout_names = {s.name for s in sim.workload.schedules if s.spec.blackout_periods}
+        #: When the indexed schedules with blackouts need their times again (beat's).
+        self.blackouts = BlackoutWatch()
+        self.constraints: dict[str, Constraints] = {
+            s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
+            for s in sim.workload.schedules
+        }
+        #: Beat's window of schedules (``order.window_size``); ``None``: all indexed.
+        self.window = (
+            None
+            if order.window_size is None
+            else SimWindow(
+                sim,
+                size=order.window_size,
+                horizon_s=order.window_s,
+                retry_ladder=self.ladder,
+                read_on=order.window_read_on,
+            )
+        )
+        #: The certainty rule of the order with a full window (None: none).
+        self.bound = pick_bound(order, expected_s=self.expected_s, margin_s=self.margin_s)
+        #: Candidates the rule refused; the one the last choice ended at.
+        self.refusals = 0
+        self._refusal: Refusal | None = None
+
+    def make_index(self) -> DeadlineIndex:
+        """The ranking index: :func:`~celery_dgs.core.ranking.build_index` of
+        ``order`` over :meth:`sources`."""
+        return build_index(self.order, self.sources())
+
+    def sources(self) -> RankingSources:
+        """What the index reads: the loop's expected run times and margins
+        (kept with the stats, unchanged while a schedule is indexed), each
+        schedule's class, whether the demand exceeds the live slots, and an
+        adaptive schedule's revisit group."""
+        return RankingSources(
+            expected_s=self.expected_s,
+            margin_s=self.margin_s,
+            priority_of=self.priority.__getitem__,
+            overloaded=self.overloaded,
+            clock_offset_s=self.sim.at(0.0).timestamp(),
+            period_s=self.period_s,
+            revisit_key_of=self.revisit_key_of,
+        )
+
+    def revisit_key_of(self, name: str) -> RevisitKey | None:
+        st = self.sim.states[name]
+        return revisit_key(st.sched.spec, st.stats)
+
+    def expected_s(self, name: str) -> float:
+        return self.sim.states[name].expected
+
+    def margin_s(self, name: str) -> float:
+        return self.sim.states[name].margin
+
+    def period_s(self, name: str) -> float:
+        st = self.sim.states[name]
+        return period_seconds(st.sched.spec, st.stats)
+
+    def overloaded(self) -> bool:
+        """Whether the indexed schedules' demand exceeds the live workers' slots."""
+        return demand_exceeds(self.book.total(), self.sim.live_slots)
+
+    def _times(self, name: str, now: float) -> tuple[float, float]:
+        st = self.sim.states[name]
+        at = self.sim.at(now)
+        times = start_times(st.sched.spec, st.stats, at, retry_ladder=self.ladder)
+        can = self.sim.rel(times.can_start_by)
+        if name in self.blackout_names:
+            stale = stale_from(st.sched.spec, st.stats, times.can_start_by, at)
+            self.blackouts.note(name, None if stale is None else self.sim.rel(stale))
+        return (can, can) if self.fifo else (can, self.sim.rel(times.should_start_by))
+
+    def _retime_stale(self, now: float) -> None:
+        """Beat's :meth:`BeatRanking.retime_stale
+        <celery_dgs.beat.ranking.BeatRanking.retime_stale>`: an indexed schedule
+        whose blackout began or ended since it was timed takes its new times."""
+        index = self.index
+        for name, moment in self.blackouts.due(now):
+            indexed = index.times(name)
+            if indexed is None:
+                continue
+            can, should = self._times(name, now)
+            if takes_new_times(indexed.can_start_by, moment, can):
+                index.upsert(name, can, should)
+
+    def idle(self, name: str, now: float) -> None:
+        self.running.pop(name, None)  # its run, if any, ended: held or not, it is not busy
+        window = self.window
+        if window is not None:
+            st = self.sim.states[name]
+            if not window.idle(name, st.sched.spec, st.stats, now):
+                self._let_go(name)
+                return
+        self._index(name, now)
+
+    def _let_go(self, name: str) -> None:
+        """Out of the index and the demand book: past the window."""
+        self.index.remove(name)
+        self.blackouts.forget(name)
+        self.book.forget(name)
+
+    def _index(self, name: str, now: float) -> None:
+        can, should = self._times(name, now)
+        self.index.upsert(name, can, should)
+        st = self.sim.states[name]
+        self.book.note_schedule(name, st.sched.spec, st.stats, st.expected)
+        if self.lookahead:
+            self.running.pop(name, None)
+            self.should[name] = should
+
+    def held(self, name: str) -> None:
+        self.book.forget(name)  # a held schedule's share does not count
+        if self.window is not None:
+            self.window.forget(name)
+
+    def _defer(self, name: str, now: float, admission: AdmissionRound | None) -> bool:
+        # The index holds the times computed when the schedule was indexed; a
+        # schedule with blackouts has them computed again at ``now`` and goes
+        # back to the index when it cannot start yet. Without blackouts
+        # start_times does not depend on ``now`` (the anchor is set, the stats
+        # have not changed since indexing), so the re-check is skipped.
+        if name in self.blackout_names:
+            can, should = self._times(name, now)
+            if can > now:
+                self.index.upsert(name, can, should)
+                return True
+            self.should[name] = should
+        if admission is None:
+            return False
+        should = self.should[name]
+        expected = self.book.expected_s(name, self.sim.states[name].expected)
+        wake = admission.hold_until(expected, should, name)
+        if wake is not None:  # held back: looked at again at `wake`
+            self.index.upsert(name, wake, should)
+            return True
+        self.running[name] = (now + expected, expected)
+        return False
+
+    def class_picks(self) -> int | None:
+        if not isinstance(self.index, PriorityIndex):
+            return None
+        at_window = self._picks_at_window
+        return 0 if at_window is None else self.index.class_picks - at_window
+
+    def dispatch(self, now: float) -> None:
+        if (
+            self._picks_at_window is None
+            and now >= self.sim.tally.window_start
+            and isinstance(self.index, PriorityIndex)
+        ):
+            self._picks_at_window = self.index.class_picks
+        self._retime_stale(now)
+        if self.window is not None:
+            self._read_window(now)
+        while self.index.peek(now) is None:
+            if not self.read_further(now):
+                return
+        sim = self.sim
+        placement = Placement(sim.worker_slots, sim.workload.default_queue)
+        admission = None
+        if self.lookahead:
+            running = self.running
+            admission = AdmissionRound(
+                self.book,
+                now,
+                placement.free + len(running),
+                lambda: list(running.values()),
+                self.cap_queue,
+            )
+        chosen = choose_reading_on(
+            lambda _done: self._choose(now, placement, admission),
+            lambda _done: placement.free > 0,
+            lambda: self._refusal,
+            lambda bucket: self.read_further(now, bucket),
+            lambda name: self._read_on_helps(name, now),
+        )
+        for name, worker in chosen:
+            sim.start_run(name, worker, now, slot_taken=True)
+
+    def _choose(
+        self, now: float, placement: Placement, admission: AdmissionRound | None
+    ) -> list[tuple[str, str]]:
+        vouching = self._vouching(now)
+        chosen = choose_dispatches(
+            self.index,
+            now,
+            placement,
+            self.constraints.__getitem__,
+            lambda name: self._defer(name, now, admission),
+            limit=_NO_LIMIT,
+            vouch=vouching,
+        )
+        self._refusal = None if vouching is None else vouching.refusal
+        self.refusals += self._refusal is not None
+        return chosen
+
+    def _read_on_helps(self, refused: str, now: float) -> bool:
+        """Beat's :meth:`ScheduleWindow.read_on_helps
+        <celery_dgs.beat.schedule_window.ScheduleWindow.read_on_helps>` in the simulator."""
+        window = self.window
+        assert window is not None  # a refusal needs a window
+        reach = window.reach_ends()
+        times = self.index.times(refused)
+        return read_on_helps(window.bounds, self.bound, refused, times, now, reach)
+
+    def _vouching(self, now: float) -> Vouching | None:
+        """The certainty rule for a round at ``now`` (beat's): ``None`` without a
+        window or a rule."""
+        window = self.window
+        ends = None if window is None else window.ends()
+        return vouching_for(self.bound, self.index, now, ends)
+
+    def read_further(self, now: float, bucket: int | None = None) -> bool:
+        """A round has free slots and no eligible schedule left, or the rule
+        refused a pick on ``bucket``'s bound: whether the window read on (beat's
+        :meth:`ScheduleLoader.read_further
+        <celery_dgs.beat.loading.ScheduleLoader.read_further>`)."""
+        window = self.window
+        if window is None:
+            return False
+        return window.bounds.read_further(
+            bucket, lambda read: self._read_window(now, more=True, bucket=read)
+        )
+
+    def _read_window(self, now: float, *, more: bool = False, bucket: int | None = None) -> int:
+        """Index the window's next slice (the idle schedules in it; ``more``,
+        ``bucket``: :meth:`SimWindow.read <celery_dgs.sim.window.SimWindow.read>`),
+        let go of what it moved past; how many schedules the slice had."""
+        assert self.window is not None
+        read = self.window.read(now, more=more, bucket=bucket)
+        if read is None:
+            return 0
+        names, outside, rows = read
+        states, index = self.sim.states, self.index
+        for name in names:
+            # one indexed already keeps its entry (a look-ahead hold-back with it)
+            if states[name].running_since is None and name not in index:
+                self._index(name, now)
+        for name in outside:
+            self._let_go(name)
+        return rows
+
+    def next_wakeup(self) -> float | None:
+        """The index's next start, or the window's next read if sooner (beat
+        ticks at least every few polls)."""
+        wake = self.index.next_wakeup()
+        if self.window is None:
+            return wake
+        read_at = self.window.next_read_s()
+        return read_at if wake is None else min(wake, read_at)
