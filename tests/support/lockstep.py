@@ -42,7 +42,7 @@ class LockstepBeat:
         slots: int,
     ) -> None:
         self.clock = clock
-        self.store = SqlScheduleStore.open(f"sqlite:///{path}")
+        self.store = SqlScheduleStore.open(f"sqlite:///{path}", clock=clock)
         self.store.sync(list(specs), clock.now())
         keys = KeySpace(f"ls{uuid.uuid4().hex[:8]}")
         registry = WorkerRegistry(client, keys, ttl=600)
