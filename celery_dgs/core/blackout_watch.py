@@ -22,13 +22,14 @@ ranking and the simulator's policy both use it, so they choose alike.
 from __future__ import annotations
 
 import heapq
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
-from .blackout import blackout_containing, next_blackout_start
+from .blackout import blackout_containing, longest_free_gap, next_blackout_start
+from .cron import wall_instants
 from .spec import ScheduleSpec
 from .stats import ScheduleStats
 from .timing import expected_duration
-from .tz import ensure_utc
+from .tz import ensure_utc, get_zone
 
 _JUST_AFTER = timedelta(microseconds=1)
 
@@ -47,7 +48,9 @@ def stale_from(
     ``B`` after it ends that (a due schedule is not eligible inside its
     window). With ``avoid_blackout_overlap`` a start later than ``B -
     expected`` would run into the window, so the entry is stale just after
-    ``max(B - expected, can_start_by)`` when that is still ahead of ``now``.
+    ``max(B - expected, can_start_by)`` when that is still ahead of ``now``;
+    a due run that fits in no gap between windows was left alone by a verdict
+    over the days around ``now``, stale at the next local midnight too.
     """
     blackouts = spec.blackout_periods
     if not blackouts:
@@ -63,10 +66,25 @@ def stale_from(
     if spec.avoid_blackout_overlap:
         expected = expected_duration(spec, stats)
         if expected > timedelta(0):
+            moment = window_start
             last_fit = max(window_start - expected, can_start_by)
             if last_fit >= now:
-                return last_fit + _JUST_AFTER
+                moment = last_fit + _JUST_AFTER
+            gap = longest_free_gap(blackouts, spec.tz, start)
+            if gap is not None and expected > gap and can_start_by <= now:
+                # It fits in no gap of the days around now, so it was left alone;
+                # those days (a DST day's longer gap among them) move at midnight.
+                moment = min(moment, _next_local_midnight(spec.tz, now))
+            return moment
     return window_start
+
+
+def _next_local_midnight(tz: str, now: datetime) -> datetime:
+    """The first local midnight in ``tz`` after ``now`` (a skipped one: the
+    first instant after it)."""
+    zone = get_zone(tz)
+    day = now.astimezone(zone).date() + timedelta(days=1)
+    return wall_instants(zone, datetime.combine(day, time(0)))[0]
 
 
 class BlackoutWatch:

@@ -169,3 +169,26 @@ def test_which_entries_take_their_new_times() -> None:
     assert takes_new_times(150.0, 150.0, 100.0)  # it held the window's end: its own again
     assert not takes_new_times(170.0, 150.0, 100.0)  # a hold-back until 170 keeps its time
     assert not takes_new_times(100.0, 150.0, 100.0)  # unchanged
+
+
+def test_a_run_that_fits_no_gap_is_looked_at_again_at_local_midnight() -> None:
+    """New York, a window 02:00-23:00 and a 3 h 30 min run: it fits in no
+    3-hour gap, so it is left due; the fall-back night's 4-hour gap comes into
+    the days that verdict looks at when the local day changes, and the start
+    moves to it then."""
+    spec = PeriodicSpec(
+        task="t",
+        tz="America/New_York",
+        scheduling_period=timedelta(days=7),
+        blackout_periods=[("02:00", "23:00")],
+        avoid_blackout_overlap=True,
+        duration_override=timedelta(hours=3, minutes=30),
+    )
+    stats = ran(utc(2026, 10, 20), 3 * 3600.0)
+    now = utc(2026, 10, 29, 3, 30)  # 23:30 EDT on the 28th
+    can = can_at(spec, stats, now)
+    assert can == utc(2026, 10, 20, 3)
+    moment = stale_from(spec, stats, can, now)
+    assert moment == utc(2026, 10, 29, 4)  # local midnight
+    assert can_at(spec, stats, moment - US) == can
+    assert can_at(spec, stats, moment) == utc(2026, 11, 1, 3)  # 23:00 EDT, the long night
