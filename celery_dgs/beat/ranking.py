@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from ..core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
+from ..core.blackout_watch import BlackoutWatch, stale_from
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
 from ..core.fewest_errors import FewestErrorsIndex, Waiting, period_seconds
@@ -38,6 +38,7 @@ from ..core.window_certainty import pick_bound
 from ..settings import DgsSettings
 from .lookahead import BeatLookahead, note_demand
 from .state import BeatState
+from .types import Tracked
 
 
 @dataclass(slots=True)
@@ -101,7 +102,7 @@ class BeatRanking:
                 tracked.spec, tracked.stats, now, retry_ladder=ladder, cron_times=cron
             )
             can, should = times.can_start_by.timestamp(), times.should_start_by.timestamp()
-            self._watch(name, times.can_start_by, now)
+            self._watch(tracked, name, times.can_start_by, now)
         if batch is None:
             self.index.upsert(name, can, should)
         else:
@@ -114,27 +115,21 @@ class BeatRanking:
         moved to its window's end takes its own times again when the window
         ends (:func:`~celery_dgs.core.blackout_watch.takes_new_times`); how
         many moved."""
-        index, tracked = self.index, self.state.tracked
-        moved = 0
-        for name, moment in self.blackouts.due(now):
-            entry = tracked.get(name)
-            indexed = index.times(name)
-            if entry is None or indexed is None or entry.run_requested_at is not None:
-                continue
-            at = datetime.fromtimestamp(now, tz=timezone.utc)
-            times = start_times(
-                entry.spec, entry.stats, at, retry_ladder=self.settings.retry_ladder
-            )
-            can = times.can_start_by.timestamp()
-            if takes_new_times(indexed.can_start_by, moment, can):
-                index.upsert(name, can, times.should_start_by.timestamp())
-                moved += 1
-            self._watch(name, times.can_start_by, at)
-        return moved
+        tracked, ladder = self.state.tracked, self.settings.retry_ladder
+        at = datetime.fromtimestamp(now, tz=timezone.utc)
 
-    def _watch(self, name: str, can_start_by: datetime, now: datetime) -> None:
+        def times_now(name: str) -> tuple[float, float] | None:
+            entry = tracked.get(name)
+            if entry is None or entry.run_requested_at is not None:
+                return None
+            times = start_times(entry.spec, entry.stats, at, retry_ladder=ladder)
+            self._watch(entry, name, times.can_start_by, at)
+            return times.can_start_by.timestamp(), times.should_start_by.timestamp()
+
+        return self.blackouts.retime_due(now, self.index, times_now)
+
+    def _watch(self, tracked: Tracked, name: str, can_start_by: datetime, now: datetime) -> None:
         """Note when ``name``'s times computed at ``now`` go stale (a blackout)."""
-        tracked = self.state.tracked[name]
         if tracked.spec.blackout_periods:
             stale = stale_from(tracked.spec, tracked.stats, can_start_by, now)
             self.blackouts.note(name, None if stale is None else stale.timestamp())
@@ -174,7 +169,7 @@ class BeatRanking:
         if tracked.run_requested_at is not None or times.can_start_by.timestamp() <= now:
             return should
         self.index.upsert(name, times.can_start_by.timestamp(), should)
-        self._watch(name, times.can_start_by, self.clock.now())
+        self._watch(tracked, name, times.can_start_by, self.clock.now())
         return None
 
     def should_start_by(self, name: str) -> float | None:

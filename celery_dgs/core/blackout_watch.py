@@ -15,17 +15,20 @@ window's start after the schedule may start (with
 ``avoid_blackout_overlap``, a microsecond after the last moment a run of the
 expected duration started then would still end before that window).
 :class:`BlackoutWatch` keeps those moments for the indexed schedules, and
-each round begins by re-timing the ones whose moment has passed. Beat's
+each round begins by re-timing the ones whose moment has passed
+(:meth:`BlackoutWatch.retime_due`). Beat's
 ranking and the simulator's policy both use it, so they choose alike.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from datetime import datetime, time, timedelta
 
 from .blackout import blackout_containing, longest_free_gap, next_blackout_start
 from .cron import wall_instants
+from .index import DeadlineIndex
 from .spec import ScheduleSpec
 from .stats import ScheduleStats
 from .timing import expected_duration
@@ -141,6 +144,28 @@ class BlackoutWatch:
                 del at[name]
                 due.append((name, moment))
         return due
+
+    def retime_due(
+        self,
+        now: float,
+        index: DeadlineIndex,
+        times_now: Callable[[str], tuple[float, float] | None],
+    ) -> int:
+        """Re-time the indexed schedules whose moment came by ``now``:
+        ``times_now(name)`` gives their ``(can_start_by, should_start_by)`` at
+        ``now`` and notes their next moment (``None``: leave the entry as it
+        is); an entry takes them as :func:`takes_new_times` says. How many
+        entries moved."""
+        moved = 0
+        for name, moment in self.due(now):
+            indexed = index.times(name)
+            if indexed is None:
+                continue
+            fresh = times_now(name)
+            if fresh is not None and takes_new_times(indexed.can_start_by, moment, fresh[0]):
+                index.upsert(name, *fresh)
+                moved += 1
+        return moved
 
 
 def takes_new_times(indexed_can: float, moment: float, new_can: float) -> bool:

@@ -17,7 +17,7 @@ same machinery keyed by ``can_start_by`` (the oldest due first) with the
 
 from __future__ import annotations
 
-from ..core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
+from ..core.blackout_watch import BlackoutWatch, stale_from
 from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
 from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
@@ -148,14 +148,7 @@ class DeadlinePolicy(Policy):
         """Beat's :meth:`BeatRanking.retime_stale
         <celery_dgs.beat.ranking.BeatRanking.retime_stale>`: an indexed schedule
         whose blackout began or ended since it was timed takes its new times."""
-        index = self.index
-        for name, moment in self.blackouts.due(now):
-            indexed = index.times(name)
-            if indexed is None:
-                continue
-            can, should = self._times(name, now)
-            if takes_new_times(indexed.can_start_by, moment, can):
-                index.upsert(name, can, should)
+        self.blackouts.retime_due(now, self.index, lambda name: self._times(name, now))
 
     def idle(self, name: str, now: float) -> None:
         self.running.pop(name, None)  # its run, if any, ended: held or not, it is not busy

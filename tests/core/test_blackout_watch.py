@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from celery_dgs.core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
+from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
 from celery_dgs.core.timing import start_times
@@ -192,3 +193,28 @@ def test_a_run_that_fits_no_gap_is_looked_at_again_at_local_midnight() -> None:
     assert moment == utc(2026, 10, 29, 4)  # local midnight
     assert can_at(spec, stats, moment - US) == can
     assert can_at(spec, stats, moment) == utc(2026, 11, 1, 3)  # 23:00 EDT, the long night
+
+
+def test_retime_due_moves_the_due_entries_the_rule_lets_move() -> None:
+    index = DeadlineIndex()
+    index.upsert("began", 100.0, 500.0)  # its window began at 150: later now
+    index.upsert("held", 170.0, 500.0)  # a hold-back until 170: kept
+    index.upsert("gone", 100.0, 500.0)
+    index.remove("gone")  # left the index: skipped
+    watch = BlackoutWatch()
+    for name in ("began", "held", "gone"):
+        watch.note(name, 150.0)
+    fresh = {"began": (210.0, 500.0), "held": (100.0, 500.0), "gone": (210.0, 500.0)}
+    asked: list[str] = []
+
+    def times_now(name: str) -> tuple[float, float]:
+        asked.append(name)
+        return fresh[name]
+
+    assert watch.retime_due(160.0, index, times_now) == 1
+    assert sorted(asked) == ["began", "held"]
+    began, held = index.times("began"), index.times("held")
+    assert began is not None
+    assert began.can_start_by == 210.0
+    assert held is not None
+    assert held.can_start_by == 170.0
