@@ -48,7 +48,6 @@ from datetime import timedelta
 from celery_dgs.core.index import DeadlineIndex, IndexedTimes, IndexOver
 from celery_dgs.core.late_order import is_run_request
 from celery_dgs.core.lookahead import AdmissionRound
-from celery_dgs.core.placement import Placement, choose_dispatches
 from celery_dgs.core.ranking import OrderPolicy, build_index
 from celery_dgs.core.spec import ScheduleSpec
 from celery_dgs.core.stats import ScheduleStats
@@ -64,8 +63,6 @@ from .quality import scenarios, workload_of
 
 GOAL_RATIO = 0.01
 HOUR = 3600.0
-#: No limit on the picks of a round (the simulator's).
-NO_LIMIT = 1 << 62
 
 #: A schedule's place in the late slice: L, kept next_can_start_at, name
 #: (simulated seconds).
@@ -460,22 +457,8 @@ class LatePolicy(DeadlinePolicy):
         fleet = self.audit.shadow.next_wakeup()
         return fleet if wake is None else wake if fleet is None else min(wake, fleet)
 
-    def _choose(
-        self, now: float, placement: Placement, admission: AdmissionRound | None
-    ) -> list[tuple[str, str]]:
-        vouching = self._vouching(now)
-        chosen = choose_dispatches(
-            _CheckedPicks(self.index, self._before_pick, self._picked),
-            now,
-            placement,
-            self.constraints.__getitem__,
-            lambda name: self._defer(name, now, admission),
-            limit=NO_LIMIT,
-            vouch=vouching,
-        )
-        self._refusal = None if vouching is None else vouching.refusal
-        self.refusals += self._refusal is not None
-        return chosen
+    def picks(self) -> DeadlineIndex:
+        return _CheckedPicks(self.index, self._before_pick, self._picked)
 
     def _before_pick(self, now: float, can_place: Callable[[str], bool]) -> None:
         claimed = self._make_certain(now) or self.bound is not None

@@ -249,7 +249,7 @@ class DeadlinePolicy(Policy):
     ) -> list[tuple[str, str]]:
         vouching = self._vouching(now)
         chosen = choose_dispatches(
-            self.index,
+            self.picks(),
             now,
             placement,
             self.constraints.__getitem__,
@@ -260,6 +260,10 @@ class DeadlinePolicy(Policy):
         self._refusal = None if vouching is None else vouching.refusal
         self.refusals += self._refusal is not None
         return chosen
+
+    def picks(self) -> DeadlineIndex:
+        """What a round chooses from: the ranking index (an experiment may wrap it)."""
+        return self.index
 
     def _read_on_helps(self, refused: str, now: float) -> bool:
         """Beat's :meth:`ScheduleWindow.read_on_helps
