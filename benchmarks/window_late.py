@@ -515,9 +515,13 @@ class LatePolicy(DeadlinePolicy):
         self._note_held()
         return read
 
+    def read_eligible(self, now: float) -> bool:
+        return super().read_eligible(now) or self._read_late_further(now)
+
     def read_further(self, now: float, bucket: int | None = None) -> bool:
-        if super().read_further(now, bucket):
-            return True
+        return super().read_further(now, bucket) or self._read_late_further(now)
+
+    def _read_late_further(self, now: float) -> bool:
         late = self.late_window
         if late is None or not late.bounds.full or not late.late_bounds.cut:
             return False

@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Set
 from dataclasses import replace
+from datetime import datetime
 
 from ..core.clock import Clock
 from ..core.pace import PaceFigures, RoundPace
@@ -219,22 +220,24 @@ class BeatEngine:
             state.live_slots = None
             self.pending_dispatches.adopt()
             state.refresh_after_read = True  # a standby's stats may be a poll old
-        now = self.clock.now().timestamp()
+        moment = self.clock.now()
+        now = moment.timestamp()
         index = self.ranking.index
         self.ranking.retime_stale(now)  # before the index says what is eligible
+        self.loader.refresh_eligible(moment)  # the window's eligible part, as of now
         # A full window of schedules may hold none eligible while the fleet has.
-        while index.peek(now) is None and self.loader.read_further():
+        while index.peek(now) is None and self.loader.read_eligible(moment):
             pass
         if index.peek(now) is not None or state.parked:
-            self._dispatch_round(now)
+            self._dispatch_round(moment)
         self.pruner.maybe_prune(mono)
         self.reaper.maybe_reap()
         top = index.peek(now)
         state.most_urgent_should_start_by = (
             None if top is None else self.ranking.should_start_by(top)
         )
-        wake = index.next_wakeup()
-        sleep = self.max_interval if wake is None else max(0.0, wake - now)
+        wakes = [w for w in (index.next_wakeup(), self.loader.window_wake()) if w is not None]
+        sleep = self.max_interval if not wakes else max(0.0, min(wakes) - now)
         if state.parked:
             sleep = min(sleep, self.settings.store_poll_interval)
         if leadership is not None:
@@ -268,18 +271,18 @@ class BeatEngine:
         for name in leaving:  # past the window: forgotten, their demand too
             self.ranking.note_demand(name)
 
-    def _dispatch_round(self, now: float) -> None:
+    def _dispatch_round(self, moment: datetime) -> None:
         started = self.monotonic()
         dispatched = 0
         try:
-            dispatched = self._round(now, started)
+            dispatched = self._round(moment, started)
         finally:
             limit = self.settings.max_dispatches_per_tick
             self.pace.note(started, self.monotonic(), dispatched, capped=dispatched >= limit)
 
-    def _round(self, now: float, mono: float) -> int:
-        """The round: returns how many runs it dispatched."""
-        state = self.state
+    def _round(self, moment: datetime, mono: float) -> int:
+        """The round at ``moment``: returns how many runs it dispatched."""
+        state, now = self.state, moment.timestamp()
         view = self._read_state()
         refreshed = state.refresh_after_read
         if refreshed:
@@ -301,6 +304,7 @@ class BeatEngine:
             lambda done: placement.free > 0 and done < limit,
             lambda: self._refusal,
             self.loader.read_further,
+            lambda: self.loader.read_eligible(moment),
             lambda name: self.loader.reading_on_helps(name, now),
         )
         if orders:

@@ -12,9 +12,11 @@ import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..core.clock import Clock
 from ..core.late_order import expected_seconds
+from ..core.window import SliceRead
 from ..core.window_buckets import WindowEnds
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
@@ -180,10 +182,9 @@ class ScheduleLoader:
         return len(rows) + self._read_schedule_window()
 
     def read_further(self, bucket: int | None = None) -> bool:
-        """A dispatch round has free slots and no eligible schedule left in
-        the window, or the certainty rule refused a pick on ``bucket``'s
-        bound (``None``: the should-order slice's): apply the next slice if
-        the window is full (the schedules past it may be eligible). Whether
+        """The certainty rule refused a pick on ``bucket``'s bound (``None``:
+        the should-order slice's): apply the next slice if the window is
+        full (the schedules past it may go first). Whether
         the window read on: rows, or the end of a margin bucket's slice
         (which moves its bound)."""
         window = self.schedules
@@ -192,6 +193,11 @@ class ScheduleLoader:
         return window.bounds.read_further(
             bucket, lambda read: self._read_schedule_window(more=True, bucket=read)
         )
+
+    def window_wake(self) -> float | None:
+        """When a schedule past the window of schedules next becomes eligible
+        (epoch seconds; ``None``: none known, or beat holds every one)."""
+        return None if self.schedules is None else self.schedules.wake_at()
 
     def window_ends(self) -> WindowEnds | None:
         """While the window of schedules is full and may read on for the
@@ -214,14 +220,45 @@ class ScheduleLoader:
         if window is None:
             return 0
         read = window.next_read(more=more, bucket=bucket)
-        if read is None:
-            return 0
-        sliced, rows = read
+        return 0 if read is None else self._apply_read(window, *read, batch)
+
+    def refresh_eligible(self, now: datetime) -> int:
+        """Bring the window's eligible part up to the round's ``now``
+        (:meth:`ScheduleBounds.refresh_read
+        <celery_dgs.core.window.ScheduleBounds.refresh_read>`): the schedules
+        in its range that became eligible since are applied; how many."""
+        window = self.schedules
+        read = None if window is None else window.refresh_read(now)
+        return 0 if window is None or read is None else self._apply_read(window, *read)
+
+    def read_eligible(self, now: datetime) -> bool:
+        """A round at ``now`` has free slots and no eligible schedule held:
+        read the window's eligible part on (:meth:`ScheduleBounds.read_eligible
+        <celery_dgs.core.window.ScheduleBounds.read_eligible>`). Whether it
+        read a schedule."""
+        window = self.schedules
+        if window is None:
+            return False
+        return window.bounds.read_eligible(
+            now,
+            lambda: len(window.held),
+            lambda read: self._apply_read(window, read, window.read(read)),
+        )
+
+    def _apply_read(
+        self,
+        window: ScheduleWindow,
+        sliced: SliceRead,
+        rows: list[StoredSchedule],
+        batch: IndexBatch | None = None,
+    ) -> int:
+        """Apply the rows of one read of the window, and let go of the held
+        schedules it moved past; how many rows it returned."""
         for row in window.fresh(sliced, rows):
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
         self._say_short_horizon(window, rows)
-        outside = window.outside()
+        outside = window.outside() if window.may_let_go(sliced, rows) else []
         for name in outside:
             window.forget(name)
             self.ranking.note_demand(name)

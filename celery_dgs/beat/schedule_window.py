@@ -115,6 +115,7 @@ class ScheduleWindow:
 
     def drop(self, row: StoredSchedule) -> None:
         """Let go of a schedule whose new row is outside the window."""
+        self.bounds.not_held(row.kept_can_start_at)
         self.held.forget(row.name)
         let_go(self.state, self.ranking, row.name, row)
 
@@ -126,19 +127,43 @@ class ScheduleWindow:
         ``None``: none needed. ``more``, ``bucket``: see
         :meth:`ScheduleBounds.next_read <celery_dgs.core.window.ScheduleBounds.next_read>`."""
         read = self.bounds.next_read(self.clock.now(), len(self.held), more=more, bucket=bucket)
-        if read is None:
-            return None
+        return None if read is None else (read, self.read(read))
+
+    def refresh_read(self, now: datetime) -> tuple[SliceRead, list[StoredSchedule]] | None:
+        """The read that brings the eligible part up to ``now``
+        (:meth:`ScheduleBounds.refresh_read
+        <celery_dgs.core.window.ScheduleBounds.refresh_read>`), made; ``None``:
+        none needed."""
+        read = self.bounds.refresh_read(now)
+        return None if read is None else (read, self.read(read))
+
+    def read(self, read: SliceRead) -> list[StoredSchedule]:
+        """Read ``read``'s rows from the store and move the bounds past them."""
         rows = self.store.window_schedules(
             can_after=read.can_after,
             can_until=read.can_until,
             key_after=read.key_after,
             limit=read.limit,
             bucket=read.bucket,
+            key_until=read.key_until,
         )
         in_use = self.store.window_margin_buckets() if read.restart else ()
         kept = [r.kept_start() for r in rows]
-        self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
-        return read, rows
+        bounds = self.bounds
+        bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
+        wanted = bounds.arrival_wanted()
+        if wanted is not None:
+            can_after, key_after = wanted
+            arrival = self.store.window_next_can(can_after=can_after, key_after=key_after)
+            bounds.arrival_read(arrival)
+        return rows
+
+    def wake_at(self) -> float | None:
+        """When a schedule past the window next becomes eligible (epoch
+        seconds; :meth:`ScheduleBounds.wake_at
+        <celery_dgs.core.window.ScheduleBounds.wake_at>`)."""
+        wake = self.bounds.wake_at()
+        return None if wake is None else wake.timestamp()
 
     def fresh(self, read: SliceRead, rows: list[StoredSchedule]) -> list[StoredSchedule]:
         """The rows of ``read`` to apply: all of a start-over's, else those
@@ -147,6 +172,13 @@ class ScheduleWindow:
             return rows
         new = set(unheld([r.name for r in rows], self.held))
         return [r for r in rows if r.name in new]
+
+    @staticmethod
+    def may_let_go(read: SliceRead, rows: list[StoredSchedule]) -> bool:
+        """Whether the bounds may have moved past held schedules after ``read``
+        returned ``rows``: not after an eligible part's read that left its end
+        where it was or moved it on."""
+        return not read.eligible or (read.can_after is not None and len(rows) >= read.limit)
 
     def outside(self) -> list[str]:
         """The held schedules the bounds no longer cover (after a read that

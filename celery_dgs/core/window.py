@@ -18,10 +18,11 @@ Reads (:meth:`ScheduleBounds.next_read`), in the order they are considered:
   whose next start entered the horizon since the last read, most urgent
   first, at most the room left (a read that fills the room makes the window
   full, its end the last key read);
-* full, once fewer than half of ``size`` are held, or when a dispatch
-  round has free slots and no eligible schedule left in the window: the
-  next most urgent after ``end`` (a read that leaves room makes the window
-  not full).
+* full, once fewer than half of ``size`` are held, or when the certainty
+  rule refused a pick on the should-order slice's bound: the next most
+  urgent after ``end`` (a read that leaves room makes the window not full);
+* full, when a dispatch round has free slots and no eligible schedule held:
+  the eligible part (below).
 
 * full, when the certainty rule refused a pick on a margin bucket's bound:
   that bucket's next slice by ``error_at`` (:mod:`.window_buckets`), a
@@ -34,6 +35,32 @@ of the whole fleet is the window's, or the window has none eligible left
 and the round reads on. A schedule held by a bucket's slice stays held
 while its key is within that slice. A schedule let go (its new row is
 outside the window) is read again when the window reaches it.
+
+**The eligible part.** A full window may hold none that can start now
+while slots are free: its most urgent schedules by deadline may all start
+later. The round then reads on among the *eligible* schedules past the
+window's end (kept ``next_can_start_at`` at or before now), most urgent
+first, at most :meth:`ScheduleBounds.extension_read`'s limit, without moving
+``end``: the eligible part. It holds every schedule whose key is in
+(``end``, :attr:`~ScheduleBounds.part_end`] (``None``: past ``end``, all)
+and whose next start is at or before :attr:`~ScheduleBounds.part_at`, the
+moment it was last brought up to date. Each round first reads the ones that
+became eligible since (:meth:`ScheduleBounds.refresh_read`: next start in
+(``part_at``, now], key in the part's range), so at the round's moment
+every eligible schedule not held has a key above the part's end; a refresh
+that fills its limit cuts the part there. A schedule the part held that ran
+(its next start is past ``part_at`` again) is let go. So beat holds, past
+its window, only schedules that are due now: reading on among all the
+schedules that can start within the horizon instead could hold every one of
+them until the next start-over. A start-over, or an ``end`` read past the
+part, ends it.
+
+Beat does not hold the schedules that will become eligible past its window,
+so it would not wake when one does. While there is a part, the bounds keep
+:attr:`~ScheduleBounds.next_arrival`, the earliest next start after
+``part_at`` of a schedule not held (the store's
+:meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`, lowered by each
+row let go): beat wakes then, and a round before it needs no refresh.
 """
 
 from __future__ import annotations
@@ -78,11 +105,13 @@ class SliceRead:
     """One read of the store (:meth:`ScheduleStore.window_schedules
     <celery_dgs.store.base.ScheduleStore.window_schedules>`): the schedules
     whose kept next start is in (``can_after``, ``can_until``] and whose key
-    is above ``key_after``, most urgent first, at most ``limit``. ``restart``:
-    a read from the start, after which what is held and was not read is let go.
-    ``bucket``: a read of one margin bucket's slice, whose key is a
-    :data:`BucketKey` (``can_after`` is then ``None``); ``None``: of the
-    window's order (:data:`WindowKey`)."""
+    is above ``key_after`` (and at or below ``key_until``, if given), most
+    urgent first, at most ``limit``. ``restart``: a read from the start, after
+    which what is held and was not read is let go. ``bucket``: a read of one
+    margin bucket's slice, whose key is a :data:`BucketKey` (``can_after`` is
+    then ``None``); ``None``: of the window's order (:data:`WindowKey`).
+    ``eligible``: a read of the eligible part (``can_until`` is the round's
+    now): its extension, or with ``can_after`` its refresh."""
 
     can_after: datetime | None
     can_until: datetime
@@ -90,6 +119,8 @@ class SliceRead:
     limit: int
     restart: bool
     bucket: int | None = None
+    key_until: WindowKey | None = None
+    eligible: bool = False
 
 
 class ScheduleBounds:
@@ -117,6 +148,15 @@ class ScheduleBounds:
         self.unchecked_end: WindowKey | None = None
         #: While full: the margin buckets' slices (:mod:`.window_buckets`).
         self.buckets = BucketEnds()
+        #: The eligible part (see the module doc): when it was last brought up
+        #: to date (``None``: no part), and its last key (``None``: every
+        #: eligible schedule past ``end`` as of :attr:`part_at` is held).
+        self.part_at: datetime | None = None
+        self.part_end: WindowKey | None = None
+        #: While there is a part: the earliest next start after ``part_at`` of
+        #: a schedule not held (``None``: none), once known.
+        self.next_arrival: datetime | None = None
+        self._arrival_known = False
 
     @property
     def full(self) -> bool:
@@ -132,6 +172,22 @@ class ScheduleBounds:
         readable = bucket is not None and self.buckets.readable(bucket)
         return read(bucket) > 0 or readable
 
+    def read_eligible(
+        self, now: datetime, held: Callable[[], int], read: Callable[[SliceRead], int]
+    ) -> bool:
+        """A round at ``now`` has free slots and no eligible schedule held:
+        bring the eligible part up to date and extend it (``read`` reads a
+        slice and counts its rows; ``held()``: how many are held). Whether
+        it read any schedule."""
+        rows = 0
+        refresh = self.refresh_read(now)
+        if refresh is not None:
+            rows += read(refresh)
+        extension = self.extension_read(now, held())
+        if extension is not None:
+            rows += read(extension)
+        return rows > 0
+
     def reads_on(self, held: int) -> bool:
         """Whether the certainty rule checks the picks with ``held`` schedules
         held: the window is full, may read on (``read_on`` not 0) and holds
@@ -145,10 +201,25 @@ class ScheduleBounds:
 
     def checked_ends(self, held: int, seconds: Callable[[datetime], float]) -> WindowEnds | None:
         """The ends the certainty rule checks the picks against (:meth:`reads_on`),
-        on the rule's clock (``seconds``); ``None``: they are not checked."""
+        on the rule's clock (``seconds``); ``None``: they are not checked, or
+        the eligible part holds every eligible schedule past ``end`` (the
+        window holds every one)."""
         if self.end is None or not self.reads_on(held):
             return None
-        return self.buckets.window_ends(seconds(self.end[0]), seconds)
+        should_end = self.should_end()
+        if should_end is None:
+            return None
+        return self.buckets.window_ends(seconds(should_end[0]), seconds)
+
+    def should_end(self) -> WindowKey | None:
+        """While full, the key every eligible schedule not held is above: the
+        eligible part's end if it reaches past ``end``, else ``end``;
+        ``None``: every eligible one is held (or not full)."""
+        if self.part_at is not None and self.part_end is None:
+            return None
+        if self.end is None or self.part_end is None:
+            return self.end
+        return max(self.end, self.part_end)
 
     def reach_ends(
         self,
@@ -161,7 +232,10 @@ class ScheduleBounds:
         they are; ``None``: the window would hold every schedule that can
         start within it."""
         reach = self.reachable_should(held, should_at)
-        return None if reach is None else self.buckets.window_ends(seconds(reach), seconds)
+        should_end = self.should_end()
+        if reach is None or should_end is None:
+            return None
+        return self.buckets.window_ends(seconds(max(reach, should_end[0])), seconds)
 
     def figures(self, held: int) -> WindowFigures:
         """What ``status`` shows of the window with ``held`` schedules held."""
@@ -214,17 +288,20 @@ class ScheduleBounds:
             return False
         if self.end is None or (should, can, name) <= self.end:
             return True
+        part_at, part_end = self.part_at, self.part_end
+        in_part = part_at is not None and can <= part_at
+        if in_part and (part_end is None or (should, can, name) <= part_end):
+            return True
         return self.buckets.holds(bucket, None if error_at is None else (error_at, can, name))
 
     def next_read(
         self, now: datetime, held: int, *, more: bool = False, bucket: int | None = None
     ) -> SliceRead | None:
         """The read the window needs at ``now`` with ``held`` schedules held;
-        ``None``: none. ``more``: a dispatch round found no eligible schedule
-        left in a full window while slots were free, or the certainty rule
-        refused a pick: the next slice is read whatever is held (it is let go
-        of at the next start-over): margin ``bucket``'s if the rule named it
-        and it has more, else the should-order slice's."""
+        ``None``: none. ``more``: the certainty rule refused a pick: the next
+        slice is read whatever is held (it is let go of at the next
+        start-over): margin ``bucket``'s if the rule named it and it has
+        more, else the should-order slice's."""
         ahead = now + self.horizon
         if self.until is None:
             return SliceRead(None, ahead, None, self.size, restart=True)
@@ -247,6 +324,61 @@ class ScheduleBounds:
             return None
         return SliceRead(None, self.until, self.end, limit, restart=False)
 
+    def refresh_read(self, now: datetime) -> SliceRead | None:
+        """The read that brings the eligible part up to ``now`` (the schedules
+        that became eligible since it was, in its range), at most ``size``;
+        ``None``: no part, or up to date."""
+        part_at = self.part_at
+        if part_at is None or self.end is None or now <= part_at:
+            return None
+        arrival = self.next_arrival
+        if self._arrival_known and (arrival is None or now < arrival):
+            self.part_at = now  # none became eligible since: up to date as it is
+            return None
+        return SliceRead(
+            part_at, now, self.end, self.size, False, key_until=self.part_end, eligible=True
+        )
+
+    def arrival_wanted(self) -> tuple[datetime, WindowKey] | None:
+        """The store's :meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`
+        arguments if :attr:`next_arrival` must be read (after a read that moved
+        ``part_at``), for :meth:`arrival_read`; ``None``: known, or no part."""
+        if self.part_at is None or self.end is None or self._arrival_known:
+            return None
+        return self.part_at, self.end
+
+    def arrival_read(self, arrival: datetime | None) -> None:
+        """:attr:`next_arrival` as the store answered :meth:`arrival_wanted`."""
+        self.next_arrival, self._arrival_known = arrival, True
+
+    def not_held(self, can: datetime | None) -> None:
+        """A schedule whose kept next start is ``can`` was let go of, or not
+        taken in: it may arrive before :attr:`next_arrival`."""
+        part_at, arrival = self.part_at, self.next_arrival
+        if can is None or part_at is None or can <= part_at:
+            return
+        if arrival is None or can < arrival:
+            self.next_arrival = can
+
+    def wake_at(self) -> datetime | None:
+        """When a schedule not held next becomes eligible, while there is a
+        part (beat wakes then); ``None``: none known."""
+        return None if self.part_at is None else self.next_arrival
+
+    def extension_read(self, now: datetime, held: int) -> SliceRead | None:
+        """While full, the read of the next eligible schedules past the
+        eligible part (or past ``end``, with no part): a round at ``now``
+        has free slots and none held eligible. ``None``: not full, or the
+        part holds every eligible one. The part must be up to date
+        (:meth:`refresh_read` first)."""
+        if self.end is None or (self.part_at is not None and self.part_end is None):
+            return None
+        if self.part_at is not None and self.part_at != now:
+            raise ValueError(f"the eligible part is as of {self.part_at}, not {now}: refresh it")
+        after = self.end if self.part_end is None else self.part_end
+        limit = max(self.size - held, (self.size + 1) // 2)
+        return SliceRead(None, now, after, limit, False, eligible=True)
+
     def after_read(
         self, read: SliceRead, keys: list[WindowKey | None], buckets: Iterable[int] = ()
     ) -> None:
@@ -258,19 +390,45 @@ class ScheduleBounds:
             bucket_keys = [key for key in keys if key is not None]
             self.buckets.after_read(read.bucket, bucket_keys, read.limit)
             return
+        if read.eligible:
+            self._after_eligible_read(read, keys)
+            return
         self.until = read.can_until
         if read.restart:
             self.buckets.started_over(buckets)
+            self._end_part()
         if len(keys) < read.limit:
             if read.restart or read.key_after is not None:
                 self.end = None  # everything that can start by ``until`` is held
                 self.buckets.not_full()
+                self._end_part()
             return
         last = next((key for key in reversed(keys) if key is not None), None)
         if last is None:  # only rows with no kept times: hold no keyed one yet
             least = datetime.min.replace(tzinfo=read.can_until.tzinfo)
             last = (least, least, "")
         self.end = last if self.end is None or read.restart else max(self.end, last)
+        if self.part_end is not None and self.part_end <= self.end:
+            self._end_part()  # the window's end reached past the part
+
+    def _end_part(self) -> None:
+        self.part_at = self.part_end = self.next_arrival = None
+        self._arrival_known = False
+
+    def _after_eligible_read(self, read: SliceRead, keys: list[WindowKey | None]) -> None:
+        """:meth:`after_read` of the eligible part's extension or refresh: it is
+        up to date as of the read's ``can_until``; a read that filled its
+        limit makes its last key the part's end."""
+        if self.part_at != read.can_until:
+            self._arrival_known = False
+        self.part_at = read.can_until
+        if len(keys) < read.limit:
+            if read.can_after is None:  # an extension that found every one left
+                self.part_end = None
+            return
+        last = next((key for key in reversed(keys) if key is not None), None)
+        if last is not None:
+            self.part_end = last
 
 
 def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:
@@ -292,10 +450,26 @@ def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str
         if can > read.can_until or (read.can_after is not None and can <= read.can_after):
             continue
         key = (should, can, name)
-        if read.key_after is None or key > read.key_after:
+        if read.key_after is not None and key <= read.key_after:
+            continue
+        if read.key_until is None or key <= read.key_until:
             keyed.append((key, name))
     unkept = heapq.nsmallest(read.limit, unkept)
     return unkept + [name for _, name in heapq.nsmallest(read.limit - len(unkept), keyed)]
+
+
+def next_can_of(
+    can_after: datetime, key_after: WindowKey, kept: Iterable[tuple[str, KeptStart]]
+) -> datetime | None:
+    """The store's :meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`
+    over every active schedule's kept times (a fleet held in memory)."""
+    cans = (
+        can
+        for name, (can, should, _, _) in kept
+        if can is not None and should is not None and can > can_after
+        if (should, can, name) > key_after
+    )
+    return min(cans, default=None)
 
 
 def _bucket_slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:

@@ -311,6 +311,7 @@ def choose_reading_on(
     wants_more: Callable[[int], bool],
     refusal: Callable[[], Refusal | None],
     read_further: Callable[[SliceToRead], bool],
+    read_eligible: Callable[[], bool],
     reading_on_helps: Callable[[str], bool],
 ) -> list[_T]:
     """One dispatch round's choices with a window that may read on (beat's
@@ -318,7 +319,10 @@ def choose_reading_on(
     ``wants_more(n)``: slots are free and the round's limit not reached;
     ``refusal()``: the rule's refusal of the schedule the last choice
     stopped at, if any; ``read_further(slice)``: whether the window read on
-    that slice (the refusal's; ``None`` after none: the should-order slice).
+    the refusal's slice; ``read_eligible()``: whether it read on its
+    eligible part (:meth:`ScheduleBounds.read_eligible
+    <celery_dgs.core.window.ScheduleBounds.read_eligible>`: the last choice
+    found no eligible schedule held).
 
     While more is wanted: after a refusal that reading on cannot help, the
     next choice goes unchecked (:func:`read_on_helps` stopped the checks);
@@ -331,7 +335,7 @@ def choose_reading_on(
         if refused is not None and not reading_on_helps(refused.name):
             chosen += choose(len(chosen))
             continue
-        read = read_further(None if refused is None else refused.bucket)
+        read = read_eligible() if refused is None else read_further(refused.bucket)
         if not read and refused is None:
             break
         chosen += choose(len(chosen))

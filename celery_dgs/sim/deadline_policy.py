@@ -36,7 +36,7 @@ from ..core.window_certainty import (
 )
 from .policy import Policy
 from .state import PolicyHost
-from .window import SimWindow
+from .window import SimRead, SimWindow
 
 #: ``fifo``'s order settings: plain deadline order, keyed by ``can_start_by``.
 FIFO_ORDER = OrderPolicy(overload="greedy", group_shares=None)
@@ -219,8 +219,9 @@ class DeadlinePolicy(Policy):
         self._retime_stale(now)
         if self.window is not None:
             self._read_window(now)
+            self._take_read(self.window.refresh(now), now)
         while self.index.peek(now) is None:
-            if not self.read_further(now):
+            if not self.read_eligible(now):
                 return
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
@@ -239,6 +240,7 @@ class DeadlinePolicy(Policy):
             lambda _done: placement.free > 0,
             lambda: self._refusal,
             lambda bucket: self.read_further(now, bucket),
+            lambda: self.read_eligible(now),
             lambda name: self._read_on_helps(name, now),
         )
         for name, worker in chosen:
@@ -281,9 +283,20 @@ class DeadlinePolicy(Policy):
         ends = None if window is None else window.ends()
         return vouching_for(self.bound, self.index, now, ends)
 
+    def read_eligible(self, now: float) -> bool:
+        """A round has free slots and no eligible schedule left: whether the
+        window read on its eligible part (beat's :meth:`ScheduleLoader.read_eligible
+        <celery_dgs.beat.loading.ScheduleLoader.read_eligible>`)."""
+        if self.window is None:
+            return False
+        rows = 0
+        for read in self.window.read_eligible(now):
+            rows += self._take_read(read, now)
+        return rows > 0
+
     def read_further(self, now: float, bucket: int | None = None) -> bool:
-        """A round has free slots and no eligible schedule left, or the rule
-        refused a pick on ``bucket``'s bound: whether the window read on (beat's
+        """The rule refused a pick on ``bucket``'s bound (``None``: the
+        should-order slice's): whether the window read on (beat's
         :meth:`ScheduleLoader.read_further
         <celery_dgs.beat.loading.ScheduleLoader.read_further>`)."""
         window = self.window
@@ -298,7 +311,11 @@ class DeadlinePolicy(Policy):
         ``bucket``: :meth:`SimWindow.read <celery_dgs.sim.window.SimWindow.read>`),
         let go of what it moved past; how many schedules the slice had."""
         assert self.window is not None
-        read = self.window.read(now, more=more, bucket=bucket)
+        return self._take_read(self.window.read(now, more=more, bucket=bucket), now)
+
+    def _take_read(self, read: SimRead | None, now: float) -> int:
+        """Index the idle schedules ``read`` holds, let go of those it moved
+        past; how many schedules it had."""
         if read is None:
             return 0
         names, outside, rows = read

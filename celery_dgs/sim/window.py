@@ -30,6 +30,7 @@ from ..core.window import (
     WindowKey,
     buckets_in_use,
     keys_of,
+    next_can_of,
     slice_of,
     unheld,
 )
@@ -84,6 +85,7 @@ class SimWindow:
         ):
             self.held.note(name, kept)
             return True
+        self.bounds.not_held(kept.can)
         self.held.forget(name)
         return False
 
@@ -97,12 +99,39 @@ class SimWindow:
         :meth:`ScheduleBounds.next_read
         <celery_dgs.core.window.ScheduleBounds.next_read>`); ``None``: none."""
         read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
-        if read is None:
-            return None
+        return None if read is None else self._take(read)
+
+    def refresh(self, now: float) -> SimRead | None:
+        """The eligible part brought up to ``now`` (beat's
+        :meth:`ScheduleLoader.refresh_eligible
+        <celery_dgs.beat.loading.ScheduleLoader.refresh_eligible>`); ``None``:
+        no read needed."""
+        read = self.bounds.refresh_read(self.sim.at(now))
+        return None if read is None else self._take(read)
+
+    def read_eligible(self, now: float) -> list[SimRead]:
+        """The eligible part brought up to ``now`` and read on (beat's
+        :meth:`ScheduleLoader.read_eligible
+        <celery_dgs.beat.loading.ScheduleLoader.read_eligible>`): the reads made."""
+        reads: list[SimRead] = []
+
+        def take(read: SliceRead) -> int:
+            reads.append(self._take(read))
+            return reads[-1].rows
+
+        self.bounds.read_eligible(self.sim.at(now), lambda: len(self.held), take)
+        return reads
+
+    def _take(self, read: SliceRead) -> SimRead:
+        """Make ``read`` over the fleet's kept times and move the bounds past it."""
         names = slice_of(read, self.kept.items())
         kept = [self.kept[name] for name in names]
         in_use = buckets_in_use(self.kept.values()) if read.restart else ()
-        self.bounds.after_read(read, keys_of(read, kept, names), in_use)
+        bounds = self.bounds
+        bounds.after_read(read, keys_of(read, kept, names), in_use)
+        wanted = bounds.arrival_wanted()
+        if wanted is not None:
+            bounds.arrival_read(next_can_of(*wanted, self.kept.items()))
         self.reads += 1
         self.rows_read += len(names)
         rows = len(names)
@@ -111,7 +140,8 @@ class SimWindow:
         for name in names:
             self.held.note(name, self.kept[name])
         self.most_held = max(self.most_held, len(self.held))
-        outside = self.held.outside(lambda _name: False)
+        may_let_go = not read.eligible or (read.can_after is not None and rows >= read.limit)
+        outside = self.held.outside(lambda _name: False) if may_let_go else []
         for name in outside:
             self.held.forget(name)
         return SimRead(names, outside, rows)
@@ -134,6 +164,9 @@ class SimWindow:
         return self.kept[names[offset]][1] if len(names) > offset else None
 
     def next_read_s(self) -> float:
-        """When the window next reads as time moves (simulated seconds)."""
-        moves = self.bounds.moves_at()
-        return 0.0 if moves is None else self.sim.rel(moves)
+        """When the window next reads as time moves, or a schedule past it
+        becomes eligible, if sooner (simulated seconds)."""
+        moves, arrival = self.bounds.moves_at(), self.bounds.wake_at()
+        if moves is None:
+            return 0.0
+        return self.sim.rel(moves if arrival is None else min(moves, arrival))

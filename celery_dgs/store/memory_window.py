@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..core.window import SliceRead, buckets_in_use, slice_of
+from ..core.window import SliceRead, buckets_in_use, next_can_of, slice_of
 from .convert import utc
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
@@ -22,6 +22,7 @@ class MemoryWindowMethods(MemoryStoreBase):
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
         bucket: int | None,
+        key_until: tuple[datetime, datetime, str] | None = None,
     ) -> list[StoredSchedule]:
         read = SliceRead(
             None if can_after is None else utc(can_after, "can_after"),
@@ -32,6 +33,9 @@ class MemoryWindowMethods(MemoryStoreBase):
             limit,
             restart=False,
             bucket=bucket,
+            key_until=None
+            if key_until is None
+            else (utc(key_until[0], "key_until"), utc(key_until[1], "key_until"), key_until[2]),
         )
         rows = self._active_schedules()
         kept = ((n, r.kept_start()) for n, r in rows.items())
@@ -46,6 +50,15 @@ class MemoryWindowMethods(MemoryStoreBase):
         """The active rows but the deferred checks, by name."""
         with self._lock:
             return {r.name: r for r in self._rows.values() if r.active and r.kind != "check"}
+
+    def window_next_can(
+        self, *, can_after: datetime, key_after: tuple[datetime, datetime, str]
+    ) -> datetime | None:
+        """See :meth:`ScheduleStore.window_next_can
+        <celery_dgs.store.base.ScheduleStore.window_next_can>`."""
+        after = (utc(key_after[0], "key_after"), utc(key_after[1], "key_after"), key_after[2])
+        kept = ((n, r.kept_start()) for n, r in self._active_schedules().items())
+        return next_can_of(utc(can_after, "can_after"), after, kept)
 
     def _window_should_at(
         self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int

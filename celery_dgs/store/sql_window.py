@@ -65,12 +65,25 @@ def _after(
     )
 
 
+def _until(key_until: tuple[datetime, datetime, str]) -> ColumnElement[bool]:
+    """The rows whose (kept ``should_start_by``, ``next_can_start_at``, name)
+    is at or below ``key_until``."""
+    by, at = utc(key_until[0], "key_until"), utc(key_until[1], "key_until")
+    should, can, name = _T.c.should_start_by, _T.c.next_can_start_at, _T.c.name
+    return or_(
+        should < by,
+        and_(should == by, can < at),
+        and_(should == by, can == at, name <= key_until[2]),
+    )
+
+
 def window_statement(
     can_after: datetime | None,
     can_until: datetime,
     key_after: tuple[datetime, datetime, str] | None,
     limit: int,
     *,
+    key_until: tuple[datetime, datetime, str] | None = None,
     columns: list[ColumnClause[Any]] = _COLUMNS,
 ) -> Select[Any]:
     """The ``SELECT`` of one slice (the rows with kept times): a range of
@@ -83,6 +96,8 @@ def window_statement(
         stmt = stmt.where(can > utc(can_after, "can_after"))
     if key_after is not None:
         stmt = stmt.where(_after(_T.c.should_start_by, key_after))
+    if key_until is not None:
+        stmt = stmt.where(_until(key_until))
     return stmt.order_by(_T.c.should_start_by, can, _T.c.name).limit(limit)
 
 
@@ -107,6 +122,22 @@ def bucket_statement(
     return stmt.order_by(error_at, can, _T.c.name).limit(limit)
 
 
+def next_can_statement(
+    can_after: datetime, key_after: tuple[datetime, datetime, str]
+) -> Select[Any]:
+    """The ``SELECT`` of the earliest kept next start after ``can_after`` past
+    ``key_after``: the first rows of a range of ``ix_dgs_schedules_can_start``."""
+    can = cast(ColumnClause[Any], _T.c.next_can_start_at)  # typed: an aware datetime
+    return (
+        select(can)
+        .select_from(_T)
+        .where(_ACTIVE_SCHEDULE, can > utc(can_after, "can_after"))
+        .where(_after(_T.c.should_start_by, key_after))
+        .order_by(can)
+        .limit(1)
+    )
+
+
 class WindowMethods(SqlStoreBase):
     """``window_schedules`` of the SQL store."""
 
@@ -117,13 +148,16 @@ class WindowMethods(SqlStoreBase):
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
         bucket: int | None,
+        key_until: tuple[datetime, datetime, str] | None = None,
     ) -> list[StoredSchedule]:
         found: list[Any] = []
         with connection_transaction(self.engine, write=False) as conn:
             if bucket is not None:
                 found.extend(conn.execute(bucket_statement(bucket, can_until, key_after, limit)))
             else:
-                found.extend(self._window_rows(conn, can_after, can_until, key_after, limit))
+                found.extend(
+                    self._window_rows(conn, can_after, can_until, key_after, limit, key_until)
+                )
             memo = ValueMemo()
             return [stored_schedule_from_values(v, self._spec_cache, memo) for v in found]
 
@@ -134,6 +168,7 @@ class WindowMethods(SqlStoreBase):
         can_until: datetime,
         key_after: tuple[datetime, datetime, str] | None,
         limit: int,
+        key_until: tuple[datetime, datetime, str] | None = None,
     ) -> list[Any]:
         """The rows of a slice of the window's order: from the start, the rows
         with no kept times first."""
@@ -146,7 +181,9 @@ class WindowMethods(SqlStoreBase):
             )
             found.extend(conn.execute(unkept.order_by(_T.c.name).limit(limit)))
         if len(found) < limit:
-            stmt = window_statement(can_after, can_until, key_after, limit - len(found))
+            stmt = window_statement(
+                can_after, can_until, key_after, limit - len(found), key_until=key_until
+            )
             found.extend(conn.execute(stmt))
         return found
 
@@ -155,6 +192,15 @@ class WindowMethods(SqlStoreBase):
         <celery_dgs.store.base.ScheduleStore.window_margin_buckets>`."""
         with connection_transaction(self.engine, write=False) as conn:
             return sorted(int(b) for b in conn.execute(MARGIN_BUCKETS).scalars())
+
+    def window_next_can(
+        self, *, can_after: datetime, key_after: tuple[datetime, datetime, str]
+    ) -> datetime | None:
+        """See :meth:`ScheduleStore.window_next_can
+        <celery_dgs.store.base.ScheduleStore.window_next_can>`."""
+        with connection_transaction(self.engine, write=False) as conn:
+            found = conn.execute(next_can_statement(can_after, key_after)).scalar()
+            return cast(datetime | None, found)
 
     def _window_should_at(
         self, can_until: datetime, key_after: tuple[datetime, datetime, str], offset: int

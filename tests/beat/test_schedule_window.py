@@ -204,3 +204,31 @@ def test_beat_says_when_a_run_is_longer_than_the_windows_horizon(
         "the look-ahead sees only the runs due within the window; set it to the longest "
         "expected run or more"
     ]
+
+
+def test_a_full_window_none_of_whose_schedules_is_eligible_reads_only_the_eligible_past_it(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    """The eligible part: the window's most urgent start in 30 minutes; beat
+    reads past its end only the schedules that can start now, holds none
+    that cannot, and knows when the next one past it becomes eligible."""
+    clock = FakeClock(NOW)
+    store.upsert_runtime([spec(i, period=H) for i in range(4)], NOW + 30 * M)  # urgent, later
+    store.upsert_runtime([spec(i) for i in range(10, 13)], NOW - 10 * M)  # eligible, past it
+    store.upsert_runtime([spec(i) for i in range(20, 40)], NOW + 40 * M)  # neither
+    store.upsert_runtime([spec(50)], NOW + 10 * M)  # past it, eligible in 10 minutes
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, slots=4, schedule_window_size=4, schedule_window=3600
+    )
+    engine.load()
+    assert schedules(engine) == {f"t.job@s{i:04d}" for i in range(4)}
+    engine.tick()
+    assert publish.names() == ["t.job@s0010", "t.job@s0011", "t.job@s0012"], "by deadline"
+    held = schedules(engine)
+    assert not any(f"t.job@s{i:04d}" in held for i in (*range(20, 40), 50)), held
+    wake = engine.loader.window_wake()
+    assert wake == (NOW + 10 * M).timestamp(), "when s0050 becomes eligible"
+    clock.advance(10 * M)
+    engine.tick()
+    assert publish.names()[-1] == "t.job@s0050", "dispatched as it became eligible"

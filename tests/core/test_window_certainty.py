@@ -197,7 +197,9 @@ def test_a_round_reads_on_the_refused_slice_until_the_window_holds_the_rest() ->
         slices.append(bucket)
         return reads.pop(0)
 
-    chosen = choose_reading_on(choose, lambda done: done < 1, refusal, read_further, lambda _: True)
+    chosen = choose_reading_on(
+        choose, lambda done: done < 1, refusal, read_further, lambda: False, lambda _: True
+    )
     assert chosen == ["pick0"]
     assert reads == [False], "one read on, then the pick"
     assert slices == [7], "the read is of the refused bucket's slice"
@@ -221,7 +223,7 @@ def test_a_refusal_reading_on_cannot_help_gives_an_unchecked_choice() -> None:
         return refused
 
     chosen = choose_reading_on(
-        choose, lambda done: done < 1, refusal, read_further, lambda _name: False
+        choose, lambda done: done < 1, refusal, read_further, lambda: True, lambda _name: False
     )
     assert chosen == ["held pick"]
     assert "read" not in calls, "no read when reading on cannot make the pick certain"

@@ -2,7 +2,8 @@
 (``EXPLAIN`` of the store's own queries, after ``ANALYZE``): ``status
 PATTERN``'s name prefix reads a range of the ``text_pattern_ops`` index,
 whatever the database's collation; a slice of beat's window of schedules
-reads the first rows of a range of ``ix_dgs_schedules_window``, no sort."""
+reads the first rows of a range of ``ix_dgs_schedules_window``, no sort;
+the next start past the window, of ``ix_dgs_schedules_can_start``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from celery_dgs.store.models import ScheduleRow
 from celery_dgs.store.selection import Selection
 from celery_dgs.store.sql import SqlScheduleStore
 from celery_dgs.store.sql_status import _where
-from celery_dgs.store.sql_window import window_statement
+from celery_dgs.store.sql_window import next_can_statement, window_statement
 from tests.store.conftest import T0
 
 pytestmark = pytest.mark.postgres
@@ -66,3 +67,17 @@ def test_a_window_slice_reads_the_first_rows_of_the_window_index(
         assert "Sort" not in plan, plan
     rows = pg_store.window_schedules(can_after=None, can_until=later, key_after=None, limit=3)
     assert [r.name for r in rows] == ["p.scrape@src00000", "p.scrape@src00001", "p.scrape@src00002"]
+
+
+def test_the_next_start_past_the_window_reads_the_can_start_index(
+    pg_store: SqlScheduleStore,
+) -> None:
+    fill(pg_store)
+    end = (T0 + timedelta(hours=1), T0, "p.scrape@src01800")  # in the first 5,000
+    with pg_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+        plan = explain(conn, next_can_statement(T0, end))
+    assert "ix_dgs_schedules_can_start" in plan, plan
+    assert "Sort" not in plan, plan
+    found = pg_store.window_next_can(can_after=T0, key_after=end)
+    assert found == T0 + timedelta(seconds=5_000), "the second 5,000's registration"

@@ -5,7 +5,7 @@ kept times and margin bucket on every row a store returns;
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from celery_dgs.core.laxity import NO_MARGIN_BUCKET, margin_bucket
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
 from celery_dgs.core.timing import start_margin
-from celery_dgs.core.window import KeptStart, SliceRead, slice_of
+from celery_dgs.core.window import KeptStart, SliceRead, next_can_of, slice_of
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.memory import MemoryScheduleStore
@@ -87,6 +87,55 @@ def test_the_stores_and_the_simulators_slice_agree(store: ScheduleStore) -> None
             can_after=read.can_after, can_until=read.can_until, key_after=None, limit=read.limit
         )
         assert names(got) == slice_of(read, kept)
+
+
+def key_of(row: StoredSchedule) -> tuple[datetime, datetime, str]:
+    assert row.kept_should_start_by is not None
+    assert row.kept_can_start_at is not None
+    return (row.kept_should_start_by, row.kept_can_start_at, row.name)
+
+
+def test_a_slice_up_to_a_key_is_the_simulators(store: ScheduleStore) -> None:
+    """The eligible part's refresh: a next start in (after, until] and a key
+    in (key_after, key_until], as the simulator's slice selects it."""
+    fill(store)
+    rows = {r.name: r for r in store.list_schedules() if r.kind != "check"}
+    kept = [(n, r.kept_start()) for n, r in rows.items()]
+    key_after, key_until = key_of(rows["w.job@s01"]), key_of(rows["w.job@s10"])
+    read = SliceRead(T0 + M, T0 + 8 * M, key_after, 10, restart=False, key_until=key_until)
+    got = store.window_schedules(
+        can_after=read.can_after,
+        can_until=read.can_until,
+        key_after=key_after,
+        key_until=key_until,
+        limit=10,
+    )
+    assert names(got) == ["w.job@s02", "w.job@s03", "w.job@s04", "w.job@s05", "w.job@s10"]
+    assert names(got) == slice_of(read, kept)
+    with pytest.raises(ValueError, match="no can_after and no key_until"):
+        store.window_schedules(
+            can_after=None, can_until=T0, key_after=None, key_until=key_until, limit=1, bucket=3
+        )
+
+
+def test_the_next_start_past_a_key(store: ScheduleStore) -> None:
+    """``window_next_can``: the earliest kept next start after a moment among
+    the schedules past a key (the window's end): when beat must wake."""
+    fill(store)
+    rows = {r.name: r for r in store.list_schedules() if r.kind != "check"}
+    kept = [(n, r.kept_start()) for n, r in rows.items()]
+    end = key_of(rows["w.job@s03"])
+    for after, expected in [
+        (T0, T0 + 4 * M),  # s01..s03 are at or before the end
+        (T0 + 4 * M, T0 + 5 * M),
+        (T0 + 5 * M, T0 + 6 * M),  # s05, s10, s11 share it: past it
+        (T0 + 9 * M, None),
+    ]:
+        found = store.window_next_can(can_after=after, key_after=end)
+        assert found == expected, after
+        assert found == next_can_of(after, end, kept)
+        if found is not None:
+            assert found.utcoffset() == timedelta(0)
 
 
 def test_the_should_start_by_a_number_of_rows_past_a_key(store: ScheduleStore) -> None:
