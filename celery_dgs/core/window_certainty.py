@@ -3,7 +3,9 @@
 While beat's window of schedules is full (:mod:`~celery_dgs.core.window`),
 every eligible schedule it does not hold is past its ends
 (:class:`~celery_dgs.core.window_buckets.WindowEnds`): its kept
-``should_start_by`` is at or after ``E``, the should-order slice's end, and
+``should_start_by`` is at or after ``E``, the should-order slice's end (or
+the eligible part's, :meth:`ScheduleBounds.should_end
+<celery_dgs.core.window.ScheduleBounds.should_end>`), and
 for one of margin bucket ``m`` its ``error_at`` is at or after ``E_m``, that
 bucket's slice end, and at or after ``E`` plus the bucket's least margin
 (together ``B_m``). In the deadline order ``E`` alone makes the window's top
