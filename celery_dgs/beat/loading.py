@@ -262,6 +262,7 @@ class ScheduleLoader:
         for name in outside:
             window.forget(name)
             self.ranking.note_demand(name)
+        window.learn_arrival()
         self._say_when_full(window)
         if rows or outside:
             logger.debug(

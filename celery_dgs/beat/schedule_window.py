@@ -149,14 +149,20 @@ class ScheduleWindow:
         )
         in_use = self.store.window_margin_buckets() if read.restart else ()
         kept = [r.kept_start() for r in rows]
-        bounds = self.bounds
-        bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
-        wanted = bounds.arrival_wanted()
+        self.bounds.after_read(read, keys_of(read, kept, [r.name for r in rows]), in_use)
+        return rows
+
+    def learn_arrival(self) -> None:
+        """Read when the next schedule past the window becomes eligible, if a
+        read moved the eligible part (:meth:`ScheduleBounds.arrival_wanted
+        <celery_dgs.core.window.ScheduleBounds.arrival_wanted>`). Called once
+        a read's rows are applied: if the store fails here, they are held
+        all the same, and the part's next refresh asks again."""
+        wanted = self.bounds.arrival_wanted()
         if wanted is not None:
             can_after, key_after = wanted
             arrival = self.store.window_next_can(can_after=can_after, key_after=key_after)
-            bounds.arrival_read(arrival)
-        return rows
+            self.bounds.arrival_read(arrival)
 
     def wake_at(self) -> float | None:
         """When a schedule past the window next becomes eligible (epoch

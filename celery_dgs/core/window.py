@@ -327,9 +327,14 @@ class ScheduleBounds:
     def refresh_read(self, now: datetime) -> SliceRead | None:
         """The read that brings the eligible part up to ``now`` (the schedules
         that became eligible since it was, in its range), at most ``size``;
-        ``None``: no part, or up to date."""
+        ``None``: no part, or up to date (also when the clock stepped back
+        before ``part_at``: what the part holds covers ``now``, and it is
+        taken as of ``now``)."""
         part_at = self.part_at
-        if part_at is None or self.end is None or now <= part_at:
+        if part_at is None or self.end is None or now == part_at:
+            return None
+        if now < part_at:
+            self.part_at, self._arrival_known = now, False
             return None
         arrival = self.next_arrival
         if self._arrival_known and (arrival is None or now < arrival):

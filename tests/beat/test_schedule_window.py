@@ -232,3 +232,71 @@ def test_a_full_window_none_of_whose_schedules_is_eligible_reads_only_the_eligib
     clock.advance(10 * M)
     engine.tick()
     assert publish.names()[-1] == "t.job@s0050", "dispatched as it became eligible"
+
+
+def eligible_past_a_later_window(store: SqlScheduleStore) -> None:
+    """A window of 4 whose schedules start in 30 minutes, and ten eligible
+    schedules past it (s0010..s0019, in deadline order)."""
+    store.upsert_runtime([spec(i, period=H) for i in range(4)], NOW + 30 * M)
+    store.upsert_runtime([spec(i) for i in range(10, 20)], NOW - 10 * M)
+
+
+def test_the_eligible_part_survives_the_clock_stepping_back(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    eligible_past_a_later_window(store)
+    clock = FakeClock(NOW)
+    publish = Recorder()
+    ticks = iter(range(1_000))  # monotonic time goes on when the wall clock steps back
+    engine = fake_clock_engine(
+        store,
+        redis_client,
+        clock,
+        publish,
+        slots=2,
+        monotonic=lambda: float(next(ticks)),
+        schedule_window_size=4,
+        schedule_window=3600,
+    )
+    engine.load()
+    engine.tick()
+    first = publish.names()
+    assert first == ["t.job@s0010", "t.job@s0011"]
+    for name in first:
+        run_now(engine, store, name, clock.now())
+    clock.set(NOW - 5 * M)  # the wall clock steps back
+    engine.tick()
+    assert publish.names() == ["t.job@s0012", "t.job@s0013"], "the next, in order"
+
+
+def test_a_store_error_after_an_eligible_read_loses_none_of_its_rows(
+    store: SqlScheduleStore, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eligible_past_a_later_window(store)
+    clock = FakeClock(NOW)
+    publish = Recorder()
+    engine = make_engine(
+        store,
+        redis_client,
+        clock,
+        publish,
+        slots=20,
+        schedule_window_size=4,
+        schedule_window=3600,
+        schedule_window_read_on=0,
+    )
+    engine.load()
+    real, failed = store.window_next_can, []
+
+    def fails_once(**arguments: object) -> object:
+        if not failed:
+            failed.append(True)
+            raise OSError("the database went away")
+        return real(**arguments)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "window_next_can", fails_once)
+    with pytest.raises(OSError, match="went away"):
+        engine.tick()  # the scheduler logs it and ticks again
+    clock.advance(M)
+    engine.tick()
+    assert publish.names() == [f"t.job@s{i:04d}" for i in range(10, 20)], "none skipped"
