@@ -243,3 +243,84 @@ def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligi
             name = rng.choice(sorted(fleet.kept))
             can = now + rng.randint(-20, 60) * S
             fleet.change(name, KeptStart(can, can + rng.randint(0, 80) * S))
+
+
+def every_eligible_up_to_the_end_is_held(fleet: Fleet, now: datetime) -> None:
+    """What the certainty rule relies on: every schedule that can start at
+    ``now`` with a key up to the window's should-order bound is held; and a
+    known next arrival is no later than any schedule past the window's."""
+    bounds = fleet.bounds
+    should_end = bounds.should_end()
+    for name, (can, should, _, _) in fleet.kept.items():
+        if can is None or should is None or can > now:
+            continue
+        if should_end is None or (should, can, name) <= should_end:
+            assert name in fleet.held, (name, bounds.end, bounds.part_at, bounds.part_end)
+    part_at, end = bounds.part_at, bounds.end
+    if part_at is None or end is None or bounds.arrival_wanted() is not None:
+        return
+    cans = [
+        k.can
+        for n, k in fleet.kept.items()
+        if n not in fleet.held and k.can is not None and k.can > part_at
+        if k.should is not None and (k.should, k.can, n) > end
+    ]
+    if cans:
+        assert bounds.next_arrival is not None
+        assert bounds.next_arrival <= min(cans)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 150), st.integers(0, 80)), min_size=1, max_size=30),
+    st.integers(1, 5),
+    st.integers(0, 2**32 - 1),
+)
+def test_polls_refusals_and_a_clock_that_stands_or_steps_back_keep_the_part_exact(
+    times: list[tuple[int, int]], size: int, seed: int
+) -> None:
+    """Beside rounds of one to three picks: store polls before the part's
+    refresh and inside the round, the certainty rule's should-order reads,
+    start-overs as time jumps, and a wall clock that stands still or steps
+    back. At each choice the window holds every eligible schedule up to
+    its bound, and its pick is the fleet's."""
+    rng = random.Random(seed)
+    fleet = Fleet(
+        {f"s{i:02d}": KeptStart(at(can), at(can + slack)) for i, (can, slack) in enumerate(times)},
+        size,
+    )
+
+    def poll(now: datetime) -> None:
+        for _ in range(rng.randint(0, 2)):
+            can = now + rng.randint(-20, 60) * S
+            kept = KeptStart(can, can + rng.randint(0, 80) * S)
+            fleet.change(rng.choice(sorted(fleet.kept)), kept)
+
+    now = at(0)
+    for _ in range(40):
+        now += rng.choice([-5, 0, 0, 1, 3, 7, 12, 40]) * S
+        read = fleet.bounds.next_read(now, len(fleet.held))
+        if read is not None:
+            fleet.read(read)
+        poll(now)
+        refresh = fleet.bounds.refresh_read(now)
+        if refresh is not None:
+            fleet.read(refresh)
+        poll(now)
+        for _ in range(rng.randint(1, 3)):
+            if rng.random() < 0.3:  # the certainty rule refused a pick
+                further = fleet.bounds.next_read(now, len(fleet.held), more=True)
+                if further is not None:
+                    fleet.read(further)
+            held_eligible = fleet.eligible(fleet.held, now)
+            while not held_eligible and fleet.bounds.read_eligible(
+                now, lambda: len(fleet.held), fleet.read
+            ):
+                held_eligible = fleet.eligible(fleet.held, now)
+            every_eligible_up_to_the_end_is_held(fleet, now)
+            whole = fleet.eligible(list(fleet.kept), now)
+            assert held_eligible[:1] == whole[:1], "the window's pick is the fleet's"
+            if not whole:
+                break
+            can = now + rng.randint(1, 60) * S
+            fleet.change(whole[0][2], KeptStart(can, can + rng.randint(0, 80) * S))
