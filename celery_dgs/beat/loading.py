@@ -16,8 +16,8 @@ from datetime import datetime
 
 from ..core.clock import Clock
 from ..core.late_order import expected_seconds
-from ..core.window import SliceRead
 from ..core.window_buckets import WindowEnds
+from ..core.window_part import SliceRead
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule

@@ -18,13 +18,12 @@ from ..core.pace import WindowFigures
 from ..core.window import (
     HeldSchedules,
     ScheduleBounds,
-    SliceRead,
-    WindowKey,
     keys_of,
     unheld,
 )
 from ..core.window_buckets import WindowEnds
 from ..core.window_certainty import read_on_helps
+from ..core.window_part import SliceRead, WindowKey
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import StoredSchedule
@@ -115,7 +114,7 @@ class ScheduleWindow:
 
     def drop(self, row: StoredSchedule) -> None:
         """Let go of a schedule whose new row is outside the window."""
-        self.bounds.not_held(row.kept_can_start_at)
+        self.bounds.part.not_held(row.kept_can_start_at)
         self.held.forget(row.name)
         let_go(self.state, self.ranking, row.name, row)
 
@@ -162,13 +161,13 @@ class ScheduleWindow:
         if wanted is not None:
             can_after, key_after = wanted
             arrival = self.store.window_next_can(can_after=can_after, key_after=key_after)
-            self.bounds.arrival_read(arrival)
+            self.bounds.part.arrival_read(arrival)
 
     def wake_at(self) -> float | None:
         """When a schedule past the window next becomes eligible (epoch
-        seconds; :meth:`ScheduleBounds.wake_at
-        <celery_dgs.core.window.ScheduleBounds.wake_at>`)."""
-        wake = self.bounds.wake_at()
+        seconds; :meth:`EligiblePart.wake_at
+        <celery_dgs.core.window_part.EligiblePart.wake_at>`)."""
+        wake = self.bounds.part.wake_at()
         return None if wake is None else wake.timestamp()
 
     def fresh(self, read: SliceRead, rows: list[StoredSchedule]) -> list[StoredSchedule]:

@@ -21,58 +21,33 @@ Reads (:meth:`ScheduleBounds.next_read`), in the order they are considered:
 * full, once fewer than half of ``size`` are held, or when the certainty
   rule refused a pick on the should-order slice's bound: the next most
   urgent after ``end`` (a read that leaves room makes the window not full);
-* full, when a dispatch round has free slots and no eligible schedule held:
-  the eligible part (below).
-
 * full, when the certainty rule refused a pick on a margin bucket's bound:
   that bucket's next slice by ``error_at`` (:mod:`.window_buckets`), a
   quarter of ``size`` (a read that returns fewer makes the bucket's slice
-  complete). A start-over reads none and lists the buckets in use.
+  complete). A start-over reads none and lists the buckets in use;
+* full, when a dispatch round has free slots and no eligible schedule held:
+  the eligible schedules past ``end``, the eligible part
+  (:mod:`.window_part`), brought up to date before each round.
 
 Every schedule that can start now and is not held is less urgent than every
-held one (its key is above ``end``), so the most urgent eligible schedule
-of the whole fleet is the window's, or the window has none eligible left
-and the round reads on. A schedule held by a bucket's slice stays held
-while its key is within that slice. A schedule let go (its new row is
-outside the window) is read again when the window reaches it.
-
-**The eligible part.** A full window may hold none that can start now
-while slots are free: its most urgent schedules by deadline may all start
-later. The round then reads on among the *eligible* schedules past the
-window's end (kept ``next_can_start_at`` at or before now), most urgent
-first, at most :meth:`ScheduleBounds.extension_read`'s limit, without moving
-``end``: the eligible part. It holds every schedule whose key is in
-(``end``, :attr:`~ScheduleBounds.part_end`] (``None``: past ``end``, all)
-and whose next start is at or before :attr:`~ScheduleBounds.part_at`, the
-moment it was last brought up to date. Each round first reads the ones that
-became eligible since (:meth:`ScheduleBounds.refresh_read`: next start in
-(``part_at``, now], key in the part's range), so at the round's moment
-every eligible schedule not held has a key above the part's end; a refresh
-that fills its limit cuts the part there. A schedule the part held that ran
-(its next start is past ``part_at`` again) is let go. So beat holds, past
-its window, only schedules that are due now: reading on among all the
-schedules that can start within the horizon instead could hold every one of
-them until the next start-over. A start-over, or an ``end`` read past the
-part, ends it.
-
-Beat does not hold the schedules that will become eligible past its window,
-so it would not wake when one does. While there is a part, the bounds keep
-:attr:`~ScheduleBounds.next_arrival`, the earliest next start after
-``part_at`` of a schedule not held (the store's
-:meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`, lowered by each
-row let go): beat wakes then, and a round before it needs no refresh.
+held one (its key is above ``end``, or above the eligible part's end), so
+the most urgent eligible schedule of the whole fleet is the window's, or
+the window has none eligible left and the round reads on. A schedule held
+by a bucket's slice stays held while its key is within that slice. A
+schedule let go (its new row is outside the window) is read again when the
+window reaches it.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from .pace import WindowFigures
 from .window_buckets import BucketEnds, BucketKey, WindowEnds
+from .window_part import EligiblePart, SliceRead, WindowKey
 
 #: Seconds ahead beat's window of schedules reaches (``dgs_schedule_window``).
 DEFAULT_SCHEDULE_WINDOW_S = 3600.0
@@ -82,10 +57,6 @@ DEFAULT_SCHEDULE_WINDOW_S = 3600.0
 #: only where a pick may not be the fleet's, a window holds more than its
 #: size mostly under overload.
 DEFAULT_WINDOW_READ_ON = 10.0
-
-#: A schedule's place in the window's order, the index's among eligible
-#: schedules: its kept ``should_start_by``, then ``next_can_start_at``, then name.
-WindowKey = tuple[datetime, datetime, str]
 
 
 class KeptStart(NamedTuple):
@@ -98,29 +69,6 @@ class KeptStart(NamedTuple):
     should: datetime | None
     error_at: datetime | None = None
     bucket: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SliceRead:
-    """One read of the store (:meth:`ScheduleStore.window_schedules
-    <celery_dgs.store.base.ScheduleStore.window_schedules>`): the schedules
-    whose kept next start is in (``can_after``, ``can_until``] and whose key
-    is above ``key_after`` (and at or below ``key_until``, if given), most
-    urgent first, at most ``limit``. ``restart``: a read from the start, after
-    which what is held and was not read is let go. ``bucket``: a read of one
-    margin bucket's slice, whose key is a :data:`BucketKey` (``can_after`` is
-    then ``None``); ``None``: of the window's order (:data:`WindowKey`).
-    ``eligible``: a read of the eligible part (``can_until`` is the round's
-    now): its extension, or with ``can_after`` its refresh."""
-
-    can_after: datetime | None
-    can_until: datetime
-    key_after: WindowKey | None
-    limit: int
-    restart: bool
-    bucket: int | None = None
-    key_until: WindowKey | None = None
-    eligible: bool = False
 
 
 class ScheduleBounds:
@@ -143,20 +91,14 @@ class ScheduleBounds:
         self.until: datetime | None = None
         #: While full: the last key held. ``None``: not full.
         self.end: WindowKey | None = None
-        #: The end at which reading on was found not to help the certainty
-        #: rule: while the end is this one, the picks are not checked.
+        #: The should-order bound (:meth:`should_end`) at which reading on was
+        #: found not to help the certainty rule: while it is this one, the
+        #: picks are not checked.
         self.unchecked_end: WindowKey | None = None
         #: While full: the margin buckets' slices (:mod:`.window_buckets`).
         self.buckets = BucketEnds()
-        #: The eligible part (see the module doc): when it was last brought up
-        #: to date (``None``: no part), and its last key (``None``: every
-        #: eligible schedule past ``end`` as of :attr:`part_at` is held).
-        self.part_at: datetime | None = None
-        self.part_end: WindowKey | None = None
-        #: While there is a part: the earliest next start after ``part_at`` of
-        #: a schedule not held (``None``: none), once known.
-        self.next_arrival: datetime | None = None
-        self._arrival_known = False
+        #: While full: the eligible part past ``end`` (:mod:`.window_part`).
+        self.part = EligiblePart()
 
     @property
     def full(self) -> bool:
@@ -193,8 +135,8 @@ class ScheduleBounds:
         held: the window is full, may read on (``read_on`` not 0) and holds
         fewer than ``(1 + read_on)`` times its size (past that, beat chooses
         among the held until dispatches or the next start-over make room),
-        and reading on was not found useless at its end (:attr:`unchecked_end`)."""
-        if self.end is None or self.end == self.unchecked_end or self.read_on == 0:
+        and reading on was not found useless at its bound (:attr:`unchecked_end`)."""
+        if self.end is None or self.should_end() == self.unchecked_end or self.read_on == 0:
             return False
         room = self.room(held)
         return room is None or room > 0
@@ -215,11 +157,7 @@ class ScheduleBounds:
         """While full, the key every eligible schedule not held is above: the
         eligible part's end if it reaches past ``end``, else ``end``;
         ``None``: every eligible one is held (or not full)."""
-        if self.part_at is not None and self.part_end is None:
-            return None
-        if self.end is None or self.part_end is None:
-            return self.end
-        return max(self.end, self.part_end)
+        return None if self.end is None else self.part.bound(self.end)
 
     def reach_ends(
         self,
@@ -288,9 +226,7 @@ class ScheduleBounds:
             return False
         if self.end is None or (should, can, name) <= self.end:
             return True
-        part_at, part_end = self.part_at, self.part_end
-        in_part = part_at is not None and can <= part_at
-        if in_part and (part_end is None or (should, can, name) <= part_end):
+        if self.part.holds(can, (should, can, name)):
             return True
         return self.buckets.holds(bucket, None if error_at is None else (error_at, can, name))
 
@@ -325,64 +261,31 @@ class ScheduleBounds:
         return SliceRead(None, self.until, self.end, limit, restart=False)
 
     def refresh_read(self, now: datetime) -> SliceRead | None:
-        """The read that brings the eligible part up to ``now`` (the schedules
-        that became eligible since it was, in its range), at most ``size``;
-        ``None``: no part, or up to date (also when the clock stepped back
-        before ``part_at``: what the part holds covers ``now``, and it is
-        taken as of ``now``)."""
-        part_at = self.part_at
-        if part_at is None or self.end is None or now == part_at:
-            return None
-        if now < part_at:
-            self.part_at, self._arrival_known = now, False
-            return None
-        arrival = self.next_arrival
-        if self._arrival_known and (arrival is None or now < arrival):
-            self.part_at = now  # none became eligible since: up to date as it is
-            return None
-        return SliceRead(
-            part_at, now, self.end, self.size, False, key_until=self.part_end, eligible=True
-        )
-
-    def arrival_wanted(self) -> tuple[datetime, WindowKey] | None:
-        """The store's :meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`
-        arguments if :attr:`next_arrival` must be read (after a read that moved
-        ``part_at``), for :meth:`arrival_read`; ``None``: known, or no part."""
-        if self.part_at is None or self.end is None or self._arrival_known:
-            return None
-        return self.part_at, self.end
-
-    def arrival_read(self, arrival: datetime | None) -> None:
-        """:attr:`next_arrival` as the store answered :meth:`arrival_wanted`."""
-        self.next_arrival, self._arrival_known = arrival, True
-
-    def not_held(self, can: datetime | None) -> None:
-        """A schedule whose kept next start is ``can`` was let go of, or not
-        taken in: it may arrive before :attr:`next_arrival`."""
-        part_at, arrival = self.part_at, self.next_arrival
-        if can is None or part_at is None or can <= part_at:
-            return
-        if arrival is None or can < arrival:
-            self.next_arrival = can
-
-    def wake_at(self) -> datetime | None:
-        """When a schedule not held next becomes eligible, while there is a
-        part (beat wakes then); ``None``: none known."""
-        return None if self.part_at is None else self.next_arrival
+        """While full, the read that brings the eligible part up to ``now``, at
+        most ``size`` (:meth:`EligiblePart.refresh_read
+        <celery_dgs.core.window_part.EligiblePart.refresh_read>`); ``None``: none."""
+        return None if self.end is None else self.part.refresh_read(now, self.end, self.size)
 
     def extension_read(self, now: datetime, held: int) -> SliceRead | None:
         """While full, the read of the next eligible schedules past the
-        eligible part (or past ``end``, with no part): a round at ``now``
-        has free slots and none held eligible. ``None``: not full, or the
-        part holds every eligible one. The part must be up to date
-        (:meth:`refresh_read` first)."""
-        if self.end is None or (self.part_at is not None and self.part_end is None):
+        eligible part, half ``size`` or the room left if more
+        (:meth:`EligiblePart.extension_read
+        <celery_dgs.core.window_part.EligiblePart.extension_read>`): a round
+        at ``now`` has free slots and none held eligible. ``None``: not
+        full, or every eligible one is held."""
+        if self.end is None:
             return None
-        if self.part_at is not None and self.part_at != now:
-            raise ValueError(f"the eligible part is as of {self.part_at}, not {now}: refresh it")
-        after = self.end if self.part_end is None else self.part_end
         limit = max(self.size - held, (self.size + 1) // 2)
-        return SliceRead(None, now, after, limit, False, eligible=True)
+        return self.part.extension_read(now, self.end, limit)
+
+    def arrival_wanted(self) -> tuple[datetime, WindowKey] | None:
+        """The store's :meth:`~celery_dgs.store.base.ScheduleStore.window_next_can`
+        arguments if the part's next arrival must be read, for
+        :meth:`EligiblePart.arrival_read
+        <celery_dgs.core.window_part.EligiblePart.arrival_read>`; ``None``:
+        known, or no part."""
+        after = self.part.arrival_wanted()
+        return None if after is None or self.end is None else (after, self.end)
 
     def after_read(
         self, read: SliceRead, keys: list[WindowKey | None], buckets: Iterable[int] = ()
@@ -396,44 +299,24 @@ class ScheduleBounds:
             self.buckets.after_read(read.bucket, bucket_keys, read.limit)
             return
         if read.eligible:
-            self._after_eligible_read(read, keys)
+            self.part.after_read(read, keys)
             return
         self.until = read.can_until
         if read.restart:
             self.buckets.started_over(buckets)
-            self._end_part()
+            self.part.clear()
         if len(keys) < read.limit:
             if read.restart or read.key_after is not None:
                 self.end = None  # everything that can start by ``until`` is held
                 self.buckets.not_full()
-                self._end_part()
+                self.part.clear()
             return
         last = next((key for key in reversed(keys) if key is not None), None)
         if last is None:  # only rows with no kept times: hold no keyed one yet
             least = datetime.min.replace(tzinfo=read.can_until.tzinfo)
             last = (least, least, "")
         self.end = last if self.end is None or read.restart else max(self.end, last)
-        if self.part_end is not None and self.part_end <= self.end:
-            self._end_part()  # the window's end reached past the part
-
-    def _end_part(self) -> None:
-        self.part_at = self.part_end = self.next_arrival = None
-        self._arrival_known = False
-
-    def _after_eligible_read(self, read: SliceRead, keys: list[WindowKey | None]) -> None:
-        """:meth:`after_read` of the eligible part's extension or refresh: it is
-        up to date as of the read's ``can_until``; a read that filled its
-        limit makes its last key the part's end."""
-        if self.part_at != read.can_until:
-            self._arrival_known = False
-        self.part_at = read.can_until
-        if len(keys) < read.limit:
-            if read.can_after is None:  # an extension that found every one left
-                self.part_end = None
-            return
-        last = next((key for key in reversed(keys) if key is not None), None)
-        if last is not None:
-            self.part_end = last
+        self.part.window_moved(self.end)
 
 
 def slice_of(read: SliceRead, kept: Iterable[tuple[str, KeptStart]]) -> list[str]:

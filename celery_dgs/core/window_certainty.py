@@ -295,7 +295,8 @@ def read_on_helps(
     ``name`` is not in ERROR (in ERROR, a bucket's slice by ``error_at``
     bounds a late key only by its end less its greatest margin: the
     buckets are taken as they are). If not, ``bounds`` stop checking the picks until their
-    end moves (:attr:`~celery_dgs.core.window.ScheduleBounds.unchecked_end`):
+    should-order bound moves (:attr:`~celery_dgs.core.window.ScheduleBounds.unchecked_end`:
+    the window's end, or the eligible part's past it):
     under a backlog in ERROR the rule may not vouch for anything, and reading
     on would only fill the window's room."""
     if bound is None or times is None or reach is None:
@@ -304,7 +305,7 @@ def read_on_helps(
         reach = WindowEnds(reach.should, dict.fromkeys(reach.buckets, math.inf))
     if bound.vouches(name, times, now, reach):
         return True
-    bounds.unchecked_end = bounds.end
+    bounds.unchecked_end = bounds.should_end()
     return False
 
 

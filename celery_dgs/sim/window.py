@@ -26,8 +26,6 @@ from ..core.window import (
     HeldSchedules,
     KeptStart,
     ScheduleBounds,
-    SliceRead,
-    WindowKey,
     buckets_in_use,
     keys_of,
     next_can_of,
@@ -35,6 +33,7 @@ from ..core.window import (
     unheld,
 )
 from ..core.window_buckets import WindowEnds
+from ..core.window_part import SliceRead, WindowKey
 from .state import PolicyHost
 
 
@@ -85,7 +84,7 @@ class SimWindow:
         ):
             self.held.note(name, kept)
             return True
-        self.bounds.not_held(kept.can)
+        self.bounds.part.not_held(kept.can)
         self.held.forget(name)
         return False
 
@@ -131,7 +130,7 @@ class SimWindow:
         bounds.after_read(read, keys_of(read, kept, names), in_use)
         wanted = bounds.arrival_wanted()
         if wanted is not None:
-            bounds.arrival_read(next_can_of(*wanted, self.kept.items()))
+            bounds.part.arrival_read(next_can_of(*wanted, self.kept.items()))
         self.reads += 1
         self.rows_read += len(names)
         rows = len(names)
@@ -166,7 +165,7 @@ class SimWindow:
     def next_read_s(self) -> float:
         """When the window next reads as time moves, or a schedule past it
         becomes eligible, if sooner (simulated seconds)."""
-        moves, arrival = self.bounds.moves_at(), self.bounds.wake_at()
+        moves, arrival = self.bounds.moves_at(), self.bounds.part.wake_at()
         if moves is None:
             return 0.0
         return self.sim.rel(moves if arrival is None else min(moves, arrival))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..core.window import SliceRead, buckets_in_use, next_can_of, slice_of
+from ..core.window import buckets_in_use, next_can_of, slice_of
+from ..core.window_part import SliceRead
 from .convert import utc
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule

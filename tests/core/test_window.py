@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from celery_dgs.core.window import KeptStart, ScheduleBounds, SliceRead, slice_of
+from celery_dgs.core.window import KeptStart, ScheduleBounds, slice_of
+from celery_dgs.core.window_part import SliceRead
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 M = timedelta(minutes=1)

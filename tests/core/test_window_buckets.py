@@ -8,9 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 from celery_dgs.core.index import IndexedTimes
 from celery_dgs.core.laxity import NO_MARGIN_BUCKET, margin_bucket, margin_bucket_edges
-from celery_dgs.core.window import KeptStart, ScheduleBounds, SliceRead, buckets_in_use, keys_of
+from celery_dgs.core.window import KeptStart, ScheduleBounds, buckets_in_use, keys_of
 from celery_dgs.core.window_buckets import BucketEnds, WindowEnds
 from celery_dgs.core.window_certainty import PickBound, Refusal, read_on_helps
+from celery_dgs.core.window_part import SliceRead
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 M = timedelta(minutes=1)

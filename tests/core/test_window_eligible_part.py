@@ -15,12 +15,11 @@ from hypothesis import strategies as st
 from celery_dgs.core.window import (
     KeptStart,
     ScheduleBounds,
-    SliceRead,
-    WindowKey,
     keys_of,
     next_can_of,
     slice_of,
 )
+from celery_dgs.core.window_part import SliceRead, WindowKey
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 S = timedelta(seconds=1)
@@ -47,7 +46,7 @@ def test_a_round_with_no_held_eligible_reads_the_eligible_past_the_end() -> None
     read = bounds.extension_read(at(1), 2)
     assert read == SliceRead(None, at(1), (at(20), at(5), "b"), 1, False, eligible=True)
     bounds.after_read(read, [(at(30), at(0), "c")])
-    assert (bounds.part_at, bounds.part_end) == (at(1), (at(30), at(0), "c")), "cut: limit read"
+    assert (bounds.part.at, bounds.part.end) == (at(1), (at(30), at(0), "c")), "cut: limit read"
     assert bounds.holds(at(0), at(30), "c", requested=False)
     assert not bounds.holds(at(2), at(25), "d", requested=False), "eligible after the part's time"
     assert not bounds.holds(at(0), at(31), "e", requested=False), "past the part's end"
@@ -56,7 +55,7 @@ def test_a_round_with_no_held_eligible_reads_the_eligible_past_the_end() -> None
     on = bounds.extension_read(at(1), 3)
     assert on == SliceRead(None, at(1), (at(30), at(0), "c"), 1, False, eligible=True)
     bounds.after_read(on, [])
-    assert bounds.part_end is None, "a short read: every eligible one is held"
+    assert bounds.part.end is None, "a short read: every eligible one is held"
     assert bounds.should_end() is None
     assert bounds.holds(at(0), at(900), "z", requested=False)
     assert bounds.extension_read(at(1), 3) is None, "nothing left to read"
@@ -68,11 +67,11 @@ def test_the_part_is_brought_up_to_date_before_it_is_read_on() -> None:
     assert read is not None
     bounds.after_read(read, [(at(30), at(0), "c")])
     assert bounds.arrival_wanted() == (at(1), (at(20), at(5), "b"))
-    bounds.arrival_read(at(4))
-    assert bounds.wake_at() == at(4)
+    bounds.part.arrival_read(at(4))
+    assert bounds.part.wake_at() == at(4)
     assert bounds.arrival_wanted() is None
     assert bounds.refresh_read(at(3)) is None, "none becomes eligible before 4 s"
-    assert bounds.part_at == at(3)
+    assert bounds.part.at == at(3)
     refresh = bounds.refresh_read(at(6))
     assert refresh == SliceRead(
         at(3), at(6), (at(20), at(5), "b"), 2, False, key_until=(at(30), at(0), "c"), eligible=True
@@ -80,17 +79,17 @@ def test_the_part_is_brought_up_to_date_before_it_is_read_on() -> None:
     with pytest.raises(ValueError, match="refresh it"):
         bounds.extension_read(at(6), 3)
     bounds.after_read(refresh, [(at(25), at(4), "d")])
-    assert bounds.part_at == at(6)
-    assert bounds.part_end == (at(30), at(0), "c"), "a refresh under its limit keeps the end"
+    assert bounds.part.at == at(6)
+    assert bounds.part.end == (at(30), at(0), "c"), "a refresh under its limit keeps the end"
     assert bounds.arrival_wanted() == (at(6), (at(20), at(5), "b")), "asked again"
-    bounds.arrival_read(None)
-    assert bounds.wake_at() is None
-    bounds.not_held(at(5))
-    assert bounds.wake_at() is None, "at or before the part's time: not an arrival"
-    bounds.not_held(at(9))
-    assert bounds.wake_at() == at(9), "a row let go lowers the next arrival"
-    bounds.not_held(at(12))
-    assert bounds.wake_at() == at(9)
+    bounds.part.arrival_read(None)
+    assert bounds.part.wake_at() is None
+    bounds.part.not_held(at(5))
+    assert bounds.part.wake_at() is None, "at or before the part's time: not an arrival"
+    bounds.part.not_held(at(9))
+    assert bounds.part.wake_at() == at(9), "a row let go lowers the next arrival"
+    bounds.part.not_held(at(12))
+    assert bounds.part.wake_at() == at(9)
 
 
 def test_a_refresh_that_fills_its_limit_cuts_the_part() -> None:
@@ -98,14 +97,14 @@ def test_a_refresh_that_fills_its_limit_cuts_the_part() -> None:
     read = bounds.extension_read(at(1), 2)
     assert read is not None
     bounds.after_read(read, [])
-    assert bounds.part_end is None
-    bounds.arrival_read(at(2))
+    assert bounds.part.end is None
+    bounds.part.arrival_read(at(2))
     refresh = bounds.refresh_read(at(5))
     assert refresh is not None
     assert refresh.key_until is None, "the whole part: every key past the end"
     assert refresh.limit == 2
     bounds.after_read(refresh, [(at(22), at(2), "x"), (at(23), at(3), "y")])
-    assert bounds.part_end == (at(23), at(3), "y")
+    assert bounds.part.end == (at(23), at(3), "y")
     assert not bounds.holds(at(0), at(24), "z", requested=False), "let go: past the cut"
 
 
@@ -117,17 +116,17 @@ def test_the_windows_end_read_past_the_part_or_a_start_over_ends_it() -> None:
     further = bounds.next_read(at(1), 3, more=True)
     assert further is not None
     bounds.after_read(further, [(at(40), at(9), "d")])
-    assert bounds.part_at is None, "the window's end passed the part"
-    assert bounds.wake_at() is None
+    assert bounds.part.at is None, "the window's end passed the part"
+    assert bounds.part.wake_at() is None
     read = bounds.extension_read(at(1), 3)
     assert read is not None
     bounds.after_read(read, [])
-    assert bounds.part_at == at(1)
+    assert bounds.part.at == at(1)
     restart = bounds.next_read(at(1) + HOUR, 3)
     assert restart is not None
     assert restart.restart
     bounds.after_read(restart, [(at(4000), at(3700), "a"), (at(4001), at(3700), "b")])
-    assert bounds.part_at is None
+    assert bounds.part.at is None
 
 
 def test_no_part_while_the_window_is_not_full() -> None:
@@ -156,7 +155,7 @@ class Fleet:
         self.bounds.after_read(read, keys)
         wanted = self.bounds.arrival_wanted()
         if wanted is not None:
-            self.bounds.arrival_read(next_can_of(*wanted, self.kept.items()))
+            self.bounds.part.arrival_read(next_can_of(*wanted, self.kept.items()))
         self.held = set(names) if read.restart else self.held | set(names)
         self.held = {n for n in self.held if self.covers(n)}
         return len(names)
@@ -171,7 +170,7 @@ class Fleet:
             self.held.add(name)
         else:
             self.held.discard(name)
-            self.bounds.not_held(kept.can)
+            self.bounds.part.not_held(kept.can)
 
     def eligible(self, names: set[str] | list[str], now: datetime) -> list[WindowKey]:
         out = []
@@ -217,7 +216,7 @@ def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligi
             held_eligible = fleet.eligible(fleet.held, now)
         whole = fleet.eligible(list(fleet.kept), now)
         assert held_eligible[:1] == whole[:1], "the window's pick is the fleet's"
-        end, part_at = fleet.bounds.end, fleet.bounds.part_at
+        end, part_at = fleet.bounds.end, fleet.bounds.part.at
         for name in fleet.held:
             can, should, _, _ = fleet.kept[name]
             assert can is not None
@@ -234,7 +233,7 @@ def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligi
             fleet_next = min(cans, default=None)
             held_next = [fleet.kept[n].can for n in fleet.held]
             wakes = [c for c in held_next if c is not None and c > now]
-            wake = fleet.bounds.wake_at()
+            wake = fleet.bounds.part.wake_at()
             moves = fleet.bounds.moves_at()
             wakes += [w for w in (wake, moves) if w is not None]
             if fleet_next is not None:
@@ -255,8 +254,8 @@ def every_eligible_up_to_the_end_is_held(fleet: Fleet, now: datetime) -> None:
         if can is None or should is None or can > now:
             continue
         if should_end is None or (should, can, name) <= should_end:
-            assert name in fleet.held, (name, bounds.end, bounds.part_at, bounds.part_end)
-    part_at, end = bounds.part_at, bounds.end
+            assert name in fleet.held, (name, bounds.end, bounds.part.at, bounds.part.end)
+    part_at, end = bounds.part.at, bounds.end
     if part_at is None or end is None or bounds.arrival_wanted() is not None:
         return
     cans = [
@@ -266,8 +265,8 @@ def every_eligible_up_to_the_end_is_held(fleet: Fleet, now: datetime) -> None:
         if k.should is not None and (k.should, k.can, n) > end
     ]
     if cans:
-        assert bounds.next_arrival is not None
-        assert bounds.next_arrival <= min(cans)
+        assert bounds.part.next_arrival is not None
+        assert bounds.part.next_arrival <= min(cans)
 
 
 @settings(max_examples=300, deadline=None)
@@ -324,3 +323,20 @@ def test_polls_refusals_and_a_clock_that_stands_or_steps_back_keep_the_part_exac
                 break
             can = now + rng.randint(1, 60) * S
             fleet.change(whole[0][2], KeptStart(can, can + rng.randint(0, 80) * S))
+
+
+def test_the_picks_are_checked_again_once_the_parts_end_moves() -> None:
+    """Reading on found useless at one should-order bound stops the checks
+    until that bound moves: the eligible part's end moving moves it too."""
+    bounds = full_bounds()
+    read = bounds.extension_read(at(1), 2)
+    assert read is not None
+    bounds.after_read(read, [(at(30), at(0), "c")])
+    assert bounds.reads_on(3)
+    bounds.unchecked_end = bounds.should_end()  # what read_on_helps records
+    assert not bounds.reads_on(3), "not checked at this bound"
+    on = bounds.extension_read(at(1), 3)
+    assert on is not None
+    bounds.after_read(on, [(at(40), at(0), "d")])
+    assert bounds.should_end() == (at(40), at(0), "d")
+    assert bounds.reads_on(4), "the bound moved: checked again"

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from celery_dgs.core.laxity import NO_MARGIN_BUCKET, margin_bucket
 from celery_dgs.core.spec import CheckSpec, PeriodicSpec
 from celery_dgs.core.timing import start_margin
-from celery_dgs.core.window import KeptStart, SliceRead, next_can_of, slice_of
+from celery_dgs.core.window import KeptStart, next_can_of, slice_of
+from celery_dgs.core.window_part import SliceRead
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.memory import MemoryScheduleStore
