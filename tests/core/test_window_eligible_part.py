@@ -139,6 +139,10 @@ def test_no_part_while_the_window_is_not_full() -> None:
     assert not bounds.read_eligible(at(1), lambda: 1, lambda _read: 1)
 
 
+#: A fleet's kept times: each schedule's next start and its slack, in seconds.
+fleet_times = st.lists(st.tuples(st.integers(0, 150), st.integers(0, 80)), min_size=1, max_size=30)
+
+
 class Fleet:
     """A fleet's kept times and the window over it, loaded as beat and the
     simulator load it: each read's rows held, the held let go of once the
@@ -148,6 +152,14 @@ class Fleet:
         self.kept = kept
         self.bounds = ScheduleBounds(size, timedelta(seconds=100))
         self.held: set[str] = set()
+
+    @classmethod
+    def of(cls, times: list[tuple[int, int]], size: int) -> Fleet:
+        """Schedules ``s00``, ``s01``... with these next starts and slacks."""
+        kept = {
+            f"s{i:02d}": KeptStart(at(can), at(can + slack)) for i, (can, slack) in enumerate(times)
+        }
+        return cls(kept, size)
 
     def read(self, read: SliceRead) -> int:
         names = slice_of(read, self.kept.items())
@@ -172,6 +184,19 @@ class Fleet:
             self.held.discard(name)
             self.bounds.part.not_held(kept.can)
 
+    def choose(self, now: datetime) -> list[WindowKey]:
+        """A round at ``now`` with a free slot: the window reads its eligible
+        part on while it holds none eligible, and its pick must be the
+        fleet's. The fleet's eligible schedules, most urgent first."""
+        held_eligible = self.eligible(self.held, now)
+        while not held_eligible and self.bounds.read_eligible(
+            now, lambda: len(self.held), self.read
+        ):
+            held_eligible = self.eligible(self.held, now)
+        whole = self.eligible(list(self.kept), now)
+        assert held_eligible[:1] == whole[:1], "the window's pick is the fleet's"
+        return whole
+
     def eligible(self, names: set[str] | list[str], now: datetime) -> list[WindowKey]:
         out = []
         for name in names:
@@ -182,11 +207,7 @@ class Fleet:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 150), st.integers(0, 80)), min_size=1, max_size=30),
-    st.integers(1, 5),
-    st.integers(0, 2**32 - 1),
-)
+@given(fleet_times, st.integers(1, 5), st.integers(0, 2**32 - 1))
 def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligible(
     times: list[tuple[int, int]], size: int, seed: int
 ) -> None:
@@ -196,10 +217,7 @@ def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligi
     past the window's end is one that was eligible; and a round that left
     its slot free wakes no later than the fleet's next eligible schedule."""
     rng = random.Random(seed)
-    fleet = Fleet(
-        {f"s{i:02d}": KeptStart(at(can), at(can + slack)) for i, (can, slack) in enumerate(times)},
-        size,
-    )
+    fleet = Fleet.of(times, size)
     now = at(0)
     for _ in range(40):
         now += rng.randint(0, 12) * S
@@ -209,13 +227,7 @@ def test_the_windows_pick_is_the_fleets_and_past_its_end_it_holds_only_the_eligi
         refresh = fleet.bounds.refresh_read(now)
         if refresh is not None:
             fleet.read(refresh)
-        held_eligible = fleet.eligible(fleet.held, now)
-        while not held_eligible and fleet.bounds.read_eligible(
-            now, lambda: len(fleet.held), fleet.read
-        ):
-            held_eligible = fleet.eligible(fleet.held, now)
-        whole = fleet.eligible(list(fleet.kept), now)
-        assert held_eligible[:1] == whole[:1], "the window's pick is the fleet's"
+        whole = fleet.choose(now)
         end, part_at = fleet.bounds.end, fleet.bounds.part.at
         for name in fleet.held:
             can, should, _, _ = fleet.kept[name]
@@ -270,11 +282,7 @@ def every_eligible_up_to_the_end_is_held(fleet: Fleet, now: datetime) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 150), st.integers(0, 80)), min_size=1, max_size=30),
-    st.integers(1, 5),
-    st.integers(0, 2**32 - 1),
-)
+@given(fleet_times, st.integers(1, 5), st.integers(0, 2**32 - 1))
 def test_polls_refusals_and_a_clock_that_stands_or_steps_back_keep_the_part_exact(
     times: list[tuple[int, int]], size: int, seed: int
 ) -> None:
@@ -284,10 +292,7 @@ def test_polls_refusals_and_a_clock_that_stands_or_steps_back_keep_the_part_exac
     back. At each choice the window holds every eligible schedule up to
     its bound, and its pick is the fleet's."""
     rng = random.Random(seed)
-    fleet = Fleet(
-        {f"s{i:02d}": KeptStart(at(can), at(can + slack)) for i, (can, slack) in enumerate(times)},
-        size,
-    )
+    fleet = Fleet.of(times, size)
 
     def poll(now: datetime) -> None:
         for _ in range(rng.randint(0, 2)):
@@ -311,14 +316,8 @@ def test_polls_refusals_and_a_clock_that_stands_or_steps_back_keep_the_part_exac
                 further = fleet.bounds.next_read(now, len(fleet.held), more=True)
                 if further is not None:
                     fleet.read(further)
-            held_eligible = fleet.eligible(fleet.held, now)
-            while not held_eligible and fleet.bounds.read_eligible(
-                now, lambda: len(fleet.held), fleet.read
-            ):
-                held_eligible = fleet.eligible(fleet.held, now)
+            whole = fleet.choose(now)
             every_eligible_up_to_the_end_is_held(fleet, now)
-            whole = fleet.eligible(list(fleet.kept), now)
-            assert held_eligible[:1] == whole[:1], "the window's pick is the fleet's"
             if not whole:
                 break
             can = now + rng.randint(1, 60) * S
