@@ -114,14 +114,18 @@ def window_text(window: WindowFigures) -> str:
     """What beat's window of schedules holds: every schedule that can start
     within its horizon, or (full) the most urgent, reading on for the
     certainty rule up to its room (at it, the default order's picks are the
-    held ones' until dispatches or the next start-over make room)."""
+    held ones' until dispatches or the next start-over make room), and past
+    it the schedules due now that a round with free slots read (the
+    eligible part)."""
     held = f"window: holds {window.held:,} schedules of {window.size:,}"
     if not window.full:
         return f"{held} (every one that can start within it)"
     if window.room is None:
         return f"{held} (full; reads on as far as the certainty rule needs)"
+    room = max(window.room, window.size)
+    past = "; the rest are due now" if window.held > room else ""
     if window.room <= window.size:
-        return f"{held} (full)"
+        return f"{held} (full{past})"
     if window.at_room:
-        return f"{held} (full, read on to its room of {window.room:,})"
+        return f"{held} (full, read on to its room of {window.room:,}{past})"
     return f"{held} (full; reads on up to {window.room:,})"

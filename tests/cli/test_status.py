@@ -523,6 +523,10 @@ def test_the_pace_line_says_what_beats_window_holds(
     )
     at_room = {**reading, "held": 11000}
     assert "(full, read on to its room of 11,000)" in status_with(at_room)
+    past_room = {**reading, "held": 11040}
+    assert "(full, read on to its room of 11,000; the rest are due now)" in status_with(past_room)
+    unchecked = {**reading, "held": 1200, "room": 1000}
+    assert "holds 1,200 schedules of 1,000 (full; the rest are due now)" in status_with(unchecked)
     not_full = {**reading, "held": 40, "full": False}
     assert "holds 40 schedules of 1,000 (every one that can start within it)" in status_with(
         not_full
