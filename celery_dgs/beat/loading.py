@@ -258,7 +258,7 @@ class ScheduleLoader:
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
         self._say_short_horizon(window, rows)
-        outside = window.outside() if window.may_let_go(sliced, rows) else []
+        outside = window.outside() if sliced.may_let_go(len(rows)) else []
         for name in outside:
             window.forget(name)
             self.ranking.note_demand(name)

@@ -178,13 +178,6 @@ class ScheduleWindow:
         new = set(unheld([r.name for r in rows], self.held))
         return [r for r in rows if r.name in new]
 
-    @staticmethod
-    def may_let_go(read: SliceRead, rows: list[StoredSchedule]) -> bool:
-        """Whether the bounds may have moved past held schedules after ``read``
-        returned ``rows``: not after an eligible part's read that left its end
-        where it was or moved it on."""
-        return not read.eligible or (read.can_after is not None and len(rows) >= read.limit)
-
     def outside(self) -> list[str]:
         """The held schedules the bounds no longer cover (after a read that
         filled the window or started over): beat lets go of them."""

@@ -59,6 +59,13 @@ class SliceRead:
     key_until: WindowKey | None = None
     eligible: bool = False
 
+    def may_let_go(self, rows: int) -> bool:
+        """Whether the bounds may have moved past held schedules after this
+        read returned ``rows`` rows: not after an eligible part's read that
+        left its end where it was or moved it on (only a refresh that filled
+        its limit cuts the part)."""
+        return not self.eligible or (self.can_after is not None and rows >= self.limit)
+
 
 class EligiblePart:
     """The eligible part past a full window's end (see the module doc)."""

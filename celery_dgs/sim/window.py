@@ -139,8 +139,7 @@ class SimWindow:
         for name in names:
             self.held.note(name, self.kept[name])
         self.most_held = max(self.most_held, len(self.held))
-        may_let_go = not read.eligible or (read.can_after is not None and rows >= read.limit)
-        outside = self.held.outside(lambda _name: False) if may_let_go else []
+        outside = self.held.outside(lambda _name: False) if read.may_let_go(rows) else []
         for name in outside:
             self.held.forget(name)
         return SimRead(names, outside, rows)

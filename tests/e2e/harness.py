@@ -56,6 +56,27 @@ def beat_args(
     ]
 
 
+def deadline_window_env(window: int, horizon_s: float, poll_s: float) -> dict[str, str]:
+    """The settings of a cluster whose beat holds a window of ``window``
+    runtime schedules ``horizon_s`` ahead, in the deadline order (no relative
+    laxity, no look-ahead: the order the window reads the store in), polling
+    the store every ``poll_s``, with beat's publishes in the event list."""
+    return {
+        "E2E_SCHEDULE_WINDOW_SIZE": str(window),
+        "E2E_SCHEDULE_WINDOW": str(horizon_s),
+        "E2E_STORE_POLL": str(poll_s),
+        "E2E_LAXITY_FLOOR": "none",
+        "E2E_LOOKAHEAD": "0",
+        "E2E_PUBLISH_SIGNALS": "1",
+        # A loaded machine may take a second to write a run's start: not a
+        # fault these tests are about (a run then fences itself and is
+        # dispatched again).
+        "E2E_PING_TIMEOUT": "6",
+        "E2E_DISPATCH_TIMEOUT": "30",
+        "E2E_WORKER_TTL": "10",
+    }
+
+
 class Cluster:
     #: The Celery project the processes run (``celery -A``).
     app_module = "tests.e2e.proj"

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +34,7 @@ import pytest
 from celery_dgs.beat_pace import PaceBoard
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.keys import KeySpace
-from tests.e2e.harness import Cluster, wait_for
+from tests.e2e.harness import Cluster, deadline_window_env, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -60,26 +58,9 @@ def spec(name: str, period: timedelta) -> PeriodicSpec:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, redis_url: str, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    made = Cluster(
-        tmp_path,
-        redis_url,
-        ["scrape"],  # no declared schedule: the runtime ones only
-        E2E_SCHEDULE_WINDOW_SIZE=str(WINDOW),
-        E2E_SCHEDULE_WINDOW=str(HORIZON_S),
-        E2E_STORE_POLL=str(POLL_S),
-        E2E_LAXITY_FLOOR="none",
-        E2E_LOOKAHEAD="0",
-        E2E_PUBLISH_SIGNALS="1",
-        E2E_PING_TIMEOUT="6",
-        E2E_DISPATCH_TIMEOUT="30",
-        E2E_WORKER_TTL="10",
-    )
-    yield made
-    made.stop_all()
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print(made.logs())
+def cluster(cluster_factory: type[Cluster]) -> Cluster:
+    # no declared schedule: the runtime ones only
+    return cluster_factory(["scrape"], **deadline_window_env(WINDOW, HORIZON_S, POLL_S))
 
 
 def published(cluster: Cluster) -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ from celery_dgs.beat_pace import PaceBoard
 from celery_dgs.keys import KeySpace
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store import OWNER_RUNTIME
-from tests.e2e.harness import Cluster, beat_args, wait_for
+from tests.e2e.harness import Cluster, beat_args, deadline_window_env, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -112,17 +112,7 @@ def cluster(tmp_path: Path, redis_url: str, request: pytest.FixtureRequest) -> I
         tmp_path,
         redis_url,
         ["scrape"],  # no declared schedule: the runtime ones only
-        E2E_SCHEDULE_WINDOW_SIZE=str(WINDOW),
-        E2E_SCHEDULE_WINDOW=str(HORIZON_S),
-        E2E_STORE_POLL=str(POLL_S),
-        E2E_LAXITY_FLOOR="none",
-        E2E_LOOKAHEAD="0",
-        E2E_PUBLISH_SIGNALS="1",
-        # A loaded machine may take a second to write a run's start: not a
-        # fault this test is about (a run then fences itself and is dispatched again).
-        E2E_PING_TIMEOUT="6",
-        E2E_DISPATCH_TIMEOUT="30",
-        E2E_WORKER_TTL="10",
+        **deadline_window_env(WINDOW, HORIZON_S, POLL_S),
     )
     yield made
     made.stop_all()
