@@ -20,6 +20,7 @@ from ..core.window_buckets import WindowEnds
 from ..core.window_part import SliceRead
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
+from ..store.kept import kept_past_blackout
 from ..store.records import StoredSchedule
 from .check_window import CheckWindow
 from .ranking import BeatRanking, IndexBatch
@@ -254,9 +255,12 @@ class ScheduleLoader:
     ) -> int:
         """Apply the rows of one read of the window, and let go of the held
         schedules it moved past; how many rows it returned."""
-        for row in window.fresh(sliced, rows):
+        fresh = window.fresh(sliced, rows)
+        for row in fresh:
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
+        if sliced.eligible:
+            self._keep_past_blackout(window, fresh, sliced.can_until)
         self._say_short_horizon(window, rows)
         outside = window.outside() if sliced.may_let_go(len(rows)) else []
         for name in outside:
@@ -272,6 +276,36 @@ class ScheduleLoader:
                 len(window.held),
             )
         return len(rows)
+
+    def _keep_past_blackout(
+        self, window: ScheduleWindow, rows: list[StoredSchedule], now: datetime
+    ) -> None:
+        """Of the rows an eligible read brought in, those a blackout begun
+        since they were written keeps from starting: the store keeps their
+        start times as of ``now`` (past the blackout) and beat lets go of them,
+        so the part holds only schedules that may start now; the part's
+        refresh reads them again when their blackout ends
+        (:meth:`ScheduleStore.window_keep_past_blackout
+        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`)."""
+        ladder = self.settings.retry_ladder
+        names = [
+            row.name
+            for row in rows
+            if row.active
+            and row.spec is not None
+            and row.spec.blackout_periods
+            and row.name not in self.state.parked
+            and kept_past_blackout(row, now, ladder) is not None
+        ]
+        if not names:
+            return
+        moved = self.store.window_keep_past_blackout(names, now)
+        for row in moved:
+            self.apply_row_safely(row)
+        logger.debug(
+            "celery-dgs beat: schedule window: %d eligible schedules in a blackout kept past it",
+            len(moved),
+        )
 
     def _say_short_horizon(self, window: ScheduleWindow, rows: list[StoredSchedule]) -> None:
         """Log once if the look-ahead is on and a schedule read runs longer than

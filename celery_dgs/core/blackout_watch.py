@@ -23,7 +23,7 @@ ranking and the simulator's policy both use it, so they choose alike.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, time, timedelta
 
 from .blackout import blackout_containing, longest_free_gap, next_blackout_start
@@ -31,7 +31,7 @@ from .cron import wall_instants
 from .index import DeadlineIndex
 from .spec import ScheduleSpec
 from .stats import ScheduleStats
-from .timing import expected_duration
+from .timing import DEFAULT_RETRY_LADDER, expected_duration, start_times
 from .tz import ensure_utc, get_zone
 
 _JUST_AFTER = timedelta(microseconds=1)
@@ -80,6 +80,35 @@ def stale_from(
                 moment = min(moment, _next_local_midnight(spec.tz, now))
             return moment
     return window_start
+
+
+def kept_start_past_blackout(
+    spec: ScheduleSpec,
+    stats: ScheduleStats,
+    kept_can: datetime | None,
+    kept_should: datetime | None,
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+) -> tuple[datetime, datetime] | None:
+    """A schedule's start times at ``now`` (``can_start_by``,
+    ``should_start_by``) when the kept ones, written earlier, say it may
+    start by ``now`` and these say it may not: a blackout began since they
+    were written. ``None``: a spec without blackouts, kept times not due yet,
+    times that still let it start, or times that would move it ahead in the
+    window's order (they only move later here; the window's reads rely on it).
+
+    The store keeps a schedule's start times as of its last write; beat's
+    window reads the schedules whose kept next start has passed, and one in
+    a blackout begun since would stay held through it. Kept again with these
+    times, it is read when its blackout ends."""
+    if not spec.blackout_periods or kept_can is None or kept_should is None or kept_can > now:
+        return None
+    times = start_times(spec, stats, now, retry_ladder=retry_ladder)
+    can, should = times.can_start_by, times.should_start_by
+    if can <= now or should < kept_should:
+        return None
+    return can, should
 
 
 def _next_local_midnight(tz: str, now: datetime) -> datetime:

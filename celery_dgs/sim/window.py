@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from ..core.blackout_watch import kept_start_past_blackout
 from ..core.laxity import margin_bucket
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
@@ -128,6 +129,7 @@ class SimWindow:
         in_use = buckets_in_use(self.kept.values()) if read.restart else ()
         bounds = self.bounds
         bounds.after_read(read, keys_of(read, kept, names), in_use)
+        past = self._keep_past_blackout(read, unheld(names, self.held)) if read.eligible else set()
         wanted = bounds.arrival_wanted()
         if wanted is not None:
             bounds.part.arrival_read(next_can_of(*wanted, self.kept.items()))
@@ -135,7 +137,7 @@ class SimWindow:
         self.rows_read += len(names)
         rows = len(names)
         if not read.restart:
-            names = unheld(names, self.held)
+            names = [name for name in unheld(names, self.held) if name not in past]
         for name in names:
             self.held.note(name, self.kept[name])
         self.most_held = max(self.most_held, len(self.held))
@@ -143,6 +145,36 @@ class SimWindow:
         for name in outside:
             self.held.forget(name)
         return SimRead(names, outside, rows)
+
+    def _keep_past_blackout(self, read: SliceRead, names: list[str]) -> set[str]:
+        """Beat's :meth:`ScheduleLoader._keep_past_blackout
+        <celery_dgs.beat.loading.ScheduleLoader._keep_past_blackout>`: of the
+        idle schedules an eligible ``read`` brought in, those a blackout begun
+        since their kept times were written keeps from starting get their
+        start times as of the read (the store's
+        :func:`~celery_dgs.store.kept.kept_past_blackout`) and are not held."""
+        past: set[str] = set()
+        states = self.sim.states
+        for name in names:
+            st, kept = states[name], self.kept[name]
+            if st.running_since is not None or not st.sched.spec.blackout_periods:
+                continue
+            spec, stats = st.sched.spec, st.stats
+            moved = kept_start_past_blackout(
+                spec, stats, kept.can, kept.should, read.can_until, retry_ladder=self.ladder
+            )
+            if moved is None:
+                continue
+            can, should = moved
+            error_at = kept.error_at
+            bucket = (
+                None if error_at is None else margin_bucket((error_at - should).total_seconds())
+            )
+            self.kept[name] = KeptStart(can, should, error_at, bucket)
+            self.bounds.buckets.seen(bucket)
+            self.bounds.part.not_held(can)
+            past.add(name)
+        return past
 
     def ends(self) -> WindowEnds | None:
         """:meth:`ScheduleBounds.checked_ends

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
+from ..core.blackout_watch import kept_start_past_blackout
 from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
 from ..core.laxity import margin_bucket
 from ..core.spec import ScheduleSpec
@@ -61,6 +62,50 @@ def margin_bucket_of(should_start_by: datetime | None, error_at: datetime | None
     if should_start_by is None or error_at is None:
         return None
     return margin_bucket((error_at - should_start_by).total_seconds())
+
+
+#: The kept columns :func:`kept_past_blackout` moves.
+START_COLUMNS: tuple[str, ...] = ("next_can_start_at", "should_start_by", "margin_bucket")
+
+
+def kept_past_blackout(
+    stored: StoredSchedule, now: datetime, retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER
+) -> StoredSchedule | None:
+    """``stored`` with its kept start times (:data:`START_COLUMNS`) as of
+    ``now``, when a blackout begun since its last write keeps it from
+    starting though they say it may
+    (:func:`~celery_dgs.core.blackout_watch.kept_start_past_blackout`);
+    ``None``: they stand (as for a row with a run request, which beat holds
+    whatever its times)."""
+    spec = stored.spec
+    if spec is None or stored.run_requested_at is not None:
+        return None
+    moved = kept_start_past_blackout(
+        spec,
+        stored.stats,
+        stored.kept_can_start_at,
+        stored.kept_should_start_by,
+        now,
+        retry_ladder=retry_ladder,
+    )
+    if moved is None:
+        return None
+    can, should = moved
+    return dataclasses.replace(
+        stored,
+        kept_can_start_at=can,
+        kept_should_start_by=should,
+        kept_margin_bucket=margin_bucket_of(should, stored.kept_error_at),
+    )
+
+
+def start_values(stored: StoredSchedule) -> dict[str, Any]:
+    """The values of :data:`START_COLUMNS` of ``stored``'s kept times."""
+    return {
+        "next_can_start_at": stored.kept_can_start_at,
+        "should_start_by": stored.kept_should_start_by,
+        "margin_bucket": stored.kept_margin_bucket,
+    }
 
 
 def kept_row(times: KeptTimes, pool: str | None) -> tuple[Any, ...]:

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..core.window import buckets_in_use, next_can_of, slice_of
 from ..core.window_part import SliceRead
 from .convert import utc
+from .kept import kept_past_blackout
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
 
@@ -66,3 +69,27 @@ class MemoryWindowMethods(MemoryStoreBase):
     ) -> datetime | None:
         rows = self._window_schedules(None, can_until, key_after, offset + 1, None)
         return rows[offset].kept_should_start_by if len(rows) > offset else None
+
+    def window_keep_past_blackout(
+        self, names: Sequence[str], now: datetime
+    ) -> list[StoredSchedule]:
+        """See :meth:`ScheduleStore.window_keep_past_blackout
+        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`."""
+        now = utc(now, "now")
+        moved: list[StoredSchedule] = []
+        with self._lock:
+            for name in names:
+                row = self._rows.get(name)
+                if row is None or not row.active or row.kind == "check":
+                    continue
+                new = kept_past_blackout(row, now, self.retry_ladder)
+                if new is None:
+                    continue
+                self._rows[name] = new  # in place: no change
+                self._kept[name] = dataclasses.replace(
+                    self._kept[name],
+                    next_can_start_at=new.kept_can_start_at,
+                    should_start_by=new.kept_should_start_by,
+                )
+                moved.append(new)
+        return moved

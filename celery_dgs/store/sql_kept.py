@@ -38,7 +38,7 @@ REFRESH_CHUNK = 500
 BACKFILL_BATCH = 5_000
 
 
-def _update_kept(columns: Sequence[str]) -> Update:
+def update_kept(columns: Sequence[str]) -> Update:
     """The ``UPDATE`` of ``columns`` (kept columns) of the row ``b_name``."""
     return (
         update(_T)
@@ -47,7 +47,7 @@ def _update_kept(columns: Sequence[str]) -> Update:
     )
 
 
-_UPDATE_KEPT = _update_kept(KEPT_COLUMNS)
+_UPDATE_KEPT = update_kept(KEPT_COLUMNS)
 #: :data:`SCHEDULE_COLUMNS` with the kept ones read as NULL: they are what
 #: is computed, and a migration may run this before the newest exist.
 _COLUMNS = ", ".join(f"NULL AS {c}" if c in KEPT_COLUMNS else c for c in SCHEDULE_COLUMNS)
@@ -96,7 +96,7 @@ def refresh_kept(
     revision has)."""
     now = None if now is None else utc(now, "now")
     cache, memo = specs or SpecCache(), ValueMemo()
-    statement = _UPDATE_KEPT if tuple(columns) == KEPT_COLUMNS else _update_kept(columns)
+    statement = _UPDATE_KEPT if tuple(columns) == KEPT_COLUMNS else update_kept(columns)
     if change_seq is not None:
         statement = statement.values(change_seq=bindparam("b_seq"))
     seq = {} if change_seq is None else {"b_seq": change_seq}

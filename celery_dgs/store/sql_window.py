@@ -7,6 +7,7 @@ that index (:meth:`WindowMethods.window_margin_buckets`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -26,10 +27,12 @@ from sqlalchemy import (
 
 from .convert import utc
 from .engine import connection_transaction
+from .kept import START_COLUMNS, kept_past_blackout, start_values
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow
 from .records import StoredSchedule
 from .sql_base import SqlStoreBase
+from .sql_kept import REFRESH_CHUNK, update_kept
 
 _T = cast(Table, ScheduleRow.__table__)
 #: The columns untyped: the driver's values go to the loader's memo as they
@@ -138,6 +141,10 @@ def next_can_statement(
     )
 
 
+#: The ``UPDATE`` of a row's kept start times (``b_name``: the row).
+_UPDATE_START = update_kept(START_COLUMNS)
+
+
 class WindowMethods(SqlStoreBase):
     """``window_schedules`` of the SQL store."""
 
@@ -210,3 +217,37 @@ class WindowMethods(SqlStoreBase):
         with connection_transaction(self.engine, write=False) as conn:
             found = conn.execute(stmt).scalar()
         return cast(datetime | None, found)
+
+    def window_keep_past_blackout(
+        self, names: Sequence[str], now: datetime
+    ) -> list[StoredSchedule]:
+        """See :meth:`ScheduleStore.window_keep_past_blackout
+        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`."""
+        now = utc(now, "now")
+        moved: list[StoredSchedule] = []
+        if not names:
+            return moved
+        with connection_transaction(self.engine, write=True) as conn:
+            memo = ValueMemo()
+            for i in range(0, len(names), REFRESH_CHUNK):
+                chunk = list(names[i : i + REFRESH_CHUNK])
+                stmt = (
+                    select(*_COLUMNS)
+                    .select_from(_T)
+                    .where(_ACTIVE_SCHEDULE, _T.c.name.in_(chunk))
+                    .order_by(_T.c.name)
+                    .with_for_update()
+                )
+                rows = [
+                    stored_schedule_from_values(v, self._spec_cache, memo)
+                    for v in conn.execute(stmt)
+                ]
+                found = [
+                    new for row in rows if (new := kept_past_blackout(row, now, self.retry_ladder))
+                ]
+                if found:
+                    conn.execute(
+                        _UPDATE_START, [{"b_name": r.name, **start_values(r)} for r in found]
+                    )
+                moved.extend(found)
+        return moved

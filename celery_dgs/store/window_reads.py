@@ -2,13 +2,16 @@
 interface (:class:`~celery_dgs.store.base.ScheduleStore`): slices of the
 active schedules by their kept start times (``window_schedules``), the margin
 buckets in use, the ``should_start_by`` a number of rows past a key, and when
-the next schedule past the window becomes eligible. The SQL store reads them
+the next schedule past the window becomes eligible; and the one write, which
+moves the kept start times of rows a blackout begun since keeps from
+starting (``window_keep_past_blackout``). The SQL store reads them
 along its partial indexes (:mod:`.sql_window`), the memory store over every
 row (:mod:`.memory_window`)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 
 from .records import StoredSchedule
@@ -100,3 +103,18 @@ class WindowReads(ABC):
         ``should_start_by``, ``next_can_start_at``, name) is above
         ``key_after``: when the next one past beat's window becomes eligible;
         ``None``: none. Reads ``ix_dgs_schedules_can_start`` from ``can_after``."""
+
+    @abstractmethod
+    def window_keep_past_blackout(
+        self, names: Sequence[str], now: datetime
+    ) -> list[StoredSchedule]:
+        """Keep again, as of ``now``, the start times of those active
+        schedules ``names`` (deferred checks excluded) that a blackout begun
+        since their row was written keeps from starting though their kept
+        times say they may (:func:`~celery_dgs.store.kept.kept_past_blackout`):
+        their kept ``next_can_start_at``, ``should_start_by`` and margin bucket
+        then say when the blackout lets them start, and beat's window reads
+        them then. Each row is judged as stored when it is written (in one
+        transaction, the rows locked); nothing else changes, ``change_seq``
+        included (the kept times are derived, and beat applies the rows
+        returned). Returns the rows moved, with their new kept times."""

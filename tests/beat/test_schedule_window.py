@@ -6,6 +6,7 @@ when the window reaches it. Real Redis and SQLite; an injected clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Iterator
@@ -300,3 +301,49 @@ def test_a_store_error_after_an_eligible_read_loses_none_of_its_rows(
     clock.advance(M)
     engine.tick()
     assert publish.names() == [f"t.job@s{i:04d}" for i in range(10, 20)], "none skipped"
+
+
+def test_eligible_schedules_whose_blackout_began_since_are_kept_past_it_not_held(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    """200 schedules written before their blackout (11:30-14:00) began: their
+    kept next start has passed, but none may start at 12:00. Beat's eligible
+    part reads them on its way to the three that may, keeps their start
+    times past the blackout in the store and lets go of them (14:00 is past
+    the window's hour, so the certainty rule's read-on does not take them
+    either); at 14:00 it reads them again and dispatches the most urgent."""
+    clock = FakeClock(NOW)
+    window = [spec(i, period=H, cooldown=50 * M) for i in range(4)]
+    store.upsert_runtime(window, NOW + 30 * M)  # the window
+    blacked = [
+        dataclasses.replace(spec(i), blackout_periods=[("11:30", "14:00")])
+        for i in range(1000, 1200)
+    ]
+    store.upsert_runtime(blacked, NOW - 2 * H)  # may start since 10:00, until 11:30
+    store.upsert_runtime([spec(i) for i in range(10, 13)], NOW - 10 * M)
+    seq = store.get("t.job@s1000").change_seq
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, slots=4, schedule_window_size=4, schedule_window=3600
+    )
+    engine.load()
+    engine.tick()
+    first = publish.names()  # drained
+    assert first == ["t.job@s0010", "t.job@s0011", "t.job@s0012"]
+    held = schedules(engine)
+    assert len(held) <= 8, f"holds {len(held)}: the blackout schedules were held"
+    kept = store.get("t.job@s1000")
+    assert kept.kept_can_start_at == NOW + 2 * H, "kept past the blackout"
+    assert kept.change_seq == seq, "no change for the pollers"
+    assert engine.loader.window_wake() == (NOW + 2 * H).timestamp()
+    for name in first:
+        run_now(engine, store, name, clock.now())
+    clock.set(NOW + 2 * H)
+    engine.tick()
+    due = publish.names()
+    assert due == [f"t.job@s{i:04d}" for i in range(4)], "due since 13:30"
+    for name in due:
+        run_now(engine, store, name, clock.now())
+    clock.advance(2 * M)
+    engine.tick()
+    assert publish.names() == [f"t.job@s{i:04d}" for i in range(1000, 1004)]

@@ -7,7 +7,12 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from celery_dgs.core.blackout_watch import BlackoutWatch, stale_from, takes_new_times
+from celery_dgs.core.blackout_watch import (
+    BlackoutWatch,
+    kept_start_past_blackout,
+    stale_from,
+    takes_new_times,
+)
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.core.stats import ScheduleStats
@@ -218,3 +223,64 @@ def test_retime_due_moves_the_due_entries_the_rule_lets_move() -> None:
     assert began.can_start_by == 210.0
     assert held is not None
     assert held.can_start_by == 170.0
+
+
+def test_kept_times_past_a_blackout_begun_since_they_were_written() -> None:
+    spec = periodic([("06:00", "09:00")])
+    stats = ran(MON - timedelta(hours=3))  # may start again before midnight
+    kept = start_times(spec, stats, MON)
+    assert kept.can_start_by <= MON
+    at_seven = MON + timedelta(hours=7)
+    moved = kept_start_past_blackout(spec, stats, kept.can_start_by, kept.should_start_by, at_seven)
+    assert moved == (MON + timedelta(hours=9), start_times(spec, stats, at_seven).should_start_by)
+    assert (
+        kept_start_past_blackout(
+            spec, stats, kept.can_start_by, kept.should_start_by, MON + timedelta(hours=4)
+        )
+        is None
+    ), "before the window: the kept times stand"
+    plain = PeriodicSpec(task="t", scheduling_period=timedelta(hours=6))
+    assert (
+        kept_start_past_blackout(plain, stats, kept.can_start_by, kept.should_start_by, at_seven)
+        is None
+    ), "no blackout"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start_h=st.integers(0, 23),
+    length_h=st.integers(1, 6),
+    last_start_min=st.integers(-600, 600),
+    run_min=st.integers(1, 240),
+    written_min=st.integers(0, 24 * 60),
+    later_min=st.integers(0, 24 * 60),
+    overlap=st.booleans(),
+)
+def test_kept_times_move_only_later_and_only_to_times_that_may_not_start_yet(
+    start_h: int,
+    length_h: int,
+    last_start_min: int,
+    run_min: int,
+    written_min: int,
+    later_min: int,
+    overlap: bool,
+) -> None:
+    """Times kept at ``written`` and looked at ``later``: moved, they are the
+    times at ``later``, which may not start yet, with the key (should, can)
+    no earlier than the kept one (beat's window reads rely on it); not moved,
+    the kept ones still let the schedule start by ``later`` or were not due."""
+    window = [(f"{start_h:02d}:00", f"{(start_h + length_h) % 24:02d}:00")]
+    spec = periodic(window, overlap=overlap)
+    stats = ran(MON + timedelta(minutes=last_start_min), run_min * 60.0)
+    written = MON + timedelta(minutes=written_min)
+    later = written + timedelta(minutes=later_min)
+    kept = start_times(spec, stats, written)
+    moved = kept_start_past_blackout(spec, stats, kept.can_start_by, kept.should_start_by, later)
+    fresh = start_times(spec, stats, later)
+    if moved is None:
+        assert kept.can_start_by > later or fresh.can_start_by <= later
+        return
+    can, should = moved
+    assert (can, should) == (fresh.can_start_by, fresh.should_start_by)
+    assert kept.can_start_by <= later < can
+    assert (should, can) >= (kept.should_start_by, kept.can_start_by)

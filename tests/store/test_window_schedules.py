@@ -5,6 +5,7 @@ kept times and margin bucket on every row a store returns;
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from celery_dgs.store.records import StoredSchedule
 from tests.store.conftest import T0, start
 
 M = timedelta(minutes=1)
+H = timedelta(hours=1)
 
 
 def periodic(i: int) -> PeriodicSpec:
@@ -312,3 +314,40 @@ def test_the_kept_bucket_is_the_margins_after_any_runs(
         assert row.kept_error_at == row.kept_should_start_by + margin
         assert row.kept_margin_bucket == margin_bucket(margin.total_seconds())
         assert store.window_margin_buckets() == [row.kept_margin_bucket]
+
+
+def blacked_out(i: int) -> PeriodicSpec:
+    """Never ran; may not start from 12:30 to 14:00 (UTC)."""
+    return dataclasses.replace(periodic(i), blackout_periods=[("12:30", "14:00")])
+
+
+def test_a_schedule_whose_blackout_began_since_is_kept_past_it(store: ScheduleStore) -> None:
+    """Written at 12:00, may start then; at 13:00 its blackout keeps it from
+    starting: its kept start times move to 14:00, nothing else changes, and
+    the read of what may start at 13:00 no longer finds it. Rows that may
+    start (no blackout, or not begun) and unknown names are left as they are."""
+    store.upsert_runtime([blacked_out(1), periodic(2)], T0)
+    store.upsert_runtime([blacked_out(3)], T0 + 3 * H)  # written after its blackout
+    before = store.get("w.job@s01")
+    assert before.kept_can_start_at == T0
+    at = T0 + H
+    moved = store.window_keep_past_blackout(["w.job@s01", "w.job@s02", "w.job@s03", "nope"], at)
+    assert names(moved) == ["w.job@s01"]
+    after = store.get("w.job@s01")
+    assert moved[0].kept_can_start_at == after.kept_can_start_at == T0 + 2 * H
+    assert after.kept_should_start_by is not None and before.kept_should_start_by is not None
+    assert after.kept_should_start_by >= before.kept_should_start_by
+    assert moved[0].kept_should_start_by == after.kept_should_start_by
+    assert after.kept_margin_bucket == moved[0].kept_margin_bucket
+    assert after.change_seq == before.change_seq, "derived times: no change for the pollers"
+    assert after.stats == before.stats and after.kept_error_at == before.kept_error_at
+    eligible = store.window_schedules(can_after=None, can_until=at, key_after=None, limit=10)
+    assert names(eligible) == ["w.job@s02"]
+    assert store.window_next_can(can_after=at, key_after=(T0 - H, T0 - H, "")) == T0 + 2 * H
+    assert store.window_keep_past_blackout(["w.job@s01"], at) == [], "kept once"
+
+
+def test_a_blackout_that_has_not_begun_keeps_the_times(store: ScheduleStore) -> None:
+    store.upsert_runtime([blacked_out(1)], T0)
+    assert store.window_keep_past_blackout(["w.job@s01"], T0 + 20 * M) == []
+    assert store.get("w.job@s01").kept_can_start_at == T0
