@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from datetime import datetime
 
 from ..core.window import buckets_in_use, next_can_of, slice_of
@@ -70,12 +69,7 @@ class MemoryWindowMethods(MemoryStoreBase):
         rows = self._window_schedules(None, can_until, key_after, offset + 1, None)
         return rows[offset].kept_should_start_by if len(rows) > offset else None
 
-    def window_keep_past_blackout(
-        self, names: Sequence[str], now: datetime
-    ) -> list[StoredSchedule]:
-        """See :meth:`ScheduleStore.window_keep_past_blackout
-        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`."""
-        now = utc(now, "now")
+    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
         moved: list[StoredSchedule] = []
         with self._lock:
             for name in names:

@@ -7,7 +7,6 @@ that index (:meth:`WindowMethods.window_margin_buckets`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -218,19 +217,12 @@ class WindowMethods(SqlStoreBase):
             found = conn.execute(stmt).scalar()
         return cast(datetime | None, found)
 
-    def window_keep_past_blackout(
-        self, names: Sequence[str], now: datetime
-    ) -> list[StoredSchedule]:
-        """See :meth:`ScheduleStore.window_keep_past_blackout
-        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`."""
-        now = utc(now, "now")
+    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
         moved: list[StoredSchedule] = []
-        if not names:
-            return moved
         with connection_transaction(self.engine, write=True) as conn:
             memo = ValueMemo()
             for i in range(0, len(names), REFRESH_CHUNK):
-                chunk = list(names[i : i + REFRESH_CHUNK])
+                chunk = names[i : i + REFRESH_CHUNK]
                 stmt = (
                     select(*_COLUMNS)
                     .select_from(_T)

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
+from .convert import utc
 from .records import StoredSchedule
 
 
@@ -104,7 +105,6 @@ class WindowReads(ABC):
         ``key_after``: when the next one past beat's window becomes eligible;
         ``None``: none. Reads ``ix_dgs_schedules_can_start`` from ``can_after``."""
 
-    @abstractmethod
     def window_keep_past_blackout(
         self, names: Sequence[str], now: datetime
     ) -> list[StoredSchedule]:
@@ -118,3 +118,8 @@ class WindowReads(ABC):
         transaction, the rows locked); nothing else changes, ``change_seq``
         included (the kept times are derived, and beat applies the rows
         returned). Returns the rows moved, with their new kept times."""
+        return self._keep_past_blackout(list(names), utc(now, "now")) if names else []
+
+    @abstractmethod
+    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
+        """:meth:`window_keep_past_blackout` of at least one name, ``now`` in UTC."""
