@@ -335,12 +335,14 @@ def test_a_schedule_whose_blackout_began_since_is_kept_past_it(store: ScheduleSt
     assert names(moved) == ["w.job@s01"]
     after = store.get("w.job@s01")
     assert moved[0].kept_can_start_at == after.kept_can_start_at == T0 + 2 * H
-    assert after.kept_should_start_by is not None and before.kept_should_start_by is not None
+    assert after.kept_should_start_by is not None
+    assert before.kept_should_start_by is not None
     assert after.kept_should_start_by >= before.kept_should_start_by
     assert moved[0].kept_should_start_by == after.kept_should_start_by
     assert after.kept_margin_bucket == moved[0].kept_margin_bucket
     assert after.change_seq == before.change_seq, "derived times: no change for the pollers"
-    assert after.stats == before.stats and after.kept_error_at == before.kept_error_at
+    assert after.stats == before.stats
+    assert after.kept_error_at == before.kept_error_at
     eligible = store.window_schedules(can_after=None, can_until=at, key_after=None, limit=10)
     assert names(eligible) == ["w.job@s02"]
     assert store.window_next_can(can_after=at, key_after=(T0 - H, T0 - H, "")) == T0 + 2 * H
