@@ -223,6 +223,7 @@ class BeatEngine:
         moment = self.clock.now()
         now = moment.timestamp()
         index = self.ranking.index
+        self.loader.begin_tick()
         self.ranking.retime_stale(now)  # before the index says what is eligible
         self.loader.refresh_eligible(moment)  # the window's eligible part, as of now
         # A full window of schedules may hold none eligible while the fleet has.
@@ -242,6 +243,8 @@ class BeatEngine:
             sleep = min(sleep, self.settings.store_poll_interval)
         if leadership is not None:
             sleep = min(sleep, leadership.renew_interval)
+        if self.loader.eligible_cut:  # the eligible part has more to read
+            return 0.0
         return min(sleep, self.max_interval, self.settings.store_poll_interval * 5)
 
     def _read_state(self) -> BeatView:

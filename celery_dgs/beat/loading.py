@@ -87,6 +87,11 @@ def _statistics_only(before: Tracked, row: StoredSchedule, *, held: bool) -> boo
 class ScheduleLoader:
     #: A load of this many schedules or more ends with ``gc.freeze()`` (see :meth:`load`).
     gc_freeze_rows = 100_000
+    #: Seconds a tick reads the eligible part on past its first such read
+    #: (:meth:`read_eligible`): a backlog read in one go (a blackout's start
+    #: moving many rows) would keep beat from renewing its leadership and
+    #: from dispatching; the next tick goes on at once.
+    eligible_reads_per_tick_s = 1.0
 
     def __init__(
         self,
@@ -105,6 +110,10 @@ class ScheduleLoader:
         self.schedules = schedules
         #: When the store was last read for changes (``monotonic``).
         self.last_poll = float("-inf")
+        #: Until when this tick may read the eligible part on (``None``: it
+        #: has not yet); whether it stopped reading for that.
+        self._eligible_until: float | None = None
+        self.eligible_cut = False
 
     def load(self) -> int:
         """Load every active schedule (with a window of schedules: the first
@@ -232,13 +241,26 @@ class ScheduleLoader:
         read = None if window is None else window.refresh_read(now)
         return 0 if window is None or read is None else self._apply_read(window, *read)
 
+    def begin_tick(self) -> None:
+        """A tick begins: its eligible reads may go on for
+        :attr:`eligible_reads_per_tick_s` past its first."""
+        self._eligible_until, self.eligible_cut = None, False
+
     def read_eligible(self, now: datetime) -> bool:
         """A round at ``now`` has free slots and no eligible schedule held:
         read the window's eligible part on (:meth:`ScheduleBounds.read_eligible
         <celery_dgs.core.window.ScheduleBounds.read_eligible>`). Whether it
-        read a schedule."""
+        read a schedule; ``False`` without reading once the tick has read for
+        :attr:`eligible_reads_per_tick_s` (:attr:`eligible_cut`: the part is
+        left where it is, consistent, and the next tick reads on)."""
         window = self.schedules
         if window is None:
+            return False
+        mono = self.monotonic()
+        if self._eligible_until is None:
+            self._eligible_until = mono + self.eligible_reads_per_tick_s
+        elif mono >= self._eligible_until:
+            self.eligible_cut = True
             return False
         return window.bounds.read_eligible(
             now,

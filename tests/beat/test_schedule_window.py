@@ -347,3 +347,50 @@ def test_eligible_schedules_whose_blackout_began_since_are_kept_past_it_not_held
     clock.advance(2 * M)
     engine.tick()
     assert publish.names() == [f"t.job@s{i:04d}" for i in range(1000, 1004)]
+
+
+def test_a_tick_reads_the_eligible_part_on_for_a_second_and_the_next_goes_on(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    """200 schedules in a blackout begun since their rows were written lie
+    before the three eligible ones: reading past them all in one tick would
+    keep beat from its leadership's renewals. A tick reads on for a second
+    (here each look at the monotonic clock takes 0.1 s) past its first read
+    and asks to be ticked again at once; the next ones go on from there,
+    and the eligible three are dispatched in deadline order."""
+    clock = FakeClock(NOW)
+    window = [spec(i, period=H, cooldown=50 * M) for i in range(4)]
+    store.upsert_runtime(window, NOW + 30 * M)
+    blacked = [
+        dataclasses.replace(spec(i), blackout_periods=[("11:30", "14:00")])
+        for i in range(1000, 1200)
+    ]
+    store.upsert_runtime(blacked, NOW - 2 * H)
+    store.upsert_runtime([spec(i, period=12 * H) for i in range(5000, 5003)], NOW - 10 * M)
+    publish = Recorder()
+    steps = iter(range(1_000_000))
+    engine = fake_clock_engine(
+        store,
+        redis_client,
+        clock,
+        publish,
+        slots=4,
+        monotonic=lambda: next(steps) * 0.1,
+        schedule_window_size=4,
+        schedule_window=3600,
+    )
+    engine.load()
+
+    def moved() -> int:
+        return sum(store.get(s.name).kept_can_start_at == NOW + 2 * H for s in blacked)
+
+    assert engine.tick() == 0.0, "more to read: at once"
+    assert 0 < moved() < len(blacked), "a second's reads, not all"
+    sent: list[str] = []
+    for _ in range(100):
+        sleep = engine.tick()
+        sent += publish.names()
+        if sleep > 0:
+            break
+    assert sent == ["t.job@s5000", "t.job@s5001", "t.job@s5002"]
+    assert moved() == len(blacked)
