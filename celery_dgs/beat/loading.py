@@ -282,7 +282,7 @@ class ScheduleLoader:
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
         if sliced.eligible:
-            self._keep_past_blackout(window, fresh, sliced.can_until)
+            self._hold_only_startable(window, fresh, sliced.can_until)
         self._say_short_horizon(window, rows)
         outside = window.outside() if sliced.may_let_go(len(rows)) else []
         for name in outside:
@@ -299,26 +299,33 @@ class ScheduleLoader:
             )
         return len(rows)
 
-    def _keep_past_blackout(
+    def _hold_only_startable(
         self, window: ScheduleWindow, rows: list[StoredSchedule], now: datetime
     ) -> None:
-        """Of the rows an eligible read brought in, those a blackout begun
-        since they were written keeps from starting: the store keeps their
-        start times as of ``now`` (past the blackout) and beat lets go of them,
-        so the part holds only schedules that may start now; the part's
-        refresh reads them again when their blackout ends
-        (:meth:`ScheduleStore.window_keep_past_blackout
-        <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`)."""
-        ladder = self.settings.retry_ladder
-        names = [
-            row.name
-            for row in rows
-            if row.active
-            and row.spec is not None
-            and row.spec.blackout_periods
-            and row.name not in self.state.parked
-            and kept_past_blackout(row, now, ladder) is not None
-        ]
+        """Of the rows an eligible read brought in, let go of those that may
+        not start though their kept next start has come, so the part holds
+        only schedules that may start now:
+
+        - paused or disabled ones (not dispatched whatever their times): a
+          resume changes the row, and the poll brings it back;
+        - those a blackout begun since they were written keeps from
+          starting: the store keeps their start times as of ``now``, past the
+          blackout (:meth:`ScheduleStore.window_keep_past_blackout
+          <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`),
+          and the part's refresh reads them again when it ends."""
+        held, parked, ladder = self.state.held, self.state.parked, self.settings.retry_ladder
+        names = []
+        for row in rows:
+            if row.name in held and row.name not in parked:
+                window.drop(row)
+            elif (
+                row.active
+                and row.spec is not None
+                and row.spec.blackout_periods
+                and row.name not in parked
+                and kept_past_blackout(row, now, ladder) is not None
+            ):
+                names.append(row.name)
         if not names:
             return
         moved = self.store.window_keep_past_blackout(names, now)

@@ -394,3 +394,39 @@ def test_a_tick_reads_the_eligible_part_on_for_a_second_and_the_next_goes_on(
             break
     assert sent == ["t.job@s5000", "t.job@s5001", "t.job@s5002"]
     assert moved() == len(blacked)
+
+
+def test_paused_schedules_past_the_window_are_not_held_and_come_back_on_resume(
+    store: SqlScheduleStore, redis_client: redis.Redis
+) -> None:
+    """100 paused schedules whose kept next start has come lie before the
+    three eligible ones past a full window: the eligible part reads them on
+    its way and lets go of them (none is dispatched while paused); resumed,
+    one comes back with the next poll and is dispatched."""
+    clock = FakeClock(NOW)
+    window = [spec(i, period=H, cooldown=50 * M) for i in range(4)]
+    store.upsert_runtime(window, NOW + 30 * M)
+    store.upsert_runtime([spec(i) for i in range(1000, 1100)], NOW - 2 * H)
+    for i in range(1000, 1100):
+        store.set_paused(f"t.job@s{i:04d}", True)
+    store.upsert_runtime([spec(i, period=12 * H) for i in range(5000, 5003)], NOW - 10 * M)
+    publish = Recorder()
+    engine = make_engine(  # read-on 0: no room of 11 sizes for the certainty rule
+        store,
+        redis_client,
+        clock,
+        publish,
+        slots=4,
+        schedule_window_size=4,
+        schedule_window=3600,
+        schedule_window_read_on=0,
+    )
+    engine.load()
+    engine.tick()
+    assert publish.names() == ["t.job@s5000", "t.job@s5001", "t.job@s5002"]
+    held = schedules(engine)
+    assert len(held) <= 8, f"holds {len(held)}: the paused ones were held"
+    store.set_paused("t.job@s1050", False)
+    clock.advance(M)
+    engine.tick()
+    assert publish.names() == ["t.job@s1050"], "resumed: back with the poll"
