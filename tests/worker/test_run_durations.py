@@ -21,6 +21,12 @@ from tests.worker.helpers import SPEC, Request, in_thread
 RUN_S = 0.3
 
 
+@pytest.fixture
+def rt(patient_rt: Runtime) -> Runtime:
+    """Not about fencing: the patient runtime."""
+    return patient_rt
+
+
 def run_with_clock_step(rt: Runtime, step: timedelta) -> float:
     """One successful run of RUN_S seconds; the Redis clock steps by ``step``
     while the body runs. Returns the run's real length (the test's monotonic)."""

@@ -19,6 +19,12 @@ from celery_dgs.worker.runs import supervised_run
 from tests.worker.helpers import SPEC, Request, in_thread, only_run
 
 
+@pytest.fixture
+def rt(patient_rt: Runtime) -> Runtime:
+    """Not about fencing: the patient runtime."""
+    return patient_rt
+
+
 def run(rt: Runtime, body: Callable[[], Any], spec: PeriodicSpec = SPEC) -> dict[str, Any]:
     return in_thread(lambda: supervised_run(rt, spec, Request(), body, (), {}))
 
