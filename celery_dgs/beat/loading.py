@@ -278,11 +278,11 @@ class ScheduleLoader:
         """Apply the rows of one read of the window, and let go of the held
         schedules it moved past; how many rows it returned."""
         fresh = window.fresh(sliced, rows)
+        if sliced.eligible:
+            fresh = self._startable(window, fresh, sliced.can_until)
         for row in fresh:
             self.apply_row_safely(row, batch)
             self.ranking.note_demand(row.name)
-        if sliced.eligible:
-            self._hold_only_startable(window, fresh, sliced.can_until)
         self._say_short_horizon(window, rows)
         outside = window.outside() if sliced.may_let_go(len(rows)) else []
         for name in outside:
@@ -299,12 +299,12 @@ class ScheduleLoader:
             )
         return len(rows)
 
-    def _hold_only_startable(
+    def _startable(
         self, window: ScheduleWindow, rows: list[StoredSchedule], now: datetime
-    ) -> None:
-        """Of the rows an eligible read brought in, let go of those that may
-        not start though their kept next start has come, so the part holds
-        only schedules that may start now:
+    ) -> list[StoredSchedule]:
+        """Of the rows an eligible read brought in, the ones to apply; lets go
+        of those that may not start though their kept next start has come, so
+        the part holds only schedules that may start now:
 
         - paused or disabled ones (not dispatched whatever their times): a
           resume changes the row, and the poll brings it back;
@@ -312,29 +312,38 @@ class ScheduleLoader:
           starting: the store keeps their start times as of ``now``, past the
           blackout (:meth:`ScheduleStore.window_keep_past_blackout
           <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`),
-          and the part's refresh reads them again when it ends."""
-        held, parked, ladder = self.state.held, self.state.parked, self.settings.retry_ladder
-        names = []
+          and the part's refresh reads them again when it ends. If the
+          store fails, they are applied (held) as read, and the error raised."""
+        parked, ladder = self.state.parked, self.settings.retry_ladder
+        startable: list[StoredSchedule] = []
+        blacked: list[StoredSchedule] = []
+        moved: list[StoredSchedule] = []
         for row in rows:
-            if row.name in held and row.name not in parked:
+            if row.name in parked or not row.active or row.spec is None:
+                startable.append(row)
+            elif row.paused or row.disabled_reason is not None:
                 window.drop(row)
-            elif (
-                row.active
-                and row.spec is not None
-                and row.spec.blackout_periods
-                and row.name not in parked
-                and kept_past_blackout(row, now, ladder) is not None
-            ):
-                names.append(row.name)
-        if not names:
-            return
-        moved = self.store.window_keep_past_blackout(names, now)
-        for row in moved:
-            self.apply_row_safely(row)
-        logger.debug(
-            "celery-dgs beat: schedule window: %d eligible schedules in a blackout kept past it",
-            len(moved),
-        )
+            elif row.spec.blackout_periods and (later := kept_past_blackout(row, now, ladder)):
+                blacked.append(row)
+                moved.append(later)
+            else:
+                startable.append(row)
+        if moved:
+            try:
+                written = self.store.window_keep_past_blackout(moved)
+            except Exception:
+                for row in blacked:  # held as read: none lost until the next start-over
+                    self.apply_row_safely(row)
+                raise
+            for row in moved:  # one whose write found it changed comes with the poll
+                window.drop(row)
+            logger.debug(
+                "celery-dgs beat: schedule window: kept %d of %d eligible schedules in a "
+                "blackout past it",
+                written,
+                len(moved),
+            )
+        return startable
 
     def _say_short_horizon(self, window: ScheduleWindow, rows: list[StoredSchedule]) -> None:
         """Log once if the look-ahead is on and a schedule read runs longer than

@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..core.window import buckets_in_use, next_can_of, slice_of
 from ..core.window_part import SliceRead
 from .convert import utc
-from .kept import kept_past_blackout
 from .memory_base import MemoryStoreBase
 from .records import StoredSchedule
 
@@ -69,21 +69,23 @@ class MemoryWindowMethods(MemoryStoreBase):
         rows = self._window_schedules(None, can_until, key_after, offset + 1, None)
         return rows[offset].kept_should_start_by if len(rows) > offset else None
 
-    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
-        moved: list[StoredSchedule] = []
+    def _keep_past_blackout(self, moved: Sequence[StoredSchedule]) -> int:
+        written = 0
         with self._lock:
-            for name in names:
-                row = self._rows.get(name)
-                if row is None or not row.active or row.kind == "check":
+            for new in moved:
+                row = self._rows.get(new.name)
+                if row is None or row.change_seq != new.change_seq or not row.active:
                     continue
-                new = kept_past_blackout(row, now, self.retry_ladder)
-                if new is None:
-                    continue
-                self._rows[name] = new  # in place: no change
-                self._kept[name] = dataclasses.replace(
-                    self._kept[name],
+                self._rows[new.name] = dataclasses.replace(  # in place: no change
+                    row,
+                    kept_can_start_at=new.kept_can_start_at,
+                    kept_should_start_by=new.kept_should_start_by,
+                    kept_margin_bucket=new.kept_margin_bucket,
+                )
+                self._kept[new.name] = dataclasses.replace(
+                    self._kept[new.name],
                     next_can_start_at=new.kept_can_start_at,
                     should_start_by=new.kept_should_start_by,
                 )
-                moved.append(new)
-        return moved
+                written += 1
+        return written

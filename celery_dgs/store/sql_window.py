@@ -7,6 +7,7 @@ that index (:meth:`WindowMethods.window_margin_buckets`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from sqlalchemy import (
     Table,
     TextClause,
     and_,
+    bindparam,
     column,
     or_,
     select,
@@ -26,12 +28,12 @@ from sqlalchemy import (
 
 from .convert import utc
 from .engine import connection_transaction
-from .kept import START_COLUMNS, kept_past_blackout, start_values
+from .kept import START_COLUMNS, start_values
 from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow
 from .records import StoredSchedule
 from .sql_base import SqlStoreBase
-from .sql_kept import REFRESH_CHUNK, update_kept
+from .sql_kept import update_kept
 
 _T = cast(Table, ScheduleRow.__table__)
 #: The columns untyped: the driver's values go to the loader's memo as they
@@ -140,8 +142,9 @@ def next_can_statement(
     )
 
 
-#: The ``UPDATE`` of a row's kept start times (``b_name``: the row).
-_UPDATE_START = update_kept(START_COLUMNS)
+#: The ``UPDATE`` of a row's kept start times (``b_name``: the row), unless
+#: it changed since it was read (``b_seq``: its ``change_seq`` then).
+_UPDATE_START = update_kept(START_COLUMNS).where(_T.c.change_seq == bindparam("b_seq"))
 
 
 class WindowMethods(SqlStoreBase):
@@ -217,29 +220,7 @@ class WindowMethods(SqlStoreBase):
             found = conn.execute(stmt).scalar()
         return cast(datetime | None, found)
 
-    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
-        moved: list[StoredSchedule] = []
+    def _keep_past_blackout(self, moved: Sequence[StoredSchedule]) -> int:
+        params = [{"b_name": r.name, "b_seq": r.change_seq, **start_values(r)} for r in moved]
         with connection_transaction(self.engine, write=True) as conn:
-            memo = ValueMemo()
-            for i in range(0, len(names), REFRESH_CHUNK):
-                chunk = names[i : i + REFRESH_CHUNK]
-                stmt = (
-                    select(*_COLUMNS)
-                    .select_from(_T)
-                    .where(_ACTIVE_SCHEDULE, _T.c.name.in_(chunk))
-                    .order_by(_T.c.name)
-                    .with_for_update()
-                )
-                rows = [
-                    stored_schedule_from_values(v, self._spec_cache, memo)
-                    for v in conn.execute(stmt)
-                ]
-                found = [
-                    new for row in rows if (new := kept_past_blackout(row, now, self.retry_ladder))
-                ]
-                if found:
-                    conn.execute(
-                        _UPDATE_START, [{"b_name": r.name, **start_values(r)} for r in found]
-                    )
-                moved.extend(found)
-        return moved
+            return conn.execute(_UPDATE_START, params).rowcount

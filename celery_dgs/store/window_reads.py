@@ -14,7 +14,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
-from .convert import utc
 from .records import StoredSchedule
 
 
@@ -105,21 +104,20 @@ class WindowReads(ABC):
         ``key_after``: when the next one past beat's window becomes eligible;
         ``None``: none. Reads ``ix_dgs_schedules_can_start`` from ``can_after``."""
 
-    def window_keep_past_blackout(
-        self, names: Sequence[str], now: datetime
-    ) -> list[StoredSchedule]:
-        """Keep again, as of ``now``, the start times of those active
-        schedules ``names`` (deferred checks excluded) that a blackout begun
-        since their row was written keeps from starting though their kept
-        times say they may (:func:`~celery_dgs.store.kept.kept_past_blackout`):
-        their kept ``next_can_start_at``, ``should_start_by`` and margin bucket
-        then say when the blackout lets them start, and beat's window reads
-        them then. Each row is judged as stored when it is written (in one
-        transaction, the rows locked); nothing else changes, ``change_seq``
-        included (the kept times are derived, and beat applies the rows
-        returned). Returns the rows moved, with their new kept times."""
-        return self._keep_past_blackout(list(names), utc(now, "now")) if names else []
+    def window_keep_past_blackout(self, moved: Sequence[StoredSchedule]) -> int:
+        """Write the kept start times of the rows ``moved`` as
+        :func:`~celery_dgs.store.kept.kept_past_blackout` gives them: active
+        schedules (deferred checks excluded) that a blackout begun since
+        their row was written keeps from starting though their kept times
+        say they may. Their kept ``next_can_start_at``, ``should_start_by``
+        and margin bucket then say when the blackout lets them start, and
+        beat's window reads them then. A row whose ``change_seq`` moved
+        since it was read (it changed: the change reaches beat with the
+        poll) is left as it is. Nothing else changes, ``change_seq``
+        included (the kept times are derived). One transaction; returns how
+        many rows were written."""
+        return self._keep_past_blackout(moved) if moved else 0
 
     @abstractmethod
-    def _keep_past_blackout(self, names: list[str], now: datetime) -> list[StoredSchedule]:
-        """:meth:`window_keep_past_blackout` of at least one name, ``now`` in UTC."""
+    def _keep_past_blackout(self, moved: Sequence[StoredSchedule]) -> int:
+        """:meth:`window_keep_past_blackout` of at least one row."""

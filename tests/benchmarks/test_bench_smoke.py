@@ -65,6 +65,11 @@ SMOKES = {
         "| SQLite 2,000 seed 001, window 200: first dispatch",
         postgres=True,
     ),
+    "blackout_start": Smoke(
+        ("--schedules", "2000", "--window", "100"),
+        "| SQLite, 2,000 in a blackout begun since, window 100: longest tick",
+        postgres=True,
+    ),
     # The celery-dgs kind (worker and beat memory, duplicate runs); the countdown
     # kind runs plain Celery only, in the same harness.
     "deferred_vs_countdown": Smoke(

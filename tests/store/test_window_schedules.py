@@ -19,6 +19,7 @@ from celery_dgs.core.window import KeptStart, next_can_of, slice_of
 from celery_dgs.core.window_part import SliceRead
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.check_types import NewCheck
+from celery_dgs.store.kept import kept_past_blackout
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.store.records import StoredSchedule
 from tests.store.conftest import T0, start
@@ -325,31 +326,45 @@ def test_a_schedule_whose_blackout_began_since_is_kept_past_it(store: ScheduleSt
     """Written at 12:00, may start then; at 13:00 its blackout keeps it from
     starting: its kept start times move to 14:00, nothing else changes, and
     the read of what may start at 13:00 no longer finds it. Rows that may
-    start (no blackout, or not begun) and unknown names are left as they are."""
+    start (no blackout, or one that has not begun, or written inside it)
+    keep their times."""
     store.upsert_runtime([blacked_out(1), periodic(2)], T0)
     store.upsert_runtime([blacked_out(3)], T0 + 3 * H)  # written after its blackout
-    before = store.get("w.job@s01")
-    assert before.kept_can_start_at == T0
     at = T0 + H
-    moved = store.window_keep_past_blackout(["w.job@s01", "w.job@s02", "w.job@s03", "nope"], at)
+    before = {r.name: r for r in store.window_schedules(**eligible_at(at))}
+    assert set(before) == {"w.job@s01", "w.job@s02"}
+    moved = [m for r in before.values() if (m := kept_past_blackout(r, at)) is not None]
     assert names(moved) == ["w.job@s01"]
-    after = store.get("w.job@s01")
-    assert moved[0].kept_can_start_at == after.kept_can_start_at == T0 + 2 * H
+    assert kept_past_blackout(before["w.job@s01"], T0 + 20 * M) is None, "not begun"
+    assert kept_past_blackout(store.get("w.job@s03"), T0 + 3 * H) is None, "written inside"
+    assert store.window_keep_past_blackout(moved) == 1
+    was, after = before["w.job@s01"], store.get("w.job@s01")
+    assert after.kept_can_start_at == moved[0].kept_can_start_at == T0 + 2 * H
     assert after.kept_should_start_by is not None
-    assert before.kept_should_start_by is not None
-    assert after.kept_should_start_by >= before.kept_should_start_by
-    assert moved[0].kept_should_start_by == after.kept_should_start_by
+    assert was.kept_should_start_by is not None
+    assert after.kept_should_start_by >= was.kept_should_start_by
+    assert after.kept_should_start_by == moved[0].kept_should_start_by
     assert after.kept_margin_bucket == moved[0].kept_margin_bucket
-    assert after.change_seq == before.change_seq, "derived times: no change for the pollers"
-    assert after.stats == before.stats
-    assert after.kept_error_at == before.kept_error_at
-    eligible = store.window_schedules(can_after=None, can_until=at, key_after=None, limit=10)
-    assert names(eligible) == ["w.job@s02"]
+    assert after.change_seq == was.change_seq, "derived times: no change for the pollers"
+    assert after.stats == was.stats
+    assert after.kept_error_at == was.kept_error_at
+    assert names(store.window_schedules(**eligible_at(at))) == ["w.job@s02"]
     assert store.window_next_can(can_after=at, key_after=(T0 - H, T0 - H, "")) == T0 + 2 * H
-    assert store.window_keep_past_blackout(["w.job@s01"], at) == [], "kept once"
 
 
-def test_a_blackout_that_has_not_begun_keeps_the_times(store: ScheduleStore) -> None:
+def test_a_row_changed_since_it_was_read_keeps_its_new_times(store: ScheduleStore) -> None:
     store.upsert_runtime([blacked_out(1)], T0)
-    assert store.window_keep_past_blackout(["w.job@s01"], T0 + 20 * M) == []
-    assert store.get("w.job@s01").kept_can_start_at == T0
+    at = T0 + H
+    (read,) = store.window_schedules(**eligible_at(at))
+    moved = kept_past_blackout(read, at)
+    assert moved is not None
+    start(store, "w.job@s01", "r1", 1, at=T0 + 10 * M)  # a run began meanwhile
+    changed = store.get("w.job@s01")
+    assert changed.change_seq != read.change_seq
+    assert store.window_keep_past_blackout([moved]) == 0
+    assert store.get("w.job@s01").kept_can_start_at == changed.kept_can_start_at
+
+
+def eligible_at(at: datetime) -> dict[str, object]:
+    """The arguments of the read of every schedule that may start by ``at``."""
+    return {"can_after": None, "can_until": at, "key_after": None, "limit": 10}
