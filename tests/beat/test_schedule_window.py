@@ -430,3 +430,42 @@ def test_paused_schedules_past_the_window_are_not_held_and_come_back_on_resume(
     clock.advance(M)
     engine.tick()
     assert publish.names() == ["t.job@s1050"], "resumed: back with the poll"
+
+
+def test_a_store_error_keeping_times_past_a_blackout_holds_the_rows_as_read(
+    store: SqlScheduleStore, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store fails as beat writes the times of a read's blacked-out
+    schedules: the part has moved past them, so beat holds them as read
+    rather than lose them until the next start-over; the next tick reads on,
+    keeps the rest past the blackout and serves the eligible ones. Each
+    blacked-out schedule is then held or kept past it, none forgotten."""
+    clock = FakeClock(NOW)
+    store.upsert_runtime([spec(i, period=H, cooldown=50 * M) for i in range(4)], NOW + 30 * M)
+    blacked = [
+        dataclasses.replace(spec(i), blackout_periods=[("11:30", "14:00")])
+        for i in range(1000, 1010)
+    ]
+    store.upsert_runtime(blacked, NOW - 2 * H)
+    store.upsert_runtime([spec(i, period=12 * H) for i in range(5000, 5003)], NOW - 10 * M)
+    publish = Recorder()
+    engine = make_engine(
+        store, redis_client, clock, publish, slots=4, schedule_window_size=4, schedule_window=3600
+    )
+    engine.load()
+
+    def fails(moved: object) -> int:
+        raise OSError("the database went away")
+
+    monkeypatch.setattr(store, "window_keep_past_blackout", fails)
+    with pytest.raises(OSError, match="went away"):
+        engine.tick()
+    held = schedules(engine) & {s.name for s in blacked}
+    assert held, "the failed read's rows held as read"
+    monkeypatch.undo()
+    clock.advance(M)
+    engine.tick()
+    assert publish.names() == ["t.job@s5000", "t.job@s5001", "t.job@s5002"]
+    for s in blacked:
+        kept = store.get(s.name).kept_can_start_at
+        assert s.name in schedules(engine) or kept == NOW + 2 * H, s.name
