@@ -53,6 +53,7 @@ import functools
 import heapq
 import math
 from collections.abc import Callable
+from datetime import datetime
 
 from .index import live_heap
 from .late_order import RestoringIndex, _Tracked
@@ -86,6 +87,15 @@ def margin_bucket(margin_s: float) -> int:
     reads a slice per bucket by ``error_at``. Unlike the laxity's buckets it
     does not depend on ``dgs_laxity_floor``."""
     return bucket_of(margin_s) if math.isfinite(margin_s) and margin_s > 0 else NO_MARGIN_BUCKET
+
+
+def margin_bucket_of(should_start_by: datetime | None, error_at: datetime | None) -> int | None:
+    """The margin bucket (:func:`margin_bucket`) of a schedule whose kept
+    times are ``should_start_by`` and ``error_at``: of its margin
+    ``error_at - should_start_by``; ``None`` when either is ``None``."""
+    if should_start_by is None or error_at is None:
+        return None
+    return margin_bucket((error_at - should_start_by).total_seconds())
 
 
 @functools.cache

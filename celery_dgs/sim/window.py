@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from ..core.blackout_watch import kept_start_past_blackout
-from ..core.laxity import margin_bucket
+from ..core.laxity import margin_bucket, margin_bucket_of
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import start_margin, start_times
@@ -166,11 +166,8 @@ class SimWindow:
             if moved is None:
                 continue
             can, should = moved
-            error_at = kept.error_at
-            bucket = (
-                None if error_at is None else margin_bucket((error_at - should).total_seconds())
-            )
-            self.kept[name] = KeptStart(can, should, error_at, bucket)
+            bucket = margin_bucket_of(should, kept.error_at)
+            self.kept[name] = KeptStart(can, should, kept.error_at, bucket)
             self.bounds.buckets.seen(bucket)
             self.bounds.part.not_held(can)
             past.add(name)

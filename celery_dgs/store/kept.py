@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.blackout_watch import kept_start_past_blackout
 from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
-from ..core.laxity import margin_bucket
+from ..core.laxity import margin_bucket_of
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import DEFAULT_RETRY_LADDER
@@ -53,15 +53,6 @@ def times_of(
         declaration_error=stored.declaration_error,
         retry_ladder=retry_ladder,
     )
-
-
-def margin_bucket_of(should_start_by: datetime | None, error_at: datetime | None) -> int | None:
-    """The margin bucket (:func:`~celery_dgs.core.laxity.margin_bucket`) of a
-    row whose kept times are ``should_start_by`` and ``error_at``: of its
-    margin ``error_at - should_start_by``; ``None`` when either is ``None``."""
-    if should_start_by is None or error_at is None:
-        return None
-    return margin_bucket((error_at - should_start_by).total_seconds())
 
 
 #: The kept columns :func:`kept_past_blackout` moves.

@@ -14,12 +14,13 @@ from typing import Any
 
 from ..core.clock import Clock, SystemClock
 from ..core.kept_condition import KeptTimes
+from ..core.laxity import margin_bucket_of
 from ..core.spec import ScheduleSpec
 from ..core.timing import DEFAULT_RETRY_LADDER
 from ..errors import UnknownScheduleError
 from .base import ScheduleStore
 from .check_types import CheckHistoryRecord
-from .kept import margin_bucket_of, times_of
+from .kept import times_of
 from .loader import SpecCache
 from .records import RunRecord, StoredSchedule
 

@@ -11,9 +11,9 @@ from sqlalchemy import text
 
 from celery_dgs.core.condition import Level
 from celery_dgs.core.kept_condition import ALWAYS, condition_at, kept_times
+from celery_dgs.core.laxity import margin_bucket_of
 from celery_dgs.core.spec import AdaptiveSpec, PeriodicSpec
 from celery_dgs.store import ScheduleStore, SqlScheduleStore
-from celery_dgs.store.kept import margin_bucket_of
 from celery_dgs.store.selection import Selection
 from celery_dgs.store.sql_kept import backfill_kept
 
