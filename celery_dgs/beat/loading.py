@@ -278,11 +278,13 @@ class ScheduleLoader:
         """Apply the rows of one read of the window, and let go of the held
         schedules it moved past; how many rows it returned."""
         fresh = window.fresh(sliced, rows)
-        if sliced.eligible:
-            fresh = self._startable(window, fresh, sliced.can_until)
-        for row in fresh:
-            self.apply_row_safely(row, batch)
-            self.ranking.note_demand(row.name)
+        try:
+            if sliced.eligible:
+                fresh = self._startable(window, fresh, sliced.can_until)
+        finally:  # if the store failed, every row is held as read: none lost
+            for row in fresh:
+                self.apply_row_safely(row, batch)
+                self.ranking.note_demand(row.name)
         self._say_short_horizon(window, rows)
         outside = window.outside() if sliced.may_let_go(len(rows)) else []
         for name in outside:
@@ -312,11 +314,9 @@ class ScheduleLoader:
           starting: the store keeps their start times as of ``now``, past the
           blackout (:meth:`ScheduleStore.window_keep_past_blackout
           <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`),
-          and the part's refresh reads them again when it ends. If the
-          store fails, they are applied (held) as read, and the error raised."""
+          and the part's refresh reads them again when it ends."""
         parked, ladder = self.state.parked, self.settings.retry_ladder
         startable: list[StoredSchedule] = []
-        blacked: list[StoredSchedule] = []
         moved: list[StoredSchedule] = []
         for row in rows:
             if row.name in parked or not row.active or row.spec is None:
@@ -324,17 +324,11 @@ class ScheduleLoader:
             elif row.paused or row.disabled_reason is not None:
                 window.drop(row)
             elif row.spec.blackout_periods and (later := kept_past_blackout(row, now, ladder)):
-                blacked.append(row)
                 moved.append(later)
             else:
                 startable.append(row)
         if moved:
-            try:
-                written = self.store.window_keep_past_blackout(moved)
-            except Exception:
-                for row in blacked:  # held as read: none lost until the next start-over
-                    self.apply_row_safely(row)
-                raise
+            written = self.store.window_keep_past_blackout(moved)
             for row in moved:  # one whose write found it changed comes with the poll
                 window.drop(row)
             logger.debug(
