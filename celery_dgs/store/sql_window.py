@@ -145,6 +145,16 @@ def next_can_statement(
 #: The ``UPDATE`` of a row's kept start times (``b_name``: the row), unless
 #: it changed since it was read (``b_seq``: its ``change_seq`` then).
 _UPDATE_START = update_kept(START_COLUMNS).where(_T.c.change_seq == bindparam("b_seq"))
+#: :data:`_UPDATE_START` of many rows in one PostgreSQL statement (arrays of
+#: the names, their ``change_seq`` then, and the new times).
+_PG_UPDATE_START = text(
+    "UPDATE dgs_schedules AS s SET next_can_start_at = v.can, should_start_by = v.should,"
+    " margin_bucket = v.bucket"
+    " FROM unnest(CAST(:names AS text[]), CAST(:seqs AS bigint[]),"
+    " CAST(:cans AS timestamptz[]), CAST(:shoulds AS timestamptz[]),"
+    " CAST(:buckets AS integer[])) AS v(name, seq, can, should, bucket)"
+    " WHERE s.name = v.name AND s.change_seq = v.seq"
+)
 
 
 class WindowMethods(SqlStoreBase):
@@ -221,6 +231,15 @@ class WindowMethods(SqlStoreBase):
         return cast(datetime | None, found)
 
     def _keep_past_blackout(self, moved: Sequence[StoredSchedule]) -> int:
-        params = [{"b_name": r.name, "b_seq": r.change_seq, **start_values(r)} for r in moved]
         with connection_transaction(self.engine, write=True) as conn:
+            if conn.dialect.name == "postgresql":  # one statement, not one a row
+                arrays = {
+                    "names": [r.name for r in moved],
+                    "seqs": [r.change_seq for r in moved],
+                    "cans": [r.kept_can_start_at for r in moved],
+                    "shoulds": [r.kept_should_start_by for r in moved],
+                    "buckets": [r.kept_margin_bucket for r in moved],
+                }
+                return conn.execute(_PG_UPDATE_START, arrays).rowcount
+            params = [{"b_name": r.name, "b_seq": r.change_seq, **start_values(r)} for r in moved]
             return conn.execute(_UPDATE_START, params).rowcount
