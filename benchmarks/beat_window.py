@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from .common import log, median
-from .fleet_scale import Line, analyze, apply_mix, lister_row, status_lines, verdict
+from .fleet_scale import (
+    Line,
+    analyze,
+    apply_mix,
+    lines_table,
+    lister_row,
+    status_lines,
+    verdict,
+)
 
 GOAL_FIRST_S = 5.0
 GOAL_RSS_BACKLOG_MIB = 500.0
@@ -59,16 +67,13 @@ def beat_child(
     url: str, redis_url: str, size: int | None, horizon_s: float, read_on: float | None
 ) -> dict[str, Any]:
     """A beat's start on ``url``: the figures of the module doc, as a dict."""
-    import uuid
 
     import redis
 
     from celery_dgs.beat.types import DispatchOrder
-    from celery_dgs.keys import KeySpace
-    from celery_dgs.registry import WorkerInfo, WorkerRegistry
     from celery_dgs.settings import DgsSettings
     from celery_dgs.store.sql import SqlScheduleStore
-    from tests.support.beat import beat_engine
+    from tests.support.beat import beat_engine, with_one_worker
 
     before = rss_mib("VmRSS")
     sent: list[DispatchOrder] = []
@@ -83,10 +88,7 @@ def beat_child(
         return []
 
     client = redis.Redis.from_url(redis_url)
-    keys = KeySpace(f"bw{uuid.uuid4().hex[:6]}")
-    WorkerRegistry(client, keys, ttl=3600).register(
-        WorkerInfo(name="celery@w", node="w", queues=("celery",), slots=4, pool="threads", pid=1)
-    )
+    keys = with_one_worker(client, "bw")
     settings = DgsSettings(
         key_prefix=keys.prefix,
         schedule_window_size=size,
@@ -290,9 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 pg.stop()
     print(f"\nbeat with a window, {os.cpu_count()} CPUs, {time.perf_counter() - started:.0f} s")
-    print("| figure | celery-dgs | baseline (same run) | goal | verdict |")
-    print("|---|---|---|---|---|")
-    print("\n".join(line.text() for line in lines))
+    print(lines_table(lines))
     return 0
 
 

@@ -27,13 +27,12 @@ import argparse
 import shutil
 import tempfile
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from .common import log
-from .fleet_scale import Line, verdict
+from .fleet_scale import Line, lines_table, verdict
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 BLACKOUT = ("11:00", "14:00")
@@ -76,11 +75,9 @@ def measure(url: str, redis_url: str, window: int) -> dict[str, Any]:
 
     from celery_dgs.beat.types import DispatchOrder
     from celery_dgs.core.clock import FakeClock
-    from celery_dgs.keys import KeySpace
-    from celery_dgs.registry import WorkerInfo, WorkerRegistry
     from celery_dgs.settings import DgsSettings
     from celery_dgs.store.sql import SqlScheduleStore
-    from tests.support.beat import beat_engine
+    from tests.support.beat import beat_engine, with_one_worker
 
     sent: list[DispatchOrder] = []
 
@@ -89,10 +86,7 @@ def measure(url: str, redis_url: str, window: int) -> dict[str, Any]:
         return []
 
     client = redis.Redis.from_url(redis_url)
-    keys = KeySpace(f"bo{uuid.uuid4().hex[:6]}")
-    WorkerRegistry(client, keys, ttl=3600).register(
-        WorkerInfo(name="celery@w", node="w", queues=("celery",), slots=4, pool="threads", pid=1)
-    )
+    keys = with_one_worker(client, "bo")
     settings = DgsSettings(
         key_prefix=keys.prefix, schedule_window_size=window, schedule_window=3600.0
     )
@@ -208,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 pg.stop()
     print(f"\na blackout begins over a backlog, {time.perf_counter() - started:.0f} s")
-    print("| figure | celery-dgs | baseline (same run) | goal | verdict |")
-    print("|---|---|---|---|---|")
-    print("\n".join(line.text() for line in lines))
+    print(lines_table(lines))
     return 0
 
 

@@ -59,6 +59,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -106,6 +107,12 @@ class Line:
 
     def text(self) -> str:
         return f"| {self.figure} | {self.value} | {self.baseline} | {self.goal} | {self.verdict} |"
+
+
+def lines_table(lines: Iterable[Line]) -> str:
+    """The printed table of ``lines``, with its header."""
+    header = "| figure | celery-dgs | baseline (same run) | goal | verdict |\n|---|---|---|---|---|"
+    return "\n".join([header, *(line.text() for line in lines)])
 
 
 def verdict(met: bool, projected: bool = False) -> str:
@@ -784,9 +791,7 @@ def run(
     print(
         f"\ncelery-dgs at fleet scale, {os.cpu_count()} CPUs, {time.perf_counter() - started:.0f} s"
     )
-    print("| figure | celery-dgs | baseline (same run) | goal | verdict |")
-    print("|---|---|---|---|---|")
-    print("\n".join(line.text() for line in lines))
+    print(lines_table(lines))
     print("\n" + "\n".join(f"- {note}" for note in notes))
     return 0
 

@@ -52,7 +52,7 @@ from typing import Any
 from celery_dgs.beat.scheduler import DeadlineScheduler
 
 from .common import log, median
-from .fleet_scale import Line, verdict
+from .fleet_scale import Line, lines_table, verdict
 
 GOAL_CEILING_SHARE = 0.8
 GOAL_IDLE_MEDIAN_MS = 20.0
@@ -376,9 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{opts.seconds:g} s, store poll {opts.poll:g} s; "
         f"{time.perf_counter() - started:.0f} s"
     )
-    print("| figure | celery-dgs | baseline (same run) | goal | verdict |")
-    print("|---|---|---|---|---|")
-    print("\n".join(line.text() for line in lines(dgs, poll, opts)))
+    print(lines_table(lines(dgs, poll, opts)))
     print(stage_table(dgs))
     for key in ("w1", "beat"):
         costs = [m.cpu_ms[key] for m in dgs if key in m.cpu_ms]

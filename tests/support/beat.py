@@ -4,6 +4,7 @@ records on a real Redis client with the timings of ``settings``."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +16,22 @@ from celery_dgs.core.clock import Clock, SystemClock
 from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
-from celery_dgs.registry import WorkerRegistry
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.base import ScheduleStore
+
+
+def with_one_worker(client: redis.Redis, prefix: str, slots: int = 4) -> KeySpace:
+    """Keys of their own (``prefix`` and a random tag) with one live worker
+    registered there for an hour: ``slots`` thread slots on the default
+    queue, what a beat needs to dispatch."""
+    keys = KeySpace(f"{prefix}{uuid.uuid4().hex[:6]}")
+    WorkerRegistry(client, keys, ttl=3600).register(
+        WorkerInfo(
+            name="celery@w", node="w", queues=("celery",), slots=slots, pool="threads", pid=1
+        )
+    )
+    return keys
 
 
 def publish_nothing(orders: Sequence[DispatchOrder]) -> list[DispatchOrder]:
