@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.blackout_watch import kept_start_past_blackout
 from ..core.kept_condition import KeptCondition, KeptTimes, kept_times
-from ..core.laxity import margin_bucket_of
+from ..core.laxity import margin_bucket_of as margin_bucket_of  # the migrations read it here
 from ..core.spec import ScheduleSpec
 from ..core.stats import ScheduleStats
 from ..core.timing import DEFAULT_RETRY_LADDER

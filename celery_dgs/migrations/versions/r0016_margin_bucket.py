@@ -35,7 +35,7 @@ _BATCH = 5_000
 
 def _backfill(conn: sa.Connection) -> None:
     """``margin_bucket`` of every row with both kept times, by name."""
-    from celery_dgs.core.laxity import margin_bucket_of
+    from celery_dgs.store.kept import margin_bucket_of
     from celery_dgs.store.models import UTCDateTime
 
     rows = sa.table(
