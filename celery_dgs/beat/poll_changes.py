@@ -1,0 +1,62 @@
+"""What one change poll of beat's brought: its rows counted by what they did
+(the line beat logs after a poll that read any)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..store.records import StoredSchedule
+from .types import Tracked
+
+
+@dataclass
+class PollChanges:
+    """The rows of one change poll, counted by what they did: schedules
+    ``added`` (active, not tracked before), ``removed`` (made inactive),
+    ``changed`` (active and known before: a new spec, a pause or resume, a
+    run request, a declaration error), ``runs`` (tracked, only their
+    statistics new: a run started or ended), and deferred ``checks`` (added,
+    moved or ended)."""
+
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    runs: int = 0
+    checks: int = 0
+
+    def note(self, row: StoredSchedule, *, known: bool, before: Tracked | None, held: bool) -> None:
+        """Count ``row``; ``known``: beat knew its schedule before the poll,
+        ``before`` as tracked (``held``: paused or disabled)."""
+        if row.kind == "check":
+            self.checks += 1
+        elif not row.active:
+            self.removed += 1
+        elif not known:
+            self.added += 1
+        elif before is not None and _statistics_only(before, row, held=held):
+            self.runs += 1
+        else:
+            self.changed += 1
+
+    @property
+    def worth_telling(self) -> bool:
+        """Whether anything but run statistics changed (an INFO line, else DEBUG)."""
+        return bool(self.added or self.removed or self.changed or self.checks)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.added} added, {self.removed} removed, {self.changed} changed, "
+            f"{self.runs} with a new run, {self.checks} deferred checks"
+        )
+
+
+def _statistics_only(before: Tracked, row: StoredSchedule, *, held: bool) -> bool:
+    """Whether ``row`` differs from ``before`` in its statistics alone."""
+    return (
+        row.spec == before.spec
+        and row.run_requested_at == before.run_requested_at
+        and row.run_requested_priority == before.run_requested_priority
+        and row.declaration_error == before.declaration_error
+        and row.disabled_reason == before.disabled_reason
+        and (row.paused or row.disabled_reason is not None) == held
+    )
