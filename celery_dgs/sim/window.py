@@ -147,8 +147,8 @@ class SimWindow:
         return SimRead(names, outside, rows)
 
     def _keep_past_blackout(self, read: SliceRead, names: list[str]) -> set[str]:
-        """Beat's :meth:`ScheduleLoader._keep_past_blackout
-        <celery_dgs.beat.loading.ScheduleLoader._keep_past_blackout>`: of the
+        """Beat's :meth:`ScheduleLoader._startable
+        <celery_dgs.beat.loading.ScheduleLoader._startable>` for blackouts: of the
         idle schedules an eligible ``read`` brought in, those a blackout begun
         since their kept times were written keeps from starting get their
         start times as of the read (the store's
