@@ -13,7 +13,7 @@ from ..core.spec import MAX_INTERVAL_INDEX, SPEC_FORMAT_VERSION, ScheduleSpec
 from ..core.spec_build import spec_from_dict
 from ..core.stats import ScheduleStats
 from ..core.tz import ensure_utc
-from .models import RunRow, ScheduleRow
+from .models import RunRow, ScheduleFields
 from .records import RunRecord, StoredSchedule
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def checked_durations(
     return out, error
 
 
-def _row_durations(row: ScheduleRow) -> tuple[list[timedelta | None], str | None]:
+def _row_durations(row: ScheduleFields) -> tuple[list[timedelta | None], str | None]:
     durations, error = checked_durations((row.average_good_duration_s, row.duration_deviation_s))
     return durations, error or checked_index(row.interval_index)[1]
 
@@ -82,7 +82,7 @@ def parse_spec(text: str) -> tuple[ScheduleSpec | None, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def stats_of(row: ScheduleRow) -> ScheduleStats:
+def stats_of(row: ScheduleFields) -> ScheduleStats:
     """The row's statistics. An invalid stored duration is logged (schedule and
     field) and read as unknown, so recording a run over it repairs the row
     instead of failing the worker."""
@@ -106,7 +106,7 @@ def stats_of(row: ScheduleRow) -> ScheduleStats:
     )
 
 
-def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
+def apply_stats(row: ScheduleFields, stats: ScheduleStats) -> None:
     avg, dev = stats.average_good_duration, stats.duration_deviation
     row.registered_at = stats.registered_at
     row.last_good_start_at = stats.last_good_start_at
@@ -123,7 +123,7 @@ def apply_stats(row: ScheduleRow, stats: ScheduleStats) -> None:
     row.last_items_failed = stats.last_items_failed
 
 
-def stored_schedule(row: ScheduleRow) -> StoredSchedule:
+def stored_schedule(row: ScheduleFields) -> StoredSchedule:
     """The row as the store returns it; invalid statistics make it unschedulable
     (``spec`` None, ``spec_error`` naming the field), like an invalid spec."""
     spec, error = parse_spec(row.spec)

@@ -9,6 +9,7 @@ share a database with the application's own.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import (
@@ -164,6 +165,15 @@ class ScheduleRow(Base):
     pool: Mapped[str | None] = mapped_column(String(255))
     margin_bucket: Mapped[int | None] = mapped_column(Integer)
 
+
+class ScheduleValues(SimpleNamespace):
+    """One schedule row's values as plain attributes named as
+    :class:`ScheduleRow`'s columns, read by a Core statement and changed in
+    place (:mod:`.sql_row_edit`), without the ORM's instrumentation."""
+
+
+#: A schedule row, mapped or as plain values: what the row helpers read and change.
+ScheduleFields = ScheduleRow | ScheduleValues
 
 #: The schedules (not checks) by kept time: beat's window reads the next
 #: starts; ``status`` counts each condition from the index covering it and

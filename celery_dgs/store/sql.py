@@ -53,6 +53,7 @@ logger = logging.getLogger("celery_dgs.store")
 LOAD_BATCH_ROWS = 10_000
 
 _COLUMNS = ", ".join(SCHEDULE_COLUMNS)
+_SELECT_ONE = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE name = :name")
 # Plain text, no column types: the loader converts the raw driver values itself.
 _SELECT_ACTIVE = text(
     f"SELECT {_COLUMNS} FROM dgs_schedules WHERE active AND kind <> 'check' ORDER BY name"
@@ -314,11 +315,11 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
 
     def get(self, name: str) -> StoredSchedule:
         """The named schedule (active or not); ``UnknownScheduleError`` naming it if none."""
-        with self._read() as session:
-            row = session.get(ScheduleRow, name)
-            if row is None:
-                raise UnknownScheduleError(f"no schedule named {name!r} in the store")
-            return stored_schedule(row)
+        with connection_transaction(self.engine, write=False) as conn:
+            values = conn.execute(_SELECT_ONE, {"name": name}).one_or_none()
+        if values is None:
+            raise UnknownScheduleError(f"no schedule named {name!r} in the store")
+        return stored_schedule_from_values(values, self._spec_cache, ValueMemo())
 
     def list_schedules(
         self, include_inactive: bool = False, *, owner: str | None = None

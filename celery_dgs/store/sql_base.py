@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, bindparam, event, select, text
+from sqlalchemy import Connection, Engine, bindparam, event, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,7 @@ from .base import ScheduleStore
 from .engine import connection_transaction, make_engine, session_transaction
 from .loader import SCHEDULE_COLUMNS, SpecCache, ValueMemo, stored_schedule_from_values
 from .migrate import upgrade_engine
-from .models import COUNTER_ID, ScheduleRow
+from .models import COUNTER_ID, ScheduleFields, ScheduleRow
 from .records import StoredSchedule
 from .sql_kept import RETRY_LADDER_KEY, keep_on_flush
 
@@ -35,6 +35,11 @@ READ_COUNTER = text(f"SELECT value FROM dgs_counter WHERE id = {COUNTER_ID}")
 LOCK_SCHEDULE = (
     select(ScheduleRow).where(ScheduleRow.name == bindparam("name")).with_for_update(key_share=True)
 )
+
+
+def next_seq(conn: Connection) -> int:
+    """A new ``change_seq``, in ``conn``'s transaction (take row locks before this)."""
+    return int(conn.execute(BUMP_COUNTER).scalar_one())
 
 
 class KeptSession(Session):
@@ -130,7 +135,7 @@ class SqlStoreBase(ScheduleStore):
         # The counter's UPDATE needs none of the session's pending changes: run
         # on the session's connection (no autoflush), a changed row is written
         # once, at the next flush, with its kept columns computed once.
-        return int(session.connection().execute(BUMP_COUNTER).scalar_one())
+        return next_seq(session.connection())
 
     def _touch(self, session: Session, row: ScheduleRow, now: datetime | None = None) -> None:
         """Mark ``row`` changed: a new ``change_seq`` (take row locks before this)."""
@@ -143,7 +148,7 @@ class SqlStoreBase(ScheduleStore):
             raise UnknownScheduleError(f"no schedule named {name!r} in the store")
         return row
 
-    def _stored(self, row: ScheduleRow) -> StoredSchedule:
+    def _stored(self, row: ScheduleFields) -> StoredSchedule:
         """``row`` as the store returns it, as :func:`~.convert.stored_schedule`
         gives it, its spec from the store's :class:`~.loader.SpecCache` (a
         spec of a shape already parsed is a copy with the row's names and

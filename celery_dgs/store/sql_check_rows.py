@@ -7,15 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Table, insert
 
 from ..core.checks import CheckAgain, CheckEnded, CheckState, check_end
 from ..core.spec import CheckSpec
 from ..core.stats import ScheduleStats
 from .check_types import CheckHistoryRecord, history_record
 from .convert import parse_spec
-from .models import CheckHistoryRow, ScheduleRow
+from .models import CheckHistoryRow, ScheduleFields
 
 _H = cast(Table, CheckHistoryRow.__table__)
 
@@ -65,8 +64,8 @@ def history_row_record(row: CheckHistoryRow) -> CheckHistoryRecord:
 
 
 def apply_check_end(
-    session: Session,
-    row: ScheduleRow,
+    conn: Connection,
+    row: ScheduleFields,
     new_stats: ScheduleStats,
     outcome: str,
     verdict: object,
@@ -101,4 +100,4 @@ def apply_check_end(
             last_check_at=last_check_at,
             ended_at=ended_at,
         )
-        session.execute(insert(_H), [history_values(record)])
+        conn.execute(insert(_H), [history_values(record)])

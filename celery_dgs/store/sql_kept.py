@@ -4,6 +4,8 @@
   :func:`keep_on_flush`, a ``before_flush`` hook of the store's write
   sessions, recomputes them on every new or changed schedule row, so they
   are written in the same transaction as the change.
+* A run's start and end (:mod:`.sql_row_edit`, Core statements): the same
+  computation, :func:`keep_row`, before the row's ``UPDATE``.
 * Set-based writes (the runtime upsert): new rows get them in their
   ``INSERT``/``COPY`` (:class:`~.kept.NewRowTimes`); updated rows are read
   back and rewritten by :func:`refresh_kept`, in the same transaction.
@@ -27,7 +29,7 @@ from ..core.timing import DEFAULT_RETRY_LADDER
 from .convert import stats_of, utc
 from .kept import KEPT_COLUMNS, kept_values, times_of
 from .loader import SCHEDULE_COLUMNS, SpecCache, ValueMemo, stored_schedule_from_values
-from .models import ScheduleRow
+from .models import ScheduleFields, ScheduleRow
 
 _T = cast(Table, ScheduleRow.__table__)
 #: ``Session.info`` key of the retry ladder the kept start times use.
@@ -64,18 +66,25 @@ def keep_on_flush(session: Session, _context: Any, _instances: Any) -> None:
             continue
         if row not in session.new and not session.is_modified(row):
             continue
-        spec, _ = _SPECS.parse(row.spec, row.task, row.configuration)
-        times = kept_times(
-            spec,
-            stats_of(row),
-            row.updated_at,
-            declaration_error=row.declaration_error,
-            retry_ladder=ladder,
-        )
-        pool = None if spec is None else spec.pool
-        for column, value in kept_values(times, pool).items():
-            if getattr(row, column) != value:
-                setattr(row, column, value)
+        keep_row(row, ladder)
+
+
+def keep_row(row: ScheduleFields, retry_ladder: Sequence[timedelta]) -> None:
+    """Set the kept columns of ``row`` (attached or not) from its spec,
+    statistics and declaration error, at its ``updated_at``; a column already
+    holding its value is not set."""
+    spec, _ = _SPECS.parse(row.spec, row.task, row.configuration)
+    times = kept_times(
+        spec,
+        stats_of(row),
+        row.updated_at,
+        declaration_error=row.declaration_error,
+        retry_ladder=retry_ladder,
+    )
+    pool = None if spec is None else spec.pool
+    for column, value in kept_values(times, pool).items():
+        if getattr(row, column) != value:
+            setattr(row, column, value)
 
 
 def refresh_kept(

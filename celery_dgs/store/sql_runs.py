@@ -13,7 +13,8 @@ from ..core.spec import ScheduleSpec
 from ..core.stats import DEFAULT_EWMA_ALPHA, record_start
 from ..errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from .convert import apply_stats, run_record, stats_of, utc
-from .models import RunRow, ScheduleRow
+from .engine import connection_transaction
+from .models import RunRow, ScheduleFields, ScheduleRow
 from .records import RunRecord, StoredSchedule
 from .run_rules import (
     check_eventful,
@@ -24,8 +25,9 @@ from .run_rules import (
     run_duration_s,
     stale_start,
 )
-from .sql_base import SqlStoreBase
+from .sql_base import SqlStoreBase, next_seq
 from .sql_check_rows import apply_check_end
+from .sql_row_edit import RowEdit
 
 _RUNS = cast(Table, RunRow.__table__)
 _RUN_EXISTS = select(exists().where(_RUNS.c.run_id == bindparam("run_id")))
@@ -97,9 +99,9 @@ class RunMethods(SqlStoreBase):
         the caller never starts the task body with a repeated or lower token.
         """
         started_at = utc(started_at, "started_at")
-        with self._write() as session:
-            row = self._locked(session, schedule)
-            conn = session.connection()
+        with connection_transaction(self._engine, write=True) as conn:
+            edit = RowEdit(conn, schedule)
+            row = edit.row
             if _run_exists(conn, run_id):
                 return
             run: dict[str, Any] = {
@@ -122,7 +124,8 @@ class RunMethods(SqlStoreBase):
             if stale is None:
                 apply_stats(row, record_start(stats_of(row), started_at))
                 row.current_token = token
-                self._touch(session, row)
+                edit.touch(next_seq(conn), self._clock.now())
+                edit.write(self.retry_ladder)
         if stale is not None:
             raise StaleTokenError(stale)
 
@@ -164,12 +167,12 @@ class RunMethods(SqlStoreBase):
         check_eventful(eventful)
         items = check_items(items)
         ended_at = utc(ended_at, "ended_at")
-        with self._write() as session:
-            conn = session.connection()
+        with connection_transaction(self._engine, write=True) as conn:
             run = conn.execute(_RUN_TO_END, {"run_id": run_id}).one_or_none()
             if run is None:
                 raise UnknownRunError(f"no run {run_id!r} in the store")
-            row = self._locked(session, run.schedule)
+            edit = RowEdit(conn, run.schedule)
+            row = edit.row
             fenced = bool(run.fenced)
             if run.outcome == "running":
                 end = _end_values(
@@ -195,10 +198,10 @@ class RunMethods(SqlStoreBase):
                     row.disabled_reason = disabled_after(spec, outcome, new, row.disabled_reason)
                     if row.kind == "check":
                         apply_check_end(
-                            session, row, new, outcome, verdict, ended_at, error, run.started_at
+                            conn, row, new, outcome, verdict, ended_at, error, run.started_at
                         )
-                    self._touch(session, row)
-            session.flush()
+                    edit.touch(next_seq(conn), self._clock.now())
+                    edit.write(self.retry_ladder)
             result = self._stored(row)
         if fenced:
             raise StaleTokenError(
@@ -206,7 +209,7 @@ class RunMethods(SqlStoreBase):
             )
         return result
 
-    def _adaptive_spec(self, row: ScheduleRow) -> ScheduleSpec | None:
+    def _adaptive_spec(self, row: ScheduleFields) -> ScheduleSpec | None:
         """An adaptive schedule's spec (its run's end moves its ladder); ``None``
         for the other kinds."""
         if row.kind != "adaptive":
