@@ -30,6 +30,7 @@ from .sql_check_rows import apply_check_end
 from .sql_row_edit import RowEdit
 
 _RUNS = cast(Table, RunRow.__table__)
+_SCHEDULES = cast(Table, ScheduleRow.__table__)
 _RUN_EXISTS = select(exists().where(_RUNS.c.run_id == bindparam("run_id")))
 _INSERT_RUN = insert(_RUNS)
 #: What a run's end reads of its row, which it locks.
@@ -40,7 +41,7 @@ _RUN_TO_END = (
 )
 #: A run's end: the columns set are the keys of the parameters given.
 _END_RUN = update(_RUNS).where(_RUNS.c.run_id == bindparam("b_run_id"))
-_TOKEN_FLOOR = select(ScheduleRow.current_token).where(ScheduleRow.name == bindparam("name"))
+_TOKEN_FLOOR = select(_SCHEDULES.c.current_token).where(_SCHEDULES.c.name == bindparam("name"))
 
 
 def _run_exists(conn: Connection, run_id: str) -> bool:
@@ -259,8 +260,8 @@ class RunMethods(SqlStoreBase):
         The lease backend is asked for a token above it, so a token never
         repeats or goes down even after Redis lost its counter.
         ``UnknownScheduleError`` if the schedule is not stored."""
-        with self._read() as session:
-            found = session.execute(_TOKEN_FLOOR, {"name": schedule}).one_or_none()
+        with connection_transaction(self._engine, write=False) as conn:
+            found = conn.execute(_TOKEN_FLOOR, {"name": schedule}).one_or_none()
         if found is None:
             raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
         return int(found[0] or 0)
