@@ -9,21 +9,21 @@ the task index."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection
 
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.store.selection import Selection
 from celery_dgs.store.sql import SqlScheduleStore
 from celery_dgs.store.sql_status_keys import task_names
 from tests.store.conftest import T0
+from tests.support.statements import statements_sent
 
 TASKS = 40
 POOLS = (None, "slow", "fast", "gpu", "io")
@@ -44,20 +44,9 @@ def fill(store: SqlScheduleStore) -> None:
         store.upsert_runtime(specs, T0 + timedelta(seconds=lo // 10))
 
 
-@contextmanager
-def caught(store: SqlScheduleStore) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (and parameters) the store sends meanwhile."""
-    sent: list[tuple[str, Any]] = []
-
-    def catch(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
-            sent.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", catch)
-    try:
-        yield sent
-    finally:
-        event.remove(store.engine, "before_cursor_execute", catch)
+def caught(store: SqlScheduleStore) -> AbstractContextManager[list[tuple[str, Any]]]:
+    """The reads (and their parameters) the store sends meanwhile."""
+    return statements_sent(store.engine, "SELECT", "WITH")
 
 
 def plan(conn: Connection, statement: str, parameters: Any) -> str:

@@ -4,13 +4,11 @@ ORM writes keep, nothing written when nothing changed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from celery_dgs.core.timing import DEFAULT_RETRY_LADDER
 from celery_dgs.errors import UnknownScheduleError
@@ -19,24 +17,14 @@ from celery_dgs.store.engine import connection_transaction
 from celery_dgs.store.kept import KEPT_COLUMNS
 from celery_dgs.store.sql_kept import refresh_kept
 from celery_dgs.store.sql_row_edit import RowEdit
+from tests.support.statements import statements_sent
 
 from .conftest import T0, periodic
 
 
-@contextmanager
-def updates_of(store: SqlScheduleStore) -> Iterator[list[tuple[str, Any]]]:
-    """The ``UPDATE`` statements issued meanwhile, with their parameters."""
-    seen: list[tuple[str, Any]] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE DGS_SCHEDULES"):
-            seen.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
+def updates_of(store: SqlScheduleStore) -> AbstractContextManager[list[tuple[str, Any]]]:
+    """The ``UPDATE`` statements of schedule rows issued meanwhile, with their parameters."""
+    return statements_sent(store.engine, "UPDATE DGS_SCHEDULES")
 
 
 def test_nothing_changed_writes_nothing(sql_store: SqlScheduleStore) -> None:
