@@ -278,9 +278,9 @@ class SupervisedRun:
         )
         return True
 
-    def supervise(self, grant: Grant, clock: RunClock) -> RunSupervisor:
-        """The started heartbeat of the run: pings, interruptions, self-fencing,
-        and the end of a process that ignores its interruption."""
+    def supervisor(self, grant: Grant, clock: RunClock) -> RunSupervisor:
+        """The run's heartbeat, not yet started: pings, interruptions,
+        self-fencing, and the end of a process that ignores its interruption."""
         rt, spec, schedule, run_id = self.rt, self.spec, self.schedule, self.run_id
         settings, leases = self.settings, rt.leases
 
@@ -324,7 +324,6 @@ class SupervisedRun:
         )
         if isinstance(spec, CheckSpec):
             supervisor.check = check_info(rt, spec)
-        supervisor.start()
         return supervisor
 
     def execute(
@@ -337,10 +336,13 @@ class SupervisedRun:
     ) -> Any:
         """Run the body under its supervisor; its outcome is stored (and the lease
         released) before the result or the exception reaches Celery."""
-        supervisor = self.supervise(grant, clock)
+        supervisor = self.supervisor(grant, clock)
         spec, schedule, run_id = self.spec, self.schedule, self.run_id
         outcome, error, verdict = "success", None, None
         try:
+            # Started inside the ``try``: its first check may interrupt the run at
+            # once (a blackout already open), before the body is entered.
+            supervisor.start()
             result = fun(*args, **kwargs)
             if isinstance(spec, CheckSpec):
                 verdict = result

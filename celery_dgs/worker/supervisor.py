@@ -197,7 +197,7 @@ class RunSupervisor:
         with _live_lock:
             if _live.get(self._thread_id) is self:
                 del _live[self._thread_id]
-        if self._beat is not threading.current_thread():
+        if self._beat.ident is not None and self._beat is not threading.current_thread():
             self._beat.join(timeout=5)
 
     def set_progress(self, value: float) -> None:

@@ -114,13 +114,21 @@ def test_paused_owner_is_stolen_from_and_stops_at_its_next_ping(cluster_factory,
 def test_blackout_window_starting_mid_run_terminates_it(cluster_factory) -> None:
     cluster = cluster_factory(["blackout_run"])
     # The window is read when the worker imports the project: place it a few
-    # seconds after the run will have started (worker start-up included).
-    window_start = (datetime.now(timezone.utc) + timedelta(seconds=9)).replace(microsecond=0)
-    window_end = window_start + timedelta(minutes=2)
-    cluster.env["E2E_BLACKOUT_START"] = window_start.strftime("%H:%M:%S")
-    cluster.env["E2E_BLACKOUT_END"] = window_end.strftime("%H:%M:%S")
-    cluster.start_worker("w1", "node1")
-    cluster.sync_declarations()
+    # seconds after the run will have started. A worker that took so long to
+    # start that the window is near is started again with a later window.
+    lead = 9.0
+    while True:
+        now = datetime.now(timezone.utc)
+        window_start = (now + timedelta(seconds=lead)).replace(microsecond=0)
+        window_end = window_start + timedelta(minutes=2)
+        cluster.env["E2E_BLACKOUT_START"] = window_start.strftime("%H:%M:%S")
+        cluster.env["E2E_BLACKOUT_END"] = window_end.strftime("%H:%M:%S")
+        cluster.start_worker("w1", "node1")
+        cluster.sync_declarations()
+        if time.time() < window_start.timestamp() - 3 or lead > 60:
+            break
+        cluster.stop("w1")
+        lead *= 2
     cluster.send("e2e.blackout_run", 60.0, queue="w1@node1.dq2")
     start = first_start(cluster, "blackout_run")
     assert start["t"] < window_start.timestamp(), "the run must start before the window"
@@ -138,6 +146,37 @@ def test_blackout_window_starting_mid_run_terminates_it(cluster_factory) -> None
     assert cluster.schedule("e2e.blackout_run").stats.failure_count == 1
     # The lease is released after the outcome is stored.
     wait_for(lambda: cluster.leases().get("e2e.blackout_run") is None, 5, "the lease released")
+
+
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_a_run_sent_inside_its_blackout_window_is_terminated_and_the_worker_lives(
+    cluster_factory, pool: str
+) -> None:
+    """The heartbeat's first check finds the window open and interrupts the run
+    while the worker is still starting the heartbeat, before the task body: the
+    run is recorded terminated, the lease released, and the worker goes on
+    (an interruption escaping the task ends a solo worker inside Celery)."""
+    cluster = cluster_factory(["blackout_run", "long_run"])
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    cluster.env["E2E_BLACKOUT_START"] = (now - timedelta(minutes=1)).strftime("%H:%M:%S")
+    cluster.env["E2E_BLACKOUT_END"] = (now + timedelta(minutes=3)).strftime("%H:%M:%S")
+    cluster.start_worker("w1", "node1", pool=pool)
+    cluster.sync_declarations()
+    for _ in range(3):
+        cluster.send("e2e.blackout_run", 5.0, queue="w1@node1.dq2")
+
+    def three_ended() -> list[Any] | None:
+        ended = [r for r in cluster.runs("e2e.blackout_run") if r.ended_at is not None]
+        return ended if len(ended) >= 3 else None
+
+    runs = wait_for(three_ended, 30, "three runs of blackout_run recorded")
+    assert {r.outcome for r in runs} == {"terminated"}, [(r.outcome, r.error) for r in runs]
+    assert all("blackout" in (r.error or "") for r in runs), [r.error for r in runs]
+    wait_for(lambda: cluster.leases().get("e2e.blackout_run") is None, 5, "the lease released")
+    assert cluster.procs["w1"].poll() is None, cluster.logs()
+    assert "cannot unpack" not in cluster.logs()
+    cluster.send("e2e.long_run", 0.2, queue="w1@node1.dq2")
+    wait_for(lambda: cluster.ends("long_run"), 30, "the worker to run another task")
 
 
 # -- 3. warm shutdown yields ----------------------------------------------------------------
