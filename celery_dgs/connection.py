@@ -32,8 +32,7 @@ from redis.exceptions import RedisClusterException
 from .errors import SettingsError
 from .failures import redact_url
 from .sentinel import sentinel_client
-
-_SCHEMES = ("redis", "rediss", "unix", "sentinel")
+from .setting_checks import url_string
 
 #: The longest a TLS handshake with Redis may take (the connect timeout when
 #: it is shorter).
@@ -104,13 +103,8 @@ def redis_from_url(
 
     ``decode_responses`` is always ``False``; passing ``True`` is an error.
     """
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in _SCHEMES:
-        # The URL itself is not repeated: without a scheme it may be all password.
-        found = f"scheme {scheme!r}" if scheme else "no scheme"
-        raise SettingsError(
-            f"unsupported Redis URL ({found}): use one of " + ", ".join(f"{s}://" for s in _SCHEMES)
-        )
+    url_string("the Redis URL", url)
+    scheme = url.split("://", 1)[0].lower()
     if options.get("decode_responses"):
         raise SettingsError("celery-dgs needs decode_responses=False on its Redis client")
     options["decode_responses"] = False

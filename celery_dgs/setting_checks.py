@@ -209,12 +209,25 @@ def non_empty_string(name: str, value: Any) -> str:
     return value
 
 
+#: The schemes of a Redis URL celery-dgs connects to.
+REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel")
+
+
 def url_string(name: str, value: Any) -> str:
-    """A URL string whose port (if any) parses; a ``sentinel://`` URL (several
-    URLs) is read part by part with the Sentinel settings."""
+    """A Redis URL string with a scheme of :data:`REDIS_SCHEMES` whose port (if
+    any) parses; a ``sentinel://`` URL (several URLs) is read part by part with
+    the Sentinel settings."""
     if not isinstance(value, str):
         raise SettingsError(f"{name} must be a redis:// URL string, got {value!r}")
-    if value.split("://", 1)[0].lower() == "sentinel":
+    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+    if scheme not in REDIS_SCHEMES:
+        # The URL itself is not repeated: without a scheme it may be all password.
+        found = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise SettingsError(
+            f"{name} is not a Redis URL ({found}): use one of "
+            + ", ".join(f"{s}://" for s in REDIS_SCHEMES)
+        )
+    if scheme == "sentinel":
         return value
     try:
         urlsplit(value).port  # noqa: B018 - parsing the port is the check

@@ -436,5 +436,5 @@ class DgsSettings:
         if self.redis_url or self.redis_cluster:
             return self.redis_url
         if broker_url and broker_url.split("://", 1)[0] in ("redis", "rediss"):
-            return broker_url
+            return url_string("broker_url", broker_url)
         return None

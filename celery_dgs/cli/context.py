@@ -77,6 +77,15 @@ def use_color(ctx: click.Context) -> bool:
     return not ctx.meta.get(_NO_COLOR_KEY, False) and sys.stdout.isatty()
 
 
+def _no_app_hint() -> str:
+    """A hint when ``celery`` was given no app (no ``-A``, no ``APP``): the
+    settings read are then those of Celery's default app."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.find_root().params.get("app") is not None:
+        return ""
+    return " (no app given: run this as `celery -A proj dgs ...`)"
+
+
 def wrap_errors(fn: F) -> F:
     """Turn Redis and database failures into one clear line and exit status
     :data:`EXIT_UNAVAILABLE`, configuration errors into one clear line and
@@ -100,7 +109,7 @@ def wrap_errors(fn: F) -> F:
         except UnknownScheduleError as exc:
             raise click.BadParameter(str(exc), param_hint="NAME") from exc
         except (SettingsError, ScheduleConfigError) as exc:
-            raise ConfigurationError(f"configuration: {exc}") from exc
+            raise ConfigurationError(f"configuration: {exc}{_no_app_hint()}") from exc
         except DgsError as exc:
             raise StateUnavailable(str(exc)) from exc
 

@@ -65,6 +65,7 @@ def check(ctx: click.Context) -> None:
     for advice in celery_advice:
         label = styled("WARNING", "WARNING", color=color)
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
+    env.runtime  # noqa: B018 - resolves the Redis URL: none, or a malformed one, is an error
     setting_warnings = env.settings.warnings()
     master = env.settings.redis_master_name
     if master is not None:

@@ -4,6 +4,10 @@ documented exit status (4: configuration; 2: usage), never a traceback; 3 stays
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,8 +70,13 @@ def test_unusable_database_urls(world: World, url: object, message: str) -> None
             {"dgs_redis_url": "redis://:secret@host:port/0"},
             "dgs_redis_url 'redis://host:port/0': Port could not be cast",
         ),
-        ({"dgs_redis_url": "http://host/0"}, "unsupported Redis URL (scheme 'http')"),
-        ({"dgs_redis_url": "user:secret@host:6379/0"}, "unsupported Redis URL (no scheme)"),
+        ({"dgs_redis_url": "http://host/0"}, "dgs_redis_url is not a Redis URL (scheme 'http')"),
+        ({"dgs_redis_url": "user:secret@host:6379/0"}, "dgs_redis_url is not a Redis URL (no"),
+        ({"dgs_redis_url": "redis//localhost:6379"}, "dgs_redis_url is not a Redis URL (no"),
+        (
+            {"broker_url": "redis://:secret@localhost:notaport/0"},
+            "broker_url 'redis://localhost:notaport/0': Port could not be cast",
+        ),
         ({"broker_url": "amqp://localhost//"}, "celery-dgs needs Redis: set dgs_redis_url"),
         ({"dgs_retry_backoff": 300}, "dgs_retry_backoff must be a list of delays in seconds"),
         ({"dgs_retry_backoff": "300"}, "dgs_retry_backoff must be a list of delays in seconds"),
@@ -80,9 +89,10 @@ def test_unusable_database_urls(world: World, url: object, message: str) -> None
 )
 def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> None:
     configure(world, **conf)
-    line = assert_config_error(world, "status")
-    assert message in line
-    assert "secret" not in line
+    for command in ("status", "check"):
+        line = assert_config_error(world, command)
+        assert message in line
+        assert "secret" not in line
 
 
 def test_unreachable_redis_is_still_unavailable(world: World) -> None:
@@ -111,3 +121,24 @@ def test_status_watch_interval_must_be_a_finite_number_of_seconds(world: World, 
     result = world.invoke("status", "--watch", value)
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--watch'" in result.stderr
+
+
+def test_without_an_app_the_error_says_to_pass_one(tmp_path: Path) -> None:
+    """``celery dgs status`` with no ``-A``: Celery's default app has no Redis,
+    and the one line says how to name the project's app."""
+    script = Path(sys.executable).with_name("celery")
+    celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
+    env = {k: v for k, v in os.environ.items() if k not in ("APP", "CELERY_BROKER_URL")}
+    result = subprocess.run(
+        [*celery, "dgs", "status"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == EXIT_CONFIG, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "Error: configuration: celery-dgs needs Redis: set dgs_redis_url, or use a redis:// "
+        "broker_url (no app given: run this as `celery -A proj dgs ...`)"
+    ]
