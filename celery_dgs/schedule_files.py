@@ -63,6 +63,9 @@ def _read_jsonl(stream: Iterable[str]) -> Iterator[NumberedRow]:
         except ValueError as exc:
             yield line, RowError(line, "?", "json", f"not valid JSON: {exc}")
             continue
+        except RecursionError:
+            yield line, RowError(line, "?", "json", "not valid JSON: nested too deeply")
+            continue
         if not isinstance(row, dict):
             yield line, RowError(line, "?", "json", f"must be a JSON object, got {text[:60]!r}")
             continue
@@ -94,7 +97,7 @@ def cell_value(column: str, value: str) -> Any:
         return value.strip()
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return value
 
 

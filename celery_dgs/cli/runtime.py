@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..core.durations import DURATION_SYNTAX, parse_duration
+from ..core.durations import parse_duration
 from ..ops.env import Env
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
@@ -39,10 +39,8 @@ def _duration_option(value: str, option: str) -> Any:
     """An option's duration (``3600``, ``1h``, ``1h30m``) as a timedelta."""
     try:
         return parse_duration(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a duration: give {DURATION_SYNTAX}", param_hint=option
-        ) from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 def _row_error(err: RowError, options: set[str]) -> str:
@@ -176,7 +174,7 @@ def _print_bulk(report: BulkReport, source: str) -> None:
 
 
 @click.command(name="import")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option(
     "--format",
     "fmt",
@@ -196,9 +194,18 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
     """
     env = get_env(ctx)
     fmt = format_of(file, fmt)
-    with click.open_file(file, "r", encoding="utf-8") as stream:
-        report = _api(env).upsert_lines(read_rows(stream, fmt))
-    _print_bulk(report, "-" if file == "-" else click.format_filename(file))
+    source = "-" if file == "-" else click.format_filename(file)
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as stream:
+            report = _api(env).upsert_lines(read_rows(stream, fmt))
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(
+            f"{source}: not UTF-8 text ({exc.reason}, byte {exc.object[exc.start]:#04x}); "
+            "nothing imported"
+        ) from None
+    except OSError as exc:
+        raise click.FileError(source, hint=f"{exc.strerror or exc}; nothing imported") from None
+    _print_bulk(report, source)
     ctx.exit(0 if report.ok else 1)
 
 
@@ -227,10 +234,15 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
             click.echo(
                 f"skipped {row.name}: its stored spec is invalid ({row.spec_error})", err=True
             )
-    with click.open_file(output, "w", encoding="utf-8") as stream:
-        count = write_rows(stream, fmt, specs)
+    try:
+        with click.open_file(output, "w", encoding="utf-8") as stream:
+            count = write_rows(stream, fmt, specs)
+    except OSError as exc:
+        raise click.FileError(output, hint=str(exc.strerror or exc)) from None
     if output != "-":
         click.echo(
             f"exported {count} runtime schedules to {click.format_filename(output)}",
             file=sys.stderr,
         )
+    elif not count:
+        click.echo("no runtime schedules to export", file=sys.stderr)

@@ -160,6 +160,15 @@ def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World)
     zero = world.invoke("add", "t.scrape@c", "--period", "0")
     assert zero.exit_code == 1
     assert "schedule 't.scrape@c', option --period: must be more than zero, got 0s" in zero.stderr
+    huge = world.invoke("add", "t.scrape@c", "--period", "99999999999999999")
+    assert huge.exit_code == 2
+    assert "Invalid value for --period: '99999999999999999' is too long a duration" in huge.stderr
+    minute = world.invoke("add", "t.scrape@c", "--cron", "61 * * * *", "--within", "60")
+    assert minute.exit_code == 1
+    assert (
+        "schedule 't.scrape@c', option --cron: '61 * * * *': the minute field '61' is not "
+        "valid (it takes 0-59)"
+    ) in minute.stderr
 
 
 def test_import_reads_durations_as_text(world: World, tmp_path: Path) -> None:
@@ -214,3 +223,42 @@ def test_the_cli_holds_add_and_import_to_the_same_checks(world: World, tmp_path:
     assert [s.name for s in world.store.list_schedules()] == ["t.scrape@a"]
     assert "unexpected keyword" not in result.stderr, "t.scrape takes any arguments"
     assert "more than the 65536 allowed (dgs_max_argument_bytes)" in error
+
+
+def test_import_and_export_name_a_file_they_cannot_use(world: World, tmp_path: Path) -> None:
+    """One line and an exit status, never a traceback, and nothing imported."""
+    tasks(world.app)
+    missing = world.invoke("import", str(tmp_path / "missing.jsonl"))
+    assert missing.exit_code == 2, missing.output
+    assert "does not exist" in missing.stderr
+    assert "Traceback" not in missing.output
+
+    latin1 = tmp_path / "latin1.jsonl"
+    good = json.dumps({"name": "t.scrape@a", "period": 60}).encode()
+    latin1.write_bytes(good + b"\n" + '{"name": "t.scrape@\xe9", "period": 60}'.encode("latin-1"))
+    result = world.invoke("import", str(latin1))
+    assert result.exit_code == 1, result.output
+    assert "latin1.jsonl: not UTF-8 text (invalid continuation byte, byte 0xe9)" in result.stderr
+    assert "nothing imported" in result.stderr
+    assert world.store.list_schedules(include_inactive=True) == []
+
+    empty = world.invoke("export")
+    assert (empty.exit_code, empty.stdout) == (0, "")
+    assert empty.stderr == "no runtime schedules to export\n"
+
+    unwritable = world.invoke("export", "-o", str(tmp_path / "no" / "such" / "dir.jsonl"))
+    assert unwritable.exit_code == 1, unwritable.output
+    assert "Could not open file" in unwritable.stderr
+    assert "No such file or directory" in unwritable.stderr
+
+
+def test_a_row_nested_too_deeply_is_a_row_error(world: World, tmp_path: Path) -> None:
+    tasks(world.app)
+    path = tmp_path / "deep.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(json.dumps({"name": "t.scrape@a", "period": 60}) + "\n" + deep + "\n")
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 1, result.output
+    assert "line 2" in result.stderr, result.stderr
+    assert "nested too deeply" in result.stderr, result.stderr
+    assert [s.name for s in world.store.list_schedules()] == ["t.scrape@a"]
