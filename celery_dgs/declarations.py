@@ -183,6 +183,10 @@ def entry_spec(
     if name is not None and not isinstance(name, str):
         raise ScheduleConfigError(repr(name), "name", "must be a string 'task@configuration'")
     key = name if name is not None else fields.get("task")
+    if key is not None and not isinstance(key, str):
+        raise ScheduleConfigError(
+            repr(key), "task", "must be a task name (a string), 'task' or 'task@configuration'"
+        )
     if not isinstance(key, str) or not key.strip():
         raise ScheduleConfigError(
             "?", "task", "is required (give 'name': 'task@configuration' or 'task')"
@@ -250,6 +254,10 @@ class Declarations:
     twice with different fields is an error (field: the first one that
     differs) for the rest of the process: neither declaration is used, since
     which one came first depends on import order.
+
+    Problems are recorded, and logged only at DEBUG as they are found (at
+    import): the worker and beat log them at their start, and ``celery dgs
+    check`` lists them, each once.
     """
 
     def __init__(self) -> None:
@@ -293,7 +301,7 @@ class Declarations:
         configuration = str(fields.get("configuration", "") or "")
         name = schedule_name(task, configuration)
         if name in self._conflicting:
-            logger.error("celery-dgs: %s (again, from %s)", self.errors[name], source)
+            logger.debug("celery-dgs: %s (again, from %s)", self.errors[name], source)
             return
         try:
             spec = build_spec(kind, task, fields, name=name, text_durations=text_durations)
@@ -301,7 +309,7 @@ class Declarations:
         except ScheduleConfigError as exc:
             self.errors[name] = exc
             self.specs.pop(name, None)
-            logger.error("celery-dgs: invalid schedule from %s: %s", source, exc)
+            logger.debug("celery-dgs: invalid schedule from %s: %s", source, exc)
             return
         earlier = self.specs.get(name)
         if earlier is not None and earlier != spec:
@@ -310,7 +318,7 @@ class Declarations:
             )
             del self.specs[name]
             self._conflicting.add(name)
-            logger.error("celery-dgs: %s", self.errors[name])
+            logger.debug("celery-dgs: %s", self.errors[name])
             return
         self.specs[name] = spec
         self._given[name] = fields
@@ -320,7 +328,7 @@ class Declarations:
         else:
             self.default_cooldown.discard(name)
         for warning in spec.warnings():
-            logger.warning("celery-dgs: %s", warning)
+            logger.debug("celery-dgs: %s", warning)
             self.warnings.append(warning)
 
     def invalid(self) -> dict[str, str]:

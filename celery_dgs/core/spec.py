@@ -31,8 +31,8 @@ from .spec_values import (
     MAX_DURATION,
     bounded_int,
     check_priority,
-    cron_is_valid,
     cron_never_fires,
+    cron_problem,
     is_list,
     optional_timedelta,
     to_timedelta,
@@ -227,10 +227,9 @@ class CronSpec(ScheduleSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         expr = self.cron_schedule
-        if not isinstance(expr, str) or not cron_is_valid(expr) or len(expr.split()) != 5:
-            raise ScheduleConfigError(
-                self.name, "cron_schedule", f"{expr!r} is not a 5-field cron expression"
-            )
+        problem = cron_problem(expr) if isinstance(expr, str) else f"must be text, got {expr!r}"
+        if problem is not None:
+            raise ScheduleConfigError(self.name, "cron_schedule", problem)
         object.__setattr__(self, "cron_schedule", " ".join(expr.split()))
         never = cron_never_fires(self.cron_schedule, self.tz)
         if never is not None:  # croniter accepts dates that never come, like "0 0 30 2 *"

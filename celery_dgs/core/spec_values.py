@@ -133,11 +133,31 @@ def bounded_int(name: str, field_name: str, value: Any, low: int, high: int) -> 
     return value
 
 
+#: The fields of a cron expression, in order, with the values each takes.
+CRON_FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day of month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day of week", "0-7 or sun-sat"),
+)
+
+
 @lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
-def cron_is_valid(expr: str) -> bool:
-    """Whether croniter accepts ``expr``."""
+def cron_problem(expr: str) -> str | None:
+    """Why ``expr`` is no 5-field cron expression croniter accepts (naming
+    the first field it refuses and the values that field takes), or None."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return f"{expr!r} is not a 5-field cron expression (it has {len(fields)} fields)"
     # croniter.is_valid expands the expression: ~0.3 ms, paid once per expression.
-    return bool(croniter.is_valid(expr))
+    if croniter.is_valid(expr):
+        return None
+    for i, (label, values) in enumerate(CRON_FIELDS):
+        alone = " ".join(fields[i] if j == i else "*" for j in range(5))
+        if not croniter.is_valid(alone):
+            return f"{expr!r}: the {label} field {fields[i]!r} is not valid (it takes {values})"
+    return f"{expr!r} is not a valid cron expression"
 
 
 @lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ..core.items import ItemCounts
 from ..core.run_end import END_OUTCOMES
@@ -166,6 +166,23 @@ class SyncReport:
     @property
     def changed(self) -> bool:
         return bool(self.inserted or self.updated or self.deactivated or self.reactivated)
+
+    #: Names shown per list in :meth:`__str__` (a fleet's sync lists thousands).
+    SHOWN_NAMES: ClassVar[int] = 3
+
+    def __str__(self) -> str:
+        """``"2 inserted (t.a, t.b), 99 unchanged"``: each list that is not empty,
+        its size and its first names (none for ``unchanged``)."""
+        parts = []
+        for label in ("inserted", "updated", "reactivated", "deactivated", "invalid", "refused"):
+            names = getattr(self, label)
+            if names:
+                shown = ", ".join(names[: self.SHOWN_NAMES])
+                more = ", ..." if len(names) > self.SHOWN_NAMES else ""
+                parts.append(f"{len(names)} {label} ({shown}{more})")
+        if self.unchanged:
+            parts.append(f"{len(self.unchanged)} unchanged")
+        return ", ".join(parts) or "no schedules declared"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -270,6 +270,8 @@ def _log_start_advice(app: Any, dgs: DgsPlugin) -> None:
             name,
             err,
         )
+    for warning in dgs.declarations.warnings:
+        logger.warning("celery-dgs: %s", warning)
     try:
         specs = dgs.declarations.specs
         tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}

@@ -124,3 +124,19 @@ def test_the_default_cooldown_fraction_applies() -> None:
         row = {"name": name, "period": 4000, "args": [name]}
         assert shapes.spec(row) == entry_spec(row, default_cooldown_fraction=0.25)
         assert shapes.spec(row).cooldown_duration == timedelta(seconds=1000)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"task": 123, "period": 60}, "field 'task': must be a task name (a string)"),
+        ({"name": 123, "period": 60}, "field 'name': must be a string 'task@configuration'"),
+        ({"period": 60}, "field 'task': is required (give 'name': 'task@configuration' or"),
+    ],
+)
+def test_a_row_without_a_task_name_says_what_the_name_must_be(
+    row: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ScheduleConfigError) as info:
+        entry_spec(row)
+    assert message in str(info.value)

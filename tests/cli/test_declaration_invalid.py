@@ -191,3 +191,22 @@ def test_status_in_another_process_shows_the_invalid_declaration(
     after = run_dgs({**env, "DECL_PERIOD": "3600"}, "status", "--json")
     assert after.returncode == 0, after.stderr
     assert json.loads(after.stdout)["schedules"][0]["reason"] == "ok"
+
+
+def test_check_in_another_process_prints_each_invalid_declaration_once(
+    sqlite_url: str, redis_url: str
+) -> None:
+    """The declaration's error is shown by ``check`` alone, not also when the
+    project is imported (before Celery has set up logging)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url,
+        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+        "DECL_PERIOD": "0",
+    }
+    result = run_dgs(env, "check")
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "must be more than zero" in line]
+    assert lines == ["ERROR schedule 'decl.a', field 'period': must be more than zero, got 0s"]

@@ -111,6 +111,22 @@ def test_a_negative_duration_is_shown_in_seconds() -> None:
 
 
 @pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("0 0 * *", "'0 0 * *' is not a 5-field cron expression (it has 4 fields)"),
+        ("61 * * * *", "'61 * * * *': the minute field '61' is not valid (it takes 0-59)"),
+        ("0 0 * * 8", "the day of week field '8' is not valid (it takes 0-7 or sun-sat)"),
+        ("0 0 1-40 * *", "the day of month field '1-40' is not valid (it takes 1-31)"),
+        ("0 0 30 2 *", "'0 0 30 2 *' never fires"),
+    ],
+)
+def test_a_bad_cron_expression_is_told_by_what_is_wrong(expr: str, message: str) -> None:
+    err = _error(cron, expr=expr)
+    assert err.field == "cron_schedule"
+    assert message in str(err), str(err)
+
+
+@pytest.mark.parametrize(
     ("build", "kw", "field"),
     [
         (cron, {"expr": "0 0 * *"}, "cron_schedule"),
