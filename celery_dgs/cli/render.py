@@ -195,7 +195,11 @@ def status_text(
     if running is None:
         running = sum(1 for r in rows if r.running is not None)
     if workers or not capacity:
-        slots = f"{len(workers)} live workers, {sum(w.slots for w in workers)} slots"
+        total = sum(w.slots for w in workers)
+        slots = (
+            f"{len(workers)} live worker{'s' if len(workers) != 1 else ''}, "
+            f"{total} slot{'s' if total != 1 else ''}"
+        )
     else:
         slots = f"no live workers registered, dgs_capacity {capacity} slots"
     summary = ", ".join(

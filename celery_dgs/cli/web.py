@@ -7,6 +7,7 @@ naming the extra to install.
 from __future__ import annotations
 
 import logging
+import socket
 
 import click
 
@@ -71,8 +72,26 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
     app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
     logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
     mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
+    sock = _bound_socket(host, port)
+    port = sock.getsockname()[1]
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")
-    uvicorn.Server(server_config(app, host, port, log_level="warning")).run()
+    uvicorn.Server(server_config(app, host, port, log_level="warning")).run(sockets=[sock])
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (as uvicorn binds one), so that an
+    address in use is one line before the page's address is printed."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(
+            f"cannot serve on {_url_host(host)}:{port}: {exc.strerror or exc}"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _url_host(host: str) -> str:

@@ -399,6 +399,16 @@ def test_a_plain_word_matches_anywhere_and_a_glob_the_whole_name(
     assert "flaky" in world.invoke("status", "--help").stdout
 
 
+def test_the_header_counts_workers_and_slots_in_words(
+    world: World, redis_client: redis.Redis
+) -> None:
+    world.sync(spec("t.fine"), at=now())
+    register(redis_client, "w1@node1", "celery")
+    assert world.invoke("status").stdout.splitlines()[0].endswith("; 1 live worker, 2 slots")
+    register(redis_client, "w2@node2", "celery")
+    assert world.invoke("status").stdout.splitlines()[0].endswith("; 2 live workers, 4 slots")
+
+
 def test_fixed_capacity_is_shown_and_holds_nothing(world: World, crafted: datetime) -> None:
     """Without registered workers beat uses dgs_capacity slots: the header says
     so (not "0 slots") and no schedule is held for want of a worker."""

@@ -93,3 +93,16 @@ def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
         proc.terminate()
         out, _err = proc.communicate(timeout=20)
     assert f"status page on http://127.0.0.1:{port}/ (read-only)" in out
+
+
+def test_an_address_in_use_is_one_line_and_no_page_address(web: WebWorld) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = web.invoke("web", "--bind", f"127.0.0.1:{port}")
+    assert result.exit_code == 1, result.output
+    assert f"Error: cannot serve on 127.0.0.1:{port}: Address already in use" in result.stderr
+    assert "status page on" not in result.stdout
