@@ -311,11 +311,12 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         """The scheduler's line in Celery's beat banner. Celery prints the
         banner from a scheduler it builds without setting it up (``lazy``),
         before the one that runs has loaded anything: that line says the count
-        follows in the log (``celery-dgs beat: loaded N schedules ...``)."""
+        follows in the log at INFO (``celery-dgs beat: loaded N schedules
+        ...``), which beat's default level (WARNING) leaves out."""
         if self.engine is None:
             return (
                 "celery-dgs deadline scheduler: loads the stored schedules after this "
-                "banner and logs how many"
+                "banner and logs how many at INFO (-l info)"
             )
         state = self.engine.state
         checks = len(state.checks)

@@ -39,7 +39,7 @@ def test_the_banner_of_a_scheduler_not_set_up_says_the_count_follows() -> None:
     assert " 0 schedules" not in info
     assert info == (
         "celery-dgs deadline scheduler: loads the stored schedules after this banner "
-        "and logs how many"
+        "and logs how many at INFO (-l info)"
     )
 
 
