@@ -25,6 +25,7 @@ from ..ops.leader import (
     read_overload,
     read_pace,
 )
+from ..ops.restart import read_restart_grace, restart_json, restart_text
 from ..ops.state import StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import iso
 from ..overload_board import OverloadReport
@@ -140,17 +141,20 @@ def status(
         page = read_page(env, selection, limit=rows, project=project)
         leader, timeout = read_leader(env)
         pace, overload = read_pace(env), read_overload(env)
+        grace = read_restart_grace(env)
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
         if as_json:
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
+            tail["redis_restart_grace"] = restart_json(grace)
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
             ), error
         text = table_text(page, color=color, capacity=env.settings.capacity)
-        lines = [text, leader_text(leader, page.now, timeout), pace_text(pace)]
+        lines = [text, restart_text(grace), leader_text(leader, page.now, timeout)]
+        lines.append(pace_text(pace))
         lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))
         lines += [past_within_text(p, color=color) for p in past]

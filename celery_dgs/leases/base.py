@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from ..errors import MalformedDataError
-from .types import AcquireResult, BeatView, CancelResult, LeaseInfo, LeaseScan, PingResult
+from .types import (
+    AcquireResult,
+    BeatView,
+    CancelResult,
+    LeaseInfo,
+    LeaseScan,
+    PingResult,
+    RestartGrace,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +103,17 @@ class LeaseBackend(ABC):
     @abstractmethod
     def now(self) -> datetime:
         """The backend's time."""
+
+    @abstractmethod
+    def restart_grace(self) -> RestartGrace | None:
+        """The restart grace in force, or ``None`` (over, or not started: no
+        grant or beat round has seen the server yet)."""
+
+    @abstractmethod
+    def lacks_tokens(self, tokens: Mapping[str, int]) -> bool:
+        """Whether the token counter of any of these schedules is below the
+        token recorded for it (``tokens``): the server lost their data, and
+        the restart grace holds them."""
 
     @abstractmethod
     def get(self, schedule: str) -> LeaseInfo | None:

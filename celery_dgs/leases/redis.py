@@ -11,7 +11,7 @@ boundary it is still the owner's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -33,6 +33,7 @@ from .types import (
     LeaseScan,
     PingResult,
     PingStatus,
+    RestartGrace,
 )
 from .view import BeatViewReader
 
@@ -244,6 +245,50 @@ class RedisLeases(LeaseBackend):
         except redis.RedisError as exc:
             raise LeaseError(f"TIME failed: {exc}") from exc
         return ms_to_datetime(int(seconds) * 1000 + int(micros) // 1000)
+
+    def restart_grace(self) -> RestartGrace | None:
+        """From the epoch hash the grants and beat's rounds keep (``since``: when
+        they first saw this server): a grace that ends ``restart_grace`` later.
+        Two round trips (``HGET``, ``TIME``)."""
+        key = self.keys.epoch()
+        try:
+            raw = self.client.hget(key, "since")
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading {key!r} failed: {exc}") from exc
+        if raw is None:
+            return None
+        try:
+            since_ms = int(text(raw))
+        except ValueError:
+            raise MalformedDataError(
+                f"Redis key {key!r}: field 'since' is not milliseconds: {raw!r}"
+            ) from None
+        now = self.now()
+        ends_at = ms_to_datetime(since_ms + self.restart_grace_ms)
+        if now >= ends_at:
+            return None
+        return RestartGrace(since=ms_to_datetime(since_ms), ends_at=ends_at, now=now)
+
+    def lacks_tokens(self, tokens: Mapping[str, int]) -> bool:
+        """One ``MGET`` of the schedules' token counters (on a cluster the
+        hash tag keeps them in one slot)."""
+        if not tokens:
+            return False
+        keys = [self.keys.token(name) for name in tokens]
+        try:
+            counters = self.client.mget(keys)
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading token counters failed: {exc}") from exc
+        for key, recorded, raw in zip(keys, tokens.values(), counters, strict=True):
+            try:
+                counter = int(text(raw)) if raw is not None else 0
+            except ValueError:
+                raise MalformedDataError(
+                    f"Redis key {key!r}: not a token counter: {raw!r}"
+                ) from None
+            if counter < recorded:
+                return True
+        return False
 
     def get(self, schedule: str) -> LeaseInfo | None:
         key = self.keys.lease(schedule)

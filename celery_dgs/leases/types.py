@@ -159,6 +159,18 @@ class CancelResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RestartGrace:
+    """The restart grace in force: the Redis server (its ``run_id``) is new
+    since ``since`` (restarted, failed over, or first used), and until
+    ``ends_at`` a schedule whose token counter that server lacks (a schedule
+    granted a lease before) gets no new lease; ``now``: Redis time of the read."""
+
+    since: datetime
+    ends_at: datetime
+    now: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
 class LeaseScan:
     """Outcome of :meth:`RedisLeases.scan`: every lease, and the keys that could not be read."""
 

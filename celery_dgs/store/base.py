@@ -349,6 +349,16 @@ class ScheduleStore(WindowReads, ABC):
         new lease must get a larger one (the durable floor)."""
         return self.get(schedule).current_token or 0
 
+    def granted_tokens(self, limit: int) -> dict[str, int]:
+        """Up to ``limit`` schedules that were granted a lease, with the token
+        recorded (any ones: a sample to compare with Redis's counters)."""
+        granted = {
+            s.name: s.current_token
+            for s in self.list_schedules(include_inactive=True)
+            if s.current_token
+        }
+        return dict(list(granted.items())[:limit])
+
     @abstractmethod
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
         """The schedule's latest runs, newest first."""

@@ -42,6 +42,11 @@ _RUN_TO_END = (
 #: A run's end: the columns set are the keys of the parameters given.
 _END_RUN = update(_RUNS).where(_RUNS.c.run_id == bindparam("b_run_id"))
 _TOKEN_FLOOR = select(_SCHEDULES.c.current_token).where(_SCHEDULES.c.name == bindparam("name"))
+_GRANTED_TOKENS = (
+    select(_SCHEDULES.c.name, _SCHEDULES.c.current_token)
+    .where(_SCHEDULES.c.current_token > 0)
+    .limit(bindparam("limit"))
+)
 
 
 def _run_exists(conn: Connection, run_id: str) -> bool:
@@ -265,6 +270,13 @@ class RunMethods(SqlStoreBase):
         if found is None:
             raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
         return int(found[0] or 0)
+
+    def granted_tokens(self, limit: int) -> dict[str, int]:
+        """The first ``limit`` rows with a token, in table order (a fleet that
+        has run finds them at once; a large one that never ran is read whole)."""
+        with connection_transaction(self._engine, write=False) as conn:
+            rows = conn.execute(_GRANTED_TOKENS, {"limit": limit})
+            return {str(name): int(token) for name, token in rows}
 
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:
         """The schedule's latest ``limit`` runs (skips included), newest first.

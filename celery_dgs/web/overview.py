@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.condition import Level
 from ..ops.leader import overload_text, pace_text
+from ..ops.restart import restart_json, restart_text
 from .snapshot import TIME_TO_ERROR_LABELS, Snapshot
 
 
@@ -88,6 +89,8 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "pace_text": pace_text(snap.pace),
         "overload": None if snap.overload is None else snap.overload.to_dict(),
         "overload_text": overload_text(snap.overload),
+        "restart_grace": restart_json(snap.restart_grace),
+        "restart_text": restart_text(snap.restart_grace),
         "workers": workers,
         "slots": sum(w.slots for w in workers),
         "busy": sum(w.busy for w in workers),

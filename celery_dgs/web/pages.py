@@ -98,6 +98,7 @@ class Pages:
                 "beat_pace_text": data["pace_text"],
                 "overload": data["overload"],
                 "overload_text": data["overload_text"],
+                "redis_restart_grace": data["restart_grace"],
                 "workers": [
                     {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
                     for w in data["workers"]

@@ -14,9 +14,10 @@ from typing import Any
 
 from ..core.condition import Level
 from ..core.pace import PaceFigures
-from ..leases.types import LeaseInfo
+from ..leases.types import LeaseInfo, RestartGrace
 from ..ops.env import Env, utcnow
 from ..ops.leader import leader_json, read_leader, read_overload, read_pace
+from ..ops.restart import read_restart_grace
 from ..ops.state import Live, level_counts, read_live, rows_of
 from ..overload_board import OverloadReport
 from ..registry import WorkerInfo
@@ -71,6 +72,8 @@ class Snapshot:
     pace: PaceFigures | None = None
     #: What the leading beat's fewest_errors order makes wait (None: none written).
     overload: OverloadReport | None = None
+    #: The Redis restart grace holding schedules that ran before (None: none).
+    restart_grace: RestartGrace | None = None
 
     @property
     def now(self) -> datetime:
@@ -140,4 +143,5 @@ def take_snapshot(env: Env, fleet: FleetReads) -> Snapshot:
         overdue_checks=overdue,
         pace=read_pace(env),
         overload=read_overload(env),
+        restart_grace=read_restart_grace(env),
     )

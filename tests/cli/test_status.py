@@ -119,6 +119,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "beat_pace",
         "overload",
         "checks",
+        "redis_restart_grace",
     ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
@@ -545,3 +546,20 @@ def test_the_pace_line_says_what_beats_window_holds(
     assert doc["beat_pace"]["window"] == not_full
     redis_client.set(key, json.dumps({**pace, "capped_rounds": 0, "window": "much"}))
     assert "beat pace" not in world.invoke("status").stdout, "a malformed pace is not shown"
+
+
+def test_status_says_when_the_restart_grace_holds_schedules(world: World) -> None:
+    """A schedule that ran has a token above Redis's counter (the server lost
+    it) and a grant has just seen the server: one line says what is held and
+    until when; a first use (the counter is the token) says nothing."""
+    world.sync(spec("t.ran"), spec("t.new"), at=now())
+    world.hold_lease("t.new")  # a first use: its counter is its recorded token
+    world.record("t.new", "running", now())
+    assert "Redis restart grace" not in world.invoke("status").stdout
+    world.record("t.ran", "success", now())  # recorded token 1; Redis has no counter
+    out = world.invoke("status").stdout
+    [line] = [x for x in out.splitlines() if x.startswith("Redis restart grace:")]
+    assert "(restarted, failed over or first used)" in line
+    assert re.search(r"until \d\d:\d\d:\d\d UTC \(in [\d.]+s: ping_timeout \+ steal_delay\)", line)
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert 0 < doc["redis_restart_grace"]["seconds_left"] <= 7.0

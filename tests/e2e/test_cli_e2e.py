@@ -29,7 +29,7 @@ def celery_command() -> list[str]:
 
 def dgs(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*celery_command(), "-A", "tests.e2e.proj", "dgs", *args],
+        [*celery_command(), "-A", cluster.app_module, "dgs", *args],
         cwd=ROOT,
         env=cluster.env,
         capture_output=True,

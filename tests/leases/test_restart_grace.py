@@ -9,8 +9,10 @@ at its next ping or fences itself.
 
 from __future__ import annotations
 
+import pytest
 import redis
 
+from celery_dgs.errors import MalformedDataError
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import AcquireStatus, PingStatus, RedisLeases
 from celery_dgs.leases.codec import ms_to_datetime
@@ -117,3 +119,38 @@ def test_beats_round_starts_the_grace_before_any_acquire(
     assert grab(leases, "B", 1) is AcquireStatus.GRANTED
     leases.beat_view()  # the same server again: the epoch stays
     assert client.hget(keys.epoch(), "since") == str(swept_at).encode()
+
+
+def test_the_grace_in_force_is_read_as_status_shows_it(
+    leases: RedisLeases, clock: MsClock, client: redis.Redis, keys: KeySpace
+) -> None:
+    assert leases.restart_grace() is None  # no grant or beat round has seen the server
+    assert grab(leases, "A", 0) is AcquireStatus.GRANTED
+    token = int(client.get(keys.token("s")) or 0)
+    grace = leases.restart_grace()
+    assert grace is not None
+    assert (grace.since, grace.ends_at) == (
+        ms_to_datetime(clock.ms),
+        ms_to_datetime(clock.ms + GRACE),
+    )
+    # A first use holds nothing back: the counter is the recorded token.
+    assert not leases.lacks_tokens({"s": token})
+    assert leases.lacks_tokens({"s": token + 1, "never": 0})
+    assert not leases.lacks_tokens({})
+    clock.advance(GRACE)
+    assert leases.restart_grace() is None
+    client.flushall()  # the data is lost: the next sighting starts a grace
+    assert grab(leases, "B", token) is AcquireStatus.RECOVERING
+    assert leases.restart_grace() is not None
+    assert leases.lacks_tokens({"s": token})
+
+
+def test_malformed_epoch_or_counter_is_named(
+    leases: RedisLeases, client: redis.Redis, keys: KeySpace
+) -> None:
+    client.hset(keys.epoch(), "since", "soon")
+    with pytest.raises(MalformedDataError, match="field 'since' is not milliseconds"):
+        leases.restart_grace()
+    client.set(keys.token("s"), "x")
+    with pytest.raises(MalformedDataError, match="not a token counter"):
+        leases.lacks_tokens({"s": 1})

@@ -242,6 +242,15 @@ def test_durable_floor_refuses_a_start_whose_token_is_not_above_the_recorded_one
         one.token_floor("ghost")
 
 
+def test_granted_tokens_samples_the_schedules_that_ran(one: ScheduleStore) -> None:
+    """What ``status`` compares with Redis's counters after a restart."""
+    assert one.granted_tokens(10) == {}
+    start(one, "a", "r5", token=5)
+    start(one, "b", "r7", token=7)
+    assert one.granted_tokens(10) == {"a": 5, "b": 7}
+    assert len(one.granted_tokens(1)) == 1
+
+
 def test_running_runs_page_pages_by_row_id(one: ScheduleStore) -> None:
     """Beat's reaper pages through the running runs: ``id`` above the last one
     seen, in ``id`` order, ended and skipped runs left out."""

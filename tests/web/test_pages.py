@@ -357,3 +357,19 @@ def test_the_page_has_an_icon(web: WebWorld, fleet: datetime) -> None:
     assert icon.headers["content-type"].startswith("image/svg+xml")
     assert icon.body.startswith("<svg")
     assert site.get("/favicon.ico").status == 200  # redirected to the SVG
+
+
+def test_the_overview_says_when_the_restart_grace_holds_schedules(
+    web: WebWorld, redis_client: redis.Redis
+) -> None:
+    """Redis lost the token counter of a schedule that ran (its recorded token
+    is above it) and a grant has just seen the server: the page says so."""
+    web.sync(spec("etl.ran"), spec("etl.new"), at=now())
+    web.record("etl.ran", "success", now() - timedelta(minutes=5))
+    web.hold_lease("etl.new")  # the first grant on this server starts the epoch
+    site = web.serve()
+    api = json.loads(site.get("/api/overview").body)
+    assert api["redis_restart_grace"]["seconds_left"] > 0
+    page = html.unescape(site.get("/").body)
+    assert "Redis restart grace: the server is new since" in page
+    assert "ping_timeout + steal_delay" in page
