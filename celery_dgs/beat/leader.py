@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from ..leases.leader import LeaderFence, LeaderInfo, RedisLeader
+from ..leases.leader import LeaderFence, LeaderInfo, RedisLeader, foreign_leader
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -54,11 +54,17 @@ class BeatLeadership:
         node: str,
         pid: int,
         store_poll_interval: float,
+        store: str = "",
+        prefix: str = "",
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.leader = leader
         self.node = node
         self.pid = pid
+        #: The id of the schedule store this beat serves, and the key prefix:
+        #: a leader serving another store is another project's (logged once).
+        self.store, self.prefix = store, prefix
+        self._foreign_logged: str | None = None
         self.monotonic = monotonic
         self.owner_tag = f"{node}:{pid}:{uuid.uuid4().hex[:12]}"
         timeout = leader.timeout_ms / 1000.0
@@ -94,9 +100,11 @@ class BeatLeadership:
             owner_node=self.node,
             owner_pid=self.pid,
             min_token=self._max_token,
+            store=self.store,
         )
         if not result.leading:
             self.holder = result.holder
+            self._log_foreign(result.holder)
             if result.holder is not None:
                 self._max_token = max(self._max_token, result.holder.token)
             if self.leading:
@@ -131,6 +139,14 @@ class BeatLeadership:
             replaced,
         )
         return Role.ELECTED
+
+    def _log_foreign(self, holder: LeaderInfo | None) -> None:
+        """An error, once per leader, when the leader serves another store."""
+        why = foreign_leader(holder, self.store, self.prefix)
+        if why is None or holder is None or self._foreign_logged == holder.owner_tag:
+            return
+        self._foreign_logged = holder.owner_tag
+        logger.error("celery-dgs beat: %s", why)
 
     def lost(self, why: str) -> None:
         """A fenced write was refused: stop leading at once (the next check asks Redis)."""

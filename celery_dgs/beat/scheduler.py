@@ -186,6 +186,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             node=socket.gethostname(),
             pid=os.getpid(),
             store_poll_interval=settings.store_poll_interval,
+            store=rt.store.store_id(),
+            prefix=settings.key_prefix,
         )
         engine = BeatEngine(
             store=rt.store,

@@ -18,6 +18,7 @@ from ..core.pace import PaceFigures
 from ..leases.leader import LeaderInfo
 from ..ops.checks import PastWithin, checks_past_within
 from ..ops.leader import (
+    foreign_leader_of,
     leader_json,
     overload_text,
     pace_text,
@@ -34,6 +35,7 @@ from ..store.check_types import CheckSummary
 from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
+from .output import styled
 from .render import status_row_json, status_text
 
 LEVELS = [level.name for level in sorted(Level, reverse=True)]
@@ -142,18 +144,22 @@ def status(
         leader, timeout = read_leader(env)
         pace, overload = read_pace(env), read_overload(env)
         grace = read_restart_grace(env)
+        foreign = foreign_leader_of(env, leader)  # another project's beat leads
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
         if as_json:
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
             tail["redis_restart_grace"] = restart_json(grace)
+            tail["beat_leader_warning"] = foreign
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
             ), error
         text = table_text(page, color=color, capacity=env.settings.capacity)
         lines = [text, restart_text(grace), leader_text(leader, page.now, timeout)]
+        if foreign is not None:
+            lines.append(f"{styled('WARNING', 'WARNING', color=color)} {foreign}")
         lines.append(pace_text(pace))
         lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))

@@ -50,6 +50,9 @@ class LeaderInfo:
     since: datetime
     last_ping_at: datetime
     token: int
+    #: The id of the schedule store the leader serves (``None``: not written,
+    #: by an older version).
+    store: str | None = None
 
     @classmethod
     def from_hash(cls, key: str, data: Mapping[bytes, bytes]) -> LeaderInfo:
@@ -61,7 +64,23 @@ class LeaderInfo:
             since=r.get_time("since"),
             last_ping_at=r.get_time("last_ping_at"),
             token=r.get_int("token"),
+            store=r.opt_str("store"),
         )
+
+
+def foreign_leader(info: LeaderInfo | None, store: str | None, prefix: str) -> str | None:
+    """Why ``info``, the leading beat, is not this project's (it serves another
+    store than ``store``; ``None``: this store has no id yet, so no beat of
+    this version served it), or ``None`` when it is, or cannot be told."""
+    if info is None or not info.store or info.store == store:
+        return None
+    return (
+        f"the leading beat ({info.owner_node}/{info.owner_pid}) serves another schedule "
+        f"store: two projects share this Redis database and key prefix {prefix!r}, so "
+        "their beats, workers and leases mix (this project's beat stands by, and its "
+        "workers may be sent the other's runs); give each project its own "
+        "dgs_key_prefix or Redis database"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +131,18 @@ class RedisLeader:
         return LeaderInfo.from_hash(self.key, data) if data else None
 
     def elect(
-        self, *, owner_tag: str, owner_node: str, owner_pid: int, min_token: int = 0
+        self,
+        *,
+        owner_tag: str,
+        owner_node: str,
+        owner_pid: int,
+        min_token: int = 0,
+        store: str = "",
     ) -> ElectResult:
         """Renew the lease if ``owner_tag`` holds it, take it if it is free or
-        expired, else report the holder (see ``scripts/leader_elect.lua``)."""
+        expired, else report the holder (see ``scripts/leader_elect.lua``).
+        ``store``: the id of the schedule store the candidate serves, kept in
+        the lease it is granted."""
         if not owner_tag:
             raise ValueError("owner_tag must be a non-empty string")
         reply = call_script(
@@ -131,6 +158,7 @@ class RedisLeader:
                 str(int(owner_pid)),
                 str(self.timeout_ms),
                 str(int(min_token)),
+                store,
             ],
         )
         status, now = text(reply[0]), ms_to_datetime(int(reply[1]))

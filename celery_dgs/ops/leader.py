@@ -12,7 +12,7 @@ from typing import Any
 from ..beat_pace import PaceBoard
 from ..core.durations import format_duration
 from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures, WindowFigures
-from ..leases.leader import LeaderInfo, RedisLeader
+from ..leases.leader import LeaderInfo, RedisLeader, foreign_leader
 from ..overload_board import OverloadBoard, OverloadReport
 from .env import Env
 from .timetext import iso
@@ -23,6 +23,15 @@ def read_leader(env: Env) -> tuple[LeaderInfo | None, float]:
     timeout = env.settings.beat_leader_timeout
     rt = env.runtime
     return RedisLeader(rt.redis, rt.keys, timeout=timeout).current(), timeout
+
+
+def foreign_leader_of(env: Env, info: LeaderInfo | None) -> str | None:
+    """Why the leading beat is another project's (:func:`foreign_leader`), or
+    ``None``; reads this store's id only when the leader names a store."""
+    if info is None or not info.store:
+        return None
+    store = env.runtime.store.stored_store_id()
+    return foreign_leader(info, store, env.settings.key_prefix)
 
 
 def read_pace(env: Env) -> PaceFigures | None:
@@ -83,6 +92,7 @@ def leader_json(info: LeaderInfo | None, now: datetime, timeout: float) -> dict[
         "token": info.token,
         "last_renewal_at": iso(info.last_ping_at),
         "expired": leader_expired(info, now, timeout),
+        "store": info.store,
     }
 
 

@@ -349,6 +349,16 @@ class ScheduleStore(WindowReads, ABC):
         new lease must get a larger one (the durable floor)."""
         return self.get(schedule).current_token or 0
 
+    @abstractmethod
+    def store_id(self) -> str:
+        """This store's identity: a random id kept in the store, the same for
+        every process that opens it (another store: another project); written
+        by the first process that asks."""
+
+    @abstractmethod
+    def stored_store_id(self) -> str | None:
+        """:meth:`store_id` if one was written, without writing one."""
+
     def granted_tokens(self, limit: int) -> dict[str, int]:
         """Up to ``limit`` schedules that were granted a lease, with the token
         recorded (any ones: a sample to compare with Redis's counters)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import uuid
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,6 +51,15 @@ class MemoryStoreBase(ScheduleStore):
         self.retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER
         #: The fingerprint of the ladder last adopted (``adopt_retry_ladder``).
         self._ladder_fingerprint: str | None = None
+        #: This store's identity (:meth:`store_id`).
+        self._store_id = uuid.uuid4().hex
+
+    def store_id(self) -> str:
+        """A random id of this in-memory store."""
+        return self._store_id
+
+    def stored_store_id(self) -> str | None:
+        return self._store_id
 
     def upgrade(self) -> None:
         """Nothing to migrate."""

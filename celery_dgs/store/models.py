@@ -86,7 +86,8 @@ class CounterRow(Base):
 
 class KeptSettingRow(Base):
     """A setting the kept columns of ``dgs_schedules`` were written with, as
-    JSON: ``retry_ladder`` (:mod:`celery_dgs.store.kept_ladder`)."""
+    JSON: ``retry_ladder`` (:mod:`celery_dgs.store.kept_ladder`); and the
+    store's identity, ``store_id`` (:mod:`celery_dgs.store.sql_identity`)."""
 
     __tablename__ = "dgs_kept_settings"
 

@@ -38,6 +38,7 @@ from .ownership import SyncRowState, declared_by_name, plan_sync
 from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
+from .sql_identity import read_or_create_store_id, read_store_id
 from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder, read_fingerprint
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
@@ -177,6 +178,17 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         return adopt_ladder(
             self.engine, ladder, specs=self._spec_cache, batch=self.retry_rewrite_batch
         )
+
+    def store_id(self) -> str:
+        """``store_id`` in ``dgs_kept_settings`` (:mod:`.sql_identity`),
+        written by the first process that asks; read once per process."""
+        if self._store_id is None:
+            self._store_id = read_or_create_store_id(self.engine)
+        return self._store_id
+
+    def stored_store_id(self) -> str | None:
+        """One primary-key read (none written: ``None``)."""
+        return self._store_id or read_store_id(self.engine)
 
     def stored_ladder_fingerprint(self) -> str | None:
         """The retry ladder's fingerprint in ``dgs_kept_settings`` (a

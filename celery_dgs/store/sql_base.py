@@ -84,6 +84,8 @@ class SqlStoreBase(ScheduleStore):
         self._spec_cache = SpecCache()
         #: The retry ladder of the kept ``next_can_start_at`` (``dgs_retry_ladder``).
         self.retry_ladder: tuple[timedelta, ...] = DEFAULT_RETRY_LADDER
+        #: The store's id once read (``SqlScheduleStore.store_id``).
+        self._store_id: str | None = None
 
     @property
     def engine(self) -> Engine:

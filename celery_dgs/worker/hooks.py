@@ -36,6 +36,7 @@ from ..core.schedule_names import split_schedule_name
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..failures import log_failure
+from ..leases.leader import RedisLeader, foreign_leader
 from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
@@ -260,6 +261,23 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
     )
 
 
+def _log_foreign_leader(app: Any, dgs: DgsPlugin) -> None:
+    """An error when the leading beat serves another schedule store: another
+    project shares this Redis database and key prefix (one read of the
+    leader lease; the store's id only when the lease names a store)."""
+    rt = runtime_for(app, dgs.settings)
+    try:
+        info = RedisLeader(rt.redis, rt.keys, timeout=dgs.settings.beat_leader_timeout).current()
+        if info is None or not info.store:
+            return
+        why = foreign_leader(info, rt.store.stored_store_id(), dgs.settings.key_prefix)
+    except Exception as exc:  # advice only: the worker starts regardless
+        log_failure(logger, exc, "celery-dgs: reading the beat leader at start failed")
+        return
+    if why is not None:
+        logger.error("celery-dgs: %s", why)
+
+
 def _log_start_advice(app: Any, dgs: DgsPlugin) -> None:
     """Log the invalid declarations, the unsafe Celery settings and the
     settings that weaken a guarantee, at the worker's start."""
@@ -272,6 +290,7 @@ def _log_start_advice(app: Any, dgs: DgsPlugin) -> None:
         )
     for warning in dgs.declarations.warnings:
         logger.warning("celery-dgs: %s", warning)
+    _log_foreign_leader(app, dgs)
     try:
         specs = dgs.declarations.specs
         tasks = {s.task: app.tasks[s.task] for s in specs.values() if s.task in app.tasks}

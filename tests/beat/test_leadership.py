@@ -257,3 +257,36 @@ def test_beat_leader_timeout_setting_is_validated() -> None:
     for bad in (0, -1, 0.1, "30", float("nan"), True):
         with pytest.raises(SettingsError, match="dgs_beat_leader_timeout"):
             DgsSettings(beat_leader_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_a_leader_serving_another_store_is_an_error_logged_once(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two projects on one Redis database and prefix: the second project's beat
+    stands by behind the first's, and says why once, naming the prefix."""
+    clock = MsClock()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+    ours = BeatLeadership(
+        leader, node="a", pid=1, store_poll_interval=1, store="store-a", prefix="ha"
+    )
+    same = BeatLeadership(
+        leader, node="b", pid=2, store_poll_interval=1, store="store-a", prefix="ha"
+    )
+    other = BeatLeadership(
+        leader, node="c", pid=3, store_poll_interval=1, store="store-b", prefix="ha"
+    )
+    assert ours.check() is Role.ELECTED
+    current = leader.current()
+    assert current is not None
+    assert current.store == "store-a"
+    with caplog.at_level(logging.ERROR, logger="celery_dgs.beat"):
+        assert same.check() is Role.STANDBY  # a standby of the same project: no error
+        assert other.check() is Role.STANDBY
+        assert other.check() is Role.STANDBY
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == [
+        "celery-dgs beat: the leading beat (a/1) serves another schedule store: two "
+        "projects share this Redis database and key prefix 'ha', so their beats, workers "
+        "and leases mix (this project's beat stands by, and its workers may be sent the "
+        "other's runs); give each project its own dgs_key_prefix or Redis database"
+    ]

@@ -12,6 +12,7 @@ import redis
 
 from celery_dgs.cli.render import status_text
 from celery_dgs.keys import KeySpace
+from celery_dgs.leases.leader import RedisLeader
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.status import build_rows
@@ -120,6 +121,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "overload",
         "checks",
         "redis_restart_grace",
+        "beat_leader_warning",
     ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
@@ -563,3 +565,21 @@ def test_status_says_when_the_restart_grace_holds_schedules(world: World) -> Non
     assert re.search(r"until \d\d:\d\d:\d\d UTC \(in [\d.]+s: ping_timeout \+ steal_delay\)", line)
     doc = json.loads(world.invoke("status", "--json").stdout)
     assert 0 < doc["redis_restart_grace"]["seconds_left"] <= 7.0
+
+
+def test_status_warns_when_the_leading_beat_serves_another_store(
+    world: World, redis_client: redis.Redis
+) -> None:
+    world.sync(spec("t.a"), at=now())
+    leader = RedisLeader(redis_client, KeySpace(PREFIX), timeout=30)
+    leader.elect(owner_tag="x", owner_node="host9", owner_pid=7, store=world.store.store_id())
+    assert "WARNING the leading beat" not in world.invoke("status").stdout
+    leader.resign("x")
+    leader.elect(owner_tag="y", owner_node="host9", owner_pid=8, store="another-store")
+    out = world.invoke("status").stdout
+    [line] = [x for x in out.splitlines() if x.startswith("WARNING the leading beat")]
+    assert line.startswith("WARNING the leading beat (host9/8) serves another schedule store")
+    assert f"key prefix {PREFIX!r}" in line
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["beat_leader"]["store"] == "another-store"
+    assert doc["beat_leader_warning"] == line.removeprefix("WARNING ")

@@ -129,10 +129,11 @@ class Cluster:
         return proc
 
     def keyspace(self) -> Any:
-        """The ``KeySpace`` the processes' ``dgs_key_prefix`` gives (``e2e``)."""
+        """The ``KeySpace`` the processes' ``dgs_key_prefix`` gives (``E2E_PREFIX``,
+        else ``e2e``)."""
         from celery_dgs.keys import KeySpace
 
-        return KeySpace("e2e")
+        return KeySpace(self.env.get("E2E_PREFIX", "e2e"))
 
     def worker_registered(self, hostname: str) -> bool:
         from celery_dgs.registry import WorkerRegistry

@@ -7,6 +7,7 @@
 -- ARGV[4] owner_node (host name)    ARGV[5] owner_pid
 -- ARGV[6] timeout ms: a leader whose last ping is older may be replaced
 -- ARGV[7] min_token: the new token is larger (the highest token the caller saw)
+-- ARGV[8] store: the id of the schedule store the candidate serves, or ""
 --
 -- Rules:
 --   1. the hash is this owner_tag's       -> renewed: last_ping_at = now
@@ -61,5 +62,6 @@ end
 redis.call("DEL", KEYS[1])
 redis.call("HSET", KEYS[1],
   "format", ARGV[2], "owner_tag", tag, "owner_node", ARGV[4], "owner_pid", ARGV[5],
-  "since", dgs_int(now), "last_ping_at", dgs_int(now), "token", dgs_int(token))
+  "since", dgs_int(now), "last_ping_at", dgs_int(now), "token", dgs_int(token),
+  "store", ARGV[8] or "")
 return {"LEADER", now, token, now, 0, previous}
