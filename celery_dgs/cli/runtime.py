@@ -134,11 +134,20 @@ def add(
     if report.errors:
         raise click.ClickException(_row_error(report.errors[0], options))
     applied = report.applied
-    for action in ("inserted", "updated", "reactivated"):
-        if getattr(applied, action):
-            click.echo(f"{action} runtime schedule {getattr(applied, action)[0]}")
-            return
-    click.echo(f"runtime schedule {applied.unchanged[0]} unchanged: nothing written")
+    for action in ("inserted", "updated", "reactivated", "unchanged"):
+        names = getattr(applied, action)
+        if names and action == "unchanged":
+            click.echo(f"runtime schedule {names[0]} unchanged: nothing written")
+        elif names:
+            click.echo(f"{action} runtime schedule {names[0]}")
+        for warning in _warnings_of(env, names):
+            click.echo(f"WARNING {warning}", err=True)
+
+
+def _warnings_of(env: Env, names: list[str]) -> list[str]:
+    """The suspicious but valid settings of the stored schedules ``names``."""
+    specs = [env.runtime.store.get(name).spec for name in names]
+    return [w for spec in specs if spec is not None for w in spec.warnings()]
 
 
 @click.command()

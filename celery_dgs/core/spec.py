@@ -40,6 +40,9 @@ from .spec_values import (
 from .tz import ZoneLike, zone_name
 
 SPEC_FORMAT_VERSION = 1
+#: A periodic schedule whose period is shorter gets a warning (valid, but a
+#: dispatch, tens of milliseconds, is then a large part of the period).
+SHORTEST_SENSIBLE_PERIOD = timedelta(seconds=1)
 #: The interval ladder's top index (``celery_dgs.core.adaptive``): 4**6 units.
 MAX_INTERVAL_INDEX = 10
 
@@ -202,6 +205,17 @@ class PeriodicSpec(ScheduleSpec):
             )
         object.__setattr__(self, "scheduling_period", period)
         object.__setattr__(self, "cooldown_duration", cooldown)
+
+    def warnings(self) -> list[str]:
+        if self.scheduling_period >= SHORTEST_SENSIBLE_PERIOD:
+            return []
+        return [
+            f"schedule {self.name!r}, field 'scheduling_period': "
+            f"{format_duration(self.scheduling_period)} is shorter than "
+            f"{format_duration(SHORTEST_SENSIBLE_PERIOD)}: beat starts it again as soon "
+            "as each run ends, one slot busy with it all the time, and its data is "
+            "older than the period whenever a dispatch takes longer"
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         out = {

@@ -160,6 +160,14 @@ def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World)
     zero = world.invoke("add", "t.scrape@c", "--period", "0")
     assert zero.exit_code == 1
     assert "schedule 't.scrape@c', option --period: must be more than zero, got 0s" in zero.stderr
+    tiny = world.invoke("add", "t.scrape@d", "--period", "1ms")
+    assert tiny.exit_code == 0, tiny.output
+    assert tiny.stdout == "inserted runtime schedule t.scrape@d\n"
+    assert tiny.stderr.startswith(
+        "WARNING schedule 't.scrape@d', field 'scheduling_period': 0.001s is shorter than 1s: "
+        "beat starts it again as soon as each run ends"
+    )
+    assert world.invoke("add", "t.scrape@d", "--period", "1s").stderr == ""
     huge = world.invoke("add", "t.scrape@c", "--period", "99999999999999999")
     assert huge.exit_code == 2
     assert "Invalid value for --period: '99999999999999999' is too long a duration" in huge.stderr
