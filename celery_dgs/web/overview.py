@@ -91,6 +91,7 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "overload_text": overload_text(snap.overload),
         "restart_grace": restart_json(snap.restart_grace),
         "restart_text": restart_text(snap.restart_grace),
+        "leader_warning": snap.leader_warning,
         "workers": workers,
         "slots": sum(w.slots for w in workers),
         "busy": sum(w.busy for w in workers),

@@ -99,6 +99,7 @@ class Pages:
                 "overload": data["overload"],
                 "overload_text": data["overload_text"],
                 "redis_restart_grace": data["restart_grace"],
+                "beat_leader_warning": data["leader_warning"],
                 "workers": [
                     {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
                     for w in data["workers"]

@@ -16,7 +16,7 @@ from ..core.condition import Level
 from ..core.pace import PaceFigures
 from ..leases.types import LeaseInfo, RestartGrace
 from ..ops.env import Env, utcnow
-from ..ops.leader import leader_json, read_leader, read_overload, read_pace
+from ..ops.leader import foreign_leader_of, leader_json, read_leader, read_overload, read_pace
 from ..ops.restart import read_restart_grace
 from ..ops.state import Live, level_counts, read_live, rows_of
 from ..overload_board import OverloadReport
@@ -74,6 +74,8 @@ class Snapshot:
     overload: OverloadReport | None = None
     #: The Redis restart grace holding schedules that ran before (None: none).
     restart_grace: RestartGrace | None = None
+    #: Why the leading beat is another project's (None: it is this one's).
+    leader_warning: str | None = None
 
     @property
     def now(self) -> datetime:
@@ -144,4 +146,5 @@ def take_snapshot(env: Env, fleet: FleetReads) -> Snapshot:
         pace=read_pace(env),
         overload=read_overload(env),
         restart_grace=read_restart_grace(env),
+        leader_warning=foreign_leader_of(env, info),
     )

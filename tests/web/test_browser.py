@@ -180,3 +180,19 @@ def test_pause_through_the_page(web: WebWorld, browser: Any, shots: Path) -> Non
     click(browser, "[data-action=resume]")
     wait_for(lambda: not web.store.get("t.job").paused, 10, "resumed")
     browser.delete_all_cookies()
+
+
+def test_the_restart_grace_shows_in_the_beat_panel(
+    web: WebWorld, browser: Any, shots: Path
+) -> None:
+    """Redis lost the counters of schedules that ran (the fleet's recorded
+    tokens are above them) and a grant has just seen the server."""
+    fleet(web)
+    web.hold_lease("etl.bulk_export")  # the first grant on this server starts the epoch
+    site = web.serve(refresh=2.0)
+    browser.get(site.url + "/")
+    wait_for(lambda: text_of(browser, "[data-restart-grace]"), 10, "the restart grace line")
+    line = text_of(browser, "[data-restart-grace]") or ""
+    assert line.startswith("Redis restart grace: the server is new since"), line
+    assert "ping_timeout + steal_delay" in line
+    browser.save_screenshot(str(shots / "restart_grace.png"))

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from celery_dgs.keys import KeySpace
+from celery_dgs.leases.leader import RedisLeader
 from tests.cli.conftest import PREFIX, now, spec
 from tests.web.conftest import WebWorld, free_port, make_web_app
 
@@ -373,3 +374,20 @@ def test_the_overview_says_when_the_restart_grace_holds_schedules(
     page = html.unescape(site.get("/").body)
     assert "Redis restart grace: the server is new since" in page
     assert "ping_timeout + steal_delay" in page
+
+
+def test_the_overview_says_when_the_leading_beat_serves_another_store(
+    web: WebWorld, redis_client: redis.Redis
+) -> None:
+    web.sync(spec("etl.a"), at=now())
+    RedisLeader(redis_client, KeySpace(PREFIX), timeout=30).elect(
+        owner_tag="x", owner_node="other-host", owner_pid=9, store="another-store"
+    )
+    site = web.serve()
+    api = json.loads(site.get("/api/overview").body)
+    assert api["beat_leader"]["store"] == "another-store"
+    assert api["beat_leader_warning"].startswith(
+        "the leading beat (other-host/9) serves another schedule store"
+    )
+    page = html.unescape(site.get("/").body)
+    assert "data-leader-warning>the leading beat (other-host/9) serves another" in page
