@@ -58,6 +58,9 @@ class WorkerInfo(HashRecord):
     registered_at: datetime | None = None
     #: Set by the registry (Redis time + ttl).
     expires_at: datetime | None = None
+    #: The id of the schedule store the worker serves (``None``: not given,
+    #: or written by an older version).
+    store: str | None = None
 
     FORMAT_VERSION: ClassVar[int] = WORKER_FORMAT_VERSION
     KIND: ClassVar[str] = "worker registration"
@@ -80,7 +83,24 @@ class WorkerInfo(HashRecord):
             started_at=r.get_time("started_at"),
             registered_at=r.opt_time("registered_at"),
             expires_at=r.get_time("expires_at"),
+            store=r.opt_str("store"),
         )
+
+
+def serves_another_store(worker: WorkerInfo, store: str | None) -> bool:
+    """Whether ``worker`` registered with a store id other than ``store``
+    (a worker without one, an older version's, is taken as this store's)."""
+    return bool(worker.store) and bool(store) and worker.store != store
+
+
+def foreign_workers_text(workers: list[WorkerInfo], prefix: str) -> str:
+    """What an operator is told about ``workers`` (at least one)."""
+    names = ", ".join(w.name for w in workers[:3]) + (", ..." if len(workers) > 3 else "")
+    return (
+        f"{len(workers)} live worker(s) ({names}) serve another schedule store: two "
+        f"projects share this Redis database and key prefix {prefix!r}; beat places no "
+        "run on them. Give each project its own dgs_key_prefix or Redis database"
+    )
 
 
 class RegistryBackend(ABC):
@@ -157,6 +177,7 @@ class WorkerRegistry(RegistryBackend):
                 info.pool,
                 info.pid,
                 started,
+                info.store or "",
             ],
         )
         return WorkerInfo(
@@ -169,6 +190,7 @@ class WorkerRegistry(RegistryBackend):
             started_at=ms_to_datetime(int(reply[0])),
             registered_at=ms_to_datetime(int(reply[2])),
             expires_at=ms_to_datetime(int(reply[1])),
+            store=info.store,
         )
 
     def heartbeat(self, name: str) -> bool:

@@ -131,7 +131,7 @@ class BeatEngine:
         )
         self.pending_dispatches = PendingDispatches(state, ranking, dispatches, settings, monotonic)
         self.placement = BeatPlacement(
-            state, registry, leases, settings, default_queue, ranking.lookahead
+            state, registry, leases, settings, default_queue, ranking.lookahead, store.store_id()
         )
         self.sender = DispatchSender(
             state=state,

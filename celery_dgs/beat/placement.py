@@ -1,7 +1,8 @@
 """Beat's side of placement: a round's free slots per worker, and the
 look-ahead admission of the schedules it chooses.
 
-The slots are the live workers' (less the stalled ones), less their running
+The slots are the live workers' (less the stalled ones, and another
+store's: :mod:`.foreign_workers`), less their running
 leases and pending dispatches; with no worker registered, ``dgs_capacity``
 slots on a pseudo-worker that takes every queue.
 """
@@ -18,6 +19,7 @@ from ..leases.base import LeaseBackend
 from ..leases.types import BeatView
 from ..registry import RegistryBackend, WorkerInfo
 from ..settings import DgsSettings
+from .foreign_workers import ForeignWorkers
 from .lookahead import BeatLookahead
 from .stalled import StalledWorkers
 from .state import BeatState
@@ -33,11 +35,14 @@ class BeatPlacement:
         settings: DgsSettings,
         default_queue: str,
         lookahead: BeatLookahead | None,
+        store: str | None = None,
     ) -> None:
         self.state, self.registry, self.leases = state, registry, leases
         self.settings, self.default_queue, self.lookahead = settings, default_queue, lookahead
         #: Workers that stopped pinging a lease: no new dispatches to them.
         self.stalled = StalledWorkers()
+        #: Workers of another store (``store``: this one's id): never placed on.
+        self.foreign = ForeignWorkers(store, settings.key_prefix)
 
     def placement(self, view: BeatView) -> Placement:
         """The round's free slots per worker; records ``live_slots`` in the state.
@@ -47,7 +52,7 @@ class BeatPlacement:
         the new instance's slots, and are taken over as a dead owner's."""
         state, running_by_worker = self.state, view.running_by_worker
         workers = self.stalled.placeable(
-            self.registry.live_workers(),
+            self.foreign.own(self.registry.live_workers()),
             view.stale_workers,
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),

@@ -19,6 +19,7 @@ from ..leases.leader import LeaderInfo
 from ..ops.checks import PastWithin, checks_past_within
 from ..ops.leader import (
     foreign_leader_of,
+    foreign_workers_of,
     leader_json,
     overload_text,
     pace_text,
@@ -145,6 +146,7 @@ def status(
         pace, overload = read_pace(env), read_overload(env)
         grace = read_restart_grace(env)
         foreign = foreign_leader_of(env, leader)  # another project's beat leads
+        strangers = foreign_workers_of(env, page.workers)  # another project's workers
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)
@@ -152,14 +154,16 @@ def status(
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
             tail["redis_restart_grace"] = restart_json(grace)
             tail["beat_leader_warning"] = foreign
+            tail["foreign_workers_warning"] = strangers
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
             ), error
         text = table_text(page, color=color, capacity=env.settings.capacity)
         lines = [text, restart_text(grace), leader_text(leader, page.now, timeout)]
-        if foreign is not None:
-            lines.append(f"{styled('WARNING', 'WARNING', color=color)} {foreign}")
+        for warning in (foreign, strangers):
+            if warning is not None:
+                lines.append(f"{styled('WARNING', 'WARNING', color=color)} {warning}")
         lines.append(pace_text(pace))
         lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))

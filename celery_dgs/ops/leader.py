@@ -14,6 +14,7 @@ from ..core.durations import format_duration
 from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures, WindowFigures
 from ..leases.leader import LeaderInfo, RedisLeader, foreign_leader
 from ..overload_board import OverloadBoard, OverloadReport
+from ..registry import WorkerInfo, foreign_workers_text, serves_another_store
 from .env import Env
 from .timetext import iso
 
@@ -32,6 +33,16 @@ def foreign_leader_of(env: Env, info: LeaderInfo | None) -> str | None:
         return None
     store = env.runtime.store.stored_store_id()
     return foreign_leader(info, store, env.settings.key_prefix)
+
+
+def foreign_workers_of(env: Env, workers: list[WorkerInfo]) -> str | None:
+    """What to tell about the live workers that serve another store, or
+    ``None``; reads this store's id only when a worker names a store."""
+    if not any(w.store for w in workers):
+        return None
+    store = env.runtime.store.stored_store_id()
+    foreign = [w for w in workers if serves_another_store(w, store)]
+    return foreign_workers_text(foreign, env.settings.key_prefix) if foreign else None
 
 
 def read_pace(env: Env) -> PaceFigures | None:

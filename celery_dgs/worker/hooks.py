@@ -168,6 +168,7 @@ class _WorkerPresence:
             pool=pool_name,
             pid=os.getpid(),
             started_at=datetime.now(timezone.utc),
+            store=_store_id(runtime_for(self.app, self.dgs.settings)),
         )
         why = self._register_once()
         if why is None:
@@ -259,6 +260,17 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
         hostname,
         capacity,
     )
+
+
+def _store_id(rt: Runtime) -> str | None:
+    """The store's id for the registration, so a beat serving another store
+    never places runs here; ``None`` (the worker registers without it) when
+    the store cannot be read now."""
+    try:
+        return rt.store.store_id()
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: reading the store's id failed")
+        return None
 
 
 def _log_foreign_leader(app: Any, dgs: DgsPlugin) -> None:

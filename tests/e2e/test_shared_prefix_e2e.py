@@ -1,6 +1,7 @@
 """End to end: two projects (two SQLite stores) on one Redis database with
 the same key prefix. The second project's beat stands by behind the first's
-leader and logs why, its worker says so at start, and ``celery dgs status``
+leader and logs why, its worker says so at start, the first project's beat
+places no run on the second's worker, and ``celery dgs status`` of each
 shows it (real beats, a real worker, the real CLI)."""
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def test_a_second_project_on_the_same_prefix_is_told_to_take_its_own(
         assert "key prefix 'shared'" in second.log_since("beat", 0)
         second.start_worker("w1", "node1")
         wait_for(lambda: WHY in second.log_since("w1", 0), 30, "the second worker's error")
+
+        # The first project's beat places nothing on the second's worker, and says so.
+        strangers = "live worker(s) (w1@node1) serve another schedule store"
+        wait_for(lambda: strangers in first.log_since("beat", 0), 30, "the first beat's error")
+        assert f"WARNING 1 {strangers}" in dgs(first, "status").stdout
+        assert not [e for e in first.starts() if e["name"] == "p10"], "run on the other's worker"
 
         text = dgs(second, "status").stdout
         assert "WARNING the leading beat" in text, text

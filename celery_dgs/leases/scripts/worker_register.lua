@@ -6,6 +6,7 @@
 -- ARGV[4] name   ARGV[5] node   ARGV[6] queues (JSON list)   ARGV[7] slots
 -- ARGV[8] pool   ARGV[9] pid   ARGV[10] started_at ms, or "": keep the started_at
 --   of a registration of the same pid that is still there, else now
+-- ARGV[11] store: the id of the schedule store the worker serves, or ""
 --
 -- registered_at: when this instance first registered. The registration still
 -- there is the same instance when its pid is ARGV[9] and its started_at is
@@ -37,7 +38,7 @@ redis.call("HSET", KEYS[1],
   "format", ARGV[2], "name", ARGV[4], "node", ARGV[5], "queues", ARGV[6],
   "slots", ARGV[7], "pool", ARGV[8], "pid", ARGV[9],
   "started_at", dgs_int(started), "registered_at", dgs_int(registered),
-  "expires_at", dgs_int(expires))
+  "expires_at", dgs_int(expires), "store", ARGV[11] or "")
 redis.call("PEXPIRE", KEYS[1], dgs_int(ttl))
 redis.call("ZADD", KEYS[2], dgs_int(expires), ARGV[4])
 return {started, expires, registered}
