@@ -26,7 +26,7 @@ from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable
 from ..errors import SettingsError
 from ..ops.env import Env
-from ..sim.fleet import DEFAULT_SAMPLE_LIMIT
+from ..sim.fleet import DEFAULT_SAMPLE_LIMIT, FleetSample
 from ..sim.policies import POLICIES
 from ..sim.report import (
     AMPLE_DEMAND_FACTOR,
@@ -377,13 +377,25 @@ def _find(
         click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after warm-up")
         sample = built.sample
         if sample is not None and sample.sampled:
-            click.echo(
-                f"on a sample of {len(sample.entries)} of {sample.total} schedules: "
-                f"about {sample.fleet_slots(search.slots)} slots for the whole fleet"
-            )
+            click.echo(_fleet_line(sample, search.slots, workload.load() * workload.slots))
         assert search.result is not None
         click.echo(format_table([search.result]))
     sys.exit(0 if search.slots is not None else 1)
+
+
+def _fleet_line(sample: FleetSample, slots: int, demand: float) -> str:
+    """The sample's answer as the whole fleet's: a range, as coarse as one
+    sample slot scaled up (a larger ``--sample`` narrows it)."""
+    low, high = sample.fleet_slot_range(slots, demand)
+    head = f"on a sample of {len(sample.entries)} of {sample.total} schedules: "
+    if low == high:
+        return f"{head}about {high} slots for the whole fleet"
+    return (
+        f"{head}the whole fleet needs {low} to {high} slots (the sample's {slots} scaled "
+        f"by {sample.total}/{len(sample.entries)}, and its demand, "
+        f"{demand * sample.total / len(sample.entries):.2f} slots, rounded up); "
+        "a larger --sample narrows it"
+    )
 
 
 def _search_json(
@@ -394,7 +406,8 @@ def _search_json(
     problems: dict[str, Unservable],
 ) -> dict[str, Any]:
     """``--find-slots --json``'s document; with a sample, ``fleet_slots``: the
-    answer scaled to the whole fleet."""
+    answer scaled to the whole fleet, and ``fleet_slots_at_least``: the low end
+    of the fleet counts the sample's answer stands for."""
     doc: dict[str, Any] = {
         "policy": policy,
         **({"order": asdict(order)} if policy == "dgs" else {}),
@@ -414,5 +427,7 @@ def _search_json(
         doc["source"] = built.source
     sample = built.sample
     if sample is not None and sample.sampled and search.slots is not None:
-        doc["fleet_slots"] = sample.fleet_slots(search.slots)
+        demand = built.workload.load() * built.workload.slots
+        low, high = sample.fleet_slot_range(search.slots, demand)
+        doc["fleet_slots"], doc["fleet_slots_at_least"] = high, low
     return doc

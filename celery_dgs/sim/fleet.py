@@ -80,6 +80,19 @@ class FleetSample:
             return sample_slots
         return math.ceil(sample_slots * self.total / len(self.entries))
 
+    def fleet_slot_range(self, sample_slots: int, sample_demand: float) -> tuple[int, int]:
+        """The whole fleet's slots that ``sample_slots``, the fewest that keep
+        the sample out of ERROR, stand for: above what one slot fewer stands
+        for (the sample's 1 slot, the least it gets, stands for every count up
+        to :meth:`fleet_slots`), and not below the fleet's demand
+        (``sample_demand`` scaled, rounded up)."""
+        high = self.fleet_slots(sample_slots)
+        if not self.sampled or not self.entries:
+            return high, high
+        below = self.fleet_slots(sample_slots - 1) + 1 if sample_slots > 1 else 1
+        demand = math.ceil(sample_demand * self.total / len(self.entries) - 1e-9)
+        return min(high, max(below, demand, 1)), high
+
     def describe(self) -> str:
         """The counts in words, e.g. ``6 declared, 110000 runtime (20 adaptive),
         4000 pending checks``."""

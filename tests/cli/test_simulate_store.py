@@ -81,9 +81,21 @@ def test_find_slots_on_a_sample_scales_the_answer_to_the_fleet(world: World) -> 
     assert result.exit_code == 0, result.output
     answer = int(result.stdout.splitlines()[1].split()[1])  # "dgs: N slots keep ..."
     fleet = -(-answer * 43 // 10)
-    assert f"on a sample of 10 of 43 schedules: about {fleet} slots for the whole fleet" in (
-        result.stdout
+    doc = json.loads(
+        world.invoke(
+            "simulate", "--find-slots", "--sample", "10", "--horizon", "1d", "--json"
+        ).stdout
     )
+    assert (doc["slots"], doc["fleet_slots"]) == (answer, fleet)
+    # 40 hourly schedules of 60 s: the fleet's demand is under a slot, so the
+    # sample's least answer stands for 1 to `fleet` slots of the fleet.
+    assert (answer, doc["fleet_slots_at_least"]) == (1, 1)
+    line = result.stdout.splitlines()[2]
+    assert line.startswith(
+        f"on a sample of 10 of 43 schedules: the whole fleet needs 1 to {fleet} slots "
+        "(the sample's 1 scaled by 43/10, and its demand, "
+    ), line
+    assert line.endswith(" slots, rounded up); a larger --sample narrows it"), line
 
 
 def test_declarations_alone_when_the_store_holds_nothing_else(world: World) -> None:

@@ -43,6 +43,20 @@ def test_the_sample_is_uniform_bounded_and_the_same_for_a_seed() -> None:
     )
     whole = sample_fleet(iter(entries[:50]), 100)
     assert (whole.sampled, whole.scaled_slots(7), whole.fleet_slots(7)) == (False, 7, 7)
+    assert whole.fleet_slot_range(7, 3.2) == (7, 7)
+
+
+def test_a_samples_answer_stands_for_a_range_of_the_fleets_slots() -> None:
+    """100 of 1,200: one sample slot stands for 12 of the fleet's. The sample's
+    least, 1 slot, says the fleet needs at most 12, and its demand says how
+    many at least; 3 sample slots (2 were too few) say 25 to 36."""
+    entries = [FleetEntry(periodic(i), None, "runtime") for i in range(1200)]
+    sample = sample_fleet(iter(entries), 100, seed=1)
+    assert sample.fleet_slot_range(1, 0.001) == (1, 12)  # a tiny demand: 1 to 12
+    assert sample.fleet_slot_range(1, 0.5) == (6, 12)  # demand 6 fleet slots
+    assert sample.fleet_slot_range(3, 1.0) == (25, 36)
+    assert sample.fleet_slot_range(3, 2.5) == (30, 36)
+    assert sample.fleet_slot_range(3, 9.0) == (36, 36)  # never above the high end
 
 
 def test_run_times_from_the_statistics_else_the_override_else_the_default() -> None:
