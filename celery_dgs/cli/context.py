@@ -5,9 +5,10 @@ and error handling (exit statuses)."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 import redis
@@ -77,6 +78,15 @@ def use_color(ctx: click.Context) -> bool:
     return not ctx.meta.get(_NO_COLOR_KEY, False) and sys.stdout.isatty()
 
 
+def _quiet_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (``dgs export | head``): stop without a
+    message, stdout pointed at ``/dev/null`` so that flushing it at exit
+    cannot fail again (the recipe of Python's ``signal`` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(1)
+
+
 def _no_app_hint() -> str:
     """A hint when ``celery`` was given no app (no ``-A``, no ``APP``): the
     settings read are then those of Celery's default app."""
@@ -96,6 +106,8 @@ def wrap_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
         except click.ClickException:
             raise
         except UnknownTarget as exc:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
-from ..ops.timetext import NONE, duration, iso, relative, short_time
+from ..ops.timetext import NONE, counted, duration, iso, relative, short_time
 from ..registry import WorkerInfo
 from ..status import (
     HOLD_BACKOFF,
@@ -196,17 +196,15 @@ def status_text(
         running = sum(1 for r in rows if r.running is not None)
     if workers or not capacity:
         total = sum(w.slots for w in workers)
-        slots = (
-            f"{len(workers)} live worker{'s' if len(workers) != 1 else ''}, "
-            f"{total} slot{'s' if total != 1 else ''}"
-        )
+        slots = f"{counted(len(workers), 'live worker')}, {counted(total, 'slot')}"
     else:
         slots = f"no live workers registered, dgs_capacity {capacity} slots"
     summary = ", ".join(
         styled(f"{n} {level}", level, color=color and n > 0) for level, n in counts.items()
     )
     head = (
-        f"celery-dgs status at {short_time(now)}: {sum(counts.values())} schedules ({summary}); "
+        f"celery-dgs status at {short_time(now)}: {counted(sum(counts.values()), 'schedule')} "
+        f"({summary}); "
         f"{running} running; {slots}"
     )
     if not rows:

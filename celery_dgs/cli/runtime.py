@@ -205,7 +205,8 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
     fmt = format_of(file, fmt)
     source = "-" if file == "-" else click.format_filename(file)
     try:
-        with click.open_file(file, "r", encoding="utf-8") as stream:
+        # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the header.
+        with click.open_file(file, "r", encoding="utf-8-sig") as stream:
             report = _api(env).upsert_lines(read_rows(stream, fmt))
     except UnicodeDecodeError as exc:
         raise click.ClickException(
@@ -246,6 +247,8 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
     try:
         with click.open_file(output, "w", encoding="utf-8") as stream:
             count = write_rows(stream, fmt, specs)
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: wrap_errors stops quietly
     except OSError as exc:
         raise click.FileError(output, hint=str(exc.strerror or exc)) from None
     if output != "-":

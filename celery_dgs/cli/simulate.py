@@ -26,6 +26,7 @@ from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable
 from ..errors import SettingsError
 from ..ops.env import Env
+from ..ops.timetext import counted
 from ..sim.fleet import DEFAULT_SAMPLE_LIMIT, FleetSample
 from ..sim.policies import POLICIES
 from ..sim.report import (
@@ -374,7 +375,9 @@ def _find(
             )
             click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
     else:
-        click.echo(f"{policy}: {search.slots} slots keep every schedule out of ERROR after warm-up")
+        kept = counted(search.slots, "slot", "slots")
+        verb = "keeps" if search.slots == 1 else "keep"
+        click.echo(f"{policy}: {kept} {verb} every schedule out of ERROR after warm-up")
         sample = built.sample
         if sample is not None and sample.sampled:
             click.echo(_fleet_line(sample, search.slots, workload.load() * workload.slots))

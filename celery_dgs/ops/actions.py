@@ -92,10 +92,15 @@ def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
             why = "it is inactive (removed, or no longer declared): beat does not schedule it"
         raise ActionRefused(f"cannot {what} {schedule.name}: {why}; nothing changed")
     if not rt.store.set_paused(schedule.name, paused):
-        state = "paused" if paused else "not paused"
-        return ActionResult(False, (f"{schedule.name} was already {state}; nothing changed",))
+        state = "was already paused" if paused else "was not paused"
+        return ActionResult(False, (f"{schedule.name} {state}; nothing changed",))
     if not paused:
-        return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again",))
+        requested = (
+            "; its requested run starts at the next free slot"
+            if schedule.run_requested_at is not None
+            else ""
+        )
+        return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again{requested}",))
     lease = rt.leases.get(schedule.name)
     running = (
         f"was running: {lease.owner_name} keeps its current run"

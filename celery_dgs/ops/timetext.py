@@ -61,3 +61,8 @@ def late_text(due: datetime | None, now: datetime) -> str:
     if due <= now:
         return f"{duration(now - due)} late"
     return f"due {relative(due, now)}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 schedule``, ``2 schedules`` (``plural``: when not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -67,7 +67,7 @@ def workload_summary(w: Workload, *, searching: bool = False) -> str:
     size = (
         f"demand {w.load() * w.slots:.2f} slots"
         if searching
-        else f"{w.slots} slots, load {w.load():.2f}"
+        else f"{w.slots} slot{'' if w.slots == 1 else 's'}, load {w.load():.2f}"
     )
     return (
         f"{len(w.schedules)} schedules, {size}, "

@@ -280,7 +280,7 @@ def test_status_counts_checks_in_one_line_and_never_lists_them(checks_world: Wor
     # Both overdue checks are past their within (5m): the health check fails.
     assert result.exit_code == 1, result.output
     out = result.stdout
-    assert "1 schedules" in out
+    assert "1 schedule " in out
     assert "shop.check_order@check:42 is" not in out.splitlines()[0]
     [line, *past] = [x for x in out.splitlines() if "deferred checks" in x]
     assert line.startswith("deferred checks: 3 pending, 2 overdue (oldest 30m")

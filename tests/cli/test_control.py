@@ -76,9 +76,14 @@ def test_pause_and_resume(synced: World) -> None:
     assert synced.store.get("t.a").paused
     assert synced.invoke("pause", "t.a").stdout == "t.a was already paused; nothing changed\n"
     resumed = synced.invoke("resume", "t.a")
-    assert resumed.stdout.startswith("resumed t.a")
+    assert resumed.stdout == "resumed t.a: beat schedules it again\n"
     assert not synced.store.get("t.a").paused
-    assert synced.invoke("resume", "t.a").stdout == "t.a was already not paused; nothing changed\n"
+    assert synced.invoke("resume", "t.a").stdout == "t.a was not paused; nothing changed\n"
+    synced.invoke("pause", "t.a")
+    synced.invoke("run", "t.a")
+    assert synced.invoke("resume", "t.a").stdout == (
+        "resumed t.a: beat schedules it again; its requested run starts at the next free slot\n"
+    )
 
 
 def test_pause_while_running_keeps_the_run(synced: World) -> None:

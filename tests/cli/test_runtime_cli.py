@@ -270,3 +270,21 @@ def test_a_row_nested_too_deeply_is_a_row_error(world: World, tmp_path: Path) ->
     assert "line 2" in result.stderr, result.stderr
     assert "nested too deeply" in result.stderr, result.stderr
     assert [s.name for s in world.store.list_schedules()] == ["t.scrape@a"]
+
+
+def test_a_csv_with_a_byte_order_mark_imports(world: World, tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" starts with a BOM: it is not part of the first column's name."""
+    tasks(world.app)
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufeffname,period\r\nt.scrape@a,60\r\nt.scrape@b,1h\r\n".encode())
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 0, result.output
+    assert "2 inserted" in result.stdout
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes("\ufeff".encode() + b'{"name": "t.scrape@c", "period": 60}\n')
+    assert world.invoke("import", str(jsonl)).exit_code == 0
+    assert {s.name for s in world.store.list_schedules()} == {
+        "t.scrape@a",
+        "t.scrape@b",
+        "t.scrape@c",
+    }

@@ -108,7 +108,7 @@ def test_declared_schedules_through_celery_dgs(world: World) -> None:
     )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("2 schedules, 1 slots, load 0.12")
+    assert lines[0].startswith("2 schedules, 1 slot, load 0.12")
     assert [line.split()[0] for line in lines[2:]] == ["dgs", "beat"]
 
 
@@ -129,7 +129,7 @@ def test_python_m_entry_point(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].startswith("2 schedules, 1 slots, load 0.60")
+    assert proc.stdout.splitlines()[0].startswith("2 schedules, 1 slot, load 0.60")
 
 
 def test_slots_override_keeps_the_schedules_pools(tmp_path: Path) -> None:

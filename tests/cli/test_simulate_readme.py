@@ -56,7 +56,7 @@ def test_help_find_slots_example_runs_without_slots() -> None:
 def test_find_slots_answers_for_the_demo_with_its_run_times() -> None:
     result, wall = run("--duration", "10s", "--find-slots", "--horizon", "2d")
     assert result.exit_code == 0, result.output
-    assert "dgs: 1 slots keep every schedule out of ERROR after warm-up" in result.stdout
+    assert "dgs: 1 slot keeps every schedule out of ERROR after warm-up" in result.stdout
     assert wall < 60, wall
 
 

@@ -94,7 +94,7 @@ def test_filters_and_exit_status(world: World, crafted: datetime) -> None:
     assert "t.late" not in pattern.stdout
     pool = world.invoke("status", "--pool", "slow")
     assert pool.exit_code == 0
-    assert "1 schedules" in pool.stdout
+    assert "1 schedule (" in pool.stdout
     assert "t.paused" in pool.stdout
     default_pool = world.invoke("status", "--pool", "celery", "--condition", "OK")
     assert "t.ok" in default_pool.stdout

@@ -39,7 +39,7 @@ def test_status_shows_the_kept_condition_change_with_the_runs(cluster_factory: A
         "ERROR",
         "never_succeeded",
     )
-    assert "1 schedules (1 ERROR, 0 WARNING, 0 OK)" in head(cluster, "e2e.p10")
+    assert "1 schedule (1 ERROR, 0 WARNING, 0 OK)" in head(cluster, "e2e.p10")
 
     cluster.start_worker("w1", "node1")
     cluster.start_beat()
