@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.items import ItemCounts
@@ -165,7 +165,7 @@ def _flags(row: StatusRow) -> str:
     return ",".join(flags) or NONE
 
 
-def _running(lease: LeaseInfo | None, now: datetime) -> str:
+def _running(lease: LeaseInfo | None, now: datetime, ping_timeout: float | None) -> str:
     if lease is None:
         return NONE
     extra = [duration(now - lease.started_at)]
@@ -173,7 +173,31 @@ def _running(lease: LeaseInfo | None, now: datetime) -> str:
         extra.append(percent(lease.progress))
     if lease.cancel_requested:
         extra.append("cancelling")
+    if ping_timeout is not None and ping_age(lease, now) > ping_timeout:
+        extra.append(f"silent {duration(ping_age(lease, now))}")
     return f"{lease.owner_name} ({', '.join(extra)})"
+
+
+def silent_owner_note(
+    name: str, lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float
+) -> str | None:
+    """Why a run whose owner stopped pinging still shows as running, and when
+    its schedule can run again (``None`` while the owner pings)."""
+    age = ping_age(lease, now)
+    if age <= ping_timeout:
+        return None
+    marked = lease.steal_start_at
+    if marked is not None:
+        free_at, rule = marked + timedelta(seconds=steal_delay), "steal_delay after beat marked it"
+    else:
+        free_at = lease.last_ping_at + timedelta(seconds=ping_timeout + steal_delay)
+        rule = "ping_timeout + steal_delay after its last ping"
+    when = "at beat's next round" if free_at <= now else relative(free_at, now)
+    return (
+        f"{name}: its owner {lease.owner_name} has not pinged for {duration(age)} "
+        f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died; its lease can be "
+        f"taken over {when} ({rule}), and the schedule runs again"
+    )
 
 
 def status_text(
@@ -185,6 +209,8 @@ def status_text(
     capacity: int | None = None,
     counts: dict[str, int] | None = None,
     running: int | None = None,
+    ping_timeout: float | None = None,
+    steal_delay: float = 0.0,
 ) -> str:
     """The table. ``capacity`` (``dgs_capacity``) is the slot count beat uses
     while no worker is registered. ``counts`` (by level) and ``running``: of
@@ -208,7 +234,7 @@ def status_text(
         f"{running} running; {slots}"
     )
     if not rows:
-        return head + "\nno schedules match"
+        return head + ("" if sum(counts.values()) else "\nno schedules match")
     body = table(
         [
             "CONDITION",
@@ -237,7 +263,7 @@ def status_text(
                 duration(r.average_duration),
                 NONE if r.failure_count is None else str(r.failure_count),
                 _flags(r),
-                _running(r.running, now),
+                _running(r.running, now, ping_timeout),
             ]
             for r in rows
         ],
@@ -251,6 +277,15 @@ def status_text(
     for r in rows:
         if r.condition != "OK":
             notes.append(f"  {styled(r.condition, r.condition, color=color)} {r.message}")
+        silent = (
+            silent_owner_note(
+                r.name, r.running, now, ping_timeout=ping_timeout, steal_delay=steal_delay
+            )
+            if r.running is not None and ping_timeout is not None
+            else None
+        )
+        if silent is not None:
+            notes.append(f"  {silent}")
         notes.extend(
             f"  held {hold_text(r, h, now)}"
             for h in r.holds

@@ -159,7 +159,14 @@ def status(
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
             ), error
-        text = table_text(page, color=color, capacity=env.settings.capacity)
+        settings = env.settings
+        text = table_text(
+            page,
+            color=color,
+            capacity=settings.capacity,
+            ping_timeout=settings.ping_timeout,
+            steal_delay=settings.steal_delay,
+        )
         lines = [text, restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
             if warning is not None:
@@ -216,9 +223,17 @@ def json_frame(
     return json_chunks(head, "schedules", docs, tail)
 
 
-def table_text(page: StatusPage, *, color: bool, capacity: int | None) -> str:
+def table_text(
+    page: StatusPage,
+    *,
+    color: bool,
+    capacity: int | None,
+    ping_timeout: float | None = None,
+    steal_delay: float = 0.0,
+) -> str:
     """The table of a page of rows, with the counts of the whole selection and
-    a line saying how many selected schedules it leaves out."""
+    a line saying how many selected schedules it leaves out; ``ping_timeout``
+    and ``steal_delay``: a run whose owner is silent says so."""
     text = status_text(
         page.rows,
         page.now,
@@ -227,12 +242,14 @@ def table_text(page: StatusPage, *, color: bool, capacity: int | None) -> str:
         capacity=capacity,
         counts=page.counts,
         running=page.running,
+        ping_timeout=ping_timeout,
+        steal_delay=steal_delay,
     )
     hidden = page.total - len(page.rows)
-    if hidden <= 0 or not page.rows:
+    if hidden <= 0:
         return text
-    more = f"{hidden:,} more not listed (--limit N, a PATTERN or --condition; --json lists all)"
-    return f"{text}\n{more}"
+    more = "more not listed" if page.rows else "not listed"
+    return f"{text}\n{hidden:,} {more} (--limit N, a PATTERN or --condition; --json lists all)"
 
 
 def json_chunks(

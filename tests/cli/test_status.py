@@ -584,3 +584,40 @@ def test_status_warns_when_the_leading_beat_serves_another_store(
     doc = json.loads(world.invoke("status", "--json").stdout)
     assert doc["beat_leader"]["store"] == "another-store"
     assert doc["beat_leader_warning"] == line.removeprefix("WARNING ")
+
+
+def test_a_run_whose_owner_stopped_pinging_says_when_it_can_be_taken_over(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """The owner is silent past dgs_ping_timeout (5 s here): the RUNNING cell
+    says so, and a note says when the schedule can run again."""
+    world.sync(spec("t.slow"), at=now())
+    world.hold_lease("t.slow", progress=0.48)
+    key = KeySpace(PREFIX).lease("t.slow")
+    assert "silent" not in world.invoke("status").stdout
+    ms = int(redis_client.hget(key, "last_ping_at") or 0)
+    redis_client.hset(key, "last_ping_at", ms - 4_000)
+    out = world.invoke("status").stdout
+    assert "silent" not in out  # within ping_timeout
+    redis_client.hset(key, "last_ping_at", ms - 6_000)
+    out = world.invoke("status").stdout
+    assert re.search(r"w1@node1 \([\d.]+s, 48%, silent 6\.\ds\)", out), out
+    [note] = [x.strip() for x in out.splitlines() if "has not pinged" in x]
+    assert re.fullmatch(
+        r"t\.slow: its owner w1@node1 has not pinged for 6\.\ds \(dgs_ping_timeout 5\.0s\): "
+        r"it may have died; its lease can be taken over in [01]\.\ds \(ping_timeout \+ "
+        r"steal_delay after its last ping\), and the schedule runs again",
+        note,
+    ), note
+    redis_client.hset(key, "steal_start_at", ms - 3_000)  # a sweep marked it 3 s ago
+    out = world.invoke("status").stdout
+    assert "taken over at beat's next round (steal_delay after beat marked it)" in out
+
+
+def test_limit_zero_gives_the_counts_and_says_none_is_listed(world: World) -> None:
+    world.sync(spec("t.a"), spec("t.b"), at=now())
+    out = world.invoke("status", "--limit", "0").stdout.splitlines()
+    assert "2 schedules (0 ERROR, 0 WARNING, 2 OK)" in out[0]
+    assert out[1] == "2 not listed (--limit N, a PATTERN or --condition; --json lists all)"
+    assert out[2].startswith("beat leader:")
+    assert world.invoke("status", "nothing").stdout.splitlines()[1] == "no schedules match"
