@@ -191,6 +191,13 @@ def entry_spec(
         raise ScheduleConfigError(
             "?", "task", "is required (give 'name': 'task@configuration' or 'task')"
         )
+    if key.endswith("@"):
+        raise ScheduleConfigError(
+            key,
+            "name",
+            f"the configuration after '@' is empty: write {key[:-1]!r}, "
+            f"or {key + 'CONFIGURATION'!r}",
+        )
     given = split_schedule_name(key)[1]
     if given and "configuration" in fields and fields["configuration"] != given:
         raise ScheduleConfigError(

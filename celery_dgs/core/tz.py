@@ -8,9 +8,10 @@ Schedules accept a zone name (``"America/New_York"``), a pytz zone object or a
 from __future__ import annotations
 
 from datetime import datetime, timezone, tzinfo
+from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 ZoneLike = tzinfo
 
@@ -23,7 +24,7 @@ def zone_name(value: Any) -> str:
     if isinstance(value, ZoneInfo):
         name = value.key
     elif isinstance(value, str):
-        name = value.strip()
+        name = canonical_zone_name(value.strip())
     elif value is timezone.utc:
         name = "UTC"
     elif hasattr(value, "zone") and isinstance(value.zone, str):  # pytz zones
@@ -34,12 +35,29 @@ def zone_name(value: Any) -> str:
     return name
 
 
+@lru_cache(maxsize=1)
+def _zones_by_folded_name() -> dict[str, str]:
+    """Every IANA zone name of the system's database, by its case-folded form."""
+    return {name.casefold(): name for name in available_timezones()}
+
+
+@lru_cache(maxsize=1024)
+def canonical_zone_name(name: str) -> str:
+    """``name`` spelled as the zone database spells it when it differs only in
+    case (``america/new_york`` → ``America/New_York``, as pytz accepts);
+    otherwise ``name`` as given (an unknown one fails in :func:`get_zone`,
+    with the closest names)."""
+    return _zones_by_folded_name().get(name.casefold(), name)
+
+
 @lru_cache(maxsize=1024)
 def get_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise ValueError(f"unknown time zone {name!r}") from exc
+        close = get_close_matches(str(name), available_timezones(), n=2, cutoff=0.8)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"unknown time zone {name!r}{hint}") from exc
 
 
 def ensure_utc(moment: datetime, *, what: str = "datetime") -> datetime:

@@ -132,6 +132,11 @@ def test_the_default_cooldown_fraction_applies() -> None:
         ({"task": 123, "period": 60}, "field 'task': must be a task name (a string)"),
         ({"name": 123, "period": 60}, "field 'name': must be a string 'task@configuration'"),
         ({"period": 60}, "field 'task': is required (give 'name': 'task@configuration' or"),
+        (
+            {"name": "t.scrape@", "period": 60},
+            "schedule 't.scrape@', field 'name': the configuration after '@' is empty: "
+            "write 't.scrape', or 't.scrape@CONFIGURATION'",
+        ),
     ],
 )
 def test_a_row_without_a_task_name_says_what_the_name_must_be(

@@ -238,3 +238,14 @@ def test_recorders_keep_every_field_they_do_not_set() -> None:
     }
     # The adaptive fields are the store's to change (celery_dgs.core.adaptive).
     assert kept == {"registered_at", "interval_index", "next_target_at", "upstream_modified_at"}
+
+
+def test_a_zone_name_in_another_case_is_the_databases_and_a_typo_gets_suggestions() -> None:
+    """pytz accepts ``america/new_york``; so does a schedule, stored as the
+    zone database spells it. An unknown name names the closest ones."""
+    assert periodic(tz="america/new_york").tz == "America/New_York"
+    assert periodic(tz="utc").tz == "UTC"
+    err = _error(periodic, tz="America/New_Yrok")
+    assert err.field == "tz"
+    assert "unknown time zone 'America/New_Yrok'; did you mean 'America/New_York'?" in str(err)
+    assert str(_error(periodic, tz="Mars/Olympus")).endswith("unknown time zone 'Mars/Olympus'")
