@@ -35,6 +35,9 @@ from .leases.lua import SCRIPTS, call_script
 
 log = logging.getLogger(__name__)
 
+#: The suffix of a worker's direct queue after its name (Celery's
+#: ``WORKER_DIRECT_QUEUE_FORMAT``, ``{hostname}.dq2``).
+DIRECT_QUEUE_SUFFIX = ".dq2"
 #: Written as ``format`` in every worker hash.
 WORKER_FORMAT_VERSION = 1
 _FMT = str(WORKER_FORMAT_VERSION)
@@ -64,6 +67,13 @@ class WorkerInfo(HashRecord):
 
     FORMAT_VERSION: ClassVar[int] = WORKER_FORMAT_VERSION
     KIND: ClassVar[str] = "worker registration"
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        """Its queues but its own direct queue (``worker_direct``: Celery's
+        ``{hostname}.dq2``, where beat sends its runs): the pools it serves."""
+        own = f"{self.name}{DIRECT_QUEUE_SUFFIX}"
+        return tuple(q for q in self.queues if q != own)
 
     @classmethod
     def from_fields(cls, r: HashReader, name: str) -> WorkerInfo:

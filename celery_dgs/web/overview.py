@@ -31,7 +31,7 @@ def workers_of(snap: Snapshot) -> list[WorkerView]:
     """Each live worker with its slots and how many runs it holds a lease for."""
     busy = Counter(lease.owner_name for lease in snap.leases.values())
     return [
-        WorkerView(w.name, w.node, ", ".join(w.queues), w.slots, busy[w.name])
+        WorkerView(w.name, w.node, ", ".join(w.pools), w.slots, busy[w.name])
         for w in sorted(snap.workers, key=lambda w: w.name)
     ]
 

@@ -128,7 +128,7 @@ def page_of(env: Env, snap: Snapshot, query: Query, size: int | None = None) -> 
 def pools_of(snap: Snapshot, env: Env, query: Query) -> list[str]:
     """The pools the filter offers: the default one, every live worker's
     queues, and the one filtered on."""
-    pools = {env.default_pool, *(q for w in snap.workers for q in w.queues)}
+    pools = {env.default_pool, *(q for w in snap.workers for q in w.pools)}
     if query.pool:
         pools.add(query.pool)
     return sorted(pools)

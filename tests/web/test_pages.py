@@ -391,3 +391,16 @@ def test_the_overview_says_when_the_leading_beat_serves_another_store(
     )
     page = html.unescape(site.get("/").body)
     assert "data-leader-warning>the leading beat (other-host/9) serves another" in page
+
+
+def test_a_workers_own_direct_queue_is_no_pool(web: WebWorld) -> None:
+    """Beat sends runs to ``w1@node1.dq2`` (Celery's worker_direct): it is
+    not a pool a schedule can name, so neither the filter nor the workers
+    table offers it."""
+    web.sync(spec("etl.a"), at=now())
+    web.register_worker("w1@node1", queues=("celery", "reports", "w1@node1.dq2"))
+    site = web.serve()
+    schedules = site.get("/schedules").body
+    assert "<option >reports" in schedules, schedules
+    assert "w1@node1.dq2" not in schedules
+    assert "w1@node1.dq2" not in site.get("/").body
