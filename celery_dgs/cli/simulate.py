@@ -375,7 +375,7 @@ def _find(
             )
             click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
     else:
-        kept = counted(search.slots, "slot", "slots")
+        kept = counted(search.slots, "slot")
         verb = "keeps" if search.slots == 1 else "keep"
         click.echo(f"{policy}: {kept} {verb} every schedule out of ERROR after warm-up")
         sample = built.sample
