@@ -55,7 +55,7 @@ def test_status_shows_the_kept_condition_change_with_the_runs(cluster_factory: A
     kept = store.kept_times("e2e.p10")
     assert kept == kept_times(stored.spec, stored.stats, datetime.now(timezone.utc))
     assert kept.condition.error_at == datetime.fromisoformat(row["error_at"])
-    assert "1 schedules (0 ERROR, 0 WARNING, 1 OK)" in head(cluster, "e2e.p10")
+    assert "1 schedule (0 ERROR, 0 WARNING, 1 OK)" in head(cluster, "e2e.p10")
 
     # The failing one is counted and listed in ERROR, filtered in the store.
     code, errors = status(cluster, "--condition", "ERROR")
