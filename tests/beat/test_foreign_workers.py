@@ -16,10 +16,10 @@ KEYS = KeySpace("fw")
 
 
 def worker(name: str, store: str | None) -> WorkerInfo:
+    node = name.split("@")[1]
     return WorkerInfo(
-        name=name, node=name.split("@")[1], queues=("celery",), slots=2, pool="solo", pid=1,
-        store=store,
-    )  # fmt: skip
+        name=name, node=node, queues=("celery",), slots=2, pool="solo", pid=1, store=store
+    )
 
 
 def test_the_registration_keeps_the_store_and_beat_leaves_the_others_out(
