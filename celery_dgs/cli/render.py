@@ -173,8 +173,9 @@ def _running(lease: LeaseInfo | None, now: datetime, ping_timeout: float | None)
         extra.append(percent(lease.progress))
     if lease.cancel_requested:
         extra.append("cancelling")
-    if ping_timeout is not None and ping_age(lease, now) > ping_timeout:
-        extra.append(f"silent {duration(ping_age(lease, now))}")
+    silent = ping_age(lease, now)
+    if ping_timeout is not None and silent > ping_timeout:
+        extra.append(f"silent {duration(silent)}")
     return f"{lease.owner_name} ({', '.join(extra)})"
 
 

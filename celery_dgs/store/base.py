@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
+from itertools import islice
 
 from ..core.checks import ON_EXISTS_KEEP
 from ..core.items import ItemCounts
@@ -362,12 +363,12 @@ class ScheduleStore(WindowReads, ABC):
     def granted_tokens(self, limit: int) -> dict[str, int]:
         """Up to ``limit`` schedules that were granted a lease, with the token
         recorded (any ones: a sample to compare with Redis's counters)."""
-        granted = {
-            s.name: s.current_token
+        granted = (
+            (s.name, s.current_token)
             for s in self.list_schedules(include_inactive=True)
             if s.current_token
-        }
-        return dict(list(granted.items())[:limit])
+        )
+        return dict(islice(granted, limit))
 
     @abstractmethod
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:

@@ -187,8 +187,11 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         return self._store_id
 
     def stored_store_id(self) -> str | None:
-        """One primary-key read (none written: ``None``)."""
-        return self._store_id or read_store_id(self.engine)
+        """One primary-key read until an id is found (``None``: none written);
+        a found id is kept, as it never changes."""
+        if self._store_id is None:
+            self._store_id = read_store_id(self.engine)
+        return self._store_id
 
     def stored_ladder_fingerprint(self) -> str | None:
         """The retry ladder's fingerprint in ``dgs_kept_settings`` (a
