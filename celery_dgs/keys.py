@@ -11,12 +11,16 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
     P:dispatches           zset   schedule -> expires_at (ms): the dispatch index
     P:worker:<name>        hash   a registered worker (expires with its TTL)
     P:workers              zset   worker name -> expires_at (ms): the worker index
+    P:workers:gen          string worker generation: bumped when a worker registers,
+                                  deregisters or expires (beat re-reads the workers)
     P:leader:<role>        hash   a leader lease (role ``beat``: the dispatching beat)
     P:leader_token:<role>  string the leader's fencing-token counter (INCR), never deleted
     P:epoch                hash   run_id of the Redis server last seen by a lease
                                   grant, and since when (ms); see acquire.lua
     P:beat:wake            list   a worker's "a slot is free" signals to the leading
-                                  beat (celery_dgs/wake.py)
+                                  beat (celery_dgs/wake.py): at most
+                                  BEAT_WAKE_MAX_SIGNALS, expiring BEAT_WAKE_TTL_MS
+                                  after the last push
     P:beat:pace            string the leading beat's dispatch pace over the last
                                   minute, JSON (celery_dgs/beat_pace.py)
     P:beat:overload        string what the leading beat's fewest_errors order makes
@@ -39,6 +43,11 @@ from :meth:`celery_dgs.settings.DgsSettings.keyspace`.
 from __future__ import annotations
 
 DEFAULT_PREFIX = "dgs"
+
+#: Signals kept in the ``P:beat:wake`` list (more add nothing: one wake is enough).
+BEAT_WAKE_MAX_SIGNALS = 16
+#: The ``P:beat:wake`` list expires this long after the last push (ms).
+BEAT_WAKE_TTL_MS = 60_000
 
 _GLOB_SPECIALS = "*?[]\\"
 
@@ -112,6 +121,10 @@ class KeySpace:
 
     def worker_index(self) -> str:
         return f"{self._base}:workers"
+
+    def worker_generation(self) -> str:
+        """Bumped by the registry scripts when the set of workers changes."""
+        return f"{self.worker_index()}:gen"
 
     def epoch(self) -> str:
         """The Redis ``run_id`` last seen by a grant: it vanishes with the data."""

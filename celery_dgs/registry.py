@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 
 import redis
 
-from .errors import LeaseError
 from .keys import KeySpace
 from .leases.codec import (
     HashReader,
@@ -214,14 +213,8 @@ class WorkerRegistry(RegistryBackend):
 
     def deregister(self, name: str) -> bool:
         """Remove the registration (worker shutdown). True if it was there."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self.keys.worker(name))
-        pipe.zrem(self.keys.worker_index(), name)
-        try:
-            deleted, _ = pipe.execute()
-        except redis.RedisError as exc:
-            raise LeaseError(f"deregistering worker {name!r} failed: {exc}") from exc
-        return bool(deleted)
+        keys = [self.keys.worker(name), self.keys.worker_index()]
+        return bool(int(self._call("worker_deregister.lua", keys, [name])[0]))
 
     def live_workers(self) -> list[WorkerInfo]:
         """Registrations not yet expired (expired ones are removed); foreign data is logged."""

@@ -2,18 +2,21 @@
 
 Beat sleeps between rounds until its next start time, capped by
 ``dgs_store_poll_interval``. A slot freed by a short run would wait out that
-sleep. Instead, a worker pushes a signal to one Redis list after it releases
-a run's lease (and when it registers), and the leading beat waits on the list
-with ``BLPOP`` for at most its sleep: the next round starts within
-milliseconds of the signal. The round reads the leases and the store as
-always; the signal carries nothing but "look now".
+sleep. Instead, workers push a signal to one Redis list and the leading beat
+waits on the list with ``BLPOP`` for at most its sleep: the next round
+starts within milliseconds of the signal. The round reads the leases and the
+store as always; the signal carries nothing but "look now".
+
+The lease release pushes it in the same call as the release itself
+(``release.lua``), after the run's outcome is stored. :meth:`BeatWake.notify`
+pushes it when a worker registers, and when a run's lease was taken over.
 
 Layout: ``KeySpace.beat_wake()``, a list of at most :data:`MAX_SIGNALS`
 entries that expires :data:`SIGNAL_TTL_MS` after the last push (no beat
 waiting: nothing piles up). After a wake, beat deletes the rest, so a burst of
 run ends during one round costs one more round, not one per run. A signal
-deleted that way is never lost work: every signal is pushed after its run's
-release, so the round that follows the wake sees that release.
+deleted that way is never lost work: every signal is pushed with (or after)
+the change it announces, so the round that follows the wake sees it.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from collections.abc import Callable
 
 import redis
 
-from .keys import KeySpace
+from .keys import BEAT_WAKE_MAX_SIGNALS, BEAT_WAKE_TTL_MS, KeySpace
 
 logger = logging.getLogger(__name__)
 
 #: Signals kept in the list (more add nothing: one wake is enough).
-MAX_SIGNALS = 16
+MAX_SIGNALS = BEAT_WAKE_MAX_SIGNALS
 #: The list expires this long after the last push.
-SIGNAL_TTL_MS = 60_000
+SIGNAL_TTL_MS = BEAT_WAKE_TTL_MS
 #: Shortest wait worth a ``BLPOP`` (Redis reads a timeout of 0 as "forever").
 MIN_WAIT_S = 0.002
 

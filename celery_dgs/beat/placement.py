@@ -1,7 +1,8 @@
 """Beat's side of placement: a round's free slots per worker, and the
 look-ahead admission of the schedules it chooses.
 
-The slots are the live workers' (less the stalled ones, and another
+The slots are the live workers' (read again only when they may have
+changed: :mod:`.live_workers`; less the stalled ones, and another
 store's: :mod:`.foreign_workers`), less their running
 leases and pending dispatches; with no worker registered, ``dgs_capacity``
 slots on a pseudo-worker that takes every queue.
@@ -20,6 +21,7 @@ from ..leases.types import BeatView
 from ..registry import RegistryBackend, WorkerInfo
 from ..settings import DgsSettings
 from .foreign_workers import ForeignWorkers
+from .live_workers import LiveWorkers
 from .lookahead import BeatLookahead
 from .stalled import StalledWorkers
 from .state import BeatState
@@ -43,6 +45,8 @@ class BeatPlacement:
         self.stalled = StalledWorkers()
         #: Workers of another store (``store``: this one's id): never placed on.
         self.foreign = ForeignWorkers(store, settings.key_prefix)
+        #: The registry's workers, read again only when they may have changed.
+        self.live = LiveWorkers(registry)
 
     def placement(self, view: BeatView) -> Placement:
         """The round's free slots per worker; records ``live_slots`` in the state.
@@ -52,7 +56,7 @@ class BeatPlacement:
         the new instance's slots, and are taken over as a dead owner's."""
         state, running_by_worker = self.state, view.running_by_worker
         workers = self.stalled.placeable(
-            self.foreign.own(self.registry.live_workers()),
+            self.foreign.own(self.live.at(view, fresh=bool(view.stale_workers or self.stalled))),
             view.stale_workers,
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),

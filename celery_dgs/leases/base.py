@@ -75,7 +75,8 @@ class LeaseBackend(ABC):
 
     @abstractmethod
     def release(self, schedule: str, owner_tag: str) -> bool:
-        """The run ended: delete the lease if ``owner_tag`` holds it. False if not the owner."""
+        """The run ended (its outcome written): delete the lease if ``owner_tag``
+        holds it, and signal the leading beat. False if not the owner."""
 
     def yield_lease(self, schedule: str, owner_tag: str) -> bool:
         """Warm shutdown: free the lease at once for another worker. False if not

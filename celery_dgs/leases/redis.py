@@ -18,7 +18,7 @@ from typing import Any, cast
 import redis
 
 from ..errors import LeaseError, MalformedDataError
-from ..keys import KeySpace
+from ..keys import BEAT_WAKE_MAX_SIGNALS, BEAT_WAKE_TTL_MS, KeySpace
 from .base import LeaseBackend
 from .codec import hash_reply, ms_to_datetime, pairs, seconds_to_ms, text
 from .lua import SCRIPTS, call_script
@@ -191,9 +191,18 @@ class RedisLeases(LeaseBackend):
         return PingResult(status=status, now=now, token=int(reply[2]))
 
     def release(self, schedule: str, owner_tag: str) -> bool:
-        """The run ended: delete the lease if ``owner_tag`` holds it. False if not the owner."""
-        keys = [self.keys.lease(schedule), self.keys.lease_index()]
-        return bool(int(self._call("release.lua", keys, [_FMT, schedule, owner_tag])[0]))
+        """The run ended: delete the lease if ``owner_tag`` holds it, and signal
+        the leading beat (``scripts/release.lua``). False if not the owner."""
+        k = self.keys
+        keys = [k.lease(schedule), k.lease_index(), k.beat_wake()]
+        args: list[str | int | bytes] = [
+            _FMT,
+            schedule,
+            owner_tag,
+            BEAT_WAKE_MAX_SIGNALS,
+            BEAT_WAKE_TTL_MS,
+        ]
+        return bool(int(self._call("release.lua", keys, args)[0]))
 
     def request_cancel(
         self, schedule: str, *, owner_tag: str | None = None, token: int | None = None

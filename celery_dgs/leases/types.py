@@ -211,6 +211,9 @@ class BeatView:
     dispatch_names: frozenset[str] | None
     #: Whether every owner was read this round (the lease generation changed).
     owners_read: bool
+    #: The worker generation (bumped when a worker registers, deregisters or
+    #: expires); ``""`` when unknown: the live workers must be read.
+    worker_generation: str = ""
 
     def running_pinged_before(self, worker: str, before: datetime) -> int:
         """How many of ``worker``'s running leases (not takeable) were last

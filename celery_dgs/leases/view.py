@@ -93,7 +93,13 @@ class BeatViewReader(BeatViewSource):
             SCRIPTS,
             self.client,
             "beat_view.lua",
-            [k.lease_index(), k.dispatch_index(), k.lease_generation(), k.epoch()],
+            [
+                k.lease_index(),
+                k.dispatch_index(),
+                k.lease_generation(),
+                k.epoch(),
+                k.worker_generation(),
+            ],
             [
                 self._now_arg(),
                 str(LEASE_FORMAT_VERSION),
@@ -154,4 +160,5 @@ class BeatViewReader(BeatViewSource):
             dispatch_count=count,
             dispatch_names=names,
             owners_read=owners_read,
+            worker_generation=text(reply[9]),
         )

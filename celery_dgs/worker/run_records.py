@@ -210,13 +210,13 @@ def finish_run(
             run_id,
             schedule,
         )
-    try:
-        if outcome not in ("stolen", "self_fenced"):
-            rt.leases.release(schedule, run_id)
-    except Exception as exc:
-        log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
-    if outcome != "self_fenced":
-        rt.wake.notify()  # after the release: the round it starts sees the slot free
+    if outcome == "stolen":  # the lease is the new owner's; this slot is free
+        rt.wake.notify()
+    elif outcome != "self_fenced":
+        try:
+            rt.leases.release(schedule, run_id)  # signals the leading beat
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
     _log_end(run_id, schedule, outcome, error, items)
     if outcome in FAILURE_OUTCOMES:  # its kept next start waits this worker's retry step
         check_after_failure(rt)

@@ -9,6 +9,7 @@ import redis
 
 from celery_dgs.embedded import RedisServerProcess
 from celery_dgs.keys import KeySpace
+from celery_dgs.leases import RedisLeases
 from celery_dgs.wake import MAX_SIGNALS, SIGNAL_TTL_MS, BeatWake
 
 
@@ -73,3 +74,17 @@ def test_redis_down_turns_the_wait_into_a_sleep_and_the_signal_into_nothing(
     assert wake.wait(0.4) is False
     assert 0.35 <= time.monotonic() - start < 3.0
     client.close()
+
+
+def test_a_release_signals_beat_in_the_same_call_owner_or_not(
+    client: redis.Redis, keys: KeySpace
+) -> None:
+    leases = RedisLeases(client, keys, ping_timeout=1, steal_delay=1)
+    assert leases.acquire("a1", owner_node="n", owner_name="w@n", owner_tag="t1").granted
+    assert client.llen(keys.beat_wake()) == 0  # a grant frees no slot
+    assert leases.release("a1", "t1") is True
+    assert client.llen(keys.beat_wake()) == 1
+    assert 0 < client.pttl(keys.beat_wake()) <= SIGNAL_TTL_MS
+    assert leases.release("a1", "t1") is False  # already released: its slot is free anyway
+    assert client.llen(keys.beat_wake()) == 2
+    assert BeatWake(client, keys).wait(1.0) is True

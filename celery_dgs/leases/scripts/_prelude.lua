@@ -50,20 +50,27 @@ local function dgs_read(key, format)
   return map, flat, nil
 end
 
--- Which leases exist, or who owns one, changed (granted, taken over, released,
--- dropped): bump the lease generation that beat_view.lua compares, so beat
--- re-reads the owners only after a change. Key: the lease index's name ..
--- ":gen" (KeySpace.lease_generation()). A new counter starts at the server's
--- time in microseconds, so a counter lost with the data does not count up to
--- a value a beat remembers. Foreign data there is left alone (beat then reads
--- every lease each round).
-local function dgs_leases_changed(index)
+-- The members of `index` changed: bump its generation, `index` .. ":gen", that
+-- beat_view.lua returns, so beat re-reads only after a change. For the lease
+-- index (KeySpace.lease_generation()): a lease granted, taken over, released
+-- or dropped; for the worker index
+-- (KeySpace.worker_generation()): a worker registered, deregistered or
+-- expired. A new counter starts at the server's time in microseconds, so a
+-- counter lost with the data does not count up to a value a beat remembers.
+-- Foreign data there is left alone (beat then reads every lease, or every
+-- worker, each round).
+local function dgs_index_changed(index)
   local gen = index .. ":gen"
   if redis.call("EXISTS", gen) == 0 then
     local t = redis.call("TIME")
     redis.call("SET", gen, t[1] .. string.format("%06d", tonumber(t[2])))
   end
   redis.pcall("INCR", gen)
+end
+
+-- The lease index changed (see dgs_index_changed).
+local function dgs_leases_changed(index)
+  dgs_index_changed(index)
 end
 
 -- The restart epoch: when this Redis server was first seen by a celery-dgs
@@ -99,4 +106,15 @@ local function dgs_next_token(counter_key, floor)
     redis.call("SET", counter_key, dgs_int(token))
   end
   return token, nil
+end
+
+-- Signal the leading beat that a slot is free (celery_dgs/wake.py): push to
+-- the wake list, keep at most `max_signals`, expire it `ttl_ms` after this push.
+local function dgs_wake(key, max_signals, ttl_ms)
+  if dgs_wrong_type(key, "list") then
+    return
+  end
+  redis.call("LPUSH", key, "1")
+  redis.call("LTRIM", key, 0, tonumber(max_signals) - 1)
+  redis.call("PEXPIRE", key, tonumber(ttl_ms))
 end

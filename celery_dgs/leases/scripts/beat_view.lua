@@ -13,6 +13,8 @@
 --   noted each round, so after a Redis restart the grace starts at beat's
 --   first round, not at the first acquire (which waits for a worker's broker
 --   connection to come back); left alone if it is foreign data
+-- KEYS[5] worker generation (KeySpace.worker_generation()): returned, so beat
+--   re-reads the live workers only after a change
 -- ARGV[1] now override ms or ""   ARGV[2] lease format version
 -- ARGV[3] lease key prefix (KeySpace.lease_prefix(); lease key = prefix .. schedule)
 -- ARGV[4] ping_timeout ms         ARGV[5] steal_delay ms
@@ -25,7 +27,7 @@
 -- ARGV[8] run_id override or "" (tests; production reads INFO server)
 --
 -- Returns {now, takeable, marked, malformed, stale, generation, owners,
---          dispatch_count, dispatch_names}:
+--          dispatch_count, dispatch_names, worker_generation}:
 --   takeable, marked  lists of schedules (see dgs_sweep)
 --   malformed     flat {schedule, reason, ...} of the leases read this call
 --                 whose data is foreign
@@ -41,6 +43,7 @@
 --                 sent: {} and the generation equals ARGV[7].
 --   dispatch_count  ZCARD of the dispatch index
 --   dispatch_names  its members when read (see ARGV[6]), else {}
+--   worker_generation  KEYS[5]'s value ("" if absent or foreign data)
 -- or {"MALFORMED", key, reason} when an index itself is foreign data.
 
 -- The steal sweep. On every lease of the index whose
@@ -112,11 +115,14 @@ for i = 1, #visited, 4 do
   end
 end
 
-local got_gen = redis.pcall("GET", KEYS[3])
-local generation = ""
-if type(got_gen) == "string" and tonumber(got_gen) then
-  generation = got_gen
+local function dgs_generation(key)
+  local got = redis.pcall("GET", key)
+  if type(got) == "string" and tonumber(got) then
+    return got
+  end
+  return ""
 end
+local generation = dgs_generation(KEYS[3])
 
 local owners = {}
 if ARGV[7] == "" or generation == "" or generation ~= ARGV[7] then
@@ -160,4 +166,4 @@ if ARGV[6] == "" or tonumber(ARGV[6]) ~= dispatch_count then
   dispatch_names = redis.call("ZRANGE", KEYS[2], 0, -1)
 end
 return {now, takeable, marked, malformed, stale, generation, owners, dispatch_count,
-  dispatch_names}
+  dispatch_names, dgs_generation(KEYS[5])}

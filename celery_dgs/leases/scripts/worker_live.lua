@@ -5,19 +5,24 @@
 --   (KeySpace.worker_prefix(); worker key = prefix .. name)
 --
 -- Returns {now, {name, flat_hash_or_error, ...}}, or {"MALFORMED", key, reason}.
+-- Dropping a registration bumps the worker generation (dgs_index_changed).
 
 local now = dgs_now(ARGV[1])
 local wrong = dgs_wrong_type(KEYS[1], "zset")
 if wrong then
   return {"MALFORMED", KEYS[1], wrong}
 end
-for _, name in ipairs(redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", dgs_int(now))) do
+local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", dgs_int(now))
+for _, name in ipairs(expired) do
   local key = ARGV[2] .. name
   if redis.call("TYPE", key)["ok"] == "hash" then
     redis.call("DEL", key)
   end
 end
-redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", dgs_int(now))
+if #expired > 0 then
+  redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", dgs_int(now))
+  dgs_index_changed(KEYS[1])
+end
 local out = {}
 for _, name in ipairs(redis.call("ZRANGE", KEYS[1], 0, -1)) do
   local key = ARGV[2] .. name
@@ -29,6 +34,7 @@ for _, name in ipairs(redis.call("ZRANGE", KEYS[1], 0, -1)) do
     local flat = redis.call("HGETALL", key)
     if #flat == 0 then
       redis.call("ZREM", KEYS[1], name)
+      dgs_index_changed(KEYS[1])
     else
       table.insert(out, name)
       table.insert(out, flat)

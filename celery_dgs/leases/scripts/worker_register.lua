@@ -14,6 +14,7 @@
 -- otherwise (a restart under the same name, or none there) it is now.
 --
 -- The hash also gets a Redis TTL, so a dead worker's hash disappears by itself.
+-- The worker generation is bumped (_prelude.lua: dgs_index_changed).
 -- Returns {started_at, expires_at, registered_at}, or {"MALFORMED", key, reason}.
 
 local now = dgs_now(ARGV[1])
@@ -41,4 +42,5 @@ redis.call("HSET", KEYS[1],
   "expires_at", dgs_int(expires), "store", ARGV[11] or "")
 redis.call("PEXPIRE", KEYS[1], dgs_int(ttl))
 redis.call("ZADD", KEYS[2], dgs_int(expires), ARGV[4])
+dgs_index_changed(KEYS[2])
 return {started, expires, registered}
