@@ -7,6 +7,8 @@ as soon as its run ends), served by a real ``celery beat`` and one real
 server and a SQLite store. The processes run the end-to-end tests' project
 (``tests/e2e/proj.py``, through :class:`tests.e2e.harness.Cluster`): each run
 appends its start and its end to a Redis list, read after the measurement.
+``--postgres``: the store on a PostgreSQL server of its own instead of SQLite
+(a fresh database each repetition).
 
 Each repetition starts from an empty server and store, waits until the first
 runs went through the worker, then counts the runs that end within
@@ -43,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from celery_dgs.beat.scheduler import DeadlineScheduler
+from tests.support.postgres import PostgresServer, postgres_available
 
 from .common import log, median
 from .fleet_scale import Line, lines_table, verdict
@@ -215,7 +219,13 @@ def idle_stages(
     return out
 
 
-def measure_once(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> Measured:
+def measure_once(
+    redis_url: str,
+    opts: argparse.Namespace,
+    *,
+    wake: bool,
+    postgres: PostgresServer | None = None,
+) -> Measured:
     """One repetition on a fresh server and store: the module doc's figures."""
     import redis
 
@@ -232,6 +242,9 @@ def measure_once(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> Mea
         E2E_STORE_POLL=str(opts.poll),
         E2E_MAX_LOOP=str(opts.poll * 2.5),
     )
+    if postgres is not None:  # a fresh database of the server for each repetition
+        cluster.database_url = postgres.create_database(f"refill_{uuid.uuid4().hex[:12]}")
+        cluster.env["E2E_DATABASE_URL"] = cluster.database_url
     try:
         store = cluster.store()
         try:
@@ -280,11 +293,17 @@ def measure_once(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> Mea
     )
 
 
-def measure(redis_url: str, opts: argparse.Namespace, *, wake: bool) -> list[Measured]:
+def measure(
+    redis_url: str,
+    opts: argparse.Namespace,
+    *,
+    wake: bool,
+    postgres: PostgresServer | None = None,
+) -> list[Measured]:
     label = "beat waits on the freed-slot signal" if wake else "poll only (baseline)"
     out = []
     for rep in range(opts.repeats):
-        got = measure_once(redis_url, opts, wake=wake)
+        got = measure_once(redis_url, opts, wake=wake, postgres=postgres)
         log(
             f"{label}, repetition {rep + 1}/{opts.repeats}: {got.runs_per_s:.1f} runs/s "
             f"({got.runs} runs), idle median {got.idle_median_ms:.1f} ms, "
@@ -351,7 +370,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--smoke", action="store_true", help="a tiny size, once (seconds; the figures say little)"
     )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the store on a PostgreSQL server of its own (initdb on the path), not SQLite",
+    )
     opts = parser.parse_args(argv)
+    if opts.postgres and not postgres_available():
+        parser.error("--postgres needs initdb on the path")
     if opts.smoke:
         opts.fleet, opts.seconds, opts.warmup, opts.repeats = 40, 1.5, 0.2, 1
         opts.baseline_seconds = 1.5
@@ -364,12 +390,17 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     load = os.getloadavg()
-    with RedisServerProcess() as server:
-        dgs = measure(server.url, opts, wake=True)
-        base_opts = argparse.Namespace(**vars(opts))
-        if opts.baseline_seconds is not None:
-            base_opts.seconds = opts.baseline_seconds
-        poll = measure(server.url, base_opts, wake=False)
+    postgres = PostgresServer().start() if opts.postgres else None
+    try:
+        with RedisServerProcess() as server:
+            dgs = measure(server.url, opts, wake=True, postgres=postgres)
+            base_opts = argparse.Namespace(**vars(opts))
+            if opts.baseline_seconds is not None:
+                base_opts.seconds = opts.baseline_seconds
+            poll = measure(server.url, base_opts, wake=False, postgres=postgres)
+    finally:
+        if postgres is not None:
+            postgres.stop()
     print(
         f"\nshort runs on few slots, {os.cpu_count()} CPUs, load {load[0]:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end; {opts.repeats} repetitions of "
