@@ -9,6 +9,10 @@ from ..store.records import StoredSchedule
 from .env import Env
 from .errors import UnknownTarget
 
+#: The stored names read on each side of a misspelt one, in name order, for
+#: the names it suggests (a bounded read, whatever the fleet's size).
+NEAR_NAMES = 500
+
 
 def resolve_schedule(env: Env, name: str) -> StoredSchedule:
     """The stored schedule called ``name``; :class:`UnknownTarget` naming the
@@ -17,7 +21,7 @@ def resolve_schedule(env: Env, name: str) -> StoredSchedule:
     try:
         return store.get(name)
     except UnknownScheduleError:
-        known = [s.name for s in store.list_schedules(include_inactive=True)]
+        known = store.names_near(name, NEAR_NAMES)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         if not known:

@@ -220,6 +220,12 @@ class ScheduleStore(WindowReads, ABC):
         ``include_inactive``; only those of ``owner``
         (:data:`~celery_dgs.store.records.OWNERS`) when given."""
 
+    @abstractmethod
+    def names_near(self, name: str, limit: int) -> list[str]:
+        """At most ``limit`` stored names (any kind, active or not) on each side
+        of ``name`` in name order: the candidates for a misspelt name, read
+        along the name's index whatever the fleet's size."""
+
     # -- status reads (kept columns: celery_dgs.core.kept_condition) ----------------
     @abstractmethod
     def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:

@@ -19,6 +19,7 @@ against both), but nothing is durable and it lives in one process.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -315,6 +316,13 @@ class MemoryScheduleStore(
                 and owner in (None, rows[n].owner)
                 and rows[n].kind != "check"
             ]
+
+    def names_near(self, name: str, limit: int) -> list[str]:
+        """At most ``limit`` stored names on each side of ``name``."""
+        with self._lock:
+            names = sorted(self._rows)
+        at = bisect.bisect_left(names, name)
+        return names[max(0, at - limit) : at + limit]
 
     def set_paused(self, name: str, paused: bool) -> bool:
         """Pause (``True``) or resume a schedule. Returns True if the flag changed.

@@ -349,6 +349,15 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         with self._read() as session:
             return [stored_schedule(r) for r in session.scalars(stmt)]
 
+    def names_near(self, name: str, limit: int) -> list[str]:
+        """At most ``limit`` stored names on each side of ``name`` (two range
+        reads of the primary key)."""
+        column = ScheduleRow.name
+        after = select(column).where(column >= name).order_by(column).limit(limit)
+        before = select(column).where(column < name).order_by(column.desc()).limit(limit)
+        with self._read() as session:
+            return [*reversed(session.scalars(before).all()), *session.scalars(after)]
+
     def set_paused(self, name: str, paused: bool) -> bool:
         """Pause (``True``) or resume a schedule. Returns True if the flag changed.
         Resuming also enables a disabled adaptive schedule (True then too)."""

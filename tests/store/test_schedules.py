@@ -204,3 +204,13 @@ def test_changes_since_lists_rows_in_change_order(store: ScheduleStore) -> None:
     store.set_paused("b", False)
     store.set_paused("a", True)
     assert [r.name for r in store.changes_since(cursor)[0]] == ["c", "b", "a"]
+
+
+def test_names_near_reads_the_names_on_each_side_in_name_order(store: ScheduleStore) -> None:
+    store.sync([periodic(f"t.{c}") for c in "abcdefg"], T0)
+    store.sync([periodic(f"t.{c}") for c in "abcdef"], T0)  # t.g inactive: still a name
+    assert store.names_near("t.d", 2) == ["t.b", "t.c", "t.d", "t.e"]
+    assert store.names_near("t.dd", 2) == ["t.c", "t.d", "t.e", "t.f"]
+    assert store.names_near("a", 3) == ["t.a", "t.b", "t.c"]
+    assert store.names_near("z", 2) == ["t.f", "t.g"]
+    assert store.names_near("t.a", 100) == [f"t.{c}" for c in "abcdefg"]
