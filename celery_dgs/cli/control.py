@@ -1,23 +1,53 @@
 """State-changing commands: ``run``, ``pause``, ``resume``, ``cancel``.
 
-Each prints exactly what it changed, or that nothing changed and why
-(:mod:`celery_dgs.ops.actions`). An unknown schedule name is a usage error
-(exit status 2).
+Each takes one or more schedule names and prints, for each, exactly what it
+changed, or that nothing changed and why (:mod:`celery_dgs.ops.actions`). An
+unknown name is a usage error (exit status 2) and nothing changes; a name the
+action does not apply to (an inactive schedule) is an error line, the others
+are still acted on, and the exit status is 1.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import click
 
 from ..core.spec_values import MAX_PRIORITY, MIN_PRIORITY
 from ..ops.actions import ActionResult, cancel_run, request_run, set_paused
+from ..ops.env import Env
+from ..ops.errors import ActionRefused
+from ..ops.lookup import resolve_schedule
 from .context import get_env, wrap_errors
 
-NAME = click.argument("name")
+NAMES = click.argument("names", nargs=-1, required=True, metavar="NAME...")
+
+
+def _act(
+    ctx: click.Context, names: tuple[str, ...], action: Callable[[Env, str], ActionResult]
+) -> None:
+    """``action`` on each of ``names`` (each once, in order), once every name
+    is known; a refused one is an error line and exit status 1 at the end."""
+    env = get_env(ctx)
+    unique = list(dict.fromkeys(names))
+    for name in unique:
+        resolve_schedule(env, name)  # an unknown name: a usage error, nothing changed
+    refused = 0
+    for name in unique:
+        try:
+            result = action(env, name)
+        except ActionRefused as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+            refused += 1
+            continue
+        for line in result.lines:
+            click.echo(line)
+    if refused:
+        ctx.exit(1)
 
 
 @click.command()
-@NAME
+@NAMES
 @click.option(
     "--priority",
     type=click.IntRange(MIN_PRIORITY, MAX_PRIORITY),
@@ -27,56 +57,53 @@ NAME = click.argument("name")
 )
 @click.pass_context
 @wrap_errors
-def run(ctx: click.Context, name: str, priority: int | None) -> None:
-    """Run schedule NAME now, ahead of all scheduled work.
+def run(ctx: click.Context, names: tuple[str, ...], priority: int | None) -> None:
+    """Run each schedule NAME now, ahead of all scheduled work.
 
     Beat dispatches it at the next free worker slot of its pool. A paused
     schedule runs once it is resumed; a running one after its current run.
     With --priority P, due scheduled work of a class below P goes first.
     """
-    _echo(request_run(get_env(ctx), name, priority))
-
-
-def _echo(result: ActionResult) -> None:
-    for line in result.lines:
-        click.echo(line)
+    _act(ctx, names, lambda env, name: request_run(env, name, priority))
 
 
 @click.command()
-@NAME
+@NAMES
 @click.pass_context
 @wrap_errors
-def pause(ctx: click.Context, name: str) -> None:
-    """Stop dispatching schedule NAME (a live run is not interrupted)."""
-    _echo(set_paused(get_env(ctx), name, True))
+def pause(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Stop dispatching each schedule NAME (a live run is not interrupted)."""
+    _act(ctx, names, lambda env, name: set_paused(env, name, True))
 
 
 @click.command()
-@NAME
+@NAMES
 @click.pass_context
 @wrap_errors
-def resume(ctx: click.Context, name: str) -> None:
-    """Dispatch schedule NAME again."""
-    _echo(set_paused(get_env(ctx), name, False))
+def resume(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Dispatch each schedule NAME again."""
+    _act(ctx, names, lambda env, name: set_paused(env, name, False))
 
 
 @click.command()
-@NAME
+@NAMES
 @click.option(
     "--token",
     type=int,
     default=None,
-    help="Cancel only the run with this fencing token (as shown by `leases`).",
+    help="Cancel only the run with this fencing token (as shown by `leases`); one NAME.",
 )
 @click.option(
     "--run-id",
     default=None,
-    help="Cancel only the run with this run id (as shown by `leases` and `runs`).",
+    help="Cancel only the run with this run id (as shown by `leases` and `runs`); one NAME.",
 )
 @click.pass_context
 @wrap_errors
-def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None) -> None:
-    """Stop the live run of schedule NAME.
+def cancel(
+    ctx: click.Context, names: tuple[str, ...], token: int | None, run_id: str | None
+) -> None:
+    """Stop the live run of each schedule NAME.
 
     The cancel is aimed at one run: the one holding the lease when the command
     reads it (or the one named by --token / --run-id). If that run ends and a
@@ -85,4 +112,6 @@ def cancel(ctx: click.Context, name: str, token: int | None, run_id: str | None)
     the run and records it as cancelled (not a failure). The schedule is not
     paused: beat runs it again when it is due.
     """
-    _echo(cancel_run(get_env(ctx), name, token=token, run_id=run_id))
+    if (token is not None or run_id is not None) and len(set(names)) > 1:
+        raise click.UsageError("--token and --run-id name one run: give one NAME with them")
+    _act(ctx, names, lambda env, name: cancel_run(env, name, token=token, run_id=run_id))

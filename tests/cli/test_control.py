@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from celery_dgs.leases import LeaseInfo, PingStatus, RedisLeases
+from celery_dgs.store.sql import SqlScheduleStore
 from tests.cli.conftest import World, now, spec
 
 
@@ -192,3 +193,54 @@ def test_unknown_schedule_in_an_empty_store_says_how_to_fill_it(world: World) ->
     result = world.invoke("pause", "t.a")
     assert result.exit_code == 2
     assert "the store has no schedules: run `celery dgs sync` or start beat" in result.output
+
+
+def test_several_names_are_acted_on_each_and_said_each(synced: World) -> None:
+    paused = synced.invoke("pause", "t.a", "t.b", "t.a")
+    assert paused.exit_code == 0, paused.output
+    assert paused.output.splitlines() == [
+        "paused t.a (was not running); beat dispatches no new run until resumed",
+        "paused t.b (was not running); beat dispatches no new run until resumed",
+    ]
+    again = synced.invoke("resume", "t.b", "t.a")
+    assert again.exit_code == 0, again.output
+    assert [line.split(":")[0] for line in again.output.splitlines()] == [
+        "resumed t.b",
+        "resumed t.a",
+    ]
+
+
+def test_an_unknown_name_among_several_changes_nothing(synced: World) -> None:
+    result = synced.invoke("pause", "t.a", "t.c")
+    assert result.exit_code == 2
+    assert "no schedule named 't.c'" in result.output
+    assert not synced.store.get("t.a").paused
+
+
+def test_a_refused_name_among_several_is_an_error_and_the_others_are_acted_on(
+    synced: World,
+) -> None:
+    synced.sync(spec("t.b"), at=now())  # t.a is no longer declared: inactive
+    result = synced.invoke("run", "t.a", "t.b")
+    assert result.exit_code == 1
+    assert "Error: t.a is inactive" in result.output
+    assert "requested a run of t.b" in result.output
+    assert synced.store.get("t.b").run_requested_at is not None
+
+
+def test_cancel_by_token_or_run_id_takes_one_name(synced: World) -> None:
+    result = synced.invoke("cancel", "t.a", "t.b", "--token", "3")
+    assert result.exit_code == 2
+    assert "--token and --run-id name one run: give one NAME with them" in result.output
+
+
+def test_a_misspelt_name_is_matched_without_reading_every_schedule(
+    synced: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def every_row(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the suggestions read every schedule")
+
+    monkeypatch.setattr(SqlScheduleStore, "list_schedules", every_row)
+    result = synced.invoke("pause", "t.aa")
+    assert result.exit_code == 2
+    assert "no schedule named 't.aa'; did you mean t.a" in result.output
