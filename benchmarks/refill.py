@@ -8,7 +8,9 @@ server and a SQLite store. The processes run the end-to-end tests' project
 (``tests/e2e/proj.py``, through :class:`tests.e2e.harness.Cluster`): each run
 appends its start and its end to a Redis list, read after the measurement.
 ``--postgres``: the store on a PostgreSQL server of its own instead of SQLite
-(a fresh database each repetition).
+(a fresh database each repetition). ``--no-ack-emulation``: kombu's Redis
+transport without its ack emulation (no unacked-message bookkeeping in Redis
+per message; see docs/operations.md).
 
 Each repetition starts from an empty server and store, waits until the first
 runs went through the worker, then counts the runs that end within
@@ -241,6 +243,7 @@ def measure_once(
         ["scrape"],
         E2E_STORE_POLL=str(opts.poll),
         E2E_MAX_LOOP=str(opts.poll * 2.5),
+        E2E_ACK_EMULATION="0" if opts.no_ack_emulation else "1",
     )
     if postgres is not None:  # a fresh database of the server for each repetition
         cluster.database_url = postgres.create_database(f"refill_{uuid.uuid4().hex[:12]}")
@@ -374,6 +377,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--postgres",
         action="store_true",
         help="the store on a PostgreSQL server of its own (initdb on the path), not SQLite",
+    )
+    parser.add_argument(
+        "--no-ack-emulation",
+        action="store_true",
+        help="kombu's Redis transport without ack emulation "
+        "(broker_transport_options ack_emulation=False)",
     )
     opts = parser.parse_args(argv)
     if opts.postgres and not postgres_available():

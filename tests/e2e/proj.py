@@ -64,6 +64,8 @@ if os.environ.get("E2E_ACKS_LATE") == "1":  # the broker-redelivery test
     }
 # Relative-laxity floor (tests/e2e/test_laxity_e2e.py); "none": plain deadline
 # order. Unset: the product's default.
+if os.environ.get("E2E_ACK_EMULATION") == "0":  # benchmarks/refill.py --no-ack-emulation
+    app.conf.broker_transport_options = {"ack_emulation": False}
 if "E2E_LAXITY_FLOOR" in os.environ:
     _floor = os.environ["E2E_LAXITY_FLOOR"]
     app.conf.dgs_laxity_floor = None if _floor.lower() == "none" else float(_floor)
