@@ -10,6 +10,7 @@ import redis
 from celery_dgs.beat.live_workers import LiveWorkers
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import RedisLeases
+from celery_dgs.leases.base import BeatViewSource
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from tests.leases.helpers import MsClock
 
@@ -35,12 +36,20 @@ class Mono:
         return self.t
 
 
-def test_the_workers_are_read_again_only_after_a_change(client: redis.Redis) -> None:
+def pinned(
+    client: redis.Redis,
+) -> tuple[MsClock, Mono, CountingRegistry, BeatViewSource, LiveWorkers]:
+    """A registry and a lease view on one pinned Redis clock, and the cache
+    (its age on its own monotonic clock, at most 5 s)."""
     clock, mono = MsClock(), Mono()
     registry = CountingRegistry(client, KEYS, ttl=10, clock_ms=clock)
     leases = RedisLeases(client, KEYS, ping_timeout=1, steal_delay=1, clock_ms=clock)
-    view = leases.beat_view_reader()
     live = LiveWorkers(registry, max_age_s=5.0, monotonic=mono)
+    return clock, mono, registry, leases.beat_view_reader(), live
+
+
+def test_the_workers_are_read_again_only_after_a_change(client: redis.Redis) -> None:
+    clock, _, registry, view, live = pinned(client)
 
     registry.register(worker("w1@n"))
     assert [w.name for w in live.at(view.read())] == ["w1@n"]
@@ -72,11 +81,7 @@ def test_the_workers_are_read_again_only_after_a_change(client: redis.Redis) -> 
 def test_a_heartbeat_keeps_the_worker_after_its_first_expiry_and_age_bounds_the_cache(
     client: redis.Redis,
 ) -> None:
-    clock, mono = MsClock(), Mono()
-    registry = CountingRegistry(client, KEYS, ttl=10, clock_ms=clock)
-    leases = RedisLeases(client, KEYS, ping_timeout=1, steal_delay=1, clock_ms=clock)
-    view = leases.beat_view_reader()
-    live = LiveWorkers(registry, max_age_s=5.0, monotonic=mono)
+    clock, mono, registry, view, live = pinned(client)
     registry.register(worker("w1@n"))
     live.at(view.read())
     clock.advance(6_000)
