@@ -220,7 +220,14 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="jsonl (JSON lines) or csv, as `import` reads them.",
+)
 @click.option(
     "--output",
     "-o",

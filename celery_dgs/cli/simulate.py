@@ -200,6 +200,8 @@ MAX_SLOTS = 10_000_000
     type=click.IntRange(1, MAX_SLOTS),
     default=DEFAULT_SLOTS_PER_WORKER,
     show_default=True,
+    help="the slots of one simulated worker: --slots (and a generated workload's "
+    "slots) is split into workers of this many",
 )
 @click.option(
     "--load", type=float, default=0.9, show_default=True, help="generated: demand / capacity"
