@@ -19,7 +19,7 @@ from ..leases.leader import LeaderInfo
 from ..ops.checks import PastWithin, checks_past_within
 from ..ops.leader import (
     foreign_leader_of,
-    foreign_workers_of,
+    foreign_workers_note,
     leader_json,
     overload_text,
     pace_text,
@@ -146,7 +146,7 @@ def status(
         pace, overload = read_pace(env), read_overload(env)
         grace = read_restart_grace(env)
         foreign = foreign_leader_of(env, leader)  # another project's beat leads
-        strangers = foreign_workers_of(env, page.workers)  # another project's workers
+        strangers = foreign_workers_note(env, page.live.foreign_workers)  # another project's
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         error = page.any_error or bool(past)

@@ -6,6 +6,7 @@ beat is running)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -35,14 +36,22 @@ def foreign_leader_of(env: Env, info: LeaderInfo | None) -> str | None:
     return foreign_leader(info, store, env.settings.key_prefix)
 
 
-def foreign_workers_of(env: Env, workers: list[WorkerInfo]) -> str | None:
-    """What to tell about the live workers that serve another store, or
-    ``None``; reads this store's id only when a worker names a store."""
+def split_foreign_workers(
+    env: Env, workers: list[WorkerInfo]
+) -> tuple[list[WorkerInfo], list[WorkerInfo]]:
+    """``workers`` as this store's and another store's (two projects on one
+    key prefix: beat places nothing on the others); reads this store's id
+    only when a worker names a store."""
     if not any(w.store for w in workers):
-        return None
+        return workers, []
     store = env.runtime.store.stored_store_id()
-    foreign = [w for w in workers if serves_another_store(w, store)]
-    return foreign_workers_text(foreign, env.settings.key_prefix) if foreign else None
+    own = [w for w in workers if not serves_another_store(w, store)]
+    return own, [w for w in workers if serves_another_store(w, store)]
+
+
+def foreign_workers_note(env: Env, foreign: Sequence[WorkerInfo]) -> str | None:
+    """What to tell about the live workers that serve another store, or ``None``."""
+    return foreign_workers_text(list(foreign), env.settings.key_prefix) if foreign else None
 
 
 def read_pace(env: Env) -> PaceFigures | None:

@@ -24,6 +24,7 @@ from ..status import StatusRow, build_page, build_rows, matches
 from ..store.records import StoredSchedule
 from ..store.selection import Selection
 from .env import Env, utcnow
+from .leader import split_foreign_workers
 
 #: Rows read and built together while every selected row is streamed.
 STREAM_CHUNK_ROWS = 2_000
@@ -49,6 +50,8 @@ class State:
     leases: dict[str, LeaseInfo]
     workers: list[WorkerInfo]
     now: datetime
+    #: Live workers registered for another schedule store (see :class:`Live`).
+    foreign_workers: tuple[WorkerInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,12 @@ class Live:
     """The live leases and workers (Redis), and the ``now`` of the read."""
 
     leases: dict[str, LeaseInfo]
+    #: This store's live workers (those that registered for another store
+    #: are in ``foreign_workers``: counted nowhere, as beat places nothing on them).
     workers: list[WorkerInfo]
     now: datetime
+    #: Live workers registered for another schedule store (a shared key prefix).
+    foreign_workers: tuple[WorkerInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,10 +99,12 @@ class StatusPage:
 
 
 def read_live(env: Env) -> Live:
-    """Every lease and live worker (as many as runs and workers, not schedules)."""
+    """Every lease and live worker (as many as runs and workers, not schedules);
+    another store's workers set apart."""
     rt = env.runtime
     leases = {lease.schedule: lease for lease in rt.leases.all()}
-    return Live(leases, rt.registry.live_workers(), utcnow())
+    workers, foreign = split_foreign_workers(env, rt.registry.live_workers())
+    return Live(leases, workers, utcnow(), tuple(foreign))
 
 
 def selection_of(
@@ -174,7 +183,7 @@ def _projected_page(env: Env, selection: Selection, limit: int | None) -> Status
     ]
     reasons = Counter((r.condition, r.reason) for r in kept)
     running = sum(1 for r in kept if r.running is not None)
-    live = Live(state.leases, state.workers, state.now)
+    live = Live(state.leases, state.workers, state.now, state.foreign_workers)
     rows = kept if limit is None else kept[:limit]
     return StatusPage(state.now, dict(reasons), rows, running, live, projected=True)
 
@@ -198,4 +207,4 @@ def read_state(env: Env) -> State:
         settings=env.settings,
         workers=workers,
     )
-    return State(schedules, rows, live.leases, workers, now)
+    return State(schedules, rows, live.leases, workers, now, live.foreign_workers)

@@ -621,3 +621,31 @@ def test_limit_zero_gives_the_counts_and_says_none_is_listed(world: World) -> No
     assert out[1] == "2 not listed (--limit N, a PATTERN or --condition; --json lists all)"
     assert out[2].startswith("beat leader:")
     assert world.invoke("status", "nothing").stdout.splitlines()[1] == "no schedules match"
+
+
+def test_another_stores_workers_are_not_counted_and_are_named(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """Two projects on one key prefix: the header counts this store's workers
+    (those beat places on); the others are named in a warning, with or
+    without --project."""
+    world.sync(spec("t.a"), at=now())
+    registry = WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300)
+    for name, store in (("celery@ours", world.store.store_id()), ("celery@theirs", "other")):
+        registry.register(
+            WorkerInfo(
+                name=name,
+                node=name[7:],
+                queues=("celery",),
+                slots=3,
+                pool="solo",
+                pid=1,
+                store=store,
+            )
+        )
+    for args in ((), ("--project",)):
+        out = world.invoke("status", *args).stdout
+        assert "1 live worker, 3 slots" in out, (args, out)
+        assert "WARNING 1 live worker(s) (celery@theirs) serve another schedule store" in out
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert "(celery@theirs) serve another schedule store" in doc["foreign_workers_warning"]
