@@ -294,12 +294,10 @@ class BeatEngine:
             self.loader.refresh()
             state.refresh_after_read = False
         self.pending_dispatches.settle(view.dispatch_names, mono)
+        self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
         if placement.free <= 0:
-            # Nothing can be dispatched: a schedule whose run ended stays parked
-            # until a round with a free slot (its stats are read then).
             return 0
-        self._free_parked(view, refreshed)
         limit = self.settings.max_dispatches_per_tick
         # A full window of schedules may hold none eligible while the fleet has,
         # or offer one the certainty rule cannot vouch for: read on while slots

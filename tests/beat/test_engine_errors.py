@@ -355,8 +355,8 @@ def test_a_beat_elected_again_reads_the_store_before_dispatching(
     run_once(real_store, a.leases, "t.p1", a.state.pending["t.p1"].dispatch_id)
     slots(0)
     a_mono.t += 0.1
-    a.tick()  # a round: t.p1's run ended, but no slot: it stays parked
-    assert a.state.parked == {"t.p1"}
+    a.tick()  # a round: t.p1 freed (store read), nothing parked, no slot
+    assert not a.state.parked
     b.tick()  # standby
     leader_clock.advance(3001)  # a stops; b takes over
     slots(1)
