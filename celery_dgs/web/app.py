@@ -17,6 +17,7 @@ the passwords of the configured URLs scrubbed).
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,7 @@ def create_app(
         Route("/api/overview", pages.overview_json),
         Route("/schedules", pages.schedules),
         Route("/schedule", pages.schedule),
+        Route("/schedules/{name:path}", schedule_address),
         Route("/leases", pages.leases),
         Route("/login", operator.login, methods=["GET", "POST"]),
         Route("/logout", operator.logout, methods=["POST"]),
@@ -101,6 +103,13 @@ def create_app(
     if settings.web_trusted_proxies:
         app.add_middleware(TrustedProxies, proxies=settings.web_trusted_proxies)
     return app
+
+
+def schedule_address(request: Request) -> Response:
+    """``/schedules/NAME``, the address one guesses for a schedule: its page,
+    ``/schedule?name=NAME`` (a permanent redirect)."""
+    query = urllib.parse.urlencode({"name": request.path_params["name"]})
+    return RedirectResponse(f"/schedule?{query}", status_code=301, headers=HEADERS)
 
 
 def plain_error(request: Request, exc: Exception) -> Response:

@@ -202,6 +202,12 @@ def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
     missing = site.get("/schedule?name=nope")
     assert missing.status == 404
 
+    # The address one guesses leads to the page (urllib follows the redirect).
+    guessed = site.get("/schedules/t.failed")
+    assert guessed.status == 200
+    assert 'data-reason="last_run_failed"' in guessed.body
+    assert site.get("/schedules/nope").status == 404
+
 
 def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
     from celery_dgs.core.spec_build import make_spec
