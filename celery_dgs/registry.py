@@ -102,6 +102,18 @@ def serves_another_store(worker: WorkerInfo, store: str | None) -> bool:
     return bool(worker.store) and bool(store) and worker.store != store
 
 
+def split_by_store(
+    workers: list[WorkerInfo], store: str | None
+) -> tuple[list[WorkerInfo], list[WorkerInfo]]:
+    """``workers`` as those of ``store`` (with no store named: of this one)
+    and those of another store (:func:`serves_another_store`), in one pass."""
+    own: list[WorkerInfo] = []
+    foreign: list[WorkerInfo] = []
+    for w in workers:
+        (foreign if serves_another_store(w, store) else own).append(w)
+    return own, foreign
+
+
 def foreign_workers_text(workers: list[WorkerInfo], prefix: str) -> str:
     """What an operator is told about ``workers`` (at least one)."""
     names = ", ".join(w.name for w in workers[:3]) + (", ..." if len(workers) > 3 else "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from ..registry import WorkerInfo, foreign_workers_text, serves_another_store
+from ..registry import WorkerInfo, foreign_workers_text, split_by_store
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -20,11 +20,11 @@ class ForeignWorkers:
 
     def own(self, workers: list[WorkerInfo]) -> list[WorkerInfo]:
         """``workers`` less another store's (logged once each, as an error)."""
-        foreign = [w for w in workers if serves_another_store(w, self.store)]
+        own, foreign = split_by_store(workers, self.store)
         if not foreign:
             return workers
         new = [w for w in foreign if w.name not in self._logged]
         if new:
             self._logged.update(w.name for w in new)
             logger.error("celery-dgs beat: %s", foreign_workers_text(new, self.prefix))
-        return [w for w in workers if not serves_another_store(w, self.store)]
+        return own

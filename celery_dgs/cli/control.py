@@ -30,8 +30,9 @@ def _act(
     is known; a refused one is an error line and exit status 1 at the end."""
     env = get_env(ctx)
     unique = list(dict.fromkeys(names))
-    for name in unique:
-        resolve_schedule(env, name)  # an unknown name: a usage error, nothing changed
+    if len(unique) > 1:  # one name is looked up by its action
+        for name in unique:
+            resolve_schedule(env, name)  # an unknown name: a usage error, nothing changed
     refused = 0
     for name in unique:
         try:

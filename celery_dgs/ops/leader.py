@@ -15,7 +15,7 @@ from ..core.durations import format_duration
 from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures, WindowFigures
 from ..leases.leader import LeaderInfo, RedisLeader, foreign_leader
 from ..overload_board import OverloadBoard, OverloadReport
-from ..registry import WorkerInfo, foreign_workers_text, serves_another_store
+from ..registry import WorkerInfo, foreign_workers_text, split_by_store
 from .env import Env
 from .timetext import iso
 
@@ -44,9 +44,7 @@ def split_foreign_workers(
     only when a worker names a store."""
     if not any(w.store for w in workers):
         return workers, []
-    store = env.runtime.store.stored_store_id()
-    own = [w for w in workers if not serves_another_store(w, store)]
-    return own, [w for w in workers if serves_another_store(w, store)]
+    return split_by_store(workers, env.runtime.store.stored_store_id())
 
 
 def foreign_workers_note(env: Env, foreign: Sequence[WorkerInfo]) -> str | None:
