@@ -233,6 +233,13 @@ class ScheduleStore(WindowReads, ABC):
         reason)`` at ``now``, from the kept columns (one grouped query)."""
 
     @abstractmethod
+    def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
+        """How many schedules of ``selection`` there are at ``now``, counted no
+        further than ``at_most`` (so ``min(count, at_most)``): what
+        :meth:`status_rows` would give, for a cost of at most ``at_most``
+        index entries per condition's part, whatever the fleet's size."""
+
+    @abstractmethod
     def status_rows(
         self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0
     ) -> Iterator[StoredSchedule]:

@@ -26,7 +26,8 @@ def _name_filter(selection: Selection) -> Callable[[str], bool]:
 
 
 class MemoryStatusMethods(MemoryStoreBase):
-    """``condition_counts``, ``status_rows`` and ``kept_times`` of the memory store."""
+    """``condition_counts``, ``count_selected``, ``status_rows`` and ``kept_times``
+    of the memory store."""
 
     def _selected(
         self, now: datetime, selection: Selection
@@ -63,6 +64,11 @@ class MemoryStatusMethods(MemoryStoreBase):
             key = (level.name, reason)
             counts[key] = counts.get(key, 0) + 1
         return counts
+
+    def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
+        """See :meth:`ScheduleStore.count_selected
+        <celery_dgs.store.base.ScheduleStore.count_selected>`."""
+        return min(len(self._selected(now, selection)), at_most)
 
     def status_rows(
         self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0

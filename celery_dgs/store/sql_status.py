@@ -63,7 +63,13 @@ from .records import StoredSchedule
 from .selection import LIKE_ESCAPE, Selection, like_pattern, regex_pattern, sqlite_glob
 from .sql_base import SqlStoreBase
 from .sql_status_keys import keyed, within_of
-from .sql_status_parts import STREAM_BATCH_ROWS, Within, counts_by_part, rows_by_part
+from .sql_status_parts import (
+    STREAM_BATCH_ROWS,
+    Within,
+    count_up_to,
+    counts_by_part,
+    rows_by_part,
+)
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Distinct datetimes a streaming read shares before it starts over (its
@@ -120,7 +126,8 @@ def _along(conn: Connection, selection: Selection) -> tuple[bool, Within | None]
 
 
 class StatusMethods(SqlStoreBase):
-    """``condition_counts``, ``status_rows`` and ``kept_times`` of the SQL store."""
+    """``condition_counts``, ``count_selected``, ``status_rows`` and ``kept_times``
+    of the SQL store."""
 
     def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:
         """How many selected schedules are in each (level name, reason) at ``now``."""
@@ -136,6 +143,27 @@ class StatusMethods(SqlStoreBase):
                 found = conn.execute(stmt, params)
                 return {(Level(level).name, reason or ""): n for level, reason, n in found}
             return counts_by_part(conn, params, _levels(selection), within)
+
+    def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
+        """How many schedules ``selection`` has at ``now``, at most ``at_most``:
+        each condition's parts (or the selection's one query) counted with a
+        ``LIMIT`` of what is still wanted."""
+        if at_most <= 0:
+            return 0
+        params = {"now": utc(now, "now")}
+        with connection_transaction(self.engine, write=False) as conn:
+            by_index, within = _along(conn, selection)
+            if by_index:
+                return count_up_to(conn, params, _levels(selection), at_most, within)
+            matching = (
+                select(literal_column("1"))
+                .select_from(_T)
+                .where(_where(selection, conn.dialect.name))
+                .limit(at_most)
+                .subquery()
+            )
+            counted = conn.execute(select(func.count()).select_from(matching), params)
+            return int(counted.scalar_one())
 
     def status_rows(
         self, now: datetime, selection: Selection, *, limit: int | None = None, offset: int = 0

@@ -150,6 +150,42 @@ def counts_by_part(
     return counts
 
 
+def count_up_to(
+    conn: Connection,
+    params: dict[str, Any],
+    levels: set[int],
+    at_most: int,
+    within: Within | None = None,
+) -> int:
+    """How many rows :func:`rows_by_part` gives for ``levels``, at most
+    ``at_most``: every level as one count of the selected schedules, else
+    each part of the levels, per range of the key, each with a ``LIMIT`` of
+    what is still wanted (index-only reads that stop there)."""
+    dialect = conn.dialect.name
+    ranges = [("", {})] if within is None else within.ranges()
+    also = "" if within is None else within.also_sql()
+    if levels >= {_OK, _WARNING, _ERROR}:
+        every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
+        reads = [(_from(every, dialect), "")]
+    else:
+        reads = [
+            (_from(index if within is None else within.index(index), dialect), f" AND {where}")
+            for level, _, where, index in PARTS
+            if level in levels
+        ]
+    total = 0
+    for table, where in reads:
+        for terms, keys in ranges:
+            if total >= at_most:
+                return at_most
+            sql = (
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE active AND kind <> 'check'"
+                f"{where}{terms}{also} LIMIT {at_most - total}) AS counted"
+            )
+            total += int(conn.execute(_query(sql, within), {**params, **keys}).scalar_one())
+    return min(total, at_most)
+
+
 def rows_by_part(
     conn: Connection,
     params: dict[str, Any],

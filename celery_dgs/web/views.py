@@ -63,7 +63,9 @@ class Page:
     """One page of the schedules table, read at ``now``."""
 
     rows: list[StatusRow]
-    #: How many schedules the filters select (at most :data:`MAX_PAGED_ROWS` are paged).
+    #: How many schedules the filters select (at most :data:`MAX_PAGED_ROWS` are
+    #: paged); a name, pool or task filter's is counted no further than one past
+    #: that (:attr:`exact` then false).
     total: int
     page: int
     pages: int
@@ -71,6 +73,9 @@ class Page:
     now: datetime
     #: The rows' specs by name (an adaptive schedule's interval in words).
     specs: dict[str, ScheduleSpec | None]
+
+    #: Whether ``total`` is the whole count (false: more than the pages reach).
+    exact: bool = True
 
     @property
     def capped(self) -> bool:
@@ -106,14 +111,18 @@ def page_of(env: Env, snap: Snapshot, query: Query, size: int | None = None) -> 
     ``condition`` a level name, ``pool`` exact, ``task`` a word of the task
     name. Without a name, pool or task filter the total is the snapshot's
     count (an index count, already read); with one, a count of the rows it
-    selects. The rows get ``snap``'s live runs and workers. ``size``: rows
-    a page (default :data:`PAGE_SIZE`)."""
+    selects, no further than one past the pages' reach (so a filter of a
+    huge fleet costs its page, not its whole selection). The rows get
+    ``snap``'s live runs and workers. ``size``: rows a page (default
+    :data:`PAGE_SIZE`)."""
     size = size or PAGE_SIZE
     selection = selection_of(query, env.default_pool)
     store = env.runtime.store
     now = snap.now
+    exact = True
     if selection.patterns or selection.pools or selection.task_word:
-        total = sum(store.condition_counts(now, selection).values())
+        total = store.count_selected(now, selection, MAX_PAGED_ROWS + 1)
+        exact = total <= MAX_PAGED_ROWS
     else:
         levels = set(selection.levels) or set(snap.counts)
         total = sum(n for level, n in snap.counts.items() if level in levels)
@@ -122,7 +131,7 @@ def page_of(env: Env, snap: Snapshot, query: Query, size: int | None = None) -> 
     stored = list(store.status_rows(now, selection, limit=size, offset=(page - 1) * size))
     rows = rows_of(env, stored, snap.live)
     specs = {s.name: s.spec for s in stored}
-    return Page(rows, total, page, pages, query, now, specs)
+    return Page(rows, total, page, pages, query, now, specs, exact)
 
 
 def pools_of(snap: Snapshot, env: Env, query: Query) -> list[str]:

@@ -137,3 +137,24 @@ def test_many_values_are_read_in_several_statements_merged(
         assert [r.name for r in mixed.status_rows(now, selection)] == expected
         page = mixed.status_rows(now, selection, limit=7, offset=5)
         assert [r.name for r in page] == expected[5:12]
+
+
+COUNTED = (
+    *SELECTIONS,
+    Selection(),
+    Selection(conditions=("error",)),
+    Selection(conditions=("warning", "ok")),
+    Selection(patterns=("p.scrape@*",)),
+    Selection(patterns=("c1",), conditions=("ok",)),
+    Selection(names=("p.scrape@c00", "r.index@c04", "nowhere")),
+)
+
+
+@pytest.mark.parametrize("selection", COUNTED, ids=repr)
+def test_a_bounded_count_is_the_rows_up_to_its_bound(
+    mixed: ScheduleStore, selection: Selection
+) -> None:
+    for now in LATER:
+        listed = len(list(mixed.status_rows(now, selection)))
+        for at_most in (0, 1, 3, listed, listed + 1, 1_000):
+            assert mixed.count_selected(now, selection, at_most) == min(listed, at_most), at_most

@@ -174,6 +174,12 @@ def test_a_bad_condition_is_refused_and_deep_pages_are_capped(
     assert "<b data-total>5</b>" in body
     assert "page 2 of 2" in body  # past the last page: the last one the pages reach
     assert "data-capped" in body
+    # A filter is counted no further than one past the pages' reach.
+    filtered = capped.get("/schedules?q=t.*&page=9").body
+    assert "<b data-total>more than 2</b>" in filtered
+    assert "page 2 of 2" in filtered
+    assert "data-capped" in filtered
+    assert "<b data-total>1</b>" in capped.get("/schedules?q=t.running").body
 
 
 def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
