@@ -7,7 +7,9 @@ The task names are read as distinct values of ``ix_dgs_schedules_task_kept_level
 by a loose index scan (one probe per name, in a recursive query), and the
 word is looked for in them here, case-sensitive: a fleet has few tasks for
 its schedules. With both a pool and a word, the key holding fewer schedules
-leads and the other filters the rows read along it (a look-up of each).
+leads and the other filters the rows read along it (a look-up of each);
+each key's schedules are counted no further than :data:`KEY_COUNT_BOUND`
+(past it, either key is a large read: the tasks lead).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 
 from .selection import Selection
-from .sql_status_parts import Within, count_within
+from .sql_status_parts import ALL_LEVELS, Within, count_up_to
 
 _TASK_INDEX = "ix_dgs_schedules_task_kept_level"
+#: How far each key's schedules are counted to choose the one leading.
+KEY_COUNT_BOUND = 100_000
 
 
 def task_names(conn: Connection) -> list[str]:
@@ -48,7 +52,8 @@ def keyed(selection: Selection) -> bool:
 def within_of(conn: Connection, selection: Selection) -> Within:
     """The key of a :func:`keyed` selection: its pools or its tasks (no value
     when no task contains the word); with both, the one holding fewer
-    schedules (an index-only count of each) leads, the other filters."""
+    schedules (index-only counts, each up to :data:`KEY_COUNT_BOUND`) leads,
+    the other filters."""
     pools: tuple[str | None, ...] = ()
     if selection.pools:
         pools = (*sorted(set(selection.pools)),)
@@ -59,6 +64,10 @@ def within_of(conn: Connection, selection: Selection) -> Within:
     tasks: tuple[str | None, ...] = tuple(t for t in task_names(conn) if selection.task_word in t)
     if not tasks or not pools:
         return Within("task", tasks)
-    if count_within(conn, Within("task", tasks)) <= count_within(conn, Within("pool", pools)):
+    by_task, by_pool = (
+        count_up_to(conn, {}, ALL_LEVELS, KEY_COUNT_BOUND, Within(column, values))
+        for column, values in (("task", tasks), ("pool", pools))
+    )
+    if by_task <= by_pool:
         return Within("task", tasks, ("pool", pools))
     return Within("pool", pools, ("task", tasks))

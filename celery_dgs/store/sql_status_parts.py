@@ -32,6 +32,8 @@ STREAM_BATCH_ROWS = 2_000
 SQLITE_ARMS = 400
 
 _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
+#: Every level: a read of every condition.
+ALL_LEVELS = frozenset({_OK, _WARNING, _ERROR})
 _LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
 #: Each condition's parts: its level, the rows' reason column, their range
 #: (with ``:now``) and the partial index that covers it.
@@ -153,7 +155,7 @@ def counts_by_part(
 def count_up_to(
     conn: Connection,
     params: dict[str, Any],
-    levels: set[int],
+    levels: set[int] | frozenset[int],
     at_most: int,
     within: Within | None = None,
 ) -> int:
@@ -164,7 +166,7 @@ def count_up_to(
     dialect = conn.dialect.name
     ranges = [("", {})] if within is None else within.ranges()
     also = "" if within is None else within.also_sql()
-    if levels >= {_OK, _WARNING, _ERROR}:
+    if levels >= ALL_LEVELS:
         every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
         reads = [(_from(every, dialect), "")]
     else:

@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import Connection
 
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.store import sql_status_keys
 from celery_dgs.store.selection import Selection
 from celery_dgs.store.sql import SqlScheduleStore
-from celery_dgs.store.sql_status_keys import task_names
+from celery_dgs.store.sql_status_keys import task_names, within_of
 from tests.store.conftest import T0
 from tests.support.statements import statements_sent
 
@@ -112,3 +113,25 @@ def test_the_distinct_tasks_are_read_along_the_task_index(sql_store: SqlSchedule
     with sql_store.engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE dgs_schedules")
         assert task_names(conn) == [f"p.task{i:02d}" for i in range(TASKS)]
+
+
+def test_with_a_pool_and_a_task_the_key_holding_fewer_leads(
+    sql_store: SqlScheduleStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(sql_store)
+    few_tasks = Selection(pools=("slow", "fast"), task_word="task07")  # 500 by task, 8,000 by pool
+    few_pools = Selection(pools=("gpu",), task_word="task")  # 4,000 by pool, 20,000 by task
+    with sql_store.engine.connect() as conn:
+        assert within_of(conn, few_tasks).column == "task"
+        assert within_of(conn, few_pools).column == "pool"
+        # Each key counted no further than the bound: both past it, the tasks lead.
+        monkeypatch.setattr(sql_status_keys, "KEY_COUNT_BOUND", 1_000)
+        assert within_of(conn, few_tasks).column == "task"
+        assert within_of(conn, few_pools).column == "task"
+        monkeypatch.setattr(sql_status_keys, "KEY_COUNT_BOUND", 5_000)
+        assert within_of(conn, few_pools).column == "pool"
+    every = [r.name for r in sql_store.status_rows(T0, Selection())]
+    for selection in (few_tasks, few_pools):  # the rows, whichever key leads
+        chosen = [r.name for r in sql_store.status_rows(T0, selection)]
+        assert chosen == [n for n in every if n in set(chosen)]
+        assert sql_store.count_selected(T0, selection, 10**6) == len(chosen)
