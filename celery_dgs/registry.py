@@ -11,6 +11,7 @@ seconds is no longer live. Every call is one round trip.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -63,6 +64,10 @@ class WorkerInfo(HashRecord):
     #: The id of the schedule store the worker serves (``None``: not given,
     #: or written by an older version).
     store: str | None = None
+    #: The names of the tasks the worker has (``None``: not given, or written
+    #: by an older version: taken as any task). Beat places a run only on a
+    #: worker that has its task.
+    tasks: frozenset[str] | None = None
 
     FORMAT_VERSION: ClassVar[int] = WORKER_FORMAT_VERSION
     KIND: ClassVar[str] = "worker registration"
@@ -93,7 +98,33 @@ class WorkerInfo(HashRecord):
             registered_at=r.opt_time("registered_at"),
             expires_at=r.get_time("expires_at"),
             store=r.opt_str("store"),
+            tasks=_task_names(r),
         )
+
+    def has_task(self, task: str) -> bool:
+        """Whether the worker has ``task`` (any, when it did not say)."""
+        return self.tasks is None or task in self.tasks
+
+
+def _task_names(r: HashReader) -> frozenset[str] | None:
+    """The ``tasks`` field: ``None`` when absent or empty."""
+    raw = r.opt_str("tasks")
+    if raw is None:
+        return None
+    try:
+        return _parsed_tasks(raw)
+    except ValueError as exc:
+        raise r.error(f"field 'tasks' is not a JSON list of strings: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_tasks(raw: str) -> frozenset[str]:
+    """A ``tasks`` field's names, parsed once per distinct text (workers
+    running the same code share it, and beat reads it again each second)."""
+    names = json.loads(raw)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError("not a list of strings")
+    return frozenset(names)
 
 
 def serves_another_store(worker: WorkerInfo, store: str | None) -> bool:
@@ -199,6 +230,7 @@ class WorkerRegistry(RegistryBackend):
                 info.pid,
                 started,
                 info.store or "",
+                "" if info.tasks is None else json.dumps(sorted(info.tasks)),
             ],
         )
         return WorkerInfo(
@@ -212,6 +244,7 @@ class WorkerRegistry(RegistryBackend):
             registered_at=ms_to_datetime(int(reply[2])),
             expires_at=ms_to_datetime(int(reply[1])),
             store=info.store,
+            tasks=info.tasks,
         )
 
     def heartbeat(self, name: str) -> bool:

@@ -339,7 +339,7 @@ class BeatEngine:
 
         def constraints_of(name: str) -> Constraints:
             spec = tracked[name].spec
-            return Constraints(pool=spec.pool, excluded_nodes=spec.dont_run_on_nodes)
+            return Constraints(spec.pool, spec.dont_run_on_nodes, spec.task)
 
         # The chosen schedules have left the index: their should_start_by (for the
         # dispatch's lateness) is the one re-computed when they were confirmed due.

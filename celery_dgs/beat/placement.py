@@ -78,6 +78,7 @@ class BeatPlacement:
                 w.slots
                 - _running_on(w, view, running_by_worker.get(w.name, 0))
                 - pending_by_worker.get(w.name, 0),
+                w.tasks,
             )
             for w in workers
         ]

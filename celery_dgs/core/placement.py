@@ -18,32 +18,48 @@ from .index import DeadlineIndex
 
 @dataclass(frozen=True)
 class Constraints:
-    """Where a schedule may run: its pool (queue; ``None`` = the default queue)
-    and the nodes it must not run on."""
+    """Where a schedule may run: its pool (queue; ``None`` = the default queue),
+    the nodes it must not run on, and its task (``None``: any worker has it)."""
 
     pool: str | None = None
     excluded_nodes: frozenset[str] = frozenset()
+    task: str | None = None
 
 
 def worker_allowed(
-    queue: str, excluded_nodes: Collection[str], *, name: str, node: str, queues: Collection[str]
+    queue: str,
+    excluded_nodes: Collection[str],
+    *,
+    name: str,
+    node: str,
+    queues: Collection[str],
+    task: str | None = None,
+    tasks: Collection[str] | None = None,
 ) -> bool:
-    """Whether the worker ``name`` on host ``node``, consuming ``queues``, may
-    run a schedule of the pool ``queue`` that must not run on ``excluded_nodes``:
-    it consumes the queue, and neither its node nor its name is excluded. A
+    """Whether the worker ``name`` on host ``node``, consuming ``queues`` and
+    having ``tasks`` (``None``: any), may run a schedule of the pool ``queue``
+    and the task ``task`` that must not run on ``excluded_nodes``: it consumes
+    the queue, has the task, and neither its node nor its name is excluded. A
     dispatch also needs one of its slots free."""
-    return queue in queues and node not in excluded_nodes and name not in excluded_nodes
+    return (
+        queue in queues
+        and node not in excluded_nodes
+        and name not in excluded_nodes
+        and (task is None or tasks is None or task in tasks)
+    )
 
 
 @dataclass
 class WorkerSlots:
     """A live worker: Celery node name (``celery@host``), host node, the queues it
-    consumes and how many of its slots are free right now."""
+    consumes, how many of its slots are free right now, and the tasks it has
+    (``None``: any)."""
 
     name: str
     node: str
     queues: frozenset[str]
     free: int
+    tasks: frozenset[str] | None = None
 
 
 class Placement:
@@ -70,6 +86,8 @@ class Placement:
                     name=worker.name,
                     node=worker.node,
                     queues=worker.queues,
+                    task=constraints.task,
+                    tasks=worker.tasks,
                 )
                 and (best is None or worker.free > best.free)
             ):

@@ -155,7 +155,7 @@ def holds_for(
     if spec is None:
         return tuple(holds)
     if workers is not None:
-        reason = workers.why_none(spec.pool or default_pool, spec.dont_run_on_nodes)
+        reason = workers.why_none(spec.pool or default_pool, spec.dont_run_on_nodes, spec.task)
         if reason is not None:
             holds.append(Hold(reason=HOLD_NO_WORKER, message=f"{name}: {reason}"))
     if run_requested or running:

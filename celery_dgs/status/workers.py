@@ -16,32 +16,39 @@ NO_LIVE_WORKER = "no live worker is registered (and dgs_capacity is not set)"
 
 
 class WorkerCheck:
-    """Whether any live worker can run a schedule of a pool with given excluded
-    nodes, as beat places it (:func:`~celery_dgs.core.placement.worker_allowed`,
-    and a slot). Each (pool, excluded nodes) pair is checked once: schedules
-    share a few of them."""
+    """Whether any live worker can run a schedule of a pool and a task with
+    given excluded nodes, as beat places it
+    (:func:`~celery_dgs.core.placement.worker_allowed`, and a slot). Each
+    (pool, excluded nodes, task) is checked once: schedules share a few."""
 
     def __init__(self, workers: Sequence[WorkerInfo], capacity: int | None = None) -> None:
         self.workers = list(workers)
         self.capacity = capacity
-        self._why: dict[tuple[str, frozenset[str]], str | None] = {}
+        self._why: dict[tuple[str, frozenset[str], str | None], str | None] = {}
 
-    def why_none(self, queue: str, excluded: frozenset[str]) -> str | None:
+    def why_none(self, queue: str, excluded: frozenset[str], task: str | None = None) -> str | None:
         """Why no live worker can run it, or ``None`` when one can."""
-        key = (queue, excluded)
+        key = (queue, excluded, task)
         if key not in self._why:
-            self._why[key] = self._check(queue, excluded)
+            self._why[key] = self._check(queue, excluded, task)
         return self._why[key]
 
-    def _check(self, queue: str, excluded: frozenset[str]) -> str | None:
+    def _check(self, queue: str, excluded: frozenset[str], task: str | None) -> str | None:
         workers = self.workers
         if not workers:
             if self.capacity:
                 return None  # fixed-capacity mode: beat publishes to the pool's queue
             return NO_LIVE_WORKER
         allowed = [w for w in workers if _allowed(w, queue, excluded)]
-        if any(w.slots > 0 for w in allowed):
+        having = [w for w in allowed if task is None or w.has_task(task)]
+        if any(w.slots > 0 for w in having):
             return None
+        if allowed and not having:
+            names = ", ".join(w.name for w in allowed[:3]) + (", ..." if len(allowed) > 3 else "")
+            return (
+                f"no live worker of its pool {queue!r} it may run on has its task {task!r} "
+                f"({names}: deploy the code with the task to them, or restart them)"
+            )
         if allowed:
             return f"the live workers of its pool {queue!r} it may run on have no slots"
         in_pool = [w for w in workers if _allowed(w, queue, frozenset())]

@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 from celery import signals
@@ -169,6 +170,7 @@ class _WorkerPresence:
             pid=os.getpid(),
             started_at=datetime.now(timezone.utc),
             store=_store_id(runtime_for(self.app, self.dgs.settings)),
+            tasks=_task_names(consumer, self.app),
         )
         why = self._register_once()
         if why is None:
@@ -260,6 +262,38 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
         hostname,
         capacity,
     )
+
+
+def give_back_unknown_task(
+    app: Any, dgs: DgsPlugin, consumer: Any, message: Any, task: str
+) -> None:
+    """A dispatch of a task this worker does not have (Celery discarded it as
+    unregistered): give its dispatch record back at once, so its slot is not
+    held until ``dgs_dispatch_timeout``, and record it as skipped. Beat places
+    no run on a worker whose registration lacks the task; this covers a beat
+    that does not read the tasks (an older version during a rolling upgrade),
+    which finds the slot free at its next round (not woken: it would send the
+    same dispatch straight back). Never raises."""
+    headers = getattr(message, "headers", None) or {}
+    schedule, dispatch_id = headers.get("dgs_schedule"), headers.get("dgs_dispatch_id")
+    if not schedule or not dispatch_id:
+        return  # not one of beat's dispatches
+    hostname = str(getattr(consumer, "hostname", "") or "this worker")
+    reason = f"{hostname} has no task {task!r} (discarded as unregistered)"
+    logger.error("celery-dgs: dispatch %s of %s: %s", dispatch_id, schedule, reason)
+    try:
+        rt = runtime_for(app, dgs.settings)
+        request = SimpleNamespace(dgs_dispatch_id=dispatch_id, hostname=hostname)
+        skip_dispatch(rt, str(schedule), request, reason)
+    except Exception as exc:
+        log_failure(logger, exc, "celery-dgs: giving back the dispatch of %s failed", schedule)
+
+
+def _task_names(consumer: Any, app: Any) -> frozenset[str]:
+    """The tasks this worker runs: those its consumer has a strategy for (a
+    message of any other is discarded as unregistered), else the app's."""
+    strategies = getattr(consumer, "strategies", None)
+    return frozenset(strategies if strategies else app.tasks.keys())
 
 
 def _store_id(rt: Runtime) -> str | None:
@@ -379,8 +413,13 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     def on_shutdown(sender: Any = None, **_: Any) -> None:
         presence.deregister()
 
+    def on_unknown_task(sender: Any = None, message: Any = None, name: str = "", **_: Any) -> None:
+        if ours(getattr(sender, "app", None)):
+            give_back_unknown_task(app, dgs, sender, message, name)
+
     signals.worker_init.connect(on_worker_init, weak=False)
     signals.worker_process_init.connect(on_process_init, weak=False)
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
     signals.worker_shutdown.connect(on_shutdown, weak=False)
+    signals.task_unknown.connect(on_unknown_task, weak=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -497,6 +498,18 @@ def test_the_no_worker_hold_names_its_cause(world: World) -> None:
         "t.a": ["t.a: no live worker is registered (and dgs_capacity is not set)"],
         "t.b": ["t.b: no live worker is registered (and dgs_capacity is not set)"],
     }
+    old_code = replace(worker("n1", 2, "celery"), tasks=frozenset({"t.b"}))
+    assert why(old_code, worker("n2", 2, "other")) == {
+        "t.a": [
+            "t.a: no live worker of its pool 'celery' it may run on has its task 't.a' "
+            "(celery@n1: deploy the code with the task to them, or restart them)"
+        ],
+        "t.b": [
+            "t.b: dont_run_on_nodes excludes every live worker of its pool 'celery' (nodes: n1)"
+        ],
+    }
+    # A registration that does not list its tasks (an older version's) has any.
+    assert why(worker("n2", 2, "celery"))["t.a"] == []
 
 
 def test_the_pace_line_says_when_beat_not_the_slots_limits(

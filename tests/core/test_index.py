@@ -120,6 +120,31 @@ def test_plan_routes_by_pool() -> None:
     assert sorted(plan) == [("chrome-job", "b@y"), ("light-job", "a@x")]
 
 
+def test_plan_places_a_task_only_on_a_worker_that_has_it() -> None:
+    index = DeadlineIndex()
+    for i in range(4):
+        index.upsert(f"s{i}", 0, i)
+    tasks = {"s0": "t.new", "s1": "t.old", "s2": "t.new", "s3": None}
+    placement = Placement(
+        [
+            WorkerSlots("a@x", "x", frozenset({"celery"}), 2, frozenset({"t.old"})),
+            WorkerSlots("b@y", "y", frozenset({"celery"}), 1, frozenset({"t.old", "t.new"})),
+        ],
+        default_queue="celery",
+    )
+    plan = plan_dispatches(
+        index, 0, placement, lambda name: Constraints(task=tasks[name]), limit=10
+    )
+    # s2 has no worker with a free slot left that has t.new: it stays.
+    assert plan == [("s0", "b@y"), ("s1", "a@x"), ("s3", "a@x")]
+    assert "s2" in index
+    # A worker that does not say which tasks it has takes any.
+    anyone = Placement([WorkerSlots("c@z", "z", frozenset({"celery"}), 1)], "celery")
+    assert plan_dispatches(index, 0, anyone, lambda n: Constraints(task=tasks[n]), limit=1) == [
+        ("s2", "c@z")
+    ]
+
+
 def test_index_stays_compact_under_many_updates() -> None:
     index = DeadlineIndex()
     rng = random.Random(1)

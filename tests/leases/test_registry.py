@@ -121,3 +121,23 @@ def test_registered_at_is_kept_by_the_same_instance_and_new_for_a_restart(
     assert other_pid.registered_at == ms_to_datetime(T0_MS + 300)
     clock.advance(100)
     assert registry.register(worker(pid=99)).registered_at == other_pid.registered_at
+
+
+def test_a_worker_registers_the_tasks_it_has(
+    registry: WorkerRegistry, client: redis.Redis, keys: KeySpace, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = frozenset({"proj.scrape", "proj.sync"})
+    stored = registry.register(worker("celery@new", tasks=tasks))
+    registry.register(worker("celery@old"))  # an older version's: no tasks field
+    live = {w.name: w for w in registry.live_workers()}
+    assert live["celery@new"] == stored
+    assert live["celery@new"].tasks == tasks
+    assert live["celery@new"].has_task("proj.sync")
+    assert not live["celery@new"].has_task("proj.other")
+    assert client.hget(keys.worker("celery@old"), "tasks") == b""
+    assert live["celery@old"].tasks is None
+    assert live["celery@old"].has_task("proj.other")
+    client.hset(keys.worker("celery@new"), "tasks", '{"not": "a list"}')
+    with caplog.at_level(logging.ERROR):
+        assert [w.name for w in registry.live_workers()] == ["celery@old"]
+    assert "field 'tasks' is not a JSON list of strings" in caplog.text

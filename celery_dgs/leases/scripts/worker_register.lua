@@ -7,6 +7,7 @@
 -- ARGV[8] pool   ARGV[9] pid   ARGV[10] started_at ms, or "": keep the started_at
 --   of a registration of the same pid that is still there, else now
 -- ARGV[11] store: the id of the schedule store the worker serves, or ""
+-- ARGV[12] tasks: the task names the worker has (JSON list), or "" (not given)
 --
 -- registered_at: when this instance first registered. The registration still
 -- there is the same instance when its pid is ARGV[9] and its started_at is
@@ -39,7 +40,7 @@ redis.call("HSET", KEYS[1],
   "format", ARGV[2], "name", ARGV[4], "node", ARGV[5], "queues", ARGV[6],
   "slots", ARGV[7], "pool", ARGV[8], "pid", ARGV[9],
   "started_at", dgs_int(started), "registered_at", dgs_int(registered),
-  "expires_at", dgs_int(expires), "store", ARGV[11] or "")
+  "expires_at", dgs_int(expires), "store", ARGV[11] or "", "tasks", ARGV[12] or "")
 redis.call("PEXPIRE", KEYS[1], dgs_int(ttl))
 redis.call("ZADD", KEYS[2], dgs_int(expires), ARGV[4])
 dgs_index_changed(KEYS[2])
