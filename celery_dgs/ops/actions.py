@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import redis
+
 from ..core.spec_values import AD_HOC_PRIORITY
-from ..leases.types import CancelStatus
+from ..errors import DgsError
+from ..leases.types import CancelStatus, LeaseInfo
 from .env import Env, utcnow
 from .errors import ActionRefused
 from .lookup import resolve_schedule
@@ -64,12 +67,14 @@ def request_run(env: Env, name: str, priority: int | None = None) -> ActionResul
         f"requested a run of {schedule.name} at {short_time(now)}: beat dispatches it {ahead} "
         "at the next free worker slot"
     ]
-    lease = rt.leases.get(schedule.name)
+    lease, unread = _live_lease(env, schedule.name)
     if lease is not None:
         lines.append(
             f"note: {schedule.name} is running on {lease.owner_name}; the requested run "
             "starts after that run ends"
         )
+    if unread is not None:
+        lines.append(unread)
     if schedule.paused:
         lines.append(
             f"note: {schedule.name} is paused; the requested run starts once it is resumed "
@@ -101,15 +106,25 @@ def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
             else ""
         )
         return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again{requested}",))
-    lease = rt.leases.get(schedule.name)
-    running = (
-        f"was running: {lease.owner_name} keeps its current run"
-        if lease is not None
-        else "was not running"
-    )
-    return ActionResult(
-        True, (f"paused {schedule.name} ({running}); beat dispatches no new run until resumed",)
-    )
+    lease, unread = _live_lease(env, schedule.name)
+    if unread is not None:
+        running = "whether it was running is unknown"
+    elif lease is not None:
+        running = f"was running: {lease.owner_name} keeps its current run"
+    else:
+        running = "was not running"
+    done = f"paused {schedule.name} ({running}); beat dispatches no new run until resumed"
+    return ActionResult(True, (done,) if unread is None else (done, unread))
+
+
+def _live_lease(env: Env, name: str) -> tuple[LeaseInfo | None, str | None]:
+    """The schedule's live lease, read after a change made in the store: a
+    failure to read it (Redis unreachable) is a note line, as the change is
+    made whatever Redis's state."""
+    try:
+        return env.runtime.leases.get(name), None
+    except (redis.RedisError, DgsError) as exc:
+        return None, f"note: its live run could not be read (Redis: {exc}); the change is made"
 
 
 def cancel_run(

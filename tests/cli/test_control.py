@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
+from celery_dgs.embedded import free_port
 from celery_dgs.leases import LeaseInfo, PingStatus, RedisLeases
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.cli.conftest import World, now, spec
+from tests.cli.conftest import World, make_app, now, spec
 
 
 @pytest.fixture
@@ -94,6 +96,28 @@ def test_pause_while_running_keeps_the_run(synced: World) -> None:
     lease = synced.leases.get("t.b")
     assert lease is not None
     assert not lease.cancel_requested
+
+
+def test_pause_and_run_with_redis_unreachable_say_the_change_is_made(
+    synced: World, sqlite_url: str
+) -> None:
+    # The pause and the run request are the store's; only the note on the
+    # live run reads Redis.
+    offline = replace(synced, app=make_app(sqlite_url, f"redis://127.0.0.1:{free_port()}/0"))
+    try:
+        paused = offline.invoke("pause", "t.a")
+        assert paused.exit_code == 0, paused.output
+        assert paused.stdout.startswith("paused t.a (whether it was running is unknown); ")
+        assert "note: its live run could not be read (Redis: " in paused.stdout
+        assert "the change is made" in paused.stdout
+        assert synced.store.get("t.a").paused
+        ran = offline.invoke("run", "t.b")
+        assert ran.exit_code == 0, ran.output
+        assert ran.stdout.startswith("requested a run of t.b at ")
+        assert "note: its live run could not be read (Redis: " in ran.stdout
+        assert synced.store.get("t.b").run_requested_at is not None
+    finally:
+        offline.app.close()
 
 
 def test_cancel(synced: World) -> None:
