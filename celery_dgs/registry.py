@@ -150,8 +150,11 @@ def foreign_workers_text(workers: list[WorkerInfo], prefix: str) -> str:
     names = ", ".join(w.name for w in workers[:3]) + (", ..." if len(workers) > 3 else "")
     return (
         f"{len(workers)} live worker(s) ({names}) serve another schedule store: two "
-        f"projects share this Redis database and key prefix {prefix!r}; beat places no "
-        "run on them. Give each project its own dgs_key_prefix or Redis database"
+        f"projects share this Redis database and key prefix {prefix!r}, or those workers "
+        "open another database than this process (a relative SQLite path in "
+        "dgs_database_url is read from each process's working directory); beat places no "
+        "run on them. Give each project its own dgs_key_prefix or Redis database, and "
+        "every process of a project the same dgs_database_url"
     )
 
 

@@ -78,8 +78,10 @@ def foreign_leader(info: LeaderInfo | None, store: str | None, prefix: str) -> s
         f"the leading beat ({info.owner_node}/{info.owner_pid}) serves another schedule "
         f"store: two projects share this Redis database and key prefix {prefix!r}, so "
         "their beats, workers and leases mix (this project's beat stands by, and its "
-        "workers may be sent the other's runs); give each project its own "
-        "dgs_key_prefix or Redis database"
+        "workers may be sent the other's runs), or it opens another database than this "
+        "process (a relative SQLite path in dgs_database_url is read from each process's "
+        "working directory); give each project its own dgs_key_prefix or Redis "
+        "database, and every process of a project the same dgs_database_url"
     )
 
 

@@ -40,7 +40,10 @@ def test_the_registration_keeps_the_store_and_beat_leaves_the_others_out(
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == [
         "celery-dgs beat: 1 live worker(s) (w2@theirs) serve another schedule store: two "
-        "projects share this Redis database and key prefix 'fw'; beat places no run on "
-        "them. Give each project its own dgs_key_prefix or Redis database"
+        "projects share this Redis database and key prefix 'fw', or those workers open "
+        "another database than this process (a relative SQLite path in dgs_database_url "
+        "is read from each process's working directory); beat places no run on them. "
+        "Give each project its own dgs_key_prefix or Redis database, and every process "
+        "of a project the same dgs_database_url"
     ]
     assert ForeignWorkers(None, "fw").own(registry.live_workers()) == registry.live_workers()

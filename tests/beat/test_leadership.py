@@ -288,5 +288,8 @@ def test_a_leader_serving_another_store_is_an_error_logged_once(
         "celery-dgs beat: the leading beat (a/1) serves another schedule store: two "
         "projects share this Redis database and key prefix 'ha', so their beats, workers "
         "and leases mix (this project's beat stands by, and its workers may be sent the "
-        "other's runs); give each project its own dgs_key_prefix or Redis database"
+        "other's runs), or it opens another database than this process (a relative "
+        "SQLite path in dgs_database_url is read from each process's working directory); "
+        "give each project its own dgs_key_prefix or Redis database, and every process "
+        "of a project the same dgs_database_url"
     ]
