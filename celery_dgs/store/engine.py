@@ -15,6 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -104,6 +105,8 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
             options["connect_args"] = connect_args
         return create_engine(url, **options)
     memory = parsed.database in (None, "", ":memory:")
+    if not memory and not parsed.query.get("uri"):
+        _check_sqlite_directory(url, str(parsed.database))
     connect_args = dict(options.pop("connect_args", {}))
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_S)
     if memory:
@@ -112,6 +115,21 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
     engine = create_engine(url, connect_args=connect_args, **options)
     _install_sqlite_hooks(engine, wal=not memory)
     return engine
+
+
+def _check_sqlite_directory(url: str, database: str) -> None:
+    """A :class:`~celery_dgs.errors.SettingsError` naming the directory when
+    the SQLite file's directory does not exist: SQLite creates the file, not
+    its directory, and says only "unable to open database file"."""
+    path = Path(database)
+    directory = path.parent if path.is_absolute() else (Path.cwd() / path).parent
+    if not directory.is_dir():
+        relative = "" if path.is_absolute() else f" (a relative path, read from {Path.cwd()})"
+        raise SettingsError(
+            f"dgs_database_url {masked_url(url)!r}: the directory {str(directory)!r} of the "
+            f"SQLite file does not exist{relative}; SQLite creates the file, not its "
+            "directory: create it, or give the path of an existing one"
+        )
 
 
 def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:

@@ -62,6 +62,21 @@ def test_unusable_database_urls(world: World, url: object, message: str) -> None
     assert message in assert_config_error(world, "status")
 
 
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_a_sqlite_file_in_a_missing_directory_names_the_directory(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "no" / "such"
+    path = "no/such" if relative else str(missing)
+    configure(world, dgs_database_url=f"sqlite:///{path}/dgs.sqlite3")
+    line = assert_config_error(world, "status")
+    assert f"the directory {str(missing)!r} of the SQLite file does not exist" in line
+    assert "SQLite creates the file, not its directory" in line
+    assert ("(a relative path, read from " in line) is relative
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
