@@ -105,8 +105,7 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
             options["connect_args"] = connect_args
         return create_engine(url, **options)
     memory = parsed.database in (None, "", ":memory:")
-    if not memory and not parsed.query.get("uri"):
-        _check_sqlite_directory(url, str(parsed.database))
+    check_sqlite_directory(url)
     connect_args = dict(options.pop("connect_args", {}))
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_S)
     if memory:
@@ -117,11 +116,21 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
     return engine
 
 
-def _check_sqlite_directory(url: str, database: str) -> None:
+def check_sqlite_directory(url: str) -> None:
     """A :class:`~celery_dgs.errors.SettingsError` naming the directory when
-    the SQLite file's directory does not exist: SQLite creates the file, not
-    its directory, and says only "unable to open database file"."""
-    path = Path(database)
+    ``url`` is a SQLite file's whose directory does not exist: SQLite creates
+    the file, not its directory, and says only "unable to open database
+    file". Nothing for another database, in memory, or a ``uri`` URL."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return  # make_engine says what is wrong with it
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return
+    if parsed.query.get("uri"):
+        return
+    path = Path(str(database))
     directory = path.parent if path.is_absolute() else (Path.cwd() / path).parent
     if not directory.is_dir():
         relative = "" if path.is_absolute() else f" (a relative path, read from {Path.cwd()})"

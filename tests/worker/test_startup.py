@@ -38,6 +38,17 @@ def test_an_invalid_value_is_refused_naming_the_setting(redis_url: str) -> None:
         check_before_start(app, dgs)
 
 
+def test_a_sqlite_file_in_a_missing_directory_is_refused_naming_it(
+    redis_url: str, tmp_path: Any
+) -> None:
+    missing = tmp_path / "missing"
+    app, dgs = app_with(redis_url, dgs_database_url=f"sqlite:///{missing}/dgs.sqlite3")
+    with pytest.raises(StartRefused, match="dgs_database_url") as raised:
+        check_before_start(app, dgs)
+    assert f"the directory {str(missing)!r} of the SQLite file does not exist" in str(raised.value)
+    assert not missing.exists()
+
+
 def test_a_refused_password_is_refused_naming_the_setting() -> None:
     with RedisServerProcess(password="right") as server:
         app, dgs = app_with(f"redis://:wrong@127.0.0.1:{server.port}/0")
