@@ -17,6 +17,7 @@ from ..core.condition import Level
 from ..core.pace import PaceFigures
 from ..leases.leader import LeaderInfo
 from ..ops.checks import PastWithin, checks_past_within
+from ..ops.env import Env
 from ..ops.leader import (
     foreign_leader_of,
     foreign_workers_note,
@@ -29,10 +30,12 @@ from ..ops.leader import (
 )
 from ..ops.restart import read_restart_grace, restart_json, restart_text
 from ..ops.state import StatusPage, iter_rows, read_page, selection_of
-from ..ops.timetext import iso
+from ..ops.timetext import counted, iso
 from ..overload_board import OverloadReport
 from ..status import StatusRow
 from ..store.check_types import CheckSummary
+from ..store.engine import masked_url
+from ..store.selection import Selection
 from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
@@ -167,7 +170,8 @@ def status(
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
         )
-        lines = [text, restart_text(grace), leader_text(leader, page.now, timeout)]
+        lines = [text, empty_store_text(env, selection, page.total)]
+        lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
             if warning is not None:
                 lines.append(f"{styled('WARNING', 'WARNING', color=color)} {warning}")
@@ -221,6 +225,24 @@ def json_frame(
     rows = every() if listed is None else iter(listed)
     docs = (status_row_json(r, page.now) for r in rows)
     return json_chunks(head, "schedules", docs, tail)
+
+
+def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:
+    """Where the schedules come from, when the store holds none at all (a
+    new project whose beat has not started yet); ``None`` otherwise."""
+    if total or selection.patterns or selection.conditions or selection.pools:
+        return None
+    declared = len(env.dgs.declarations.specs)
+    stored = (
+        f"beat stores the app's {counted(declared, 'declared schedule')} when it starts "
+        "(celery dgs sync stores them now); "
+        if declared
+        else ""
+    )
+    return (
+        f"the store ({masked_url(env.settings.database_url)}) holds no schedules: {stored}"
+        "runtime schedules are added with celery dgs add or import"
+    )
 
 
 def table_text(

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from celery_dgs.cli.render import status_text
+from celery_dgs.dgs import get_dgs
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.leader import RedisLeader
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
@@ -236,6 +237,27 @@ def test_empty_store(world: World, redis_client: redis.Redis) -> None:
     assert result.exit_code == 0
     assert "0 schedules" in result.stdout
     assert "no schedules match" in result.stdout
+    assert "the store (sqlite:///" in result.stdout
+    assert (
+        ") holds no schedules: runtime schedules are added with celery dgs add or import"
+        in result.stdout
+    )
+    filtered = world.invoke("status", "t.*").stdout
+    assert "no schedules match" in filtered
+    assert "holds no schedules" not in filtered, "a filter says nothing of the store"
+
+    @get_dgs(world.app).periodic(period=timedelta(hours=1))
+    @world.app.task(name="t.declared")
+    def declared() -> None:
+        pass
+
+    hinted = world.invoke("status").stdout
+    assert (
+        "holds no schedules: beat stores the app's 1 declared schedule when it starts "
+        "(celery dgs sync stores them now); runtime schedules are added" in hinted
+    )
+    world.sync(spec("t.a"), at=now())
+    assert "holds no schedules" not in world.invoke("status").stdout
 
 
 def register(client: redis.Redis, name: str, *queues: str) -> None:
