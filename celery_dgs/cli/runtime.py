@@ -9,11 +9,14 @@ beat picks the changes up at its next store poll.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
+import redis
 
 from ..core.durations import parse_duration
+from ..errors import DgsError
 from ..ops.env import Env
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
@@ -161,14 +164,32 @@ def remove(ctx: click.Context, names: tuple[str, ...]) -> None:
     usual; statistics and run history stay. Declared schedules are refused
     (remove them from the code). Exit status 1 if any was refused.
     """
-    report = _api(get_env(ctx)).remove_many(names)
+    env = get_env(ctx)
+    report = _api(env).remove_many(names)
+    live = _live_runs(env, report.removed)
     for name in report.removed:
-        click.echo(f"removed runtime schedule {name}")
+        run = live.get(name)
+        click.echo(f"removed runtime schedule {name}" + ("" if run is None else f" ({run})"))
     for name in report.absent:
         click.echo(f"{name}: no such runtime schedule (or already removed); nothing changed")
     for name in report.refused:
         click.echo(f"refused {name}: it is a declared schedule; `sync` owns it", err=True)
     ctx.exit(1 if report.refused else 0)
+
+
+def _live_runs(env: Env, names: Iterable[str]) -> dict[str, str]:
+    """What each removed schedule's live run does now (a note), by name;
+    none when the leases cannot be read (the removal is made regardless)."""
+    try:
+        leases = {name: env.runtime.leases.get(name) for name in names}
+    except (redis.RedisError, DgsError):
+        return {}
+    return {
+        name: f"its live run on {lease.owner_name} goes on to its end: celery dgs cancel "
+        f"{name} stops it"
+        for name, lease in leases.items()
+        if lease is not None
+    }
 
 
 def _print_bulk(report: BulkReport, source: str) -> None:

@@ -68,6 +68,15 @@ def test_add_change_and_remove(world: World) -> None:
         "t.scrape@zzz: no such runtime schedule (or already removed); nothing changed",
     ]
     assert not world.store.get("t.scrape@a").active
+    # A removed schedule's live run goes on: the line says so.
+    assert world.invoke("add", "t.scrape@b", "--period", "3600").exit_code == 0
+    world.hold_lease("t.scrape@b")
+    running = world.invoke("remove", "t.scrape@b")
+    assert running.stdout == (
+        "removed runtime schedule t.scrape@b (its live run on w1@node1 goes on to its end: "
+        "celery dgs cancel t.scrape@b stops it)\n"
+    )
+    assert not world.store.get("t.scrape@b").active
 
 
 def test_add_reports_the_field_and_refuses_a_declared_schedule(world: World) -> None:
