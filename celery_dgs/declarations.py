@@ -88,8 +88,9 @@ def friendly_name(field: str) -> str:
 
 def as_given(exc: ScheduleConfigError, names: Mapping[str, str]) -> ScheduleConfigError:
     """``exc`` naming its field as the user gave it (``period``, not
-    ``scheduling_period``); ``exc`` itself when the names agree."""
-    given = names.get(exc.field, exc.field)
+    ``scheduling_period``), or, for one not given (a required field left
+    out), by its friendly name; ``exc`` itself when the names agree."""
+    given = names.get(exc.field) or friendly_name(exc.field)
     return exc if given == exc.field else ScheduleConfigError(exc.schedule, given, exc.message)
 
 

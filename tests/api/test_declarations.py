@@ -55,10 +55,10 @@ def test_a_key_with_no_close_match_lists_the_accepted_ones() -> None:
     assert "accepted: period, cooldown" in str(err)
 
 
-def test_a_missing_required_field_is_named() -> None:
-    assert error_of({}).field == "scheduling_period"
+def test_a_missing_required_field_is_named_by_its_friendly_name() -> None:
+    assert error_of({}).field == "period"
     assert "is required for a periodic schedule" in str(error_of({}))
-    assert error_of({"cron": "* * * * *"}, kind="cron").field == "cron_max_schedule_duration"
+    assert error_of({"cron": "* * * * *"}, kind="cron").field == "within"
 
 
 def test_a_field_given_under_both_names() -> None:

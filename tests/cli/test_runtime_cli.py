@@ -210,6 +210,14 @@ def test_import_reads_durations_as_text(world: World, tmp_path: Path) -> None:
     spec = world.store.get("t.scrape@d").spec
     assert isinstance(spec, PeriodicSpec)
     assert spec.scheduling_period == timedelta(minutes=30)
+    # An empty cell is no value: the error names the file's column.
+    csv.write_text("name,period\nt.scrape@e,\n")
+    empty = world.invoke("import", str(csv))
+    assert empty.exit_code == 1
+    assert empty.stderr.splitlines() == [
+        f"ERROR {csv}: line 2: schedule 't.scrape@e', field 'period': is required for a "
+        "periodic schedule"
+    ]
 
 
 BLOB = "x" * (10 * 1024 * 1024)  # the 10 MB value of the report
