@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from ..core.durations import format_duration
 from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable, never_servable
 from ..core.spec import CheckSpec
@@ -71,7 +72,8 @@ def workload_summary(w: Workload, *, searching: bool = False) -> str:
     )
     return (
         f"{len(w.schedules)} schedules, {size}, "
-        f"horizon {w.horizon_s / 86400:.3g}d, warm-up {w.effective_warmup() / 3600:.3g}h, "
+        f"horizon {format_duration(round(w.horizon_s))}, "
+        f"warm-up {format_duration(round(w.effective_warmup()))}, "
         f"seed {w.seed}" + (f", outages {outages}" if outages else "")
     )
 
