@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import click
+import redis
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..core.durations import format_duration
 from ..core.durations import parse_duration as core_parse_duration
 from ..core.timing import DEFAULT_RETRY_LADDER, RetryLadder
+from ..errors import DgsError
 from ..ops.env import Env
+from ..ops.timetext import counted
+from ..registry import split_by_store
 from ..settings import DgsSettings
 from ..sim.fleet import FleetSample, fleet_workload
 from ..sim.generate import GeneratorOptions, generate
@@ -168,17 +173,21 @@ def _generated(opts: WorkloadOptions) -> Workload:
 
 def _app_fleet(env: Env | None, opts: WorkloadOptions, horizon_s: float) -> Built:
     """The app's fleet on ``--slots`` (one slot to start from with
-    ``--find-slots``), scaled to the sample."""
-    slots = 1 if opts.slots is None and opts.find_slots else opts.slots
-    if slots is None:
-        raise click.UsageError(
-            "simulating the app's schedules needs --slots (or --find-slots "
-            "to search the slot count)"
-        )
+    ``--find-slots``; without either, the live workers' slots), scaled to
+    the sample."""
     if env is None:
         raise click.UsageError(
             "give --workload or --schedules, or run as `celery -A proj dgs simulate`"
         )
+    slots = 1 if opts.slots is None and opts.find_slots else opts.slots
+    live = None if slots is not None else live_slots(env)
+    if slots is None and live is None:
+        raise click.UsageError(
+            "simulating the app's schedules needs --slots (or --find-slots "
+            "to search the slot count): no live worker of this project is registered"
+        )
+    slots = slots if slots is not None else live
+    assert slots is not None
     now = datetime.now(timezone.utc)
     fleet = read_app_fleet(
         env, now=now, horizon_s=horizon_s, limit=opts.sample, seed=opts.seed or 0
@@ -192,6 +201,8 @@ def _app_fleet(env: Env | None, opts: WorkloadOptions, horizon_s: float) -> Buil
         per_worker=opts.slots_per_worker,
     )
     source = fleet.source
+    if live is not None:
+        source += f"; {counted(live, 'slot')}: the live workers' (--slots to change)"
     if sample.sampled:
         source += f"; sampled {len(sample.entries)} of {sample.total} (--sample)"
         if not opts.find_slots:
@@ -201,3 +212,14 @@ def _app_fleet(env: Env | None, opts: WorkloadOptions, horizon_s: float) -> Buil
                 fleet_load = workload.load() * workload.slots / exact
                 source += f" (rounded: the whole fleet's load is about {fleet_load:.2f})"
     return Built(workload, source, sample)
+
+
+def live_slots(env: Env) -> int | None:
+    """The slots of this project's live workers (``None``: none registered,
+    or Redis or the store cannot be read now)."""
+    try:
+        workers = env.runtime.registry.live_workers()
+        own, _ = split_by_store(workers, env.runtime.store.stored_store_id())
+    except (redis.RedisError, DgsError, SQLAlchemyError):
+        return None
+    return sum(w.slots for w in own) or None

@@ -9,14 +9,17 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import redis
 from celery.bin.base import CLIContext
 from click.testing import CliRunner
 
 from celery_dgs.cli import dgs as dgs_group
 from celery_dgs.core.spec import CheckSpec, ScheduleSpec
 from celery_dgs.core.timing import with_default_cooldown
+from celery_dgs.keys import KeySpace
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.store.check_types import NewCheck
-from tests.cli.conftest import World, make_app, now, spec
+from tests.cli.conftest import PREFIX, World, make_app, now, spec
 from tests.cli.test_declare import declare
 
 
@@ -55,6 +58,26 @@ def test_runtime_schedules_without_declarations_are_simulated_and_sampled(world:
     first = whole.stdout.splitlines()[0]
     assert first.startswith("33 schedules, 10 slots, load "), first
     assert "sampled" not in first
+
+
+def test_without_slots_the_live_workers_slots_are_simulated(
+    world: World, redis_client: redis.Redis
+) -> None:
+    store_fleet(world, 30)
+    args = ("simulate", "--horizon", "1d", "--policy", "dgs")
+    none = world.invoke(*args)
+    assert none.exit_code == 2
+    assert "needs --slots" in none.output
+    assert "no live worker of this project is registered" in none.output
+    registry = WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300)
+    for name, slots in (("w1@n1", 2), ("w2@n2", 3)):
+        registry.register(
+            WorkerInfo(name=name, node="n", queues=("celery",), slots=slots, pool="t", pid=1)
+        )
+    live = world.invoke(*args)
+    first = live.stdout.splitlines()[0]
+    assert first.startswith("33 schedules, 5 slots, load "), first
+    assert "; 5 slots: the live workers' (--slots to change)" in first
 
 
 def test_stored_run_times_give_the_load(world: World) -> None:
