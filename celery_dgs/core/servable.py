@@ -58,8 +58,16 @@ class Unservable:
     def __str__(self) -> str:
         return (
             f"schedule {self.schedule!r} can never be served ({self.reason}): {self.detail}; "
-            f"in ERROR about {_human(self.error_per_day)} a day at any worker count"
+            f"in ERROR {self.how_much()} a day at any worker count"
         )
+
+    def how_much(self) -> str:
+        """The ERROR a day in words. A blackout's is a floor: it assumes the
+        last run before each window ends as the window starts; one that ends
+        earlier leaves the data older, up to a period more."""
+        if self.reason == "blackout_longer_than_period":
+            return f"at least {_human(self.error_per_day)} (up to a period more)"
+        return f"about {_human(self.error_per_day)}"
 
 
 def never_servable(
@@ -227,4 +235,4 @@ def _human(delta: timedelta) -> str:
         return f"{seconds / 3600:.1f} h"
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
+    return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.2g} s"

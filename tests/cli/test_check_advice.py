@@ -36,7 +36,7 @@ def test_check_names_a_cron_whose_times_fall_in_its_blackout(world: World) -> No
         "12 of its 288 cron times a day fall in or just before a blackout "
         "(12:00-13:00 America/New_York)"
     )
-    assert line.endswith("in ERROR about 56 min a day at any worker count")
+    assert line.endswith("in ERROR about 56 min a day at any worker count"), line
 
 
 def test_check_names_periodic_schedules_without_cooldown(world: World) -> None:

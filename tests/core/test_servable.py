@@ -83,6 +83,14 @@ def test_periodic_blackout_longer_than_the_period() -> None:
     assert problem.reason == "blackout_longer_than_period"
     assert problem.error_per_day == 2 * M
     assert "plus two runs of 0:06:00 is longer than its period (1:00:00)" in problem.detail
+    # The figure assumes the last run before the window ends as it starts: a floor.
+    assert str(problem).endswith(
+        "in ERROR at least 2 min (up to a period more) a day at any worker count"
+    )
+    hour = periodic(scheduling_period=H, blackout_periods=[("12:00", "13:00")])
+    tiny = never_servable(hour, NOW, duration=timedelta(seconds=0.1))
+    assert tiny is not None
+    assert "in ERROR at least 0.2 s (up to a period more) a day" in str(tiny)
 
 
 def test_periodic_run_as_long_as_its_period_and_a_run_that_fits_no_gap() -> None:
