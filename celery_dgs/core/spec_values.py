@@ -143,13 +143,29 @@ CRON_FIELDS = (
 )
 
 
+#: The ``@`` nicknames of other crons, as the 5-field expressions to write.
+CRON_NICKNAMES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
 @lru_cache(maxsize=CRON_CHECK_CACHE_SIZE)
 def cron_problem(expr: str) -> str | None:
     """Why ``expr`` is no 5-field cron expression croniter accepts (naming
     the first field it refuses and the values that field takes), or None."""
     fields = expr.split()
+    if len(fields) == 1 and fields[0].lower() in CRON_NICKNAMES:
+        written = CRON_NICKNAMES[fields[0].lower()]
+        return f"{expr!r} is not a 5-field cron expression: write it as {written!r}"
     if len(fields) != 5:
-        return f"{expr!r} is not a 5-field cron expression (it has {len(fields)} fields)"
+        count = f"{len(fields)} field{'' if len(fields) == 1 else 's'}"
+        return f"{expr!r} is not a 5-field cron expression (it has {count})"
     # croniter.is_valid expands the expression: ~0.3 ms, paid once per expression.
     if croniter.is_valid(expr):
         return None

@@ -114,6 +114,9 @@ def test_a_negative_duration_is_shown_in_seconds() -> None:
     ("expr", "message"),
     [
         ("0 0 * *", "'0 0 * *' is not a 5-field cron expression (it has 4 fields)"),
+        ("daily", "'daily' is not a 5-field cron expression (it has 1 field)"),
+        ("@daily", "'@daily' is not a 5-field cron expression: write it as '0 0 * * *'"),
+        ("@Hourly", "'@Hourly' is not a 5-field cron expression: write it as '0 * * * *'"),
         ("61 * * * *", "'61 * * * *': the minute field '61' is not valid (it takes 0-59)"),
         ("0 0 * * 8", "the day of week field '8' is not valid (it takes 0-7 or sun-sat)"),
         ("0 0 1-40 * *", "the day of month field '1-40' is not valid (it takes 1-31)"),
