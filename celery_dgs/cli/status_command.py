@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..overload_board import OverloadReport
 from ..status import StatusRow
 from ..store.check_types import CheckSummary
 from ..store.engine import masked_url
-from ..store.selection import Selection
+from ..store.selection import Selection, is_glob
 from .checks_render import past_within_text, status_checks_json, status_checks_line
 from .context import StateUnavailable, get_env, use_color, wrap_errors
 from .leader_view import leader_text
@@ -171,6 +171,7 @@ def status(
             steal_delay=settings.steal_delay,
         )
         lines = [text, empty_store_text(env, selection, page.total)]
+        lines.append(glob_text(selection.patterns) if not page.total else None)
         lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
             if warning is not None:
@@ -243,6 +244,22 @@ def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:
         f"the store ({masked_url(env.settings.database_url)}) holds no schedules: {stored}"
         "runtime schedules are added with celery dgs add or import"
     )
+
+
+def glob_text(patterns: Sequence[str]) -> str | None:
+    """How the glob patterns that matched nothing are read; ``None`` for
+    plain words (they match anywhere in a name)."""
+    globs = [p for p in patterns if is_glob(p)]
+    if not globs:
+        return None
+    unclosed = [p for p in globs if "[" in p and "]" not in p.split("[", 1)[1]]
+    line = (
+        "a pattern with *, ? or [ is a glob on the whole name (proj.scrape@*, *@src1?); "
+        "a plain word matches anywhere in it"
+    )
+    if unclosed:
+        line += f"; in {', '.join(repr(p) for p in unclosed)} a [ without ] is a plain character"
+    return line
 
 
 def table_text(

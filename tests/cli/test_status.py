@@ -655,7 +655,18 @@ def test_limit_zero_gives_the_counts_and_says_none_is_listed(world: World) -> No
     assert "2 schedules (0 ERROR, 0 WARNING, 2 OK)" in out[0]
     assert out[1] == "2 not listed (--limit N, a PATTERN or --condition; --json lists all)"
     assert out[2].startswith("beat leader:")
-    assert world.invoke("status", "nothing").stdout.splitlines()[1] == "no schedules match"
+    nothing = world.invoke("status", "nothing").stdout.splitlines()
+    assert nothing[1] == "no schedules match"
+    assert nothing[2].startswith("beat leader:"), "a plain word needs no hint"
+    glob = world.invoke("status", "a*", "t.[").stdout.splitlines()
+    assert glob[1:3] == [
+        "no schedules match",
+        "a pattern with *, ? or [ is a glob on the whole name (proj.scrape@*, *@src1?); a "
+        "plain word matches anywhere in it; in 't.[' a [ without ] is a plain character",
+    ]
+    matched = world.invoke("status", "t.[ab]").stdout
+    assert "2 schedules" in matched
+    assert "a pattern with" not in matched, "said only when nothing matched"
 
 
 def test_another_stores_workers_are_not_counted_and_are_named(
