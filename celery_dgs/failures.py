@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -116,10 +117,41 @@ def explain_failure(
     else:
         where = f"the database at {redact_url(database_url)} (dgs_database_url)"
     summary = failure_summary(exc)
+    if service != "redis":
+        missing = missing_sqlite_directory(database_url)
+        if missing is not None:
+            summary += f": {missing}"
     if refused:
         setting = redis_setting if service == "redis" else "dgs_database_url"
         return f"{where} refused the credentials ({summary}): fix the password in {setting}", True
     return f"{where} is unreachable ({summary})", False
+
+
+def missing_sqlite_directory(url: str) -> str | None:
+    """What is wrong when ``url`` names a SQLite file whose directory does not
+    exist (SQLite creates the file, not its directory, and says only "unable
+    to open database file"); ``None`` otherwise."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    if parsed.query.get("uri"):
+        return None
+    path = Path(str(database))
+    directory = path if path.is_absolute() else Path.cwd() / path
+    if directory.parent.is_dir():
+        return None
+    relative = "" if path.is_absolute() else f" (a relative path, read from {Path.cwd()})"
+    return (
+        f"the directory {str(directory.parent)!r} of the SQLite file does not exist"
+        f"{relative}: SQLite creates the file, not its directory"
+    )
 
 
 def log_failure(log: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:

@@ -21,6 +21,7 @@ from ..errors import (
     SettingsError,
     UnknownScheduleError,
 )
+from ..failures import failure_summary, missing_sqlite_directory
 from ..ops.env import Env
 from ..ops.errors import ActionRefused, UnknownTarget
 
@@ -87,6 +88,21 @@ def _quiet_broken_pipe() -> NoReturn:
     sys.exit(1)
 
 
+def _store_failure(exc: BaseException) -> str:
+    """The store's failure in one line; a SQLite file whose directory does
+    not exist is named (SQLite says only "unable to open database file")."""
+    line = f"{type(exc).__name__}: {exc}"
+    ctx = click.get_current_context(silent=True)
+    env = None if ctx is None else ctx.meta.get(_META_KEY)
+    if not isinstance(env, Env):
+        return line
+    try:
+        missing = missing_sqlite_directory(env.settings.database_url)
+    except Exception:  # the settings themselves are the problem: said elsewhere
+        return line
+    return line if missing is None else f"{failure_summary(exc)}; {missing}"
+
+
 def _no_app_hint() -> str:
     """A hint when ``celery`` was given no app (no ``-A``, no ``APP``): the
     settings read are then those of Celery's default app."""
@@ -117,7 +133,7 @@ def wrap_errors(fn: F) -> F:
         except (redis.RedisError, LeaseError) as exc:
             raise StateUnavailable(f"Redis: {exc}") from exc
         except SQLAlchemyError as exc:
-            raise StateUnavailable(f"schedule store: {type(exc).__name__}: {exc}") from exc
+            raise StateUnavailable(f"schedule store: {_store_failure(exc)}") from exc
         except UnknownScheduleError as exc:
             raise click.BadParameter(str(exc), param_hint="NAME") from exc
         except (SettingsError, ScheduleConfigError) as exc:

@@ -15,7 +15,6 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -105,7 +104,6 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
             options["connect_args"] = connect_args
         return create_engine(url, **options)
     memory = parsed.database in (None, "", ":memory:")
-    check_sqlite_directory(url)
     connect_args = dict(options.pop("connect_args", {}))
     connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_S)
     if memory:
@@ -114,31 +112,6 @@ def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:
     engine = create_engine(url, connect_args=connect_args, **options)
     _install_sqlite_hooks(engine, wal=not memory)
     return engine
-
-
-def check_sqlite_directory(url: str) -> None:
-    """A :class:`~celery_dgs.errors.SettingsError` naming the directory when
-    ``url`` is a SQLite file's whose directory does not exist: SQLite creates
-    the file, not its directory, and says only "unable to open database
-    file". Nothing for another database, in memory, or a ``uri`` URL."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError, TypeError):
-        return  # make_engine says what is wrong with it
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
-        return
-    if parsed.query.get("uri"):
-        return
-    path = Path(str(database))
-    directory = path.parent if path.is_absolute() else (Path.cwd() / path).parent
-    if not directory.is_dir():
-        relative = "" if path.is_absolute() else f" (a relative path, read from {Path.cwd()})"
-        raise SettingsError(
-            f"dgs_database_url {masked_url(url)!r}: the directory {str(directory)!r} of the "
-            f"SQLite file does not exist{relative}; SQLite creates the file, not its "
-            "directory: create it, or give the path of an existing one"
-        )
 
 
 def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:

@@ -303,7 +303,11 @@ def _store_id(rt: Runtime) -> str | None:
     try:
         return rt.store.store_id()
     except Exception as exc:
-        log_failure(logger, exc, "celery-dgs: reading the store's id failed")
+        explained = explain(rt, exc)
+        if explained is None:
+            log_failure(logger, exc, "celery-dgs: reading the store's id failed")
+        else:
+            logger.error("celery-dgs: reading the store's id failed: %s", explained[0])
         return None
 
 

@@ -22,7 +22,6 @@ from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..settings import DgsSettings
-from ..store.engine import check_sqlite_directory
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -64,14 +63,12 @@ def explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
 
 def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
     """Raise :class:`StartRefused` (one line naming the setting) when the worker
-    could not supervise its scheduled tasks: invalid ``dgs_*`` settings (a
-    SQLite file whose directory does not exist among them), no Redis URL, or
-    a Redis that refuses the password. Redis merely unreachable is no
+    could not supervise its scheduled tasks: invalid ``dgs_*`` settings, no Redis
+    URL, or a Redis that refuses the password. Redis merely unreachable is no
     reason to refuse: runs are skipped (never run unleased) until it answers.
     A Sentinel primary that answers has its ``min-replicas-to-write`` checked."""
     try:
         rt = runtime_for(app, dgs.settings)
-        check_sqlite_directory(rt.settings.database_url)
     except SettingsError as exc:
         raise StartRefused(f"invalid setting: {exc}") from None
     try:

@@ -63,16 +63,21 @@ def test_unusable_database_urls(world: World, url: object, message: str) -> None
 
 
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
-def test_a_sqlite_file_in_a_missing_directory_names_the_directory(
+def test_a_sqlite_file_in_a_missing_directory_is_unavailable_naming_the_directory(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
 ) -> None:
+    # Unavailable (3), not a configuration error: the directory may yet
+    # appear (a volume mounted late), and beat retries until it does.
     monkeypatch.chdir(tmp_path)
     missing = tmp_path / "no" / "such"
     path = "no/such" if relative else str(missing)
     configure(world, dgs_database_url=f"sqlite:///{path}/dgs.sqlite3")
-    line = assert_config_error(world, "status")
-    assert f"the directory {str(missing)!r} of the SQLite file does not exist" in line
-    assert "SQLite creates the file, not its directory" in line
+    result = world.invoke("status")
+    assert result.exit_code == EXIT_UNAVAILABLE == 3, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("Error: schedule store: OperationalError: "), line
+    assert f"; the directory {str(missing)!r} of the SQLite file does not exist" in line
+    assert line.endswith(": SQLite creates the file, not its directory"), line
     assert ("(a relative path, read from " in line) is relative
     assert not (tmp_path / "no").exists()
 

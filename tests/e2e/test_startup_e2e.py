@@ -209,6 +209,10 @@ def test_beat_started_before_its_database_is_reachable_retries_then_dispatches(
     assert all(
         "the database at" in a and "(dgs_database_url) is unreachable" in a for a in attempts
     ), attempts
+    assert all(
+        f"the directory {str(missing.parent)!r} of the SQLite file does not exist" in a
+        for a in attempts
+    ), attempts
     assert_no_traceback(log)
     assert log[: log.index("leading as")].count("\n") < BEAT_START_LINES, log
 

@@ -38,17 +38,6 @@ def test_an_invalid_value_is_refused_naming_the_setting(redis_url: str) -> None:
         check_before_start(app, dgs)
 
 
-def test_a_sqlite_file_in_a_missing_directory_is_refused_naming_it(
-    redis_url: str, tmp_path: Any
-) -> None:
-    missing = tmp_path / "missing"
-    app, dgs = app_with(redis_url, dgs_database_url=f"sqlite:///{missing}/dgs.sqlite3")
-    with pytest.raises(StartRefused, match="dgs_database_url") as raised:
-        check_before_start(app, dgs)
-    assert f"the directory {str(missing)!r} of the SQLite file does not exist" in str(raised.value)
-    assert not missing.exists()
-
-
 def test_a_refused_password_is_refused_naming_the_setting() -> None:
     with RedisServerProcess(password="right") as server:
         app, dgs = app_with(f"redis://:wrong@127.0.0.1:{server.port}/0")
@@ -141,3 +130,27 @@ def test_explain_failure_is_one_line_naming_server_and_setting() -> None:
         )
         is None
     )
+
+
+def test_a_sqlite_file_in_a_missing_directory_is_explained(tmp_path: Any) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/not-yet/dgs.sqlite3"
+    try:
+        sqlite3.connect(f"{tmp_path}/not-yet/dgs.sqlite3")
+    except sqlite3.OperationalError as exc:
+        down = sa_exc.OperationalError("SELECT 1", {}, exc)
+    line, refused = explain_failure(
+        down, redis_url=None, redis_setting="broker_url", database_url=url
+    ) or ("", True)
+    assert not refused
+    assert line == (
+        f"the database at {url} (dgs_database_url) is unreachable (OperationalError: unable "
+        f"to open database file: the directory '{tmp_path}/not-yet' of the SQLite file "
+        "does not exist: SQLite creates the file, not its directory)"
+    )
+    (tmp_path / "not-yet").mkdir()
+    line, _ = explain_failure(
+        down, redis_url=None, redis_setting="broker_url", database_url=url
+    ) or ("", True)
+    assert "does not exist" not in line, "said only while it is missing"
