@@ -229,7 +229,7 @@ def json_frame(
 
 
 def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:
-    """Where the schedules come from, when the store holds none at all (a
+    """Where the schedules come from, when the store holds no active one (a
     new project whose beat has not started yet); ``None`` otherwise."""
     if total or selection.patterns or selection.conditions or selection.pools:
         return None
@@ -241,7 +241,8 @@ def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:
         else ""
     )
     return (
-        f"the store ({masked_url(env.settings.database_url)}) holds no schedules: {stored}"
+        f"the store ({masked_url(env.settings.database_url)}) holds no active schedule: "
+        f"{stored}"
         "runtime schedules are added with celery dgs add or import"
     )
 

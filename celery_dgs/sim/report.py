@@ -61,12 +61,18 @@ def format_table(results: Sequence[SimResult], *, label: Sequence[str] | None = 
     return "\n".join(lines)
 
 
+def slots_text(slots: float) -> str:
+    """A number of slots with two decimals, or two significant digits below
+    0.01 (``0.00034``), so a small demand does not read as none."""
+    return f"{slots:.2f}" if slots >= 0.01 or slots == 0 else f"{slots:.2g}"
+
+
 def workload_summary(w: Workload, *, searching: bool = False) -> str:
     """The workload in one line; ``searching`` (``--find-slots``): the demand in
     slots instead of the slot count and load."""
     outages = ", ".join(f"{o.start_s / 3600:g}h-{o.end_s / 3600:g}h" for o in w.outages)
     size = (
-        f"demand {w.load() * w.slots:.2f} slots"
+        f"demand {slots_text(w.load() * w.slots)} slots"
         if searching
         else f"{w.slots} slot{'' if w.slots == 1 else 's'}, load {w.load():.2f}"
     )

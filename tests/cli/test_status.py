@@ -239,12 +239,12 @@ def test_empty_store(world: World, redis_client: redis.Redis) -> None:
     assert "no schedules match" in result.stdout
     assert "the store (sqlite:///" in result.stdout
     assert (
-        ") holds no schedules: runtime schedules are added with celery dgs add or import"
+        ") holds no active schedule: runtime schedules are added with celery dgs add or import"
         in result.stdout
     )
     filtered = world.invoke("status", "t.*").stdout
     assert "no schedules match" in filtered
-    assert "holds no schedules" not in filtered, "a filter says nothing of the store"
+    assert "holds no active schedule" not in filtered, "a filter says nothing of the store"
 
     @get_dgs(world.app).periodic(period=timedelta(hours=1))
     @world.app.task(name="t.declared")
@@ -253,11 +253,11 @@ def test_empty_store(world: World, redis_client: redis.Redis) -> None:
 
     hinted = world.invoke("status").stdout
     assert (
-        "holds no schedules: beat stores the app's 1 declared schedule when it starts "
+        "holds no active schedule: beat stores the app's 1 declared schedule when it starts "
         "(celery dgs sync stores them now); runtime schedules are added" in hinted
     )
     world.sync(spec("t.a"), at=now())
-    assert "holds no schedules" not in world.invoke("status").stdout
+    assert "holds no active schedule" not in world.invoke("status").stdout
 
 
 def register(client: redis.Redis, name: str, *queues: str) -> None:
