@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -145,9 +145,15 @@ def split_by_store(
     return own, foreign
 
 
+def worker_names(workers: Sequence[WorkerInfo], shown: int = 3) -> str:
+    """The first ``shown`` workers' names, then ``...`` for the others."""
+    names = ", ".join(w.name for w in workers[:shown])
+    return names + (", ..." if len(workers) > shown else "")
+
+
 def foreign_workers_text(workers: list[WorkerInfo], prefix: str) -> str:
     """What an operator is told about ``workers`` (at least one)."""
-    names = ", ".join(w.name for w in workers[:3]) + (", ..." if len(workers) > 3 else "")
+    names = worker_names(workers)
     return (
         f"{len(workers)} live worker(s) ({names}) serve another schedule store: two "
         f"projects share this Redis database and key prefix {prefix!r}, or those workers "

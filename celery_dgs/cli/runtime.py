@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
-import redis
 
 from ..core.durations import parse_duration
-from ..errors import DgsError
+from ..ops.actions import live_lease
 from ..ops.env import Env
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
@@ -179,17 +178,18 @@ def remove(ctx: click.Context, names: tuple[str, ...]) -> None:
 
 def _live_runs(env: Env, names: Iterable[str]) -> dict[str, str]:
     """What each removed schedule's live run does now (a note), by name;
-    none when the leases cannot be read (the removal is made regardless)."""
-    try:
-        leases = {name: env.runtime.leases.get(name) for name in names}
-    except (redis.RedisError, DgsError):
-        return {}
-    return {
-        name: f"its live run on {lease.owner_name} goes on to its end: celery dgs cancel "
-        f"{name} stops it"
-        for name, lease in leases.items()
-        if lease is not None
-    }
+    none past a read that fails (the removal is made regardless)."""
+    notes: dict[str, str] = {}
+    for name in names:
+        lease, unread = live_lease(env, name)
+        if unread is not None:
+            break
+        if lease is not None:
+            notes[name] = (
+                f"its live run on {lease.owner_name} goes on to its end: "
+                f"celery dgs cancel {name} stops it"
+            )
+    return notes
 
 
 def _print_bulk(report: BulkReport, source: str) -> None:

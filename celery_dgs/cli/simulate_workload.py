@@ -20,8 +20,8 @@ from ..core.durations import parse_duration as core_parse_duration
 from ..core.timing import DEFAULT_RETRY_LADDER, RetryLadder
 from ..errors import DgsError
 from ..ops.env import Env
+from ..ops.leader import split_foreign_workers
 from ..ops.timetext import counted
-from ..registry import split_by_store
 from ..settings import DgsSettings
 from ..sim.fleet import FleetSample, fleet_workload
 from ..sim.generate import GeneratorOptions, generate
@@ -218,8 +218,7 @@ def live_slots(env: Env) -> int | None:
     """The slots of this project's live workers (``None``: none registered,
     or Redis or the store cannot be read now)."""
     try:
-        workers = env.runtime.registry.live_workers()
-        own, _ = split_by_store(workers, env.runtime.store.stored_store_id())
+        own, _ = split_foreign_workers(env, env.runtime.registry.live_workers())
     except (redis.RedisError, DgsError, SQLAlchemyError):
         return None
     return sum(w.slots for w in own) or None

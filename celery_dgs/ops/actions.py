@@ -67,7 +67,7 @@ def request_run(env: Env, name: str, priority: int | None = None) -> ActionResul
         f"requested a run of {schedule.name} at {short_time(now)}: beat dispatches it {ahead} "
         "at the next free worker slot"
     ]
-    lease, unread = _live_lease(env, schedule.name)
+    lease, unread = live_lease(env, schedule.name)
     if lease is not None:
         lines.append(
             f"note: {schedule.name} is running on {lease.owner_name}; the requested run "
@@ -106,7 +106,7 @@ def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
             else ""
         )
         return ActionResult(True, (f"resumed {schedule.name}: beat schedules it again{requested}",))
-    lease, unread = _live_lease(env, schedule.name)
+    lease, unread = live_lease(env, schedule.name)
     if unread is not None:
         running = "whether it was running is unknown"
     elif lease is not None:
@@ -117,10 +117,10 @@ def set_paused(env: Env, name: str, paused: bool) -> ActionResult:
     return ActionResult(True, (done,) if unread is None else (done, unread))
 
 
-def _live_lease(env: Env, name: str) -> tuple[LeaseInfo | None, str | None]:
-    """The schedule's live lease, read after a change made in the store: a
-    failure to read it (Redis unreachable) is a note line, as the change is
-    made whatever Redis's state."""
+def live_lease(env: Env, name: str) -> tuple[LeaseInfo | None, str | None]:
+    """The schedule's live lease, read after a change made in the store:
+    ``(lease or None, None)``, or ``(None, a note line)`` when Redis cannot
+    be read (the change is made whatever Redis's state)."""
     try:
         return env.runtime.leases.get(name), None
     except (redis.RedisError, DgsError) as exc:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core.placement import worker_allowed
+from ..registry import worker_names
 
 if TYPE_CHECKING:
     from ..registry import WorkerInfo
@@ -44,10 +45,10 @@ class WorkerCheck:
         if any(w.slots > 0 for w in having):
             return None
         if allowed and not having:
-            names = ", ".join(w.name for w in allowed[:3]) + (", ..." if len(allowed) > 3 else "")
             return (
                 f"no live worker of its pool {queue!r} it may run on has its task {task!r} "
-                f"({names}: deploy the code with the task to them, or restart them)"
+                f"({worker_names(allowed)}: deploy the code with the task to them, or "
+                "restart them)"
             )
         if allowed:
             return f"the live workers of its pool {queue!r} it may run on have no slots"

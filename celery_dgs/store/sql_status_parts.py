@@ -110,17 +110,7 @@ def _from(index: str, dialect: str) -> str:
 def count_within(conn: Connection, within: Within | None) -> int:
     """How many active schedules (not deferred checks) are ``within`` (``None``:
     all of them): an index-only count."""
-    every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
-    ranges = [("", {})] if within is None else within.ranges()
-    also = "" if within is None else within.also_sql()
-    total = 0
-    for terms, keys in ranges:
-        sql = (
-            f"SELECT count(*) FROM {_from(every, conn.dialect.name)} "
-            f"WHERE active AND kind <> 'check'{terms}{also}"
-        )
-        total += int(conn.execute(_query(sql, within), keys).scalar_one())
-    return total
+    return count_up_to(conn, {}, ALL_LEVELS, None, within)
 
 
 def counts_by_part(
@@ -156,13 +146,14 @@ def count_up_to(
     conn: Connection,
     params: dict[str, Any],
     levels: set[int] | frozenset[int],
-    at_most: int,
+    at_most: int | None,
     within: Within | None = None,
 ) -> int:
     """How many rows :func:`rows_by_part` gives for ``levels``, at most
-    ``at_most``: every level as one count of the selected schedules, else
-    each part of the levels, per range of the key, each with a ``LIMIT`` of
-    what is still wanted (index-only reads that stop there)."""
+    ``at_most`` (``None``: all): every level as one count of the selected
+    schedules, else each part of the levels, per range of the key; with a
+    bound, each read with a ``LIMIT`` of what is still wanted (index-only
+    reads that stop there)."""
     dialect = conn.dialect.name
     ranges = [("", {})] if within is None else within.ranges()
     also = "" if within is None else within.also_sql()
@@ -178,14 +169,16 @@ def count_up_to(
     total = 0
     for table, where in reads:
         for terms, keys in ranges:
-            if total >= at_most:
+            if at_most is not None and total >= at_most:
                 return at_most
+            selected = f"FROM {table} WHERE active AND kind <> 'check'{where}{terms}{also}"
             sql = (
-                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE active AND kind <> 'check'"
-                f"{where}{terms}{also} LIMIT {at_most - total}) AS counted"
+                f"SELECT count(*) {selected}"
+                if at_most is None
+                else f"SELECT count(*) FROM (SELECT 1 {selected} LIMIT {at_most - total}) AS c"
             )
             total += int(conn.execute(_query(sql, within), {**params, **keys}).scalar_one())
-    return min(total, at_most)
+    return total if at_most is None else min(total, at_most)
 
 
 def rows_by_part(

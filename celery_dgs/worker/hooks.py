@@ -27,7 +27,6 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Any
 
 from celery import signals
@@ -42,7 +41,7 @@ from ..runtime import Runtime, runtime_for
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
-from .runtime_specs import skip_dispatch, stored_runtime_spec
+from .runtime_specs import give_back_dispatch, skip_dispatch, stored_runtime_spec
 from .shutdown import (
     SHUTDOWN_REASON,
     flag_worker_stopping,
@@ -282,9 +281,9 @@ def give_back_unknown_task(
     reason = f"{hostname} has no task {task!r} (discarded as unregistered)"
     logger.error("celery-dgs: dispatch %s of %s: %s", dispatch_id, schedule, reason)
     try:
-        rt = runtime_for(app, dgs.settings)
-        request = SimpleNamespace(dgs_dispatch_id=dispatch_id, hostname=hostname)
-        skip_dispatch(rt, str(schedule), request, reason)
+        give_back_dispatch(
+            runtime_for(app, dgs.settings), str(schedule), dispatch_id, hostname, reason
+        )
     except Exception as exc:
         log_failure(logger, exc, "celery-dgs: giving back the dispatch of %s failed", schedule)
 

@@ -63,6 +63,15 @@ def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None
     dispatch record back; failures are logged, never raised."""
     dispatch_id = getattr(request, "dgs_dispatch_id", None)
     owner = str(getattr(request, "hostname", None) or socket.gethostname())
+    give_back_dispatch(rt, schedule, dispatch_id, owner, reason)
+
+
+def give_back_dispatch(
+    rt: Runtime, schedule: str, dispatch_id: str | None, owner: str, reason: str
+) -> None:
+    """Give the dispatch record ``dispatch_id`` back (a worker ``owner`` will
+    not run it) and record a skip for ``reason``; failures are logged, never
+    raised."""
     if dispatch_id:
         try:
             rt.dispatches.take_back(schedule, dispatch_id)
