@@ -38,10 +38,11 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..leases.leader import RedisLeader, foreign_leader
 from ..runtime import Runtime, runtime_for
+from ..store.records import OWNER_DECLARED
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
-from .runtime_specs import give_back_dispatch, skip_dispatch, stored_runtime_spec
+from .runtime_specs import give_back_dispatch, skip_dispatch, stored_spec
 from .shutdown import (
     SHUTDOWN_REASON,
     flag_worker_stopping,
@@ -97,19 +98,22 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
                 spec = served_spec(rt, schedule)
             floor: int | None = None  # read with the lease unless the spec's row gave it
             if spec is None and dispatched:
-                stored, skip = stored_runtime_spec(rt, schedule)
+                stored, skip = stored_spec(rt, schedule)
                 if skip is not None:
                     skip_dispatch(rt, schedule, request, skip)
                     return None
                 if stored is not None:
                     spec, floor = stored.spec, stored.token_floor
+                    if stored.owner == OWNER_DECLARED:
+                        warn_undeclared_once(schedule)
             if spec is None:
                 dispatch_id = getattr(request, "dgs_dispatch_id", None)
                 if dispatch_id:  # sent by beat: a scheduled run never runs outside its lease
                     raise UnknownScheduleError(
                         f"{__task.name}: beat dispatched schedule {schedule!r} (dispatch "
-                        f"{dispatch_id}), which this worker does not declare; not run (give "
-                        "beat and the workers the same declarations)"
+                        f"{dispatch_id}), which this worker does not declare and its store "
+                        "does not hold; not run (give beat and the workers the same "
+                        "declarations and database)"
                     )
                 logger.warning(
                     "celery-dgs: %s has no schedule %r; running it unsupervised",
@@ -126,6 +130,18 @@ def wrap_scheduled_tasks(app: Any, dgs: DgsPlugin) -> list[str]:
         keep_retries_in_the_scheduler(task)
         wrapped.append(task_name)
     return wrapped
+
+
+@functools.lru_cache(maxsize=1024)
+def warn_undeclared_once(schedule: str) -> None:
+    """Say, once per schedule in this process, that beat dispatched a declared
+    schedule this worker's code does not declare, which runs as beat stored it."""
+    logger.warning(
+        "celery-dgs: beat dispatched schedule %r, which this worker does not declare: it runs "
+        "with the spec beat stored (beat and this worker run different code; give them the "
+        "same declarations)",
+        schedule,
+    )
 
 
 def served_spec(rt: Runtime, schedule: str) -> ScheduleSpec | None:

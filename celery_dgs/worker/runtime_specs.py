@@ -1,13 +1,16 @@
-"""The spec a worker runs a runtime schedule (or a deferred check) with.
+"""The spec a worker runs a schedule with when its own declarations lack it.
 
 A runtime schedule (added through ``dgs.schedules`` or ``celery dgs add /
-import``) is in no worker's declarations: the worker reads it from the store
-when beat's dispatch names it (the ``dgs_schedule`` header), so the run is
-supervised like any other, under its lease, with the stored spec. A dispatch
-that reaches the worker after its schedule was removed is skipped (recorded,
-its dispatch record given back): a removed schedule never runs again. The row
-read for the spec also gives the run's token floor (its ``current_token``),
-so the lease is asked for without reading the row again.
+import``) or a deferred check is in no worker's declarations: the worker reads
+it from the store when beat's dispatch names it (the ``dgs_schedule`` header),
+so the run is supervised like any other, under its lease, with the stored
+spec. So is a declared schedule that beat declares and this worker does not
+(their code differs, as during a deploy): it runs as beat stored it. A
+dispatch that reaches the worker after its schedule was removed (or no longer
+declared) is skipped (recorded, its dispatch record given back): a removed
+schedule never runs again. The row read for the spec also gives the run's
+token floor (its ``current_token``), so the lease is asked for without
+reading the row again.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime
 from ..store.check_types import OWNER_CHECK
-from ..store.records import OWNER_RUNTIME
+from ..store.records import OWNER_DECLARED
 from .run_records import record_skipped
 from .runs import node_of
 
@@ -31,31 +34,35 @@ logger = logging.getLogger("celery_dgs.worker")
 
 
 @dataclass(frozen=True)
-class StoredRuntimeSpec:
-    """A runtime schedule's stored spec and its token floor, read together."""
+class StoredSpec:
+    """A schedule's stored spec and its token floor, read together."""
 
     spec: ScheduleSpec
     #: The highest fencing token the store recorded for it (0: none yet).
     token_floor: int
+    #: Who keeps the row: ``runtime``, ``check`` or ``declared`` (beat's sync).
+    owner: str
 
 
-def stored_runtime_spec(rt: Runtime, schedule: str) -> tuple[StoredRuntimeSpec | None, str | None]:
-    """``(stored, None)`` for the active runtime schedule ``schedule``;
-    ``(None, why)`` for a runtime schedule that must not run (removed, or its
+def stored_spec(rt: Runtime, schedule: str) -> tuple[StoredSpec | None, str | None]:
+    """``(stored, None)`` for the active schedule ``schedule``; ``(None,
+    why)`` for one that must not run (removed, no longer declared, or its
     stored spec invalid: the caller skips the dispatch,
-    :func:`skip_dispatch`); ``(None, None)`` when there is no runtime
-    schedule of that name (the caller treats it as any unknown schedule)."""
+    :func:`skip_dispatch`); ``(None, None)`` when the store has no schedule of
+    that name (the caller treats it as any unknown schedule)."""
     try:
         row = rt.store.get(schedule)
     except UnknownScheduleError:
         return None, None
-    if row.owner not in (OWNER_RUNTIME, OWNER_CHECK):
-        return None, None
     if not row.active:
-        return None, "check ended or cancelled" if row.owner == OWNER_CHECK else "schedule removed"
+        if row.owner == OWNER_CHECK:
+            return None, "check ended or cancelled"
+        if row.owner == OWNER_DECLARED:
+            return None, "schedule no longer declared"
+        return None, "schedule removed"
     if row.spec is None:
         return None, f"stored spec invalid: {row.spec_error}"
-    return StoredRuntimeSpec(row.spec, int(row.current_token or 0)), None
+    return StoredSpec(row.spec, int(row.current_token or 0), row.owner), None
 
 
 def skip_dispatch(rt: Runtime, schedule: str, request: Any, reason: str) -> None:

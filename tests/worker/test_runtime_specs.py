@@ -14,7 +14,7 @@ from celery import Celery
 from celery_dgs.dgs import get_dgs
 from celery_dgs.runtime import runtime_for
 from celery_dgs.worker.hooks import wrap_scheduled_tasks
-from celery_dgs.worker.runtime_specs import stored_runtime_spec
+from celery_dgs.worker.runtime_specs import stored_spec
 from tests.cli.conftest import make_app
 
 
@@ -51,7 +51,7 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     assert dispatch("t.scrape@a") == "a"
     [run] = store.runs("t.scrape@a")
     assert (run.outcome, run.token, run.owner_name) == ("success", 1, "w1@node1")
-    stored, why = stored_runtime_spec(runtime_for(app, dgs.settings), "t.scrape@a")
+    stored, why = stored_spec(runtime_for(app, dgs.settings), "t.scrape@a")
     assert why is None
     assert stored is not None
     assert (stored.spec, stored.token_floor) == (store.get("t.scrape@a").spec, 1)
@@ -66,7 +66,7 @@ def test_runtime_schedule_runs_supervised_and_a_removed_one_is_skipped(app: Cele
     # and touches no store row.
     assert dispatch(None) == "a"
     assert len(store.runs("t.scrape@a")) == 2
-    assert stored_runtime_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
+    assert stored_spec(runtime_for(app, dgs.settings), "t.nothing") == (None, None)
 
 
 def test_a_runtime_run_takes_its_token_floor_from_the_row_it_read(app: Celery) -> None:
@@ -108,3 +108,65 @@ def test_a_runtime_run_takes_its_token_floor_from_the_row_it_read(app: Celery) -
     assert [r.token for r in rt.store.runs("t.scrape@a")] == [2, 1]
     assert floors_asked == [0, 1]
     assert floors_read == []
+
+
+def test_a_schedule_beat_declares_and_the_worker_does_not_runs_as_beat_stored_it(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Beat's code declares ``t.scrape@b`` (synced into the store), this
+    worker's does not: beat's dispatch runs it supervised with the stored spec,
+    saying so once; once beat no longer declares it, a late dispatch is skipped."""
+    from datetime import datetime, timedelta, timezone
+
+    from celery_dgs.core.spec_build import make_spec
+
+    calls: list[str] = []
+
+    def scrape(source: str) -> str:
+        calls.append(source)
+        return source
+
+    task = app.task(name="t.scrape", shared=False)(scrape)
+    dgs = get_dgs(app)
+    wrap_scheduled_tasks(app, dgs)
+    store = runtime_for(app, dgs.settings).store
+    declared = make_spec(
+        "periodic",
+        task="t.scrape",
+        configuration="b",
+        scheduling_period=timedelta(hours=1),
+        args=["b"],
+    )
+    store.sync([declared], datetime.now(timezone.utc))
+
+    def dispatch() -> Any:
+        task.push_request(
+            dgs_schedule="t.scrape@b",
+            hostname="w1@node1",
+            called_directly=False,
+            dgs_dispatch_id=None,
+        )
+        try:
+            return task.run("b")
+        finally:
+            task.pop_request()
+
+    with caplog.at_level("WARNING", logger="celery_dgs.worker"):
+        assert dispatch() == "b"
+        assert dispatch() == "b"
+    said = [r.getMessage() for r in caplog.records if "does not declare" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "'t.scrape@b'" in said[0]
+    assert "spec beat stored" in said[0]
+    assert [(r.outcome, r.token) for r in store.runs("t.scrape@b")] == [
+        ("success", 2),
+        ("success", 1),
+    ]
+
+    store.sync([], datetime.now(timezone.utc))  # beat's next code no longer declares it
+    assert dispatch() is None
+    assert calls == ["b", "b"]
+    assert (store.runs("t.scrape@b")[0].outcome, store.runs("t.scrape@b")[0].error) == (
+        "skipped",
+        "schedule no longer declared",
+    )
