@@ -29,7 +29,7 @@ from ..ops.leader import (
     read_pace,
 )
 from ..ops.restart import read_restart_grace, restart_json, restart_text
-from ..ops.state import StatusPage, iter_rows, read_page, selection_of
+from ..ops.state import OtherRuns, StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import counted, iso
 from ..overload_board import OverloadReport
 from ..status import StatusRow
@@ -170,7 +170,7 @@ def status(
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
         )
-        lines = [text, empty_store_text(env, selection, page.total)]
+        lines = [text, other_runs_text(page.other), empty_store_text(env, selection, page.total)]
         lines.append(glob_text(selection.patterns) if not page.total else None)
         lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
@@ -218,6 +218,9 @@ def json_frame(
     head: dict[str, Any] = {
         "now": iso(page.now),
         "counts": page.counts,
+        "other_runs": None
+        if page.other is None
+        else {"checks": page.other.checks, "inactive": page.other.inactive},
         "workers": [
             {"name": w.name, "node": w.node, "slots": w.slots, "queues": list(w.queues)}
             for w in page.workers
@@ -226,6 +229,16 @@ def json_frame(
     rows = every() if listed is None else iter(listed)
     docs = (status_row_json(r, page.now) for r in rows)
     return json_chunks(head, "schedules", docs, tail)
+
+
+def other_runs_text(other: OtherRuns | None) -> str | None:
+    """The live runs the header's running count leaves out, if any."""
+    if other is None or not (other.checks or other.inactive):
+        return None
+    parts = [counted(other.checks, "deferred check")] if other.checks else []
+    if other.inactive:
+        parts.append(f"{counted(other.inactive, 'schedule')} removed or no longer declared")
+    return f"also running: {', '.join(parts)}; celery dgs leases lists every run"
 
 
 def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:

@@ -27,6 +27,11 @@ def split_schedule_name(name: str) -> tuple[str, str]:
     return task, configuration
 
 
+def is_check_name(name: str) -> bool:
+    """Whether ``name`` is a deferred check's (``task@check:key``)."""
+    return split_schedule_name(name)[1].startswith(CHECK_CONFIGURATION_PREFIX)
+
+
 def check_schedule_name(task: Any, configuration: Any, *, check: bool = False) -> str:
     """The schedule name of ``task``/``configuration``; ScheduleConfigError if invalid.
 

@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..core.condition import Level
+from ..core.schedule_names import is_check_name
 from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
 from ..status import StatusRow, build_page, build_rows, matches
@@ -68,6 +69,23 @@ class Live:
 
 
 @dataclass(frozen=True)
+class OtherRuns:
+    """The live runs a whole-fleet page's running count leaves out: deferred
+    checks', and those of schedules the store holds no active row for
+    (removed, or no longer declared, while their last run goes on)."""
+
+    checks: int
+    inactive: int
+
+
+def other_runs(leases: Collection[str], running: int) -> OtherRuns:
+    """Of the live runs of ``leases`` (schedule names), those not among the
+    ``running`` ones of the fleet's active schedules."""
+    checks = sum(1 for name in leases if is_check_name(name))
+    return OtherRuns(checks, max(0, len(leases) - checks - running))
+
+
+@dataclass(frozen=True)
 class StatusPage:
     """The selected schedules' counts by (condition, reason), how many of them
     run, and one page of their rows, most urgent first."""
@@ -79,6 +97,9 @@ class StatusPage:
     live: Live
     #: Whether the rows carry beat's order replayed over the fleet (``--project``).
     projected: bool = False
+    #: The live runs ``running`` leaves out, when the selection is the whole
+    #: fleet (``None`` for a filtered one: its count is of what it selects).
+    other: OtherRuns | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -136,7 +157,13 @@ def read_page(
     if limit:
         stored = store.status_rows(live.now, selection, limit=limit)
         rows = rows_of(env, list(stored), live)
-    return StatusPage(live.now, reasons, rows, running, live)
+    other = other_runs(live.leases, running) if whole_fleet(selection) else None
+    return StatusPage(live.now, reasons, rows, running, live, other=other)
+
+
+def whole_fleet(selection: Selection) -> bool:
+    """Whether ``selection`` selects every active schedule (no filter)."""
+    return selection == Selection(default_pool=selection.default_pool)
 
 
 def iter_rows(env: Env, selection: Selection, live: Live) -> Iterator[StatusRow]:
@@ -185,7 +212,8 @@ def _projected_page(env: Env, selection: Selection, limit: int | None) -> Status
     running = sum(1 for r in kept if r.running is not None)
     live = Live(state.leases, state.workers, state.now, state.foreign_workers)
     rows = kept if limit is None else kept[:limit]
-    return StatusPage(state.now, dict(reasons), rows, running, live, projected=True)
+    other = other_runs(state.leases, running) if whole_fleet(selection) else None
+    return StatusPage(state.now, dict(reasons), rows, running, live, projected=True, other=other)
 
 
 def read_state(env: Env) -> State:

@@ -116,6 +116,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
     assert list(doc) == [
         "now",
         "counts",
+        "other_runs",
         "workers",
         "schedules",
         "beat_leader",
@@ -695,3 +696,27 @@ def test_another_stores_workers_are_not_counted_and_are_named(
         assert "WARNING 1 live worker(s) (celery@theirs) serve another schedule store" in out
     doc = json.loads(world.invoke("status", "--json").stdout)
     assert "(celery@theirs) serve another schedule store" in doc["foreign_workers_warning"]
+
+
+def test_the_runs_the_running_count_leaves_out_are_named(world: World, crafted: datetime) -> None:
+    """A removed schedule's last run and a deferred check's run hold leases
+    (and slots) outside the fleet's active schedules: the whole fleet's page
+    says so below its header; a filtered page counts only what it selects."""
+    world.store.sync([spec(n) for n in ("t.ok", "t.late", "t.failed", "t.running")], crafted)
+    world.hold_lease("t.never")  # removed from the declarations, its run goes on
+    world.hold_lease("t.check@check:order-1")
+    out = world.invoke("status").stdout
+    assert "1 running;" in out.splitlines()[0]
+    assert (
+        "also running: 1 deferred check, 1 schedule removed or no longer declared; "
+        "celery dgs leases lists every run" in out
+    )
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["other_runs"] == {"checks": 1, "inactive": 1}
+    filtered = world.invoke("status", "t.ok")
+    assert "also running" not in filtered.stdout
+    assert json.loads(world.invoke("status", "--json", "t.ok").stdout)["other_runs"] is None
+    world.store.sync(
+        [spec(n) for n in ("t.ok", "t.late", "t.failed", "t.running", "t.never")], crafted
+    )
+    assert "also running: 1 deferred check;" in world.invoke("status").stdout
