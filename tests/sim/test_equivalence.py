@@ -146,7 +146,7 @@ def test_simulator_chooses_what_beat_chooses(
 ) -> None:
     rng = random.Random(seed)
     specs = build_specs(rng, 40)
-    store = SqlScheduleStore.open(sqlite_url)
+    store = SqlScheduleStore.open(sqlite_url, clock=FakeClock(NOW))
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
         write_history(store, rng, specs, ago=ago)
@@ -187,7 +187,7 @@ def test_restore_reorders_the_late_schedules_in_the_real_beat(
     (which the simulator matches, above) must not merely be ``greedy`` there."""
     rng = random.Random(1)
     specs = build_specs(rng, 40)
-    store = SqlScheduleStore.open(sqlite_url)
+    store = SqlScheduleStore.open(sqlite_url, clock=FakeClock(NOW))
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
         write_history(store, rng, specs)
@@ -217,7 +217,7 @@ def test_laxity_serves_long_runs_before_short_ones_with_more_slack(
             task="eq.job", configuration=f"l{i:02d}", scheduling_period=timedelta(hours=1)
         )
         specs.append((spec, 20.0 if i < 10 else 600.0))
-    store = SqlScheduleStore.open(sqlite_url)
+    store = SqlScheduleStore.open(sqlite_url, clock=FakeClock(NOW))
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
         for i, (spec, duration) in enumerate(specs):
@@ -277,7 +277,7 @@ def test_simulator_chooses_what_beat_chooses_with_priorities(
     specs = [
         (with_priority(s, (20, 50, 80)[i % 3]), d) for i, (s, d) in enumerate(build_specs(rng, 40))
     ]
-    store = SqlScheduleStore.open(sqlite_url)
+    store = SqlScheduleStore.open(sqlite_url, clock=FakeClock(NOW))
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(hours=3))
         write_history(store, rng, specs, ago=LATE)
@@ -353,7 +353,7 @@ def test_simulator_chooses_what_beat_chooses_with_the_lookahead(
                 6 * 3600.0,
             )
         )
-    store = SqlScheduleStore.open(sqlite_url)
+    store = SqlScheduleStore.open(sqlite_url, clock=FakeClock(NOW))
     try:
         store.sync([s for s, _ in specs], NOW - timedelta(days=3))
         for i, (spec, duration) in enumerate(specs):
