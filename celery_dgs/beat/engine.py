@@ -22,7 +22,8 @@ the leader token, and a refused write publishes nothing.
 
 A schedule is in exactly one of: the index (may be dispatched), ``parked``
 (running or dispatched: re-inserted once the lease or dispatch is gone),
-``held`` (paused/inactive/invalid: not schedulable). Error paths keep this
+``held`` (paused/inactive/invalid: not schedulable; or ``unserved``: no live
+worker may run it, re-indexed once the live workers change). Error paths keep this
 rule: a round that fails part-way (Redis or the store down) re-indexes what it
 took out before re-raising, so nothing is lost until its store row changes.
 
@@ -274,6 +275,20 @@ class BeatEngine:
         for name in leaving:  # past the window: forgotten, their demand too
             self.ranking.note_demand(name)
 
+    def _serve_again(self, placement: Placement) -> None:
+        """Once the live workers change, re-index the schedules set aside
+        because none of them could run one, and let the window's eligible
+        part read again the ones it passed over for that reason."""
+        state = self.state
+        key = placement.live_key
+        state.serves = placement.serves
+        if key == state.live_key:
+            return
+        state.live_key = key
+        for name in state.release_unserved():
+            self.ranking.reindex(name)
+        self.loader.live_workers_changed()
+
     def _dispatch_round(self, moment: datetime) -> None:
         started = self.monotonic()
         dispatched = 0
@@ -296,6 +311,7 @@ class BeatEngine:
         self.pending_dispatches.settle(view.dispatch_names, mono)
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
+        self._serve_again(placement)
         if placement.free <= 0:
             return 0
         limit = self.settings.max_dispatches_per_tick
@@ -338,8 +354,7 @@ class BeatEngine:
         pending = state.pending
 
         def constraints_of(name: str) -> Constraints:
-            spec = tracked[name].spec
-            return Constraints(spec.pool, spec.dont_run_on_nodes, spec.task)
+            return Constraints.of(tracked[name].spec)
 
         # The chosen schedules have left the index: their should_start_by (for the
         # dispatch's lateness) is the one re-computed when they were confirmed due.
@@ -362,7 +377,14 @@ class BeatEngine:
 
         vouching = self._vouching(now)
         chosen = choose_dispatches(
-            ranking.index, now, placement, constraints_of, defer, limit=limit, vouch=vouching
+            ranking.index,
+            now,
+            placement,
+            constraints_of,
+            defer,
+            limit=limit,
+            vouch=vouching,
+            set_aside=ranking.set_aside,
         )
         self._refusal = None if vouching is None else vouching.refusal
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

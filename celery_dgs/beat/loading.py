@@ -15,6 +15,7 @@ from datetime import datetime
 
 from ..core.clock import Clock
 from ..core.late_order import expected_seconds
+from ..core.placement import Constraints
 from ..core.window_buckets import WindowEnds
 from ..core.window_part import SliceRead
 from ..settings import DgsSettings
@@ -61,6 +62,9 @@ class ScheduleLoader:
         #: has not yet); whether it stopped reading for that.
         self._eligible_until: float | None = None
         self.eligible_cut = False
+        #: Whether the eligible part passed over a schedule no live worker
+        #: could run (read again once the live workers change).
+        self._passed_over_unserved = False
 
     def load(self) -> int:
         """Load every active schedule (with a window of schedules: the first
@@ -215,6 +219,15 @@ class ScheduleLoader:
             lambda read: self._apply_read(window, read, window.read(read)),
         )
 
+    def live_workers_changed(self) -> None:
+        """What the live workers may run changed: if the window's eligible
+        part passed over schedules because no live worker could run them, it
+        starts again, so they are read again."""
+        window = self.schedules
+        if window is not None and self._passed_over_unserved:
+            window.bounds.part.clear()
+            self._passed_over_unserved = False
+
     def _apply_read(
         self,
         window: ScheduleWindow,
@@ -257,12 +270,16 @@ class ScheduleLoader:
 
         - paused or disabled ones (not dispatched whatever their times): a
           resume changes the row, and the poll brings it back;
+        - those no live worker may run (their pool, task or nodes), as of
+          the last round: when the live workers change, the part is read
+          again (:meth:`live_workers_changed`);
         - those a blackout begun since they were written keeps from
           starting: the store keeps their start times as of ``now``, past the
           blackout (:meth:`ScheduleStore.window_keep_past_blackout
           <celery_dgs.store.base.ScheduleStore.window_keep_past_blackout>`),
           and the part's refresh reads them again when it ends."""
         parked, ladder = self.state.parked, self.settings.retry_ladder
+        serves = self.state.serves
         startable: list[StoredSchedule] = []
         moved: list[StoredSchedule] = []
         for row in rows:
@@ -270,6 +287,9 @@ class ScheduleLoader:
                 startable.append(row)
             elif row.paused or row.disabled_reason is not None:
                 window.drop(row)
+            elif serves is not None and not serves(Constraints.of(row.spec)):
+                window.drop(row)
+                self._passed_over_unserved = True
             elif row.spec.blackout_periods and (later := kept_past_blackout(row, now, ladder)):
                 moved.append(later)
             else:
@@ -379,6 +399,8 @@ class ScheduleLoader:
             return
         if state.unschedulable:
             state.unschedulable.pop(name, None)
+        if state.unserved:  # placed again by its new row
+            state.unserved.discard(name)
         if is_check:
             state.checks.add(name)
         state.leaving.discard(name)

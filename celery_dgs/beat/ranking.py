@@ -142,6 +142,14 @@ class BeatRanking:
         self.blackouts.forget(name)
         self.state.hold(name)
 
+    def set_aside(self, names: list[str]) -> None:
+        """Out of the index; held until the live workers change (none of
+        them may run these: :func:`~celery_dgs.core.placement.choose_dispatches`)."""
+        for name in names:
+            self.index.remove(name)
+            self.blackouts.forget(name)
+            self.state.set_aside(name)
+
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""
         self.index.remove(name)

@@ -25,6 +25,8 @@ class BeatSnapshot:
 
     #: The tracked schedules (held ones too; deferred checks among them).
     tracked: Mapping[str, Tracked] = field(default_factory=dict)
+    #: Held because paused or disabled (not those no live worker may run:
+    #: the metrics find those from the workers).
     held: frozenset[str] = frozenset()
     #: The deferred checks beat holds (its window): not schedules in the metrics.
     checks: frozenset[str] = frozenset()
@@ -45,7 +47,7 @@ class BeatSnapshot:
         """A copy of ``state`` (on beat's thread: nothing changes it meanwhile)."""
         return cls(
             tracked=dict(state.tracked),
-            held=frozenset(state.held),
+            held=frozenset(state.held - state.unserved),
             checks=frozenset(state.checks),
             unschedulable=dict(state.unschedulable),
             pending=len(state.pending),

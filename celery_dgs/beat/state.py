@@ -3,8 +3,9 @@
 One :class:`BeatState` per engine, passed to each collaborator that reads or
 changes it. A tracked schedule is in exactly one of: the ranking index (may be
 dispatched), ``parked`` (running or dispatched: re-indexed once its lease or
-dispatch is gone), ``held`` (paused, disabled, or its row could not be
-applied). The methods below keep the ``parked``/``held``/``tracked`` side of
+dispatch is gone), ``held`` (paused, disabled, its row could not be
+applied, or no live worker may run it: ``unserved``, re-indexed once the
+live workers change). The methods below keep the ``parked``/``held``/``tracked`` side of
 that rule; :class:`~celery_dgs.beat.ranking.BeatRanking` pairs each with the
 index's side.
 
@@ -14,8 +15,10 @@ Beat's thread alone reads and writes it; the metrics read a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from ..core.placement import Constraints
 from .types import Pending, Tracked
 
 
@@ -24,8 +27,17 @@ class BeatState:
     #: Schedulable schedules (and held ones): name -> spec, stats, request.
     #: A value is replaced, never changed in place (snapshots share them).
     tracked: dict[str, Tracked] = field(default_factory=dict)
-    #: Paused, disabled, or whose stored row could not be applied.
+    #: Paused, disabled, whose stored row could not be applied, or unserved.
     held: set[str] = field(default_factory=set)
+    #: Held because no live worker may run it (its pool, task or nodes):
+    #: re-indexed once the live workers change, or its row does.
+    unserved: set[str] = field(default_factory=set)
+    #: What the live workers may run, as of the last round's placement
+    #: (:attr:`~celery_dgs.core.placement.Placement.live_key`).
+    live_key: Hashable = None
+    #: Whether some live worker may run a schedule of given constraints, as
+    #: of the last round (``None`` before one: any).
+    serves: Callable[[Constraints], bool] | None = None
     #: Running or dispatched: re-indexed once the lease or dispatch is gone.
     parked: set[str] = field(default_factory=set)
     #: Dispatches not started yet, in dispatch order (``since`` never decreases).
@@ -67,9 +79,24 @@ class BeatState:
         """``name`` is no longer tracked (out of the index: the caller removed it)."""
         self.parked.discard(name)
         self.held.discard(name)
+        self.unserved.discard(name)
         self.leaving.discard(name)
         self.checks.discard(name)
         self.tracked.pop(name, None)
+
+    def set_aside(self, name: str) -> None:
+        """No live worker may run ``name``: held, ``unserved`` (out of the
+        index: the caller removed it)."""
+        self.held.add(name)
+        self.unserved.add(name)
+
+    def release_unserved(self) -> list[str]:
+        """The live workers changed: ``unserved`` leave ``held``; returns those
+        to re-index."""
+        freed = [name for name in self.unserved if name in self.tracked]
+        self.held.difference_update(self.unserved)
+        self.unserved.clear()
+        return freed
 
     def park(self, name: str) -> None:
         """``name`` is running or dispatched (out of the index)."""

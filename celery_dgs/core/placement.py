@@ -12,8 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .index import DeadlineIndex
+
+
+class _Placed(Protocol):
+    """What a spec says of where it may run (:class:`~celery_dgs.core.spec.ScheduleSpec`)."""
+
+    @property
+    def pool(self) -> str | None: ...
+    @property
+    def dont_run_on_nodes(self) -> frozenset[str]: ...
+    @property
+    def task(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -24,6 +36,11 @@ class Constraints:
     pool: str | None = None
     excluded_nodes: frozenset[str] = frozenset()
     task: str | None = None
+
+    @classmethod
+    def of(cls, spec: _Placed) -> Constraints:
+        """A spec's constraints."""
+        return cls(spec.pool, spec.dont_run_on_nodes, spec.task)
 
 
 def worker_allowed(
@@ -67,8 +84,33 @@ class Placement:
     the most free slots (ties by name, so decisions are reproducible)."""
 
     def __init__(self, workers: Iterable[WorkerSlots], default_queue: str) -> None:
-        self.workers = sorted((w for w in workers if w.free > 0), key=lambda w: w.name)
+        #: Every live worker, busy or not (what :meth:`serves` asks about).
+        self.live = tuple(workers)
+        self.workers = sorted((w for w in self.live if w.free > 0), key=lambda w: w.name)
         self.default_queue = default_queue
+
+    @property
+    def live_key(self) -> frozenset[tuple[str, str, frozenset[str], frozenset[str] | None]]:
+        """What the live workers may run: when it changes, a schedule none of
+        them could run (:meth:`serves`) may have a worker again."""
+        return frozenset((w.name, w.node, w.queues, w.tasks) for w in self.live)
+
+    def serves(self, constraints: Constraints) -> bool:
+        """Whether some live worker may run a schedule of ``constraints``,
+        whether or not it has a slot free now."""
+        queue = constraints.pool or self.default_queue
+        return any(
+            worker_allowed(
+                queue,
+                constraints.excluded_nodes,
+                name=w.name,
+                node=w.node,
+                queues=w.queues,
+                task=constraints.task,
+                tasks=w.tasks,
+            )
+            for w in self.live
+        )
 
     @property
     def free(self) -> int:
@@ -125,19 +167,28 @@ def plan_dispatches(
     limit: int,
     max_skips: int = 1000,
     vouch: Callable[[str], bool] | None = None,
+    unserved: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Pop eligible schedules in ``should_start_by`` order while slots remain.
 
     Returns ``(schedule, worker)`` pairs; the chosen schedules are removed from
     the index (the caller re-inserts any it fails to dispatch). ``vouch(name)``
     is asked about each schedule offered, placeable or not, before it is
-    taken or skipped: at the first it refuses, the plan ends there.
+    taken or skipped: at the first it refuses, the plan ends there. A
+    schedule skipped because no live worker may run it at all
+    (:meth:`Placement.serves`) is appended to ``unserved``, if given (it
+    stays in the index).
     """
 
     def can_place(name: str) -> bool:
         if vouch is not None and not vouch(name):
             raise _Unvouched(name)
-        return placement.can_place(constraints_of(name))
+        constraints = constraints_of(name)
+        if placement.can_place(constraints):
+            return True
+        if unserved is not None and not placement.serves(constraints):
+            unserved.append(name)
+        return False
 
     plan: list[tuple[str, str]] = []
     while len(plan) < limit and placement.free > 0:
@@ -162,6 +213,7 @@ def choose_dispatches(
     *,
     limit: int,
     vouch: Callable[[str], bool] | None = None,
+    set_aside: Callable[[list[str]], None] | None = None,
 ) -> list[tuple[str, str]]:
     """The whole dispatch decision of one beat round, shared by beat and the simulator.
 
@@ -171,14 +223,28 @@ def choose_dispatches(
     say it is not due: ``defer`` has re-inserted or parked it); its slot is
     then given back. Returns the ``(schedule, worker)`` pairs to dispatch.
     ``vouch``: as :func:`plan_dispatches` (the caller knows whether it refused).
+
+    ``set_aside(names)``: must take the schedules no live worker may run out
+    of the index (until the live workers change: :attr:`Placement.live_key`),
+    so the next plan looks past them: without it a plan looks at most
+    ``max_skips`` such schedules deep, and more of them ahead would keep
+    every free slot idle.
     """
     chosen: list[tuple[str, str]] = []
     while len(chosen) < limit:
+        unserved: list[str] | None = None if set_aside is None else []
         plan = plan_dispatches(
-            index, now, placement, constraints_of, limit=limit - len(chosen), vouch=vouch
+            index,
+            now,
+            placement,
+            constraints_of,
+            limit=limit - len(chosen),
+            vouch=vouch,
+            unserved=unserved,
         )
-        if not plan:
-            break
+        if unserved:  # out of the index now: each such pass takes one out at least
+            assert set_aside is not None
+            set_aside(list(dict.fromkeys(unserved)))
         deferred = False
         for name, worker in plan:
             if defer(name):
@@ -186,6 +252,8 @@ def choose_dispatches(
                 deferred = True
                 continue
             chosen.append((name, worker))
-        if not deferred:  # the plan stopped for want of slots, schedules or limit
+        if not deferred and not unserved:  # stopped for want of slots, schedules or limit
+            break
+        if not placement.free:
             break
     return chosen

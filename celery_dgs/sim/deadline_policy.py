@@ -17,6 +17,8 @@ same machinery keyed by ``can_start_by`` (the oldest due first) with the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 from ..core.blackout_watch import BlackoutWatch, stale_from
 from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
@@ -78,6 +80,11 @@ class DeadlinePolicy(Policy):
             s.name: Constraints(pool=s.spec.pool, excluded_nodes=s.spec.dont_run_on_nodes)
             for s in sim.workload.schedules
         }
+        #: Out of the index because no live worker may run them (beat's
+        #: ``BeatState.unserved``), until the workers change (``_live_key``).
+        self.unserved: set[str] = set()
+        self._live_key: Hashable = None
+        self._placement_serves: Callable[[Constraints], bool] | None = None
         #: Beat's window of schedules (``order.window_size``); ``None``: all indexed.
         self.window = (
             None
@@ -216,15 +223,16 @@ class DeadlinePolicy(Policy):
             and isinstance(self.index, PriorityIndex)
         ):
             self._picks_at_window = self.index.class_picks
+        sim = self.sim
+        placement = Placement(sim.worker_slots, sim.workload.default_queue)
+        self._serve_again(placement, now)
         self._retime_stale(now)
         if self.window is not None:
             self._read_window(now)
-            self._take_read(self.window.refresh(now), now)
+            self._take_read(self.window.refresh(now, self._serves), now)
         while self.index.peek(now) is None:
             if not self.read_eligible(now):
                 return
-        sim = self.sim
-        placement = Placement(sim.worker_slots, sim.workload.default_queue)
         admission = None
         if self.lookahead:
             running = self.running
@@ -246,6 +254,35 @@ class DeadlinePolicy(Policy):
         for name, worker in chosen:
             sim.start_run(name, worker, now, slot_taken=True)
 
+    def _serve_again(self, placement: Placement, now: float) -> None:
+        """Beat's ``BeatEngine._serve_again``: once the workers change, the
+        schedules set aside because none could run one are indexed again,
+        and the window's eligible part starts again."""
+        self._placement_serves = placement.serves
+        key = placement.live_key
+        if key == self._live_key:
+            return
+        self._live_key = key
+        freed, self.unserved = self.unserved, set()
+        for name in sorted(freed):
+            self._index(name, now)
+        if self.window is not None:
+            self.window.live_workers_changed()
+
+    def _serves(self, name: str) -> bool:
+        """Whether some live worker may run ``name``, as of this round."""
+        serves = self._placement_serves
+        return serves is None or serves(self.constraints[name])
+
+    def _set_aside(self, names: list[str]) -> None:
+        """Beat's ``BeatRanking.set_aside``: out of the index and the demand
+        book until the workers change."""
+        for name in names:
+            self.index.remove(name)
+            self.blackouts.forget(name)
+            self.book.forget(name)
+            self.unserved.add(name)
+
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None
     ) -> list[tuple[str, str]]:
@@ -258,6 +295,7 @@ class DeadlinePolicy(Policy):
             lambda name: self._defer(name, now, admission),
             limit=_NO_LIMIT,
             vouch=vouching,
+            set_aside=self._set_aside,
         )
         self._refusal = None if vouching is None else vouching.refusal
         self.refusals += self._refusal is not None
@@ -290,7 +328,7 @@ class DeadlinePolicy(Policy):
         if self.window is None:
             return False
         rows = 0
-        for read in self.window.read_eligible(now):
+        for read in self.window.read_eligible(now, self._serves):
             rows += self._take_read(read, now)
         return rows > 0
 
@@ -321,10 +359,12 @@ class DeadlinePolicy(Policy):
         names, outside, rows = read
         states, index = self.sim.states, self.index
         for name in names:
+            self.unserved.discard(name)  # read again: placed again (beat's apply_row)
             # one indexed already keeps its entry (a look-ahead hold-back with it)
             if states[name].running_since is None and name not in index:
                 self._index(name, now)
         for name in outside:
+            self.unserved.discard(name)
             self._let_go(name)
         return rows
 

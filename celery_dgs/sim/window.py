@@ -13,7 +13,7 @@ slots, are beat's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -68,6 +68,8 @@ class SimWindow:
         self.kept: dict[str, KeptStart] = {}
         #: How many slices were read, and their rows; the most schedules held.
         self.reads = self.rows_read = self.most_held = 0
+        #: Whether an eligible read passed over a schedule no live worker may run.
+        self.passed_over_unserved = False
 
     def idle(self, name: str, spec: ScheduleSpec, stats: ScheduleStats, now: float) -> bool:
         """``name`` is idle at ``now`` (its row written): whether the window holds it."""
@@ -101,35 +103,40 @@ class SimWindow:
         read = self.bounds.next_read(self.sim.at(now), len(self.held), more=more, bucket=bucket)
         return None if read is None else self._take(read)
 
-    def refresh(self, now: float) -> SimRead | None:
+    def refresh(self, now: float, serves: Callable[[str], bool]) -> SimRead | None:
         """The eligible part brought up to ``now`` (beat's
         :meth:`ScheduleLoader.refresh_eligible
         <celery_dgs.beat.loading.ScheduleLoader.refresh_eligible>`); ``None``:
         no read needed."""
         read = self.bounds.refresh_read(self.sim.at(now))
-        return None if read is None else self._take(read)
+        return None if read is None else self._take(read, serves)
 
-    def read_eligible(self, now: float) -> list[SimRead]:
+    def read_eligible(self, now: float, serves: Callable[[str], bool]) -> list[SimRead]:
         """The eligible part brought up to ``now`` and read on (beat's
         :meth:`ScheduleLoader.read_eligible
         <celery_dgs.beat.loading.ScheduleLoader.read_eligible>`): the reads made."""
         reads: list[SimRead] = []
 
         def take(read: SliceRead) -> int:
-            reads.append(self._take(read))
+            reads.append(self._take(read, serves))
             return reads[-1].rows
 
         self.bounds.read_eligible(self.sim.at(now), lambda: len(self.held), take)
         return reads
 
-    def _take(self, read: SliceRead) -> SimRead:
-        """Make ``read`` over the fleet's kept times and move the bounds past it."""
+    def _take(self, read: SliceRead, serves: Callable[[str], bool] | None = None) -> SimRead:
+        """Make ``read`` over the fleet's kept times and move the bounds past it.
+        An eligible read does not hold the schedules ``serves`` says no live
+        worker may run (beat's :meth:`ScheduleLoader._startable
+        <celery_dgs.beat.loading.ScheduleLoader._startable>`)."""
         names = slice_of(read, self.kept.items())
         kept = [self.kept[name] for name in names]
         in_use = buckets_in_use(self.kept.values()) if read.restart else ()
         bounds = self.bounds
         bounds.after_read(read, keys_of(read, kept, names), in_use)
         past = self._keep_past_blackout(read, unheld(names, self.held)) if read.eligible else set()
+        if read.eligible and serves is not None:
+            past |= self._unserved(unheld(names, self.held), serves)
         wanted = bounds.arrival_wanted()
         if wanted is not None:
             bounds.part.arrival_read(next_can_of(*wanted, self.kept.items()))
@@ -145,6 +152,24 @@ class SimWindow:
         for name in outside:
             self.held.forget(name)
         return SimRead(names, outside, rows)
+
+    def _unserved(self, names: list[str], serves: Callable[[str], bool]) -> set[str]:
+        """Of the idle schedules an eligible read brought in, those no live
+        worker may run: not held (beat drops them from the part)."""
+        states, dropped = self.sim.states, set()
+        for name in names:
+            if states[name].running_since is None and not serves(name):
+                self.bounds.part.not_held(self.kept[name].can)
+                dropped.add(name)
+        self.passed_over_unserved |= bool(dropped)
+        return dropped
+
+    def live_workers_changed(self) -> None:
+        """Beat's :meth:`ScheduleLoader.live_workers_changed
+        <celery_dgs.beat.loading.ScheduleLoader.live_workers_changed>`."""
+        if self.passed_over_unserved:
+            self.bounds.part.clear()
+            self.passed_over_unserved = False
 
     def _keep_past_blackout(self, read: SliceRead, names: list[str]) -> set[str]:
         """Beat's :meth:`ScheduleLoader._startable

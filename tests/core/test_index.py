@@ -192,3 +192,55 @@ def test_upsert_many_is_upsert_of_each(
     ]
     assert popped[0] == popped[1]
     assert one_by_one.ready_count(100.0) == at_once.ready_count(100.0)
+
+
+def test_schedules_no_live_worker_serves_are_set_aside_so_the_round_looks_past_them() -> None:
+    """More unserved schedules ahead than a plan looks past (``max_skips``):
+    without ``set_aside`` the free slot stays idle; with it they leave the
+    index and the next plan reaches the served one. A busy pool's schedules
+    are not unserved: they stay."""
+    from celery_dgs.core.placement import choose_dispatches
+
+    def fill() -> tuple[DeadlineIndex, dict[str, Constraints]]:
+        index, constraints = DeadlineIndex(), {}
+        for i in range(1_500):
+            index.upsert(f"gpu{i}", 0, i)
+            constraints[f"gpu{i}"] = Constraints(pool="gpu")
+        index.upsert("busy", 0, 2_000)
+        constraints["busy"] = Constraints(pool="busy")
+        index.upsert("cpu", 0, 3_000)
+        constraints["cpu"] = Constraints()
+        return index, constraints
+
+    def placement() -> Placement:
+        workers = [
+            WorkerSlots("w1", "n1", frozenset({"celery"}), 1),
+            WorkerSlots("w2", "n2", frozenset({"busy"}), 0),
+        ]
+        return Placement(workers, "celery")
+
+    index, constraints = fill()
+    never = choose_dispatches(
+        index, 0, placement(), constraints.__getitem__, lambda _n: False, limit=10
+    )
+    assert never == []
+    index, constraints = fill()
+    aside: list[str] = []
+
+    def set_aside(names: list[str]) -> None:
+        aside.extend(names)
+        for name in names:
+            index.remove(name)
+
+    chosen = choose_dispatches(
+        index,
+        0,
+        placement(),
+        constraints.__getitem__,
+        lambda _n: False,
+        limit=10,
+        set_aside=set_aside,
+    )
+    assert chosen == [("cpu", "w1")]
+    assert sorted(aside) == sorted(f"gpu{i}" for i in range(1_500))
+    assert "busy" in index

@@ -190,3 +190,40 @@ def test_eligible_schedules_in_a_blackout_begun_since_are_not_held(order: OrderP
     window = sim.policy.window  # type: ignore[attr-defined]
     assert isinstance(window, SimWindow)
     assert window.most_held <= 40, f"held {window.most_held}"
+
+
+@pytest.mark.parametrize("window_size", [None, 20])
+def test_a_pool_no_worker_consumes_keeps_no_slot_idle(window_size: int | None) -> None:
+    """More schedules than a plan looks past (1,000) are in a pool no worker
+    consumes, and more urgent: the simulator sets them aside as beat does,
+    so the default pool's run on its idle slots, and a window does not hold
+    the unserved backlog."""
+    start = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    unserved = [
+        SimSchedule(
+            PeriodicSpec(
+                task="t.gpu",
+                configuration=f"g{i}",
+                scheduling_period=timedelta(hours=1),
+                pool="gpu",
+            ),
+            60.0,
+        )
+        for i in range(1_500)
+    ]
+    served = [
+        SimSchedule(
+            PeriodicSpec(task="t.cpu", configuration=f"c{i}", scheduling_period=timedelta(hours=6)),
+            60.0,
+        )
+        for i in range(20)
+    ]
+    workload = Workload(unserved + served, make_workers(2), horizon_s=4 * 3600, start=start, seed=1)
+    order = OrderPolicy(window_size=window_size, window_s=3600)
+    sim = Simulator(workload, "dgs", order=order)
+    result = sim.run()
+    assert result.runs >= 20, "every served schedule ran"
+    window = sim.policy.window  # type: ignore[attr-defined]
+    if window is not None:
+        # The certainty rule's room (11 windows) and an eligible read, not the backlog.
+        assert window.most_held <= 12 * window_size
