@@ -29,6 +29,8 @@ from .retry_settings import check_after_failure
 logger = logging.getLogger("celery_dgs.worker")
 
 STORE_WRITE_ATTEMPTS = 5
+#: The longest wait between two attempts at writing a run's outcome.
+OUTCOME_RETRY_MAX_DELAY_S = 5.0
 
 
 class RunClock:
@@ -54,13 +56,21 @@ class RunClock:
 def retried(
     what: str,
     fn: Callable[[], Any],
-    attempts: int = STORE_WRITE_ATTEMPTS,
+    attempts: int | None = STORE_WRITE_ATTEMPTS,
     give_up_at: float | None = None,
+    *,
+    max_delay: float = float("inf"),
+    between: Callable[[], None] | None = None,
 ) -> Any:
-    """``fn()``, retried with a doubling back-off; no retry would start after
-    the monotonic time ``give_up_at`` (the last error is raised instead)."""
+    """``fn()``, retried with a doubling back-off (at most ``max_delay``
+    between attempts; ``between()`` is called before each wait); no retry
+    would start after the monotonic time ``give_up_at`` (the last error is
+    raised instead). ``attempts``: at most that many (``None``: until
+    ``give_up_at``)."""
     delay = 0.2
-    for attempt in range(1, attempts + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
         except DgsError:
@@ -71,9 +81,10 @@ def retried(
                 log_failure(logger, exc, "celery-dgs: %s failed after %d attempts", what, attempt)
                 raise
             logger.warning("celery-dgs: %s failed (attempt %d); retrying", what, attempt)
+            if between is not None:
+                between()
             time.sleep(delay)
-            delay *= 2
-    return None
+            delay = min(delay * 2, max_delay)
 
 
 def token_floor(rt: Runtime, spec: ScheduleSpec) -> int:
@@ -151,15 +162,18 @@ def finish_run(
     outcome: str,
     error: str | None,
     progress: float | None = None,
-    attempts: int = STORE_WRITE_ATTEMPTS,
+    attempts: int | None = STORE_WRITE_ATTEMPTS,
     ended_at: datetime | None = None,
     clock: RunClock | None = None,
     eventful: bool | None = None,
     verdict: object = None,
     items: ItemCounts | None = None,
 ) -> None:
-    """Record the run's end and release its lease. ``ended_at``: the end as
-    estimated by the caller (a self-fenced run passes the grant's Redis time
+    """Record the run's end and release its lease. The outcome's write is
+    tried ``attempts`` times; ``None`` (a body that has returned): retried
+    for up to ``dgs_ping_timeout`` (a database restarting), the lease pinged
+    meanwhile so that it stays this run's and its slot busy. ``ended_at``:
+    the end as estimated by the caller (a self-fenced run passes the grant's Redis time
     plus the monotonic time since: Redis is presumed unreachable and the local
     wall clock may have jumped); otherwise Redis's clock, or the local one.
 
@@ -175,6 +189,7 @@ def finish_run(
         ended_at = redis_now_or_local(rt)
     if clock is not None and duration is not None and ended_at < clock.started_at:
         ended_at = clock.started_at + timedelta(seconds=duration)
+    give_up_at = None if attempts is not None else time.monotonic() + rt.settings.ping_timeout
     try:
         retried(
             f"recording the end of {schedule}",
@@ -191,6 +206,9 @@ def finish_run(
                 items=items,
             ),
             attempts=attempts,
+            give_up_at=give_up_at,
+            max_delay=min(OUTCOME_RETRY_MAX_DELAY_S, rt.settings.ping_interval),
+            between=None if attempts is not None else _pinger(rt, schedule, run_id),
         )
     except StaleTokenError as exc:
         # A newer run holds the schedule: this late write is kept in the run
@@ -220,6 +238,26 @@ def finish_run(
     _log_end(run_id, schedule, outcome, error, items)
     if outcome in FAILURE_OUTCOMES:  # its kept next start waits this worker's retry step
         check_after_failure(rt)
+
+
+def _pinger(rt: Runtime, schedule: str, run_id: str) -> Callable[[], None]:
+    """Pings the run's lease (at most once a ``dgs_ping_interval``) while its
+    outcome waits for the store: the lease stays the run's, its slot busy.
+    A failed ping is logged, never raised."""
+    last = time.monotonic()
+
+    def ping() -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < rt.settings.ping_interval / 2:
+            return
+        last = now
+        try:
+            rt.leases.ping(schedule, run_id)
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: pinging the lease of %s failed", schedule)
+
+    return ping
 
 
 def _log_end(

@@ -31,6 +31,7 @@ from ..leases.types import AcquireResult, PingResult, PingStatus
 from ..runtime import Runtime
 from .lease_grant import Grant, acquire_through_grace, refusal_reason
 from .run_records import (
+    STORE_WRITE_ATTEMPTS,
     RunClock,
     check_info,
     finish_run,
@@ -379,6 +380,9 @@ class SupervisedRun:
                     outcome,
                     error,
                     progress=supervisor.progress,
+                    # The body has returned: the outcome may wait for the store
+                    # (the lease is pinged meanwhile); a self-fenced one may not.
+                    attempts=STORE_WRITE_ATTEMPTS if outcome == "self_fenced" else None,
                     clock=clock,
                     ended_at=supervisor.estimated_now() if outcome == "self_fenced" else None,
                     eventful=supervisor.eventful,

@@ -86,6 +86,17 @@ class PostgresServer:
         )
         return self
 
+    def pause(self) -> None:
+        """Stop the server (fast shutdown), keeping its data for :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the server :meth:`pause` stopped, on the same port."""
+        opts = f"-p {self.port} -k {self.root} -h 127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run(
+            "pg_ctl", "-D", str(self.data_dir), "-o", opts, "-l", str(self.log), "-w", "start"
+        )
+
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 

@@ -1,0 +1,73 @@
+"""A run's outcome outlives a database restart: the worker keeps retrying the
+write for up to ``dgs_ping_timeout`` while it pings the lease, so the run is
+recorded as it ended (not left ``running`` and later marked lost) and its
+slot stays busy until then. A real PostgreSQL server of the test's own,
+stopped while the body runs and started again seconds later."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from celery_dgs.runtime import Runtime
+from celery_dgs.settings import DgsSettings
+from celery_dgs.worker.runs import supervised_run
+from tests.support.postgres import PostgresServer, postgres_available
+from tests.worker.helpers import SPEC, Request, in_thread, only_run
+
+#: Longer than the 5 quick attempts (0.2 + 0.4 + 0.8 + 1.6 s) a write is given.
+OUTAGE_S = 5.0
+
+pytestmark = pytest.mark.skipif(not postgres_available(), reason="PostgreSQL binaries not found")
+
+
+@pytest.fixture
+def pg() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+def test_an_outcome_waits_out_a_database_restart_with_its_lease_kept(
+    pg: PostgresServer, redis_url: str
+) -> None:
+    settings = DgsSettings.from_conf(
+        {
+            "dgs_redis_url": redis_url,
+            "dgs_database_url": pg.create_database("outage"),
+            "dgs_ping_interval": 0.5,
+            "dgs_ping_timeout": 20.0,
+            "dgs_steal_delay": 1.0,
+        }
+    )
+    rt = Runtime(settings)
+    rt.store.insert_if_missing(SPEC, rt.leases.now())
+    seen: dict[str, Any] = {}
+
+    def restart() -> None:
+        seen["lease held"] = SPEC.name in {lease.schedule for lease in rt.leases.all()}
+        pg.resume()
+
+    def body() -> str:
+        pg.pause()  # the database goes away as the run ends
+        timer = threading.Timer(OUTAGE_S, restart)
+        timer.start()
+        seen["timer"] = timer
+        return "done"
+
+    try:
+        started = time.monotonic()
+        box = in_thread(lambda: supervised_run(rt, SPEC, Request(), body, (), {}))
+        assert box.get("value") == "done", box
+        assert time.monotonic() - started >= OUTAGE_S, "the run waited for the store"
+        seen["timer"].join()
+        assert seen["lease held"], "the slot stayed busy while the outcome waited"
+        run = only_run(rt)
+        assert (run.outcome, run.error) == ("success", None)
+        assert rt.leases.all() == [], "released once the outcome was stored"
+    finally:
+        rt.close()
