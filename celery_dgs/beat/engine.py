@@ -105,6 +105,7 @@ class BeatEngine:
         max_interval: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
         leadership: BeatLeadership | None = None,
+        wake: Callable[[], None] | None = None,
     ) -> None:
         self.store, self.leases, self.registry = store, leases, registry
         self.dispatches = dispatches
@@ -157,7 +158,9 @@ class BeatEngine:
         self.pruner = HistoryPruner(store, clock, settings)
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
         self.lease_view: BeatViewSource = leases.beat_view_reader()
-        self.snapshots = SnapshotSlot()
+        #: ``wake``: ends beat's wait between rounds (the metrics ask for a
+        #: snapshot, which the next round publishes).
+        self.snapshots = SnapshotSlot(wake)
         #: The dispatch rounds of the last minute: who limits the runs per second.
         self.pace = RoundPace()
         self._thread: int | None = None  # the thread that loads (and ticks)

@@ -200,6 +200,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             default_queue=self.app.conf.task_default_queue or "celery",
             max_interval=float(self.max_interval),
             leadership=leadership,
+            wake=lambda: rt.wake.notify() if leadership.leading else None,
         )
         engine.load()
         self.leadership, self.engine, self.wake = leadership, engine, rt.wake

@@ -12,7 +12,7 @@ shared with beat's state, which replaces them and never changes them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .state import BeatState
@@ -61,7 +61,9 @@ class BeatSnapshot:
 class SnapshotSlot:
     """The latest published snapshot, and whether a newer one is asked for."""
 
-    def __init__(self) -> None:
+    def __init__(self, wake: Callable[[], None] | None = None) -> None:
+        #: Called when a reader asks: wakes beat from its wait between rounds.
+        self.wake = wake
         self._changed = threading.Condition()
         self._latest = BeatSnapshot()
         self._serial = 0
@@ -81,10 +83,14 @@ class SnapshotSlot:
             return self._latest
 
     def request(self, timeout_s: float) -> BeatSnapshot:
-        """Ask beat for a new snapshot and wait up to ``timeout_s`` for it;
+        """Ask beat for a new snapshot (waking it, so a beat waiting for
+        its next round answers at once) and wait up to ``timeout_s`` for it;
         then the latest one (the new one, or the one before it)."""
         with self._changed:
             serial = self._serial
             self.asked = True
+        if self.wake is not None:
+            self.wake()
+        with self._changed:
             self._changed.wait_for(lambda: self._serial != serial, timeout_s)
             return self._latest

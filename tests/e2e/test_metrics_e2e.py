@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.error
 import urllib.request
 
@@ -57,3 +58,30 @@ def test_metrics_endpoint_shows_each_schedules_condition(cluster_factory) -> Non
     status, body = status_of(port, "/")
     assert status == 404
     assert "dgs_" not in body
+
+
+def test_a_scrape_wakes_an_idle_beat_for_a_fresh_snapshot(cluster_factory) -> None:
+    """An idle leader waits up to 10 s between rounds (a 2 s store poll, its
+    lease renewed every 10 s); a scrape wakes it, so each new runtime schedule
+    is in the first scrape after one poll interval, not in the one after it."""
+    from celery_dgs.runtime_schedules import RuntimeSchedules
+
+    port = free_port()
+    cluster = cluster_factory(
+        ["p10"],
+        E2E_METRICS_PORT=str(port),
+        E2E_STORE_POLL="2",
+        E2E_MAX_LOOP="30",
+        E2E_BEAT_LEADER_TIMEOUT="30",
+    )
+    cluster.start_beat()
+    wait_for(lambda: 'schedule="e2e.p10"' in scrape(port), 30, "beat's metrics")
+    store = cluster.store()
+    try:
+        api = RuntimeSchedules(store)
+        for key in ("a", "b", "c"):
+            api.upsert(f"e2e.scrape@{key}", period=3600, args=[key])
+            time.sleep(2.5)  # past one store poll interval
+            assert f'schedule="e2e.scrape@{key}"' in scrape(port), key
+    finally:
+        store.close()
