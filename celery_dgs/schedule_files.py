@@ -12,7 +12,9 @@ and written by ``celery dgs export``.
 
 Each row keeps its line number in the file, so an error names the line.
 :func:`export_row` writes the spec's own field names; a file written by
-export imports back to the same schedules.
+export imports back to the same schedules. A removed schedule (``export
+--include-removed``) has ``"removed": true``: import skips such a row, so
+it never brings a removed schedule back (:func:`without_removed`).
 """
 
 from __future__ import annotations
@@ -101,16 +103,43 @@ def cell_value(column: str, value: str) -> Any:
         return value
 
 
-def export_row(spec: ScheduleSpec) -> dict[str, Any]:
-    """The spec as an import row: ``name`` first, then its own fields."""
+#: The field that marks a removed schedule's row (``export --include-removed``).
+REMOVED_FIELD = "removed"
+
+
+def export_row(spec: ScheduleSpec, *, removed: bool = False) -> dict[str, Any]:
+    """The spec as an import row: ``name`` first, then its own fields, and
+    ``"removed": true`` for a removed schedule."""
     data = spec.to_dict()
     data.pop("format", None)
-    return {"name": spec.name, **data}
+    return {"name": spec.name, **data, **({REMOVED_FIELD: True} if removed else {})}
 
 
-def write_rows(stream: IO[str], fmt: str, specs: Iterable[ScheduleSpec]) -> int:
-    """Write ``specs`` to ``stream`` in ``fmt``; returns how many."""
-    rows = [export_row(s) for s in specs]
+def without_removed(rows: Iterable[NumberedRow], skipped: list[str]) -> Iterator[NumberedRow]:
+    """``rows`` less those marked removed (their names appended to
+    ``skipped``); a ``removed`` cell that is not true or false is an error of
+    its row."""
+    for line, row in rows:
+        if isinstance(row, RowError) or REMOVED_FIELD not in row:
+            yield line, row
+            continue
+        flag, rest = row[REMOVED_FIELD], {k: v for k, v in row.items() if k != REMOVED_FIELD}
+        name = str(rest.get("name") or rest.get("task") or "?")
+        if flag is True:
+            skipped.append(name)
+        elif flag is False:
+            yield line, rest
+        else:
+            yield line, RowError(line, name, REMOVED_FIELD, f"must be true or false, got {flag!r}")
+
+
+def write_rows(
+    stream: IO[str], fmt: str, specs: Iterable[ScheduleSpec], removed: Iterable[str] = ()
+) -> int:
+    """Write ``specs`` to ``stream`` in ``fmt`` (those named in ``removed``
+    marked so); returns how many."""
+    gone = set(removed)
+    rows = [export_row(s, removed=s.name in gone) for s in specs]
     if fmt == "csv":
         columns = list(dict.fromkeys(key for row in rows for key in row))
         writer = csv.writer(stream, lineterminator="\n")

@@ -18,7 +18,14 @@ from ..core.durations import parse_duration
 from ..ops.actions import live_lease
 from ..ops.env import Env
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
-from ..schedule_files import FORMATS, cell_value, format_of, read_rows, write_rows
+from ..schedule_files import (
+    FORMATS,
+    cell_value,
+    format_of,
+    read_rows,
+    without_removed,
+    write_rows,
+)
 from .context import get_env, wrap_errors
 
 
@@ -192,14 +199,17 @@ def _live_runs(env: Env, names: Iterable[str]) -> dict[str, str]:
     return notes
 
 
-def _print_bulk(report: BulkReport, source: str) -> None:
+def _print_bulk(report: BulkReport, source: str, skipped: list[str] | None = None) -> None:
     for err in report.errors:
         click.echo(f"ERROR {source}: {err}", err=True)
     a = report.applied
+    removed = (
+        f", {len(skipped)} removed skipped (a removed schedule is not imported)" if skipped else ""
+    )
     click.echo(
         f"imported {source}: {len(a.inserted)} inserted, {len(a.updated)} updated, "
         f"{len(a.reactivated)} reactivated, {len(a.unchanged)} unchanged, "
-        f"{len(report.errors)} rows not applied"
+        f"{len(report.errors)} rows not applied{removed}"
     )
 
 
@@ -225,10 +235,11 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
     env = get_env(ctx)
     fmt = format_of(file, fmt)
     source = "-" if file == "-" else click.format_filename(file)
+    skipped: list[str] = []  # rows marked removed (export --include-removed)
     try:
         # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the header.
         with click.open_file(file, "r", encoding="utf-8-sig") as stream:
-            report = _api(env).upsert_lines(read_rows(stream, fmt))
+            report = _api(env).upsert_lines(without_removed(read_rows(stream, fmt), skipped))
     except UnicodeDecodeError as exc:
         raise click.ClickException(
             f"{source}: not UTF-8 text ({exc.reason}, byte {exc.object[exc.start]:#04x}); "
@@ -236,7 +247,7 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
         ) from None
     except OSError as exc:
         raise click.FileError(source, hint=f"{exc.strerror or exc}; nothing imported") from None
-    _print_bulk(report, source)
+    _print_bulk(report, source, skipped)
     ctx.exit(0 if report.ok else 1)
 
 
@@ -267,6 +278,7 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
     env = get_env(ctx)
     rows = _api(env).list(include_removed=include_removed)
     specs = [r.spec for r in rows if r.spec is not None]
+    removed = [r.name for r in rows if not r.active]
     for row in rows:
         if row.spec is None:
             click.echo(
@@ -274,7 +286,7 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
             )
     try:
         with click.open_file(output, "w", encoding="utf-8") as stream:
-            count = write_rows(stream, fmt, specs)
+            count = write_rows(stream, fmt, specs, removed)
     except BrokenPipeError:
         raise  # the reader of stdout went away: wrap_errors stops quietly
     except OSError as exc:

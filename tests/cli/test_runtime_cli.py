@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from celery import Celery
 
 from celery_dgs.core.spec import PeriodicSpec
@@ -134,6 +135,38 @@ def test_export_then_import_is_a_no_op(world: World, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "0 inserted, 0 updated, 0 reactivated, 2 unchanged, 0 rows not applied" in (
         result.stdout
+    )
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_export_with_the_removed_ones_imports_back_without_reviving_them(
+    world: World, tmp_path: Path, fmt: str
+) -> None:
+    tasks(world.app)
+    world.invoke("sync")
+    world.invoke("add", "t.scrape@a", "--period", "60")
+    world.invoke("add", "t.scrape@b", "--period", "60")
+    assert world.invoke("remove", "t.scrape@b").exit_code == 0
+    path = tmp_path / f"all.{fmt}"
+    written = world.invoke("export", "--include-removed", "--format", fmt, "-o", str(path))
+    assert written.exit_code == 0, written.output
+    if fmt == "jsonl":
+        rows = {r["name"]: r for r in map(json.loads, path.read_text().splitlines())}
+        assert rows["t.scrape@b"]["removed"] is True
+        assert "removed" not in rows["t.scrape@a"]
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith(
+        "0 inserted, 0 updated, 0 reactivated, 1 unchanged, 0 rows not applied, "
+        "1 removed skipped (a removed schedule is not imported)\n"
+    )
+    assert not world.store.get("t.scrape@b").active
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"name": "t.scrape@c", "period": 60, "removed": "yes"}\n')
+    refused = world.invoke("import", str(bad))
+    assert refused.exit_code == 1
+    assert "schedule 't.scrape@c', field 'removed': must be true or false, got 'yes'" in (
+        refused.stderr
     )
 
 
