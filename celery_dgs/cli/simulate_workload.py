@@ -7,7 +7,7 @@ none; and the words of the first output line that say where it came from."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,16 @@ def build_workload(env: Env | None, opts: WorkloadOptions) -> Built:
         updates["seed"] = opts.seed
     if env is not None:
         updates |= outcome_settings(built.workload, env.settings)
-    return replace(built, workload=replace(built.workload, **updates)) if updates else built
+    built = replace(built, workload=replace(built.workload, **updates)) if updates else built
+    workload = built.workload
+    if warmup_s is not None and warmup_s >= workload.horizon_s:
+        raise click.BadParameter(
+            f"{opts.warmup!r}: the warm-up must be shorter than the simulated time "
+            f"({format_duration(timedelta(seconds=workload.horizon_s))}): nothing would be "
+            "measured",
+            param_hint="--warmup",
+        )
+    return built
 
 
 def outcome_settings(workload: Workload, settings: DgsSettings) -> dict[str, Any]:

@@ -192,6 +192,9 @@ def test_out_of_range_generator_options_are_usage_errors() -> None:
         (["--schedules", "10", "--failure-rate", "2"], "--failure-rate"),
         (["--schedules", str(10**23), "--slots", "4"], "--schedules"),
         (["--schedules", "10", "--slots", "0"], "--slots"),
+        # A warm-up as long as the run measures nothing (it passed with 0 runs).
+        (["--schedules", "10", "--slots", "2", "--horizon", "7d", "--warmup", "8d"], "--warmup"),
+        (["--schedules", "10", "--slots", "2", "--horizon", "2h", "--warmup", "2h"], "--warmup"),
     ):
         result = CliRunner().invoke(simulate, args)
         assert result.exit_code == 2, (args, result.output)
