@@ -21,6 +21,7 @@ from ..ops.env import Env
 from ..ops.leader import (
     foreign_leader_of,
     foreign_workers_note,
+    leader_expired,
     leader_json,
     overload_text,
     pace_text,
@@ -129,8 +130,9 @@ def status(
     excludes each one that does), a blackout window. Times in the table are
     relative to now; --json gives ISO-8601 UTC times and durations in seconds.
 
-    Exit status: 1 if any selected schedule is in ERROR, or a deferred check is
-    overdue past its within (a health check), 0 otherwise; 3 if Redis or the
+    Exit status: 1 if any selected schedule is in ERROR, a deferred check is
+    overdue past its within, or the beat leader's lease expired (no beat
+    dispatches: a health check), 0 otherwise; 3 if Redis or the
     store cannot be read; 4 on a configuration error. Only active schedules
     are listed (one whose declaration is invalid is listed as stored, in
     ERROR declaration_invalid); a paused one keeps its
@@ -152,7 +154,9 @@ def status(
         strangers = foreign_workers_note(env, page.live.foreign_workers)  # another project's
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
-        error = page.any_error or bool(past)
+        # A leader whose lease expired died without resigning: nothing dispatches.
+        stopped = leader is not None and leader_expired(leader, page.now, timeout)
+        error = page.any_error or bool(past) or stopped
         if as_json:
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
             tail["redis_restart_grace"] = restart_json(grace)
@@ -176,7 +180,10 @@ def status(
         for warning in (foreign, strangers):
             if warning is not None:
                 lines.append(f"{styled('WARNING', 'WARNING', color=color)} {warning}")
-        lines.append(pace_text(pace))
+        pace_line = pace_text(pace)
+        if stopped and pace_line is not None:  # written by the leader that stopped
+            pace_line = pace_line.replace("beat pace:", "beat pace (the stopped leader's last):", 1)
+        lines.append(pace_line)
         lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))
         lines += [past_within_text(p, color=color) for p in past]

@@ -30,11 +30,21 @@ def test_status_names_the_leading_beat(world: World) -> None:
     assert doc["beat_leader"]["since"].endswith("+00:00")
 
 
-def test_status_flags_an_expired_leader(world: World) -> None:
+def test_status_flags_an_expired_leader_and_fails_the_health_check(world: World) -> None:
+    """A leader that died without resigning: nothing dispatches, so the health
+    check fails (exit 1) though every schedule is still OK."""
+    world.sync(spec("t.one"), at=now())
+    world.record("t.one", "success", now())
     world.app.conf.dgs_beat_leader_timeout = 0.3
     leader = RedisLeader(world.leases.client, KeySpace(PREFIX), timeout=0.3)
     leader.elect(owner_tag="tag-1", owner_node="beathost", owner_pid=1)
+    assert world.invoke("status").exit_code == 0
     time.sleep(0.5)
-    line = world.invoke("status").stdout.splitlines()[-1]
+    result = world.invoke("status")
+    assert result.exit_code == 1
+    assert "(0 ERROR, 0 WARNING, 1 OK)" in result.stdout.splitlines()[0]
+    line = result.stdout.splitlines()[-1]
     assert "EXPIRED" in line, line
-    assert json.loads(world.invoke("status", "--json").stdout)["beat_leader"]["expired"] is True
+    as_json = world.invoke("status", "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["beat_leader"]["expired"] is True
