@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .celery_settings import apply_plugin_defaults
 from .core.spec import CheckSpec
@@ -32,6 +32,9 @@ _INSTANCES: weakref.WeakKeyDictionary[Any, DGS] = weakref.WeakKeyDictionary()
 
 Duration = timedelta | float | int
 TimeWindow = tuple[str, str]
+#: The default of a required decorator field: left out, it is reported as the
+#: declaration's error (``field 'period' is required``), not a ``TypeError``.
+_LEFT_OUT: Any = object()
 
 
 class DGS:
@@ -177,7 +180,7 @@ class DGS:
 
     def periodic(
         self,
-        period: Duration,
+        period: Duration = _LEFT_OUT,
         *,
         cooldown: Duration | None = None,
         configuration: str = "",
@@ -193,6 +196,7 @@ class DGS:
         partial_failure_threshold: float | None = None,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
+        **unknown: NoReturn,
     ) -> Callable[[T], T]:
         """Declare that the task's data must never be older than ``period``.
 
@@ -211,9 +215,9 @@ class DGS:
 
     def cron(
         self,
-        schedule: str,
+        schedule: str = _LEFT_OUT,
         *,
-        within: Duration,
+        within: Duration = _LEFT_OUT,
         configuration: str = "",
         tz: Any = "UTC",
         blackouts: Iterable[TimeWindow] = (),
@@ -227,6 +231,7 @@ class DGS:
         partial_failure_threshold: float | None = None,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
+        **unknown: NoReturn,
     ) -> Callable[[T], T]:
         """Declare a run at each ``schedule`` time (5-field cron, in ``tz``) that
         must finish ``within`` that long after it (other fields as for
@@ -297,11 +302,20 @@ class DGS:
 def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
     """A decorator's keyword arguments as declaration fields. The friendly names
     (``period``, ``within``, ``blackouts``, ...) are mapped to spec fields by
-    :data:`~celery_dgs.declarations.FIELD_ALIASES`, and the spec validates them."""
-    fields = {key: value for key, value in arguments.items() if key != "self"}
+    :data:`~celery_dgs.declarations.FIELD_ALIASES`, and the spec validates them.
+    A required field left out, or an unknown keyword (a typo: the type checker
+    refuses it, Python would not), is the declaration's error, reported with
+    the others (beat, the workers and ``check`` go on), not a ``TypeError``
+    at import."""
+    unknown = arguments.get("unknown") or {}
+    fields = {
+        key: value
+        for key, value in arguments.items()
+        if key not in ("self", "unknown") and value is not _LEFT_OUT
+    }
     if fields.get("kwargs") is None:  # anything else is validated by the spec
         fields["kwargs"] = {}
-    return fields
+    return {**fields, **unknown}
 
 
 def get_dgs(app: Any) -> DGS:

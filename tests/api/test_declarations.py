@@ -152,6 +152,39 @@ def test_bad_decorator_arguments_are_recorded_not_raised(memory_app: Celery) -> 
     }
 
 
+def test_a_misspelt_or_missing_decorator_field_is_recorded_not_raised(memory_app: Celery) -> None:
+    """A typo in a decorator's keyword (which the type checker refuses) or a
+    required field left out is that declaration's error, with a suggestion:
+    the module still imports, and the other declarations stand."""
+    dgs = DGS(memory_app, install_worker_hooks=False)
+
+    @dgs.periodic(perod=60)  # type: ignore[arg-type]
+    @memory_app.task(name="t.typo", shared=False)
+    def typo() -> None: ...
+
+    @dgs.periodic(cooldown=5)
+    @memory_app.task(name="t.no_period", shared=False)
+    def no_period() -> None: ...
+
+    @dgs.cron("0 * * * *")
+    @memory_app.task(name="t.no_within", shared=False)
+    def no_within() -> None: ...
+
+    @dgs.periodic(60)
+    @memory_app.task(name="t.good", shared=False)
+    def good() -> None: ...
+
+    errors = {name: str(err) for name, err in dgs.declarations.errors.items()}
+    assert errors == {
+        "t.typo": "schedule 't.typo', field 'perod': is not a field of a periodic schedule; "
+        "did you mean 'period'?",
+        "t.no_period": "schedule 't.no_period', field 'period': is required for a periodic "
+        "schedule",
+        "t.no_within": "schedule 't.no_within', field 'within': is required for a cron schedule",
+    }
+    assert list(dgs.declarations.specs) == ["t.good"]
+
+
 def test_iterables_given_as_generators_are_read_once_and_kept() -> None:
     decl = Declarations()
     fields = {
