@@ -1,6 +1,6 @@
 """The status page's reads (the overview's snapshot, each table page), read
-again only once they are stale, in the background: no request waits for a
-re-read."""
+again only once they are stale, in the background: a request waits for a
+re-read a tenth of a second at most (a small fleet's read is done by then)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ logger = logging.getLogger("celery_dgs.web")
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
+#: How long a request that finds its read stale waits for the new read.
+QUICK_READ_S = 0.1
+
 
 class SnapshotCache(Generic[T]):
     """The last result of ``read`` (a :class:`~.snapshot.Snapshot`, a table
@@ -23,10 +26,12 @@ class SnapshotCache(Generic[T]):
     ``max_age`` seconds, and than ``cost_factor`` times its own read time (a
     read taking seconds then costs at most one ``cost_factor``-th of the
     time) unless that is more than ``longest`` seconds (``None``: no bound).
-    A request that finds it stale starts the new read in a thread and, like
-    every request meanwhile, gets the current one at once; only the first
-    read, and :meth:`refresh`, wait. A failed read is logged and the current
-    result kept."""
+    A request that finds it stale starts the new read in a thread and waits
+    for it up to ``wait_s``: it gets the new result if the read was that
+    quick (so a page looked at after a while shows the present, not the
+    state of the last look), else, like every request meanwhile, the
+    current one; only the first read, and :meth:`refresh`, wait for it
+    whole. A failed read is logged and the current result kept."""
 
     def __init__(
         self,
@@ -34,11 +39,13 @@ class SnapshotCache(Generic[T]):
         max_age: float,
         cost_factor: float = 4.0,
         longest: float | None = None,
+        wait_s: float = QUICK_READ_S,
     ) -> None:
         self._read = read
         self.max_age = max_age
         self.cost_factor = cost_factor
         self.longest = longest
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._snap: T | None = None
         self._at = 0.0
@@ -64,6 +71,7 @@ class SnapshotCache(Generic[T]):
             reader = threading.Thread(target=self._reread_in_background, daemon=True)
             reader.name = "dgs-web-snapshot"
             reader.start()
+            reader.join(self.wait_s)
         return self._snap or snap
 
     def _reread_in_background(self) -> None:

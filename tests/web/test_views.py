@@ -78,6 +78,24 @@ def test_the_cache_rereads_when_stale_and_serves_the_old_one_meanwhile() -> None
     assert len(reads) == 2
 
 
+def test_a_quick_re_read_is_what_the_request_that_found_it_stale_gets() -> None:
+    """A page looked at again after a while shows the present, not the state
+    of the last look, when the re-read takes less than a tenth of a second."""
+    count = iter(range(1_000))
+    cache: SnapshotCache[int] = SnapshotCache(lambda: next(count), max_age=0.2)
+    assert cache.get() == 0
+    assert cache.get() == 0
+    time.sleep(0.3)
+    assert cache.get() == 1
+    slow: SnapshotCache[int] = SnapshotCache(
+        lambda: (time.sleep(0.5), next(count))[1], max_age=0.0, cost_factor=0.0
+    )
+    first = slow.get()
+    started = time.monotonic()
+    assert slow.get() == first, "a slow re-read is not waited for"
+    assert time.monotonic() - started < 0.4
+
+
 def test_a_slow_read_is_repeated_at_most_every_four_read_times() -> None:
     reads: list[float] = []
     ended: list[float] = []
