@@ -14,9 +14,10 @@ from typing import Any
 
 import click
 
+from ..core.advice import schedule_advice
 from ..core.durations import parse_duration
 from ..ops.actions import live_lease
-from ..ops.env import Env
+from ..ops.env import Env, utcnow
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import (
     FORMATS,
@@ -154,9 +155,18 @@ def add(
 
 
 def _warnings_of(env: Env, names: list[str]) -> list[str]:
-    """The suspicious but valid settings of the stored schedules ``names``."""
+    """The suspicious but valid settings of the stored schedules ``names``:
+    the spec's own, and ``check``'s advice (a zero cooldown, a retry backoff
+    past the deadline, a schedule that can never be served)."""
     specs = [env.runtime.store.get(name).spec for name in names]
-    return [w for spec in specs if spec is not None for w in spec.warnings()]
+    now, ladder = utcnow(), env.settings.retry_ladder
+    found = [
+        warning
+        for spec in specs
+        if spec is not None
+        for warning in (*spec.warnings(), *schedule_advice(spec, now, retry_ladder=ladder))
+    ]
+    return list(dict.fromkeys(found))
 
 
 @click.command()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from .durations import format_duration
 from .servable import never_servable
 from .spec import CronSpec, PeriodicSpec, ScheduleSpec
 from .timing import DEFAULT_RETRY_LADDER, backoff_exceeding_deadline
@@ -33,25 +34,21 @@ def schedule_advice(
     name = spec.name
     if isinstance(spec, PeriodicSpec) and spec.cooldown_duration <= timedelta(0):
         out.append(
-            f"schedule {name!r}, field 'cooldown_duration': no cooldown: whenever a worker "
+            f"schedule {name!r}, field 'cooldown': no cooldown: whenever a worker "
             "slot is free it runs again as soon as its last run ends (set a cooldown, or "
             "leave it unset for dgs_default_cooldown_fraction of the period)"
         )
     delay = backoff_exceeding_deadline(spec, retry_ladder)
     if delay is not None:
         if isinstance(spec, CronSpec):
-            field, what, limit = (
-                "cron_max_schedule_duration",
-                "within",
-                spec.cron_max_schedule_duration,
-            )
+            field, limit = "within", spec.cron_max_schedule_duration
         else:
             assert isinstance(spec, PeriodicSpec)
-            field, what, limit = "scheduling_period", "period", spec.scheduling_period
+            field, limit = "period", spec.scheduling_period
         out.append(
             f"schedule {name!r}, field {field!r}: the retry backoff after a failure "
-            f"({delay}, dgs_retry_backoff) is not shorter than its {what} ({limit}): one "
-            "failed run puts it in ERROR before it is retried"
+            f"({format_duration(delay)}, dgs_retry_backoff) is not shorter than its {field} "
+            f"({format_duration(limit)}): one failed run puts it in ERROR before it is retried"
         )
     problem = never_servable(spec, now, duration=duration)
     if problem is not None:

@@ -35,6 +35,7 @@ from functools import lru_cache
 from .blackout import first_fit, longest_free_gap, move_out_of_blackout, windows_between
 from .blackout_periods import Blackout
 from .cron import next_cron_time
+from .durations import format_duration
 from .spec import AdaptiveSpec, CronSpec, PeriodicSpec, ScheduleSpec
 from .tz import ensure_utc, get_zone
 
@@ -88,8 +89,8 @@ def never_servable(
             return Unservable(
                 spec.name,
                 "no_gap_fits_a_run",
-                f"a run of {duration} fits in no gap between its blackouts "
-                f"({_windows(spec)}; longest gap {gap})",
+                f"a run of {format_duration(duration)} fits in no gap between its blackouts "
+                f"({_windows(spec)}; longest gap {format_duration(gap)})",
                 _DAY,
             )
     if isinstance(spec, PeriodicSpec):
@@ -109,7 +110,7 @@ def _periodic(
         return Unservable(
             spec.name,
             "duration_at_least_period",
-            f"a run takes {duration}, its period is {period}",
+            f"a run takes {format_duration(duration)}, its period is {format_duration(period)}",
             _DAY,
         )
     if not spec.blackout_periods:
@@ -127,9 +128,9 @@ def _periodic(
     return Unservable(
         spec.name,
         "blackout_longer_than_period",
-        f"its blackout ({_windows(spec)}, up to {longest})"
-        + (f" plus two runs of {duration}" if duration > timedelta(0) else "")
-        + f" is longer than its period ({period})",
+        f"its blackout ({_windows(spec)}, up to {format_duration(longest)})"
+        + (f" plus two runs of {format_duration(duration)}" if duration > timedelta(0) else "")
+        + f" is longer than its period ({format_duration(period)})",
         error / days,
     )
 
@@ -140,7 +141,8 @@ def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Un
         return Unservable(
             spec.name,
             "within_shorter_than_duration",
-            f"a run takes {duration}, longer than its within ({within})",
+            f"a run takes {format_duration(duration)}, longer than its within "
+            f"({format_duration(within)})",
             _cron_error_per_day(spec, start, duration, days)[0],
         )
     if not spec.blackout_periods:
@@ -152,7 +154,7 @@ def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Un
         spec.name,
         "cron_times_in_blackout",
         f"{missed:.3g} of its {fires:.3g} cron times a day fall in or just before a blackout "
-        f"({_windows(spec)}) and cannot finish within {within} (cron_max_schedule_duration)",
+        f"({_windows(spec)}) and cannot finish within {format_duration(within)} (within)",
         error,
     )
 

@@ -210,7 +210,7 @@ class PeriodicSpec(ScheduleSpec):
         if self.scheduling_period >= SHORTEST_SENSIBLE_PERIOD:
             return []
         return [
-            f"schedule {self.name!r}, field 'scheduling_period': "
+            f"schedule {self.name!r}, field 'period': "
             f"{format_duration(self.scheduling_period)} is shorter than "
             f"{format_duration(SHORTEST_SENSIBLE_PERIOD)}: beat starts it again as soon "
             "as each run ends, one slot busy with it all the time, and its data is "
@@ -259,9 +259,10 @@ class CronSpec(ScheduleSpec):
         gap = shortest_cron_gap(self.cron_schedule, self.tz)
         if gap is not None and self.cron_max_schedule_duration > gap:
             return [
-                f"schedule {self.name!r}, field 'cron_max_schedule_duration': "
-                f"{self.cron_max_schedule_duration} is longer than the shortest gap "
-                f"between cron times ({gap}); runs will overlap their next window"
+                f"schedule {self.name!r}, field 'within': "
+                f"{format_duration(self.cron_max_schedule_duration)} is longer than the "
+                f"shortest gap between cron times ({format_duration(gap)}); runs will "
+                "overlap their next window"
             ]
         return []
 

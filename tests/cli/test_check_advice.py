@@ -50,7 +50,7 @@ def test_check_names_periodic_schedules_without_cooldown(world: World) -> None:
     )
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
-    assert "WARNING schedule 't.a', field 'cooldown_duration': no cooldown" in result.stderr
+    assert "WARNING schedule 't.a', field 'cooldown': no cooldown" in result.stderr
     assert "'t.b'" not in result.stderr
     assert result.stdout.splitlines()[-1] == "2 valid, 0 invalid, 1 warnings"
 

@@ -36,12 +36,11 @@ def test_check_valid_declarations_with_a_warning(world: World) -> None:
         "OK t.c (cron)",
         "3 valid, 0 invalid, 2 warnings",
     ]
-    assert "WARNING schedule 't.c', field 'cron_max_schedule_duration'" in result.stderr
+    assert "WARNING schedule 't.c', field 'within': 10m is longer" in result.stderr
     # A 5-minute period and the default 5-minute first retry: one failure is an ERROR.
     assert (
-        "WARNING schedule 't.b@fast', field 'scheduling_period': the retry backoff after a "
-        "failure (0:05:00, dgs_retry_backoff) is not shorter than its period (0:05:00)"
-        in result.stderr
+        "WARNING schedule 't.b@fast', field 'period': the retry backoff after a "
+        "failure (5m, dgs_retry_backoff) is not shorter than its period (5m)" in result.stderr
     )
 
 

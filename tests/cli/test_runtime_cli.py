@@ -170,6 +170,31 @@ def test_an_export_with_the_removed_ones_imports_back_without_reviving_them(
     )
 
 
+def test_add_warns_of_a_schedule_no_capacity_serves(world: World) -> None:
+    """A cron time inside its own blackout can never be served: ``add``
+    stores it (it is valid) and says so, as ``check`` does for declarations."""
+    tasks(world.app)
+    result = world.invoke(
+        "add",
+        "t.scrape@bo",
+        "--cron",
+        "30 12 * * *",
+        "--within",
+        "30m",
+        "--set",
+        'blackouts=[["12:00","14:00"]]',
+        "--set",
+        "tz=America/New_York",
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "inserted runtime schedule t.scrape@bo\n"
+    assert (
+        "WARNING schedule 't.scrape@bo' can never be served (cron_times_in_blackout): 1 of its "
+        "1 cron times a day fall in or just before a blackout (12:00-14:00 America/New_York) "
+        "and cannot finish within 30m (within)" in result.stderr
+    )
+
+
 def test_sync_leaves_runtime_schedules_alone(world: World) -> None:
     tasks(world.app)
     world.invoke("add", "t.scrape@a", "--period", "60")
@@ -206,10 +231,14 @@ def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World)
     assert tiny.exit_code == 0, tiny.output
     assert tiny.stdout == "inserted runtime schedule t.scrape@d\n"
     assert tiny.stderr.startswith(
-        "WARNING schedule 't.scrape@d', field 'scheduling_period': 0.001s is shorter than 1s: "
+        "WARNING schedule 't.scrape@d', field 'period': 0.001s is shorter than 1s: "
         "beat starts it again as soon as each run ends"
     )
-    assert world.invoke("add", "t.scrape@d", "--period", "1s").stderr == ""
+    one_second = world.invoke("add", "t.scrape@d", "--period", "1s").stderr
+    assert "is shorter than 1s" not in one_second
+    # check's advice too: the first retry (5 min) comes after the deadline.
+    assert "field 'period': the retry backoff after a failure (5m" in one_second
+    assert world.invoke("add", "t.scrape@e", "--period", "1h").stderr == ""
     huge = world.invoke("add", "t.scrape@c", "--period", "99999999999999999")
     assert huge.exit_code == 2
     assert "Invalid value for --period: '99999999999999999' is too long a duration" in huge.stderr

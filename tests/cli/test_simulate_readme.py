@@ -33,7 +33,7 @@ def test_readme_find_slots_example_names_the_schedule_no_slot_count_serves() -> 
         "no slot count keeps every schedule out of ERROR: with a slot for every schedule (6 slots)"
     ) in out
     assert "  example.scrape_bills: in ERROR" in out
-    assert "(duration_at_least_period: a run takes 0:02:00, its period is 0:02:00)" in out
+    assert "(duration_at_least_period: a run takes 2m, its period is 2m)" in out
     assert "WARNING schedule 'example.scrape_bills' can never be served" in result.stderr
     assert wall < 60, wall
 

@@ -82,7 +82,7 @@ def test_periodic_blackout_longer_than_the_period() -> None:
     assert problem is not None
     assert problem.reason == "blackout_longer_than_period"
     assert problem.error_per_day == 2 * M
-    assert "plus two runs of 0:06:00 is longer than its period (1:00:00)" in problem.detail
+    assert "plus two runs of 6m is longer than its period (1h)" in problem.detail
     # The figure assumes the last run before the window ends as it starts: a floor.
     assert str(problem).endswith(
         "in ERROR at least 2 min (up to a period more) a day at any worker count"
@@ -111,7 +111,7 @@ def test_advice_names_a_periodic_schedule_without_cooldown(cooldown: timedelta |
         scheduling_period=H, **({} if cooldown is None else {"cooldown_duration": cooldown})
     )
     (message,) = schedule_advice(spec, NOW)
-    assert message.startswith("schedule 'scrape', field 'cooldown_duration': no cooldown")
+    assert message.startswith("schedule 'scrape', field 'cooldown': no cooldown")
     assert schedule_advice(periodic(scheduling_period=H, cooldown_duration=M), NOW) == []
 
 
@@ -119,8 +119,8 @@ def test_advice_names_a_backoff_that_makes_error_certain() -> None:
     spec = periodic(scheduling_period=2 * M, cooldown_duration=20 * timedelta(seconds=1))
     (message,) = schedule_advice(spec, NOW, retry_ladder=(5 * M, H))
     assert message == (
-        "schedule 'scrape', field 'scheduling_period': the retry backoff after a failure "
-        "(0:05:00, dgs_retry_backoff) is not shorter than its period (0:02:00): one failed "
+        "schedule 'scrape', field 'period': the retry backoff after a failure "
+        "(5m, dgs_retry_backoff) is not shorter than its period (2m): one failed "
         "run puts it in ERROR before it is retried"
     )
     assert schedule_advice(spec, NOW, retry_ladder=(M,)) == []
