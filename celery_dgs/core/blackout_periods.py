@@ -34,11 +34,14 @@ def _parse_clock(value: Any) -> time:
     if isinstance(value, time):
         return value.replace(tzinfo=None)
     if isinstance(value, str):
+        text = value.strip()
+        if len(text) > 1 and text[0].isdigit() and text[1] == ":":
+            text = "0" + text  # '9:00', as a clock is often written
         try:
-            return time.fromisoformat(value.strip())
+            return time.fromisoformat(text)
         except ValueError:
             pass
-    raise ValueError(f"{value!r} is not a time of day like '13:30' or '13:30:00'")
+    raise ValueError(f"{value!r} is not a time of day like '09:30', '13:30' or '13:30:00'")
 
 
 def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
@@ -57,9 +60,19 @@ def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
             else:
                 start, end = item
                 window = Blackout(_parse_clock(start), _parse_clock(end))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError) as exc:
             raise ScheduleConfigError(
                 name, "blackout_periods", f"item {i} ({item!r}) is not a (start, end) pair: {exc}"
+            ) from exc
+        except ValueError as exc:  # a pair, or a mapping, with a bad time in it
+            shape = (
+                "a (start, end) pair"
+                if "too many" in str(exc) or "not enough" in str(exc)
+                else None
+            )
+            why = f"is not {shape}: {exc}" if shape else f"has a bad time: {exc}"
+            raise ScheduleConfigError(
+                name, "blackout_periods", f"item {i} ({item!r}) {why}"
             ) from exc
         if window.start == window.end:
             raise ScheduleConfigError(

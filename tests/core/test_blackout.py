@@ -118,3 +118,22 @@ def test_first_fit() -> None:
     assert first_fit(NOON, NY, utc(2026, 6, 1, 17), H) == utc(2026, 6, 1, 18)
     assert first_fit(NOON, NY, ten, 23 * H) is None  # longer than any gap
     assert first_fit((), NY, ten, 23 * H) == ten
+
+
+def test_a_window_is_read_as_a_clock_is_written_and_a_bad_one_named() -> None:
+    import pytest
+
+    from celery_dgs.core.blackout_periods import parse_blackouts
+    from celery_dgs.errors import ScheduleConfigError
+
+    (window,) = parse_blackouts("s", [("9:00", "10:30")])
+    assert (window.start, window.end) == (time(9), time(10, 30))
+    with pytest.raises(
+        ScheduleConfigError,
+        match=r"item 0 \(\('25:00', '10:00'\)\) has a bad time: '25:00' is not a time of day",
+    ):
+        parse_blackouts("s", [("25:00", "10:00")])
+    with pytest.raises(
+        ScheduleConfigError, match=r"item 0 \(\('9:00',\)\) is not a \(start, end\) pair"
+    ):
+        parse_blackouts("s", [("9:00",)])
