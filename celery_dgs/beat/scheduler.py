@@ -147,9 +147,13 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     settings.metrics_port,
                     settings.metrics_addr,
                 )
-            except OSError:
-                logger.exception(
-                    "celery-dgs: cannot serve metrics on port %s", settings.metrics_port
+            except OSError as exc:  # the port in use (another beat on this host): one line
+                logger.error(
+                    "celery-dgs: cannot serve metrics on %s:%s (%s); beat runs without them "
+                    "(give each beat on a host its own dgs_metrics_port)",
+                    settings.metrics_addr,
+                    settings.metrics_port,
+                    exc.strerror or exc,
                 )
 
     def _set_up(self, rt: Runtime, decl: Declarations) -> None:

@@ -85,3 +85,19 @@ def test_a_scrape_wakes_an_idle_beat_for_a_fresh_snapshot(cluster_factory) -> No
             assert f'schedule="e2e.scrape@{key}"' in scrape(port), key
     finally:
         store.close()
+
+
+def test_a_metrics_port_in_use_is_one_line_and_beat_runs_on(cluster_factory) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cluster = cluster_factory(["p10"], E2E_METRICS_PORT=str(port))
+        cluster.start_worker("w1", "node1")
+        cluster.start_beat()
+        wait_for(lambda: "success" in cluster.outcomes("e2e.p10"), 60, "a run beat dispatched")
+        log = cluster.log_since("beat", 0)
+        assert f"cannot serve metrics on 0.0.0.0:{port} (Address already in use)" in log, log
+        assert "Traceback" not in log
