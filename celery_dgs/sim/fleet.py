@@ -94,8 +94,8 @@ class FleetSample:
         return min(high, max(below, demand, 1)), high
 
     def describe(self) -> str:
-        """The counts in words, e.g. ``6 declared, 110000 runtime (20 adaptive),
-        4000 pending checks``."""
+        """The counts in words, e.g. ``6 declared, 110000 runtime, 4000
+        pending checks; of the schedules: 20 adaptive, 109986 periodic``."""
         parts = [
             f"{self.by_origin[o]} {label}"
             for o, label in (
@@ -108,7 +108,7 @@ class FleetSample:
         kinds = ", ".join(
             f"{n} {kind}" for kind, n in sorted(self.by_kind.items()) if kind != "check"
         )
-        return ", ".join(parts) + (f" ({kinds})" if kinds else "")
+        return ", ".join(parts) + (f"; of the schedules: {kinds}" if kinds else "")
 
 
 def sample_fleet(entries: Iterable[FleetEntry], limit: int, *, seed: int = 0) -> FleetSample:

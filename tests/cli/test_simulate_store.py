@@ -48,8 +48,8 @@ def test_runtime_schedules_without_declarations_are_simulated_and_sampled(world:
     first = result.stdout.splitlines()[0]
     assert first.startswith("12 schedules, 4 slots, load "), first
     assert (
-        "source: the store and the app's declarations: 31 runtime, 2 pending checks "
-        "(1 adaptive, 30 periodic); sampled 12 of 33 (--sample), slots scaled 10 -> 4 "
+        "source: the store and the app's declarations: 31 runtime, 2 pending checks; of the "
+        "schedules: 1 adaptive, 30 periodic; sampled 12 of 33 (--sample), slots scaled 10 -> 4 "
         "(rounded: the whole fleet's load is about "
     ) in first
     assert result.exit_code in (0, 1), result.output
@@ -91,7 +91,10 @@ def test_stored_run_times_give_the_load(world: World) -> None:
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["load"] for r in rows] == [0.1, 0.1, 0.1]
-    assert rows[0]["source"] == "the store and the app's declarations: 1 runtime (1 periodic)"
+    assert (
+        rows[0]["source"]
+        == "the store and the app's declarations: 1 runtime; of the schedules: 1 periodic"
+    )
     assert rows[0]["error_s"] == 0
 
 

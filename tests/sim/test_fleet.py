@@ -29,7 +29,7 @@ def test_the_sample_is_uniform_bounded_and_the_same_for_a_seed() -> None:
     sample = sample_fleet(iter(entries), 100, seed=4)
     assert (len(sample.entries), sample.total, sample.sampled) == (100, 1200, True)
     assert sample.by_origin == {"runtime": 1000, "check": 200}
-    assert sample.describe() == "1000 runtime, 200 pending checks (1000 periodic)"
+    assert sample.describe() == "1000 runtime, 200 pending checks; of the schedules: 1000 periodic"
     checks = sum(isinstance(e.spec, CheckSpec) for e in sample.entries)
     assert 5 <= checks <= 30  # a sixth of 100, give or take
     again = sample_fleet(iter(entries), 100, seed=4)
