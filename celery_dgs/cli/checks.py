@@ -116,7 +116,7 @@ def _list_checks(
         task=task, due_before=now if overdue else None, limit=limit
     )
     if task is not None and not rows:
-        require_task(env, task)
+        require_task(env, task, argument="--task")
     if as_json:
         click.echo(
             dump_json(

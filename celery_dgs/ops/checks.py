@@ -47,10 +47,11 @@ def check_name(task_or_name: str, key: str | None) -> tuple[str, str, str]:
     return f"{task}@{CHECK_CONFIGURATION_PREFIX}{key}", task, key
 
 
-def require_task(env: Env, task: str) -> None:
-    """:class:`~.errors.UnknownTarget` if ``task`` is not declared as a
-    deferred check in this app and has no pending or ended check (read only
-    when needed: the summary scans every pending check)."""
+def require_task(env: Env, task: str, argument: str = "TASK") -> None:
+    """:class:`~.errors.UnknownTarget` (of the command's ``argument``, an
+    argument or an option) if ``task`` is not declared as a deferred check in
+    this app and has no pending or ended check (read only when needed: the
+    summary scans every pending check)."""
     declared = set(env.dgs.check_templates)
     if task in declared:
         return
@@ -60,7 +61,7 @@ def require_task(env: Env, task: str) -> None:
         return
     known = sorted(with_checks | declared)
     hint = f"; tasks with checks: {', '.join(known)}" if known else "; no task has checks"
-    raise UnknownTarget(f"no deferred checks of task {task!r}{hint}", argument="TASK")
+    raise UnknownTarget(f"no deferred checks of task {task!r}{hint}", argument=argument)
 
 
 @dataclass(frozen=True)

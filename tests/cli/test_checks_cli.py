@@ -134,11 +134,11 @@ def test_overdue_lists_the_overdue_oldest_first_with_limit_and_task(checks_world
 def test_unknown_task_is_a_usage_error(checks_world: World) -> None:
     result = checks_world.invoke("checks", "--overdue", "--task", "shop.nope")
     assert result.exit_code == 2
-    assert "no deferred checks of task 'shop.nope'" in result.output
+    assert "Invalid value for '--task': no deferred checks of task 'shop.nope'" in result.output
     assert f"tasks with checks: {ORDER}, {PAYMENT}" in result.output
     result = checks_world.invoke("checks", "shop.nope", "1")
     assert result.exit_code == 2
-    assert "no deferred checks of task 'shop.nope'" in result.output
+    assert "Invalid value for 'TASK': no deferred checks of task 'shop.nope'" in result.output
 
 
 def test_unknown_key_of_a_known_task_is_a_usage_error(checks_world: World) -> None:
