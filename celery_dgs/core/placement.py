@@ -98,18 +98,18 @@ class Placement:
     def serves(self, constraints: Constraints) -> bool:
         """Whether some live worker may run a schedule of ``constraints``,
         whether or not it has a slot free now."""
-        queue = constraints.pool or self.default_queue
-        return any(
-            worker_allowed(
-                queue,
-                constraints.excluded_nodes,
-                name=w.name,
-                node=w.node,
-                queues=w.queues,
-                task=constraints.task,
-                tasks=w.tasks,
-            )
-            for w in self.live
+        return any(self._allows(w, constraints) for w in self.live)
+
+    def _allows(self, worker: WorkerSlots, constraints: Constraints) -> bool:
+        """Whether ``worker`` may run a schedule of ``constraints`` (slots aside)."""
+        return worker_allowed(
+            constraints.pool or self.default_queue,
+            constraints.excluded_nodes,
+            name=worker.name,
+            node=worker.node,
+            queues=worker.queues,
+            task=constraints.task,
+            tasks=worker.tasks,
         )
 
     @property
@@ -117,6 +117,7 @@ class Placement:
         return sum(w.free for w in self.workers)
 
     def _best(self, constraints: Constraints) -> WorkerSlots | None:
+        # The decision's hot path: worker_allowed inline, not through _allows.
         queue = constraints.pool or self.default_queue
         best: WorkerSlots | None = None
         for worker in self.workers:
