@@ -16,8 +16,10 @@ import click
 
 from ..core.advice import schedule_advice
 from ..core.durations import parse_duration
+from ..errors import UnknownScheduleError
 from ..ops.actions import live_lease
 from ..ops.env import Env, utcnow
+from ..ops.lookup import closest_names_hint
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import (
     FORMATS,
@@ -187,10 +189,21 @@ def remove(ctx: click.Context, names: tuple[str, ...]) -> None:
         run = live.get(name)
         click.echo(f"removed runtime schedule {name}" + ("" if run is None else f" ({run})"))
     for name in report.absent:
-        click.echo(f"{name}: no such runtime schedule (or already removed); nothing changed")
+        click.echo(f"{name}: {_absent(env, name)}; nothing changed")
     for name in report.refused:
         click.echo(f"refused {name}: it is a declared schedule; `sync` owns it", err=True)
     ctx.exit(1 if report.refused else 0)
+
+
+def _absent(env: Env, name: str) -> str:
+    """Why ``remove`` found no runtime schedule ``name`` to remove: removed
+    already, or never stored (then the closest stored names: a typo?)."""
+    try:
+        env.runtime.store.get(name)
+    except UnknownScheduleError:
+        hint = closest_names_hint(env, name).removeprefix("; ")
+        return "no such runtime schedule" + (f" ({hint})" if hint.startswith("did") else "")
+    return "no such runtime schedule (or already removed)"
 
 
 def _live_runs(env: Env, names: Iterable[str]) -> dict[str, str]:

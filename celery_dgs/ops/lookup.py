@@ -21,9 +21,14 @@ def resolve_schedule(env: Env, name: str) -> StoredSchedule:
     try:
         return store.get(name)
     except UnknownScheduleError:
-        known = store.names_near(name, NEAR_NAMES)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        if not known:
-            hint = " (the store has no schedules: run `celery dgs sync` or start beat)"
-        raise UnknownTarget(f"no schedule named {name!r}{hint}") from None
+        raise UnknownTarget(f"no schedule named {name!r}{closest_names_hint(env, name)}") from None
+
+
+def closest_names_hint(env: Env, name: str) -> str:
+    """``; did you mean a, b?`` naming the stored names closest to ``name``
+    (a bounded read), a note when the store has none, or nothing."""
+    known = env.runtime.store.names_near(name, NEAR_NAMES)
+    if not known:
+        return " (the store has no schedules: run `celery dgs sync` or start beat)"
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(close)}?" if close else ""

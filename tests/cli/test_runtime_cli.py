@@ -66,7 +66,13 @@ def test_add_change_and_remove(world: World) -> None:
     assert removed.exit_code == 0, removed.output
     assert removed.stdout.splitlines() == [
         "removed runtime schedule t.scrape@a",
-        "t.scrape@zzz: no such runtime schedule (or already removed); nothing changed",
+        "t.scrape@zzz: no such runtime schedule (did you mean t.scrape@a?); nothing changed",
+    ]
+    typo = world.invoke("remove", "t.scrape@aa", "t.scrape@a")
+    assert typo.exit_code == 0, typo.output
+    assert sorted(typo.stdout.splitlines()) == [
+        "t.scrape@a: no such runtime schedule (or already removed); nothing changed",
+        "t.scrape@aa: no such runtime schedule (did you mean t.scrape@a?); nothing changed",
     ]
     assert not world.store.get("t.scrape@a").active
     # A removed schedule's live run goes on: the line says so.
