@@ -12,12 +12,12 @@ from typing import Any
 
 from ..beat_pace import PaceBoard
 from ..core.durations import format_duration
-from ..core.pace import BEAT_LIMITED_SHARE, PaceFigures, WindowFigures
+from ..core.pace import BEAT_LIMITED_SHARE, MIN_JUDGED_WINDOW_S, PaceFigures, WindowFigures
 from ..leases.leader import LeaderInfo, RedisLeader, foreign_leader
 from ..overload_board import OverloadBoard, OverloadReport
 from ..registry import WorkerInfo, foreign_workers_text, split_by_store
 from .env import Env
-from .timetext import iso
+from .timetext import counted, iso
 
 
 def read_leader(env: Env) -> tuple[LeaderInfo | None, float]:
@@ -119,11 +119,18 @@ def pace_text(pace: PaceFigures | None) -> str | None:
     runs per second (``None``: no pace written lately)."""
     if pace is None:
         return None
-    line = (
-        f"beat pace: {pace.dispatches_per_s:.1f} dispatches/s over the last "
-        f"{format_duration(timedelta(seconds=round(pace.window_s)))} "
-        f"({pace.rounds} rounds, busy {pace.busy_share:.0%} of the time)"
-    )
+    if pace.window_s < MIN_JUDGED_WINDOW_S:  # a leader just elected: no rate yet
+        line = (
+            f"beat pace: {counted(pace.dispatches, 'dispatch', 'dispatches')} in the "
+            f"{pace.window_s:.1f}s it has led ({counted(pace.rounds, 'round')}; "
+            "too short for a rate)"
+        )
+    else:
+        line = (
+            f"beat pace: {pace.dispatches_per_s:.1f} dispatches/s over the last "
+            f"{format_duration(timedelta(seconds=round(pace.window_s)))} "
+            f"({pace.rounds} rounds, busy {pace.busy_share:.0%} of the time)"
+        )
     if pace.window is not None:
         line += "; " + window_text(pace.window)
     if not pace.beat_limited:

@@ -555,6 +555,13 @@ def test_the_pace_line_says_when_beat_not_the_slots_limits(
     doc = json.loads(world.invoke("status", "--json").stdout)
     assert doc["beat_pace"]["beat_limited"] is True
     assert doc["beat_pace"]["dispatches_per_s"] == 40.0
+    # A leader elected a moment ago: a count, not a rate over no time.
+    just = {"window_s": 0.4, "rounds": 1, "dispatches": 18, "busy_share": 0.5}
+    redis_client.set(key, json.dumps({**just, "capped_rounds": 0}))
+    assert (
+        "beat pace: 18 dispatches in the 0.4s it has led (1 round; too short for a rate)"
+        in world.invoke("status").stdout
+    )
 
 
 def test_the_pace_line_says_what_beats_window_holds(
