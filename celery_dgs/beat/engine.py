@@ -290,6 +290,7 @@ class BeatEngine:
         state.live_key = key
         for name in state.release_unserved():
             self.ranking.reindex(name)
+            self.ranking.note_demand(name)
         self.loader.live_workers_changed()
 
     def _dispatch_round(self, moment: datetime) -> None:

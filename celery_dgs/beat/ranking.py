@@ -149,6 +149,7 @@ class BeatRanking:
             self.index.remove(name)
             self.blackouts.forget(name)
             self.state.set_aside(name)
+            self.note_demand(name)  # a held schedule's share does not count
 
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""
