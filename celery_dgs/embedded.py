@@ -63,6 +63,11 @@ def find_server_binary() -> Path:
     )
 
 
+#: Ports tried by a server whose port was chosen for it, each taken by another
+#: process between its choice and the server's bind.
+PORT_ATTEMPTS = 3
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free on ``host`` a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -106,6 +111,9 @@ class RedisServerProcess:
         #: More server options, e.g. ``("--cluster-enabled", "yes")``.
         self.extra_args = tuple(extra_args)
         self.port = port or free_port(host)
+        #: Chosen here: a port taken by another process before the first start
+        #: (``bind: Address already in use``) is replaced by a new free one.
+        self._port_chosen = port is None
         self.password = password
         self.binary = Path(binary) if binary else find_server_binary()
         self._owns_dir = data_dir is None
@@ -128,6 +136,21 @@ class RedisServerProcess:
     def start(self, timeout: float = SERVER_START_TIMEOUT_S) -> RedisServerProcess:
         if self.is_running():
             return self
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(timeout)
+            except EmbeddedServerError as exc:
+                self.stop()  # the exited process's pipe
+                taken = "Address already in use" in str(exc)
+                if not (taken and self._port_chosen) or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port(self.host)  # another process took it since
+                continue
+            self._port_chosen = False  # restart() keeps this port
+            return self
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> None:
         args = [
             str(self.binary),
             "--port",
@@ -163,7 +186,7 @@ class RedisServerProcess:
                     f"{self.port}: {err or log}"
                 )
             if _ping(self.host, self.port, self.password):
-                return self
+                return
             time.sleep(0.02)
         self.stop(kill=True)
         raise EmbeddedServerError(f"{self.binary.name} did not answer PING within {timeout}s")

@@ -32,6 +32,33 @@ def test_redis_server_process_restart_loses_data_and_stop_ends_pid() -> None:
         server.cleanup()
 
 
+def test_a_chosen_port_taken_before_the_start_is_replaced_and_a_given_one_is_not() -> None:
+    """Another process may bind the port a server was given by ``free_port``
+    before the server does (test workers opening connections): the server
+    takes another; a port the caller gave stays an error."""
+    import socket
+
+    from celery_dgs.errors import EmbeddedServerError
+
+    server = RedisServerProcess()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", server.port))
+        taken.listen()
+        busy = server.port
+        try:
+            server.start()
+            assert server.port != busy
+            assert redis.Redis.from_url(server.url).ping()
+            server.restart()
+            assert redis.Redis.from_url(server.url).ping(), "restarted on the same port"
+        finally:
+            server.cleanup()
+        given = RedisServerProcess(port=busy)
+        with pytest.raises(EmbeddedServerError, match="Address already in use"):
+            given.start()
+        given.cleanup()
+
+
 def test_redis_server_with_password() -> None:
     with RedisServerProcess(password="s3cret") as server:
         assert ":s3cret@" in server.url
