@@ -180,10 +180,7 @@ def status(
         for warning in (foreign, strangers):
             if warning is not None:
                 lines.append(f"{styled('WARNING', 'WARNING', color=color)} {warning}")
-        pace_line = pace_text(pace)
-        if stopped and pace_line is not None:  # written by the leader that stopped
-            pace_line = pace_line.replace("beat pace:", "beat pace (the stopped leader's last):", 1)
-        lines.append(pace_line)
+        lines.append(pace_text(pace, stopped=stopped))
         lines.append(overload_text(overload))
         lines.append(status_checks_line(checks, page.now, color=color))
         lines += [past_within_text(p, color=color) for p in past]

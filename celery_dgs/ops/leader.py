@@ -114,20 +114,22 @@ def leader_json(info: LeaderInfo | None, now: datetime, timeout: float) -> dict[
     }
 
 
-def pace_text(pace: PaceFigures | None) -> str | None:
+def pace_text(pace: PaceFigures | None, *, stopped: bool = False) -> str | None:
     """The leader's dispatch pace, and whether beat, not the slots, limits the
-    runs per second (``None``: no pace written lately)."""
+    runs per second (``None``: no pace written lately). ``stopped``: the
+    leader that wrote it stopped (its lease expired): said so."""
     if pace is None:
         return None
+    head = "beat pace (the stopped leader's last):" if stopped else "beat pace:"
     if pace.window_s < MIN_JUDGED_WINDOW_S:  # a leader just elected: no rate yet
         line = (
-            f"beat pace: {counted(pace.dispatches, 'dispatch', 'dispatches')} in the "
+            f"{head} {counted(pace.dispatches, 'dispatch', 'dispatches')} in the "
             f"{pace.window_s:.1f}s it has led ({counted(pace.rounds, 'round')}; "
             "too short for a rate)"
         )
     else:
         line = (
-            f"beat pace: {pace.dispatches_per_s:.1f} dispatches/s over the last "
+            f"{head} {pace.dispatches_per_s:.1f} dispatches/s over the last "
             f"{format_duration(timedelta(seconds=round(pace.window_s)))} "
             f"({pace.rounds} rounds, busy {pace.busy_share:.0%} of the time)"
         )
