@@ -4,11 +4,12 @@ Each :meth:`BeatEngine.tick`:
 
 1. applies the schedule rows that changed in the store since the last look
    (``changes_since(cursor)``), at most every ``store_poll_interval``;
-2. if anything is eligible (or busy schedules wait to be released), reads the
+2. if anything is eligible, running, dispatched or waiting for a slot, reads the
    live state from Redis: running leases, pending dispatches, live workers;
    takes back dispatches older than ``dispatch_timeout``;
 3. computes the free slots per worker (slots - running leases - pending
-   dispatches) and pops, in ``should_start_by`` order, as many placeable
+   dispatches), re-indexes the schedules waiting for a slot of a worker that
+   now has one free, and pops, in ``should_start_by`` order, as many placeable
    schedules as there are free slots (:func:`~celery_dgs.core.placement.plan_dispatches`);
 4. writes the dispatch records (one pipeline), then publishes the messages;
 5. returns how long to sleep: until the earliest ``can_start_by``, capped.
@@ -23,7 +24,10 @@ the leader token, and a refused write publishes nothing.
 A schedule is in exactly one of: the index (may be dispatched), ``parked``
 (running or dispatched: re-inserted once the lease or dispatch is gone),
 ``held`` (paused/inactive/invalid: not schedulable; or ``unserved``: no live
-worker may run it, re-indexed once the live workers change). Error paths keep this
+worker may run it, re-indexed once the live workers change), or waiting for a
+slot (``BeatRanking.waiting``: every live worker that may run it is busy, and
+a round looked past too many such; re-indexed, the most urgent first, at a
+round in which one of them has a slot free). Error paths keep this
 rule: a round that fails part-way (Redis or the store down) re-indexes what it
 took out before re-raising, so nothing is lost until its store row changes.
 
@@ -233,7 +237,8 @@ class BeatEngine:
         # A full window of schedules may hold none eligible while the fleet has.
         while index.peek(now) is None and self.loader.read_eligible(moment):
             pass
-        if index.peek(now) is not None or state.parked:
+        waiting = self.ranking.waiting
+        if index.peek(now) is not None or state.parked or waiting:
             self._dispatch_round(moment)
         self.pruner.maybe_prune(mono)
         self.reaper.maybe_reap()
@@ -243,7 +248,7 @@ class BeatEngine:
         )
         wakes = [w for w in (index.next_wakeup(), self.loader.window_wake()) if w is not None]
         sleep = self.max_interval if not wakes else max(0.0, min(wakes) - now)
-        if state.parked:
+        if state.parked or waiting:  # woken by a run's end, or at the next poll
             sleep = min(sleep, self.settings.store_poll_interval)
         if leadership is not None:
             sleep = min(sleep, leadership.renew_interval)
@@ -316,6 +321,7 @@ class BeatEngine:
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
         self._serve_again(placement)
+        self.ranking.release_waiting(placement.can_place)
         if placement.free <= 0:
             return 0
         limit = self.settings.max_dispatches_per_tick
@@ -389,6 +395,7 @@ class BeatEngine:
             limit=limit,
             vouch=vouching,
             set_aside=ranking.set_aside,
+            wait_for_slot=ranking.wait_for_slot,
         )
         self._refusal = None if vouching is None else vouching.refusal
         return [self.sender.order(name, worker, should_by[name]) for name, worker in chosen]

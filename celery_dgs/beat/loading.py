@@ -406,7 +406,7 @@ class ScheduleLoader:
         state.leaving.discard(name)
         state.tracked[name] = tracked_of(row, spec)
         if row.paused or row.disabled_reason is not None:  # disabled: an adaptive one
-            self.ranking.index.remove(name)
+            self.ranking.unindex(name)
             state.held.add(name)
             return
         if state.held:

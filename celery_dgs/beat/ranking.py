@@ -18,6 +18,7 @@ classes ask for the overload signal (a fleet with one class never does).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -29,9 +30,11 @@ from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
+from ..core.placement import Constraints
 from ..core.priority import demand_exceeds
 from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
+from ..core.slot_wait import SlotWait
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..core.window_certainty import pick_bound
@@ -84,12 +87,17 @@ class BeatRanking:
         self.lookahead = BeatLookahead(self.demand) if self.demand is not None else None
         #: When the indexed schedules with blackouts need their times again.
         self.blackouts = BlackoutWatch()
+        #: Out of the index until a worker that may run them has a slot free
+        #: (:func:`~celery_dgs.core.placement.choose_dispatches` looked past
+        #: them): eligible, still in the demand book.
+        self.waiting = SlotWait()
 
     # -- where a schedule is -----------------------------------------------------
     def reindex(self, name: str, batch: IndexBatch | None = None) -> None:
         """Put ``name`` in the index at its current start times (with a
         ``batch``: at the batch's ``now``, indexed when the batch ends)."""
         tracked = self.state.tracked[name]
+        self.waiting.discard(name)
         if tracked.run_requested_at is not None:
             at = tracked.run_requested_at.timestamp()
             can, should = at, at - RUN_REQUEST_PRIORITY_S
@@ -136,31 +144,61 @@ class BeatRanking:
         else:
             self.blackouts.forget(name)
 
+    def unindex(self, name: str) -> None:
+        """Out of the index (and waiting for a slot), its blackouts unwatched."""
+        self.index.remove(name)
+        self.waiting.discard(name)
+        self.blackouts.forget(name)
+
     def hold(self, name: str) -> None:
         """Out of the index and ``parked``; held."""
-        self.index.remove(name)
-        self.blackouts.forget(name)
+        self.unindex(name)
         self.state.hold(name)
 
     def set_aside(self, names: list[str]) -> None:
         """Out of the index; held until the live workers change (none of
         them may run these: :func:`~celery_dgs.core.placement.choose_dispatches`)."""
         for name in names:
-            self.index.remove(name)
-            self.blackouts.forget(name)
+            self.unindex(name)
             self.state.set_aside(name)
             self.note_demand(name)  # a held schedule's share does not count
 
+    def wait_for_slot(self, names: list[str]) -> None:
+        """Out of the index, into :attr:`waiting` with their indexed times,
+        until a worker that may run each has a slot free (the live workers
+        that may are all busy: :func:`~celery_dgs.core.placement.choose_dispatches`)."""
+        tracked, index = self.state.tracked, self.index
+        for name in names:
+            times = index.times(name)
+            if times is None:
+                continue
+            index.remove(name)
+            self.blackouts.forget(name)
+            self.waiting.wait(
+                name, Constraints.of(tracked[name].spec), times.can_start_by, times.should_start_by
+            )
+
+    def release_waiting(self, can_place: Callable[[Constraints], bool]) -> int:
+        """Index again the most urgent schedules waiting for a slot of each
+        class ``can_place`` accepts, at the times they had (one with
+        blackouts at its times now); how many."""
+        released = self.waiting.release(can_place)
+        tracked = self.state.tracked
+        for name, can, should in released:
+            if tracked[name].spec.blackout_periods:
+                self.reindex(name)
+            else:
+                self.index.upsert(name, can, should)
+        return len(released)
+
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""
-        self.index.remove(name)
-        self.blackouts.forget(name)
+        self.unindex(name)
         self.state.forget(name)
 
     def park(self, name: str) -> None:
         """Out of the index; parked (running or dispatched)."""
-        self.index.remove(name)
-        self.blackouts.forget(name)
+        self.unindex(name)
         self.state.park(name)
 
     # -- times -----------------------------------------------------------------------

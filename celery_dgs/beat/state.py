@@ -5,7 +5,9 @@ changes it. A tracked schedule is in exactly one of: the ranking index (may be
 dispatched), ``parked`` (running or dispatched: re-indexed once its lease or
 dispatch is gone), ``held`` (paused, disabled, its row could not be
 applied, or no live worker may run it: ``unserved``, re-indexed once the
-live workers change). The methods below keep the ``parked``/``held``/``tracked`` side of
+live workers change), or waiting for a slot of its busy workers
+(:attr:`BeatRanking.waiting <celery_dgs.beat.ranking.BeatRanking.waiting>`,
+which keeps that set). The methods below keep the ``parked``/``held``/``tracked`` side of
 that rule; :class:`~celery_dgs.beat.ranking.BeatRanking` pairs each with the
 index's side.
 

@@ -169,6 +169,7 @@ def plan_dispatches(
     max_skips: int = 1000,
     vouch: Callable[[str], bool] | None = None,
     unserved: list[str] | None = None,
+    blocked: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Pop eligible schedules in ``should_start_by`` order while slots remain.
 
@@ -178,26 +179,38 @@ def plan_dispatches(
     taken or skipped: at the first it refuses, the plan ends there. A
     schedule skipped because no live worker may run it at all
     (:meth:`Placement.serves`) is appended to ``unserved``, if given (it
-    stays in the index).
+    stays in the index). When the plan ended because it looked ``max_skips``
+    refused schedules deep, those a live worker may run but none with a
+    slot free are appended to ``blocked``, if given (they stay in the index).
     """
+    refused: list[str] = []  # the current pop's refused schedules a live worker serves
+    skips = 0
 
     def can_place(name: str) -> bool:
+        nonlocal skips
         if vouch is not None and not vouch(name):
             raise _Unvouched(name)
         constraints = constraints_of(name)
         if placement.can_place(constraints):
             return True
+        skips += 1
         if unserved is not None and not placement.serves(constraints):
             unserved.append(name)
+        else:
+            refused.append(name)
         return False
 
     plan: list[tuple[str, str]] = []
     while len(plan) < limit and placement.free > 0:
+        refused.clear()
+        skips = 0
         try:
             name = index.pop_placeable(now, can_place, max_skips=max_skips)
         except _Unvouched:
             break
         if name is None:
+            if blocked is not None and skips > max_skips:  # looked as deep as it may
+                blocked.extend(refused)
             break
         worker = placement.place(constraints_of(name))
         assert worker is not None  # can_place said yes a moment ago
@@ -215,6 +228,7 @@ def choose_dispatches(
     limit: int,
     vouch: Callable[[str], bool] | None = None,
     set_aside: Callable[[list[str]], None] | None = None,
+    wait_for_slot: Callable[[list[str]], None] | None = None,
 ) -> list[tuple[str, str]]:
     """The whole dispatch decision of one beat round, shared by beat and the simulator.
 
@@ -230,10 +244,17 @@ def choose_dispatches(
     so the next plan looks past them: without it a plan looks at most
     ``max_skips`` such schedules deep, and more of them ahead would keep
     every free slot idle.
+
+    ``wait_for_slot(names)``: must take out of the index the schedules a plan
+    looked ``max_skips`` deep past because every live worker that may run
+    them is busy (:class:`~celery_dgs.core.slot_wait.SlotWait`), so the next
+    plan reaches the other pools' work; without it a busy pool's backlog of
+    more than that keeps the other pools' free slots idle.
     """
     chosen: list[tuple[str, str]] = []
     while len(chosen) < limit:
         unserved: list[str] | None = None if set_aside is None else []
+        blocked: list[str] | None = None if wait_for_slot is None else []
         plan = plan_dispatches(
             index,
             now,
@@ -242,10 +263,14 @@ def choose_dispatches(
             limit=limit - len(chosen),
             vouch=vouch,
             unserved=unserved,
+            blocked=blocked,
         )
         if unserved:  # out of the index now: each such pass takes one out at least
             assert set_aside is not None
             set_aside(list(dict.fromkeys(unserved)))
+        if blocked:  # likewise
+            assert wait_for_slot is not None
+            wait_for_slot(list(dict.fromkeys(blocked)))
         deferred = False
         for name, worker in plan:
             if defer(name):
@@ -253,7 +278,7 @@ def choose_dispatches(
                 deferred = True
                 continue
             chosen.append((name, worker))
-        if not deferred and not unserved:  # stopped for want of slots, schedules or limit
+        if not deferred and not unserved and not blocked:  # for want of slots, schedules or limit
             break
         if not placement.free:
             break

@@ -27,6 +27,7 @@ from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import PriorityIndex, demand_exceeds
 from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
+from ..core.slot_wait import SlotWait
 from ..core.timing import start_times
 from ..core.window_certainty import (
     Refusal,
@@ -85,6 +86,9 @@ class DeadlinePolicy(Policy):
         self.unserved: set[str] = set()
         self._live_key: Hashable = None
         self._placement_serves: Callable[[Constraints], bool] | None = None
+        #: Out of the index until a worker that may run them has a slot free
+        #: (beat's ``BeatRanking.waiting``).
+        self.waiting = SlotWait()
         #: Beat's window of schedules (``order.window_size``); ``None``: all indexed.
         self.window = (
             None
@@ -170,12 +174,14 @@ class DeadlinePolicy(Policy):
     def _let_go(self, name: str) -> None:
         """Out of the index and the demand book: past the window."""
         self.index.remove(name)
+        self.waiting.discard(name)
         self.blackouts.forget(name)
         self.book.forget(name)
 
     def _index(self, name: str, now: float) -> None:
         can, should = self._times(name, now)
         self.index.upsert(name, can, should)
+        self.waiting.discard(name)
         st = self.sim.states[name]
         self.book.note_schedule(name, st.sched.spec, st.stats, st.expected)
         if self.lookahead:
@@ -226,6 +232,7 @@ class DeadlinePolicy(Policy):
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
         self._serve_again(placement, now)
+        self._release_waiting(placement, now)
         self._retime_stale(now)
         if self.window is not None:
             self._read_window(now)
@@ -279,9 +286,33 @@ class DeadlinePolicy(Policy):
         book until the workers change."""
         for name in names:
             self.index.remove(name)
+            self.waiting.discard(name)
             self.blackouts.forget(name)
             self.book.forget(name)
             self.unserved.add(name)
+
+    def _wait_for_slot(self, names: list[str]) -> None:
+        """Beat's ``BeatRanking.wait_for_slot``: out of the index (not the
+        demand book) until a worker that may run each has a slot free."""
+        for name in names:
+            times = self.index.times(name)
+            if times is None:
+                continue
+            self.index.remove(name)
+            self.blackouts.forget(name)
+            self.waiting.wait(
+                name, self.constraints[name], times.can_start_by, times.should_start_by
+            )
+
+    def _release_waiting(self, placement: Placement, now: float) -> None:
+        """Beat's ``BeatRanking.release_waiting``: the most urgent schedules
+        waiting for a slot of each class that has one free are indexed again,
+        at the times they had (one with blackouts at its times now)."""
+        for name, can, should in self.waiting.release(placement.can_place):
+            if name in self.blackout_names:
+                self._index(name, now)
+            else:
+                self.index.upsert(name, can, should)
 
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None
@@ -296,6 +327,7 @@ class DeadlinePolicy(Policy):
             limit=_NO_LIMIT,
             vouch=vouching,
             set_aside=self._set_aside,
+            wait_for_slot=self._wait_for_slot,
         )
         self._refusal = None if vouching is None else vouching.refusal
         self.refusals += self._refusal is not None

@@ -114,13 +114,19 @@ class Cluster:
         return proc
 
     def start_worker(
-        self, name: str, node: str, *, pool: str = "solo", concurrency: int = 1
+        self,
+        name: str,
+        node: str,
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
+        queues: str | None = None,
     ) -> subprocess.Popen[bytes]:
-        """A worker; returns once it registered (or, with ``E2E_WORKER_REGISTER=0``,
-        once it logged that it is ready)."""
-        proc = self._start(
-            name, worker_args(f"{name}@{node}", pool=pool, concurrency=concurrency), node=node
-        )
+        """A worker (consuming ``queues``, comma-separated; ``None``: the
+        default queue); returns once it registered (or, with
+        ``E2E_WORKER_REGISTER=0``, once it logged that it is ready)."""
+        args = worker_args(f"{name}@{node}", pool=pool, concurrency=concurrency)
+        proc = self._start(name, args if queues is None else [*args, "-Q", queues], node=node)
         if self.env.get("E2E_WORKER_REGISTER", "1") == "1":
             ready = lambda: self.worker_registered(f"{name}@{node}")  # noqa: E731
         else:

@@ -227,3 +227,41 @@ def test_a_pool_no_worker_consumes_keeps_no_slot_idle(window_size: int | None) -
     if window is not None:
         # The certainty rule's room (11 windows) and an eligible read, not the backlog.
         assert window.most_held <= 12 * window_size
+
+
+@pytest.mark.parametrize("window_size", [None, 20])
+def test_a_busy_pool_keeps_no_other_pools_slot_idle(window_size: int | None) -> None:
+    """More schedules than a plan looks past (1,000) are in a pool whose one
+    slot is always busy, and more urgent: the simulator lets them wait for
+    it as beat does, so every schedule of the default pool runs on its idle
+    slots, and the busy pool's slot stays busy."""
+    start = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    busy = [
+        SimSchedule(
+            PeriodicSpec(
+                task="t.gpu",
+                configuration=f"g{i}",
+                scheduling_period=timedelta(hours=1),
+                pool="gpu",
+            ),
+            60.0,
+        )
+        for i in range(1_500)
+    ]
+    served = [
+        SimSchedule(
+            PeriodicSpec(task="t.cpu", configuration=f"c{i}", scheduling_period=timedelta(hours=6)),
+            60.0,
+        )
+        for i in range(20)
+    ]
+    workers = make_workers(2) + make_workers(1, queue="gpu")
+    workers[-1] = replace(workers[-1], name="celery@gpu", node="gpu")
+    workload = Workload(busy + served, workers, horizon_s=4 * 3600, start=start, seed=1)
+    order = OrderPolicy(window_size=window_size, window_s=3600)
+    sim = Simulator(workload, "dgs", order=order)
+    sim.run()
+    runs = {name: st.run for name, st in sim.states.items()}
+    assert all(runs[s.name] >= 1 for s in served), "every default-pool schedule ran"
+    gpu_runs = sum(runs[s.name] for s in busy)
+    assert gpu_runs >= 4 * 60 - 5, f"the gpu slot stayed busy: {gpu_runs} runs of 60 s in 4 h"

@@ -1,0 +1,111 @@
+"""Schedules waiting for a slot of their busy workers, out of the index (pure).
+
+One ranking index holds every pool's schedules, and a dispatch plan looks at
+most ``max_skips`` refused schedules deep
+(:func:`~celery_dgs.core.placement.plan_dispatches`). When more eligible
+schedules than that, ahead of the others, cannot be placed because every
+live worker that may run them is busy (an overloaded pool), the plan would
+never reach another pool's work while that pool's slots are free.
+:func:`~celery_dgs.core.placement.choose_dispatches` then hands them to a
+:class:`SlotWait`, which holds them out of the index by placement class
+(:class:`~celery_dgs.core.placement.Constraints`), so the next plan looks
+past them.
+
+At the start of each round, every class that can be placed again (one of its
+workers has a slot free) gives back its :data:`RELEASE_SIZE` most urgent
+waiting schedules, by ``should_start_by`` (then ``can_start_by``, then name):
+they go back into the index at the times they had, and the order chooses
+among them as before. The rest of a class waits behind those, in
+``should_start_by`` order, until later rounds release them, so a round costs
+at most :data:`RELEASE_SIZE` re-insertions per class, whatever the backlog.
+
+Cost: O(log n) per schedule set aside or released; a schedule dropped while
+waiting (its row changed, it was held or forgotten) leaves a stale heap entry,
+skipped on release and compacted away once stale entries dominate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+
+from .index import live_heap
+from .placement import Constraints
+
+#: How many waiting schedules a class that can be placed again gives back
+#: per round (as deep as a dispatch plan looks past refused schedules).
+RELEASE_SIZE = 1000
+
+#: A waiting schedule in its class heap: should_start_by, can_start_by, name, version.
+_Entry = tuple[float, float, str, int]
+
+
+class SlotWait:
+    """The schedules set aside until a worker that may run them has a slot free."""
+
+    def __init__(self, release_size: int = RELEASE_SIZE) -> None:
+        self.release_size = release_size
+        self._heaps: dict[Constraints, list[_Entry]] = {}
+        #: name -> (its class, the version of its live heap entry).
+        self._waiting: dict[str, tuple[Constraints, int]] = {}
+        self._counter = 0
+        self._entries = 0
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._waiting
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._waiting)
+
+    def wait(
+        self, name: str, constraints: Constraints, can_start_by: float, should_start_by: float
+    ) -> None:
+        """Hold ``name`` (out of the index: the caller removed it) with the
+        times it had there, until its class can be placed again."""
+        self._counter += 1
+        self._waiting[name] = (constraints, self._counter)
+        heap = self._heaps.setdefault(constraints, [])
+        heapq.heappush(heap, (should_start_by, can_start_by, name, self._counter))
+        self._entries += 1
+        self._compact_if_bloated()
+
+    def discard(self, name: str) -> bool:
+        """Stop holding ``name`` (it is indexed, held or forgotten elsewhere)."""
+        return self._waiting.pop(name, None) is not None
+
+    def release(self, can_place: Callable[[Constraints], bool]) -> list[tuple[str, float, float]]:
+        """For each class ``can_place`` accepts (a worker that may run it has a
+        slot free), take its :attr:`release_size` most urgent waiting schedules
+        out; returns them as ``(name, can_start_by, should_start_by)`` for the
+        index, classes in the order first set aside."""
+        released: list[tuple[str, float, float]] = []
+        for constraints, heap in list(self._heaps.items()):
+            if not can_place(constraints):
+                continue
+            taken = 0
+            while heap and taken < self.release_size:
+                should, can, name, version = heapq.heappop(heap)
+                self._entries -= 1
+                if self._waiting.get(name, (None, None))[1] != version:
+                    continue  # dropped or set aside again since
+                del self._waiting[name]
+                released.append((name, can, should))
+                taken += 1
+            if not heap:
+                del self._heaps[constraints]
+        return released
+
+    def _compact_if_bloated(self) -> None:
+        if self._entries <= 4 * len(self._waiting) + 1024:
+            return
+        versions = {name: version for name, (_, version) in self._waiting.items()}
+        for constraints, heap in list(self._heaps.items()):
+            live = live_heap(heap, versions, 2, 3)
+            if live:
+                self._heaps[constraints] = live
+            else:
+                del self._heaps[constraints]
+        self._entries = sum(len(heap) for heap in self._heaps.values())

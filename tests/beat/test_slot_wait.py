@@ -1,0 +1,104 @@
+"""A pool whose workers are all busy, with more eligible schedules ahead
+than a round looks past, keeps no other pool's free slot idle: beat sets
+its backlog aside until one of its slots frees, then serves it most urgent
+first. Real Redis and SQLite; an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_dgs.beat.engine import BeatEngine
+from celery_dgs.core.clock import FakeClock
+from celery_dgs.metrics import metrics_registry
+from celery_dgs.registry import WorkerInfo
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat.conftest import Recorder
+from tests.beat.test_schedule_window import NOW, H, make_engine, run_now
+from tests.beat.test_unserved import specs
+
+#: More than a plan looks past (``plan_dispatches``' ``max_skips``).
+BACKLOG = 1500
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqlScheduleStore]:
+    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", clock=clock)
+    # The most urgent are in the gpu pool, whose one worker has one slot; the
+    # default pool's, less urgent, have a worker with more slots than them.
+    s.upsert_runtime(specs("b", BACKLOG, pool="gpu"), NOW - 5 * H)
+    s.upsert_runtime(specs("c", 10), NOW - 4 * H)
+    yield s
+    s.close()
+
+
+def tick(engine: BeatEngine, clock: FakeClock) -> None:
+    clock.advance(timedelta(seconds=2))
+    engine.tick()
+
+
+@pytest.mark.parametrize("window", [None, 20])
+def test_a_busy_pools_backlog_keeps_no_other_pools_slot_idle(
+    store: SqlScheduleStore, redis_client: redis.Redis, clock: FakeClock, window: int | None
+) -> None:
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, slots=20, schedule_window_size=window)
+    engine.registry.register(
+        WorkerInfo(name="celery@g", node="g", queues=("gpu",), slots=1, pool="threads", pid=2)
+    )
+    engine.load()
+    tick(engine, clock)
+    sent = publish.names()
+    assert sent[0] == "t.job@b0000"
+    assert sorted(sent[1:]) == [f"t.job@c{i:04d}" for i in range(10)], "none left idle"
+    waiting = engine.ranking.waiting
+    assert len(waiting) >= BACKLOG - 1 - 1_000
+    assert not engine.state.unserved, "a busy pool is served"
+    holds = [
+        s
+        for family in metrics_registry(engine, store, clock).collect()
+        for s in family.samples
+        if s.name == "dgs_schedule_held" and s.labels["schedule"].startswith("t.job@b")
+    ]
+    assert holds == [], "waiting for a slot is not held"
+
+    tick(engine, clock)  # the gpu slot is still busy: nothing more
+    assert publish.names() == []
+
+    run_now(engine, store, "t.job@b0000", clock.now())  # the gpu run ends
+    tick(engine, clock)
+    assert publish.names() == ["t.job@b0001"], "the most urgent of the backlog"
+    tracked = set(engine.state.tracked)
+    if window is None:
+        assert all(f"t.job@b{i:04d}" in tracked for i in range(BACKLOG)), "none forgotten"
+
+
+def test_a_paused_schedule_leaves_the_wait(
+    store: SqlScheduleStore, redis_client: redis.Redis, clock: FakeClock
+) -> None:
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, slots=20)
+    engine.registry.register(
+        WorkerInfo(name="celery@g", node="g", queues=("gpu",), slots=1, pool="threads", pid=2)
+    )
+    engine.load()
+    tick(engine, clock)
+    publish.names()
+    waiting = engine.ranking.waiting
+    assert "t.job@b0001" in waiting
+    store.set_paused("t.job@b0001", True)
+    engine.loader.refresh()
+    assert "t.job@b0001" not in waiting
+    assert "t.job@b0001" in engine.state.held
+    run_now(engine, store, "t.job@b0000", clock.now())
+    tick(engine, clock)
+    assert publish.names() == ["t.job@b0002"], "the paused one is not sent"

@@ -1,0 +1,132 @@
+"""A busy pool's backlog keeps no other pool's free slot idle: a round looks
+past it (``wait_for_slot``), and a class that can be placed again gets its
+most urgent waiting schedules back, a bounded slice per round."""
+
+from __future__ import annotations
+
+from celery_dgs.core.index import DeadlineIndex
+from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
+from celery_dgs.core.slot_wait import RELEASE_SIZE, SlotWait
+
+GPU = Constraints(pool="gpu")
+CPU = Constraints()
+
+
+def fill(busy: int = 1_500) -> tuple[DeadlineIndex, dict[str, Constraints]]:
+    """``busy`` gpu schedules, the most urgent, then two of the default pool."""
+    index, constraints = DeadlineIndex(), {}
+    for i in range(busy):
+        index.upsert(f"gpu{i}", 0, i)
+        constraints[f"gpu{i}"] = GPU
+    for i, name in enumerate(("cpu0", "cpu1")):
+        index.upsert(name, 0, 10_000 + i)
+        constraints[name] = CPU
+    return index, constraints
+
+
+def placement(gpu_free: int = 0, cpu_free: int = 2) -> Placement:
+    """A gpu worker (busy unless ``gpu_free``) and a default-pool one."""
+    return Placement(
+        [
+            WorkerSlots("g", "n1", frozenset({"gpu"}), gpu_free),
+            WorkerSlots("c", "n2", frozenset({"celery"}), cpu_free),
+        ],
+        "celery",
+    )
+
+
+def choose(
+    index: DeadlineIndex,
+    constraints: dict[str, Constraints],
+    placed: Placement,
+    wait: SlotWait | None,
+) -> list[tuple[str, str]]:
+    def wait_for_slot(names: list[str]) -> None:
+        assert wait is not None
+        for name in names:
+            times = index.times(name)
+            assert times is not None
+            index.remove(name)
+            wait.wait(name, constraints[name], times.can_start_by, times.should_start_by)
+
+    return choose_dispatches(
+        index,
+        0,
+        placed,
+        constraints.__getitem__,
+        lambda _n: False,
+        limit=10,
+        wait_for_slot=None if wait is None else wait_for_slot,
+    )
+
+
+def test_without_it_a_busy_pools_deep_backlog_keeps_the_other_pools_slots_idle() -> None:
+    index, constraints = fill()
+    assert choose(index, constraints, placement(), None) == []
+    assert len(index) == 1_502, "nothing lost"
+
+
+def test_the_round_looks_past_a_busy_pools_backlog() -> None:
+    index, constraints = fill()
+    wait = SlotWait()
+    chosen = choose(index, constraints, placement(), wait)
+    assert chosen == [("cpu0", "c"), ("cpu1", "c")]
+    assert len(wait) + len(index) == 1_500, "every busy schedule waits or stays indexed"
+    assert "gpu0" in wait
+    assert all(f"gpu{i}" not in index for i in range(1_001))
+
+
+def test_a_backlog_within_the_plans_depth_stays_in_the_index() -> None:
+    """Below the plan's depth, skipping costs less than moving: nothing waits."""
+    index, constraints = fill(busy=500)
+    wait = SlotWait()
+    assert choose(index, constraints, placement(), wait) == [("cpu0", "c"), ("cpu1", "c")]
+    assert len(wait) == 0
+    assert len(index) == 500
+
+
+def test_a_class_with_a_free_slot_gets_its_most_urgent_back() -> None:
+    index, constraints = fill(busy=3_000)
+    wait = SlotWait()
+    choose(index, constraints, placement(), wait)
+    waiting = len(wait)
+    assert waiting >= 2_000
+    # No gpu slot free: nothing comes back.
+    assert wait.release(placement(gpu_free=0).can_place) == []
+    released = wait.release(placement(gpu_free=1).can_place)
+    assert len(released) == RELEASE_SIZE
+    shoulds = [should for _name, _can, should in released]
+    assert shoulds == sorted(shoulds)
+    in_wait = sorted(int(name[3:]) for name in wait)
+    assert int(released[-1][0][3:]) < in_wait[0], "the most urgent come back first"
+    for name, can, should in released:
+        index.upsert(name, can, should)
+    chosen = choose(index, constraints, placement(gpu_free=1, cpu_free=0), wait)
+    assert chosen == [("gpu0", "g")]
+
+
+def test_a_schedule_dropped_while_waiting_does_not_come_back() -> None:
+    wait = SlotWait(release_size=10)
+    for i in range(5):
+        wait.wait(f"s{i}", GPU, 0, i)
+    wait.wait("other", CPU, 0, 0)
+    assert wait.discard("s0")
+    assert not wait.discard("s0")
+    wait.wait("s1", GPU, 0, 9)  # set aside again, at new times
+    assert len(wait) == 5
+    released = wait.release(lambda c: c == GPU)
+    assert released == [("s2", 0, 2), ("s3", 0, 3), ("s4", 0, 4), ("s1", 0, 9)]
+    assert list(wait) == ["other"]
+    assert wait.release(lambda c: True) == [("other", 0, 0)]
+    assert len(wait) == 0
+
+
+def test_stale_entries_are_compacted() -> None:
+    wait = SlotWait()
+    for round_ in range(10):
+        for i in range(1_000):
+            wait.wait(f"s{i}", GPU, 0, round_ * 1_000 + i)
+    assert len(wait) == 1_000
+    assert wait._entries <= 4 * 1_000 + 1_024 + 1
+    released = wait.release(lambda c: True)
+    assert [name for name, _c, _s in released] == [f"s{i}" for i in range(1_000)]
