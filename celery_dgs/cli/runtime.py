@@ -55,10 +55,11 @@ def _duration_option(value: str, option: str) -> Any:
         raise click.BadParameter(str(exc), param_hint=option) from None
 
 
-def _row_error(err: RowError, options: set[str]) -> str:
-    """``err`` of ``add``'s one row, naming the option that gave the field
-    (``options``: the fields given by their own option)."""
-    option = _OPTIONS.get(err.field) if err.field in options else None
+def _row_error(err: RowError, set_fields: set[str]) -> str:
+    """``err`` of ``add``'s one row, naming the option that gives the field,
+    given or missing (``set_fields``: the fields given by ``--set``, named as
+    fields)."""
+    option = None if err.field in set_fields else _OPTIONS.get(err.field)
     where = f"option {option}" if option else f"field {err.field!r}"
     return f"schedule {err.schedule!r}, {where}: {err.message}"
 
@@ -135,16 +136,16 @@ def add(
         decoded = _json_option(raw, key)
         if decoded is not None:
             fields[key] = decoded
-    options = set(fields) - {"name"}
+    set_fields: set[str] = set()
     for item in extra:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
         fields[key.strip()] = cell_value(key.strip(), raw)
-        options.discard(key.strip())
+        set_fields.add(key.strip())
     report = _api(env).upsert_many([fields])
     if report.errors:
-        raise click.ClickException(_row_error(report.errors[0], options))
+        raise click.ClickException(_row_error(report.errors[0], set_fields))
     applied = report.applied
     for action in ("inserted", "updated", "reactivated", "unchanged"):
         names = getattr(applied, action)

@@ -303,6 +303,11 @@ def test_the_cli_holds_add_and_import_to_the_same_checks(world: World, tmp_path:
     )
     assert bad.exit_code == 1
     assert "schedule 't.typed@a', option --kwargs: task 't.typed' cannot take" in bad.stderr
+    missing = world.invoke("add", "t.typed@b", "--period", "1h")
+    assert missing.exit_code == 1
+    assert "schedule 't.typed@b', option --args: " in missing.stderr, "the option that gives it"
+    no_period = world.invoke("add", "t.typed@b", "--args", '["https://b"]')
+    assert "schedule 't.typed@b', option --period: is required" in no_period.stderr
     path = tmp_path / "rows.jsonl"
     path.write_text(
         '{"name": "t.scrape@a", "period": "1h", "args": ["https://a"]}\n'
