@@ -241,8 +241,9 @@ def finish_run(
 
 
 def _pinger(rt: Runtime, schedule: str, run_id: str) -> Callable[[], None]:
-    """Pings the run's lease (at most once a ``dgs_ping_interval``) while its
-    outcome waits for the store: the lease stays the run's, its slot busy.
+    """Pings the run's lease (at most once every half ``dgs_ping_interval``,
+    when called between attempts) while its outcome waits for the store: the
+    lease stays the run's, its slot busy.
     A failed ping is logged, never raised."""
     last = time.monotonic()
 
