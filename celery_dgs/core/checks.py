@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from .durations import format_duration
+from .instants import format_instant
 from .run_end import FAILURE_OUTCOMES, SUCCESS_OUTCOMES
 from .spec import CheckSpec
 from .stats import ScheduleStats
@@ -107,7 +108,7 @@ def first_check_time(
     when = round_to_slot(when, spec.slot)
     if when - now > spec.horizon:
         raise ValueError(
-            f"check {name!r}, field 'at': {when.isoformat()} is further ahead than the "
+            f"check {name!r}, field 'at': {format_instant(when)} is further ahead than the "
             f"horizon ({format_duration(spec.horizon)}) allows"
         )
     return when
@@ -199,14 +200,14 @@ def check_end(
         if when <= ended_at:
             return CheckEnded(
                 CHECK_PAST,
-                f"the next check it asked for ({when.isoformat()}) is not after "
-                f"the check's end ({ended_at.isoformat()})",
+                f"the next check it asked for ({format_instant(when)}) is not after "
+                f"the check's end ({format_instant(ended_at)})",
                 done,
             )
         if when - ended_at > spec.horizon:
             return CheckEnded(
                 CHECK_HORIZON,
-                f"the next check it asked for ({when.isoformat()}) is further "
+                f"the next check it asked for ({format_instant(when)}) is further "
                 f"ahead than the horizon ({format_duration(spec.horizon)})",
                 done,
             )
@@ -214,7 +215,7 @@ def check_end(
             return CheckEnded(
                 CHECK_MAX_CHECKS,
                 f"{done} checks ran, the most allowed (max_checks); it "
-                f"asked for another at {when.isoformat()}",
+                f"asked for another at {format_instant(when)}",
                 done,
             )
         return CheckAgain(when, done)

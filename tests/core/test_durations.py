@@ -71,3 +71,15 @@ def test_errors_echo_durations_in_the_typed_syntax() -> None:
     with pytest.raises(ScheduleConfigError) as too_long:
         PeriodicSpec(task="t.a", scheduling_period=timedelta(days=40000))
     assert too_long.value.message.startswith("40000d is too long")
+
+
+def test_instants_print_in_utc_with_milliseconds_when_not_whole() -> None:
+    from datetime import datetime, timezone
+
+    from celery_dgs.core.instants import format_instant
+
+    whole = datetime(2026, 11, 29, 8, 9, 3, tzinfo=timezone.utc)
+    assert format_instant(whole) == "2026-11-29 08:09:03Z"
+    assert format_instant(whole.replace(microsecond=327_400)) == "2026-11-29 08:09:03.327Z"
+    plus_one = timezone(timedelta(hours=1))
+    assert format_instant(datetime(2026, 11, 29, 9, 9, 3, tzinfo=plus_one)) == format_instant(whole)
