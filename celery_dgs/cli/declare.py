@@ -38,7 +38,8 @@ def _report_problems(decl: Declarations, *, color: bool) -> None:
 @click.pass_context
 @wrap_errors
 def check(ctx: click.Context) -> None:
-    """Validate every schedule declaration (decorators and dgs_schedules).
+    """Validate every schedule declaration (decorators and dgs_schedules),
+    and list the tasks declared as deferred checks (@dgs.deferred).
 
     Prints each error naming the schedule and field, and each warning, then a
     warning for each Celery setting that is unsafe with celery-dgs (as workers
@@ -76,10 +77,15 @@ def check(ctx: click.Context) -> None:
     for name in sorted(decl.specs):
         spec = decl.specs[name]
         click.echo(f"{styled('OK', 'OK', color=color)} {name} ({spec.kind})", color=color)
+    templates = env.dgs.check_templates  # declared as their task modules were imported
+    for task in sorted(templates):
+        click.echo(f"{styled('OK', 'OK', color=color)} {task} (deferred checks)", color=color)
+    plural = "" if len(templates) == 1 else "s"
+    deferred = f", {len(templates)} deferred check task{plural}" if templates else ""
     click.echo(
         f"{len(decl.specs)} valid, {len(decl.errors)} invalid, "
         f"{len(decl.warnings) + len(hints) + len(celery_advice) + len(setting_warnings)} "
-        "warnings"
+        f"warnings{deferred}"
     )
     ctx.exit(1 if decl.errors else 0)
 

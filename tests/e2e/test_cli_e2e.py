@@ -60,7 +60,7 @@ def test_cli_against_a_live_beat_and_worker(cluster_factory: Any) -> None:
     assert check.returncode == 0, check.stderr
     # Advice, not errors: the test project's periods (1-300 s) are shorter than the
     # default 5-minute retry backoff, and it keeps seed 000's eager re-runs.
-    assert check.stdout.splitlines()[-1] == "6 valid, 0 invalid, 6 warnings"
+    assert check.stdout.splitlines()[-1] == "6 valid, 0 invalid, 6 warnings, 1 deferred check task"
     assert "WARNING schedule 'e2e.p10', field 'period': the retry backoff" in (check.stderr)
     synced = dgs(cluster, "sync")
     assert synced.returncode == 0, synced.stderr
