@@ -309,7 +309,7 @@ class BeatEngine:
 
     def _round(self, moment: datetime, mono: float) -> int:
         """The round at ``moment``: returns how many runs it dispatched."""
-        state, now = self.state, moment.timestamp()
+        state = self.state
         view = self._read_state()
         refreshed = state.refresh_after_read
         if refreshed:
@@ -321,7 +321,15 @@ class BeatEngine:
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
         self._serve_again(placement)
-        self.ranking.release_waiting(placement.can_place)
+        released = self.ranking.release_waiting(placement.free_for)
+        try:
+            return self._dispatch(moment, view, placement)
+        finally:
+            self.ranking.wait_again(released, placement.free_for)
+
+    def _dispatch(self, moment: datetime, view: BeatView, placement: Placement) -> int:
+        """The round's choice and dispatch on ``placement``'s free slots; how many."""
+        now = moment.timestamp()
         if placement.free <= 0:
             return 0
         limit = self.settings.max_dispatches_per_tick

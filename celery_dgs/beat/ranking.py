@@ -178,18 +178,30 @@ class BeatRanking:
                 name, Constraints.of(tracked[name].spec), times.can_start_by, times.should_start_by
             )
 
-    def release_waiting(self, can_place: Callable[[Constraints], bool]) -> int:
+    def release_waiting(self, free_for: Callable[[Constraints], int]) -> list[str]:
         """Index again the most urgent schedules waiting for a slot of each
-        class ``can_place`` accepts, at the times they had (one with
-        blackouts at its times now); how many."""
-        released = self.waiting.release(can_place)
+        class whose workers have ``free_for(constraints)`` slots free, at the
+        times they had (one with blackouts at its times now); returns them."""
+        released = self.waiting.release(free_for)
         tracked = self.state.tracked
         for name, can, should in released:
             if tracked[name].spec.blackout_periods:
                 self.reindex(name)
             else:
                 self.index.upsert(name, can, should)
-        return len(released)
+        return [name for name, _can, _should in released]
+
+    def wait_again(self, released: list[str], free_for: Callable[[Constraints], int]) -> None:
+        """After the round: those of ``released`` still indexed whose class has
+        no slot free any more wait again (a plan would skip them otherwise)."""
+        tracked, index = self.state.tracked, self.index
+        self.wait_for_slot(
+            [
+                name
+                for name in released
+                if name in index and free_for(Constraints.of(tracked[name].spec)) <= 0
+            ]
+        )
 
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""

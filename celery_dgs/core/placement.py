@@ -140,6 +140,10 @@ class Placement:
     def can_place(self, constraints: Constraints) -> bool:
         return self._best(constraints) is not None
 
+    def free_for(self, constraints: Constraints) -> int:
+        """The free slots of the workers that may run a schedule of ``constraints``."""
+        return sum(w.free for w in self.workers if self._allows(w, constraints))
+
     def place(self, constraints: Constraints) -> str | None:
         worker = self._best(constraints)
         if worker is None:
@@ -170,6 +174,7 @@ def plan_dispatches(
     vouch: Callable[[str], bool] | None = None,
     unserved: list[str] | None = None,
     blocked: list[str] | None = None,
+    block_all: bool = False,
 ) -> list[tuple[str, str]]:
     """Pop eligible schedules in ``should_start_by`` order while slots remain.
 
@@ -180,8 +185,9 @@ def plan_dispatches(
     schedule skipped because no live worker may run it at all
     (:meth:`Placement.serves`) is appended to ``unserved``, if given (it
     stays in the index). When the plan ended because it looked ``max_skips``
-    refused schedules deep, those a live worker may run but none with a
-    slot free are appended to ``blocked``, if given (they stay in the index).
+    refused schedules deep (or with ``block_all``, whenever it skipped
+    any), those a live worker may run but none with a slot free are
+    appended to ``blocked``, if given (they stay in the index).
     """
     refused: list[str] = []  # the current pop's refused schedules a live worker serves
     skips = 0
@@ -208,9 +214,9 @@ def plan_dispatches(
             name = index.pop_placeable(now, can_place, max_skips=max_skips)
         except _Unvouched:
             break
+        if blocked is not None and (block_all or (name is None and skips > max_skips)):
+            blocked.extend(refused)  # looked as deep as it may, or past busy ones again
         if name is None:
-            if blocked is not None and skips > max_skips:  # looked as deep as it may
-                blocked.extend(refused)
             break
         worker = placement.place(constraints_of(name))
         assert worker is not None  # can_place said yes a moment ago
@@ -248,10 +254,14 @@ def choose_dispatches(
     ``wait_for_slot(names)``: must take out of the index the schedules a plan
     looked ``max_skips`` deep past because every live worker that may run
     them is busy (:class:`~celery_dgs.core.slot_wait.SlotWait`), so the next
-    plan reaches the other pools' work; without it a busy pool's backlog of
-    more than that keeps the other pools' free slots idle.
+    plan reaches the other pools' work; from then on in this round, every
+    such schedule a plan skips goes the same way (none is left behind to be
+    skipped again at every decision). Without it a busy pool's backlog of
+    more than ``max_skips`` keeps the other pools' free slots idle; a
+    round that never looks that deep hands it none.
     """
     chosen: list[tuple[str, str]] = []
+    waiting = False  # whether a plan of this round looked past too many busy ones
     while len(chosen) < limit:
         unserved: list[str] | None = None if set_aside is None else []
         blocked: list[str] | None = None if wait_for_slot is None else []
@@ -264,6 +274,7 @@ def choose_dispatches(
             vouch=vouch,
             unserved=unserved,
             blocked=blocked,
+            block_all=waiting,
         )
         if unserved:  # out of the index now: each such pass takes one out at least
             assert set_aside is not None
@@ -271,6 +282,7 @@ def choose_dispatches(
         if blocked:  # likewise
             assert wait_for_slot is not None
             wait_for_slot(list(dict.fromkeys(blocked)))
+            waiting = True
         deferred = False
         for name, worker in plan:
             if defer(name):

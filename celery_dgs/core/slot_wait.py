@@ -11,13 +11,16 @@ never reach another pool's work while that pool's slots are free.
 (:class:`~celery_dgs.core.placement.Constraints`), so the next plan looks
 past them.
 
-At the start of each round, every class that can be placed again (one of its
-workers has a slot free) gives back its :data:`RELEASE_SIZE` most urgent
-waiting schedules, by ``should_start_by`` (then ``can_start_by``, then name):
-they go back into the index at the times they had, and the order chooses
-among them as before. The rest of a class waits behind those, in
-``should_start_by`` order, until later rounds release them, so a round costs
-at most :data:`RELEASE_SIZE` re-insertions per class, whatever the backlog.
+At the start of each round, every class one of whose workers has a slot
+free gives back its most urgent waiting schedules, by ``should_start_by``
+(then ``can_start_by``, then name): :data:`RELEASE_PER_SLOT` per free slot,
+at least :data:`RELEASE_MIN`. They go back into the index at the times they
+had, and the order chooses among them as before; those a round does not
+take stay in the index (skipped as any other it cannot place, until a plan
+looks past too many again). The rest of a class waits behind them, in
+``should_start_by`` order, so a round costs a few re-insertions per free
+slot, whatever the backlog; the overload policy's order (relative laxity,
+restore) chooses among the released ones, not among the whole backlog.
 
 Cost: O(log n) per schedule set aside or released; a schedule dropped while
 waiting (its row changed, it was held or forgotten) leaves a stale heap entry,
@@ -32,9 +35,10 @@ from collections.abc import Callable, Iterator
 from .index import live_heap
 from .placement import Constraints
 
-#: How many waiting schedules a class that can be placed again gives back
-#: per round (as deep as a dispatch plan looks past refused schedules).
-RELEASE_SIZE = 1000
+#: How many waiting schedules a class gives back per round, per free slot of
+#: its workers, and at least.
+RELEASE_PER_SLOT = 4
+RELEASE_MIN = 64
 
 #: A waiting schedule in its class heap: should_start_by, can_start_by, name, version.
 _Entry = tuple[float, float, str, int]
@@ -43,8 +47,8 @@ _Entry = tuple[float, float, str, int]
 class SlotWait:
     """The schedules set aside until a worker that may run them has a slot free."""
 
-    def __init__(self, release_size: int = RELEASE_SIZE) -> None:
-        self.release_size = release_size
+    def __init__(self, per_slot: int = RELEASE_PER_SLOT, least: int = RELEASE_MIN) -> None:
+        self.per_slot, self.least = per_slot, least
         self._heaps: dict[Constraints, list[_Entry]] = {}
         #: name -> (its class, the version of its live heap entry).
         self._waiting: dict[str, tuple[Constraints, int]] = {}
@@ -76,17 +80,19 @@ class SlotWait:
         """Stop holding ``name`` (it is indexed, held or forgotten elsewhere)."""
         return self._waiting.pop(name, None) is not None
 
-    def release(self, can_place: Callable[[Constraints], bool]) -> list[tuple[str, float, float]]:
-        """For each class ``can_place`` accepts (a worker that may run it has a
-        slot free), take its :attr:`release_size` most urgent waiting schedules
-        out; returns them as ``(name, can_start_by, should_start_by)`` for the
-        index, classes in the order first set aside."""
+    def release(self, free_for: Callable[[Constraints], int]) -> list[tuple[str, float, float]]:
+        """For each class whose workers have ``free_for(constraints)`` slots
+        free, take its most urgent waiting schedules out: :attr:`per_slot` per
+        free slot, at least :attr:`least`; returns them as ``(name,
+        can_start_by, should_start_by)`` for the index, classes in the order
+        first set aside."""
         released: list[tuple[str, float, float]] = []
         for constraints, heap in list(self._heaps.items()):
-            if not can_place(constraints):
+            free = free_for(constraints)
+            if free <= 0:
                 continue
-            taken = 0
-            while heap and taken < self.release_size:
+            taken, size = 0, max(self.least, self.per_slot * free)
+            while heap and taken < size:
                 should, can, name, version = heapq.heappop(heap)
                 self._entries -= 1
                 if self._waiting.get(name, (None, None))[1] != version:

@@ -232,7 +232,15 @@ class DeadlinePolicy(Policy):
         sim = self.sim
         placement = Placement(sim.worker_slots, sim.workload.default_queue)
         self._serve_again(placement, now)
-        self._release_waiting(placement, now)
+        released = self._release_waiting(placement, now)
+        try:
+            self._dispatch(placement, now)
+        finally:
+            self._wait_again(released, placement)
+
+    def _dispatch(self, placement: Placement, now: float) -> None:
+        """The round's choice on ``placement``'s free slots; starts the chosen runs."""
+        sim = self.sim
         self._retime_stale(now)
         if self.window is not None:
             self._read_window(now)
@@ -304,15 +312,25 @@ class DeadlinePolicy(Policy):
                 name, self.constraints[name], times.can_start_by, times.should_start_by
             )
 
-    def _release_waiting(self, placement: Placement, now: float) -> None:
+    def _release_waiting(self, placement: Placement, now: float) -> list[str]:
         """Beat's ``BeatRanking.release_waiting``: the most urgent schedules
         waiting for a slot of each class that has one free are indexed again,
         at the times they had (one with blackouts at its times now)."""
-        for name, can, should in self.waiting.release(placement.can_place):
+        released = self.waiting.release(placement.free_for)
+        for name, can, should in released:
             if name in self.blackout_names:
                 self._index(name, now)
             else:
                 self.index.upsert(name, can, should)
+        return [name for name, _can, _should in released]
+
+    def _wait_again(self, released: list[str], placement: Placement) -> None:
+        """Beat's ``BeatRanking.wait_again``: those still indexed whose class
+        has no slot free any more wait again."""
+        free_for, constraints = placement.free_for, self.constraints
+        self._wait_for_slot(
+            [n for n in released if n in self.index and free_for(constraints[n]) <= 0]
+        )
 
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None

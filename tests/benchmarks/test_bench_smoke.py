@@ -81,6 +81,7 @@ SMOKES = {
         writes="dvc.json",
     ),
     "certainty_cost": Smoke(("--sizes", "2000", "--repeats", "1"), "| 2,000 | "),
+    "busy_pool": Smoke(("--backlogs", "1500", "--other", "100", "--rounds", "5"), "| 1,500 | "),
     "fleet_scale": Smoke(
         (
             *("--pg-schedules", "2000", "--sqlite-schedules", "1000", "--batch", "500"),

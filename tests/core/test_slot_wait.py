@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from celery_dgs.core.slot_wait import RELEASE_SIZE, SlotWait
+from celery_dgs.core.slot_wait import RELEASE_MIN, RELEASE_PER_SLOT, SlotWait
 
 GPU = Constraints(pool="gpu")
 CPU = Constraints()
@@ -71,9 +71,8 @@ def test_the_round_looks_past_a_busy_pools_backlog() -> None:
     wait = SlotWait()
     chosen = choose(index, constraints, placement(), wait)
     assert chosen == [("cpu0", "c"), ("cpu1", "c")]
-    assert len(wait) + len(index) == 1_500, "every busy schedule waits or stays indexed"
-    assert "gpu0" in wait
-    assert all(f"gpu{i}" not in index for i in range(1_001))
+    assert len(wait) == 1_500, "once past the plan's depth, every busy one it skips waits"
+    assert not any(f"gpu{i}" in index for i in range(1_500))
 
 
 def test_a_backlog_within_the_plans_depth_stays_in_the_index() -> None:
@@ -89,24 +88,23 @@ def test_a_class_with_a_free_slot_gets_its_most_urgent_back() -> None:
     index, constraints = fill(busy=3_000)
     wait = SlotWait()
     choose(index, constraints, placement(), wait)
-    waiting = len(wait)
-    assert waiting >= 2_000
+    assert len(wait) == 3_000
     # No gpu slot free: nothing comes back.
-    assert wait.release(placement(gpu_free=0).can_place) == []
-    released = wait.release(placement(gpu_free=1).can_place)
-    assert len(released) == RELEASE_SIZE
-    shoulds = [should for _name, _can, should in released]
-    assert shoulds == sorted(shoulds)
-    in_wait = sorted(int(name[3:]) for name in wait)
-    assert int(released[-1][0][3:]) < in_wait[0], "the most urgent come back first"
+    assert wait.release(placement(gpu_free=0).free_for) == []
+    released = wait.release(placement(gpu_free=1).free_for)
+    assert len(released) == RELEASE_MIN, "at least RELEASE_MIN"
+    names = [name for name, _can, _should in released]
+    assert names == [f"gpu{i}" for i in range(RELEASE_MIN)], "the most urgent, in order"
     for name, can, should in released:
         index.upsert(name, can, should)
     chosen = choose(index, constraints, placement(gpu_free=1, cpu_free=0), wait)
     assert chosen == [("gpu0", "g")]
+    many = wait.release(placement(gpu_free=RELEASE_MIN).free_for)
+    assert len(many) == RELEASE_PER_SLOT * RELEASE_MIN, "more per free slot"
 
 
 def test_a_schedule_dropped_while_waiting_does_not_come_back() -> None:
-    wait = SlotWait(release_size=10)
+    wait = SlotWait(per_slot=1, least=10)
     for i in range(5):
         wait.wait(f"s{i}", GPU, 0, i)
     wait.wait("other", CPU, 0, 0)
@@ -114,10 +112,10 @@ def test_a_schedule_dropped_while_waiting_does_not_come_back() -> None:
     assert not wait.discard("s0")
     wait.wait("s1", GPU, 0, 9)  # set aside again, at new times
     assert len(wait) == 5
-    released = wait.release(lambda c: c == GPU)
+    released = wait.release(lambda c: int(c == GPU))
     assert released == [("s2", 0, 2), ("s3", 0, 3), ("s4", 0, 4), ("s1", 0, 9)]
     assert list(wait) == ["other"]
-    assert wait.release(lambda c: True) == [("other", 0, 0)]
+    assert wait.release(lambda c: 1) == [("other", 0, 0)]
     assert len(wait) == 0
 
 
@@ -128,5 +126,5 @@ def test_stale_entries_are_compacted() -> None:
             wait.wait(f"s{i}", GPU, 0, round_ * 1_000 + i)
     assert len(wait) == 1_000
     assert wait._entries <= 4 * 1_000 + 1_024 + 1
-    released = wait.release(lambda c: True)
+    released = wait.release(lambda c: 1_000)
     assert [name for name, _c, _s in released] == [f"s{i}" for i in range(1_000)]
