@@ -5,9 +5,7 @@ first. Real Redis and SQLite; an injected clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import redis
@@ -17,28 +15,15 @@ from celery_dgs.core.clock import FakeClock
 from celery_dgs.metrics import metrics_registry
 from celery_dgs.registry import WorkerInfo
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.beat import test_unserved
 from tests.beat.conftest import Recorder
-from tests.beat.test_schedule_window import NOW, H, make_engine, run_now
-from tests.beat.test_unserved import specs
+from tests.beat.test_schedule_window import make_engine, run_now
 
-#: More than a plan looks past (``plan_dispatches``' ``max_skips``).
-BACKLOG = 1500
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqlScheduleStore]:
-    s = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", clock=clock)
-    # The most urgent are in the gpu pool, whose one worker has one slot; the
-    # default pool's, less urgent, have a worker with more slots than them.
-    s.upsert_runtime(specs("b", BACKLOG, pool="gpu"), NOW - 5 * H)
-    s.upsert_runtime(specs("c", 10), NOW - 4 * H)
-    yield s
-    s.close()
+#: The gpu pool's schedules, more than a plan looks past; the store holds
+#: them (the most urgent) and 10 of the default pool's, less urgent.
+BACKLOG = test_unserved.BLOCKED
+#: The fixtures: the injected clock, and that store.
+clock, store = test_unserved.clock, test_unserved.store
 
 
 def tick(engine: BeatEngine, clock: FakeClock) -> None:

@@ -192,14 +192,15 @@ def test_eligible_schedules_in_a_blackout_begun_since_are_not_held(order: OrderP
     assert window.most_held <= 40, f"held {window.most_held}"
 
 
-@pytest.mark.parametrize("window_size", [None, 20])
-def test_a_pool_no_worker_consumes_keeps_no_slot_idle(window_size: int | None) -> None:
-    """More schedules than a plan looks past (1,000) are in a pool no worker
-    consumes, and more urgent: the simulator sets them aside as beat does,
-    so the default pool's run on its idle slots, and a window does not hold
-    the unserved backlog."""
+def gpu_and_default_pools(
+    window_size: int | None, gpu_worker: bool
+) -> tuple[Simulator, list[SimSchedule], list[SimSchedule]]:
+    """1,500 schedules of pool ``gpu`` (1-minute runs, hourly), more than a
+    plan looks past and more urgent than 20 of the default pool (6-hourly),
+    whose 2 slots have one worker; ``gpu_worker``: and one of ``gpu`` with 1
+    slot. The simulator of 4 hours, and the two pools' schedules."""
     start = datetime(2026, 3, 2, tzinfo=timezone.utc)
-    unserved = [
+    gpu = [
         SimSchedule(
             PeriodicSpec(
                 task="t.gpu",
@@ -211,20 +212,32 @@ def test_a_pool_no_worker_consumes_keeps_no_slot_idle(window_size: int | None) -
         )
         for i in range(1_500)
     ]
-    served = [
+    default = [
         SimSchedule(
             PeriodicSpec(task="t.cpu", configuration=f"c{i}", scheduling_period=timedelta(hours=6)),
             60.0,
         )
         for i in range(20)
     ]
-    workload = Workload(unserved + served, make_workers(2), horizon_s=4 * 3600, start=start, seed=1)
+    workers = make_workers(2)
+    if gpu_worker:
+        workers.append(replace(make_workers(1, queue="gpu")[0], name="celery@gpu", node="gpu"))
+    workload = Workload(gpu + default, workers, horizon_s=4 * 3600, start=start, seed=1)
     order = OrderPolicy(window_size=window_size, window_s=3600)
-    sim = Simulator(workload, "dgs", order=order)
+    return Simulator(workload, "dgs", order=order), gpu, default
+
+
+@pytest.mark.parametrize("window_size", [None, 20])
+def test_a_pool_no_worker_consumes_keeps_no_slot_idle(window_size: int | None) -> None:
+    """More schedules than a plan looks past (1,000) are in a pool no worker
+    consumes, and more urgent: the simulator sets them aside as beat does,
+    so the default pool's run on its idle slots, and a window does not hold
+    the unserved backlog."""
+    sim, _gpu, _default = gpu_and_default_pools(window_size, gpu_worker=False)
     result = sim.run()
     assert result.runs >= 20, "every served schedule ran"
     window = sim.policy.window  # type: ignore[attr-defined]
-    if window is not None:
+    if window_size is not None:
         # The certainty rule's room (11 windows) and an eligible read, not the backlog.
         assert window.most_held <= 12 * window_size
 
@@ -235,33 +248,9 @@ def test_a_busy_pool_keeps_no_other_pools_slot_idle(window_size: int | None) -> 
     slot is always busy, and more urgent: the simulator lets them wait for
     it as beat does, so every schedule of the default pool runs on its idle
     slots, and the busy pool's slot stays busy."""
-    start = datetime(2026, 3, 2, tzinfo=timezone.utc)
-    busy = [
-        SimSchedule(
-            PeriodicSpec(
-                task="t.gpu",
-                configuration=f"g{i}",
-                scheduling_period=timedelta(hours=1),
-                pool="gpu",
-            ),
-            60.0,
-        )
-        for i in range(1_500)
-    ]
-    served = [
-        SimSchedule(
-            PeriodicSpec(task="t.cpu", configuration=f"c{i}", scheduling_period=timedelta(hours=6)),
-            60.0,
-        )
-        for i in range(20)
-    ]
-    workers = make_workers(2) + make_workers(1, queue="gpu")
-    workers[-1] = replace(workers[-1], name="celery@gpu", node="gpu")
-    workload = Workload(busy + served, workers, horizon_s=4 * 3600, start=start, seed=1)
-    order = OrderPolicy(window_size=window_size, window_s=3600)
-    sim = Simulator(workload, "dgs", order=order)
+    sim, gpu, default = gpu_and_default_pools(window_size, gpu_worker=True)
     sim.run()
     runs = {name: st.run for name, st in sim.states.items()}
-    assert all(runs[s.name] >= 1 for s in served), "every default-pool schedule ran"
-    gpu_runs = sum(runs[s.name] for s in busy)
+    assert all(runs[s.name] >= 1 for s in default), "every default-pool schedule ran"
+    gpu_runs = sum(runs[s.name] for s in gpu)
     assert gpu_runs >= 4 * 60 - 5, f"the gpu slot stayed busy: {gpu_runs} runs of 60 s in 4 h"
