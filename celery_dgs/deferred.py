@@ -36,14 +36,22 @@ _ITEM_FIELDS = frozenset({"task", "key", "at", "after", "args", "kwargs"})
 _TEMPLATE_KEY = "template"
 
 
+#: ``@dgs.deferred``'s keywords that are no spec field by that name.
+_DECORATOR_ONLY = frozenset({"blackouts", "on_exists"})
+
+
 def check_template(task: str, fields: Mapping[str, Any]) -> CheckSpec:
     """The spec every check of ``task`` is built from (``fields``: a
     ``@dgs.deferred`` declaration); ScheduleConfigError naming the task and field."""
     known = set(spec_fields(CheckSpec)) - {"task", "configuration", "key", "args", "kwargs"}
     for name in fields:
         if name not in known:
-            raise ScheduleConfigError(task, str(name), "is not an option of @dgs.deferred")
-    return CheckSpec(task=task, key=_TEMPLATE_KEY, **dict(fields))
+            hint = suggestion(str(name), sorted(known - {"blackout_periods"} | _DECORATOR_ONLY))
+            raise ScheduleConfigError(task, str(name), f"is not an option of @dgs.deferred{hint}")
+    try:
+        return CheckSpec(task=task, key=_TEMPLATE_KEY, **dict(fields))
+    except ScheduleConfigError as err:  # named by the task, not the template's name
+        raise ScheduleConfigError(task, err.field, err.message) from None
 
 
 #: Stand-ins for the values a template's checks differ in (see :class:`_TemplateText`).
@@ -195,9 +203,11 @@ class DeferredChecks:
         on_exists: Mapping[str, str] | None = None,
         tasks: TaskRegistry | Callable[[], TaskRegistry] | None = None,
         max_argument_bytes: int | None = DEFAULT_MAX_ARGUMENT_BYTES,
+        invalid: Mapping[str, ScheduleConfigError] | None = None,
     ) -> None:
         self._store = store
         self._templates = templates
+        self._invalid = invalid or {}
         self._on_exists = on_exists or {}
         self._clock: Clock = clock or SystemClock()
         self._tasks = tasks
@@ -212,9 +222,12 @@ class DeferredChecks:
         settings: Any,
         templates: Mapping[str, CheckSpec],
         on_exists: Mapping[str, str],
+        *,
+        invalid: Mapping[str, ScheduleConfigError] | None = None,
     ) -> DeferredChecks:
         """The API on the process's store of ``app`` (``dgs_database_url``),
-        checking arguments against the app's registered tasks."""
+        checking arguments against the app's registered tasks; ``invalid``:
+        the tasks whose ``@dgs.deferred`` declaration is invalid."""
         from .runtime import runtime_for
 
         return cls(
@@ -223,6 +236,7 @@ class DeferredChecks:
             on_exists=on_exists,
             tasks=lambda: app.tasks,
             max_argument_bytes=settings.max_argument_bytes,
+            invalid=invalid,
         )
 
     @property
@@ -236,7 +250,13 @@ class DeferredChecks:
         template = self._templates.get(name)
         if template is None:
             tasks = self._tasks() if callable(self._tasks) else self._tasks
-            if tasks is None or name in tasks:
+            invalid = self._invalid.get(name)
+            if invalid is not None:
+                why = (
+                    f"its @dgs.deferred declaration is invalid (field {invalid.field!r}: "
+                    f"{invalid.message})"
+                )
+            elif tasks is None or name in tasks:
                 why = "is not declared as a deferred check (decorate it with @dgs.deferred(...))"
             else:
                 hint = suggestion(name, self._templates)

@@ -59,6 +59,12 @@ class DGS:
         self.check_on_exists: dict[str, str] = (
             existing.check_on_exists if existing is not None else {}
         )
+        #: Tasks whose ``@dgs.deferred`` declaration is invalid, by task name:
+        #: not declared (``check_at`` says why); ``check`` lists them, the
+        #: worker and beat log them at their start.
+        self.check_template_errors: dict[str, ScheduleConfigError] = (
+            existing.check_template_errors if existing is not None else {}
+        )
         self._settings: DgsSettings | None = None
         self._conf_loaded = False
         #: The Celery settings this object set (:func:`apply_plugin_defaults`), one line each.
@@ -119,7 +125,11 @@ class DGS:
         from .deferred import DeferredChecks
 
         return DeferredChecks.for_app(
-            self.app, self.settings, self.check_templates, self.check_on_exists
+            self.app,
+            self.settings,
+            self.check_templates,
+            self.check_on_exists,
+            invalid=self.check_template_errors,
         )
 
     def check_at(
@@ -254,6 +264,7 @@ class DGS:
         priority: int = DEFAULT_PRIORITY,
         tz: Any = "UTC",
         blackouts: Iterable[TimeWindow] = (),
+        **unknown: NoReturn,
     ) -> Callable[[T], T]:
         """Declare the task as a deferred check (seed 002): ``dgs.check_at(task,
         key, at=...)`` runs it then; its return value, a datetime or timedelta,
@@ -265,7 +276,10 @@ class DGS:
         ``max_allowed_duration`` terminates a run. ``slot`` rounds check times
         up to a multiple of it, so checks batch. ``on_exists``: adding a check
         that is pending ``keep``s it (the default) or ``move``s it. Placement
-        and ``priority`` as for schedules. Errors name the task and field."""
+        and ``priority`` as for schedules. An invalid declaration (a bad value,
+        a misspelt keyword) never raises: it is kept in
+        :attr:`check_template_errors`, naming the task and field, and the task
+        is not a deferred check until it is fixed."""
         from .core.checks import ON_EXISTS_CHOICES
         from .deferred import check_template
 
@@ -286,13 +300,21 @@ class DGS:
 
         def decorate(task: T) -> T:
             name = self._task_name(task)
-            if on_exists not in ON_EXISTS_CHOICES:
-                raise ScheduleConfigError(
-                    name,
-                    "on_exists",
-                    f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
-                )
-            self.check_templates[name] = check_template(name, fields)
+            try:
+                if on_exists not in ON_EXISTS_CHOICES:
+                    raise ScheduleConfigError(
+                        name,
+                        "on_exists",
+                        f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
+                    )
+                template = check_template(name, {**fields, **unknown})
+            except ScheduleConfigError as err:
+                self.check_templates.pop(name, None)
+                self.check_template_errors[name] = ScheduleConfigError(name, err.field, err.message)
+                logger.debug("celery-dgs: @dgs.deferred of %s: %s", name, err)
+                return task
+            self.check_template_errors.pop(name, None)
+            self.check_templates[name] = template
             self.check_on_exists[name] = on_exists
             return task
 

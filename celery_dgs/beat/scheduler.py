@@ -179,6 +179,14 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     logger.error("celery-dgs: schedule %s skipped: %s", name, err)
             for name in report.refused:
                 logger.error("celery-dgs: declaration ignored: %s", owned_by_api(name))
+            for task, err in self.dgs.check_template_errors.items():
+                logger.error(
+                    "celery-dgs: task %s: invalid @dgs.deferred declaration (no new "
+                    "checks of it until fixed; stored ones are still dispatched): field %r: %s",
+                    task,
+                    err.field,
+                    err.message,
+                )
             logger.info("celery-dgs: synced declarations: %s", report)
             adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)
             logger.log(

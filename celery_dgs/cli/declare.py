@@ -49,12 +49,19 @@ def check(ctx: click.Context) -> None:
     with the reason, e.g. cron times in a blackout). With a sentinel://
     dgs_redis_url, a warning when the primary's min-replicas-to-write is 0 or
     cannot be read (the one Redis command it sends). Exit status 1 if any
-    declaration is invalid. The store is not used.
+    declaration (or @dgs.deferred one) is invalid. The store is not used.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     color = use_color(ctx)
     _report_problems(decl, color=color)
+    for task, err in sorted(env.dgs.check_template_errors.items()):
+        label = styled("ERROR", "ERROR", color=color)
+        click.echo(
+            f"{label} deferred check task {task!r}, field {err.field!r}: {err.message}",
+            err=True,
+            color=color,
+        )
     specs = decl.specs
     now, hints = utcnow(), []
     for name in sorted(specs):
@@ -80,14 +87,15 @@ def check(ctx: click.Context) -> None:
     templates = env.dgs.check_templates  # declared as their task modules were imported
     for task in sorted(templates):
         click.echo(f"{styled('OK', 'OK', color=color)} {task} (deferred checks)", color=color)
+    invalid_templates = env.dgs.check_template_errors
     plural = "" if len(templates) == 1 else "s"
     deferred = f", {len(templates)} deferred check task{plural}" if templates else ""
     click.echo(
-        f"{len(decl.specs)} valid, {len(decl.errors)} invalid, "
+        f"{len(decl.specs)} valid, {len(decl.errors) + len(invalid_templates)} invalid, "
         f"{len(decl.warnings) + len(hints) + len(celery_advice) + len(setting_warnings)} "
         f"warnings{deferred}"
     )
-    ctx.exit(1 if decl.errors else 0)
+    ctx.exit(1 if decl.errors or invalid_templates else 0)
 
 
 @click.command()

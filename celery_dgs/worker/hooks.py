@@ -353,6 +353,14 @@ def _log_start_advice(app: Any, dgs: DgsPlugin) -> None:
             name,
             err,
         )
+    for task, err in dgs.check_template_errors.items():
+        logger.error(
+            "celery-dgs: task %s: invalid @dgs.deferred declaration (not a deferred "
+            "check until fixed; its stored checks still run): field %r: %s",
+            task,
+            err.field,
+            err.message,
+        )
     for warning in dgs.declarations.warnings:
         logger.warning("celery-dgs: %s", warning)
     _log_foreign_leader(app, dgs)

@@ -17,7 +17,7 @@ import redis
 
 from ..connection import redis_from_url
 from ..declarations import Declarations
-from ..errors import SettingsError
+from ..errors import ScheduleConfigError, SettingsError
 from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
@@ -37,6 +37,8 @@ class DgsPlugin(Protocol):
     in: the worker layer does not import it)."""
 
     declarations: Declarations
+    #: Tasks whose ``@dgs.deferred`` declaration is invalid, by task name.
+    check_template_errors: dict[str, ScheduleConfigError]
 
     @property
     def settings(self) -> DgsSettings: ...

@@ -104,8 +104,25 @@ def test_bad_input_names_the_check_and_field(dgs: DGS, call: dict[str, Any], fie
 def test_bad_deferred_options_name_the_task_and_field(
     memory_app: Celery, options: dict[str, Any], field: str
 ) -> None:
+    """Recorded, not raised: the task's module still imports."""
     dgs = DGS(memory_app, install_worker_hooks=False)
-    with pytest.raises(ScheduleConfigError) as raised:
-        dgs.deferred(**options)(memory_app.task(name="t.bad", shared=False)(_noop))
-    assert raised.value.field == field
-    assert "t.bad" in str(raised.value)
+    task = memory_app.task(name="t.bad", shared=False)(_noop)
+    assert dgs.deferred(**options)(task) is task
+    err = dgs.check_template_errors["t.bad"]
+    assert err.field == field
+    assert err.schedule == "t.bad", "the task, not the template's name"
+    assert "t.bad" not in dgs.check_templates
+    with pytest.raises(ScheduleConfigError, match="its @dgs.deferred declaration is invalid"):
+        dgs.check_at("t.bad", "k", after=60)
+
+
+def test_a_misspelt_deferred_keyword_is_the_declarations_error(memory_app: Celery) -> None:
+    dgs = DGS(memory_app, install_worker_hooks=False)
+    options: dict[str, Any] = {"withn": 60}
+    dgs.deferred(**options)(memory_app.task(name="t.typo", shared=False)(_noop))
+    err = dgs.check_template_errors["t.typo"]
+    assert err.field == "withn"
+    assert "is not an option of @dgs.deferred; did you mean 'within'?" in err.message
+    dgs.deferred(within=60)(memory_app.task(name="t.typo", shared=False)(_noop))
+    assert "t.typo" in dgs.check_templates, "fixed: declared"
+    assert "t.typo" not in dgs.check_template_errors

@@ -1,7 +1,9 @@
 """A project for ``celery -A tests.cli.decl_proj ...`` subprocesses (``dgs``
 commands, a worker, beat): one task, ``decl.a``, declared in ``dgs_schedules``
 with the period in ``DECL_PERIOD`` (seconds; ``0`` is an invalid declaration),
-on the Redis and SQLite store named by the environment."""
+and ``decl.check``, a deferred check within ``DECL_CHECK_WITHIN`` (seconds,
+60 by default; ``0`` is invalid), on the Redis and SQLite store named by the
+environment."""
 
 from __future__ import annotations
 
@@ -25,9 +27,15 @@ app.conf.update(
     dgs_store_poll_interval=0.2,
     dgs_schedules={"decl.a": {"period": float(os.environ["DECL_PERIOD"])}},
 )
-celery_dgs.DGS(app)
+dgs = celery_dgs.DGS(app)
 
 
 @app.task(name="decl.a")
 def a() -> str:
     return "done"
+
+
+@dgs.deferred(within=float(os.environ.get("DECL_CHECK_WITHIN", "60")))
+@app.task(name="decl.check")
+def check(order: str) -> None:
+    return None

@@ -210,3 +210,28 @@ def test_check_in_another_process_prints_each_invalid_declaration_once(
     assert result.returncode == 1, result.stderr
     lines = [line for line in result.stderr.splitlines() if "must be more than zero" in line]
     assert lines == ["ERROR schedule 'decl.a', field 'period': must be more than zero, got 0s"]
+
+
+def test_an_invalid_deferred_declaration_is_checks_error_and_the_project_still_imports(
+    sqlite_url: str, redis_url: str
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url,
+        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+        "DECL_PERIOD": "3600",
+        "DECL_CHECK_WITHIN": "0",
+    }
+    result = run_dgs(env, "check")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "decl.check" in line]
+    assert lines == [
+        "ERROR deferred check task 'decl.check', field 'within': must be more than zero, got 0s"
+    ]
+    assert result.stdout.splitlines()[-1] == "1 valid, 1 invalid, 0 warnings"
+    good = run_dgs({**env, "DECL_CHECK_WITHIN": "60"}, "check")
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.splitlines()[-1] == "1 valid, 0 invalid, 0 warnings, 1 deferred check task"
