@@ -112,7 +112,7 @@ def test_bad_deferred_options_name_the_task_and_field(
     assert err.field == field
     assert err.schedule == "t.bad", "the task, not the template's name"
     assert "t.bad" not in dgs.check_templates
-    with pytest.raises(ScheduleConfigError, match="its @dgs.deferred declaration is invalid"):
+    with pytest.raises(ScheduleConfigError, match=r"its @dgs\.deferred declaration is invalid"):
         dgs.check_at("t.bad", "k", after=60)
 
 
