@@ -7,6 +7,7 @@ each dispatch to one chosen worker) and installs the worker signal hooks.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import weakref
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .celery_settings import apply_plugin_defaults
 from .core.spec import CheckSpec
-from .declarations import DEFAULT_PRIORITY, Declarations
+from .declarations import DEFAULT_PRIORITY, FIELD_ALIASES, Declarations
 from .errors import ScheduleConfigError
 from .settings import DgsSettings
 
@@ -337,7 +338,23 @@ def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
     }
     if fields.get("kwargs") is None:  # anything else is validated by the spec
         fields["kwargs"] = {}
+    # A field given by another of its names (``max_duration``, ``queue``,
+    # ``blackout_periods``: docs/configuration.md) replaces the keyword of that
+    # field left at its default; both given is the declaration's error.
+    given = {FIELD_ALIASES.get(key, key) for key in unknown}
+    for key in [k for k in fields if FIELD_ALIASES.get(k, k) in given and k not in unknown]:
+        if fields[key] == _DEFAULTS.get(key, _LEFT_OUT):
+            del fields[key]
     return {**fields, **unknown}
+
+
+#: The decorators' keyword defaults (the same in ``periodic`` and ``cron``).
+_DEFAULTS: dict[str, Any] = {
+    name: param.default
+    for method in (DGS.periodic, DGS.cron)
+    for name, param in inspect.signature(method).parameters.items()
+    if param.default is not inspect.Parameter.empty
+}
 
 
 def get_dgs(app: Any) -> DGS:

@@ -185,6 +185,40 @@ def test_a_misspelt_or_missing_decorator_field_is_recorded_not_raised(memory_app
     assert list(dgs.declarations.specs) == ["t.good"]
 
 
+@pytest.mark.parametrize(
+    ("kind", "alias", "value", "field", "expected"),
+    [
+        ("periodic", "max_duration", 120, "max_allowed_duration", timedelta(minutes=2)),
+        ("periodic", "queue", "gpu", "pool", "gpu"),
+        ("periodic", "expected", 30, "max_expected_duration", timedelta(seconds=30)),
+        ("cron", "max_duration", 120, "max_allowed_duration", timedelta(minutes=2)),
+        ("cron", "queue", "gpu", "pool", "gpu"),
+    ],
+)
+def test_a_decorator_takes_a_fields_other_documented_names(
+    memory_app: Celery, kind: str, alias: str, value: Any, field: str, expected: Any
+) -> None:
+    """docs/configuration.md's "also accepted as" names: given once, not
+    "given twice" beside the keyword left at its default."""
+    dgs = DGS(memory_app, install_worker_hooks=False)
+    options: dict[str, Any] = {alias: value}
+    decorator = (
+        dgs.periodic(60, **options)
+        if kind == "periodic"
+        else dgs.cron("0 * * * *", within=600, **options)
+    )
+    decorator(memory_app.task(name="t.alias", shared=False)(task_body))
+    assert dgs.declarations.errors == {}
+    assert getattr(dgs.declarations.specs["t.alias"], field) == expected
+    both: dict[str, Any] = {alias: value, field: value}
+    dgs.periodic(60, **both)(memory_app.task(name="t.both", shared=False)(task_body))
+    assert "given twice" in str(dgs.declarations.errors["t.both"])
+
+
+def task_body() -> None:
+    """A task body (Celery cannot make a task of a lambda)."""
+
+
 def test_iterables_given_as_generators_are_read_once_and_kept() -> None:
     decl = Declarations()
     fields = {
