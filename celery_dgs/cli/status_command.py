@@ -4,6 +4,7 @@ streams every selected row."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -30,7 +31,15 @@ from ..ops.leader import (
     read_pace,
 )
 from ..ops.restart import read_restart_grace, restart_json, restart_text
-from ..ops.state import OtherRuns, StatusPage, iter_rows, read_page, selection_of
+from ..ops.state import (
+    OtherRuns,
+    QueueLoad,
+    StatusPage,
+    iter_rows,
+    queue_loads,
+    read_page,
+    selection_of,
+)
 from ..ops.timetext import counted, iso
 from ..overload_board import OverloadReport
 from ..status import StatusRow
@@ -162,6 +171,7 @@ def status(
             tail["redis_restart_grace"] = restart_json(grace)
             tail["beat_leader_warning"] = foreign
             tail["foreign_workers_warning"] = strangers
+            tail["queues"] = [dataclasses.asdict(load) for load in queue_loads(page.live)]
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
@@ -173,8 +183,10 @@ def status(
             capacity=settings.capacity,
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
+            pools=selection.pools,
         )
-        lines = [text, other_runs_text(page.other), empty_store_text(env, selection, page.total)]
+        lines = [text, queues_text(page, selection.pools), other_runs_text(page.other)]
+        lines.append(empty_store_text(env, selection, page.total))
         lines.append(glob_text(selection.patterns) if not page.total else None)
         lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
@@ -287,14 +299,19 @@ def table_text(
     capacity: int | None,
     ping_timeout: float | None = None,
     steal_delay: float = 0.0,
+    pools: Sequence[str] = (),
 ) -> str:
     """The table of a page of rows, with the counts of the whole selection and
     a line saying how many selected schedules it leaves out; ``ping_timeout``
-    and ``steal_delay``: a run whose owner is silent says so."""
+    and ``steal_delay``: a run whose owner is silent says so. With ``pools``,
+    the head counts the live workers that consume one of them."""
+    workers = page.workers
+    if pools:
+        workers = [w for w in workers if set(w.queues) & set(pools)]
     text = status_text(
         page.rows,
         page.now,
-        page.workers,
+        workers,
         color=color,
         capacity=capacity,
         counts=page.counts,
@@ -307,6 +324,28 @@ def table_text(
         return text
     more = "more not listed" if page.rows else "not listed"
     return f"{text}\n{hidden:,} {more} (--limit N, a PATTERN or --condition; --json lists all)"
+
+
+def queues_text(page: StatusPage, pools: Sequence[str]) -> str | None:
+    """``queues: celery 4 slots (1 busy); gpu 1 slot (all busy)`` (a queue
+    whose slots are all busy serves nothing more until one ends), with more
+    than one queue among the live workers or ``pools`` selected (then theirs
+    only, or that no live worker consumes them); ``None`` otherwise."""
+    loads = queue_loads(page.live)
+    if pools:
+        loads = [load for load in loads if load.queue in pools]
+        if not loads:
+            return f"no live worker consumes {', '.join(map(repr, pools))}"
+    elif len(loads) < 2:
+        return None
+
+    def busy(load: QueueLoad) -> str:
+        if load.slots and load.busy >= load.slots:
+            return "all busy"
+        return f"{load.busy} busy"
+
+    parts = [f"{load.queue} {counted(load.slots, 'slot')} ({busy(load)})" for load in loads]
+    return "queues: " + "; ".join(parts)
 
 
 def json_chunks(

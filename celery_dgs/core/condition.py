@@ -152,10 +152,11 @@ def _deadline_passed(spec: ScheduleSpec, stats: ScheduleStats, deadline: datetim
             deadline,
         )
     if not stats.has_succeeded:
+        never = "never run" if stats.last_start_at is None else "never succeeded"
         return Condition(
             Level.ERROR,
             Reason.NEVER_SUCCEEDED,
-            f"{name} has never succeeded and its first deadline {_fmt(deadline)} has "
+            f"{name} has {never} and its first deadline {_fmt(deadline)} has "
             f"passed{_items_note(stats)}",
             deadline,
         )

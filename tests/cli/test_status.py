@@ -126,6 +126,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "redis_restart_grace",
         "beat_leader_warning",
         "foreign_workers_warning",
+        "queues",
     ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
@@ -727,3 +728,40 @@ def test_the_runs_the_running_count_leaves_out_are_named(world: World, crafted: 
         [spec(n) for n in ("t.ok", "t.late", "t.failed", "t.running", "t.never")], crafted
     )
     assert "also running: 1 deferred check;" in world.invoke("status").stdout
+
+
+def test_each_queues_slots_and_busy_ones_are_shown_and_a_pool_filter_counts_its_own(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """A pool whose slots are all busy serves nothing more until one ends:
+    with workers of several queues, the header says each queue's slots and
+    how many are busy; ``--pool`` counts that pool's workers."""
+    world.sync(spec("t.a"), spec("t.gpu", pool="gpu"), at=now())
+    registry = WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300)
+    store_id = world.store.store_id()
+    for name, queues, slots in (("w1@cpu", ("celery",), 2), ("w1@gpunode", ("gpu",), 1)):
+        registry.register(
+            WorkerInfo(
+                name=name,
+                node=name[3:],
+                queues=queues,
+                slots=slots,
+                pool="threads",
+                pid=1,
+                store=store_id,
+            )
+        )
+    world.hold_lease("t.gpu", node="gpunode")
+    lines = world.invoke("status").stdout.splitlines()
+    assert "2 live workers, 3 slots" in lines[0]
+    assert "queues: celery 2 slots (0 busy); gpu 1 slot (all busy)" in lines
+    gpu = world.invoke("status", "--pool", "gpu").stdout.splitlines()
+    assert "1 schedule (" in gpu[0]
+    assert "1 live worker, 1 slot" in gpu[0], "the pool's own"
+    assert "queues: gpu 1 slot (all busy)" in gpu
+    assert "no live worker consumes 'tpu'" in world.invoke("status", "--pool", "tpu").stdout
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["queues"] == [
+        {"queue": "celery", "workers": 1, "slots": 2, "busy": 0},
+        {"queue": "gpu", "workers": 1, "slots": 1, "busy": 1},
+    ]

@@ -97,9 +97,13 @@ def test_never_succeeded() -> None:
     assert condition(SPEC, stats, None, reg + 24 * H).level is Level.OK
     result = condition(SPEC, stats, None, reg + 24 * H + SECOND)
     assert (result.level, result.reason) == (Level.ERROR, Reason.NEVER_SUCCEEDED)
-    assert "never succeeded" in result.message
-    failed = ScheduleStats(registered_at=reg, failure_count=1, last_end_at=reg + M)
+    assert "has never run and its first deadline" in result.message, "not: it failed"
+    failed = ScheduleStats(
+        registered_at=reg, failure_count=1, last_start_at=reg, last_end_at=reg + M
+    )
     assert condition(SPEC, failed, None, reg + H).reason is Reason.LAST_RUN_FAILED
+    late = condition(SPEC, failed, None, reg + 24 * H + SECOND)
+    assert (late.reason, "has never succeeded" in late.message) == (Reason.NEVER_SUCCEEDED, True)
 
 
 def test_cron_condition() -> None:
