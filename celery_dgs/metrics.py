@@ -80,6 +80,7 @@ from .status import (
     is_check_name,
     schedule_condition,
 )
+from .status.queues import QueueLoad, queue_loads
 from .store.base import ScheduleStore
 from .store.selection import Selection
 
@@ -182,6 +183,7 @@ class EngineCollector:
         yield from self.run_families()
         if workers is not None:
             yield slot_family(slot_counts(workers, running=len(leases), pending=snapshot.pending))
+            yield queue_slot_family(queue_loads(leases.values(), workers.workers))
         yield GaugeMetricFamily(
             "dgs_dispatches_pending", "Dispatched runs not started yet", value=snapshot.pending
         )
@@ -396,6 +398,20 @@ def slot_family(slot_state: tuple[int, int]) -> Metric:
     )
     slots.add_metric(["free"], slot_state[0])
     slots.add_metric(["used"], slot_state[1])
+    return slots
+
+
+def queue_slot_family(loads: list[QueueLoad]) -> Metric:
+    """``dgs_queue_slots{queue,state}``: each queue's live slots, ``free`` and
+    ``used`` (running leases of its workers)."""
+    slots = GaugeMetricFamily(
+        "dgs_queue_slots",
+        "Slots of the live workers of each queue (pool), by state (used: running leases)",
+        labels=["queue", "state"],
+    )
+    for load in loads:
+        slots.add_metric([load.queue, "free"], load.slots - load.busy)
+        slots.add_metric([load.queue, "used"], load.busy)
     return slots
 
 

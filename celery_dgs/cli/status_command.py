@@ -31,18 +31,11 @@ from ..ops.leader import (
     read_pace,
 )
 from ..ops.restart import read_restart_grace, restart_json, restart_text
-from ..ops.state import (
-    OtherRuns,
-    QueueLoad,
-    StatusPage,
-    iter_rows,
-    queue_loads,
-    read_page,
-    selection_of,
-)
+from ..ops.state import OtherRuns, StatusPage, iter_rows, read_page, selection_of
 from ..ops.timetext import counted, iso
 from ..overload_board import OverloadReport
 from ..status import StatusRow
+from ..status.queues import QueueLoad, queue_loads
 from ..store.check_types import CheckSummary
 from ..store.engine import masked_url
 from ..store.selection import Selection, is_glob
@@ -171,7 +164,9 @@ def status(
             tail["redis_restart_grace"] = restart_json(grace)
             tail["beat_leader_warning"] = foreign
             tail["foreign_workers_warning"] = strangers
-            tail["queues"] = [dataclasses.asdict(load) for load in queue_loads(page.live)]
+            live = page.live
+            loads = queue_loads(live.leases.values(), live.workers)
+            tail["queues"] = [dataclasses.asdict(load) for load in loads]
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
@@ -331,7 +326,7 @@ def queues_text(page: StatusPage, pools: Sequence[str]) -> str | None:
     whose slots are all busy serves nothing more until one ends), with more
     than one queue among the live workers or ``pools`` selected (then theirs
     only, or that no live worker consumes them); ``None`` otherwise."""
-    loads = queue_loads(page.live)
+    loads = queue_loads(page.live.leases.values(), page.live.workers)
     if pools:
         loads = [load for load in loads if load.queue in pools]
         if not loads:

@@ -69,34 +69,6 @@ class Live:
 
 
 @dataclass(frozen=True)
-class QueueLoad:
-    """One queue (pool) the live workers consume: how many of them consume it,
-    their slots, and how many of those run a schedule now (a worker that
-    consumes several queues counts in each)."""
-
-    queue: str
-    workers: int
-    slots: int
-    busy: int
-
-
-def queue_loads(live: Live) -> list[QueueLoad]:
-    """Each queue of ``live``'s workers, by name: its workers, slots and busy
-    slots (their leases)."""
-    busy: dict[str, int] = {}
-    for lease in live.leases.values():
-        busy[lease.owner_name] = busy.get(lease.owner_name, 0) + 1
-    loads: dict[str, list[int]] = {}
-    for worker in live.workers:
-        for queue in dict.fromkeys(worker.queues):
-            load = loads.setdefault(queue, [0, 0, 0])
-            load[0] += 1
-            load[1] += worker.slots
-            load[2] += min(busy.get(worker.name, 0), worker.slots)
-    return [QueueLoad(q, *loads[q]) for q in sorted(loads)]
-
-
-@dataclass(frozen=True)
 class OtherRuns:
     """The live runs a whole-fleet page's running count leaves out: deferred
     checks', and those of schedules the store holds no active row for

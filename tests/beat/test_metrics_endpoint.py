@@ -287,6 +287,31 @@ def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
     body = scrape_once(redis_client, open_store(f"sqlite:///{tmp_path / 'idle.sqlite3'}"), slots=3)
     assert 'dgs_worker_slots{state="free"} 3.0' in body
     assert 'dgs_worker_slots{state="used"} 0.0' in body
+    assert 'dgs_queue_slots{queue="celery",state="free"} 3.0' in body
+
+
+def test_each_queues_slots_say_which_pool_is_full(redis_client: redis.Redis) -> None:
+    """A pool whose one slot runs keeps no free slot of its own, whatever the
+    other pools have: the queue gauges say so where the total does not."""
+    from celery_dgs.metrics import queue_slot_family
+    from celery_dgs.status.queues import queue_loads
+
+    leases = RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60)
+    assert leases.acquire("t.gpu", owner_node="g", owner_name="celery@g", owner_tag="x").granted
+    workers = [
+        WorkerInfo(name="celery@g", node="g", queues=("gpu",), slots=1, pool="solo", pid=1),
+        WorkerInfo(
+            name="celery@c", node="c", queues=("celery", "gpu"), slots=4, pool="solo", pid=2
+        ),
+    ]
+    family = queue_slot_family(queue_loads(leases.all(), workers))
+    samples = {(s.labels["queue"], s.labels["state"]): s.value for s in family.samples}
+    assert samples == {
+        ("celery", "free"): 4,
+        ("celery", "used"): 0,
+        ("gpu", "free"): 4,
+        ("gpu", "used"): 1,
+    }
 
 
 def test_a_stored_row_beat_cannot_schedule_is_an_error_in_the_metrics(
