@@ -26,7 +26,7 @@ from .core.spec_build import (
 from .core.spec_values import DEFAULT_PRIORITY as DEFAULT_PRIORITY
 from .core.timing import DEFAULT_COOLDOWN_FRACTION, with_default_cooldown
 from .errors import ScheduleConfigError
-from .task_arguments import ArgumentChecks
+from .task_arguments import ArgumentChecks, unknown_task
 
 logger = logging.getLogger("celery_dgs.declarations")
 
@@ -367,7 +367,8 @@ class Declarations:
         for name, spec in list(self.specs.items()):
             err = None
             if spec.task not in known_tasks:
-                err = ScheduleConfigError(name, "task", f"unknown task {spec.task!r}")
+                why = unknown_task(spec.task, known_tasks, declared=True)
+                err = ScheduleConfigError(name, "task", why)
             else:
                 try:
                     checks.check(spec)

@@ -41,7 +41,7 @@ from .store.base import ScheduleStore
 from .store.convert import spec_json
 from .store.ownership import owned_by_sync
 from .store.records import OWNER_RUNTIME, RemoveReport, StoredSchedule, UpsertReport
-from .task_arguments import ArgumentChecks
+from .task_arguments import ArgumentChecks, unknown_task
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec
@@ -255,7 +255,7 @@ class RuntimeSchedules:
                 errors.append(RowError(line, exc.schedule, exc.field, exc.message))
                 continue
             if known is not None and spec.task not in known:
-                errors.append(RowError(line, spec.name, "task", f"unknown task {spec.task!r}"))
+                errors.append(RowError(line, spec.name, "task", unknown_task(spec.task, known)))
                 continue
             try:
                 arguments.check(spec, size_known_below=len(text))

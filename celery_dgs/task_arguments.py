@@ -11,15 +11,29 @@ Celery checks a call's arguments); a task whose ``typing`` is ``False``
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .core.spec import ScheduleSpec
+from .core.spec_build import suggestion
 from .core.spec_values import check_argument_size
 from .errors import ScheduleConfigError
 
 #: The registered tasks by name (``app.tasks``), or a callable giving them.
 TaskRegistry = Mapping[str, Any]
+
+
+def unknown_task(task: str, known: Iterable[str], *, declared: bool = False) -> str:
+    """``unknown task 'proj.fetchh'; did you mean 'proj.fetch'?`` (among the
+    app's own tasks); a ``declared`` one that is like none of them may be
+    a function Celery does not know as a task."""
+    hint = suggestion(task, [name for name in known if not name.startswith("celery.")])
+    if not hint and declared:
+        hint = (
+            "; is it a Celery task (@app.task below the @dgs decorator, in a module "
+            "the app imports)?"
+        )
+    return f"unknown task {task!r}{hint}"
 
 
 def task_signature(task: Any) -> inspect.Signature | None:

@@ -93,6 +93,9 @@ def test_validation_is_the_declarations(app: Celery, sqlite_store: SqlScheduleSt
         api.upsert("t.unknown@a", period=60)
     assert (err.value.field, err.value.message) == ("task", "unknown task 't.unknown'")
     with pytest.raises(ScheduleConfigError) as err:
+        api.upsert("t.scrap@a", period=60)
+    assert err.value.message == "unknown task 't.scrap'; did you mean 't.scrape'?"
+    with pytest.raises(ScheduleConfigError) as err:
         api.upsert("t.scrape@a", period=60, args=[object()])
     assert err.value.field == "args"
     with pytest.raises(ScheduleConfigError) as err:

@@ -70,7 +70,10 @@ def test_check_reports_each_error_with_schedule_and_field(world: World) -> None:
     err = result.stderr
     assert "ERROR schedule 't.a', field 'period': must be more than zero" in err
     assert "ERROR schedule 't.b@slow', field 'cooldown'" in err
-    assert "ERROR schedule 't.missing', field 'task': unknown task 't.missing'" in err
+    assert (
+        "ERROR schedule 't.missing', field 'task': unknown task 't.missing'; is it a Celery "
+        "task (@app.task below the @dgs decorator, in a module the app imports)?" in err
+    )
     assert result.stdout.splitlines()[-1] == "2 valid, 3 invalid, 2 warnings"
 
 
