@@ -9,7 +9,7 @@ beat picks the changes up at its next store poll.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import click
@@ -189,20 +189,21 @@ def remove(ctx: click.Context, names: tuple[str, ...]) -> None:
     for name in report.removed:
         run = live.get(name)
         click.echo(f"removed runtime schedule {name}" + ("" if run is None else f" ({run})"))
-    for name in report.absent:
-        click.echo(f"{name}: {_absent(env, name)}; nothing changed")
+    for name in report.absent:  # (not suggesting the names just removed)
+        click.echo(f"{name}: {_absent(env, name, report.removed)}; nothing changed")
     for name in report.refused:
         click.echo(f"refused {name}: it is a declared schedule; `sync` owns it", err=True)
     ctx.exit(1 if report.refused else 0)
 
 
-def _absent(env: Env, name: str) -> str:
+def _absent(env: Env, name: str, removed: Collection[str] = ()) -> str:
     """Why ``remove`` found no runtime schedule ``name`` to remove: removed
-    already, or never stored (then the closest stored names: a typo?)."""
+    already, or never stored (then the closest stored names other than
+    ``removed``: a typo?)."""
     try:
         env.runtime.store.get(name)
     except UnknownScheduleError:
-        hint = closest_names_hint(env, name).removeprefix("; ")
+        hint = closest_names_hint(env, name, besides=removed).removeprefix("; ")
         return "no such runtime schedule" + (f" ({hint})" if hint.startswith("did") else "")
     return "no such runtime schedule (or already removed)"
 

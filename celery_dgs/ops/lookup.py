@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 
 from ..errors import UnknownScheduleError
 from ..store.records import StoredSchedule
@@ -24,11 +25,13 @@ def resolve_schedule(env: Env, name: str) -> StoredSchedule:
         raise UnknownTarget(f"no schedule named {name!r}{closest_names_hint(env, name)}") from None
 
 
-def closest_names_hint(env: Env, name: str) -> str:
+def closest_names_hint(env: Env, name: str, *, besides: Collection[str] = ()) -> str:
     """``; did you mean a, b?`` naming the stored names closest to ``name``
-    (a bounded read), a note when the store has none, or nothing."""
+    (a bounded read) other than ``besides``, a note when the store has none,
+    or nothing."""
     known = env.runtime.store.names_near(name, NEAR_NAMES)
     if not known:
         return " (the store has no schedules: run `celery dgs sync` or start beat)"
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    others = [n for n in known if n not in besides]
+    close = difflib.get_close_matches(name, others, n=3, cutoff=0.6)
     return f"; did you mean {', '.join(close)}?" if close else ""
