@@ -16,7 +16,7 @@ import click
 from ..core.spec_values import MAX_PRIORITY, MIN_PRIORITY
 from ..ops.actions import ActionResult, cancel_run, request_run, set_paused
 from ..ops.env import Env
-from ..ops.errors import ActionRefused
+from ..ops.errors import ActionRefused, UnknownTarget
 from ..ops.lookup import resolve_schedule
 from .context import get_env, wrap_errors
 
@@ -32,7 +32,11 @@ def _act(
     unique = list(dict.fromkeys(names))
     if len(unique) > 1:  # one name is looked up by its action
         for name in unique:
-            resolve_schedule(env, name)  # an unknown name: a usage error, nothing changed
+            try:
+                resolve_schedule(env, name)  # an unknown name: a usage error
+            except UnknownTarget as exc:
+                message = f"{exc.message}; nothing changed (of {len(unique)} names)"
+                raise UnknownTarget(message, exc.argument) from None
     refused = 0
     for name in unique:
         try:

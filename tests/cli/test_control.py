@@ -238,6 +238,7 @@ def test_an_unknown_name_among_several_changes_nothing(synced: World) -> None:
     result = synced.invoke("pause", "t.a", "t.c")
     assert result.exit_code == 2
     assert "no schedule named 't.c'" in result.output
+    assert "nothing changed (of 2 names)" in result.output, "it says t.a was left alone"
     assert not synced.store.get("t.a").paused
 
 
