@@ -24,7 +24,9 @@ def parse_bind(value: str) -> tuple[str, int]:
         host, port = "127.0.0.1", value
     host = host.strip("[]") or "127.0.0.1"
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"expected HOST:PORT with a TCP port, got {value!r}")
+        raise click.BadParameter(
+            f"expected HOST:PORT with a TCP port, got {value!r}", param_hint="--bind"
+        )
     return host, int(port)
 
 

@@ -27,8 +27,9 @@ def test_bind_defaults_to_localhost() -> None:
     assert parse_bind("0.0.0.0:80") == ("0.0.0.0", 80)
     assert parse_bind("[::1]:9000") == ("::1", 9000)
     assert parse_bind(":9000") == ("127.0.0.1", 9000)
-    with pytest.raises(click.BadParameter, match="HOST:PORT"):
+    with pytest.raises(click.BadParameter, match="HOST:PORT") as bad:
         parse_bind("localhost:http")
+    assert "--bind" in bad.value.format_message(), "names the option"
     from celery_dgs.cli.web import web
 
     bind = next(p for p in web.params if p.name == "bind")
