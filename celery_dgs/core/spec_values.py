@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -172,7 +173,10 @@ def cron_problem(expr: str) -> str | None:
     for i, (label, values) in enumerate(CRON_FIELDS):
         alone = " ".join(fields[i] if j == i else "*" for j in range(5))
         if not croniter.is_valid(alone):
-            return f"{expr!r}: the {label} field {fields[i]!r} is not valid (it takes {values})"
+            why = f"it takes {values}"
+            if re.search(r"/0*(,|$)", fields[i]):
+                why = "a step (/N) must be at least 1"
+            return f"{expr!r}: the {label} field {fields[i]!r} is not valid ({why})"
     return f"{expr!r} is not a valid cron expression"
 
 

@@ -120,6 +120,7 @@ def test_a_negative_duration_is_shown_in_seconds() -> None:
         ("61 * * * *", "'61 * * * *': the minute field '61' is not valid (it takes 0-59)"),
         ("0 0 * * 8", "the day of week field '8' is not valid (it takes 0-7 or sun-sat)"),
         ("0 0 1-40 * *", "the day of month field '1-40' is not valid (it takes 1-31)"),
+        ("*/0 * * * *", "the minute field '*/0' is not valid (a step (/N) must be at least 1)"),
         ("0 0 30 2 *", "'0 0 30 2 *' never fires"),
     ],
 )
