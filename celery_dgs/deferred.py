@@ -183,6 +183,12 @@ class CheckBulkReport(CheckAddReport):
         return not self.errors
 
 
+def bad_on_exists(name: str, on_exists: object) -> ScheduleConfigError:
+    """The error of an ``on_exists`` that is none of the choices."""
+    choices = ", ".join(ON_EXISTS_CHOICES)
+    return ScheduleConfigError(name, "on_exists", f"must be one of {choices}, got {on_exists!r}")
+
+
 class DeferredChecks:
     """Add, move, cancel and read deferred checks (``dgs.checks``).
 
@@ -308,6 +314,9 @@ class DeferredChecks:
         or ``after`` from now; returns ``"added"``, ``"kept"`` (it was pending
         and is left as it was: the default) or ``"moved"`` (pending, and
         ``on_exists="move"`` gave it the new time and arguments)."""
+        if on_exists is not None and on_exists not in ON_EXISTS_CHOICES:
+            check = self.new_check(task, key, at=at, after=after, args=args, kwargs=kwargs)
+            raise bad_on_exists(check.spec.name, on_exists)
         report = self.at_many(
             [{"task": task, "key": key, "at": at, "after": after, "args": args, "kwargs": kwargs}],
             on_exists=on_exists,
@@ -350,11 +359,7 @@ class DeferredChecks:
         ``@dgs.deferred(on_exists=...)``, else ``"keep"``); an invalid one
         raises ScheduleConfigError before anything is stored."""
         if on_exists is not None and on_exists not in ON_EXISTS_CHOICES:
-            raise ScheduleConfigError(
-                "?",
-                "on_exists",
-                f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
-            )
+            raise bad_on_exists("(every item)", on_exists)
         now = self._clock.now()
         by_choice: dict[str, list[NewCheck]] = {}
         errors: list[RowError] = []

@@ -282,7 +282,7 @@ class DGS:
         :attr:`check_template_errors`, naming the task and field, and the task
         is not a deferred check until it is fixed."""
         from .core.checks import ON_EXISTS_CHOICES
-        from .deferred import check_template
+        from .deferred import bad_on_exists, check_template
 
         fields = {
             "within": within,
@@ -303,11 +303,7 @@ class DGS:
             name = self._task_name(task)
             try:
                 if on_exists not in ON_EXISTS_CHOICES:
-                    raise ScheduleConfigError(
-                        name,
-                        "on_exists",
-                        f"must be one of {', '.join(ON_EXISTS_CHOICES)}, got {on_exists!r}",
-                    )
+                    raise bad_on_exists(name, on_exists)
                 template = check_template(name, {**fields, **unknown})
             except ScheduleConfigError as err:
                 self.check_templates.pop(name, None)

@@ -126,3 +126,13 @@ def test_a_misspelt_deferred_keyword_is_the_declarations_error(memory_app: Celer
     dgs.deferred(within=60)(memory_app.task(name="t.typo", shared=False)(_noop))
     assert "t.typo" in dgs.check_templates, "fixed: declared"
     assert "t.typo" not in dgs.check_template_errors
+
+
+def test_a_bad_on_exists_names_the_check(dgs: DGS) -> None:
+    checks, _store = api(dgs)
+    with pytest.raises(ScheduleConfigError) as bad:
+        checks.at("shop.check_order", "o-1", after=60, on_exists="replace")
+    assert bad.value.field == "on_exists"
+    assert bad.value.schedule.startswith("shop.check_order@"), bad.value.schedule
+    with pytest.raises(ScheduleConfigError, match="every item"):
+        checks.at_many([], on_exists="replace")
