@@ -165,10 +165,16 @@ def cancel_run(
     if result.status is CancelStatus.ALREADY:
         return ActionResult(False, (f"cancel of {who} was already requested; nothing changed",))
     age = duration(rt.leases.now() - lease.started_at)
+    again = (
+        ""
+        if schedule.paused
+        else f"; the schedule is not paused: beat dispatches it again when it is due "
+        f"(at once, if it is due now: celery dgs pause {schedule.name} keeps it from running)"
+    )
     return ActionResult(
         True,
         (
             f"requested cancel of {who}, started {age} ago: the worker stops it within "
-            f"{duration(env.settings.ping_interval)} and records it cancelled",
+            f"{duration(env.settings.ping_interval)} and records it cancelled{again}",
         ),
     )

@@ -130,6 +130,8 @@ def test_cancel(synced: World) -> None:
     assert done.stdout.startswith(
         f"requested cancel of t.a's run tag-t.a on w1@node1 (token {token})"
     )
+    assert "the schedule is not paused: beat dispatches it again when it is due" in done.stdout
+    assert "celery dgs pause t.a keeps it from running" in done.stdout
     lease = synced.leases.get("t.a")
     assert lease is not None
     assert lease.cancel_requested
