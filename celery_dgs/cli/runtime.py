@@ -273,7 +273,36 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
     except OSError as exc:
         raise click.FileError(source, hint=f"{exc.strerror or exc}; nothing imported") from None
     _print_bulk(report, source, skipped)
+    a = report.applied
+    for line in _grouped_warnings(env, [*a.inserted, *a.updated, *a.reactivated]):
+        click.echo(f"WARNING {line}", err=True)
     ctx.exit(0 if report.ok else 1)
+
+
+#: How many imported schedules ``import`` reads back for ``add``'s warnings.
+IMPORT_ADVICE_LIMIT = 1000
+
+
+def _grouped_warnings(env: Env, names: list[str]) -> list[str]:
+    """``add``'s warnings for the first :data:`IMPORT_ADVICE_LIMIT` of
+    ``names``, one line per warning that differs only in the schedule's name:
+    ``3 schedules (t.a, t.b, t.c), field 'period': ...``."""
+    checked = names[:IMPORT_ADVICE_LIMIT]
+    groups: dict[str, list[str]] = {}
+    for name in checked:
+        for warning in _warnings_of(env, [name]):
+            prefix = f"schedule {name!r}"
+            rest = warning.removeprefix(prefix) if warning.startswith(prefix) else f": {warning}"
+            groups.setdefault(rest, []).append(name)
+    lines = []
+    of = f" (of the first {len(checked):,} imported)" if len(names) > len(checked) else ""
+    for rest, group in groups.items():
+        if len(group) == 1:
+            lines.append(f"schedule {group[0]!r}{rest}")
+            continue
+        shown = ", ".join(group[:3]) + (", ..." if len(group) > 3 else "")
+        lines.append(f"{len(group):,} schedules{of} ({shown}){rest}")
+    return lines
 
 
 @click.command()

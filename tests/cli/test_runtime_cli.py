@@ -201,6 +201,21 @@ def test_add_warns_of_a_schedule_no_capacity_serves(world: World) -> None:
     )
 
 
+def test_import_warns_as_add_does_once_per_warning(world: World, tmp_path: Path) -> None:
+    """The same advice for many rows is one line naming how many and a few."""
+    tasks(world.app)
+    path = tmp_path / "rows.jsonl"
+    rows = [f'{{"name": "t.scrape@s{i}", "period": 60}}' for i in range(5)]
+    path.write_text("\n".join([*rows, '{"name": "t.scrape@fine", "period": 3600}']) + "\n")
+    single = world.invoke("add", "t.scrape@one", "--period", "60")
+    [advice] = [line for line in single.stderr.splitlines() if line.startswith("WARNING")]
+    result = world.invoke("import", str(path))
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    rest = advice.removeprefix("WARNING schedule 't.scrape@one'")
+    assert warnings == [f"WARNING 5 schedules (t.scrape@s0, t.scrape@s1, t.scrape@s2, ...){rest}"]
+
+
 def test_sync_leaves_runtime_schedules_alone(world: World) -> None:
     tasks(world.app)
     world.invoke("add", "t.scrape@a", "--period", "60")
@@ -268,7 +283,10 @@ def test_import_reads_durations_as_text(world: World, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"ERROR {jsonl}: line 3: schedule 't.scrape@c', field 'period': 'an hour' is not a "
-        "duration: give seconds, or a duration like 90s, 30m, 1h30m, 7d"
+        "duration: give seconds, or a duration like 90s, 30m, 1h30m, 7d",
+        "WARNING schedule 't.scrape@b', field 'within': the retry backoff after a failure "
+        "(5m, dgs_retry_backoff) is not shorter than its within (1m30s): one failed run puts "
+        "it in ERROR before it is retried",
     ]
     csv = tmp_path / "sources.csv"
     csv.write_text("name,period,cooldown\nt.scrape@a,1h,10m\nt.scrape@d,30m,\n")
