@@ -142,6 +142,18 @@ def test_a_new_schedule_with_an_invalid_declaration_is_named_and_not_stored(
     assert world.invoke("status").exit_code == 0
 
 
+def decl_env(sqlite_url: str, redis_url: str) -> dict[str, str]:
+    """The environment of a ``tests.cli.decl_proj`` process on these servers,
+    under a key prefix of its own."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DECL_REDIS_URL": redis_url,
+        "DECL_DATABASE_URL": sqlite_url,
+        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
+    }
+
+
 def run_dgs(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("celery")
     celery = [str(script)] if script.exists() else [sys.executable, "-m", "celery"]
@@ -158,13 +170,7 @@ def run_dgs(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 def test_status_in_another_process_shows_the_invalid_declaration(
     sqlite_url: str, redis_url: str
 ) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url,
-        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-    }
+    env = decl_env(sqlite_url, redis_url)
     good = run_dgs({**env, "DECL_PERIOD": "3600"}, "sync")
     assert good.returncode == 0, good.stderr
     assert "  inserted:    decl.a" in good.stdout.splitlines()
@@ -198,14 +204,7 @@ def test_check_in_another_process_prints_each_invalid_declaration_once(
 ) -> None:
     """The declaration's error is shown by ``check`` alone, not also when the
     project is imported (before Celery has set up logging)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url,
-        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-        "DECL_PERIOD": "0",
-    }
+    env = {**decl_env(sqlite_url, redis_url), "DECL_PERIOD": "0"}
     result = run_dgs(env, "check")
     assert result.returncode == 1, result.stderr
     lines = [line for line in result.stderr.splitlines() if "must be more than zero" in line]
@@ -215,15 +214,7 @@ def test_check_in_another_process_prints_each_invalid_declaration_once(
 def test_an_invalid_deferred_declaration_is_checks_error_and_the_project_still_imports(
     sqlite_url: str, redis_url: str
 ) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url,
-        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-        "DECL_PERIOD": "3600",
-        "DECL_CHECK_WITHIN": "0",
-    }
+    env = {**decl_env(sqlite_url, redis_url), "DECL_PERIOD": "3600", "DECL_CHECK_WITHIN": "0"}
     result = run_dgs(env, "check")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr

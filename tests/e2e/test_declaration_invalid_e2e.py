@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from celery_dgs.store.sql import SqlScheduleStore
+from tests.cli.test_declaration_invalid import decl_env
 from tests.e2e.harness import ROOT, beat_args, wait_for, worker_args
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -38,13 +38,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_beat_and_worker_of_a_broken_deploy_keep_running_the_stored_version(
     tmp_path: Path, sqlite_url: str, redis_url: str, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DECL_REDIS_URL": redis_url,
-        "DECL_DATABASE_URL": sqlite_url,
-        "DECL_PREFIX": f"decl{uuid.uuid4().hex[:6]}",
-    }
+    env = decl_env(sqlite_url, redis_url)
     celery = [sys.executable, "-m", "celery", "-A", "tests.cli.decl_proj"]
     good = subprocess.run(
         [*celery, "dgs", "sync"],
