@@ -189,9 +189,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                 )
             logger.info("celery-dgs: synced declarations: %s", report)
             adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)
-            logger.log(
-                logging.INFO if adopted.changed else logging.DEBUG, "celery-dgs: %s", adopted
-            )
+            # A new store's first settings re-time nothing: not worth an INFO line.
+            news = adopted.rewritten or (adopted.changed and adopted.previous is not None)
+            logger.log(logging.INFO if news else logging.DEBUG, "celery-dgs: %s", adopted)
             self._synced = True
         leadership = BeatLeadership(
             RedisLeader(rt.redis, rt.keys, timeout=settings.beat_leader_timeout),

@@ -97,4 +97,6 @@ class LadderAdoption:
         settings = describe_ladder(self.ladder)
         if self.rewritten is None:
             return f"kept start times already written for {settings}"
+        if not self.rewritten:
+            return f"retry settings recorded ({settings}): no failing schedule to re-time"
         return f"kept start times of {self.rewritten} failing schedules rewritten for {settings}"

@@ -254,3 +254,10 @@ def test_the_settings_read_as_the_settings_are_written() -> None:
     )
     assert ladder_fingerprint(OLD) == ladder_fingerprint(RetryLadder(tuple(OLD), 1.0))
     assert ladder_fingerprint(OLD) != ladder_fingerprint(RetryLadder(tuple(OLD), 0.5))
+
+
+def test_a_new_stores_first_settings_say_nothing_was_re_timed(store: ScheduleStore) -> None:
+    adopted = store.adopt_retry_ladder(NEW)
+    assert (adopted.previous, adopted.rewritten) == (None, 0)
+    assert str(adopted).startswith("retry settings recorded (")
+    assert str(adopted).endswith("): no failing schedule to re-time")
