@@ -32,9 +32,10 @@ def check_name(task_or_name: str, key: str | None) -> tuple[str, str, str]:
     if key is None:
         task, configuration = split_schedule_name(task_or_name)
         if not configuration.startswith(CHECK_CONFIGURATION_PREFIX):
+            task_alone = "" if configuration else f" (--task {task_or_name} lists its checks)"
             raise UnknownTarget(
                 f"{task_or_name!r} is not a check's name: give TASK KEY, or the full "
-                f"name TASK@{CHECK_CONFIGURATION_PREFIX}KEY",
+                f"name TASK@{CHECK_CONFIGURATION_PREFIX}KEY{task_alone}",
                 argument="TASK",
             )
         key = configuration[len(CHECK_CONFIGURATION_PREFIX) :]

@@ -149,6 +149,8 @@ def test_unknown_key_of_a_known_task_is_a_usage_error(checks_world: World) -> No
     result = checks_world.invoke("checks", "t.periodic")
     assert result.exit_code == 2
     assert "is not a check's name" in result.output
+    alone = checks_world.invoke("checks", ORDER)  # the task alone: --task lists its checks
+    assert f"(--task {ORDER} lists its checks)" in alone.output
     result = checks_world.invoke("checks", "t.periodic@check:1")
     assert result.exit_code == 2
 
