@@ -381,6 +381,21 @@ def items_cell(items: ItemCounts | None) -> str:
     return NONE if items is None else f"{items.failed}/{items.total} failed"
 
 
+#: Outcomes whose recorded end is when the run was found gone (its lease
+#: expired or taken over), not when its body stopped: it ran at most that long.
+_END_FOUND_LATER = frozenset({"lost", "stolen"})
+
+
+def run_duration_cell(run: RunRecord, now: datetime) -> str:
+    """``12s``; ``3m05s…`` while running; ``≤2m32s`` for a run found gone
+    (lost, stolen): its end is the take-over, and its body may have died
+    any time before."""
+    if run.outcome == "running":
+        return duration(now - run.started_at) + "…"
+    at_most = "≤" if run.outcome in _END_FOUND_LATER and run.duration is not None else ""
+    return at_most + duration(run.duration)
+
+
 def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: bool) -> str:
     head = f"runs of {name}, newest first ({len(runs)} shown)"
     if not runs:
@@ -393,8 +408,7 @@ def runs_text(name: str, runs: Sequence[RunRecord], now: datetime, *, color: boo
                 Cell(r.outcome + (" (fenced)" if r.fenced else ""), r.outcome),
                 r.owner_name or NONE,
                 r.owner_node or NONE,
-                duration(r.duration if r.outcome != "running" else now - r.started_at)
-                + ("…" if r.outcome == "running" else ""),
+                run_duration_cell(r, now),
                 NONE if r.token is None else str(r.token),
                 items_cell(r.items),
                 first_line(r.error),

@@ -159,3 +159,15 @@ def test_runs_of_an_unknown_schedule_is_a_usage_error(world: World) -> None:
     assert result.exit_code == 2
     assert "no schedule named 'proj.scrap'; did you mean proj.scrape?" in result.output
     assert world.invoke("runs", "t.a", "--limit", "0").exit_code == 2
+
+
+def test_a_run_found_gone_says_it_ran_at_most_until_the_take_over(world: World) -> None:
+    """A lost or stolen run's recorded end is when it was found gone: its
+    body may have died long before, so its duration is a bound."""
+    t = now()
+    world.sync(spec("t.a"), at=t - timedelta(hours=1))
+    world.record("t.a", "stolen", t - timedelta(minutes=10), 152)
+    world.record("t.a", "success", t - timedelta(minutes=5), 12)
+    lines = world.invoke("runs", "t.a").stdout.splitlines()
+    assert "≤2m32s" in lines[3], lines[3]
+    assert "≤" not in lines[2], "a run that ended is measured"
