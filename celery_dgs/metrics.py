@@ -150,6 +150,8 @@ class BeatStateView(Protocol):
     def pending(self) -> int: ...
     @property
     def most_urgent_should_start_by(self) -> float | None: ...
+    @property
+    def waiting_for_slot(self) -> int: ...
 
 
 class EngineCollector:
@@ -186,6 +188,12 @@ class EngineCollector:
             yield queue_slot_family(queue_loads(leases.values(), workers.workers))
         yield GaugeMetricFamily(
             "dgs_dispatches_pending", "Dispatched runs not started yet", value=snapshot.pending
+        )
+        yield GaugeMetricFamily(
+            "dgs_schedules_waiting_for_slot",
+            "Eligible schedules beat set aside until a worker of their pool has a free "
+            "slot (every one that may run them was busy)",
+            value=snapshot.waiting_for_slot,
         )
         drift = GaugeMetricFamily(
             "dgs_most_urgent_drift_seconds",

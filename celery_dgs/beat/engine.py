@@ -197,7 +197,7 @@ class BeatEngine:
         another, the one the next round publishes (waited for up to
         ``timeout_s``), else the latest (an empty one before any)."""
         if threading.get_ident() == self._thread:
-            snapshot = BeatSnapshot.of(self.state)
+            snapshot = self._snapshot()
             self.snapshots.publish(snapshot)
             return snapshot
         return self.snapshots.request(timeout_s)
@@ -210,8 +210,11 @@ class BeatEngine:
         sleep = self._tick()
         self.state.last_tick = self.monotonic()
         if self.snapshots.asked:
-            self.snapshots.publish(BeatSnapshot.of(self.state))
+            self.snapshots.publish(self._snapshot())
         return sleep
+
+    def _snapshot(self) -> BeatSnapshot:
+        return BeatSnapshot.of(self.state, waiting_for_slot=len(self.ranking.waiting))
 
     def _tick(self) -> float:
         mono = self.monotonic()

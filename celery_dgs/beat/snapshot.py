@@ -41,11 +41,15 @@ class BeatSnapshot:
     last_tick: float | None = None
     dispatched_total: int = 0
     live_slots: int | None = None
+    #: Eligible schedules waiting for a slot of their busy workers, out of the
+    #: index (:class:`~celery_dgs.core.slot_wait.SlotWait`).
+    waiting_for_slot: int = 0
 
     @classmethod
-    def of(cls, state: BeatState) -> BeatSnapshot:
+    def of(cls, state: BeatState, *, waiting_for_slot: int = 0) -> BeatSnapshot:
         """A copy of ``state`` (on beat's thread: nothing changes it meanwhile)."""
         return cls(
+            waiting_for_slot=waiting_for_slot,
             tracked=dict(state.tracked),
             held=frozenset(state.held - state.unserved),
             checks=frozenset(state.checks),

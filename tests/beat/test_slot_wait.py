@@ -50,13 +50,15 @@ def test_a_busy_pools_backlog_keeps_no_other_pools_slot_idle(
     # only until the default pool's are found).
     assert len(waiting) == BACKLOG - 1 if window is None else len(waiting) > 1_000
     assert not engine.state.unserved, "a busy pool is served"
+    samples = [s for f in metrics_registry(engine, store, clock).collect() for s in f.samples]
     holds = [
         s
-        for family in metrics_registry(engine, store, clock).collect()
-        for s in family.samples
+        for s in samples
         if s.name == "dgs_schedule_held" and s.labels["schedule"].startswith("t.job@b")
     ]
     assert holds == [], "waiting for a slot is not held"
+    [gauge] = [s for s in samples if s.name == "dgs_schedules_waiting_for_slot"]
+    assert gauge.value == len(waiting)
 
     tick(engine, clock)  # the gpu slot is still busy: nothing more
     assert publish.names() == []
