@@ -16,6 +16,7 @@ from ..settings import DgsSettings
 from ..store.records import StoredSchedule
 from .priorities import apply_priorities
 from .projection import apply_projection
+from .queues import queue_loads
 from .row import StatusRow, build_row, urgency_key
 from .workers import WorkerCheck
 
@@ -37,7 +38,8 @@ def build_rows(
     """Every schedule's row, most urgent first (see :func:`urgency_key`).
 
     With ``slots`` (the live workers' slots), OK schedules projected to start
-    late become WARNING ``projected_late`` (:func:`apply_projection`). With
+    late become WARNING ``projected_late`` (:func:`apply_projection`: each
+    pool on its own workers' slots when ``workers`` consume several). With
     ``workers`` (the live ones), rows say when no worker can run them."""
     schedules = list(schedules)
     check = None
@@ -60,8 +62,19 @@ def build_rows(
         classes = {r.priority for r in rows if r.priority is not None and r.active}
         lookahead = settings is not None and settings.lookahead
         book = DemandBook() if len(classes) > 1 or lookahead else None
+        pool_slots = None
+        if workers:
+            pool_slots = {q.queue: q.slots for q in queue_loads(leases.values(), workers)}
         rows = apply_projection(
-            rows, schedules, leases, now, slots=slots, settings=settings, book=book
+            rows,
+            schedules,
+            leases,
+            now,
+            slots=slots,
+            settings=settings,
+            book=book,
+            pool_slots=pool_slots,
+            default_pool=default_pool,
         )
         overloaded = book is not None and demand_exceeds(book.total(), slots)
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S

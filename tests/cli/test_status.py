@@ -765,3 +765,30 @@ def test_each_queues_slots_and_busy_ones_are_shown_and_a_pool_filter_counts_its_
         {"queue": "celery", "workers": 1, "slots": 2, "busy": 0},
         {"queue": "gpu", "workers": 1, "slots": 1, "busy": 1},
     ]
+
+
+def test_the_projection_replays_each_pool_on_its_own_slots(world: World) -> None:
+    """Twenty 10-minute gpu schedules due within the hour on the gpu pool's one
+    slot cannot all start on time, though the fleet's 21 slots could run them:
+    the replay puts each pool on its own workers' slots."""
+    t = now()
+    gpu = [
+        spec(f"t.gpu{i:02d}", pool="gpu", duration_override=timedelta(minutes=10))
+        for i in range(20)
+    ]
+    world.sync(*gpu, spec("t.cpu"), at=t - timedelta(minutes=20))
+    schedules = world.store.list_schedules()
+
+    def worker(node: str, slots: int, queue: str) -> WorkerInfo:
+        return WorkerInfo(
+            name=f"celery@{node}", node=node, queues=(queue,), slots=slots, pool="solo", pid=1
+        )
+
+    workers = [worker("g", 1, "gpu"), worker("c", 20, "celery")]
+    rows = build_rows(schedules, {}, now(), slots=21, workers=workers)
+    late = [r for r in rows if r.reason == "projected_late"]
+    assert late, "the gpu pool's one slot cannot start them all on time"
+    assert all(r.name.startswith("t.gpu") for r in late)
+    assert "on 1 slot of pool 'gpu' is projected to start it at" in late[0].message
+    one_pool = build_rows(schedules, {}, now(), slots=21, workers=workers[:1])
+    assert not [r for r in one_pool if r.reason == "projected_late"], "one pool: the 21 slots"
