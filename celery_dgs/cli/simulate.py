@@ -38,6 +38,7 @@ from ..sim.report import (
     format_table,
     run_policies,
     unservable,
+    wasted_note,
     workload_summary,
 )
 from ..sim.workload import DEFAULT_SLOTS_PER_WORKER, WorkloadError
@@ -327,7 +328,13 @@ def simulate(
         notes = built.first_line_notes() + (f"; {shown}" if shown else "")
         click.echo(f"{workload_summary(workload)}, {notes}")
         click.echo(format_table(results))
+        _echo_if(wasted_note(results))
     ctx.exit(1 if results[0].error_s > 0 else 0)
+
+
+def _echo_if(line: str | None) -> None:
+    if line is not None:
+        click.echo(line)
 
 
 def _find(
@@ -385,6 +392,7 @@ def _find(
             click.echo(_fleet_line(sample, search.slots, workload.load() * workload.slots))
         assert search.result is not None
         click.echo(format_table([search.result]))
+        _echo_if(wasted_note([search.result]))
     sys.exit(0 if search.slots is not None else 1)
 
 

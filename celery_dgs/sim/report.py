@@ -13,7 +13,7 @@ from ..core.ranking import OrderPolicy
 from ..core.servable import Unservable, never_servable
 from ..core.spec import CheckSpec
 from .deadline_policy import DEFAULT_ORDER
-from .loop import Simulator, simulate
+from .loop import WASTED_FRACTION, Simulator, simulate
 from .metrics import CAUSES, SimResult, Tally
 from .workload import DEFAULT_SLOTS_PER_WORKER, Workload
 
@@ -59,6 +59,16 @@ def format_table(results: Sequence[SimResult], *, label: Sequence[str] | None = 
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(lines)
+
+
+def wasted_note(results: Sequence[SimResult]) -> str | None:
+    """What the table's ``wasted`` column counts, when a row has any."""
+    if not any(r.wasted_runs for r in results):
+        return None
+    return (
+        f"wasted: runs started less than {WASTED_FRACTION:g} of a period after the previous "
+        "good start (freshness did not need them: a longer cooldown keeps them down)"
+    )
 
 
 def slots_text(slots: float) -> str:

@@ -25,3 +25,18 @@ def test_the_horizon_and_warm_up_are_durations() -> None:
     searching = workload_summary(workload, searching=True)
     demand = slots_text(workload.load() * workload.slots)
     assert searching.startswith(f"5 schedules, demand {demand} slots, horizon 2h"), searching
+
+
+def test_the_wasted_column_is_explained_when_a_row_has_any() -> None:
+    from celery_dgs.sim.loop import simulate
+    from celery_dgs.sim.report import wasted_note
+    from tests.sim.test_small_cases import two_on_one_slot
+
+    eager = simulate(two_on_one_slot(cooldown=0.0), "dgs")
+    assert eager.wasted_runs >= 1
+    note = wasted_note([eager])
+    assert note is not None
+    assert note.startswith("wasted: runs started less than 0.5 of a period after the previous")
+    calm = simulate(two_on_one_slot(cooldown=60.0), "dgs")
+    assert calm.wasted_runs == 0
+    assert wasted_note([calm]) is None
