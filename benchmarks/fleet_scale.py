@@ -65,6 +65,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .bucket_fill import backfill_us, buckets_held, update_by_bucket
 from .common import log, median
 from .status_scale import GOAL_MIB, GOAL_S, TASK, _prefix_pattern, child_peak_mib, measure
 
@@ -92,7 +93,6 @@ GOAL_CHANGES_S = 1.0
 GOAL_PAGE_MS, GOAL_AGE_S = 300.0, 5.0
 GOAL_DECISION_US = 30.0
 DECISION_MEMORY_LIMIT_MIB = 8 * 1024.0
-BACKFILL_SLICE = 100_000
 
 
 @dataclass
@@ -270,50 +270,30 @@ def bucket_rows(
     return out
 
 
-def buckets_held(store: SqlScheduleStore) -> int:
-    """The buckets that hold a row: the highest source number plus one, at most
-    ``BUCKETS`` (a fleet smaller than ``BUCKETS`` fills only its first ones)."""
-    with store.engine.connect() as conn:
-        highest = conn.exec_driver_sql("SELECT max(name) FROM dgs_schedules").scalar_one()
-    return BUCKETS if highest is None else min(BUCKETS, int(highest[-8:]) + 1)
-
-
 def apply_mix(store: SqlScheduleStore, now: datetime) -> float:
     """The seed-001 mix written over the backlog (one ``UPDATE ... FROM``); seconds."""
-    from sqlalchemy import Column, Integer, MetaData, Table, insert
+    from sqlalchemy import Integer
 
-    from celery_dgs.store.kept import KEPT_COLUMNS
-    from celery_dgs.store.models import ScheduleRow, UTCDateTime
+    from celery_dgs.store.models import UTCDateTime
 
-    kept_types = ScheduleRow.__table__.c
-    held = buckets_held(store)
-    buckets = Table(
-        "dgs_fleet_buckets",
-        MetaData(),
-        Column("k", Integer, primary_key=True),
-        Column("start", UTCDateTime),
-        Column("end", UTCDateTime),
-        Column("target", UTCDateTime),
-        Column("idx", Integer),
-        *(Column(c, kept_types[c].type) for c in KEPT_COLUMNS),
-    )
+    held = buckets_held(store, BUCKETS)
     started = time.perf_counter()
-    with store.engine.begin() as conn:
-        buckets.create(conn)
-        conn.execute(insert(buckets), bucket_rows(store, now, held))
-        pg = conn.dialect.name == "postgresql"
-        number = (
-            "CAST(right(s.name, 8) AS integer)" if pg else "CAST(substr(s.name, -8) AS INTEGER)"
-        )
-        kept = ", ".join(f"{c} = b.{c}" for c in KEPT_COLUMNS)
-        modulo = "%%" if pg else "%"  # psycopg's placeholders take a doubled one
-        conn.exec_driver_sql(
-            "UPDATE dgs_schedules AS s SET last_good_start_at = b.start, last_start_at = b.start, "
-            'last_good_end_at = b."end", last_end_at = b."end", failure_count = 0, '
-            "average_good_duration_s = 30, interval_index = b.idx, next_target_at = b.target, "
-            f"{kept} FROM dgs_fleet_buckets AS b WHERE b.k = {number} {modulo} {BUCKETS}"
-        )
-        buckets.drop(conn)
+    update_by_bucket(
+        store,
+        BUCKETS,
+        bucket_rows(store, now, held),
+        {"start": UTCDateTime, "end": UTCDateTime, "target": UTCDateTime, "idx": Integer},
+        {
+            "last_good_start_at": 'b."start"',
+            "last_start_at": 'b."start"',
+            "last_good_end_at": 'b."end"',
+            "last_end_at": 'b."end"',
+            "failure_count": "0",
+            "average_good_duration_s": "30",
+            "interval_index": 'b."idx"',
+            "next_target_at": 'b."target"',
+        },
+    )
     analyze(store)
     return time.perf_counter() - started
 
@@ -562,23 +542,6 @@ def disk_bytes(store: SqlScheduleStore, path: Path | None) -> dict[str, int]:
             "pg_indexes_size('dgs_schedules')"
         ).one()
     return {"total": int(row[0]), "heap": int(row[1]), "indexes": int(row[2])}
-
-
-def backfill_us(store: SqlScheduleStore, n: int, now: datetime) -> float:
-    """µs per row of the migration's backfill of the kept columns, over a slice."""
-    from celery_dgs.store.sql_kept import backfill_kept
-
-    size = min(BACKFILL_SLICE, n)
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql(
-            f"UPDATE dgs_schedules SET kept_level = NULL WHERE name <= '{name_of(size - 1)}'"
-        )
-    with store.engine.begin() as conn:
-        start = time.perf_counter()
-        done = backfill_kept(conn, now)
-        took = time.perf_counter() - start
-    assert done == size, done
-    return took / size * 1e6
 
 
 # -- 5. the decision ----------------------------------------------------------------------------

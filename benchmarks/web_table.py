@@ -3,8 +3,9 @@
 
 A SQLite file (PostgreSQL with ``--pg``) holds N runtime schedules written as
 :mod:`benchmarks.status_scale` writes them (24 periods from 1 h to 24 h; 1 %
-never ran, 2 % failed last, some 17 % past their deadline; on PostgreSQL
-then ``VACUUM ANALYZE``, as autovacuum does after a bulk load); 200 of them run
+never ran, 2 % failed last, about 17 % past their deadline; the statistics
+and kept columns by bucket of rows, one ``UPDATE``; on PostgreSQL then
+``VACUUM ANALYZE``, as autovacuum does after a bulk load); 200 of them run
 (leases in a real Redis-compatible server) and 10 workers are registered.
 The real ``celery dgs web`` serves it from a child process, its address
 space capped at ``--cap-mib``, and is requested over HTTP:
@@ -256,14 +257,23 @@ def run(
     url: str, redis_url: str, args: argparse.Namespace, label: str, filled: bool = False
 ) -> list[str]:
     now = datetime.now(timezone.utc)
+    lines = [f"{label}, {args.schedules:,} schedules, {os.cpu_count()} CPUs"]
     if not filled:
         log(f"{label}: filling {args.schedules:,} schedules")
         steps = fill_fleet(url, args.schedules, now)
         log(f"{label}: filled in {sum(steps.values()):.0f} s")
+        fill = (
+            f"fill {sum(steps.values()):.0f} s: upsert {steps['upsert']:.0f} s, statistics "
+            f"and kept columns by bucket {steps['statistics']:.0f} s, "
+            f"ANALYZE {steps['analyze']:.0f} s"
+        )
         if url.startswith("postgresql"):
+            started = time.perf_counter()
             vacuum(url)
+            fill += f"; then VACUUM ANALYZE {time.perf_counter() - started:.0f} s"
+        log(f"{label}: {fill}")
+        lines.append(fill)
     live_state(url, redis_url, args.schedules)
-    lines = [f"{label}, {args.schedules:,} schedules, {os.cpu_count()} CPUs"]
     if args.schedules <= args.project_max:
         seconds = project_baseline(url, redis_url)
         lines.append(
