@@ -117,22 +117,12 @@ class Placement:
         return sum(w.free for w in self.workers)
 
     def _best(self, constraints: Constraints) -> WorkerSlots | None:
-        # The decision's hot path: worker_allowed inline, not through _allows.
-        queue = constraints.pool or self.default_queue
         best: WorkerSlots | None = None
         for worker in self.workers:
             if (
                 worker.free > 0
-                and worker_allowed(
-                    queue,
-                    constraints.excluded_nodes,
-                    name=worker.name,
-                    node=worker.node,
-                    queues=worker.queues,
-                    task=constraints.task,
-                    tasks=worker.tasks,
-                )
                 and (best is None or worker.free > best.free)
+                and self._allows(worker, constraints)
             ):
                 best = worker
         return best
