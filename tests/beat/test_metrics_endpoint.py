@@ -293,7 +293,7 @@ def test_worker_slots_are_read_at_scrape_time_with_nothing_due(
 def test_each_queues_slots_say_which_pool_is_full(redis_client: redis.Redis) -> None:
     """A pool whose one slot runs keeps no free slot of its own, whatever the
     other pools have: the queue gauges say so where the total does not."""
-    from celery_dgs.metrics import queue_slot_family
+    from celery_dgs.metric_families import queue_slot_family
     from celery_dgs.status.queues import queue_loads
 
     leases = RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60)
