@@ -29,7 +29,7 @@ import time
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
 from celery_dgs.core.ranking import OrderPolicy, RankingSources, build_index
-from celery_dgs.core.slot_wait import SlotWait
+from celery_dgs.core.slot_wait import SlotWait, still_blocked
 
 from .common import gc_paused, log, median
 
@@ -73,11 +73,7 @@ def rounds(
     slot_wait = SlotWait()
 
     def wait_for_slot(waiting: list[str]) -> None:
-        for name in waiting:
-            times = index.times(name)
-            assert times is not None
-            index.remove(name)
-            slot_wait.wait(name, constraints[name], times.can_start_by, times.should_start_by)
+        slot_wait.take(index, waiting, constraints.__getitem__)
 
     took, filled = [], []
     for r in range(count):
@@ -96,13 +92,8 @@ def rounds(
             wait_for_slot=wait_for_slot if wait else None,
         )
         if wait:  # beat's BeatRanking.wait_again
-            wait_for_slot(
-                [
-                    name
-                    for name, _can, _should in released
-                    if name in index and place.free_for(constraints[name]) <= 0
-                ]
-            )
+            back = [name for name, _can, _should in released]
+            wait_for_slot(still_blocked(back, index, constraints.__getitem__, place.free_for))
         took.append((time.perf_counter() - start) * 1e3)
         filled.append(sum(1 for name, _w in chosen if constraints[name] == CPU))
         for name, _worker in chosen:  # ran: due again a day ahead

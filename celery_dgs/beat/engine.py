@@ -54,7 +54,7 @@ from datetime import datetime
 
 from ..core.clock import Clock
 from ..core.pace import PaceFigures, RoundPace
-from ..core.placement import Constraints, Placement, choose_dispatches
+from ..core.placement import Placement, choose_dispatches
 from ..core.window_certainty import Refusal, Vouching, choose_reading_on, vouching_for
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
@@ -373,10 +373,6 @@ class BeatEngine:
         (e.g. its blackout began) or held back by the look-ahead is re-indexed."""
         state, ranking, tracked = self.state, self.ranking, self.state.tracked
         pending = state.pending
-
-        def constraints_of(name: str) -> Constraints:
-            return Constraints.of(tracked[name].spec)
-
         # The chosen schedules have left the index: their should_start_by (for the
         # dispatch's lateness) is the one re-computed when they were confirmed due.
         should_by: dict[str, float] = {}
@@ -401,7 +397,7 @@ class BeatEngine:
             ranking.index,
             now,
             placement,
-            constraints_of,
+            ranking.constraints_of,
             defer,
             limit=limit,
             vouch=vouching,

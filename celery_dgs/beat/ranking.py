@@ -34,7 +34,7 @@ from ..core.placement import Constraints
 from ..core.priority import demand_exceeds
 from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
-from ..core.slot_wait import SlotWait
+from ..core.slot_wait import SlotWait, still_blocked
 from ..core.spec_values import AD_HOC_PRIORITY, DEFAULT_PRIORITY
 from ..core.timing import start_times
 from ..core.window_certainty import pick_bound
@@ -167,16 +167,12 @@ class BeatRanking:
         """Out of the index, into :attr:`waiting` with their indexed times,
         until a worker that may run each has a slot free (the live workers
         that may are all busy: :func:`~celery_dgs.core.placement.choose_dispatches`)."""
-        tracked, index = self.state.tracked, self.index
-        for name in names:
-            times = index.times(name)
-            if times is None:
-                continue
-            index.remove(name)
+        for name in self.waiting.take(self.index, names, self.constraints_of):
             self.blackouts.forget(name)
-            self.waiting.wait(
-                name, Constraints.of(tracked[name].spec), times.can_start_by, times.should_start_by
-            )
+
+    def constraints_of(self, name: str) -> Constraints:
+        """Where the tracked schedule ``name`` may run."""
+        return Constraints.of(self.state.tracked[name].spec)
 
     def release_waiting(self, free_for: Callable[[Constraints], int]) -> list[str]:
         """Index again the most urgent schedules waiting for a slot of each
@@ -194,14 +190,7 @@ class BeatRanking:
     def wait_again(self, released: list[str], free_for: Callable[[Constraints], int]) -> None:
         """After the round: those of ``released`` still indexed whose class has
         no slot free any more wait again (a plan would skip them otherwise)."""
-        tracked, index = self.state.tracked, self.index
-        self.wait_for_slot(
-            [
-                name
-                for name in released
-                if name in index and free_for(Constraints.of(tracked[name].spec)) <= 0
-            ]
-        )
+        self.wait_for_slot(still_blocked(released, self.index, self.constraints_of, free_for))
 
     def forget(self, name: str) -> None:
         """Out of the index, ``parked``, ``held`` and ``tracked``."""

@@ -30,9 +30,9 @@ skipped on release and compacted away once stale entries dominate.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 
-from .index import live_heap
+from .index import DeadlineIndex, live_heap
 from .placement import Constraints
 
 #: How many waiting schedules a class gives back per round, per free slot of
@@ -76,6 +76,24 @@ class SlotWait:
         self._entries += 1
         self._compact_if_bloated()
 
+    def take(
+        self,
+        index: DeadlineIndex,
+        names: Iterable[str],
+        constraints_of: Callable[[str], Constraints],
+    ) -> list[str]:
+        """:meth:`wait` for each of ``names`` still in ``index``, taken out of
+        it with the times it had there; returns those taken."""
+        taken = []
+        for name in names:
+            times = index.times(name)
+            if times is None:
+                continue
+            index.remove(name)
+            self.wait(name, constraints_of(name), times.can_start_by, times.should_start_by)
+            taken.append(name)
+        return taken
+
     def discard(self, name: str) -> bool:
         """Stop holding ``name`` (it is indexed, held or forgotten elsewhere)."""
         return self._waiting.pop(name, None) is not None
@@ -115,3 +133,15 @@ class SlotWait:
             else:
                 del self._heaps[constraints]
         self._entries = sum(len(heap) for heap in self._heaps.values())
+
+
+def still_blocked(
+    released: Iterable[str],
+    index: Container[str],
+    constraints_of: Callable[[str], Constraints],
+    free_for: Callable[[Constraints], int],
+) -> list[str]:
+    """Of the schedules a round's :meth:`SlotWait.release` gave back, those
+    still in ``index`` when it ends whose class has no slot free any more:
+    they wait again (a plan would only skip them)."""
+    return [n for n in released if n in index and free_for(constraints_of(n)) <= 0]

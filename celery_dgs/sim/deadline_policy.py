@@ -27,7 +27,7 @@ from ..core.placement import Constraints, Placement, choose_dispatches
 from ..core.priority import PriorityIndex, demand_exceeds
 from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
-from ..core.slot_wait import SlotWait
+from ..core.slot_wait import SlotWait, still_blocked
 from ..core.timing import start_times
 from ..core.window_certainty import (
     Refusal,
@@ -302,15 +302,8 @@ class DeadlinePolicy(Policy):
     def _wait_for_slot(self, names: list[str]) -> None:
         """Beat's ``BeatRanking.wait_for_slot``: out of the index (not the
         demand book) until a worker that may run each has a slot free."""
-        for name in names:
-            times = self.index.times(name)
-            if times is None:
-                continue
-            self.index.remove(name)
+        for name in self.waiting.take(self.index, names, self.constraints.__getitem__):
             self.blackouts.forget(name)
-            self.waiting.wait(
-                name, self.constraints[name], times.can_start_by, times.should_start_by
-            )
 
     def _release_waiting(self, placement: Placement, now: float) -> list[str]:
         """Beat's ``BeatRanking.release_waiting``: the most urgent schedules
@@ -327,10 +320,8 @@ class DeadlinePolicy(Policy):
     def _wait_again(self, released: list[str], placement: Placement) -> None:
         """Beat's ``BeatRanking.wait_again``: those still indexed whose class
         has no slot free any more wait again."""
-        free_for, constraints = placement.free_for, self.constraints
-        self._wait_for_slot(
-            [n for n in released if n in self.index and free_for(constraints[n]) <= 0]
-        )
+        constraints_of = self.constraints.__getitem__
+        self._wait_for_slot(still_blocked(released, self.index, constraints_of, placement.free_for))
 
     def _choose(
         self, now: float, placement: Placement, admission: AdmissionRound | None

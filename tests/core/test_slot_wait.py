@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.placement import Constraints, Placement, WorkerSlots, choose_dispatches
-from celery_dgs.core.slot_wait import RELEASE_MIN, RELEASE_PER_SLOT, SlotWait
+from celery_dgs.core.slot_wait import RELEASE_MIN, RELEASE_PER_SLOT, SlotWait, still_blocked
 
 GPU = Constraints(pool="gpu")
 CPU = Constraints()
@@ -43,11 +43,7 @@ def choose(
 ) -> list[tuple[str, str]]:
     def wait_for_slot(names: list[str]) -> None:
         assert wait is not None
-        for name in names:
-            times = index.times(name)
-            assert times is not None
-            index.remove(name)
-            wait.wait(name, constraints[name], times.can_start_by, times.should_start_by)
+        assert wait.take(index, names, constraints.__getitem__) == names
 
     return choose_dispatches(
         index,
@@ -128,3 +124,18 @@ def test_stale_entries_are_compacted() -> None:
     assert wait._entries <= 4 * 1_000 + 1_024 + 1
     released = wait.release(lambda c: 1_000)
     assert [name for name, _c, _s in released] == [f"s{i}" for i in range(1_000)]
+
+
+def test_take_moves_indexed_ones_and_still_blocked_names_those_left_without_a_slot() -> None:
+    index, constraints = fill(busy=3)
+    wait = SlotWait()
+    assert wait.take(index, ["gpu0", "nothing", "gpu1"], constraints.__getitem__) == [
+        "gpu0",
+        "gpu1",
+    ]
+    assert "gpu0" not in index
+    assert "gpu0" in wait
+    full, free = placement(gpu_free=0), placement(gpu_free=1)
+    released = ["gpu2", "cpu0", "gone"]
+    assert still_blocked(released, index, constraints.__getitem__, full.free_for) == ["gpu2"]
+    assert still_blocked(released, index, constraints.__getitem__, free.free_for) == []
