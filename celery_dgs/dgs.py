@@ -307,7 +307,7 @@ class DGS:
                 template = check_template(name, {**fields, **unknown})
             except ScheduleConfigError as err:
                 self.check_templates.pop(name, None)
-                self.check_template_errors[name] = ScheduleConfigError(name, err.field, err.message)
+                self.check_template_errors[name] = err  # named by the task and field
                 logger.debug("celery-dgs: @dgs.deferred of %s: %s", name, err)
                 return task
             self.check_template_errors.pop(name, None)
