@@ -321,7 +321,11 @@ def _store_id(rt: Runtime) -> str | None:
         if explained is None:
             log_failure(logger, exc, "celery-dgs: reading the store's id failed")
         else:
-            logger.error("celery-dgs: reading the store's id failed: %s", explained[0])
+            logger.error(
+                "celery-dgs: the schedule store cannot be read at start: %s; the "
+                "scheduled runs sent to this worker fail until it can be",
+                explained[0],
+            )
         return None
 
 

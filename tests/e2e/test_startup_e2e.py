@@ -8,6 +8,8 @@ there yet, or with a setting that can never work.
   line per attempt and no traceback, and leads and dispatches once they answer.
 - Beat with a wrong Redis password exits (status 78) after one line.
 - A worker started with Redis down registers once Redis answers.
+- A worker whose SQLite directory does not exist says so at its start, and
+  runs once the directory is there.
 
 Real Redis servers, SQLite files, ``celery worker`` / ``celery beat`` processes.
 """
@@ -159,6 +161,27 @@ def test_a_worker_started_with_redis_down_registers_once_it_answers(
 
 
 # -- beat ----------------------------------------------------------------------------
+def test_a_worker_whose_sqlite_directory_is_missing_says_so_then_runs_once_it_exists(
+    clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
+) -> None:
+    missing = tmp_path / "not-yet" / "dgs.sqlite3"
+    cluster = clusters(redis_url, E2E_DATABASE_URL=f"sqlite:///{missing}")
+    cluster.database_url = f"sqlite:///{missing}"
+    start_worker_process(cluster)
+    wait_for(lambda: " ready." in cluster.log_since("w1", 0), 30, "the worker to be ready")
+    log = cluster.log_since("w1", 0)
+    (line,) = lines_with(log, "of the SQLite file does not exist")
+    assert f"the directory {str(missing.parent)!r}" in line
+    assert "the schedule store cannot be read at start" in line
+    assert "(dgs_database_url) is unreachable" in line
+    assert "the scheduled runs sent to this worker fail until it can be" in line
+    assert_no_traceback(log)
+    missing.parent.mkdir()
+    cluster.start_beat()
+    wait_for(lambda: (tmp_path / "marker").exists(), 30, "the scheduled run")
+    assert_no_traceback(cluster.log_since("w1", 0))
+
+
 def test_beat_started_before_redis_retries_then_leads_and_dispatches(
     clusters: Callable[..., StartupCluster], later_redis: RedisServerProcess, tmp_path: Path
 ) -> None:
