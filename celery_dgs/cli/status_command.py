@@ -35,7 +35,7 @@ from ..ops.state import OtherRuns, StatusPage, iter_rows, read_page, selection_o
 from ..ops.timetext import counted, iso
 from ..overload_board import OverloadReport
 from ..status import StatusRow
-from ..status.queues import QueueLoad, queue_loads
+from ..status.queues import queue_loads
 from ..store.check_types import CheckSummary
 from ..store.engine import masked_url
 from ..store.selection import Selection, is_glob
@@ -333,14 +333,7 @@ def queues_text(page: StatusPage, pools: Sequence[str]) -> str | None:
             return f"no live worker consumes {', '.join(map(repr, pools))}"
     elif len(loads) < 2:
         return None
-
-    def busy(load: QueueLoad) -> str:
-        if load.slots and load.busy >= load.slots:
-            return "all busy"
-        return f"{load.busy} busy"
-
-    parts = [f"{load.queue} {counted(load.slots, 'slot')} ({busy(load)})" for load in loads]
-    return "queues: " + "; ".join(parts)
+    return "queues: " + "; ".join(load.text for load in loads)
 
 
 def json_chunks(

@@ -54,7 +54,7 @@ class WorkerCheck:
             return f"the live workers of its pool {queue!r} it may run on have no slots"
         in_pool = [w for w in workers if _allowed(w, queue, frozenset())]
         if not in_pool:
-            consumed = sorted({q for w in workers for q in w.queues})
+            consumed = sorted({q for w in workers for q in w.pools})
             return (
                 f"no live worker consumes its pool {queue!r} (live workers consume: "
                 f"{', '.join(consumed) or 'nothing'})"

@@ -11,6 +11,7 @@ from typing import Any
 from ..core.condition import Level
 from ..ops.leader import overload_text, pace_text
 from ..ops.restart import restart_json, restart_text
+from ..status.queues import queue_loads
 from .snapshot import TIME_TO_ERROR_LABELS, Snapshot
 
 
@@ -95,6 +96,8 @@ def overview(snap: Snapshot) -> dict[str, Any]:
         "workers": workers,
         "slots": sum(w.slots for w in workers),
         "busy": sum(w.busy for w in workers),
+        # each pool's slots, with more than one among the live workers (as status)
+        "queues": queue_loads(snap.leases.values(), snap.workers),
         "running": len(snap.leases),
         "pending_dispatches": snap.pending_dispatches,
         "histogram": histogram(snap),

@@ -6,6 +6,7 @@ schedule's row and runs are read from the store when its page is shown."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -104,6 +105,7 @@ class Pages:
                     {"name": w.name, "slots": w.slots, "busy": w.busy, "free": w.free}
                     for w in data["workers"]
                 ],
+                "queues": [dataclasses.asdict(q) for q in data["queues"]],
                 "pending_dispatches": data["pending_dispatches"],
                 "histogram": dict(data["histogram"]),
                 "checks": summary_json(snap.checks, snap.now),

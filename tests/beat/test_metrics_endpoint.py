@@ -299,9 +299,17 @@ def test_each_queues_slots_say_which_pool_is_full(redis_client: redis.Redis) -> 
     leases = RedisLeases(redis_client, KEYS, ping_timeout=90, steal_delay=60)
     assert leases.acquire("t.gpu", owner_node="g", owner_name="celery@g", owner_tag="x").granted
     workers = [
-        WorkerInfo(name="celery@g", node="g", queues=("gpu",), slots=1, pool="solo", pid=1),
+        # as workers register: their own direct queue too, which is no pool
         WorkerInfo(
-            name="celery@c", node="c", queues=("celery", "gpu"), slots=4, pool="solo", pid=2
+            name="celery@g", node="g", queues=("gpu", "celery@g.dq2"), slots=1, pool="solo", pid=1
+        ),
+        WorkerInfo(
+            name="celery@c",
+            node="c",
+            queues=("celery", "gpu", "celery@c.dq2"),
+            slots=4,
+            pool="solo",
+            pid=2,
         ),
     ]
     family = queue_slot_family(queue_loads(leases.all(), workers))

@@ -506,8 +506,14 @@ def test_the_no_worker_hold_names_its_cause(world: World) -> None:
         return {r.name: [h.message for h in r.holds] for r in rows}
 
     def worker(node: str, slots: int, *queues: str) -> WorkerInfo:
+        name = f"celery@{node}"  # registered with its own direct queue, which is no pool
         return WorkerInfo(
-            name=f"celery@{node}", node=node, queues=queues, slots=slots, pool="prefork", pid=1
+            name=name,
+            node=node,
+            queues=(*queues, f"{name}.dq2"),
+            slots=slots,
+            pool="prefork",
+            pid=1,
         )
 
     assert why(worker("n1", 2, "celery"), worker("n2", 0, "celery")) == {
@@ -744,7 +750,7 @@ def test_each_queues_slots_and_busy_ones_are_shown_and_a_pool_filter_counts_its_
             WorkerInfo(
                 name=name,
                 node=name[3:],
-                queues=queues,
+                queues=(*queues, f"{name}.dq2"),  # as a worker registers: its direct queue too
                 slots=slots,
                 pool="threads",
                 pid=1,

@@ -119,7 +119,12 @@ class WebWorld(World):
         node = name.partition("@")[2]
         self.registry.register(
             WorkerInfo(
-                name=name, node=node, queues=queues, slots=slots, pool="prefork", pid=os.getpid()
+                name=name,
+                node=node,
+                queues=(*queues, f"{name}.dq2"),  # as a worker registers: its direct queue too
+                slots=slots,
+                pool="prefork",
+                pid=os.getpid(),
             )
         )
 

@@ -69,6 +69,26 @@ def test_overview_numbers_match_status_json(web: WebWorld, fleet: datetime) -> N
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
 
 
+def test_the_overview_says_each_pools_slots_and_which_are_all_busy(
+    web: WebWorld, fleet: datetime
+) -> None:
+    site = web.serve()
+    assert json.loads(site.get("/api/overview").body)["queues"] == [
+        {"queue": "celery", "workers": 1, "slots": 2, "busy": 1}
+    ]
+    assert "data-queue=" not in site.get("/").body  # one pool: its slots are the total
+    web.register_worker("w1@slownode", slots=1, queues=("slow",))
+    web.hold_lease("t.never", node="slownode")
+    site = web.serve()  # a new page server: no overview kept from before
+    assert json.loads(site.get("/api/overview").body)["queues"] == [
+        {"queue": "celery", "workers": 1, "slots": 2, "busy": 1},
+        {"queue": "slow", "workers": 1, "slots": 1, "busy": 1},
+    ]
+    page = site.get("/").body
+    assert '<li data-queue="celery">celery 2 slots (1 busy)</li>' in page
+    assert '<li data-queue="slow" class="full">slow 1 slot (all busy)</li>' in page
+
+
 def test_overview_shows_the_beat_leader_and_its_token(
     web: WebWorld, fleet: datetime, redis_client: redis.Redis
 ) -> None:
