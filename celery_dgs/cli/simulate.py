@@ -367,6 +367,11 @@ def _find(
         shown = f"; {format_order(order)}" if policy == "dgs" else ""
         summary = workload_summary(workload, searching=True)
         click.echo(f"{summary}, {built.first_line_notes()}{shown}")
+        click.echo(
+            f"  first a run with {counted(unlimited, 'slot')} ({ample}: what no slot "
+            "count can serve is in ERROR there), then the counts from the demand up:",
+            err=True,
+        )
     search = find_slots(workload, policy, per_worker=per_worker, progress=progress, order=order)
     if as_json:
         click.echo(json.dumps(_search_json(built, search, policy, order, problems), indent=2))
@@ -387,6 +392,7 @@ def _find(
         kept = counted(search.slots, "slot")
         verb = "keeps" if search.slots == 1 else "keep"
         click.echo(f"{policy}: {kept} {verb} every schedule out of ERROR after warm-up")
+        _echo_if(bunching_note(search.slots, workload.load() * workload.slots))
         sample = built.sample
         if sample is not None and sample.sampled:
             click.echo(_fleet_line(sample, search.slots, workload.load() * workload.slots))
@@ -394,6 +400,22 @@ def _find(
         click.echo(format_table([search.result]))
         _echo_if(wasted_note([search.result]))
     sys.exit(0 if search.slots is not None else 1)
+
+
+#: An answer this many times the demand or more is explained (:func:`bunching_note`).
+BUNCHING_FACTOR = 1.5
+
+
+def bunching_note(slots: int, demand: float) -> str | None:
+    """Why ``slots`` is well above the demand (the slots busy on average), when it is."""
+    if slots < BUNCHING_FACTOR * max(demand, 1.0):
+        return None
+    return (
+        f"({slots} slots against a demand of {demand:.3g}: the demand is the slots busy "
+        "on average; runs whose deadlines fall together (cron times, windows shorter "
+        "than the runs' spread, schedules added at once with equal periods) need more "
+        "slots at once)"
+    )
 
 
 def _fleet_line(sample: FleetSample, slots: int, demand: float) -> str:

@@ -200,3 +200,25 @@ def test_out_of_range_generator_options_are_usage_errors() -> None:
         result = CliRunner().invoke(simulate, args)
         assert result.exit_code == 2, (args, result.output)
         assert option in result.output
+
+
+def test_find_slots_says_what_its_first_run_is_before_it_runs() -> None:
+    args = ["--schedules", "12", "--slots", "2", "--load", "0.5", "--horizon", "1d"]
+    result = CliRunner().invoke(simulate, [*args, "--period-min", "1h", "--find-slots"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        "  first a run with 8 slots (4 x the demand: what no slot count can serve is in "
+        "ERROR there), then the counts from the demand up:"
+    )
+    assert lines[1] == "       8 4 x the demand: ERROR 0 s"
+
+
+def test_an_answer_well_above_the_demand_says_why() -> None:
+    from celery_dgs.cli.simulate import bunching_note
+
+    assert bunching_note(3, 2.4) is None
+    assert bunching_note(1, 0.2) is None
+    note = bunching_note(266, 125.0)
+    assert note is not None
+    assert note.startswith("(266 slots against a demand of 125: the demand is the slots busy")
