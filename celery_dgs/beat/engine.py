@@ -38,8 +38,9 @@ The engine wires its parts around one :class:`~celery_dgs.beat.state.BeatState`:
 :class:`~celery_dgs.beat.pending.PendingDispatches`,
 :class:`~celery_dgs.beat.placement.BeatPlacement`,
 :class:`~celery_dgs.beat.sending.DispatchSender`, the
-:class:`~celery_dgs.beat.reaper.RunReaper` and
-:class:`~celery_dgs.beat.reaper.HistoryPruner`; it runs the round, and
+:class:`~celery_dgs.beat.reaper.RunReaper`,
+:class:`~celery_dgs.beat.reaper.HistoryPruner` and
+:class:`~celery_dgs.beat.reaper.TallyFolder`; it runs the round, and
 publishes a :class:`~celery_dgs.beat.snapshot.BeatSnapshot` when the metrics ask.
 """
 
@@ -62,6 +63,7 @@ from ..leases.types import BeatView
 from ..registry import RegistryBackend
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
+from ..store.condition_tally import FOLD_INTERVAL_S
 from .check_window import CheckWindow
 from .leader import BeatLeadership, Role
 from .loading import ScheduleLoader
@@ -69,7 +71,7 @@ from .lookahead import BeatLookahead
 from .pending import PendingDispatches
 from .placement import BeatPlacement
 from .ranking import BeatRanking
-from .reaper import HistoryPruner, RunReaper
+from .reaper import HistoryPruner, RunReaper, TallyFolder
 from .schedule_window import ScheduleWindow
 from .sending import DispatchSender
 from .snapshot import BeatSnapshot, SnapshotSlot
@@ -160,6 +162,7 @@ class BeatEngine:
             monotonic=monotonic,
         )
         self.pruner = HistoryPruner(store, clock, settings)
+        self.tally_folder = TallyFolder(store, clock, FOLD_INTERVAL_S)
         #: Reads each round's lease/dispatch state; keeps the owners between changes.
         self.lease_view: BeatViewSource = leases.beat_view_reader()
         #: ``wake``: ends beat's wait between rounds (the metrics ask for a
@@ -244,6 +247,7 @@ class BeatEngine:
         if index.peek(now) is not None or state.parked or waiting:
             self._dispatch_round(moment)
         self.pruner.maybe_prune(mono)
+        self.tally_folder.maybe_fold(mono)
         self.reaper.maybe_reap()
         top = index.peek(now)
         state.most_urgent_should_start_by = (

@@ -1,5 +1,6 @@
-"""Beat's run reaper: ends, as ``lost``, the runs nobody is left to end; and
-beat's hourly pruning of the run and check history (:class:`HistoryPruner`).
+"""Beat's run reaper: ends, as ``lost``, the runs nobody is left to end;
+beat's hourly pruning of the run and check history (:class:`HistoryPruner`);
+and its fold of the condition tally every few seconds (:class:`TallyFolder`).
 
 A run row stays ``running`` until its owner (or the worker that took its lease
 over, as ``stolen``) records its end. When Redis loses its data while the owner
@@ -169,3 +170,27 @@ class HistoryPruner:
             return
         if removed:
             logger.info("celery-dgs: pruned %d %s that ended before %s", removed, what, cutoff)
+
+
+class TallyFolder:
+    """Every ``interval_s`` (beat's monotonic clock): folds the steps the
+    schedules' changes left into the kept counts by condition
+    (:meth:`ScheduleStore.fold_condition_tally
+    <celery_dgs.store.base.ScheduleStore.fold_condition_tally>`), so a read of
+    the counts reads few of them. Errors are logged, never raised."""
+
+    def __init__(self, store: ScheduleStore, clock: Clock, interval_s: float) -> None:
+        self.store, self.clock, self.interval_s = store, clock, interval_s
+        self._last_fold = float("-inf")
+
+    def maybe_fold(self, mono: float) -> None:
+        if mono - self._last_fold < self.interval_s:
+            return
+        self._last_fold = mono
+        try:
+            folded = self.store.fold_condition_tally(self.clock.now())
+        except Exception as exc:
+            log_failure(logger, exc, "celery-dgs: folding the condition tally failed")
+            return
+        if folded:
+            logger.debug("celery-dgs: folded %d condition tally steps", folded)

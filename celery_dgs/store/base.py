@@ -230,7 +230,17 @@ class ScheduleStore(WindowReads, ABC):
     @abstractmethod
     def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:
         """How many schedules of ``selection`` are in each ``(level name,
-        reason)`` at ``now``, from the kept columns (one grouped query)."""
+        reason)`` at ``now``, from the kept columns: the whole fleet (or its
+        conditions) from the kept counts, whatever its size; a selection by
+        name, pool or task from its rows."""
+
+    @abstractmethod
+    def fold_condition_tally(self, now: datetime) -> int:
+        """Fold the steps the schedules' changes left since the last fold into
+        the kept counts by condition, as of ``now``; the step rows folded
+        (:mod:`celery_dgs.store.condition_tally`; a store without one: 0).
+        Beat's leader calls it every few seconds; the counts are exact
+        without it, it keeps their read short."""
 
     @abstractmethod
     def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:

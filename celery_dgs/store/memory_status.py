@@ -65,6 +65,10 @@ class MemoryStatusMethods(MemoryStoreBase):
             counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def fold_condition_tally(self, now: datetime) -> int:
+        """Nothing to fold: the memory store counts its rows at each read."""
+        return 0
+
     def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
         """See :meth:`ScheduleStore.count_selected
         <celery_dgs.store.base.ScheduleStore.count_selected>`."""

@@ -95,6 +95,35 @@ class KeptSettingRow(Base):
     value: Mapped[str] = mapped_column(Text, nullable=False)
 
 
+class ConditionTallyRow(Base):
+    """How many active schedules enter (``n`` > 0) or leave a condition
+    (``level``, ``reason``) in the bucket of moments starting at ``at``
+    (seconds since the epoch; 0: from the start of time): the condition
+    tally (:mod:`celery_dgs.store.condition_tally`)."""
+
+    __tablename__ = "dgs_condition_tally"
+
+    at: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reason: Mapped[str] = mapped_column(String(32), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class ConditionDeltaRow(Base):
+    """Steps of the schedules changed since the last fold, as the triggers on
+    ``dgs_schedules`` append them (:mod:`celery_dgs.store.condition_tally`)."""
+
+    __tablename__ = "dgs_condition_deltas"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    level: Mapped[int] = mapped_column(Integer, nullable=False)
+    reason: Mapped[str] = mapped_column(String(32), nullable=False)
+    n: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
 class ScheduleRow(Base):
     """A schedule (declared or runtime): its spec (JSON), operator flags and run statistics."""
 

@@ -16,7 +16,9 @@ count and gives its order:
   ``ix_dgs_schedules_should_start`` in order, skipping the others).
 
 So a read costs the rows in ERROR and WARNING plus one index-only count,
-not a pass over every row. Every row (``status --json``) streams each part
+not a pass over every row. The counts of the whole fleet (or of its
+conditions) do not read the rows at all: the condition tally keeps them
+(:mod:`.condition_tally`). Every row (``status --json``) streams each part
 in its index's order, merged as they stream: the first row comes once the
 ERROR rows are read, not after a sort of the fleet (:mod:`.sql_status_parts`).
 
@@ -54,6 +56,7 @@ from sqlalchemy import (
 from ..core.condition import Level
 from ..core.kept_condition import KeptTimes
 from ..errors import UnknownScheduleError
+from . import condition_tally
 from .convert import utc
 from .engine import connection_transaction
 from .kept import condition_of
@@ -130,9 +133,18 @@ class StatusMethods(SqlStoreBase):
     of the SQL store."""
 
     def condition_counts(self, now: datetime, selection: Selection) -> dict[tuple[str, str], int]:
-        """How many selected schedules are in each (level name, reason) at ``now``."""
+        """How many selected schedules are in each (level name, reason) at
+        ``now``: the whole fleet, or its conditions, from the condition tally
+        (:mod:`.condition_tally`); a selection by name, pool or task along
+        its indexes or rows."""
         params = {"now": utc(now, "now")}
         with connection_transaction(self.engine, write=False) as conn:
+            counted = condition_tally.counts_at(conn, params["now"]) if _plain(selection) else None
+            if counted is not None:
+                levels = _levels(selection)
+                return {
+                    (Level(lv).name, why): n for (lv, why), n in counted.items() if lv in levels
+                }
             by_index, within = _along(conn, selection)
             if not by_index:
                 stmt = (
@@ -143,6 +155,12 @@ class StatusMethods(SqlStoreBase):
                 found = conn.execute(stmt, params)
                 return {(Level(level).name, reason or ""): n for level, reason, n in found}
             return counts_by_part(conn, params, _levels(selection), within)
+
+    def fold_condition_tally(self, now: datetime) -> int:
+        """See :meth:`ScheduleStore.fold_condition_tally
+        <celery_dgs.store.base.ScheduleStore.fold_condition_tally>`."""
+        with connection_transaction(self.engine, write=True) as conn:
+            return condition_tally.fold(conn, utc(now, "now"))
 
     def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
         """How many schedules ``selection`` has at ``now``, at most ``at_most``:
