@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import redis
 
+from .core.elevator import ElevatorState
 from .core.pace import PaceFigures, WindowFigures
 from .keys import KeySpace
 
@@ -70,6 +71,7 @@ class PaceBoard:
                 busy_share=float(data["busy_share"]),
                 capped_rounds=int(data["capped_rounds"]),
                 window=_window_figures(data.get("window")),
+                elevator=_elevator(data.get("elevator")),
             )
         except (ValueError, KeyError, TypeError):
             logger.warning("celery-dgs: beat's pace at %s is malformed: %.200r", self.key, raw)
@@ -90,3 +92,12 @@ def _window_figures(data: object) -> WindowFigures | None:
         full=bool(data["full"]),
         room=None if room is None else int(room),
     )
+
+
+def _elevator(data: object) -> ElevatorState | None:
+    """The pace's elevator state (absent from a beat that wrote none)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise TypeError(f"'elevator' is not an object: {data!r}")
+    return ElevatorState.from_dict(data)

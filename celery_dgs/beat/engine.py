@@ -357,10 +357,14 @@ class BeatEngine:
 
     def pace_figures(self) -> PaceFigures:
         """The dispatch pace of the last minute, with the window of schedules
-        beat holds (what the leader writes for ``status`` and the page)."""
+        beat holds and where its priority classes stand (what the leader
+        writes for ``status`` and the page)."""
         window = self.loader.schedules
         figures = self.pace.figures(self.monotonic())
-        return figures if window is None else replace(figures, window=window.figures())
+        elevator = self.ranking.elevator_state()
+        if window is not None:
+            figures = replace(figures, window=window.figures())
+        return replace(figures, elevator=elevator)
 
     def _vouching(self, now: float) -> Vouching | None:
         """The certainty rule for a choice at ``now`` while the window of

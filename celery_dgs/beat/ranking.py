@@ -25,13 +25,14 @@ from datetime import datetime, timedelta, timezone
 from ..core.blackout_watch import BlackoutWatch, stale_from
 from ..core.clock import Clock
 from ..core.cron_cache import CronFireCache
+from ..core.elevator import ElevatorState
 from ..core.fewest_errors import FewestErrorsIndex, Waiting, period_seconds
 from ..core.index import DeadlineIndex
 from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.placement import Constraints
-from ..core.priority import demand_exceeds
+from ..core.priority import PriorityIndex, demand_exceeds
 from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.slot_wait import SlotWait, still_blocked
@@ -245,6 +246,13 @@ class BeatRanking:
             priority = tracked.run_requested_priority
             return AD_HOC_PRIORITY if priority is None else priority
         return tracked.spec.priority
+
+    def elevator_state(self) -> ElevatorState | None:
+        """Where the priority classes stand now (``None``: an index without them)."""
+        index = self.index
+        if not isinstance(index, PriorityIndex):
+            return None
+        return index.elevator_state(self.clock.now().timestamp())
 
     def waiting_in_error(self) -> tuple[int, list[Waiting]] | None:
         """With ``dgs_overload = "fewest_errors"``: how many schedules in ERROR

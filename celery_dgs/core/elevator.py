@@ -11,9 +11,53 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["effective_priority", "elevator_steps", "level_classes"]
+__all__ = ["ElevatorState", "effective_priority", "elevator_steps", "level_classes"]
+
+
+@dataclass(frozen=True)
+class ElevatorState:
+    """Where beat's priority classes stand at a moment, as its index sees the
+    whole fleet: the classes the elevator's levels count (``levels``: those
+    with due work, and the top class), whether capacity counts as short (the
+    classes order due work only then), and its elevator settings. With it,
+    ``status`` shows the class beat serves each listed schedule in, whatever
+    rows it lists."""
+
+    levels: tuple[int, ...]
+    short: bool
+    interval_s: float | None
+    clock_offset_s: float = 0.0
+
+    def class_of(self, priority: int, due_at: float | None, now: float) -> int:
+        """The class a schedule of ``priority`` due since ``due_at`` is served in at ``now``."""
+        if not self.short:
+            return priority
+        levels = list(self.levels)
+        return effective_priority(
+            priority, due_at, now, levels, self.interval_s, self.clock_offset_s
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "levels": list(self.levels),
+            "short": self.short,
+            "interval_s": self.interval_s,
+            "clock_offset_s": self.clock_offset_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ElevatorState:
+        interval = data["interval_s"]
+        return cls(
+            levels=tuple(int(level) for level in data["levels"]),
+            short=bool(data["short"]),
+            interval_s=None if interval is None else float(interval),
+            clock_offset_s=float(data["clock_offset_s"]),
+        )
 
 
 def elevator_steps(

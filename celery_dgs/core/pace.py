@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from .elevator import ElevatorState
+
 #: Seconds of rounds the figures cover.
 PACE_WINDOW_S = 60.0
 #: Beat counts as the limit when its rounds take at least this share of the
@@ -58,6 +60,8 @@ class PaceFigures:
     capped_rounds: int
     #: Beat's window of schedules (``None``: beat holds every schedule).
     window: WindowFigures | None = None
+    #: Where beat's priority classes stood as the pace was written.
+    elevator: ElevatorState | None = None
 
     @property
     def dispatches_per_s(self) -> float:
@@ -83,6 +87,7 @@ class PaceFigures:
             "capped_rounds": self.capped_rounds,
             "beat_limited": self.beat_limited,
             "window": None if self.window is None else self.window.to_dict(),
+            "elevator": None if self.elevator is None else self.elevator.to_dict(),
         }
 
 

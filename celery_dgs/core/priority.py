@@ -65,8 +65,8 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 
+from .elevator import ElevatorState, elevator_steps
 from .elevator import effective_priority as effective_priority
-from .elevator import elevator_steps
 from .elevator import level_classes as level_classes
 from .index import DeadlineIndex, IndexOver, live_heap
 from .late_order import is_run_request
@@ -303,6 +303,15 @@ class PriorityIndex(IndexOver):
         number) first: those with due work, and the top class."""
         tops = self._tops(now)
         return self._level_classes(self._due_tops(now, tops, self._capacity_short(now, tops)))
+
+    def elevator_state(self, now: float) -> ElevatorState:
+        """The classes the levels count at ``now``, whether capacity is short,
+        and the elevator's settings: what ``status`` needs to show the class
+        of any schedule as this index serves it."""
+        tops = self._tops(now)
+        short = self._capacity_short(now, tops)
+        levels = self._level_classes(self._due_tops(now, tops, short))
+        return ElevatorState(tuple(levels), short, self.elevator_interval_s, self.clock_offset_s)
 
     def effective_priority(self, name: str, now: float) -> int | None:
         """The class ``name`` is served in at ``now`` (None: not indexed)."""

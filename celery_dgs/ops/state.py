@@ -17,7 +17,9 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from ..beat_pace import PaceBoard
 from ..core.condition import Level
+from ..core.elevator import ElevatorState
 from ..core.schedule_names import is_check_name
 from ..leases.types import LeaseInfo
 from ..registry import WorkerInfo
@@ -66,6 +68,9 @@ class Live:
     now: datetime
     #: Live workers registered for another schedule store (a shared key prefix).
     foreign_workers: tuple[WorkerInfo, ...] = ()
+    #: Where the leading beat's priority classes stand (its pace; ``None``:
+    #: no leader wrote one lately).
+    elevator: ElevatorState | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,9 @@ def read_live(env: Env) -> Live:
     rt = env.runtime
     leases = {lease.schedule: lease for lease in rt.leases.all()}
     workers, foreign = split_foreign_workers(env, rt.registry.live_workers())
-    return Live(leases, workers, utcnow(), tuple(foreign))
+    pace = PaceBoard(rt.redis, rt.keys).read()
+    elevator = None if pace is None else pace.elevator
+    return Live(leases, workers, utcnow(), tuple(foreign), elevator)
 
 
 def selection_of(
@@ -191,6 +198,7 @@ def rows_of(env: Env, schedules: list[StoredSchedule], live: Live) -> list[Statu
         settings=env.settings,
         default_pool=env.default_pool,
         workers=live.workers,
+        elevator=live.elevator,
     )
 
 
@@ -234,5 +242,6 @@ def read_state(env: Env) -> State:
         slots=slots,
         settings=env.settings,
         workers=workers,
+        elevator=live.elevator,
     )
     return State(schedules, rows, live.leases, workers, now, live.foreign_workers)

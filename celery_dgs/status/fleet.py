@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from ..core.elevator import ElevatorState
 from ..core.lookahead import DemandBook
 from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, demand_exceeds
 from ..core.timing import DEFAULT_RETRY_LADDER
@@ -34,13 +35,16 @@ def build_rows(
     slots: int | None = None,
     settings: DgsSettings | None = None,
     workers: Sequence[WorkerInfo] | None = None,
+    elevator: ElevatorState | None = None,
 ) -> list[StatusRow]:
     """Every schedule's row, most urgent first (see :func:`urgency_key`).
 
     With ``slots`` (the live workers' slots), OK schedules projected to start
     late become WARNING ``projected_late`` (:func:`apply_projection`: each
     pool on its own workers' slots when ``workers`` consume several). With
-    ``workers`` (the live ones), rows say when no worker can run them."""
+    ``workers`` (the live ones), rows say when no worker can run them. The
+    priority classes: from ``elevator`` (the leading beat's) when given, else
+    replayed over every row."""
     schedules = list(schedules)
     check = None
     if workers is not None:
@@ -78,7 +82,8 @@ def build_rows(
         )
         overloaded = book is not None and demand_exceeds(book.total(), slots)
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
-    return sorted(apply_priorities(rows, now, interval, overloaded=overloaded), key=urgency_key)
+    placed = apply_priorities(rows, now, interval, overloaded=overloaded, elevator=elevator)
+    return sorted(placed, key=urgency_key)
 
 
 def build_page(
@@ -89,10 +94,12 @@ def build_page(
     settings: DgsSettings,
     default_pool: str = "celery",
     workers: Sequence[WorkerInfo] | None = None,
+    elevator: ElevatorState | None = None,
 ) -> list[StatusRow]:
     """The rows of ``schedules`` in their order (the store's urgency order),
-    each with its live run (``leases``) and holds, and the priority classes
-    applied over these rows. No projection: that needs every schedule
+    each with its live run (``leases``) and holds, and the class beat serves
+    each in (``elevator``: the leading beat's classes; without one, each in
+    its own class). No projection: that needs every schedule
     (:func:`build_rows`)."""
     check = None if workers is None else WorkerCheck(workers, settings.capacity)
     rows = [
@@ -106,4 +113,5 @@ def build_page(
         )
         for s in schedules
     ]
-    return apply_priorities(rows, now, settings.elevator_interval)
+    interval = settings.elevator_interval
+    return apply_priorities(rows, now, interval, elevator=elevator, every_row=False)

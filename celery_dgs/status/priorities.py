@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..core.priority import effective_priority, level_classes, short_after_s
+from ..core.elevator import ElevatorState
+from ..core.priority import level_classes, short_after_s
 from ..core.spec_values import AD_HOC_PRIORITY
 from .row import StatusRow
 
@@ -19,6 +20,8 @@ def apply_priorities(
     elevator_interval: float | None,
     *,
     overloaded: bool = False,
+    elevator: ElevatorState | None = None,
+    every_row: bool = True,
 ) -> list[StatusRow]:
     """Rows with ``effective_priority`` set as beat's index computes it
     (:func:`celery_dgs.core.priority.effective_priority`): while capacity is
@@ -27,10 +30,15 @@ def apply_priorities(
     schedule beat may dispatch that is due (its ``can_start_by`` and
     ``should_start_by`` passed; a run request since it was asked, in class 0)
     moves up one class with due work per elevator step, up to the top class in
-    use; the others are served in their own class. A due run request makes
-    capacity count as short too, as in beat's index; beat also keeps the
-    classes' order for an elevator interval after capacity was last short,
-    which a snapshot cannot see."""
+    use; the others are served in their own class.
+
+    ``elevator``: where the leading beat's classes stand (its pace): each
+    row's class from it, whatever rows are listed. Without it, from ``rows``
+    themselves when they are ``every_row`` (the projection's replay; a due
+    run request makes capacity count as short too, as in beat's index; beat
+    also keeps the classes' order for an elevator interval after capacity was
+    last short, which a snapshot cannot see); else (a page of rows, no beat
+    leader) each row in its own class, a run request in its asked one."""
     due: dict[str, tuple[int, float]] = {}
     top: int | None = None  # the top class in use keeps level 0
     requested = False  # a due run request: capacity counts as short
@@ -48,20 +56,19 @@ def apply_priorities(
             if at <= now:
                 due[row.name] = (cls, at.timestamp())
         top = cls if top is None else min(top, cls)
-    classes = level_classes((cls for cls, _ in due.values()), top if due else None)
     moment = now.timestamp()
-    oldest = min((at for _, at in due.values()), default=math.inf)
-    short = overloaded or requested or oldest <= moment - short_after_s(elevator_interval)
+    if elevator is None:
+        classes = level_classes((cls for cls, _ in due.values()), top if due else None)
+        oldest = min((at for _, at in due.values()), default=math.inf)
+        short = every_row and (
+            overloaded or requested or oldest <= moment - short_after_s(elevator_interval)
+        )
+        elevator = ElevatorState(tuple(classes), short, elevator_interval)
     out = []
     for row in rows:
+        effective = row.priority
         if row.name in due:
             cls, due_at = due[row.name]
-            effective: int | None = (
-                effective_priority(cls, due_at, moment, classes, elevator_interval)
-                if short
-                else cls
-            )
-        else:
-            effective = row.priority
+            effective = elevator.class_of(cls, due_at, moment)
         out.append(replace(row, effective_priority=effective))
     return out

@@ -9,10 +9,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from celery_dgs.cli.render import priority_cell, status_row_json
+from celery_dgs.core.elevator import ElevatorState
 from celery_dgs.core.lookahead import DemandBook
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.settings import DgsSettings
-from celery_dgs.status import apply_projection, build_rows
+from celery_dgs.status import apply_projection, build_page, build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
 
 #: 10:12 UTC: elevator steps of 600 s at 10:00, 10:10, ...
@@ -159,3 +160,31 @@ def test_the_demand_leaves_out_what_beat_holds() -> None:
     book = DemandBook()
     apply_projection(built, rows, {}, NOW, slots=1, book=book)
     assert book.total() == pytest.approx(0.6)
+
+
+def test_a_page_of_rows_shows_beats_classes_whatever_it_lists() -> None:
+    """``status`` lists a page of rows: each row's class comes from where
+    beat's classes stand (its pace), the same whichever rows the page holds;
+    with no beat leader each row shows its own class (a run request its
+    asked one)."""
+    store = MemoryScheduleStore()
+    specs = [
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+        for n, p in (("top", 10), ("low", 80))
+    ]
+    store.sync(specs, NOW - timedelta(hours=5))  # both due for hours: many steps
+    store.request_run("t.top", NOW - timedelta(seconds=5), priority=50)
+    rows, _ = store.load_active()
+    settings = DgsSettings(elevator_interval=600)
+    beat = ElevatorState(levels=(10, 50, 80), short=True, interval_s=600)
+
+    def classes(listed: list[str], elevator: ElevatorState | None) -> dict[str, int | None]:
+        page = [r for r in rows if r.name in listed]
+        built = build_page(page, {}, NOW, settings=settings, elevator=elevator)
+        return {r.name: r.effective_priority for r in built}
+
+    assert classes(["t.low"], beat) == {"t.low": 10}
+    assert classes(["t.low", "t.top"], beat) == {"t.low": 10, "t.top": 50}  # asked 5 s ago
+    calm = replace(beat, short=False)  # below capacity the classes choose nothing
+    assert classes(["t.low"], calm) == {"t.low": 80}
+    assert classes(["t.low", "t.top"], None) == {"t.low": 80, "t.top": 50}

@@ -19,10 +19,12 @@ three after it became due) it is ahead of the class-10 work and starts.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from tests.e2e.harness import wait_for
+from tests.e2e.test_cli_e2e import status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -56,3 +58,25 @@ def test_one_slot_serves_the_high_class_first_then_the_elevated_low_one(cluster_
     assert len(high_while_waiting) >= 3, logs
     # ... and the elevator bounds the wait: three steps, then one running high run.
     assert low["t"] <= registered + 3.5 + 3 * INTERVAL_S + 3.0, logs
+
+
+def test_status_shows_beats_class_whatever_rows_it_lists(cluster_factory) -> None:
+    """While the class-90 schedule waits, ``status`` listing it alone shows
+    the class beat serves it in (moved up by the elevator), as the whole
+    list does: the classes come from the leading beat's pace, not from the
+    rows listed."""
+    cluster = cluster_factory(
+        ["prio_hi1", "prio_hi2", "prio_lo"], E2E_ELEVATOR_INTERVAL=str(INTERVAL_S)
+    )
+    cluster.start_worker("w1", "node1")
+    cluster.start_beat()
+
+    def moved() -> dict[str, Any] | None:
+        if any(e["name"] == "prio_lo" for e in cluster.starts()):
+            raise AssertionError(f"prio_lo started before status saw it moved:\n{cluster.logs()}")
+        _, alone = status(cluster, "e2e.prio_lo")
+        row = alone["e2e.prio_lo"]
+        return row if row["effective_priority"] < 90 else None
+
+    row = wait_for(moved, 40, "status listing prio_lo alone to show it moved up")
+    assert (row["priority"], row["effective_priority"]) == (90, 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 
@@ -9,6 +10,7 @@ import pytest
 import redis
 
 from celery_dgs.beat_pace import PaceBoard
+from celery_dgs.core.elevator import ElevatorState
 from celery_dgs.core.pace import PaceFigures, WindowFigures
 from celery_dgs.keys import KeySpace
 
@@ -43,6 +45,22 @@ def test_the_windows_figures_go_with_the_pace(client: redis.Redis, keys: KeySpac
     ticks.now += 5.0
     board.maybe_write(lambda: figures)
     assert board.read() == figures
+
+
+def test_where_the_classes_stand_goes_with_the_pace(client: redis.Redis, keys: KeySpace) -> None:
+    ticks = Ticks()
+    board = PaceBoard(client, keys, every_s=5.0, monotonic=ticks)
+    elevator = ElevatorState(levels=(0, 10, 90), short=True, interval_s=600.0)
+    figures = replace(FIGURES, elevator=elevator)
+    ticks.now += 5.0
+    board.maybe_write(lambda: figures)
+    assert board.read() == figures
+    assert json.loads(client.get(keys.beat_pace()))["elevator"] == {
+        "levels": [0, 10, 90],
+        "short": True,
+        "interval_s": 600.0,
+        "clock_offset_s": 0.0,
+    }
 
 
 def test_writes_come_at_most_every_interval(client: redis.Redis, keys: KeySpace) -> None:
