@@ -21,7 +21,7 @@ from ..errors import (
     SettingsError,
     UnknownScheduleError,
 )
-from ..failures import failure_summary, missing_sqlite_directory
+from ..failures import explain_failure, failure_summary, missing_sqlite_directory
 from ..ops.env import Env
 from ..ops.errors import ActionRefused, UnknownTarget
 
@@ -103,6 +103,25 @@ def _store_failure(exc: BaseException) -> str:
     return line if missing is None else f"{failure_summary(exc)}; {missing}"
 
 
+def _redis_failure(exc: BaseException) -> tuple[str, bool] | None:
+    """``(line, refused)`` naming the Redis server and the setting it comes
+    from when ``exc`` is a failure to reach it (``refused``: the credentials);
+    ``None`` otherwise, or when the settings cannot be read."""
+    ctx = click.get_current_context(silent=True)
+    env = None if ctx is None else ctx.meta.get(_META_KEY)
+    if not isinstance(env, Env):
+        return None
+    try:
+        settings = env.settings
+        redis_url = env.runtime.redis_url
+    except Exception:  # the settings themselves are the problem: said elsewhere
+        return None
+    setting = "dgs_redis_url" if settings.redis_url else "broker_url"
+    return explain_failure(
+        exc, redis_url=redis_url, redis_setting=setting, database_url=settings.database_url
+    )
+
+
 def _no_app_hint() -> str:
     """A hint when ``celery`` was given no app (no ``-A``, no ``APP``): the
     settings read are then those of Celery's default app."""
@@ -131,7 +150,11 @@ def wrap_errors(fn: F) -> F:
         except ActionRefused as exc:
             raise click.ClickException(exc.message) from None
         except (redis.RedisError, LeaseError) as exc:
-            raise StateUnavailable(f"Redis: {exc}") from exc
+            explained = _redis_failure(exc)
+            if explained is not None and explained[1]:  # refused credentials
+                raise ConfigurationError(f"configuration: {explained[0]}") from exc
+            shown = f"Redis: {exc}" if explained is None else explained[0]
+            raise StateUnavailable(shown) from exc
         except SQLAlchemyError as exc:
             raise StateUnavailable(f"schedule store: {_store_failure(exc)}") from exc
         except UnknownScheduleError as exc:

@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -122,13 +122,16 @@ def unavailable_page(
     renderer: Renderer, hidden: list[str]
 ) -> Callable[[Request, Exception], Response]:
     """The handler of an error reading the state: a 503 page saying which
-    service failed (Redis, the database) and the error's kind; the error
-    itself, which names the server, is logged (scrubbed of ``hidden``)."""
+    service failed (Redis, the database) and the error's kind (``/api/...``:
+    as JSON, ``{"error": ...}``); the error itself, which names the server,
+    is logged (scrubbed of ``hidden``)."""
 
     def unavailable(request: Request, exc: Exception) -> Response:
         text = scrub(f"{type(exc).__name__}: {exc}", hidden)
         log.warning("status page: cannot read the state: %s", text)
         shown = unavailable_text(exc)
+        if request.url.path.startswith("/api/"):  # a client that asked for JSON gets JSON
+            return JSONResponse({"error": shown}, status_code=503, headers=HEADERS)
         return renderer.render("unavailable.html", request, status=503, error=shown)
 
     return unavailable

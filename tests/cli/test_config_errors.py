@@ -162,3 +162,22 @@ def test_without_an_app_the_error_says_to_pass_one(tmp_path: Path) -> None:
         "Error: configuration: celery-dgs needs Redis: set dgs_redis_url, or use a redis:// "
         "broker_url (no app given: run this as `celery -A proj dgs ...`)"
     ]
+
+
+@pytest.mark.parametrize("password", ["", ":not-the-password@"])
+def test_redis_refusing_the_credentials_names_the_server_and_the_setting(
+    world: World, password: str
+) -> None:
+    """No password, or a wrong one, for a Redis that asks for one: a
+    configuration error naming the server (password hidden) and the
+    setting, as beat and the worker say it."""
+    from celery_dgs.embedded import RedisServerProcess
+
+    with RedisServerProcess(password="the-right-one") as guarded:
+        configure(world, dgs_redis_url=f"redis://{password}127.0.0.1:{guarded.port}/0")
+        line = assert_config_error(world, "status")
+    shown = ":**@" if password else ""
+    assert f"Redis at redis://{shown}127.0.0.1:{guarded.port}/0 (dgs_redis_url)" in line
+    assert "refused the credentials" in line
+    assert "fix the password in dgs_redis_url" in line
+    assert "not-the-password" not in line

@@ -283,7 +283,12 @@ def test_an_unreachable_redis_never_shows_its_password(web: WebWorld, sqlite_url
         assert reply.status == 503
         assert "Cannot read the state" in reply.body
         assert secret not in reply.body
-        assert secret not in site.get("/api/overview").body
+        api = site.get("/api/overview")
+        assert secret not in api.body
+        assert (api.status, api.headers["content-type"]) == (503, "application/json")
+        assert json.loads(api.body) == {
+            "error": "Redis could not be read (ConnectionError); the page's log says why"
+        }
     finally:
         app.close()
 
