@@ -17,6 +17,7 @@ from .core.schedule_names import schedule_name, split_schedule_name
 from .core.spec import PeriodicSpec, ScheduleSpec, given_differences
 from .core.spec_build import (
     SPEC_KINDS,
+    a_schedule_of,
     duration_fields,
     make_spec,
     spec_class,
@@ -114,12 +115,12 @@ def read_text_durations(
 def _unknown_key(name: str, kind: str, key: Any) -> ScheduleConfigError:
     others = [k for k in SPEC_KINDS if k != kind and key in accepted_names(k)]
     if others:
-        hint = f"; it is a field of a {others[0]} schedule (kind {others[0]!r})"
+        hint = f"; it is a field of {a_schedule_of(others[0])} (kind {others[0]!r})"
     else:
         hint = suggestion(str(key), accepted_names(kind)) or (
             f"; accepted: {', '.join(accepted_names(kind))}"
         )
-    return ScheduleConfigError(name, str(key), f"is not a field of a {kind} schedule{hint}")
+    return ScheduleConfigError(name, str(key), f"is not a field of {a_schedule_of(kind)}{hint}")
 
 
 def build_spec(

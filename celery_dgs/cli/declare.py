@@ -8,6 +8,7 @@ from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
 from ..ops.env import Env, utcnow
+from ..ops.timetext import counted
 from ..sentinel import min_replicas_warning
 from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
@@ -90,10 +91,10 @@ def check(ctx: click.Context) -> None:
     invalid_templates = env.dgs.check_template_errors
     plural = "" if len(templates) == 1 else "s"
     deferred = f", {len(templates)} deferred check task{plural}" if templates else ""
+    warned = len(decl.warnings) + len(hints) + len(celery_advice) + len(setting_warnings)
     click.echo(
         f"{len(decl.specs)} valid, {len(decl.errors) + len(invalid_templates)} invalid, "
-        f"{len(decl.warnings) + len(hints) + len(celery_advice) + len(setting_warnings)} "
-        f"warnings{deferred}"
+        f"{counted(warned, 'warning')}{deferred}"
     )
     ctx.exit(1 if decl.errors or invalid_templates else 0)
 

@@ -35,6 +35,8 @@ def _parse_clock(value: Any) -> time:
         return value.replace(tzinfo=None)
     if isinstance(value, str):
         text = value.strip()
+        if text in ("24:00", "24:00:00"):  # the end of the day: midnight
+            return time(0)
         if len(text) > 1 and text[0].isdigit() and text[1] == ":":
             text = "0" + text  # '9:00', as a clock is often written
         try:
@@ -45,7 +47,8 @@ def _parse_clock(value: Any) -> time:
 
 
 def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
-    """Accepts ``[("12:00", "14:00"), {"start": "00:00", "end": "01:00"}, Blackout]``."""
+    """Accepts ``[("12:00", "14:00"), "22:00-24:00", {"start": "00:00", "end":
+    "01:00"}, Blackout]`` (an end of ``24:00`` is midnight)."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
@@ -57,6 +60,9 @@ def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
                 window = item
             elif isinstance(item, Mapping):
                 window = Blackout(_parse_clock(item["start"]), _parse_clock(item["end"]))
+            elif isinstance(item, str) and "-" in item:  # '12:00-14:00', as it is shown
+                start, end = item.split("-", 1)
+                window = Blackout(_parse_clock(start), _parse_clock(end))
             else:
                 start, end = item
                 window = Blackout(_parse_clock(start), _parse_clock(end))

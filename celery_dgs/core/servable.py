@@ -153,10 +153,18 @@ def _cron(spec: CronSpec, start: datetime, duration: timedelta, days: int) -> Un
     return Unservable(
         spec.name,
         "cron_times_in_blackout",
-        f"{missed:.3g} of its {fires:.3g} cron times a day fall in or just before a blackout "
+        f"{_per_day(missed)} of its {_per_day(fires)} cron times a day fall in or just before "
+        "a blackout "
         f"({_windows(spec)}) and cannot finish within {format_duration(within)} (within)",
         error,
     )
+
+
+def _per_day(count: float) -> str:
+    """A count a day, averaged over days: ``1,440``, ``57.6``, ``1.86``."""
+    if abs(count - round(count)) < 0.005:
+        return f"{round(count):,}"
+    return f"{count:,.3g}" if count < 100 else f"{count:,.1f}"
 
 
 def _cron_error_per_day(

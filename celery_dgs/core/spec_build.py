@@ -71,6 +71,11 @@ def suggestion(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def a_schedule_of(kind: str) -> str:
+    """``a periodic schedule``, ``an adaptive schedule``."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} schedule"
+
+
 def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, Any]) -> None:
     """ScheduleConfigError naming the first field ``cls`` does not take (with the
     closest valid name) or the first required field missing from ``fields``."""
@@ -80,12 +85,12 @@ def check_field_names(cls: type[ScheduleSpec], name: str, fields: Mapping[str, A
             others = (k for k, c in SPEC_KINDS.items() if c is not cls and key in spec_fields(c))
             where = next(others, None)
             hint = (
-                f"; it is a field of a {where} schedule"
+                f"; it is a field of {a_schedule_of(where)}"
                 if where is not None
                 else suggestion(str(key), known)
             )
             raise ScheduleConfigError(
-                name, str(key), f"is not a field of a {cls.kind} schedule{hint}"
+                name, str(key), f"is not a field of {a_schedule_of(cls.kind)}{hint}"
             )
     for key in required_fields(cls):
         if key not in fields:

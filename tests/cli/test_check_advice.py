@@ -29,7 +29,7 @@ def test_check_names_a_cron_whose_times_fall_in_its_blackout(world: World) -> No
     world.app.conf.dgs_retry_backoff = [60]
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warnings"
+    assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warning"
     (line,) = [x for x in result.stderr.splitlines() if "can never be served" in x]
     assert line.startswith(
         "WARNING schedule 't.c' can never be served (cron_times_in_blackout): "
@@ -52,7 +52,7 @@ def test_check_names_periodic_schedules_without_cooldown(world: World) -> None:
     assert result.exit_code == 0, result.output
     assert "WARNING schedule 't.a', field 'cooldown': no cooldown" in result.stderr
     assert "'t.b'" not in result.stderr
-    assert result.stdout.splitlines()[-1] == "2 valid, 0 invalid, 1 warnings"
+    assert result.stdout.splitlines()[-1] == "2 valid, 0 invalid, 1 warning"
 
 
 def test_check_of_the_example_project_is_clean() -> None:
@@ -76,5 +76,5 @@ def test_check_warns_about_a_steal_delay_not_longer_than_the_ping_interval(
     world.app.conf.dgs_steal_delay = 1.0  # == dgs_ping_interval of the test app
     result = world.invoke("check")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warnings"
+    assert result.stdout.splitlines()[-1] == "1 valid, 0 invalid, 1 warning"
     assert "WARNING dgs_steal_delay (1s) is not longer than dgs_ping_interval (1s)" in result.stderr

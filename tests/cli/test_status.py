@@ -219,7 +219,7 @@ def test_unreachable_redis_is_exit_status_3(world: World) -> None:
     world.app.conf.broker_url = "redis://127.0.0.1:9/0"
     result = world.invoke("status")
     assert result.exit_code == 3
-    assert "Error: Redis:" in result.output
+    assert "Error: Redis at redis://127.0.0.1:9/0 (broker_url) is unreachable" in result.output
     assert "Traceback" not in result.output
 
 
@@ -231,7 +231,7 @@ def test_watch_survives_an_unreachable_redis(world: World, monkeypatch: pytest.M
     )
     result = world.invoke("status", "--watch", "1")
     assert result.exit_code == 0
-    assert "cannot read the state: Redis:" in result.stdout
+    assert "cannot read the state: Redis at redis://127.0.0.1:9/0 (broker_url)" in result.stdout
 
 
 def test_empty_store(world: World, redis_client: redis.Redis) -> None:

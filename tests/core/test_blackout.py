@@ -137,3 +137,22 @@ def test_a_window_is_read_as_a_clock_is_written_and_a_bad_one_named() -> None:
         ScheduleConfigError, match=r"item 0 \(\('9:00',\)\) is not a \(start, end\) pair"
     ):
         parse_blackouts("s", [("9:00",)])
+
+
+def test_a_window_written_as_shown_and_an_end_at_24_00() -> None:
+    import pytest
+
+    from celery_dgs.core.blackout_periods import parse_blackouts
+    from celery_dgs.errors import ScheduleConfigError
+
+    windows = parse_blackouts("s", ["10:00-11:30", ("22:00", "24:00"), "9:00 - 9:30"])
+    assert [str(w) for w in windows] == [
+        "10:00:00-11:30:00",
+        "22:00:00-00:00:00",
+        "09:00:00-09:30:00",
+    ]
+    assert parse_blackouts("s", [str(w) for w in windows]) == windows  # as shown, read back
+    with pytest.raises(ScheduleConfigError, match=r"item 0 \('10:00'\) is not a \(start, end\)"):
+        parse_blackouts("s", ["10:00"])
+    with pytest.raises(ScheduleConfigError, match=r"item 0 \('10:00-25:00'\) has a bad time"):
+        parse_blackouts("s", ["10:00-25:00"])

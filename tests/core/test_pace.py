@@ -63,6 +63,7 @@ def test_the_figures_round_trip_as_a_dict() -> None:
         "capped_rounds": 0,
         "beat_limited": True,
         "window": None,
+        "elevator": None,
     }
 
 

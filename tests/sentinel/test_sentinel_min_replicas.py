@@ -98,7 +98,7 @@ def test_a_primary_with_min_replicas_to_write_0_is_warned_about_and_1_is_not(
     assert status == 0, out + err
     (line,) = [x for x in err.splitlines() if "min-replicas" in x]
     assert line.startswith(f"WARNING {ZERO}: ")
-    assert out.splitlines()[-1] == "0 valid, 0 invalid, 1 warnings"
+    assert out.splitlines()[-1] == "0 valid, 0 invalid, 1 warning"
 
     set_min_replicas(redis_sentinel, 1)
     assert not [m for m in worker_warnings(sentinel_app, caplog) if "min-replicas" in m]
