@@ -179,6 +179,7 @@ def status(
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
             pools=selection.pools,
+            counts_only=limit == 0,
         )
         lines = [text, queues_text(page, selection.pools), other_runs_text(page.other)]
         lines.append(empty_store_text(env, selection, page.total))
@@ -295,11 +296,13 @@ def table_text(
     ping_timeout: float | None = None,
     steal_delay: float = 0.0,
     pools: Sequence[str] = (),
+    counts_only: bool = False,
 ) -> str:
     """The table of a page of rows, with the counts of the whole selection and
-    a line saying how many selected schedules it leaves out; ``ping_timeout``
-    and ``steal_delay``: a run whose owner is silent says so. With ``pools``,
-    the head counts the live workers that consume one of them."""
+    a line saying how many selected schedules it leaves out (none when
+    ``counts_only``: ``--limit 0`` asked for no row); ``ping_timeout`` and
+    ``steal_delay``: a run whose owner is silent says so. With ``pools``, the
+    head counts the live workers that consume one of them."""
     workers = page.workers
     if pools:
         workers = [w for w in workers if set(w.queues) & set(pools)]
@@ -315,7 +318,7 @@ def table_text(
         steal_delay=steal_delay,
     )
     hidden = page.total - len(page.rows)
-    if hidden <= 0:
+    if hidden <= 0 or counts_only:
         return text
     more = "more not listed" if page.rows else "not listed"
     return f"{text}\n{hidden:,} {more} (--limit N, a PATTERN or --condition; --json lists all)"

@@ -33,5 +33,19 @@ def closest_names_hint(env: Env, name: str, *, besides: Collection[str] = ()) ->
     if not known:
         return " (the store has no schedules: run `celery dgs sync` or start beat)"
     others = [n for n in known if n not in besides]
-    close = difflib.get_close_matches(name, others, n=3, cutoff=0.6)
+    close = close_names(name, others)
     return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def close_names(name: str, known: Collection[str], limit: int = 3) -> list[str]:
+    """The names of ``known`` closest to ``name``, at most ``limit``: among
+    the schedules of the same task (``task@configuration``), the closest
+    configurations (a shared task name alone makes no two names close);
+    else the closest whole names."""
+    task, at, configuration = name.rpartition("@")
+    if at:
+        siblings = {n.rpartition("@")[2]: n for n in known if n.rpartition("@")[0] == task}
+        if siblings:
+            near = difflib.get_close_matches(configuration, list(siblings), n=limit, cutoff=0.6)
+            return [siblings[c] for c in near]
+    return difflib.get_close_matches(name, list(known), n=limit, cutoff=0.6)

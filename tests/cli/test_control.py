@@ -271,3 +271,13 @@ def test_a_misspelt_name_is_matched_without_reading_every_schedule(
     result = synced.invoke("pause", "t.aa")
     assert result.exit_code == 2
     assert "no schedule named 't.aa'; did you mean t.a" in result.output
+
+
+def test_a_misspelt_name_suggests_the_closest_of_its_task_not_every_one() -> None:
+    from celery_dgs.ops.lookup import close_names
+
+    known = [f"tz.scrape@src{i:05d}" for i in range(295, 300)] + ["tz.other@x"]
+    assert close_names("tz.scrape@nosuch", known) == []  # a shared task is no likeness
+    assert close_names("tz.scrape@src00299x", known)[0] == "tz.scrape@src00299"
+    assert close_names("tz.scrap@src00299", known)[0] == "tz.scrape@src00299"
+    assert close_names("t.scrape", ["t.scrap", "t.other"]) == ["t.scrap"]
