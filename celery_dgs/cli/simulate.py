@@ -387,7 +387,18 @@ def _find(
                 if name in problems
                 else "run-time variance or its constraints"
             )
-            click.echo(f"  {name}: in ERROR {error_s:.0f} s ({why})")
+            click.echo(f"  {name}: in ERROR {seconds_text(error_s)} ({why})")
+        others = search.others
+        if others is not None:
+            rest = len(workload.schedules) - len(search.unservable)
+            if others.slots is None:
+                click.echo(f"nor the {counted(rest, 'other schedule')}: see them with --json")
+            else:
+                kept = counted(others.slots, "slot")
+                click.echo(
+                    f"{policy}: {kept} {'keeps' if others.slots == 1 else 'keep'} "
+                    f"the {counted(rest, 'other schedule')} out of ERROR after warm-up"
+                )
     else:
         kept = counted(search.slots, "slot")
         verb = "keeps" if search.slots == 1 else "keep"
@@ -404,6 +415,11 @@ def _find(
 
 #: An answer this many times the demand or more is explained (:func:`bunching_note`).
 BUNCHING_FACTOR = 1.5
+
+
+def seconds_text(seconds: float) -> str:
+    """``451 s``, or ``0.3 s`` for less than one (not ``0 s``)."""
+    return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1g} s"
 
 
 def bunching_note(slots: int, demand: float) -> str | None:
@@ -458,6 +474,8 @@ def _search_json(
         },
         "result": search.result.to_dict() if search.result else None,
     }
+    if search.others is not None:  # the answer for the schedules besides the unservable
+        doc["others_slots"] = search.others.slots
     if built.source:
         doc["source"] = built.source
     sample = built.sample

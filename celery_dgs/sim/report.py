@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from ..core.durations import format_duration
@@ -150,12 +150,16 @@ class SlotSearch:
     stopped at its first ERROR: its figure is then a lower bound). ``result``:
     the full run at ``slots``, else the run with a slot for every schedule.
     ``unservable``: schedules in ERROR even with :func:`ample_slots` (a slot
-    for every schedule, or four times the demand) -> their ERROR seconds there."""
+    for every schedule, or four times the demand) -> their ERROR seconds there;
+    ``others``: then the answer for the rest of the fleet."""
 
     slots: int | None
     tried: dict[int, float]
     result: SimResult | None
     unservable: dict[str, float] = field(default_factory=dict)
+    #: With ``unservable`` schedules: the search over every other schedule
+    #: (``None``: none is left).
+    others: SlotSearch | None = None
 
 
 class _ErrorSeen(Exception):
@@ -224,12 +228,14 @@ def find_slots(
     per_worker: int = DEFAULT_SLOTS_PER_WORKER,
     progress: Callable[[int, float, bool], None] | None = None,
     order: OrderPolicy = DEFAULT_ORDER,
+    search_others: bool = True,
 ) -> SlotSearch:
     """The smallest slot count with no ERROR after warm-up.
 
     First a run with a slot for every schedule (no more can ever be busy; at
     most :func:`ample_slots`): a schedule in ERROR there is in ERROR at any
-    slot count, and the search stops, naming it (:attr:`SlotSearch.unservable`). Otherwise the count
+    slot count: the search names it (:attr:`SlotSearch.unservable`) and runs
+    again over the others (``search_others``; once). Otherwise the count
     doubles from the demand (sum of mean duration / period, rounded up) until
     one has no ERROR, then bisects; a run that fails is stopped at its first
     ERROR. More slots never add ERROR for the greedy policies; the search
@@ -257,7 +263,20 @@ def find_slots(
     if progress is not None:
         progress(unlimited, tally.error_s, True)
     if tally.error_s > 0:
-        return SlotSearch(None, tried, result, dict(sorted(tally.by_schedule.items())))
+        unservable = dict(sorted(tally.by_schedule.items()))
+        rest = [s for s in workload.schedules if s.name not in unservable]
+        others = None
+        if rest and search_others:  # the answer for the rest of the fleet
+            rest_workload = replace(workload, schedules=rest)
+            others = find_slots(
+                rest_workload,
+                policy,
+                per_worker=per_worker,
+                progress=progress,
+                order=order,
+                search_others=False,
+            )
+        return SlotSearch(None, tried, result, unservable, others)
     results[unlimited] = result  # type: ignore[assignment]  # complete: not stopped
     hi = min(unlimited, max(1, math.ceil(demand)))
     lo = hi - 1  # below the demand: fails (assumed, not run)

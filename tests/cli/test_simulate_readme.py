@@ -80,15 +80,18 @@ def test_find_slots_stops_at_a_cron_that_its_blackout_keeps_in_error(world: Worl
     assert "  t.c: in ERROR" in result.stdout
     assert "(cron_times_in_blackout: 12 of its 288 cron times a day" in result.stdout
     assert "t.a:" not in result.stdout
-    # One simulation (a slot for every schedule) answers: no search follows.
+    # One simulation (a slot for every schedule) names t.c; the search then
+    # answers for the others: t.a alone, on one slot.
     runs = [x.split(":")[0].strip() for x in result.stderr.splitlines() if x.startswith("   ")]
-    assert runs == ["2 a slot for every schedule"]
+    assert runs == ["2 a slot for every schedule", "1 slots"]
+    assert "dgs: 1 slot keeps the 1 other schedule out of ERROR after warm-up" in result.stdout
     assert time.monotonic() - started < 30
     as_json = world.invoke(
         "simulate", "--duration", "10s", "--find-slots", "--horizon", "3d", "--json"
     )
     doc = json.loads(as_json.stdout)
     assert doc["slots"] is None
+    assert doc["others_slots"] == 1
     assert doc["unservable"]["t.c"]["reason"] == "cron_times_in_blackout"
     assert 2.5 * 3300 < doc["unservable"]["t.c"]["error_s"] < 3 * 3500
 
