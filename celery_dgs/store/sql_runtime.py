@@ -12,7 +12,7 @@ whole batch is one transaction with one new ``change_seq``, serialised with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import NamedTuple, cast
 
 from sqlalchemy import Connection, Table, select, text, update
@@ -85,7 +85,8 @@ class RuntimeMethods(SqlStoreBase):
         spec is compared by its canonical JSON text: nothing is written for it.
         The rows are read, locked and written at the driver level
         (:mod:`.sql_bulk`). A batch that writes ``analyze_after_sync_rows`` rows
-        or more ANALYZEs the table afterwards (PostgreSQL)."""
+        or more ANALYZEs the table afterwards (PostgreSQL) and folds the
+        condition tally."""
         now = utc(now, "now")
         hints = {n: utc(t, "last_modified") for n, t in (last_modified or {}).items()}
         wanted = _by_name(specs)
@@ -123,6 +124,9 @@ class RuntimeMethods(SqlStoreBase):
                 )
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
             self._analyze()
+            # so that a count does not read this batch's steps one by one
+            # until beat's next fold (none runs yet, maybe): as of the wall clock
+            self.fold_condition_tally(datetime.now(timezone.utc))
         return report
 
     def remove_runtime(self, names: Sequence[str], now: datetime) -> RemoveReport:

@@ -56,7 +56,8 @@ from sqlalchemy import (
 from ..core.condition import Level
 from ..core.kept_condition import KeptTimes
 from ..errors import UnknownScheduleError
-from . import condition_tally
+from .condition_tally import counts_at as tally_counts_at
+from .condition_tally import fold as fold_tally
 from .convert import utc
 from .engine import connection_transaction
 from .kept import condition_of
@@ -139,7 +140,7 @@ class StatusMethods(SqlStoreBase):
         its indexes or rows."""
         params = {"now": utc(now, "now")}
         with connection_transaction(self.engine, write=False) as conn:
-            counted = condition_tally.counts_at(conn, params["now"]) if _plain(selection) else None
+            counted = tally_counts_at(conn, params["now"]) if _plain(selection) else None
             if counted is not None:
                 levels = _levels(selection)
                 return {
@@ -160,7 +161,7 @@ class StatusMethods(SqlStoreBase):
         """See :meth:`ScheduleStore.fold_condition_tally
         <celery_dgs.store.base.ScheduleStore.fold_condition_tally>`."""
         with connection_transaction(self.engine, write=True) as conn:
-            return condition_tally.fold(conn, utc(now, "now"))
+            return fold_tally(conn, utc(now, "now"))
 
     def count_selected(self, now: datetime, selection: Selection, at_most: int) -> int:
         """How many schedules ``selection`` has at ``now``, at most ``at_most``:

@@ -134,6 +134,11 @@ SMOKES = {
         ("--schedules", "1000", "--project-max", "1000"),
         "| celery dgs status --project --limit 100 |",
     ),
+    "condition_tally": Smoke(
+        ("--schedules", "2000", "--repeats", "2"),
+        "| PostgreSQL | 2,000 |",
+        postgres=True,
+    ),
     "status_filters": Smoke(
         ("--schedules", "2000", "--tasks", "10", "--pools", "3"),
         "a word in all 10 tasks' names, indexed: 2,000 selected",

@@ -240,3 +240,15 @@ def test_beats_folder_folds_every_interval_and_logs_a_failure(
         conn.exec_driver_sql("DROP TABLE dgs_condition_deltas")
     folder.maybe_fold(120.0)
     assert "folding the condition tally failed" in caplog.text
+
+
+def test_a_large_batch_of_runtime_schedules_is_folded_at_once(
+    sqlite_store: SqlScheduleStore,
+) -> None:
+    """A bulk upsert (the ANALYZE's threshold or more) folds its steps, so
+    counts do not read them one by one before beat's first fold."""
+    specs = [PeriodicSpec(task="t", configuration=str(i), scheduling_period=M) for i in range(1000)]
+    sqlite_store.upsert_runtime(specs, T0)
+    assert deltas(sqlite_store) == 0
+    sqlite_store.upsert_runtime([*specs[:1], PeriodicSpec(task="u", scheduling_period=M)], T0)
+    assert deltas(sqlite_store) > 0  # a small one waits for beat's
