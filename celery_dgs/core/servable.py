@@ -188,6 +188,11 @@ def _cron_error_per_day(
     )
 
 
+#: The run time the cron check assumes at least (none known yet: 0): a start
+#: exactly at the end of a cron time's within ends after it.
+_SHORTEST_RUN = timedelta(seconds=1)
+
+
 @lru_cache(maxsize=1024)
 def _cron_error(
     expr: str,
@@ -208,6 +213,8 @@ def _cron_error(
     end = start + days * _DAY
     spans: list[tuple[datetime, datetime]] = []
     fires = missed = 0
+    # a run takes some time: one must start before the end of its within, not at it
+    shortest = max(duration, _SHORTEST_RUN)
     t = start - timedelta(microseconds=1)  # a cron time at ``start`` counts
     while fires < MAX_CRON_TIMES:
         fire = next_cron_time(expr, tz, t)
@@ -217,7 +224,7 @@ def _cron_error(
         begin = move_out_of_blackout(blackouts, tz, fire) if blackouts else fire
         if blackouts and avoid_overlap and duration > timedelta(0):
             begin = first_fit(blackouts, tz, begin, duration) or begin
-        if begin + duration > fire + within:
+        if begin + shortest > fire + within:
             missed += 1
             spans.append((fire + within, begin + duration))
         t = fire

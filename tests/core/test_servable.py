@@ -124,3 +124,29 @@ def test_advice_names_a_backoff_that_makes_error_certain() -> None:
         "run puts it in ERROR before it is retried"
     )
     assert schedule_advice(spec, NOW, retry_ladder=(M,)) == []
+
+
+def test_a_within_that_ends_where_the_blackout_ends_is_named() -> None:
+    """02:30 in a 02:00-03:00 blackout: the run can start at 03:00, the end of
+    a 30 m within, and ends after it, however short; 31 m leaves room."""
+    from datetime import datetime, timedelta, timezone
+
+    from celery_dgs.core.blackout_periods import parse_blackouts
+    from celery_dgs.core.servable import never_servable
+    from celery_dgs.core.spec import CronSpec
+
+    def spec(minutes: int) -> CronSpec:
+        return CronSpec(
+            task="t",
+            cron_schedule="30 2 * * *",
+            cron_max_schedule_duration=timedelta(minutes=minutes),
+            tz="Europe/Paris",
+            blackout_periods=parse_blackouts("t", [("02:00", "03:00")]),
+        )
+
+    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    named = never_servable(spec(30), now, duration=timedelta(0))
+    assert named is not None
+    assert named.reason == "cron_times_in_blackout"
+    assert named.detail.startswith("1 of its 1 cron times a day fall in or just before")
+    assert never_servable(spec(31), now, duration=timedelta(0)) is None
