@@ -249,8 +249,29 @@ def parse_schedule(index: int, data: Any) -> SimSchedule:
     try:
         spec = spec_from_dict(fields)
     except ScheduleConfigError as exc:
-        raise WorkloadError(f"{where}: {exc}") from exc
+        raise WorkloadError(f"{where}, field {exc.field!r}: {exc.message}") from exc
     return SimSchedule(spec, duration, sigma, failure)
+
+
+#: Bad schedules a workload's error names at most (then how many more).
+SHOWN_BAD_SCHEDULES = 20
+
+
+def parse_schedules(raw: Sequence[Any]) -> list[SimSchedule]:
+    """Every entry of ``schedules``; a :class:`WorkloadError` naming each bad
+    one (at most :data:`SHOWN_BAD_SCHEDULES`, one a line)."""
+    schedules, bad = [], []
+    for index, data in enumerate(raw):
+        try:
+            schedules.append(parse_schedule(index, data))
+        except WorkloadError as exc:
+            bad.append(str(exc))
+    if bad:
+        shown = bad[:SHOWN_BAD_SCHEDULES]
+        if len(bad) > len(shown):
+            shown.append(f"... and {len(bad) - len(shown)} more bad schedules")
+        raise WorkloadError("\n".join(shown))
+    return schedules
 
 
 def _parse_worker(index: int, data: Any) -> SimWorker:
@@ -338,7 +359,7 @@ def workload_from_dict(data: Any) -> Workload:
     raw = data.get("schedules")
     if not isinstance(raw, list) or not raw:
         raise WorkloadError("field 'schedules': must be a non-empty list")
-    schedules = [parse_schedule(i, s) for i, s in enumerate(raw)]
+    schedules = parse_schedules(raw)
     names = [s.name for s in schedules]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

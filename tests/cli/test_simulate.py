@@ -222,3 +222,20 @@ def test_an_answer_well_above_the_demand_says_why() -> None:
     note = bunching_note(266, 125.0)
     assert note is not None
     assert note.startswith("(266 slots against a demand of 125: the demand is the slots busy")
+
+
+def test_a_workload_with_several_bad_schedules_names_each_once(tmp_path: Path) -> None:
+    bad = {
+        **TWO,
+        "schedules": [
+            {"task": "x.a", "period": 100, "duration": 1, "tz": "Mars/Olympus"},
+            {"task": "x.b", "period": 100, "duration": 1},
+            {"task": "x.c", "period": 100, "duration": -1},
+        ],
+    }
+    result = CliRunner().invoke(simulate, ["--workload", write(tmp_path, bad)])
+    assert result.exit_code == 2
+    assert "schedule x.a (schedules[0]), field 'tz': " in result.output
+    assert "schedule 'x.a'" not in result.output  # named once
+    assert "schedule x.c (schedules[2]), field 'duration'" in result.output
+    assert "x.b" not in result.output
