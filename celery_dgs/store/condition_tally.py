@@ -41,6 +41,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Connection, bindparam, text
 
+from .kept import KEPT_COLUMNS
 from .models import UTCDateTime
 
 #: Seconds per bucket of the steps' moments: the rows read at each count are
@@ -59,16 +60,12 @@ _HORIZON = (-1, "")
 PG_FOLD_LOCK_KEY = 0x64677374616C79
 
 _TALLY, _DELTAS = "dgs_condition_tally", "dgs_condition_deltas"
-#: The columns of ``dgs_schedules`` a row's steps depend on.
+#: The columns of ``dgs_schedules`` a row's steps depend on: whether it is an
+#: active schedule, and its kept condition and moments.
 STEP_COLUMNS = (
     "active",
     "kind",
-    "kept_level",
-    "kept_reason",
-    "warning_at",
-    "warning_reason",
-    "error_at",
-    "error_reason",
+    *KEPT_COLUMNS[KEPT_COLUMNS.index("kept_level") : KEPT_COLUMNS.index("error_reason") + 1],
 )
 _TRIGGER_PREFIX = "dgs_condition_steps"
 
