@@ -20,14 +20,17 @@ concurrent writers never wait on each other there. PostgreSQL: one
 statement-level trigger per event over its transition tables (a bulk
 statement nets its rows in one ``INSERT``); SQLite: a row-level trigger
 per event. :func:`fold` moves the deltas into ``dgs_condition_tally`` (by
-``at``, level and reason; every bucket already past into ``at = 0``), beat's
-leader every :data:`FOLD_INTERVAL_S` and the bulk writes at their end.
+``at``, level and reason; every bucket more than :data:`FOLD_MARGIN_S` old
+into ``at = 0``, that moment kept as the tally's horizon), beat's leader
+every :data:`FOLD_INTERVAL_S` and the bulk writes at their end.
 
 The counts at ``now`` (:func:`counts_at`), in one statement (one snapshot):
 the tally's and the deltas' steps in buckets before the one ``now`` is in,
 plus, for the rows with a moment in that bucket before ``now`` (two index
 ranges: ``ix_dgs_schedules_warning_at``, ``ix_dgs_schedules_error_at``),
-their condition at ``now`` less their condition at the bucket's start.
+their condition at ``now`` less their condition at the bucket's start. A
+``now`` before the horizon is not counted from the tally (the caller counts
+the rows).
 
 A migration that recreates ``dgs_schedules`` on SQLite (alembic's batch
 mode) drops its triggers: it must create them again (:func:`create_triggers`).
