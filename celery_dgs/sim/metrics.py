@@ -36,6 +36,9 @@ CAPACITY, FAILURE, BLACKOUT, PLACEMENT, OVERRUN, ORDER = (
     "order",
 )
 CAUSES = (CAPACITY, FAILURE, BLACKOUT, PLACEMENT, OVERRUN, ORDER)
+#: A wait shorter than this (the rounding of a start at the moment a run
+#: ended) gives no run its cause.
+WAIT_EPSILON_S = 1e-6
 #: Free-slot states of a placement group: no slot free anywhere, a slot the
 #: group may use is free, slots free but none the group may use.
 NONE_FREE, USABLE_FREE, OTHER_FREE = 0, 1, 2
@@ -299,7 +302,7 @@ class CauseTally:
         wait = self.wait.pop(name, None)
         if late <= 0:
             self.run_cause[name] = OVERRUN
-        elif wait and any(wait.values()):
+        elif wait and max(wait.values()) > WAIT_EPSILON_S:  # not a rounding error's wait
             self.run_cause[name] = max(CAUSES, key=wait.__getitem__)
         else:  # late without an idle wait: its previous run kept it, and takes the blame
             self.run_cause[name] = self.run_cause.get(name, OVERRUN)

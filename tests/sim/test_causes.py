@@ -132,6 +132,17 @@ def test_overrun_a_run_started_in_time_that_outlasts_its_margin() -> None:
     assert only(result, OVERRUN) == pytest.approx(285.0)
 
 
+def test_runs_longer_than_the_period_are_overrun_not_order() -> None:
+    # 90 s runs (sigma 0.3) every 60 s on two slots: each run starts as the
+    # previous ends, with no wait; a wait of a rounding error's length (the
+    # free-slot history measured at the moment of the end) blamed order.
+    spec = PeriodicSpec(task="a", scheduling_period=timedelta(seconds=60))
+    result = simulate(warm([SimSchedule(spec, 90.0, 0.3)], make_workers(2), 3600.0), "dgs")
+    assert result.error_s > 3000
+    assert result.error_by_cause[OVERRUN] == pytest.approx(result.error_s, abs=1e-3)
+    assert result.error_by_cause[ORDER] == pytest.approx(0.0, abs=1e-3)
+
+
 def test_order_celery_beat_waits_for_its_enqueue_time_with_the_slot_free() -> None:
     # Celery beat enqueues at 100, 200, ...: each deadline (registered + 100,
     # then the previous start + 100) is the enqueue time, so 30 s of ERROR per
