@@ -17,13 +17,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, TextClause, bindparam, text
 
 from ..core.condition import Level, Reason
+from ..core.laxity import margin_bucket_edges
 from .loader import SCHEDULE_COLUMNS
-from .models import UTCDateTime
+from .models import UTCDateTime, utc_from_db
 
 #: Rows fetched from the driver at a time while a status read streams.
 STREAM_BATCH_ROWS = 2_000
@@ -47,7 +49,14 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
         "ix_dgs_schedules_warning_at",
     ),
     (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
-    (_OK, "kept_reason", f"kept_level = 0 AND {_LATER}", "ix_dgs_schedules_should_start"),
+    # OK: error_at >= now, so should_start_by >= now less the largest margin
+    # (:func:`ok_from`): the range skips the long-overdue rows before it
+    (
+        _OK,
+        "kept_reason",
+        f"kept_level = 0 AND {_LATER} AND should_start_by >= :ok_from",
+        "ix_dgs_schedules_should_start",
+    ),
 )
 _ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
 _WIDTH = len(SCHEDULE_COLUMNS)
@@ -93,12 +102,34 @@ def _query(sql: str, within: Within | None = None) -> TextClause:
     query = text(sql)
     if ":now" in sql:
         query = query.bindparams(bindparam("now", type_=UTCDateTime()))
+    if ":ok_from" in sql:
+        query = query.bindparams(bindparam("ok_from", type_=UTCDateTime()))
     if ":keys" in sql:
         query = query.bindparams(bindparam("keys", expanding=True))
     if within is not None and within.also is not None and ":also" in sql:
         found = [v for v in within.also[1] if v is not None]
         query = query.bindparams(bindparam("also", value=found, expanding=True))
     return query
+
+
+def ok_from(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with ``ok_from``: ``now`` less the largest margin an active
+    schedule has (its margin bucket's upper edge, one index probe of
+    ``ix_dgs_schedules_margin_window``). An OK row's ``error_at`` is not
+    before ``now``, and its ``should_start_by`` is ``error_at`` less its
+    margin: none comes before ``ok_from``."""
+    if "ok_from" in params or "now" not in params:
+        return params
+    table = _from("ix_dgs_schedules_margin_window", conn.dialect.name)
+    found = conn.exec_driver_sql(
+        f"SELECT max(margin_bucket) FROM {table} WHERE active AND kind <> 'check'"
+    ).scalar_one()
+    if found is None:
+        return {**params, "ok_from": params["now"]}
+    widest = margin_bucket_edges(int(found))[1]
+    now = utc_from_db(params["now"])
+    assert now is not None
+    return {**params, "ok_from": now - timedelta(seconds=widest)}
 
 
 def _from(index: str, dialect: str) -> str:
@@ -157,6 +188,8 @@ def count_up_to(
     dialect = conn.dialect.name
     ranges = [("", {})] if within is None else within.ranges()
     also = "" if within is None else within.also_sql()
+    if _OK in levels and not levels >= ALL_LEVELS:  # the OK part is read
+        params = ok_from(conn, params)
     if levels >= ALL_LEVELS:
         every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
         reads = [(_from(every, dialect), "")]
@@ -195,6 +228,8 @@ def rows_by_part(
     sorted but the rows of a part whose index is not in its order (the ERROR
     and WARNING ones)."""
     given = 0
+    if _OK in levels:
+        params = ok_from(conn, params)
     for level in (_ERROR, _WARNING, _OK):
         if level not in levels or (count is not None and given >= count):
             continue

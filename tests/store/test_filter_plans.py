@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection
 
+from celery_dgs.core.kept_condition import condition_at
 from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.store import sql_status_keys
 from celery_dgs.store.selection import Selection
@@ -57,13 +58,16 @@ def plan(conn: Connection, statement: str, parameters: Any) -> str:
 
 
 def assert_along(plans: list[str], *keys: str) -> None:
-    """Each plan reads an index with one of ``keys`` leading, none the table; the
+    """Each plan reads an index with one of ``keys`` leading (but the probe of
+    the largest margin, which bounds the OK rows' range), none the table; the
     ranges of ``kept_level`` 1 and 2 (a WARNING or ERROR while no moment
     passed: empty here) may be read from the unkeyed index, which
     PostgreSQL's estimate of one row picks."""
     for text in plans:
         assert "SCAN dgs_schedules\n" not in text + "\n", text
         assert "Seq Scan" not in text, text
+        if "ix_dgs_schedules_margin_window" in text:  # the largest margin: one probe
+            continue
         rare = "ix_dgs_schedules_kept_level" in text and "(kept_level = " in text
         assert any(f"ix_dgs_schedules_{key}_" in text for key in keys) or rare, text
         if "_should_start" in text:  # OK in its index's order, as far as wanted
@@ -135,3 +139,34 @@ def test_with_a_pool_and_a_task_the_key_holding_fewer_leads(
         chosen = [r.name for r in sql_store.status_rows(T0, selection)]
         assert chosen == [n for n in every if n in set(chosen)]
         assert sql_store.count_selected(T0, selection, 10**6) == len(chosen)
+
+
+def test_the_ok_rows_are_read_from_the_largest_margin_on(sql_store: SqlScheduleStore) -> None:
+    """A page of OK rows (and their bounded count) reads the should_start_by
+    index from ``now`` less the largest margin: the long-overdue rows before
+    it (in ERROR) are not read one by one; the rows are the OK ones, in order."""
+    fill(sql_store)
+    with sql_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+        conn.commit()
+    now = T0 + timedelta(hours=2, minutes=30)  # the hourly ones in ERROR, some OK
+    selection = Selection(conditions=("ok",))
+    with caught(sql_store) as sent:
+        ok = list(sql_store.status_rows(now, selection, limit=50))
+        counted = sql_store.count_selected(now, selection, 10_001)
+    assert len(ok) == 50
+    levels = {condition_at(sql_store.kept_times(s.name).condition, now)[0].name for s in ok}
+    assert levels == {"OK"}
+    assert [s.kept_should_start_by for s in ok] == sorted(s.kept_should_start_by for s in ok)
+    reads = [(s, p) for s, p in sent if "should_start_by >=" in s]
+    assert len(reads) == 2, sent  # the page and the count
+    with sql_store.engine.connect() as conn:
+        page = plan(conn, *reads[0])
+    assert "ix_dgs_schedules_should_start" in page, page
+    if sql_store.engine.dialect.name == "postgresql":  # the range starts at the bound
+        assert "Index Cond: ((should_start_by >= " in page, page
+    else:
+        assert "should_start_by>?" in page.replace(" ", ""), page
+    assert counted == sum(
+        n for (level, _), n in sql_store.condition_counts(now, Selection()).items() if level == "OK"
+    )
