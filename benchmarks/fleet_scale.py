@@ -137,7 +137,8 @@ def lister_row(i: int, version: int = 0) -> dict[str, Any]:
 
 # -- 1. the fill ------------------------------------------------------------------------------
 def _scratch(store: SqlScheduleStore) -> None:
-    """An empty table like ``dgs_schedules`` (columns and indexes): the baseline's."""
+    """An empty table like ``dgs_schedules`` (columns and indexes, not its
+    triggers): the baseline's."""
     with store.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(
@@ -145,7 +146,8 @@ def _scratch(store: SqlScheduleStore) -> None:
             )
             return
         ddl = conn.exec_driver_sql(
-            "SELECT sql FROM sqlite_master WHERE tbl_name = 'dgs_schedules' AND sql IS NOT NULL"
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'dgs_schedules' AND sql IS NOT NULL "
+            "AND type IN ('table', 'index')"  # not the condition tally's triggers
         ).scalars()
         for sql in list(ddl):
             conn.exec_driver_sql(
