@@ -42,6 +42,7 @@ def fleet(web: WebWorld) -> None:
         spec("proj.report"),
         spec(EVIL, args=("<img src=x onerror=alert(2)>",)),
         spec("etl.bulk_export", priority=80),
+        spec("ml.train", pool="gpu"),
         at=t - 3 * H,
     )
     for i in range(24):
@@ -76,6 +77,9 @@ def fleet(web: WebWorld) -> None:
     web.store.request_run("etl.bulk_export", t - M, priority=20)
     web.register_worker("w1@node1", slots=4)
     web.register_worker("w2@node2", slots=2)
+    web.register_worker("w1@gpunode", slots=1, queues=("gpu",))  # a pool whose slot is busy
+    web.record("ml.train", "running", t - M)
+    web.hold_lease("ml.train", node="gpunode")
     leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
     leader.elect(owner_tag="beat-1", owner_node="beat-host", owner_pid=4242)
     pace = {"window_s": 60, "rounds": 320, "dispatches": 1800, "busy_share": 0.62}
@@ -95,6 +99,8 @@ def test_nothing_in_a_name_executes_and_screenshots(
         text_of(browser, "[data-beat-pace]") or ""
     )
     assert text_of(browser, "[data-tag=disabled]") == "disabled"  # in "Needs attention"
+    assert text_of(browser, "[data-queue=gpu]") == "gpu 1 slot (all busy)"
+    assert text_of(browser, "[data-queue=celery]") == "celery 6 slots (1 busy)"
     browser.save_screenshot(str(shots / "overview.png"))
     browser.get(site.url + "/schedules")
     no_alert(browser)
