@@ -215,7 +215,7 @@ def test_find_slots_says_what_its_first_run_is_before_it_runs() -> None:
 
 
 def test_an_answer_well_above_the_demand_says_why() -> None:
-    from celery_dgs.cli.simulate import bunching_note
+    from celery_dgs.cli.simulate_search import bunching_note
 
     assert bunching_note(3, 2.4) is None
     assert bunching_note(1, 0.2) is None
