@@ -430,6 +430,12 @@ class DgsSettings:
                 values[short] = value
         return cls(**values)
 
+    @property
+    def redis_url_setting(self) -> str:
+        """The setting celery-dgs's Redis URL comes from: ``dgs_redis_url``,
+        else ``broker_url`` (what an error about that server names)."""
+        return "dgs_redis_url" if self.redis_url else "broker_url"
+
     def resolved_redis_url(self, broker_url: str | None) -> str | None:
         """``dgs_redis_url``, else the broker URL when it is a Redis URL (not with
         ``dgs_redis_cluster``, which needs ``dgs_redis_url``)."""

@@ -235,7 +235,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         return explain_failure(
             exc,
             redis_url=settings.resolved_redis_url(self.app.conf.broker_url),
-            redis_setting="dgs_redis_url" if settings.redis_url else "broker_url",
+            redis_setting=settings.redis_url_setting,
             database_url=settings.database_url,
         )
 

@@ -116,9 +116,11 @@ def _redis_failure(exc: BaseException) -> tuple[str, bool] | None:
         redis_url = env.runtime.redis_url
     except Exception:  # the settings themselves are the problem: said elsewhere
         return None
-    setting = "dgs_redis_url" if settings.redis_url else "broker_url"
     return explain_failure(
-        exc, redis_url=redis_url, redis_setting=setting, database_url=settings.database_url
+        exc,
+        redis_url=redis_url,
+        redis_setting=settings.redis_url_setting,
+        database_url=settings.database_url,
     )
 
 

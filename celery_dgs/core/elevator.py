@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +36,8 @@ class ElevatorState:
         """The class a schedule of ``priority`` due since ``due_at`` is served in at ``now``."""
         if not self.short:
             return priority
-        levels = list(self.levels)
         return effective_priority(
-            priority, due_at, now, levels, self.interval_s, self.clock_offset_s
+            priority, due_at, now, self.levels, self.interval_s, self.clock_offset_s
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +79,7 @@ def effective_priority(
     priority: int,
     due_at: float | None,
     now: float,
-    due_classes: list[int],
+    due_classes: Sequence[int],
     interval_s: float | None,
     clock_offset_s: float = 0.0,
 ) -> int:

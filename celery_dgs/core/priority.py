@@ -301,8 +301,7 @@ class PriorityIndex(IndexOver):
     def due_classes(self, now: float) -> list[int]:
         """The classes the elevator's levels count at ``now``, highest (lowest
         number) first: those with due work, and the top class."""
-        tops = self._tops(now)
-        return self._level_classes(self._due_tops(now, tops, self._capacity_short(now, tops)))
+        return list(self.elevator_state(now).levels)
 
     def elevator_state(self, now: float) -> ElevatorState:
         """The classes the levels count at ``now``, whether capacity is short,

@@ -50,15 +50,11 @@ class StartRefused(SettingsError):
     """The worker cannot supervise its scheduled tasks; it must not start."""
 
 
-def _redis_setting(settings: DgsSettings) -> str:
-    return "dgs_redis_url" if settings.redis_url else "broker_url"
-
-
 def explain(rt: Runtime, exc: BaseException) -> tuple[str, bool] | None:
     return explain_failure(
         exc,
         redis_url=rt.redis_url,
-        redis_setting=_redis_setting(rt.settings),
+        redis_setting=rt.settings.redis_url_setting,
         database_url=rt.settings.database_url,
     )
 
