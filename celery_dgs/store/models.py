@@ -28,6 +28,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from ..core.condition import Reason
+
 #: The single row of ``dgs_counter`` (see :class:`CounterRow`).
 COUNTER_ID = 1
 
@@ -205,6 +207,8 @@ class ScheduleValues(SimpleNamespace):
 #: A schedule row, mapped or as plain values: what the row helpers read and change.
 ScheduleFields = ScheduleRow | ScheduleValues
 
+_WARNING_COLUMNS = ("warning_at", "error_at", "kept_level", "warning_reason")
+
 #: The schedules (not checks) by kept time: beat's window reads the next
 #: starts; ``status`` counts each condition from the index covering it and
 #: pages each condition in its order (:mod:`celery_dgs.store.sql_status`).
@@ -213,7 +217,7 @@ for _name, _columns in {
     "ix_dgs_schedules_can_start": ("next_can_start_at",),
     "ix_dgs_schedules_kept_level": ("kept_level", "kept_reason", "error_at", "warning_at"),
     "ix_dgs_schedules_error_at": ("error_at", "kept_level", "error_reason"),
-    "ix_dgs_schedules_warning_at": ("warning_at", "error_at", "kept_level", "warning_reason"),
+    "ix_dgs_schedules_warning_at": _WARNING_COLUMNS,
     "ix_dgs_schedules_should_start": (
         "should_start_by",
         "name",
@@ -241,7 +245,7 @@ for _key in ("pool", "task"):
     for _part, _columns in {
         "kept_level": ("kept_level", "kept_reason", "error_at", "warning_at"),
         "error_at": ("error_at", "kept_level", "error_reason"),
-        "warning_at": ("warning_at", "error_at", "kept_level", "warning_reason"),
+        "warning_at": _WARNING_COLUMNS,
         "should_start": ("should_start_by", "name", "kept_level", "error_at", "warning_at"),
     }.items():
         Index(
@@ -250,6 +254,21 @@ for _key in ("pool", "task"):
             postgresql_where=_ACTIVE_SCHEDULE,
             sqlite_where=_ACTIVE_SCHEDULE,
         )
+
+
+#: The schedules whose warning comes from a run in progress (not
+#: ``likely_late``: few rows, the runs in progress) by ``warning_at``, over
+#: the fleet and with the pool, and the task, leading: a run's warning may
+#: have begun at any time, where an idle schedule's is read from
+#: ``ix_dgs_schedules_warning_at`` within the largest margin of ``now``.
+_RUNNING_WARNING = _ACTIVE_SCHEDULE & (ScheduleRow.warning_reason != Reason.LIKELY_LATE.value)
+for _key in ("", "pool", "task"):
+    Index(
+        f"ix_dgs_schedules_{_key}{'_' if _key else ''}running_warning",
+        *(getattr(ScheduleRow, c) for c in ((_key,) if _key else ()) + _WARNING_COLUMNS),
+        postgresql_where=_RUNNING_WARNING,
+        sqlite_where=_RUNNING_WARNING,
+    )
 
 
 #: The failing schedules by their last end: the status page lists those most

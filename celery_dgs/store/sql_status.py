@@ -10,13 +10,18 @@ count and gives its order:
 
 * ERROR: ``kept_level = 2`` (``ix_dgs_schedules_kept_level``), and
   ``error_at < now`` (``ix_dgs_schedules_error_at``), by ``error_at``;
-* WARNING: ``warning_at < now <= error_at`` (``ix_dgs_schedules_warning_at``),
-  and ``kept_level = 1`` while no moment passed, by ``should_start_by``;
+* WARNING: ``warning_at < now <= error_at``, as an idle schedule's warning
+  from ``now`` less the largest margin on (``ix_dgs_schedules_warning_at``:
+  its warning comes no earlier than its ``should_start_by``) and a run in
+  progress's (``ix_dgs_schedules_running_warning``: few rows), and
+  ``kept_level = 1`` while no moment passed, by ``should_start_by``;
 * OK: the rest (the count: all active schedules minus the others; the rows:
-  ``ix_dgs_schedules_should_start`` in order, skipping the others).
+  ``ix_dgs_schedules_should_start`` in order from ``now`` less the largest
+  margin, skipping the others).
 
-So a read costs the rows in ERROR and WARNING plus one index-only count,
-not a pass over every row. The counts of the whole fleet (or of its
+So a read costs the rows in ERROR, those in WARNING and those whose
+warning passed within the largest margin, plus one index-only count, not a
+pass over every row. The counts of the whole fleet (or of its
 conditions) do not read the rows at all: the condition tally keeps them
 (:mod:`.condition_tally`). Every row (``status --json``) streams each part
 in its index's order, merged as they stream: the first row comes once the

@@ -37,24 +37,54 @@ _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
 #: Every level: a read of every condition.
 ALL_LEVELS = frozenset({_OK, _WARNING, _ERROR})
 _LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
-#: Each condition's parts: its level, the rows' reason column, their range
-#: (with ``:now``) and the partial index that covers it.
-PARTS: tuple[tuple[int, str, str, str], ...] = (
-    (_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
-    (_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
-    (
+_IDLE = Reason.LIKELY_LATE.value
+#: ``ix_dgs_schedules_running_warning``'s rows beyond the active schedules:
+#: a run in progress warns (``likely_late_running``,
+#: ``over_expected_duration``); an idle schedule's warning is ``likely_late``.
+RUNNING_WARNING = f"warning_reason <> '{_IDLE}'"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One range of a condition: its level, the rows' reason column, the
+    range (with ``:now``, and ``:margin_floor``) and the partial index that
+    covers it."""
+
+    level: int
+    reason: str
+    where: str
+    index: str
+
+
+#: Each condition's parts. ERROR and WARNING are read before OK; the second
+#: WARNING part (a run in progress warns) is few rows: the runs in progress.
+PARTS: tuple[Part, ...] = (
+    Part(_ERROR, "kept_reason", "kept_level = 2", "ix_dgs_schedules_kept_level"),
+    Part(_ERROR, "error_reason", "error_at < :now AND kept_level < 2", "ix_dgs_schedules_error_at"),
+    # An idle schedule's warning_at is error_at less its expected run, which
+    # its margin (error_at - should_start_by) is not below: one not in ERROR
+    # warned at margin_floor (now less the largest margin) or later, so the
+    # range skips the rows whose warning passed long ago (most in ERROR)
+    Part(
         _WARNING,
         "warning_reason",
-        "warning_at < :now AND error_at >= :now AND kept_level < 2",
+        f"warning_at < :now AND warning_at >= :margin_floor AND warning_reason = '{_IDLE}' "
+        "AND error_at >= :now AND kept_level < 2",
         "ix_dgs_schedules_warning_at",
     ),
-    (_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
-    # OK: error_at >= now, so should_start_by >= now less the largest margin
-    # (:func:`ok_from`): the range skips the long-overdue rows before it
-    (
+    Part(
+        _WARNING,
+        "warning_reason",
+        f"{RUNNING_WARNING} AND warning_at < :now AND error_at >= :now AND kept_level < 2",
+        "ix_dgs_schedules_running_warning",
+    ),
+    Part(_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
+    # OK: error_at >= now, so should_start_by >= margin_floor: the range
+    # skips the long-overdue rows before it
+    Part(
         _OK,
         "kept_reason",
-        f"kept_level = 0 AND {_LATER} AND should_start_by >= :ok_from",
+        f"kept_level = 0 AND {_LATER} AND should_start_by >= :margin_floor",
         "ix_dgs_schedules_should_start",
     ),
 )
@@ -102,8 +132,8 @@ def _query(sql: str, within: Within | None = None) -> TextClause:
     query = text(sql)
     if ":now" in sql:
         query = query.bindparams(bindparam("now", type_=UTCDateTime()))
-    if ":ok_from" in sql:
-        query = query.bindparams(bindparam("ok_from", type_=UTCDateTime()))
+    if ":margin_floor" in sql:
+        query = query.bindparams(bindparam("margin_floor", type_=UTCDateTime()))
     if ":keys" in sql:
         query = query.bindparams(bindparam("keys", expanding=True))
     if within is not None and within.also is not None and ":also" in sql:
@@ -112,24 +142,33 @@ def _query(sql: str, within: Within | None = None) -> TextClause:
     return query
 
 
-def ok_from(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with ``ok_from``: ``now`` less the largest margin an active
-    schedule has (its margin bucket's upper edge, one index probe of
-    ``ix_dgs_schedules_margin_window``). An OK row's ``error_at`` is not
-    before ``now``, and its ``should_start_by`` is ``error_at`` less its
-    margin: none comes before ``ok_from``."""
-    if "ok_from" in params or "now" not in params:
+def margin_floor(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with ``margin_floor``: ``now`` less the largest margin an
+    active schedule has (its margin bucket's upper edge, one index probe of
+    ``ix_dgs_schedules_margin_window``). A schedule not in ERROR has its
+    ``error_at`` at ``now`` or later, and its ``should_start_by`` is
+    ``error_at`` less its margin: none comes before ``margin_floor``; nor
+    does an idle one's ``warning_at`` (``error_at`` less its expected run,
+    which the margin is not below: ``core.timing.start_margin``)."""
+    if "margin_floor" in params or "now" not in params:
         return params
     table = _from("ix_dgs_schedules_margin_window", conn.dialect.name)
     found = conn.exec_driver_sql(
         f"SELECT max(margin_bucket) FROM {table} WHERE active AND kind <> 'check'"
     ).scalar_one()
     if found is None:
-        return {**params, "ok_from": params["now"]}
+        return {**params, "margin_floor": params["now"]}
     widest = margin_bucket_edges(int(found))[1]
     now = utc_from_db(params["now"])
     assert now is not None
-    return {**params, "ok_from": now - timedelta(seconds=widest)}
+    return {**params, "margin_floor": now - timedelta(seconds=widest)}
+
+
+def _bound(conn: Connection, params: dict[str, Any], parts: Sequence[Part]) -> dict[str, Any]:
+    """``params`` with :func:`margin_floor` when one of ``parts`` reads it."""
+    if any(":margin_floor" in p.where for p in parts):
+        return margin_floor(conn, params)
+    return params
 
 
 def _from(index: str, dialect: str) -> str:
@@ -154,17 +193,19 @@ def counts_by_part(
     counts: dict[tuple[str, str], int] = {}
     ranges = [("", {})] if within is None else within.ranges()
     also = "" if within is None else within.also_sql()
-    for level, reason, where, index in PARTS[:4]:
-        if level not in levels and _OK not in levels:  # OK: what the others leave
-            continue
-        table = _from(index if within is None else within.index(index), dialect)
+    # OK: what the others leave
+    parts = [p for p in PARTS if p.level != _OK and (p.level in levels or _OK in levels)]
+    params = _bound(conn, params, parts)
+    for part in parts:
+        table = _from(part.index if within is None else within.index(part.index), dialect)
         for terms, keys in ranges:
             sql = (
-                f"SELECT {reason}, count(*) FROM {table} "
-                f"WHERE active AND kind <> 'check' AND {where}{terms}{also} GROUP BY {reason}"
+                f"SELECT {part.reason}, count(*) FROM {table} "
+                f"WHERE active AND kind <> 'check' AND {part.where}{terms}{also} "
+                f"GROUP BY {part.reason}"
             )
             for why, n in conn.execute(_query(sql, within), {**params, **keys}):
-                key = (Level(level).name, why or "")
+                key = (Level(part.level).name, why or "")
                 counts[key] = counts.get(key, 0) + n
     ok = count_within(conn, within) - sum(counts.values()) if _OK in levels else 0
     counts = {k: n for k, n in counts.items() if int(Level[k[0]]) in levels}
@@ -188,16 +229,18 @@ def count_up_to(
     dialect = conn.dialect.name
     ranges = [("", {})] if within is None else within.ranges()
     also = "" if within is None else within.also_sql()
-    if _OK in levels and not levels >= ALL_LEVELS:  # the OK part is read
-        params = ok_from(conn, params)
     if levels >= ALL_LEVELS:
-        every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0][3])
+        every = "ix_dgs_schedules_can_start" if within is None else within.index(PARTS[0].index)
         reads = [(_from(every, dialect), "")]
     else:
+        parts = [p for p in PARTS if p.level in levels]
+        params = _bound(conn, params, parts)
         reads = [
-            (_from(index if within is None else within.index(index), dialect), f" AND {where}")
-            for level, _, where, index in PARTS
-            if level in levels
+            (
+                _from(p.index if within is None else within.index(p.index), dialect),
+                f" AND {p.where}",
+            )
+            for p in parts
         ]
     total = 0
     for table, where in reads:
@@ -228,17 +271,16 @@ def rows_by_part(
     sorted but the rows of a part whose index is not in its order (the ERROR
     and WARNING ones)."""
     given = 0
-    if _OK in levels:
-        params = ok_from(conn, params)
+    params = _bound(conn, params, [p for p in PARTS if p.level in levels])
     for level in (_ERROR, _WARNING, _OK):
         if level not in levels or (count is not None and given >= count):
             continue
         limit = "" if count is None else f" LIMIT {count - given}"
         parts = []
-        for part, (part_level, _, where, index) in enumerate(PARTS):
-            if part_level == level:
+        for part in PARTS:
+            if part.level == level:
                 dialect = conn.dialect.name
-                for sql, key in _part_reads(part, where, index, within, dialect, limit):
+                for sql, key in _part_reads(part, within, dialect, limit):
                     options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
                     query = _query(sql, within)
                     found = conn.execution_options(**options).execute(query, {**params, **key})
@@ -251,7 +293,7 @@ def rows_by_part(
 
 
 def _part_reads(
-    part: int, where: str, index: str, within: Within | None, dialect: str, limit: str
+    part: Part, within: Within | None, dialect: str, limit: str
 ) -> list[tuple[str, dict[str, Any]]]:
     """The ordered reads of one part: one over the fleet, or, within a key,
     one ``UNION ALL`` of a range per value that the database merges in
@@ -259,14 +301,15 @@ def _part_reads(
     of their own, their index giving it, at most :data:`SQLITE_ARMS` a
     statement; PostgreSQL: each ordered by the key first, so that a NULL
     range is in its index's order too)."""
-    moment = "error_at" if PARTS[part][0] == _ERROR else "should_start_by"
+    moment = "error_at" if part.level == _ERROR else "should_start_by"
     # Only a fixed ERROR (an invalid spec) may have no moment: first.
-    order = f"{moment} IS NOT NULL, {moment}, name" if part == 0 else f"{moment}, name"
+    fixed = part is PARTS[0]
+    order = f"{moment} IS NOT NULL, {moment}, name" if fixed else f"{moment}, name"
     select = f"SELECT {_ROWS_SQL}, {moment} AS urgent_at FROM "
-    where = f"WHERE active AND kind <> 'check' AND {where}"
+    where = f"WHERE active AND kind <> 'check' AND {part.where}"
     if within is None:
-        return [(f"{select}{_from(index, dialect)} {where} ORDER BY {order}{limit}", {})]
-    table = _from(within.index(index), dialect)
+        return [(f"{select}{_from(part.index, dialect)} {where} ORDER BY {order}{limit}", {})]
+    table = _from(within.index(part.index), dialect)
     column = within.column
     where += within.also_sql()
     arms: list[tuple[str, dict[str, Any]]] = []
@@ -279,7 +322,7 @@ def _part_reads(
         chunks = [arms[lo : lo + SQLITE_ARMS] for lo in range(0, len(arms), SQLITE_ARMS)]
         return [_union(chunk, "", f" ORDER BY urgent_at, name{limit}") for chunk in chunks]
     arms = [(f"({sql} ORDER BY {column}, {order}{limit})", keys) for sql, keys in arms]
-    urgent = "urgent_at IS NOT NULL, urgent_at, name" if part == 0 else "urgent_at, name"
+    urgent = "urgent_at IS NOT NULL, urgent_at, name" if fixed else "urgent_at, name"
     return [_union(arms, "SELECT * FROM (", f") AS arms ORDER BY {urgent}{limit}")] if arms else []
 
 

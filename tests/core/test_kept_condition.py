@@ -123,3 +123,22 @@ def test_an_invalid_spec_is_error_without_times() -> None:
     assert condition_at(times.condition, utc(2026, 5, 1)) == (Level.ERROR, INVALID_SPEC)
     assert times.next_can_start_at is None
     assert times.should_start_by is None
+
+
+@SETTINGS
+@given(cases)
+def test_an_idle_warning_comes_no_earlier_than_should_start_by(
+    case: tuple[ScheduleSpec, ScheduleStats, datetime],
+) -> None:
+    """An idle schedule's warning (``error_at`` less the expected run) is not
+    before its ``should_start_by`` (``error_at`` less the margin, which the
+    expected run is not above): the status reads find it within the largest
+    margin of now (``store.sql_status_parts``). Not so for a deferred check,
+    whose retry moves ``should_start_by`` (the status reads leave them out)."""
+    spec, stats, now = case
+    kept = kept_times(spec, stats, now)
+    if isinstance(spec, CheckSpec) or kept.condition.warning_reason != "likely_late":
+        return
+    assert kept.condition.warning_at is not None
+    assert kept.should_start_by is not None
+    assert kept.condition.warning_at >= kept.should_start_by, kept
