@@ -385,7 +385,8 @@ class ScheduleStore(WindowReads, ABC):
 
     def granted_tokens(self, limit: int) -> dict[str, int]:
         """Up to ``limit`` schedules that were granted a lease, with the token
-        recorded (any ones: a sample to compare with Redis's counters)."""
+        recorded (a sample to compare with Redis's counters; the SQL store's
+        are those of the latest runs)."""
         granted = (
             (s.name, s.current_token)
             for s in self.list_schedules(include_inactive=True)

@@ -42,9 +42,18 @@ _RUN_TO_END = (
 #: A run's end: the columns set are the keys of the parameters given.
 _END_RUN = update(_RUNS).where(_RUNS.c.run_id == bindparam("b_run_id"))
 _TOKEN_FLOOR = select(_SCHEDULES.c.current_token).where(_SCHEDULES.c.name == bindparam("name"))
+#: Runs whose schedules :data:`_GRANTED_TOKENS` looks at, per schedule wanted.
+RUNS_PER_PROBE = 20
+#: The schedules of the latest runs (the last entries of the runs' primary
+#: key) with their tokens: a few rows read, whatever the fleet's size.
 _GRANTED_TOKENS = (
     select(_SCHEDULES.c.name, _SCHEDULES.c.current_token)
-    .where(_SCHEDULES.c.current_token > 0)
+    .where(
+        _SCHEDULES.c.name.in_(
+            select(_RUNS.c.schedule).order_by(_RUNS.c.id.desc()).limit(bindparam("runs"))
+        ),
+        _SCHEDULES.c.current_token > 0,
+    )
     .limit(bindparam("limit"))
 )
 
@@ -272,10 +281,14 @@ class RunMethods(SqlStoreBase):
         return int(found[0] or 0)
 
     def granted_tokens(self, limit: int) -> dict[str, int]:
-        """The first ``limit`` rows with a token, in table order (a fleet that
-        has run finds them at once; a large one that never ran is read whole)."""
+        """Up to ``limit`` of the schedules the latest runs (at most
+        :data:`RUNS_PER_PROBE` per schedule wanted) are of, with their tokens:
+        an index read of a few rows however large the fleet, and however
+        few of it ever ran (a token is recorded with a run's start; none
+        when the run history holds no run)."""
+        params = {"limit": limit, "runs": limit * RUNS_PER_PROBE}
         with connection_transaction(self._engine, write=False) as conn:
-            rows = conn.execute(_GRANTED_TOKENS, {"limit": limit})
+            rows = conn.execute(_GRANTED_TOKENS, params)
             return {str(name): int(token) for name, token in rows}
 
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:

@@ -9,6 +9,7 @@ from sqlalchemy import event
 
 from celery_dgs.errors import StaleTokenError, UnknownRunError, UnknownScheduleError
 from celery_dgs.store import ScheduleStore, SqlScheduleStore
+from tests.support.statements import statements_sent
 
 from .conftest import T0, periodic, start
 
@@ -249,6 +250,29 @@ def test_granted_tokens_samples_the_schedules_that_ran(one: ScheduleStore) -> No
     start(one, "b", "r7", token=7)
     assert one.granted_tokens(10) == {"a": 5, "b": 7}
     assert len(one.granted_tokens(1)) == 1
+
+
+def test_granted_tokens_reads_the_latest_runs_not_the_fleet(sql_store: SqlScheduleStore) -> None:
+    """Among 20,000 schedules that never ran, the two that did are found by
+    an index read of the latest runs: the schedules' table is not scanned."""
+    sql_store.upsert_runtime(
+        [periodic("never", str(i)) for i in range(20_000)] + [periodic("a"), periodic("b")], T0
+    )
+    start(sql_store, "a", "r5", token=5)
+    start(sql_store, "b", "r7", token=7)
+    with sql_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+    with statements_sent(sql_store.engine, "SELECT") as sent:
+        assert sql_store.granted_tokens(10) == {"a": 5, "b": 7}
+    [(statement, parameters)] = sent
+    explain = "EXPLAIN QUERY PLAN" if sql_store.engine.dialect.name == "sqlite" else "EXPLAIN"
+    with sql_store.engine.connect() as conn:
+        plan = "\n".join(
+            str(r[-1]) for r in conn.exec_driver_sql(f"{explain} {statement}", parameters)
+        )
+    assert "SCAN dgs_schedules" not in plan, plan
+    assert "Seq Scan on dgs_schedules" not in plan, plan
 
 
 def test_running_runs_page_pages_by_row_id(one: ScheduleStore) -> None:
