@@ -38,7 +38,7 @@ name prefix is a range of the primary key; other patterns read every name.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -202,8 +202,16 @@ class StatusMethods(SqlStoreBase):
             by_index, within = _along(conn, selection)
             if by_index:
                 count = None if limit is None else offset + limit
-                found = rows_by_part(conn, params, _levels(selection), count, within)
-                for values in itertools.islice(found, offset, None):
+                levels = _levels(selection)
+                if offset and limit is not None:  # the rows before the page: names alone
+                    named = rows_by_part(conn, params, levels, count, within, ("name",))
+                    page = [values[0] for values in itertools.islice(named, offset, None)]
+                    found: Iterable[Sequence[Any]] = _rows_named(conn, page)
+                else:
+                    found = itertools.islice(
+                        rows_by_part(conn, params, levels, count, within), offset, None
+                    )
+                for values in found:
                     yield stored_schedule_from_values(values, self._spec_cache, memo)
                 return
             stmt = (
@@ -271,6 +279,16 @@ class StatusMethods(SqlStoreBase):
         if row is None:
             raise UnknownScheduleError(f"no schedule named {name!r} in the store")
         return KeptTimes(condition_of(row[:6]), row[6], row[7])
+
+
+def _rows_named(conn: Connection, names: Sequence[str]) -> list[Sequence[Any]]:
+    """The rows of ``names`` (:data:`SCHEDULE_COLUMNS`' values) in that order,
+    by primary key; a name no longer stored is left out."""
+    if not names:
+        return []
+    stmt = select(*_ROW_COLUMNS).select_from(_T).where(_T.c.name.in_(names))
+    found = {values[0]: values for values in conn.execute(stmt)}
+    return [found[name] for name in names if name in found]
 
 
 def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:

@@ -88,8 +88,6 @@ PARTS: tuple[Part, ...] = (
         "ix_dgs_schedules_should_start",
     ),
 )
-_ROWS_SQL = ", ".join(SCHEDULE_COLUMNS)
-_WIDTH = len(SCHEDULE_COLUMNS)
 _PREFIX = "ix_dgs_schedules_"
 
 
@@ -263,14 +261,17 @@ def rows_by_part(
     levels: set[int],
     count: int | None,
     within: Within | None = None,
+    columns: Sequence[str] = SCHEDULE_COLUMNS,
 ) -> Iterator[Sequence[Any]]:
-    """The rows (:data:`SCHEDULE_COLUMNS`' values) of the selected levels in
-    urgency order, at most ``count`` (``None``: every one, streamed): each
+    """The rows (the values of ``columns``, the name first) of the selected
+    levels in urgency order, at most ``count`` (``None``: every one,
+    streamed): each
     part (within each value of the key) read in its index's order and merged
     as it streams, a level read only while rows are still wanted. Nothing is
     sorted but the rows of a part whose index is not in its order (the ERROR
     and WARNING ones)."""
     given = 0
+    width = len(columns)
     params = _bound(conn, params, [p for p in PARTS if p.level in levels])
     for level in (_ERROR, _WARNING, _OK):
         if level not in levels or (count is not None and given >= count):
@@ -280,20 +281,20 @@ def rows_by_part(
         for part in PARTS:
             if part.level == level:
                 dialect = conn.dialect.name
-                for sql, key in _part_reads(part, within, dialect, limit):
+                for sql, key in _part_reads(part, within, dialect, limit, ", ".join(columns)):
                     options = {"yield_per": STREAM_BATCH_ROWS} if count is None else {}
                     query = _query(sql, within)
                     found = conn.execution_options(**options).execute(query, {**params, **key})
                     parts.append(found)
-        for values in heapq.merge(*parts, key=_urgency):
+        for values in heapq.merge(*parts, key=lambda values: _urgency(values, width)):
             if count is not None and given >= count:
                 break
             given += 1
-            yield values[:_WIDTH]
+            yield values[:width]
 
 
 def _part_reads(
-    part: Part, within: Within | None, dialect: str, limit: str
+    part: Part, within: Within | None, dialect: str, limit: str, columns: str
 ) -> list[tuple[str, dict[str, Any]]]:
     """The ordered reads of one part: one over the fleet, or, within a key,
     one ``UNION ALL`` of a range per value that the database merges in
@@ -305,7 +306,7 @@ def _part_reads(
     # Only a fixed ERROR (an invalid spec) may have no moment: first.
     fixed = part is PARTS[0]
     order = f"{moment} IS NOT NULL, {moment}, name" if fixed else f"{moment}, name"
-    select = f"SELECT {_ROWS_SQL}, {moment} AS urgent_at FROM "
+    select = f"SELECT {columns}, {moment} AS urgent_at FROM "
     where = f"WHERE active AND kind <> 'check' AND {part.where}"
     if within is None:
         return [(f"{select}{_from(part.index, dialect)} {where} ORDER BY {order}{limit}", {})]
@@ -334,8 +335,9 @@ def _union(
     return head + " UNION ALL ".join(sql for sql, _ in arms) + tail, keys
 
 
-def _urgency(values: Sequence[Any]) -> tuple[bool, Any, str]:
-    """The order of a part's row within its level: without a moment first,
-    then by the moment (its last column), then by name."""
-    at = values[_WIDTH]
+def _urgency(values: Sequence[Any], width: int) -> tuple[bool, Any, str]:
+    """The order of a part's row (``width`` columns, the name first, then
+    its moment) within its level: without a moment first, then by the
+    moment, then by name."""
+    at = values[width]
     return (at is not None, at, values[0])
