@@ -103,7 +103,7 @@ def _store_failure(exc: BaseException) -> str:
     return line if missing is None else f"{failure_summary(exc)}; {missing}"
 
 
-def _redis_failure(exc: BaseException) -> tuple[str, bool] | None:
+def redis_failure(exc: BaseException) -> tuple[str, bool] | None:
     """``(line, refused)`` naming the Redis server and the setting it comes
     from when ``exc`` is a failure to reach it (``refused``: the credentials);
     ``None`` otherwise, or when the settings cannot be read."""
@@ -152,7 +152,7 @@ def wrap_errors(fn: F) -> F:
         except ActionRefused as exc:
             raise click.ClickException(exc.message) from None
         except (redis.RedisError, LeaseError) as exc:
-            explained = _redis_failure(exc)
+            explained = redis_failure(exc)
             if explained is not None and explained[1]:  # refused credentials
                 raise ConfigurationError(f"configuration: {explained[0]}") from exc
             shown = f"Redis: {exc}" if explained is None else explained[0]

@@ -10,8 +10,10 @@ import logging
 import socket
 
 import click
+import redis
 
-from .context import ConfigurationError, get_env, wrap_errors
+from ..ops.env import Env
+from .context import ConfigurationError, get_env, redis_failure, wrap_errors
 
 #: What ``pip install`` needs for the page.
 EXTRA = "celery-dgs[web]"
@@ -71,6 +73,7 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
             "to the host names it is reached by (requests for other names get 421)"
         )
     env.runtime  # noqa: B018 - build the clients once, before the server's threads
+    _check_redis(env)
     app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
     logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
     mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
@@ -78,6 +81,20 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
     port = sock.getsockname()[1]
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")
     uvicorn.Server(server_config(app, host, port, log_level="warning")).run(sockets=[sock])
+
+
+def _check_redis(env: Env) -> None:
+    """Stop before serving when Redis refuses the credentials (no page could
+    be read: a configuration error, as every command says it); a Redis not
+    reachable yet is a warning line, and the page answers 503 until it is."""
+    try:
+        env.runtime.redis.ping()
+    except redis.RedisError as exc:
+        explained = redis_failure(exc)
+        if explained is not None and explained[1]:
+            raise
+        shown = f"Redis: {exc}" if explained is None else explained[0]
+        click.echo(f"warning: {shown}; the page answers 503 until it is reachable", err=True)
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:

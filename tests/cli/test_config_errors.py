@@ -164,18 +164,21 @@ def test_without_an_app_the_error_says_to_pass_one(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.timeout(60)  # the page, were it served, would not return
+@pytest.mark.parametrize("command", ["status", "web"])
 @pytest.mark.parametrize("password", ["", ":not-the-password@"])
 def test_redis_refusing_the_credentials_names_the_server_and_the_setting(
-    world: World, password: str
+    world: World, password: str, command: str
 ) -> None:
     """No password, or a wrong one, for a Redis that asks for one: a
     configuration error naming the server (password hidden) and the
-    setting, as beat and the worker say it."""
-    from celery_dgs.embedded import RedisServerProcess
+    setting, as beat and the worker say it; the status page is not served."""
+    from celery_dgs.embedded import RedisServerProcess, free_port
 
+    args = ["web", "--bind", f"127.0.0.1:{free_port()}"] if command == "web" else [command]
     with RedisServerProcess(password="the-right-one") as guarded:
         configure(world, dgs_redis_url=f"redis://{password}127.0.0.1:{guarded.port}/0")
-        line = assert_config_error(world, "status")
+        line = assert_config_error(world, *args)
     shown = ":**@" if password else ""
     assert f"Redis at redis://{shown}127.0.0.1:{guarded.port}/0 (dgs_redis_url)" in line
     assert "refused the credentials" in line
