@@ -39,8 +39,9 @@ mode) drops its triggers: it must create them again (:func:`create_triggers`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
@@ -265,6 +266,53 @@ def counts_at(conn: Connection, now: datetime) -> dict[tuple[int, str], int] | N
     if counts.pop(_HORIZON, 0) > bucket:
         return None
     return counts
+
+
+def time_to_error_at(
+    conn: Connection, now: datetime, bounds: Sequence[timedelta]
+) -> list[int] | None:
+    """``time_to_error_counts`` at ``now`` from the tally: the schedules in
+    ERROR (:func:`counts_at`), then those entering it before ``now`` plus
+    each of ``bounds`` (ascending), then the rest. A schedule not in ERROR
+    has one step into ERROR at its ``error_at``'s bucket, never folded (the
+    future is not): the steps of the buckets wholly within a range are
+    summed; the rows with ``error_at`` in the bucket ``now`` is in, or in a
+    bucket a range's end cuts, are read (index ranges of 15 s) and placed
+    exactly. ``None`` when :func:`counts_at` is (count the rows)."""
+    counts = counts_at(conn, now)
+    if counts is None:
+        return None
+    ends = [now + bound for bound in bounds]
+    first = bucket_of(now)
+    edges = sorted({first, *(bucket_of(end) for end in ends)})
+    moments: dict[str, datetime] = {f"e{i}": end for i, end in enumerate(ends)}
+    for j, edge in enumerate(edges):  # the rows of each edge bucket, from now on
+        moments[f"s{j}"] = max(now, datetime.fromtimestamp(edge, timezone.utc))
+        moments[f"t{j}"] = datetime.fromtimestamp(edge + BUCKET_S, timezone.utc)
+    buckets = {f"b{i}": bucket_of(end) for i, end in enumerate(ends)}
+    # the range a moment is in: 1 before the first end, ..., the last after them
+    ranges = "CASE " + " ".join(f"WHEN {{m}} < :{{p}}{i} THEN {i + 1}" for i in range(len(ends)))
+    ranges = f"{ranges} ELSE {len(ends) + 1} END" if ends else "1"
+    whole = ranges.format(m="at", p="b")
+    cut = " ".join(  # one range of ix_dgs_schedules_error_at per edge bucket
+        f"UNION ALL SELECT {ranges.format(m='error_at', p='e')}, 1 FROM dgs_schedules "
+        f"WHERE {_LIVE} AND error_at >= :s{j} AND error_at < :t{j} AND kept_level < 2"
+        for j in range(len(edges))
+    )
+    steps = f"level = 2 AND at > {first} AND at NOT IN ({', '.join(map(str, edges))})"
+    sql = (
+        f"SELECT k, sum(n) FROM ("
+        f"SELECT {whole} AS k, n FROM {_TALLY} WHERE {steps} "
+        f"UNION ALL SELECT {whole}, n FROM {_DELTAS} WHERE {steps} {cut}"
+        ") AS c GROUP BY k"
+    )
+    query = text(sql).bindparams(*(bindparam(k, type_=UTCDateTime()) for k in moments))
+    params: dict[str, Any] = {**moments, **buckets}
+    found = [0] * (len(bounds) + 2)
+    found[0] = sum(n for (level, _), n in counts.items() if level == 2)
+    for k, n in conn.execute(query, params):
+        found[int(k)] += int(n)
+    return found
 
 
 def fold(conn: Connection, now: datetime) -> int:

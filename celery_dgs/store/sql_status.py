@@ -63,6 +63,7 @@ from ..core.kept_condition import KeptTimes
 from ..errors import UnknownScheduleError
 from .condition_tally import counts_at as tally_counts_at
 from .condition_tally import fold as fold_tally
+from .condition_tally import time_to_error_at as tally_time_to_error
 from .convert import utc
 from .engine import connection_transaction
 from .kept import condition_of
@@ -230,9 +231,19 @@ class StatusMethods(SqlStoreBase):
 
     def time_to_error_counts(self, now: datetime, bounds: Sequence[timedelta]) -> list[int]:
         """See :meth:`ScheduleStore.time_to_error_counts
-        <celery_dgs.store.base.ScheduleStore.time_to_error_counts>`: one
-        grouped query over ``ix_dgs_schedules_kept_level``, which holds both
-        columns it compares."""
+        <celery_dgs.store.base.ScheduleStore.time_to_error_counts>`: from the
+        condition tally (:func:`.condition_tally.time_to_error_at`); at a
+        moment before its horizon, one grouped query over
+        ``ix_dgs_schedules_kept_level``, which holds both columns it
+        compares."""
+        params: dict[str, Any] = {"now": utc(now, "now")}
+        with connection_transaction(self.engine, write=False) as conn:
+            kept = tally_time_to_error(conn, params["now"], bounds)
+        return kept if kept is not None else self.time_to_error_by_rows(now, bounds)
+
+    def time_to_error_by_rows(self, now: datetime, bounds: Sequence[timedelta]) -> list[int]:
+        """:meth:`time_to_error_counts` from the rows: one grouped query over
+        ``ix_dgs_schedules_kept_level``."""
         params: dict[str, Any] = {"now": utc(now, "now")}
         in_error = or_(_LEVEL.is_(None), _LEVEL == _ERROR, _ERROR_AT < _NOW)
         whens: list[Any] = [(in_error, 0)]

@@ -29,6 +29,8 @@ from .conftest import T0, start
 
 M = timedelta(minutes=1)
 S = timedelta(seconds=1)
+#: The time-to-error ranges asked for: ends within a bucket, on one, and far.
+BOUNDS = (7 * S, 2 * M + 3 * S, 20 * M, 4 * 60 * M)
 
 
 def by_rows(store: SqlScheduleStore, at: datetime) -> dict[tuple[str, str], int]:
@@ -63,17 +65,21 @@ def utc_of(value: object) -> datetime:
 
 def assert_counts_agree(store: SqlScheduleStore, rng: random.Random) -> int:
     """The counts the store gives, and the tally's own, equal the rows' at
-    each of :func:`moments`; how many the tally answered (not a moment
-    before its last fold's margin)."""
+    each of :func:`moments`, and so do the counts by time to ERROR; how many
+    the tally answered (not a moment before its last fold's margin)."""
     answered = 0
     for at in moments(store, rng):
         want = by_rows(store, at)
         assert store.condition_counts(at, Selection()) == want, at
         with connection_transaction(store.engine, write=False) as conn:
             kept = tally.counts_at(conn, utc(at, "now"))
+            ahead = tally.time_to_error_at(conn, utc(at, "now"), BOUNDS)
+        assert (kept is None) == (ahead is None), at
         if kept is not None:
             assert {(Level(lv).name, why): n for (lv, why), n in kept.items()} == want, at
+            assert ahead == store.time_to_error_by_rows(at, BOUNDS), at
             answered += 1
+        assert store.time_to_error_counts(at, BOUNDS) == store.time_to_error_by_rows(at, BOUNDS)
     return answered
 
 
