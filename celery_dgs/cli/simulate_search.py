@@ -49,10 +49,22 @@ def find_and_print(
         else f"{AMPLE_DEMAND_FACTOR} x the demand"
     )
 
+    runs: list[float] = []  # the ERROR seconds of each run so far
+
     def progress(slots: int, error_s: float, complete: bool) -> None:
         if as_json:
             return
-        what = ample if slots == unlimited else "slots"
+        # A first run in ERROR names what no count serves; the search then
+        # starts over the others, with a run of ample slots for them first.
+        others_first = len(runs) == 1 and runs[0] > 0
+        runs.append(error_s)
+        if others_first:
+            click.echo(
+                f"  then over the other schedules: first a run with {counted(slots, 'slot')} "
+                "(ample for them), then the counts from their demand up:",
+                err=True,
+            )
+        what = ample if len(runs) == 1 else ("slots" if slots != 1 else "slot")
         shown = f"{slots:>6} {what}"
         if complete:
             click.echo(f"  {shown}: ERROR {error_s:.0f} s", err=True)

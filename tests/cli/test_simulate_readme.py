@@ -83,7 +83,8 @@ def test_find_slots_stops_at_a_cron_that_its_blackout_keeps_in_error(world: Worl
     # One simulation (a slot for every schedule) names t.c; the search then
     # answers for the others: t.a alone, on one slot.
     runs = [x.split(":")[0].strip() for x in result.stderr.splitlines() if x.startswith("   ")]
-    assert runs == ["2 a slot for every schedule", "1 slots"]
+    assert runs == ["2 a slot for every schedule", "1 slot"]
+    assert "  then over the other schedules: first a run with 1 slot" in result.stderr
     assert "dgs: 1 slot keeps the 1 other schedule out of ERROR after warm-up" in result.stdout
     assert time.monotonic() - started < 30
     as_json = world.invoke(
