@@ -38,10 +38,10 @@ _OK, _WARNING, _ERROR = int(Level.OK), int(Level.WARNING), int(Level.ERROR)
 ALL_LEVELS = frozenset({_OK, _WARNING, _ERROR})
 _LATER = "error_at >= :now AND (warning_at IS NULL OR warning_at >= :now)"
 _IDLE = Reason.LIKELY_LATE.value
-#: ``ix_dgs_schedules_running_warning``'s rows beyond the active schedules:
-#: a run in progress warns (``likely_late_running``,
+#: The active schedules ``ix_dgs_schedules_running_warning`` holds: those
+#: whose warning comes from a run in progress (``likely_late_running``,
 #: ``over_expected_duration``); an idle schedule's warning is ``likely_late``.
-RUNNING_WARNING = f"warning_reason <> '{_IDLE}'"
+_RUNNING_WARNING = f"warning_reason <> '{_IDLE}'"
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ PARTS: tuple[Part, ...] = (
     Part(
         _WARNING,
         "warning_reason",
-        f"{RUNNING_WARNING} AND warning_at < :now AND error_at >= :now AND kept_level < 2",
+        f"{_RUNNING_WARNING} AND warning_at < :now AND error_at >= :now AND kept_level < 2",
         "ix_dgs_schedules_running_warning",
     ),
     Part(_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
