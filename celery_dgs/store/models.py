@@ -271,6 +271,21 @@ for _key in ("", "pool", "task"):
     )
 
 
+#: The schedules in WARNING while no moment passed (``kept_level = 1``: the
+#: last run failed) by ``should_start_by``, over the fleet and with the
+#: pool, and the task, leading: a page of them is read in its order and
+#: stops there, however many there are (their count from the same entries).
+_KEPT_WARNING = _ACTIVE_SCHEDULE & (ScheduleRow.kept_level == 1)
+_KEPT_WARNING_COLUMNS = ("should_start_by", "name", "error_at", "warning_at", "kept_reason")
+for _key in ("", "pool", "task"):
+    Index(
+        f"ix_dgs_schedules_{_key}{'_' if _key else ''}kept_warning",
+        *(getattr(ScheduleRow, c) for c in ((_key,) if _key else ()) + _KEPT_WARNING_COLUMNS),
+        postgresql_where=_KEPT_WARNING,
+        sqlite_where=_KEPT_WARNING,
+    )
+
+
 #: The failing schedules by their last end: the status page lists those most
 #: recently ended (``failing_schedules``).
 Index(

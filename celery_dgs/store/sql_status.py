@@ -14,7 +14,8 @@ count and gives its order:
   from ``now`` less the largest margin on (``ix_dgs_schedules_warning_at``:
   its warning comes no earlier than its ``should_start_by``) and a run in
   progress's (``ix_dgs_schedules_running_warning``: few rows), and
-  ``kept_level = 1`` while no moment passed, by ``should_start_by``;
+  ``kept_level = 1`` while no moment passed (``ix_dgs_schedules_kept_warning``,
+  in its order from ``now`` less the largest margin), by ``should_start_by``;
 * OK: the rest (the count: all active schedules minus the others; the rows:
   ``ix_dgs_schedules_should_start`` in order from ``now`` less the largest
   margin, skipping the others).

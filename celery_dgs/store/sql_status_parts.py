@@ -78,7 +78,14 @@ PARTS: tuple[Part, ...] = (
         f"{_RUNNING_WARNING} AND warning_at < :now AND error_at >= :now AND kept_level < 2",
         "ix_dgs_schedules_running_warning",
     ),
-    Part(_WARNING, "kept_reason", f"kept_level = 1 AND {_LATER}", "ix_dgs_schedules_kept_level"),
+    # WARNING while no moment passed (the last run failed): not in ERROR
+    # either, so from margin_floor on, in its index's order
+    Part(
+        _WARNING,
+        "kept_reason",
+        f"kept_level = 1 AND {_LATER} AND should_start_by >= :margin_floor",
+        "ix_dgs_schedules_kept_warning",
+    ),
     # OK: error_at >= now, so should_start_by >= margin_floor: the range
     # skips the long-overdue rows before it
     Part(

@@ -211,8 +211,9 @@ def test_the_migration_counts_the_rows_already_stored(database_url: str) -> None
         tally.drop_triggers(conn)
         conn.exec_driver_sql("DROP TABLE dgs_condition_deltas")
         conn.exec_driver_sql("DROP TABLE dgs_condition_tally")
-        for key in ("", "pool_", "task_"):  # migration 0018's
+        for key in ("", "pool_", "task_"):  # migrations 0018's and 0019's
             conn.exec_driver_sql(f"DROP INDEX ix_dgs_schedules_{key}running_warning")
+            conn.exec_driver_sql(f"DROP INDEX ix_dgs_schedules_{key}kept_warning")
         conn.exec_driver_sql("UPDATE dgs_alembic_version SET version_num = '0016_margin_bucket'")
     engine.dispose()
     store = SqlScheduleStore.open(database_url)  # migrates to the head again

@@ -72,7 +72,7 @@ def test_upgrade_from_the_first_revision_keeps_the_data(database_url: str) -> No
 
     store = SqlScheduleStore.open(database_url)
     try:
-        assert current_revision(store.engine) == head_revision() == "0018_running_warning"
+        assert current_revision(store.engine) == head_revision() == "0019_kept_warning"
         got = store.get("legacy")
         assert got.spec == periodic("legacy")
         assert got.stats.registered_at == T0

@@ -115,3 +115,39 @@ def test_the_idle_warnings_are_read_from_the_largest_margin_on(
         assert "(warning_at >= " in page, page
     else:
         assert "warning_at>?" in page.replace(" ", ""), page
+
+
+def test_the_failed_ones_are_read_in_order_not_sorted(sql_store: SqlScheduleStore) -> None:
+    """The schedules in WARNING because their last run failed are read along
+    their own index in ``should_start_by`` order, as far as the page (no
+    sort of every such row), from the largest margin on."""
+    fleet(sql_store)
+    failed = [
+        PeriodicSpec(task="failed", configuration=f"f{i:03d}", scheduling_period=24 * H)
+        for i in range(200)
+    ]
+    sql_store.upsert_runtime(failed, T0)
+    for i, spec in enumerate(failed):
+        start(sql_store, spec.name, f"f{i}", token=1, at=T0 + 8 * H + i * M / 10)
+        sql_store.record_run_end(run_id=f"f{i}", outcome="failure", ended_at=NOW - 10 * M)
+    sql_store.upsert_runtime(
+        [
+            PeriodicSpec(task="never", configuration=f"more{i:04d}", scheduling_period=H)
+            for i in range(5_000)
+        ],
+        T0,
+    )
+    with sql_store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE dgs_schedules")
+        conn.commit()
+    warning = Selection(conditions=("warning",))
+    with caught(sql_store) as sent:
+        page = names(sql_store, warning, limit=10, offset=45)  # past the 42 others
+    assert page == names(sql_store, replace(warning, patterns=("*",)))[45:55]
+    assert all(name.startswith("failed@") for name in page)
+    [(statement, parameters)] = [(s, p) for s, p in sent if "kept_level = 1" in s]
+    with sql_store.engine.connect() as conn:
+        read = plan(conn, statement, parameters)
+    assert "ix_dgs_schedules_kept_warning" in read, read
+    assert "TEMP B-TREE" not in read, read
+    assert "Sort" not in read, read
