@@ -72,7 +72,7 @@ from .loader import SCHEDULE_COLUMNS, ValueMemo, stored_schedule_from_values
 from .models import ScheduleRow, UTCDateTime
 from .records import StoredSchedule
 from .selection import LIKE_ESCAPE, Selection, like_pattern, regex_pattern, sqlite_glob
-from .sql_base import SqlStoreBase
+from .sql_base import SqlStoreBase, chunks
 from .sql_status_keys import keyed, within_of
 from .sql_status_parts import (
     STREAM_BATCH_ROWS,
@@ -293,14 +293,22 @@ class StatusMethods(SqlStoreBase):
         return KeptTimes(condition_of(row[:6]), row[6], row[7])
 
 
-def _rows_named(conn: Connection, names: Sequence[str]) -> list[Sequence[Any]]:
+#: Names read by primary key per statement (within SQLite's variable limit).
+NAMED_ROWS_PER_QUERY = 900
+
+
+def _rows_named(conn: Connection, names: Sequence[str]) -> Iterator[Sequence[Any]]:
     """The rows of ``names`` (:data:`SCHEDULE_COLUMNS`' values) in that order,
-    by primary key; a name no longer stored is left out."""
-    if not names:
-        return []
-    stmt = select(*_ROW_COLUMNS).select_from(_T).where(_T.c.name.in_(names))
-    found = {values[0]: values for values in conn.execute(stmt)}
-    return [found[name] for name in names if name in found]
+    by primary key, :data:`NAMED_ROWS_PER_QUERY` at a time; a name no longer
+    stored is left out."""
+    stmt = (
+        select(*_ROW_COLUMNS)
+        .select_from(_T)
+        .where(_T.c.name.in_(bindparam("names", expanding=True)))
+    )
+    for chunk in chunks(names, NAMED_ROWS_PER_QUERY):
+        found = {values[0]: values for values in conn.execute(stmt, {"names": list(chunk)})}
+        yield from (found[name] for name in chunk if name in found)
 
 
 def _where(selection: Selection, dialect: str) -> ColumnElement[bool]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from celery_dgs.core.spec import PeriodicSpec
-from celery_dgs.store import ScheduleStore, sql_status_parts
+from celery_dgs.store import ScheduleStore, sql_status, sql_status_parts
 from celery_dgs.store.records import StoredSchedule
 from celery_dgs.store.selection import Selection
 
@@ -131,6 +131,7 @@ def test_many_values_are_read_in_several_statements_merged(
     mixed: ScheduleStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sql_status_parts, "SQLITE_ARMS", 2)  # SQLite: 3 tasks in 2 statements
+    monkeypatch.setattr(sql_status, "NAMED_ROWS_PER_QUERY", 3)  # a page's rows: 3 statements
     now = T0 + 2 * H + M
     for selection in (Selection(task_word="scrape"), Selection(pools=("celery", "slow"))):
         expected = _expected(mixed, now, selection)
