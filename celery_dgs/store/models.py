@@ -262,13 +262,6 @@ for _key in ("pool", "task"):
 #: have begun at any time, where an idle schedule's is read from
 #: ``ix_dgs_schedules_warning_at`` within the largest margin of ``now``.
 _RUNNING_WARNING = _ACTIVE_SCHEDULE & (ScheduleRow.warning_reason != Reason.LIKELY_LATE.value)
-for _key in ("", "pool", "task"):
-    Index(
-        f"ix_dgs_schedules_{_key}{'_' if _key else ''}running_warning",
-        *(getattr(ScheduleRow, c) for c in ((_key,) if _key else ()) + _WARNING_COLUMNS),
-        postgresql_where=_RUNNING_WARNING,
-        sqlite_where=_RUNNING_WARNING,
-    )
 
 
 #: The schedules in WARNING while no moment passed (``kept_level = 1``: the
@@ -277,13 +270,17 @@ for _key in ("", "pool", "task"):
 #: stops there, however many there are (their count from the same entries).
 _KEPT_WARNING = _ACTIVE_SCHEDULE & (ScheduleRow.kept_level == 1)
 _KEPT_WARNING_COLUMNS = ("should_start_by", "name", "error_at", "warning_at", "kept_reason")
-for _key in ("", "pool", "task"):
-    Index(
-        f"ix_dgs_schedules_{_key}{'_' if _key else ''}kept_warning",
-        *(getattr(ScheduleRow, c) for c in ((_key,) if _key else ()) + _KEPT_WARNING_COLUMNS),
-        postgresql_where=_KEPT_WARNING,
-        sqlite_where=_KEPT_WARNING,
-    )
+for _part, _columns, _where in (
+    ("running_warning", _WARNING_COLUMNS, _RUNNING_WARNING),
+    ("kept_warning", _KEPT_WARNING_COLUMNS, _KEPT_WARNING),
+):
+    for _leading in ((), ("pool",), ("task",)):
+        Index(
+            "_".join(("ix_dgs_schedules", *_leading, _part)),
+            *(getattr(ScheduleRow, c) for c in _leading + _columns),
+            postgresql_where=_where,
+            sqlite_where=_where,
+        )
 
 
 #: The failing schedules by their last end: the status page lists those most
