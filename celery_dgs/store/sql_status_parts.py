@@ -272,11 +272,11 @@ def rows_by_part(
 ) -> Iterator[Sequence[Any]]:
     """The rows (the values of ``columns``, the name first) of the selected
     levels in urgency order, at most ``count`` (``None``: every one,
-    streamed): each
-    part (within each value of the key) read in its index's order and merged
-    as it streams, a level read only while rows are still wanted. Nothing is
-    sorted but the rows of a part whose index is not in its order (the ERROR
-    and WARNING ones)."""
+    streamed): each part (within each value of the key) read in its index's
+    order and merged as it streams, a level read only while rows are still
+    wanted. Nothing is sorted but the rows of a part whose index is not in
+    its order: the fixed ERROR ones, and the WARNING ones by time (within
+    the largest margin, or a run in progress)."""
     given = 0
     width = len(columns)
     params = _bound(conn, params, [p for p in PARTS if p.level in levels])
