@@ -103,25 +103,28 @@ def _store_failure(exc: BaseException) -> str:
     return line if missing is None else f"{failure_summary(exc)}; {missing}"
 
 
-def redis_failure(exc: BaseException) -> tuple[str, bool] | None:
-    """``(line, refused)`` naming the Redis server and the setting it comes
-    from when ``exc`` is a failure to reach it (``refused``: the credentials);
-    ``None`` otherwise, or when the settings cannot be read."""
+def redis_failure(exc: BaseException) -> tuple[str, bool]:
+    """``(line, refused)``: the line names the Redis server and the setting it
+    comes from when ``exc`` is a failure to reach it (``refused``: the
+    credentials), else it is ``Redis: <exc>`` (also when the settings cannot
+    be read)."""
     ctx = click.get_current_context(silent=True)
     env = None if ctx is None else ctx.meta.get(_META_KEY)
+    plain = (f"Redis: {exc}", False)
     if not isinstance(env, Env):
-        return None
+        return plain
     try:
         settings = env.settings
         redis_url = env.runtime.redis_url
     except Exception:  # the settings themselves are the problem: said elsewhere
-        return None
-    return explain_failure(
+        return plain
+    explained = explain_failure(
         exc,
         redis_url=redis_url,
         redis_setting=settings.redis_url_setting,
         database_url=settings.database_url,
     )
+    return plain if explained is None else explained
 
 
 def _no_app_hint() -> str:
@@ -152,10 +155,9 @@ def wrap_errors(fn: F) -> F:
         except ActionRefused as exc:
             raise click.ClickException(exc.message) from None
         except (redis.RedisError, LeaseError) as exc:
-            explained = redis_failure(exc)
-            if explained is not None and explained[1]:  # refused credentials
-                raise ConfigurationError(f"configuration: {explained[0]}") from exc
-            shown = f"Redis: {exc}" if explained is None else explained[0]
+            shown, refused = redis_failure(exc)
+            if refused:  # the credentials
+                raise ConfigurationError(f"configuration: {shown}") from exc
             raise StateUnavailable(shown) from exc
         except SQLAlchemyError as exc:
             raise StateUnavailable(f"schedule store: {_store_failure(exc)}") from exc

@@ -90,10 +90,9 @@ def _check_redis(env: Env) -> None:
     try:
         env.runtime.redis.ping()
     except redis.RedisError as exc:
-        explained = redis_failure(exc)
-        if explained is not None and explained[1]:
+        shown, refused = redis_failure(exc)
+        if refused:
             raise
-        shown = f"Redis: {exc}" if explained is None else explained[0]
         click.echo(f"warning: {shown}; the page answers 503 until it is reachable", err=True)
 
 
