@@ -3,8 +3,9 @@
 A fleet of runtime schedules of a short task (``--run-ms``, 50 ms), every one
 eligible all the time (period one hour, cooldown 0: a schedule is eligible again
 as soon as its run ends), served by a real ``celery beat`` and one real
-``celery worker`` with ``--slots`` thread slots (4), on a real Redis-compatible
-server and a SQLite store. The processes run the end-to-end tests' project
+``celery worker`` with ``--slots`` thread slots (4; ``--pool prefork``: Celery's
+default pool, a child process a slot), on a real Redis-compatible server and a
+SQLite store. The processes run the end-to-end tests' project
 (``tests/e2e/proj.py``, through :class:`tests.e2e.harness.Cluster`): each run
 appends its start and its end to a Redis list, read after the measurement.
 ``--postgres``: the store on a PostgreSQL server of its own instead of SQLite
@@ -106,9 +107,22 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` (all its threads), seconds."""
+    """User and system CPU time of process ``pid`` (all its threads) and of
+    its live child processes (a prefork worker's pool), seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(child) for child in child_pids(pid))
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (those gone since are not counted)."""
+    out: list[int] = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out.extend(int(c) for c in children.read_text().split())
+        except OSError:
+            continue
+    return out
 
 
 def slot_idle_gaps(events: list[dict[str, Any]], since: float, until: float) -> list[float]:
@@ -265,7 +279,7 @@ def measure_once(
             assert report.ok, report.errors[:3]
         finally:
             store.close()
-        cluster.start_worker("w1", "node1", pool="threads", concurrency=opts.slots)
+        cluster.start_worker("w1", "node1", pool=opts.pool, concurrency=opts.slots)
         scheduler = "celery_dgs:DeadlineScheduler" if wake else f"{MODULE}:PollOnlyScheduler"
         cluster.start_beat(scheduler=scheduler)
         warm = 2 * opts.slots
@@ -326,7 +340,8 @@ def lines(dgs: list[Measured], poll: list[Measured], opts: argparse.Namespace) -
     base_idle = median([m.idle_median_ms for m in poll])
     p95 = median([m.idle_p95_ms for m in dgs])
     base_p95 = median([m.idle_p95_ms for m in poll])
-    what = f"{opts.slots} slots, {opts.run_ms:g} ms runs, {opts.fleet:,} all eligible"
+    slots = f"{opts.slots} slots" if opts.pool == "threads" else f"{opts.slots} {opts.pool} slots"
+    what = f"{slots}, {opts.run_ms:g} ms runs, {opts.fleet:,} all eligible"
     goal_rate = GOAL_CEILING_SHARE * ceiling
     return [
         Line(
@@ -361,7 +376,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--fleet", type=int, default=400, help="runtime schedules")
-    parser.add_argument("--slots", type=int, default=4, help="the worker's thread slots")
+    parser.add_argument("--slots", type=int, default=4, help="the worker's slots")
+    parser.add_argument(
+        "--pool",
+        choices=("threads", "prefork"),
+        default="threads",
+        help="the worker's pool: threads (one process) or prefork (a process a slot)",
+    )
     parser.add_argument("--run-ms", type=float, default=50.0, help="a run's length, ms")
     parser.add_argument("--poll", type=float, default=2.0, help="dgs_store_poll_interval, s")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured span, s")

@@ -111,7 +111,10 @@ SMOKES = {
         "seed 1 prio onset: dgs top class",
         writes="quality.json",
     ),
-    "refill": Smoke(("--smoke",), "| runs/s, 4 slots, 50 ms runs, 40 all eligible |"),
+    # prefork: the worker's CPU per run is its pool processes' too
+    "refill": Smoke(
+        ("--smoke", "--pool", "prefork"), "| runs/s, 4 prefork slots, 50 ms runs, 40 all eligible |"
+    ),
     "run_records": Smoke(
         ("--runs", "20", "--repeats", "1", "--fleet", "20"),
         "| SQLite file | a run (the three calls) |",
