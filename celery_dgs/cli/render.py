@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
+from ..ops.spec_words import spec_words
 from ..ops.timetext import NONE, counted, duration, iso, relative, short_time
 from ..registry import WorkerInfo
 from ..status import (
@@ -95,6 +96,7 @@ def status_row_json(row: StatusRow, now: datetime) -> dict[str, Any]:
         },
         "priority": row.priority,
         "effective_priority": row.effective_priority,
+        "spec_summary": None if row.spec is None else spec_words(row.spec),
     }
 
 
@@ -212,11 +214,12 @@ def status_text(
     running: int | None = None,
     ping_timeout: float | None = None,
     steal_delay: float = 0.0,
+    specs: bool = False,
 ) -> str:
     """The table. ``capacity`` (``dgs_capacity``) is the slot count beat uses
     while no worker is registered. ``counts`` (by level) and ``running``: of
     every selected schedule, when ``rows`` are a page of them (else counted
-    over ``rows``)."""
+    over ``rows``). ``specs``: below the table, each row's spec in words."""
     if counts is None:
         counts = count_levels(rows)
     if running is None:
@@ -276,6 +279,8 @@ def status_text(
     if nobody:
         notes.append(f"  held every schedule: {NO_LIVE_WORKER}: nothing runs until one registers")
     for r in rows:
+        if specs and r.spec is not None:
+            notes.append(f"  {r.name}: {spec_words(r.spec)}")
         if r.condition != "OK":
             notes.append(f"  {styled(r.condition, r.condition, color=color)} {r.message}")
         silent = (

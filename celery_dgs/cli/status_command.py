@@ -51,6 +51,9 @@ LEVELS = [level.name for level in sorted(Level, reverse=True)]
 MAX_WATCH_INTERVAL_S = 86_400.0
 #: Rows the table lists unless ``--limit`` says otherwise.
 DEFAULT_TABLE_ROWS = 100
+#: With a PATTERN, the table's rows whose spec is put in words below it when it
+#: lists at most this many.
+SPEC_LINES_MAX = 10
 #: The largest ``--limit`` (a database LIMIT is a 64-bit integer).
 MAX_LIMIT = 10**12
 
@@ -114,6 +117,9 @@ def status(
     name ('flaky' lists 'proj.flaky_report'); a pattern with a glob character
     (* ? [) must match the whole name ('proj.scrape_*'). Matching is
     case-sensitive; several patterns list the schedules matching any of them.
+    When a PATTERN selects at most 10 rows, a line below the table says what
+    each one is ('proj.nightly: cron 0 0 * * * America/New_York, done within
+    6h00m'; --json: spec_summary).
 
     The counts cover every selected schedule; the table lists the most urgent
     (--limit, 100 by default), --json every one, streamed. Both read the
@@ -180,6 +186,7 @@ def status(
             steal_delay=settings.steal_delay,
             pools=selection.pools,
             counts_only=limit == 0,
+            specs=bool(selection.patterns) and len(page.rows) <= SPEC_LINES_MAX,
         )
         lines = [text, queues_text(page, selection.pools), other_runs_text(page.other)]
         lines.append(empty_store_text(env, selection, page.total))
@@ -297,12 +304,14 @@ def table_text(
     steal_delay: float = 0.0,
     pools: Sequence[str] = (),
     counts_only: bool = False,
+    specs: bool = False,
 ) -> str:
     """The table of a page of rows, with the counts of the whole selection and
     a line saying how many selected schedules it leaves out (none when
     ``counts_only``: ``--limit 0`` asked for no row); ``ping_timeout`` and
     ``steal_delay``: a run whose owner is silent says so. With ``pools``, the
-    head counts the live workers that consume one of them."""
+    head counts the live workers that consume one of them. ``specs``: each
+    row's spec in words below the table."""
     workers = page.workers
     if pools:
         workers = [w for w in workers if set(w.queues) & set(pools)]
@@ -316,6 +325,7 @@ def table_text(
         running=page.running,
         ping_timeout=ping_timeout,
         steal_delay=steal_delay,
+        specs=specs,
     )
     hidden = page.total - len(page.rows)
     if hidden <= 0 or counts_only:

@@ -77,6 +77,8 @@ class StatusRow:
     #: The item counts of the last good or partially failed run (``None``: none).
     last_items_ok: int | None = None
     last_items_failed: int | None = None
+    #: Its spec (``None``: the stored one is invalid).
+    spec: ScheduleSpec | None = None
 
     @property
     def condition(self) -> str:
@@ -166,6 +168,7 @@ def build_row(
         **ladder,
         priority=None if spec is None else spec.priority,
         run_requested_priority=schedule.run_requested_priority,
+        spec=spec,
     )
 
 

@@ -22,6 +22,7 @@ from ..ops.checks import check_name, read_check, summary_json
 from ..ops.env import Env
 from ..ops.errors import UnknownTarget
 from ..ops.runs import recent_runs
+from ..ops.spec_words import spec_words
 from ..ops.state import rows_of
 from ..ops.timetext import iso
 from ..status import StatusRow, is_check_name
@@ -170,7 +171,7 @@ class Pages:
             row=row,
             stored=stored,
             runs=runs,
-            words=views.spec_words(stored.spec) if stored.spec is not None else "",
+            words=spec_words(stored.spec) if stored.spec is not None else "",
             tl=views.timeline(runs, row, snap.now),
             lease=lease,
             avg=avg,

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from celery_dgs.cli.render import status_text
+from celery_dgs.cli.status_command import SPEC_LINES_MAX
 from celery_dgs.dgs import get_dgs
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.leader import RedisLeader
@@ -168,6 +169,34 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
     assert rows["t.paused"]["paused"] is True
     assert rows["t.paused"]["pool"] == "slow"
     assert rows["t.failed"]["failure_count"] == 1
+
+
+def test_a_pattern_says_what_each_selected_schedule_is(world: World) -> None:
+    t = now()
+    nightly = spec(
+        "t.nightly",
+        "cron",
+        cron_schedule="0 0 * * *",
+        tz="America/New_York",
+        cron_max_schedule_duration=timedelta(hours=6),
+    )
+    world.sync(nightly, spec("t.hourly", cooldown_duration=10 * M), at=t - 2 * H)
+    one = world.invoke("status", "t.nightly")
+    assert one.exit_code in (0, 1), one.output
+    assert "  t.nightly: cron 0 0 * * * America/New_York, done within 6h00m" in one.stdout
+    assert "t.hourly" not in one.stdout
+    both = world.invoke("status", "t.*")
+    assert "  t.hourly: fresh within 1h00m; cooldown 10m00s" in both.stdout
+    assert "  t.nightly: cron 0 0 * * *" in both.stdout
+    unfiltered = world.invoke("status")
+    assert ": fresh within" not in unfiltered.stdout  # the whole fleet: the table alone
+    more = (spec(f"t.p{i:02d}") for i in range(SPEC_LINES_MAX - 1))  # one too many with the two
+    world.sync(nightly, spec("t.hourly"), *more, at=t - 2 * H)
+    many = world.invoke("status", "t.*")
+    assert ": fresh within" not in many.stdout  # more rows than SPEC_LINES_MAX
+    doc = json.loads(world.invoke("status", "--json", "t.nightly").stdout)
+    (row,) = doc["schedules"]
+    assert row["spec_summary"] == "cron 0 0 * * * America/New_York, done within 6h00m"
 
 
 def test_invalid_stored_spec_is_an_error_row(world: World, sqlite_url: str) -> None:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery_dgs.core.spec_build import make_spec
+from celery_dgs.ops.spec_words import spec_words
 from celery_dgs.ops.state import Live
 from celery_dgs.status import StatusRow, build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
@@ -168,7 +169,7 @@ def test_spec_in_words() -> None:
         max_expected_duration=timedelta(minutes=5),
         dont_run_on_nodes=["n2", "n1"],
     )
-    assert views.spec_words(periodic) == (
+    assert spec_words(periodic) == (
         "fresh within 1d00h; cooldown 1h00m; blackout 12:00-14:00 Europe/Paris; pool slow; "
         "expected under 5m00s; never on n1, n2"
     )
@@ -179,7 +180,7 @@ def test_spec_in_words() -> None:
         tz="America/New_York",
         cron_max_schedule_duration=6 * H,
     )
-    assert views.spec_words(cron) == "cron 0 0 * * * America/New_York, done within 6h00m"
+    assert spec_words(cron) == "cron 0 0 * * * America/New_York, done within 6h00m"
 
 
 def test_freshness_buckets() -> None:
@@ -252,7 +253,7 @@ def test_an_adaptive_schedule_in_words() -> None:
     adaptive = make_spec(
         "adaptive", task="t.crawl", interval_unit=H, initial_interval_index=4, max_failures=3
     )
-    assert views.spec_words(adaptive) == (
+    assert spec_words(adaptive) == (
         "adaptive, unit 1h00m, starting at step 4 of 0-10, disabled after 3 failures in a row"
     )
     store = MemoryScheduleStore()
