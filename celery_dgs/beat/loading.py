@@ -31,6 +31,11 @@ from .types import tracked_of
 
 logger = logging.getLogger("celery_dgs.beat")
 
+#: Beat holding every active schedule (no window) logs a warning once it
+#: loaded this many: their load, memory and a new leader's start grow with
+#: the fleet (about 63 s and 2 GiB at a million), a window's do not.
+WINDOW_ADVICE_ROWS = 250_000
+
 
 class ScheduleLoader:
     #: A load of this many schedules or more ends with ``gc.freeze()`` (see :meth:`load`).
@@ -80,6 +85,7 @@ class ScheduleLoader:
         moved to the GC's permanent generation (``gc.freeze()``), so no later
         collection walks it (its objects are still freed when unreferenced).
         """
+        started = self.monotonic()
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -107,6 +113,15 @@ class ScheduleLoader:
                 gc.enable()
         self.last_poll = self.monotonic()
         self.state.refresh_after_read = True
+        if self.schedules is None and count >= WINDOW_ADVICE_ROWS:
+            logger.warning(
+                "celery-dgs beat: holding all %d active schedules (loaded in %.1f s): the "
+                "load, beat's memory and a new leader's start grow with the fleet; "
+                "dgs_schedule_window_size (e.g. 50000) holds only those that can start "
+                "within dgs_schedule_window, whatever the fleet's size (docs/configuration.md)",
+                count,
+                self.last_poll - started,
+            )
         return count
 
     def refresh(self) -> int:

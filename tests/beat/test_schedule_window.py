@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from celery_dgs.beat import loading
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.core.clock import FakeClock
 from celery_dgs.core.spec import PeriodicSpec
@@ -101,6 +102,29 @@ def test_beat_loads_only_what_can_start_within_the_window_and_reads_on(
     engine.tick()
     assert schedules(engine) >= {f"t.job@s{i:04d}" for i in range(7, 11)}
     assert "t.job@s0011" not in schedules(engine)
+
+
+def test_beat_holding_a_large_fleet_whole_says_a_window_would_not(
+    store: SqlScheduleStore,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(loading, "WINDOW_ADVICE_ROWS", 20)
+    store.upsert_runtime([spec(i) for i in range(20)], NOW)
+
+    def advice(**settings: object) -> list[logging.LogRecord]:
+        engine = make_engine(store, redis_client, FakeClock(NOW), Recorder(), **settings)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="celery_dgs.beat"):
+            engine.loader.load()
+        return [r for r in caplog.records if "dgs_schedule_window_size" in r.getMessage()]
+
+    (said,) = advice()
+    assert said.getMessage().startswith("celery-dgs beat: holding all 20 active schedules")
+    assert advice(schedule_window_size=100) == [], "a window holds what can start within it"
+    store.remove_runtime(["t.job@s0000"], NOW)
+    assert advice() == [], "fewer than WINDOW_ADVICE_ROWS"
 
 
 def test_under_a_backlog_beat_holds_the_most_urgent_and_reads_the_next_as_it_dispatches(
