@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 import pytest
 
 from celery_dgs.cli.web import EXTRA, parse_bind
+from celery_dgs.embedded import RedisServerProcess
 from tests.web.conftest import WebWorld, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +54,9 @@ def test_without_the_extra_the_command_names_it(
     assert f"pip install '{EXTRA}'" in result.output
 
 
-def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
+def _web_command(sqlite_url: str, redis_url: str) -> tuple[list[str], dict[str, str]]:
+    """``celery -A tests.cli.decl_proj dgs`` and its environment, its
+    schedules synced (Redis is not needed for that)."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -68,6 +72,27 @@ def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
         [*base, "sync"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert synced.returncode == 0, synced.stderr
+    return base, env
+
+
+def _get_when_up(proc: subprocess.Popen[str], url: str, *, timeout: float = 30) -> tuple[int, str]:
+    """The status and body of ``url`` once the server answers (an error
+    status is an answer too)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as answered:
+            return answered.code, answered.read().decode()
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} did not come up"
+            time.sleep(0.1)
+
+
+def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
+    base, env = _web_command(sqlite_url, redis_url)
     port = free_port()
     proc = subprocess.Popen(
         [*base, "web", "--bind", f"127.0.0.1:{port}"],
@@ -78,22 +103,45 @@ def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        body = None
-        while body is None:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/schedules", timeout=5) as r:
-                    body = r.read().decode()
-            except OSError:
-                assert time.monotonic() < deadline, "the page did not come up"
-                time.sleep(0.1)
+        status, body = _get_when_up(proc, f"http://127.0.0.1:{port}/schedules")
+        assert status == 200
         assert "decl.a" in body
         assert "read-only" in body
     finally:
         proc.terminate()
         out, _err = proc.communicate(timeout=20)
     assert f"status page on http://127.0.0.1:{port}/ (read-only)" in out
+
+
+def test_a_redis_not_reachable_yet_is_a_warning_and_the_page_comes_up_with_it(
+    sqlite_url: str,
+) -> None:
+    redis_port = free_port()
+    base, env = _web_command(sqlite_url, f"redis://127.0.0.1:{redis_port}/0")
+    port = free_port()
+    proc = subprocess.Popen(
+        [*base, "web", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        status, _ = _get_when_up(proc, f"http://127.0.0.1:{port}/api/overview")
+        assert status == 503, "no page can be read without Redis"
+        with RedisServerProcess(port=redis_port):
+            deadline = time.monotonic() + 30
+            while (status := _get_when_up(proc, f"http://127.0.0.1:{port}/schedules")[0]) != 200:
+                assert time.monotonic() < deadline, f"still {status} with Redis up"
+                time.sleep(0.2)
+            assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert f"status page on http://127.0.0.1:{port}/ (read-only)" in out
+    assert f"warning: Redis at redis://127.0.0.1:{redis_port}/0 (broker_url) is unreachable" in err
+    assert "the page answers 503 until it is reachable" in err
 
 
 def test_an_address_in_use_is_one_line_and_no_page_address(web: WebWorld) -> None:
