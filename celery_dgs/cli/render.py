@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
+from ..ops.leases import silent_owner_note
 from ..ops.spec_words import spec_words
 from ..ops.timetext import NONE, counted, duration, iso, relative, short_time
 from ..registry import WorkerInfo
@@ -181,28 +182,6 @@ def _running(lease: LeaseInfo | None, now: datetime, ping_timeout: float | None)
     return f"{lease.owner_name} ({', '.join(extra)})"
 
 
-def silent_owner_note(
-    name: str, lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float
-) -> str | None:
-    """Why a run whose owner stopped pinging still shows as running, and when
-    its schedule can run again (``None`` while the owner pings)."""
-    age = ping_age(lease, now)
-    if age <= ping_timeout:
-        return None
-    marked = lease.steal_start_at
-    if marked is not None:
-        free_at, rule = marked + timedelta(seconds=steal_delay), "steal_delay after beat marked it"
-    else:
-        free_at = lease.last_ping_at + timedelta(seconds=ping_timeout + steal_delay)
-        rule = "ping_timeout + steal_delay after its last ping"
-    when = "at beat's next round" if free_at <= now else relative(free_at, now)
-    return (
-        f"{name}: its owner {lease.owner_name} has not pinged for {duration(age)} "
-        f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died; its lease can be "
-        f"taken over {when} ({rule}), and the schedule runs again"
-    )
-
-
 def status_text(
     rows: Sequence[StatusRow],
     now: datetime,
@@ -285,7 +264,12 @@ def status_text(
             notes.append(f"  {styled(r.condition, r.condition, color=color)} {r.message}")
         silent = (
             silent_owner_note(
-                r.name, r.running, now, ping_timeout=ping_timeout, steal_delay=steal_delay
+                r.name,
+                r.running,
+                now,
+                ping_timeout=ping_timeout,
+                steal_delay=steal_delay,
+                can_start_by=r.can_start_by,
             )
             if r.running is not None and ping_timeout is not None
             else None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..leases.types import LeaseInfo
+from ..status import ping_age
 from .env import Env
+from .timetext import duration, relative, short_time
 
 
 @dataclass(frozen=True)
@@ -25,3 +27,40 @@ def read_leases(env: Env) -> LiveLeases:
     now = leases.now()
     ordered = sorted(scan.leases, key=lambda lease: (lease.started_at, lease.schedule))
     return LiveLeases(ordered, now, [str(exc) for exc in scan.malformed])
+
+
+def silent_owner_note(
+    name: str,
+    lease: LeaseInfo,
+    now: datetime,
+    *,
+    ping_timeout: float,
+    steal_delay: float,
+    can_start_by: datetime | None = None,
+) -> str | None:
+    """Why a run whose owner stopped pinging still shows as running, and when
+    its schedule can run again (``None`` while the owner pings): once its lease
+    can be taken over, and not before ``can_start_by`` (its cooldown after the
+    run's start, or a retry step: a takeable lease frees the slot, not the
+    schedule's rules)."""
+    age = ping_age(lease, now)
+    if age <= ping_timeout:
+        return None
+    marked = lease.steal_start_at
+    if marked is not None:
+        free_at, rule = marked + timedelta(seconds=steal_delay), "steal_delay after beat marked it"
+    else:
+        free_at = lease.last_ping_at + timedelta(seconds=ping_timeout + steal_delay)
+        rule = "ping_timeout + steal_delay after its last ping"
+    when = "at beat's next round" if free_at <= now else relative(free_at, now)
+    head = (
+        f"{name}: its owner {lease.owner_name} has not pinged for {duration(age)} "
+        f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died; its lease can be "
+        f"taken over {when} ({rule})"
+    )
+    if can_start_by is not None and can_start_by > max(free_at, now):
+        return (
+            f"{head}; the schedule runs again when it can start, {relative(can_start_by, now)} "
+            f"({short_time(can_start_by)}), and the run is recorded stolen then"
+        )
+    return f"{head}, and the schedule runs again"

@@ -7,6 +7,7 @@ schedule's row and runs are read from the store when its page is shown."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -160,7 +161,7 @@ class Pages:
         runs = recent_runs(self.env, name, RUNS_SHOWN)
         lease = None
         if row.running is not None:
-            lease = self.lease_view(row.running, snap)
+            lease = self.lease_view(row.running, snap, row.can_start_by)
         avg, dev = views.average_of(stored)
         page = "schedule_live.html" if is_fragment(request) else "schedule.html"
         return self.renderer.render(
@@ -221,10 +222,16 @@ class Pages:
             page, request, snap=snap, leases=leases, failures=self.failures_of(snap)
         )
 
-    def lease_view(self, lease: LeaseInfo, snap: Snapshot) -> views.LeaseView:
+    def lease_view(
+        self, lease: LeaseInfo, snap: Snapshot, can_start_by: datetime | None = None
+    ) -> views.LeaseView:
         settings = self.env.settings
         return views.lease_view(
-            lease, snap.now, ping_timeout=settings.ping_timeout, steal_delay=settings.steal_delay
+            lease,
+            snap.now,
+            ping_timeout=settings.ping_timeout,
+            steal_delay=settings.steal_delay,
+            can_start_by=can_start_by,
         )
 
     def failures_of(self, snap: Snapshot) -> list[tuple[StatusRow, RunRecord | None]]:
