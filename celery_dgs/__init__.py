@@ -3,18 +3,32 @@
 ``DGS(app)`` declares schedules and installs the worker hooks;
 ``DeadlineScheduler`` is the beat scheduler class (``-S celery_dgs:DeadlineScheduler``);
 ``progress()``, ``current_token()``, ``eventful()``, ``report_items()`` and
-``current_check()`` are for task code.
+``current_check()`` are for task code. The errors a caller catches
+(:mod:`celery_dgs.errors`: ``DgsError`` and its kinds) are importable from here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .errors import (
+    DgsError,
+    OwnershipError,
+    ScheduleConfigError,
+    SettingsError,
+    UnknownScheduleError,
+)
+
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "DGS",
     "DeadlineScheduler",
+    "DgsError",
+    "OwnershipError",
+    "ScheduleConfigError",
+    "SettingsError",
+    "UnknownScheduleError",
     "__version__",
     "current_check",
     "current_token",

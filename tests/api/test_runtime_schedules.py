@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 from celery import Celery
 
+from celery_dgs import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from celery_dgs.core.spec import CronSpec, PeriodicSpec
 from celery_dgs.declarations import Declarations
 from celery_dgs.dgs import DGS
-from celery_dgs.errors import OwnershipError, ScheduleConfigError, UnknownScheduleError
 from celery_dgs.runtime_schedules import RowError, RuntimeSchedules
 from celery_dgs.schedule_files import read_rows, write_rows
 from celery_dgs.store import OWNER_RUNTIME, SqlScheduleStore
