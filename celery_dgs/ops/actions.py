@@ -174,7 +174,8 @@ def cancel_run(
     return ActionResult(
         True,
         (
-            f"requested cancel of {who}, started {age} ago: the worker stops it within "
-            f"{duration(env.settings.ping_interval)} and records it cancelled{again}",
+            f"requested cancel of {who}, started {age} ago: the worker stops it at its "
+            f"next ping (every {duration(env.settings.ping_interval)}) and records it "
+            f"cancelled; a run that ends before that ping is recorded as it ends{again}",
         ),
     )

@@ -130,6 +130,10 @@ def test_cancel(synced: World) -> None:
     assert done.stdout.startswith(
         f"requested cancel of t.a's run tag-t.a on w1@node1 (token {token})"
     )
+    assert "the worker stops it at its next ping (every 1.0s) and records it cancelled" in (
+        done.stdout
+    )
+    assert "a run that ends before that ping is recorded as it ends" in done.stdout
     assert "the schedule is not paused: beat dispatches it again when it is due" in done.stdout
     assert "celery dgs pause t.a keeps it from running" in done.stdout
     lease = synced.leases.get("t.a")
