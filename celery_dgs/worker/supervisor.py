@@ -1,6 +1,7 @@
 """One live run: its heartbeat thread and the means to interrupt it.
 
-The heartbeat pings the lease every ``ping_interval`` (sending progress), and
+The heartbeat pings the lease every ``ping_interval`` (sending progress; a
+changed progress also at once, at most every :data:`PROGRESS_PING_GAP_S`), and
 ends the run when:
 
 - the ping finds another owner (the lease was stolen)  → outcome ``stolen``;
@@ -111,6 +112,14 @@ def install_interrupt_handler() -> bool:
     return True
 
 
+#: A changed progress (``celery_dgs.progress``) is sent with a ping of its own
+#: at once, then at most every this many seconds; the pings every
+#: ``ping_interval`` carry it too. So a run shorter than ``ping_interval``
+#: shows its progress, and one that reports it in a loop adds a ping every
+#: few seconds at most.
+PROGRESS_PING_GAP_S = 5.0
+
+
 class RunSupervisor:
     def __init__(
         self,
@@ -167,6 +176,11 @@ class RunSupervisor:
         self._time_base = (started_at, self.last_ok_mono)
         self._pinging = False
         self._ping_result: tuple[str, float] | None = None
+        #: A progress changed since the last ping carried one (set by
+        #: ``set_progress``, cleared by the heartbeat as it sends it), and when a
+        #: ping last carried a changed progress (monotonic).
+        self._progress_pending = False
+        self._progress_pinged_mono = float("-inf")
         self._ping_lock = threading.Lock()
         #: Held by ``interrupt()`` from its check of ``_done`` to the delivery, and
         #: by ``finish()`` while it sets ``_done``: an interruption is delivered
@@ -201,9 +215,14 @@ class RunSupervisor:
             self._beat.join(timeout=5)
 
     def set_progress(self, value: float) -> None:
+        """The run's progress, sent with a ping soon (:data:`PROGRESS_PING_GAP_S`)."""
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"progress must be between 0 and 1, got {value}")
+        changed = value != self.progress
         self.progress = value
+        if changed and not self._progress_pending:
+            self._progress_pending = True
+            self._wake.set()
 
     # -- interruption -----------------------------------------------------------------
     def interrupt(self, outcome: str, reason: str) -> None:
@@ -280,11 +299,20 @@ class RunSupervisor:
         assert base is not None
         return base + timedelta(seconds=time.monotonic() - base_mono)
 
-    def _send_ping(self) -> None:
-        """Start one ping on a short-lived thread unless one is still in flight."""
+    def _progress_ping_in(self) -> float | None:
+        """Seconds until a changed progress is sent with a ping of its own
+        (0.0: now; ``None``: none is pending)."""
+        if not self._progress_pending:
+            return None
+        due = self._progress_pinged_mono + PROGRESS_PING_GAP_S
+        return max(due - time.monotonic(), 0.0)
+
+    def _send_ping(self) -> bool:
+        """Start one ping on a short-lived thread unless one is still in flight
+        (then ``False``)."""
         with self._ping_lock:
             if self._pinging:
-                return
+                return False
             self._pinging = True
         threading.Thread(
             target=self._ping_once,
@@ -292,6 +320,7 @@ class RunSupervisor:
             daemon=True,
             name=f"dgs-ping-{self.schedule}",
         ).start()
+        return True
 
     def _ping_once(self, sent: float) -> None:
         try:
@@ -375,7 +404,16 @@ class RunSupervisor:
                     self._check_fence()
                 if self.interruption is None and time.monotonic() >= next_ping:
                     next_ping = time.monotonic() + self.ping_interval
+                    self._progress_pending = False  # this ping carries it
                     self._send_ping()
+                progress_in = self._progress_ping_in()
+                if self.interruption is None and progress_in == 0.0:
+                    self._progress_pending = False  # before the ping reads the progress
+                    if self._send_ping():
+                        self._progress_pinged_mono = time.monotonic()
+                        next_ping = time.monotonic() + self.ping_interval
+                    else:  # one in flight: its answer wakes the loop, which tries again
+                        self._progress_pending = True
                 if self.interruption is not None:
                     grace = self._grace()
                     if not self._done.wait(grace):
@@ -389,6 +427,9 @@ class RunSupervisor:
                         self.on_unresponsive(self.interruption)
                     return
                 wait = min(self._next_deadline(now), max(next_ping - time.monotonic(), 0.05))
+                progress_in = self._progress_ping_in()
+                if progress_in is not None and not self._pinging:  # (else its answer wakes)
+                    wait = min(wait, max(progress_in, 0.01))
                 if self.fence_after is not None:
                     fence_in = self.last_ok_mono + self.fence_after - time.monotonic()
                     wait = min(wait, max(fence_in, 0.01))
