@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -42,6 +42,9 @@ from .store.convert import spec_json
 from .store.ownership import owned_by_sync
 from .store.records import OWNER_RUNTIME, RemoveReport, StoredSchedule, UpsertReport
 from .task_arguments import ArgumentChecks, unknown_task
+
+#: Rows per read of :meth:`RuntimeSchedules.iter_list`.
+LIST_PAGE = 1000
 
 #: A schedule as the API takes it: a mapping of declaration fields or a spec.
 Entry = Mapping[str, Any] | ScheduleSpec
@@ -338,3 +341,19 @@ class RuntimeSchedules:
     def list(self, *, include_removed: bool = False) -> list[StoredSchedule]:
         """The runtime schedules, by name; removed ones with ``include_removed``."""
         return self.store.list_schedules(include_removed, owner=OWNER_RUNTIME)
+
+    def iter_list(
+        self, *, include_removed: bool = False, page: int | None = None
+    ) -> Iterator[StoredSchedule]:
+        """:meth:`list` read ``page`` rows at a time (by name; :data:`LIST_PAGE`
+        by default), so a reader of a million holds one page."""
+        page = page or LIST_PAGE
+        after: str | None = None
+        while True:
+            rows = self.store.list_schedules(
+                include_removed, owner=OWNER_RUNTIME, after=after, limit=page
+            )
+            yield from rows
+            if len(rows) < page:
+                return
+            after = rows[-1].name

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from .core.spec import ScheduleSpec
@@ -139,17 +139,33 @@ def write_rows(
     """Write ``specs`` to ``stream`` in ``fmt`` (those named in ``removed``
     marked so); returns how many."""
     gone = set(removed)
-    rows = [export_row(s, removed=s.name in gone) for s in specs]
+    entries = [(s, s.name in gone) for s in specs]
+    return write_entries(stream, fmt, lambda: iter(entries))
+
+
+def write_entries(
+    stream: IO[str], fmt: str, entries: Callable[[], Iterable[tuple[ScheduleSpec, bool]]]
+) -> int:
+    """Write each ``(spec, removed)`` of ``entries()`` to ``stream`` in ``fmt``,
+    one at a time; returns how many. CSV's header is every column any row has,
+    so for CSV ``entries()`` is read twice (first for the columns): a caller
+    that streams them from the store holds one row at a time either way."""
+    count = 0
     if fmt == "csv":
-        columns = list(dict.fromkeys(key for row in rows for key in row))
+        columns = list(
+            dict.fromkeys(key for s, gone in entries() for key in export_row(s, removed=gone))
+        )
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(columns)
-        for row in rows:
+        for spec, gone in entries():
+            row = export_row(spec, removed=gone)
             writer.writerow([_csv_cell(c, row.get(c)) for c in columns])
+            count += 1
     else:
-        for row in rows:
-            stream.write(json.dumps(row, sort_keys=False) + "\n")
-    return len(rows)
+        for spec, gone in entries():
+            stream.write(json.dumps(export_row(spec, removed=gone), sort_keys=False) + "\n")
+            count += 1
+    return count
 
 
 def _csv_cell(column: str, value: Any) -> str:

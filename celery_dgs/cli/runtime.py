@@ -9,13 +9,14 @@ beat picks the changes up at its next store poll.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 import click
 
 from ..core.advice import schedule_advice
 from ..core.durations import parse_duration
+from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
 from ..ops.actions import live_lease
 from ..ops.env import Env, utcnow
@@ -27,7 +28,7 @@ from ..schedule_files import (
     format_of,
     read_rows,
     without_removed,
-    write_rows,
+    write_entries,
 )
 from .context import get_env, wrap_errors
 
@@ -330,17 +331,25 @@ def export(ctx: click.Context, fmt: str, output: str, include_removed: bool) -> 
     Declared schedules are not written: they live in the code.
     """
     env = get_env(ctx)
-    rows = _api(env).list(include_removed=include_removed)
-    specs = [r.spec for r in rows if r.spec is not None]
-    removed = [r.name for r in rows if not r.active]
-    for row in rows:
-        if row.spec is None:
-            click.echo(
-                f"skipped {row.name}: its stored spec is invalid ({row.spec_error})", err=True
-            )
+    api = _api(env)
+    passes = 0
+
+    def entries() -> Iterator[tuple[ScheduleSpec, bool]]:
+        """The stored rows a page at a time; an invalid one is skipped, said
+        once (CSV reads them twice)."""
+        nonlocal passes
+        passes += 1
+        for row in api.iter_list(include_removed=include_removed):
+            if row.spec is not None:
+                yield row.spec, not row.active
+            elif passes == 1:
+                click.echo(
+                    f"skipped {row.name}: its stored spec is invalid ({row.spec_error})", err=True
+                )
+
     try:
         with click.open_file(output, "w", encoding="utf-8") as stream:
-            count = write_rows(stream, fmt, specs, removed)
+            count = write_entries(stream, fmt, entries)
     except BrokenPipeError:
         raise  # the reader of stdout went away: wrap_errors stops quietly
     except OSError as exc:

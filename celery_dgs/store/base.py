@@ -213,12 +213,18 @@ class ScheduleStore(WindowReads, ABC):
 
     @abstractmethod
     def list_schedules(
-        self, include_inactive: bool = False, *, owner: str | None = None
+        self,
+        include_inactive: bool = False,
+        *,
+        owner: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> list[StoredSchedule]:
         """Schedules ordered by name, deferred checks not included (there may be
         millions: :meth:`pending_checks`); only active ones unless
         ``include_inactive``; only those of ``owner``
-        (:data:`~celery_dgs.store.records.OWNERS`) when given."""
+        (:data:`~celery_dgs.store.records.OWNERS`) when given; a page: the
+        names after ``after``, at most ``limit`` of them."""
 
     @abstractmethod
     def names_near(self, name: str, limit: int) -> list[str]:

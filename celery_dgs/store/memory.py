@@ -303,19 +303,26 @@ class MemoryScheduleStore(
             return self._row(name)
 
     def list_schedules(
-        self, include_inactive: bool = False, *, owner: str | None = None
+        self,
+        include_inactive: bool = False,
+        *,
+        owner: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> list[StoredSchedule]:
         """Schedules ordered by name; inactive ones only with ``include_inactive``;
-        only ``owner``'s when given."""
+        only ``owner``'s when given; those named after ``after``, at most ``limit``."""
         with self._lock:
             rows = self._rows
-            return [
+            found = [
                 rows[n]
                 for n in sorted(rows)
-                if (include_inactive or rows[n].active)
+                if (after is None or n > after)
+                and (include_inactive or rows[n].active)
                 and owner in (None, rows[n].owner)
                 and rows[n].kind != "check"
             ]
+        return found if limit is None else found[:limit]
 
     def names_near(self, name: str, limit: int) -> list[str]:
         """At most ``limit`` stored names on each side of ``name``."""

@@ -337,15 +337,25 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         return stored_schedule_from_values(values, self._spec_cache, ValueMemo())
 
     def list_schedules(
-        self, include_inactive: bool = False, *, owner: str | None = None
+        self,
+        include_inactive: bool = False,
+        *,
+        owner: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> list[StoredSchedule]:
         """Schedules ordered by name; inactive ones only with ``include_inactive``;
-        only ``owner``'s when given."""
+        only ``owner``'s when given; those named after ``after``, at most
+        ``limit`` (a range of the primary key)."""
         stmt = select(ScheduleRow).where(ScheduleRow.kind != "check").order_by(ScheduleRow.name)
         if not include_inactive:
             stmt = stmt.where(ScheduleRow.active)
         if owner is not None:
             stmt = stmt.where(ScheduleRow.owner == owner)
+        if after is not None:
+            stmt = stmt.where(ScheduleRow.name > after)
+        if limit is not None:
+            stmt = stmt.limit(limit)
         with self._read() as session:
             return [stored_schedule(r) for r in session.scalars(stmt)]
 

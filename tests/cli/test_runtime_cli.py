@@ -4,14 +4,21 @@ schedules alone, on a real SQLite store."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from celery import Celery
 
+from celery_dgs import runtime_schedules
 from celery_dgs.core.spec import PeriodicSpec
-from tests.cli.conftest import World
+from celery_dgs.runtime_schedules import RuntimeSchedules
+from celery_dgs.store.memory import MemoryScheduleStore
+from celery_dgs.store.records import StoredSchedule
+from celery_dgs.store.sql import SqlScheduleStore
+from tests.cli.conftest import World, now
 
 
 def tasks(app: Celery) -> None:
@@ -142,6 +149,58 @@ def test_export_then_import_is_a_no_op(world: World, tmp_path: Path) -> None:
     assert "0 inserted, 0 updated, 0 reactivated, 2 unchanged, 0 rows not applied" in (
         result.stdout
     )
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_reads_the_store_a_page_at_a_time(
+    world: World,
+    tmp_path: Path,
+    fmt: str,
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages of 3 rows: every schedule written once, in name order, an
+    invalid stored one skipped and said once (CSV reads the pages twice)."""
+    monkeypatch.setattr(runtime_schedules, "LIST_PAGE", 3)
+    tasks(world.app)
+    world.invoke("sync")
+    for i in range(8):
+        world.invoke("add", f"t.scrape@s{i}", "--period", "60")
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as db:
+        db.execute(
+            'UPDATE dgs_schedules SET spec = \'{"kind": "weekly"}\' WHERE name = ?', ["t.scrape@s4"]
+        )
+    db.close()
+    reads: list[int | None] = []
+    real = SqlScheduleStore.list_schedules
+
+    def spy(self: SqlScheduleStore, *args: Any, **kwargs: Any) -> list[StoredSchedule]:
+        got = real(self, *args, **kwargs)
+        reads.append(len(got) if kwargs.get("limit") else None)
+        return got
+
+    monkeypatch.setattr(SqlScheduleStore, "list_schedules", spy)
+    path = tmp_path / f"all.{fmt}"
+    written = world.invoke("export", "--format", fmt, "-o", str(path))
+    assert written.exit_code == 0, written.output
+    one_pass = [3, 3, 2]
+    assert reads == (one_pass * 2 if fmt == "csv" else one_pass), "pages, never every row"
+    monkeypatch.setattr(SqlScheduleStore, "list_schedules", real)
+    assert written.stderr.count("skipped t.scrape@s4: its stored spec is invalid") == 1
+    assert "exported 7 runtime schedules" in written.stderr
+    names = [f"t.scrape@s{i}" for i in range(8) if i != 4]
+    text = path.read_text()
+    if fmt == "csv":
+        header, *rows = text.splitlines()
+        assert header.startswith("name,")
+        assert [r.split(",")[0] for r in rows] == names
+    else:
+        assert [json.loads(line)["name"] for line in text.splitlines()] == names
+    api = RuntimeSchedules(world.store)
+    assert [r.name for r in api.iter_list(page=2)] == [r.name for r in api.list()]
+    memory = MemoryScheduleStore()
+    memory.upsert_runtime([s.spec for s in api.list() if s.spec is not None], now())
+    assert [r.name for r in RuntimeSchedules(memory).iter_list(page=2)] == names
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
