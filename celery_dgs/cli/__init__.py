@@ -32,8 +32,9 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
 
     \b
     Exit status: 0 success; 1 a schedule in ERROR (status) or an invalid
-    declaration (check, sync); 2 usage error or unknown schedule; 3 Redis or
-    the store unavailable; 4 configuration error (a dgs_* setting).
+    declaration (check, sync); 2 usage error or unknown schedule (remove
+    says an absent name changed nothing, and exits 0); 3 Redis or the store
+    unavailable; 4 configuration error (a dgs_* setting).
     """
     make_env(ctx)
 
