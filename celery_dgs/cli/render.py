@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
-from ..ops.leases import silent_owner_note
+from ..ops.leases import owner_restarted, silent_owner_note
 from ..ops.spec_words import spec_words
 from ..ops.timetext import NONE, counted, duration, iso, relative, short_time
 from ..registry import WorkerInfo
@@ -168,7 +168,12 @@ def _flags(row: StatusRow) -> str:
     return ",".join(flags) or NONE
 
 
-def _running(lease: LeaseInfo | None, now: datetime, ping_timeout: float | None) -> str:
+def _running(
+    lease: LeaseInfo | None,
+    now: datetime,
+    ping_timeout: float | None,
+    workers: Sequence[WorkerInfo] = (),
+) -> str:
     if lease is None:
         return NONE
     extra = [duration(now - lease.started_at)]
@@ -177,7 +182,9 @@ def _running(lease: LeaseInfo | None, now: datetime, ping_timeout: float | None)
     if lease.cancel_requested:
         extra.append("cancelling")
     silent = ping_age(lease, now)
-    if ping_timeout is not None and silent > ping_timeout:
+    if owner_restarted(lease, workers) is not None:
+        extra.append("owner restarted")
+    elif ping_timeout is not None and silent > ping_timeout:
         extra.append(f"silent {duration(silent)}")
     return f"{lease.owner_name} ({', '.join(extra)})"
 
@@ -246,7 +253,7 @@ def status_text(
                 duration(r.average_duration),
                 NONE if r.failure_count is None else str(r.failure_count),
                 _flags(r),
-                _running(r.running, now, ping_timeout),
+                _running(r.running, now, ping_timeout, workers),
             ]
             for r in rows
         ],
@@ -270,6 +277,7 @@ def status_text(
                 ping_timeout=ping_timeout,
                 steal_delay=steal_delay,
                 can_start_by=r.can_start_by,
+                restarted_at=owner_restarted(r.running, workers),
             )
             if r.running is not None and ping_timeout is not None
             else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..leases.types import LeaseInfo
+from ..registry import WorkerInfo
 from ..status import ping_age
 from .env import Env
 from .timetext import duration, relative, short_time
@@ -29,6 +31,18 @@ def read_leases(env: Env) -> LiveLeases:
     return LiveLeases(ordered, now, [str(exc) for exc in scan.malformed])
 
 
+def owner_restarted(lease: LeaseInfo, workers: Iterable[WorkerInfo]) -> datetime | None:
+    """When the live worker of the lease's owner name registered, if that was
+    after the lease's last ping: the worker restarted under the same name
+    (``kill -9`` and a process manager), so the run died with its earlier
+    instance; ``None`` otherwise."""
+    for worker in workers:
+        registered = worker.registered_at
+        if worker.name == lease.owner_name and registered and registered > lease.last_ping_at:
+            return registered
+    return None
+
+
 def silent_owner_note(
     name: str,
     lease: LeaseInfo,
@@ -37,14 +51,16 @@ def silent_owner_note(
     ping_timeout: float,
     steal_delay: float,
     can_start_by: datetime | None = None,
+    restarted_at: datetime | None = None,
 ) -> str | None:
-    """Why a run whose owner stopped pinging still shows as running, and when
-    its schedule can run again (``None`` while the owner pings): once its lease
-    can be taken over, and not before ``can_start_by`` (its cooldown after the
-    run's start, or a retry step: a takeable lease frees the slot, not the
-    schedule's rules)."""
+    """Why a run whose owner stopped pinging, or restarted since its last ping
+    (``restarted_at``: :func:`owner_restarted`), still shows as running, and
+    when its schedule can run again (``None`` while the owner pings): once its
+    lease can be taken over, and not before ``can_start_by`` (its cooldown
+    after the run's start, or a retry step: a takeable lease frees the slot,
+    not the schedule's rules)."""
     age = ping_age(lease, now)
-    if age <= ping_timeout:
+    if age <= ping_timeout and restarted_at is None:
         return None
     marked = lease.steal_start_at
     if marked is not None:
@@ -53,11 +69,17 @@ def silent_owner_note(
         free_at = lease.last_ping_at + timedelta(seconds=ping_timeout + steal_delay)
         rule = "ping_timeout + steal_delay after its last ping"
     when = "at beat's next round" if free_at <= now else relative(free_at, now)
-    head = (
-        f"{name}: its owner {lease.owner_name} has not pinged for {duration(age)} "
-        f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died; its lease can be "
-        f"taken over {when} ({rule})"
-    )
+    if restarted_at is not None:
+        why = (
+            f"its owner {lease.owner_name} restarted {relative(restarted_at, now)}, after the "
+            f"run's last ping: the run ended with its earlier process"
+        )
+    else:
+        why = (
+            f"its owner {lease.owner_name} has not pinged for {duration(age)} "
+            f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died"
+        )
+    head = f"{name}: {why}; its lease can be taken over {when} ({rule})"
     if can_start_by is not None and can_start_by > max(free_at, now):
         return (
             f"{head}; the schedule runs again when it can start, {relative(can_start_by, now)} "

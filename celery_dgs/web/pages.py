@@ -232,6 +232,7 @@ class Pages:
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
             can_start_by=can_start_by,
+            workers=snap.workers,
         )
 
     def failures_of(self, snap: Snapshot) -> list[tuple[StatusRow, RunRecord | None]]:

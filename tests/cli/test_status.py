@@ -718,6 +718,37 @@ def test_a_silent_owners_schedule_runs_again_when_it_can_start_not_at_the_takeov
     ), note
 
 
+def test_a_run_whose_worker_restarted_under_its_name_is_said_to_have_ended(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """``kill -9`` and a process manager restarting ``w1@node1``: its new
+    instance registers after the run's last ping, so the run ended with the
+    earlier one, before the ping timeout tells."""
+    world.sync(spec("t.slow"), at=now())
+    world.hold_lease("t.slow")  # w1@node1's run, pinged now
+    key = KeySpace(PREFIX).lease("t.slow")
+    ms = int(redis_client.hget(key, "last_ping_at") or 0)
+    redis_client.hset(key, "last_ping_at", ms - 2_000)  # within dgs_ping_timeout (5 s)
+    out = world.invoke("status").stdout
+    assert "owner restarted" not in out
+    assert "has not pinged" not in out
+    registry = WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300)
+    registry.register(
+        WorkerInfo(
+            name="w1@node1", node="node1", queues=("celery",), slots=2, pool="prefork", pid=2
+        )
+    )
+    out = world.invoke("status").stdout
+    assert re.search(r"w1@node1 \([\d.]+s, owner restarted\)", out), out
+    [note] = [x.strip() for x in out.splitlines() if "restarted" in x and "t.slow:" in x]
+    assert re.match(
+        r"t\.slow: its owner w1@node1 restarted (now|[\d.]+s ago), after the run's last "
+        r"ping: the run ended with its earlier process; its lease can be taken over in [\d.]+s "
+        r"\(ping_timeout \+ steal_delay after its last ping\), and the schedule runs again$",
+        note,
+    ), note
+
+
 def test_limit_zero_gives_the_counts_alone(world: World) -> None:
     world.sync(spec("t.a"), spec("t.b"), at=now())
     out = world.invoke("status", "--limit", "0").stdout.splitlines()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -250,6 +251,22 @@ def test_a_silent_owners_run_says_when_the_schedule_runs_again(
     assert '<span class="tag">takeable</span>' in body
     assert "its lease can be taken over at beat's next round" in body
     assert re.search(r"the schedule runs again when it can start, in (8m5\d|9m00)s", body), body
+
+
+def test_a_run_whose_worker_restarted_says_it_ended_with_the_earlier_process(
+    web: WebWorld,
+) -> None:
+    web.sync(spec("t.slow"), at=now())
+    web.hold_lease("t.slow")
+    site = web.serve()
+    assert "restarted" not in site.get("/schedule?name=t.slow").body
+    web.register_worker("w1@node1")  # the same name, registered after the run's last ping
+    deadline = time.monotonic() + 10  # the snapshot's workers are re-read in the background
+    while "restarted" not in (body := html.unescape(site.get("/schedule?name=t.slow").body)):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+    assert "its owner w1@node1 restarted" in body
+    assert "the run ended with its earlier process" in body
 
 
 def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
