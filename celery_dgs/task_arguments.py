@@ -10,12 +10,13 @@ Celery checks a call's arguments); a task whose ``typing`` is ``False``
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .core.spec import ScheduleSpec
-from .core.spec_build import suggestion
+from .core.spec_build import SUGGESTION_CUTOFF, suggestion
 from .core.spec_values import check_argument_size
 from .errors import ScheduleConfigError
 
@@ -27,13 +28,24 @@ def unknown_task(task: str, known: Iterable[str], *, declared: bool = False) -> 
     """``unknown task 'proj.fetchh'; did you mean 'proj.fetch'?`` (among the
     app's own tasks); a ``declared`` one that is like none of them may be
     a function Celery does not know as a task."""
-    hint = suggestion(task, [name for name in known if not name.startswith("celery.")])
+    own = [name for name in known if not name.startswith("celery.")]
+    # Task names share their module's dotted prefix ('proj.'), which alone made
+    # 'proj.nope' look like 'proj.slow': a name is suggested only if its last
+    # part is like the task's too.
+    hint = suggestion(task, [name for name in own if _last_parts_alike(task, name)])
     if not hint and declared:
         hint = (
             "; is it a Celery task (@app.task below the @dgs decorator, in a module "
             "the app imports)?"
         )
     return f"unknown task {task!r}{hint}"
+
+
+def _last_parts_alike(task: str, name: str) -> bool:
+    """Whether the last dotted parts of ``task`` and ``name`` are alike (as
+    :func:`~celery_dgs.core.spec_build.suggestion` measures it)."""
+    ours, theirs = task.rpartition(".")[2], name.rpartition(".")[2]
+    return difflib.SequenceMatcher(None, ours, theirs).ratio() >= SUGGESTION_CUTOFF
 
 
 def task_signature(task: Any) -> inspect.Signature | None:

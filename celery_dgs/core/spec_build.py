@@ -65,9 +65,13 @@ def required_fields(cls: type[ScheduleSpec]) -> tuple[str, ...]:
     )
 
 
+#: How alike (difflib's ratio) a choice must be to be suggested.
+SUGGESTION_CUTOFF = 0.6
+
+
 def suggestion(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=SUGGESTION_CUTOFF)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 

@@ -16,6 +16,7 @@ from celery_dgs.dgs import DGS, get_dgs
 from celery_dgs.errors import ScheduleConfigError
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store import SqlScheduleStore
+from celery_dgs.task_arguments import unknown_task
 from tests.cli.conftest import make_app
 
 BLOB = "x" * (10 * 1024 * 1024)  # the 10 MB value of the report
@@ -162,3 +163,15 @@ def test_at_many_reports_every_bad_item_and_adds_the_good_ones(
     assert not report.ok
     assert report.added == ["t.check_order@check:a", "t.check_order@check:f"]
     assert sorted(c.name for c in store.pending_checks()) == report.added
+
+
+def test_an_unknown_task_is_likened_only_to_a_task_whose_own_name_is_alike() -> None:
+    """The module prefix the names share ('proj.') does not make a suggestion."""
+    known = ["proj.slow", "proj.fetch", "celery.backend_cleanup"]
+    assert unknown_task("proj.nope", known) == "unknown task 'proj.nope'"
+    assert unknown_task("proj.fetchh", known) == (
+        "unknown task 'proj.fetchh'; did you mean 'proj.fetch'?"
+    )
+    assert (
+        unknown_task("prj.fetch", known) == "unknown task 'prj.fetch'; did you mean 'proj.fetch'?"
+    )
