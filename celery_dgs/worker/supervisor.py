@@ -404,8 +404,9 @@ class RunSupervisor:
                     self._check_fence()
                 if self.interruption is None and time.monotonic() >= next_ping:
                     next_ping = time.monotonic() + self.ping_interval
-                    self._progress_pending = False  # this ping carries it
-                    self._send_ping()
+                    pending, self._progress_pending = self._progress_pending, False
+                    if not self._send_ping():  # one in flight: it did not carry this one
+                        self._progress_pending = pending
                 progress_in = self._progress_ping_in()
                 if self.interruption is None and progress_in == 0.0:
                     self._progress_pending = False  # before the ping reads the progress
