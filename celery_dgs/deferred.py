@@ -11,6 +11,7 @@ under the same lease), holding only the checks due soon in memory.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from typing import Any, cast
 
 from .core.checks import ON_EXISTS_CHOICES, ON_EXISTS_KEEP, first_check_time
 from .core.clock import Clock, SystemClock
+from .core.durations import parse_duration
 from .core.schedule_names import CHECK_CONFIGURATION_PREFIX, check_key, schedule_name
 from .core.spec import CheckSpec
 from .core.spec_build import spec_fields, suggestion
@@ -286,9 +288,10 @@ class DeferredChecks:
         template = self._template(task)
         spec, args_text, kwargs_text = _check_and_texts(template, key, args, kwargs)
         self._arguments.check(spec, texts=(args_text, kwargs_text))
-        delay: Any = after
-        if isinstance(after, (int, float)) and not isinstance(after, bool):
-            delay = timedelta(seconds=after)
+        try:
+            delay = _delay(after)
+        except ValueError as exc:
+            raise ScheduleConfigError(spec.name, "after", str(exc)) from None
         try:
             when = first_check_time(spec, now or self._clock.now(), at=at, after=delay)
         except ValueError as exc:
@@ -331,10 +334,17 @@ class DeferredChecks:
         if not isinstance(item, Mapping):
             raise ScheduleConfigError("?", "item", f"must be a mapping of fields, got {item!r}")
         if not _ITEM_FIELDS.issuperset(item):
-            unknown = set(item) - _ITEM_FIELDS
-            raise ScheduleConfigError(
-                str(item.get("task")), sorted(map(str, unknown))[0], "is not a field of a check"
+            unknown = sorted(map(str, set(item) - _ITEM_FIELDS))[0]
+            task = item.get("task")
+            task = getattr(task, "name", task)  # a Celery task object: its name
+            key = item.get("key")
+            name = (
+                str(task)
+                if key is None
+                else schedule_name(str(task), f"{CHECK_CONFIGURATION_PREFIX}{key}")
             )
+            hint = suggestion(unknown, sorted(_ITEM_FIELDS))
+            raise ScheduleConfigError(name, unknown, f"is not a field of a check{hint}")
         return self.new_check(
             item.get("task"),
             item.get("key"),
@@ -400,3 +410,16 @@ class DeferredChecks:
         template = self._template(task)
         name = f"{template.task}@{CHECK_CONFIGURATION_PREFIX}{check_key(template.task, key)}"
         return self.store.check_history(name=name, limit=limit)
+
+
+def _delay(after: Any) -> Any:
+    """``after`` as a timedelta when it is seconds or duration text (``"90s"``,
+    ``"1h30m"``); anything else as given, for :func:`first_check_time` to
+    refuse. ``ValueError`` for seconds that are not finite."""
+    if isinstance(after, (int, float)) and not isinstance(after, bool):
+        if not math.isfinite(after):
+            raise ValueError(f"must be a finite number of seconds, got {after!r}")
+        return timedelta(seconds=after)
+    if isinstance(after, str):
+        return parse_duration(after)
+    return after

@@ -101,8 +101,8 @@ def first_check_time(
         if not isinstance(after, timedelta) or after < timedelta(0):
             got = format_duration(after) if isinstance(after, timedelta) else repr(after)
             raise ValueError(
-                f"check {name!r}, field 'after': must be a timedelta (or seconds) of zero or "
-                f"more, got {got}"
+                f"check {name!r}, field 'after': must be a timedelta (or seconds, or "
+                f"duration text) of zero or more, got {got}"
             )
         when = now + after
     when = round_to_slot(when, spec.slot)

@@ -76,6 +76,10 @@ def test_bulk_add_and_cancel(dgs: DGS) -> None:
         ({"task": "shop.check_order", "key": "", "after": 1}, "key"),
         ({"task": "shop.check_order", "key": "1", "at": datetime(2026, 5, 2)}, "at"),
         ({"task": "shop.check_order", "key": "1", "after": -5}, "after"),  # "got -5 s"
+        ({"task": "shop.check_order", "key": "1", "after": float("nan")}, "after"),
+        ({"task": "shop.check_order", "key": "1", "after": float("inf")}, "after"),
+        ({"task": "shop.check_order", "key": "1", "after": "soon"}, "after"),
+        ({"task": "shop.check_order", "key": "1", "afte": 5}, "afte"),
         ({"task": "shop.check_order", "key": "1", "after": 1, "at": NOW}, "at"),
         ({"task": "shop.check_order", "key": "1", "at": NOW + timedelta(days=31)}, "at"),
         ({"task": "shop.check_order", "key": "1", "after": 1, "kwargs": {"x": object()}}, "kwargs"),
@@ -84,10 +88,26 @@ def test_bulk_add_and_cancel(dgs: DGS) -> None:
 )
 def test_bad_input_names_the_check_and_field(dgs: DGS, call: dict[str, Any], field: str) -> None:
     checks, store = api(dgs)
-    [error] = checks.at_many([call]).errors
+    good = {"task": "shop.check_order", "key": "good", "after": 1}
+    report = checks.at_many([call, good])
+    [error] = report.errors
     assert (error.line, error.field) == (1, field), error
     assert "timedelta(" not in str(error), "durations are shown in seconds"
-    assert store.pending_checks() == []
+    if call.get("key") == "1" and call.get("task") == "shop.check_order":
+        assert error.schedule == "shop.check_order@check:1", error
+    assert [c.name for c in store.pending_checks()] == ["shop.check_order@check:good"]
+
+
+def test_after_takes_seconds_a_timedelta_or_duration_text(dgs: DGS) -> None:
+    checks, store = api(dgs)
+    report = checks.at_many(
+        {"task": "shop.check_order", "key": str(i), "after": after}
+        for i, after in enumerate((90, 90.0, timedelta(seconds=90), "90s", "1m30s"))
+    )
+    assert report.errors == []
+    assert len({c.stats.next_target_at for c in store.pending_checks()}) == 1
+    [error] = checks.at_many([{"task": "shop.check_order", "key": "x", "afte": 5}]).errors
+    assert error.message == "is not a field of a check; did you mean 'after'?"
 
 
 @pytest.mark.parametrize(
