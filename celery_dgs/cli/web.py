@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 
 import click
 import redis
@@ -75,12 +76,24 @@ def web(ctx: click.Context, bind: str, refresh: float) -> None:
     env.runtime  # noqa: B018 - build the clients once, before the server's threads
     _check_redis(env)
     app = create_app(env, refresh=refresh, max_age=min(refresh / 2, 1.0))
-    logging.getLogger("celery_dgs.web").setLevel(logging.INFO)
-    mode = "actions need dgs_web_token" if env.settings.web_token else "read-only"
+    _log_to_stderr(logging.getLogger("celery_dgs.web"))
+    mode = "actions once signed in with dgs_web_token" if env.settings.web_token else "read-only"
     sock = _bound_socket(host, port)
     port = sock.getsockname()[1]
     click.echo(f"celery-dgs status page on http://{_url_host(host)}:{port}/ ({mode})")
     uvicorn.Server(server_config(app, host, port, log_level="warning")).run(sockets=[sock])
+
+
+def _log_to_stderr(logger: logging.Logger) -> None:
+    """The page's log (each action, sign-in and refusal: INFO and up) on
+    stderr, unless the application's logging configuration already handles
+    it (a handler on it or on the root logger)."""
+    logger.setLevel(logging.INFO)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s: %(levelname)s] %(message)s"))
+    logger.addHandler(handler)
 
 
 def _check_redis(env: Env) -> None:

@@ -26,6 +26,7 @@ app.conf.update(
     dgs_key_prefix=os.environ["DECL_PREFIX"],
     dgs_store_poll_interval=0.2,
     dgs_schedules={"decl.a": {"period": float(os.environ["DECL_PERIOD"])}},
+    dgs_web_token=os.environ.get("DECL_WEB_TOKEN"),
 )
 dgs = celery_dgs.DGS(app)
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -111,6 +112,42 @@ def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
         proc.terminate()
         out, _err = proc.communicate(timeout=20)
     assert f"status page on http://127.0.0.1:{port}/ (read-only)" in out
+
+
+def test_the_command_logs_each_sign_in_on_stderr(sqlite_url: str, redis_url: str) -> None:
+    """Without a logging configuration of the application's, the page's log
+    (INFO and up: every action, sign-in and refusal) goes to stderr."""
+    base, env = _web_command(sqlite_url, redis_url)
+    env["DECL_WEB_TOKEN"] = "s3cret-token-of-the-operator"
+    port = free_port()
+    proc = subprocess.Popen(
+        [*base, "web", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _get_when_up(proc, f"http://127.0.0.1:{port}/schedules")[0] == 200
+
+        def sign_in(token: str) -> None:
+            form = urllib.parse.urlencode({"token": token}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/login", data=form)
+            urllib.request.urlopen(request, timeout=10).close()
+
+        sign_in(env["DECL_WEB_TOKEN"])  # the right one first: a wrong one starts a backoff
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            sign_in("wrong-token")
+        refused.value.close()
+        assert refused.value.code == 403
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert "(actions once signed in with dgs_web_token)" in out
+    assert "INFO] status page: operator signed in from 127.0.0.1" in err, err
+    assert "WARNING] status page: refused sign-in from 127.0.0.1" in err, err
+    assert "s3cret" not in err
 
 
 def test_a_redis_not_reachable_yet_is_a_warning_and_the_page_comes_up_with_it(
