@@ -20,11 +20,11 @@ from ..errors import UnknownScheduleError
 from ..leases.types import LeaseInfo
 from ..ops.actions import ActionResult
 from ..ops.checks import check_name, read_check, summary_json
-from ..ops.env import Env
+from ..ops.env import Env, utcnow
 from ..ops.errors import UnknownTarget
 from ..ops.runs import recent_runs
 from ..ops.spec_words import spec_words
-from ..ops.state import rows_of
+from ..ops.state import Live, read_live, rows_of
 from ..ops.timetext import iso
 from ..status import StatusRow, is_check_name
 from ..store.records import RunRecord
@@ -36,6 +36,11 @@ from .snapshot import Snapshot
 from .templating import HEADERS, Renderer, is_fragment
 
 #: Runs shown on a schedule's page.
+#: A schedule's page is shown against the overview's snapshot of the live
+#: runs and workers (and its clock) while it is at most this old; past it
+#: (its re-read is slow, or failing) the page reads them itself.
+PAGE_FRESH_S = 2.0
+
 RUNS_SHOWN = 30
 #: Failing schedules shown on the leases page.
 FAILURES_SHOWN = 20
@@ -157,11 +162,14 @@ class Pages:
             stored = None
         if stored is None or not stored.active:
             return self.renderer.render("missing.html", request, status=404, name=name)
-        (row,) = rows_of(self.env, [stored], snap.live)
+        # The row is read now: so are its run and the clock it is shown against,
+        # unless the overview's snapshot is as good as new.
+        live = snap.live if _fresh(snap.now) else read_live(self.env)
+        (row,) = rows_of(self.env, [stored], live)
         runs = recent_runs(self.env, name, RUNS_SHOWN)
         lease = None
         if row.running is not None:
-            lease = self.lease_view(row.running, snap, row.can_start_by)
+            lease = self.lease_view(row.running, live, row.can_start_by)
         avg, dev = views.average_of(stored)
         page = "schedule_live.html" if is_fragment(request) else "schedule.html"
         return self.renderer.render(
@@ -173,7 +181,8 @@ class Pages:
             stored=stored,
             runs=runs,
             words=spec_words(stored.spec) if stored.spec is not None else "",
-            tl=views.timeline(runs, row, snap.now),
+            tl=views.timeline(runs, row, live.now),
+            now=live.now,
             lease=lease,
             avg=avg,
             dev=dev,
@@ -205,6 +214,7 @@ class Pages:
             notice=notice,
             problem=problem,
             snap=self.cache.get(),
+            now=utcnow(),  # the check is read now: shown against the present
             c=detail,
             row=row,
             pending=row is not None and row.active,
@@ -214,7 +224,7 @@ class Pages:
     def leases(self, request: Request) -> Response:
         snap = self.cache.get()
         leases = [
-            self.lease_view(lease, snap)
+            self.lease_view(lease, snap.live)
             for lease in sorted(snap.leases.values(), key=lambda x: x.started_at)
         ]
         page = "leases_live.html" if is_fragment(request) else "leases.html"
@@ -223,16 +233,16 @@ class Pages:
         )
 
     def lease_view(
-        self, lease: LeaseInfo, snap: Snapshot, can_start_by: datetime | None = None
+        self, lease: LeaseInfo, live: Live, can_start_by: datetime | None = None
     ) -> views.LeaseView:
         settings = self.env.settings
         return views.lease_view(
             lease,
-            snap.now,
+            live.now,
             ping_timeout=settings.ping_timeout,
             steal_delay=settings.steal_delay,
             can_start_by=can_start_by,
-            workers=snap.workers,
+            workers=live.workers,
         )
 
     def failures_of(self, snap: Snapshot) -> list[tuple[StatusRow, RunRecord | None]]:
@@ -248,3 +258,8 @@ class Pages:
             failures.append((row, last[0] if last else None))
         self._failures = (snap, failures)
         return failures
+
+
+def _fresh(moment: datetime) -> bool:
+    """Whether a snapshot read at ``moment`` is at most :data:`PAGE_FRESH_S` old."""
+    return (utcnow() - moment).total_seconds() <= PAGE_FRESH_S

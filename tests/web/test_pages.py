@@ -17,6 +17,7 @@ import redis
 
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.leader import RedisLeader
+from celery_dgs.web import pages
 from tests.cli.conftest import PREFIX, now, spec
 from tests.web.conftest import WebWorld, free_port, make_web_app
 
@@ -267,6 +268,23 @@ def test_a_run_whose_worker_restarted_says_it_ended_with_the_earlier_process(
         time.sleep(0.1)
     assert "its owner w1@node1 restarted" in body
     assert "the run ended with its earlier process" in body
+
+
+def test_a_schedules_page_is_shown_against_the_present_when_the_snapshot_is_old(
+    web: WebWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The overview's snapshot is kept (here for an hour); a schedule's page
+    read after PAGE_FRESH_S reads the live runs and the clock itself."""
+    monkeypatch.setattr(pages, "PAGE_FRESH_S", 0.5)
+    t0 = now()
+    web.sync(spec("t.soon"), at=t0 + timedelta(seconds=1.5))  # may start 1.5 s from now
+    site = web.serve(max_age=3600.0)
+    first = site.get("/schedule?name=t.soon").body
+    assert re.search(r"<th>can start by</th><td>in [\d.]+s", first), first
+    while now() < t0 + timedelta(seconds=2.5):  # past its start, the snapshot still t0's
+        time.sleep(0.1)
+    body = site.get("/schedule?name=t.soon").body
+    assert re.search(r"<th>can start by</th><td>[\d.]+s ago", body), body
 
 
 def test_spec_in_words_with_cron_and_blackout(web: WebWorld) -> None:
