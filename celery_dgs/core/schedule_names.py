@@ -62,7 +62,11 @@ def check_key(task: Any, key: Any) -> str:
     if not isinstance(key, str) or not key.strip():
         raise ScheduleConfigError(name, "key", f"must be a non-empty string, got {key!r}")
     if len(key) > MAX_CHECK_KEY_LENGTH or any(ch in key for ch in "\x00\n\r"):
+        if len(key) > MAX_CHECK_KEY_LENGTH:  # named by its start, not repeated whole
+            name = f"{task}@{CHECK_CONFIGURATION_PREFIX}{key[:40]}..."
         raise ScheduleConfigError(
-            name, "key", f"must be at most {MAX_CHECK_KEY_LENGTH} characters on one line"
+            name,
+            "key",
+            f"must be at most {MAX_CHECK_KEY_LENGTH} characters on one line, got {len(key)}",
         )
     return key

@@ -156,3 +156,12 @@ def test_a_bad_on_exists_names_the_check(dgs: DGS) -> None:
     assert bad.value.schedule.startswith("shop.check_order@"), bad.value.schedule
     with pytest.raises(ScheduleConfigError, match="every item"):
         checks.at_many([], on_exists="replace")
+
+
+def test_a_key_too_long_is_named_by_its_start(dgs: DGS) -> None:
+    checks, _ = api(dgs)
+    [error] = checks.at_many([{"task": "shop.check_order", "key": "k" * 5000, "after": 1}]).errors
+    assert error.field == "key"
+    assert error.schedule == "shop.check_order@check:" + "k" * 40 + "..."
+    assert error.message == "must be at most 200 characters on one line, got 5000"
+    assert len(str(error)) < 300
