@@ -98,6 +98,7 @@ def pending_json(row: StoredSchedule, now: datetime) -> dict[str, Any]:
         "lateness_s": lateness_s(due, now),
         "check_count": row.check_count or 0,
         "failure_count": row.stats.failure_count or 0,
+        "paused": row.paused,
     }
 
 
@@ -112,7 +113,7 @@ def pending_text(title: str, rows: Sequence[StoredSchedule], now: datetime, *, c
                 check_key_of(r),
                 short_time(r.stats.next_target_at),
                 Cell(
-                    late_text(r.stats.next_target_at, now),
+                    late_text(r.stats.next_target_at, now) + (", paused" if r.paused else ""),
                     "WARNING" if (r.stats.next_target_at or now) < now else None,
                 ),
                 str(r.check_count or 0),
@@ -158,6 +159,7 @@ def check_json(
         "task": task,
         "key": key,
         "state": "pending" if pending else "ended",
+        "paused": pending and row is not None and row.paused,
         "due_at": iso(due),
         "lateness_s": lateness_s(due, now),
         "check_count": None if row is None else row.check_count or 0,
@@ -208,7 +210,8 @@ def check_text(
             f" of at most {doc['max_checks']}" if doc["max_checks"] is not None else ""
         )
         lines += [
-            f"  state:       {styled('pending', 'pending', color=color)}",
+            f"  state:       {styled('pending', 'pending', color=color)}"
+            + (f", paused (celery dgs resume {doc['name']})" if doc["paused"] else ""),
             f"  next check:  {short_time(due)} ({late_text(due, now)})",
             f"  checks run:  {checks}",
             f"  first check: {short_time(row.first_check_at)}",

@@ -123,6 +123,7 @@ def test_overdue_lists_the_overdue_oldest_first_with_limit_and_task(checks_world
         "lateness_s",
         "check_count",
         "failure_count",
+        "paused",
     ]
     assert 5 * 60 <= doc["checks"][0]["lateness_s"] < 6 * 60
     pending = checks_world.invoke("checks", "--task", ORDER).stdout.splitlines()
@@ -191,6 +192,7 @@ def test_one_pending_check_with_its_runs(checks_world: World) -> None:
         "task",
         "key",
         "state",
+        "paused",
         "due_at",
         "lateness_s",
         "check_count",
@@ -205,6 +207,15 @@ def test_one_pending_check_with_its_runs(checks_world: World) -> None:
     assert -11 * 60 < doc["lateness_s"] < -9 * 60
     assert [r["outcome"] for r in doc["runs"]] == ["success"]
     assert doc["history"] == []
+    assert doc["paused"] is False
+    assert checks_world.invoke("pause", name).exit_code == 0
+    paused = checks_world.invoke("checks", name).stdout
+    assert f"state:       pending, paused (celery dgs resume {name})" in paused
+    assert json.loads(checks_world.invoke("checks", name, "--json").stdout)["paused"] is True
+    listed = checks_world.invoke("checks", "--task", ORDER)
+    assert ", paused" in listed.stdout
+    listed_json = json.loads(checks_world.invoke("checks", "--task", ORDER, "--json").stdout)
+    assert any(c["paused"] for c in listed_json["checks"]), listed_json
 
 
 def test_one_ended_check_shows_its_history(checks_world: World) -> None:
