@@ -83,6 +83,20 @@ class World:
             )
         return run_id
 
+    def dead_owners_run(self, name: str) -> None:
+        """``name`` (cooldown 10 min) ran well 2 minutes ago, was asked to run
+        again 30 s ago, and that run's owner died: its lease silent for 20 s
+        with a steal marked 9 s ago (takeable), the cooldown until 9 min from now."""
+        t = now()
+        self.sync(spec(name, cooldown_duration=timedelta(minutes=10)), at=t - timedelta(hours=2))
+        self.record(name, "success", t - timedelta(minutes=2), 60.0)
+        self.record(name, "running", t - timedelta(seconds=30))
+        self.hold_lease(name)
+        key = KeySpace(PREFIX).lease(name)
+        client = self.leases.client
+        ms = int(client.hget(key, "last_ping_at") or 0)
+        client.hset(key, mapping={"last_ping_at": ms - 20_000, "steal_start_at": ms - 9_000})
+
     def hold_lease(self, name: str, *, node: str = "node1", progress: float | None = None) -> int:
         result = self.leases.acquire(
             name, owner_node=node, owner_name=f"w1@{node}", owner_tag=f"tag-{name}"

@@ -694,20 +694,13 @@ def test_a_run_whose_owner_stopped_pinging_says_when_it_can_be_taken_over(
 
 
 def test_a_silent_owners_schedule_runs_again_when_it_can_start_not_at_the_takeover(
-    world: World, redis_client: redis.Redis
+    world: World,
 ) -> None:
     """The lease of a dead owner's run (asked for with ``run``) can be taken
     over after ping_timeout + steal_delay, but the schedule starts again only
     once its cooldown after the last good run has passed: the note gives
     that moment."""
-    t = now()
-    world.sync(spec("t.cool", cooldown_duration=10 * M), at=t - 2 * H)
-    world.record("t.cool", "success", t - 2 * M, 60.0)  # cooldown until t + 9 min
-    world.record("t.cool", "running", t - timedelta(seconds=30))
-    world.hold_lease("t.cool")
-    key = KeySpace(PREFIX).lease("t.cool")
-    ms = int(redis_client.hget(key, "last_ping_at") or 0)
-    redis_client.hset(key, mapping={"last_ping_at": ms - 20_000, "steal_start_at": ms - 9_000})
+    world.dead_owners_run("t.cool")
     out = world.invoke("status").stdout
     [note] = [x.strip() for x in out.splitlines() if "has not pinged" in x]
     assert "its lease can be taken over at beat's next round" in note, note

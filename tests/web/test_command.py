@@ -76,6 +76,18 @@ def _web_command(sqlite_url: str, redis_url: str) -> tuple[list[str], dict[str, 
     return base, env
 
 
+def _spawn_web(base: list[str], env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    """``celery ... dgs web`` on ``127.0.0.1:port``, its output piped."""
+    return subprocess.Popen(
+        [*base, "web", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _get_when_up(proc: subprocess.Popen[str], url: str, *, timeout: float = 30) -> tuple[int, str]:
     """The status and body of ``url`` once the server answers (an error
     status is an answer too)."""
@@ -95,14 +107,7 @@ def _get_when_up(proc: subprocess.Popen[str], url: str, *, timeout: float = 30) 
 def test_the_command_serves_the_page(sqlite_url: str, redis_url: str) -> None:
     base, env = _web_command(sqlite_url, redis_url)
     port = free_port()
-    proc = subprocess.Popen(
-        [*base, "web", "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _spawn_web(base, env, port)
     try:
         status, body = _get_when_up(proc, f"http://127.0.0.1:{port}/schedules")
         assert status == 200
@@ -120,14 +125,7 @@ def test_the_command_logs_each_sign_in_on_stderr(sqlite_url: str, redis_url: str
     base, env = _web_command(sqlite_url, redis_url)
     env["DECL_WEB_TOKEN"] = "s3cret-token-of-the-operator"
     port = free_port()
-    proc = subprocess.Popen(
-        [*base, "web", "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _spawn_web(base, env, port)
     try:
         assert _get_when_up(proc, f"http://127.0.0.1:{port}/schedules")[0] == 200
 
@@ -156,14 +154,7 @@ def test_a_redis_not_reachable_yet_is_a_warning_and_the_page_comes_up_with_it(
     redis_port = free_port()
     base, env = _web_command(sqlite_url, f"redis://127.0.0.1:{redis_port}/0")
     port = free_port()
-    proc = subprocess.Popen(
-        [*base, "web", "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _spawn_web(base, env, port)
     try:
         status, _ = _get_when_up(proc, f"http://127.0.0.1:{port}/api/overview")
         assert status == 503, "no page can be read without Redis"

@@ -237,17 +237,8 @@ def test_one_schedule_page(web: WebWorld, fleet: datetime) -> None:
     assert site.get("/schedules/nope").status == 404
 
 
-def test_a_silent_owners_run_says_when_the_schedule_runs_again(
-    web: WebWorld, redis_client: redis.Redis
-) -> None:
-    t = now()
-    web.sync(spec("t.cool", cooldown_duration=10 * M), at=t - 2 * H)
-    web.record("t.cool", "success", t - 2 * M, 60.0)  # cooldown until t + 9 min
-    web.record("t.cool", "running", t - timedelta(seconds=30))
-    web.hold_lease("t.cool")
-    key = KeySpace(PREFIX).lease("t.cool")
-    ms = int(redis_client.hget(key, "last_ping_at") or 0)
-    redis_client.hset(key, mapping={"last_ping_at": ms - 20_000, "steal_start_at": ms - 9_000})
+def test_a_silent_owners_run_says_when_the_schedule_runs_again(web: WebWorld) -> None:
+    web.dead_owners_run("t.cool")
     body = html.unescape(web.serve().get("/schedule?name=t.cool").body)
     assert '<span class="tag">takeable</span>' in body
     assert "its lease can be taken over at beat's next round" in body
