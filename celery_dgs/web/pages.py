@@ -35,12 +35,11 @@ from .overview import overview as figures_of
 from .snapshot import Snapshot
 from .templating import HEADERS, Renderer, is_fragment
 
-#: Runs shown on a schedule's page.
 #: A schedule's page is shown against the overview's snapshot of the live
 #: runs and workers (and its clock) while it is at most this old; past it
 #: (its re-read is slow, or failing) the page reads them itself.
 PAGE_FRESH_S = 2.0
-
+#: Runs shown on a schedule's page.
 RUNS_SHOWN = 30
 #: Failing schedules shown on the leases page.
 FAILURES_SHOWN = 20
