@@ -29,7 +29,7 @@ def unknown_task(task: str, known: Iterable[str], *, declared: bool = False) -> 
     app's own tasks); a ``declared`` one that is like none of them may be
     a function Celery does not know as a task."""
     own = [name for name in known if not name.startswith("celery.")]
-    # Task names share their module's dotted prefix ('proj.'), which alone made
+    # Task names share their module's dotted prefix ('proj.'), which alone would make
     # 'proj.nope' look like 'proj.slow': a name is suggested only if its last
     # part is like the task's too.
     hint = suggestion(task, [name for name in own if _last_parts_alike(task, name)])
