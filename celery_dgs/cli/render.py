@@ -172,8 +172,10 @@ def _running(
     lease: LeaseInfo | None,
     now: datetime,
     ping_timeout: float | None,
-    workers: Sequence[WorkerInfo] = (),
+    restarted: bool = False,
 ) -> str:
+    """The RUNNING cell; ``restarted``: the owner's worker restarted since the
+    run's last ping (:func:`~celery_dgs.ops.leases.owner_restarted`)."""
     if lease is None:
         return NONE
     extra = [duration(now - lease.started_at)]
@@ -182,7 +184,7 @@ def _running(
     if lease.cancel_requested:
         extra.append("cancelling")
     silent = ping_age(lease, now)
-    if owner_restarted(lease, workers) is not None:
+    if restarted:
         extra.append("owner restarted")
     elif ping_timeout is not None and silent > ping_timeout:
         extra.append(f"silent {duration(silent)}")
@@ -225,6 +227,7 @@ def status_text(
     )
     if not rows:
         return head + ("" if sum(counts.values()) else "\nno schedules match")
+    restarted = {r.name: owner_restarted(r.running, workers) for r in rows if r.running is not None}
     body = table(
         [
             "CONDITION",
@@ -253,7 +256,7 @@ def status_text(
                 duration(r.average_duration),
                 NONE if r.failure_count is None else str(r.failure_count),
                 _flags(r),
-                _running(r.running, now, ping_timeout, workers),
+                _running(r.running, now, ping_timeout, restarted.get(r.name) is not None),
             ]
             for r in rows
         ],
@@ -277,7 +280,7 @@ def status_text(
                 ping_timeout=ping_timeout,
                 steal_delay=steal_delay,
                 can_start_by=r.can_start_by,
-                restarted_at=owner_restarted(r.running, workers),
+                restarted_at=restarted.get(r.name),
             )
             if r.running is not None and ping_timeout is not None
             else None

@@ -22,6 +22,7 @@ from ..ops.actions import ActionResult
 from ..ops.checks import check_name, read_check, summary_json
 from ..ops.env import Env, utcnow
 from ..ops.errors import UnknownTarget
+from ..ops.leases import owner_restarted, silent_owner_note
 from ..ops.runs import recent_runs
 from ..ops.spec_words import spec_words
 from ..ops.state import Live, read_live, rows_of
@@ -166,9 +167,19 @@ class Pages:
         live = snap.live if _fresh(snap.now) else read_live(self.env)
         (row,) = rows_of(self.env, [stored], live)
         runs = recent_runs(self.env, name, RUNS_SHOWN)
-        lease = None
+        lease = note = None
         if row.running is not None:
-            lease = self.lease_view(row.running, live, row.can_start_by)
+            lease = self.lease_view(row.running, live)
+            settings = self.env.settings
+            note = silent_owner_note(  # why a silent owner's run shows, and what comes next
+                name,
+                row.running,
+                live.now,
+                ping_timeout=settings.ping_timeout,
+                steal_delay=settings.steal_delay,
+                can_start_by=row.can_start_by,
+                restarted_at=owner_restarted(row.running, live.workers),
+            )
         avg, dev = views.average_of(stored)
         page = "schedule_live.html" if is_fragment(request) else "schedule.html"
         return self.renderer.render(
@@ -183,6 +194,7 @@ class Pages:
             tl=views.timeline(runs, row, live.now),
             now=live.now,
             lease=lease,
+            silent_note=note,
             avg=avg,
             dev=dev,
             notice=notice,
@@ -231,17 +243,10 @@ class Pages:
             page, request, snap=snap, leases=leases, failures=self.failures_of(snap)
         )
 
-    def lease_view(
-        self, lease: LeaseInfo, live: Live, can_start_by: datetime | None = None
-    ) -> views.LeaseView:
+    def lease_view(self, lease: LeaseInfo, live: Live) -> views.LeaseView:
         settings = self.env.settings
         return views.lease_view(
-            lease,
-            live.now,
-            ping_timeout=settings.ping_timeout,
-            steal_delay=settings.steal_delay,
-            can_start_by=can_start_by,
-            workers=live.workers,
+            lease, live.now, ping_timeout=settings.ping_timeout, steal_delay=settings.steal_delay
         )
 
     def failures_of(self, snap: Snapshot) -> list[tuple[StatusRow, RunRecord | None]]:

@@ -18,10 +18,8 @@ from ..core.run_end import FAILURE_OUTCOMES, INTERRUPTION_OUTCOMES
 from ..core.spec import MAX_INTERVAL_INDEX, AdaptiveSpec, ScheduleSpec
 from ..leases.types import LeaseInfo
 from ..ops.env import Env
-from ..ops.leases import owner_restarted, silent_owner_note
 from ..ops.state import rows_of
 from ..ops.timetext import duration, relative, short_time
-from ..registry import WorkerInfo
 from ..status import StatusRow, ping_age, steal_state
 from ..store.records import RunRecord, StoredSchedule
 from ..store.selection import Selection
@@ -187,31 +185,11 @@ class LeaseView:
     progress: float | None
     steal: str
     cancel_requested: bool
-    #: Why a silent owner's run still shows, and when the schedule runs again.
-    note: str | None = None
 
 
 def lease_view(
-    lease: LeaseInfo,
-    now: datetime,
-    *,
-    ping_timeout: float,
-    steal_delay: float,
-    can_start_by: datetime | None = None,
-    workers: Sequence[WorkerInfo] = (),
+    lease: LeaseInfo, now: datetime, *, ping_timeout: float, steal_delay: float
 ) -> LeaseView:
-    """The lease as the pages show it; ``can_start_by``: its schedule's (a
-    silent owner's note then says when the schedule runs again); ``workers``:
-    the live ones (an owner restarted since the run's last ping is said)."""
-    note = silent_owner_note(
-        lease.schedule,
-        lease,
-        now,
-        ping_timeout=ping_timeout,
-        steal_delay=steal_delay,
-        can_start_by=can_start_by,
-        restarted_at=owner_restarted(lease, workers),
-    )
     return LeaseView(
         schedule=lease.schedule,
         owner=lease.owner_name,
@@ -222,7 +200,6 @@ def lease_view(
         progress=lease.progress,
         cancel_requested=lease.cancel_requested,
         steal=steal_state(lease, now, ping_timeout=ping_timeout, steal_delay=steal_delay),
-        note=note,
     )
 
 
