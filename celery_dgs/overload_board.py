@@ -1,8 +1,8 @@
 """What the leading beat's ``fewest_errors`` order is giving up, kept in Redis
 for ``status`` and the page.
 
-While ``dgs_overload = "fewest_errors"`` and the schedules' demand exceeds the
-live slots, the order makes the schedules in ERROR whose runs buy the least
+While ``dgs_overload = "fewest_errors"`` and some pool's demand exceeds the
+live slots that serve it, the order makes the schedules in ERROR whose runs buy the least
 fresh time wait (:mod:`~celery_dgs.core.fewest_errors`). The leader writes
 which, as an :class:`OverloadReport` in JSON at ``KeySpace.beat_overload()``,
 each time it writes its pace; the value expires like the pace, so a stopped
@@ -28,13 +28,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class OverloadReport:
-    """The leader's ``fewest_errors`` order now: whether the demand exceeds the
-    live slots, how many schedules in ERROR it makes wait, and the lowest-value
-    of them (``floor_at``: Unix seconds, infinite when never)."""
+    """The leader's ``fewest_errors`` order now: whether some pool's demand
+    exceeds the live slots that serve it, how many schedules in ERROR it makes
+    wait, the lowest-value of them (``floor_at``: Unix seconds, infinite when
+    never), and the pools over their slots
+    (:func:`~celery_dgs.core.pool_slots.overloaded_pools`; ``()`` from a beat
+    that wrote none)."""
 
     overloaded: bool
     waiting_count: int
     waiting: tuple[Waiting, ...] = ()
+    pools: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +52,7 @@ class OverloadReport:
                 }
                 for w in self.waiting
             ],
+            "pools": list(self.pools),
         }
 
 
@@ -86,7 +91,10 @@ class OverloadBoard:
                 )
                 for w in data["waiting"]
             )
-            return OverloadReport(bool(data["overloaded"]), int(data["waiting_count"]), waiting)
+            pools = tuple(str(pool) for pool in data.get("pools", ()))
+            return OverloadReport(
+                bool(data["overloaded"]), int(data["waiting_count"]), waiting, pools
+            )
         except (ValueError, KeyError, TypeError):
             logger.warning(
                 "celery-dgs: beat's overload report at %s is malformed: %.200r", self.key, raw

@@ -228,10 +228,10 @@ class BeatEngine:
         self.loader.read_windows()
         if leadership is not None and role is Role.STANDBY:
             state.most_urgent_should_start_by = None
-            state.live_slots = None  # known again at this beat's next placement as leader
+            state.live_slots = state.pool_slots = None  # known again at its next round as leader
             return leadership.standby_interval
         if role is Role.ELECTED:
-            state.live_slots = None
+            state.live_slots = state.pool_slots = None
             self.pending_dispatches.adopt()
             state.refresh_after_read = True  # a standby's stats may be a poll old
         moment = self.clock.now()

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from ..core.lookahead import AdmissionRound
 from ..core.placement import Placement, WorkerSlots
+from ..core.pool_slots import PoolSlots
 from ..leases.base import LeaseBackend
 from ..leases.types import BeatView
 from ..registry import RegistryBackend, WorkerInfo
@@ -49,7 +50,8 @@ class BeatPlacement:
         self.live = LiveWorkers(registry)
 
     def placement(self, view: BeatView) -> Placement:
-        """The round's free slots per worker; records ``live_slots`` in the state.
+        """The round's free slots per worker; records ``live_slots`` and
+        ``pool_slots`` in the state.
 
         A worker's running leases last pinged before it registered are an
         earlier instance's (restarted under the same name): they take none of
@@ -65,11 +67,15 @@ class BeatPlacement:
         capacity = self.settings.capacity
         if not workers and not self.stalled and capacity:
             state.live_slots = capacity
+            state.pool_slots = PoolSlots.every_pool(capacity, self.default_queue)
             used = sum(running_by_worker.values()) + len(state.pending)
             return Placement(
                 [WorkerSlots(ANY_WORKER, "", _AllQueues(), capacity - used)], self.default_queue
             )
         state.live_slots = sum(w.slots for w in workers)
+        state.pool_slots = PoolSlots.of_workers(
+            ((w.pools, w.slots) for w in workers), self.default_queue
+        )
         slots = [
             WorkerSlots(
                 w.name,

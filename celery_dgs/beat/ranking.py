@@ -6,8 +6,8 @@ settings' order policy. Its keys are each schedule's ``can_start_by`` and
 ``should_start_by`` (a run request's: its request time, ordered
 :data:`~celery_dgs.core.overload.RUN_REQUEST_PRIORITY_S` ahead). Due work by
 priority class with the elevator while capacity is short (a due schedule
-waited half an elevator interval, or the schedules' demand exceeds the live
-workers' slots, or either held within the last interval); the top class's
+waited half an elevator interval, or some pool's demand exceeds the live
+slots that serve it, or either held within the last interval); the top class's
 work then counts as due 1.5 margins early.
 
 The demand book (the schedulable schedules' shares of a slot) is kept at load
@@ -32,7 +32,8 @@ from ..core.laxity import margin_seconds
 from ..core.lookahead import DemandBook
 from ..core.overload import RUN_REQUEST_PRIORITY_S, expected_seconds
 from ..core.placement import Constraints
-from ..core.priority import PriorityIndex, demand_exceeds
+from ..core.pool_slots import overloaded_pools
+from ..core.priority import PriorityIndex
 from ..core.ranking import RankingSources, build_index, overload_part
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.slot_wait import SlotWait, still_blocked
@@ -274,17 +275,23 @@ class BeatRanking:
         return None if tracked is None else revisit_key(tracked.spec, tracked.stats)
 
     def overloaded(self) -> bool:
-        """The priority classes' overload signal: the schedules' demand
-        exceeds the live workers' slots (the book is built on the first call
-        that has them: one pass over the tracked schedules)."""
+        """The priority classes' overload signal: some pool's schedules need
+        more than the live slots that can serve them (:func:`overloaded_pools`;
+        the book is built on the first call that has the slots: one pass over
+        the tracked schedules)."""
+        return bool(self.overloaded_pools())
+
+    def overloaded_pools(self) -> tuple[str, ...]:
+        """The pools whose demand exceeds the live slots that serve them, as of
+        the last round (``()``: none, or no round yet)."""
         state = self.state
         if not state.live_slots:
-            return False
+            return ()
         if self.demand is None:
             self.demand = DemandBook()
             for name, tracked in state.tracked.items():
                 note_demand(self.demand, name, tracked, name in state.held)
-        return demand_exceeds(self.demand.total(), state.live_slots)
+        return overloaded_pools(self.demand.by_pool(), state.pool_slots)
 
     def note_demand(self, name: str) -> None:
         """Keep ``name``'s share in the demand book once it is built (and the

@@ -225,7 +225,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         if waiting is None or self.overload is None:
             return
         count, lowest = waiting
-        report = OverloadReport(engine.ranking.overloaded(), count, tuple(lowest))
+        pools = engine.ranking.overloaded_pools()
+        report = OverloadReport(bool(pools), count, tuple(lowest), pools)
         self.overload.write(report)
 
     def _explain(self, exc: BaseException) -> tuple[str, bool] | None:

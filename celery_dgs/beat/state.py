@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from ..core.placement import Constraints
+from ..core.pool_slots import PoolSlots
 from .types import Pending, Tracked
 
 
@@ -65,6 +66,9 @@ class BeatState:
     #: as of the last dispatch round's placement; None before it and while
     #: standing by.
     live_slots: int | None = None
+    #: The same slots by pool (the priority classes' overload signal), as of
+    #: the same round; None when ``live_slots`` is.
+    pool_slots: PoolSlots | None = None
     #: ``should_start_by`` of the most urgent eligible schedule after the last
     #: tick (``None``: none, or standing by).
     most_urgent_should_start_by: float | None = None

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from operator import itemgetter
 
@@ -120,35 +120,57 @@ class DemandBook:
     def __init__(self) -> None:
         self.rates = [0.0] * _BUCKETS
         self.run_s = [0.0] * _BUCKETS
-        self._of: dict[str, tuple[int, float, float]] = {}
+        self._of: dict[str, tuple[int, float, float, str | None]] = {}
         #: the sum of ``rates``, kept with them (read on every priority decision)
         self._total = 0.0
+        #: the shares summed by pool (``None``: the default pool)
+        self._by_pool: dict[str | None, float] = {}
         #: the expected run times per task, for a run without one
         self.estimates = RunEstimates()
 
     def __len__(self) -> int:
         return len(self._of)
 
-    def note(self, name: str, expected_s: float, period_s: float, task: str | None = None) -> None:
+    def note(
+        self,
+        name: str,
+        expected_s: float,
+        period_s: float,
+        task: str | None = None,
+        pool: str | None = None,
+    ) -> None:
         """``task``: the schedule's task, to estimate the run time of its
-        others (None: not counted in :attr:`estimates`)."""
+        others (None: not counted in :attr:`estimates`); ``pool``: the pool
+        it runs in (None: the default one)."""
         if task is not None:
             self.estimates.note(name, task, expected_s)
         positive = period_s > 0 and expected_s > 0
         rate = expected_s / period_s if positive else 0.0
         run_s = expected_s if positive else 0.0
-        bucket = _bucket(expected_s)
+        entry = (_bucket(expected_s), rate, run_s, pool)
         old = self._of.get(name)
         if old is not None:
-            if old == (bucket, rate, run_s):
+            if old == entry:
                 return
-            self.rates[old[0]] -= old[1]
-            self.run_s[old[0]] -= old[2]
-            self._total -= old[1]
-        self._of[name] = (bucket, rate, run_s)
+            self._take(old)
+        self._of[name] = entry
+        bucket = entry[0]
         self.rates[bucket] += rate
         self.run_s[bucket] += run_s
         self._total += rate
+        self._by_pool[pool] = self._by_pool.get(pool, 0.0) + rate
+
+    def _take(self, entry: tuple[int, float, float, str | None]) -> None:
+        """Take a schedule's ``entry`` out of the sums."""
+        bucket, rate, run_s, pool = entry
+        self.rates[bucket] -= rate
+        self.run_s[bucket] -= run_s
+        self._total -= rate
+        left = self._by_pool.get(pool, 0.0) - rate
+        if left > 1e-12:
+            self._by_pool[pool] = left
+        else:
+            self._by_pool.pop(pool, None)  # the pool's last share (or float dust)
 
     def note_schedule(
         self, name: str, spec: ScheduleSpec, stats: ScheduleStats, expected_s: float
@@ -158,7 +180,7 @@ class DemandBook:
         if isinstance(spec, CheckSpec):
             self.forget(name)
         else:
-            self.note(name, expected_s, demand_period_s(spec, stats), spec.task)
+            self.note(name, expected_s, demand_period_s(spec, stats), spec.task, spec.pool)
 
     def expected_s(self, name: str, expected_s: float) -> float:
         """``expected_s`` when known (above 0), else the estimate of
@@ -169,13 +191,16 @@ class DemandBook:
         self.estimates.forget(name)
         old = self._of.pop(name, None)
         if old is not None:
-            self.rates[old[0]] -= old[1]
-            self.run_s[old[0]] -= old[2]
-            self._total -= old[1]
+            self._take(old)
 
     def total(self) -> float:
         """Slots all the schedules need on average."""
         return max(self._total, 0.0)
+
+    def by_pool(self) -> Mapping[str | None, float]:
+        """Slots each pool's schedules need on average (``None``: the default
+        pool's, of the schedules that name none)."""
+        return self._by_pool
 
     def share_below(self, expected_s: float) -> float:
         """Slots the schedules whose expected run time is below ``expected_s``

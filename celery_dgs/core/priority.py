@@ -35,9 +35,10 @@ starves.
 
 **Capacity short.** The classes order due work only while capacity is
 short: while some due schedule has waited ``short_when_waited_s`` past its
-``due_at`` (``None``: always short), or while ``overloaded()`` (beat: the
-demand exceeds the live workers' slots, :func:`demand_exceeds`, seen as soon
-as half the workers die, say, not after the first long wait), for
+``due_at`` (``None``: always short), or while ``overloaded()`` (beat: some
+pool's demand exceeds the live slots that serve it,
+:func:`~celery_dgs.core.pool_slots.overloaded_pools`, seen as soon as half
+the workers die, say, not after the first long wait), for
 ``short_hold_s`` after the last moment either held (a backlog being worked
 off does not flip the order back and forth), and while an operator's run
 request is due (indexed with ``should_start_by`` pushed back by
@@ -83,14 +84,6 @@ def short_after_s(elevator_interval_s: float | None) -> float:
     classes order due work, the top class gets its lead): half an elevator
     interval (of the default one without the elevator)."""
     return (elevator_interval_s or DEFAULT_ELEVATOR_INTERVAL_S) / 2
-
-
-def demand_exceeds(demand_slots: float, live_slots: int | None) -> bool:
-    """Whether the schedules' demand (the slots they need on average: the sum
-    of expected run time / period, :class:`~celery_dgs.core.lookahead.DemandBook`)
-    exceeds the live workers' ``live_slots``; never while that is unknown
-    (None) or no worker is live (nothing can start then anyway)."""
-    return live_slots is not None and live_slots > 0 and demand_slots > live_slots
 
 
 #: A due schedule in its class heap: due_at, name, version.

@@ -71,11 +71,15 @@ def overload_text(report: OverloadReport | None, *, shown: int = 5) -> str | Non
     there is nothing to say (no report, or the demand fits the slots)."""
     if report is None or not report.overloaded:
         return None
+    pools = report.pools
+    if len(pools) == 1:
+        over = f"pool {pools[0]}'s demand exceeds its live slots"
+    elif pools:
+        over = f"the demand of pools {', '.join(pools)} exceeds their live slots"
+    else:
+        over = "the demand exceeds the live slots"
     if not report.waiting_count:
-        return (
-            "overload: the demand exceeds the live slots; fewest_errors has no "
-            "schedule in ERROR waiting"
-        )
+        return f"overload: {over}; fewest_errors has no schedule in ERROR waiting"
     names = ", ".join(
         f"{w.name} ({w.value:.2g} s per slot-second"
         + ("" if math.isinf(w.floor_at) else f", served by {_utc(w.floor_at):%H:%M:%S} UTC")
@@ -84,7 +88,7 @@ def overload_text(report: OverloadReport | None, *, shown: int = 5) -> str | Non
     )
     more = report.waiting_count - min(shown, len(report.waiting))
     return (
-        f"overload: the demand exceeds the live slots; fewest_errors makes "
+        f"overload: {over}; fewest_errors makes "
         f"{report.waiting_count} schedule(s) in ERROR wait, whose runs buy the least "
         f"fresh time per slot-second: {names}" + (f" and {more} more" if more > 0 else "")
     )

@@ -24,7 +24,8 @@ from ..core.fewest_errors import period_seconds
 from ..core.index import DeadlineIndex
 from ..core.lookahead import AdmissionRound, CapQueue, DemandBook
 from ..core.placement import Constraints, Placement, choose_dispatches
-from ..core.priority import PriorityIndex, demand_exceeds
+from ..core.pool_slots import overloaded_pools
+from ..core.priority import PriorityIndex
 from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
 from ..core.slot_wait import SlotWait, still_blocked
@@ -142,8 +143,10 @@ class DeadlinePolicy(Policy):
         return period_seconds(st.sched.spec, st.stats)
 
     def overloaded(self) -> bool:
-        """Whether the indexed schedules' demand exceeds the live workers' slots."""
-        return demand_exceeds(self.book.total(), self.sim.live_slots)
+        """Whether some pool's indexed schedules need more than the live slots
+        that serve them (beat's :meth:`BeatRanking.overloaded
+        <celery_dgs.beat.ranking.BeatRanking.overloaded>`)."""
+        return bool(overloaded_pools(self.book.by_pool(), self.sim.live_pool_slots))
 
     def _times(self, name: str, now: float) -> tuple[float, float]:
         st = self.sim.states[name]

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.placement import WorkerSlots
+from ..core.pool_slots import PoolSlots
 from ..core.ranking import OrderPolicy
 from ..core.run_end import disabled_after, stats_after
 from ..core.spec import CheckSpec
@@ -125,6 +126,8 @@ class Simulator:
         self.live_slots = self.free_slots
         self._spec_workers = {w.name: w for w in workload.workers}
         self._down: dict[str, int] = {}
+        #: the same by pool (the priority classes' overload signal)
+        self.live_pool_slots = self._pool_slots()
         self._down_since: dict[str, float] = {}
         self._recovery_t0 = 0.0
         self.states = self._initial_states()
@@ -340,8 +343,14 @@ class Simulator:
                 worker.free = spec_worker.slots
                 self.free_slots += spec_worker.slots
                 self.live_slots += spec_worker.slots
+        self.live_pool_slots = self._pool_slots()
         if not down and outage.end_s == self._recovery_from and not self._recovering:
             self._start_recovery(now)
+
+    def _pool_slots(self) -> PoolSlots:
+        """The slots of the workers that are up, by pool."""
+        up = ((w.queues, w.slots) for w in self.workload.workers if not self._down.get(w.name, 0))
+        return PoolSlots.of_workers(up, self.workload.default_queue)
 
     def _start_recovery(self, now: float) -> None:
         self._recovering = True

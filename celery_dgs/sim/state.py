@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..core.placement import WorkerSlots
+from ..core.pool_slots import PoolSlots
 from ..core.stats import ScheduleStats
 from .metrics import Tally
 from .workload import SimSchedule, Workload
@@ -54,6 +55,10 @@ class PolicyHost(Protocol):
     @property
     def live_slots(self) -> int:
         """The slots of the workers that are up."""
+
+    @property
+    def live_pool_slots(self) -> PoolSlots:
+        """The same by pool."""
 
     @property
     def retry_ladder(self) -> tuple[timedelta, ...]: ...

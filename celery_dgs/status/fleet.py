@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..core.elevator import ElevatorState
 from ..core.lookahead import DemandBook
-from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S, demand_exceeds
+from ..core.pool_slots import PoolSlots, overloaded_pools
+from ..core.priority import DEFAULT_ELEVATOR_INTERVAL_S
 from ..core.timing import DEFAULT_RETRY_LADDER
 from ..leases.types import LeaseInfo
 from ..settings import DgsSettings
@@ -80,7 +81,13 @@ def build_rows(
             pool_slots=pool_slots,
             default_pool=default_pool,
         )
-        overloaded = book is not None and demand_exceeds(book.total(), slots)
+        if book is not None:
+            by_pool = (
+                PoolSlots.of_workers(((w.pools, w.slots) for w in workers), default_pool)
+                if workers
+                else PoolSlots.every_pool(slots, default_pool)
+            )
+            overloaded = bool(overloaded_pools(book.by_pool(), by_pool))
     interval = settings.elevator_interval if settings is not None else DEFAULT_ELEVATOR_INTERVAL_S
     placed = apply_priorities(rows, now, interval, overloaded=overloaded, elevator=elevator)
     return sorted(placed, key=urgency_key)

@@ -26,7 +26,7 @@ def apply_priorities(
     """Rows with ``effective_priority`` set as beat's index computes it
     (:func:`celery_dgs.core.priority.effective_priority`): while capacity is
     short (a due schedule has waited half an elevator interval, or
-    ``overloaded``: the schedules' demand exceeds the live workers' slots), a
+    ``overloaded``: some pool's demand exceeds the live slots that serve it), a
     schedule beat may dispatch that is due (its ``can_start_by`` and
     ``should_start_by`` passed; a run request since it was asked, in class 0)
     moves up one class with due work per elevator step, up to the top class in

@@ -4,7 +4,7 @@ store and an injected clock. One free slot; which schedule gets it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -54,16 +54,20 @@ def make_engine(
     store: SqlScheduleStore,
     now: datetime = NOW,
     slots: int = 1,
+    *,
+    queues: tuple[str, ...] = ("celery",),
+    others: Sequence[WorkerInfo] = (),
     **settings: object,
 ) -> tuple[BeatEngine, Recorder]:
-    """A loaded beat whose one worker has ``slots`` free slots, and what it sends."""
+    """A loaded beat whose worker (consuming ``queues``) has ``slots`` free
+    slots, beside the ``others``, and what it sends."""
     keys = KeySpace(f"prio{uuid.uuid4().hex[:8]}")
     registry = WorkerRegistry(client, keys, ttl=300)
-    registry.register(
-        WorkerInfo(
-            name="celery@w1", node="w1", queues=("celery",), slots=slots, pool="prefork", pid=1
-        )
-    )
+    for worker in (
+        WorkerInfo(name="celery@w1", node="w1", queues=queues, slots=slots, pool="prefork", pid=1),
+        *others,
+    ):
+        registry.register(worker)
     publish = Recorder()
     engine = BeatEngine(
         store=store,
@@ -87,8 +91,9 @@ def dispatches(
     **settings: object,
 ) -> list[str]:
     """The schedules beat's first round dispatches to a worker of ``slots``
-    free slots, in the order beat chose them."""
-    engine, publish = make_engine(client, store, now, slots, **settings)
+    free slots, in the order beat chose them (``settings`` may give
+    :func:`make_engine`'s ``queues`` and ``others``)."""
+    engine, publish = make_engine(client, store, now, slots, **settings)  # type: ignore[arg-type]
     engine.tick()
     return list(publish.names())
 
@@ -129,11 +134,14 @@ def test_below_capacity_the_classes_change_no_decision(
 BUSY_NOW = T0 + timedelta(minutes=55)
 
 
-def busy_store(store: SqlScheduleStore) -> SqlScheduleStore:
+def busy_store(store: SqlScheduleStore, pool: str | None = None) -> SqlScheduleStore:
+    """t.low and t.high (in ``pool``) as :data:`BUSY_NOW` says."""
     store.sync(
         [
-            PeriodicSpec(task="t.low", scheduling_period=timedelta(minutes=50), priority=80),
-            PeriodicSpec(task="t.high", scheduling_period=H, priority=20),
+            PeriodicSpec(
+                task="t.low", scheduling_period=timedelta(minutes=50), priority=80, pool=pool
+            ),
+            PeriodicSpec(task="t.high", scheduling_period=H, priority=20, pool=pool),
         ],
         T0,
     )
@@ -171,6 +179,24 @@ def test_demand_above_the_live_slots_puts_the_classes_in_charge_at_once(
         T0,
     )
     assert first_dispatch(redis_client, store, BUSY_NOW) == "t.low"
+
+
+def test_one_pool_short_of_slots_puts_the_classes_in_charge_beside_idle_ones(
+    redis_client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """The 1.1 slots of demand are pool ``prio``'s, served by one slot, while a
+    worker of the default queue has two idle: the fleet's demand fits its
+    three slots, the pool's does not, and the higher class goes first. With a
+    second slot consuming ``prio`` the pool's demand fits: ERROR first."""
+    busy_store(store, pool="prio")
+    idle = WorkerInfo(
+        name="celery@w2", node="w2", queues=("celery",), slots=2, pool="prefork", pid=2
+    )
+    short = dispatches(redis_client, store, BUSY_NOW, queues=("prio",), others=[idle])
+    assert short == ["t.high"]
+    second = WorkerInfo(name="celery@w3", node="w3", queues=("prio",), slots=1, pool="solo", pid=3)
+    fits = dispatches(redis_client, store, BUSY_NOW, queues=("prio",), others=[idle, second])
+    assert fits == ["t.low", "t.high"]
 
 
 def test_a_run_request_goes_first_unless_asked_in_a_lower_class(

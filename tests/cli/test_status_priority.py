@@ -12,9 +12,11 @@ from celery_dgs.cli.render import priority_cell, status_row_json
 from celery_dgs.core.elevator import ElevatorState
 from celery_dgs.core.lookahead import DemandBook
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.registry import WorkerInfo
 from celery_dgs.settings import DgsSettings
 from celery_dgs.status import apply_projection, build_page, build_rows
 from celery_dgs.store.memory import MemoryScheduleStore
+from celery_dgs.store.records import StoredSchedule
 
 #: 10:12 UTC: elevator steps of 600 s at 10:00, 10:10, ...
 NOW = datetime(2026, 3, 2, 10, 12, tzinfo=timezone.utc)
@@ -91,18 +93,18 @@ def test_below_capacity_every_schedule_shows_its_own_class() -> None:
     assert later == {"t.top": 10, "t.low": 10}
 
 
-def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
-    """Six schedules that ran 6 h and run every 20 h need 1.8 slots: on one live
-    slot capacity is short before any wait reaches half an elevator interval,
-    as in beat, and the elevator's class shows (one step, 10:10); on two slots
-    it is not."""
+def bulk_fleet(pool: str | None = None) -> list[StoredSchedule]:
+    """t.top (class 10) and t.low (class 80), due since 10:08, and six
+    schedules that ran 6 h and run every 20 h (1.8 slots), all in ``pool``."""
     store = MemoryScheduleStore()
     specs = [
-        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p)
+        PeriodicSpec(task=f"t.{n}", scheduling_period=timedelta(hours=1), priority=p, pool=pool)
         for n, p in (("top", 10), ("low", 80))
     ]
     specs += [
-        PeriodicSpec(task=f"t.bulk{i}", scheduling_period=timedelta(hours=20), priority=50)
+        PeriodicSpec(
+            task=f"t.bulk{i}", scheduling_period=timedelta(hours=20), priority=50, pool=pool
+        )
         for i in range(6)
     ]
     store.sync(specs, NOW - timedelta(hours=1, minutes=4))  # t.top, t.low due since 10:08
@@ -120,14 +122,41 @@ def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
         )
         store.record_run_end(run_id=run_id, outcome="success", ended_at=NOW - timedelta(hours=0.5))
     rows, _ = store.load_active()
+    return rows
+
+
+def moved_classes(
+    rows: list[StoredSchedule], slots: int, workers: list[WorkerInfo] | None = None
+) -> dict[str, int | None]:
+    """t.top's and t.low's classes as ``status`` shows them on ``slots``
+    live slots (of ``workers``), with a 10-minute elevator."""
     settings = DgsSettings(elevator_interval=600)
+    built = build_rows(rows, {}, NOW, settings=settings, slots=slots, workers=workers)
+    return {r.name: r.effective_priority for r in built if not r.name.startswith("t.bulk")}
 
-    def effective(slots: int) -> dict[str, int | None]:
-        built = build_rows(rows, {}, NOW, settings=settings, slots=slots)
-        return {r.name: r.effective_priority for r in built if not r.name.startswith("t.bulk")}
 
-    assert effective(1) == {"t.top": 10, "t.low": 10}
-    assert effective(2) == {"t.top": 10, "t.low": 80}
+def test_demand_above_the_live_slots_shows_the_moved_class_at_once() -> None:
+    """The 1.8 slots of demand on one live slot: capacity is short before any
+    wait reaches half an elevator interval, as in beat, and the elevator's
+    class shows (one step, 10:10); on two slots it is not."""
+    rows = bulk_fleet()
+    assert moved_classes(rows, 1) == {"t.top": 10, "t.low": 10}
+    assert moved_classes(rows, 2) == {"t.top": 10, "t.low": 80}
+
+
+def test_one_pool_short_of_slots_shows_the_moved_class_beside_idle_ones() -> None:
+    """The same demand in pool ``prio``, served by one slot, while the default
+    queue's worker has two: the pool is short, as beat sees it (its own
+    demand against its own workers), though the fleet's three slots are not."""
+    rows = bulk_fleet("prio")
+
+    def worker(name: str, queue: str, slots: int) -> WorkerInfo:
+        return WorkerInfo(name=name, node=name, queues=(queue,), slots=slots, pool="solo", pid=1)
+
+    one = [worker("celery@a", "prio", 1), worker("celery@b", "celery", 2)]
+    assert moved_classes(rows, 3, one) == {"t.top": 10, "t.low": 10}
+    two = [worker("celery@a", "prio", 2), worker("celery@b", "celery", 2)]
+    assert moved_classes(rows, 4, two) == {"t.top": 10, "t.low": 80}
 
 
 def test_the_demand_leaves_out_what_beat_holds() -> None:

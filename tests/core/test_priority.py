@@ -11,7 +11,6 @@ from celery_dgs.core.index import DeadlineIndex
 from celery_dgs.core.overload import make_index
 from celery_dgs.core.priority import (
     PriorityIndex,
-    demand_exceeds,
     effective_priority,
     elevator_steps,
 )
@@ -324,17 +323,3 @@ def test_an_overload_puts_the_classes_in_charge_before_any_long_wait() -> None:
     ix.upsert("low", 0, 600)
     ix.upsert("top", 0, 640)
     assert ix.peek(650) == "low"  # past it: main's order again
-
-
-@pytest.mark.parametrize(
-    ("demand", "slots", "exceeds"),
-    [
-        (10.5, 10, True),
-        (10.0, 10, False),
-        (0.5, 1, False),
-        (3.0, None, False),
-        (3.0, 0, False),
-    ],
-)
-def test_demand_exceeds_the_live_slots(demand: float, slots: int | None, exceeds: bool) -> None:
-    assert demand_exceeds(demand, slots) is exceeds

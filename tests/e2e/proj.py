@@ -333,9 +333,16 @@ def lax_b() -> str:
 # Priorities (tests/e2e/test_priority_e2e.py): two class-10 schedules whose
 # 1.5 s runs overfill one slot (period 2 s: one of them is always due, and
 # waits 2 s for it), and a class-90 one due from registration + 3.5 s and in
-# ERROR from + 4 s.
+# ERROR from + 4 s; all three in pool E2E_PRIO_POOL (unset: the default queue).
+_PRIO_POOL = os.environ.get("E2E_PRIO_POOL")
+
+
 @declare(
-    "periodic", period=timedelta(seconds=2), priority=10, duration_override=timedelta(seconds=1)
+    "periodic",
+    period=timedelta(seconds=2),
+    priority=10,
+    duration_override=timedelta(seconds=1),
+    pool=_PRIO_POOL,
 )
 @app.task(name="e2e.prio_hi1")
 def prio_hi1() -> str:
@@ -343,7 +350,11 @@ def prio_hi1() -> str:
 
 
 @declare(
-    "periodic", period=timedelta(seconds=2), priority=10, duration_override=timedelta(seconds=1)
+    "periodic",
+    period=timedelta(seconds=2),
+    priority=10,
+    duration_override=timedelta(seconds=1),
+    pool=_PRIO_POOL,
 )
 @app.task(name="e2e.prio_hi2")
 def prio_hi2() -> str:
@@ -351,7 +362,11 @@ def prio_hi2() -> str:
 
 
 @declare(
-    "periodic", period=timedelta(seconds=4), priority=90, duration_override=timedelta(seconds=0.5)
+    "periodic",
+    period=timedelta(seconds=4),
+    priority=90,
+    duration_override=timedelta(seconds=0.5),
+    pool=_PRIO_POOL,
 )
 @app.task(name="e2e.prio_lo")
 def prio_lo() -> str:

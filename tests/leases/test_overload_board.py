@@ -18,6 +18,7 @@ REPORT = OverloadReport(
     overloaded=True,
     waiting_count=7,
     waiting=(Waiting("dear", 0.11, 1_800_000_000.0), Waiting("never", 0.5, math.inf)),
+    pools=("prio",),
 )
 
 
@@ -43,8 +44,26 @@ def test_a_malformed_report_is_none_with_a_warning(
 def test_status_names_the_schedules_that_wait_and_when_the_floor_serves_them() -> None:
     text = overload_text(REPORT, shown=1)
     assert text is not None
+    assert "overload: pool prio's demand exceeds its live slots" in text
     assert "fewest_errors makes 7 schedule(s) in ERROR wait" in text
     assert "dear (0.11 s per slot-second, served by 08:00:00 UTC)" in text
     assert "and 6 more" in text
     assert overload_text(None) is None
     assert overload_text(OverloadReport(False, 0)) is None
+    shared = OverloadReport(True, 0, pools=("a", "b"))
+    assert overload_text(shared) == (
+        "overload: the demand of pools a, b exceeds their live slots; "
+        "fewest_errors has no schedule in ERROR waiting"
+    )
+
+
+def test_a_report_without_pools_reads_as_the_whole_fleets(
+    client: redis.Redis, keys: KeySpace
+) -> None:
+    """A report written without ``pools`` (by an earlier beat) reads with none."""
+    client.set(keys.beat_overload(), '{"overloaded": true, "waiting_count": 0, "waiting": []}')
+    report = OverloadBoard(client, keys).read()
+    assert report == OverloadReport(True, 0)
+    assert overload_text(report) == (
+        "overload: the demand exceeds the live slots; fewest_errors has no schedule in ERROR waiting"
+    )

@@ -4,12 +4,16 @@ protects the top class without starving the lowest one."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from celery_dgs.core.ranking import OrderPolicy
+from celery_dgs.core.spec import PeriodicSpec
 from celery_dgs.sim.generate import GeneratorOptions, generate
 from celery_dgs.sim.loop import simulate
 from celery_dgs.sim.metrics import SimResult
+from celery_dgs.sim.workload import SimSchedule, SimWorker, Workload
 
 DAY = 86400.0
 CLASSES = ((20, 0.30), (50, 0.35), (80, 0.35))
@@ -105,3 +109,37 @@ def test_when_half_the_workers_die_the_top_class_keeps_precedence_at_once() -> N
     print(f"ERROR-s by class: { {c: round(v['error_s']) for c, v in dgs.by_class.items()} }")
     assert dgs.by_class[80]["error_s"] > 100_000
     assert dgs.by_class[20]["error_s"] < 100
+
+
+def test_one_pool_short_of_slots_turns_the_classes_on_beside_idle_ones() -> None:
+    """Five schedules of pool ``prio`` need 5/3 slots and have one; the default
+    queue's worker has two slots and little to do, so the fleet's demand fits
+    its slots. The pool's does not: the classes order its due work, and its
+    class-10 schedule stays out of ERROR while the class-90 ones take the
+    overload (without the pool's own signal, nothing waits long enough for
+    the classes: all five share the slot in turn, each as often in ERROR)."""
+    minute = timedelta(minutes=1)
+
+    def scheduled(name: str, priority: int, pool: str | None, run_s: float) -> SimSchedule:
+        spec = PeriodicSpec(
+            task=name,
+            scheduling_period=minute,
+            priority=priority,
+            pool=pool,
+            duration_override=timedelta(seconds=run_s),
+        )
+        return SimSchedule(spec, run_s, duration_sigma=0.0)
+
+    prio = [scheduled("t.top", 10, "prio", 20.0)]
+    prio += [scheduled(f"t.low{i}", 90, "prio", 20.0) for i in range(4)]
+    spare = [scheduled(f"t.other{i}", 50, None, 5.0) for i in range(2)]
+    workers = [
+        SimWorker("celery@w1", "w1", 1, frozenset({"prio"})),
+        SimWorker("celery@w2", "w2", 2, frozenset({"celery"})),
+    ]
+    workload = Workload([*prio, *spare], workers, horizon_s=4 * 3600.0, warmup_s=3600.0)
+    result = simulate(workload, "dgs")
+    top, low = result.by_class[10]["error_s"], result.by_class[90]["error_s"] / 4
+    print(f"ERROR-s: class 10 {top:.0f}, class 90 {low:.0f} per schedule")
+    assert top < 0.1 * low
+    assert result.by_class[50]["error_s"] == 0
