@@ -65,5 +65,6 @@ def test_a_report_without_pools_reads_as_the_whole_fleets(
     report = OverloadBoard(client, keys).read()
     assert report == OverloadReport(True, 0)
     assert overload_text(report) == (
-        "overload: the demand exceeds the live slots; fewest_errors has no schedule in ERROR waiting"
+        "overload: the demand exceeds the live slots; "
+        "fewest_errors has no schedule in ERROR waiting"
     )
