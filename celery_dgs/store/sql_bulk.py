@@ -23,7 +23,7 @@ What is written is exactly what the set-based SQLAlchemy statements wrote
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -82,7 +82,8 @@ _SQLITE_UPDATE = (
     "UPDATE dgs_schedules SET task = ?, configuration = ?, kind = ?, spec = ?, "
     f"spec_format = {SPEC_FORMAT_VERSION}, active = 1, declaration_error = NULL, "
     f"owner = '{OWNER_RUNTIME}', change_seq = ?, updated_at = ?, disabled_reason = NULL, "
-    "upstream_modified_at = COALESCE(?, upstream_modified_at) WHERE name = ?"
+    "upstream_modified_at = COALESCE(?, upstream_modified_at), "
+    f"{', '.join(f'{c} = ?' for c in KEPT_COLUMNS)} WHERE name = ?"
 )
 _PG_READ = (
     "SELECT name, spec, spec_format, active, owner, disabled_reason, upstream_modified_at "
@@ -90,15 +91,31 @@ _PG_READ = (
 )
 _PG_LOCK = "SELECT name FROM dgs_schedules WHERE name = ANY(%s) ORDER BY name FOR NO KEY UPDATE"
 _PG_COPY_NEW = f"COPY dgs_schedules ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT binary)"
+#: The SQL types of :data:`~.kept.KEPT_COLUMNS` (the batch table's columns).
+_KEPT_TYPES = (
+    "timestamptz",
+    "timestamptz",
+    "integer",
+    "text",
+    "timestamptz",
+    "text",
+    "timestamptz",
+    "text",
+    "text",
+    "integer",
+)
 _PG_BATCH_TABLE = (
     "CREATE TEMPORARY TABLE dgs_runtime_batch (name text, task text, configuration text, "
-    "kind text, spec text, hint timestamptz) ON COMMIT DROP"
+    "kind text, spec text, hint timestamptz, "
+    f"{', '.join(f'{c} {t}' for c, t in zip(KEPT_COLUMNS, _KEPT_TYPES, strict=True))}) "
+    "ON COMMIT DROP"
 )
 _PG_UPDATE_FROM_BATCH = (
     "UPDATE dgs_schedules AS s SET task = b.task, configuration = b.configuration, "
     f"kind = b.kind, spec = b.spec, spec_format = {SPEC_FORMAT_VERSION}, active = true, "
     f"declaration_error = NULL, owner = '{OWNER_RUNTIME}', change_seq = %s, updated_at = %s, "
-    "disabled_reason = NULL, upstream_modified_at = COALESCE(b.hint, s.upstream_modified_at) "
+    "disabled_reason = NULL, upstream_modified_at = COALESCE(b.hint, s.upstream_modified_at), "
+    f"{', '.join(f'{c} = b.{c}' for c in KEPT_COLUMNS)} "
     "FROM dgs_runtime_batch AS b WHERE s.name = b.name"
 )
 
@@ -263,21 +280,30 @@ def _bound_kept(
     return cast(tuple[Any, ...], found[1])
 
 
-def update_changed(conn: Connection, rows: Sequence[Prepared], now: datetime, seq: int) -> None:
+def update_changed(
+    conn: Connection,
+    rows: Sequence[Prepared],
+    now: datetime,
+    seq: int,
+    kept: Mapping[str, tuple[Any, ...]],
+) -> None:
     """Write ``rows`` over their stored rows as active runtime schedules (their
     statistics, ``paused`` and run requests untouched), enabled again
     (``disabled_reason`` cleared), with the row's ``last_modified`` hint when
-    one is given."""
+    one is given, and its ``kept`` columns
+    (:func:`~.sql_kept.kept_after_update`), in one statement."""
     if conn.dialect.name == "postgresql":
         with _driver(conn).cursor() as cur:
             cur.execute(_PG_BATCH_TABLE)
             with cur.copy("COPY dgs_runtime_batch FROM STDIN") as copy:
                 for name, spec, text, hint in rows:
-                    copy.write_row((name, spec.task, spec.configuration, spec.kind, text, hint))
+                    copy.write_row(
+                        (name, spec.task, spec.configuration, spec.kind, text, hint, *kept[name])
+                    )
             cur.execute("ANALYZE dgs_runtime_batch")
             cur.execute(_PG_UPDATE_FROM_BATCH, (seq, now))
         return
-    at = _bound_moment(conn, now)
+    at, bind = _bound_moment(conn, now), _moment_binder(conn)
     conn.exec_driver_sql(
         _SQLITE_UPDATE,
         [
@@ -289,6 +315,7 @@ def update_changed(conn: Connection, rows: Sequence[Prepared], now: datetime, se
                 seq,
                 at,
                 _bound_moment(conn, hint),
+                *(bind(v) if isinstance(v, datetime) else v for v in kept[name]),
                 name,
             )
             for name, spec, text, hint in rows
@@ -300,6 +327,11 @@ def _bound_moment(conn: Connection, moment: datetime | None) -> Any:
     """``moment`` as a ``UTCDateTime`` column's type hands it to the driver: on
     SQLite the dialect's text form (the ``sqlite3`` module's own datetime
     adapter is deprecated from Python 3.12 on)."""
+    return _moment_binder(conn)(moment)
+
+
+def _moment_binder(conn: Connection) -> Callable[[datetime | None], Any]:
+    """What :func:`_bound_moment` does to a moment, looked up once."""
     column_type = _T.c.updated_at.type
     process = column_type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
-    return moment if process is None else process(moment)
+    return (lambda moment: moment) if process is None else process

@@ -7,8 +7,9 @@
 * A run's start and end (:mod:`.sql_row_edit`, Core statements): the same
   computation, :func:`keep_row`, before the row's ``UPDATE``.
 * Set-based writes (the runtime upsert): new rows get them in their
-  ``INSERT``/``COPY`` (:class:`~.kept.NewRowTimes`); updated rows are read
-  back and rewritten by :func:`refresh_kept`, in the same transaction.
+  ``INSERT``/``COPY`` (:class:`~.kept.NewRowTimes`); changed rows in their
+  ``UPDATE``, computed first by :func:`kept_after_update` from the stored
+  statistics and the new spec.
 * Rows stored before the columns existed: :func:`backfill_kept` (the
   migration that adds them).
 * Rows kept with another retry ladder: :func:`refresh_kept` at each row's
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -25,9 +27,10 @@ from sqlalchemy import Connection, Table, Update, bindparam, select, text, updat
 from sqlalchemy.orm import Session
 
 from ..core.kept_condition import kept_times
+from ..core.spec import ScheduleSpec
 from ..core.timing import DEFAULT_RETRY_LADDER
 from .convert import stats_of, utc
-from .kept import KEPT_COLUMNS, kept_values, times_of
+from .kept import KEPT_COLUMNS, kept_row, kept_values, times_of
 from .loader import SCHEDULE_COLUMNS, SpecCache, ValueMemo, stored_schedule_from_values
 from .models import ScheduleFields, ScheduleRow
 
@@ -123,6 +126,38 @@ def refresh_kept(
             batch.append({"b_name": stored.name, **seq, **{c: kept[c] for c in columns}})
         if batch:
             conn.execute(statement, batch)
+
+
+def kept_after_update(
+    conn: Connection,
+    rows: Sequence[tuple[str, ScheduleSpec, datetime | None]],
+    now: datetime,
+    *,
+    retry_ladder: Sequence[timedelta] = DEFAULT_RETRY_LADDER,
+    specs: SpecCache | None = None,
+) -> dict[str, tuple[Any, ...]]:
+    """The kept columns (:data:`~.kept.KEPT_COLUMNS` order) of the stored rows
+    ``rows`` (each its name, new spec and ``last_modified`` hint) once the
+    runtime upsert writes them at ``now``: the new spec, the stored
+    statistics with the hint (if any) as ``upstream_modified_at``, and no
+    declaration error (the rows are locked by the caller)."""
+    cache, memo = specs or SpecCache(), ValueMemo()
+    query = text(f"SELECT {_COLUMNS} FROM dgs_schedules WHERE name IN :names").bindparams(
+        bindparam("names", expanding=True)
+    )
+    wanted = {name: (spec, hint) for name, spec, hint in rows}
+    kept: dict[str, tuple[Any, ...]] = {}
+    names = list(wanted)
+    for i in range(0, len(names), REFRESH_CHUNK):
+        for values in conn.execute(query, {"names": names[i : i + REFRESH_CHUNK]}):
+            stored = stored_schedule_from_values(values, cache, memo)
+            spec, hint = wanted[stored.name]
+            stats = stored.stats
+            if hint is not None:
+                stats = dataclasses.replace(stats, upstream_modified_at=hint)
+            times = kept_times(spec, stats, now, retry_ladder=retry_ladder)
+            kept[stored.name] = kept_row(times, spec.pool)
+    return kept
 
 
 def backfill_kept(conn: Connection, now: datetime, columns: Sequence[str] = KEPT_COLUMNS) -> int:

@@ -26,7 +26,7 @@ from .ownership import declared_by_name, remove_action, state_unchanged, upsert_
 from .records import RemoveReport, UpsertReport
 from .sql_base import BUMP_COUNTER, PG_SYNC_LOCK_KEY, SqlStoreBase, chunks
 from .sql_bulk import StoredState, insert_new, pg_lock_rows, pg_read_rows, update_changed
-from .sql_kept import refresh_kept
+from .sql_kept import kept_after_update
 
 _T = cast(Table, ScheduleRow.__table__)
 #: Names per ``WHERE name IN (...)`` query (SQLite limits bound parameters).
@@ -118,10 +118,15 @@ class RuntimeMethods(SqlStoreBase):
                 new = [(n, *wanted[n], hints.get(n)) for n in report.inserted]
                 insert_new(conn, new, now, seq, NewRowTimes(now, self.retry_ladder))
             if changed:
-                update_changed(conn, [(n, *wanted[n], hints.get(n)) for n in changed], now, seq)
-                refresh_kept(
-                    conn, changed, now, retry_ladder=self.retry_ladder, specs=self._spec_cache
+                rows = [(n, *wanted[n], hints.get(n)) for n in changed]
+                kept = kept_after_update(
+                    conn,
+                    [(n, spec, hint) for n, spec, _, hint in rows],
+                    now,
+                    retry_ladder=self.retry_ladder,
+                    specs=self._spec_cache,
                 )
+                update_changed(conn, rows, now, seq, kept)
         if len(report.inserted) + len(changed) >= self.analyze_after_sync_rows:
             self._analyze()
             # so that a count does not read this batch's steps one by one

@@ -4,7 +4,8 @@ filter and page by them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -23,11 +24,12 @@ H = timedelta(hours=1)
 M = timedelta(minutes=1)
 
 
-def assert_kept(store: ScheduleStore, name: str) -> None:
-    """The stored kept columns are what the core derives from the stored row,
-    the margin bucket that of its kept ``error_at - should_start_by``."""
+def assert_kept(store: ScheduleStore, name: str, at: datetime = T0) -> None:
+    """The stored kept columns are what the core derives from the stored row
+    written ``at``, the margin bucket that of its kept ``error_at -
+    should_start_by``."""
     stored = store.get(name)
-    want = kept_times(stored.spec, stored.stats, T0, declaration_error=stored.declaration_error)
+    want = kept_times(stored.spec, stored.stats, at, declaration_error=stored.declaration_error)
     assert store.kept_times(name) == want
     assert stored.kept_error_at == want.condition.error_at
     assert stored.kept_margin_bucket == margin_bucket_of(
@@ -64,6 +66,30 @@ def test_runtime_upserts_keep_them(store: ScheduleStore) -> None:
     assert_kept(store, "r@1")
     assert store.kept_times("r@1").should_start_by == T0 + 3 * H
     assert store.kept_times("r@2").should_start_by == T0 + H
+
+
+def test_a_runtime_update_keeps_them_from_the_stored_runs_and_the_new_spec(
+    store: ScheduleStore,
+) -> None:
+    """An update written in bulk computes them from the row as it will be: the
+    stored runs (a failure's retry step, an adaptive schedule's interval) and
+    the new spec, with the lister's ``last_modified``."""
+    adaptive = AdaptiveSpec(task="ad", configuration="x", interval_unit=H)
+    store.upsert_runtime([periodic("r", "1", hours=1), adaptive], T0)
+    start(store, "r@1", "r1", token=1, at=T0 + M)
+    store.record_run_end(run_id="r1", outcome="failure", ended_at=T0 + 2 * M)
+    start(store, "ad@x", "r2", token=1, at=T0 + M)
+    store.record_run_end(run_id="r2", outcome="success", ended_at=T0 + 2 * M)
+    moved = PeriodicSpec(task="r", configuration="1", scheduling_period=3 * H, pool="slow")
+    changed = [moved, dataclasses.replace(adaptive, interval_unit=2 * H)]
+    report = store.upsert_runtime(changed, T0 + 3 * M, last_modified={"ad@x": T0 + 2 * M})
+    assert sorted(report.updated) == ["ad@x", "r@1"]
+    for name in ("r@1", "ad@x"):
+        assert_kept(store, name, T0 + 3 * M)
+    assert store.kept_times("r@1").next_can_start_at == T0 + 2 * M + 5 * M  # the retry step
+    assert store.get("ad@x").stats.upstream_modified_at == T0 + 2 * M
+    in_slow = store.status_rows(T0 + 3 * M, Selection(pools=("slow",)))
+    assert [s.name for s in in_slow] == ["r@1"]  # its new pool, kept for the filters
 
 
 def test_runs_retries_and_pauses_keep_them(store: ScheduleStore) -> None:
