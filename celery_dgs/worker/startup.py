@@ -1,11 +1,12 @@
 """The worker's start-up check: can it supervise its scheduled tasks?
 
 A worker that could not (an invalid ``dgs_*`` setting, no Redis URL, Redis
-refusing the password) would run them with no lease and no run record, so it
-refuses to start: one line naming the setting, exit status 78 (``EX_CONFIG``).
-``SystemExit`` passes through Celery's signal dispatch, which swallows other
-exceptions. Redis merely unreachable is no reason to refuse: runs are skipped
-(never run unleased) until it answers.
+or the database refusing the password) would run them with no lease or no
+run record, so it refuses to start: one line naming the setting, exit status
+78 (``EX_CONFIG``). ``SystemExit`` passes through Celery's signal dispatch,
+which swallows other exceptions. Redis or the database merely unreachable is
+no reason to refuse: runs are skipped (never run unleased) until Redis
+answers, and fail (given back to beat) until the database does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..settings import DgsSettings
+from ..store.sql import SqlScheduleStore
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -91,7 +93,26 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
         _unanswered(rt, exc)
     finally:
         client.close()
+    _check_store(rt)
     return rt
+
+
+def _check_store(rt: Runtime) -> None:
+    """Refuse to start when the database refuses the credentials. Any other
+    failure to read it (unreachable, no schema) is said when the worker
+    registers, which reads the store's id. The store is opened on its own
+    and closed, so a prefork child inherits no connection of it."""
+    store = None
+    try:
+        store = SqlScheduleStore.open(rt.settings.database_url)
+        store.store_id()
+    except Exception as exc:
+        explained = explain(rt, exc)
+        if explained is not None and explained[1]:
+            raise StartRefused(explained[0]) from None
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _unanswered(rt: Runtime, exc: redis.RedisError) -> None:

@@ -2,8 +2,8 @@
 there yet, or with a setting that can never work.
 
 - A worker that cannot supervise its scheduled tasks (an invalid ``dgs_*``
-  setting, Redis refusing the password) refuses to start: one line naming the
-  setting, exit status 78, and no scheduled task body runs.
+  setting, Redis or the database refusing the password) refuses to start: one
+  line naming the setting, exit status 78, and no scheduled task body runs.
 - Beat with Redis or the database unreachable retries with a back-off, one
   line per attempt and no traceback, and leads and dispatches once they answer.
 - Beat with a wrong Redis password exits (status 78) after one line.
@@ -25,6 +25,7 @@ import pytest
 
 from celery_dgs.embedded import RedisServerProcess, free_port
 from tests.e2e.harness import Cluster, wait_for
+from tests.support.postgres import PostgresServer, postgres_available
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -134,6 +135,32 @@ def test_a_worker_whose_redis_refuses_the_password_refuses_to_start(
     assert "refused the credentials" in refusal
     assert "not-the-password" not in log  # the password is never logged
     assert_no_traceback(log)
+    assert not (tmp_path / "marker").exists()
+
+
+def test_a_worker_whose_database_refuses_the_password_refuses_to_start(
+    clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
+) -> None:
+    """A worker that cannot write its runs' records would take beat's
+    dispatches and fail them (no run row) while other workers sit idle."""
+    if not postgres_available():
+        pytest.skip("PostgreSQL binaries not found")
+    server = PostgresServer(password="the-right-one").start()
+    try:
+        wrong = server.url(password="not-the-password")
+        cluster = clusters(redis_url, E2E_DATABASE_URL=wrong)
+        cluster.send("e2e.marker")
+        proc = start_worker_process(cluster)
+        assert exit_status(proc) == EX_CONFIG
+    finally:
+        server.stop()
+    log = cluster.log_since("w1", 0)
+    (refusal,) = lines_with(log, "refuses to start")
+    assert "dgs_database_url" in refusal
+    assert "refused the credentials" in refusal
+    assert "not-the-password" not in log  # the password is never logged
+    assert_no_traceback(log)
+    assert " ready." not in log
     assert not (tmp_path / "marker").exists()
 
 

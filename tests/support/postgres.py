@@ -37,7 +37,11 @@ def _run_as() -> pwd.struct_passwd | None:
 
 
 class PostgresServer:
-    def __init__(self) -> None:
+    """``password``: the ``postgres`` role's, asked of every client (scram);
+    ``None``: every client trusted."""
+
+    def __init__(self, password: str | None = None) -> None:
+        self.password = password
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="dgs-pg-"))
         self.data_dir = self.root / "data"
@@ -59,13 +63,20 @@ class PostgresServer:
         os.chmod(self.root, 0o755)
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
+        auth = ["--auth=trust"]
+        if self.password is not None:
+            pwfile = self.root / "pwfile"
+            pwfile.write_text(self.password + "\n")
+            if self.user is not None:
+                os.chown(pwfile, self.user.pw_uid, self.user.pw_gid)
+            auth = ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
         self._run(
             "initdb",
             "-D",
             str(self.data_dir),
             "-U",
             "postgres",
-            "--auth=trust",
+            *auth,
             "-E",
             "UTF8",
             "--no-sync",
@@ -97,8 +108,12 @@ class PostgresServer:
             "pg_ctl", "-D", str(self.data_dir), "-o", opts, "-l", str(self.log), "-w", "start"
         )
 
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str = "postgres", password: str | None = None) -> str:
+        """The URL of ``database`` as ``postgres``, with ``password`` (default:
+        the server's own, if it has one)."""
+        secret = self.password if password is None else password
+        user = "postgres" if secret is None else f"postgres:{secret}"
+        return f"postgresql+psycopg://{user}@127.0.0.1:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         import sqlalchemy as sa
