@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from celery.beat import Scheduler
 
 from ..beat_pace import PaceBoard
+from ..beat_schedule_entries import beat_schedule_warning
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
@@ -188,6 +189,9 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     err.message,
                 )
             logger.info("celery-dgs: synced declarations: %s", report)
+            legacy = beat_schedule_warning(self.app.conf)
+            if legacy is not None:
+                logger.warning("celery-dgs: %s", legacy)
             adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)
             # A new store's first settings re-time nothing: not worth an INFO line.
             news = adopted.rewritten or (adopted.changed and adopted.previous is not None)

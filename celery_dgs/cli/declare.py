@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..beat_schedule_entries import beat_schedule_warning
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
@@ -49,7 +50,9 @@ def check(ctx: click.Context) -> None:
     backoff not shorter than its period), or that can never be served (named
     with the reason, e.g. cron times in a blackout). With a sentinel://
     dgs_redis_url, a warning when the primary's min-replicas-to-write is 0 or
-    cannot be read (the one Redis command it sends). Exit status 1 if any
+    cannot be read (the one Redis command it sends); a warning naming Celery's
+    own beat_schedule entries, which celery-dgs does not run, with the
+    dgs_schedules entry of each. Exit status 1 if any
     declaration (or @dgs.deferred one) is invalid. The store is not used.
     """
     env = get_env(ctx)
@@ -76,6 +79,8 @@ def check(ctx: click.Context) -> None:
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
     env.runtime  # noqa: B018 - resolves the Redis URL: none, or a malformed one, is an error
     setting_warnings = env.settings.warnings()
+    legacy = beat_schedule_warning(env.app.conf)
+    setting_warnings += [legacy] if legacy is not None else []
     master = env.settings.redis_master_name
     if master is not None:
         primary = min_replicas_warning(env.runtime.redis, master)

@@ -7,6 +7,7 @@ there yet, or with a setting that can never work.
 - Beat with Redis or the database unreachable retries with a back-off, one
   line per attempt and no traceback, and leads and dispatches once they answer.
 - Beat with a wrong Redis password exits (status 78) after one line.
+- Beat names the app's Celery ``beat_schedule`` entries, which it does not run.
 - A worker started with Redis down registers once Redis answers.
 - A worker whose SQLite directory does not exist says so at its start, and
   runs once the directory is there.
@@ -16,6 +17,7 @@ Real Redis servers, SQLite files, ``celery worker`` / ``celery beat`` processes.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -235,6 +237,26 @@ def test_beat_started_before_redis_retries_then_leads_and_dispatches(
     up_to_lead = log[: log.index("leading as")]
     assert up_to_lead.count("\n") < BEAT_START_LINES, log
     assert cluster.outcomes("e2e.marker")[:1] in (["running"], ["success"])
+
+
+def test_beat_names_the_celery_beat_schedule_it_does_not_run(
+    clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
+) -> None:
+    """A project moving from Celery beat keeps its ``beat_schedule``: beat says
+    at its start that it does not run those entries, and how to declare each;
+    it serves the declared schedules all the same."""
+    legacy = {"beat_schedule": {"every-10s": {"task": "e2e.marker", "schedule": 10}}}
+    cluster = clusters(redis_url, E2E_EXTRA_CONF=json.dumps(legacy))
+    cluster.start_beat()
+    cluster.start_worker("w1", "node1")
+    wait_for(lambda: (tmp_path / "marker").exists(), 30, "the declared schedule's run")
+    (line,) = lines_with(cluster.log_since("beat", 0), "beat_schedule has")
+    assert "WARNING" in line
+    assert (
+        "beat_schedule has 1 entry that celery-dgs does not run: declare each task in "
+        """dgs_schedules (or with @dgs.periodic / @dgs.cron), e.g. 'every-10s' -> """
+        """"e2e.marker": {"kind": "periodic", "period": 10}"""
+    ) in line
 
 
 def test_beat_started_before_its_database_is_reachable_retries_then_dispatches(
