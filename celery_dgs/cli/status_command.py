@@ -18,6 +18,7 @@ from ..core.condition import Level
 from ..core.pace import PaceFigures
 from ..leases.leader import LeaderInfo
 from ..ops.checks import PastWithin, checks_past_within
+from ..ops.declared import unstored_invalid, unstored_invalid_text
 from ..ops.env import Env
 from ..ops.leader import (
     foreign_leader_of,
@@ -138,9 +139,10 @@ def status(
     excludes each one that does), a blackout window. Times in the table are
     relative to now; --json gives ISO-8601 UTC times and durations in seconds.
 
-    Exit status: 1 if any selected schedule is in ERROR, a deferred check is
-    overdue past its within, or the beat leader's lease expired (no beat
-    dispatches: a health check), 0 otherwise; 3 if Redis or the
+    Exit status: 1 if any selected schedule is in ERROR, a declaration of the
+    app is invalid and not stored (beat skips it; a line names it), a
+    deferred check is overdue past its within, or the beat leader's lease
+    expired (no beat dispatches: a health check), 0 otherwise; 3 if Redis or the
     store cannot be read; 4 on a configuration error. Only active schedules
     are listed (one whose declaration is invalid is listed as stored, in
     ERROR declaration_invalid); a paused one keeps its
@@ -150,6 +152,7 @@ def status(
     env = get_env(ctx)
     color = use_color(ctx) and not as_json
     selection = selection_of(env, conditions, pools, patterns)
+    declared = env.dgs.all_declarations()  # beat's view: the task modules imported
 
     @wrap_errors
     def frame() -> tuple[Iterable[str], bool]:
@@ -164,7 +167,8 @@ def status(
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         # A leader whose lease expired died without resigning: nothing dispatches.
         stopped = leader is not None and leader_expired(leader, page.now, timeout)
-        error = page.any_error or bool(past) or stopped
+        skipped = unstored_invalid(declared, env.runtime.store) if declared.errors else []
+        error = page.any_error or bool(past) or stopped or bool(skipped)
         if as_json:
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
             tail["redis_restart_grace"] = restart_json(grace)
@@ -173,6 +177,7 @@ def status(
             live = page.live
             loads = queue_loads(live.leases.values(), live.workers)
             tail["queues"] = [dataclasses.asdict(load) for load in loads]
+            tail["invalid_declarations"] = [dataclasses.asdict(i) for i in skipped]
             listed = page.rows if page.projected or limit is not None else None
             return json_frame(
                 page, tail, listed, lambda: iter_rows(env, selection, page.live)
@@ -189,7 +194,10 @@ def status(
             specs=bool(selection.patterns) and len(page.rows) <= SPEC_LINES_MAX,
         )
         lines = [text, queues_text(page, selection.pools), other_runs_text(page.other)]
-        lines.append(empty_store_text(env, selection, page.total))
+        lines.append(empty_store_text(env, selection, page.total, len(declared.specs)))
+        invalid = unstored_invalid_text(skipped)
+        if invalid is not None:
+            lines.append(f"{styled('ERROR', 'ERROR', color=color)} {invalid}")
         lines.append(glob_text(selection.patterns) if not page.total else None)
         lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
         for warning in (foreign, strangers):
@@ -260,12 +268,12 @@ def other_runs_text(other: OtherRuns | None) -> str | None:
     return f"also running: {', '.join(parts)}; celery dgs leases lists every run"
 
 
-def empty_store_text(env: Env, selection: Selection, total: int) -> str | None:
+def empty_store_text(env: Env, selection: Selection, total: int, declared: int) -> str | None:
     """Where the schedules come from, when the store holds no active one (a
-    new project whose beat has not started yet); ``None`` otherwise."""
+    new project whose beat has not started yet; ``declared``: the app's valid
+    declarations); ``None`` otherwise."""
     if total or selection.patterns or selection.conditions or selection.pools:
         return None
-    declared = len(env.dgs.declarations.specs)
     stored = (
         f"beat stores the app's {counted(declared, 'declared schedule')} when it starts "
         "(celery dgs sync stores them now); "

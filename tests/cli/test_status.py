@@ -128,6 +128,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "beat_leader_warning",
         "foreign_workers_warning",
         "queues",
+        "invalid_declarations",
     ]
     assert doc["counts"] == {"ERROR": 2, "WARNING": 1, "OK": 3}
     rows = {r["name"]: r for r in doc["schedules"]}
