@@ -39,6 +39,20 @@ class SettingsError(DgsError, ValueError):
     """An ``app.conf.dgs_*`` setting is unknown or has an invalid value."""
 
 
+class StoreClaimedError(SettingsError):
+    """The schedule store holds another project's declarations (another key
+    prefix synced it): syncing this app's would deactivate them."""
+
+    def __init__(self, database: str, ours: str, theirs: str) -> None:
+        self.database, self.ours, self.theirs = database, ours, theirs
+        super().__init__(
+            f"the schedule store at {database} (dgs_database_url) holds the declared "
+            f"schedules of another project (dgs_key_prefix {theirs!r}; this app's is "
+            f"{ours!r}): storing this app's would deactivate them. Give each project its "
+            "own database; if this app replaces that project, run celery dgs sync --take-over"
+        )
+
+
 class MalformedDataError(DgsError, ValueError):
     """Data read from Redis or the store is not in the format celery-dgs wrote.
 

@@ -28,12 +28,13 @@ from ..beat_schedule_entries import beat_schedule_warning
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
-from ..errors import SettingsError
+from ..errors import SettingsError, StoreClaimedError
 from ..failures import explain_failure
 from ..leases.leader import RedisLeader
 from ..overload_board import OverloadBoard, OverloadReport
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
+from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
 from ..wake import BeatWake
 from .engine import BeatEngine
@@ -116,6 +117,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                 try:
                     self._set_up(rt, decl)
                     break
+                except StoreClaimedError as exc:
+                    self._refuse(str(exc), rt)
                 except SettingsError as exc:  # e.g. dgs_redis_cluster on a plain server
                     self._refuse(f"invalid setting: {exc}", rt)
                 except Exception as exc:
@@ -165,6 +168,11 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
         is skipped."""
         settings = rt.settings
         if not self._synced:
+            claimed_by = rt.store.claim_declarations(settings.key_prefix)
+            if claimed_by is not None:
+                raise StoreClaimedError(
+                    masked_url(settings.database_url), settings.key_prefix, claimed_by
+                )
             report = rt.store.sync(
                 list(decl.specs.values()), SystemClock().now(), invalid=decl.invalid()
             )

@@ -34,7 +34,8 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     Exit status: 0 success; 1 a schedule in ERROR (status) or an invalid
     declaration (check, sync); 2 usage error or unknown schedule (remove
     says an absent name changed nothing, and exits 0); 3 Redis or the store
-    unavailable; 4 configuration error (a dgs_* setting).
+    unavailable; 4 configuration error (a dgs_* setting; sync: the store
+    holds another project's declarations).
     """
     make_env(ctx)
 

@@ -8,6 +8,7 @@ from ..beat_schedule_entries import beat_schedule_warning
 from ..celery_settings import check_celery_settings
 from ..core.advice import schedule_advice
 from ..declarations import Declarations
+from ..errors import StoreClaimedError
 from ..ops.env import Env, utcnow
 from ..ops.timetext import counted
 from ..sentinel import min_replicas_warning
@@ -105,9 +106,15 @@ def check(ctx: click.Context) -> None:
 
 
 @click.command()
+@click.option(
+    "--take-over",
+    is_flag=True,
+    help="Store them even if another key prefix's project stored its declarations "
+    "here (this app replaces it): its schedules not declared here are deactivated.",
+)
 @click.pass_context
 @wrap_errors
-def sync(ctx: click.Context) -> None:
+def sync(ctx: click.Context, take_over: bool) -> None:
     """Store the declared schedules, as beat does when it starts.
 
     New schedules are inserted, changed ones updated, stored ones no longer
@@ -119,14 +126,21 @@ def sync(ctx: click.Context) -> None:
     is one is refused. Exit status 1 if there are any. When the retry
     settings changed since the store last adopted them, the failing
     schedules' kept start times are rewritten with the new ones, as beat
-    does when it starts.
+    does when it starts. The store records the key prefix (dgs_key_prefix)
+    of the first project that stores its declarations there; another
+    project's sync is refused (exit status 4: it would deactivate the first
+    one's schedules) unless --take-over.
     """
     env = get_env(ctx)
     decl = _declarations(env)
     _report_problems(decl, color=use_color(ctx))
     store = env.runtime.store
-    report = store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
     where = masked_url(env.settings.database_url)
+    prefix = env.settings.key_prefix
+    claimed_by = store.claim_declarations(prefix, take_over=take_over)
+    if claimed_by is not None:
+        raise StoreClaimedError(where, prefix, claimed_by)
+    report = store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
     click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
     adopted = store.adopt_retry_ladder(env.settings.retry_ladder)
     if adopted.rewritten:

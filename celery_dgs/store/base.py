@@ -389,6 +389,13 @@ class ScheduleStore(WindowReads, ABC):
     def stored_store_id(self) -> str | None:
         """:meth:`store_id` if one was written, without writing one."""
 
+    @abstractmethod
+    def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:
+        """Before a :meth:`sync`: record ``owner`` (the project's key prefix)
+        as the one whose declarations the store holds, unless another is
+        recorded (then returned, nothing written: a sync would deactivate
+        that project's schedules); ``take_over``: record it whatever is."""
+
     def granted_tokens(self, limit: int) -> dict[str, int]:
         """Up to ``limit`` schedules that were granted a lease, with the token
         recorded (a sample to compare with Redis's counters; the SQL store's

@@ -53,6 +53,8 @@ class MemoryStoreBase(ScheduleStore):
         self._ladder_fingerprint: str | None = None
         #: This store's identity (:meth:`store_id`).
         self._store_id = uuid.uuid4().hex
+        #: The key prefix whose declarations it holds (:meth:`claim_declarations`).
+        self._declared_by: str | None = None
 
     def store_id(self) -> str:
         """A random id of this in-memory store."""
@@ -60,6 +62,12 @@ class MemoryStoreBase(ScheduleStore):
 
     def stored_store_id(self) -> str | None:
         return self._store_id
+
+    def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:
+        with self._lock:
+            if take_over or self._declared_by is None:
+                self._declared_by = owner
+            return None if self._declared_by == owner else self._declared_by
 
     def upgrade(self) -> None:
         """Nothing to migrate."""

@@ -38,7 +38,7 @@ from .ownership import SyncRowState, declared_by_name, plan_sync
 from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
-from .sql_identity import read_or_create_store_id, read_store_id
+from .sql_identity import claim_declarations, read_or_create_store_id, read_store_id
 from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder, read_fingerprint
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
@@ -185,6 +185,10 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         if self._store_id is None:
             self._store_id = read_or_create_store_id(self.engine)
         return self._store_id
+
+    def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:
+        """``declared_by`` in ``dgs_kept_settings`` (:mod:`.sql_identity`)."""
+        return claim_declarations(self.engine, owner, take_over=take_over)
 
     def stored_store_id(self) -> str | None:
         """One primary-key read until an id is found (``None``: none written);

@@ -4,6 +4,11 @@
 Beat writes it into its leader lease, and a beat, a worker or ``celery dgs
 status`` that finds the leading beat serving another store knows that two
 projects (two stores) share one Redis database and key prefix.
+
+The other way round, two projects (two key prefixes) sharing one database:
+the first ``sync`` records its key prefix (key ``declared_by``); a sync of
+another prefix would deactivate that project's declared schedules, so it
+is refused (:func:`claim_declarations`) unless it takes the store over.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from .models import KeptSettingRow
 
 #: The key of the store's id in ``dgs_kept_settings``.
 STORE_ID_SETTING = "store_id"
+#: The key of the key prefix whose declarations the store holds.
+DECLARED_BY_SETTING = "declared_by"
 _SETTINGS = cast(Table, KeptSettingRow.__table__)
 _READ = select(_SETTINGS.c.value).where(_SETTINGS.c.key == STORE_ID_SETTING)
 
@@ -45,3 +52,22 @@ def read_or_create_store_id(engine: Engine) -> str:
             .on_conflict_do_nothing(index_elements=["key"])
         )
         return str(conn.execute(_READ).scalar_one())
+
+
+def claim_declarations(engine: Engine, owner: str, *, take_over: bool = False) -> str | None:
+    """Record ``owner`` (a key prefix) as the project whose declarations the
+    store holds, if none is recorded (or with ``take_over``); the other
+    owner recorded (nothing written), or ``None`` once ``owner`` holds it."""
+    read = select(_SETTINGS.c.value).where(_SETTINGS.c.key == DECLARED_BY_SETTING)
+    with connection_transaction(engine, write=True) as conn:
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        statement = insert(_SETTINGS).values(key=DECLARED_BY_SETTING, value=owner)
+        if take_over:
+            statement = statement.on_conflict_do_update(
+                index_elements=["key"], set_={"value": owner}
+            )
+        else:
+            statement = statement.on_conflict_do_nothing(index_elements=["key"])
+        conn.execute(statement)
+        found = str(conn.execute(read).scalar_one())
+    return None if found == owner else found

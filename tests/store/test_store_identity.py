@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from celery_dgs.store.base import ScheduleStore
 from celery_dgs.store.sql import SqlScheduleStore
 
@@ -31,3 +33,12 @@ def test_another_process_reads_the_same_id_and_another_store_has_its_own(
         one.close()
         two.close()
         other.close()
+
+
+@pytest.mark.parametrize("take_over", [False, True])
+def test_the_first_prefix_holds_the_store(store: ScheduleStore, take_over: bool) -> None:
+    assert store.claim_declarations("alpha") is None
+    assert store.claim_declarations("alpha") is None
+    assert store.claim_declarations("beta", take_over=take_over) == (None if take_over else "alpha")
+    holder = "beta" if take_over else "alpha"
+    assert store.claim_declarations("gamma") == holder
