@@ -53,6 +53,20 @@ class StoreClaimedError(SettingsError):
         )
 
 
+class SchemaTooNewError(SettingsError):
+    """The database's schema is at a revision this celery-dgs does not know:
+    a newer celery-dgs upgraded it (upgrades are one-way)."""
+
+    def __init__(self, database: str, revision: str, head: str) -> None:
+        self.database, self.revision, self.head = database, revision, head
+        super().__init__(
+            f"the schedule store at {database} (dgs_database_url) has schema revision "
+            f"{revision!r}, which this celery-dgs does not know (its newest is {head!r}): "
+            "a newer celery-dgs upgraded it, and an upgrade is not undone; run that "
+            "version (or a newer one) in every process"
+        )
+
+
 class MalformedDataError(DgsError, ValueError):
     """Data read from Redis or the store is not in the format celery-dgs wrote.
 

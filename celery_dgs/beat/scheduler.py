@@ -28,7 +28,7 @@ from ..beat_schedule_entries import beat_schedule_warning
 from ..core.clock import SystemClock
 from ..declarations import Declarations
 from ..dgs import get_dgs
-from ..errors import SettingsError, StoreClaimedError
+from ..errors import SchemaTooNewError, SettingsError, StoreClaimedError
 from ..failures import explain_failure
 from ..leases.leader import RedisLeader
 from ..overload_board import OverloadBoard, OverloadReport
@@ -117,7 +117,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                 try:
                     self._set_up(rt, decl)
                     break
-                except StoreClaimedError as exc:
+                except (StoreClaimedError, SchemaTooNewError) as exc:
                     self._refuse(str(exc), rt)
                 except SettingsError as exc:  # e.g. dgs_redis_cluster on a plain server
                     self._refuse(f"invalid setting: {exc}", rt)

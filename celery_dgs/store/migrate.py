@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, text
 
+from ..errors import SchemaTooNewError
 from .engine import connection_transaction, make_engine
 
 if TYPE_CHECKING:  # alembic is imported only when migrating: it is slow to import
@@ -61,6 +62,15 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> frozenset[str]:
+    """Every revision of the shipped scripts."""
+    with alembic_quiet():
+        from alembic.script import ScriptDirectory
+
+        scripts = ScriptDirectory.from_config(alembic_config())
+        return frozenset(s.revision for s in scripts.walk_revisions())
+
+
 def current_revision(engine: Engine) -> str | None:
     """The database's revision (``None``: never migrated)."""
     with alembic_quiet(), engine.connect() as conn:
@@ -87,10 +97,12 @@ def alembic_quiet() -> Iterator[None]:
         alembic_logger.setLevel(logging.NOTSET)
 
 
-def upgrade_engine(engine: Engine, revision: str = "head") -> None:
+def upgrade_engine(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Upgrade (idempotently) the database behind ``engine`` to ``revision``;
     one INFO line when the schema changed (alembic's own lines are held back:
-    :func:`alembic_quiet`)."""
+    :func:`alembic_quiet`). A schema at a revision the shipped scripts do not
+    know (a newer celery-dgs upgraded it) raises :class:`SchemaTooNewError`.
+    Returns the revisions before and after (``None``: never migrated)."""
     with alembic_quiet():
         from alembic import command
         from alembic.runtime.migration import MigrationContext
@@ -102,6 +114,9 @@ def upgrade_engine(engine: Engine, revision: str = "head") -> None:
                 )
             opts = {"version_table": VERSION_TABLE}
             before = MigrationContext.configure(conn, opts=opts).get_current_revision()
+            if before is not None and before not in known_revisions():
+                url = engine.url.render_as_string(hide_password=True)
+                raise SchemaTooNewError(url, before, head_revision())
             command.upgrade(alembic_config(conn), revision)
             after = MigrationContext.configure(conn, opts=opts).get_current_revision()
     if after != before:
@@ -110,12 +125,14 @@ def upgrade_engine(engine: Engine, revision: str = "head") -> None:
             before or "(none)",
             after,
         )
+    return before, after
 
 
-def upgrade_url(url: str, revision: str = "head") -> None:
-    """Upgrade the database at ``url`` to ``revision`` (``head`` by default)."""
+def upgrade_url(url: str, revision: str = "head") -> tuple[str | None, str | None]:
+    """Upgrade the database at ``url`` to ``revision`` (``head`` by default);
+    the revisions before and after (equal: nothing to do)."""
     engine = make_engine(url)
     try:
-        upgrade_engine(engine, revision)
+        return upgrade_engine(engine, revision)
     finally:
         engine.dispose()

@@ -87,9 +87,14 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         engine_options: Mapping[str, Any] | None = None,
         clock: Clock | None = None,
     ) -> SqlScheduleStore:
-        """A store on ``url`` whose schema has been upgraded to the newest version."""
+        """A store on ``url`` whose schema has been upgraded to the newest version
+        (closed again if the upgrade fails)."""
         store = cls(url, engine_options=engine_options, clock=clock)
-        store.upgrade()
+        try:
+            store.upgrade()
+        except BaseException:
+            store.close()
+            raise
         return store
 
     # -- schedules ----------------------------------------------------------------

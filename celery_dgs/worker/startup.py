@@ -18,7 +18,7 @@ import redis
 
 from ..connection import redis_from_url
 from ..declarations import Declarations
-from ..errors import ScheduleConfigError, SettingsError
+from ..errors import SchemaTooNewError, ScheduleConfigError, SettingsError
 from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
@@ -98,7 +98,8 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
 
 
 def _check_store(rt: Runtime) -> None:
-    """Refuse to start when the database refuses the credentials. Any other
+    """Refuse to start when the database refuses the credentials, or its
+    schema is newer than this celery-dgs knows. Any other
     failure to read it (unreachable, no schema) is said when the worker
     registers, which reads the store's id. The store is opened on its own
     and closed, so a prefork child inherits no connection of it."""
@@ -106,6 +107,8 @@ def _check_store(rt: Runtime) -> None:
     try:
         store = SqlScheduleStore.open(rt.settings.database_url)
         store.store_id()
+    except SchemaTooNewError as exc:
+        raise StartRefused(str(exc)) from None
     except Exception as exc:
         explained = explain(rt, exc)
         if explained is not None and explained[1]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from celery_dgs.cli.context import EXIT_CONFIG, EXIT_UNAVAILABLE
 from tests.cli.conftest import World, now, spec
@@ -118,6 +119,15 @@ def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> N
 def test_unreachable_redis_is_still_unavailable(world: World) -> None:
     configure(world, broker_url="redis://127.0.0.1:9/0")
     assert world.invoke("status").exit_code == EXIT_UNAVAILABLE == 3
+
+
+def test_a_schema_newer_than_this_celery_dgs_is_a_configuration_error(world: World) -> None:
+    """After a rollback to an older celery-dgs: one line, not alembic's traceback."""
+    with world.store.engine.begin() as conn:
+        conn.execute(text("UPDATE dgs_alembic_version SET version_num = '0099_future'"))
+    world.app.conf.dgs_database_url = str(world.store.engine.url)
+    line = assert_config_error(world, "status")
+    assert "has schema revision '0099_future', which this celery-dgs does not know" in line
 
 
 def test_the_exit_statuses_are_documented(world: World) -> None:

@@ -7,12 +7,14 @@ import json
 import threading
 from datetime import timedelta
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 
 from celery_dgs.core.laxity import margin_bucket
 from celery_dgs.core.timing import start_margin
+from celery_dgs.errors import SchemaTooNewError
 from celery_dgs.store import SqlScheduleStore
 from celery_dgs.store.engine import make_engine
 from celery_dgs.store.migrate import VERSION_TABLE, current_revision, head_revision, upgrade_url
@@ -252,3 +254,24 @@ def test_concurrent_upgrades_of_a_fresh_database(database_url: str) -> None:
         assert current_revision(engine) == head_revision()
     finally:
         engine.dispose()
+
+
+def test_a_schema_newer_than_the_scripts_is_named_not_migrated(database_url: str) -> None:
+    """An older celery-dgs opening a schema a newer one upgraded (a rollback):
+    one error naming the database, the revision and the way out, where
+    alembic raised "Can't locate revision"."""
+    assert upgrade_url(database_url) == (None, head_revision())
+    assert upgrade_url(database_url) == (head_revision(), head_revision())
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0099_from_the_future'"))
+    finally:
+        engine.dispose()
+    with pytest.raises(SchemaTooNewError) as raised:
+        SqlScheduleStore.open(database_url)
+    message = str(raised.value)
+    assert "has schema revision '0099_from_the_future', which this celery-dgs does not " in message
+    assert f"(its newest is {head_revision()!r})" in message
+    assert "run that version (or a newer one) in every process" in message
+    assert "(dgs_database_url)" in message
