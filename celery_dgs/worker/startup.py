@@ -18,7 +18,7 @@ import redis
 
 from ..connection import redis_from_url
 from ..declarations import Declarations
-from ..errors import SchemaTooNewError, ScheduleConfigError, SettingsError
+from ..errors import ScheduleConfigError, SchemaTooNewError, SettingsError
 from ..failures import explain_failure
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
