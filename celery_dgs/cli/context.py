@@ -88,19 +88,26 @@ def _quiet_broken_pipe() -> NoReturn:
     sys.exit(1)
 
 
-def _store_failure(exc: BaseException) -> str:
-    """The store's failure in one line; a SQLite file whose directory does
-    not exist is named (SQLite says only "unable to open database file")."""
-    line = f"{type(exc).__name__}: {exc}"
+def store_failure(exc: BaseException) -> tuple[str, bool]:
+    """``(line, refused)``: the store's failure in one line (the driver's
+    message, without SQLAlchemy's statement and link); a SQLite file whose
+    directory does not exist is named (SQLite says only "unable to open
+    database file"). ``refused``: the database refused the credentials, and
+    the line names the server and the setting, as beat's does."""
+    line = failure_summary(exc)
     ctx = click.get_current_context(silent=True)
     env = None if ctx is None else ctx.meta.get(_META_KEY)
     if not isinstance(env, Env):
-        return line
+        return line, False
     try:
-        missing = missing_sqlite_directory(env.settings.database_url)
+        url = env.settings.database_url
+        missing = missing_sqlite_directory(url)
     except Exception:  # the settings themselves are the problem: said elsewhere
-        return line
-    return line if missing is None else f"{failure_summary(exc)}; {missing}"
+        return line, False
+    explained = explain_failure(exc, redis_url=None, redis_setting="", database_url=url)
+    if explained is not None and explained[1]:
+        return explained
+    return (line if missing is None else f"{line}; {missing}"), False
 
 
 def redis_failure(exc: BaseException) -> tuple[str, bool]:
@@ -160,7 +167,10 @@ def wrap_errors(fn: F) -> F:
                 raise ConfigurationError(f"configuration: {shown}") from exc
             raise StateUnavailable(shown) from exc
         except SQLAlchemyError as exc:
-            raise StateUnavailable(f"schedule store: {_store_failure(exc)}") from exc
+            shown, refused = store_failure(exc)
+            if refused:  # the credentials
+                raise ConfigurationError(f"configuration: {shown}") from exc
+            raise StateUnavailable(f"schedule store: {shown}") from exc
         except UnknownScheduleError as exc:
             raise click.BadParameter(str(exc), param_hint="NAME") from exc
         except (SettingsError, ScheduleConfigError) as exc:

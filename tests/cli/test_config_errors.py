@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from celery_dgs.cli.context import EXIT_CONFIG, EXIT_UNAVAILABLE
 from tests.cli.conftest import World, now, spec
+from tests.support.postgres import PostgresServer, postgres_available
 
 
 def configure(world: World, **conf: Any) -> None:
@@ -119,6 +120,22 @@ def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> N
 def test_unreachable_redis_is_still_unavailable(world: World) -> None:
     configure(world, broker_url="redis://127.0.0.1:9/0")
     assert world.invoke("status").exit_code == EXIT_UNAVAILABLE == 3
+
+
+def test_a_database_refusing_the_password_is_a_configuration_error(world: World) -> None:
+    """As for Redis, and in beat's words: exit 4, one line naming the setting."""
+    if not postgres_available():
+        pytest.skip("PostgreSQL binaries not found")
+    server = PostgresServer(password="the-right-one").start()
+    try:
+        configure(world, dgs_database_url=server.url(password="not-the-password"))
+        line = assert_config_error(world, "status")
+    finally:
+        server.stop()
+    assert "(dgs_database_url) refused the credentials (OperationalError: " in line
+    assert line.endswith(": fix the password in dgs_database_url")
+    assert "not-the-password" not in line
+    assert "sqlalche.me" not in line
 
 
 def test_a_schema_newer_than_this_celery_dgs_is_a_configuration_error(world: World) -> None:
