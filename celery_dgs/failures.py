@@ -32,6 +32,8 @@ def redact_url(url: str) -> str:
         password, port = parts.password, parts.port
     except ValueError:
         return "<unparsable URL>"
+    if "@" in parts.path:  # a password's '/' not percent-encoded: the rest is in the path
+        return f"{parts.scheme}://**@{url.rpartition('@')[2]}"
     if password is not None:
         user = parts.username or ""
         host = parts.hostname or ""

@@ -229,6 +229,12 @@ def url_string(name: str, value: Any) -> str:
         )
     if scheme == "sentinel":
         return value
+    if scheme != "unix" and "@" in urlsplit(value).path:
+        # The URL itself is not repeated: part of its password would show.
+        raise SettingsError(
+            f"{name} has an '@' past its host: a password holding '@', '/', ':', '?' or "
+            "'#' must be percent-encoded (%40, %2F, %3A, %3F, %23)"
+        )
     try:
         urlsplit(value).port  # noqa: B018 - parsing the port is the check
     except ValueError as exc:

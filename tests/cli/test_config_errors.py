@@ -100,6 +100,11 @@ def test_a_sqlite_file_in_a_missing_directory_is_unavailable_naming_the_director
             "broker_url 'redis://localhost:notaport/0': Port could not be cast",
         ),
         ({"broker_url": "amqp://localhost//"}, "celery-dgs needs Redis: set dgs_redis_url"),
+        (
+            {"dgs_redis_url": "redis://:se@cret/pw@localhost:6379/0"},
+            "dgs_redis_url has an '@' past its host: a password holding '@', '/', ':', '?' "
+            "or '#' must be percent-encoded (%40, %2F, %3A, %3F, %23)",
+        ),
         ({"dgs_retry_backoff": 300}, "dgs_retry_backoff must be a list of delays in seconds"),
         ({"dgs_retry_backoff": "300"}, "dgs_retry_backoff must be a list of delays in seconds"),
         ({"dgs_metrics_addr": 8080}, "dgs_metrics_addr must be an address to bind to"),

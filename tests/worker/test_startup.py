@@ -81,6 +81,8 @@ def test_a_reachable_redis_with_the_right_password_passes(
         ("sqlite:////var/lib/dgs.sqlite3", "sqlite:////var/lib/dgs.sqlite3"),
         ("redis://host:6379/0?password=s3cret&db=1", "redis://host:6379/0?password=**&db=1"),
         ("redis://:a@host/0?PASSWORD=s3cret", "redis://:**@host/0?PASSWORD=**"),
+        # a password's '/' and '@' not percent-encoded: all of it before the last '@'
+        ("redis://:p@ss/w:rd@127.0.0.1:6380/2", "redis://**@127.0.0.1:6380/2"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:
