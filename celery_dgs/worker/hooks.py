@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from celery import signals
+from celery.exceptions import WorkerLostError
 
 from ..core.schedule_names import split_schedule_name
 from ..core.spec import ScheduleSpec
@@ -37,6 +38,7 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from ..store.records import OWNER_DECLARED
+from .lost_runs import on_lost_task
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
@@ -398,9 +400,15 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
         if ours(getattr(sender, "app", None)):
             give_back_unknown_task(app, dgs, sender, message, name)
 
+    def on_task_failure(sender: Any = None, exception: Any = None, **_: Any) -> None:
+        # Sent in the main process when a pool process died running the task.
+        if isinstance(exception, WorkerLostError) and ours(getattr(sender, "app", None)):
+            on_lost_task(runtime_for(app, dgs.settings), sender, exception)
+
     signals.worker_init.connect(on_worker_init, weak=False)
     signals.worker_process_init.connect(on_process_init, weak=False)
     signals.worker_ready.connect(on_ready, weak=False)
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
     signals.worker_shutdown.connect(on_shutdown, weak=False)
     signals.task_unknown.connect(on_unknown_task, weak=False)
+    signals.task_failure.connect(on_task_failure, weak=False)

@@ -157,7 +157,7 @@ def release_quietly(rt: Runtime, schedule: str, run_id: str) -> None:
 
 def finish_run(
     rt: Runtime,
-    spec: ScheduleSpec,
+    schedule: str,
     run_id: str,
     outcome: str,
     error: str | None,
@@ -180,7 +180,6 @@ def finish_run(
     ``clock``: the run's duration is measured on it (monotonic), not as the
     difference of two wall-clock readings; an end read before the start (the
     clock stepped back) is replaced by the start plus that duration."""
-    schedule = spec.name
     # A self-fenced owner presumes Redis unreachable: the lease is left to
     # expire (a release could hang until the socket timeout and would only
     # free the lease a little earlier).

@@ -270,7 +270,7 @@ class SupervisedRun:
         )
         finish_run(
             self.rt,
-            self.spec,
+            self.schedule,
             self.run_id,
             "self_fenced",
             reason,
@@ -298,7 +298,7 @@ class SupervisedRun:
                 writer.start()
                 writer.join(timeout=max(supervisor.kill_deadline_left(), 0.05))
             else:
-                finish_run(rt, spec, run_id, stop.outcome, stop.reason, clock=clock)
+                finish_run(rt, spec.name, run_id, stop.outcome, stop.reason, clock=clock)
             os._exit(70)  # the run ignored its interruption: end its process (seed 000)
 
         supervisor = RunSupervisor(
@@ -375,7 +375,7 @@ class SupervisedRun:
                 )
                 finish_run(
                     self.rt,
-                    spec,
+                    spec.name,
                     run_id,
                     outcome,
                     error,

@@ -64,6 +64,9 @@ app.conf.update(
     beat_max_loop_interval=1,
     dgs_beat_leader_timeout=float(os.environ.get("E2E_BEAT_LEADER_TIMEOUT", "2.0")),
     task_acks_late=os.environ.get("FAULTS_ACKS_LATE") == "1",
+    # How long Celery waits for a dead pool process's result before it reports
+    # the task lost (WorkerLostError); Celery's default 10 s.
+    worker_lost_wait=float(os.environ.get("FAULTS_WORKER_LOST_WAIT", "10")),
     broker_transport_options=(
         # kombu looks for unacked messages past the visibility timeout every
         # unacked_restore_interval seconds (10 s by default)

@@ -36,6 +36,33 @@ def test_sigkill_of_the_worker_child_mid_run(fault_cluster) -> None:
     cluster.assert_history_ok()
 
 
+def test_a_pool_process_killed_mid_run_is_a_failure_at_once(fault_cluster) -> None:
+    """The prefork child running the task is killed (for its memory, say) while
+    its worker lives: once Celery reports the process lost (worker_lost_wait,
+    0.5 s here), the worker's main process records the run as a failure
+    naming the signal and frees its lease, so the retry backoff applies. The
+    lease's takeover (ping_timeout + steal_delay, a minute here) would have
+    recorded it as stolen: a task killed at every run would then be retried
+    at once, forever."""
+    cluster = fault_cluster(
+        ["victim"], E2E_PING_TIMEOUT="30", E2E_STEAL_DELAY="30", FAULTS_WORKER_LOST_WAIT="0.5"
+    )
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    time.sleep(BOUNDS.ping_interval)  # mid-run: it has pinged
+    cluster.sigkill([first["pid"]])
+    cluster.wait_start("victim", after=first, timeout=15)  # the retry step: 0.5 s
+    lost = {r.run_id: r for r in cluster.runs("faults.victim")}[first["run_id"]]
+    log = cluster.log_since("w1", 0)
+    assert lost.outcome == "failure", (lost, log)
+    assert (lost.error or "").startswith("its process died: Worker exited prematurely"), lost
+    assert "SIGKILL" in (lost.error or ""), lost
+    assert lost.ended_at is not None
+    assert (lost.ended_at - lost.started_at).total_seconds() < 10, lost
+    assert "died: Worker exited prematurely" in log
+
+
 @pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
     """Solo: the main process is the run's. Prefork: only the main process is
