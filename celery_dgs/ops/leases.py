@@ -43,6 +43,15 @@ def owner_restarted(lease: LeaseInfo, workers: Iterable[WorkerInfo]) -> datetime
     return None
 
 
+def other_server(lease: LeaseInfo, pool: str, workers: Iterable[WorkerInfo]) -> bool | None:
+    """Whether a live worker other than the lease's owner consumes ``pool``
+    (``None``: no worker registered, as with ``dgs_capacity``: unknown)."""
+    workers = list(workers)
+    if not workers:
+        return None
+    return any(w.name != lease.owner_name and pool in w.pools for w in workers)
+
+
 def silent_owner_note(
     name: str,
     lease: LeaseInfo,
@@ -52,13 +61,17 @@ def silent_owner_note(
     steal_delay: float,
     can_start_by: datetime | None = None,
     restarted_at: datetime | None = None,
+    pool: str | None = None,
+    others: bool | None = None,
 ) -> str | None:
     """Why a run whose owner stopped pinging, or restarted since its last ping
     (``restarted_at``: :func:`owner_restarted`), still shows as running, and
     when its schedule can run again (``None`` while the owner pings): once its
     lease can be taken over, and not before ``can_start_by`` (its cooldown
     after the run's start, or a retry step: a takeable lease frees the slot,
-    not the schedule's rules)."""
+    not the schedule's rules); ``others`` False (:func:`other_server`): no
+    other live worker consumes its ``pool``, so it runs again only once one
+    does."""
     age = ping_age(lease, now)
     if age <= ping_timeout and restarted_at is None:
         return None
@@ -80,6 +93,11 @@ def silent_owner_note(
             f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died"
         )
     head = f"{name}: {why}; its lease can be taken over {when} ({rule})"
+    if others is False and restarted_at is None:
+        return (
+            f"{head}, but no other live worker consumes its pool {pool!r}: the schedule "
+            "runs again once one does (its owner restarted, or another started)"
+        )
     if can_start_by is not None and can_start_by > max(free_at, now):
         return (
             f"{head}; the schedule runs again when it can start, {relative(can_start_by, now)} "

@@ -878,3 +878,33 @@ def test_the_projection_replays_each_pool_on_its_own_slots(world: World) -> None
     assert "on 1 slot of pool 'gpu' is projected to start it at" in late[0].message
     one_pool = build_rows(schedules, {}, now(), slots=21, workers=workers[:1])
     assert not [r for r in one_pool if r.reason == "projected_late"], "one pool: the 21 slots"
+
+
+def test_a_silent_owner_alone_in_its_pool_leaves_the_schedule_to_wait_for_a_worker(
+    world: World, redis_client: redis.Redis
+) -> None:
+    """The dead owner was the only worker consuming the schedule's pool (its
+    registration lives on until dgs_worker_ttl): the note does not promise
+    the schedule runs again at the takeover, as no live worker can run it."""
+    registry = WorkerRegistry(redis_client, KeySpace(PREFIX), ttl=300)
+    for name, queue in (("w1@node1", "celery"), ("w2@node2", "reports")):
+        registry.register(
+            WorkerInfo(name=name, node=name[3:], queues=(queue,), slots=1, pool="prefork", pid=1)
+        )
+        # registered before the run's last ping: not a restart
+        redis_client.hset(KeySpace(PREFIX).worker(name), "registered_at", 0)
+    world.dead_owners_run("t.cool")
+    out = world.invoke("status").stdout
+    [note] = [x.strip() for x in out.splitlines() if "has not pinged" in x]
+    assert note.endswith(
+        "its lease can be taken over at beat's next round (steal_delay after beat marked "
+        "it), but no other live worker consumes its pool 'celery': the schedule runs again "
+        "once one does (its owner restarted, or another started)"
+    ), note
+    registry.register(
+        WorkerInfo(name="w3@node3", node="node3", queues=("celery",), slots=1, pool="solo", pid=3)
+    )
+    out = world.invoke("status").stdout
+    [note] = [x.strip() for x in out.splitlines() if "has not pinged" in x]
+    assert "no other live worker" not in note
+    assert "the run is recorded stolen then" in note

@@ -245,6 +245,14 @@ def test_a_silent_owners_run_says_when_the_schedule_runs_again(web: WebWorld) ->
     assert re.search(r"the schedule runs again when it can start, in (8m5\d|9m00)s", body), body
 
 
+def test_a_silent_owner_alone_in_its_pool_leaves_the_schedule_to_wait(web: WebWorld) -> None:
+    """As ``status`` says it: no other live worker consumes its pool."""
+    web.register_worker("w2@node2", queues=("reports",))
+    web.dead_owners_run("t.cool")
+    body = html.unescape(web.serve().get("/schedule?name=t.cool").body)
+    assert "but no other live worker consumes its pool 'celery'" in body, body
+
+
 def test_a_run_whose_worker_restarted_says_it_ended_with_the_earlier_process(
     web: WebWorld,
 ) -> None:
