@@ -35,7 +35,8 @@ def dgs(ctx: click.Context, /, **kwargs: Any) -> None:
     declaration (check, sync); 2 usage error or unknown schedule (remove
     says an absent name changed nothing, and exits 0); 3 Redis or the store
     unavailable; 4 configuration error (a dgs_* setting; sync: the store
-    holds another project's declarations).
+    holds another project's declarations); 141 the reader of the output
+    went away (| head).
     """
     make_env(ctx)
 

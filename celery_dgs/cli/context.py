@@ -79,13 +79,19 @@ def use_color(ctx: click.Context) -> bool:
     return not ctx.meta.get(_NO_COLOR_KEY, False) and sys.stdout.isatty()
 
 
+#: Exit status when the reader of stdout went away: a process killed by
+#: ``SIGPIPE`` reports 128 + 13 in a shell, and 1 means "a schedule in ERROR".
+EXIT_BROKEN_PIPE = 141
+
+
 def _quiet_broken_pipe() -> NoReturn:
     """The reader of stdout went away (``dgs export | head``): stop without a
     message, stdout pointed at ``/dev/null`` so that flushing it at exit
-    cannot fail again (the recipe of Python's ``signal`` docs)."""
+    cannot fail again (the recipe of Python's ``signal`` docs), with
+    :data:`EXIT_BROKEN_PIPE`."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(1)
+    sys.exit(EXIT_BROKEN_PIPE)
 
 
 def store_failure(exc: BaseException) -> tuple[str, bool]:

@@ -322,7 +322,7 @@ def lease_json(
 
 
 def leases_text(docs: Sequence[dict[str, Any]], now: datetime, *, color: bool) -> str:
-    head = f"celery-dgs leases at {short_time(now)}: {len(docs)} live runs"
+    head = f"celery-dgs leases at {short_time(now)}: {counted(len(docs), 'live run')}"
     if not docs:
         return head
     body = table(
