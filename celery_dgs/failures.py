@@ -86,6 +86,27 @@ def connection_failure(exc: BaseException) -> tuple[str, bool] | None:
     return None
 
 
+def no_such_database(err: BaseException) -> bool:
+    """Redis's answer to a ``SELECT`` of a database number it does not have."""
+    return isinstance(err, redis.ResponseError) and "db index is out of range" in str(err).lower()
+
+
+def _has_password(url: str | None) -> bool:
+    """Whether a Redis URL gives a password (in its user part or its query)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if not url:
+        return False
+    if url.lower().startswith("sentinel"):
+        return True  # the primary's password may come with the Sentinel settings
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query)
+        return parts.password is not None or any(k.lower() == "password" for k, _ in query)
+    except ValueError:
+        return True  # unparsable: say nothing of its password
+
+
 def failure_summary(exc: BaseException) -> str:
     """One line saying what failed (no traceback): the Redis client's error, or
     the database driver's, when ``exc`` wraps one."""
@@ -110,12 +131,21 @@ def explain_failure(
     """``(one line, refused)`` for a failure to reach Redis or the database, naming
     the server (password redacted) and the setting it comes from; ``None`` when
     ``exc`` is no connection failure. ``refused``: wrong credentials."""
+    redis_where = f"Redis at {redact_url(redis_url or '?')} ({redis_setting})"
+    if any(no_such_database(err) for err in _chain(exc)):
+        return (
+            f"{redis_where} has no such database ({failure_summary(exc)}): fix the "
+            f"database number in {redis_setting}",
+            True,
+        )
     failure = connection_failure(exc)
     if failure is None:
         return None
     service, refused = failure
     if service == "redis":
-        where = f"Redis at {redact_url(redis_url or '?')} ({redis_setting})"
+        where = redis_where
+        if refused and not _has_password(redis_url):
+            return f"{where} requires a password, and {redis_setting} gives none", True
     else:
         where = f"the database at {redact_url(database_url)} (dgs_database_url)"
     summary = failure_summary(exc)

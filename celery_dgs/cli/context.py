@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import (
     DgsError,
     LeaseError,
+    MalformedDataError,
     ScheduleConfigError,
     SettingsError,
     UnknownScheduleError,
@@ -179,6 +180,11 @@ def wrap_errors(fn: F) -> F:
             raise StateUnavailable(f"schedule store: {shown}") from exc
         except UnknownScheduleError as exc:
             raise click.BadParameter(str(exc), param_hint="NAME") from exc
+        except MalformedDataError as exc:
+            shown, config = redis_failure(exc)  # a Redis database number it lacks, say
+            if config:
+                raise ConfigurationError(f"configuration: {shown}") from exc
+            raise StateUnavailable(str(exc)) from exc
         except (SettingsError, ScheduleConfigError) as exc:
             raise ConfigurationError(f"configuration: {exc}{_no_app_hint()}") from exc
         except DgsError as exc:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeVar
 
 from ..errors import MalformedDataError
+from ..failures import no_such_database
 
 _R = TypeVar("_R", bound="HashRecord")
 
@@ -158,6 +159,8 @@ def hash_reply(key: str, reply: object) -> Mapping[bytes, bytes]:
         return reply
     if isinstance(reply, list):
         return pairs(reply)
+    if isinstance(reply, BaseException) and no_such_database(reply):
+        raise reply  # the server's configuration, not the key's data
     raise MalformedDataError(f"Redis key {key!r}: {text(reply)}")
 
 

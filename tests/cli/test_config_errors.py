@@ -122,6 +122,15 @@ def test_invalid_settings(world: World, conf: dict[str, Any], message: str) -> N
         assert "secret" not in line
 
 
+def test_a_redis_database_number_the_server_lacks_is_a_configuration_error(
+    world: World, redis_url: str
+) -> None:
+    configure(world, dgs_redis_url=redis_url.rpartition("/")[0] + "/99")
+    line = assert_config_error(world, "status")
+    assert "has no such database (ResponseError: DB index is out of range)" in line
+    assert line.endswith(": fix the database number in dgs_redis_url")
+
+
 def test_unreachable_redis_is_still_unavailable(world: World) -> None:
     configure(world, broker_url="redis://127.0.0.1:9/0")
     assert world.invoke("status").exit_code == EXIT_UNAVAILABLE == 3
@@ -213,6 +222,9 @@ def test_redis_refusing_the_credentials_names_the_server_and_the_setting(
         line = assert_config_error(world, *args)
     shown = ":**@" if password else ""
     assert f"Redis at redis://{shown}127.0.0.1:{guarded.port}/0 (dgs_redis_url)" in line
-    assert "refused the credentials" in line
-    assert "fix the password in dgs_redis_url" in line
+    if password:
+        assert "refused the credentials" in line
+        assert "fix the password in dgs_redis_url" in line
+    else:  # the server's own words (HELLO ...) say less
+        assert line.endswith("requires a password, and dgs_redis_url gives none"), line
     assert "not-the-password" not in line

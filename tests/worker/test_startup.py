@@ -113,6 +113,37 @@ def test_connection_failures_are_found_through_the_exception_chain() -> None:
     assert connection_failure(redis.ResponseError("WRONGTYPE")) is None
 
 
+@pytest.mark.parametrize(
+    ("error", "url", "line"),
+    [
+        (
+            redis.ResponseError("DB index is out of range"),
+            "redis://:pw@host:6379/99",
+            "Redis at redis://:**@host:6379/99 (dgs_redis_url) has no such database "
+            "(ResponseError: DB index is out of range): fix the database number in dgs_redis_url",
+        ),
+        (
+            redis.AuthenticationError("HELLO must be called with the client already authenticated"),
+            "redis://host:6379/0",
+            "Redis at redis://host:6379/0 (dgs_redis_url) requires a password, and "
+            "dgs_redis_url gives none",
+        ),
+        (
+            redis.AuthenticationError("invalid username-password pair"),
+            "redis://:wrong@host:6379/0",
+            "Redis at redis://:**@host:6379/0 (dgs_redis_url) refused the credentials "
+            "(AuthenticationError: invalid username-password pair): fix the password in "
+            "dgs_redis_url",
+        ),
+    ],
+)
+def test_redis_configuration_mistakes_are_named(error: Exception, url: str, line: str) -> None:
+    explained = explain_failure(
+        wrapped(error), redis_url=url, redis_setting="dgs_redis_url", database_url="sqlite://"
+    )
+    assert explained == (line, True)
+
+
 def test_explain_failure_is_one_line_naming_server_and_setting() -> None:
     down = sa_exc.OperationalError("SELECT 1", {}, Exception("could not connect\n  to server"))
     line, refused = explain_failure(
