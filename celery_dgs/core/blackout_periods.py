@@ -81,9 +81,12 @@ def parse_blackouts(name: str, value: Any) -> tuple[Blackout, ...]:
                 name, "blackout_periods", f"item {i} ({item!r}) {why}"
             ) from exc
         if window.start == window.end:
-            raise ScheduleConfigError(
-                name, "blackout_periods", f"item {i} ({window}) is empty: start equals end"
-            )
+            written = item if isinstance(item, str) else str(window)
+            if "24:00" in repr(item):  # 00:00 to 24:00: an end of 24:00 is midnight
+                why = "covers the whole day: it could never run"
+            else:
+                why = "is empty: start equals end"
+            raise ScheduleConfigError(name, "blackout_periods", f"item {i} ({written}) {why}")
         result.append(window)
     if _covers_whole_day(result):
         raise ScheduleConfigError(

@@ -156,3 +156,10 @@ def test_a_window_written_as_shown_and_an_end_at_24_00() -> None:
         parse_blackouts("s", ["10:00"])
     with pytest.raises(ScheduleConfigError, match=r"item 0 \('10:00-25:00'\) has a bad time"):
         parse_blackouts("s", ["10:00-25:00"])
+    # a whole day, written with 24:00, is named as written and why
+    with pytest.raises(
+        ScheduleConfigError, match=r"item 0 \(00:00-24:00\) covers the whole day: it could never"
+    ):
+        parse_blackouts("s", ["00:00-24:00"])
+    with pytest.raises(ScheduleConfigError, match=r"item 0 \(12:00-12:00\) is empty"):
+        parse_blackouts("s", ["12:00-12:00"])
