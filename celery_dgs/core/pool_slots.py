@@ -105,6 +105,12 @@ def overloaded_pools(
     demand exceeds it; ``()`` when none is (or while the slots are unknown)."""
     if slots is None:
         return ()
+    if len(demand) == 1 and slots.any_pool is None:
+        # One pool (the common case): its group has at least its own slots.
+        ((pool, need),) = demand.items()
+        key = slots.default_pool if pool is None else pool
+        serving = slots.of_pool.get(key)
+        return (key,) if serving is not None and need > serving else ()
     by_pool: dict[str, float] = {}
     for pool, need in demand.items():
         key = slots.default_pool if pool is None else pool
