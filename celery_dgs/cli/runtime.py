@@ -160,8 +160,9 @@ def add(
 
 def _warnings_of(env: Env, names: list[str]) -> list[str]:
     """The suspicious but valid settings of the stored schedules ``names``:
-    the spec's own, and ``check``'s advice (a zero cooldown, a retry backoff
-    past the deadline, a schedule that can never be served)."""
+    the spec's own, ``check``'s advice (a zero cooldown, a retry backoff
+    past the deadline, a schedule that can never be served), and a pool no
+    live worker consumes while some worker is live (a misspelt pool, say)."""
     specs = [env.runtime.store.get(name).spec for name in names]
     now, ladder = utcnow(), env.settings.retry_ladder
     found = [
@@ -169,6 +170,15 @@ def _warnings_of(env: Env, names: list[str]) -> list[str]:
         for spec in specs
         if spec is not None
         for warning in (*spec.warnings(), *schedule_advice(spec, now, retry_ladder=ladder))
+    ]
+    pools = {spec.pool or env.default_pool for spec in specs if spec is not None}
+    workers = env.runtime.registry.live_workers() if pools else []
+    consumed = {pool for w in workers for pool in w.pools}
+    found += [
+        f"no live worker consumes pool {pool!r} (live workers consume "
+        f"{', '.join(repr(p) for p in sorted(consumed))}): it runs once one does"
+        for pool in sorted(pools - consumed)
+        if workers
     ]
     return list(dict.fromkeys(found))
 

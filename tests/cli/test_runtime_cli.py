@@ -14,11 +14,13 @@ from celery import Celery
 
 from celery_dgs import runtime_schedules
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.keys import KeySpace
+from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.store.records import StoredSchedule
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.cli.conftest import World, now
+from tests.cli.conftest import PREFIX, World, now
 
 
 def tasks(app: Celery) -> None:
@@ -258,6 +260,24 @@ def test_add_warns_of_a_schedule_no_capacity_serves(world: World) -> None:
         "1 cron times a day fall in or just before a blackout (12:00-14:00 America/New_York) "
         "and cannot finish within 30m (within)" in result.stderr
     )
+
+
+def test_add_warns_of_a_pool_no_live_worker_consumes(world: World) -> None:
+    """A misspelt pool is valid (a worker may consume it later), but while
+    workers are live and none consumes it, ``add`` says so."""
+    tasks(world.app)
+    assert "pool" not in world.invoke("add", "t.scrape@p0", "--period", "1h").stderr
+    registry = WorkerRegistry(world.leases.client, KeySpace(PREFIX), ttl=300)
+    registry.register(
+        WorkerInfo(name="w1@node1", node="node1", queues=("celery",), slots=1, pool="solo", pid=1)
+    )
+    result = world.invoke("add", "t.scrape@p1", "--period", "1h", "--set", "pool=reprots")
+    assert result.exit_code == 0, result.output
+    assert (
+        "WARNING no live worker consumes pool 'reprots' (live workers consume 'celery'): "
+        "it runs once one does" in result.stderr
+    )
+    assert "pool" not in world.invoke("add", "t.scrape@p2", "--period", "1h").stderr
 
 
 def test_import_warns_as_add_does_once_per_warning(world: World, tmp_path: Path) -> None:
