@@ -9,7 +9,7 @@ beat picks the changes up at its next store poll.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -21,6 +21,7 @@ from ..errors import UnknownScheduleError
 from ..ops.actions import live_lease
 from ..ops.env import Env, utcnow
 from ..ops.lookup import closest_names_hint
+from ..registry import WorkerInfo
 from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import (
     FORMATS,
@@ -158,11 +159,14 @@ def add(
             click.echo(f"WARNING {warning}", err=True)
 
 
-def _warnings_of(env: Env, names: list[str]) -> list[str]:
+def _warnings_of(
+    env: Env, names: list[str], workers: Sequence[WorkerInfo] | None = None
+) -> list[str]:
     """The suspicious but valid settings of the stored schedules ``names``:
     the spec's own, ``check``'s advice (a zero cooldown, a retry backoff
     past the deadline, a schedule that can never be served), and a pool no
-    live worker consumes while some worker is live (a misspelt pool, say)."""
+    live worker consumes while some worker is live (a misspelt pool, say;
+    ``workers``: the live ones, read here if not given)."""
     specs = [env.runtime.store.get(name).spec for name in names]
     now, ladder = utcnow(), env.settings.retry_ladder
     found = [
@@ -172,7 +176,8 @@ def _warnings_of(env: Env, names: list[str]) -> list[str]:
         for warning in (*spec.warnings(), *schedule_advice(spec, now, retry_ladder=ladder))
     ]
     pools = {spec.pool or env.default_pool for spec in specs if spec is not None}
-    workers = env.runtime.registry.live_workers() if pools else []
+    if workers is None:
+        workers = env.runtime.registry.live_workers() if pools else []
     consumed = {pool for w in workers for pool in w.pools}
     found += [
         f"no live worker consumes pool {pool!r} (live workers consume "
@@ -300,8 +305,9 @@ def _grouped_warnings(env: Env, names: list[str]) -> list[str]:
     ``3 schedules (t.a, t.b, t.c), field 'period': ...``."""
     checked = names[:IMPORT_ADVICE_LIMIT]
     groups: dict[str, list[str]] = {}
+    workers = env.runtime.registry.live_workers() if checked else []
     for name in checked:
-        for warning in _warnings_of(env, [name]):
+        for warning in _warnings_of(env, [name], workers):
             prefix = f"schedule {name!r}"
             rest = warning.removeprefix(prefix) if warning.startswith(prefix) else f": {warning}"
             groups.setdefault(rest, []).append(name)
