@@ -122,6 +122,19 @@ def test_a_worker_with_an_unknown_dgs_setting_refuses_to_start_and_runs_nothing(
     assert cluster.starts() == []
 
 
+def assert_refused_credentials(cluster: Cluster, setting: str, tmp_path: Path) -> None:
+    """The worker ``w1`` refused to start in one line naming ``setting`` (the
+    password never logged), and ran nothing."""
+    log = cluster.log_since("w1", 0)
+    (refusal,) = lines_with(log, "refuses to start")
+    assert setting in refusal
+    assert "refused the credentials" in refusal
+    assert "not-the-password" not in log  # the password is never logged
+    assert_no_traceback(log)
+    assert " ready." not in log
+    assert not (tmp_path / "marker").exists()
+
+
 def test_a_worker_whose_redis_refuses_the_password_refuses_to_start(
     clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
 ) -> None:
@@ -131,13 +144,7 @@ def test_a_worker_whose_redis_refuses_the_password_refuses_to_start(
         cluster.send("e2e.marker")
         proc = start_worker_process(cluster)
         assert exit_status(proc) == EX_CONFIG
-    log = cluster.log_since("w1", 0)
-    (refusal,) = lines_with(log, "refuses to start")
-    assert "dgs_redis_url" in refusal
-    assert "refused the credentials" in refusal
-    assert "not-the-password" not in log  # the password is never logged
-    assert_no_traceback(log)
-    assert not (tmp_path / "marker").exists()
+    assert_refused_credentials(cluster, "dgs_redis_url", tmp_path)
 
 
 def test_a_worker_whose_database_refuses_the_password_refuses_to_start(
@@ -156,14 +163,7 @@ def test_a_worker_whose_database_refuses_the_password_refuses_to_start(
         assert exit_status(proc) == EX_CONFIG
     finally:
         server.stop()
-    log = cluster.log_since("w1", 0)
-    (refusal,) = lines_with(log, "refuses to start")
-    assert "dgs_database_url" in refusal
-    assert "refused the credentials" in refusal
-    assert "not-the-password" not in log  # the password is never logged
-    assert_no_traceback(log)
-    assert " ready." not in log
-    assert not (tmp_path / "marker").exists()
+    assert_refused_credentials(cluster, "dgs_database_url", tmp_path)
 
 
 def test_a_worker_started_with_redis_down_registers_once_it_answers(
