@@ -137,6 +137,7 @@ class BeatEngine:
             monotonic,
             schedules=self.schedule_window,
         )
+        ranking.waiting_bound = self.loader.waiting_bound()
         self.pending_dispatches = PendingDispatches(state, ranking, dispatches, settings, monotonic)
         self.placement = BeatPlacement(
             state, registry, leases, settings, default_queue, ranking.lookahead, store.store_id()
@@ -329,6 +330,7 @@ class BeatEngine:
         placement = self.placement.placement(view)
         self._serve_again(placement)
         released = self.ranking.release_waiting(placement.free_for)
+        self.loader.refill_waiting()  # a busy backlog let go of, running low: read again
         try:
             return self._dispatch(moment, view, placement)
         finally:

@@ -46,6 +46,19 @@ from .state import BeatState
 from .types import Tracked
 
 
+@dataclass(frozen=True)
+class WaitingBound:
+    """With a window of schedules, how many of a class may wait for a slot
+    (:meth:`SlotWait.over <celery_dgs.core.slot_wait.SlotWait.over>`):
+    ``size`` (the window's); ``past_window(name)``: whether ``name`` is held
+    past the window's own range (only those are let go of); ``let_go``:
+    forgets those taken out (the loader's)."""
+
+    size: int
+    past_window: Callable[[str], bool]
+    let_go: Callable[[list[str]], None]
+
+
 @dataclass(slots=True)
 class IndexBatch:
     """Start times computed at one ``now`` during a load, indexed at its end."""
@@ -93,6 +106,8 @@ class BeatRanking:
         #: (:func:`~celery_dgs.core.placement.choose_dispatches` looked past
         #: them): eligible, still in the demand book.
         self.waiting = SlotWait()
+        #: With a window of schedules: the bound on :attr:`waiting` (set by the engine).
+        self.waiting_bound: WaitingBound | None = None
 
     # -- where a schedule is -----------------------------------------------------
     def reindex(self, name: str, batch: IndexBatch | None = None) -> None:
@@ -171,6 +186,11 @@ class BeatRanking:
         that may are all busy: :func:`~celery_dgs.core.placement.choose_dispatches`)."""
         for name in self.waiting.take(self.index, names, self.constraints_of):
             self.blackouts.forget(name)
+        bound = self.waiting_bound
+        if bound is not None:
+            taken = self.waiting.over(bound.size, bound.past_window)
+            if taken:
+                bound.let_go(taken)
 
     def constraints_of(self, name: str) -> Constraints:
         """Where the tracked schedule ``name`` may run."""

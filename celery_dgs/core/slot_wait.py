@@ -25,6 +25,15 @@ restore) chooses among the released ones, not among the whole backlog.
 Cost: O(log n) per schedule set aside or released; a schedule dropped while
 waiting (its row changed, it was held or forgotten) leaves a stale heap entry,
 skipped on release and compacted away once stale entries dominate.
+
+**A bound with a window of schedules.** Beat with a window holds what is due,
+not the fleet, but a busy pool's eligible backlog would all come to wait
+here as the window reads on to find the other pools' work. :meth:`over`
+takes the least urgent of a class past a bound out (beat lets go of them,
+as of schedules past its window), once the class holds a quarter more than
+the bound (so a round pays for it rarely: O(n log n) per trim of n, about
+O(log n) per schedule set aside); :meth:`wants_refill` says when a trimmed
+class has fewer than half the bound left, so that they are read again.
 """
 
 from __future__ import annotations
@@ -40,6 +49,18 @@ from .placement import Constraints
 RELEASE_PER_SLOT = 4
 RELEASE_MIN = 64
 
+#: The least bound :meth:`SlotWait.over` is given (a window's size, or this):
+#: a class trimmed to it is read again every half of it dispatched, so a
+#: small window does not read its busy backlog again every few runs.
+WAIT_BOUND_MIN = 256
+
+
+def wait_bound(window_size: int) -> int:
+    """How many schedules of a class may wait for a slot with a window of
+    ``window_size`` schedules."""
+    return max(window_size, WAIT_BOUND_MIN)
+
+
 #: A waiting schedule in its class heap: should_start_by, can_start_by, name, version.
 _Entry = tuple[float, float, str, int]
 
@@ -52,6 +73,9 @@ class SlotWait:
         self._heaps: dict[Constraints, list[_Entry]] = {}
         #: name -> (its class, the version of its live heap entry).
         self._waiting: dict[str, tuple[Constraints, int]] = {}
+        #: waiting schedules per class, and the classes :meth:`over` trimmed
+        self._counts: dict[Constraints, int] = {}
+        self._trimmed: set[Constraints] = set()
         self._counter = 0
         self._entries = 0
 
@@ -70,7 +94,9 @@ class SlotWait:
         """Hold ``name`` (out of the index: the caller removed it) with the
         times it had there, until its class can be placed again."""
         self._counter += 1
+        self._forget(name)
         self._waiting[name] = (constraints, self._counter)
+        self._counts[constraints] = self._counts.get(constraints, 0) + 1
         heap = self._heaps.setdefault(constraints, [])
         heapq.heappush(heap, (should_start_by, can_start_by, name, self._counter))
         self._entries += 1
@@ -96,7 +122,50 @@ class SlotWait:
 
     def discard(self, name: str) -> bool:
         """Stop holding ``name`` (it is indexed, held or forgotten elsewhere)."""
-        return self._waiting.pop(name, None) is not None
+        return self._forget(name)
+
+    def _forget(self, name: str) -> bool:
+        found = self._waiting.pop(name, None)
+        if found is None:
+            return False
+        self._counts[found[0]] -= 1
+        return True
+
+    def over(self, bound: int, may_let_go: Callable[[str], bool]) -> list[str]:
+        """Once a class holds more than ``bound`` and a quarter (at least
+        :data:`RELEASE_MIN` more), take out its least urgent past ``bound``
+        of those ``may_let_go`` allows; returns them (the class is marked
+        for :meth:`wants_refill`)."""
+        taken: list[str] = []
+        for constraints, heap in list(self._heaps.items()):
+            if self._counts.get(constraints, 0) <= bound + max(bound // 4, self.least):
+                continue
+            live = sorted(e for e in heap if self._waiting.get(e[2], (None, 0))[1] == e[3])
+            out = [e for e in live[bound:] if may_let_go(e[2])]
+            if not out:
+                continue
+            gone = {e[2] for e in out}
+            kept = [e for e in live if e[2] not in gone]  # sorted: a heap
+            self._heaps[constraints] = kept
+            self._entries -= len(heap) - len(kept)
+            for name in gone:
+                self._forget(name)
+            taken += [e[2] for e in out]
+            self._trimmed.add(constraints)
+        return taken
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether a class :meth:`over` trimmed has not been refilled yet."""
+        return bool(self._trimmed)
+
+    def wants_refill(self, bound: int) -> bool:
+        """Whether a class :meth:`over` trimmed holds fewer than half ``bound``
+        now (its schedules taken out are due to be read again); each such
+        class counts once."""
+        low = [c for c in self._trimmed if self._counts.get(c, 0) < bound // 2]
+        self._trimmed.difference_update(low)
+        return bool(low)
 
     def release(self, free_for: Callable[[Constraints], int]) -> list[tuple[str, float, float]]:
         """For each class whose workers have ``free_for(constraints)`` slots
@@ -115,7 +184,7 @@ class SlotWait:
                 self._entries -= 1
                 if self._waiting.get(name, (None, None))[1] != version:
                     continue  # dropped or set aside again since
-                del self._waiting[name]
+                self._forget(name)
                 released.append((name, can, should))
                 taken += 1
             if not heap:

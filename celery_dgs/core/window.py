@@ -390,6 +390,14 @@ class HeldSchedules:
     def forget(self, name: str) -> None:
         self.kept.pop(name, None)
 
+    def past_end(self, name: str) -> bool:
+        """Whether the held ``name``'s kept key is past the window's end (held
+        by the eligible part, not by the window's own range), while full."""
+        end, kept = self.bounds.end, self.kept.get(name)
+        if end is None or kept is None or kept.can is None or kept.should is None:
+            return False
+        return (kept.should, kept.can, name) > end
+
     def outside(self, requested: Callable[[str], bool]) -> list[str]:
         """The held schedules the bounds no longer cover (``requested``: whether
         a run request is pending for one: then it stays)."""

@@ -28,7 +28,7 @@ from ..core.pool_slots import overloaded_pools
 from ..core.priority import PriorityIndex
 from ..core.ranking import OrderPolicy, RankingSources, build_index
 from ..core.revisit_groups import RevisitKey, revisit_key
-from ..core.slot_wait import SlotWait, still_blocked
+from ..core.slot_wait import SlotWait, still_blocked, wait_bound
 from ..core.timing import start_times
 from ..core.window_certainty import (
     Refusal,
@@ -307,6 +307,12 @@ class DeadlinePolicy(Policy):
         demand book) until a worker that may run each has a slot free."""
         for name in self.waiting.take(self.index, names, self.constraints.__getitem__):
             self.blackouts.forget(name)
+        window = self.window
+        if window is not None:  # beat's WaitingBound: the window's size, past its range
+            bound = wait_bound(window.bounds.size)
+            for name in self.waiting.over(bound, window.held.past_end):
+                window.held.forget(name)
+                self._let_go(name)
 
     def _release_waiting(self, placement: Placement, now: float) -> list[str]:
         """Beat's ``BeatRanking.release_waiting``: the most urgent schedules
@@ -318,6 +324,12 @@ class DeadlinePolicy(Policy):
                 self._index(name, now)
             else:
                 self.index.upsert(name, can, should)
+        window = self.window  # beat's ScheduleLoader.refill_waiting
+        bound = (
+            None if window is None or not self.waiting.trimmed else wait_bound(window.bounds.size)
+        )
+        if window is not None and bound is not None and self.waiting.wants_refill(bound):
+            window.bounds.part.clear()
         return [name for name, _can, _should in released]
 
     def _wait_again(self, released: list[str], placement: Placement) -> None:
