@@ -76,6 +76,9 @@ class SlotWait:
         #: waiting schedules per class, and the classes :meth:`over` trimmed
         self._counts: dict[Constraints, int] = {}
         self._trimmed: set[Constraints] = set()
+        #: per class, the count past which :meth:`over` looks again (it looked
+        #: at fewer, and could let go of none or some)
+        self._look_past: dict[Constraints, int] = {}
         self._counter = 0
         self._entries = 0
 
@@ -137,11 +140,15 @@ class SlotWait:
         of those ``may_let_go`` allows; returns them (the class is marked
         for :meth:`wants_refill`)."""
         taken: list[str] = []
+        slack = max(bound // 4, self.least)
         for constraints, heap in list(self._heaps.items()):
-            if self._counts.get(constraints, 0) <= bound + max(bound // 4, self.least):
+            count = self._counts.get(constraints, 0)
+            if count <= max(bound + slack, self._look_past.get(constraints, 0)):
                 continue
             live = sorted(e for e in heap if self._waiting.get(e[2], (None, 0))[1] == e[3])
             out = [e for e in live[bound:] if may_let_go(e[2])]
+            # none (or not all) past the bound may go: look again a quarter later
+            self._look_past[constraints] = len(live) - len(out) + slack
             if not out:
                 continue
             gone = {e[2] for e in out}

@@ -139,3 +139,38 @@ def test_take_moves_indexed_ones_and_still_blocked_names_those_left_without_a_sl
     released = ["gpu2", "cpu0", "gone"]
     assert still_blocked(released, index, constraints.__getitem__, full.free_for) == ["gpu2"]
     assert still_blocked(released, index, constraints.__getitem__, free.free_for) == []
+
+
+def test_a_class_past_its_bound_gives_its_least_urgent_then_asks_to_be_read_again() -> None:
+    """The bound of a window (:meth:`SlotWait.over`): past a quarter more, a
+    class keeps its most urgent and gives the rest it may; it asks for a
+    refill once fewer than half are left; schedules it may not give (the
+    window's own range) are kept, and not looked at again every time."""
+    from celery_dgs.core.placement import Constraints
+
+    wait = SlotWait()
+    gpu = Constraints(pool="gpu")
+    for i in range(250):
+        wait.wait(f"s{i:03d}", gpu, 0.0, float(i))
+    assert wait.over(200, lambda name: True) == []  # 250 <= 200 + 64
+    for i in range(250, 400):
+        wait.wait(f"s{i:03d}", gpu, 0.0, float(i))
+    taken = wait.over(200, lambda name: True)
+    assert sorted(taken) == [f"s{i:03d}" for i in range(200, 400)], "the least urgent"
+    assert len(wait) == 200
+    assert wait.trimmed
+    assert not wait.wants_refill(200)
+    released = wait.release(lambda c: 30)  # 120 back to the index
+    assert [name for name, _, _ in released][:2] == ["s000", "s001"]
+    assert wait.wants_refill(200)  # 80 left: fewer than half
+    assert not wait.trimmed
+    # schedules it may not give are kept, and counted before it looks again
+    looked = []
+    for i in range(400, 700):
+        wait.wait(f"s{i:03d}", gpu, 0.0, float(i))
+    assert wait.over(200, lambda name: looked.append(name) or False) == []
+    assert looked, "it looked once"
+    looked.clear()
+    wait.wait("s700", gpu, 0.0, 700.0)
+    assert wait.over(200, lambda name: looked.append(name) or False) == []
+    assert looked == [], "not again until a quarter more"
