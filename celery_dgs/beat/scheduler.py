@@ -197,7 +197,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
                     err.message,
                 )
             logger.info("celery-dgs: synced declarations: %s", report)
-            legacy = beat_schedule_warning(self.app.conf)
+            legacy = beat_schedule_warning(self.app.conf, {s.task for s in decl.specs.values()})
             if legacy is not None:
                 logger.warning("celery-dgs: %s", legacy)
             adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)

@@ -80,7 +80,7 @@ def check(ctx: click.Context) -> None:
         click.echo(f"{label} Celery setting {advice}", err=True, color=color)
     env.runtime  # noqa: B018 - resolves the Redis URL: none, or a malformed one, is an error
     setting_warnings = env.settings.warnings()
-    legacy = beat_schedule_warning(env.app.conf)
+    legacy = beat_schedule_warning(env.app.conf, {s.task for s in decl.specs.values()})
     setting_warnings += [legacy] if legacy is not None else []
     master = env.settings.redis_master_name
     if master is not None:

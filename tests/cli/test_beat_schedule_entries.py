@@ -5,13 +5,14 @@ at its start (tests/e2e/test_startup_e2e.py)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from types import SimpleNamespace
 
 from celery.schedules import crontab, schedule
 
 from celery_dgs.beat_schedule_entries import beat_schedule_warning, schedule_fields
-from tests.cli.conftest import World
+from tests.cli.conftest import World, make_app
 
 
 def warnings_counted(output: str) -> int:
@@ -35,7 +36,7 @@ def test_check_names_each_entry_with_its_declaration(world: World) -> None:
         "WARNING beat_schedule has 2 entries that celery-dgs does not run: declare each task "
         "in dgs_schedules (or with @dgs.periodic / @dgs.cron), e.g. "
         """'every-10s' -> "proj.sync": {"kind": "periodic", "period": 10.0, "args": ["eu"]}; """
-        """'nightly' -> "proj.backup": {"kind": "cron", "cron": "0 3 * * *"}"""
+        """'nightly' -> "proj.backup": {"kind": "cron", "cron": "0 3 * * *", "within": 86400}"""
     )
     assert warnings_counted(result.stdout) == before + 1
 
@@ -62,6 +63,43 @@ def test_each_kind_of_schedule_and_what_has_no_equivalent() -> None:
     assert text is not None
     assert text.startswith("beat_schedule has 9 entries")
     assert """'bad' (no task)""" in text
-    assert """'e0' -> "t": {"kind": "cron", "cron": "0 * * * *", "tz": "Europe/Paris"}""" in text
+    assert (
+        """'e0' -> "t": {"kind": "cron", "cron": "0 * * * *", "tz": "Europe/Paris", """
+        """"within": 3600}"""
+    ) in text
     assert text.endswith("; and 4 more")  # five shown
     assert beat_schedule_warning(SimpleNamespace(beat_schedule={})) is None
+
+
+def test_the_suggestion_is_a_valid_declaration_and_declared_tasks_are_not_named(
+    world: World, sqlite_url: str, redis_url: str
+) -> None:
+    """A crontab's suggestion carries the within a cron schedule requires and
+    the entry's queue as its pool: pasted into dgs_schedules it is valid,
+    and the entry is not named again once its task is declared."""
+    legacy = {
+        "nightly": {
+            "task": "proj.backup",
+            "schedule": crontab(minute=0, hour=3),
+            "options": {"queue": "slow"},
+        }
+    }
+
+    def backup() -> None:
+        pass
+
+    world.app.conf.beat_schedule = legacy
+    world.app.task(name="proj.backup", shared=False)(backup)
+    line = next(x for x in world.invoke("check").stderr.splitlines() if "beat_schedule" in x)
+    suggested = json.loads("{" + line.split(" -> ", 1)[1] + "}")
+    assert suggested == {
+        "proj.backup": {"kind": "cron", "cron": "0 3 * * *", "within": 86400, "pool": "slow"}
+    }
+    world.app = make_app(sqlite_url, redis_url)  # the next deploy, with the suggestion
+    world.app.conf.beat_schedule = legacy
+    world.app.conf.dgs_schedules = suggested
+    world.app.task(name="proj.backup", shared=False)(backup)
+    result = world.invoke("check")
+    assert result.exit_code == 0, result.output
+    assert "beat_schedule" not in result.output, "its task is declared now"
+    assert "OK proj.backup (cron)" in result.stdout

@@ -245,7 +245,8 @@ def test_beat_names_the_celery_beat_schedule_it_does_not_run(
     """A project moving from Celery beat keeps its ``beat_schedule``: beat says
     at its start that it does not run those entries, and how to declare each;
     it serves the declared schedules all the same."""
-    legacy = {"beat_schedule": {"every-10s": {"task": "e2e.marker", "schedule": 10}}}
+    # e2e.p40: a task of the project not declared to celery-dgs here
+    legacy = {"beat_schedule": {"every-10s": {"task": "e2e.p40", "schedule": 10}}}
     cluster = clusters(redis_url, E2E_EXTRA_CONF=json.dumps(legacy))
     cluster.start_beat()
     cluster.start_worker("w1", "node1")
@@ -255,7 +256,7 @@ def test_beat_names_the_celery_beat_schedule_it_does_not_run(
     assert (
         "beat_schedule has 1 entry that celery-dgs does not run: declare each task in "
         """dgs_schedules (or with @dgs.periodic / @dgs.cron), e.g. 'every-10s' -> """
-        """"e2e.marker": {"kind": "periodic", "period": 10}"""
+        """"e2e.p40": {"kind": "periodic", "period": 10}"""
     ) in line
 
 
