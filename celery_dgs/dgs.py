@@ -108,7 +108,8 @@ class DGS:
     @property
     def settings(self) -> DgsSettings:
         if self._settings is None:
-            self._settings = DgsSettings.from_conf(self.app.conf)
+            namespace = getattr(self.app, "namespace", None)
+            self._settings = DgsSettings.from_conf(self.app.conf, namespace=namespace)
         return self._settings
 
     @cached_property

@@ -408,16 +408,23 @@ class DgsSettings:
         return sorted(f"dgs_{f.name}" for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any]) -> DgsSettings:
-        """Read every ``dgs_*`` key of a Celery ``app.conf`` (or a plain mapping)."""
+    def from_conf(cls, conf: Mapping[str, Any], namespace: str | None = None) -> DgsSettings:
+        """Read every ``dgs_*`` key of a Celery ``app.conf`` (or a plain mapping);
+        with the app's ``namespace`` (``config_from_object(..., namespace="CELERY")``),
+        its ``CELERY_DGS_*`` keys too, as Celery reads its own settings there."""
         # None is a value (off) for an optional setting, else it means "the default".
         none_is_a_value = {name: check.optional for name, check in checked_fields(cls)}
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        spaced = f"{namespace}_dgs_".lower() if namespace else None
         for key in list(conf.keys()):
-            if not isinstance(key, str) or not key.lower().startswith("dgs_"):
+            lowered = str(key).lower()
+            if lowered.startswith("dgs_"):
+                short = lowered[4:]
+            elif spaced is not None and lowered.startswith(spaced):
+                short = lowered[len(spaced) :]
+            else:
                 continue
-            short = key[4:].lower()
             if short not in known:
                 close = difflib.get_close_matches(key.lower(), cls.valid_keys(), n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
