@@ -153,8 +153,9 @@ def check_celery_settings(
                 CeleryAdvice(
                     setting="broker_transport_options['visibility_timeout']",
                     found=vt,
-                    safe=f"task_acks_late=False, or a visibility_timeout above {longest:g}s "
-                    "and a max_allowed_duration on every acks_late schedule",
+                    safe="task_acks_late=False, or a max_allowed_duration on every acks_late "
+                    "schedule and a visibility_timeout above the longest"
+                    + ("" if unbounded else f" ({longest:g}s)"),
                     why=f"with task_acks_late the Redis broker redelivers a message still running "
                     f"after visibility_timeout ({which}); each redelivery is dropped as a skip row "
                     "(or discarded with no row once the message has expired)",

@@ -53,6 +53,10 @@ def test_acks_late_with_a_visibility_timeout_shorter_than_the_longest_run() -> N
     [advice] = check_celery_settings({**SAFE, "task_acks_late": True}, {"b": UNBOUNDED})
     assert advice.found == 3600  # kombu's default
     assert "b have no max_allowed_duration" in advice.why
+    assert advice.safe == (
+        "task_acks_late=False, or a max_allowed_duration on every acks_late schedule and a "
+        "visibility_timeout above the longest"
+    ), "no bound to name (not 'above 0s')"
     # not a Redis broker: no visibility timeout to compare
     conf = {**SAFE, "task_acks_late": True, "broker_url": "amqp://x"}
     assert settings_named(conf, {"b": UNBOUNDED}) == []
