@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.items import ItemCounts
 from ..leases.types import LeaseInfo
-from ..ops.leases import other_server, owner_restarted, silent_owner_note
+from ..ops.leases import owner_restarted, silent_owner_note
 from ..ops.spec_words import spec_words
 from ..ops.timetext import NONE, counted, duration, iso, relative, short_time
 from ..registry import WorkerInfo
@@ -282,7 +282,7 @@ def status_text(
                 can_start_by=r.can_start_by,
                 restarted_at=restarted.get(r.name),
                 pool=r.pool,
-                others=other_server(r.running, r.pool, workers),
+                workers=workers,
             )
             if r.running is not None and ping_timeout is not None
             else None

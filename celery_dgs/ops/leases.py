@@ -62,16 +62,16 @@ def silent_owner_note(
     can_start_by: datetime | None = None,
     restarted_at: datetime | None = None,
     pool: str | None = None,
-    others: bool | None = None,
+    workers: Iterable[WorkerInfo] = (),
 ) -> str | None:
     """Why a run whose owner stopped pinging, or restarted since its last ping
     (``restarted_at``: :func:`owner_restarted`), still shows as running, and
     when its schedule can run again (``None`` while the owner pings): once its
     lease can be taken over, and not before ``can_start_by`` (its cooldown
     after the run's start, or a retry step: a takeable lease frees the slot,
-    not the schedule's rules); ``others`` False (:func:`other_server`): no
-    other live worker consumes its ``pool``, so it runs again only once one
-    does."""
+    not the schedule's rules). With the live ``workers`` and the schedule's
+    ``pool``: when no other live worker consumes it (:func:`other_server`),
+    it runs again only once one does."""
     age = ping_age(lease, now)
     if age <= ping_timeout and restarted_at is None:
         return None
@@ -93,7 +93,7 @@ def silent_owner_note(
             f"(dgs_ping_timeout {duration(ping_timeout)}): it may have died"
         )
     head = f"{name}: {why}; its lease can be taken over {when} ({rule})"
-    if others is False and restarted_at is None:
+    if pool is not None and restarted_at is None and other_server(lease, pool, workers) is False:
         return (
             f"{head}, but no other live worker consumes its pool {pool!r}: the schedule "
             "runs again once one does (its owner restarted, or another started)"

@@ -22,7 +22,7 @@ from ..ops.actions import ActionResult
 from ..ops.checks import check_name, read_check, summary_json
 from ..ops.env import Env, utcnow
 from ..ops.errors import UnknownTarget
-from ..ops.leases import other_server, owner_restarted, silent_owner_note
+from ..ops.leases import owner_restarted, silent_owner_note
 from ..ops.runs import recent_runs
 from ..ops.spec_words import spec_words
 from ..ops.state import Live, read_live, rows_of
@@ -180,7 +180,7 @@ class Pages:
                 can_start_by=row.can_start_by,
                 restarted_at=owner_restarted(row.running, live.workers),
                 pool=row.pool,
-                others=other_server(row.running, row.pool, live.workers),
+                workers=live.workers,
             )
         avg, dev = views.average_of(stored)
         page = "schedule_live.html" if is_fragment(request) else "schedule.html"
