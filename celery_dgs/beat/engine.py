@@ -64,6 +64,7 @@ from ..registry import RegistryBackend
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.condition_tally import FOLD_INTERVAL_S
+from .busy_backlog import BusyBacklog
 from .check_window import CheckWindow
 from .leader import BeatLeadership, Role
 from .loading import ScheduleLoader
@@ -137,7 +138,11 @@ class BeatEngine:
             monotonic,
             schedules=self.schedule_window,
         )
-        ranking.waiting_bound = self.loader.waiting_bound()
+        #: With a window: the bound on a busy pool's backlog waiting in memory.
+        self.busy_backlog = (
+            None if self.schedule_window is None else BusyBacklog(self.schedule_window, ranking)
+        )
+        ranking.waiting_bound = None if self.busy_backlog is None else self.busy_backlog.bound()
         self.pending_dispatches = PendingDispatches(state, ranking, dispatches, settings, monotonic)
         self.placement = BeatPlacement(
             state, registry, leases, settings, default_queue, ranking.lookahead, store.store_id()
@@ -330,7 +335,8 @@ class BeatEngine:
         placement = self.placement.placement(view)
         self._serve_again(placement)
         released = self.ranking.release_waiting(placement.free_for)
-        self.loader.refill_waiting()  # a busy backlog let go of, running low: read again
+        if self.busy_backlog is not None:  # a backlog let go of, running low: read again
+            self.busy_backlog.refill()
         try:
             return self._dispatch(moment, view, placement)
         finally:

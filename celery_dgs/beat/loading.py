@@ -16,7 +16,6 @@ from datetime import datetime
 from ..core.clock import Clock
 from ..core.late_order import expected_seconds
 from ..core.placement import Constraints
-from ..core.slot_wait import wait_bound
 from ..core.window_buckets import WindowEnds
 from ..core.window_part import SliceRead
 from ..settings import DgsSettings
@@ -25,7 +24,7 @@ from ..store.kept import kept_past_blackout
 from ..store.records import StoredSchedule
 from .check_window import CheckWindow
 from .poll_changes import PollChanges
-from .ranking import BeatRanking, IndexBatch, WaitingBound
+from .ranking import BeatRanking, IndexBatch
 from .schedule_window import ScheduleWindow
 from .state import BeatState
 from .types import tracked_of
@@ -71,40 +70,6 @@ class ScheduleLoader:
         #: Whether the eligible part passed over a schedule no live worker
         #: could run (read again once the live workers change).
         self._passed_over_unserved = False
-
-    def waiting_bound(self) -> WaitingBound | None:
-        """The bound on the schedules waiting for a busy pool's slot (``None``:
-        no window of schedules): the window's size, past its own range."""
-        window = self.schedules
-        if window is None:
-            return None
-        size = wait_bound(window.bounds.size)
-        return WaitingBound(size, window.held.past_end, self._let_go_waiting)
-
-    def _let_go_waiting(self, names: list[str]) -> None:
-        """Forget schedules a busy pool's backlog took out of the wait: the
-        eligible part has passed over them, and reads them again once their
-        class's wait runs low (:meth:`refill_waiting`)."""
-        window = self.schedules
-        assert window is not None
-        for name in names:
-            window.forget(name)
-            self.ranking.note_demand(name)
-        logger.debug(
-            "celery-dgs beat: schedule window: let go of %d schedules waiting for a busy "
-            "pool's slot",
-            len(names),
-        )
-
-    def refill_waiting(self) -> None:
-        """A round released schedules waiting for a slot: if a class whose
-        backlog was let go of is running low, the eligible part starts again,
-        so the schedules it passed over are read again (most urgent first)."""
-        window, bound = self.schedules, self.ranking.waiting_bound
-        if window is None or bound is None or not self.ranking.waiting.trimmed:
-            return
-        if self.ranking.waiting.wants_refill(bound.size):
-            window.bounds.part.clear()
 
     def load(self) -> int:
         """Load every active schedule (with a window of schedules: the first

@@ -324,7 +324,7 @@ class DeadlinePolicy(Policy):
                 self._index(name, now)
             else:
                 self.index.upsert(name, can, should)
-        window = self.window  # beat's ScheduleLoader.refill_waiting
+        window = self.window  # beat's BusyBacklog.refill
         bound = (
             None if window is None or not self.waiting.trimmed else wait_bound(window.bounds.size)
         )
