@@ -167,7 +167,7 @@ def status(
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
         # A leader whose lease expired died without resigning: nothing dispatches.
         stopped = leader is not None and leader_expired(leader, page.now, timeout)
-        skipped = unstored_invalid(declared, env.runtime.store) if declared.errors else []
+        skipped = unstored_invalid(declared, env.runtime.store, page.now)
         error = page.any_error or bool(past) or stopped or bool(skipped)
         if as_json:
             tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)

@@ -3,7 +3,8 @@
 Beat stores every valid declaration at its start; an invalid one it has
 stored before keeps its last valid version (``status`` lists it in ERROR
 ``declaration_invalid``), but an invalid *new* one is skipped: the store
-never holds it, so the store's counts cannot show it. :func:`unstored_invalid`
+never holds it (nor, active, one deactivated before), so the store's
+counts cannot show it. :func:`unstored_invalid`
 finds those from the app's declarations, for a line of their own (and an
 exit status of 1) under ``status``' table.
 """
@@ -11,14 +12,11 @@ exit status of 1) under ``status``' table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..declarations import Declarations
-from ..errors import UnknownScheduleError
 from ..store.base import ScheduleStore
-
-#: Invalid declarations looked up in the store (one read each); past this
-#: many the rest are counted as not stored unread.
-LOOKED_UP_MAX = 100
+from ..store.selection import Selection
 
 
 @dataclass(frozen=True)
@@ -31,19 +29,20 @@ class UnstoredInvalid:
     message: str
 
 
-def unstored_invalid(decl: Declarations, store: ScheduleStore) -> list[UnstoredInvalid]:
-    """The invalid declarations of ``decl`` that ``store`` does not hold, by name."""
-    found = []
-    for i, name in enumerate(sorted(decl.errors)):
-        if i < LOOKED_UP_MAX:
-            try:
-                store.get(name)
-                continue  # stored: listed in ERROR declaration_invalid
-            except UnknownScheduleError:
-                pass
-        err = decl.errors[name]
-        found.append(UnstoredInvalid(name, err.field, err.message))
-    return found
+def unstored_invalid(
+    decl: Declarations, store: ScheduleStore, now: datetime
+) -> list[UnstoredInvalid]:
+    """The invalid declarations of ``decl`` whose schedule ``store`` does not
+    hold active (one read of those names), by name."""
+    if not decl.errors:
+        return []
+    names = tuple(sorted(decl.errors))
+    active = {row.name for row in store.status_rows(now, Selection(names=names))}
+    return [
+        UnstoredInvalid(name, decl.errors[name].field, decl.errors[name].message)
+        for name in names
+        if name not in active
+    ]
 
 
 def unstored_invalid_text(invalid: list[UnstoredInvalid], *, shown: int = 3) -> str | None:
