@@ -250,7 +250,10 @@ class BeatEngine:
         while index.peek(now) is None and self.loader.read_eligible(moment):
             pass
         waiting = self.ranking.waiting
-        if index.peek(now) is not None or state.parked or waiting:
+        # Schedules set aside for want of a live worker are served again only by
+        # a round (it reads the live workers), so one runs while any wait.
+        awaiting_workers = bool(state.unserved) or self.loader.passed_over_unserved
+        if index.peek(now) is not None or state.parked or waiting or awaiting_workers:
             self._dispatch_round(moment)
         self.pruner.maybe_prune(mono)
         self.tally_folder.maybe_fold(mono)
@@ -261,7 +264,7 @@ class BeatEngine:
         )
         wakes = [w for w in (index.next_wakeup(), self.loader.window_wake()) if w is not None]
         sleep = self.max_interval if not wakes else max(0.0, min(wakes) - now)
-        if state.parked or waiting:  # woken by a run's end, or at the next poll
+        if state.parked or waiting or awaiting_workers:  # woken by a signal, or at the next poll
             sleep = min(sleep, self.settings.store_poll_interval)
         if leadership is not None:
             sleep = min(sleep, leadership.renew_interval)

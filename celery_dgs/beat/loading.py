@@ -234,6 +234,12 @@ class ScheduleLoader:
             lambda read: self._apply_read(window, read, window.read(read)),
         )
 
+    @property
+    def passed_over_unserved(self) -> bool:
+        """Whether the eligible part passed over schedules no live worker
+        could run (read again once the live workers change)."""
+        return self._passed_over_unserved
+
     def live_workers_changed(self) -> None:
         """What the live workers may run changed: if the window's eligible
         part passed over schedules because no live worker could run them, it

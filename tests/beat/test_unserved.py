@@ -101,3 +101,28 @@ def test_a_window_holds_no_pool_without_workers_backlog(
     join_gpu_worker(engine)
     ticks(engine, clock, 1)
     assert publish.names() == ["t.job@b0000", "t.job@b0001"]
+
+
+@pytest.mark.parametrize("window", [None, 20], ids=["all-in-memory", "window"])
+def test_a_worker_joining_serves_a_fleet_wholly_set_aside(
+    tmp_path: Path, redis_client: redis.Redis, clock: FakeClock, window: int | None
+) -> None:
+    """Every schedule set aside leaves nothing eligible in the index: the
+    worker joining must still start a round (which sees the live workers
+    change), not wait for a store change."""
+    store = SqlScheduleStore.open(f"sqlite:///{tmp_path / 'only-gpu.sqlite3'}", clock=clock)
+    try:
+        store.upsert_runtime(specs("b", 30, pool="gpu"), NOW - 5 * H)
+        publish = Recorder()
+        settings = {} if window is None else {"schedule_window_size": window}
+        engine = make_engine(store, redis_client, clock, publish, slots=4, **settings)
+        engine.load()
+        ticks(engine, clock, 3)
+        assert publish.names() == []
+        assert engine.ranking.index.peek(clock.now().timestamp()) is None
+
+        join_gpu_worker(engine)
+        ticks(engine, clock, 1)
+        assert publish.names() == ["t.job@b0000", "t.job@b0001"]
+    finally:
+        store.close()

@@ -45,3 +45,34 @@ def test_a_pool_without_workers_keeps_no_other_pools_slot_idle(cluster_factory: 
         assert store.runs("e2e.scrape@gpu0000") == []
     finally:
         store.close()
+
+
+def test_a_pools_only_worker_restarting_is_served_again_at_once(cluster_factory: Any) -> None:
+    """Every schedule is in one pool; its only worker stops, so beat sets them
+    all aside (a worker of the default pool stays). The worker's return alone
+    (no store change) starts their runs again within seconds."""
+    cluster: Cluster = cluster_factory(["p10"])
+    store = cluster.store()
+    try:
+        api = RuntimeSchedules(store)
+        for key in ("g1", "g2", "g3"):
+            api.upsert(f"e2e.scrape@{key}", period=2, pool="gpu", args=[key])
+        cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+        cluster.start_worker("gpu", "node2", pool="threads", concurrency=2, queues="gpu")
+        cluster.start_beat()
+        wait_for(lambda: len(cluster.ends()) >= 3, 30, "the pool's schedules to run")
+        cluster.stop("gpu")
+
+        def set_aside() -> bool:
+            _, rows = status(cluster, "e2e.scrape@g1")
+            return any(
+                "no live worker consumes its pool 'gpu'" in h["message"]
+                for h in rows["e2e.scrape@g1"]["holds"]
+            )
+
+        wait_for(set_aside, 30, "beat to set the pool's schedules aside")
+        ended = len(cluster.ends())
+        cluster.start_worker("gpu", "node2", pool="threads", concurrency=2, queues="gpu")
+        wait_for(lambda: len(cluster.ends()) > ended, 15, "a run after the worker's return")
+    finally:
+        store.close()
