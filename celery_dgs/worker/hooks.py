@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from celery import signals
-from celery.exceptions import WorkerLostError
 
 from ..core.schedule_names import split_schedule_name
 from ..core.spec import ScheduleSpec
@@ -38,7 +37,7 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from ..store.records import OWNER_DECLARED
-from .lost_runs import on_lost_task
+from .lost_runs import PROCESS_ENDED, on_lost_task
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
@@ -401,8 +400,9 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
             give_back_unknown_task(app, dgs, sender, message, name)
 
     def on_task_failure(sender: Any = None, exception: Any = None, **_: Any) -> None:
-        # Sent in the main process when a pool process died running the task.
-        if isinstance(exception, WorkerLostError) and ours(getattr(sender, "app", None)):
+        # Sent in the main process when a pool process died running the task,
+        # or before Celery ends it past the task's hard time limit.
+        if isinstance(exception, PROCESS_ENDED) and ours(getattr(sender, "app", None)):
             on_lost_task(runtime_for(app, dgs.settings), sender, exception)
 
     signals.worker_init.connect(on_worker_init, weak=False)

@@ -67,6 +67,10 @@ app.conf.update(
     # How long Celery waits for a dead pool process's result before it reports
     # the task lost (WorkerLostError); Celery's default 10 s.
     worker_lost_wait=float(os.environ.get("FAULTS_WORKER_LOST_WAIT", "10")),
+    # Celery's own hard time limit of every task (none unless set).
+    task_time_limit=float(os.environ["FAULTS_TIME_LIMIT"])
+    if "FAULTS_TIME_LIMIT" in os.environ
+    else None,
     broker_transport_options=(
         # kombu looks for unacked messages past the visibility timeout every
         # unacked_restore_interval seconds (10 s by default)

@@ -63,6 +63,31 @@ def test_a_pool_process_killed_mid_run_is_a_failure_at_once(fault_cluster) -> No
     assert "died: Worker exited prematurely" in log
 
 
+def test_a_run_past_celerys_hard_time_limit_is_a_failure(fault_cluster) -> None:
+    """Celery ends the pool process of a run past the task's hard
+    ``time_limit`` (SIGTERM, as at a cold shutdown). The worker's main process
+    records the run as a failure before that, so the retry backoff applies:
+    recorded ``yielded`` (the process reading the signal as its worker's
+    shutdown), it was re-dispatched at once and killed again, forever."""
+    cluster = fault_cluster(
+        ["victim"],
+        FAULTS_TIME_LIMIT="1.5",
+        E2E_PING_TIMEOUT="30",
+        E2E_STEAL_DELAY="30",
+    )
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    cluster.wait_start("victim", after=first, timeout=15)  # the retry step: 0.5 s
+    ended = {r.run_id: r for r in cluster.runs("faults.victim")}[first["run_id"]]
+    log = cluster.log_since("w1", 0)
+    assert ended.outcome == "failure", (ended, log)
+    assert ended.error == "Celery ended its process past the task's hard time_limit (1.5s)", ended
+    assert ended.ended_at is not None
+    assert (ended.ended_at - ended.started_at).total_seconds() < 5, ended
+    assert "Hard time limit (1.5s) exceeded" in log
+
+
 @pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
     """Solo: the main process is the run's. Prefork: only the main process is
