@@ -291,7 +291,7 @@ class SupervisedRun:
                 # outcome if the store answers in time, then exit regardless.
                 writer = threading.Thread(
                     target=finish_run,
-                    args=(rt, spec, run_id, stop.outcome, stop.reason),
+                    args=(rt, spec.name, run_id, stop.outcome, stop.reason),
                     kwargs={"attempts": 1, "ended_at": supervisor.estimated_now(), "clock": clock},
                     daemon=True,
                 )

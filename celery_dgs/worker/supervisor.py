@@ -25,7 +25,11 @@ Passing ``max_expected_duration`` is only logged. Interruption raises
 and, for a task on the main thread, a signal so blocking calls such as
 ``time.sleep`` are interrupted too). If the run has not stopped
 ``termination_grace`` seconds later, ``on_unresponsive`` is called, which
-records the run and ends the process.
+records the run and ends the process. A run yielding to its worker's
+shutdown on a thread that shares its process with other tasks (the threads
+pool) is waited for instead, its lease pinged, as Celery's warm shutdown
+waits for every task; its process ends only once the lease is lost or
+unreachable for ``fence_after``.
 """
 
 from __future__ import annotations
@@ -335,41 +339,76 @@ class RunSupervisor:
             self._ping_result = (status, sent)
         self._wake.set()
 
-    def _take_ping_result(self) -> None:
+    def _take_ping_result(self) -> RunTerminated | None:
+        """Apply the last ping's answer; the stop it calls for, if any (the
+        lease stolen or gone, or the run cancelled)."""
         with self._ping_lock:
             result, self._ping_result = self._ping_result, None
         if result is None:
-            return
+            return None
         status, sent = result
         if status in ("OK", "CANCELLED"):
             self.last_ok_mono = max(self.last_ok_mono, sent)
         if status == "NOT_OWNER":
-            self.interrupt("stolen", "the lease now belongs to another run")
-        elif status == "GONE":
-            self.interrupt(
+            return RunTerminated("stolen", "the lease now belongs to another run")
+        if status == "GONE":
+            return RunTerminated(
                 "stolen",
                 "the lease is gone: taken over and released since, "
                 "or lost with Redis's data (restart, failover)",
             )
-        elif status == "CANCELLED":
-            self.interrupt("cancelled", "an operator cancelled the run")
+        if status == "CANCELLED":
+            return RunTerminated("cancelled", "an operator cancelled the run")
+        return None
 
-    def _check_fence(self) -> None:
+    def _fence(self, since: float = -math.inf) -> RunTerminated | None:
+        """The self-fencing stop, once no ping has succeeded for ``fence_after``
+        (counted from ``since`` at the earliest, monotonic)."""
         if self.fence_after is None:
-            return
-        silent = time.monotonic() - self.last_ok_mono
-        if silent >= self.fence_after:
-            reason = (
-                f"no successful ping for {silent:.1f}s (limit {self.fence_after:g}s): "
-                "the lease may be taken over"
-            )
-            self.interrupt("self_fenced", reason)
+            return None
+        silent = time.monotonic() - max(self.last_ok_mono, since)
+        if silent < self.fence_after:
+            return None
+        reason = (
+            f"no successful ping for {silent:.1f}s (limit {self.fence_after:g}s): "
+            "the lease may be taken over"
+        )
+        return RunTerminated("self_fenced", reason)
+
+    def _stop_on(self, stop: RunTerminated | None) -> None:
+        if stop is not None:
+            self.interrupt(stop.outcome, stop.reason)
 
     def kill_deadline_left(self) -> float:
         """Seconds until this run's process must be gone (self-fencing), or inf."""
         if self.kill_after is None:
             return math.inf
         return self.last_ok_mono + self.kill_after - time.monotonic()
+
+    def _outwaits(self, stop: RunTerminated) -> bool:
+        """Whether a run that ignored ``stop`` is waited for rather than its
+        process ended: it yields to its worker's shutdown, and shares its
+        process with other tasks (a thread of the threads pool), which ending
+        the process would lose. Celery's warm shutdown waits for it anyway."""
+        return stop.outcome == "yielded" and not self._on_main
+
+    def _outwait(self) -> RunTerminated | None:
+        """Ping the lease until the run's code stops (``None``), or return the
+        stop that ends its process after all: the lease stolen or gone, the
+        run cancelled, or no successful ping for ``fence_after`` (another owner
+        may take it over). The run stays the lease's one live copy: pings
+        paused for the grace, so the silence counts from the first ping sent
+        here, whose answer says whether the lease is still the run's."""
+        next_ping = first_sent = time.monotonic()
+        while not self._done.is_set():
+            stop = self._take_ping_result() or self._fence(since=first_sent)
+            if stop is not None:
+                return stop
+            if time.monotonic() >= next_ping and self._send_ping():
+                next_ping = time.monotonic() + self.ping_interval
+            self._wake.wait(max(min(next_ping - time.monotonic(), self.ping_interval), 0.05))
+            self._wake.clear()
+        return None
 
     def _grace(self) -> float:
         """How long an interrupted run may take to stop before its process ends.
@@ -397,11 +436,11 @@ class RunSupervisor:
         while not self._done.is_set():
             try:
                 now = self._estimated_now()
-                self._take_ping_result()
+                self._stop_on(self._take_ping_result())
                 if self.interruption is None:
                     self._check_limits(now)
                 if self.interruption is None:
-                    self._check_fence()
+                    self._stop_on(self._fence())
                 if self.interruption is None and time.monotonic() >= next_ping:
                     next_ping = time.monotonic() + self.ping_interval
                     pending, self._progress_pending = self._progress_pending, False
@@ -417,7 +456,9 @@ class RunSupervisor:
                         self._progress_pending = True
                 if self.interruption is not None:
                     grace = self._grace()
-                    if not self._done.wait(grace):
+                    if self._done.wait(grace):
+                        return
+                    if not self._outwaits(self.interruption):
                         logger.error(
                             "celery-dgs: run %s of %s did not stop within %.1fs; "
                             "ending its process",
@@ -426,6 +467,24 @@ class RunSupervisor:
                             grace,
                         )
                         self.on_unresponsive(self.interruption)
+                        return
+                    logger.warning(
+                        "celery-dgs: run %s of %s did not stop within %.1fs; the worker's "
+                        "shutdown waits for it (other tasks share its process), its lease kept",
+                        self.run_id,
+                        self.schedule,
+                        grace,
+                    )
+                    stop = self._outwait()
+                    if stop is not None:
+                        logger.error(
+                            "celery-dgs: run %s of %s, waited for at shutdown, ends its "
+                            "process: %s",
+                            self.run_id,
+                            self.schedule,
+                            stop.reason,
+                        )
+                        self.on_unresponsive(stop)
                     return
                 wait = min(self._next_deadline(now), max(next_ping - time.monotonic(), 0.05))
                 progress_in = self._progress_ping_in()

@@ -219,6 +219,12 @@ def swallows(seconds: float = 30) -> str:
         log_event("end", "swallows")
 
 
+@app.task(name="e2e.plain_sleep")
+def plain_sleep(seconds: float) -> str:
+    """A task no schedule declares: Celery's own, run beside scheduled runs."""
+    return work("plain_sleep", seconds)
+
+
 # -- celery dgs CLI (tests/e2e/test_cli_e2e.py) ----------------------------------
 @declare("periodic", period=timedelta(hours=1))
 @app.task(name="e2e.cli_long")

@@ -226,6 +226,32 @@ def test_warm_shutdown_yields_and_frees_the_lease_at_once(cluster_factory, pool:
     assert cluster.schedule("e2e.long_run").stats.failure_count == 0
 
 
+def test_warm_shutdown_of_a_threads_worker_waits_for_a_run_stuck_in_a_blocking_call(
+    cluster_factory,
+) -> None:
+    """SIGTERM to a threads-pool worker while a scheduled run is blocked in one
+    C-level call (the async exception waits for it) and a task of Celery's own
+    runs beside it: the worker waits for both, as Celery's warm shutdown does,
+    the run's lease pinged meanwhile; the run is recorded yielded and the
+    worker exits 0. Ending the process (the one for a run that ignores its
+    interruption) would lose the other task."""
+    cluster = cluster_factory(["stuck"], E2E_MAX_ALLOWED="60")
+    cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+    cluster.sync_declarations()
+    cluster.send("e2e.stuck", GRACE + 3, queue="w1@node1.dq2")
+    cluster.send("e2e.plain_sleep", GRACE + 2, queue="w1@node1.dq2")
+    stuck = first_start(cluster, "stuck")
+    plain = first_start(cluster, "plain_sleep")
+    cluster.signal("w1", signal.SIGTERM)
+    assert cluster.procs["w1"].wait(GRACE + 20) == 0, cluster.log_since("w1", 0)
+    assert end_of(cluster, plain) is not None, "the task beside the run finished"
+    assert end_of(cluster, stuck) is not None, "the run's body was waited for"
+    run = run_of(cluster, "e2e.stuck", "yielded")
+    assert run is not None, cluster.runs("e2e.stuck")
+    assert cluster.leases().get("e2e.stuck") is None
+    assert "the worker's shutdown waits for it" in cluster.log_since("w1", 0)
+
+
 # -- 4. operator cancel -----------------------------------------------------------------------
 def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None:
     cluster = cluster_factory(["long_run"])

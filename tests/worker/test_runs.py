@@ -229,6 +229,69 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
     assert ended[0] - box["interrupted"] < 0.4 / 2 + 0.8
 
 
+def _yielding_run_that_ignores_it(answers: list[str], ended: list[RunTerminated]) -> dict[str, Any]:
+    """A run on a thread (as in a threads pool) told to yield, which ignores
+    it for 1.5 s past a 0.3 s grace; its pings answer ``answers`` in turn
+    (the last one repeated). Returns the supervisor and the pings sent."""
+    box: dict[str, Any] = {"pings": 0}
+
+    def ping(progress: float | None) -> str:
+        box["pings"] += 1
+        return answers[min(box["pings"], len(answers)) - 1]
+
+    def task_thread() -> None:
+        sup = supervisor(
+            ping=ping,
+            ping_interval=0.1,
+            termination_grace=0.3,
+            fence_after=0.5,
+            on_unresponsive=ended.append,
+        )
+        box["sup"] = sup
+        sup.start()
+        deadline = time.monotonic() + 1.8
+        while time.monotonic() < deadline and not ended:
+            try:
+                sup.interrupt("yielded", "the worker is shutting down")  # once: then a no-op
+                time.sleep(0.01)
+            except RunTerminated:
+                pass  # ignored, as a blocking call would
+        box["pings_before_finish"] = box["pings"]
+        sup.finish()
+
+    t = threading.Thread(target=task_thread)
+    t.start()
+    t.join(timeout=10)
+    return box
+
+
+def test_a_yielding_run_sharing_its_process_is_waited_for_its_lease_pinged() -> None:
+    """At a warm shutdown, a run on a thread of the threads pool that does not
+    stop within the grace is waited for, as Celery waits for its other tasks
+    (ending the process would lose them), and its lease is pinged meanwhile."""
+    ended: list[RunTerminated] = []
+    box = _yielding_run_that_ignores_it(["OK"], ended)
+    assert ended == [], "its process was ended"
+    # 1.5 s past the grace at a ping every 0.1 s; the slack is a loaded machine's.
+    assert box["pings_before_finish"] >= 5, box
+
+
+def test_a_yielding_run_waited_for_whose_lease_is_taken_ends_its_process() -> None:
+    """The run waited for at shutdown stays its lease's one live copy: once a
+    ping finds another owner, its process ends (the stolen interruption)."""
+    ended: list[RunTerminated] = []
+    _yielding_run_that_ignores_it(["OK", "OK", "NOT_OWNER"], ended)
+    assert [stop.outcome for stop in ended] == ["stolen"]
+
+
+def test_a_yielding_run_waited_for_that_cannot_ping_is_fenced() -> None:
+    """No successful ping for ``fence_after`` while it is waited for: another
+    owner may take the lease over, so its process ends (self-fenced)."""
+    ended: list[RunTerminated] = []
+    _yielding_run_that_ignores_it(["OK", "FAILED"], ended)
+    assert [stop.outcome for stop in ended] == ["self_fenced"]
+
+
 def test_the_takers_stolen_record_is_retried(
     rt: Runtime,
     monkeypatch: pytest.MonkeyPatch,
