@@ -37,11 +37,12 @@ from ..errors import UnknownScheduleError
 from ..failures import log_failure
 from ..runtime import Runtime, runtime_for
 from ..store.records import OWNER_DECLARED
+from .discarded import give_back_revoked, give_back_unknown_task
 from .lost_runs import PROCESS_ENDED, on_lost_task
 from .retries import keep_retries_in_the_scheduler
 from .retry_settings import check_at_start
 from .runs import RunStoppedOnRequest, node_of, supervised_run
-from .runtime_specs import give_back_dispatch, skip_dispatch, stored_spec
+from .runtime_specs import skip_dispatch, stored_spec
 from .shutdown import (
     SHUTDOWN_REASON,
     flag_worker_stopping,
@@ -279,31 +280,6 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
     )
 
 
-def give_back_unknown_task(
-    app: Any, dgs: DgsPlugin, consumer: Any, message: Any, task: str
-) -> None:
-    """A dispatch of a task this worker does not have (Celery discarded it as
-    unregistered): give its dispatch record back at once, so its slot is not
-    held until ``dgs_dispatch_timeout``, and record it as skipped. Beat places
-    no run on a worker whose registration lacks the task; this covers a beat
-    that does not read the tasks (an older version during a rolling upgrade),
-    which finds the slot free at its next round (not woken: it would send the
-    same dispatch straight back). Never raises."""
-    headers = getattr(message, "headers", None) or {}
-    schedule, dispatch_id = headers.get("dgs_schedule"), headers.get("dgs_dispatch_id")
-    if not schedule or not dispatch_id:
-        return  # not one of beat's dispatches
-    hostname = str(getattr(consumer, "hostname", "") or "this worker")
-    reason = f"{hostname} has no task {task!r} (discarded as unregistered)"
-    logger.error("celery-dgs: dispatch %s of %s: %s", dispatch_id, schedule, reason)
-    try:
-        give_back_dispatch(
-            runtime_for(app, dgs.settings), str(schedule), dispatch_id, hostname, reason
-        )
-    except Exception as exc:
-        log_failure(logger, exc, "celery-dgs: giving back the dispatch of %s failed", schedule)
-
-
 def _task_names(consumer: Any, app: Any) -> frozenset[str]:
     """The tasks this worker runs: those its consumer has a strategy for (a
     message of any other is discarded as unregistered), else the app's."""
@@ -399,6 +375,18 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
         if ours(getattr(sender, "app", None)):
             give_back_unknown_task(app, dgs, sender, message, name)
 
+    def on_task_revoked(
+        sender: Any = None,
+        request: Any = None,
+        terminated: bool = False,
+        expired: bool = False,
+        **_: Any,
+    ) -> None:
+        # Sent in the main process; a message discarded before it ran (revoked
+        # by id or expired) leaves its dispatch record to be given back.
+        if not terminated and ours(getattr(sender, "app", None)):
+            give_back_revoked(app, dgs, request, expired=bool(expired))
+
     def on_task_failure(sender: Any = None, exception: Any = None, **_: Any) -> None:
         # Sent in the main process when a pool process died running the task,
         # or before Celery ends it past the task's hard time limit.
@@ -412,3 +400,4 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
     signals.worker_shutdown.connect(on_shutdown, weak=False)
     signals.task_unknown.connect(on_unknown_task, weak=False)
     signals.task_failure.connect(on_task_failure, weak=False)
+    signals.task_revoked.connect(on_task_revoked, weak=False)

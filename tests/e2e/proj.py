@@ -219,6 +219,14 @@ def swallows(seconds: float = 30) -> str:
         log_event("end", "swallows")
 
 
+@declare("periodic", period=timedelta(seconds=1))
+@app.task(name="e2e.rate_limited", rate_limit="6/m")
+def rate_limited() -> str:
+    """Celery's rate limiter holds every run after the first 10 s in the
+    worker, dispatched and not started."""
+    return work("rate_limited", 0.1)
+
+
 @app.task(name="e2e.plain_sleep")
 def plain_sleep(seconds: float) -> str:
     """A task no schedule declares: Celery's own, run beside scheduled runs."""

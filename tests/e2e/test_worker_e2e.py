@@ -252,6 +252,54 @@ def test_warm_shutdown_of_a_threads_worker_waits_for_a_run_stuck_in_a_blocking_c
     assert "the worker's shutdown waits for it" in cluster.log_since("w1", 0)
 
 
+def test_a_dispatch_revoked_before_it_starts_is_given_back_at_once(
+    cluster_factory, redis_client
+) -> None:
+    """``celery control revoke`` of a dispatch waiting in the worker (here in
+    Celery's rate limiter): the worker discards it unstarted, gives its
+    dispatch record back and records a skip naming the revoke, so its slot is
+    free at once, not after ``dgs_dispatch_timeout`` (60 s here)."""
+    from celery import Celery
+
+    from celery_dgs.dispatches import DispatchRecords
+
+    cluster = cluster_factory(["rate_limited"], E2E_DISPATCH_TIMEOUT="60")
+    cluster.start_worker("w1", "node1", pool="threads", concurrency=2)
+    cluster.start_beat()
+    first = first_start(cluster, "rate_limited")
+    wait_for(lambda: end_of(cluster, first), 10, "the first run's end")
+    records = DispatchRecords(redis_client, cluster.keyspace())
+    waiting = wait_for(
+        lambda: records.current("e2e.rate_limited"), 10, "a dispatch held by the rate limiter"
+    )
+    client = Celery("e2e-client", broker=cluster.redis_url)
+    try:
+        client.control.revoke(waiting.dispatch_id)
+    finally:
+        client.close()
+    revoked_at = time.time()
+
+    def skipped() -> Any:
+        return next(
+            (
+                r
+                for r in cluster.runs("e2e.rate_limited")
+                if r.outcome == "skipped" and r.dispatch_id == waiting.dispatch_id
+            ),
+            None,
+        )
+
+    skip = wait_for(skipped, 20, "the revoked dispatch's skip row")
+    assert "revoked (celery control revoke)" in (skip.error or ""), skip
+    current = records.current("e2e.rate_limited")
+    assert current is None or current.dispatch_id != waiting.dispatch_id
+    print(f"given back {time.time() - revoked_at:.1f} s after the revoke")
+    of_it = [
+        r.outcome for r in cluster.runs("e2e.rate_limited") if r.dispatch_id == skip.dispatch_id
+    ]
+    assert of_it == ["skipped"], "the revoked dispatch never ran"
+
+
 # -- 4. operator cancel -----------------------------------------------------------------------
 def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None:
     cluster = cluster_factory(["long_run"])

@@ -3,9 +3,9 @@
 Beat publishes every dispatch with ``expires`` = ``dgs_dispatch_timeout``. With
 ``acks_late`` and a visibility timeout shorter than the run, the Redis broker
 hands the message out again while the run is live; when that happens after the
-expiry, Celery discards it as revoked before celery-dgs's hooks see it. Then
-nothing runs and no row is written (a redelivery before the expiry leaves a
-``skipped`` row instead: tests/e2e/test_fencing_e2e.py).
+expiry, Celery discards it unstarted (``task_revoked``, ``expired``). Then
+nothing runs and a ``skipped`` row says so, as for a redelivery before the
+expiry (tests/e2e/test_fencing_e2e.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DISPATCH_TIMEOUT = 1.5
 VISIBILITY_TIMEOUT = 2.0  # kombu looks for overdue messages every 0.5 s here
 
 
-def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
+def test_a_redelivery_after_the_message_expired_runs_nothing_and_is_recorded_skipped(
     fault_cluster,
 ) -> None:
     cluster = fault_cluster(
@@ -47,9 +47,9 @@ def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
     end = cluster.wait_end(first["run_id"], timeout=RUN_SECONDS + 5)
     assert end["outcome"] == "success"
     cluster.wait_recorded("faults.victim", first["run_id"])
-    # No cooldown: beat dispatches the next run at once. Once the worker has
-    # taken that later message through its hooks to a start, a row that should
-    # not exist for the expired redelivery would have been written.
+    # No cooldown: beat dispatches the next run at once; by its start the
+    # expired redeliveries' skip rows are written (the worker's main process
+    # writes one as it discards each).
     cluster.wait_start("victim", after=first)
     log = (cluster.tmp / "w1.log").read_text(errors="replace")
     received = log.count(f"faults.victim[{dispatch}] received")
@@ -57,9 +57,11 @@ def test_a_redelivery_after_the_message_expired_runs_nothing_and_leaves_no_row(
     assert received >= 2
     assert log.count(discarded) == received - 1, "every redelivery came after the expiry"
     rows = [r for r in cluster.runs("faults.victim") if r.dispatch_id == dispatch]
-    assert [(r.run_id, r.outcome) for r in rows] == [(first["run_id"], "success")], [
-        (r.outcome, r.error) for r in rows
-    ]
+    ran = [(r.run_id, r.outcome) for r in rows if r.outcome != "skipped"]
+    assert ran == [(first["run_id"], "success")], [(r.outcome, r.error) for r in rows]
+    skips = [r.error or "" for r in rows if r.outcome == "skipped"]
+    assert len(skips) == received - 1, skips
+    assert all("discarded the message unstarted: expired" in e for e in skips), skips
     assert [s["run_id"] for s in cluster.starts("victim") if s["dispatch_id"] == dispatch] == [
         first["run_id"]
     ]
