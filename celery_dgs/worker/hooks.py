@@ -176,7 +176,7 @@ class _WorkerPresence:
 
         pool = consumer.pool
         pool_name = type(pool).__module__.rsplit(".", 1)[-1]
-        slots = 1 if pool_name == "solo" else int(consumer.controller.concurrency or 1)
+        slots = _slots(consumer.controller, pool_name)
         self.info = WorkerInfo(
             name=consumer.hostname,
             node=node_of(consumer.hostname),
@@ -278,6 +278,19 @@ def _log_unregistered(dgs: DgsPlugin, hostname: str) -> None:
         hostname,
         capacity,
     )
+
+
+def _slots(controller: Any, pool_name: str) -> int:
+    """The runs this worker takes at once: one on the solo pool; with
+    ``--autoscale``, its maximum (the pool grows as runs arrive; Celery
+    prefetches that many); else its concurrency (``-c``)."""
+    if pool_name == "solo":
+        return 1
+    autoscaler = getattr(controller, "autoscaler", None)
+    most = getattr(autoscaler, "max_concurrency", None) or getattr(
+        controller, "max_concurrency", None
+    )
+    return int(most or controller.concurrency or 1)
 
 
 def _task_names(consumer: Any, app: Any) -> frozenset[str]:

@@ -121,11 +121,13 @@ class Cluster:
         pool: str = "solo",
         concurrency: int = 1,
         queues: str | None = None,
+        extra: tuple[str, ...] = (),
     ) -> subprocess.Popen[bytes]:
         """A worker (consuming ``queues``, comma-separated; ``None``: the
-        default queue); returns once it registered (or, with
-        ``E2E_WORKER_REGISTER=0``, once it logged that it is ready)."""
-        args = worker_args(f"{name}@{node}", pool=pool, concurrency=concurrency)
+        default queue; ``extra``: more ``celery worker`` options); returns once
+        it registered (or, with ``E2E_WORKER_REGISTER=0``, once it logged that
+        it is ready)."""
+        args = [*worker_args(f"{name}@{node}", pool=pool, concurrency=concurrency), *extra]
         proc = self._start(name, args if queues is None else [*args, "-Q", queues], node=node)
         if self.env.get("E2E_WORKER_REGISTER", "1") == "1":
             ready = lambda: self.worker_registered(f"{name}@{node}")  # noqa: E731

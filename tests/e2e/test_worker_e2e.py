@@ -300,6 +300,35 @@ def test_a_dispatch_revoked_before_it_starts_is_given_back_at_once(
     assert of_it == ["skipped"], "the revoked dispatch never ran"
 
 
+def test_an_autoscaling_worker_registers_its_maximum_and_grows_to_it(cluster_factory) -> None:
+    """``--autoscale=3,1``: the worker registers 3 slots (not ``-c``), so beat
+    sends it three runs at once and Celery's autoscaler grows the pool to
+    run them together."""
+    from celery_dgs.registry import WorkerRegistry
+    from celery_dgs.runtime_schedules import RuntimeSchedules
+
+    cluster = cluster_factory(["p10"])
+    store = cluster.store()
+    try:
+        api = RuntimeSchedules(store)
+        for i in range(3):
+            api.upsert(f"e2e.scrape@auto{i}", period=3600, args=[f"auto{i}", 4.0])
+    finally:
+        store.close()
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=1, extra=("--autoscale=3,1",))
+    registry = WorkerRegistry(cluster.redis, cluster.keyspace(), ttl=3)
+    (worker,) = registry.live_workers()
+    assert worker.slots == 3
+    cluster.start_beat()
+
+    def of_scrape(events: list[dict[str, Any]]) -> list[float]:
+        return sorted(e["t"] for e in events if e["name"].startswith("scrape@auto"))
+
+    wait_for(lambda: len(of_scrape(cluster.starts())) >= 3, 30, "three runs")
+    starts, ends = of_scrape(cluster.starts()), of_scrape(cluster.ends())
+    assert not ends or ends[0] > starts[2], "the three ran together"
+
+
 # -- 4. operator cancel -----------------------------------------------------------------------
 def test_operator_cancel_stops_the_run_at_its_next_ping(cluster_factory) -> None:
     cluster = cluster_factory(["long_run"])
