@@ -36,6 +36,7 @@ from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
+from ..task_routing import routing_warnings
 from ..wake import BeatWake
 from .engine import BeatEngine
 from .leader import BeatLeadership
@@ -200,6 +201,8 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             legacy = beat_schedule_warning(self.app.conf, {s.task for s in decl.specs.values()})
             if legacy is not None:
                 logger.warning("celery-dgs: %s", legacy)
+            for astray in routing_warnings(self.app, decl.specs):
+                logger.warning("celery-dgs: %s", astray)
             adopted = rt.store.adopt_retry_ladder(settings.retry_ladder)
             # A new store's first settings re-time nothing: not worth an INFO line.
             news = adopted.rewritten or (adopted.changed and adopted.previous is not None)

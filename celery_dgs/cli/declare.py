@@ -14,6 +14,7 @@ from ..ops.timetext import counted
 from ..sentinel import min_replicas_warning
 from ..store.engine import masked_url
 from ..store.ownership import owned_by_api
+from ..task_routing import routing_warnings
 from .context import get_env, use_color, wrap_errors
 from .output import styled
 
@@ -82,6 +83,7 @@ def check(ctx: click.Context) -> None:
     setting_warnings = env.settings.warnings()
     legacy = beat_schedule_warning(env.app.conf, {s.task for s in decl.specs.values()})
     setting_warnings += [legacy] if legacy is not None else []
+    setting_warnings += routing_warnings(env.app, decl.specs)
     master = env.settings.redis_master_name
     if master is not None:
         primary = min_replicas_warning(env.runtime.redis, master)

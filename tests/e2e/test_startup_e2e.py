@@ -242,11 +242,15 @@ def test_beat_started_before_redis_retries_then_leads_and_dispatches(
 def test_beat_names_the_celery_beat_schedule_it_does_not_run(
     clusters: Callable[..., StartupCluster], redis_url: str, tmp_path: Path
 ) -> None:
-    """A project moving from Celery beat keeps its ``beat_schedule``: beat says
-    at its start that it does not run those entries, and how to declare each;
-    it serves the declared schedules all the same."""
+    """A project moving from Celery beat keeps its ``beat_schedule`` and its
+    ``task_routes``: beat says at its start that it does not run those
+    entries, and how to declare each, and that its runs do not follow the
+    route; it serves the declared schedules all the same."""
     # e2e.p40: a task of the project not declared to celery-dgs here
-    legacy = {"beat_schedule": {"every-10s": {"task": "e2e.p40", "schedule": 10}}}
+    legacy = {
+        "beat_schedule": {"every-10s": {"task": "e2e.p40", "schedule": 10}},
+        "task_routes": {"e2e.marker": {"queue": "reports"}},
+    }
     cluster = clusters(redis_url, E2E_EXTRA_CONF=json.dumps(legacy))
     cluster.start_beat()
     cluster.start_worker("w1", "node1")
@@ -258,6 +262,10 @@ def test_beat_names_the_celery_beat_schedule_it_does_not_run(
         """dgs_schedules (or with @dgs.periodic / @dgs.cron), e.g. 'every-10s' -> """
         """"e2e.p40": {"kind": "periodic", "period": 10}"""
     ) in line
+    (routed,) = lines_with(cluster.log_since("beat", 0), "Celery routes task")
+    assert "WARNING" in routed
+    assert "'e2e.marker' to queue 'reports'" in routed
+    assert "declare pool='reports'" in routed
 
 
 def test_beat_started_before_its_database_is_reachable_retries_then_dispatches(
