@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.items import outcome_with_items
 from ..core.spec import CheckSpec, ScheduleSpec
-from ..errors import DgsError, StaleTokenError, UnknownRunError
+from ..errors import DgsError, RetryRefused, StaleTokenError, UnknownRunError
 from ..failures import log_failure
 from ..leases.types import AcquireResult, PingResult, PingStatus
 from ..runtime import Runtime
@@ -59,6 +59,8 @@ class RunStoppedOnRequest(RunInterrupted):
 
 #: Interruptions somebody asked for (:class:`RunStoppedOnRequest`).
 REQUESTED_STOPS = frozenset({"cancelled", "yielded"})
+#: Added to the recorded error of a run that asked for a refused broker retry.
+RETRY_REFUSED_NOTE = "retry() refused: the scheduler retries it after dgs_retry_backoff"
 
 
 def node_of(hostname: str) -> str:
@@ -363,6 +365,8 @@ class SupervisedRun:
             else:
                 outcome = "failure"
                 error = _describe(exc)
+                if supervisor.retry_refused and not isinstance(exc, RetryRefused):
+                    error += f" ({RETRY_REFUSED_NOTE})"
             raise
         finally:
             try:

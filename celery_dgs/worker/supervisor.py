@@ -158,6 +158,9 @@ class RunSupervisor:
         self.items: ItemCounts | None = None
         #: The deferred check this run is (``celery_dgs.current_check()``); None otherwise.
         self.check: CheckInfo | None = None
+        #: The run asked Celery for a broker retry, which was refused (the
+        #: scheduler retries it after ``dgs_retry_backoff``).
+        self.retry_refused = False
         self.interruption: RunTerminated | None = None
         self.delivered = False
         self._thread_id = threading.get_ident()
