@@ -37,18 +37,14 @@ _LIBPQ_DRIVERS = ("psycopg", "psycopg2")
 _WRITE_OPTION = "dgs_write"
 
 
+#: The databases the store runs on (its migrations' triggers and bulk writes
+#: are written for these two).
+SUPPORTED_BACKENDS = ("sqlite", "postgresql")
 #: The pip package that provides a missing database driver module.
 DRIVER_PACKAGES = {
-    "MySQLdb": "mysqlclient",
-    "pymysql": "PyMySQL",
     "psycopg": "psycopg[binary]",
     "psycopg2": "psycopg2-binary",
-    "asyncpg": "asyncpg",
     "pg8000": "pg8000",
-    "oracledb": "oracledb",
-    "cx_Oracle": "cx_Oracle",
-    "pyodbc": "pyodbc",
-    "pymssql": "pymssql",
 }
 
 
@@ -68,6 +64,7 @@ def make_engine(url: str, engine_options: Mapping[str, Any] | None = None) -> En
     naming ``dgs_database_url`` (password masked) and, for a missing driver,
     the package to install."""
     try:
+        _check_supported(url)
         return _make_engine(url, engine_options)
     except ModuleNotFoundError as exc:
         module = exc.name or "?"
@@ -87,6 +84,21 @@ def make_engine(url: str, engine_options: Mapping[str, Any] | None = None) -> En
             f"dgs_database_url {masked_url(url)!r}: not a database URL ({exc}); "
             "use sqlite:///path or postgresql+psycopg://user:password@host/db"
         ) from None
+
+
+def _check_supported(url: str) -> None:
+    """Refuse a database the store does not run on (an unknown dialect is
+    left to SQLAlchemy's own error)."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend in SUPPORTED_BACKENDS:
+        return
+    parsed.get_dialect()  # NoSuchModuleError: not a dialect at all
+    raise SettingsError(
+        f"dgs_database_url {masked_url(url)!r}: celery-dgs keeps its schedules in SQLite "
+        f"or PostgreSQL, not {backend!r}; use sqlite:///path or "
+        "postgresql+psycopg://user:password@host/db"
+    )
 
 
 def _make_engine(url: str, engine_options: Mapping[str, Any] | None) -> Engine:

@@ -44,10 +44,20 @@ def test_an_unknown_setting_is_a_configuration_error_not_unavailable(world: Worl
 def test_a_database_url_whose_driver_is_missing_names_the_setting_and_the_package(
     world: World,
 ) -> None:
+    configure(world, dgs_database_url="postgresql+pg8000://scott:tiger-secret@db.example/sched")
+    line = assert_config_error(world, "status")
+    assert "dgs_database_url 'postgresql+pg8000://scott:***@db.example/sched'" in line
+    assert "driver 'pg8000' is not installed; install it (pip install 'pg8000')" in line
+    assert "tiger-secret" not in line
+
+
+def test_a_database_the_store_does_not_run_on_is_refused_by_name(world: World) -> None:
     configure(world, dgs_database_url="mysql://scott:tiger-secret@db.example/sched")
     line = assert_config_error(world, "status")
-    assert "dgs_database_url 'mysql://scott:***@db.example/sched'" in line
-    assert "driver 'MySQLdb' is not installed; install it (pip install 'mysqlclient')" in line
+    assert (
+        "dgs_database_url 'mysql://scott:***@db.example/sched': celery-dgs keeps its "
+        "schedules in SQLite or PostgreSQL, not 'mysql'"
+    ) in line
     assert "tiger-secret" not in line
 
 
