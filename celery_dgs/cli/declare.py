@@ -114,9 +114,14 @@ def check(ctx: click.Context) -> None:
     help="Store them even if another key prefix's project stored its declarations "
     "here (this app replaces it): its schedules not declared here are deactivated.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what the sync would insert, update, reactivate and deactivate; change nothing.",
+)
 @click.pass_context
 @wrap_errors
-def sync(ctx: click.Context, take_over: bool) -> None:
+def sync(ctx: click.Context, take_over: bool, dry_run: bool) -> None:
     """Store the declared schedules, as beat does when it starts.
 
     New schedules are inserted, changed ones updated, stored ones no longer
@@ -131,7 +136,8 @@ def sync(ctx: click.Context, take_over: bool) -> None:
     does when it starts. The store records the key prefix (dgs_key_prefix)
     of the first project that stores its declarations there; another
     project's sync is refused (exit status 4: it would deactivate the first
-    one's schedules) unless --take-over.
+    one's schedules) unless --take-over. With --dry-run nothing is written:
+    the lines say what a sync would do (exit status as the sync's).
     """
     env = get_env(ctx)
     decl = _declarations(env)
@@ -139,14 +145,27 @@ def sync(ctx: click.Context, take_over: bool) -> None:
     store = env.runtime.store
     where = masked_url(env.settings.database_url)
     prefix = env.settings.key_prefix
-    claimed_by = store.claim_declarations(prefix, take_over=take_over)
-    if claimed_by is not None:
-        raise StoreClaimedError(where, prefix, claimed_by)
-    report = store.sync(list(decl.specs.values()), utcnow(), invalid=decl.invalid())
-    click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
-    adopted = store.adopt_retry_ladder(env.settings.retry_ladder)
-    if adopted.rewritten:
-        click.echo(f"  {adopted}")
+    if dry_run:
+        claimed_by = store.declarations_owner()
+        if claimed_by is not None and claimed_by != prefix and not take_over:
+            raise StoreClaimedError(where, prefix, claimed_by)
+    else:
+        claimed_by = store.claim_declarations(prefix, take_over=take_over)
+        if claimed_by is not None:
+            raise StoreClaimedError(where, prefix, claimed_by)
+    report = store.sync(
+        list(decl.specs.values()), utcnow(), invalid=decl.invalid(), dry_run=dry_run
+    )
+    if dry_run:
+        click.echo(
+            f"dry run: syncing {len(decl.specs)} declared schedules to {where} would "
+            "change these (nothing written):"
+        )
+    else:
+        click.echo(f"synced {len(decl.specs)} declared schedules to {where}")
+        adopted = store.adopt_retry_ladder(env.settings.retry_ladder)
+        if adopted.rewritten:
+            click.echo(f"  {adopted}")
     for label, names in (
         ("inserted", report.inserted),
         ("updated", report.updated),

@@ -40,6 +40,7 @@ class ScheduleStore(WindowReads, ABC):
         now: datetime,
         *,
         invalid: Mapping[str, str] | None = None,
+        dry_run: bool = False,
     ) -> SyncReport:
         """Make the stored schedules match the declared ``specs``.
 
@@ -58,6 +59,8 @@ class ScheduleStore(WindowReads, ABC):
         deactivated: one that is also declared is listed in ``refused``. An
         inactive runtime row that is declared is reactivated as a declared
         one (:func:`~celery_dgs.store.ownership.sync_owns`).
+
+        ``dry_run``: the report of what the sync would do, nothing written.
         """
 
     @abstractmethod
@@ -388,6 +391,11 @@ class ScheduleStore(WindowReads, ABC):
     @abstractmethod
     def stored_store_id(self) -> str | None:
         """:meth:`store_id` if one was written, without writing one."""
+
+    @abstractmethod
+    def declarations_owner(self) -> str | None:
+        """The project (key prefix) :meth:`claim_declarations` recorded;
+        ``None``: none yet."""
 
     @abstractmethod
     def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:

@@ -69,6 +69,7 @@ class MemoryScheduleStore(
         now: datetime,
         *,
         invalid: Mapping[str, str] | None = None,
+        dry_run: bool = False,
     ) -> SyncReport:
         """Make the stored schedules match ``specs``, as
         :meth:`SqlScheduleStore.sync <celery_dgs.store.sql.SqlScheduleStore.sync>`
@@ -94,7 +95,7 @@ class MemoryScheduleStore(
                 if name in declared or (row.active and row.owner == OWNER_DECLARED)
             }
             report, marked = plan_sync(list(declared), states, invalid)
-            if not (report.changed or marked):
+            if dry_run or not (report.changed or marked):
                 return report
             seq = self._next_seq()
             for name in marked:

@@ -63,6 +63,9 @@ class MemoryStoreBase(ScheduleStore):
     def stored_store_id(self) -> str | None:
         return self._store_id
 
+    def declarations_owner(self) -> str | None:
+        return self._declared_by
+
     def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:
         with self._lock:
             if take_over or self._declared_by is None:

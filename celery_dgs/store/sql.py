@@ -38,7 +38,12 @@ from .ownership import SyncRowState, declared_by_name, plan_sync
 from .records import OWNER_DECLARED, StoredSchedule, SyncReport
 from .sql_base import ANALYZE_AFTER_SYNC_ROWS, PG_SYNC_LOCK_KEY, READ_COUNTER  # noqa: F401
 from .sql_checks import CheckMethods
-from .sql_identity import claim_declarations, read_or_create_store_id, read_store_id
+from .sql_identity import (
+    claim_declarations,
+    read_declared_by,
+    read_or_create_store_id,
+    read_store_id,
+)
 from .sql_kept_ladder import REWRITE_BATCH, adopt_ladder, read_fingerprint
 from .sql_runs import RunMethods
 from .sql_runtime import NAMES_PER_QUERY, RuntimeMethods
@@ -105,6 +110,7 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         now: datetime,
         *,
         invalid: Mapping[str, str] | None = None,
+        dry_run: bool = False,
     ) -> SyncReport:
         """Make the stored schedules match the declared ``specs`` (one transaction).
 
@@ -122,14 +128,18 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         differs). On PostgreSQL a sync that changed ``ANALYZE_AFTER_SYNC_ROWS``
         rows or more then ``ANALYZE``s the table (see :meth:`_analyze`).
         """
-        report = self._sync(specs, now, dict(invalid or {}))
+        report = self._sync(specs, now, dict(invalid or {}), dry_run)
         changed = len(report.inserted) + len(report.updated) + len(report.reactivated)
-        if changed + len(report.deactivated) >= self.analyze_after_sync_rows:
+        if not dry_run and changed + len(report.deactivated) >= self.analyze_after_sync_rows:
             self._analyze()
         return report
 
     def _sync(
-        self, specs: Sequence[ScheduleSpec], now: datetime, invalid: dict[str, str]
+        self,
+        specs: Sequence[ScheduleSpec],
+        now: datetime,
+        invalid: dict[str, str],
+        dry_run: bool = False,
     ) -> SyncReport:
         now = utc(now, "now")
         declared = {
@@ -151,7 +161,7 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
                 for name, row in rows.items()
             }
             report, marked = plan_sync(list(declared), states, invalid)
-            if not (report.changed or marked):
+            if dry_run or not (report.changed or marked):
                 return report
             seq = self._next_seq(session)
             for name in marked:
@@ -190,6 +200,10 @@ class SqlScheduleStore(CheckMethods, RuntimeMethods, RunMethods, StatusMethods, 
         if self._store_id is None:
             self._store_id = read_or_create_store_id(self.engine)
         return self._store_id
+
+    def declarations_owner(self) -> str | None:
+        """``declared_by`` in ``dgs_kept_settings``: one primary-key read."""
+        return read_declared_by(self.engine)
 
     def claim_declarations(self, owner: str, *, take_over: bool = False) -> str | None:
         """``declared_by`` in ``dgs_kept_settings`` (:mod:`.sql_identity`)."""

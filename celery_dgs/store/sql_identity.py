@@ -54,6 +54,15 @@ def read_or_create_store_id(engine: Engine) -> str:
         return str(conn.execute(_READ).scalar_one())
 
 
+def read_declared_by(engine: Engine) -> str | None:
+    """The project (key prefix) recorded as holding the store's
+    declarations; ``None``: none yet. Writes nothing."""
+    read = select(_SETTINGS.c.value).where(_SETTINGS.c.key == DECLARED_BY_SETTING)
+    with connection_transaction(engine, write=False) as conn:
+        found = conn.execute(read).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
 def claim_declarations(engine: Engine, owner: str, *, take_over: bool = False) -> str | None:
     """Record ``owner`` (a key prefix) as the project whose declarations the
     store holds, if none is recorded (or with ``take_over``); the other

@@ -89,6 +89,19 @@ def test_sync_prints_the_report(world: World) -> None:
     assert second.stdout.splitlines()[1:] == ["  nothing changed (3 unchanged)"]
 
 
+def test_sync_dry_run_says_what_would_change_and_writes_nothing(world: World) -> None:
+    declare(world.app, GOOD)
+    planned = world.invoke("sync", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    lines = planned.stdout.splitlines()
+    assert lines[0].startswith("dry run: syncing 3 declared schedules to sqlite:///")
+    assert lines[0].endswith(" would change these (nothing written):")
+    assert lines[1:] == ["  inserted:    t.a, t.b@fast, t.c", "  unchanged:   0"]
+    assert world.store.list_schedules(include_inactive=True) == []
+    assert world.store.declarations_owner() is None, "not claimed either"
+    assert world.invoke("sync").stdout.splitlines()[1:] == lines[1:]
+
+
 def test_sync_keeps_the_stored_version_of_an_invalid_declaration_and_fails(
     world: World, sqlite_url: str, redis_url: str
 ) -> None:

@@ -47,6 +47,14 @@ def test_another_projects_sync_is_refused_until_it_takes_over(
     assert stopped.value.code == 78
     assert [s.name for s in world.store.list_schedules()] == ["alpha.t"]
 
+    # a dry run is refused alike, and with --take-over says what taking over would do
+    assert world.invoke("sync", "--dry-run").exit_code == 4
+    planned = world.invoke("sync", "--dry-run", "--take-over")
+    assert planned.exit_code == 0, planned.output
+    assert "deactivated: alpha.t" in planned.stdout
+    assert world.store.declarations_owner() == "alpha"
+    assert [s.name for s in world.store.list_schedules()] == ["alpha.t"]
+
     taken = world.invoke("sync", "--take-over")
     assert taken.exit_code == 0, taken.output
     assert "deactivated: alpha.t" in taken.stdout
