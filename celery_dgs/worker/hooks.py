@@ -48,6 +48,7 @@ from .shutdown import (
     flag_worker_stopping,
     give_back_dispatches,
     hook_cold_shutdown,
+    mark_cold_shutdown,
     mark_leaving,
 )
 from .start_advice import log_start_advice
@@ -368,6 +369,8 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
         # must not send the freed schedule back here), then signal prefork
         # children to yield their runs and yield the runs in this process
         # (solo/threads pools; on solo this raises in the task, so it is last).
+        if how == "Cold":
+            mark_cold_shutdown()
         mark_leaving()
         presence.deregister()
         try:

@@ -38,6 +38,7 @@ logger = logging.getLogger("celery_dgs.worker")
 SHUTDOWN_REASON = "the worker is shutting down"
 
 _leaving = threading.Event()
+_cold = threading.Event()
 
 
 def mark_leaving() -> None:
@@ -47,6 +48,17 @@ def mark_leaving() -> None:
 
 def worker_leaving() -> bool:
     return _leaving.is_set()
+
+
+def mark_cold_shutdown() -> None:
+    """This process's worker is shutting down cold: Celery cancels its tasks
+    rather than waiting for them."""
+    _leaving.set()
+    _cold.set()
+
+
+def cold_shutdown() -> bool:
+    return _cold.is_set()
 
 
 def wait_unless_leaving(seconds: float) -> bool:
@@ -110,6 +122,7 @@ def hook_cold_shutdown(
 
         @functools.wraps(cancel)
         def cancel_active_requests(*args: Any, **kwargs: Any) -> Any:
+            mark_cold_shutdown()
             on_leave()
             # On the solo pool this raises the run's interruption right here (the
             # task is on this thread); Celery's own cancel would only raise

@@ -25,11 +25,11 @@ Passing ``max_expected_duration`` is only logged. Interruption raises
 and, for a task on the main thread, a signal so blocking calls such as
 ``time.sleep`` are interrupted too). If the run has not stopped
 ``termination_grace`` seconds later, ``on_unresponsive`` is called, which
-records the run and ends the process. A run yielding to its worker's
+records the run and ends the process. A run yielding to its worker's warm
 shutdown on a thread that shares its process with other tasks (the threads
 pool) is waited for instead, its lease pinged, as Celery's warm shutdown
-waits for every task; its process ends only once the lease is lost or
-unreachable for ``fence_after``.
+waits for every task; its process ends once the lease is lost or
+unreachable for ``fence_after``, or the shutdown turns cold.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from ..core.blackout import blackout_containing, next_blackout_start
 from ..core.checks import CheckInfo
 from ..core.items import ItemCounts
 from ..core.spec import ScheduleSpec
-from .shutdown import SHUTDOWN_REASON, mark_leaving
+from .shutdown import SHUTDOWN_REASON, cold_shutdown, mark_leaving
 
 logger = logging.getLogger("celery_dgs.worker")
 
@@ -235,6 +235,7 @@ class RunSupervisor:
     def interrupt(self, outcome: str, reason: str) -> None:
         with self._deliver_lock:
             if self.interruption is not None or self._done.is_set():
+                self._wake.set()  # a heartbeat waiting for the run looks again
                 return
             self.interruption = RunTerminated(outcome, reason)
             logger.warning(
@@ -390,10 +391,11 @@ class RunSupervisor:
 
     def _outwaits(self, stop: RunTerminated) -> bool:
         """Whether a run that ignored ``stop`` is waited for rather than its
-        process ended: it yields to its worker's shutdown, and shares its
-        process with other tasks (a thread of the threads pool), which ending
-        the process would lose. Celery's warm shutdown waits for it anyway."""
-        return stop.outcome == "yielded" and not self._on_main
+        process ended: it yields to its worker's warm shutdown, and shares
+        its process with other tasks (a thread of the threads pool), which
+        ending the process would lose. Celery's warm shutdown waits for it
+        anyway; a cold one does not."""
+        return stop.outcome == "yielded" and not self._on_main and not cold_shutdown()
 
     def _outwait(self) -> RunTerminated | None:
         """Ping the lease until the run's code stops (``None``), or return the
@@ -404,6 +406,8 @@ class RunSupervisor:
         here, whose answer says whether the lease is still the run's."""
         next_ping = first_sent = time.monotonic()
         while not self._done.is_set():
+            if cold_shutdown():  # the shutdown turned cold: Celery waits no longer
+                return self.interruption
             stop = self._take_ping_result() or self._fence(since=first_sent)
             if stop is not None:
                 return stop

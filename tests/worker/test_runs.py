@@ -229,11 +229,15 @@ def test_a_stolen_run_that_ignores_its_interruption_is_ended_within_half_a_ping(
     assert ended[0] - box["interrupted"] < 0.4 / 2 + 0.8
 
 
-def _yielding_run_that_ignores_it(answers: list[str], ended: list[RunTerminated]) -> dict[str, Any]:
+def _yielding_run_that_ignores_it(
+    answers: list[str], ended: list[RunTerminated], box: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A run on a thread (as in a threads pool) told to yield, which ignores
     it for 1.5 s past a 0.3 s grace; its pings answer ``answers`` in turn
-    (the last one repeated). Returns the supervisor and the pings sent."""
-    box: dict[str, Any] = {"pings": 0}
+    (the last one repeated). Returns ``box`` with the supervisor (set as soon
+    as it exists) and the pings sent."""
+    box = {} if box is None else box
+    box["pings"] = 0
 
     def ping(progress: float | None) -> str:
         box["pings"] += 1
@@ -274,6 +278,29 @@ def test_a_yielding_run_sharing_its_process_is_waited_for_its_lease_pinged() -> 
     assert ended == [], "its process was ended"
     # 1.5 s past the grace at a ping every 0.1 s; the slack is a loaded machine's.
     assert box["pings_before_finish"] >= 5, box
+
+
+def test_a_yielding_run_waited_for_ends_its_process_once_the_shutdown_turns_cold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm shutdown waits for the run; a cold one (a second Ctrl-C, or the
+    soft shutdown's timeout) does not: its process ends, the run yielded."""
+    from celery_dgs.worker import shutdown
+
+    monkeypatch.setattr(shutdown, "_cold", threading.Event())
+    monkeypatch.setattr(shutdown, "_leaving", threading.Event())
+    ended: list[RunTerminated] = []
+
+    def turn_cold() -> None:
+        time.sleep(0.6)  # past the 0.3 s grace: waited for
+        assert not ended
+        shutdown.mark_cold_shutdown()
+        box["sup"].interrupt("yielded", "the worker is shutting down")  # as stop_runs does
+
+    box: dict[str, Any] = {}
+    threading.Thread(target=turn_cold, daemon=True).start()
+    box.update(_yielding_run_that_ignores_it(["OK"], ended, box))
+    assert [stop.outcome for stop in ended] == ["yielded"]
 
 
 def test_a_yielding_run_waited_for_whose_lease_is_taken_ends_its_process() -> None:
