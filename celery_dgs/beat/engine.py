@@ -163,6 +163,7 @@ class BeatEngine:
             leases,
             clock,
             grace_s=settings.ping_timeout + settings.steal_delay,
+            ping_timeout_s=settings.ping_timeout,
             interval_s=settings.reap_interval,
             batch_size=settings.reap_batch_size,
             monotonic=monotonic,

@@ -14,6 +14,15 @@ from the first look that found none. A run that is alive holds its lease
 throughout (the worker records its start after the grant and its end before the
 release), so the grace only gives an owner or a taker time to write first.
 
+A run whose owner died holding its lease is ended by the worker that takes
+the lease over (``stolen``) when beat dispatches the schedule again; a
+schedule beat does not dispatch (paused, removed, blacked out) gets no
+taker, and its row and lease would stay ``running``. So a look also frees,
+by a taker's steal protocol (``reclaim``: a steal marked once the owner is
+silent past ``ping_timeout``, the lease deleted ``steal_delay`` later), the
+lease of a row whose owner went silent, and ends the row ``stolen``, as a
+taker would. A resumed owner then finds no lease at its next ping and stops.
+
 Fenced like every run end: ``record_run_end`` stores a run whose token is no
 longer the schedule's current one without touching the statistics of the newer
 run (``StaleTokenError``, logged here). A late write by the owner is a no-op.
@@ -29,7 +38,7 @@ from ..core.clock import Clock
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..failures import log_failure
 from ..leases.base import LeaseBackend
-from ..leases.types import LeaseInfo
+from ..leases.types import LeaseInfo, ReclaimStatus
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import RunRecord
@@ -47,12 +56,14 @@ class RunReaper:
         clock: Clock,
         *,
         grace_s: float,
+        ping_timeout_s: float,
         interval_s: float,
         batch_size: int,
         monotonic: Callable[[], float],
     ) -> None:
         self.store, self.leases, self.clock = store, leases, clock
         self.grace_s, self.interval_s, self.batch_size = grace_s, interval_s, batch_size
+        self.ping_timeout_s = ping_timeout_s
         self.monotonic = monotonic
         self._last_look = monotonic()  # the first look waits an interval
         self._after_id = 0  # paging cursor (row id)
@@ -60,6 +71,8 @@ class RunReaper:
         self._suspects: dict[str, float] = {}
         self._seen: set[str] = set()  # suspects seen during the current pass over all rows
         self.reaped_total = 0
+        #: Leases of silent owners freed (their rows ended ``stolen``).
+        self.reclaimed_total = 0
 
     def maybe_reap(self) -> int:
         """One look if ``interval_s`` has passed since the last; returns how many
@@ -80,9 +93,12 @@ class RunReaper:
         )
         reaped = 0
         leases = self.leases.get_many([run.schedule for run in page])  # one round trip
+        silent = self._silent_owners(page, leases)
         for run in page:
             if self._has_lease(run, leases.get(run.schedule)):
                 self._suspects.pop(run.run_id, None)
+                if run.run_id in silent and self._reclaim(run, silent[run.run_id]):
+                    reaped += 1
                 continue
             self._seen.add(run.run_id)
             first = self._suspects.setdefault(run.run_id, mono)
@@ -96,6 +112,59 @@ class RunReaper:
             self._after_id = page[-1].id
         self.reaped_total += reaped
         return reaped
+
+    def _silent_owners(
+        self, page: list[RunRecord], leases: dict[str, LeaseInfo | MalformedDataError | None]
+    ) -> dict[str, float]:
+        """The rows of ``page`` whose own lease was last pinged more than
+        ``ping_timeout`` ago, with that silence (seconds, Redis's clock: one
+        read, only when there is such a lease)."""
+        held = {
+            run.run_id: lease.last_ping_at
+            for run in page
+            if run.owner_tag is not None
+            and isinstance(lease := leases.get(run.schedule), LeaseInfo)
+            and lease.owner_tag == run.owner_tag
+        }
+        if not held:
+            return {}
+        oldest = min(held.values())
+        now = self.leases.now()
+        if (now - oldest).total_seconds() <= self.ping_timeout_s:
+            return {}
+        silent = {r: (now - at).total_seconds() for r, at in held.items()}
+        return {r: s for r, s in silent.items() if s > self.ping_timeout_s}
+
+    def _reclaim(self, run: RunRecord, silent_s: float) -> bool:
+        """Free the silent owner's lease (one step of the steal protocol a
+        look); once freed, end the row ``stolen``. Whether it was ended."""
+        assert run.owner_tag is not None
+        if self.leases.reclaim(run.schedule, run.owner_tag) is not ReclaimStatus.RECLAIMED:
+            return False
+        why = (
+            f"stolen: its owner {run.owner_name} was silent for {silent_s:.0f}s and no worker "
+            "took the lease over (the schedule is not dispatched: paused, removed or in a "
+            "blackout); beat freed it"
+        )
+        self.reclaimed_total += 1
+        try:
+            self.store.record_run_end(
+                run_id=run.run_id, outcome="stolen", ended_at=self.clock.now(), error=why
+            )
+        except StaleTokenError:
+            pass  # a newer run holds the schedule: its statistics are untouched
+        except UnknownRunError:  # pruned meanwhile
+            return False
+        logger.warning(
+            "celery-dgs: run %s of %r (owner %s, token %s) ended stolen: its owner was "
+            "silent for %.0fs and no worker took its lease over; beat freed it",
+            run.run_id,
+            run.schedule,
+            run.owner_name,
+            run.token,
+            silent_s,
+        )
+        return True
 
     def _has_lease(self, run: RunRecord, lease: LeaseInfo | MalformedDataError | None) -> bool:
         if isinstance(lease, MalformedDataError):  # an operator must look: leave the run alone

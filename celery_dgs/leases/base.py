@@ -22,6 +22,7 @@ from .types import (
     LeaseInfo,
     LeaseScan,
     PingResult,
+    ReclaimStatus,
     RestartGrace,
 )
 
@@ -82,6 +83,13 @@ class LeaseBackend(ABC):
         """Warm shutdown: free the lease at once for another worker. False if not
         the owner. A release; the caller records that the run was interrupted."""
         return self.release(schedule, owner_tag)
+
+    @abstractmethod
+    def reclaim(self, schedule: str, owner_tag: str) -> ReclaimStatus:
+        """Free the lease ``owner_tag`` holds if its owner is silent, by the
+        steal protocol of a taker: past ``ping_timeout`` a steal is marked,
+        ``steal_delay`` later the lease is deleted (for beat's reaper, when no
+        taker comes)."""
 
     @abstractmethod
     def request_cancel(

@@ -33,6 +33,7 @@ from .types import (
     LeaseScan,
     PingResult,
     PingStatus,
+    ReclaimStatus,
     RestartGrace,
 )
 from .view import BeatViewReader
@@ -203,6 +204,25 @@ class RedisLeases(LeaseBackend):
             BEAT_WAKE_TTL_MS,
         ]
         return bool(int(self._call("release.lua", keys, args)[0]))
+
+    def reclaim(self, schedule: str, owner_tag: str) -> ReclaimStatus:
+        """``scripts/reclaim.lua``: steal-mark, then delete, the silent
+        ``owner_tag``'s lease of ``schedule``."""
+        if not owner_tag:
+            raise ValueError("owner_tag must be a non-empty string")
+        reply = self._call(
+            "reclaim.lua",
+            [self.keys.lease(schedule), self.keys.lease_index()],
+            [
+                self._now_arg(),
+                _FMT,
+                schedule,
+                owner_tag,
+                self.ping_timeout_ms,
+                self.steal_delay_ms,
+            ],
+        )
+        return ReclaimStatus(text(reply[0]))
 
     def request_cancel(
         self, schedule: str, *, owner_tag: str | None = None, token: int | None = None

@@ -144,6 +144,19 @@ class CancelStatus(str, enum.Enum):
     OTHER_RUN = "OTHER_RUN"
 
 
+class ReclaimStatus(str, enum.Enum):
+    """Outcome of :meth:`RedisLeases.reclaim`."""
+
+    #: The owner was silent past ``ping_timeout`` + ``steal_delay``: the lease is gone.
+    RECLAIMED = "RECLAIMED"
+    #: Silent past ``ping_timeout``: a steal is marked (the owner may still ping).
+    PENDING = "PENDING"
+    #: The owner pinged within ``ping_timeout``.
+    LIVE = "LIVE"
+    #: No lease, or another run's.
+    OTHER = "OTHER"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CancelResult:
     status: CancelStatus

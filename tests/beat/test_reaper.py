@@ -165,6 +165,47 @@ def test_a_lease_back_before_the_grace_ends_clears_the_suspicion(
     assert outcome(store, "t.p1", run_id) == "lost"
 
 
+def test_a_silent_owners_lease_no_taker_comes_for_is_freed_and_its_run_ended_stolen(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    """The owner died holding its lease, and no worker takes it over (the
+    schedule is paused: beat does not dispatch it). The reaper follows a
+    taker's steal protocol: past ping_timeout it marks a steal, steal_delay
+    later it frees the lease and ends the row ``stolen`` (an interruption)."""
+    engine = engine_on(client, store)
+    store.set_paused("t.p1", True)
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    REDIS_CLOCK.advance(int(PING_TIMEOUT_S * 1000) + 1)
+    advance(engine, INTERVAL_S)  # silent past ping_timeout: the steal is marked
+    assert outcome(store, "t.p1", run_id) == "running"
+    lease = engine.leases.get("t.p1")
+    assert lease is not None
+    assert lease.steal_start_at is not None
+    REDIS_CLOCK.advance(int(STEAL_DELAY_S * 1000) + 1)
+    advance(engine, INTERVAL_S)
+    assert outcome(store, "t.p1", run_id) == "stolen"
+    assert engine.leases.get("t.p1") is None
+    [run] = store.runs("t.p1")
+    assert "was silent for 3s and no worker took the lease over" in (run.error or ""), run
+    assert store.get("t.p1").stats.failure_count == 0
+    assert engine.reaper.reclaimed_total == 1
+
+
+def test_an_owner_that_pings_within_the_steal_delay_keeps_its_lease(
+    client: redis.Redis, store: SqlScheduleStore
+) -> None:
+    engine = engine_on(client, store)
+    run_id, tag = start_run(store, engine.leases, "t.p1")
+    REDIS_CLOCK.advance(int(PING_TIMEOUT_S * 1000) + 1)
+    advance(engine, INTERVAL_S)  # the steal is marked
+    assert engine.leases.ping("t.p1", tag).owner  # the owner was only paused
+    REDIS_CLOCK.advance(int(STEAL_DELAY_S * 1000) + 1)
+    advance(engine, INTERVAL_S)
+    assert outcome(store, "t.p1", run_id) == "running"
+    assert engine.leases.ping("t.p1", tag).owner
+    assert engine.reaper.reclaimed_total == 0
+
+
 def test_a_run_taken_over_unrecorded_is_lost_and_fenced(
     client: redis.Redis, store: SqlScheduleStore
 ) -> None:
@@ -257,6 +298,7 @@ def test_a_database_that_went_away_is_one_line_per_look_not_a_traceback(
         leases_on(redis_client),
         SystemClock(),
         grace_s=GRACE_S,
+        ping_timeout_s=PING_TIMEOUT_S,
         interval_s=INTERVAL_S,
         batch_size=10,
         monotonic=mono,

@@ -58,6 +58,8 @@ app.conf.update(
     dgs_worker_ttl=float(os.environ.get("E2E_WORKER_TTL", "2")),
     dgs_store_poll_interval=0.2,
     dgs_termination_grace=2.0,
+    # beat's reaper looks at the running rows this often (celery-dgs's default 60 s)
+    dgs_reap_interval=float(os.environ.get("FAULTS_REAP_INTERVAL", "60")),
     dgs_retry_backoff=[0.5],  # a failed run retries soon
     # Celery >= 5.5: a cold shutdown first waits this long for the tasks (0: off).
     worker_soft_shutdown_timeout=float(os.environ.get("FAULTS_SOFT_SHUTDOWN", "0")),

@@ -88,6 +88,34 @@ def test_a_run_past_celerys_hard_time_limit_is_a_failure(fault_cluster) -> None:
     assert "Hard time limit (1.5s) exceeded" in log
 
 
+def test_a_dead_workers_run_of_a_paused_schedule_is_ended_by_beat(fault_cluster) -> None:
+    """The worker dies mid-run (its node crashed) and the schedule is paused:
+    beat sends it to no one, so no worker takes its lease over. Beat's reaper
+    does, by the steal protocol (a steal marked past ping_timeout, the lease
+    freed steal_delay later), and ends the row ``stolen``; nothing stays
+    ``running``."""
+    cluster = fault_cluster(["victim"], FAULTS_REAP_INTERVAL="0.5")
+    cluster.start_worker("w1", "node1", pool="solo")
+    cluster.start_beat()
+    first = cluster.wait_start("victim")
+    store = cluster.store()
+    try:
+        store.set_paused("faults.victim", True)
+    finally:
+        store.close()
+    killed_at = time.monotonic()
+    cluster.sigkill_worker("w1")
+    ended = cluster.wait_ended_run(
+        "faults.victim", "the dead worker's run to be ended", BOUNDS.recovery + 5
+    )
+    print(f"ended {time.monotonic() - killed_at:.1f}s after the kill")
+    assert ended.run_id == first["run_id"]
+    assert ended.outcome == "stolen", ended
+    assert "no worker took the lease over" in (ended.error or ""), ended
+    assert cluster.leases().get("faults.victim") is None
+    assert cluster.schedule("faults.victim").stats.failure_count == 0
+
+
 @pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_sigkill_of_the_worker_main_process(fault_cluster, pool: str) -> None:
     """Solo: the main process is the run's. Prefork: only the main process is

@@ -10,6 +10,7 @@ import redis
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import AcquireStatus, CancelStatus, PingStatus, RedisLeases
 from celery_dgs.leases.codec import ms_to_datetime
+from celery_dgs.leases.types import ReclaimStatus
 from tests.leases.helpers import T0_MS, MsClock, running_names
 
 PT = 300  # ping_timeout, ms
@@ -167,6 +168,42 @@ def test_release_only_by_the_owner(
     assert client.zscore(keys.lease_index(), "s") is None
     assert leases.release("s", "A") is False
     assert leases.acquire("s", owner_node="n", owner_name="w", owner_tag="C").token == 2
+
+
+def test_reclaim_follows_the_steal_protocol_for_the_silent_owner_only(
+    leases: RedisLeases, client: redis.Redis, keys: KeySpace, clock: MsClock
+) -> None:
+    assert leases.reclaim("s", "A") is ReclaimStatus.OTHER  # no lease
+    grab(leases, "A")
+    assert leases.reclaim("s", "B") is ReclaimStatus.OTHER  # another owner's
+    clock.advance(PT)
+    assert leases.reclaim("s", "A") is ReclaimStatus.LIVE  # pinged within ping_timeout
+    clock.advance(1)
+    assert leases.reclaim("s", "A") is ReclaimStatus.PENDING  # the steal is marked
+    info = leases.get("s")
+    assert info is not None
+    assert info.steal_start_at == ms_to_datetime(clock())
+    clock.advance(SD)
+    assert leases.reclaim("s", "A") is ReclaimStatus.PENDING  # the owner may still ping
+    generation = client.get(keys.lease_generation())
+    clock.advance(1)
+    assert leases.reclaim("s", "A") is ReclaimStatus.RECLAIMED
+    assert leases.get("s") is None
+    assert client.zscore(keys.lease_index(), "s") is None
+    assert client.get(keys.lease_generation()) != generation, "beat's view reads the change"
+    assert leases.ping("s", "A").status is PingStatus.NOT_OWNER  # a resumed owner stops
+    assert leases.acquire("s", owner_node="n", owner_name="w", owner_tag="C").token == 2
+
+
+def test_a_ping_within_the_steal_delay_clears_the_reclaims_mark(
+    leases: RedisLeases, clock: MsClock
+) -> None:
+    grab(leases, "A")
+    clock.advance(PT + 1)
+    assert leases.reclaim("s", "A") is ReclaimStatus.PENDING
+    assert leases.ping("s", "A").owner
+    clock.advance(PT // 2)  # the mark is cleared: silent for less than ping_timeout
+    assert leases.reclaim("s", "A") is ReclaimStatus.LIVE
 
 
 def test_yield_frees_the_lease_at_once(leases: RedisLeases) -> None:

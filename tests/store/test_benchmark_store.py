@@ -37,6 +37,7 @@ def test_the_engine_benchmark_store_serves_beat_and_its_reaper(
         leases,
         FakeClock(T0 + timedelta(minutes=1)),
         grace_s=1.0,
+        ping_timeout_s=1.0,
         interval_s=1.0,
         batch_size=10,
         monotonic=lambda: mono[0],
