@@ -19,7 +19,19 @@ from .errors import (
     UnknownScheduleError,
 )
 
-__version__ = "0.1.0.dev0"
+
+def _installed_version() -> str:
+    """The installed distribution's version (from git at its build), or
+    ``0+unknown`` when the package runs from a folder never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("celery-dgs")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 __all__ = [
     "DGS",
