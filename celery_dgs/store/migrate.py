@@ -99,7 +99,8 @@ def alembic_quiet() -> Iterator[None]:
 
 def upgrade_engine(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Upgrade (idempotently) the database behind ``engine`` to ``revision``;
-    one INFO line when the schema changed (alembic's own lines are held back:
+    one line when the schema changed (INFO for a new schema, WARNING for an
+    upgrade of an existing one; alembic's own lines are held back:
     :func:`alembic_quiet`). A schema at a revision the shipped scripts do not
     know (a newer celery-dgs upgraded it) raises :class:`SchemaTooNewError`.
     Returns the revisions before and after (``None``: never migrated)."""
@@ -119,10 +120,16 @@ def upgrade_engine(engine: Engine, revision: str = "head") -> tuple[str | None, 
                 raise SchemaTooNewError(url, before, head_revision())
             command.upgrade(alembic_config(conn), revision)
             after = MigrationContext.configure(conn, opts=opts).get_current_revision()
-    if after != before:
-        logger.info(
-            "celery-dgs: upgraded the store's schema from revision %s to %s",
-            before or "(none)",
+    if after != before and before is None:
+        logger.info("celery-dgs: created the store's schema at revision %s", after)
+    elif after != before:
+        # WARNING: an operator must see it whichever process did it (a worker
+        # before Celery configures logging, the CLI: Python's last resort
+        # prints WARNING and above).
+        logger.warning(
+            "celery-dgs: upgraded the store's schema from revision %s to %s; processes of "
+            "an older celery-dgs must stop (docs/operations.md, Upgrading)",
+            before,
             after,
         )
     return before, after

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from tests.e2e.harness import ROOT
 
+#: A revision older than the head (the schema of an earlier celery-dgs).
+OLD = "0012_failing_index"
+
 SCRIPT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
@@ -43,8 +46,41 @@ def test_a_migration_logs_one_line_of_its_own_and_none_of_alembics(tmp_path: Pat
     first, again = migrate(tmp_path).split("--- again\n")
     assert "alembic" not in first + again, first + again
     [line] = first.splitlines()
-    assert line.startswith("celery_dgs.store celery-dgs: upgraded the store's schema from ")
+    assert line.startswith("celery_dgs.store celery-dgs: created the store's schema at revision ")
     assert again == ""
+
+
+OPEN_WITHOUT_LOGGING = """
+import sys
+from celery_dgs.store.migrate import upgrade_url
+from celery_dgs.store.sql import SqlScheduleStore
+upgrade_url(sys.argv[1], sys.argv[2])
+print("--- opened by a process that configured no logging", file=sys.stderr)
+SqlScheduleStore.open(sys.argv[1]).close()
+"""
+
+
+def test_an_upgrade_of_an_existing_schema_is_seen_without_any_logging_set_up(
+    tmp_path: Path,
+) -> None:
+    """A worker opens the store before Celery sets up logging, and the CLI
+    sets up none: an upgrade of an existing schema is a WARNING, which
+    Python's last resort prints, so every process that upgrades says so."""
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_WITHOUT_LOGGING, f"sqlite:///{tmp_path / 'old.sqlite3'}", OLD],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    created, opened = done.stderr.split("--- opened by a process that configured no logging\n")
+    assert created == "", "a new schema is INFO: not printed"
+    assert opened.startswith(f"celery-dgs: upgraded the store's schema from revision {OLD} to "), (
+        done.stderr
+    )
+    assert "processes of an older celery-dgs must stop" in opened
 
 
 def test_an_alembic_level_the_application_set_is_left_alone(tmp_path: Path) -> None:
