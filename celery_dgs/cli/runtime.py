@@ -8,6 +8,7 @@ beat picks the changes up at its next store poll.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from ..runtime_schedules import BulkReport, RowError, RuntimeSchedules
 from ..schedule_files import (
     FORMATS,
     cell_value,
+    export_row,
     format_of,
     read_rows,
     without_removed,
@@ -145,6 +147,7 @@ def add(
             raise click.BadParameter(f"expected FIELD=VALUE, got {item!r}", param_hint="--set")
         fields[key.strip()] = cell_value(key.strip(), raw)
         set_fields.add(key.strip())
+    before = _stored_spec(env, name)
     report = _api(env).upsert_many([fields])
     if report.errors:
         raise click.ClickException(_row_error(report.errors[0], set_fields))
@@ -153,10 +156,38 @@ def add(
         names = getattr(applied, action)
         if names and action == "unchanged":
             click.echo(f"runtime schedule {names[0]} unchanged: nothing written")
+        elif names and action == "updated" and before is not None:
+            after = env.runtime.store.get(names[0]).spec
+            click.echo(f"updated runtime schedule {names[0]}: {_spec_changes(before, after)}")
         elif names:
             click.echo(f"{action} runtime schedule {names[0]}")
         for warning in _warnings_of(env, names):
             click.echo(f"WARNING {warning}", err=True)
+
+
+def _stored_spec(env: Env, name: str) -> ScheduleSpec | None:
+    """The stored spec of ``name`` (``None``: none stored, or not readable)."""
+    try:
+        return env.runtime.store.get(name).spec
+    except UnknownScheduleError:
+        return None
+
+
+def _spec_changes(before: ScheduleSpec, after: ScheduleSpec | None) -> str:
+    """What an update changed, field by field as ``export`` writes them
+    (``add`` replaces the whole schedule: a field not given is its default)."""
+    if after is None:
+        return "changed"
+    old, new = export_row(before), export_row(after)
+    keys = [key for key in dict.fromkeys([*old, *new]) if old.get(key) != new.get(key)]
+    changed = [f"{key} {_shown(old.get(key))} -> {_shown(new.get(key))}" for key in keys]
+    reset = any(new.get(key) in (None, [], {}) for key in keys)
+    note = " (add replaces the whole schedule: give every field to keep)" if reset else ""
+    return ", ".join(changed) + note
+
+
+def _shown(value: object) -> str:
+    return "(default)" if value is None else json.dumps(value)
 
 
 def _warnings_of(

@@ -70,7 +70,18 @@ def test_add_change_and_remove(world: World) -> None:
     )
     assert again.stdout == "runtime schedule t.scrape@a unchanged: nothing written\n"
     cron = world.invoke("add", "t.scrape@a", "--cron", "0 * * * *", "--within", "600")
-    assert cron.stdout == "updated runtime schedule t.scrape@a\n"
+    # the whole schedule replaced: the line says what went back to its default
+    assert cron.stdout == (
+        'updated runtime schedule t.scrape@a: kind "periodic" -> "cron", tz "Europe/Paris" '
+        '-> "UTC", args ["https://a"] -> [], kwargs {"depth": 2} -> {}, scheduling_period '
+        "3600.0 -> (default), cooldown_duration 60.0 -> (default), cron_schedule (default) "
+        '-> "0 * * * *", cron_max_schedule_duration (default) -> 600.0 (add replaces the '
+        "whole schedule: give every field to keep)\n"
+    )
+    period = world.invoke("add", "t.scrape@a", "--cron", "0 * * * *", "--within", "900")
+    assert period.stdout == (
+        "updated runtime schedule t.scrape@a: cron_max_schedule_duration 600.0 -> 900.0\n"
+    )
     removed = world.invoke("remove", "t.scrape@a", "t.scrape@zzz")
     assert removed.exit_code == 0, removed.output
     assert removed.stdout.splitlines() == [
