@@ -68,12 +68,29 @@ def _row_error(err: RowError, set_fields: set[str]) -> str:
     return f"schedule {err.schedule!r}, {where}: {err.message}"
 
 
+#: The JSON type each of ``--args`` / ``--kwargs`` takes.
+_JSON_OPTION_TYPES: dict[str, tuple[type, str]] = {
+    "args": (list, "list"),
+    "kwargs": (dict, "object"),
+}
+
+
 def _json_option(value: str | None, what: str) -> Any:
     if value is None:
         return None
-    decoded = cell_value(what, value)
-    if isinstance(decoded, str):
-        raise click.BadParameter(f"must be JSON, got {value!r}", param_hint=f"--{what}")
+    wanted, name = _JSON_OPTION_TYPES[what]
+    try:
+        decoded = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise click.BadParameter(
+            f"must be a JSON {name}, got {value!r}, which is not JSON ({exc})",
+            param_hint=f"--{what}",
+        ) from None
+    if not isinstance(decoded, wanted):
+        raise click.BadParameter(
+            f"must be a JSON {name}, got {value!r}, a JSON {_json_type(decoded)}",
+            param_hint=f"--{what}",
+        )
     return decoded
 
 
@@ -163,6 +180,18 @@ def add(
             click.echo(f"{action} runtime schedule {names[0]}")
         for warning in _warnings_of(env, names):
             click.echo(f"WARNING {warning}", err=True)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "object" if isinstance(value, dict) else "null"
 
 
 def _stored_spec(env: Env, name: str) -> ScheduleSpec | None:

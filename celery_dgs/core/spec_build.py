@@ -70,8 +70,12 @@ SUGGESTION_CUTOFF = 0.6
 
 
 def suggestion(word: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=SUGGESTION_CUTOFF)
+    """``"; did you mean 'x'?"`` for the choice ``word`` abbreviates (one
+    that starts with its first three letters or more), else the closest of
+    ``choices``, or ``""``."""
+    options = list(choices)
+    started = sorted((c for c in options if len(word) >= 3 and c.startswith(word)), key=len)
+    close = started or difflib.get_close_matches(word, options, n=1, cutoff=SUGGESTION_CUTOFF)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 

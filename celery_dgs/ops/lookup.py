@@ -29,12 +29,27 @@ def closest_names_hint(env: Env, name: str, *, besides: Collection[str] = ()) ->
     """``; did you mean a, b?`` naming the stored names closest to ``name``
     (a bounded read) other than ``besides``, a note when the store has none,
     or nothing."""
+    if _declared_here(env, name):
+        return (
+            " in the store: this app declares it, but it is not stored yet (beat stores "
+            "the declarations at its start; or run `celery dgs sync`)"
+        )
     known = env.runtime.store.names_near(name, NEAR_NAMES)
     if not known:
         return " (the store has no schedules: run `celery dgs sync` or start beat)"
     others = [n for n in known if n not in besides]
     close = close_names(name, others)
     return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def _declared_here(env: Env, name: str) -> bool:
+    """Whether the app declares ``name`` (validly or not). Never raises: a
+    declaration that fails to load leaves the hint to the stored names."""
+    try:
+        declared = env.dgs.all_declarations()
+    except Exception:
+        return False
+    return name in declared.specs or name in declared.errors
 
 
 def close_names(name: str, known: Collection[str], limit: int = 3) -> list[str]:

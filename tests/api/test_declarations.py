@@ -41,6 +41,8 @@ def test_a_misspelt_key_names_the_key_and_the_valid_one() -> None:
     assert "did you mean 'max_expected_duration'?" in str(
         conf_error({"period": 60, "max_expected_durations": 5})
     )
+    # an abbreviation: the field it starts, not the closest by spelling ('period')
+    assert "did you mean 'priority'?" in str(conf_error({"period": 60, "prio": 3}))
 
 
 def test_a_key_of_the_other_kind_says_which_kind_has_it() -> None:

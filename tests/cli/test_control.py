@@ -225,6 +225,21 @@ def test_unknown_schedule_in_an_empty_store_says_how_to_fill_it(world: World) ->
     assert "the store has no schedules: run `celery dgs sync` or start beat" in result.output
 
 
+def test_a_declared_schedule_not_stored_yet_says_how_to_store_it(world: World) -> None:
+    world.app.conf.dgs_schedules = {"t.new": {"period": 3600}}
+
+    def new() -> None:
+        pass
+
+    world.app.task(name="t.new", shared=False)(new)
+    result = world.invoke("pause", "t.new")
+    assert result.exit_code == 2
+    assert (
+        "no schedule named 't.new' in the store: this app declares it, but it is not stored "
+        "yet (beat stores the declarations at its start; or run `celery dgs sync`)"
+    ) in " ".join(result.output.split())
+
+
 def test_several_names_are_acted_on_each_and_said_each(synced: World) -> None:
     paused = synced.invoke("pause", "t.a", "t.b", "t.a")
     assert paused.exit_code == 0, paused.output

@@ -122,6 +122,23 @@ def test_add_reports_the_field_and_refuses_a_declared_schedule(world: World) -> 
     assert world.store.get("t.code").active
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--args", '"u"', """must be a JSON list, got '"u"', a JSON string"""),
+        ("--kwargs", "[1]", "must be a JSON object, got '[1]', a JSON list"),
+        ("--args", "[1,", "must be a JSON list, got '[1,', which is not JSON (Expecting"),
+    ],
+)
+def test_add_says_what_json_args_and_kwargs_take(
+    world: World, option: str, value: str, message: str
+) -> None:
+    tasks(world.app)
+    bad = world.invoke("add", "t.scrape@a", "--period", "60", option, value)
+    assert bad.exit_code == 2
+    assert message in " ".join(bad.output.split()), bad.output
+
+
 def test_import_reports_rows_and_applies_the_good_ones(world: World, tmp_path: Path) -> None:
     tasks(world.app)
     world.invoke("sync")
