@@ -29,13 +29,31 @@ class QueueLoad:
         return f"{self.queue} {self.slots} slot{'' if self.slots == 1 else 's'} ({busy})"
 
 
-def queue_loads(leases: Iterable[LeaseInfo], workers: Iterable[WorkerInfo]) -> list[QueueLoad]:
-    """Each queue of ``workers``, by name: its workers, slots and busy slots
-    (the ``leases`` its workers own, at most their slots). A worker's own
-    direct queue, where beat sends its runs, is not a pool and not listed."""
+def runs_of_live_instances(
+    leases: Iterable[LeaseInfo], workers: Iterable[WorkerInfo]
+) -> dict[str, int]:
+    """How many of ``leases`` each live worker's instance owns, by worker
+    name. A lease last pinged before its owner name's live instance
+    registered is an earlier instance's (the worker restarted under the same
+    name): it takes none of this instance's slots, as beat counts them."""
+    registered = {w.name: w.registered_at for w in workers}
     owned: dict[str, int] = {}
     for lease in leases:
-        owned[lease.owner_name] = owned.get(lease.owner_name, 0) + 1
+        if lease.owner_name not in registered:
+            continue
+        since = registered[lease.owner_name]
+        if since is None or lease.last_ping_at >= since:
+            owned[lease.owner_name] = owned.get(lease.owner_name, 0) + 1
+    return owned
+
+
+def queue_loads(leases: Iterable[LeaseInfo], workers: Iterable[WorkerInfo]) -> list[QueueLoad]:
+    """Each queue of ``workers``, by name: its workers, slots and busy slots
+    (the ``leases`` their live instances own, at most their slots). A
+    worker's own direct queue, where beat sends its runs, is not a pool and
+    not listed."""
+    workers = list(workers)
+    owned = runs_of_live_instances(leases, workers)
     loads: dict[str, list[int]] = {}
     for worker in workers:
         for queue in dict.fromkeys(worker.pools):

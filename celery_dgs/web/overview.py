@@ -11,7 +11,7 @@ from typing import Any
 from ..core.condition import Level
 from ..ops.leader import overload_text, pace_text
 from ..ops.restart import restart_json, restart_text
-from ..status.queues import queue_loads
+from ..status.queues import queue_loads, runs_of_live_instances
 from .snapshot import TIME_TO_ERROR_LABELS, Snapshot
 
 
@@ -29,10 +29,12 @@ class WorkerView:
 
 
 def workers_of(snap: Snapshot) -> list[WorkerView]:
-    """Each live worker with its slots and how many runs it holds a lease for."""
-    busy = Counter(lease.owner_name for lease in snap.leases.values())
+    """Each live worker with its slots and how many runs its live instance
+    holds a lease for (an earlier instance's, after a restart under the same
+    name, are not its)."""
+    busy = runs_of_live_instances(snap.leases.values(), snap.workers)
     return [
-        WorkerView(w.name, w.node, ", ".join(w.pools), w.slots, busy[w.name])
+        WorkerView(w.name, w.node, ", ".join(w.pools), w.slots, busy.get(w.name, 0))
         for w in sorted(snap.workers, key=lambda w: w.name)
     ]
 

@@ -45,8 +45,8 @@ def fleet(web: WebWorld) -> datetime:
     web.record("t.failed", "failure", t - 5 * M, error="boom <b>bold</b>\nsecond line")
     web.record("t.running", "success", t - 20 * M)
     web.record("t.running", "running", t - 10 * M)
+    web.register_worker("w1@node1", slots=2)  # before its run's lease, as a worker does
     web.hold_lease("t.running", progress=0.4)
-    web.register_worker("w1@node1", slots=2)
     return t
 
 
@@ -89,6 +89,24 @@ def test_the_overview_says_each_pools_slots_and_which_are_all_busy(
     page = site.get("/").body
     assert '<li data-queue="celery">celery 2 slots (1 busy)</li>' in page
     assert '<li data-queue="slow" class="full">slow 1 slot (all busy)</li>' in page
+
+
+def test_a_restarted_workers_slots_hold_none_of_its_earlier_instances_runs(
+    web: WebWorld, fleet: datetime, redis_client: redis.Redis
+) -> None:
+    """``kill -9`` and a process manager restarting ``w1@node1``: the lease
+    its earlier instance last pinged before the new one registered takes
+    none of the new instance's slots, as beat counts them."""
+    from celery_dgs.keys import KeySpace
+    from tests.cli.conftest import PREFIX
+
+    key = KeySpace(PREFIX).lease("t.running")
+    ms = int(redis_client.hget(key, "last_ping_at") or 0)
+    redis_client.hset(key, "last_ping_at", ms - 2_000)  # within ping_timeout (5 s)
+    web.register_worker("w1@node1", slots=2)  # the new instance
+    api = json.loads(web.serve().get("/api/overview").body)
+    assert api["workers"] == [{"name": "w1@node1", "slots": 2, "busy": 0, "free": 2}]
+    assert api["queues"] == [{"queue": "celery", "workers": 1, "slots": 2, "busy": 0}]
 
 
 def test_overview_shows_the_beat_leader_and_its_token(
