@@ -74,10 +74,15 @@ class ScheduleView:
 
 
 def schedule_families(
-    view: ScheduleView, schedules: list[tuple[str, TrackedSchedule]], snapshot: BeatStateView
+    view: ScheduleView,
+    schedules: list[tuple[str, TrackedSchedule]],
+    snapshot: BeatStateView,
+    *,
+    per_schedule: bool = True,
 ) -> Iterator[Metric]:
     """``dgs_schedule_condition``, ``dgs_schedule_seconds_until_error``,
-    ``dgs_schedule_held`` per schedule, and ``dgs_priority_class_schedules``."""
+    ``dgs_schedule_held`` per schedule (unless ``per_schedule`` is False),
+    and ``dgs_priority_class_schedules``."""
     level = GaugeMetricFamily(
         "dgs_schedule_condition",
         "Schedule condition: 0 OK, 1 WARNING, 2 ERROR",
@@ -104,8 +109,10 @@ def schedule_families(
             now,
             declaration_error=tracked.declaration_error,
         )
-        level.add_metric([name, cond.reason.value], int(cond.level))
         by_class[(tracked.spec.priority, cond.level.name)] += 1
+        if not per_schedule:
+            continue
+        level.add_metric([name, cond.reason.value], int(cond.level))
         if cond.error_at is not None:
             until.add_metric([name], (cond.error_at - now).total_seconds())
         for reason in hold_reasons(view, name, tracked, paused=name in snapshot.held):
@@ -114,9 +121,10 @@ def schedule_families(
         if not is_check_name(name):
             level.add_metric([name, INVALID_SPEC], int(Level.ERROR))
             held.add_metric([name, HOLD_INVALID_SPEC], 1)
-    yield level
-    yield until
-    yield held
+    if per_schedule:
+        yield level
+        yield until
+        yield held
     yield class_family(by_class)
 
 

@@ -146,7 +146,8 @@ class EngineCollector:
             for name, t in snapshot.tracked.items()
             if name not in snapshot.checks and t.spec.kind != "check"
         ]
-        yield from schedule_families(view, schedules, snapshot)
+        per_schedule = engine.settings.metrics_per_schedule
+        yield from schedule_families(view, schedules, snapshot, per_schedule=per_schedule)
         yield from adaptive_families(now, schedules, leases)
         yield from self.check_families()
         yield from self.condition_families(now)

@@ -186,6 +186,9 @@ class DgsSettings:
     metrics_port: int | None = field(default=None, metadata=setting(tcp_port, optional=True))
     #: Address the metrics endpoint binds to.
     metrics_addr: str = field(default="0.0.0.0", metadata=setting(text("an address to bind to")))
+    #: Serve the per-schedule families (a series or more per schedule); off, a
+    #: scrape of a large fleet keeps the aggregate ones only.
+    metrics_per_schedule: bool = field(default=True, metadata=FLAG)
     #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
     #: should_start_by first), ``"shed"`` or ``"restore"`` (late schedules
     #: shortest run first, with aging; see celery_dgs/core/overload.py).

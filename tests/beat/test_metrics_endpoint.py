@@ -96,6 +96,21 @@ def test_metrics_path_serves_the_metrics(engine: BeatEngine, server: MetricsServ
     assert 'dgs_worker_slots{state="free"}' in body
 
 
+def test_the_per_schedule_families_can_be_left_out(
+    engine: BeatEngine, server: MetricsServer
+) -> None:
+    """``dgs_metrics_per_schedule = False``: a scrape of a large fleet keeps
+    the aggregate families only."""
+    engine.settings = DgsSettings(store_poll_interval=1000, metrics_per_schedule=False)
+    engine.tick()
+    _, _, body = get(server.port, "/metrics")
+    assert "dgs_schedule_condition" not in body
+    assert "dgs_schedule_seconds_until_error" not in body
+    assert "dgs_schedule_held" not in body
+    assert 'dgs_priority_class_schedules{condition="OK",priority="50"} 2.0' in body
+    assert "dgs_schedules{" in body
+
+
 @pytest.mark.parametrize("path", ["/", "/metricsx", "/metrics/extra", "/favicon.ico", "/health"])
 def test_other_paths_are_404(server: MetricsServer, path: str) -> None:
     status, ctype, body = get(server.port, path)
