@@ -1,6 +1,7 @@
 """Beat's book of dispatches not started yet, kept against the dispatch records
 in Redis: adopted on load and election, dropped once started, taken back
-after ``dispatch_timeout``."""
+after ``dispatch_timeout``, or at once when the worker they were sent to is
+no longer live (its message waits in that worker's own queue)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..dispatches import DispatchBackend
 from ..settings import DgsSettings
 from .ranking import BeatRanking
 from .state import BeatState
-from .types import Pending
+from .types import ANY_WORKER, Pending
 
 logger = logging.getLogger("celery_dgs.beat")
 
@@ -63,15 +64,37 @@ class PendingDispatches:
         """Take back the dispatches not started within dispatch_timeout; returns the
         schedules whose record was removed. ``pending`` is in dispatch order (``since``
         never decreases), so the scan stops at the first one still in time."""
-        state = self.state
         timeout = self.settings.dispatch_timeout
         expired = []
-        for name, pend in state.pending.items():
+        for name, pend in self.state.pending.items():
             if mono - pend.since <= timeout:
                 break
             expired.append((name, pend))
+        return self._take_back(expired, f"not started within {timeout:.0f}s")
+
+    def take_back_from_gone(self, live: Set[str]) -> set[str]:
+        """Take back at once the dispatches sent to a worker not among the
+        ``live`` ones (it left, or its registration expired, after the round
+        that chose it read the workers): its message waits in that worker's
+        own queue, and the schedule would wait ``dispatch_timeout``. Should
+        the worker come back and start it, the record is gone: a skip, never
+        a second run. Returns the schedules whose record was removed."""
+        gone = [
+            (name, pend)
+            for name, pend in self.state.pending.items()
+            if pend.worker != ANY_WORKER and pend.worker not in live
+        ]
+        if not gone:
+            return set()
+        taken_back = self._take_back(gone, "sent to a worker that is no longer live")
+        self.state.dispatch_index_exact = False  # the next round reads the index again
+        return taken_back
+
+    def _take_back(self, due: list[tuple[str, Pending]], why: str) -> set[str]:
+        """Take back each of ``due``; returns the schedules whose record was removed."""
+        state = self.state
         taken_back: set[str] = set()
-        for name, pend in expired:
+        for name, pend in due:
             try:
                 took = self.dispatches.take_back(name, pend.dispatch_id)
             except BaseException:  # Redis down: still pending, taken back next round
@@ -81,11 +104,11 @@ class PendingDispatches:
             if took:
                 taken_back.add(name)
                 logger.warning(
-                    "celery-dgs: dispatch %s of %r to %s not started within %.0fs; taken back",
+                    "celery-dgs: dispatch %s of %r to %s %s; taken back",
                     pend.dispatch_id,
                     name,
                     pend.worker,
-                    timeout,
+                    why,
                 )
             else:  # started unseen, or replaced: the index is not known any more
                 state.dispatch_index_exact = False
