@@ -129,21 +129,19 @@ def build_spec(
     fields: Mapping[str, Any],
     *,
     name: str,
-    text_durations: bool = False,
 ) -> ScheduleSpec:
     """The validated spec of one declaration; every problem is a
     ScheduleConfigError naming schedule ``name`` and the field as the
-    declaration gave it (``period``, not ``scheduling_period``).
-    ``text_durations``: durations may be given as text (``"1h"``), as in
-    ``dgs_schedules``, schedule files and the command line."""
+    declaration gave it (``period``, not ``scheduling_period``). Durations
+    may be given as text (``"1h"``), in a decorator as in ``dgs_schedules``,
+    schedule files and the command line."""
     real = normalise_fields(fields, name=name, kind=kind)
     names = given_names(fields)
     real["task"] = task
     if kind == "periodic" and real.get("cooldown_duration") is None:
         real.pop("cooldown_duration", None)  # the default cooldown applies
     try:
-        if text_durations:
-            real = read_text_durations(kind, real, name=name, names=names)
+        real = read_text_durations(kind, real, name=name, names=names)
         return make_spec(kind, **real)
     except ScheduleConfigError as exc:
         named = as_given(exc, names)
@@ -211,7 +209,7 @@ def entry_spec(
         raise ScheduleConfigError(
             name, "name", f"disagrees with task/configuration, which name {full!r}"
         )
-    spec = build_spec(kind, task, fields, name=full, text_durations=True)
+    spec = build_spec(kind, task, fields, name=full)
     if isinstance(spec, PeriodicSpec) and cooldown_unset(fields):
         spec = with_default_cooldown(spec, default_cooldown_fraction)
     return spec
@@ -303,17 +301,15 @@ class Declarations:
         fields: Mapping[str, Any],
         *,
         source: str,
-        text_durations: bool = False,
     ) -> None:
-        """Validate and add one declaration; a bad one is recorded, not raised.
-        ``text_durations``: durations may be text (``"1h"``: ``dgs_schedules``)."""
+        """Validate and add one declaration; a bad one is recorded, not raised."""
         configuration = str(fields.get("configuration", "") or "")
         name = schedule_name(task, configuration)
         if name in self._conflicting:
             logger.debug("celery-dgs: %s (again, from %s)", self.errors[name], source)
             return
         try:
-            spec = build_spec(kind, task, fields, name=name, text_durations=text_durations)
+            spec = build_spec(kind, task, fields, name=name)
             unset_cooldown = kind == "periodic" and cooldown_unset(fields)
         except ScheduleConfigError as exc:
             self.errors[name] = exc
@@ -354,7 +350,7 @@ class Declarations:
                 )
                 continue
             kind, task, fields = split_entry(str(key), raw)
-            self.declare(kind, task, fields, source="app.conf.dgs_schedules", text_durations=True)
+            self.declare(kind, task, fields, source="app.conf.dgs_schedules")
 
     def check_tasks(
         self, known_tasks: Mapping[str, Any], *, max_argument_bytes: int | None = None

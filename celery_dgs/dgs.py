@@ -31,7 +31,8 @@ logger = logging.getLogger("celery_dgs")
 
 _INSTANCES: weakref.WeakKeyDictionary[Any, DGS] = weakref.WeakKeyDictionary()
 
-Duration = timedelta | float | int
+#: A duration: a timedelta, seconds, or text as the command line takes it ("1h30m").
+Duration = timedelta | float | int | str
 TimeWindow = tuple[str, str]
 #: The default of a required decorator field: left out, it is reported as the
 #: declaration's error (``field 'period' is required``), not a ``TypeError``.

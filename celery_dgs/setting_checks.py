@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from .core.durations import parse_duration
 from .core.fewest_errors import OVERLOAD_GOALS
 from .core.items import check_threshold
 from .core.overload import OVERLOAD_POLICIES
@@ -77,12 +78,21 @@ def redacted(url: str) -> str:
 
 
 def seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """A duration (a number of seconds or a timedelta) > 0, or >= 0 with
-    ``allow_zero``, at most :data:`MAX_SETTING_SECONDS`."""
+    """A duration (a number of seconds, a timedelta, or text as the command
+    line takes it: ``"30d"``, ``"1h30m"``) > 0, or >= 0 with ``allow_zero``,
+    at most :data:`MAX_SETTING_SECONDS`."""
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingsError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
+        raise SettingsError(
+            f"{name} must be a number of seconds, a timedelta or a duration such as '30d', "
+            f"got {value!r}"
+        )
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise SettingsError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     if value > MAX_SETTING_SECONDS:

@@ -154,6 +154,28 @@ def test_bad_decorator_arguments_are_recorded_not_raised(memory_app: Celery) -> 
     }
 
 
+def test_a_decorator_takes_durations_as_text_as_dgs_schedules_does(memory_app: Celery) -> None:
+    dgs = DGS(memory_app, install_worker_hooks=False)
+
+    def job() -> None:
+        pass
+
+    memory_app.task(name="t.text", shared=False)(dgs.periodic("1h30m", cooldown="10m")(job))
+    [spec] = dgs.declarations.specs.values()
+    assert spec.scheduling_period == timedelta(hours=1, minutes=30)  # type: ignore[attr-defined]
+    assert spec.cooldown_duration == timedelta(minutes=10)  # type: ignore[attr-defined]
+
+    def other() -> None:
+        pass
+
+    memory_app.task(name="t.bad", shared=False)(dgs.periodic("2 minutes")(other))
+    [error] = dgs.declarations.errors.values()
+    assert (error.field, error.message) == (
+        "period",
+        "'2 minutes' is not a duration: give " + error.message.split("give ", 1)[1],
+    )
+
+
 def test_a_misspelt_or_missing_decorator_field_is_recorded_not_raised(memory_app: Celery) -> None:
     """A typo in a decorator's keyword (which the type checker refuses) or a
     required field left out is that declaration's error, with a suggestion:
