@@ -191,7 +191,9 @@ class Operator:
                 else "not signed in with the token, or the CSRF check failed"
             )
             log.warning("status page: refused %s of %r from %s: %s", op, name, who, why)
-            return self.renderer.render("refused.html", request, status=403, why=why)
+            # a signed-in operator's unknown action is a bad request, not a refusal
+            status = 400 if allowed and self.guard.enabled else 403
+            return self.renderer.render("refused.html", request, status=status, why=why)
         request.scope["query_string"] = urlencode({"name": name}).encode()
         try:
             result = await run_in_threadpool(ACTIONS[op], self.env, name, form)

@@ -361,7 +361,7 @@ class SupervisedRun:
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
             elif pool_process_terminating(exc):  # a cold shutdown cancelled the run (prefork)
                 outcome = "yielded"
-                error = f"{SHUTDOWN_REASON} (cold shutdown: Celery ended the pool process)"
+                error = f"{SHUTDOWN_REASON}: a cold shutdown, Celery ended the pool process"
             else:
                 outcome = "failure"
                 error = _describe(exc)

@@ -56,6 +56,16 @@ def test_pause_run_resume_through_the_page(
     assert any("resume of 't.job'" in m and "resumed t.job" in m for m in logged)
 
 
+def test_an_unknown_action_is_a_bad_request_and_changes_nothing(web: WebWorld, site: Site) -> None:
+    csrf = sign_in(site)
+    reply = site.post("/action", {"op": "frobnicate", "name": "t.job", "csrf": csrf})
+    assert reply.status == 400
+    assert "unknown action" in reply.body
+    assert not web.store.get("t.job").paused
+    signed_out = site.post("/action", {"op": "frobnicate", "name": "t.job", "csrf": "x"})
+    assert signed_out.status == 403, "without the CSRF value: refused, whatever the action"
+
+
 def test_cancel_through_the_page_aims_at_the_live_run(web: WebWorld, site: Site) -> None:
     token = web.hold_lease("t.job", progress=0.2)
     csrf = sign_in(site)
