@@ -17,6 +17,7 @@ from .context import make_env
 from .control import cancel, pause, resume, run
 from .declare import check, sync
 from .runtime import add, export, import_, remove
+from .schema import schema
 from .show import leases, runs
 from .simulate import simulate
 from .status_command import status
@@ -57,6 +58,7 @@ for command in (
     import_,
     export,
     checks,
+    schema,
     web,
 ):
     dgs.add_command(command)

@@ -71,6 +71,18 @@ def known_revisions() -> frozenset[str]:
         return frozenset(s.revision for s in scripts.walk_revisions())
 
 
+def pending_revisions(current: str | None) -> list[str]:
+    """The shipped revisions an upgrade from ``current`` (``None``: a new
+    database) applies, oldest first ([]: at the head). ``current`` must be a
+    known revision (see :func:`known_revisions`)."""
+    with alembic_quiet():
+        from alembic.script import ScriptDirectory
+
+        scripts = ScriptDirectory.from_config(alembic_config())
+        ahead = scripts.iterate_revisions("heads", current or "base")
+        return [s.revision for s in reversed(list(ahead)) if s.revision != current]
+
+
 def current_revision(engine: Engine) -> str | None:
     """The database's revision (``None``: never migrated)."""
     with alembic_quiet(), engine.connect() as conn:
