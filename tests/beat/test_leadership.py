@@ -254,7 +254,8 @@ def test_beat_leader_timeout_setting_is_validated() -> None:
         DgsSettings.from_conf({"dgs_beat_leader_timeout": timedelta(seconds=5)}).beat_leader_timeout
         == 5.0
     )
-    for bad in (0, -1, 0.1, "30", float("nan"), True):
+    assert DgsSettings.from_conf({"dgs_beat_leader_timeout": "1m"}).beat_leader_timeout == 60.0
+    for bad in (0, -1, 0.1, "thirty", float("nan"), True):
         with pytest.raises(SettingsError, match="dgs_beat_leader_timeout"):
             DgsSettings(beat_leader_timeout=bad)  # type: ignore[arg-type]
 

@@ -55,6 +55,10 @@ def fleet(web: WebWorld) -> None:
             90.0 + 30 * (k % 3),
             error="<svg onload=alert(3)>" if k == 5 else None,
         )
+    # the workers register before their runs' leases, as a worker does
+    web.register_worker("w1@node1", slots=4)
+    web.register_worker("w2@node2", slots=2)
+    web.register_worker("w1@gpunode", slots=1, queues=("gpu",))  # a pool whose slot is busy
     web.record("proj.report", "running", t - 2 * M)
     web.hold_lease("proj.report", progress=0.35)
     web.record(EVIL, "failure", t - 10 * M, 3.0, error="<img src=x onerror=alert(4)>")
@@ -75,9 +79,6 @@ def fleet(web: WebWorld) -> None:
         web.record("crawl.broken_site", "failure", t - k * 20 * M, 2.0, error="HTTP 503")
     web.record("etl.bulk_export", "success", t - 40 * M, 300.0)
     web.store.request_run("etl.bulk_export", t - M, priority=20)
-    web.register_worker("w1@node1", slots=4)
-    web.register_worker("w2@node2", slots=2)
-    web.register_worker("w1@gpunode", slots=1, queues=("gpu",))  # a pool whose slot is busy
     web.record("ml.train", "running", t - M)
     web.hold_lease("ml.train", node="gpunode")
     leader = RedisLeader(web.leases.client, web.leases.keys, timeout=30.0)
