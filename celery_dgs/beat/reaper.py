@@ -70,13 +70,15 @@ class RunReaper:
         #: run_id -> monotonic time of the first look that found no lease of its owner
         self._suspects: dict[str, float] = {}
         self._seen: set[str] = set()  # suspects seen during the current pass over all rows
+        #: Runs ended by the looks (``lost``, and ``stolen`` from silent owners).
         self.reaped_total = 0
         #: Leases of silent owners freed (their rows ended ``stolen``).
         self.reclaimed_total = 0
 
     def maybe_reap(self) -> int:
         """One look if ``interval_s`` has passed since the last; returns how many
-        runs were marked lost. Errors are logged, never raised (beat goes on)."""
+        runs it ended (marked lost, or stolen from a silent owner). Errors are
+        logged, never raised (beat goes on)."""
         mono = self.monotonic()
         if mono - self._last_look < self.interval_s:
             return 0

@@ -270,18 +270,23 @@ class RunSupervisor:
         return max(wait, 0.05)
 
     def _check_limits(self, now: datetime) -> None:
+        self._stop_on(self._limits(now))
+
+    def _limits(self, now: datetime) -> RunTerminated | None:
+        """The stop the run's limits call for at ``now`` (past
+        ``max_allowed_duration``, into a blackout); logs a run past
+        ``max_expected_duration`` once."""
         elapsed = timedelta(seconds=time.monotonic() - self._started_mono)
         spec = self.spec
         if spec.max_allowed_duration is not None and elapsed >= spec.max_allowed_duration:
-            self.interrupt(
+            return RunTerminated(
                 "terminated", f"ran {elapsed} > max_allowed_duration {spec.max_allowed_duration}"
             )
-            return
         if spec.blackout_periods:
             window = blackout_containing(spec.blackout_periods, spec.tz, now)
             if window is not None:
-                self.interrupt("terminated", f"blackout window {window[0]}..{window[1]} began")
-                return
+                began = f"blackout window {window[0]}..{window[1]} began"
+                return RunTerminated("terminated", began)
         if (
             spec.max_expected_duration is not None
             and not self._warned_expected
@@ -295,6 +300,7 @@ class RunSupervisor:
                 elapsed,
                 spec.max_expected_duration,
             )
+        return None
 
     # -- pings, on their own thread ---------------------------------------------------
     def estimated_now(self) -> datetime:
@@ -365,12 +371,11 @@ class RunSupervisor:
             return RunTerminated("cancelled", "an operator cancelled the run")
         return None
 
-    def _fence(self, since: float = -math.inf) -> RunTerminated | None:
-        """The self-fencing stop, once no ping has succeeded for ``fence_after``
-        (counted from ``since`` at the earliest, monotonic)."""
+    def _fence(self) -> RunTerminated | None:
+        """The self-fencing stop, once no ping has succeeded for ``fence_after``."""
         if self.fence_after is None:
             return None
-        silent = time.monotonic() - max(self.last_ok_mono, since)
+        silent = time.monotonic() - self.last_ok_mono
         if silent < self.fence_after:
             return None
         reason = (
@@ -397,23 +402,42 @@ class RunSupervisor:
         anyway; a cold one does not."""
         return stop.outcome == "yielded" and not self._on_main and not cold_shutdown()
 
-    def _outwait(self) -> RunTerminated | None:
+    def _outwait(self, grace: float) -> RunTerminated | None:
         """Ping the lease until the run's code stops (``None``), or return the
-        stop that ends its process after all: the lease stolen or gone, the
-        run cancelled, or no successful ping for ``fence_after`` (another owner
-        may take it over). The run stays the lease's one live copy: pings
-        paused for the grace, so the silence counts from the first ping sent
-        here, whose answer says whether the lease is still the run's."""
-        next_ping = first_sent = time.monotonic()
+        stop that ends its process after all: the shutdown turned cold, the
+        lease stolen or gone, the run cancelled, past its limits
+        (``max_allowed_duration``, a blackout), or no successful ping for
+        ``fence_after`` (another owner may take the lease over): the run
+        stays the lease's one live copy. Past ``grace`` it says, once, that
+        the worker's shutdown waits for the run."""
+        next_ping = time.monotonic()
+        said_at: float | None = next_ping + grace
         while not self._done.is_set():
+            if said_at is not None and time.monotonic() >= said_at:
+                said_at = None
+                logger.warning(
+                    "celery-dgs: run %s of %s did not stop within %.1fs; the worker's "
+                    "shutdown waits for it (other tasks share its process), its lease kept",
+                    self.run_id,
+                    self.schedule,
+                    grace,
+                )
             if cold_shutdown():  # the shutdown turned cold: Celery waits no longer
                 return self.interruption
-            stop = self._take_ping_result() or self._fence(since=first_sent)
+            stop = self._take_ping_result() or self._limits(self._estimated_now())
+            if stop is not None:
+                return stop
+            stop = self._fence()
             if stop is not None:
                 return stop
             if time.monotonic() >= next_ping and self._send_ping():
                 next_ping = time.monotonic() + self.ping_interval
-            self._wake.wait(max(min(next_ping - time.monotonic(), self.ping_interval), 0.05))
+            wait = min(next_ping - time.monotonic(), self.ping_interval)
+            if said_at is not None:
+                wait = min(wait, said_at - time.monotonic())
+            if self.fence_after is not None:
+                wait = min(wait, self.last_ok_mono + self.fence_after - time.monotonic())
+            self._wake.wait(max(wait, 0.01))
             self._wake.clear()
         return None
 
@@ -463,9 +487,11 @@ class RunSupervisor:
                         self._progress_pending = True
                 if self.interruption is not None:
                     grace = self._grace()
-                    if self._done.wait(grace):
+                    if self._outwaits(self.interruption):
+                        stop = self._outwait(grace)
+                    elif self._done.wait(grace):
                         return
-                    if not self._outwaits(self.interruption):
+                    else:
                         logger.error(
                             "celery-dgs: run %s of %s did not stop within %.1fs; "
                             "ending its process",
@@ -475,14 +501,6 @@ class RunSupervisor:
                         )
                         self.on_unresponsive(self.interruption)
                         return
-                    logger.warning(
-                        "celery-dgs: run %s of %s did not stop within %.1fs; the worker's "
-                        "shutdown waits for it (other tasks share its process), its lease kept",
-                        self.run_id,
-                        self.schedule,
-                        grace,
-                    )
-                    stop = self._outwait()
                     if stop is not None:
                         logger.error(
                             "celery-dgs: run %s of %s, waited for at shutdown, ends its "

@@ -303,6 +303,46 @@ def test_a_yielding_run_waited_for_ends_its_process_once_the_shutdown_turns_cold
     assert [stop.outcome for stop in ended] == ["yielded"]
 
 
+def test_a_yielding_run_whose_redis_went_silent_before_the_yield_ends_by_kill_after() -> None:
+    """Redis was unreachable before the warm shutdown came: the run waited
+    for at shutdown fences itself ``fence_after`` after its last good ping,
+    not after the wait began, so its process is gone by ``kill_after``
+    (before a take-over is possible)."""
+    ended: list[tuple[float, RunTerminated]] = []
+    box: dict[str, Any] = {}
+
+    def task_thread() -> None:
+        sup = supervisor(
+            ping=lambda progress: "FAILED",
+            ping_interval=0.1,
+            termination_grace=0.1,
+            fence_after=1.0,
+            kill_after=1.2,
+            on_unresponsive=lambda stop: ended.append((time.monotonic(), stop)),
+        )
+        box["sup"], box["start"] = sup, time.monotonic()
+        sup.start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not ended:
+            try:
+                if time.monotonic() - box["start"] > 0.4:
+                    sup.interrupt("yielded", "the worker is shutting down")
+                time.sleep(0.01)
+            except RunTerminated:
+                pass  # ignored, as a blocking call would
+        sup.finish()
+
+    t = threading.Thread(target=task_thread)
+    t.start()
+    t.join(timeout=10)
+    assert ended, "the process was never ended"
+    at, stop = ended[0]
+    assert stop.outcome == "self_fenced", stop
+    # fence_after (1.0 s) after the grant, before kill_after (1.2 s); counted from the
+    # wait's start (0.5 s) it would be 1.5 s. The slack is a loaded machine's wake-ups.
+    assert at - box["start"] < 1.2 + 0.2, at - box["start"]
+
+
 def test_a_yielding_run_waited_for_whose_lease_is_taken_ends_its_process() -> None:
     """The run waited for at shutdown stays its lease's one live copy: once a
     ping finds another owner, its process ends (the stolen interruption)."""
