@@ -12,7 +12,8 @@ from ..errors import StoreClaimedError
 from ..ops.env import Env, utcnow
 from ..ops.timetext import counted
 from ..sentinel import min_replicas_warning
-from ..store.engine import masked_url
+from ..store.engine import make_engine, masked_url
+from ..store.migrate import schema_state
 from ..store.ownership import owned_by_api
 from ..task_routing import routing_warnings
 from .context import get_env, use_color, wrap_errors
@@ -107,6 +108,22 @@ def check(ctx: click.Context) -> None:
     ctx.exit(1 if decl.errors or invalid_templates else 0)
 
 
+def _refuse_a_dry_run_that_would_upgrade(env: Env) -> None:
+    """A dry run writes nothing: opening the store would upgrade an older
+    schema first, so it stops and says so (``celery dgs schema``)."""
+    engine = make_engine(env.settings.database_url)
+    try:
+        current, pending = schema_state(engine)
+    finally:
+        engine.dispose()
+    if pending:
+        raise click.ClickException(
+            f"dry run: the store's schema is at revision {current or '(none)'} and "
+            f"{len(pending)} migration(s) would be applied first; a dry run applies none "
+            "(celery dgs schema shows them)"
+        )
+
+
 @click.command()
 @click.option(
     "--take-over",
@@ -142,6 +159,8 @@ def sync(ctx: click.Context, take_over: bool, dry_run: bool) -> None:
     env = get_env(ctx)
     decl = _declarations(env)
     _report_problems(decl, color=use_color(ctx))
+    if dry_run:
+        _refuse_a_dry_run_that_would_upgrade(env)
     store = env.runtime.store
     where = masked_url(env.settings.database_url)
     prefix = env.settings.key_prefix

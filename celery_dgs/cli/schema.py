@@ -6,15 +6,8 @@ from __future__ import annotations
 
 import click
 
-from ..errors import SchemaTooNewError
 from ..store.engine import make_engine, masked_url
-from ..store.migrate import (
-    current_revision,
-    head_revision,
-    known_revisions,
-    pending_revisions,
-    upgrade_engine,
-)
+from ..store.migrate import head_revision, schema_state, upgrade_engine
 from .context import get_env, wrap_errors
 
 
@@ -42,11 +35,8 @@ def schema(ctx: click.Context, upgrade: bool) -> None:
     where = masked_url(url)
     engine = make_engine(url)
     try:
-        current = current_revision(engine)
+        current, pending = schema_state(engine)
         head = head_revision()
-        if current is not None and current not in known_revisions():
-            raise SchemaTooNewError(where, current, head)
-        pending = pending_revisions(current)
         shown = current or "(none: a new database)"
         click.echo(f"the schedule store at {where}: schema revision {shown}")
         if not pending:

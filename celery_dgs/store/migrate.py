@@ -83,6 +83,17 @@ def pending_revisions(current: str | None) -> list[str]:
         return [s.revision for s in reversed(list(ahead)) if s.revision != current]
 
 
+def schema_state(engine: Engine) -> tuple[str | None, list[str]]:
+    """The database's revision and the migrations an upgrade would apply
+    (oldest first), read without applying them; a revision the shipped
+    scripts do not know raises :class:`SchemaTooNewError`."""
+    current = current_revision(engine)
+    if current is not None and current not in known_revisions():
+        url = engine.url.render_as_string(hide_password=True)
+        raise SchemaTooNewError(url, current, head_revision())
+    return current, pending_revisions(current)
+
+
 def current_revision(engine: Engine) -> str | None:
     """The database's revision (``None``: never migrated)."""
     with alembic_quiet(), engine.connect() as conn:

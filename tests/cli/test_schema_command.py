@@ -34,6 +34,15 @@ def test_schema_shows_the_pending_migrations_and_upgrade_applies_them(
     with engine.connect() as conn:
         assert conn.execute(read).scalar_one() == OLD, "shown, not applied"
 
+    dry = older.invoke("sync", "--dry-run")  # writes nothing: not even the upgrade
+    assert dry.exit_code == 1, dry.output
+    assert (
+        f"dry run: the store's schema is at revision {OLD} and 7 migration(s) would be "
+        "applied first; a dry run applies none (celery dgs schema shows them)"
+    ) in " ".join(dry.output.split())
+    with engine.connect() as conn:
+        assert conn.execute(read).scalar_one() == OLD
+
     upgraded = older.invoke("schema", "--upgrade")
     assert upgraded.exit_code == 0, upgraded.output
     assert upgraded.stdout.splitlines()[-1] == (
