@@ -337,9 +337,8 @@ class BeatEngine:
         self.pending_dispatches.settle(view.dispatch_names, mono)
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
-        if not any(w.name == ANY_WORKER for w in placement.live):
-            # freed at the next round (parked until then)
-            self.pending_dispatches.take_back_from_gone({w.name for w in placement.live})
+        # freed at the next round (parked until then)
+        self.pending_dispatches.take_back_from_gone(self.placement.live_names)
         self._serve_again(placement)
         released = self.ranking.release_waiting(placement.free_for)
         if self.busy_backlog is not None:  # a backlog let go of, running low: read again

@@ -48,6 +48,9 @@ class BeatPlacement:
         self.foreign = ForeignWorkers(store, settings.key_prefix)
         #: The registry's workers, read again only when they may have changed.
         self.live = LiveWorkers(registry)
+        #: This store's live workers as of the last placement, stalled ones
+        #: included (a dispatch to one that left is taken back at once).
+        self.live_names: frozenset[str] = frozenset()
 
     def placement(self, view: BeatView) -> Placement:
         """The round's free slots per worker; records ``live_slots`` and
@@ -57,8 +60,10 @@ class BeatPlacement:
         earlier instance's (restarted under the same name): they take none of
         the new instance's slots, and are taken over as a dead owner's."""
         state, running_by_worker = self.state, view.running_by_worker
+        own = self.foreign.own(self.live.at(view, fresh=bool(view.stale_workers or self.stalled)))
+        self.live_names = frozenset(w.name for w in own)
         workers = self.stalled.placeable(
-            self.foreign.own(self.live.at(view, fresh=bool(view.stale_workers or self.stalled))),
+            own,
             view.stale_workers,
             ping_timeout=timedelta(milliseconds=self.leases.ping_timeout_ms),
             worker_ttl=timedelta(milliseconds=self.registry.ttl_ms),

@@ -20,6 +20,7 @@ from celery_dgs.registry import WorkerInfo
 from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Recorder
 from tests.beat.test_schedule_window import NOW, H, make_engine
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -60,3 +61,38 @@ def test_a_dispatch_to_a_worker_that_left_is_taken_back_at_the_next_round(
     current = engine.dispatches.current("t.job@only")
     assert current is not None
     assert current.dispatch_id == again.dispatch_id, "the first record was taken back"
+
+
+def test_a_dispatch_to_a_live_worker_set_aside_as_stalled_is_left_pending(
+    store: SqlScheduleStore, redis_client: redis.Redis, clock: FakeClock
+) -> None:
+    """A worker set aside because a lease of its looks unpinged (paused, or
+    the Redis clock stepped) is still registered: its pending dispatch waits
+    for it (or dispatch_timeout), and is not taken back as a leaver's."""
+    store.upsert_runtime(
+        [PeriodicSpec(task="t.job", configuration="other", scheduling_period=6 * H)], NOW - 7 * H
+    )
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, slots=2, dispatch_timeout=300)
+    engine.load()
+    engine.tick()
+    sent = {o.schedule: o for o in publish.sent}
+    assert set(sent) == {"t.job@only", "t.job@other"}
+    granted = engine.leases.acquire(
+        "t.job@only",
+        owner_node="a",
+        owner_name="celery@a",
+        owner_tag="run-1",
+        dispatch_id=sent["t.job@only"].dispatch_id,
+    )
+    assert granted.granted
+
+    def set_aside() -> bool:  # its lease unpinged past ping_timeout (2 s, Redis's clock)
+        clock.advance(timedelta(seconds=2))
+        engine.tick()
+        return "celery@a" in engine.placement.stalled
+
+    wait_for(set_aside, 10, "the worker set aside as stalled")
+    current = engine.dispatches.current("t.job@other")
+    assert current is not None
+    assert current.dispatch_id == sent["t.job@other"].dispatch_id
