@@ -145,8 +145,8 @@ class RunReaper:
             return False
         why = (
             f"stolen: its owner {run.owner_name} was silent for {silent_s:.0f}s and no worker "
-            "took the lease over (the schedule is not dispatched: paused, removed or in a "
-            "blackout); beat freed it"
+            "took the lease over (a paused, removed or blacked-out schedule is not "
+            "dispatched); beat freed it"
         )
         self.reclaimed_total += 1
         try:
