@@ -110,6 +110,30 @@ end
 
 -- Signal the leading beat that a slot is free (celery_dgs/wake.py): push to
 -- the wake list, keep at most `max_signals`, expire it `ttl_ms` after this push.
+-- The steal protocol's step for a lease held by another owner (acquire.lua,
+-- reclaim.lua): "LIVE" while it was pinged within ping_timeout_ms and no
+-- steal is marked; past that, a steal is marked at now ("PENDING": the owner
+-- may still ping within steal_delay_ms, which clears the mark); "TAKEABLE"
+-- once the mark is older than steal_delay_ms. nil, error for a malformed ping.
+local function dgs_steal_step(key, lease, now, ping_timeout_ms, steal_delay_ms)
+  local last_ping = tonumber(lease["last_ping_at"])
+  if not last_ping then
+    return nil, "last_ping_at is not a number"
+  end
+  local steal = tonumber(lease["steal_start_at"] or "")
+  if not steal then
+    if now - last_ping <= ping_timeout_ms then
+      return "LIVE"
+    end
+    steal = now
+    redis.call("HSET", key, "steal_start_at", dgs_int(now))
+  end
+  if now - steal <= steal_delay_ms then
+    return "PENDING"
+  end
+  return "TAKEABLE"
+end
+
 local function dgs_wake(key, max_signals, ttl_ms)
   if dgs_wrong_type(key, "list") then
     return

@@ -80,19 +80,14 @@ end
 
 local previous = {}
 if lease then
-  local last_ping = tonumber(lease["last_ping_at"])
-  if not last_ping then
-    return {"MALFORMED", KEYS[1], "last_ping_at is not a number"}
+  local step, step_err = dgs_steal_step(KEYS[1], lease, now, tonumber(ARGV[9]), tonumber(ARGV[10]))
+  if step_err then
+    return {"MALFORMED", KEYS[1], step_err}
   end
-  local steal = tonumber(lease["steal_start_at"] or "")
-  if not steal then
-    if now - last_ping <= tonumber(ARGV[9]) then
-      return {"HELD", now, lease_flat}
-    end
-    steal = now
-    redis.call("HSET", KEYS[1], "steal_start_at", dgs_int(now))
+  if step == "LIVE" then
+    return {"HELD", now, lease_flat}
   end
-  if now - steal <= tonumber(ARGV[10]) then
+  if step == "PENDING" then
     return {"STEAL_PENDING", now, redis.call("HGETALL", KEYS[1])}
   end
   previous = lease_flat

@@ -7,12 +7,13 @@
 -- ARGV[3] schedule      ARGV[4] owner_tag
 -- ARGV[5] ping_timeout ms         ARGV[6] steal_delay ms
 --
--- As acquire.lua's check 3: a lease pinged within ping_timeout is LIVE; past
--- it, with no steal marked, steal_start_at = now (PENDING: the owner may
--- still ping within steal_delay, which clears the mark); a steal marked more
--- than steal_delay ago: the lease is deleted (RECLAIMED; the token counter is
--- kept, so the next grant's token is larger, and a resumed owner's ping finds
--- no lease). The lease generation is bumped (_prelude.lua: dgs_leases_changed).
+-- The steal step of acquire.lua (_prelude.lua: dgs_steal_step): a lease
+-- pinged within ping_timeout is LIVE; past it, a steal is marked (PENDING:
+-- the owner may still ping within steal_delay, which clears the mark); a
+-- steal marked more than steal_delay ago: the lease is deleted (RECLAIMED;
+-- the token counter is kept, so the next grant's token is larger, and a
+-- resumed owner's ping finds no lease). The lease generation is bumped
+-- (_prelude.lua: dgs_leases_changed).
 --
 -- Returns:
 --   {"RECLAIMED", now, token}   {"PENDING", now}   {"LIVE", now}
@@ -31,20 +32,12 @@ end
 if not lease or lease["owner_tag"] ~= ARGV[4] then
   return {"OTHER", now}
 end
-local last_ping = tonumber(lease["last_ping_at"])
-if not last_ping then
-  return {"MALFORMED", KEYS[1], "last_ping_at is not a number"}
+local step, step_err = dgs_steal_step(KEYS[1], lease, now, tonumber(ARGV[5]), tonumber(ARGV[6]))
+if step_err then
+  return {"MALFORMED", KEYS[1], step_err}
 end
-local steal = tonumber(lease["steal_start_at"] or "")
-if not steal then
-  if now - last_ping <= tonumber(ARGV[5]) then
-    return {"LIVE", now}
-  end
-  redis.call("HSET", KEYS[1], "steal_start_at", dgs_int(now))
-  return {"PENDING", now}
-end
-if now - steal <= tonumber(ARGV[6]) then
-  return {"PENDING", now}
+if step ~= "TAKEABLE" then
+  return {step, now}
 end
 redis.call("DEL", KEYS[1])
 redis.call("ZREM", KEYS[2], ARGV[3])
