@@ -69,11 +69,14 @@ class RunReaper:
         self._after_id = 0  # paging cursor (row id)
         #: run_id -> monotonic time of the first look that found no lease of its owner
         self._suspects: dict[str, float] = {}
-        self._seen: set[str] = set()  # suspects seen during the current pass over all rows
+        self._seen: set[str] = set()  # running rows seen during the current pass over all rows
         #: Runs ended by the looks (``lost``, and ``stolen`` from silent owners).
         self.reaped_total = 0
         #: Leases of silent owners freed (their rows ended ``stolen``).
         self.reclaimed_total = 0
+        #: run_id -> why, for a freed lease whose row's end could not be written
+        #: yet: ended ``stolen`` at a later look (not ``lost`` for its missing lease).
+        self._freed: dict[str, str] = {}
 
     def maybe_reap(self) -> int:
         """One look if ``interval_s`` has passed since the last; returns how many
@@ -97,18 +100,23 @@ class RunReaper:
         leases = self.leases.get_many([run.schedule for run in page])  # one round trip
         silent = self._silent_owners(page, leases)
         for run in page:
+            self._seen.add(run.run_id)
             if self._has_lease(run, leases.get(run.schedule)):
                 self._suspects.pop(run.run_id, None)
                 if run.run_id in silent and self._reclaim(run, silent[run.run_id]):
                     reaped += 1
                 continue
-            self._seen.add(run.run_id)
+            if run.run_id in self._freed:  # its lease freed here: its end is stolen
+                if self._end_stolen(run, self._freed[run.run_id]):
+                    reaped += 1
+                continue
             first = self._suspects.setdefault(run.run_id, mono)
             if mono - first > self.grace_s and self._mark_lost(run, mono - first):
                 reaped += 1
         if len(page) < self.batch_size:  # a pass over every running row is complete
             self._after_id = 0
             self._suspects = {r: t for r, t in self._suspects.items() if r in self._seen}
+            self._freed = {r: why for r, why in self._freed.items() if r in self._seen}
             self._seen = set()
         else:
             self._after_id = page[-1].id
@@ -149,13 +157,8 @@ class RunReaper:
             "dispatched); beat freed it"
         )
         self.reclaimed_total += 1
-        try:
-            self.store.record_run_end(
-                run_id=run.run_id, outcome="stolen", ended_at=self.clock.now(), error=why
-            )
-        except StaleTokenError:
-            pass  # a newer run holds the schedule: its statistics are untouched
-        except UnknownRunError:  # pruned meanwhile
+        self._freed[run.run_id] = why  # until its end is written (a database error: next look)
+        if not self._end_stolen(run, why):
             return False
         logger.warning(
             "celery-dgs: run %s of %r (owner %s, token %s) ended stolen: its owner was "
@@ -166,6 +169,21 @@ class RunReaper:
             run.token,
             silent_s,
         )
+        return True
+
+    def _end_stolen(self, run: RunRecord, why: str) -> bool:
+        """Write the freed lease's run's end, ``stolen``; whether it was
+        ended (a database error raises: the look stops, the next one writes it)."""
+        try:
+            self.store.record_run_end(
+                run_id=run.run_id, outcome="stolen", ended_at=self.clock.now(), error=why
+            )
+        except StaleTokenError:
+            pass  # a newer run holds the schedule: its statistics are untouched
+        except UnknownRunError:  # pruned meanwhile
+            self._freed.pop(run.run_id, None)
+            return False
+        self._freed.pop(run.run_id, None)
         return True
 
     def _has_lease(self, run: RunRecord, lease: LeaseInfo | MalformedDataError | None) -> bool:

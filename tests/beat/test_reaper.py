@@ -191,6 +191,34 @@ def test_a_silent_owners_lease_no_taker_comes_for_is_freed_and_its_run_ended_sto
     assert engine.reaper.reclaimed_total == 1
 
 
+def test_a_freed_lease_whose_end_could_not_be_written_is_ended_stolen_at_the_next_look(
+    client: redis.Redis, store: SqlScheduleStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is freed, then the database refuses the row's end: the look
+    stops (logged), and the next look ends the row ``stolen`` at once, not
+    ``lost`` for its missing lease after the grace."""
+    from sqlalchemy.exc import OperationalError
+
+    engine = engine_on(client, store)
+    store.set_paused("t.p1", True)
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    REDIS_CLOCK.advance(int(PING_TIMEOUT_S * 1000) + 1)
+    advance(engine, INTERVAL_S)  # the steal is marked
+    REDIS_CLOCK.advance(int(STEAL_DELAY_S * 1000) + 1)
+    real = store.record_run_end
+
+    def refused(**kwargs: object) -> object:
+        raise OperationalError("UPDATE dgs_runs", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(store, "record_run_end", refused)
+    advance(engine, INTERVAL_S)  # the lease is freed; its row's end is refused
+    assert engine.leases.get("t.p1") is None
+    assert outcome(store, "t.p1", run_id) == "running"
+    monkeypatch.setattr(store, "record_run_end", real)
+    advance(engine, INTERVAL_S)
+    assert outcome(store, "t.p1", run_id) == "stolen"
+
+
 def test_an_owner_that_pings_within_the_steal_delay_keeps_its_lease(
     client: redis.Redis, store: SqlScheduleStore
 ) -> None:
