@@ -28,10 +28,10 @@ if len(sys.argv) > 2:
 """
 
 
-def migrate(tmp_path: Path, *extra: str) -> str:
-    url = f"sqlite:///{tmp_path / 'dgs.sqlite3'}"
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, url, *extra],
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh interpreter (alembic sets its plugins up once per process)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -39,7 +39,10 @@ def migrate(tmp_path: Path, *extra: str) -> str:
         timeout=60,
         check=True,
     )
-    return done.stdout
+
+
+def migrate(tmp_path: Path, *extra: str) -> str:
+    return run_script(SCRIPT, f"sqlite:///{tmp_path / 'dgs.sqlite3'}", *extra).stdout
 
 
 def test_a_migration_logs_one_line_of_its_own_and_none_of_alembics(tmp_path: Path) -> None:
@@ -66,15 +69,7 @@ def test_an_upgrade_of_an_existing_schema_is_seen_without_any_logging_set_up(
     """A worker opens the store before Celery sets up logging, and the CLI
     sets up none: an upgrade of an existing schema is a WARNING, which
     Python's last resort prints, so every process that upgrades says so."""
-    done = subprocess.run(
-        [sys.executable, "-c", OPEN_WITHOUT_LOGGING, f"sqlite:///{tmp_path / 'old.sqlite3'}", OLD],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    done = run_script(OPEN_WITHOUT_LOGGING, f"sqlite:///{tmp_path / 'old.sqlite3'}", OLD)
     created, opened = done.stderr.split("--- opened by a process that configured no logging\n")
     assert created == "", "a new schema is INFO: not printed"
     assert opened.startswith(f"celery-dgs: upgraded the store's schema from revision {OLD} to "), (
