@@ -10,7 +10,9 @@ each tick, renews or takes the leader lease in Redis
   (``dispatch_add.lua``): a beat that lost the lease while stopped between the
   check and the write is refused and publishes nothing;
 - a standby asks at every check (every :attr:`~BeatLeadership.standby_interval`)
-  and takes over once the leader has not renewed for ``timeout``.
+  and takes over once the leader has not renewed for ``timeout``; or sooner
+  when the leader ran on this host and its process is gone (a beat killed
+  and started again), once the leader has not renewed for a renew interval.
 
 Gaining and losing leadership are logged (INFO / WARNING) with the token.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +39,21 @@ class Role(enum.Enum):
     LEADER = "leader"  # leading, as at the previous check
     ELECTED = "elected"  # leading since this check (a new term: adopt the pending dispatches)
     STANDBY = "standby"  # another beat leads; do not dispatch
+
+
+def process_gone(pid: int) -> bool:
+    """True if no process ``pid`` runs on this host (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's process
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def describe(info: LeaderInfo | None) -> str:
@@ -57,8 +75,12 @@ class BeatLeadership:
         store: str = "",
         prefix: str = "",
         monotonic: Callable[[], float] = time.monotonic,
+        gone: Callable[[int], bool] = process_gone,
     ) -> None:
         self.leader = leader
+        #: Whether a pid names no process on this host (the leader's, when it
+        #: ran on this node).
+        self.gone = gone
         self.node = node
         self.pid = pid
         #: The id of the schedule store this beat serves, and the key prefix:
@@ -102,6 +124,17 @@ class BeatLeadership:
             min_token=self._max_token,
             store=self.store,
         )
+        if not result.leading and self._holder_gone(result.holder):
+            assert result.holder is not None
+            result = self.leader.elect(
+                owner_tag=self.owner_tag,
+                owner_node=self.node,
+                owner_pid=self.pid,
+                min_token=max(self._max_token, result.holder.token),
+                store=self.store,
+                gone_tag=result.holder.owner_tag,
+                gone_after=self.renew_interval,
+            )
         if not result.leading:
             self.holder = result.holder
             self._log_foreign(result.holder)
@@ -125,12 +158,14 @@ class BeatLeadership:
         self._standby_logged = False
         if not new_term:
             return Role.LEADER
-        replaced = (
-            f"; replaced {describe(result.previous)}, silent for over "
-            f"{self.leader.timeout_ms / 1000:g}s"
-            if result.previous
-            else ""
-        )
+        replaced = ""
+        if result.previous is not None:
+            silent = (result.now - result.previous.last_ping_at).total_seconds()
+            replaced = f"; replaced {describe(result.previous)}, silent for {silent:.1f}s" + (
+                ", its process gone from this host"
+                if silent * 1000 <= self.leader.timeout_ms
+                else ""
+            )
         logger.info(
             "celery-dgs beat: leading as %s/%d (token %d)%s",
             self.node,
@@ -139,6 +174,17 @@ class BeatLeadership:
             replaced,
         )
         return Role.ELECTED
+
+    def _holder_gone(self, holder: LeaderInfo | None) -> bool:
+        """The leader ran on this host and its process is gone: this beat's
+        own predecessor killed without resigning (a container's beat restarts
+        with the same host name, often as the same pid). A holder whose last
+        ping is recent is left to the timeout: on a host where each beat has
+        its own pid namespace under one host name, a live leader's pid can be
+        missing here."""
+        if holder is None or holder.owner_node != self.node:
+            return False
+        return holder.owner_pid == self.pid or self.gone(holder.owner_pid)
 
     def _log_foreign(self, holder: LeaderInfo | None) -> None:
         """An error, once per leader, when the leader serves another store."""

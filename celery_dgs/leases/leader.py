@@ -140,11 +140,15 @@ class RedisLeader:
         owner_pid: int,
         min_token: int = 0,
         store: str = "",
+        gone_tag: str = "",
+        gone_after: float = 0.0,
     ) -> ElectResult:
         """Renew the lease if ``owner_tag`` holds it, take it if it is free or
         expired, else report the holder (see ``scripts/leader_elect.lua``).
         ``store``: the id of the schedule store the candidate serves, kept in
-        the lease it is granted."""
+        the lease it is granted. ``gone_tag``: a holder the caller knows has
+        no process any more; its lease is taken once its last ping is more
+        than ``gone_after`` seconds old, before the timeout."""
         if not owner_tag:
             raise ValueError("owner_tag must be a non-empty string")
         reply = call_script(
@@ -161,6 +165,8 @@ class RedisLeader:
                 str(self.timeout_ms),
                 str(int(min_token)),
                 store,
+                gone_tag,
+                str(seconds_to_ms("gone_after", gone_after)),
             ],
         )
         status, now = text(reply[0]), ms_to_datetime(int(reply[1]))

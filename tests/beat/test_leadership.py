@@ -11,6 +11,9 @@ injected monotonic clock, so take-over and renewal happen at exact moments.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +23,7 @@ import pytest
 import redis
 
 from celery_dgs.beat.engine import BeatEngine
-from celery_dgs.beat.leader import BeatLeadership, Role
+from celery_dgs.beat.leader import BeatLeadership, Role, process_gone
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.errors import NotLeaderError, SettingsError
@@ -32,7 +35,7 @@ from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.settings import DEFAULT_BEAT_LEADER_TIMEOUT_S, DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Mono, Recorder, open_store
-from tests.leases.helpers import MsClock
+from tests.leases.helpers import MsClock, wait_for
 
 TIMEOUT_S = 3.0
 WORKER = "celery@w1"
@@ -187,6 +190,69 @@ def test_resign_lets_a_standby_take_over_at_its_next_check(
     assert "resigned leadership (token 1)" in caplog.text
     assert b.check() is Role.ELECTED
     assert b.fence.token == 2
+
+
+def test_a_leader_whose_process_is_gone_from_this_host_is_replaced_after_a_renew_interval(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = MsClock()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+    dead: set[int] = set()
+
+    def beat(node: str, pid: int) -> BeatLeadership:
+        return BeatLeadership(
+            leader,
+            node=node,
+            pid=pid,
+            store_poll_interval=5,
+            monotonic=Mono(),
+            gone=dead.__contains__,
+        )
+
+    old = beat("h", 100)
+    assert old.check() is Role.ELECTED
+    dead.add(100)  # killed without resigning; a new beat starts on the same host
+    new, elsewhere = beat("h", 200), beat("other", 300)
+    caplog.set_level(logging.INFO, logger="celery_dgs.beat")
+    clock.advance(int(new.renew_interval * 1000))
+    assert new.check() is Role.STANDBY  # pinged a renew interval ago: it could be alive
+    clock.advance(1)
+    assert elsewhere.check() is Role.STANDBY  # another host cannot tell: the timeout
+    assert new.check() is Role.ELECTED
+    assert new.token == old.token + 1
+    assert "replaced h/100 (token 1), silent for 1.0s, its process gone from this host" in (
+        caplog.text
+    )
+    old_mono = old.monotonic
+    assert isinstance(old_mono, Mono)
+    old_mono.t += old.renew_interval
+    assert old.check() is Role.STANDBY  # had it lived on, the new term would stand
+
+
+def test_a_leader_with_this_beats_pid_on_this_host_is_its_predecessor(client: redis.Redis) -> None:
+    """A container's beat restarts as the same pid under the same host name."""
+    clock = MsClock()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+
+    def beat(node: str) -> BeatLeadership:
+        return BeatLeadership(
+            leader, node=node, pid=1, store_poll_interval=5, monotonic=Mono(), gone=lambda _: False
+        )
+
+    assert beat("c1").check() is Role.ELECTED
+    clock.advance(1001)
+    assert beat("c2").check() is Role.STANDBY
+    assert beat("c1").check() is Role.ELECTED
+
+
+def test_process_gone_reads_this_hosts_processes() -> None:
+    assert not process_gone(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    stat = Path(f"/proc/{child.pid}/stat")
+    wait_for(lambda: stat.read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z")
+    assert process_gone(child.pid)  # ended, not yet reaped by its parent: a zombie
+    child.wait()
+    assert process_gone(child.pid)
 
 
 def test_leadership_gauges(client: redis.Redis, store: SqlScheduleStore) -> None:

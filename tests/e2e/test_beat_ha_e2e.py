@@ -83,6 +83,33 @@ def test_sigkilled_leader_is_replaced_by_the_standby(cluster_factory) -> None:
     assert_no_dispatch_ran_twice(cluster)
 
 
+def test_a_beat_started_again_after_sigkill_leads_before_the_leader_timeout(
+    cluster_factory,
+) -> None:
+    """One beat, killed and started again on the same host (a supervisor's
+    restart): its dead predecessor's lease is taken once it has not been
+    renewed for a renew interval (timeout / 3), not after the timeout."""
+    timeout = 30.0
+    cluster = cluster_factory(SCHEDULES, E2E_BEAT_LEADER_TIMEOUT=str(timeout))
+    cluster.start_worker("w1", "node1")
+    first = cluster.start_beat("beat1")
+    wait_for(lambda: cluster.leader_pid() == first.pid, 40, "beat1 to lead")
+    cluster.stop("beat1", signal.SIGKILL)
+    killed_at = time.time()
+    again = cluster.start_beat("beat1b")
+    wait_for(lambda: cluster.leader_pid() == again.pid, 25, "the new beat to lead", interval=0.05)
+    took = time.time() - killed_at
+    print(f"restart after SIGKILL: led {took:.2f}s after the kill")  # shown with -s
+    assert took < timeout * 0.6, took  # about timeout / 3; never the timeout
+    assert "its process gone from this host" in cluster.log_since("beat1b", 0)
+    wait_for(
+        lambda: {e["name"] for e in starts_after(cluster, killed_at + took)} >= set(SCHEDULES),
+        30,
+        "every schedule to run under the new beat",
+    )
+    assert_no_dispatch_ran_twice(cluster)
+
+
 def test_cleanly_stopped_leader_resigns_and_the_standby_leads_at_once(cluster_factory) -> None:
     """SIGTERM (a deploy): the leader resigns on its way out, so the standby
     takes over at its next check, long before the (here 20 s) timeout."""

@@ -8,10 +8,15 @@
 -- ARGV[6] timeout ms: a leader whose last ping is older may be replaced
 -- ARGV[7] min_token: the new token is larger (the highest token the caller saw)
 -- ARGV[8] store: the id of the schedule store the candidate serves, or ""
+-- ARGV[9] gone_tag: an owner tag the caller knows has no process any more
+--         (its own host, its pid ended), or ""
+-- ARGV[10] gone_after ms: the least age of gone_tag's last ping for rule 2a
 --
 -- Rules:
 --   1. the hash is this owner_tag's       -> renewed: last_ping_at = now
 --      (even after the timeout: nobody replaced it, so it still leads)
+--   2a. the holder is gone_tag and pinged more than gone_after ago
+--                                         -> granted, as in 3
 --   2. another owner pinged at most timeout ago (now - last_ping_at <= timeout)
 --                                         -> FOLLOWER, nothing written
 --   3. absent, or another owner's ping is older than timeout
@@ -48,7 +53,9 @@ if leader then
     redis.call("HSET", KEYS[1], "last_ping_at", dgs_int(now))
     return {"LEADER", now, token, since, 1, {}}
   end
-  if now - last_ping <= tonumber(ARGV[6]) then
+  local gone = ARGV[9] ~= nil and ARGV[9] ~= "" and leader["owner_tag"] == ARGV[9]
+    and now - last_ping > tonumber(ARGV[10])
+  if not gone and now - last_ping <= tonumber(ARGV[6]) then
     return {"FOLLOWER", now, leader_flat}
   end
   previous = leader_flat
