@@ -15,9 +15,18 @@ from ..ops.leader import leader_expired
 from ..ops.timetext import duration, short_time
 
 
-def leader_text(info: LeaderInfo | None, now: datetime, timeout: float) -> str:
+def leader_text(
+    info: LeaderInfo | None, now: datetime, timeout: float, *, led_before: bool = False
+) -> str:
+    """``led_before``: a beat has led on this Redis's data (with no leader
+    now, the last one shut down cleanly and none took over)."""
+    if info is None and led_before:
+        return (
+            "beat leader: none: the last beat shut down cleanly (resigned) and no other "
+            "took over; no beat is dispatching"
+        )
     if info is None:
-        return "beat leader: none (no beat running, or the last one shut down cleanly)"
+        return "beat leader: none (no beat has led on this Redis yet)"
     age = duration(max(now - info.last_ping_at, now - now))
     line = (
         f"beat leader: {info.owner_node}/{info.owner_pid} since {short_time(info.since)} "

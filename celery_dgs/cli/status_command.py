@@ -21,6 +21,7 @@ from ..ops.checks import PastWithin, checks_past_within
 from ..ops.declared import unstored_invalid, unstored_invalid_text
 from ..ops.env import Env
 from ..ops.leader import (
+    beat_led_before,
     foreign_leader_of,
     foreign_workers_note,
     leader_expired,
@@ -141,8 +142,9 @@ def status(
 
     Exit status: 1 if any selected schedule is in ERROR, a declaration of the
     app is invalid and not stored (beat skips it; a line names it), a
-    deferred check is overdue past its within, or the beat leader's lease
-    expired (no beat dispatches: a health check), 0 otherwise; 3 if Redis or the
+    deferred check is overdue past its within, or no beat dispatches (the
+    leader's lease expired, or the last leader resigned and none took over: a
+    health check), 0 otherwise; 3 if Redis or the
     store cannot be read; 4 on a configuration error. Only active schedules
     are listed (one whose declaration is invalid is listed as stored, in
     ERROR declaration_invalid); a paused one keeps its
@@ -165,12 +167,17 @@ def status(
         strangers = foreign_workers_note(env, page.live.foreign_workers)  # another project's
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
         past = checks_past_within(env, checks, page.now)  # one read per task with overdue checks
-        # A leader whose lease expired died without resigning: nothing dispatches.
-        stopped = leader is not None and leader_expired(leader, page.now, timeout)
+        # A leader whose lease expired died without resigning, and none after
+        # a beat that led resigned: nothing dispatches.
+        led_before = leader is None and beat_led_before(env)
+        stopped = led_before or (leader is not None and leader_expired(leader, page.now, timeout))
         skipped = unstored_invalid(declared, env.runtime.store, page.now)
         error = page.any_error or bool(past) or stopped or bool(skipped)
         if as_json:
-            tail = beat_and_checks_json(page.now, leader, timeout, pace, overload, checks, past)
+            dispatching = leader is not None and not stopped
+            tail = beat_and_checks_json(
+                page.now, leader, timeout, dispatching, pace, overload, checks, past
+            )
             tail["redis_restart_grace"] = restart_json(grace)
             tail["beat_leader_warning"] = foreign
             tail["foreign_workers_warning"] = strangers
@@ -199,7 +206,10 @@ def status(
         if invalid is not None:
             lines.append(f"{styled('ERROR', 'ERROR', color=color)} {invalid}")
         lines.append(glob_text(selection.patterns) if not page.total else None)
-        lines += [restart_text(grace), leader_text(leader, page.now, timeout)]
+        lines += [
+            restart_text(grace),
+            leader_text(leader, page.now, timeout, led_before=led_before),
+        ]
         for warning in (foreign, strangers):
             if warning is not None:
                 lines.append(f"{styled('WARNING', 'WARNING', color=color)} {warning}")
@@ -220,6 +230,7 @@ def beat_and_checks_json(
     now: datetime,
     leader: LeaderInfo | None,
     timeout: float,
+    dispatching: bool,
     pace: PaceFigures | None,
     overload: OverloadReport | None,
     checks: CheckSummary,
@@ -228,6 +239,7 @@ def beat_and_checks_json(
     """The keys of ``status --json`` after the schedules."""
     return {
         "beat_leader": leader_json(leader, now, timeout),
+        "beat_dispatching": dispatching,
         "beat_pace": None if pace is None else pace.to_dict(),
         "overload": None if overload is None else overload.to_dict(),
         "checks": {**status_checks_json(checks, now), "past_within": [p.task for p in past]},

@@ -204,6 +204,16 @@ class RedisLeader:
             raise LeaseError(f"reading {self.key!r} failed: {exc}") from exc
         return LeaderInfo.from_hash(self.key, data) if data else None
 
+    def ever_granted(self) -> bool:
+        """Whether a candidate was ever granted this lease on this Redis's data
+        (the token counter, never deleted, exists)."""
+        try:
+            return bool(self.client.exists(self.keys.leader_token(self.role)))
+        except redis.RedisError as exc:
+            raise LeaseError(
+                f"reading {self.keys.leader_token(self.role)!r} failed: {exc}"
+            ) from exc
+
     def expired(self, info: LeaderInfo, now: datetime) -> bool:
         """True if ``info``'s last ping is more than the timeout before ``now``."""
         return (now - info.last_ping_at).total_seconds() * 1000 > self.timeout_ms

@@ -27,6 +27,14 @@ def read_leader(env: Env) -> tuple[LeaderInfo | None, float]:
     return RedisLeader(rt.redis, rt.keys, timeout=timeout).current(), timeout
 
 
+def beat_led_before(env: Env) -> bool:
+    """Whether a beat has led on this Redis's data (so no leader now means
+    the last one stopped, not that none was started yet)."""
+    rt = env.runtime
+    timeout = env.settings.beat_leader_timeout
+    return RedisLeader(rt.redis, rt.keys, timeout=timeout).ever_granted()
+
+
 def foreign_leader_of(env: Env, info: LeaderInfo | None) -> str | None:
     """Why the leading beat is another project's (:func:`foreign_leader`), or
     ``None``; reads this store's id only when the leader names a store."""

@@ -48,3 +48,31 @@ def test_status_flags_an_expired_leader_and_fails_the_health_check(world: World)
     as_json = world.invoke("status", "--json")
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["beat_leader"]["expired"] is True
+
+
+def test_status_fails_the_health_check_after_the_last_leader_resigned(world: World) -> None:
+    """Before any beat led, no leader is a project being set up (exit 0);
+    once one led and resigned on a clean shutdown with none taking over,
+    nothing dispatches (exit 1), as with an expired lease."""
+    world.sync(spec("t.one"), at=now())
+    world.record("t.one", "success", now())
+    before = world.invoke("status")
+    assert before.exit_code == 0
+    assert before.stdout.splitlines()[-1] == "beat leader: none (no beat has led on this Redis yet)"
+    assert json.loads(world.invoke("status", "--json").stdout)["beat_dispatching"] is False
+    leader = RedisLeader(world.leases.client, KeySpace(PREFIX), timeout=30)
+    leader.elect(owner_tag="tag-1", owner_node="beathost", owner_pid=1)
+    assert world.invoke("status").exit_code == 0
+    assert json.loads(world.invoke("status", "--json").stdout)["beat_dispatching"] is True
+    assert leader.resign("tag-1")
+    result = world.invoke("status")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-1] == (
+        "beat leader: none: the last beat shut down cleanly (resigned) and no other took "
+        "over; no beat is dispatching"
+    )
+    as_json = world.invoke("status", "--json")
+    assert as_json.exit_code == 1
+    doc = json.loads(as_json.stdout)
+    assert doc["beat_leader"] is None
+    assert doc["beat_dispatching"] is False

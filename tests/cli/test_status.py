@@ -121,6 +121,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "workers",
         "schedules",
         "beat_leader",
+        "beat_dispatching",
         "beat_pace",
         "overload",
         "checks",
