@@ -14,11 +14,11 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import click
+import redis
 
 from ..core.advice import schedule_advice
-from ..core.durations import parse_duration
 from ..core.spec import ScheduleSpec
-from ..errors import UnknownScheduleError
+from ..errors import LeaseError, UnknownScheduleError
 from ..ops.actions import live_lease
 from ..ops.env import Env, utcnow
 from ..ops.lookup import closest_names_hint
@@ -49,14 +49,6 @@ _OPTIONS = {
     "args": "--args",
     "kwargs": "--kwargs",
 }
-
-
-def _duration_option(value: str, option: str) -> Any:
-    """An option's duration (``3600``, ``1h``, ``1h30m``) as a timedelta."""
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 def _row_error(err: RowError, set_fields: set[str]) -> str:
@@ -152,7 +144,7 @@ def add(
             fields[key] = raw
     for key, raw in (("period", period), ("within", within)):
         if raw is not None:
-            fields[key] = _duration_option(raw, _OPTIONS[key])
+            fields[key] = raw  # text: validated with the schedule, naming it
     for key, raw in (("args", args_json), ("kwargs", kwargs_json)):
         decoded = _json_option(raw, key)
         if decoded is not None:
@@ -237,7 +229,12 @@ def _warnings_of(
     ]
     pools = {spec.pool or env.default_pool for spec in specs if spec is not None}
     if workers is None:
-        workers = env.runtime.registry.live_workers() if pools else []
+        workers = []
+        if pools:
+            read = _live_workers(env)
+            if isinstance(read, str):
+                return [*dict.fromkeys(found), read]
+            workers = read
     consumed = {pool for w in workers for pool in w.pools}
     found += [
         f"no live worker consumes pool {pool!r} (live workers consume "
@@ -355,6 +352,15 @@ def import_(ctx: click.Context, file: str, fmt: str | None) -> None:
     ctx.exit(0 if report.ok else 1)
 
 
+def _live_workers(env: Env) -> list[WorkerInfo] | str:
+    """The live workers, or why they could not be read: the warnings follow a
+    write that is done, so Redis being down does not fail the command."""
+    try:
+        return env.runtime.registry.live_workers()
+    except (redis.RedisError, LeaseError) as exc:
+        return f"live workers not read, so the pools were not checked: {exc}"
+
+
 #: How many imported schedules ``import`` reads back for ``add``'s warnings.
 IMPORT_ADVICE_LIMIT = 1000
 
@@ -365,7 +371,8 @@ def _grouped_warnings(env: Env, names: list[str]) -> list[str]:
     ``3 schedules (t.a, t.b, t.c), field 'period': ...``."""
     checked = names[:IMPORT_ADVICE_LIMIT]
     groups: dict[str, list[str]] = {}
-    workers = env.runtime.registry.live_workers() if checked else []
+    read = _live_workers(env) if checked else []
+    workers = [] if isinstance(read, str) else read
     for name in checked:
         for warning in _warnings_of(env, [name], workers):
             prefix = f"schedule {name!r}"
@@ -379,7 +386,7 @@ def _grouped_warnings(env: Env, names: list[str]) -> list[str]:
             continue
         shown = ", ".join(group[:3]) + (", ..." if len(group) > 3 else "")
         lines.append(f"{len(group):,} schedules{of} ({shown}){rest}")
-    return lines
+    return lines if not isinstance(read, str) else [*lines, read]
 
 
 @click.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,14 @@ from celery import Celery
 
 from celery_dgs import runtime_schedules
 from celery_dgs.core.spec import PeriodicSpec
+from celery_dgs.embedded import free_port
 from celery_dgs.keys import KeySpace
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
 from celery_dgs.runtime_schedules import RuntimeSchedules
 from celery_dgs.store.memory import MemoryScheduleStore
 from celery_dgs.store.records import StoredSchedule
 from celery_dgs.store.sql import SqlScheduleStore
-from tests.cli.conftest import PREFIX, World, now
+from tests.cli.conftest import PREFIX, World, make_app, now
 
 
 def tasks(app: Celery) -> None:
@@ -347,10 +349,11 @@ def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World)
     cron = world.invoke("add", "t.scrape@b", "--cron", "0 * * * *", "--within", "1m30s")
     assert cron.exit_code == 0, cron.output
     assert world.store.get("t.scrape@b").spec.cron_max_schedule_duration == timedelta(seconds=90)  # type: ignore[union-attr]
-    bad = world.invoke("add", "t.scrape@c", "--period", "abc")
-    assert bad.exit_code == 2
-    assert "Invalid value for --period: 'abc' is not a duration: give seconds, or a " in (
-        bad.stderr
+    bad = world.invoke("add", "t.scrape@c", "--period", "abc")  # refused as --set's are
+    assert bad.exit_code == 1
+    assert (
+        "schedule 't.scrape@c', option --period: 'abc' is not a duration: give seconds, or a "
+        in (bad.stderr)
     )
     zero = world.invoke("add", "t.scrape@c", "--period", "0")
     assert zero.exit_code == 1
@@ -368,8 +371,10 @@ def test_add_reads_durations_as_simulate_does_and_names_the_option(world: World)
     assert "field 'period': the retry backoff after a failure (5m" in one_second
     assert world.invoke("add", "t.scrape@e", "--period", "1h").stderr == ""
     huge = world.invoke("add", "t.scrape@c", "--period", "99999999999999999")
-    assert huge.exit_code == 2
-    assert "Invalid value for --period: '99999999999999999' is too long a duration" in huge.stderr
+    assert huge.exit_code == 1
+    assert (
+        "schedule 't.scrape@c', option --period: '99999999999999999' is too long a duration"
+    ) in huge.stderr
     minute = world.invoke("add", "t.scrape@c", "--cron", "61 * * * *", "--within", "60")
     assert minute.exit_code == 1
     assert (
@@ -503,3 +508,22 @@ def test_a_csv_with_a_byte_order_mark_imports(world: World, tmp_path: Path) -> N
         "t.scrape@b",
         "t.scrape@c",
     }
+
+
+def test_add_with_redis_unreachable_writes_and_says_the_pools_were_not_checked(
+    world: World, sqlite_url: str
+) -> None:
+    """The schedule is the store's; only the pool check reads Redis, after
+    the write, so the command succeeds and says what it could not check."""
+    offline = replace(world, app=make_app(sqlite_url, f"redis://127.0.0.1:{free_port()}/0"))
+    try:
+        tasks(offline.app)
+        added = offline.invoke("add", "t.scrape@a", "--period", "1h")
+        assert added.exit_code == 0, added.output
+        assert added.stdout == "inserted runtime schedule t.scrape@a\n"
+        assert added.stderr.startswith(
+            "WARNING live workers not read, so the pools were not checked: "
+        )
+        assert world.store.get("t.scrape@a").spec is not None
+    finally:
+        offline.app.close()
