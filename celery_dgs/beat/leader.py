@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from ..clock_offset import OffsetWatch, beat_offset_text, measured_offset
 from ..leases.leader import LeaderFence, LeaderInfo, RedisLeader, foreign_leader
 
 logger = logging.getLogger("celery_dgs.beat")
@@ -76,11 +77,16 @@ class BeatLeadership:
         prefix: str = "",
         monotonic: Callable[[], float] = time.monotonic,
         gone: Callable[[int], bool] = process_gone,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         self.leader = leader
         #: Whether a pid names no process on this host (the leader's, when it
         #: ran on this node).
         self.gone = gone
+        #: This host's wall clock, read around each check to measure its
+        #: offset from Redis's (``None``: not measured).
+        self.wall = wall
+        self.clock = OffsetWatch(logger)
         self.node = node
         self.pid = pid
         #: The id of the schedule store this beat serves, and the key prefix:
@@ -117,6 +123,7 @@ class BeatLeadership:
         mono = self.monotonic()
         if self.leading and mono - self._renewed_at < self.renew_interval:
             return Role.LEADER
+        before = None if self.wall is None else self.wall()
         result = self.leader.elect(
             owner_tag=self.owner_tag,
             owner_node=self.node,
@@ -124,6 +131,9 @@ class BeatLeadership:
             min_token=self._max_token,
             store=self.store,
         )
+        if self.wall is not None and before is not None:
+            offset = measured_offset(before, result.now, self.wall())
+            self.clock.measured(offset, beat_offset_text(offset))
         if not result.leading and self._holder_gone(result.holder):
             assert result.holder is not None
             result = self.leader.elect(

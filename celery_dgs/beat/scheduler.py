@@ -215,6 +215,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             store_poll_interval=settings.store_poll_interval,
             store=rt.store.store_id(),
             prefix=settings.key_prefix,
+            wall=time.time,
         )
         engine = BeatEngine(
             store=rt.store,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..clock_offset import format_seconds
 from ..failures import log_failure
 from ..runtime import runtime_for
 from .runtime_specs import give_back_dispatch
@@ -43,16 +44,24 @@ def give_back_unknown_task(
     )
 
 
-def give_back_revoked(app: Any, dgs: DgsPlugin, request: Any, *, expired: bool) -> None:
+def give_back_revoked(
+    app: Any, dgs: DgsPlugin, request: Any, *, expired: bool, clock_offset: float | None = None
+) -> None:
     """A dispatch Celery discarded unstarted, its message revoked by id or
     past its ``expires`` (``request``: the message's context, as Celery's
-    ``task_revoked`` gives it). Never raises."""
+    ``task_revoked`` gives it; ``clock_offset``: this worker's clock minus
+    Redis's, when notable, which an expiry may be due to). Never raises."""
     hostname = str(getattr(request, "hostname", "") or "this worker")
     why = (
         "expired (sent more than dgs_dispatch_timeout ago)"
         if expired
         else "revoked (celery control revoke)"
     )
+    if expired and clock_offset is not None and clock_offset > 0:
+        why = (
+            f"expired (sent more than dgs_dispatch_timeout ago by {hostname}'s clock, which "
+            f"is {format_seconds(clock_offset)} ahead of Redis's: run NTP on that host)"
+        )
     _give_back(
         app,
         dgs,

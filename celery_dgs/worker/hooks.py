@@ -26,11 +26,13 @@ import functools
 import logging
 import os
 import threading
-from datetime import datetime, timezone
+import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery import signals
 
+from ..clock_offset import OffsetWatch, measured_offset, worker_offset_text
 from ..core.schedule_names import split_schedule_name
 from ..core.spec import ScheduleSpec
 from ..errors import UnknownScheduleError
@@ -169,6 +171,8 @@ class _WorkerPresence:
         # A refresh in flight must not re-register a worker that has just left.
         self._lock = threading.Lock()
         self._left = False
+        #: This host's clock against Redis's, measured at each registration.
+        self.clock = OffsetWatch(logger)
 
     def register(self, consumer: Any) -> None:
         """Register now, and keep the registration fresh on a thread. Redis
@@ -209,7 +213,9 @@ class _WorkerPresence:
         try:
             with self._lock:
                 if not self._left:
-                    rt.registry.register(self.info)
+                    before = time.time()
+                    registered = rt.registry.register(self.info)
+                    self._clock_measured(before, registered.expires_at, time.time())
             return None
         except Exception as exc:
             explained = explain(rt, exc)
@@ -217,6 +223,16 @@ class _WorkerPresence:
                 return explained[0]
             logger.exception("celery-dgs: registering %s failed", self.info.name)
             return f"{type(exc).__name__}: {exc}"
+
+    def _clock_measured(self, before: float, expires_at: datetime | None, after: float) -> None:
+        """Measure the clock's offset from Redis's by a registration's expiry
+        (Redis's time of the call plus ``dgs_worker_ttl``)."""
+        if expires_at is None:
+            return
+        redis_now = expires_at - timedelta(seconds=self.dgs.settings.worker_ttl)
+        offset = measured_offset(before, redis_now, after)
+        timeout = self.dgs.settings.dispatch_timeout
+        self.clock.measured(offset, worker_offset_text(offset, timeout), error=offset >= timeout)
 
     def _keep_registered(self, why: str | None) -> None:
         """Refresh every ``worker_ttl / 3``; after a failure, retry sooner (one
@@ -401,7 +417,9 @@ def install_worker_hooks(app: Any, dgs: DgsPlugin) -> None:
         # Sent in the main process; a message discarded before it ran (revoked
         # by id or expired) leaves its dispatch record to be given back.
         if not terminated and ours(getattr(sender, "app", None)):
-            give_back_revoked(app, dgs, request, expired=bool(expired))
+            give_back_revoked(
+                app, dgs, request, expired=bool(expired), clock_offset=presence.clock.notable()
+            )
 
     def on_task_failure(sender: Any = None, exception: Any = None, **_: Any) -> None:
         # Sent in the main process when a pool process died running the task,

@@ -24,6 +24,7 @@ import redis
 
 from celery_dgs.beat.engine import BeatEngine
 from celery_dgs.beat.leader import BeatLeadership, Role, process_gone
+from celery_dgs.clock_offset import beat_offset_text
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.errors import NotLeaderError, SettingsError
@@ -360,3 +361,22 @@ def test_a_leader_serving_another_store_is_an_error_logged_once(
         "give each project its own dgs_key_prefix or Redis database, and every process "
         "of a project the same dgs_database_url"
     ]
+
+
+def test_beat_logs_its_clocks_offset_from_redis_once(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = MsClock()
+    leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
+    mono = Mono()
+    wall = lambda: clock.ms / 1000 - 12.5  # noqa: E731
+    ship = BeatLeadership(leader, node="a", pid=1, store_poll_interval=5, monotonic=mono, wall=wall)
+    caplog.set_level(logging.INFO, logger="celery_dgs.beat")
+    assert ship.check() is Role.ELECTED
+    mono.t += ship.renew_interval
+    assert ship.check() is Role.LEADER
+    said = [r for r in caplog.records if "clock" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("WARNING", "celery-dgs: " + beat_offset_text(-12.5)),
+    ]
+    assert "beat's clock is 12.5s behind Redis's" in said[0].getMessage()

@@ -12,6 +12,7 @@ call; the monotonic clock is left alone (``DONT_FAKE_MONOTONIC=1``).
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from celery_dgs.embedded import RedisServerProcess
+from tests.e2e.harness import wait_for
 from tests.faults.cluster import BOUNDS
 from tests.faults.faketime import faketime_env, faketime_server_binary
 
@@ -112,3 +114,32 @@ def test_the_redis_servers_clock_steps_mid_run(
     assert abs(row.duration_s - RUN_SECONDS) < DURATION_TOLERANCE_S, row
     assert row.ended_at is not None
     assert row.ended_at >= row.started_at, row
+
+
+def test_a_worker_clock_ahead_past_the_dispatch_timeout_is_named(
+    fault_cluster, tmp_path: Path
+) -> None:
+    """Celery judges a message's ``expires`` (beat's send time plus
+    ``dgs_dispatch_timeout``, by beat's clock) by the worker's clock: one
+    running 60 s ahead discards every dispatch as expired. Its log says so
+    at registration, an ERROR, and each skip row names the clock."""
+    offset = tmp_path / "faketime.rc"
+    offset.write_text("+60\n")
+    cluster = fault_cluster(["victim"], E2E_DISPATCH_TIMEOUT="4")
+    cluster.start_worker("w1", "node1", env=faketime_env(offset))
+    ahead = re.compile(r"ERROR/MainProcess\] celery-dgs: this worker's clock is 1m(0\.\ds)? ahead")
+    wait_for(lambda: ahead.search(cluster.log_since("w1", 0)), 30, "the worker to log its clock")
+    log = cluster.log_since("w1", 0)
+    assert "so it discards every dispatch as expired on arrival; run NTP on this host" in log
+    cluster.start_beat()
+    skips = wait_for(
+        lambda: [r for r in cluster.runs("faults.victim") if r.outcome == "skipped"],
+        30,
+        "a dispatch discarded as expired",
+        interval=0.1,
+    )
+    assert "discarded the message unstarted: expired" in (skips[0].error or ""), skips[0]
+    assert re.search(r"which is 1m(0\.\ds)? ahead of Redis's: run NTP on that host", skips[0].error)
+    assert cluster.starts("victim") == []  # nothing ran
+    offset.write_text("+0\n")  # the clock is fixed: the next dispatch runs
+    cluster.wait_start("victim")
