@@ -151,6 +151,11 @@ class KeySpace:
         """What the leading beat's ``fewest_errors`` order makes wait (JSON)."""
         return f"{self._base}:beat:overload"
 
+    def outcome_spool(self) -> str:
+        """The list of run outcomes a worker could not store (JSON each); the
+        leading beat stores them once the database answers."""
+        return f"{self._base}:outcomes"
+
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""
         escaped = "".join(f"\\{c}" if c in _GLOB_SPECIALS else c for c in self._base)

@@ -24,6 +24,7 @@ from .dispatches import DispatchRecords
 from .errors import SettingsError
 from .leases.base import LeaseBackend
 from .leases.redis import RedisLeases
+from .outcome_spool import OutcomeSpool
 from .registry import RegistryBackend, WorkerRegistry
 from .settings import DgsSettings
 from .store.base import ScheduleStore
@@ -65,6 +66,11 @@ class Runtime:
     @cached_property
     def registry(self) -> RegistryBackend:
         return WorkerRegistry(self.redis, self.keys, ttl=self.settings.worker_ttl)
+
+    @cached_property
+    def outcome_spool(self) -> OutcomeSpool:
+        """Run outcomes a worker could not store; the leading beat stores them."""
+        return OutcomeSpool(self.redis, self.keys)
 
     @cached_property
     def wake(self) -> BeatWake:

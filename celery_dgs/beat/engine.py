@@ -60,6 +60,7 @@ from ..core.window_certainty import Refusal, Vouching, choose_reading_on, vouchi
 from ..dispatches import DispatchBackend
 from ..leases.base import BeatViewSource, LeaseBackend
 from ..leases.types import BeatView
+from ..outcome_spool import OutcomeSpool
 from ..registry import RegistryBackend
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
@@ -113,6 +114,7 @@ class BeatEngine:
         monotonic: Callable[[], float] = time.monotonic,
         leadership: BeatLeadership | None = None,
         wake: Callable[[], None] | None = None,
+        outcome_spool: OutcomeSpool | None = None,
     ) -> None:
         self.store, self.leases, self.registry = store, leases, registry
         self.dispatches = dispatches
@@ -167,6 +169,8 @@ class BeatEngine:
             interval_s=settings.reap_interval,
             batch_size=settings.reap_batch_size,
             monotonic=monotonic,
+            spool=outcome_spool,
+            alpha=settings.ewma_alpha,
         )
         self.pruner = HistoryPruner(store, clock, settings)
         self.tally_folder = TallyFolder(store, clock, FOLD_INTERVAL_S)

@@ -23,6 +23,11 @@ silent past ``ping_timeout``, the lease deleted ``steal_delay`` later), the
 lease of a row whose owner went silent, and ends the row ``stolen``, as a
 taker would. A resumed owner then finds no lease at its next ping and stops.
 
+First, each look stores the run outcomes workers could not store
+(:mod:`celery_dgs.outcome_spool`), oldest first: an outcome kept in Redis
+ends its row before the row could be judged lost. While the database refuses
+them the look ends there, and no row is judged.
+
 Fenced like every run end: ``record_run_end`` stores a run whose token is no
 longer the schedule's current one without touching the statistics of the newer
 run (``StaleTokenError``, logged here). A late write by the owner is a no-op.
@@ -35,10 +40,12 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from ..core.clock import Clock
+from ..core.stats import DEFAULT_EWMA_ALPHA
 from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..failures import log_failure
 from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo, ReclaimStatus
+from ..outcome_spool import OutcomeSpool
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import RunRecord
@@ -60,8 +67,14 @@ class RunReaper:
         interval_s: float,
         batch_size: int,
         monotonic: Callable[[], float],
+        spool: OutcomeSpool | None = None,
+        alpha: float = DEFAULT_EWMA_ALPHA,
     ) -> None:
         self.store, self.leases, self.clock = store, leases, clock
+        #: Outcomes workers could not store, stored here (``alpha``: the EWMA's).
+        self.spool, self.alpha = spool, alpha
+        #: Spooled outcomes stored (or refused for good) by the looks.
+        self.spooled_total = 0
         self.grace_s, self.interval_s, self.batch_size = grace_s, interval_s, batch_size
         self.ping_timeout_s = ping_timeout_s
         self.monotonic = monotonic
@@ -93,6 +106,8 @@ class RunReaper:
             return 0
 
     def _look(self, mono: float) -> int:
+        if not self._store_spooled():
+            return 0
         page: list[RunRecord] = self.store.running_runs_page(
             after_id=self._after_id, limit=self.batch_size
         )
@@ -122,6 +137,57 @@ class RunReaper:
             self._after_id = page[-1].id
         self.reaped_total += reaped
         return reaped
+
+    def _store_spooled(self) -> bool:
+        """Store up to a batch of the outcomes workers kept in Redis; False if
+        the store refused one for now (the look judges no row then)."""
+        if self.spool is None:
+            return True
+        for raw, entry in self.spool.oldest(self.batch_size):
+            if isinstance(entry, MalformedDataError):
+                logger.error("celery-dgs: dropped a kept run outcome: %s", entry)
+            else:
+                try:
+                    self.store.record_run_end(
+                        run_id=entry.run_id,
+                        outcome=entry.outcome,
+                        ended_at=entry.ended_at,
+                        error=entry.error,
+                        progress=entry.progress,
+                        alpha=self.alpha,
+                        duration_s=entry.duration_s,
+                        eventful=entry.eventful,
+                        verdict=entry.verdict,
+                        items=entry.items,
+                    )
+                    logger.info(
+                        "celery-dgs: stored the outcome %s of run %s of %s, which its worker "
+                        "kept in Redis",
+                        entry.outcome,
+                        entry.run_id,
+                        entry.schedule,
+                    )
+                except (StaleTokenError, UnknownRunError, ValueError) as exc:
+                    logger.warning(
+                        "celery-dgs: the kept outcome %s of run %s of %s: %s",
+                        entry.outcome,
+                        entry.run_id,
+                        entry.schedule,
+                        exc,
+                    )
+                except Exception as exc:
+                    log_failure(
+                        logger,
+                        exc,
+                        "celery-dgs: storing the kept outcome of run %s of %s failed; "
+                        "retried at the next look",
+                        entry.run_id,
+                        entry.schedule,
+                    )
+                    return False
+            self.spool.remove(raw)
+            self.spooled_total += 1
+        return True
 
     def _silent_owners(
         self, page: list[RunRecord], leases: dict[str, LeaseInfo | MalformedDataError | None]

@@ -229,6 +229,7 @@ class DeadlineScheduler(Scheduler):  # type: ignore[misc]
             max_interval=float(self.max_interval),
             leadership=leadership,
             wake=lambda: rt.wake.notify() if leadership.leading else None,
+            outcome_spool=rt.outcome_spool,
         )
         engine.load()
         self.leadership, self.engine, self.wake = leadership, engine, rt.wake

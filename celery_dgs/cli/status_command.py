@@ -163,6 +163,7 @@ def status(
         leader, timeout = read_leader(env)
         pace, overload = read_pace(env), read_overload(env)
         grace = read_restart_grace(env)
+        kept = env.runtime.outcome_spool.count()  # run outcomes waiting for the store
         foreign = foreign_leader_of(env, leader)  # another project's beat leads
         strangers = foreign_workers_note(env, page.live.foreign_workers)  # another project's
         checks = env.runtime.store.check_summary(page.now)  # one grouped query
@@ -179,6 +180,7 @@ def status(
                 page.now, leader, timeout, dispatching, pace, overload, checks, past
             )
             tail["redis_restart_grace"] = restart_json(grace)
+            tail["outcomes_kept_in_redis"] = kept
             tail["beat_leader_warning"] = foreign
             tail["foreign_workers_warning"] = strangers
             live = page.live
@@ -206,6 +208,7 @@ def status(
         if invalid is not None:
             lines.append(f"{styled('ERROR', 'ERROR', color=color)} {invalid}")
         lines.append(glob_text(selection.patterns) if not page.total else None)
+        lines.append(kept_outcomes_text(kept))
         lines += [
             restart_text(grace),
             leader_text(leader, page.now, timeout, led_before=led_before),
@@ -224,6 +227,17 @@ def status(
         write_chunks(chunks, color=color)
         ctx.exit(1 if error else 0)
     ctx.exit(watch_loop(frame, watch, color=color))
+
+
+def kept_outcomes_text(kept: int) -> str | None:
+    """The run outcomes workers kept in Redis while the store refused them."""
+    if not kept:
+        return None
+    return (
+        f"{counted(kept, 'run outcome')} kept in Redis, waiting for the store (workers could "
+        "not store them; the leading beat stores them once the database answers, before its "
+        "reaper judges any run lost)"
+    )
 
 
 def beat_and_checks_json(

@@ -22,7 +22,8 @@ from ..core.items import ItemCounts
 from ..core.run_end import FAILURE_OUTCOMES
 from ..core.spec import CheckSpec, ScheduleSpec
 from ..errors import DgsError, StaleTokenError, UnknownScheduleError
-from ..failures import log_failure
+from ..failures import failure_summary, log_failure
+from ..outcome_spool import SpooledOutcome
 from ..runtime import Runtime
 from .retry_settings import check_after_failure
 
@@ -218,7 +219,7 @@ def finish_run(
             run_id,
             exc,
         )
-    except Exception as exc:
+    except DgsError as exc:  # a definite refusal (an unknown run): no retry helps
         log_failure(
             logger,
             exc,
@@ -226,6 +227,23 @@ def finish_run(
             outcome,
             run_id,
             schedule,
+        )
+    except Exception as exc:
+        _spool(
+            rt,
+            SpooledOutcome(
+                schedule=schedule,
+                run_id=run_id,
+                outcome=outcome,
+                ended_at=ended_at,
+                error=error,
+                progress=progress,
+                duration_s=duration,
+                eventful=eventful,
+                verdict=verdict,
+                items=items,
+            ),
+            exc,
         )
     if outcome == "stolen":  # the lease is the new owner's; this slot is free
         rt.wake.notify()
@@ -237,6 +255,35 @@ def finish_run(
     _log_end(run_id, schedule, outcome, error, items)
     if outcome in FAILURE_OUTCOMES:  # its kept next start waits this worker's retry step
         check_after_failure(rt)
+
+
+def _spool(rt: Runtime, entry: SpooledOutcome, exc: Exception) -> None:
+    """Keep an outcome the store did not take in Redis for the leading beat
+    to store; logged, and an ERROR only if Redis does not take it either."""
+    try:
+        waiting = rt.outcome_spool.put(entry)
+    except Exception as spool_exc:
+        log_failure(
+            logger,
+            exc,
+            "celery-dgs: the outcome %s of run %s of %s could not be stored, nor kept in "
+            "Redis (%s): it is lost",
+            entry.outcome,
+            entry.run_id,
+            entry.schedule,
+            spool_exc,
+        )
+        return
+    logger.warning(
+        "celery-dgs: the outcome %s of run %s of %s could not be stored (%s); kept in "
+        "Redis (%s, %d waiting) for the leading beat to store once the database answers",
+        entry.outcome,
+        entry.run_id,
+        entry.schedule,
+        failure_summary(exc),
+        rt.outcome_spool.key,
+        waiting,
+    )
 
 
 def _pinger(rt: Runtime, schedule: str, run_id: str) -> Callable[[], None]:

@@ -1,5 +1,6 @@
 """``celery dgs status`` shows which beat leads (node/pid, since, token) and
-whether its lease has expired; read from the real Redis leader lease."""
+whether its lease has expired, read from the real Redis leader lease; and
+the run outcomes workers kept in Redis for beat to store."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.leader import RedisLeader
+from celery_dgs.outcome_spool import OutcomeSpool, SpooledOutcome
 from tests.cli.conftest import PREFIX, World, now, spec
 
 
@@ -76,3 +78,14 @@ def test_status_fails_the_health_check_after_the_last_leader_resigned(world: Wor
     doc = json.loads(as_json.stdout)
     assert doc["beat_leader"] is None
     assert doc["beat_dispatching"] is False
+
+
+def test_status_counts_the_run_outcomes_kept_in_redis(world: World) -> None:
+    world.sync(spec("t.one"), at=now())
+    assert "kept in Redis" not in world.invoke("status").stdout
+    spool = OutcomeSpool(world.leases.client, KeySpace(PREFIX))
+    spool.put(SpooledOutcome(schedule="t.one", run_id="r1", outcome="success", ended_at=now()))
+    text = world.invoke("status").stdout
+    assert "1 run outcome kept in Redis, waiting for the store (workers could not store " in text
+    doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["outcomes_kept_in_redis"] == 1

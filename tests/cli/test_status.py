@@ -126,6 +126,7 @@ def test_json_has_stable_keys_iso_times_and_seconds(world: World, crafted: datet
         "overload",
         "checks",
         "redis_restart_grace",
+        "outcomes_kept_in_redis",
         "beat_leader_warning",
         "foreign_workers_warning",
         "queues",

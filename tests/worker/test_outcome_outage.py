@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from celery_dgs.beat.reaper import RunReaper
+from celery_dgs.core.clock import SystemClock
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
 from celery_dgs.worker.runs import supervised_run
@@ -69,5 +71,66 @@ def test_an_outcome_waits_out_a_database_restart_with_its_lease_kept(
         run = only_run(rt)
         assert (run.outcome, run.error) == ("success", None)
         assert rt.leases.all() == [], "released once the outcome was stored"
+    finally:
+        rt.close()
+
+
+def test_an_outcome_past_a_longer_outage_is_kept_in_redis_and_stored_by_the_reaper(
+    pg: PostgresServer, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database is away for longer than the worker retries the write
+    (``dgs_ping_timeout``): the worker keeps the outcome in Redis and frees
+    its slot; the reaper judges no row while the database refuses the kept
+    outcome, and once it answers stores it as the run ended, not ``lost``."""
+    settings = DgsSettings.from_conf(
+        {
+            "dgs_redis_url": redis_url,
+            "dgs_database_url": pg.create_database("long_outage"),
+            "dgs_ping_interval": 0.5,
+            "dgs_ping_timeout": 2.0,
+            "dgs_steal_delay": 1.0,
+        }
+    )
+    rt = Runtime(settings)
+    rt.store.insert_if_missing(SPEC, rt.leases.now())
+    clock = {"mono": 0.0}
+    reaper = RunReaper(
+        rt.store,
+        rt.leases,
+        SystemClock(),
+        grace_s=0.0,  # a row without its lease is judged lost at the first look
+        ping_timeout_s=settings.ping_timeout,
+        interval_s=1.0,
+        batch_size=10,
+        monotonic=lambda: clock["mono"],
+        spool=rt.outcome_spool,
+        alpha=settings.ewma_alpha,
+    )
+
+    def body() -> str:
+        pg.pause()  # the database goes away as the run ends, for longer than 2 s
+        time.sleep(0.5)
+        return "done"
+
+    try:
+        box = in_thread(lambda: supervised_run(rt, SPEC, Request(), body, (), {}))
+        assert box.get("value") == "done", box
+        assert rt.leases.all() == [], "the slot is freed"
+        assert rt.outcome_spool.count() == 1
+        assert "kept in Redis (dgs:outcomes, 1 waiting) for the leading beat" in caplog.text
+        for _ in range(2):  # the database still away: nothing judged, the outcome kept
+            clock["mono"] += 2
+            assert reaper.maybe_reap() == 0
+        assert rt.outcome_spool.count() == 1
+        pg.resume()
+        clock["mono"] += 2
+        reaper.maybe_reap()
+        assert rt.outcome_spool.count() == 0
+        assert reaper.spooled_total == 1
+        run = only_run(rt)
+        assert (run.outcome, run.error) == ("success", None)
+        assert run.duration_s is not None
+        assert 0.5 <= run.duration_s < 2.0
+        assert rt.store.get(SPEC.name).stats.last_good_end_at == run.ended_at
     finally:
         rt.close()
