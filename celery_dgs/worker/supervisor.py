@@ -453,14 +453,14 @@ class RunSupervisor:
         interval, so the overlap of a resumed owner with the new one stays
         within ``ping_interval / 2`` of the interruption (docs/guarantees.md G3).
         Other interruptions (cancelled, terminated, yielded) leave no second
-        owner running: the full ``termination_grace``."""
-        stolen_grace = min(self.termination_grace, self.ping_interval / 2)
-        if self.interruption is not None and self.interruption.outcome == "self_fenced":
-            left = max(self.kill_deadline_left(), self.ping_interval / 2)
-            return min(self.termination_grace, left)
+        owner running: the full ``termination_grace``, but, as for a
+        self-fenced run, not past ``kill_after`` after the last good ping:
+        Redis silent since before the interruption, another owner may take
+        the lease over then."""
         if self.interruption is not None and self.interruption.outcome == "stolen":
-            return stolen_grace
-        return self.termination_grace
+            return min(self.termination_grace, self.ping_interval / 2)
+        left = max(self.kill_deadline_left(), self.ping_interval / 2)
+        return min(self.termination_grace, left)
 
     def _loop(self) -> None:
         next_ping = time.monotonic() + self.ping_interval

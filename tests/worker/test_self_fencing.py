@@ -138,3 +138,27 @@ def test_settings_default_margin_and_relation() -> None:
     with pytest.raises(SettingsError, match="dgs_self_fence_margin"):
         DgsSettings(self_fence_margin=-1)
     assert DgsSettings.from_conf({"dgs_self_fence_margin": 10}).fence_after == 80
+
+
+@pytest.mark.parametrize("outcome", ["cancelled", "yielded", "terminated"])
+def test_an_interrupted_runs_grace_ends_by_kill_after_when_redis_was_already_silent(
+    outcome: str,
+) -> None:
+    """termination_grace (5 s) is longer than what is left of kill_after
+    since the last good ping: the process must be gone before a take-over,
+    whatever interrupted the run."""
+    sup = supervisor(
+        ping=lambda p: "OK",
+        ping_interval=0.05,
+        termination_grace=5,
+        fence_after=8.0,
+        kill_after=10.0,
+        granted_mono=time.monotonic(),
+        started_at=datetime.now(timezone.utc),
+    )
+    sup.interruption = RunTerminated(outcome, "test")
+    assert sup._grace() == 5  # Redis answered just now: the whole grace
+    sup.last_ok_mono = time.monotonic() - 9.0  # silent for 9 s before the interruption
+    assert 0.9 <= sup._grace() <= 1.0
+    sup.last_ok_mono = time.monotonic() - 20.0  # past kill_after: half a ping interval
+    assert sup._grace() == 0.025
