@@ -329,6 +329,26 @@ class SupervisedRun:
             supervisor.check = check_info(rt, spec)
         return supervisor
 
+    def _pool_process_ended(self) -> tuple[str, str]:
+        """The outcome of a run whose pool process Celery sent ``SIGTERM``: a
+        cold shutdown cancelling it (the worker left the registry first:
+        ``yielded``), or, while the worker is still registered, ``celery
+        control revoke --terminate`` (or the signal sent to the process by
+        hand): ``cancelled``, as ``celery dgs cancel`` records."""
+        try:
+            leaving = self.owner_name not in {w.name for w in self.rt.registry.live_workers()}
+        except Exception as exc:
+            log_failure(
+                logger, exc, "celery-dgs: reading whether %s is leaving failed", self.owner_name
+            )
+            leaving = True
+        if leaving:
+            return "yielded", f"{SHUTDOWN_REASON}: a cold shutdown, Celery ended the pool process"
+        return "cancelled", (
+            f"Celery ended the pool process (SIGTERM) while {self.owner_name} was not shutting "
+            "down: celery control revoke --terminate, or the signal sent to the process"
+        )
+
     def execute(
         self,
         grant: Grant,
@@ -359,9 +379,8 @@ class SupervisedRun:
         except BaseException as exc:
             if supervisor.interruption is not None:  # interrupted, then the task raised its own
                 outcome, error = supervisor.interruption.outcome, supervisor.interruption.reason
-            elif pool_process_terminating(exc):  # a cold shutdown cancelled the run (prefork)
-                outcome = "yielded"
-                error = f"{SHUTDOWN_REASON}: a cold shutdown, Celery ended the pool process"
+            elif pool_process_terminating(exc):  # SIGTERM from the worker (prefork)
+                outcome, error = self._pool_process_ended()
             else:
                 outcome = "failure"
                 error = _describe(exc)

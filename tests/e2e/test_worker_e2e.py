@@ -300,6 +300,36 @@ def test_a_dispatch_revoked_before_it_starts_is_given_back_at_once(
     assert of_it == ["skipped"], "the revoked dispatch never ran"
 
 
+def test_revoke_terminate_of_a_live_run_is_recorded_cancelled(cluster_factory) -> None:
+    """``celery control revoke --terminate`` of a live run (its task id is the
+    dispatch id): Celery sends its prefork pool process SIGTERM, as a cold
+    shutdown does; the worker is still registered, so the run is recorded
+    ``cancelled``, as ``celery dgs cancel`` records, not ``yielded``."""
+    from celery import Celery
+
+    cluster = cluster_factory(["long_run"])
+    cluster.start_worker("w1", "node1", pool="prefork", concurrency=2)
+    cluster.start_beat()
+    first = first_start(cluster, "long_run")
+    assert first["pid"] != cluster.procs["w1"].pid, "the run is in a pool child"
+    lease = cluster.leases().get("e2e.long_run")
+    assert lease is not None
+    assert lease.dispatch_id
+    client = Celery("e2e-client", broker=cluster.redis_url)
+    try:
+        client.control.revoke(lease.dispatch_id, terminate=True)
+    finally:
+        client.close()
+    run = wait_for(lambda: run_of(cluster, "e2e.long_run", "cancelled"), 20, "a cancelled run")
+    assert run.token == first["token"]
+    assert "Celery ended the pool process (SIGTERM) while w1@node1 was not shutting down: " in (
+        run.error or ""
+    ), run.error
+    assert run_of(cluster, "e2e.long_run", "yielded") is None
+    assert cluster.schedule("e2e.long_run").stats.failure_count == 0
+    assert cluster.procs["w1"].poll() is None, "the worker lives on"
+
+
 def test_an_autoscaling_worker_registers_its_maximum_and_grows_to_it(cluster_factory) -> None:
     """``--autoscale=3,1``: the worker registers 3 slots (not ``-c``), so beat
     sends it three runs at once and Celery's autoscaler grows the pool to
