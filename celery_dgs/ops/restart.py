@@ -24,7 +24,12 @@ def read_restart_grace(env: Env) -> RestartGrace | None:
     of the probed schedules are not below their recorded tokens)."""
     rt = env.runtime
     grace = rt.leases.restart_grace()
-    if grace is None or not rt.leases.lacks_tokens(rt.store.granted_tokens(PROBED_SCHEDULES)):
+    if grace is None:
+        return None
+    # Schedules that ran before the new server: the ones the grace holds back
+    # (those of the runs since, never run before, are granted at once).
+    ran_before = rt.store.granted_tokens(PROBED_SCHEDULES, started_before=grace.since)
+    if not rt.leases.lacks_tokens(ran_before):
         return None
     return grace
 

@@ -404,14 +404,21 @@ class ScheduleStore(WindowReads, ABC):
         recorded (then returned, nothing written: a sync would deactivate
         that project's schedules); ``take_over``: record it whatever is."""
 
-    def granted_tokens(self, limit: int) -> dict[str, int]:
-        """Up to ``limit`` schedules that were granted a lease, with the token
-        recorded (a sample to compare with Redis's counters; the SQL store's
-        are those of the latest runs)."""
+    def granted_tokens(
+        self, limit: int, *, started_before: datetime | None = None
+    ) -> dict[str, int]:
+        """Up to ``limit`` schedules that were granted a lease (one started
+        before ``started_before``, if given), with the token recorded (a
+        sample to compare with Redis's counters; the SQL store's are those
+        of the latest runs)."""
         granted = (
             (s.name, s.current_token)
             for s in self.list_schedules(include_inactive=True)
             if s.current_token
+            and (
+                started_before is None
+                or any(r.started_at < started_before for r in self.runs(s.name, limit=50))
+            )
         )
         return dict(islice(granted, limit))
 

@@ -44,18 +44,25 @@ _END_RUN = update(_RUNS).where(_RUNS.c.run_id == bindparam("b_run_id"))
 _TOKEN_FLOOR = select(_SCHEDULES.c.current_token).where(_SCHEDULES.c.name == bindparam("name"))
 #: Runs whose schedules :data:`_GRANTED_TOKENS` looks at, per schedule wanted.
 RUNS_PER_PROBE = 20
+
+
 #: The schedules of the latest runs (the last entries of the runs' primary
 #: key) with their tokens: a few rows read, whatever the fleet's size.
-_GRANTED_TOKENS = (
-    select(_SCHEDULES.c.name, _SCHEDULES.c.current_token)
-    .where(
-        _SCHEDULES.c.name.in_(
-            select(_RUNS.c.schedule).order_by(_RUNS.c.id.desc()).limit(bindparam("runs"))
-        ),
-        _SCHEDULES.c.current_token > 0,
+def _granted_tokens(started_before: bool) -> Any:
+    """The schedules of the latest runs (started before ``:before`` if
+    ``started_before``) with their current tokens."""
+    latest = select(_RUNS.c.schedule).order_by(_RUNS.c.id.desc()).limit(bindparam("runs"))
+    if started_before:
+        latest = latest.where(_RUNS.c.started_at < bindparam("before"))
+    return (
+        select(_SCHEDULES.c.name, _SCHEDULES.c.current_token)
+        .where(_SCHEDULES.c.name.in_(latest), _SCHEDULES.c.current_token > 0)
+        .limit(bindparam("limit"))
     )
-    .limit(bindparam("limit"))
-)
+
+
+_GRANTED_TOKENS = _granted_tokens(started_before=False)
+_GRANTED_TOKENS_BEFORE = _granted_tokens(started_before=True)
 
 
 def _run_exists(conn: Connection, run_id: str) -> bool:
@@ -280,15 +287,23 @@ class RunMethods(SqlStoreBase):
             raise UnknownScheduleError(f"no schedule named {schedule!r} in the store")
         return int(found[0] or 0)
 
-    def granted_tokens(self, limit: int) -> dict[str, int]:
+    def granted_tokens(
+        self, limit: int, *, started_before: datetime | None = None
+    ) -> dict[str, int]:
         """Up to ``limit`` of the schedules the latest runs (at most
-        :data:`RUNS_PER_PROBE` per schedule wanted) are of, with their tokens:
-        an index read of a few rows however large the fleet, and however
-        few of it ever ran (a token is recorded with a run's start; none
-        when the run history holds no run)."""
-        params = {"limit": limit, "runs": limit * RUNS_PER_PROBE}
+        :data:`RUNS_PER_PROBE` per schedule wanted; started before
+        ``started_before`` if given) are of, with their tokens: an index read
+        of a few rows however large the fleet, and however few of it ever
+        ran (a token is recorded with a run's start; none when the run
+        history holds no run). With ``started_before``, the runs since are
+        read past too: a few seconds' worth when it is a Redis restart's."""
+        params: dict[str, Any] = {"limit": limit, "runs": limit * RUNS_PER_PROBE}
+        statement = _GRANTED_TOKENS
+        if started_before is not None:
+            params["before"] = utc(started_before, "started_before")
+            statement = _GRANTED_TOKENS_BEFORE
         with connection_transaction(self._engine, write=False) as conn:
-            rows = conn.execute(_GRANTED_TOKENS, params)
+            rows = conn.execute(statement, params)
             return {str(name): int(token) for name, token in rows}
 
     def runs(self, name: str, limit: int = 50) -> list[RunRecord]:

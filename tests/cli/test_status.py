@@ -637,11 +637,15 @@ def test_status_says_when_the_restart_grace_holds_schedules(world: World) -> Non
     """A schedule that ran has a token above Redis's counter (the server lost
     it) and a grant has just seen the server: one line says what is held and
     until when; a first use (the counter is the token) says nothing."""
-    world.sync(spec("t.ran"), spec("t.new"), at=now())
+    world.sync(spec("t.ran"), spec("t.new"), *(spec(f"t.fresh{i}") for i in range(40)), at=now())
     world.hold_lease("t.new")  # a first use: its counter is its recorded token
     world.record("t.new", "running", now())
     assert "Redis restart grace" not in world.invoke("status").stdout
-    world.record("t.ran", "success", now())  # recorded token 1; Redis has no counter
+    # It ran before the server was first seen: recorded token 1, no counter in Redis.
+    world.record("t.ran", "success", now() - timedelta(minutes=5))
+    for i in range(40):  # schedules that never ran start since: granted at once
+        world.hold_lease(f"t.fresh{i}")
+        world.record(f"t.fresh{i}", "running", now())
     out = world.invoke("status").stdout
     [line] = [x for x in out.splitlines() if x.startswith("Redis restart grace:")]
     assert "(restarted, failed over or first used)" in line

@@ -250,6 +250,10 @@ def test_granted_tokens_samples_the_schedules_that_ran(one: ScheduleStore) -> No
     start(one, "b", "r7", token=7)
     assert one.granted_tokens(10) == {"a": 5, "b": 7}
     assert len(one.granted_tokens(1)) == 1
+    start(one, "a", "r6", token=6, at=T0 + 60 * S)  # ran again since: its token is 6 now
+    assert one.granted_tokens(10, started_before=T0 + 30 * S) == {"a": 6, "b": 7}
+    assert one.granted_tokens(10, started_before=T0) == {}
+    assert one.granted_tokens(10, started_before=T0 + 90 * S) == {"a": 6, "b": 7}
 
 
 def test_granted_tokens_reads_the_latest_runs_not_the_fleet(sql_store: SqlScheduleStore) -> None:
