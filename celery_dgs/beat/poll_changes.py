@@ -16,19 +16,22 @@ class PollChanges:
     ``changed`` (active and known before: a new spec, a pause or resume, a
     run request, a declaration error), ``runs`` (tracked, only their
     statistics new: a run started or ended), and deferred ``checks`` (added,
-    moved or ended)."""
+    moved or ended), of which ``check_runs`` had run (moved or ended by a
+    run, as a rule)."""
 
     added: int = 0
     removed: int = 0
     changed: int = 0
     runs: int = 0
     checks: int = 0
+    check_runs: int = 0
 
     def note(self, row: StoredSchedule, *, known: bool, before: Tracked | None, held: bool) -> None:
         """Count ``row``; ``known``: beat knew its schedule before the poll,
         ``before`` as tracked (``held``: paused or disabled)."""
         if row.kind == "check":
             self.checks += 1
+            self.check_runs += bool(row.check_count)
         elif not row.active:
             self.removed += 1
         elif not known:
@@ -40,13 +43,15 @@ class PollChanges:
 
     @property
     def worth_telling(self) -> bool:
-        """Whether anything but run statistics changed (an INFO line, else DEBUG)."""
-        return bool(self.added or self.removed or self.changed or self.checks)
+        """Whether anything but runs' effects changed (an INFO line, else
+        DEBUG): a busy beat logs no line per round for the runs it sent."""
+        return bool(self.added or self.removed or self.changed or self.checks > self.check_runs)
 
     def __str__(self) -> str:
+        ran = f" ({self.check_runs} that had run)" if self.check_runs else ""
         return (
             f"{self.added} added, {self.removed} removed, {self.changed} changed, "
-            f"{self.runs} with a new run, {self.checks} deferred checks"
+            f"{self.runs} with a new run, {self.checks} deferred checks{ran}"
         )
 
 

@@ -116,3 +116,23 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     engine.tick()
     [line] = poll_lines(caplog)
     assert "0 added, 0 removed, 1 changed, 0 with a new run" in line, line
+
+    # A deferred check moved by its run: the run's effect, said at DEBUG.
+    caplog.clear()
+    check = CheckSpec(task="t.check", key="a").name
+    store.record_run_start(
+        schedule=check,
+        run_id="c1",
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag="c1",
+        token=1,
+        started_at=now,
+    )
+    store.record_run_end(run_id="c1", outcome="success", ended_at=now, verdict=False)
+    time.sleep(0.002)
+    engine.tick()
+    assert poll_lines(caplog) == []
+    [line] = poll_lines(caplog, logging.DEBUG)
+    assert "0 with a new run, 1 deferred checks (1 that had run)" in line, line
