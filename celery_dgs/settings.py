@@ -36,6 +36,7 @@ from .setting_checks import (
     checked_fields,
     cooldown_fraction,
     delays,
+    flag,
     host_names,
     item_share,
     master_name,
@@ -187,8 +188,9 @@ class DgsSettings:
     #: Address the metrics endpoint binds to.
     metrics_addr: str = field(default="0.0.0.0", metadata=setting(text("an address to bind to")))
     #: Serve the per-schedule families (a series or more per schedule); off, a
-    #: scrape of a large fleet keeps the aggregate ones only.
-    metrics_per_schedule: bool = field(default=True, metadata=FLAG)
+    #: scrape of a large fleet keeps the aggregate ones only. ``None``: while
+    #: beat tracks at most ``PER_SCHEDULE_METRICS_MAX`` schedules.
+    metrics_per_schedule: bool | None = field(default=None, metadata=setting(flag, optional=True))
     #: What beat does when demand exceeds capacity: ``"greedy"`` (lowest
     #: should_start_by first), ``"shed"`` or ``"restore"`` (late schedules
     #: shortest run first, with aging; see celery_dgs/core/overload.py).

@@ -3,6 +3,7 @@ real BeatEngine (real Redis, real SQLite): ``/metrics``, ``/healthz``, 404."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import urllib.error
 import urllib.request
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from celery_dgs import metrics
 from celery_dgs.beat.endpoint import (
     HEALTHZ_MIN_LIMIT_S,
     HEALTHZ_TICK_INTERVALS,
@@ -384,3 +386,31 @@ def test_each_priority_class_counts_its_schedules_by_condition(
     assert sample("dgs_priority_class_schedules", {"priority": "80", "condition": "ERROR"}) == 1
     assert sample("dgs_priority_class_schedules", {"priority": "80", "condition": "OK"}) == 0
     assert sample("dgs_priority_class_schedules", {"priority": "50", "condition": "OK"}) is None
+
+
+def test_unset_the_per_schedule_families_are_served_up_to_a_fleet_size(
+    engine: BeatEngine,
+    server: MetricsServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``dgs_metrics_per_schedule`` unset: served while beat tracks at most
+    ``PER_SCHEDULE_METRICS_MAX`` schedules (2 here), left out past it, with
+    one INFO line; ``True`` serves them at any size."""
+    engine.tick()
+    monkeypatch.setattr(metrics, "PER_SCHEDULE_METRICS_MAX", 2)
+    assert "dgs_schedule_condition{" in get(server.port, "/metrics")[2]
+    monkeypatch.setattr(metrics, "PER_SCHEDULE_METRICS_MAX", 1)
+    caplog.set_level(logging.INFO, logger="celery_dgs")
+    for _ in range(2):
+        body = get(server.port, "/metrics")[2]
+        assert "dgs_schedule_condition{" not in body
+        assert "dgs_schedules{" in body
+    said = [r.getMessage() for r in caplog.records if "per-schedule families" in r.getMessage()]
+    assert said == [
+        "celery-dgs: metrics: beat tracks 2 schedules, more than 1: the per-schedule families "
+        "are left out of /metrics (a scrape of each series would cost beat's ticks CPU; "
+        "dgs_metrics_per_schedule = True serves them)"
+    ]
+    engine.settings = DgsSettings(store_poll_interval=1000, metrics_per_schedule=True)
+    assert "dgs_schedule_condition{" in get(server.port, "/metrics")[2]
