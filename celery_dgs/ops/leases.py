@@ -103,4 +103,4 @@ def silent_owner_note(
             f"{head}; the schedule runs again when it can start, {relative(can_start_by, now)} "
             f"({short_time(can_start_by)}), and the run is recorded stolen then"
         )
-    return f"{head}, and the schedule runs again"
+    return f"{head}; the schedule may run again from then, when beat's order reaches it"
