@@ -342,7 +342,7 @@ class BeatEngine:
         self._free_parked(view, refreshed)
         placement = self.placement.placement(view)
         # freed at the next round (parked until then)
-        self.pending_dispatches.take_back_from_gone(self.placement.live_names)
+        self.pending_dispatches.take_back_from_gone(self.placement.live_instances)
         self._serve_again(placement)
         released = self.ranking.release_waiting(placement.free_for)
         if self.busy_backlog is not None:  # a backlog let go of, running low: read again

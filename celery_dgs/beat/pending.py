@@ -6,7 +6,8 @@ no longer live (its message waits in that worker's own queue)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Set
+from collections.abc import Callable, Mapping, Set
+from datetime import datetime
 
 from ..dispatches import DispatchBackend
 from ..settings import DgsSettings
@@ -72,21 +73,36 @@ class PendingDispatches:
             expired.append((name, pend))
         return self._take_back(expired, f"not started within {timeout:.0f}s")
 
-    def take_back_from_gone(self, live: Set[str]) -> set[str]:
+    def take_back_from_gone(self, live: Mapping[str, datetime | None]) -> set[str]:
         """Take back at once the dispatches sent to a worker not among the
         ``live`` ones (it left, or its registration expired, after the round
-        that chose it read the workers): its message waits in that worker's
-        own queue, and the schedule would wait ``dispatch_timeout``. Should
-        the worker come back and start it, the record is gone: a skip, never
-        a second run. Returns the schedules whose record was removed."""
-        gone = [
-            (name, pend)
-            for name, pend in self.state.pending.items()
-            if pend.worker != ANY_WORKER and pend.worker not in live
-        ]
-        if not gone:
+        that chose it read the workers), or to an earlier instance of one
+        that registered again since (``live``: each worker's instance, its
+        first registration; a worker killed and restarted under its name):
+        its message waits in that worker's own queue, or died with the
+        earlier process, and the schedule would wait ``dispatch_timeout``.
+        Should the worker start it after all, the record is gone: a skip,
+        never a second run. A dispatch's instance is the one the first round
+        after it sees. Returns the schedules whose record was removed."""
+        gone: list[tuple[str, Pending]] = []
+        earlier: list[tuple[str, Pending]] = []
+        for name, pend in self.state.pending.items():
+            if pend.worker == ANY_WORKER:
+                continue
+            if pend.worker not in live:
+                gone.append((name, pend))
+                continue
+            instance = live[pend.worker]
+            if pend.instance is None:
+                pend.instance = instance
+            elif instance is not None and instance != pend.instance:
+                earlier.append((name, pend))
+        if not gone and not earlier:
             return set()
         taken_back = self._take_back(gone, "sent to a worker that is no longer live")
+        taken_back |= self._take_back(
+            earlier, "sent to an earlier instance of it (it registered again since: restarted)"
+        )
         self.state.dispatch_index_exact = False  # the next round reads the index again
         return taken_back
 

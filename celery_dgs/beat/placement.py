@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Set
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ..core.lookahead import AdmissionRound
 from ..core.placement import Placement, WorkerSlots
@@ -49,8 +49,10 @@ class BeatPlacement:
         #: The registry's workers, read again only when they may have changed.
         self.live = LiveWorkers(registry)
         #: This store's live workers as of the last placement, stalled ones
-        #: included (a dispatch to one that left is taken back at once).
-        self.live_names: frozenset[str] = frozenset()
+        #: included, each with its instance's first registration (Redis time;
+        #: a dispatch to one that left, or to an earlier instance of one that
+        #: restarted, is taken back at once).
+        self.live_instances: dict[str, datetime | None] = {}
 
     def placement(self, view: BeatView) -> Placement:
         """The round's free slots per worker; records ``live_slots`` and
@@ -61,7 +63,7 @@ class BeatPlacement:
         the new instance's slots, and are taken over as a dead owner's."""
         state, running_by_worker = self.state, view.running_by_worker
         own = self.foreign.own(self.live.at(view, fresh=bool(view.stale_workers or self.stalled)))
-        self.live_names = frozenset(w.name for w in own)
+        self.live_instances = {w.name: w.registered_at for w in own}
         workers = self.stalled.placeable(
             own,
             view.stale_workers,

@@ -72,3 +72,6 @@ class Pending:
     dispatch_id: str
     worker: str
     since: float  # monotonic seconds
+    #: The worker's instance (its first registration, Redis time) as of the
+    #: first round after the dispatch; ``None`` until then.
+    instance: datetime | None = None

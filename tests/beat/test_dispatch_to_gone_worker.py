@@ -7,6 +7,8 @@ Redis and SQLite; an injected clock."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -96,3 +98,38 @@ def test_a_dispatch_to_a_live_worker_set_aside_as_stalled_is_left_pending(
     current = engine.dispatches.current("t.job@other")
     assert current is not None
     assert current.dispatch_id == sent["t.job@other"].dispatch_id
+
+
+def test_a_dispatch_to_a_worker_that_restarted_since_is_taken_back_at_once(
+    store: SqlScheduleStore, redis_client: redis.Redis, clock: FakeClock
+) -> None:
+    """The worker is killed just after the round that chose it and comes back
+    under its name before its registration expires: the message died with
+    the earlier process, or waits in its queue. Its new instance (a later
+    first registration) has the dispatch taken back at the next round, not
+    after ``dgs_dispatch_timeout``, and sent again, to the new instance."""
+    publish = Recorder()
+    engine = make_engine(store, redis_client, clock, publish, slots=1, dispatch_timeout=300)
+    engine.load()
+    engine.tick()
+    [sent] = publish.sent
+    publish.sent.clear()
+    clock.advance(timedelta(seconds=2))
+    engine.tick()  # the round after the dispatch: its worker's instance is noted
+    assert publish.sent == []
+    (before,) = engine.registry.live_workers()
+    time.sleep(0.01)  # a later Redis millisecond for the new instance
+    engine.registry.register(dataclasses.replace(before, pid=before.pid + 1, started_at=None))
+    (after,) = engine.registry.live_workers()
+    assert after.registered_at is not None
+    assert before.registered_at is not None
+    assert after.registered_at > before.registered_at, "a new instance"
+    for _ in range(2):  # taken back, then sent again (well within dispatch_timeout)
+        clock.advance(timedelta(seconds=2))
+        engine.tick()
+    [again] = publish.sent
+    assert (again.schedule, again.worker) == ("t.job@only", sent.worker)
+    assert again.dispatch_id != sent.dispatch_id
+    current = engine.dispatches.current("t.job@only")
+    assert current is not None
+    assert current.dispatch_id == again.dispatch_id, "the first record was taken back"
