@@ -453,14 +453,17 @@ class RunSupervisor:
         interval, so the overlap of a resumed owner with the new one stays
         within ``ping_interval / 2`` of the interruption (docs/guarantees.md G3).
         Other interruptions (cancelled, terminated, yielded) leave no second
-        owner running: the full ``termination_grace``, but, as for a
-        self-fenced run, not past ``kill_after`` after the last good ping:
-        Redis silent since before the interruption, another owner may take
-        the lease over then."""
+        owner running: the full ``termination_grace``; but when no ping has
+        succeeded for a ping interval or more (Redis silent since before the
+        interruption), as for a self-fenced run, not past ``kill_after``
+        after the last good ping, when another owner may take the lease over."""
         if self.interruption is not None and self.interruption.outcome == "stolen":
             return min(self.termination_grace, self.ping_interval / 2)
-        left = max(self.kill_deadline_left(), self.ping_interval / 2)
-        return min(self.termination_grace, left)
+        silent = self.interruption is not None and self.interruption.outcome == "self_fenced"
+        if silent or time.monotonic() - self.last_ok_mono > self.ping_interval:
+            left = max(self.kill_deadline_left(), self.ping_interval / 2)
+            return min(self.termination_grace, left)
+        return self.termination_grace
 
     def _loop(self) -> None:
         next_ping = time.monotonic() + self.ping_interval

@@ -158,6 +158,9 @@ def test_an_interrupted_runs_grace_ends_by_kill_after_when_redis_was_already_sil
     )
     sup.interruption = RunTerminated(outcome, "test")
     assert sup._grace() == 5  # Redis answered just now: the whole grace
+    sup.kill_after = 2.0
+    assert sup._grace() == 5, "pings answered: the grace is not cut to kill_after"
+    sup.kill_after = 10.0
     sup.last_ok_mono = time.monotonic() - 9.0  # silent for 9 s before the interruption
     assert 0.9 <= sup._grace() <= 1.0
     sup.last_ok_mono = time.monotonic() - 20.0  # past kill_after: half a ping interval
