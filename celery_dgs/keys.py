@@ -25,6 +25,9 @@ Layout (``P`` is the prefix, ``dgs`` by default; ``{P}`` with ``hash_tag=True``)
                                   minute, JSON (celery_dgs/beat_pace.py)
     P:beat:overload        string what the leading beat's fewest_errors order makes
                                   wait, JSON (celery_dgs/overload_board.py)
+    P:outcomes             list   run outcomes a worker could not store, JSON, for the
+                                  leading beat to store (celery_dgs/outcome_spool.py)
+    P:outcomes:refused     list   kept outcomes the store refused while it answered
 
 Schedule and worker names are used verbatim after the fixed part, so a name
 may contain ``:`` without clashing with another key.
@@ -155,6 +158,10 @@ class KeySpace:
         """The list of run outcomes a worker could not store (JSON each); the
         leading beat stores them once the database answers."""
         return f"{self._base}:outcomes"
+
+    def outcome_spool_refused(self) -> str:
+        """Kept run outcomes the store refused while it answered otherwise."""
+        return f"{self._base}:outcomes:refused"
 
     def pattern(self) -> str:
         """A ``SCAN MATCH`` pattern matching every key of this key space, and no other."""

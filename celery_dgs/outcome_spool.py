@@ -149,6 +149,8 @@ class OutcomeSpool:
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         self.client = client
         self.key = keys.outcome_spool()
+        #: Entries the store refused while it answered otherwise, for a human.
+        self.refused_key = keys.outcome_spool_refused()
 
     def put(self, entry: SpooledOutcome) -> int:
         """Append ``entry``; returns how many entries wait now."""
@@ -172,6 +174,17 @@ class OutcomeSpool:
     def remove(self, raw: bytes) -> None:
         """Remove the entry ``raw`` (stored, or refused for good)."""
         self._do("removing from", lambda: self.client.lrem(self.key, 1, raw))  # type: ignore[arg-type]
+
+    def set_aside(self, raw: bytes) -> None:
+        """Move the entry ``raw`` to :attr:`refused_key` (one transaction)."""
+
+        def move() -> Any:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.rpush(self.refused_key, raw)
+            pipe.lrem(self.key, 1, raw)  # type: ignore[arg-type]
+            return pipe.execute()
+
+        self._do("setting aside from", move)
 
     def count(self) -> int:
         return int(self._do("reading", lambda: self.client.llen(self.key)))

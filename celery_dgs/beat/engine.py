@@ -245,6 +245,7 @@ class BeatEngine:
             state.live_slots = state.pool_slots = None
             self.pending_dispatches.adopt()
             state.refresh_after_read = True  # a standby's stats may be a poll old
+        self.reaper.store_kept()  # before the round: a kept outcome's schedule just ran
         moment = self.clock.now()
         now = moment.timestamp()
         index = self.ranking.index

@@ -23,10 +23,15 @@ silent past ``ping_timeout``, the lease deleted ``steal_delay`` later), the
 lease of a row whose owner went silent, and ends the row ``stolen``, as a
 taker would. A resumed owner then finds no lease at its next ping and stops.
 
-First, each look stores the run outcomes workers could not store
-(:mod:`celery_dgs.outcome_spool`), oldest first: an outcome kept in Redis
-ends its row before the row could be judged lost. While the database refuses
-them the look ends there, and no row is judged.
+The run outcomes workers could not store (:mod:`celery_dgs.outcome_spool`)
+are stored first, oldest first, at the start of a tick (before its round,
+so a schedule whose outcome was kept is not dispatched again on its old
+statistics): every second while none wait, at every tick while some do. No
+look judges a row while any wait (the database refusing them, or more than
+a tick stores), so an outcome kept in Redis ends its row, never ``lost``.
+An entry the store refuses while it answers otherwise (a value it cannot
+hold) is set aside in a list of its own, with an ERROR, so it cannot stop
+the others.
 
 Fenced like every run end: ``record_run_end`` stores a run whose token is no
 longer the schedule's current one without touching the statistics of the newer
@@ -45,12 +50,17 @@ from ..errors import MalformedDataError, StaleTokenError, UnknownRunError
 from ..failures import log_failure
 from ..leases.base import LeaseBackend
 from ..leases.types import LeaseInfo, ReclaimStatus
-from ..outcome_spool import OutcomeSpool
+from ..outcome_spool import OutcomeSpool, SpooledOutcome
 from ..settings import DgsSettings
 from ..store.base import ScheduleStore
 from ..store.records import RunRecord
 
 logger = logging.getLogger("celery_dgs.beat")
+
+#: How often (seconds) beat looks for kept run outcomes while none wait.
+KEPT_CHECK_INTERVAL_S = 1.0
+#: Batches of ``dgs_reap_batch_size`` kept outcomes stored in one tick at most.
+KEPT_BATCHES_PER_CALL = 4
 
 
 class RunReaper:
@@ -73,8 +83,11 @@ class RunReaper:
         self.store, self.leases, self.clock = store, leases, clock
         #: Outcomes workers could not store, stored here (``alpha``: the EWMA's).
         self.spool, self.alpha = spool, alpha
-        #: Spooled outcomes stored (or refused for good) by the looks.
+        #: Kept outcomes stored (or refused for good).
         self.spooled_total = 0
+        #: Whether kept outcomes wait (no row is judged until none do).
+        self.kept_waiting = spool is not None
+        self._kept_checked = float("-inf")
         self.grace_s, self.interval_s, self.batch_size = grace_s, interval_s, batch_size
         self.ping_timeout_s = ping_timeout_s
         self.monotonic = monotonic
@@ -105,8 +118,24 @@ class RunReaper:
             log_failure(logger, exc, "celery-dgs: reaping runs without a lease failed")
             return 0
 
+    def store_kept(self) -> None:
+        """Store the outcomes workers kept in Redis (see the module doc): at
+        every call while some wait, else at most once a second. Errors are
+        logged, never raised."""
+        if self.spool is None:
+            return
+        mono = self.monotonic()
+        if not self.kept_waiting and mono - self._kept_checked < KEPT_CHECK_INTERVAL_S:
+            return
+        self._kept_checked = mono
+        try:
+            self.kept_waiting = not self._store_spooled()
+        except Exception as exc:
+            self.kept_waiting = True
+            log_failure(logger, exc, "celery-dgs: reading the kept run outcomes failed")
+
     def _look(self, mono: float) -> int:
-        if not self._store_spooled():
+        if self.kept_waiting:  # their rows end as they ran: judge none before
             return 0
         page: list[RunRecord] = self.store.running_runs_page(
             after_id=self._after_id, limit=self.batch_size
@@ -139,54 +168,87 @@ class RunReaper:
         return reaped
 
     def _store_spooled(self) -> bool:
-        """Store up to a batch of the outcomes workers kept in Redis; False if
-        the store refused one for now (the look judges no row then)."""
-        if self.spool is None:
-            return True
-        for raw, entry in self.spool.oldest(self.batch_size):
-            if isinstance(entry, MalformedDataError):
-                logger.error("celery-dgs: dropped a kept run outcome: %s", entry)
-            else:
-                try:
-                    self.store.record_run_end(
-                        run_id=entry.run_id,
-                        outcome=entry.outcome,
-                        ended_at=entry.ended_at,
-                        error=entry.error,
-                        progress=entry.progress,
-                        alpha=self.alpha,
-                        duration_s=entry.duration_s,
-                        eventful=entry.eventful,
-                        verdict=entry.verdict,
-                        items=entry.items,
-                    )
-                    logger.info(
-                        "celery-dgs: stored the outcome %s of run %s of %s, which its worker "
-                        "kept in Redis",
-                        entry.outcome,
-                        entry.run_id,
-                        entry.schedule,
-                    )
-                except (StaleTokenError, UnknownRunError, ValueError) as exc:
-                    logger.warning(
-                        "celery-dgs: the kept outcome %s of run %s of %s: %s",
-                        entry.outcome,
-                        entry.run_id,
-                        entry.schedule,
-                        exc,
-                    )
-                except Exception as exc:
-                    log_failure(
-                        logger,
-                        exc,
-                        "celery-dgs: storing the kept outcome of run %s of %s failed; "
-                        "retried at the next look",
-                        entry.run_id,
-                        entry.schedule,
-                    )
+        """Store the kept outcomes, a batch at a time, up to
+        :data:`KEPT_BATCHES_PER_CALL` batches; True once none wait."""
+        assert self.spool is not None
+        for _ in range(KEPT_BATCHES_PER_CALL):
+            batch = self.spool.oldest(self.batch_size)
+            if not batch:
+                return True
+            for raw, entry in batch:
+                if not self._store_one(raw, entry):
                     return False
+        return not self.spool.count()
+
+    def _store_one(self, raw: bytes, entry: SpooledOutcome | MalformedDataError) -> bool:
+        """Store one kept outcome and remove it; False when the store refused
+        it for now (the database away: it stays, first in line)."""
+        assert self.spool is not None
+        if isinstance(entry, MalformedDataError):
+            logger.error("celery-dgs: dropped a kept run outcome: %s", entry)
             self.spool.remove(raw)
+            return True
+        try:
+            self.store.record_run_end(
+                run_id=entry.run_id,
+                outcome=entry.outcome,
+                ended_at=entry.ended_at,
+                error=entry.error,
+                progress=entry.progress,
+                alpha=self.alpha,
+                duration_s=entry.duration_s,
+                eventful=entry.eventful,
+                verdict=entry.verdict,
+                items=entry.items,
+            )
+            logger.info(
+                "celery-dgs: stored the outcome %s of run %s of %s, which its worker kept in Redis",
+                entry.outcome,
+                entry.run_id,
+                entry.schedule,
+            )
+        except (StaleTokenError, UnknownRunError, ValueError) as exc:
+            logger.warning(
+                "celery-dgs: the kept outcome %s of run %s of %s: %s",
+                entry.outcome,
+                entry.run_id,
+                entry.schedule,
+                exc,
+            )
+        except Exception as exc:
+            if not self._store_answers():
+                log_failure(
+                    logger,
+                    exc,
+                    "celery-dgs: storing the kept outcome of run %s of %s failed; retried "
+                    "at the next tick",
+                    entry.run_id,
+                    entry.schedule,
+                )
+                return False
+            self.spool.set_aside(raw)  # the store answers, but not for this entry
+            log_failure(
+                logger,
+                exc,
+                "celery-dgs: the store refused the kept outcome %s of run %s of %s while "
+                "it answers otherwise; set aside in %s",
+                entry.outcome,
+                entry.run_id,
+                entry.schedule,
+                self.spool.refused_key,
+            )
             self.spooled_total += 1
+            return True
+        self.spool.remove(raw)
+        self.spooled_total += 1
+        return True
+
+    def _store_answers(self) -> bool:
+        """Whether the store answers a read (a refusal is then the entry's)."""
+        try:
+            self.store.running_runs_page(after_id=0, limit=1)
+        except Exception:
+            return False
         return True
 
     def _silent_owners(

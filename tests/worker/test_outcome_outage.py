@@ -15,6 +15,7 @@ import pytest
 
 from celery_dgs.beat.reaper import RunReaper
 from celery_dgs.core.clock import SystemClock
+from celery_dgs.outcome_spool import SpooledOutcome
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
 from celery_dgs.worker.runs import supervised_run
@@ -118,13 +119,18 @@ def test_an_outcome_past_a_longer_outage_is_kept_in_redis_and_stored_by_the_reap
         assert rt.leases.all() == [], "the slot is freed"
         assert rt.outcome_spool.count() == 1
         assert "kept in Redis (dgs:outcomes, 1 waiting) for the leading beat" in caplog.text
-        for _ in range(2):  # the database still away: nothing judged, the outcome kept
+        for _ in range(2):  # the database still away: the outcome kept, nothing judged
             clock["mono"] += 2
+            reaper.store_kept()
             assert reaper.maybe_reap() == 0
+        assert reaper.kept_waiting
         assert rt.outcome_spool.count() == 1
         pg.resume()
         clock["mono"] += 2
-        reaper.maybe_reap()
+        assert reaper.maybe_reap() == 0  # it answers, but an outcome waits: judge no row
+        assert only_run(rt).outcome == "running", "not judged lost"
+        reaper.store_kept()
+        assert not reaper.kept_waiting
         assert rt.outcome_spool.count() == 0
         assert reaper.spooled_total == 1
         run = only_run(rt)
@@ -132,5 +138,63 @@ def test_an_outcome_past_a_longer_outage_is_kept_in_redis_and_stored_by_the_reap
         assert run.duration_s is not None
         assert 0.5 <= run.duration_s < 2.0
         assert rt.store.get(SPEC.name).stats.last_good_end_at == run.ended_at
+    finally:
+        rt.close()
+
+
+def test_a_kept_outcome_the_store_refuses_while_it_answers_is_set_aside(
+    pg: PostgresServer, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL cannot hold a NUL in text: the store refuses that entry for
+    good while it answers reads, so it is moved to its own list with an
+    ERROR, and the entry behind it is stored."""
+    settings = DgsSettings.from_conf(
+        {"dgs_redis_url": redis_url, "dgs_database_url": pg.create_database("refused")}
+    )
+    rt = Runtime(settings)
+    try:
+        rt.store.insert_if_missing(SPEC, rt.leases.now())
+        now = rt.leases.now()
+        for run_id, token in (("bad", 1), ("good", 2)):
+            rt.store.record_run_start(
+                schedule=SPEC.name,
+                run_id=run_id,
+                dispatch_id=None,
+                owner_node="n",
+                owner_name="w@n",
+                owner_tag=run_id,
+                token=token,
+                started_at=now,
+            )
+        spool = rt.outcome_spool
+        bad = "a NUL \x00 in the error"
+        spool.put(
+            SpooledOutcome(
+                schedule=SPEC.name, run_id="bad", outcome="failure", ended_at=now, error=bad
+            )
+        )
+        spool.put(
+            SpooledOutcome(schedule=SPEC.name, run_id="good", outcome="success", ended_at=now)
+        )
+        reaper = RunReaper(
+            rt.store,
+            rt.leases,
+            SystemClock(),
+            grace_s=60,
+            ping_timeout_s=settings.ping_timeout,
+            interval_s=60,
+            batch_size=10,
+            monotonic=time.monotonic,
+            spool=spool,
+        )
+        reaper.store_kept()
+        assert not reaper.kept_waiting
+        assert spool.count() == 0
+        assert rt.redis.llen(spool.refused_key) == 1
+        assert "refused the kept outcome failure of run bad of s while it answers otherwise; " in (
+            caplog.text
+        )
+        runs = {r.run_id: r.outcome for r in rt.store.runs(SPEC.name)}
+        assert runs == {"bad": "running", "good": "success"}
     finally:
         rt.close()
