@@ -16,8 +16,8 @@ class PollChanges:
     ``changed`` (active and known before: a new spec, a pause or resume, a
     run request, a declaration error), ``runs`` (tracked, only their
     statistics new: a run started or ended), and deferred ``checks`` (added,
-    moved or ended), of which ``check_runs`` had run (moved or ended by a
-    run, as a rule)."""
+    moved or ended), of which ``check_runs`` changed by their runs (a
+    check beat held whose statistics alone changed, or that had run)."""
 
     added: int = 0
     removed: int = 0
@@ -31,7 +31,12 @@ class PollChanges:
         ``before`` as tracked (``held``: paused or disabled)."""
         if row.kind == "check":
             self.checks += 1
-            self.check_runs += bool(row.check_count)
+            # A run's effect: statistics alone (a start, a failed run), or
+            # moved or ended by a verdict.
+            ran = before is not None and (
+                _statistics_only(before, row, held=held) or bool(row.check_count)
+            )
+            self.check_runs += ran
         elif not row.active:
             self.removed += 1
         elif not known:

@@ -136,3 +136,24 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     assert poll_lines(caplog) == []
     [line] = poll_lines(caplog, logging.DEBUG)
     assert "0 with a new run, 1 deferred checks (1 that had run)" in line, line
+
+    # A check's first run: its start, then its failure, change statistics only.
+    caplog.clear()
+    other = CheckSpec(task="t.check", key="b").name
+    store.record_run_start(
+        schedule=other,
+        run_id="c2",
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag="c2",
+        token=1,
+        started_at=now,
+    )
+    time.sleep(0.002)
+    engine.tick()
+    store.record_run_end(run_id="c2", outcome="failure", ended_at=now, error="boom")
+    time.sleep(0.002)
+    engine.tick()
+    assert poll_lines(caplog) == []
+    assert len(poll_lines(caplog, logging.DEBUG)) == 2
