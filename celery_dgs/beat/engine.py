@@ -372,6 +372,9 @@ class BeatEngine:
         )
         if orders:
             self.sender.send(orders, now)
+            self.pending_dispatches.note_instances(
+                [o.schedule for o in orders], self.placement.live_instances
+            )
         return len(orders)
 
     def pace_figures(self) -> PaceFigures:

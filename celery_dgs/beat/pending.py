@@ -73,6 +73,15 @@ class PendingDispatches:
             expired.append((name, pend))
         return self._take_back(expired, f"not started within {timeout:.0f}s")
 
+    def note_instances(self, names: list[str], live: Mapping[str, datetime | None]) -> None:
+        """Note, on the dispatches of ``names`` just booked, their worker's
+        instance as the round that chose it read the workers (``live``)."""
+        pending = self.state.pending
+        for name in names:
+            pend = pending.get(name)
+            if pend is not None and pend.instance is None:
+                pend.instance = live.get(pend.worker)
+
     def take_back_from_gone(self, live: Mapping[str, datetime | None]) -> set[str]:
         """Take back at once the dispatches sent to a worker not among the
         ``live`` ones (it left, or its registration expired, after the round
@@ -82,8 +91,9 @@ class PendingDispatches:
         its message waits in that worker's own queue, or died with the
         earlier process, and the schedule would wait ``dispatch_timeout``.
         Should the worker start it after all, the record is gone: a skip,
-        never a second run. A dispatch's instance is the one the first round
-        after it sees. Returns the schedules whose record was removed."""
+        never a second run. A dispatch's instance is the one the round that
+        sent it read (:meth:`note_instances`; an adopted one's, the first
+        round's after). Returns the schedules whose record was removed."""
         gone: list[tuple[str, Pending]] = []
         earlier: list[tuple[str, Pending]] = []
         for name, pend in self.state.pending.items():

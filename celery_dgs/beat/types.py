@@ -72,6 +72,7 @@ class Pending:
     dispatch_id: str
     worker: str
     since: float  # monotonic seconds
-    #: The worker's instance (its first registration, Redis time) as of the
-    #: first round after the dispatch; ``None`` until then.
+    #: The worker's instance (its first registration, Redis time) as the
+    #: round that sent it read the workers (an adopted dispatch: the next
+    #: round's); ``None`` until then.
     instance: datetime | None = None

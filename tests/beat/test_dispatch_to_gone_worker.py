@@ -114,10 +114,7 @@ def test_a_dispatch_to_a_worker_that_restarted_since_is_taken_back_at_once(
     engine.tick()
     [sent] = publish.sent
     publish.sent.clear()
-    clock.advance(timedelta(seconds=2))
-    engine.tick()  # the round after the dispatch: its worker's instance is noted
-    assert publish.sent == []
-    (before,) = engine.registry.live_workers()
+    (before,) = engine.registry.live_workers()  # restarted before beat's next round
     time.sleep(0.01)  # a later Redis millisecond for the new instance
     engine.registry.register(dataclasses.replace(before, pid=before.pid + 1, started_at=None))
     (after,) = engine.registry.live_workers()
