@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import redis
 
+from .errors import LeaseError
 from .keys import KeySpace
 from .leases.codec import (
     HashReader,
@@ -193,6 +194,10 @@ class RegistryBackend(ABC):
         """Slots of all live workers."""
         return sum(w.slots for w in self.live_workers())
 
+    def is_registered(self, name: str) -> bool:
+        """Whether ``name`` is registered (it has not left)."""
+        return any(w.name == name for w in self.live_workers())
+
 
 class WorkerRegistry(RegistryBackend):
     """Live workers in Redis; a registration lives ``ttl`` seconds unless refreshed."""
@@ -264,6 +269,15 @@ class WorkerRegistry(RegistryBackend):
             [self._now_arg(), _FMT, self.ttl_ms, name],
         )
         return bool(int(reply[0]))
+
+    def is_registered(self, name: str) -> bool:
+        """Whether ``name`` is in the worker index (one ``ZSCORE``): a worker
+        that left (deregistered) is not; one whose registration expired is,
+        until a read of the live workers sweeps it."""
+        try:
+            return self.client.zscore(self.keys.worker_index(), name) is not None
+        except redis.RedisError as exc:
+            raise LeaseError(f"reading {self.keys.worker_index()!r} failed: {exc}") from exc
 
     def deregister(self, name: str) -> bool:
         """Remove the registration (worker shutdown). True if it was there."""

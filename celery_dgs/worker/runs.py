@@ -330,13 +330,15 @@ class SupervisedRun:
         return supervisor
 
     def _pool_process_ended(self) -> tuple[str, str]:
-        """The outcome of a run whose pool process Celery sent ``SIGTERM``: a
-        cold shutdown cancelling it (the worker left the registry first:
+        """The outcome of a run whose pool process got ``SIGTERM``: a cold
+        shutdown cancelling it (the worker left the registry first:
         ``yielded``), or, while the worker is still registered, ``celery
-        control revoke --terminate`` (or the signal sent to the process by
-        hand): ``cancelled``, as ``celery dgs cancel`` records."""
+        control revoke --terminate``, a pool restart, or a signal sent to the
+        process (systemd's ``KillMode=control-group`` signals the pool
+        processes with the worker): ``cancelled``, as ``celery dgs cancel``
+        records. One read of the worker index."""
         try:
-            leaving = self.owner_name not in {w.name for w in self.rt.registry.live_workers()}
+            leaving = not self.rt.registry.is_registered(self.owner_name)
         except Exception as exc:
             log_failure(
                 logger, exc, "celery-dgs: reading whether %s is leaving failed", self.owner_name
@@ -345,8 +347,8 @@ class SupervisedRun:
         if leaving:
             return "yielded", f"{SHUTDOWN_REASON}: a cold shutdown, Celery ended the pool process"
         return "cancelled", (
-            f"Celery ended the pool process (SIGTERM) while {self.owner_name} was not shutting "
-            "down: celery control revoke --terminate, or the signal sent to the process"
+            f"its pool process got SIGTERM while {self.owner_name} was still registered: "
+            "celery control revoke --terminate, a pool restart, or a signal sent to the process"
         )
 
     def execute(

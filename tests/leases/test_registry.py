@@ -71,7 +71,10 @@ def test_expiry_and_heartbeat(
 
 def test_deregister(registry: WorkerRegistry) -> None:
     registry.register(worker())
+    assert registry.is_registered("celery@host1")
+    assert not registry.is_registered("celery@host2")
     assert registry.deregister("celery@host1") is True
+    assert not registry.is_registered("celery@host1")
     assert registry.deregister("celery@host1") is False
     assert registry.live_workers() == []
     assert registry.heartbeat("celery@host1") is False
