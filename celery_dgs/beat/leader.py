@@ -12,7 +12,8 @@ each tick, renews or takes the leader lease in Redis
 - a standby asks at every check (every :attr:`~BeatLeadership.standby_interval`)
   and takes over once the leader has not renewed for ``timeout``; or sooner
   when the leader ran on this host and its process is gone (a beat killed
-  and started again), once the leader has not renewed for a renew interval.
+  and started again), once the leader has not renewed for a renew interval
+  (two for a leader seen only by its pid: :meth:`BeatLeadership._gone_after`).
 
 Gaining and losing leadership are logged (INFO / WARNING) with the token.
 """
@@ -57,6 +58,17 @@ def process_gone(pid: int) -> bool:
         return False
 
 
+def process_scope() -> str:
+    """This host's boot id and this process's pid namespace (Linux), within
+    which a pid names one process; ``""`` where they cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            boot_id = boot.read().strip()
+        return f"{boot_id}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
 def describe(info: LeaderInfo | None) -> str:
     if info is None:
         return "nobody"
@@ -78,11 +90,15 @@ class BeatLeadership:
         monotonic: Callable[[], float] = time.monotonic,
         gone: Callable[[int], bool] = process_gone,
         wall: Callable[[], float] | None = None,
+        scope: str | None = None,
     ) -> None:
         self.leader = leader
         #: Whether a pid names no process on this host (the leader's, when it
         #: ran on this node).
         self.gone = gone
+        #: This process's scope: the host's boot and its pid namespace, within
+        #: which pids name processes (``""``: unknown).
+        self.scope = process_scope() if scope is None else scope
         #: This host's wall clock, read around each check to measure its
         #: offset from Redis's (``None``: not measured).
         self.wall = wall
@@ -130,11 +146,13 @@ class BeatLeadership:
             owner_pid=self.pid,
             min_token=self._max_token,
             store=self.store,
+            scope=self.scope,
         )
         if self.wall is not None and before is not None:
             offset = measured_offset(before, result.now, self.wall())
             self.clock.measured(offset, beat_offset_text(offset))
-        if not result.leading and self._holder_gone(result.holder):
+        gone_after = None if result.leading else self._gone_after(result.holder)
+        if gone_after is not None:
             assert result.holder is not None
             result = self.leader.elect(
                 owner_tag=self.owner_tag,
@@ -142,8 +160,9 @@ class BeatLeadership:
                 owner_pid=self.pid,
                 min_token=max(self._max_token, result.holder.token),
                 store=self.store,
+                scope=self.scope,
                 gone_tag=result.holder.owner_tag,
-                gone_after=self.renew_interval,
+                gone_after=gone_after,
             )
         if not result.leading:
             self.holder = result.holder
@@ -185,16 +204,26 @@ class BeatLeadership:
         )
         return Role.ELECTED
 
-    def _holder_gone(self, holder: LeaderInfo | None) -> bool:
-        """The leader ran on this host and its process is gone: this beat's
-        own predecessor killed without resigning (a container's beat restarts
-        with the same host name, often as the same pid). A holder whose last
-        ping is recent is left to the timeout: on a host where each beat has
-        its own pid namespace under one host name, a live leader's pid can be
-        missing here."""
+    def _gone_after(self, holder: LeaderInfo | None) -> float | None:
+        """How long the leader must have been silent to be taken over before
+        the timeout, when it ran on this host and its process is gone (this
+        beat's own predecessor, killed without resigning); ``None``: the
+        timeout. Within this beat's process scope (boot and pid namespace),
+        a pid that names no process is gone: a renew interval. A leader of
+        another scope under this host name with this beat's pid (a
+        container's beat restarted as pid 1 in a new namespace) is taken for
+        gone after two renew intervals, longer than a live leader's renewal
+        gap; any other is left to the timeout (beats on one host name in
+        pid namespaces of their own, or hosts of one name, cannot see each
+        other's processes)."""
         if holder is None or holder.owner_node != self.node:
-            return False
-        return holder.owner_pid == self.pid or self.gone(holder.owner_pid)
+            return None
+        if self.scope and holder.scope == self.scope:
+            gone = holder.owner_pid == self.pid or self.gone(holder.owner_pid)
+            return self.renew_interval if gone else None
+        if holder.owner_pid == self.pid:
+            return 2 * self.renew_interval
+        return None
 
     def _log_foreign(self, holder: LeaderInfo | None) -> None:
         """An error, once per leader, when the leader serves another store."""

@@ -53,6 +53,9 @@ class LeaderInfo:
     #: The id of the schedule store the leader serves (``None``: not written,
     #: by an older version).
     store: str | None = None
+    #: The leader's process scope (host boot and pid namespace) within which
+    #: its pid names it (``None``: not written, or unknown).
+    scope: str | None = None
 
     @classmethod
     def from_hash(cls, key: str, data: Mapping[bytes, bytes]) -> LeaderInfo:
@@ -65,6 +68,7 @@ class LeaderInfo:
             last_ping_at=r.get_time("last_ping_at"),
             token=r.get_int("token"),
             store=r.opt_str("store"),
+            scope=r.opt_str("scope") or None,
         )
 
 
@@ -140,13 +144,15 @@ class RedisLeader:
         owner_pid: int,
         min_token: int = 0,
         store: str = "",
+        scope: str = "",
         gone_tag: str = "",
         gone_after: float = 0.0,
     ) -> ElectResult:
         """Renew the lease if ``owner_tag`` holds it, take it if it is free or
         expired, else report the holder (see ``scripts/leader_elect.lua``).
         ``store``: the id of the schedule store the candidate serves, kept in
-        the lease it is granted. ``gone_tag``: a holder the caller knows has
+        the lease it is granted, as is ``scope`` (its process scope:
+        :func:`celery_dgs.beat.leader.process_scope`). ``gone_tag``: a holder the caller knows has
         no process any more; its lease is taken once its last ping is more
         than ``gone_after`` seconds old, before the timeout."""
         if not owner_tag:
@@ -167,6 +173,7 @@ class RedisLeader:
                 store,
                 gone_tag,
                 str(seconds_to_ms("gone_after", gone_after)),
+                scope,
             ],
         )
         status, now = text(reply[0]), ms_to_datetime(int(reply[1]))

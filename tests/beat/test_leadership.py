@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from celery_dgs.beat.engine import BeatEngine
-from celery_dgs.beat.leader import BeatLeadership, Role, process_gone
+from celery_dgs.beat.leader import BeatLeadership, Role, process_gone, process_scope
 from celery_dgs.clock_offset import beat_offset_text
 from celery_dgs.core.clock import SystemClock
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
@@ -230,20 +230,46 @@ def test_a_leader_whose_process_is_gone_from_this_host_is_replaced_after_a_renew
     assert old.check() is Role.STANDBY  # had it lived on, the new term would stand
 
 
-def test_a_leader_with_this_beats_pid_on_this_host_is_its_predecessor(client: redis.Redis) -> None:
-    """A container's beat restarts as the same pid under the same host name."""
+def test_a_leader_of_another_pid_namespace_is_judged_by_this_beats_pid_only(
+    client: redis.Redis,
+) -> None:
+    """A container's beat restarts as pid 1 in a new pid namespace under the
+    same host name: the leader with this beat's pid is its predecessor,
+    taken over after two renew intervals (longer than a live leader's
+    renewal gap). One of another namespace with another pid (beats sharing
+    the host's name, each in its own namespace) is left to the timeout:
+    its pid means nothing here."""
     clock = MsClock()
     leader = RedisLeader(client, KEYS, timeout=TIMEOUT_S, clock_ms=clock)
 
-    def beat(node: str) -> BeatLeadership:
+    def beat(node: str, pid: int, scope: str) -> BeatLeadership:
         return BeatLeadership(
-            leader, node=node, pid=1, store_poll_interval=5, monotonic=Mono(), gone=lambda _: False
+            leader,
+            node=node,
+            pid=pid,
+            store_poll_interval=5,
+            monotonic=Mono(),
+            gone=lambda _: True,  # no pid of another namespace is visible here
+            scope=scope,
         )
 
-    assert beat("c1").check() is Role.ELECTED
+    assert beat("c1", 1, "boot/ns-old").check() is Role.ELECTED
     clock.advance(1001)
-    assert beat("c2").check() is Role.STANDBY
-    assert beat("c1").check() is Role.ELECTED
+    assert beat("c1", 1, "boot/ns-new").check() is Role.STANDBY  # a renew interval: not yet
+    assert beat("c1", 7, "boot/ns-other").check() is Role.STANDBY
+    assert beat("c2", 1, "boot/ns-new").check() is Role.STANDBY  # another host name
+    clock.advance(1000)
+    assert beat("c1", 7, "boot/ns-other").check() is Role.STANDBY  # its pid means nothing
+    restarted = beat("c1", 1, "boot/ns-new")
+    assert restarted.check() is Role.ELECTED
+    info = leader.current()
+    assert info is not None
+    assert info.scope == "boot/ns-new"
+
+
+def test_the_process_scope_is_the_boot_and_the_pid_namespace() -> None:
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert process_scope() == f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
 
 
 def test_process_gone_reads_this_hosts_processes() -> None:

@@ -11,6 +11,7 @@
 -- ARGV[9] gone_tag: an owner tag the caller knows has no process any more
 --         (its own host, its pid ended), or ""
 -- ARGV[10] gone_after ms: the least age of gone_tag's last ping for rule 2a
+-- ARGV[11] scope: the candidate's process scope (host boot, pid namespace), or ""
 --
 -- Rules:
 --   1. the hash is this owner_tag's       -> renewed: last_ping_at = now
@@ -70,5 +71,5 @@ redis.call("DEL", KEYS[1])
 redis.call("HSET", KEYS[1],
   "format", ARGV[2], "owner_tag", tag, "owner_node", ARGV[4], "owner_pid", ARGV[5],
   "since", dgs_int(now), "last_ping_at", dgs_int(now), "token", dgs_int(token),
-  "store", ARGV[8] or "")
+  "store", ARGV[8] or "", "scope", ARGV[11] or "")
 return {"LEADER", now, token, now, 0, previous}
