@@ -96,11 +96,12 @@ def silent_owner_note(
     if pool is not None and restarted_at is None and other_server(lease, pool, workers) is False:
         return (
             f"{head}, but no other live worker consumes its pool {pool!r}: the schedule "
-            "runs again once one does (its owner restarted, or another started)"
+            "may run again once one does (its owner restarted, or another started)"
         )
     if can_start_by is not None and can_start_by > max(free_at, now):
         return (
-            f"{head}; the schedule runs again when it can start, {relative(can_start_by, now)} "
-            f"({short_time(can_start_by)}), and the run is recorded stolen then"
+            f"{head}; the schedule may run again from when it can start, "
+            f"{relative(can_start_by, now)} ({short_time(can_start_by)}), when beat's order "
+            "reaches it, and the run is recorded stolen then"
         )
     return f"{head}; the schedule may run again from then, when beat's order reaches it"

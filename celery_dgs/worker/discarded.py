@@ -23,6 +23,10 @@ from .startup import DgsPlugin
 
 logger = logging.getLogger("celery_dgs.worker")
 
+#: An expired dispatch's skip row names the worker's clock when it runs ahead
+#: of Redis's by at least this share of ``dgs_dispatch_timeout``.
+CLOCK_SHARE_NAMED = 0.1
+
 
 def give_back_unknown_task(
     app: Any, dgs: DgsPlugin, consumer: Any, message: Any, task: str
@@ -50,14 +54,16 @@ def give_back_revoked(
     """A dispatch Celery discarded unstarted, its message revoked by id or
     past its ``expires`` (``request``: the message's context, as Celery's
     ``task_revoked`` gives it; ``clock_offset``: this worker's clock minus
-    Redis's, when notable, which an expiry may be due to). Never raises."""
+    Redis's, when notable, named as the likely cause when it is a tenth of
+    ``dgs_dispatch_timeout`` or more). Never raises."""
     hostname = str(getattr(request, "hostname", "") or "this worker")
     why = (
         "expired (sent more than dgs_dispatch_timeout ago)"
         if expired
         else "revoked (celery control revoke)"
     )
-    if expired and clock_offset is not None and clock_offset > 0:
+    timeout = dgs.settings.dispatch_timeout
+    if expired and clock_offset is not None and clock_offset >= timeout * CLOCK_SHARE_NAMED:
         why = (
             f"expired (sent more than dgs_dispatch_timeout ago by {hostname}'s clock, which "
             f"is {format_seconds(clock_offset)} ahead of Redis's: run NTP on that host)"
