@@ -45,6 +45,19 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
+def start(store: SqlScheduleStore, name: str, run_id: str, token: int, at: datetime) -> None:
+    store.record_run_start(
+        schedule=name,
+        run_id=run_id,
+        dispatch_id=None,
+        owner_node="n",
+        owner_name="w@n",
+        owner_tag=run_id,
+        token=token,
+        started_at=at,
+    )
+
+
 def poll_lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:
     return [
         r.getMessage()
@@ -93,16 +106,7 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     caplog.set_level(logging.DEBUG, logger="celery_dgs.beat")
     caplog.clear()
     for i, name in enumerate(("t.scrape@s2", "t.scrape@s3")):
-        store.record_run_start(
-            schedule=name,
-            run_id=f"r{i}",
-            dispatch_id=None,
-            owner_node="n",
-            owner_name="w@n",
-            owner_tag=f"r{i}",
-            token=i + 1,
-            started_at=now,
-        )
+        start(store, name, f"r{i}", i + 1, now)
         store.record_run_end(run_id=f"r{i}", outcome="success", ended_at=now)
     time.sleep(0.002)
     engine.tick()
@@ -120,16 +124,7 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     # A deferred check moved by its run: the run's effect, said at DEBUG.
     caplog.clear()
     check = CheckSpec(task="t.check", key="a").name
-    store.record_run_start(
-        schedule=check,
-        run_id="c1",
-        dispatch_id=None,
-        owner_node="n",
-        owner_name="w@n",
-        owner_tag="c1",
-        token=1,
-        started_at=now,
-    )
+    start(store, check, "c1", 1, now)
     store.record_run_end(run_id="c1", outcome="success", ended_at=now, verdict=False)
     time.sleep(0.002)
     engine.tick()
@@ -140,16 +135,7 @@ def test_each_poll_that_changed_anything_logs_its_counts(
     # A check's first run: its start, then its failure, change statistics only.
     caplog.clear()
     other = CheckSpec(task="t.check", key="b").name
-    store.record_run_start(
-        schedule=other,
-        run_id="c2",
-        dispatch_id=None,
-        owner_node="n",
-        owner_name="w@n",
-        owner_tag="c2",
-        token=1,
-        started_at=now,
-    )
+    start(store, other, "c2", 1, now)
     time.sleep(0.002)
     engine.tick()
     store.record_run_end(run_id="c2", outcome="failure", ended_at=now, error="boom")
