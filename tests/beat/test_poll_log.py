@@ -25,6 +25,7 @@ from celery_dgs.settings import DgsSettings
 from celery_dgs.store.check_types import NewCheck
 from celery_dgs.store.sql import SqlScheduleStore
 from tests.beat.conftest import Recorder, open_store
+from tests.store.conftest import start
 
 KEYS = KeySpace("polllog")
 
@@ -43,19 +44,6 @@ def store(tmp_path: Path) -> Iterator[SqlScheduleStore]:
     s = open_store(f"sqlite:///{tmp_path / 'dgs.sqlite3'}", 1)
     yield s
     s.close()
-
-
-def start(store: SqlScheduleStore, name: str, run_id: str, token: int, at: datetime) -> None:
-    store.record_run_start(
-        schedule=name,
-        run_id=run_id,
-        dispatch_id=None,
-        owner_node="n",
-        owner_name="w@n",
-        owner_tag=run_id,
-        token=token,
-        started_at=at,
-    )
 
 
 def poll_lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:

@@ -19,6 +19,7 @@ from celery_dgs.outcome_spool import SpooledOutcome
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
 from celery_dgs.worker.runs import supervised_run
+from tests.store.conftest import start
 from tests.support.postgres import PostgresServer, postgres_available
 from tests.worker.helpers import SPEC, Request, in_thread, only_run
 
@@ -156,16 +157,7 @@ def test_a_kept_outcome_the_store_refuses_while_it_answers_is_set_aside(
         rt.store.insert_if_missing(SPEC, rt.leases.now())
         now = rt.leases.now()
         for run_id, token in (("bad", 1), ("good", 2)):
-            rt.store.record_run_start(
-                schedule=SPEC.name,
-                run_id=run_id,
-                dispatch_id=None,
-                owner_node="n",
-                owner_name="w@n",
-                owner_tag=run_id,
-                token=token,
-                started_at=now,
-            )
+            start(rt.store, SPEC.name, run_id, token, now)
         spool = rt.outcome_spool
         bad = "a NUL \x00 in the error"
         spool.put(
