@@ -130,6 +130,9 @@ class RunReaper:
         self._kept_checked = mono
         try:
             self.kept_waiting = not self._store_spooled()
+        except MalformedDataError as exc:  # unreadable data must not hold the reaper back
+            self.kept_waiting = False
+            logger.error("celery-dgs: the kept run outcomes cannot be read: %s", exc)
         except Exception as exc:
             self.kept_waiting = True
             log_failure(logger, exc, "celery-dgs: reading the kept run outcomes failed")

@@ -22,6 +22,7 @@ from celery_dgs.dispatches import DispatchRecords
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.leases.types import AcquireStatus
+from celery_dgs.outcome_spool import OutcomeSpool
 from celery_dgs.registry import WorkerRegistry
 from celery_dgs.settings import DgsSettings
 from celery_dgs.store.sql import SqlScheduleStore
@@ -47,7 +48,9 @@ def store(database_url: str) -> Iterator[SqlScheduleStore]:
     s.close()
 
 
-def engine_on(client: redis.Redis, store: SqlScheduleStore, batch: int = 500) -> BeatEngine:
+def engine_on(
+    client: redis.Redis, store: SqlScheduleStore, batch: int = 500, *, kept: bool = False
+) -> BeatEngine:
     settings = DgsSettings(
         ping_interval=1,
         ping_timeout=PING_TIMEOUT_S,
@@ -65,6 +68,7 @@ def engine_on(client: redis.Redis, store: SqlScheduleStore, batch: int = 500) ->
         settings=settings,
         clock=SystemClock(),
         monotonic=Mono(),
+        outcome_spool=OutcomeSpool(client, KEYS) if kept else None,
     )
     engine.load()
     return engine
@@ -339,3 +343,18 @@ def test_a_database_that_went_away_is_one_line_per_look_not_a_traceback(
     [record] = [r for r in caplog.records if "reaping runs" in r.getMessage()]
     assert record.exc_info is None
     assert "database" in record.getMessage()
+
+
+def test_a_kept_outcome_list_that_cannot_be_read_does_not_stop_the_reaper(
+    client: redis.Redis, store: SqlScheduleStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kept outcomes hold the reaper's judgement back while they wait; a key
+    of another type (malformed data) is an error said, not a wait for ever."""
+    engine = engine_on(client, store, kept=True)
+    client.set(KEYS.outcome_spool(), "not a list")
+    run_id, _ = start_run(store, engine.leases, "t.p1")
+    client.delete(KEYS.lease("t.p1"))  # its owner dead, its lease gone
+    for _ in range(3):
+        advance(engine, INTERVAL_S + GRACE_S)
+    assert outcome(store, "t.p1", run_id) == "lost"
+    assert "the kept run outcomes cannot be read: Redis key" in caplog.text
