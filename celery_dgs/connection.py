@@ -3,7 +3,8 @@
 URLs: ``redis://[:password@]host[:port][/db]``, ``rediss://`` (TLS),
 ``unix://`` and ``sentinel://`` (:mod:`celery_dgs.sentinel`). TLS options
 (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ...)
-are passed through to redis-py; they are rejected on a non-TLS URL, where
+are passed through to redis-py (``ssl_cert_reqs`` also as ``CERT_REQUIRED``
+and the other ``ssl`` module names kombu accepts); they are rejected on a non-TLS URL, where
 redis-py would only fail at the first command. The TLS handshake must end
 within the connect timeout, and at most :data:`TLS_HANDSHAKE_TIMEOUT_S`: a
 server that does not speak TLS never answers one, and the client then fails
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.cluster import RedisCluster
@@ -84,6 +86,40 @@ class HandshakeTimedSSLConnection(redis.SSLConnection):
         return sock
 
 
+#: ``ssl_cert_reqs`` as redis-py reads it in a URL, by each spelling accepted:
+#: redis-py's own, and the ``ssl`` module's names that Celery's docs and kombu use.
+_CERT_REQS = {
+    "none": "none",
+    "optional": "optional",
+    "required": "required",
+    "cert_none": "none",
+    "cert_optional": "optional",
+    "cert_required": "required",
+}
+
+
+def cert_reqs_spelt_for_redis_py(url: str) -> str:
+    """``url`` with its ``ssl_cert_reqs`` query value as redis-py spells it
+    (``CERT_REQUIRED`` -> ``required``, as kombu accepts it); a value neither
+    spells is a :class:`SettingsError` naming it."""
+    parts = urlsplit(url)
+    if "ssl_cert_reqs" not in parts.query:
+        return url
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    spelt = []
+    for key, value in query:
+        if key == "ssl_cert_reqs":
+            known = _CERT_REQS.get(value.lower())
+            if known is None:
+                raise SettingsError(
+                    f"the Redis URL's ssl_cert_reqs={value!r} is not one of none, optional, "
+                    "required (or CERT_NONE, CERT_OPTIONAL, CERT_REQUIRED)"
+                )
+            value = known
+        spelt.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(spelt, safe="/:")))
+
+
 def redis_from_url(
     url: str,
     *,
@@ -115,6 +151,7 @@ def redis_from_url(
                 "primary is a single server"
             )
         return sentinel_client(url, sentinel_master, sentinel_kwargs, **options)
+    url = cert_reqs_spelt_for_redis_py(url)
     ssl_options = sorted(k for k in options if k.startswith("ssl_"))
     if ssl_options and scheme != "rediss":
         raise SettingsError(

@@ -156,6 +156,18 @@ def explain_failure(
     if refused:
         setting = redis_setting if service == "redis" else "dgs_database_url"
         return f"{where} refused the credentials ({summary}): fix the password in {setting}", True
+    if service == "redis" and "certificate verify failed" in summary.lower():
+        return (
+            f"{where}: its TLS certificate is not trusted ({summary}): give the CA that signed "
+            f"it, e.g. ?ssl_ca_certs=/path/ca.pem in {redis_setting}",
+            True,
+        )
+    if (
+        service == "redis"
+        and (redis_url or "").lower().startswith("redis://")
+        and ("connection reset by peer" in summary.lower())
+    ):
+        summary += "; if the server speaks only TLS, use a rediss:// URL"
     return f"{where} is unreachable ({summary})", False
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
 import redis
 
-from .connection import redis_from_url
+from .connection import cert_reqs_spelt_for_redis_py, redis_from_url
 from .dispatches import DispatchRecords
 from .errors import SettingsError
 from .leases.base import LeaseBackend
@@ -33,13 +34,30 @@ from .wake import BeatWake
 
 
 class Runtime:
-    def __init__(self, settings: DgsSettings, *, broker_url: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: DgsSettings,
+        *,
+        broker_url: str | None = None,
+        broker_use_ssl: Any = None,
+    ) -> None:
         self.settings = settings
         self.redis_url = settings.resolved_redis_url(broker_url)
         if self.redis_url is None:
             raise SettingsError(
                 "celery-dgs needs Redis: set dgs_redis_url, or use a redis:// broker_url"
             )
+        #: TLS options of the Redis client: Celery's ``broker_use_ssl`` when the
+        #: URL is the broker's (kombu connects the broker with them).
+        self.redis_tls: dict[str, Any] = {}
+        if not settings.redis_url and isinstance(broker_use_ssl, Mapping) and broker_use_ssl:
+            self.redis_tls = {k: v for k, v in broker_use_ssl.items() if k.startswith("ssl_")}
+            if self.redis_url.startswith("redis://"):  # kombu speaks TLS with them too
+                self.redis_url = "rediss://" + self.redis_url.removeprefix("redis://")
+        try:
+            cert_reqs_spelt_for_redis_py(self.redis_url)
+        except SettingsError as exc:
+            raise SettingsError(f"{settings.redis_url_setting}: {exc}") from None
         self.keys = settings.keyspace()
 
     @cached_property
@@ -52,6 +70,7 @@ class Runtime:
             sentinel_kwargs=self.settings.redis_sentinel_kwargs,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
+            **self.redis_tls,
         )
 
     @cached_property
@@ -104,6 +123,13 @@ _by_app: weakref.WeakKeyDictionary[Any, tuple[int, Runtime]] = weakref.WeakKeyDi
 _lock = threading.Lock()
 
 
+def runtime_of_app(app: Any, settings: DgsSettings) -> Runtime:
+    """A new Runtime for ``app``: its Redis falls back to the broker's URL
+    and TLS options (``broker_url``, ``broker_use_ssl``)."""
+    conf = app.conf
+    return Runtime(settings, broker_url=conf.broker_url, broker_use_ssl=conf.broker_use_ssl)
+
+
 def runtime_for(app: Any, settings: DgsSettings) -> Runtime:
     """This process's Runtime for ``app`` (a new one after a fork). Keyed by the
     app object itself (weakly), so a new app never inherits a dead app's clients."""
@@ -111,6 +137,6 @@ def runtime_for(app: Any, settings: DgsSettings) -> Runtime:
     with _lock:
         entry = _by_app.get(app)
         if entry is None or entry[0] != pid:
-            entry = (pid, Runtime(settings, broker_url=app.conf.broker_url))
+            entry = (pid, runtime_of_app(app, settings))
             _by_app[app] = entry
         return entry[1]

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..dgs import DGS, get_dgs
-from ..runtime import Runtime, runtime_for
+from ..runtime import Runtime, runtime_for, runtime_of_app
 from ..settings import DgsSettings
 
 
@@ -33,7 +33,7 @@ class Env:
             settings = self.settings
             rt = runtime_for(self.app, settings)
             if rt.settings != settings:  # a cached bundle of another app (id reuse)
-                rt = Runtime(settings, broker_url=self.app.conf.broker_url)
+                rt = runtime_of_app(self.app, settings)
             self._runtime = rt
         return self._runtime
 

@@ -80,6 +80,7 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
             sentinel_kwargs=rt.settings.redis_sentinel_kwargs,
             socket_timeout=STARTUP_CHECK_TIMEOUT_S,
             socket_connect_timeout=STARTUP_CHECK_TIMEOUT_S,
+            **rt.redis_tls,
         )
     except SettingsError as exc:
         raise StartRefused(f"invalid setting: {exc}") from None

@@ -3,6 +3,7 @@ the key prefix, and one round trip per operation."""
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,10 +16,13 @@ import redis
 from celery_dgs.connection import redis_from_url
 from celery_dgs.dispatches import DispatchRecord, DispatchRecords
 from celery_dgs.embedded import RedisServerProcess, find_server_binary, free_port
-from celery_dgs.errors import LeaseError
+from celery_dgs.errors import LeaseError, SettingsError
+from celery_dgs.failures import explain_failure
 from celery_dgs.keys import KeySpace
 from celery_dgs.leases import AcquireStatus, RedisLeases
 from celery_dgs.registry import WorkerInfo, WorkerRegistry
+from celery_dgs.runtime import Runtime
+from celery_dgs.settings import DgsSettings
 from tests.conftest import IN_CI
 from tests.leases.helpers import running_names, wait_for
 from tests.leases.tls import TlsProxy, make_certificate, tls_server_binary
@@ -175,6 +179,47 @@ def test_rediss_against_a_tls_server(
     assert client.config_get("port") == {"port": "0"}
     client.close()
     _tls_checks(url, certificate[0], other_ca(tmp_path))
+
+
+def test_a_tls_redis_as_celery_configures_it(
+    native_tls_server: int, certificate: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The broker's TLS, configured the ways Celery's docs show: in the URL
+    with the ``ssl`` module's spelling (``CERT_REQUIRED``), or in
+    ``broker_use_ssl`` beside a plain ``redis://`` URL (kombu then speaks
+    TLS); celery-dgs's Redis, falling back to the broker's, connects both
+    ways. An untrusted certificate is a configuration error naming the
+    setting and the option to set; a ``ssl_cert_reqs`` neither spells is
+    refused naming the setting."""
+    ca = str(certificate[0])
+    port = native_tls_server
+    spelt = Runtime(
+        DgsSettings(),
+        broker_url=f"rediss://localhost:{port}/0?ssl_cert_reqs=CERT_REQUIRED&ssl_ca_certs={ca}",
+    )
+    assert spelt.redis.ping()
+    spelt.close()
+    use_ssl = Runtime(
+        DgsSettings(),
+        broker_url=f"redis://localhost:{port}/0",
+        broker_use_ssl={"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": ca},
+    )
+    assert use_ssl.redis_url == f"rediss://localhost:{port}/0"
+    assert use_ssl.redis.ping()
+    use_ssl.close()
+    with pytest.raises(SettingsError, match=r"^broker_url: the Redis URL's ssl_cert_reqs='maybe'"):
+        Runtime(DgsSettings(), broker_url=f"rediss://localhost:{port}/0?ssl_cert_reqs=maybe")
+    untrusted_url = f"rediss://localhost:{port}/0?ssl_ca_certs={other_ca(tmp_path)}"
+    untrusted = Runtime(DgsSettings(), broker_url=untrusted_url)
+    with pytest.raises(redis.ConnectionError) as caught:
+        untrusted.redis.ping()
+    line, refused = explain_failure(
+        caught.value, redis_url=untrusted_url, redis_setting="broker_url", database_url=""
+    ) or ("", False)
+    assert refused, "a configuration error, not an outage"
+    assert ": its TLS certificate is not trusted (ConnectionError: " in line
+    assert "give the CA that signed it, e.g. ?ssl_ca_certs=/path/ca.pem in broker_url" in line
+    untrusted.close()
 
 
 def test_scripts_survive_a_server_restart_and_min_token_restores_the_floor(
