@@ -162,6 +162,12 @@ def explain_failure(
             f"it, e.g. ?ssl_ca_certs=/path/ca.pem in {redis_setting}",
             True,
         )
+    if service == "redis" and ("noreplicas" in summary.lower() or "readonly" in summary.lower()):
+        return (
+            f"{where} refuses writes for now ({summary}): a fail-over in progress, or the "
+            "primary cut off from its replicas",
+            False,
+        )
     if (
         service == "redis"
         and (redis_url or "").lower().startswith("redis://")

@@ -21,7 +21,7 @@ from ..core.checks import CheckInfo
 from ..core.items import ItemCounts
 from ..core.run_end import FAILURE_OUTCOMES
 from ..core.spec import CheckSpec, ScheduleSpec
-from ..errors import DgsError, StaleTokenError, UnknownScheduleError
+from ..errors import DgsError, MalformedDataError, StaleTokenError, UnknownScheduleError
 from ..failures import failure_summary, log_failure
 from ..outcome_spool import SpooledOutcome
 from ..runtime import Runtime
@@ -248,13 +248,47 @@ def finish_run(
     if outcome == "stolen":  # the lease is the new owner's; this slot is free
         rt.wake.notify()
     elif outcome != "self_fenced":
-        try:
-            rt.leases.release(schedule, run_id)  # signals the leading beat
-        except Exception as exc:
-            log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
+        release_lease(rt, schedule, run_id)
     _log_end(run_id, schedule, outcome, error, items)
     if outcome in FAILURE_OUTCOMES:  # its kept next start waits this worker's retry step
         check_after_failure(rt)
+
+
+#: Attempts at releasing a run's lease (waits 0.2, 0.4, 0.8, 1.6 s): a Redis
+#: fail-over's few seconds, after which the lease would be left to expire and
+#: its schedule to wait ``ping_timeout + steal_delay``.
+RELEASE_ATTEMPTS = 5
+
+
+def release_lease(rt: Runtime, schedule: str, run_id: str) -> None:
+    """Release the run's lease (and signal the leading beat), retried while
+    Redis does not answer (:data:`RELEASE_ATTEMPTS`); logged, never raised."""
+    delay = 0.2
+    for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        try:
+            rt.leases.release(schedule, run_id)
+            return
+        except MalformedDataError as exc:  # foreign data: retrying cannot help
+            log_failure(logger, exc, "celery-dgs: releasing the lease of %s failed", schedule)
+            return
+        except Exception as exc:
+            if attempt == RELEASE_ATTEMPTS:
+                log_failure(
+                    logger,
+                    exc,
+                    "celery-dgs: releasing the lease of %s failed after %d attempts; it "
+                    "expires after dgs_ping_timeout + dgs_steal_delay",
+                    schedule,
+                    attempt,
+                )
+                return
+            logger.warning(
+                "celery-dgs: releasing the lease of %s failed (attempt %d); retrying",
+                schedule,
+                attempt,
+            )
+            time.sleep(delay)
+            delay *= 2
 
 
 def _spool(rt: Runtime, entry: SpooledOutcome, exc: Exception) -> None:
