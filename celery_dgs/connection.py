@@ -164,6 +164,11 @@ def redis_from_url(
             # The cluster client reads the slot map from the node at once.
             client = RedisCluster.from_url(url, **options)
         except RedisClusterException as exc:
+            if "can only be 0 in cluster mode" in str(exc):
+                raise SettingsError(
+                    f"dgs_redis_cluster is on, and a Redis Cluster has only database 0: drop "
+                    f"the database number from {redact_url(url)}"
+                ) from None
             if "cluster mode is not enabled" in str(exc).lower():
                 raise SettingsError(
                     f"dgs_redis_cluster is on, but the Redis at {redact_url(url)} runs "

@@ -132,6 +132,10 @@ def explain_failure(
     the server (password redacted) and the setting it comes from; ``None`` when
     ``exc`` is no connection failure. ``refused``: wrong credentials."""
     redis_where = f"Redis at {redact_url(redis_url or '?')} ({redis_setting})"
+    for err in _chain(exc):
+        advice = cluster_misconfiguration(err, [])
+        if advice is not None:  # settings a Redis Cluster needs: no retry helps
+            return f"{redis_where}: {advice}", True
     if any(no_such_database(err) for err in _chain(exc)):
         return (
             f"{redis_where} has no such database ({failure_summary(exc)}): fix the "

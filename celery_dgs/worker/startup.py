@@ -19,7 +19,7 @@ import redis
 from ..connection import redis_from_url
 from ..declarations import Declarations
 from ..errors import ScheduleConfigError, SchemaTooNewError, SettingsError
-from ..failures import explain_failure
+from ..failures import explain_failure, redact_url
 from ..runtime import Runtime, runtime_for
 from ..sentinel import log_min_replicas_warning
 from ..settings import DgsSettings
@@ -90,12 +90,32 @@ def check_before_start(app: Any, dgs: DgsPlugin) -> Runtime:
     try:
         client.ping()
         log_min_replicas_warning(client, rt.settings.redis_master_name, logger)
+        _refuse_a_cluster_node(rt, client)
     except redis.RedisError as exc:
         _unanswered(rt, exc)
     finally:
         client.close()
     _check_store(rt)
     return rt
+
+
+def _refuse_a_cluster_node(rt: Runtime, client: redis.Redis) -> None:
+    """Refuse to start when ``dgs_redis_cluster`` is off but the server is a
+    node of a Redis Cluster (a plain client gets ``MOVED`` or ``CROSSSLOT``
+    for most calls); a server that does not answer ``INFO cluster`` (an ACL)
+    is left to those answers."""
+    if rt.settings.redis_cluster:
+        return
+    try:
+        enabled = client.info("cluster").get("cluster_enabled")
+    except redis.ResponseError:
+        return
+    if enabled in (1, "1"):
+        where = f"Redis at {redact_url(rt.redis_url or '?')} ({rt.settings.redis_url_setting})"
+        raise StartRefused(
+            f"{where} is a node of a Redis Cluster: set dgs_redis_cluster = True and "
+            "dgs_redis_cluster_hash_tag = True (operations.md: Redis Cluster)"
+        )
 
 
 def _check_store(rt: Runtime) -> None:

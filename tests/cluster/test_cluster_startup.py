@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from celery.bin.base import CLIContext
+from click.testing import CliRunner
 
+from celery_dgs.cli import dgs as dgs_group
+from celery_dgs.connection import redis_from_url
 from celery_dgs.dgs import DGS
 from celery_dgs.embedded import free_port
+from celery_dgs.errors import SettingsError
 from celery_dgs.worker.startup import StartRefused, check_before_start
 from tests.e2e.harness import Cluster
 from tests.e2e.test_startup_e2e import EX_CONFIG, assert_no_traceback, exit_status, lines_with
@@ -95,3 +100,37 @@ def test_beat_with_the_cluster_setting_on_a_plain_server_exits_after_one_line(
     assert "invalid setting: dgs_redis_cluster is on" in line
     assert "runs without cluster mode: set dgs_redis_cluster = False" in line
     assert_no_traceback(log)
+
+
+def test_a_worker_refuses_a_cluster_node_without_the_cluster_setting(
+    cluster_url: str, redis_url: str, sqlite_url: str
+) -> None:
+    """The opposite mistake: a cluster node with ``dgs_redis_cluster`` off
+    (a plain client gets MOVED or CROSSSLOT for most calls) is refused at
+    the start, one line naming the settings; ``status`` says the same and
+    exits 4 (configuration), not 3 (unavailable)."""
+    app, dgs = app_with(redis_url, dgs_redis_url=cluster_url, dgs_database_url=sqlite_url)
+    with pytest.raises(StartRefused) as refused:
+        check_before_start(app, dgs)
+    assert str(refused.value) == (
+        f"Redis at {cluster_url} (dgs_redis_url) is a node of a Redis Cluster: set "
+        "dgs_redis_cluster = True and dgs_redis_cluster_hash_tag = True (operations.md: "
+        "Redis Cluster)"
+    )
+    obj = CLIContext(app=app, no_color=True, workdir=None)
+    result = CliRunner().invoke(dgs_group, ["status"], obj=obj)
+    assert result.exit_code == 4, result.output
+    assert f"Redis at {cluster_url} (dgs_redis_url): " in result.output
+    assert "this Redis is a node of a Redis Cluster; set dgs_redis_cluster = True" in (
+        result.output
+    )
+    app.close()
+
+
+def test_a_database_number_on_a_cluster_url_is_a_settings_error(cluster_url: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        redis_from_url(f"{cluster_url}/5", cluster=True)
+    assert str(refused.value) == (
+        "dgs_redis_cluster is on, and a Redis Cluster has only database 0: drop the database "
+        f"number from {cluster_url}/5"
+    )
