@@ -143,8 +143,8 @@ def status(
     Exit status: 1 if any selected schedule is in ERROR, a declaration of the
     app is invalid and not stored (beat skips it; a line names it), a
     deferred check is overdue past its within, or no beat dispatches (the
-    leader's lease expired, or the last leader resigned and none took over: a
-    health check), 0 otherwise; 3 if Redis or the
+    leader's lease expired, the last leader resigned and none took over, or
+    the leader serves another store: a health check), 0 otherwise; 3 if Redis or the
     store cannot be read; 4 on a configuration error. Only active schedules
     are listed (one whose declaration is invalid is listed as stored, in
     ERROR declaration_invalid); a paused one keeps its
@@ -173,9 +173,10 @@ def status(
         led_before = leader is None and beat_led_before(env)
         stopped = led_before or (leader is not None and leader_expired(leader, page.now, timeout))
         skipped = unstored_invalid(declared, env.runtime.store, page.now)
-        error = page.any_error or bool(past) or stopped or bool(skipped)
+        # Another project's beat leads: none dispatches this store's schedules.
+        error = page.any_error or bool(past) or stopped or bool(skipped) or foreign is not None
         if as_json:
-            dispatching = leader is not None and not stopped
+            dispatching = leader is not None and not stopped and foreign is None
             tail = beat_and_checks_json(
                 page.now, leader, timeout, dispatching, pace, overload, checks, past
             )

@@ -663,11 +663,14 @@ def test_status_warns_when_the_leading_beat_serves_another_store(
     assert "WARNING the leading beat" not in world.invoke("status").stdout
     leader.resign("x")
     leader.elect(owner_tag="y", owner_node="host9", owner_pid=8, store="another-store")
-    out = world.invoke("status").stdout
+    result = world.invoke("status")
+    assert result.exit_code == 1, "no beat dispatches this store's schedules"
+    out = result.stdout
     [line] = [x for x in out.splitlines() if x.startswith("WARNING the leading beat")]
     assert line.startswith("WARNING the leading beat (host9/8) serves another schedule store")
     assert f"key prefix {PREFIX!r}" in line
     doc = json.loads(world.invoke("status", "--json").stdout)
+    assert doc["beat_dispatching"] is False
     assert doc["beat_leader"]["store"] == "another-store"
     assert doc["beat_leader_warning"] == line.removeprefix("WARNING ")
 
