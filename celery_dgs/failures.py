@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 from redis.exceptions import ClusterCrossSlotError, MovedError, RedisClusterException
+from redis.sentinel import MasterNotFoundError
 
 
 def redact_url(url: str) -> str:
@@ -58,6 +59,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
         current = current.__cause__ or current.__context__
     return seen
 
+
+#: Words of a Sentinel failure (celery_dgs.sentinel) that mean a setting is wrong.
+_SENTINEL_SETTING_WORDS = ("refused the credentials", "monitor no primary of that name")
 
 #: Words of a database driver's message that mean its credentials were refused.
 _DB_AUTH_WORDS = ("password authentication failed", "authentication failed", "access denied")
@@ -136,6 +140,10 @@ def explain_failure(
         advice = cluster_misconfiguration(err, [])
         if advice is not None:  # settings a Redis Cluster needs: no retry helps
             return f"{redis_where}: {advice}", True
+        if isinstance(err, MasterNotFoundError) and any(
+            words in str(err) for words in _SENTINEL_SETTING_WORDS
+        ):  # the sentinels answered: their password or the primary's name is wrong
+            return f"{redis_where}: {err}", True
     if any(no_such_database(err) for err in _chain(exc)):
         return (
             f"{redis_where} has no such database ({failure_summary(exc)}): fix the "

@@ -23,7 +23,7 @@ from celery_dgs.leases import AcquireStatus, PingStatus
 from celery_dgs.leases.redis import RedisLeases
 from celery_dgs.runtime import Runtime
 from celery_dgs.settings import DgsSettings
-from celery_dgs.worker.startup import check_before_start
+from celery_dgs.worker.startup import StartRefused, check_before_start
 from tests.leases.helpers import wait_for
 from tests.leases.test_connection import exercise
 from tests.support.redis_sentinel import MASTER_NAME, RedisSentinelProcesses
@@ -115,34 +115,42 @@ def test_after_a_failover_the_client_follows_and_the_restart_grace_applies(
     rt.close()
 
 
-def test_unreachable_sentinels_and_an_unknown_name_are_one_line(
+def test_unreachable_sentinels_are_one_line_and_an_unknown_name_refuses_the_start(
     redis_sentinel: RedisSentinelProcesses,
     sqlite_url: str,
     redis_url: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Sentinels that do not answer may come back: a warning, the worker
+    starts. Sentinels that answer but monitor no primary of the name are a
+    setting no retry fixes: the worker refuses to start, one line."""
     nowhere = f"sentinel://127.0.0.1:{free_port()};sentinel://127.0.0.1:{free_port()}"
-    lines = []
-    for url, name in ((nowhere, MASTER_NAME), (redis_sentinel.url, "other")):
+
+    def app_for(url: str, name: str) -> tuple[Any, DGS]:
         app: Any = Celery("sentinel-startup", broker=redis_url, set_as_current=False)
         app.conf.update(dgs_redis_url=url, dgs_redis_master_name=name, dgs_database_url=sqlite_url)
-        dgs = DGS(app, install_worker_hooks=False)
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="celery_dgs"):
-            check_before_start(app, dgs).close()
-        (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        lines.append(line)
-        app.close()
+        return app, DGS(app, install_worker_hooks=False)
+
+    app, dgs = app_for(nowhere, MASTER_NAME)
+    with caplog.at_level(logging.WARNING, logger="celery_dgs"):
+        check_before_start(app, dgs).close()
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    app.close()
     assert (
         f"Redis at {nowhere} (dgs_redis_url) is unreachable (MasterNotFoundError: no "
-        f"Redis primary '{MASTER_NAME}' found: none of the 2 sentinels answered" in lines[0]
+        f"Redis primary '{MASTER_NAME}' found: none of the 2 sentinels answered" in line
     )
-    assert (
-        "(dgs_redis_url) is unreachable (MasterNotFoundError: no Redis primary 'other' "
-        f"found: the sentinels that answered monitor no primary of that name (they monitor "
-        f"{MASTER_NAME}): check dgs_redis_master_name)" in lines[1]
+    assert "\n" not in line
+    app, dgs = app_for(redis_sentinel.url, "other")
+    with pytest.raises(StartRefused) as refused:
+        check_before_start(app, dgs)
+    app.close()
+    assert str(refused.value).endswith(
+        "(dgs_redis_url): no Redis primary 'other' found: the sentinels that answered "
+        f"monitor no primary of that name (they monitor {MASTER_NAME}): check "
+        "dgs_redis_master_name"
     )
-    assert all("\n" not in line for line in lines)
+    assert "\n" not in str(refused.value)
 
 
 def test_the_primary_s_password_and_the_sentinels_password_are_apart(
