@@ -235,7 +235,7 @@ def min_replicas_warning(client: redis.Redis, master_name: str) -> str | None:
             why = f"CONFIG GET min-replicas-to-write answered {reply!r}"
         else:
             if value >= 1:
-                return None
+                return _few_replicas_warning(client, master_name)
             return (
                 f"the Redis primary {master_name!r} has min-replicas-to-write {value}: after a "
                 "fail-over the old primary takes writes until the sentinels demote it, and two "
@@ -246,6 +246,29 @@ def min_replicas_warning(client: redis.Redis, master_name: str) -> str | None:
         f"cannot read min-replicas-to-write of the Redis primary {master_name!r} ({why}): "
         "make sure it is at least 1 on every data server, or two runs of one schedule can "
         f"be live at once after a fail-over ({MIN_REPLICAS_DOC})"
+    )
+
+
+#: Replicas a Sentinel primary needs: with ``min-replicas-to-write 1``, a
+#: primary promoted from the only replica has none and refuses writes.
+MIN_REPLICAS = 2
+
+
+def _few_replicas_warning(client: redis.Redis, master_name: str) -> str | None:
+    """One line when the primary has fewer than :data:`MIN_REPLICAS` replicas
+    connected (``INFO replication``), else ``None`` (or when unreadable)."""
+    try:
+        info: dict[str, Any] = client.info("replication")
+        replicas = int(info.get("connected_slaves", 0))
+    except (redis.RedisError, TypeError, ValueError):
+        return None
+    if replicas >= MIN_REPLICAS:
+        return None
+    return (
+        f"the Redis primary {master_name!r} has {replicas} replica(s) connected: with "
+        f"min-replicas-to-write 1 it needs at least {MIN_REPLICAS}, or once it is lost the "
+        "promoted replica has none and refuses writes (nothing runs) until another joins "
+        f"({MIN_REPLICAS_DOC})"
     )
 
 

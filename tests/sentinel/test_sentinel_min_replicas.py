@@ -20,6 +20,7 @@ from celery_dgs.cli import dgs as dgs_group
 from celery_dgs.dgs import DGS, get_dgs
 from celery_dgs.worker.startup import check_before_start
 from tests.support.redis_sentinel import MASTER_NAME, RedisSentinelProcesses
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.redis_ha, pytest.mark.timeout(90)]
 
@@ -148,3 +149,29 @@ def test_nothing_is_read_or_said_without_sentinel(
     assert status == 0, out + err
     assert "min-replicas" not in err
     app.close()
+
+
+def test_a_primary_with_fewer_than_two_replicas_is_warned_about(
+    redis_sentinel: RedisSentinelProcesses, sentinel_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With min-replicas-to-write 1 a primary needs two replicas: promoted from
+    the only one, it would have none and refuse every write."""
+    address = redis_sentinel.primary_addr()
+    [replica] = [s for s in redis_sentinel.servers if s.port != address[1]][:1]
+    detached = redis.Redis(replica.host, replica.port, decode_responses=True)
+    watch = primary(redis_sentinel)
+    try:
+        detached.replicaof("NO", "ONE")
+        wait_for(
+            lambda: int(watch.info("replication")["connected_slaves"]) == 1, 10, "a replica gone"
+        )
+        (line,) = [m for m in worker_warnings(sentinel_app, caplog) if "replica(s)" in m]
+        assert line.startswith(
+            f"celery-dgs: the Redis primary '{MASTER_NAME}' has 1 replica(s) connected: with "
+            "min-replicas-to-write 1 it needs at least 2"
+        )
+    finally:
+        detached.replicaof(*address)
+        wait_for(lambda: int(watch.info("replication")["connected_slaves"]) == 2, 20, "it back")
+        detached.close()
+        watch.close()
